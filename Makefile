@@ -1,0 +1,41 @@
+# parlab: `make run` runs the default suite and writes reports/evidence.md;
+# `make test` runs every test. Both install what is missing first (ci/setup.sh).
+
+SHELL := /bin/bash
+VENV := $(CURDIR)/.venv
+export VIRTUAL_ENV := $(VENV)
+export PATH := $(VENV)/bin:$(PATH)
+export LIBTORCH_USE_PYTORCH := 1
+export LIBTORCH_BYPASS_VERSION_CHECK := 0
+export PARLAB_PYTHON := $(VENV)/bin/python
+BIN := target/release/parlab
+SETUP_STAMP := .parlab/setup.ok
+
+.PHONY: all setup build run report test bench clean-results
+
+all: build
+
+$(SETUP_STAMP): ci/setup.sh
+	bash ci/setup.sh
+	@mkdir -p .parlab && touch $(SETUP_STAMP)
+
+setup: $(SETUP_STAMP)
+
+build: setup
+	cargo build --release
+
+run: build
+	$(BIN) run experiments
+
+report: build
+	$(BIN) report
+
+test: build
+	cargo test --release -- --test-threads=1
+	$(VENV)/bin/python tests/hf_crosscheck.py
+
+bench: build
+	bash ci/bench.sh
+
+clean-results:
+	rm -rf manifests/* reports/evidence.md reports/figures reports/tables

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what parlab needs on Debian 12: Open MPI, libclang (bindgen for the
+# mpi crate), and a project-local .venv with torch==2.13.0 and transformers.
+# Idempotent: a second run checks and returns quickly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION=2.13.0
+VENV=.venv
+
+need_apt=()
+command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
+[ -e /usr/include/x86_64-linux-gnu/openmpi/mpi.h ] || [ -n "$(ls /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h 2>/dev/null)" ] || need_apt+=(libopenmpi-dev)
+ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang-dev)
+command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "parlab setup: missing system packages: ${need_apt[*]}" >&2
+    echo "  install them with your package manager (Debian: sudo apt-get install ${need_apt[*]}) and rerun" >&2
+    exit 2
+  fi
+  echo "parlab setup: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "parlab setup: creating $VENV"
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+  echo "parlab setup: installing torch==$TORCH_VERSION into $VENV (large download, once)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH_VERSION"
+fi
+if ! "$VENV/bin/python" -c "import transformers, safetensors" 2>/dev/null; then
+  echo "parlab setup: installing transformers and safetensors into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check transformers safetensors
+fi
+echo "parlab setup: ok ($(mpirun --version 2>/dev/null | head -1); torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)'))"

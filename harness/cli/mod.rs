@@ -1,0 +1,145 @@
+//! The command line: one file per command, errors mapped to documented exit codes.
+
+mod audit;
+mod gates;
+mod model;
+mod plan;
+mod rank;
+mod report;
+mod run;
+mod shape;
+mod validate;
+
+use crate::exitcode;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// A mistake in the user's input: printed as is, exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UserError(pub String);
+
+/// parlab: declarative benchmarks and an evidence register for distributed LLM inference.
+#[derive(Debug, Parser)]
+#[command(name = "parlab", version, about, long_about = None)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// parlab's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check specs and print every problem (file:line:col: key: message); exit 2 if any.
+    Validate {
+        /// Spec files or folders (default: experiments/).
+        paths: Vec<PathBuf>,
+    },
+    /// Print the runs the specs expand to, in run order, with their identities.
+    Plan {
+        /// Spec files or folders (default: experiments/).
+        paths: Vec<PathBuf>,
+        /// Print a JSON array, one object per run.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the specs: launch ranks, collect results, write manifests; then render the register.
+    Run {
+        /// Spec files or folders (default: experiments/).
+        paths: Vec<PathBuf>,
+        /// Rerun runs whose manifests already say ok.
+        #[arg(long)]
+        force: bool,
+        /// Do not render reports/evidence.md afterwards.
+        #[arg(long)]
+        no_report: bool,
+    },
+    /// Render reports/evidence.md (and figures, CSV tables) from manifests/.
+    Report {
+        /// Manifests folder.
+        #[arg(long, default_value = "manifests")]
+        manifests: PathBuf,
+        /// Output folder.
+        #[arg(long, default_value = "reports")]
+        out: PathBuf,
+    },
+    /// Compare answers of runs that share an answer identity; exit 3 if a layout changed one.
+    Audit {
+        /// Manifests folder.
+        #[arg(long, default_value = "manifests")]
+        manifests: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Probe what this machine can do and print each probe's command and output.
+    Gates {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a model's shape: parameters, stored and streamed bytes, KV cache per token.
+    Shape {
+        /// A model name under models/ or a folder holding config.json.
+        model: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Bytes per value for the byte figures.
+        #[arg(long, default_value = "float16")]
+        dtype: String,
+    },
+    /// Cost-model tables (`parlab model`), or `parlab model init` to make a seeded checkpoint.
+    Model(model::ModelArgs),
+    /// Inside a rank: run the plan's workload (started by mpirun, not by people).
+    #[command(hide = true)]
+    Rank {
+        /// The run plan (JSON) written by `parlab run`.
+        #[arg(long)]
+        plan: PathBuf,
+        /// Folder for this rank's records.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Parses arguments, runs the command, and returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { exitcode::USER_ERROR } else { exitcode::OK };
+        }
+    };
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            if let Some(user) = e.downcast_ref::<UserError>() {
+                eprintln!("{user}");
+                return exitcode::USER_ERROR;
+            }
+            if let Some(problems) = e.downcast_ref::<crate::spec::Problems>() {
+                eprintln!("{problems}");
+                return exitcode::USER_ERROR;
+            }
+            eprintln!("error: {e:#}");
+            exitcode::RUN_FAILED
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<i32> {
+    match command {
+        Command::Validate { paths } => validate::run(&paths),
+        Command::Plan { paths, json } => plan::run(&paths, json),
+        Command::Run { paths, force, no_report } => run::run(&paths, force, no_report),
+        Command::Report { manifests, out } => report::run(&manifests, &out),
+        Command::Audit { manifests, json } => audit::run(&manifests, json),
+        Command::Gates { json } => gates::run(json),
+        Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),
+        Command::Model(args) => model::run(args),
+        Command::Rank { plan, out } => rank::run(&plan, &out),
+    }
+}

@@ -1,0 +1,44 @@
+//! `parlab plan`: the runs in order, with identities and layouts.
+
+use crate::spec::{load_suite, RunPlan};
+use serde_json::json;
+use std::path::PathBuf;
+
+/// Prints the expanded runs as a table or a JSON array.
+pub fn run(paths: &[PathBuf], as_json: bool) -> anyhow::Result<i32> {
+    let runs = load_suite(paths)?;
+    if as_json {
+        let items: Vec<_> = runs.iter().map(plan_json).collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+    } else {
+        println!("{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12}", "#", "experiment", "strategy", "world", "link", "run_id", "answer_id");
+        for (i, r) in runs.iter().enumerate() {
+            println!(
+                "{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12}",
+                i + 1,
+                format!("{}#{}", r.experiment, r.index),
+                r.layout.strategy.name(),
+                r.layout.world,
+                r.link,
+                r.short_id(),
+                &r.answer_id[..12]
+            );
+        }
+    }
+    Ok(crate::exitcode::OK)
+}
+
+fn plan_json(r: &RunPlan) -> serde_json::Value {
+    json!({
+        "experiment": r.experiment,
+        "index": r.index,
+        "kind": r.kind,
+        "run_id": r.run_id,
+        "answer_id": r.answer_id,
+        "link": r.link,
+        "threads_per_rank": r.threads_per_rank,
+        "repetitions": r.repetitions,
+        "workload": r.workload,
+        "layout": r.layout,
+    })
+}

@@ -1,0 +1,108 @@
+//! The identity rule: canonical encodings and sha256 digests of runs and answers.
+//!
+//! The run identity covers everything that can change what is computed or measured
+//! (model config and weights, workload, dtype, the full parallel layout, backend,
+//! link, threads, repetitions). The answer identity is the same without the layout,
+//! backend, link, threads and repetitions: runs that share it must give one answer.
+
+use crate::spec::plan::{Layout, ModelSource, Weights, Workload};
+use serde::Serialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// The canonical encoding: JSON with object keys sorted and no whitespace.
+pub fn canonical_json<T: Serialize>(value: &T) -> String {
+    let value = serde_json::to_value(value).expect("plans serialize to JSON");
+    sort_keys(value).to_string()
+}
+
+fn sort_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let sorted: std::collections::BTreeMap<String, Value> = map.into_iter().map(|(k, v)| (k, sort_keys(v))).collect();
+            Value::Object(sorted.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
+}
+
+/// sha256 of the canonical encoding, as 64 hex digits.
+pub fn digest<T: Serialize>(value: &T) -> String {
+    hex::encode(Sha256::digest(canonical_json(value).as_bytes()))
+}
+
+/// What identifies a model's answer: its config and weights, not its name or folder.
+fn model_material(model: Option<&ModelSource>) -> Value {
+    match model {
+        None => Value::Null,
+        Some(m) => {
+            let weights = match &m.weights {
+                Weights::Checkpoint { sha256, .. } => json!({ "sha256": sha256 }),
+                Weights::Seeded { seed, generator, .. } => json!({ "seeded": { "seed": seed, "generator": generator } }),
+            };
+            json!({ "config_sha256": m.config_sha256, "weights": weights })
+        }
+    }
+}
+
+/// The inputs of one run's identities.
+pub struct IdentityInput<'a> {
+    /// The experiment kind's name.
+    pub kind: &'a str,
+    /// The model, if any.
+    pub model: Option<&'a ModelSource>,
+    /// The workload's parameters.
+    pub workload: &'a Workload,
+    /// The parallel layout.
+    pub layout: &'a Layout,
+    /// The communication backend.
+    pub backend: &'a str,
+    /// The link.
+    pub link: &'a str,
+    /// Threads per rank.
+    pub threads_per_rank: u32,
+    /// Timed repetitions.
+    pub repetitions: u32,
+    /// Warm-up count.
+    pub warmup: u32,
+    /// Where ranks run: launcher and hostfile contents' digest.
+    pub placement: Value,
+}
+
+/// The answer identity: model, kind and workload only.
+pub fn answer_id(input: &IdentityInput) -> String {
+    digest(&answer_material(input))
+}
+
+fn answer_material(input: &IdentityInput) -> Value {
+    json!({ "kind": input.kind, "model": model_material(input.model), "workload": input.workload })
+}
+
+/// The run identity: the answer material plus layout, backend, link, threads and repetitions.
+pub fn run_id(input: &IdentityInput) -> String {
+    digest(&json!({
+        "answer": answer_material(input),
+        "layout": input.layout,
+        "backend": input.backend,
+        "link": input.link,
+        "threads_per_rank": input.threads_per_rank,
+        "repetitions": input.repetitions,
+        "warmup": input.warmup,
+        "placement": input.placement,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[{"q":1,"p":2}],"x":2}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"x":2,"y":[{"p":2,"q":1}]},"b":1}"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        assert_eq!(canonical_json(&a), r#"{"a":{"x":2,"y":[{"p":2,"q":1}]},"b":1}"#);
+        assert_ne!(digest(&a), digest(&json!({"b": 2})));
+    }
+}

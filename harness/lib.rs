@@ -1,0 +1,22 @@
+//! parlab: a declarative benchmark harness and evidence pipeline for distributed LLM inference.
+//!
+//! The modules follow the data flow: `spec` (parse, validate, expand) -> `identity` ->
+//! `gates` -> `launch` (mpirun) -> `rank` (code inside a rank) -> `collect` -> `manifest`
+//! -> `report`, with `model` and `costmodel` as the science both halves share, and
+//! `audit` comparing answers across layouts.
+
+pub mod audit;
+pub mod cli;
+pub mod collect;
+pub mod costmodel;
+pub mod exitcode;
+pub mod gates;
+pub mod identity;
+pub mod launch;
+pub mod manifest;
+pub mod model;
+pub mod rank;
+pub mod report;
+pub mod spec;
+pub mod table;
+pub mod units;

@@ -1,0 +1,191 @@
+//! Manifests: one JSON file per run identity in `manifests/`, written atomically.
+
+use crate::spec::plan::{Layout, RunPlan};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The manifest format's version tag.
+pub const SCHEMA: &str = "parlab.manifest/1";
+
+/// The folder manifests live in: `$PARLAB_MANIFESTS` or `manifests/`.
+pub fn manifests_dir() -> PathBuf {
+    std::env::var_os("PARLAB_MANIFESTS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("manifests"))
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Ran and produced results.
+    Ok,
+    /// Launched and failed (crash, signal, timeout, wrong result).
+    Failed,
+    /// Not launched: a requirement is unmet or the workload is not implemented.
+    NotRun,
+}
+
+/// parlab's own version and commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    /// Crate version.
+    pub version: String,
+    /// Git commit the binary was built from.
+    pub commit: String,
+}
+
+impl Tool {
+    /// This binary's version and commit.
+    pub fn current() -> Self {
+        Tool { version: env!("CARGO_PKG_VERSION").into(), commit: env!("PARLAB_GIT_COMMIT").into() }
+    }
+}
+
+/// How the ranks were launched and how they ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Launch {
+    /// The exact command line.
+    pub command: String,
+    /// More ranks than cores.
+    pub oversubscribed: bool,
+    /// Seconds from launch to exit.
+    pub wall_s: f64,
+    /// The launcher's exit code, when it exited.
+    pub exit_code: Option<i32>,
+}
+
+/// One run's record: identities, layout, machine, status, results and answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Format version.
+    pub schema: String,
+    /// Run identity.
+    pub run_id: String,
+    /// Answer identity.
+    pub answer_id: String,
+    /// Experiment name.
+    pub experiment: String,
+    /// Experiment kind.
+    pub kind: String,
+    /// How the run ended.
+    pub status: Status,
+    /// Why it failed or did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The canonical layout.
+    pub layout: Layout,
+    /// The full plan the ranks ran.
+    pub plan: RunPlan,
+    /// parlab version and commit.
+    pub parlab: Tool,
+    /// Machine fingerprint.
+    pub machine: Value,
+    /// When the run started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When the run ended.
+    pub finished_at: String,
+    /// Launch details, for launched runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
+    /// Caveats the machine imposes on this run's figures.
+    #[serde(default)]
+    pub caveats: Vec<String>,
+    /// Paths of results files, relative to the manifests folder.
+    #[serde(default)]
+    pub results: Value,
+    /// Summary figures the register shows (medians, ranges, bandwidths).
+    #[serde(default)]
+    pub summary: Value,
+    /// The answer (decode: generated token ids) and exactness figures.
+    #[serde(default)]
+    pub answer: Value,
+}
+
+impl Manifest {
+    /// The manifest file's path for a run identity.
+    pub fn path_for(dir: &Path, run_id: &str) -> PathBuf {
+        dir.join(format!("{run_id}.json"))
+    }
+
+    /// The folder for a run's results files.
+    pub fn results_dir(dir: &Path, run_id: &str) -> PathBuf {
+        dir.join(run_id)
+    }
+
+    /// Writes the manifest to `dir/<run_id>.json` atomically.
+    pub fn write(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        let path = Self::path_for(dir, &self.run_id);
+        let mut text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        text.push('\n');
+        write_atomic(&path, text.as_bytes())?;
+        Ok(path)
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it into place.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// A manifest file that could not be used, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skipped {
+    /// The file.
+    pub path: PathBuf,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// Every readable manifest in `dir` (sorted by experiment, then plan index), and the files skipped.
+pub fn read_all(dir: &Path) -> (Vec<Manifest>, Vec<Skipped>) {
+    let mut manifests = Vec::new();
+    let mut skipped = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for path in files {
+        match read_one(&path) {
+            Ok(m) => manifests.push(m),
+            Err(reason) => skipped.push(Skipped { path, reason }),
+        }
+    }
+    manifests.sort_by(|a, b| (&a.experiment, a.plan.index, &a.run_id).cmp(&(&b.experiment, b.plan.index, &b.run_id)));
+    (manifests, skipped)
+}
+
+/// Reads one manifest, refusing foreign or corrupt files with a reason.
+pub fn read_one(path: &Path) -> Result<Manifest, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| format!("not valid JSON ({e})"))?;
+    match value.get("schema").and_then(Value::as_str) {
+        Some(SCHEMA) => {}
+        Some(other) => return Err(format!("schema `{other}` is not {SCHEMA}")),
+        None => return Err("not a parlab manifest (no `schema` key)".into()),
+    }
+    let manifest: Manifest = serde_json::from_value(value).map_err(|e| format!("malformed manifest ({e})"))?;
+    let expected = format!("{}.json", manifest.run_id);
+    if path.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
+        return Err(format!("file name does not match its run_id {}", manifest.run_id));
+    }
+    Ok(manifest)
+}
+
+/// The current time as RFC 3339 UTC with seconds.
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}

@@ -1,0 +1,13 @@
+//! The `collectives` workload inside a rank.
+
+use super::comm::Communicator;
+use crate::spec::RunPlan;
+use std::path::Path;
+
+/// Whether this version runs the workload.
+pub const IMPLEMENTED: bool = false;
+
+/// Runs this rank's part of a `collectives` plan.
+pub fn run(_plan: &RunPlan, _comm: &mut Communicator, _out: &Path) -> anyhow::Result<()> {
+    anyhow::bail!("workload `collectives` is not implemented in this version")
+}

@@ -1,0 +1,114 @@
+//! The communicator ranks use: MPI collectives on f32 buffers that count calls,
+//! bytes and time spent inside them.
+
+use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::time::Instant;
+
+/// Counts of collective calls, bytes and seconds, since the last reset.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CommStats {
+    /// Collective or point-to-point calls.
+    pub calls: u64,
+    /// All-reduce calls.
+    pub all_reduces: u64,
+    /// All-gather calls.
+    pub all_gathers: u64,
+    /// Payload bytes passed in (this rank's contribution).
+    pub bytes: u64,
+    /// Seconds spent inside communication calls (including waiting for other ranks).
+    pub seconds: f64,
+}
+
+/// MPI_COMM_WORLD with counters.
+pub struct Communicator {
+    world: SimpleCommunicator,
+    stats: CommStats,
+}
+
+impl Communicator {
+    /// Wraps the world communicator of an initialised MPI universe.
+    pub fn new(world: SimpleCommunicator) -> Self {
+        Communicator { world, stats: CommStats::default() }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.world.rank() as u32
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.world.size() as u32
+    }
+
+    /// The underlying MPI communicator (for workloads that time raw operations).
+    pub fn raw(&self) -> &SimpleCommunicator {
+        &self.world
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> CommStats {
+        self.stats
+    }
+
+    /// Zeroes the counters.
+    pub fn reset_stats(&mut self) {
+        self.stats = CommStats::default();
+    }
+
+    fn account(&mut self, bytes: usize, start: Instant) {
+        self.stats.calls += 1;
+        self.stats.bytes += bytes as u64;
+        self.stats.seconds += start.elapsed().as_secs_f64();
+    }
+
+    /// Waits for every rank.
+    pub fn barrier(&mut self) {
+        let start = Instant::now();
+        self.world.barrier();
+        self.account(0, start);
+    }
+
+    /// Sums `buf` across ranks in place.
+    pub fn all_reduce_sum(&mut self, buf: &mut [f32]) {
+        let start = Instant::now();
+        let input = buf.to_vec();
+        self.world.all_reduce_into(&input[..], buf, SystemOperation::sum());
+        self.stats.all_reduces += 1;
+        self.account(std::mem::size_of_val(buf), start);
+    }
+
+    /// Gathers each rank's `part` (lengths may differ) into `out` on every rank, in rank order.
+    pub fn all_gather_varcount(&mut self, part: &[f32], counts: &[i32], out: &mut [f32]) {
+        let start = Instant::now();
+        let displs: Vec<i32> = counts.iter().scan(0, |acc, &c| { let d = *acc; *acc += c; Some(d) }).collect();
+        let mut partition = PartitionMut::new(out, counts, &displs[..]);
+        self.world.all_gather_varcount_into(part, &mut partition);
+        self.stats.all_gathers += 1;
+        self.account(std::mem::size_of_val(part), start);
+    }
+
+    /// Sends `buf` to `dest`.
+    pub fn send(&mut self, dest: u32, buf: &[f32]) {
+        let start = Instant::now();
+        self.world.process_at_rank(dest as i32).send(buf);
+        self.account(std::mem::size_of_val(buf), start);
+    }
+
+    /// Receives into `buf` from `src`.
+    pub fn recv(&mut self, src: u32, buf: &mut [f32]) {
+        let start = Instant::now();
+        self.world.process_at_rank(src as i32).receive_into(buf);
+        self.account(std::mem::size_of_val(buf), start);
+    }
+
+    /// Copies `buf` from `root` to every rank.
+    pub fn broadcast(&mut self, root: u32, buf: &mut [f32]) {
+        let start = Instant::now();
+        self.world.process_at_rank(root as i32).broadcast_into(buf);
+        self.account(std::mem::size_of_val(buf), start);
+    }
+}

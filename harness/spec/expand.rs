@@ -1,0 +1,263 @@
+//! Expands an experiment's list-valued axes into runs (cartesian product, minus
+//! `exclude:` rules), computes each run's layout and identities, and checks each
+//! run against its model (heads a tensor split must divide, layers a pipeline needs).
+
+use super::layout::layout_for;
+use super::plan::*;
+use super::problem::Problem;
+use super::schema::*;
+use super::validate::Checker;
+use crate::identity::{self, IdentityInput};
+use crate::model::{resolve_model, ModelConfig};
+use serde_yaml::Value;
+use std::collections::BTreeMap;
+
+/// The canonical text of an axis value, used to match `exclude:` rules.
+pub fn axis_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => serde_yaml::to_string(other).unwrap_or_default().trim().to_string(),
+    }
+}
+
+/// One point of the matrix: a value for each axis.
+#[derive(Debug, Clone)]
+struct Point {
+    model: Option<String>,
+    strategy: Strategy,
+    world: u32,
+    link: String,
+    threads: Threads,
+    sequences: u32,
+    head: HeadPlacement,
+    dtype: Dtype,
+    new_tokens: u32,
+}
+
+impl Point {
+    fn axis_values(&self) -> BTreeMap<&'static str, String> {
+        let threads = match self.threads {
+            Threads::Count(n) => n.to_string(),
+            Threads::Auto => "auto".into(),
+            Threads::All => "all".into(),
+        };
+        let head = match self.head {
+            HeadPlacement::Split => "split",
+            HeadPlacement::Replicated => "replicated",
+        };
+        BTreeMap::from([
+            ("model", self.model.clone().unwrap_or_default()),
+            ("strategy", self.strategy.name().to_string()),
+            ("world", self.world.to_string()),
+            ("link", self.link.clone()),
+            ("threads", threads),
+            ("sequences", self.sequences.to_string()),
+            ("head", head.to_string()),
+            ("dtype", self.dtype.name().to_string()),
+            ("new_tokens", self.new_tokens.to_string()),
+        ])
+    }
+
+    fn excluded(&self, rules: &[Vec<(String, String)>]) -> bool {
+        let values = self.axis_values();
+        rules.iter().any(|rule| {
+            !rule.is_empty()
+                && rule.iter().all(|(axis, text)| {
+                    let wanted: Vec<String> = match serde_yaml::from_str::<Value>(text) {
+                        Ok(Value::Sequence(items)) => items.iter().map(axis_text).collect(),
+                        _ => vec![text.clone()],
+                    };
+                    values.get(axis.as_str()).is_some_and(|v| wanted.contains(v))
+                })
+        })
+    }
+}
+
+/// The matrix's points in a fixed order: model, strategy, world, link, threads,
+/// sequences, head, dtype, new_tokens (the first varies slowest).
+fn points(e: &Experiment) -> Vec<Point> {
+    let models: Vec<Option<String>> = if e.models.is_empty() { vec![None] } else { e.models.iter().cloned().map(Some).collect() };
+    let mut out = Vec::new();
+    for model in &models {
+        for &strategy in &e.strategies {
+            for &world in &e.worlds {
+                for link in &e.links {
+                    for &threads in &e.threads {
+                        for &sequences in &e.sequences {
+                            for &head in &e.heads {
+                                for &dtype in &e.dtypes {
+                                    for &new_tokens in &e.new_tokens {
+                                        let link = link.clone();
+                                        let model = model.clone();
+                                        out.push(Point { model, strategy, world, link, threads, sequences, head, dtype, new_tokens });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.into_iter().filter(|p| !p.excluded(&e.exclude)).collect()
+}
+
+/// Expands `e` into runs; `text` is the spec's text, for locating problems.
+pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Vec<Problem>> {
+    let mut c = Checker::new(&e.path, text);
+    if e.kind == Kind::Model {
+        for m in &e.models {
+            if let Err(err) = ModelConfig::read(&resolve_model(m).dir) {
+                c.report("model", err.to_string());
+            }
+        }
+        return if c.problems.is_empty() { Ok(vec![model_run(e)]) } else { Err(c.problems) };
+    }
+    let mut models: BTreeMap<String, Option<(ModelSource, ModelConfig)>> = BTreeMap::new();
+    for name in &e.models {
+        let source = super::weights::model_source(name, e.weights_seed).map_err(|m| c.report("model", m)).ok();
+        models.insert(name.clone(), source);
+    }
+    let pts = points(e);
+    if pts.is_empty() {
+        c.report("exclude", "every combination of the axes is excluded; this experiment would run nothing");
+    }
+    let mut runs = Vec::new();
+    for p in pts {
+        let model = p.model.as_ref().and_then(|m| models.get(m).cloned().flatten());
+        if p.model.is_some() && model.is_none() {
+            continue;
+        }
+        match layout_for(e.kind, &p_layout_input(&p), model.as_ref().map(|(_, cfg)| cfg)) {
+            Ok(layout) => runs.push(make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len())),
+            Err((key, message)) => c.report(key, message),
+        }
+    }
+    if c.problems.is_empty() {
+        Ok(runs)
+    } else {
+        c.problems.dedup();
+        Err(c.problems)
+    }
+}
+
+fn p_layout_input(p: &Point) -> super::layout::LayoutInput {
+    super::layout::LayoutInput { strategy: p.strategy, world: p.world, head: p.head, sequences: p.sequences }
+}
+
+fn threads_for(threads: Threads, world: u32, cores: u32) -> u32 {
+    match threads {
+        Threads::Count(n) => n,
+        Threads::Auto => (cores / world.max(1)).max(1),
+        Threads::All => cores.max(1),
+    }
+}
+
+fn workload_for(e: &Experiment, p: &Point) -> Workload {
+    match e.kind {
+        Kind::Collectives => Workload::Collectives(e.collectives.clone().expect("collectives params")),
+        Kind::Membw => Workload::Membw(e.membw.clone().expect("membw params")),
+        Kind::Decode => Workload::Decode {
+            prompt: e.decode.as_ref().expect("decode params").prompt.clone(),
+            new_tokens: p.new_tokens,
+            dtype: p.dtype,
+        },
+        Kind::Dispatch => Workload::Dispatch(e.dispatch.clone().expect("dispatch params")),
+        Kind::Model => unreachable!("model runs are built by model_run"),
+    }
+}
+
+fn placement(e: &Experiment) -> serde_json::Value {
+    let hostfile = e.hostfile.as_ref().and_then(|h| std::fs::read(h).ok()).map(|b| identity::digest(&String::from_utf8_lossy(&b)));
+    serde_json::json!({ "launcher": e.launcher, "hostfile_sha256": hostfile })
+}
+
+fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layout, cores: u32, index: usize) -> RunPlan {
+    let workload = workload_for(e, p);
+    let threads_per_rank = threads_for(p.threads, p.world, cores);
+    let input = IdentityInput {
+        kind: e.kind.name(),
+        model: model.as_ref(),
+        workload: &workload,
+        layout: &layout,
+        backend: "mpi",
+        link: &p.link,
+        threads_per_rank,
+        repetitions: e.repetitions,
+        warmup: e.warmup,
+        placement: placement(e),
+    };
+    RunPlan {
+        experiment: e.name.clone(),
+        index,
+        kind: e.kind,
+        spec_path: e.path.clone(),
+        spec_sha256: e.spec_digest.clone(),
+        run_id: identity::run_id(&input),
+        answer_id: identity::answer_id(&input),
+        model,
+        link: p.link.clone(),
+        backend: "mpi".into(),
+        threads_per_rank,
+        repetitions: e.repetitions,
+        warmup: e.warmup,
+        timeout_s: e.timeout_s,
+        requires: e.requires.clone(),
+        launcher: e.launcher,
+        hostfile: e.hostfile.clone(),
+        workload,
+        layout,
+    }
+}
+
+/// A `kind: model` experiment is one run whose axes are the rows of its tables.
+fn model_run(e: &Experiment) -> RunPlan {
+    let workload = Workload::Model {
+        params: e.model.clone().expect("model params"),
+        models: e.models.clone(),
+        strategies: e.strategies.clone(),
+        worlds: e.worlds.clone(),
+        links: e.links.clone(),
+        sequences: e.sequences.clone(),
+        dtypes: e.dtypes.clone(),
+    };
+    let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, ranks: vec![] };
+    let input = IdentityInput {
+        kind: e.kind.name(),
+        model: None,
+        workload: &workload,
+        layout: &layout,
+        backend: "arithmetic",
+        link: "",
+        threads_per_rank: 1,
+        repetitions: 1,
+        warmup: 0,
+        placement: serde_json::Value::Null,
+    };
+    let catalogue = crate::costmodel::catalogue::catalogue_digest();
+    let answer_id = identity::digest(&serde_json::json!({ "answer": identity::answer_id(&input), "catalogue": catalogue }));
+    RunPlan {
+        experiment: e.name.clone(),
+        index: 0,
+        kind: e.kind,
+        spec_path: e.path.clone(),
+        spec_sha256: e.spec_digest.clone(),
+        run_id: answer_id.clone(),
+        answer_id,
+        model: None,
+        link: String::new(),
+        backend: "arithmetic".into(),
+        threads_per_rank: 1,
+        repetitions: 1,
+        warmup: 0,
+        timeout_s: e.timeout_s,
+        requires: Requires::default(),
+        launcher: Launcher::Mpirun,
+        hostfile: None,
+        workload,
+        layout,
+    }
+}
+

@@ -1,0 +1,471 @@
+//! Readers for each spec field: scalar-or-list axes, sizes, prompts, requirements.
+
+use super::schema::*;
+use super::validate::{describe, unknown_choice, unknown_key, Checker, AXES, MEASURED_LINKS};
+use crate::units::{parse_bytes, parse_seconds};
+use serde_yaml::{Mapping, Value};
+use std::path::{Path, PathBuf};
+
+/// The top-level mapping of a spec, read field by field.
+pub struct Fields<'m> {
+    /// The spec's top-level mapping.
+    pub map: &'m Mapping,
+}
+
+/// A value as a list: a scalar is a list of one; an empty list is a problem.
+fn as_list<'v>(c: &mut Checker, key: &str, v: &'v Value) -> Vec<(String, &'v Value)> {
+    match v {
+        Value::Sequence(items) if items.is_empty() => {
+            c.report(key, "empty list; give at least one value or remove the key for the default");
+            Vec::new()
+        }
+        Value::Sequence(items) => items.iter().enumerate().map(|(i, v)| (format!("{key}[{i}]"), v)).collect(),
+        other => vec![(key.to_string(), other)],
+    }
+}
+
+fn uint_value(c: &mut Checker, key: &str, v: &Value, min: u64) -> Option<u64> {
+    match v.as_u64() {
+        Some(n) if n >= min => Some(n),
+        Some(n) => {
+            c.report(key, format!("must be at least {min}, found {n}"));
+            None
+        }
+        None => {
+            c.report(key, format!("expected a whole number ≥ {min}, found {}", describe(v)));
+            None
+        }
+    }
+}
+
+impl<'m> Fields<'m> {
+    fn get(&self, key: &str) -> Option<&'m Value> {
+        self.map.get(key)
+    }
+
+    /// `name`: required, letters, digits, `-`, `_`, `.`.
+    pub fn name(&self, c: &mut Checker) -> String {
+        match self.get("name") {
+            None => {
+                c.report("name", "missing; add `name:` (letters, digits, - _ .), unique in the suite");
+                String::new()
+            }
+            Some(Value::String(s)) if !s.is_empty() && s.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) => s.clone(),
+            Some(Value::String(s)) => {
+                c.report("name", format!("`{s}` must be letters, digits, - _ . only (it names files and report rows)"));
+                String::new()
+            }
+            Some(v) => {
+                c.report("name", format!("expected a string, found {}", describe(v)));
+                String::new()
+            }
+        }
+    }
+
+    /// A whole number ≥ `min`, or `default` when absent.
+    pub fn uint(&self, c: &mut Checker, key: &str, default: u64, min: u64) -> u64 {
+        match self.get(key) {
+            None => default,
+            Some(v) => uint_value(c, key, v, min).unwrap_or(default),
+        }
+    }
+
+    /// An axis of whole numbers ≥ `min` (scalar or list).
+    pub fn uint_axis(&self, c: &mut Checker, key: &str, default: Vec<u32>, min: u64) -> Vec<u32> {
+        let Some(v) = self.get(key) else { return default };
+        as_list(c, key, v)
+            .into_iter()
+            .filter_map(|(k, v)| uint_value(c, &k, v, min))
+            .filter_map(|n| u32::try_from(n).ok())
+            .collect()
+    }
+
+    /// An axis of named choices.
+    pub fn choice_axis<T: Copy>(&self, c: &mut Checker, key: &str, choices: &[(&str, T)], default: T) -> Vec<T> {
+        let Some(v) = self.get(key) else { return vec![default] };
+        let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+        as_list(c, key, v)
+            .into_iter()
+            .filter_map(|(k, v)| match v.as_str() {
+                Some(s) => match choices.iter().find(|(n, _)| *n == s) {
+                    Some((_, t)) => Some(*t),
+                    None => {
+                        c.report(&k, unknown_choice(s, &names));
+                        None
+                    }
+                },
+                None => {
+                    c.report(&k, format!("expected one of {}, found {}", names.join(", "), describe(v)));
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// `strategy`: an axis; each must make sense for the kind.
+    pub fn strategies(&self, c: &mut Checker, kind: Kind, default: Vec<Strategy>) -> Vec<Strategy> {
+        if self.get("strategy").is_none() && kind == Kind::Decode {
+            c.report("strategy", "missing; a decode experiment names its split: data, tensor or pipeline");
+            return Vec::new();
+        }
+        let choices: Vec<(&str, Strategy)> = Strategy::ALL.iter().map(|s| (s.name(), *s)).collect();
+        let list = self.choice_axis(c, "strategy", &choices, default[0]);
+        let list = if self.get("strategy").is_none() { default } else { list };
+        for s in &list {
+            if !kind.strategies().contains(s) {
+                let ok: Vec<&str> = kind.strategies().iter().map(|s| s.name()).collect();
+                c.report("strategy", format!("`{}` makes no sense for kind {}; use {}", s.name(), kind.name(), ok.join(" or ")));
+            }
+        }
+        list
+    }
+
+    /// `model`: required for decode and model kinds; names or folders.
+    pub fn models(&self, c: &mut Checker, kind: Kind) -> Vec<String> {
+        let Some(v) = self.get("model") else {
+            if matches!(kind, Kind::Decode | Kind::Model) {
+                c.report("model", "missing; name a model under models/ (e.g. gpt2) or a folder holding config.json");
+            }
+            return Vec::new();
+        };
+        as_list(c, "model", v)
+            .into_iter()
+            .filter_map(|(k, v)| match v.as_str() {
+                Some(s) if !s.is_empty() => Some(s.to_string()),
+                _ => {
+                    c.report(&k, format!("expected a model name or folder path, found {}", describe(v)));
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// `link`: measured links for launched kinds; catalogue links for the cost model.
+    pub fn links(&self, c: &mut Checker, kind: Kind) -> Vec<String> {
+        let default = if kind == Kind::Model { Vec::new() } else { vec!["mpi-shm".to_string()] };
+        let Some(v) = self.get("link") else {
+            if kind == Kind::Model {
+                c.report("link", "missing; name links from models/links.yaml (e.g. gloo-loopback, nvswitch)");
+            }
+            return default;
+        };
+        let valid: Vec<String> = if kind == Kind::Model {
+            crate::costmodel::catalogue::link_names()
+        } else {
+            MEASURED_LINKS.iter().map(|s| s.to_string()).collect()
+        };
+        let valid_refs: Vec<&str> = valid.iter().map(String::as_str).collect();
+        as_list(c, "link", v)
+            .into_iter()
+            .filter_map(|(k, v)| match v.as_str() {
+                Some(s) if valid_refs.contains(&s) => Some(s.to_string()),
+                Some(s) => {
+                    let hint = if kind != Kind::Model && !valid.is_empty() {
+                        " (links of models/links.yaml are for kind: model; runs measure mpi-shm or mpi-tcp)"
+                    } else {
+                        ""
+                    };
+                    c.report(&k, format!("{}{hint}", unknown_choice(s, &valid_refs)));
+                    None
+                }
+                None => {
+                    c.report(&k, format!("expected a link name, found {}", describe(v)));
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// `threads`: per rank, a number, `auto` (cores / ranks) or `all`.
+    pub fn threads(&self, c: &mut Checker) -> Vec<Threads> {
+        let Some(v) = self.get("threads") else { return vec![Threads::Auto] };
+        as_list(c, "threads", v)
+            .into_iter()
+            .filter_map(|(k, v)| match v {
+                Value::String(s) if s == "auto" => Some(Threads::Auto),
+                Value::String(s) if s == "all" => Some(Threads::All),
+                Value::Number(_) => uint_value(c, &k, v, 1).map(|n| Threads::Count(n as u32)),
+                other => {
+                    c.report(&k, format!("expected a number ≥ 1, `auto` or `all`, found {}", describe(other)));
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// `dtype`: an axis of float32, float16, bfloat16; decode runs float32 only.
+    pub fn dtypes(&self, c: &mut Checker, kind: Kind) -> Vec<Dtype> {
+        let default = if kind == Kind::Model { Dtype::Float16 } else { Dtype::Float32 };
+        let choices = [("float32", Dtype::Float32), ("float16", Dtype::Float16), ("bfloat16", Dtype::Bfloat16)];
+        let list = self.choice_axis(c, "dtype", &choices, default);
+        if kind == Kind::Decode {
+            for d in list.iter().filter(|d| **d != Dtype::Float32) {
+                c.report("dtype", format!("{} is not supported by the decode workload in this version; use float32", d.name()));
+            }
+        }
+        list
+    }
+
+    /// A byte size (number or `512MiB`).
+    pub fn bytes(&self, c: &mut Checker, key: &str, default: u64) -> u64 {
+        match self.get(key) {
+            None => default,
+            Some(v) => bytes_value(c, key, v).unwrap_or(default),
+        }
+    }
+
+    /// `timeout`: seconds or a duration (`90s`, `5m`), default 600 s.
+    pub fn timeout(&self, c: &mut Checker) -> f64 {
+        match self.get("timeout") {
+            None => 600.0,
+            Some(Value::Number(n)) if n.as_f64().is_some_and(|s| s > 0.0) => n.as_f64().unwrap_or(600.0),
+            Some(Value::String(s)) if parse_seconds(s).is_some() => parse_seconds(s).unwrap_or(600.0),
+            Some(v) => {
+                c.report("timeout", format!("expected seconds > 0 or a duration like 90s or 5m, found {}", describe(v)));
+                600.0
+            }
+        }
+    }
+
+    /// `requires`: a mapping of gpus, nccl, host_device_link, cores.
+    pub fn requires(&self, c: &mut Checker) -> Requires {
+        let mut req = Requires::default();
+        let Some(v) = self.get("requires") else { return req };
+        let Value::Mapping(m) = v else {
+            c.report("requires", format!("expected a mapping like {{gpus: 2, nccl: true}}, found {}", describe(v)));
+            return req;
+        };
+        const KEYS: &[&str] = &["gpus", "nccl", "host_device_link", "cores"];
+        for (k, v) in m {
+            let key = k.as_str().unwrap_or("?");
+            let path = format!("requires.{key}");
+            match key {
+                "gpus" => req.gpus = uint_value(c, &path, v, 1).map(|n| n as u32),
+                "cores" => req.cores = uint_value(c, &path, v, 1).map(|n| n as u32),
+                "nccl" | "host_device_link" => match v.as_bool() {
+                    Some(b) if key == "nccl" => req.nccl = b,
+                    Some(b) => req.host_device_link = b,
+                    None => c.report(&path, format!("expected true or false, found {}", describe(v))),
+                },
+                _ => c.report(&path, unknown_key(key, KEYS)),
+            }
+        }
+        req
+    }
+
+    /// `launcher`: mpirun (default) or srun.
+    pub fn launcher(&self, c: &mut Checker) -> Launcher {
+        let choices = [("mpirun", Launcher::Mpirun), ("srun", Launcher::Srun)];
+        match self.get("launcher") {
+            None => Launcher::Mpirun,
+            Some(Value::Sequence(_)) => {
+                c.report("launcher", "expected one launcher, mpirun or srun, not a list");
+                Launcher::Mpirun
+            }
+            Some(_) => self.choice_axis(c, "launcher", &choices, Launcher::Mpirun).first().copied().unwrap_or_default(),
+        }
+    }
+
+    /// `hostfile`: an existing file, relative to the spec's folder or absolute.
+    pub fn hostfile(&self, c: &mut Checker, spec: &Path) -> Option<PathBuf> {
+        let v = self.get("hostfile")?;
+        let Some(s) = v.as_str() else {
+            c.report("hostfile", format!("expected a path, found {}", describe(v)));
+            return None;
+        };
+        let path = spec.parent().unwrap_or(Path::new(".")).join(s);
+        if !path.is_file() {
+            c.report("hostfile", format!("{} does not exist", path.display()));
+        }
+        Some(path)
+    }
+
+    /// `exclude`: a list of mappings from axis names to values (scalar or list).
+    pub fn exclude(&self, c: &mut Checker) -> Vec<Vec<(String, String)>> {
+        let Some(v) = self.get("exclude") else { return Vec::new() };
+        let Value::Sequence(rules) = v else {
+            c.report("exclude", format!("expected a list of mappings like - {{world: 1, head: replicated}}, found {}", describe(v)));
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, rule) in rules.iter().enumerate() {
+            let key = format!("exclude[{i}]");
+            let Value::Mapping(m) = rule else {
+                c.report(&key, format!("expected a mapping of axis values, found {}", describe(rule)));
+                continue;
+            };
+            let mut pairs = Vec::new();
+            for (k, v) in m {
+                let axis = k.as_str().unwrap_or("?");
+                if !AXES.contains(&axis) {
+                    c.report(&format!("{key}.{axis}"), format!("{} (exclude rules match axes)", unknown_key(axis, AXES)));
+                    continue;
+                }
+                match self.get(axis) {
+                    None => c.report(&format!("{key}.{axis}"), format!("`{axis}` is not set in this spec, so this rule can never match")),
+                    Some(_) => pairs.push((axis.to_string(), super::expand::axis_text(v))),
+                }
+            }
+            out.push(pairs);
+        }
+        out
+    }
+
+    /// The `collectives` kind's `ops`, `sizes` and `iterations`.
+    pub fn collective_params(&self, c: &mut Checker) -> CollectiveParams {
+        let choices: Vec<(&str, Op)> = Op::ALL.iter().map(|o| (o.name(), *o)).collect();
+        let ops = match self.get("ops") {
+            None => Op::ALL.to_vec(),
+            Some(_) => self.choice_axis(c, "ops", &choices, Op::AllReduce),
+        };
+        let sizes = self.sizes(c);
+        CollectiveParams { ops, sizes, iterations: self.uint(c, "iterations", 20, 1) as u32 }
+    }
+
+    /// `sizes`: a list of byte sizes, or a sweep `{from, to, factor}`; default 4 B to 16 MiB by 4.
+    pub fn sizes(&self, c: &mut Checker) -> Vec<u64> {
+        let mut sizes = match self.get("sizes") {
+            None => sweep(4, 16 << 20, 4),
+            Some(Value::Mapping(m)) => self.sweep(c, m),
+            Some(v) => as_list(c, "sizes", v).into_iter().filter_map(|(k, v)| bytes_value(c, &k, v)).collect(),
+        };
+        if sizes.contains(&0) {
+            c.report("sizes", "a message size of 0 bytes measures nothing; start at 4 bytes or more");
+        }
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    }
+
+    fn sweep(&self, c: &mut Checker, m: &Mapping) -> Vec<u64> {
+        for k in m.keys().filter_map(Value::as_str) {
+            if !["from", "to", "factor"].contains(&k) {
+                c.report(&format!("sizes.{k}"), unknown_key(k, &["from", "to", "factor"]));
+            }
+        }
+        let read = |c: &mut Checker, k: &str| m.get(k).and_then(|v| bytes_value(c, &format!("sizes.{k}"), v));
+        let (from, to) = (read(c, "from"), read(c, "to"));
+        let factor = m.get("factor").map_or(Some(2), |v| uint_value(c, "sizes.factor", v, 2));
+        match (from, to, factor) {
+            (Some(f), Some(t), Some(x)) if f >= 1 && f <= t => sweep(f, t, x),
+            (Some(f), Some(t), Some(_)) => {
+                c.report("sizes", format!("sweep from {f} to {t} bytes is empty; `from` must be ≥ 1 and ≤ `to`"));
+                Vec::new()
+            }
+            _ => {
+                if !m.contains_key("from") || !m.contains_key("to") {
+                    c.report("sizes", "a sweep needs `from` and `to` (and optionally `factor`, default 2)");
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    /// `prompt`: `{tokens: [ids]}` or `{length: N, seed: S}`; default 32 seeded tokens.
+    pub fn prompt(&self, c: &mut Checker) -> Prompt {
+        let default = Prompt::Seeded { length: 32, seed: 0 };
+        let Some(v) = self.get("prompt") else { return default };
+        let Value::Mapping(m) = v else {
+            c.report("prompt", format!("expected {{tokens: [ids]}} or {{length: N, seed: S}}, found {}", describe(v)));
+            return default;
+        };
+        for k in m.keys().filter_map(Value::as_str) {
+            if !["tokens", "length", "seed"].contains(&k) {
+                c.report(&format!("prompt.{k}"), unknown_key(k, &["tokens", "length", "seed"]));
+            }
+        }
+        match (m.get("tokens"), m.get("length")) {
+            (Some(_), Some(_)) => {
+                c.report("prompt", "give either `tokens` or `length` (with `seed`), not both");
+                default
+            }
+            (Some(Value::Sequence(ids)), None) if !ids.is_empty() => {
+                let ids: Vec<u32> = ids
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| uint_value(c, &format!("prompt.tokens[{i}]"), v, 0).map(|n| n as u32))
+                    .collect();
+                Prompt::Tokens(ids)
+            }
+            (Some(v), None) => {
+                c.report("prompt.tokens", format!("expected a non-empty list of token ids, found {}", describe(v)));
+                default
+            }
+            (None, Some(len)) => {
+                let length = uint_value(c, "prompt.length", len, 1).unwrap_or(32) as u32;
+                let seed = m.get("seed").and_then(|v| uint_value(c, "prompt.seed", v, 0)).unwrap_or(0);
+                Prompt::Seeded { length, seed }
+            }
+            (None, None) => {
+                c.report("prompt", "needs `tokens: [ids]` or `length: N` (with an optional `seed`)");
+                default
+            }
+        }
+    }
+
+    /// The `dispatch` kind's parameters.
+    pub fn dispatch_params(&self, c: &mut Checker) -> DispatchParams {
+        let tokens = self.uint_axis(c, "tokens", vec![1, 8, 64, 512], 1);
+        DispatchParams {
+            tokens,
+            top_k: self.uint(c, "top_k", 2, 1) as u32,
+            hidden: self.uint(c, "hidden", 768, 1) as u32,
+            iterations: self.uint(c, "iterations", 20, 1) as u32,
+        }
+    }
+
+    /// The `model` kind's parameters.
+    pub fn model_params(&self, c: &mut Checker) -> ModelParams {
+        let devices = match self.get("devices") {
+            None => {
+                c.report("devices", "missing; name devices from models/devices.yaml");
+                Vec::new()
+            }
+            Some(v) => {
+                let valid = crate::costmodel::catalogue::device_names();
+                let refs: Vec<&str> = valid.iter().map(String::as_str).collect();
+                as_list(c, "devices", v)
+                    .into_iter()
+                    .filter_map(|(k, v)| match v.as_str() {
+                        Some(s) if refs.contains(&s) => Some(s.to_string()),
+                        Some(s) => {
+                            c.report(&k, unknown_choice(s, &refs));
+                            None
+                        }
+                        None => {
+                            c.report(&k, format!("expected a device name, found {}", describe(v)));
+                            None
+                        }
+                    })
+                    .collect()
+            }
+        };
+        ModelParams { devices, context: self.uint(c, "context", 4096, 0) }
+    }
+}
+
+fn bytes_value(c: &mut Checker, key: &str, v: &Value) -> Option<u64> {
+    let parsed = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => parse_bytes(s),
+        _ => None,
+    };
+    if parsed.is_none() {
+        c.report(key, format!("expected a byte size like 4096, 64KiB or 16MiB, found {}", describe(v)));
+    }
+    parsed
+}
+
+/// Sizes from `from` to `to` inclusive, multiplying by `factor`.
+pub fn sweep(from: u64, to: u64, factor: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut s = from;
+    while s <= to {
+        out.push(s);
+        match s.checked_mul(factor) {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    out
+}

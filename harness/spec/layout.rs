@@ -1,0 +1,126 @@
+//! Computes what each rank holds for a strategy and world size, and refuses splits
+//! that make no sense for the model (with the sizes that would work).
+
+use super::plan::{Layout, RankShare, Span};
+use super::schema::{HeadPlacement, Kind, Strategy};
+use crate::model::ModelConfig;
+
+/// The axis values a layout depends on.
+pub struct LayoutInput {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Ranks.
+    pub world: u32,
+    /// Output head placement.
+    pub head: HeadPlacement,
+    /// Sequences in flight.
+    pub sequences: u32,
+}
+
+/// Splits `n` items into `parts` contiguous spans, the first ones one larger when uneven.
+pub fn even_spans(n: u32, parts: u32) -> Vec<Span> {
+    let base = n / parts;
+    let extra = n % parts;
+    let mut start = 0;
+    (0..parts)
+        .map(|i| {
+            let len = base + u32::from(i < extra);
+            let span = Span::new(start, start + len);
+            start += len;
+            span
+        })
+        .collect()
+}
+
+fn bare(world: u32) -> Vec<RankShare> {
+    (0..world).map(|rank| RankShare { rank, heads: None, ffn: None, layers: None, vocab: None, experts: None }).collect()
+}
+
+/// The layout of a run, or `(key, message)` when the split is impossible.
+pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> Result<Layout, (&'static str, String)> {
+    let (ranks, head, sequences) = match (kind, model) {
+        (Kind::Decode, Some(cfg)) => (decode_shares(p, cfg)?, Some(p.head), Some(p.sequences)),
+        (Kind::Dispatch, _) => (expert_shares(p.world), None, None),
+        _ => (bare(p.world), None, None),
+    };
+    Ok(Layout { strategy: p.strategy, world: p.world, head, sequences, ranks })
+}
+
+fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {
+    let all = |n: u32| Some(Span::new(0, n));
+    match p.strategy {
+        Strategy::Tensor => {
+            if cfg.heads % p.world != 0 {
+                let ok: Vec<String> = cfg.head_divisors().iter().map(u32::to_string).collect();
+                return Err(("world", format!(
+                    "a tensor split over {} ranks does not divide the model's {} attention heads; world sizes that do: {}",
+                    p.world, cfg.heads, ok.join(", ")
+                )));
+            }
+            if cfg.intermediate % p.world != 0 {
+                return Err(("world", format!("a tensor split over {} ranks does not divide the feed-forward width {}", p.world, cfg.intermediate)));
+            }
+            let heads = even_spans(cfg.heads, p.world);
+            let ffn = even_spans(cfg.intermediate, p.world);
+            let vocab = even_spans(cfg.vocab, p.world);
+            Ok((0..p.world as usize)
+                .map(|r| RankShare {
+                    rank: r as u32,
+                    heads: Some(heads[r]),
+                    ffn: Some(ffn[r]),
+                    layers: all(cfg.layers),
+                    vocab: if p.head == HeadPlacement::Split { Some(vocab[r]) } else { all(cfg.vocab) },
+                    experts: None,
+                })
+                .collect())
+        }
+        Strategy::Pipeline => {
+            if p.world > cfg.layers {
+                return Err(("world", format!(
+                    "a pipeline of {} stages needs at least {} layers; the model has {} (use world ≤ {})",
+                    p.world, p.world, cfg.layers, cfg.layers
+                )));
+            }
+            let layers = even_spans(cfg.layers, p.world);
+            Ok((0..p.world as usize)
+                .map(|r| RankShare {
+                    rank: r as u32,
+                    heads: all(cfg.heads),
+                    ffn: all(cfg.intermediate),
+                    layers: Some(layers[r]),
+                    vocab: (r as u32 == p.world - 1).then(|| Span::new(0, cfg.vocab)),
+                    experts: None,
+                })
+                .collect())
+        }
+        Strategy::Data | Strategy::Expert => Ok((0..p.world)
+            .map(|rank| RankShare {
+                rank,
+                heads: all(cfg.heads),
+                ffn: all(cfg.intermediate),
+                layers: all(cfg.layers),
+                vocab: all(cfg.vocab),
+                experts: None,
+            })
+            .collect()),
+    }
+}
+
+fn expert_shares(world: u32) -> Vec<RankShare> {
+    let experts = even_spans(world.max(1) * 2, world.max(1));
+    bare(world).into_iter().zip(experts).map(|(mut r, e)| { r.experts = Some(e); r }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn even_spans_cover_everything_once() {
+        let spans = even_spans(12, 5);
+        assert_eq!(spans.iter().map(Span::len).collect::<Vec<_>>(), vec![3, 3, 2, 2, 2]);
+        assert_eq!(spans.first().unwrap().start, 0);
+        assert_eq!(spans.last().unwrap().end, 12);
+        assert!(spans.windows(2).all(|w| w[0].end == w[1].start));
+    }
+}

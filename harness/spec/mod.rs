@@ -1,0 +1,89 @@
+//! Experiment specs: parse -> validate -> expand (matrix) -> RunPlan.
+
+pub mod expand;
+pub mod fields;
+pub mod layout;
+pub mod locate;
+pub mod plan;
+pub mod problem;
+pub mod schema;
+pub mod validate;
+pub mod weights;
+
+pub use plan::{Layout, RunPlan};
+pub use problem::{Problem, Problems};
+pub use schema::{Experiment, Kind, Strategy};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The folder `run`, `plan` and `validate` read when given no paths.
+pub const DEFAULT_SUITE: &str = "experiments";
+
+/// The spec files named by `paths`: files as given, folders' `*.yaml`/`*.yml` sorted by name.
+pub fn spec_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problems> {
+    let paths = if paths.is_empty() { vec![PathBuf::from(DEFAULT_SUITE)] } else { paths.to_vec() };
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                problems.push(file_problem(&path, "folder holds no .yaml specs"));
+            }
+            files.extend(found);
+        } else if path.is_file() {
+            files.push(path);
+        } else {
+            problems.push(file_problem(&path, "no such file or folder"));
+        }
+    }
+    if problems.is_empty() { Ok(files) } else { Err(Problems(problems)) }
+}
+
+fn file_problem(path: &Path, message: &str) -> Problem {
+    Problem { file: path.to_path_buf(), position: None, key: String::new(), message: message.into() }
+}
+
+/// Reads, validates and expands every spec under `paths`; all problems, or all runs.
+pub fn load_suite(paths: &[PathBuf]) -> Result<Vec<RunPlan>, Problems> {
+    let files = spec_files(paths)?;
+    let cores = crate::gates::cpu_cores();
+    let mut problems = Vec::new();
+    let mut runs = Vec::new();
+    let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for file in files {
+        let text = match std::fs::read_to_string(&file) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(file_problem(&file, &format!("cannot read: {e}")));
+                continue;
+            }
+        };
+        let experiment = match validate::validate(&file, &text) {
+            Ok(e) => e,
+            Err(p) => {
+                problems.extend(p);
+                continue;
+            }
+        };
+        if let Some(first) = names.insert(experiment.name.clone(), file.clone()) {
+            let mut c = validate::Checker::new(&file, &text);
+            c.report("name", format!("`{}` is also the name of {}; experiment names must be unique", experiment.name, first.display()));
+            problems.extend(c.problems);
+            continue;
+        }
+        match expand::expand(&experiment, &text, cores) {
+            Ok(r) => runs.extend(r),
+            Err(p) => problems.extend(p),
+        }
+    }
+    if problems.is_empty() { Ok(runs) } else { Err(Problems(problems)) }
+}

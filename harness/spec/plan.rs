@@ -1,0 +1,205 @@
+//! A RunPlan: one expanded run, everything a rank needs, and its two identities.
+
+use super::schema::*;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A half-open range `[start, end)` of heads, layers, columns, vocabulary rows or experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct Span {
+    /// First index held.
+    pub start: u32,
+    /// One past the last index held.
+    pub end: u32,
+}
+
+impl Span {
+    /// `[start, end)`.
+    pub fn new(start: u32, end: u32) -> Self {
+        Span { start, end }
+    }
+
+    /// How many indices the span holds.
+    pub fn len(&self) -> u32 {
+        self.end - self.start
+    }
+
+    /// True when the span holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// What one rank holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct RankShare {
+    /// The rank.
+    pub rank: u32,
+    /// Attention heads, in every layer it holds.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub heads: Option<Span>,
+    /// Columns of the feed-forward width.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ffn: Option<Span>,
+    /// Transformer layers.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub layers: Option<Span>,
+    /// Rows of the output head (vocabulary shard).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub vocab: Option<Span>,
+    /// Experts of each mixture layer.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub experts: Option<Span>,
+}
+
+/// The parallel layout of a run: strategy, world size and what each rank holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct Layout {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Number of ranks.
+    pub world: u32,
+    /// Output head placement (decode runs).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub head: Option<HeadPlacement>,
+    /// Sequences in flight (pipeline) or per replica (data).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sequences: Option<u32>,
+    /// One entry per rank, in rank order.
+    pub ranks: Vec<RankShare>,
+}
+
+/// Where a run's weights come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Weights {
+    /// A `model.safetensors` file, identified by its sha256.
+    Checkpoint {
+        /// The file.
+        path: PathBuf,
+        /// sha256 of its bytes.
+        sha256: String,
+    },
+    /// A checkpoint parlab generates from a seed (`parlab model init`).
+    Seeded {
+        /// The generator's seed.
+        seed: u64,
+        /// The generator's version: a change of recipe changes the identity.
+        generator: String,
+        /// Where the generated checkpoint lives once made.
+        path: PathBuf,
+    },
+}
+
+/// The model a run uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct ModelSource {
+    /// The spec's name for it.
+    pub name: String,
+    /// The folder holding config.json.
+    pub dir: PathBuf,
+    /// sha256 of the canonical config.json.
+    pub config_sha256: String,
+    /// The weights.
+    pub weights: Weights,
+}
+
+/// The workload's own parameters, by kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Workload {
+    /// Collective sweeps.
+    Collectives(CollectiveParams),
+    /// Memory streaming.
+    Membw(MembwParams),
+    /// Split GPT-2 decoding.
+    Decode {
+        /// The prompt.
+        prompt: Prompt,
+        /// Tokens to generate.
+        new_tokens: u32,
+        /// The dtype.
+        dtype: Dtype,
+    },
+    /// Expert dispatch all-to-all.
+    Dispatch(DispatchParams),
+    /// Cost model tables (one run per spec; axes are the table's rows).
+    Model {
+        /// The cost model's inputs.
+        params: ModelParams,
+        /// Models (names or folders).
+        models: Vec<String>,
+        /// Strategies.
+        strategies: Vec<Strategy>,
+        /// World sizes.
+        worlds: Vec<u32>,
+        /// Links from the catalogue.
+        links: Vec<String>,
+        /// Sequences in flight.
+        sequences: Vec<u32>,
+        /// Dtypes.
+        dtypes: Vec<Dtype>,
+    },
+}
+
+/// One expanded run: what to launch, where its results go, and its identities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    /// The experiment's name.
+    pub experiment: String,
+    /// Position of this run in the experiment's expansion (0-based).
+    pub index: usize,
+    /// What it measures.
+    pub kind: Kind,
+    /// The spec file.
+    pub spec_path: PathBuf,
+    /// sha256 of the spec file.
+    pub spec_sha256: String,
+    /// sha256 of everything that can change what is computed or measured.
+    pub run_id: String,
+    /// sha256 of the same without layout, link, backend and repetitions.
+    pub answer_id: String,
+    /// The model, for decode and model runs.
+    pub model: Option<ModelSource>,
+    /// The link (`mpi-shm`, `mpi-tcp`).
+    pub link: String,
+    /// The communication backend.
+    pub backend: String,
+    /// Threads each rank may use.
+    pub threads_per_rank: u32,
+    /// Timed repetitions.
+    pub repetitions: u32,
+    /// Warm-up repetitions or iterations.
+    pub warmup: u32,
+    /// Wall-clock limit in seconds.
+    pub timeout_s: f64,
+    /// What the machine must have.
+    pub requires: Requires,
+    /// mpirun or srun.
+    pub launcher: Launcher,
+    /// mpirun hostfile.
+    pub hostfile: Option<PathBuf>,
+    /// The workload.
+    pub workload: Workload,
+    /// The parallel layout.
+    pub layout: Layout,
+}
+
+impl RunPlan {
+    /// The first 12 hex digits of the run identity, as the register shows it.
+    pub fn short_id(&self) -> &str {
+        &self.run_id[..12.min(self.run_id.len())]
+    }
+
+    /// A one-line description: `decode-tensor #2 tensor world=3 mpi-shm`.
+    pub fn label(&self) -> String {
+        format!(
+            "{} #{} {} world={} {}",
+            self.experiment,
+            self.index,
+            self.layout.strategy.name(),
+            self.layout.world,
+            self.link
+        )
+    }
+}

@@ -1,0 +1,316 @@
+//! The typed form of an experiment spec, after validation.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// What an experiment measures or computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Collective operations timed alone over a sweep of message sizes.
+    Collectives,
+    /// Memory bandwidth: N processes stream their own buffers at once.
+    Membw,
+    /// Split GPT-2 decoding under a parallel strategy, checked for exactness.
+    Decode,
+    /// Expert-parallel token dispatch: the all-to-all of a mixture layer.
+    Dispatch,
+    /// The cost model's arithmetic: no processes are launched.
+    Model,
+}
+
+impl Kind {
+    /// Every kind, in the order the README lists them.
+    pub const ALL: [Kind; 5] = [Kind::Collectives, Kind::Membw, Kind::Decode, Kind::Dispatch, Kind::Model];
+
+    /// The name used in specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Collectives => "collectives",
+            Kind::Membw => "membw",
+            Kind::Decode => "decode",
+            Kind::Dispatch => "dispatch",
+            Kind::Model => "model",
+        }
+    }
+
+    /// The strategies that make sense for this kind.
+    pub fn strategies(self) -> &'static [Strategy] {
+        match self {
+            Kind::Collectives | Kind::Membw => &[Strategy::Data],
+            Kind::Decode => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline],
+            Kind::Dispatch => &[Strategy::Expert],
+            Kind::Model => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Expert],
+        }
+    }
+}
+
+/// How a model's work is split across ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Whole replicas, each serving its own sequences.
+    Data,
+    /// Each layer split by heads and feed-forward width (Megatron).
+    Tensor,
+    /// Layers split into stages.
+    Pipeline,
+    /// Experts of a mixture layer placed on different ranks.
+    Expert,
+}
+
+impl Strategy {
+    /// Every strategy.
+    pub const ALL: [Strategy; 4] = [Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Expert];
+
+    /// The name used in specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Data => "data",
+            Strategy::Tensor => "tensor",
+            Strategy::Pipeline => "pipeline",
+            Strategy::Expert => "expert",
+        }
+    }
+}
+
+/// Where the output head (the vocabulary projection) lives under tensor parallelism.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeadPlacement {
+    /// Split along the vocabulary; logits are all-gathered.
+    Split,
+    /// A full copy on every rank.
+    Replicated,
+}
+
+/// Collective operations the `collectives` workload can time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// Sum across ranks, result on every rank.
+    AllReduce,
+    /// Concatenate every rank's shard on every rank.
+    AllGather,
+    /// Sum across ranks, each rank keeps one shard.
+    ReduceScatter,
+    /// Every rank sends a distinct chunk to every other.
+    AllToAll,
+    /// Rank 0's buffer copied to every rank.
+    Broadcast,
+    /// A message from rank 0 to rank 1 and back (half the round trip is reported).
+    PingPong,
+}
+
+impl Op {
+    /// Every operation, in sweep order.
+    pub const ALL: [Op; 6] = [Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::AllToAll, Op::Broadcast, Op::PingPong];
+
+    /// The name used in specs and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::AllReduce => "all-reduce",
+            Op::AllGather => "all-gather",
+            Op::ReduceScatter => "reduce-scatter",
+            Op::AllToAll => "all-to-all",
+            Op::Broadcast => "broadcast",
+            Op::PingPong => "ping-pong",
+        }
+    }
+
+    /// nccl-tests' bus bandwidth factor for `world` ranks (DESIGN.md's measurement rules).
+    pub fn busbw_factor(self, world: u32) -> f64 {
+        let p = world as f64;
+        match self {
+            Op::AllReduce => 2.0 * (p - 1.0) / p,
+            Op::AllGather | Op::ReduceScatter | Op::AllToAll => (p - 1.0) / p,
+            Op::Broadcast | Op::PingPong => 1.0,
+        }
+    }
+}
+
+/// The floating-point type of weights and activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dtype {
+    /// 32-bit IEEE float.
+    Float32,
+    /// 16-bit IEEE float.
+    Float16,
+    /// bfloat16.
+    Bfloat16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::Float32 => 4,
+            Dtype::Float16 | Dtype::Bfloat16 => 2,
+        }
+    }
+
+    /// The name used in specs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::Float32 => "float32",
+            Dtype::Float16 => "float16",
+            Dtype::Bfloat16 => "bfloat16",
+        }
+    }
+}
+
+/// The prompt of a decode run: explicit token ids, or seeded ids of a length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Prompt {
+    /// Token ids given in the spec.
+    Tokens(Vec<u32>),
+    /// `length` ids drawn from a seeded generator over the vocabulary.
+    Seeded {
+        /// Number of prompt tokens.
+        length: u32,
+        /// Generator seed.
+        seed: u64,
+    },
+}
+
+/// Threads per rank: a number, or all the machine's cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Threads {
+    /// A fixed count.
+    Count(u32),
+    /// Cores divided by ranks (at least 1): ranks don't fight over cores.
+    Auto,
+    /// Every core, whatever the number of ranks.
+    All,
+}
+
+/// What an experiment needs from the machine; checked against the gates before launch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct Requires {
+    /// Number of GPUs that must be visible (`nvidia-smi -L`).
+    pub gpus: Option<u32>,
+    /// NCCL must be available.
+    pub nccl: bool,
+    /// A host-device link (a GPU reachable over PCIe) must exist.
+    pub host_device_link: bool,
+    /// At least this many CPU cores.
+    pub cores: Option<u32>,
+}
+
+/// How ranks are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Launcher {
+    /// Open MPI's mpirun (optionally with a hostfile).
+    #[default]
+    Mpirun,
+    /// Slurm's srun; ranks come from the Slurm environment.
+    Srun,
+}
+
+/// Parameters of the `collectives` workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveParams {
+    /// Operations to time.
+    pub ops: Vec<Op>,
+    /// Message sizes in bytes, ascending.
+    pub sizes: Vec<u64>,
+    /// Timed iterations per size (after `warmup`).
+    pub iterations: u32,
+}
+
+/// Parameters of the `membw` workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MembwParams {
+    /// Bytes each process streams per repetition.
+    pub buffer_bytes: u64,
+}
+
+/// Parameters of the `decode` workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecodeParams {
+    /// The prompt.
+    pub prompt: Prompt,
+}
+
+/// Parameters of the `dispatch` workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DispatchParams {
+    /// Tokens per dispatch (a decode batch or a prefill chunk), one measurement each.
+    pub tokens: Vec<u32>,
+    /// Experts each token is routed to.
+    pub top_k: u32,
+    /// Width of a token's activation.
+    pub hidden: u32,
+    /// Timed iterations per token count.
+    pub iterations: u32,
+}
+
+/// Parameters of a `model` (cost model) experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelParams {
+    /// Device names from `models/devices.yaml`.
+    pub devices: Vec<String>,
+    /// Context length (tokens) whose KV cache a decode step reads.
+    pub context: u64,
+}
+
+/// A validated experiment: scalars and the list-valued axes the matrix expands.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// The experiment's name (unique across the suite).
+    pub name: String,
+    /// What it measures.
+    pub kind: Kind,
+    /// The spec file it came from.
+    pub path: PathBuf,
+    /// sha256 of the spec file's bytes.
+    pub spec_digest: String,
+    /// Axis: model names or checkpoint folders.
+    pub models: Vec<String>,
+    /// Seed of the generated checkpoint used when a model folder holds no weights.
+    pub weights_seed: u64,
+    /// Axis: strategies.
+    pub strategies: Vec<Strategy>,
+    /// Axis: world sizes.
+    pub worlds: Vec<u32>,
+    /// Axis: links.
+    pub links: Vec<String>,
+    /// Axis: threads per rank.
+    pub threads: Vec<Threads>,
+    /// Axis: sequences in flight (pipeline) or per replica.
+    pub sequences: Vec<u32>,
+    /// Axis: output head placement.
+    pub heads: Vec<HeadPlacement>,
+    /// Axis: dtypes.
+    pub dtypes: Vec<Dtype>,
+    /// Axis: tokens to generate.
+    pub new_tokens: Vec<u32>,
+    /// Timed repetitions of the whole workload.
+    pub repetitions: u32,
+    /// Untimed warm-up repetitions (or iterations, for sweeps).
+    pub warmup: u32,
+    /// Wall-clock limit of one run, in seconds.
+    pub timeout_s: f64,
+    /// What the machine must have.
+    pub requires: Requires,
+    /// How ranks start.
+    pub launcher: Launcher,
+    /// An mpirun hostfile, for multi-node runs.
+    pub hostfile: Option<PathBuf>,
+    /// Combinations of axis values to leave out.
+    pub exclude: Vec<Vec<(String, String)>>,
+    /// `collectives` parameters.
+    pub collectives: Option<CollectiveParams>,
+    /// `membw` parameters.
+    pub membw: Option<MembwParams>,
+    /// `decode` parameters.
+    pub decode: Option<DecodeParams>,
+    /// `dispatch` parameters.
+    pub dispatch: Option<DispatchParams>,
+    /// `model` parameters.
+    pub model: Option<ModelParams>,
+}

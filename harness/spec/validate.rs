@@ -1,0 +1,239 @@
+//! Turns one spec file's YAML into an `Experiment`, collecting every problem on the way.
+
+use super::locate::KeyIndex;
+use super::problem::Problem;
+use super::schema::*;
+use crate::units::{parse_bytes, parse_seconds};
+use serde_yaml::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Keys any experiment may have.
+const COMMON_KEYS: &[&str] = &[
+    "name", "kind", "description", "strategy", "world", "link", "threads", "repetitions", "warmup",
+    "timeout", "requires", "launcher", "hostfile", "exclude",
+];
+
+/// Keys that belong to one kind, with that kind.
+const KIND_KEYS: &[(&str, &[Kind])] = &[
+    ("model", &[Kind::Decode, Kind::Model]),
+    ("weights_seed", &[Kind::Decode]),
+    ("prompt", &[Kind::Decode]),
+    ("new_tokens", &[Kind::Decode]),
+    ("sequences", &[Kind::Decode, Kind::Model]),
+    ("head", &[Kind::Decode]),
+    ("dtype", &[Kind::Decode, Kind::Model]),
+    ("ops", &[Kind::Collectives]),
+    ("sizes", &[Kind::Collectives]),
+    ("iterations", &[Kind::Collectives, Kind::Dispatch]),
+    ("buffer", &[Kind::Membw]),
+    ("tokens", &[Kind::Dispatch]),
+    ("top_k", &[Kind::Dispatch]),
+    ("hidden", &[Kind::Dispatch]),
+    ("devices", &[Kind::Model]),
+    ("context", &[Kind::Model]),
+];
+
+/// The keys whose list values the matrix expands.
+pub const AXES: &[&str] = &["model", "strategy", "world", "link", "threads", "sequences", "head", "dtype", "new_tokens"];
+
+/// Links the rank runtime can measure.
+pub const MEASURED_LINKS: &[&str] = &["mpi-shm", "mpi-tcp"];
+
+/// Collects problems for one file, each located by key path.
+pub struct Checker<'a> {
+    file: &'a Path,
+    index: KeyIndex,
+    /// Problems found so far.
+    pub problems: Vec<Problem>,
+}
+
+impl<'a> Checker<'a> {
+    /// A checker for `file` whose text is `text`.
+    pub fn new(file: &'a Path, text: &str) -> Self {
+        Checker { file, index: KeyIndex::new(text), problems: Vec::new() }
+    }
+
+    /// Records a problem at `key`.
+    pub fn report(&mut self, key: &str, message: impl Into<String>) {
+        self.problems.push(Problem {
+            file: self.file.to_path_buf(),
+            position: self.index.find(key),
+            key: key.to_string(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Parses and validates one spec file's text.
+pub fn validate(path: &Path, text: &str) -> Result<Experiment, Vec<Problem>> {
+    let root: Value = match serde_yaml::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return Err(vec![yaml_syntax_problem(path, &e)]),
+    };
+    let mut c = Checker::new(path, text);
+    let Value::Mapping(map) = &root else {
+        c.report("", "a spec is a YAML mapping of keys (name:, kind:, ...); see the README's spec format");
+        return Err(c.problems);
+    };
+    let kind = read_kind(&mut c, map);
+    check_keys(&mut c, map, kind);
+    let exp = read_experiment(&mut c, path, text, map, kind.unwrap_or(Kind::Collectives));
+    if c.problems.is_empty() && kind.is_some() {
+        Ok(exp)
+    } else {
+        Err(c.problems)
+    }
+}
+
+fn yaml_syntax_problem(path: &Path, e: &serde_yaml::Error) -> Problem {
+    let position = e.location().map(|l| super::locate::Position { line: l.line(), column: l.column() });
+    let message = e.to_string();
+    let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+    Problem { file: path.to_path_buf(), position, key: String::new(), message: format!("not valid YAML: {message}") }
+}
+
+fn read_kind(c: &mut Checker, map: &serde_yaml::Mapping) -> Option<Kind> {
+    let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+    match map.get("kind") {
+        None => {
+            c.report("kind", format!("missing; add `kind:` with one of {}", names.join(", ")));
+            None
+        }
+        Some(Value::String(s)) => match Kind::ALL.iter().find(|k| k.name() == s) {
+            Some(k) => Some(*k),
+            None => {
+                c.report("kind", unknown_choice(s, &names));
+                None
+            }
+        },
+        Some(v) => {
+            c.report("kind", format!("expected one of {}, found {}", names.join(", "), describe(v)));
+            None
+        }
+    }
+}
+
+fn check_keys(c: &mut Checker, map: &serde_yaml::Mapping, kind: Option<Kind>) {
+    let all: Vec<&str> = COMMON_KEYS.iter().copied().chain(KIND_KEYS.iter().map(|(k, _)| *k)).collect();
+    for key in map.keys() {
+        let Some(key) = key.as_str() else {
+            c.report("", format!("keys are names, found {}", describe(key)));
+            continue;
+        };
+        if COMMON_KEYS.contains(&key) {
+            continue;
+        }
+        match KIND_KEYS.iter().find(|(k, _)| *k == key) {
+            Some((_, kinds)) => {
+                if let Some(kind) = kind.filter(|k| !kinds.contains(k)) {
+                    let owners: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+                    c.report(key, format!("does not apply to kind {} (it belongs to {})", kind.name(), owners.join(", ")));
+                }
+            }
+            None => c.report(key, unknown_key(key, &all)),
+        }
+    }
+}
+
+/// "unknown key" with the nearest valid key as the fix.
+pub fn unknown_key(key: &str, valid: &[&str]) -> String {
+    match nearest(key, valid) {
+        Some(n) => format!("unknown key; did you mean `{n}`?"),
+        None => format!("unknown key; valid keys are {}", valid.join(", ")),
+    }
+}
+
+/// "unknown value" with the nearest valid value as the fix.
+pub fn unknown_choice(value: &str, valid: &[&str]) -> String {
+    match nearest(value, valid) {
+        Some(n) => format!("unknown value `{value}`; did you mean `{n}`? (one of {})", valid.join(", ")),
+        None => format!("unknown value `{value}`; expected one of {}", valid.join(", ")),
+    }
+}
+
+fn nearest<'v>(word: &str, valid: &[&'v str]) -> Option<&'v str> {
+    valid
+        .iter()
+        .map(|v| (strsim::damerau_levenshtein(&word.to_ascii_lowercase(), v), *v))
+        .filter(|(d, v)| *d <= 2.max(v.len() / 3))
+        .min()
+        .map(|(_, v)| v)
+}
+
+/// A short description of a YAML value for messages.
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "nothing (null)".into(),
+        Value::Bool(b) => format!("a boolean ({b})"),
+        Value::Number(n) => format!("a number ({n})"),
+        Value::String(s) => format!("a string (\"{s}\")"),
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a mapping".into(),
+        Value::Tagged(_) => "a tagged value".into(),
+    }
+}
+
+fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::Mapping, kind: Kind) -> Experiment {
+    let fields = super::fields::Fields { map };
+    let name = fields.name(c);
+    let default_strategy = match kind {
+        Kind::Dispatch => vec![Strategy::Expert],
+        Kind::Model => Strategy::ALL.to_vec(),
+        _ => vec![Strategy::Data],
+    };
+    let strategies = fields.strategies(c, kind, default_strategy);
+    let models = fields.models(c, kind);
+    let links = fields.links(c, kind);
+    Experiment {
+        name,
+        kind,
+        path: PathBuf::from(path),
+        spec_digest: hex::encode(Sha256::digest(text.as_bytes())),
+        models,
+        weights_seed: fields.uint(c, "weights_seed", 0, 0),
+        strategies,
+        worlds: fields.uint_axis(c, "world", vec![default_world(kind)], 1),
+        links,
+        threads: fields.threads(c),
+        sequences: fields.uint_axis(c, "sequences", vec![1], 1),
+        heads: fields.choice_axis(c, "head", &[("split", HeadPlacement::Split), ("replicated", HeadPlacement::Replicated)], HeadPlacement::Split),
+        dtypes: fields.dtypes(c, kind),
+        new_tokens: fields.uint_axis(c, "new_tokens", vec![25], 1),
+        repetitions: fields.uint(c, "repetitions", default_repetitions(kind), 1) as u32,
+        warmup: fields.uint(c, "warmup", default_warmup(kind), 0) as u32,
+        timeout_s: fields.timeout(c),
+        requires: fields.requires(c),
+        launcher: fields.launcher(c),
+        hostfile: fields.hostfile(c, path),
+        exclude: fields.exclude(c),
+        collectives: (kind == Kind::Collectives).then(|| fields.collective_params(c)),
+        membw: (kind == Kind::Membw).then(|| MembwParams { buffer_bytes: fields.bytes(c, "buffer", 512 << 20) }),
+        decode: (kind == Kind::Decode).then(|| DecodeParams { prompt: fields.prompt(c) }),
+        dispatch: (kind == Kind::Dispatch).then(|| fields.dispatch_params(c)),
+        model: (kind == Kind::Model).then(|| fields.model_params(c)),
+    }
+}
+
+fn default_world(kind: Kind) -> u32 {
+    match kind {
+        Kind::Collectives | Kind::Dispatch => 2,
+        _ => 1,
+    }
+}
+
+fn default_repetitions(kind: Kind) -> u64 {
+    match kind {
+        Kind::Collectives | Kind::Dispatch | Kind::Model => 1,
+        Kind::Membw => 5,
+        Kind::Decode => 3,
+    }
+}
+
+fn default_warmup(kind: Kind) -> u64 {
+    match kind {
+        Kind::Collectives | Kind::Dispatch => 5,
+        Kind::Model => 0,
+        _ => 1,
+    }
+}

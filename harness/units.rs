@@ -1,0 +1,115 @@
+//! Byte sizes and durations as people write them in specs, and fixed formats for the register.
+
+/// Parses a byte size: an integer, or a number with a unit (B, KB, MB, GB, KiB, MiB, GiB).
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().ok()?;
+    let factor: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let bytes = value * factor;
+    (bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0).then_some(bytes as u64)
+}
+
+/// Parses a duration in seconds: an integer, or a number with a unit (ms, s, m, h).
+pub fn parse_seconds(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().ok()?;
+    let factor = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    Some(value * factor).filter(|s| s.is_finite() && *s > 0.0)
+}
+
+/// Formats a byte count with a binary unit, e.g. `3.0 KiB`, `16.0 MiB`, `4 B`.
+pub fn format_bytes(bytes: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024.0 {
+        return format!("{bytes:.0} B");
+    }
+    let mut value = bytes;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+/// Formats seconds with a unit chosen by magnitude and three significant figures.
+pub fn format_seconds(seconds: f64) -> String {
+    let abs = seconds.abs();
+    let (value, unit) = if abs >= 1.0 {
+        (seconds, "s")
+    } else if abs >= 1e-3 {
+        (seconds * 1e3, "ms")
+    } else if abs >= 1e-6 {
+        (seconds * 1e6, "µs")
+    } else {
+        (seconds * 1e9, "ns")
+    };
+    format!("{} {unit}", sig3(value))
+}
+
+/// Formats a bandwidth in bytes per second as GB/s (decimal, as link vendors quote).
+pub fn format_gbps(bytes_per_s: f64) -> String {
+    format!("{} GB/s", sig3(bytes_per_s / 1e9))
+}
+
+/// Three significant figures without scientific notation, for stable, readable tables.
+pub fn sig3(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    let digits = value.abs().log10().floor() as i32;
+    let decimals = (2 - digits).clamp(0, 6) as usize;
+    format!("{value:.decimals$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sizes_people_write() {
+        assert_eq!(parse_bytes("4"), Some(4));
+        assert_eq!(parse_bytes("16MiB"), Some(16 << 20));
+        assert_eq!(parse_bytes("3 KB"), Some(3000));
+        assert_eq!(parse_bytes("1.5KiB"), Some(1536));
+        assert_eq!(parse_bytes("12 parsecs"), None);
+        assert_eq!(parse_bytes("0.3B"), None);
+    }
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_seconds("90"), Some(90.0));
+        assert_eq!(parse_seconds("5m"), Some(300.0));
+        assert_eq!(parse_seconds("250ms"), Some(0.25));
+        assert_eq!(parse_seconds("0"), None);
+        assert_eq!(parse_seconds("soon"), None);
+    }
+
+    #[test]
+    fn formats_are_fixed() {
+        assert_eq!(format_seconds(0.000_118_7), "119 µs");
+        assert_eq!(format_seconds(0.0233), "23.3 ms");
+        assert_eq!(format_bytes(3072.0), "3.0 KiB");
+        assert_eq!(format_gbps(21.5e9), "21.5 GB/s");
+        assert_eq!(sig3(0.000123), "0.000123");
+    }
+}
