@@ -34,7 +34,7 @@ pub fn audit(manifests: &[Manifest]) -> Vec<AnswerGroup> {
 fn group(answer_id: &str, runs: &[&Manifest]) -> AnswerGroup {
     let tokens: Vec<&Value> = runs.iter().filter_map(|m| m.answer.get("tokens")).collect();
     let changed = tokens.windows(2).any(|w| w[0] != w[1]);
-    let figure = |key: &str| runs.iter().filter_map(|m| m.answer.get("exactness")?.get(key)?.as_f64());
+    let figure = |key: &'static str| runs.iter().filter_map(move |m| m.answer.get("exactness")?.get(key)?.as_f64());
     let mut experiments: Vec<String> = runs.iter().map(|m| m.experiment.clone()).collect();
     experiments.dedup();
     AnswerGroup {

@@ -4,7 +4,7 @@
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
-use mpi::traits::*;
+use mpi::traits::{Communicator as _, CommunicatorCollectives as _, Destination as _, Root as _, Source as _};
 use std::time::Instant;
 
 /// Counts of collective calls, bytes and seconds, since the last reset.

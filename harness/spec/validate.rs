@@ -3,7 +3,6 @@
 use super::locate::KeyIndex;
 use super::problem::Problem;
 use super::schema::*;
-use crate::units::{parse_bytes, parse_seconds};
 use serde_yaml::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
