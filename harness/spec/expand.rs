@@ -101,7 +101,7 @@ fn points(e: &Experiment) -> Vec<Point> {
             }
         }
     }
-    out.into_iter().filter(|p| !p.excluded(&e.exclude)).collect()
+    out
 }
 
 /// Expands `e` into runs; `text` is the spec's text, for locating problems.
@@ -120,8 +120,9 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         let source = super::weights::model_source(name, e.weights_seed).map_err(|m| c.report("model", m)).ok();
         models.insert(name.clone(), source);
     }
-    let pts = points(e);
-    if pts.is_empty() {
+    let all = points(e);
+    let pts: Vec<Point> = all.iter().filter(|p| !p.excluded(&e.exclude)).cloned().collect();
+    if pts.is_empty() && !all.is_empty() {
         c.report("exclude", "every combination of the axes is excluded; this experiment would run nothing");
     }
     let mut runs = Vec::new();

@@ -133,7 +133,7 @@ impl<'m> Fields<'m> {
             .filter_map(|(k, v)| match v.as_str() {
                 Some(s) if !s.is_empty() => Some(s.to_string()),
                 _ => {
-                    c.report(&k, format!("expected a model name or folder path, found {}", describe(v)));
+                    c.report(&k, format!("expected a model name (a folder under models/) or a folder path, found {}", describe(v)));
                     None
                 }
             })

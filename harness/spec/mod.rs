@@ -10,9 +10,9 @@ pub mod schema;
 pub mod validate;
 pub mod weights;
 
-pub use plan::{Layout, RunPlan};
+pub use plan::*;
 pub use problem::{Problem, Problems};
-pub use schema::{Experiment, Kind, Strategy};
+pub use schema::*;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,13 +67,10 @@ pub fn load_suite(paths: &[PathBuf]) -> Result<Vec<RunPlan>, Problems> {
                 continue;
             }
         };
-        let experiment = match validate::validate(&file, &text) {
-            Ok(e) => e,
-            Err(p) => {
-                problems.extend(p);
-                continue;
-            }
-        };
+        let (experiment, found) = validate::validate_partial(&file, &text);
+        let valid = found.is_empty();
+        problems.extend(found);
+        let Some(experiment) = experiment else { continue };
         if let Some(first) = names.insert(experiment.name.clone(), file.clone()) {
             let mut c = validate::Checker::new(&file, &text);
             c.report("name", format!("`{}` is also the name of {}; experiment names must be unique", experiment.name, first.display()));
@@ -81,9 +78,17 @@ pub fn load_suite(paths: &[PathBuf]) -> Result<Vec<RunPlan>, Problems> {
             continue;
         }
         match expand::expand(&experiment, &text, cores) {
-            Ok(r) => runs.extend(r),
+            Ok(r) if valid => runs.extend(r),
+            Ok(_) => {}
             Err(p) => problems.extend(p),
         }
     }
+    sort_problems(&mut problems);
     if problems.is_empty() { Ok(runs) } else { Err(Problems(problems)) }
+}
+
+/// Orders problems by file, then line and column, keeping each file's first-found order for ties.
+fn sort_problems(problems: &mut Vec<Problem>) {
+    problems.sort_by_key(|p| (p.file.clone(), p.position.map(|pos| (pos.line, pos.column))));
+    problems.dedup();
 }

@@ -66,23 +66,28 @@ impl<'a> Checker<'a> {
 
 /// Parses and validates one spec file's text.
 pub fn validate(path: &Path, text: &str) -> Result<Experiment, Vec<Problem>> {
+    match validate_partial(path, text) {
+        (Some(exp), problems) if problems.is_empty() => Ok(exp),
+        (_, problems) => Err(problems),
+    }
+}
+
+/// Validates as far as possible: the experiment (defaults standing in for bad values)
+/// whenever the kind is known, and every problem found.
+pub fn validate_partial(path: &Path, text: &str) -> (Option<Experiment>, Vec<Problem>) {
     let root: Value = match serde_yaml::from_str(text) {
         Ok(v) => v,
-        Err(e) => return Err(vec![yaml_syntax_problem(path, &e)]),
+        Err(e) => return (None, vec![yaml_syntax_problem(path, &e)]),
     };
     let mut c = Checker::new(path, text);
     let Value::Mapping(map) = &root else {
         c.report("", "a spec is a YAML mapping of keys (name:, kind:, ...); see the README's spec format");
-        return Err(c.problems);
+        return (None, c.problems);
     };
     let kind = read_kind(&mut c, map);
     check_keys(&mut c, map, kind);
     let exp = read_experiment(&mut c, path, text, map, kind.unwrap_or(Kind::Collectives));
-    if c.problems.is_empty() && kind.is_some() {
-        Ok(exp)
-    } else {
-        Err(c.problems)
-    }
+    (kind.map(|_| exp), c.problems)
 }
 
 fn yaml_syntax_problem(path: &Path, e: &serde_yaml::Error) -> Problem {

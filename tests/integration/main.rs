@@ -1,1 +1,6 @@
+//! parlab's integration tests, one module per concern, in one test binary.
 
+mod identity;
+mod manifest_io;
+mod spec_corpus;
+mod spec_fuzz;

@@ -1,0 +1,109 @@
+//! The identity rule: layouts change run identities, never answer identities;
+//! how a spec is written changes neither.
+
+use parlab::spec::{load_suite, RunPlan};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+fn suite(paths: &[&str]) -> Vec<RunPlan> {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+    load_suite(&paths).unwrap_or_else(|p| panic!("{p}"))
+}
+
+fn spec(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(format!("{name}.yaml"));
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn different_layouts_never_share_a_run_identity() {
+    let runs = suite(&["experiments", "tests/specs/good/matrix.yaml"]);
+    let mut seen = std::collections::BTreeMap::new();
+    for r in &runs {
+        if let Some(other) = seen.insert(r.run_id.clone(), r.label()) {
+            panic!("{} and {} share run identity {}", other, r.label(), r.run_id);
+        }
+    }
+    let layouts: BTreeSet<String> = runs.iter().map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment))).collect();
+    assert_eq!(layouts.len(), runs.len());
+}
+
+#[test]
+fn the_same_experiment_written_two_ways_has_the_same_identities() {
+    let a = suite(&["tests/specs/good/reordered-a.yaml"]);
+    let b = suite(&["tests/specs/good/reordered-b.yaml"]);
+    assert_eq!(a.len(), 1);
+    assert_eq!(b.len(), 1);
+    assert_eq!(a[0].run_id, b[0].run_id);
+    assert_eq!(a[0].answer_id, b[0].answer_id);
+    assert_ne!(a[0].spec_sha256, b[0].spec_sha256, "the files do differ");
+}
+
+#[test]
+fn layouts_of_one_model_and_workload_share_the_answer_identity() {
+    let runs = suite(&["tests/specs/good/matrix.yaml"]);
+    assert_eq!(runs.len(), 5);
+    let answers: BTreeSet<&str> = runs.iter().map(|r| r.answer_id.as_str()).collect();
+    assert_eq!(answers.len(), 1, "tensor and pipeline layouts must share one answer identity");
+}
+
+#[test]
+fn what_each_rank_holds_is_part_of_the_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "kind: decode\nmodel: gpt2\nstrategy: tensor\nworld: 2\nnew_tokens: 4\n";
+    let split = spec(&dir, "split", &format!("name: split\n{base}head: split\n"));
+    let replicated = spec(&dir, "replicated", &format!("name: replicated\n{base}head: replicated\n"));
+    let (s, r) = (&suite(&[&split])[0], &suite(&[&replicated])[0]);
+    assert_ne!(s.layout.ranks, r.layout.ranks, "head placement changes what rank 0 holds");
+    assert_ne!(s.run_id, r.run_id);
+    assert_eq!(s.answer_id, r.answer_id);
+}
+
+#[test]
+fn link_threads_and_repetitions_change_the_run_but_not_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let variants = [
+        "world: 2\n",
+        "world: 2\nlink: mpi-tcp\n",
+        "world: 2\nthreads: 3\n",
+        "world: 2\nrepetitions: 7\n",
+    ];
+    let runs: Vec<RunPlan> = variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| suite(&[&spec(&dir, &format!("v{i}"), &format!("name: v{i}\nkind: collectives\n{v}"))])[0].clone())
+        .collect();
+    let run_ids: BTreeSet<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+    let answer_ids: BTreeSet<&str> = runs.iter().map(|r| r.answer_id.as_str()).collect();
+    assert_eq!(run_ids.len(), variants.len());
+    assert_eq!(answer_ids.len(), 1);
+}
+
+#[test]
+fn workload_model_and_weights_change_both_identities() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "kind: decode\nmodel: gpt2\nstrategy: data\n";
+    let variants = [
+        "new_tokens: 4\n",
+        "new_tokens: 5\n",
+        "new_tokens: 4\nprompt: {length: 8, seed: 2}\n",
+        "new_tokens: 4\nweights_seed: 9\n",
+    ];
+    let runs: Vec<RunPlan> = variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| suite(&[&spec(&dir, &format!("w{i}"), &format!("name: w{i}\n{base}{v}"))])[0].clone())
+        .collect();
+    let answer_ids: BTreeSet<&str> = runs.iter().map(|r| r.answer_id.as_str()).collect();
+    assert_eq!(answer_ids.len(), variants.len(), "each workload or weights change is a new answer");
+}
+
+#[test]
+fn the_experiment_name_is_not_part_of_the_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = spec(&dir, "a", "name: first\nkind: membw\n");
+    let b = spec(&dir, "b", "name: second\nkind: membw\n");
+    assert_eq!(suite(&[&a])[0].run_id, suite(&[&b])[0].run_id);
+}

@@ -1,0 +1,74 @@
+//! Manifests: atomic writes, round trips, and corrupt or foreign files skipped.
+
+use parlab::manifest::{self, Manifest, Status, Tool};
+use parlab::spec::load_suite;
+use std::path::PathBuf;
+
+fn sample_manifest() -> Manifest {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(0);
+    Manifest {
+        schema: manifest::SCHEMA.into(),
+        run_id: plan.run_id.clone(),
+        answer_id: plan.answer_id.clone(),
+        experiment: plan.experiment.clone(),
+        kind: plan.kind.name().into(),
+        status: Status::NotRun,
+        reason: Some("needs 2 GPUs".into()),
+        layout: plan.layout.clone(),
+        plan,
+        parlab: Tool::current(),
+        machine: serde_json::json!({"cores": 2}),
+        started_at: "2026-12-02T00:00:00Z".into(),
+        finished_at: "2026-12-02T00:00:01Z".into(),
+        launch: None,
+        caveats: vec![],
+        results: serde_json::Value::Null,
+        summary: serde_json::Value::Null,
+        answer: serde_json::Value::Null,
+    }
+}
+
+#[test]
+fn a_manifest_round_trips_and_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = sample_manifest();
+    let path = m.write(dir.path()).unwrap();
+    assert_eq!(path.file_name().unwrap().to_str().unwrap(), format!("{}.json", m.run_id));
+    let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let back = manifest::read_one(&path).unwrap();
+    assert_eq!(back, m);
+    let text: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for key in ["run_id", "answer_id", "experiment", "kind", "status", "layout"] {
+        assert!(text.get(key).is_some(), "manifest lacks top-level {key}");
+    }
+    assert_eq!(text["status"], "not_run");
+}
+
+#[test]
+fn corrupt_and_foreign_files_are_skipped_with_reasons() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = sample_manifest();
+    m.write(dir.path()).unwrap();
+    std::fs::write(dir.path().join("truncated.json"), "{\"schema\": \"parlab.manifest/1\", \"run_").unwrap();
+    std::fs::write(dir.path().join("foreign.json"), "{\"hello\": \"world\"}").unwrap();
+    std::fs::write(dir.path().join("future.json"), "{\"schema\": \"parlab.manifest/9\"}").unwrap();
+    let mut renamed = m.clone();
+    renamed.run_id = "0".repeat(64);
+    std::fs::write(dir.path().join("misnamed.json"), serde_json::to_string(&renamed).unwrap()).unwrap();
+    let (list, skipped) = manifest::read_all(dir.path());
+    assert_eq!(list.len(), 1);
+    let reasons: Vec<String> = skipped.iter().map(|s| format!("{}: {}", s.path.file_name().unwrap().to_string_lossy(), s.reason)).collect();
+    assert_eq!(skipped.len(), 4, "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.starts_with("truncated.json: not valid JSON")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.starts_with("foreign.json: not a parlab manifest")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.starts_with("future.json: schema `parlab.manifest/9`")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.starts_with("misnamed.json: file name does not match")), "{reasons:?}");
+}
+
+#[test]
+fn a_missing_manifests_folder_reads_as_empty() {
+    let (list, skipped) = manifest::read_all(std::path::Path::new("/nonexistent/parlab/manifests"));
+    assert!(list.is_empty() && skipped.is_empty());
+}

@@ -1,0 +1,124 @@
+//! The malformed-spec corpus: each file in tests/specs/bad names the one-line errors
+//! it must produce (`# expect:` lines); `validate` and `run` must exit 2 and write nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn parlab() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+fn corpus(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/specs").join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files.into_iter().map(|p| p.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap().to_path_buf()).collect()
+}
+
+fn expectations(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
+    text.lines().filter_map(|l| l.strip_prefix("# expect: ")).map(str::to_string).collect()
+}
+
+#[test]
+fn corpus_has_at_least_25_real_mistakes() {
+    let files = corpus("bad");
+    assert!(files.len() >= 25, "only {} malformed specs", files.len());
+    for f in &files {
+        assert!(!expectations(f).is_empty(), "{} has no `# expect:` line", f.display());
+    }
+}
+
+#[test]
+fn every_malformed_spec_gives_its_one_line_errors_and_exit_2() {
+    let mut failures = Vec::new();
+    for file in corpus("bad") {
+        let out = parlab().arg("validate").arg(&file).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        let expected = expectations(&file);
+        if out.status.code() != Some(2) {
+            failures.push(format!("{}: exit {:?}, want 2", file.display(), out.status.code()));
+        }
+        if lines.len() != expected.len() {
+            failures.push(format!("{}: {} error lines, want {}:\n{stderr}", file.display(), lines.len(), expected.len()));
+        }
+        for want in &expected {
+            let prefix = format!("error: {}:", file.display());
+            if !lines.iter().any(|l| l.starts_with(&prefix) && l.contains(want.as_str())) {
+                failures.push(format!("{}: no line contains {want:?}; got:\n{stderr}", file.display()));
+            }
+        }
+        assert!(!stderr.contains("panicked"), "{} panicked: {stderr}", file.display());
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn run_refuses_a_malformed_suite_and_writes_nothing() {
+    let manifests = tempfile::tempdir().unwrap();
+    let good = "tests/specs/good/matrix.yaml";
+    let bad = "tests/specs/bad/08-tensor-not-dividing-heads.yaml";
+    let out = parlab().args(["run", good, bad]).env("PARLAB_MANIFESTS", manifests.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_dir(manifests.path()).unwrap().count(), 0, "run wrote into manifests/");
+}
+
+#[test]
+fn all_problems_of_all_files_are_reported_together() {
+    let out = parlab()
+        .args(["validate", "tests/specs/bad/01-typo-key.yaml", "tests/specs/bad/35-several-problems.yaml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 4, "{stderr}");
+}
+
+#[test]
+fn duplicate_experiment_names_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["a.yaml", "b.yaml"] {
+        std::fs::write(dir.path().join(f), "name: twin\nkind: membw\n").unwrap();
+    }
+    let out = parlab().arg("validate").arg(dir.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("b.yaml:1:1: name: `twin` is also the name of"), "{stderr}");
+}
+
+#[test]
+fn missing_paths_are_user_errors() {
+    let out = parlab().args(["validate", "no/such/specs"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/specs: no such file or folder"));
+}
+
+#[test]
+fn good_specs_and_the_default_suite_validate() {
+    for path in ["tests/specs/good", "experiments"] {
+        let out = parlab().args(["validate", path]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{path}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+#[test]
+fn plan_json_lists_runs_in_matrix_order_with_identities() {
+    let out = parlab().args(["plan", "--json", "tests/specs/good/matrix.yaml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    let order: Vec<(String, u64)> = runs
+        .iter()
+        .map(|r| (r["layout"]["strategy"].as_str().unwrap().to_string(), r["layout"]["world"].as_u64().unwrap()))
+        .collect();
+    let want = [("tensor", 1), ("tensor", 2), ("tensor", 4), ("pipeline", 2), ("pipeline", 4)];
+    assert_eq!(order, want.map(|(s, w)| (s.to_string(), w)).to_vec());
+    for r in runs {
+        for key in ["experiment", "run_id", "answer_id", "layout"] {
+            assert!(!r[key].is_null(), "plan entry lacks {key}");
+        }
+        assert_eq!(r["run_id"].as_str().unwrap().len(), 64);
+    }
+}
