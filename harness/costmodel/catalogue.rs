@@ -1,16 +1,356 @@
-//! The catalogue of links and devices (`models/links.yaml`, `models/devices.yaml`).
+//! The catalogue of links and devices (`models/links.yaml`, `models/devices.yaml`):
+//! every constant with its provenance (measured here, reported by a named source, or assumed).
+
+use super::link::Link;
+use crate::model::resolve::models_root;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The links file, relative to the models folder.
+pub const LINKS_FILE: &str = "links.yaml";
+/// The devices file, relative to the models folder.
+pub const DEVICES_FILE: &str = "devices.yaml";
+
+/// Errors reading the catalogue.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogueError {
+    /// The file is missing or unreadable.
+    #[error("{path}: cannot read ({message}); the cost model's catalogue lives in models/")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+    /// The file is not the expected YAML.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the entry's name.
+        message: String,
+    },
+}
+
+/// How a constant is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProvenanceKind {
+    /// Measured by a parlab run (named by `run`).
+    Measured,
+    /// Reported by a source (named by `source`).
+    Reported,
+    /// Assumed, and said so.
+    Assumed,
+}
+
+/// Where one constant came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    /// Measured, reported or assumed.
+    pub kind: ProvenanceKind,
+    /// The reporting source (required for `reported`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The run identity whose fit gave it (required for `measured`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Anything a reader needs to judge it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Provenance {
+    fn check(&self) -> Result<(), String> {
+        match self.kind {
+            ProvenanceKind::Reported if self.source.is_none() => Err("`reported` needs a `source`".into()),
+            ProvenanceKind::Measured if self.run.is_none() => Err("`measured` needs the `run` whose fit gave it".into()),
+            ProvenanceKind::Assumed if self.note.is_none() => Err("`assumed` needs a `note` saying why".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// One line: `reported by X (note)`, `measured: from run R`, `ASSUMED (note)`.
+    pub fn describe(&self) -> String {
+        let head = match self.kind {
+            ProvenanceKind::Measured => format!("measured: from run {}", self.run.as_deref().unwrap_or("?")),
+            ProvenanceKind::Reported => format!("reported by {}", self.source.as_deref().unwrap_or("?")),
+            ProvenanceKind::Assumed => "ASSUMED".to_string(),
+        };
+        match &self.note {
+            Some(n) => format!("{head} ({n})"),
+            None => head,
+        }
+    }
+}
+
+/// A link of the catalogue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEntry {
+    /// Name used in specs.
+    pub name: String,
+    /// What it is.
+    pub description: String,
+    /// Latency of one message, microseconds.
+    pub latency_us: f64,
+    /// Bandwidth, decimal GB/s.
+    pub bandwidth_gbps: f64,
+    /// Where the latency came from.
+    pub latency_provenance: Provenance,
+    /// Where the bandwidth came from.
+    pub bandwidth_provenance: Provenance,
+}
+
+impl LinkEntry {
+    /// The alpha-beta link.
+    pub fn link(&self) -> Link {
+        Link {
+            alpha_s: self.latency_us / 1e6,
+            beta_bps: self.bandwidth_gbps * 1e9,
+        }
+    }
+
+    /// Provenance lines for both constants.
+    pub fn provenance_lines(&self) -> Vec<String> {
+        vec![
+            format!(
+                "link {}: latency {} µs, {}",
+                self.name,
+                self.latency_us,
+                self.latency_provenance.describe()
+            ),
+            format!(
+                "link {}: bandwidth {} GB/s, {}",
+                self.name,
+                self.bandwidth_gbps,
+                self.bandwidth_provenance.describe()
+            ),
+        ]
+    }
+}
+
+/// A device of the catalogue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceEntry {
+    /// Name used in specs.
+    pub name: String,
+    /// What it is.
+    pub description: String,
+    /// Memory capacity, e.g. `12GiB`.
+    pub memory: String,
+    /// Memory bandwidth, decimal GB/s.
+    pub bandwidth_gbps: f64,
+    /// Where the capacity came from.
+    pub memory_provenance: Provenance,
+    /// Where the bandwidth came from.
+    pub bandwidth_provenance: Provenance,
+}
+
+impl DeviceEntry {
+    /// Capacity in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        crate::units::parse_bytes(&self.memory).unwrap_or(0)
+    }
+
+    /// Bandwidth in bytes per second.
+    pub fn bandwidth_bps(&self) -> f64 {
+        self.bandwidth_gbps * 1e9
+    }
+
+    /// Provenance lines for both constants.
+    pub fn provenance_lines(&self) -> Vec<String> {
+        vec![
+            format!(
+                "device {}: memory {}, {}",
+                self.name,
+                self.memory,
+                self.memory_provenance.describe()
+            ),
+            format!(
+                "device {}: bandwidth {} GB/s, {}",
+                self.name,
+                self.bandwidth_gbps,
+                self.bandwidth_provenance.describe()
+            ),
+        ]
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinksFile {
+    links: Vec<LinkEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DevicesFile {
+    devices: Vec<DeviceEntry>,
+}
+
+/// The links and devices, checked.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Catalogue {
+    /// Links, in file order.
+    pub links: Vec<LinkEntry>,
+    /// Devices, in file order.
+    pub devices: Vec<DeviceEntry>,
+}
+
+fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CatalogueError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CatalogueError::Read {
+        path: path.into(),
+        message: e.to_string(),
+    })?;
+    serde_yaml::from_str(&text).map_err(|e| CatalogueError::Invalid {
+        path: path.into(),
+        message: e.to_string(),
+    })
+}
+
+fn invalid(path: &Path, message: String) -> CatalogueError {
+    CatalogueError::Invalid {
+        path: path.into(),
+        message,
+    }
+}
+
+impl Catalogue {
+    /// Reads and checks the catalogue under `root`.
+    pub fn load(root: &Path) -> Result<Self, CatalogueError> {
+        let lpath = root.join(LINKS_FILE);
+        let dpath = root.join(DEVICES_FILE);
+        let links = read_yaml::<LinksFile>(&lpath)?.links;
+        let devices = read_yaml::<DevicesFile>(&dpath)?.devices;
+        for l in &links {
+            let bad = |m: String| invalid(&lpath, format!("link `{}`: {m}", l.name));
+            if !(l.latency_us > 0.0 && l.bandwidth_gbps > 0.0) {
+                return Err(bad("latency_us and bandwidth_gbps must be positive".into()));
+            }
+            l.latency_provenance.check().map_err(|m| bad(format!("latency_provenance: {m}")))?;
+            l.bandwidth_provenance
+                .check()
+                .map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
+        }
+        for d in &devices {
+            let bad = |m: String| invalid(&dpath, format!("device `{}`: {m}", d.name));
+            if d.memory_bytes() == 0 || d.bandwidth_gbps <= 0.0 {
+                return Err(bad("memory must be a size like 12GiB and bandwidth_gbps positive".into()));
+            }
+            d.memory_provenance.check().map_err(|m| bad(format!("memory_provenance: {m}")))?;
+            d.bandwidth_provenance
+                .check()
+                .map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
+        }
+        Ok(Catalogue { links, devices })
+    }
+
+    /// Reads the catalogue under `models_root()`.
+    pub fn load_default() -> Result<Self, CatalogueError> {
+        Self::load(&models_root())
+    }
+
+    /// The link named `name`.
+    pub fn link(&self, name: &str) -> Option<&LinkEntry> {
+        self.links.iter().find(|l| l.name == name)
+    }
+
+    /// The device named `name`.
+    pub fn device(&self, name: &str) -> Option<&DeviceEntry> {
+        self.devices.iter().find(|d| d.name == name)
+    }
+}
 
 /// Names of the links declared in the catalogue.
 pub fn link_names() -> Vec<String> {
-    Vec::new()
+    Catalogue::load_default()
+        .map(|c| c.links.into_iter().map(|l| l.name).collect())
+        .unwrap_or_default()
 }
 
 /// Names of the devices declared in the catalogue.
 pub fn device_names() -> Vec<String> {
-    Vec::new()
+    Catalogue::load_default()
+        .map(|c| c.devices.into_iter().map(|d| d.name).collect())
+        .unwrap_or_default()
 }
 
-/// sha256 of the catalogue files, part of a modelled run's identity.
+/// sha256 of the catalogue files and the model configurations under `models_root()`,
+/// part of a modelled run's identity (a changed constant or config.json changes it).
 pub fn catalogue_digest() -> String {
-    String::new()
+    digest_of(&models_root())
+}
+
+/// sha256 of `links.yaml`, `devices.yaml` and every `*/config.json` under `root`
+/// (a missing file counts as empty).
+pub fn digest_of(root: &Path) -> String {
+    let mut h = Sha256::new();
+    let mut files: Vec<PathBuf> = vec![root.join(LINKS_FILE), root.join(DEVICES_FILE)];
+    let mut configs: Vec<PathBuf> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("config.json"))
+        .filter(|p| p.is_file())
+        .collect();
+    configs.sort();
+    files.extend(configs);
+    for path in files {
+        h.update(path.strip_prefix(root).unwrap_or(&path).to_string_lossy().as_bytes());
+        h.update([0]);
+        h.update(std::fs::read(&path).unwrap_or_default());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, links: &str, devices: &str) {
+        std::fs::write(dir.join(LINKS_FILE), links).unwrap();
+        std::fs::write(dir.join(DEVICES_FILE), devices).unwrap();
+    }
+
+    const DEVICES: &str = "devices:\n  - name: g\n    description: a GPU\n    memory: 12GiB\n    bandwidth_gbps: 303\n    memory_provenance: {kind: reported, source: a book}\n    bandwidth_provenance: {kind: measured, run: abc}\n";
+
+    #[test]
+    fn reads_links_devices_and_provenance() {
+        let dir = tempfile::tempdir().unwrap();
+        let links = "links:\n  - name: l\n    description: x\n    latency_us: 10\n    bandwidth_gbps: 300\n    latency_provenance: {kind: assumed, note: my guess}\n    bandwidth_provenance: {kind: reported, source: Megatron-LM}\n";
+        write(dir.path(), links, DEVICES);
+        let c = Catalogue::load(dir.path()).unwrap();
+        assert_eq!(
+            c.link("l").unwrap().link(),
+            Link {
+                alpha_s: 10e-6,
+                beta_bps: 300e9
+            }
+        );
+        assert_eq!(c.device("g").unwrap().memory_bytes(), 12 << 30);
+        let lines = c.link("l").unwrap().provenance_lines();
+        assert!(lines[0].contains("ASSUMED (my guess)"), "{lines:?}");
+        assert!(c.device("g").unwrap().provenance_lines()[1].contains("measured: from run abc"));
+        let before = digest_of(dir.path());
+        write(dir.path(), &links.replace("300", "301"), DEVICES);
+        let after_link = digest_of(dir.path());
+        assert_ne!(before, after_link);
+        std::fs::create_dir(dir.path().join("m")).unwrap();
+        std::fs::write(dir.path().join("m/config.json"), "{}").unwrap();
+        assert_ne!(after_link, digest_of(dir.path()));
+    }
+
+    #[test]
+    fn refuses_a_reported_constant_without_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let links = "links:\n  - name: l\n    description: x\n    latency_us: 10\n    bandwidth_gbps: 300\n    latency_provenance: {kind: reported}\n    bandwidth_provenance: {kind: assumed, note: n}\n";
+        write(dir.path(), links, DEVICES);
+        let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("link `l`") && err.contains("source"), "{err}");
+    }
 }

@@ -1,0 +1,370 @@
+//! Predictions joined with measurements (polars): collective times at other world sizes
+//! and message sizes from the 2-rank fit, a world-1 decode step from the measured memory
+//! bandwidth, and a tensor-parallel step's communication from the collective fits.
+
+use super::link::{allgather_time, allreduce_time, collective_time, fit_collective, LinkFit};
+use super::plan::single_device_step_s;
+use super::shape::shape_from_config;
+use crate::manifest::{Manifest, Status};
+use crate::model::ModelConfig;
+use crate::spec::plan::Workload;
+use crate::spec::schema::{Op, Prompt, Strategy};
+use crate::table::Table;
+use crate::units::{format_bytes, format_gbps, format_seconds};
+use polars::prelude::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Largest message in the small-message fit when a manifest does not say.
+pub const DEFAULT_FIT_MAX_BYTES: u64 = 1 << 20;
+
+/// Errors joining predictions with measurements.
+#[derive(Debug, thiserror::Error)]
+pub enum PredictError {
+    /// A polars operation failed.
+    #[error("joining predictions with measurements: {0}")]
+    Frame(#[from] PolarsError),
+}
+
+/// One measured collective: op, link, world, size and median time, with its run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredCollective {
+    /// Operation.
+    pub op: Op,
+    /// Link (`mpi-shm`, `mpi-tcp`).
+    pub link: String,
+    /// Ranks.
+    pub world: u32,
+    /// Message size.
+    pub size_bytes: u64,
+    /// Median seconds per iteration.
+    pub median_s: f64,
+    /// The run it came from.
+    pub run_id: String,
+}
+
+fn op_named(name: &str) -> Option<Op> {
+    Op::ALL.into_iter().find(|o| o.name() == name)
+}
+
+fn median(v: &Value) -> Option<f64> {
+    v.get("median").and_then(Value::as_f64).or_else(|| v.as_f64())
+}
+
+fn ok_of_kind<'a>(manifests: &'a [Manifest], kind: &'a str) -> impl Iterator<Item = &'a Manifest> + 'a {
+    manifests.iter().filter(move |m| m.kind == kind && m.status == Status::Ok)
+}
+
+/// Every measured collective in the `collectives` manifests.
+pub fn measured_collectives(manifests: &[Manifest]) -> Vec<MeasuredCollective> {
+    let mut out = Vec::new();
+    for m in ok_of_kind(manifests, "collectives") {
+        let entries = m.summary.get("collectives").and_then(Value::as_array).cloned().unwrap_or_default();
+        for e in entries {
+            let parsed = (|| {
+                Some(MeasuredCollective {
+                    op: op_named(e.get("op")?.as_str()?)?,
+                    link: e.get("link").and_then(Value::as_str).unwrap_or(&m.plan.link).to_string(),
+                    world: e.get("world").and_then(Value::as_u64).unwrap_or(m.layout.world as u64) as u32,
+                    size_bytes: e.get("size_bytes")?.as_u64()?,
+                    median_s: median(e.get("time_s")?)?,
+                    run_id: m.run_id.clone(),
+                })
+            })();
+            out.extend(parsed);
+        }
+    }
+    out
+}
+
+fn fit_max_of(manifests: &[Manifest], run_id: &str) -> u64 {
+    manifests
+        .iter()
+        .find(|m| m.run_id == run_id)
+        .and_then(|m| m.summary.pointer("/fit/fit_max_bytes").and_then(Value::as_u64))
+        .unwrap_or(DEFAULT_FIT_MAX_BYTES)
+}
+
+/// The 2-rank fit of each (op, link), from the measured medians.
+pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, String), (LinkFit, String)> {
+    let measured = measured_collectives(manifests);
+    let mut groups: BTreeMap<(Op, String), Vec<&MeasuredCollective>> = BTreeMap::new();
+    for m in measured.iter().filter(|m| m.world == 2) {
+        groups.entry((m.op, m.link.clone())).or_default().push(m);
+    }
+    groups
+        .into_iter()
+        .filter_map(|(key, rows)| {
+            let run = rows[0].run_id.clone();
+            let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.size_bytes, r.median_s)).collect();
+            fit_collective(key.0, 2, &points, fit_max_of(manifests, &run)).map(|f| (key, (f, run)))
+        })
+        .collect()
+}
+
+/// Predicted against measured collective times, joined in polars, with a relative error column.
+pub fn collectives_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictError> {
+    let measured = measured_collectives(manifests);
+    let fits = two_rank_fits(manifests);
+    let m = df!(
+        "op" => measured.iter().map(|r| r.op.name()).collect::<Vec<_>>(),
+        "link" => measured.iter().map(|r| r.link.as_str()).collect::<Vec<_>>(),
+        "world" => measured.iter().map(|r| r.world).collect::<Vec<_>>(),
+        "size_bytes" => measured.iter().map(|r| r.size_bytes).collect::<Vec<_>>(),
+        "measured_s" => measured.iter().map(|r| r.median_s).collect::<Vec<_>>(),
+    )?;
+    let predicted: Vec<(&MeasuredCollective, f64, bool)> = measured
+        .iter()
+        .filter_map(|r| {
+            let (fit, _) = fits.get(&(r.op, r.link.clone()))?;
+            let in_fit = r.world == 2 && r.size_bytes <= fit.fit_max_bytes;
+            Some((r, collective_time(fit.link(), r.op, r.size_bytes as f64, r.world), in_fit))
+        })
+        .collect();
+    let p = df!(
+        "op" => predicted.iter().map(|(r, _, _)| r.op.name()).collect::<Vec<_>>(),
+        "link" => predicted.iter().map(|(r, _, _)| r.link.as_str()).collect::<Vec<_>>(),
+        "world" => predicted.iter().map(|(r, _, _)| r.world).collect::<Vec<_>>(),
+        "size_bytes" => predicted.iter().map(|(r, _, _)| r.size_bytes).collect::<Vec<_>>(),
+        "predicted_s" => predicted.iter().map(|(_, t, _)| *t).collect::<Vec<_>>(),
+        "in_fit" => predicted.iter().map(|(_, _, f)| *f).collect::<Vec<_>>(),
+    )?;
+    let keys = [col("op"), col("link"), col("world"), col("size_bytes")];
+    let joined = m
+        .lazy()
+        .join(p.lazy(), keys.clone(), keys, JoinArgs::new(JoinType::Inner))
+        .with_column(((col("predicted_s") - col("measured_s")) / col("measured_s")).alias("error"))
+        .sort(["op", "link", "world", "size_bytes"], SortMultipleOptions::default())
+        .collect()?;
+    Ok(joined)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.0} %", 100.0 * x)
+}
+
+/// The collectives comparison as a register table.
+pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
+    let df = collectives_frame(manifests)?;
+    let (op, link) = (df.column("op")?.str()?.clone(), df.column("link")?.str()?.clone());
+    let (world, size) = (df.column("world")?.u32()?.clone(), df.column("size_bytes")?.u64()?.clone());
+    let (meas, pred, err) = (
+        df.column("measured_s")?.f64()?.clone(),
+        df.column("predicted_s")?.f64()?.clone(),
+        df.column("error")?.f64()?.clone(),
+    );
+    let in_fit = df.column("in_fit")?.bool()?.clone();
+    let rows = (0..df.height())
+        .map(|i| {
+            vec![
+                op.get(i).unwrap_or("").to_string(),
+                link.get(i).unwrap_or("").to_string(),
+                world.get(i).unwrap_or(0).to_string(),
+                format_bytes(size.get(i).unwrap_or(0) as f64),
+                format_seconds(meas.get(i).unwrap_or(f64::NAN)),
+                format_seconds(pred.get(i).unwrap_or(f64::NAN)),
+                pct(err.get(i).unwrap_or(f64::NAN)),
+                if in_fit.get(i).unwrap_or(false) { "fitted" } else { "predicted" }.to_string(),
+            ]
+        })
+        .collect();
+    let provenance = two_rank_fits(manifests)
+        .into_iter()
+        .map(|((op, link), (f, run))| {
+            let beta = f.beta_bps.map(format_gbps).unwrap_or_else(|| "unbounded (flat in size)".into());
+            format!(
+                "{} over {link}: fitted on {} sizes up to {} at 2 ranks of run {}: intercept {}, α {}, β {beta}",
+                op.name(),
+                f.fitted_points,
+                format_bytes(f.fit_max_bytes as f64),
+                &run[..12.min(run.len())],
+                format_seconds(f.line.intercept),
+                format_seconds(f.alpha_s)
+            )
+        })
+        .collect();
+    Ok(Table {
+        id: "predicted-collectives".into(),
+        title: "Collectives: the 2-rank alpha-beta fit against measurement".into(),
+        caption: "MODELLED against MEASURED: α and β are fitted (least squares, relative error) on the 2-rank medians up to the fit size; every other size and world size is predicted from them with the ring formulas and compared with its measured median. error = (predicted - measured) / measured.".into(),
+        columns: ["op", "link", "world", "size", "measured (median)", "predicted", "error", "role"].iter().map(|c| c.to_string()).collect(),
+        rows,
+        provenance,
+    })
+}
+
+/// The membw bandwidth of one process streaming alone (median), with its run.
+pub fn single_process_bandwidth(manifests: &[Manifest]) -> Option<(f64, String)> {
+    ok_of_kind(manifests, "membw")
+        .filter(|m| m.summary.pointer("/membw/processes").and_then(Value::as_u64) == Some(1))
+        .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
+        .and_then(|m| {
+            let s = m.summary.get("membw")?;
+            let bw = s
+                .get("per_process_Bps")
+                .and_then(median)
+                .or_else(|| s.get("aggregate_Bps").and_then(median))?;
+            Some((bw, m.run_id.clone()))
+        })
+}
+
+struct DecodeCase {
+    run_id: String,
+    world: u32,
+    strategy: Strategy,
+    model: String,
+    measured_step_s: f64,
+    measured_comm_s: Option<f64>,
+    predicted_step_s: Option<f64>,
+    predicted_comm_s: Option<f64>,
+}
+
+fn decode_case(m: &Manifest, bw: Option<f64>, fits: &BTreeMap<(Op, String), (LinkFit, String)>) -> Option<DecodeCase> {
+    let d = m.summary.get("decode")?;
+    let Workload::Decode { prompt, new_tokens, dtype } = &m.plan.workload else {
+        return None;
+    };
+    let source = m.plan.model.as_ref()?;
+    let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
+    let prompt_len = match prompt {
+        Prompt::Tokens(t) => t.len() as u64,
+        Prompt::Seeded { length, .. } => *length as u64,
+    };
+    let context = prompt_len + *new_tokens as u64 / 2;
+    let world = m.layout.world;
+    let predicted_step_s = bw
+        .filter(|_| world == 1)
+        .map(|b| single_device_step_s(&shape, dtype.bytes(), context, b));
+    let predicted_comm_s = (m.layout.strategy == Strategy::Tensor && world > 1)
+        .then(|| {
+            let ar = fits.get(&(Op::AllReduce, m.plan.link.clone()))?;
+            let ag = fits.get(&(Op::AllGather, m.plan.link.clone())).unwrap_or(ar);
+            let act = (shape.hidden * dtype.bytes()) as f64;
+            let logits = (shape.vocab * dtype.bytes()) as f64;
+            Some(2.0 * shape.layers as f64 * allreduce_time(ar.0.link(), act, world) + allgather_time(ag.0.link(), logits, world))
+        })
+        .flatten();
+    Some(DecodeCase {
+        run_id: m.run_id.clone(),
+        world,
+        strategy: m.layout.strategy,
+        model: source.name.clone(),
+        measured_step_s: median(d.get("step_s")?)?,
+        measured_comm_s: d.get("comm_s").and_then(median),
+        predicted_step_s,
+        predicted_comm_s,
+    })
+}
+
+/// Predicted against measured decode: the world-1 step from the measured bandwidth, and a
+/// tensor split's communication from the 2-rank collective fits, joined in polars.
+pub fn decode_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictError> {
+    let bw = single_process_bandwidth(manifests).map(|(b, _)| b);
+    let fits = two_rank_fits(manifests);
+    let cases: Vec<DecodeCase> = ok_of_kind(manifests, "decode").filter_map(|m| decode_case(m, bw, &fits)).collect();
+    let measured = df!(
+        "run" => cases.iter().map(|c| c.run_id.as_str()).collect::<Vec<_>>(),
+        "model" => cases.iter().map(|c| c.model.as_str()).collect::<Vec<_>>(),
+        "strategy" => cases.iter().map(|c| c.strategy.name()).collect::<Vec<_>>(),
+        "world" => cases.iter().map(|c| c.world).collect::<Vec<_>>(),
+        "measured_step_s" => cases.iter().map(|c| c.measured_step_s).collect::<Vec<_>>(),
+        "measured_comm_s" => cases.iter().map(|c| c.measured_comm_s).collect::<Vec<_>>(),
+    )?;
+    let predicted = df!(
+        "run" => cases.iter().map(|c| c.run_id.as_str()).collect::<Vec<_>>(),
+        "predicted_step_s" => cases.iter().map(|c| c.predicted_step_s).collect::<Vec<_>>(),
+        "predicted_comm_s" => cases.iter().map(|c| c.predicted_comm_s).collect::<Vec<_>>(),
+    )?;
+    let out = measured
+        .lazy()
+        .join(predicted.lazy(), [col("run")], [col("run")], JoinArgs::new(JoinType::Inner))
+        .filter(col("predicted_step_s").is_not_null().or(col("predicted_comm_s").is_not_null()))
+        .with_columns([
+            ((col("predicted_step_s") - col("measured_step_s")) / col("measured_step_s")).alias("step_error"),
+            ((col("predicted_comm_s") - col("measured_comm_s")) / col("measured_comm_s")).alias("comm_error"),
+        ])
+        .sort(["model", "strategy", "world"], SortMultipleOptions::default())
+        .collect()?;
+    Ok(out)
+}
+
+/// The decode comparison as a register table.
+pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
+    let df = decode_frame(manifests)?;
+    let s = |n: &str| -> Result<StringChunked, PolarsError> { Ok(df.column(n)?.str()?.clone()) };
+    let f = |n: &str| -> Result<Float64Chunked, PolarsError> { Ok(df.column(n)?.f64()?.clone()) };
+    let (model, strategy, world) = (s("model")?, s("strategy")?, df.column("world")?.u32()?.clone());
+    let (ms, ps, se) = (f("measured_step_s")?, f("predicted_step_s")?, f("step_error")?);
+    let (mc, pc, ce) = (f("measured_comm_s")?, f("predicted_comm_s")?, f("comm_error")?);
+    let opt = |v: Option<f64>, fmt: fn(f64) -> String| v.filter(|x| x.is_finite()).map(fmt).unwrap_or_else(|| "—".into());
+    let rows = (0..df.height())
+        .map(|i| {
+            vec![
+                model.get(i).unwrap_or("").into(),
+                strategy.get(i).unwrap_or("").into(),
+                world.get(i).unwrap_or(0).to_string(),
+                opt(ms.get(i), format_seconds),
+                opt(ps.get(i), format_seconds),
+                opt(se.get(i), pct),
+                opt(mc.get(i), format_seconds),
+                opt(pc.get(i), format_seconds),
+                opt(ce.get(i), pct),
+            ]
+        })
+        .collect();
+    let mut provenance = Vec::new();
+    if let Some((bw, run)) = single_process_bandwidth(manifests) {
+        provenance.push(format!(
+            "memory bandwidth {} measured: from run {} (one process, median)",
+            format_gbps(bw),
+            &run[..12.min(run.len())]
+        ));
+    }
+    provenance.push(
+        "communication predicted from the 2-rank all-reduce and all-gather fits of the same link (see the collectives comparison)".into(),
+    );
+    Ok(Table {
+        id: "predicted-decode".into(),
+        title: "Decode: predicted from measured bandwidth and collective fits, against measurement".into(),
+        caption: "MODELLED against MEASURED: a world-1 step predicted as streamed weights plus the KV cache at the mean context, over the measured single-process memory bandwidth; a tensor split's communication as 2L all-reduces of d·s and one all-gather of the logits with the fitted α and β. error = (predicted - measured) / measured.".into(),
+        columns: ["model", "strategy", "world", "step measured", "step predicted", "step error", "comm measured", "comm predicted", "comm error"].iter().map(|c| c.to_string()).collect(),
+        rows,
+        provenance,
+    })
+}
+
+/// Every predicted-against-measured table the manifests allow (empty tables are left out).
+pub fn try_predicted_vs_measured(manifests: &[Manifest]) -> Result<Vec<Table>, PredictError> {
+    let tables = vec![collectives_table(manifests)?, decode_table(manifests)?];
+    Ok(tables.into_iter().filter(|t| !t.rows.is_empty()).collect())
+}
+
+/// The register's call: the tables, or none with a warning on stderr if the join failed.
+pub fn predicted_vs_measured(manifests: &[Manifest]) -> Vec<Table> {
+    try_predicted_vs_measured(manifests).unwrap_or_else(|e| {
+        eprintln!("warning: {e}");
+        Vec::new()
+    })
+}
+
+/// A catalogue link measured here: α and β from the 2-rank fit of `op` over `link`,
+/// with provenance naming the run (for `models/links.yaml`).
+pub fn measured_link_entry(manifests: &[Manifest], op: Op, link: &str) -> Option<super::catalogue::LinkEntry> {
+    use super::catalogue::{LinkEntry, Provenance, ProvenanceKind};
+    let fits = two_rank_fits(manifests);
+    let (fit, run) = fits.get(&(op, link.to_string()))?;
+    let measured = |what: &str| Provenance {
+        kind: ProvenanceKind::Measured,
+        source: None,
+        run: Some(run.clone()),
+        note: Some(format!("{what} of the 2-rank {} fit up to {} B", op.name(), fit.fit_max_bytes)),
+    };
+    Some(LinkEntry {
+        name: format!("{link}-measured"),
+        description: format!("{link} as measured by parlab ({} at 2 ranks)", op.name()),
+        latency_us: fit.alpha_s * 1e6,
+        bandwidth_gbps: fit.beta_bps? / 1e9,
+        latency_provenance: measured("α"),
+        bandwidth_provenance: measured("β"),
+    })
+}

@@ -1,0 +1,260 @@
+//! Counts the values a checkpoint folder stores by reading safetensors headers (8-byte
+//! little-endian length, then JSON), and explains why the count differs from the formula:
+//! non-parameter buffers, a tied head stored twice, a second copy of the weights.
+
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Errors reading a header.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    /// The file could not be read.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        message: String,
+    },
+    /// The header is not valid safetensors.
+    #[error("{path}: not a safetensors file ({message})")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Headers larger than this are refused (the format's own limit is 100 MB).
+const MAX_HEADER: u64 = 100 << 20;
+
+/// Tensor names and element counts of one safetensors file.
+pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
+    let io = |e: std::io::Error| HeaderError::Io {
+        path: path.into(),
+        message: e.to_string(),
+    };
+    let bad = |m: String| HeaderError::Format {
+        path: path.into(),
+        message: m,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).map_err(|_| bad("shorter than 8 bytes".into()))?;
+    let n = u64::from_le_bytes(len);
+    if n > MAX_HEADER {
+        return Err(bad(format!("header length {n} is implausible")));
+    }
+    let mut buf = vec![0u8; n as usize];
+    f.read_exact(&mut buf).map_err(|_| bad("header is truncated".into()))?;
+    let json: Value = serde_json::from_slice(&buf).map_err(|e| bad(format!("header is not JSON: {e}")))?;
+    let obj = json.as_object().ok_or_else(|| bad("header is not a JSON object".into()))?;
+    let mut out = BTreeMap::new();
+    for (name, t) in obj.iter().filter(|(k, _)| *k != "__metadata__") {
+        let shape = t
+            .get("shape")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad(format!("tensor {name} has no shape")))?;
+        let count = shape.iter().map(|d| d.as_u64().unwrap_or(0)).product();
+        out.insert(name.clone(), count);
+    }
+    Ok(out)
+}
+
+/// One reason the checkpoint's count differs from the formula.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explained {
+    /// Values this reason accounts for (stored minus formula).
+    pub values: i64,
+    /// The reason, in words.
+    pub reason: String,
+}
+
+/// The formula against a checkpoint folder.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointCount {
+    /// The files that form the checkpoint.
+    pub files: Vec<PathBuf>,
+    /// Values in those files.
+    pub stored_values: u64,
+    /// The formula's parameters.
+    pub formula_params: u64,
+    /// Reasons for the difference, each with the values it accounts for.
+    pub explained: Vec<Explained>,
+    /// What no reason accounts for (0 when the formula is exact).
+    pub unexplained: i64,
+}
+
+fn safetensors_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The files `model.safetensors.index.json` names, or `model.safetensors`, or every file.
+fn checkpoint_files(dir: &Path, all: &[PathBuf]) -> Vec<PathBuf> {
+    let index = std::fs::read_to_string(dir.join("model.safetensors.index.json")).ok();
+    let indexed = index.and_then(|t| serde_json::from_str::<Value>(&t).ok()).and_then(|v| {
+        let map = v.get("weight_map")?.as_object()?.clone();
+        let mut files: Vec<PathBuf> = map.values().filter_map(Value::as_str).map(|f| dir.join(f)).collect();
+        files.sort();
+        files.dedup();
+        Some(files)
+    });
+    if let Some(files) = indexed {
+        return files;
+    }
+    let single = dir.join("model.safetensors");
+    if single.is_file() {
+        return vec![single];
+    }
+    all.to_vec()
+}
+
+fn is_buffer(name: &str) -> bool {
+    let last_two = |suffix: &str| name == suffix || name.ends_with(&format!(".{suffix}"));
+    last_two("attn.bias") || last_two("attn.masked_bias") || name.ends_with("rotary_emb.inv_freq")
+}
+
+/// Counts the checkpoint in `dir` against `formula_params`, explaining the difference;
+/// None when the folder holds no safetensors file.
+pub fn count_checkpoint(dir: &Path, formula_params: u64, tied: bool) -> Result<Option<CheckpointCount>, HeaderError> {
+    let all = safetensors_in(dir);
+    if all.is_empty() {
+        return Ok(None);
+    }
+    let files = checkpoint_files(dir, &all);
+    let mut tensors = BTreeMap::new();
+    for f in &files {
+        tensors.extend(read_header(f)?);
+    }
+    let stored: u64 = tensors.values().sum();
+    let mut explained = Vec::new();
+    let buffers: Vec<(&String, &u64)> = tensors.iter().filter(|(n, _)| is_buffer(n)).collect();
+    if !buffers.is_empty() {
+        let values: u64 = buffers.iter().map(|(_, c)| **c).sum();
+        explained.push(Explained {
+            values: values as i64,
+            reason: format!(
+                "{} non-parameter buffers stored in the file (causal masks or rotary tables), e.g. {}",
+                buffers.len(),
+                buffers[0].0
+            ),
+        });
+    }
+    if tied {
+        if let Some(head) = tensors.iter().find(|(n, _)| n.ends_with("lm_head.weight")).map(|(_, c)| *c) {
+            explained.push(Explained {
+                values: head as i64,
+                reason: "the tied output head is stored a second time as lm_head.weight".into(),
+            });
+        }
+    }
+    for extra in all.iter().filter(|f| !files.contains(f)) {
+        let values: u64 = read_header(extra)?.values().sum();
+        let name = extra.file_name().and_then(|n| n.to_str()).unwrap_or("?");
+        explained.push(Explained {
+            values: 0,
+            reason: format!("{name} ({values} values) is a second copy outside the checkpoint, not counted"),
+        });
+    }
+    let accounted: i64 = explained.iter().map(|e| e.values).sum();
+    let unexplained = stored as i64 - formula_params as i64 - accounted;
+    Ok(Some(CheckpointCount {
+        files,
+        stored_values: stored,
+        formula_params,
+        explained,
+        unexplained,
+    }))
+}
+
+/// Writes a safetensors file of zero-filled float32 tensors (for tests and fixtures); the
+/// data is a sparse hole, so a full-size header of a large model costs no disk space.
+pub fn write_zeros(path: &Path, tensors: &[(&str, Vec<u64>)]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut header = serde_json::Map::new();
+    let mut offset = 0u64;
+    for (name, shape) in tensors {
+        let bytes = shape.iter().product::<u64>() * 4;
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + bytes]}),
+        );
+        offset += bytes;
+    }
+    let mut text = Value::Object(header).to_string().into_bytes();
+    while text.len() % 8 != 0 {
+        text.push(b' ');
+    }
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(&(text.len() as u64).to_le_bytes())?;
+    f.write_all(&text)?;
+    f.set_len(8 + text.len() as u64 + offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_gpt2_masks_as_buffers() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("model.safetensors");
+        write_zeros(
+            &f,
+            &[
+                ("h.0.attn.c_attn.bias", vec![12]),
+                ("h.0.attn.bias", vec![1, 1, 8, 8]),
+                ("wte.weight", vec![10, 4]),
+            ],
+        )
+        .unwrap();
+        let c = count_checkpoint(dir.path(), 52, true).unwrap().unwrap();
+        assert_eq!(c.stored_values, 12 + 64 + 40);
+        assert_eq!(c.explained[0].values, 64);
+        assert_eq!(c.unexplained, 0);
+    }
+
+    #[test]
+    fn tied_head_stored_twice_and_second_copies() {
+        let dir = tempfile::tempdir().unwrap();
+        write_zeros(
+            &dir.path().join("model.safetensors"),
+            &[("model.embed_tokens.weight", vec![10, 4]), ("lm_head.weight", vec![10, 4])],
+        )
+        .unwrap();
+        write_zeros(
+            &dir.path().join("consolidated.safetensors"),
+            &[("tok_embeddings.weight", vec![10, 4])],
+        )
+        .unwrap();
+        let c = count_checkpoint(dir.path(), 40, true).unwrap().unwrap();
+        assert_eq!(c.stored_values, 80);
+        assert_eq!(c.unexplained, 0);
+        assert!(c
+            .explained
+            .iter()
+            .any(|e| e.reason.contains("consolidated.safetensors (40 values) is a second copy")));
+        let untied = count_checkpoint(dir.path(), 40, false).unwrap().unwrap();
+        assert_eq!(untied.unexplained, 40);
+    }
+
+    #[test]
+    fn refuses_a_file_that_is_not_safetensors() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.safetensors");
+        std::fs::write(&f, b"\x05\0\0\0\0\0\0\0nope!").unwrap();
+        assert!(read_header(&f).unwrap_err().to_string().contains("not JSON"));
+    }
+}

@@ -1,0 +1,528 @@
+//! The MODELLED tables of a `kind: model` run: shapes, plans per device and link,
+//! break-even latencies, link constants, traffic, bubbles and KV sharing. Every figure
+//! comes from the functions of this module's siblings; captions say it is arithmetic.
+
+use super::catalogue::{Catalogue, DeviceEntry, LinkEntry};
+use super::link::{allreduce_time, crossover_bytes, op_factors};
+use super::plan::{
+    self, alpha_star_tp2, bubble_fraction, pp_bytes_per_token, single_device_step_s, tp_break_even_allreduce_s, Device, PlanInput,
+};
+use super::shape::{shape_from_config, ModelShape};
+use crate::model::{resolve_model, ModelConfig};
+use crate::spec::plan::Workload;
+use crate::spec::schema::{Dtype, Op, Strategy};
+use crate::table::Table;
+use crate::units::{format_bytes, format_gbps, format_seconds, sig3};
+
+/// What every modelled table says about itself.
+pub const ARITHMETIC: &str = "Arithmetic, not measurement (MODELLED): a roofline of memory-bound decode and the alpha-beta link model; it ignores overlap of communication with compute, batching, activations and the sampling step.";
+
+/// A model of the spec, read and shaped.
+pub struct NamedShape {
+    /// The spec's name for it.
+    pub name: String,
+    /// Its shape.
+    pub shape: ModelShape,
+    /// Where its numbers came from.
+    pub provenance: String,
+}
+
+/// The inputs of a `kind: model` run, resolved against the catalogue and the model folders.
+pub struct ModelRun {
+    /// Models.
+    pub models: Vec<NamedShape>,
+    /// Devices.
+    pub devices: Vec<DeviceEntry>,
+    /// Links.
+    pub links: Vec<LinkEntry>,
+    /// Strategies.
+    pub strategies: Vec<Strategy>,
+    /// World sizes.
+    pub worlds: Vec<u32>,
+    /// Sequences in flight.
+    pub sequences: Vec<u32>,
+    /// Dtypes.
+    pub dtypes: Vec<Dtype>,
+    /// Context tokens.
+    pub context: u64,
+}
+
+/// Reads a model by name or folder and computes its shape.
+pub fn load_shape(name: &str) -> Result<NamedShape, String> {
+    let loc = resolve_model(name);
+    let cfg = ModelConfig::read(&loc.dir).map_err(|e| e.to_string())?;
+    let shape = shape_from_config(&cfg).map_err(|e| format!("{name}: {e}"))?;
+    let provenance = format!(
+        "model {name}: shape from {} (sha256 {}), parameters by formula",
+        loc.dir.join("config.json").display(),
+        &cfg.digest[..12]
+    );
+    Ok(NamedShape {
+        name: name.to_string(),
+        shape,
+        provenance,
+    })
+}
+
+impl ModelRun {
+    /// Resolves a `kind: model` workload.
+    pub fn from_workload(w: &Workload, catalogue: &Catalogue) -> Result<Self, String> {
+        let Workload::Model {
+            params,
+            models,
+            strategies,
+            worlds,
+            links,
+            sequences,
+            dtypes,
+        } = w
+        else {
+            return Err("not a `kind: model` run".into());
+        };
+        let models = models.iter().map(|m| load_shape(m)).collect::<Result<Vec<_>, _>>()?;
+        let devices = params
+            .devices
+            .iter()
+            .map(|d| {
+                catalogue
+                    .device(d)
+                    .cloned()
+                    .ok_or_else(|| format!("device `{d}` is not in models/devices.yaml"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let links = links
+            .iter()
+            .map(|l| {
+                catalogue
+                    .link(l)
+                    .cloned()
+                    .ok_or_else(|| format!("link `{l}` is not in models/links.yaml"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let dtypes = if dtypes.is_empty() { vec![Dtype::Float16] } else { dtypes.clone() };
+        let sequences = if sequences.is_empty() { vec![1] } else { sequences.clone() };
+        Ok(ModelRun {
+            models,
+            devices,
+            links,
+            strategies: strategies.clone(),
+            worlds: worlds.clone(),
+            sequences,
+            dtypes,
+            context: params.context,
+        })
+    }
+
+    fn provenance(&self, models: bool, devices: bool, links: bool) -> Vec<String> {
+        let mut lines = Vec::new();
+        if models {
+            lines.extend(self.models.iter().map(|m| m.provenance.clone()));
+        }
+        if devices {
+            lines.extend(self.devices.iter().flat_map(|d| d.provenance_lines()));
+        }
+        if links {
+            lines.extend(self.links.iter().flat_map(|l| l.provenance_lines()));
+        }
+        lines
+    }
+
+    /// Every table of the run.
+    pub fn tables(&self) -> Vec<Table> {
+        let mut out = vec![self.shapes_table(), self.kv_table(), self.traffic_table(), self.links_table()];
+        for d in &self.devices {
+            for l in &self.links {
+                out.push(self.plans_table(d, l));
+            }
+        }
+        out.push(self.break_even_table());
+        out.push(self.bubbles_table());
+        out
+    }
+
+    fn table(&self, id: &str, title: &str, what: &str, columns: &[&str], rows: Vec<Vec<String>>, provenance: Vec<String>) -> Table {
+        Table {
+            id: id.into(),
+            title: title.into(),
+            caption: format!("{what} {ARITHMETIC}"),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows,
+            provenance,
+        }
+    }
+
+    fn shapes_table(&self) -> Table {
+        let mut rows = Vec::new();
+        for m in &self.models {
+            for &dt in &self.dtypes {
+                let s = &m.shape;
+                let b = dt.bytes();
+                rows.push(vec![
+                    m.name.clone(),
+                    s.model_type.clone(),
+                    thousands(s.params),
+                    s.layers.to_string(),
+                    format!("{}/{}", s.heads, s.kv_heads),
+                    s.hidden.to_string(),
+                    s.vocab.to_string(),
+                    yes_no(s.tied_embeddings),
+                    dt.name().into(),
+                    format_bytes(s.stored_bytes(b) as f64),
+                    format_bytes(s.streamed_bytes(b) as f64),
+                    format_bytes(s.kv_bytes_per_token(b) as f64),
+                    format_bytes((self.context * s.kv_bytes_per_token(b)) as f64),
+                ]);
+            }
+        }
+        let kv_at = format!("KV at {} tokens", self.context);
+        self.table(
+            "model-shapes",
+            "Model shapes: stored against streamed bytes",
+            "Parameters by formula from config.json; stored bytes are what a device holds, streamed bytes what one decode step reads (one embedding row, the whole output head).",
+            &["model", "type", "parameters", "layers", "heads/KV", "hidden", "vocab", "tied", "dtype", "stored", "streamed/step", "KV/token", &kv_at],
+            rows,
+            self.provenance(true, false, false),
+        )
+    }
+
+    fn kv_table(&self) -> Table {
+        let mut rows = Vec::new();
+        for m in &self.models {
+            for &p in &self.worlds {
+                let dt = self.dtypes[0];
+                let share = m.shape.kv_share(p as u64, dt.bytes());
+                rows.push(vec![
+                    m.name.clone(),
+                    p.to_string(),
+                    m.shape.kv_heads.to_string(),
+                    share.kv_heads_per_device.to_string(),
+                    share.copies_of_each_head.to_string(),
+                    yes_no(share.capped),
+                    format_bytes(share.bytes_per_token_per_device as f64),
+                    format_bytes((self.context * share.bytes_per_token_per_device) as f64),
+                ]);
+            }
+        }
+        let at = format!("KV/device at {} tokens ({})", self.context, self.dtypes[0].name());
+        self.table(
+            "model-kv-sharing",
+            "KV cache under tensor parallelism: sharing by head, capped by the KV heads",
+            "Tensor parallelism divides the KV cache by heads; past the number of KV heads each device holds a copy of a head and the cache per device stops falling.",
+            &["model", "world", "KV heads", "KV heads/device", "copies of each head", "capped", "KV/token/device", &at],
+            rows,
+            self.provenance(true, false, false),
+        )
+    }
+
+    fn traffic_table(&self) -> Table {
+        let mut rows = Vec::new();
+        for m in &self.models {
+            let s = &m.shape;
+            for &dt in &self.dtypes {
+                for &p in self.worlds.iter().filter(|&&p| p > 1) {
+                    let b = dt.bytes();
+                    let tp = plan::tp_wire_bytes_per_token(s.hidden, s.layers, p, b);
+                    rows.push(vec![
+                        m.name.clone(),
+                        dt.name().into(),
+                        p.to_string(),
+                        (2 * s.layers).to_string(),
+                        format_bytes((s.hidden * b) as f64),
+                        format_bytes(tp),
+                        format_bytes(pp_bytes_per_token(s.hidden, p, b) as f64),
+                    ]);
+                }
+            }
+        }
+        self.table(
+            "model-traffic",
+            "Traffic per generated token",
+            "Tensor: two ring all-reduces of d·s per layer, wire bytes per rank 2(p-1)/p each (the logits gather is not included); pipeline: one d·s activation per stage boundary.",
+            &["model", "dtype", "world", "all-reduces/token (tensor)", "all-reduce size", "tensor wire bytes/rank/token", "pipeline bytes/token"],
+            rows,
+            self.provenance(true, false, false),
+        )
+    }
+
+    fn links_table(&self) -> Table {
+        let mut rows = Vec::new();
+        for l in &self.links {
+            for &p in self.worlds.iter().filter(|&&p| p > 1) {
+                let link = l.link();
+                rows.push(vec![
+                    l.name.clone(),
+                    format_seconds(link.alpha_s),
+                    format_gbps(link.beta_bps),
+                    p.to_string(),
+                    format!("{:.0}", op_factors(Op::AllReduce, p).0),
+                    format_bytes(crossover_bytes(link, p)),
+                    format_seconds(allreduce_time(link, 8192.0, p)),
+                    format_seconds(allreduce_time(link, 32.0 * 1024.0 * 1024.0, p)),
+                ]);
+            }
+        }
+        self.table(
+            "model-links",
+            "Links: ring all-reduce times and the latency/bandwidth crossover",
+            "T = 2(p-1)α + 2(p-1)/p·S/β; below S* = p·α·β an all-reduce is a latency problem. 8 KiB is a decode all-reduce of d=4096 in 16-bit, 32 MiB a 4,096-token prefill's.",
+            &["link", "α", "β", "world", "latency steps", "crossover S*", "all-reduce 8 KiB", "all-reduce 32 MiB"],
+            rows,
+            self.provenance(false, false, true),
+        )
+    }
+
+    fn plans_table(&self, device: &DeviceEntry, link: &LinkEntry) -> Table {
+        let mut rows = Vec::new();
+        let mut omitted = std::collections::BTreeSet::new();
+        let mut dense = std::collections::BTreeSet::new();
+        let dev = Device {
+            memory_bytes: device.memory_bytes(),
+            bandwidth_bps: device.bandwidth_bps(),
+        };
+        for m in &self.models {
+            for &dt in &self.dtypes {
+                for &p in &self.worlds {
+                    let strategies: Vec<Strategy> = if p == 1 {
+                        self.strategies.iter().take(1).copied().collect()
+                    } else {
+                        self.strategies.clone()
+                    };
+                    for st in strategies {
+                        for &seq in &self.sequences {
+                            let input = PlanInput {
+                                shape: &m.shape,
+                                dtype_bytes: dt.bytes(),
+                                device: dev,
+                                link: link.link(),
+                                strategy: st,
+                                world: p,
+                                context: self.context,
+                                sequences: seq,
+                            };
+                            let label = if p == 1 {
+                                "single device".to_string()
+                            } else {
+                                st.name().to_string()
+                            };
+                            match plan::plan(&input) {
+                                Ok(pl) => rows.push(plan_row(&m.name, dt, &label, p, seq, &pl)),
+                                Err(why) if why.starts_with("dense model") => {
+                                    dense.insert(m.name.clone());
+                                }
+                                Err(why) => {
+                                    omitted.insert(format!("{} {} world {p}: {why}", m.name, st.name()));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut what = format!(
+            "Decode of one token at {} tokens of context on {} ({}, {}) joined by {} (α {}, β {}); sequences in flight are served in turn.",
+            self.context,
+            device.name,
+            format_bytes(dev.memory_bytes as f64),
+            format_gbps(dev.bandwidth_bps),
+            link.name,
+            format_seconds(link.link().alpha_s),
+            format_gbps(link.link().beta_bps)
+        );
+        if !dense.is_empty() {
+            let names: Vec<String> = dense.into_iter().collect();
+            what.push_str(&format!(
+                " Expert parallelism does not apply to dense models, so not shown for: {}.",
+                names.join(", ")
+            ));
+        }
+        if !omitted.is_empty() {
+            let list: Vec<String> = omitted.into_iter().collect();
+            what.push_str(&format!(" Splits that cannot run, so not shown: {}.", list.join("; ")));
+        }
+        let mut prov = self.provenance(true, false, false);
+        prov.extend(device.provenance_lines());
+        prov.extend(link.provenance_lines());
+        self.table(
+            &format!("model-plans-{}-{}", device.name, link.name),
+            &format!("Decode plans on {} over {}", device.name, link.name),
+            &what,
+            &[
+                "model",
+                "dtype",
+                "strategy",
+                "world",
+                "sequences",
+                "fits",
+                "weights/device",
+                "KV/device",
+                "memory time",
+                "communication",
+                "step",
+                "round",
+                "tokens/s",
+                "collectives/token",
+                "wire bytes/rank/token",
+            ],
+            rows,
+            prov,
+        )
+    }
+
+    fn break_even_table(&self) -> Table {
+        let mut rows = Vec::new();
+        for m in &self.models {
+            let s = &m.shape;
+            for &dt in &self.dtypes {
+                for d in &self.devices {
+                    let t1 = single_device_step_s(s, dt.bytes(), self.context, d.bandwidth_bps());
+                    for &p in self.worlds.iter().filter(|&&p| p > 1) {
+                        let limit = tp_break_even_allreduce_s(t1, p, s.layers);
+                        let act = (s.hidden * dt.bytes()) as f64;
+                        let eq147 = if p == 2 {
+                            format_seconds(alpha_star_tp2(s.stored_bytes(dt.bytes()) as f64, s.layers, d.bandwidth_bps()))
+                        } else {
+                            "—".into()
+                        };
+                        let mut row = vec![
+                            m.name.clone(),
+                            dt.name().into(),
+                            d.name.clone(),
+                            format_seconds(t1),
+                            s.layers.to_string(),
+                            p.to_string(),
+                            format_seconds(limit),
+                            eq147,
+                        ];
+                        for l in &self.links {
+                            let t = allreduce_time(l.link(), act, p);
+                            row.push(format!(
+                                "{} ({})",
+                                format_seconds(t),
+                                if t < limit { "pays" } else { "does not pay" }
+                            ));
+                        }
+                        rows.push(row);
+                    }
+                }
+            }
+        }
+        let mut cols: Vec<String> = [
+            "model",
+            "dtype",
+            "device",
+            "T1 (one device)",
+            "layers",
+            "world",
+            "break-even all-reduce",
+            "eq 1.4.7 α* (stored weights, no KV)",
+        ]
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+        cols.extend(self.links.iter().map(|l| format!("all-reduce on {}", l.name)));
+        let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
+        self.table(
+            "model-break-even",
+            "How much latency per all-reduce a tensor split can afford",
+            "Tensor parallelism over p devices beats one device that could hold the model while each all-reduce takes less than T1(1-1/p)/(2L) (the final gather ignored); at p=2 from the weight bytes alone this is eq 1.4.7, α* = M_w/(4·L·B_mem). T1 includes the KV cache at the context length.",
+            &refs,
+            rows,
+            self.provenance(true, true, true),
+        )
+    }
+
+    fn bubbles_table(&self) -> Table {
+        let mut rows = Vec::new();
+        for &p in self.worlds.iter().filter(|&&p| p > 1) {
+            for &m in &self.sequences {
+                let round = plan::pipeline_round_time(m, p, 1.0);
+                rows.push(vec![
+                    p.to_string(),
+                    m.to_string(),
+                    format!("{:.1} %", 100.0 * bubble_fraction(p, m)),
+                    sig3(round),
+                    format!("{:.1} %", 100.0 * m as f64 / round / p as f64),
+                ]);
+            }
+        }
+        self.table(
+            "model-bubbles",
+            "Pipeline bubbles and decode rounds",
+            "GPipe's bubble (P-1)/(M+P-1) for P stages and M micro-batches; in decode the unit that fills the pipeline is a sequence, and a round in which m sequences each advance a token takes max(m, p) stage-times.",
+            &["stages", "micro-batches or sequences", "bubble", "decode round (stage-times)", "stages busy"],
+            rows,
+            Vec::new(),
+        )
+    }
+}
+
+fn plan_row(model: &str, dt: Dtype, label: &str, p: u32, seq: u32, pl: &plan::Plan) -> Vec<String> {
+    vec![
+        model.into(),
+        dt.name().into(),
+        label.into(),
+        p.to_string(),
+        seq.to_string(),
+        yes_no(pl.fits),
+        format_bytes(pl.stored_bytes_per_device as f64),
+        format_bytes(pl.kv_bytes_per_device as f64),
+        format_seconds(pl.compute_s),
+        format_seconds(pl.comm_s),
+        format_seconds(pl.step_s),
+        format_seconds(pl.round_s),
+        sig3(pl.tokens_per_s),
+        pl.collectives_per_token.to_string(),
+        format_bytes(pl.wire_bytes_per_token),
+    ]
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+/// An integer with thousands separators: 124,439,808.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A table as markdown: heading, caption, rows, provenance.
+pub fn render_markdown(t: &Table) -> String {
+    let mut s = format!(
+        "### {}\n\n{}\n\n| {} |\n|{}|\n",
+        t.title,
+        t.caption,
+        t.columns.join(" | "),
+        vec!["---"; t.columns.len()].join("|")
+    );
+    for r in &t.rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    if !t.provenance.is_empty() {
+        s.push_str("\nProvenance:\n");
+        for p in &t.provenance {
+            s.push_str(&format!("- {p}\n"));
+        }
+    }
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(124439808), "124,439,808");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+    }
+}

@@ -1,0 +1,447 @@
+//! The cost model against the chapters' hand-worked figures, real configurations, a
+//! checkpoint header, the catalogue, and measured manifests joined with predictions.
+
+use parlab::costmodel::catalogue::Catalogue;
+use parlab::costmodel::link::{allgather_time, allreduce_time, Link};
+use parlab::costmodel::plan::{self, alpha_star_tp2, single_device_step_s, tp_break_even_allreduce_s, Device, PlanInput};
+use parlab::costmodel::safetensors_header::{count_checkpoint, write_zeros};
+use parlab::costmodel::shape::ModelShape;
+use parlab::costmodel::tables::load_shape;
+use parlab::costmodel::{predict, tables_for_plan};
+use parlab::manifest::{Manifest, Status, Tool, SCHEMA};
+use parlab::spec::schema::Strategy;
+use parlab::spec::RunPlan;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn shape(name: &str) -> ModelShape {
+    load_shape(root().join("models").join(name).to_str().unwrap()).unwrap().shape
+}
+
+fn catalogue() -> Catalogue {
+    Catalogue::load(&root().join("models")).unwrap()
+}
+
+fn link(name: &str) -> Link {
+    catalogue().link(name).unwrap().link()
+}
+
+fn book_gpu() -> Device {
+    let c = catalogue();
+    let d = c.device("book-gpu-12gib").unwrap();
+    Device {
+        memory_bytes: d.memory_bytes(),
+        bandwidth_bps: d.bandwidth_bps(),
+    }
+}
+
+#[test]
+fn parameter_counts_of_the_nine_models_are_exact() {
+    // The chapter's counts, which it checked against the checkpoints' headers.
+    let expected = [
+        ("gpt2", 124_439_808u64),
+        ("tinyllama-1.1b", 1_100_048_384),
+        ("phi-3-mini", 3_821_079_552),
+        ("gemma-2-2b", 2_614_341_888),
+        ("mistral-7b", 7_248_023_552),
+        ("llama-3.2-1b", 1_235_814_400),
+        ("llama-3.2-3b", 3_212_749_824),
+        ("qwen3-1.7b", 1_720_574_976),
+        ("llama-3.1-8b", 8_030_261_248),
+    ];
+    for (name, params) in expected {
+        assert_eq!(shape(name).params, params, "{name}");
+    }
+    assert!(
+        shape("gemma-2-2b").tied_embeddings,
+        "Gemma-2's config does not say it ties; the formula must"
+    );
+    assert_eq!(shape("gemma-2-2b").norms_per_block, 4);
+}
+
+#[test]
+fn formula_agrees_with_transformers_on_the_meta_device() {
+    // An independent check: transformers builds each model from our config.json without
+    // weights and counts its parameters. Skipped when no Python with transformers is set.
+    let Some(python) = std::env::var_os("PARLAB_PYTHON") else {
+        eprintln!("skipped: PARLAB_PYTHON is not set");
+        return;
+    };
+    let names = [
+        "gpt2",
+        "tinyllama-1.1b",
+        "phi-3-mini",
+        "gemma-2-2b",
+        "mistral-7b",
+        "llama-3.2-1b",
+        "llama-3.2-3b",
+        "qwen3-1.7b",
+        "llama-3.1-8b",
+    ];
+    let script = "import sys, torch\nfrom transformers import AutoConfig, AutoModelForCausalLM\nfor d in sys.argv[1:]:\n    c = AutoConfig.from_pretrained(d)\n    with torch.device('meta'):\n        m = AutoModelForCausalLM.from_config(c)\n    print(sum(p.numel() for p in m.parameters()))\n";
+    let dirs: Vec<PathBuf> = names.iter().map(|n| root().join("models").join(n)).collect();
+    let out = std::process::Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .args(&dirs)
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        eprintln!("skipped: transformers unavailable: {}", String::from_utf8_lossy(&out.stderr));
+        return;
+    }
+    let counts: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(counts.len(), names.len());
+    for (name, count) in names.iter().zip(counts) {
+        assert_eq!(shape(name).params, count, "{name}");
+    }
+}
+
+#[test]
+fn llama_8b_on_the_books_gpu() {
+    let s = shape("llama-3.1-8b");
+    // 14.96 GiB of fp16 weights: stored bytes over 2^30, not GB.
+    assert_eq!(format!("{:.2}", s.stored_bytes(2) as f64 / GIB), "14.96");
+    let one = plan::plan(&PlanInput {
+        shape: &s,
+        dtype_bytes: 2,
+        device: book_gpu(),
+        link: link("gloo-loopback"),
+        strategy: Strategy::Data,
+        world: 1,
+        context: 4096,
+        sequences: 1,
+    })
+    .unwrap();
+    assert!(!one.fits, "does not fit a 12 GiB card");
+    // 51.3 ms: streamed bytes (one embedding row, the whole head) plus 4,096 tokens of KV, over 303 GB/s.
+    assert_eq!(format!("{:.1}", one.step_s * 1e3), "51.3");
+    // A pipeline reads the whole model once per token whatever the stages: within the hops' time of 51.3 ms.
+    let pp = plan::plan(&PlanInput {
+        strategy: Strategy::Pipeline,
+        world: 4,
+        link: link("nvswitch"),
+        ..input(&s, "nvswitch", 1)
+    })
+    .unwrap();
+    assert!(pp.fits);
+    assert_eq!(format!("{:.1}", pp.step_s * 1e3), "51.3");
+}
+
+fn input<'a>(s: &'a ModelShape, link_name: &str, world: u32) -> PlanInput<'a> {
+    PlanInput {
+        shape: s,
+        dtype_bytes: 2,
+        device: book_gpu(),
+        link: link(link_name),
+        strategy: Strategy::Tensor,
+        world,
+        context: 4096,
+        sequences: 1,
+    }
+}
+
+#[test]
+fn tensor_parallel_steps_on_slow_and_fast_links() {
+    let s = shape("llama-3.1-8b");
+    let ms = |l: &str, p: u32| plan::plan(&input(&s, l, p)).unwrap().step_s * 1e3;
+    // Gloo-class link: 8 devices slower than 2 (the chapter: 56 against 33 ms).
+    assert_eq!(format!("{:.0} {:.0}", ms("gloo-loopback", 8), ms("gloo-loopback", 2)), "56 33");
+    // Fast link: 8 devices faster than 4, barely (15.4 against 16.7 ms).
+    assert_eq!(format!("{:.1} {:.1}", ms("nvswitch", 8), ms("nvswitch", 4)), "15.4 16.7");
+    let p = plan::plan(&input(&s, "nvswitch", 2)).unwrap();
+    assert_eq!(p.collectives_per_token, 65, "64 all-reduces of 8 KiB and one gather");
+}
+
+#[test]
+fn break_even_latencies() {
+    let s = shape("llama-3.1-8b");
+    // Eq 1.4.7 with M_w = 16.06e9 (the stored fp16 weights, the chapter's "full read"), L = 32, 1.5 TB/s.
+    let m_w = s.stored_bytes(2) as f64;
+    assert_eq!(format!("{:.2}", m_w / 1e9), "16.06");
+    assert_eq!((alpha_star_tp2(m_w, s.layers, 1.5e12) * 1e6).round(), 84.0);
+    // The same from T1 = M_w / B: T1 (1 - 1/2) / (2L).
+    assert!((tp_break_even_allreduce_s(m_w / 1.5e12, 2, s.layers) - alpha_star_tp2(m_w, s.layers, 1.5e12)).abs() < 1e-15);
+    // GPT-2 at 303 GB/s, fp16, 4,096 tokens: a 2-way split needs all-reduces under 27 µs.
+    let g = shape("gpt2");
+    let t1 = single_device_step_s(&g, 2, 4096, 303e9);
+    assert_eq!((tp_break_even_allreduce_s(t1, 2, g.layers) * 1e6).floor(), 27.0);
+}
+
+#[test]
+fn gpt2_streamed_bytes_against_the_books_497_8_mb() {
+    // The chapter says a float32 step streams 497.8 MB: all 124,439,808 values x 4. The
+    // formula streams one row of the 1,024-row position table instead of all of it:
+    // 1023 x 768 values = 3.14 MB fewer, so 494.6 MB. The difference is the position table.
+    let g = shape("gpt2");
+    assert_eq!(format!("{:.1}", g.stored_bytes(4) as f64 / 1e6), "497.8");
+    assert_eq!(format!("{:.1}", g.streamed_bytes(4) as f64 / 1e6), "494.6");
+    assert_eq!(g.stored_bytes(4) - g.streamed_bytes(4), (1024 - 1) * 768 * 4 - 768 * 4);
+}
+
+fn gpt2_header_tensors(layers: u64, d: u64, positions: u64, vocab: u64) -> Vec<(String, Vec<u64>)> {
+    let mut t = vec![
+        ("wte.weight".to_string(), vec![vocab, d]),
+        ("wpe.weight".into(), vec![positions, d]),
+    ];
+    for i in 0..layers {
+        let h = |n: &str| format!("h.{i}.{n}");
+        t.extend([
+            (h("ln_1.weight"), vec![d]),
+            (h("ln_1.bias"), vec![d]),
+            (h("attn.bias"), vec![1, 1, positions, positions]),
+            (h("attn.c_attn.weight"), vec![d, 3 * d]),
+            (h("attn.c_attn.bias"), vec![3 * d]),
+            (h("attn.c_proj.weight"), vec![d, d]),
+            (h("attn.c_proj.bias"), vec![d]),
+            (h("ln_2.weight"), vec![d]),
+            (h("ln_2.bias"), vec![d]),
+            (h("mlp.c_fc.weight"), vec![d, 4 * d]),
+            (h("mlp.c_fc.bias"), vec![4 * d]),
+            (h("mlp.c_proj.weight"), vec![4 * d, d]),
+            (h("mlp.c_proj.bias"), vec![d]),
+        ]);
+    }
+    t.extend([("ln_f.weight".to_string(), vec![d]), ("ln_f.bias".into(), vec![d])]);
+    t
+}
+
+#[test]
+fn gpt2_checkpoint_header_mismatch_is_explained_by_the_causal_masks() {
+    // A GPT-2 checkpoint laid out as the hub's (tensors named and shaped alike; the data a sparse hole).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(root().join("models/gpt2/config.json"), dir.path().join("config.json")).unwrap();
+    let tensors = gpt2_header_tensors(12, 768, 1024, 50257);
+    let refs: Vec<(&str, Vec<u64>)> = tensors.iter().map(|(n, s)| (n.as_str(), s.clone())).collect();
+    write_zeros(&dir.path().join("model.safetensors"), &refs).unwrap();
+    let g = load_shape(dir.path().to_str().unwrap()).unwrap().shape;
+    let c = count_checkpoint(dir.path(), g.params, g.tied_embeddings).unwrap().unwrap();
+    assert_eq!(c.stored_values - c.formula_params, 12_582_912, "12 x 1024^2 mask values");
+    assert_eq!(c.explained.len(), 1);
+    assert_eq!(c.explained[0].values, 12 * 1024 * 1024);
+    assert!(c.explained[0].reason.contains("non-parameter buffers"));
+    assert_eq!(c.unexplained, 0);
+}
+
+#[test]
+fn shape_command_prints_json() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["shape", "llama-3.1-8b", "--json", "--dtype", "bf16"])
+        .current_dir(root())
+        .env_remove("PARLAB_MODELS")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["params"], 8_030_261_248u64);
+    assert_eq!(
+        (v["layers"].as_u64(), v["heads"].as_u64(), v["kv_heads"].as_u64()),
+        (Some(32), Some(32), Some(8))
+    );
+    assert_eq!(v["tied_embeddings"], false);
+    assert_eq!(v["bytes"]["kv_bytes_per_token"], 131_072);
+    let at16 = v["kv_sharing_tensor_parallel"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["world"] == 16)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (at16["capped"].as_bool(), at16["copies_of_each_head"].as_u64()),
+        (Some(true), Some(2))
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["shape", "gpt2", "--dtype", "int3"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+fn write_spec(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn modelled_spec_produces_tables_with_captions_and_provenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        "m.yaml",
+        "name: m\nkind: model\nmodel: [llama-3.1-8b, gpt2]\ndevices: [book-gpu-12gib]\nlink: [gloo-loopback, nvswitch]\nstrategy: [data, tensor, pipeline, expert]\nworld: [1, 2, 4, 8]\ncontext: 4096\ndtype: float16\nsequences: [1, 4]\n",
+    );
+    let runs = parlab::costmodel::model_plans(&[spec]).unwrap();
+    assert_eq!(runs.len(), 1);
+    let summary = tables_for_plan(&runs[0]).unwrap();
+    let tables: Vec<parlab::table::Table> = serde_json::from_value(summary["tables"].clone()).unwrap();
+    assert!(tables.iter().all(|t| t.caption.contains("Arithmetic, not measurement")));
+    let plans = tables.iter().find(|t| t.id == "model-plans-book-gpu-12gib-gloo-loopback").unwrap();
+    let col = |name: &str| plans.columns.iter().position(|c| c == name).unwrap();
+    let row = plans
+        .rows
+        .iter()
+        .find(|r| {
+            r[col("model")] == "llama-3.1-8b" && r[col("strategy")] == "tensor" && r[col("world")] == "8" && r[col("sequences")] == "1"
+        })
+        .unwrap();
+    assert_eq!(row[col("step")], "56.1 ms");
+    assert!(plans
+        .provenance
+        .iter()
+        .any(|p| p.contains("reported by the Distributed Inference chapter")));
+    let fast = tables.iter().find(|t| t.id == "model-plans-book-gpu-12gib-nvswitch").unwrap();
+    assert!(fast
+        .provenance
+        .iter()
+        .any(|p| p.starts_with("link nvswitch: latency") && p.contains("ASSUMED")));
+    assert!(fast
+        .caption
+        .contains("gpt2 tensor world 8: 12 query heads do not split over 8 devices"));
+    let bubbles = tables.iter().find(|t| t.id == "model-bubbles").unwrap();
+    assert!(bubbles.rows.iter().any(|r| r[0] == "4" && r[1] == "1" && r[2] == "75.0 %"));
+}
+
+fn stats(x: f64) -> Value {
+    json!({"median": x, "min": x, "max": x, "p99": x, "n": 20})
+}
+
+fn manifest(plan: RunPlan, summary: Value) -> Manifest {
+    Manifest {
+        schema: SCHEMA.into(),
+        run_id: plan.run_id.clone(),
+        answer_id: plan.answer_id.clone(),
+        experiment: plan.experiment.clone(),
+        kind: plan.kind.name().into(),
+        status: Status::Ok,
+        reason: None,
+        layout: plan.layout.clone(),
+        plan,
+        parlab: Tool::current(),
+        machine: Value::Null,
+        started_at: "2026-01-01T00:00:00Z".into(),
+        finished_at: "2026-01-01T00:01:00Z".into(),
+        launch: None,
+        caveats: vec![],
+        results: Value::Null,
+        summary,
+        answer: Value::Null,
+    }
+}
+
+/// Collective, membw and decode manifests with summaries shaped like the chapter's measurements.
+fn measured_manifests(dir: &Path) -> Vec<Manifest> {
+    write_spec(
+        dir,
+        "c.yaml",
+        "name: c\nkind: collectives\nworld: [2, 4, 8]\nlink: mpi-tcp\nops: [all-reduce]\nsizes: {from: 4, to: 4MiB, factor: 4}\n",
+    );
+    write_spec(dir, "m.yaml", "name: mb\nkind: membw\nworld: 1\n");
+    write_spec(dir, "d.yaml", "name: d\nkind: decode\nmodel: gpt2\nstrategy: tensor\nworld: [1, 2]\nlink: mpi-tcp\nprompt: {length: 32, seed: 1}\nnew_tokens: 25\n");
+    let plans = parlab::spec::load_suite(&[dir.to_path_buf()]).unwrap();
+    // 2 ranks: flat near 119 µs for small messages, 0.45 ms at 1 MiB, then 11.9 ms at 4 MiB.
+    let two: [(u64, f64); 12] = [
+        (4, 118.2e-6),
+        (16, 119.0e-6),
+        (64, 118.6e-6),
+        (256, 119.1e-6),
+        (1024, 119.4e-6),
+        (4096, 120.6e-6),
+        (16384, 124.0e-6),
+        (65536, 139.5e-6),
+        (262144, 195.0e-6),
+        (1048576, 450.0e-6),
+        (4194304, 11.9e-3),
+        (16, 119.0e-6),
+    ];
+    let entry = |world: u32, size: u64, t: f64| json!({"op": "all-reduce", "size_bytes": size, "world": world, "link": "mpi-tcp", "time_s": stats(t)});
+    let mut out = Vec::new();
+    for plan in plans {
+        let summary = match (plan.experiment.as_str(), plan.layout.world) {
+            ("c", 2) => {
+                json!({"collectives": two[..11].iter().map(|&(s, t)| entry(2, s, t)).collect::<Vec<_>>(), "fit": {"fit_max_bytes": 1048576}})
+            }
+            ("c", 4) => json!({"collectives": [entry(4, 4, 350e-6), entry(4, 1024, 352e-6)]}),
+            ("c", 8) => json!({"collectives": [entry(8, 4, 1.63e-3)]}),
+            ("mb", _) => {
+                json!({"membw": {"processes": 1, "threads": 1, "buffer_bytes": 536870912u64, "aggregate_Bps": stats(21e9), "per_process_Bps": stats(21e9)}})
+            }
+            ("d", 1) => json!({"decode": {"strategy": "tensor", "world": 1, "step_s": stats(23.3e-3), "comm_s": stats(0.0)}}),
+            ("d", 2) => json!({"decode": {"strategy": "tensor", "world": 2, "step_s": stats(27.0e-3), "comm_s": stats(4.8e-3)}}),
+            _ => continue,
+        };
+        out.push(manifest(plan, summary));
+    }
+    out
+}
+
+#[test]
+fn predictions_joined_with_measurements() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = measured_manifests(dir.path());
+    let df = predict::collectives_frame(&manifests).unwrap();
+    assert_eq!(df.height(), 11 + 2 + 1, "every measured collective has a prediction");
+    let fits = predict::two_rank_fits(&manifests);
+    let (fit, _) = &fits[&(parlab::spec::schema::Op::AllReduce, "mpi-tcp".to_string())];
+    // The intercept is the flat small-message time; α is half of it (2(p-1) = 2 steps at p = 2).
+    assert!((fit.line.intercept - 118.7e-6).abs() < 2e-6, "{}", fit.line.intercept);
+    let get = |world: u32, size: u64| {
+        let w = df.column("world").unwrap().u32().unwrap().clone();
+        let s = df.column("size_bytes").unwrap().u64().unwrap().clone();
+        let i = (0..df.height())
+            .find(|&i| w.get(i) == Some(world) && s.get(i) == Some(size))
+            .unwrap();
+        let f = |c: &str| df.column(c).unwrap().f64().unwrap().get(i).unwrap();
+        (f("predicted_s"), f("measured_s"), f("error"))
+    };
+    // 4 ranks: 6α ≈ 356 µs against a measured 350 µs: within a few per cent.
+    let (p4, m4, e4) = get(4, 4);
+    assert!((p4 - 6.0 * fit.alpha_s - 0.75 * 4.0 * 2.0 / fit.beta_bps.unwrap()).abs() < 1e-12);
+    assert!((e4 - (p4 - m4) / m4).abs() < 1e-12 && e4.abs() < 0.05, "{e4}");
+    // 8 ranks: 14α ≈ 830 µs against 1.63 ms: the model is wrong by about a factor of two.
+    let (_, _, e8) = get(8, 4);
+    assert!((-0.55..-0.40).contains(&e8), "{e8}");
+    // Held out at 2 ranks: 4 MiB is underpredicted by more than 80 %.
+    let (_, _, e_big) = get(2, 4194304);
+    assert!(e_big < -0.8, "{e_big}");
+
+    let decode = predict::decode_frame(&manifests).unwrap();
+    assert_eq!(decode.height(), 2);
+    let g = shape("gpt2");
+    let step = decode.column("predicted_step_s").unwrap().f64().unwrap().clone();
+    let comm = decode.column("predicted_comm_s").unwrap().f64().unwrap().clone();
+    let world = decode.column("world").unwrap().u32().unwrap().clone();
+    let i1 = (0..2).find(|&i| world.get(i) == Some(1)).unwrap();
+    // World 1: streamed float32 weights plus the KV cache at the mean context (32 + 25/2 = 44 tokens), over 21 GB/s.
+    let expected = (g.streamed_bytes(4) + 44 * g.kv_bytes_per_token(4)) as f64 / 21e9;
+    assert!((step.get(i1).unwrap() - expected).abs() < 1e-12);
+    assert_eq!(format!("{:.1}", expected * 1e3), "23.7");
+    // World 2: 24 all-reduces of 3 KiB and one all-gather of the logits with the fitted link.
+    let i2 = 1 - i1;
+    let l = fit.link();
+    let want = 24.0 * allreduce_time(l, 3072.0, 2) + allgather_time(l, 50257.0 * 4.0, 2);
+    assert!((comm.get(i2).unwrap() - want).abs() < 1e-12);
+    let err = decode.column("comm_error").unwrap().f64().unwrap().get(i2).unwrap();
+    assert!(err < 0.0, "the model is optimistic about communication ({err})");
+
+    let tables = predict::predicted_vs_measured(&manifests);
+    assert_eq!(
+        tables.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["predicted-collectives", "predicted-decode"]
+    );
+    assert!(tables[1].provenance[0].contains("measured: from run"));
+    let entry = predict::measured_link_entry(&manifests, parlab::spec::schema::Op::AllReduce, "mpi-tcp").unwrap();
+    assert!((entry.latency_us - fit.alpha_s * 1e6).abs() < 1e-9);
+    assert!(entry.provenance_lines()[0].contains("measured: from run"));
+}
