@@ -15,6 +15,7 @@ pub mod identity;
 pub mod launch;
 pub mod manifest;
 pub mod model;
+pub mod nightly;
 pub mod rank;
 pub mod report;
 pub mod spec;

@@ -3,6 +3,7 @@
 mod audit;
 mod gates;
 mod model;
+mod nightly;
 mod plan;
 mod rank;
 mod report;
@@ -73,6 +74,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compare manifests with a baseline folder; exit 3 if an answer changed, 4 if a figure regressed.
+    Nightly {
+        /// The previous night's manifests folder.
+        #[arg(long)]
+        baseline: PathBuf,
+        /// Tonight's manifests folder.
+        #[arg(long, default_value = "manifests")]
+        manifests: PathBuf,
+        /// Fraction by which a median may worsen before it counts as a regression.
+        #[arg(long, default_value_t = 0.25)]
+        tolerance: f64,
+    },
     /// Probe what this machine can do and print each probe's command and output.
     Gates {
         /// Print JSON.
@@ -137,6 +150,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Run { paths, force, no_report } => run::run(&paths, force, no_report),
         Command::Report { manifests, out } => report::run(&manifests, &out),
         Command::Audit { manifests, json } => audit::run(&manifests, json),
+        Command::Nightly { baseline, manifests, tolerance } => nightly::run(&baseline, &manifests, tolerance),
         Command::Gates { json } => gates::run(json),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),
         Command::Model(args) => model::run(args),

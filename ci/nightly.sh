@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Nightly: keep last night's manifests as the baseline, measure everything again,
+# render the register, and compare. Exit codes: 0 fine, 1 a run failed,
+# 3 a layout (or a new night) changed an answer, 4 a figure regressed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+make build >/dev/null
+BASELINE=.parlab/baseline-manifests
+rm -rf "$BASELINE" && mkdir -p "$BASELINE"
+cp manifests/*.json "$BASELINE"/ 2>/dev/null || true
+target/release/parlab run --force experiments
+run_rc=$?
+target/release/parlab nightly --baseline "$BASELINE" --manifests manifests
+nightly_rc=$?
+[ "$nightly_rc" -ne 0 ] && exit "$nightly_rc"
+exit "$run_rc"
