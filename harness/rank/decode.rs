@@ -1,18 +1,112 @@
-//! The `decode` workload inside a rank.
+//! The `decode` workload inside a rank: GPT-2 split by heads and width (tensor), by
+//! layers (pipeline), or replicated (data), decoding greedily with every step timed and
+//! the answer checked against the unsplit model's.
 
 use super::comm::Communicator;
+use super::decode_engine::{Engine, Link, RepResult};
+use super::records::RecordSink;
+use crate::model::gpt2::{Dims, PartShare};
+use crate::model::reference::Exactness;
+use crate::model::{source, ModelConfig};
 use crate::spec::RunPlan;
-use std::path::Path;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// Whether this version runs the workload.
-pub const IMPLEMENTED: bool = false;
+pub const IMPLEMENTED: bool = true;
 
-/// Runs this rank's part of a `decode` plan.
-pub fn run(_plan: &RunPlan, _comm: &mut Communicator, _out: &Path) -> anyhow::Result<()> {
-    anyhow::bail!("workload `decode` is not implemented in this version")
+/// What one rank reports about its answer, in `answer-rank<N>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankAnswer {
+    /// The rank.
+    pub rank: u32,
+    /// Generated tokens per sequence (last repetition), when this rank produced logits.
+    pub tokens: Option<Vec<Vec<u32>>>,
+    /// Exactness over every sequence and repetition, when this rank produced logits.
+    pub exactness: Option<Exactness>,
+    /// Collectives (all-reduce + all-gather) per decode step of one sequence, checked on every step (tensor).
+    pub collectives_per_step: Option<u64>,
+    /// Weight bytes this rank reads per decode step of one sequence.
+    pub streamed_bytes: u64,
+    /// Sequences this rank decoded in flight.
+    pub sequences: u32,
+    /// Tokens generated per sequence.
+    pub new_tokens: u32,
+    /// Prompt length.
+    pub prompt_tokens: u32,
 }
 
-/// Makes what a decode run needs before launch (the seeded checkpoint).
-pub fn prepare(_plan: &RunPlan) -> anyhow::Result<()> {
+/// The answer file of `rank` in `out`.
+pub fn answer_path(out: &Path, rank: u32) -> PathBuf {
+    out.join(format!("answer-rank{rank}.json"))
+}
+
+/// Makes what a decode run needs before launch: the seeded checkpoint and the unsplit reference answer.
+pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
+    source::reference_for(plan).map(|_| ())
+}
+
+/// Runs this rank's part of a `decode` plan.
+pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Result<()> {
+    tch::set_num_threads(plan.threads_per_rank.max(1) as i32);
+    let model = source::model_of(plan)?;
+    let cfg = ModelConfig::read(&model.dir)?;
+    let (prompt, new_tokens) = source::decode_params(plan)?;
+    let prompt = source::prompt_ids(prompt, cfg.vocab)?;
+    let rank = comm.rank();
+    let share = plan
+        .layout
+        .ranks
+        .get(rank as usize)
+        .ok_or_else(|| anyhow::anyhow!("the layout has no rank {rank}"))?;
+    let dims = Dims::from_config(&cfg);
+    let part = source::load_part(model, &cfg, Some(PartShare::from_rank(share, &dims)))?;
+    let reference = if part.has_head() {
+        Some(source::reference_for(plan)?)
+    } else {
+        None
+    };
+    let engine = Engine::new(plan, &part, prompt, new_tokens, reference.as_ref());
+    let mut link = Link::new(plan, comm);
+    let mut sink = RecordSink::open(out, rank)?;
+    let mut last: Option<RepResult> = None;
+    let mut exact: Option<Exactness> = None;
+    let mut collectives = None;
+    for rep in 0..plan.warmup + plan.repetitions {
+        link.comm.barrier();
+        let result = engine.run_once(&mut link)?;
+        match (&mut exact, &result.exactness) {
+            (None, Some(e)) => exact = Some(e.clone()),
+            (Some(x), Some(e)) => x.merge(e),
+            _ => {}
+        }
+        collectives = collectives.or(result.collectives_per_step);
+        if rep >= plan.warmup {
+            record(&mut sink, rep - plan.warmup, &result)?;
+        }
+        last = Some(result);
+    }
+    sink.flush()?;
+    let answer = RankAnswer {
+        rank,
+        tokens: last.and_then(|r| r.exactness.map(|_| r.tokens)),
+        exactness: exact,
+        collectives_per_step: collectives,
+        streamed_bytes: part.streamed_bytes(),
+        sequences: engine.sequences as u32,
+        new_tokens: new_tokens as u32,
+        prompt_tokens: engine.prompt.len() as u32,
+    };
+    crate::manifest::write_atomic(&answer_path(out, rank), serde_json::to_string_pretty(&answer)?.as_bytes())?;
     Ok(())
+}
+
+fn record(sink: &mut RecordSink, rep: u32, r: &RepResult) -> std::io::Result<()> {
+    sink.push("prefill", 0, rep, 0, r.prefill_s)?;
+    sink.push("prefill_comm", 0, rep, 0, r.prefill_comm_s)?;
+    for (i, (step, comm)) in r.steps.iter().enumerate() {
+        sink.push("decode_step", 0, rep, i as u32, *step)?;
+        sink.push("decode_comm", 0, rep, i as u32, *comm)?;
+    }
+    sink.push("run", 0, rep, 0, r.run_s)
 }

@@ -1,0 +1,334 @@
+//! GPT-2 by shares: any range of layers, any share of the attention heads and of the
+//! feed-forward width, and any vocabulary shard of the output head (Megatron-LM's layout).
+//!
+//! The model is immutable; the KV cache of its heads is a separate [`KvCache`] value, so a
+//! benchmark makes a fresh one per repetition. Row-parallel partial sums go through a
+//! [`Reduce`]: two all-reduces per layer, the output bias added once, after the reduction.
+
+use super::config::ModelConfig;
+use super::weights::{Checkpoint, RowReader, WeightsError};
+use crate::spec::plan::{RankShare, Span};
+use std::sync::Arc;
+use tch::{Kind, Tensor};
+
+/// The sums and gathers a split model needs; [`Alone`] for a model that is not split.
+pub trait Reduce {
+    /// Sums a partial `[T, d]` activation across the ranks that share a layer.
+    fn all_reduce(&mut self, partial: &Tensor) -> Tensor;
+    /// Concatenates the ranks' vocabulary shards of a `[vocab_shard]` logits row.
+    fn gather_vocab(&mut self, part: &Tensor) -> Tensor;
+}
+
+/// No communication: the unsplit model, a pipeline stage, a data-parallel replica.
+pub struct Alone;
+
+impl Reduce for Alone {
+    fn all_reduce(&mut self, partial: &Tensor) -> Tensor {
+        partial.shallow_clone()
+    }
+    fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
+        part.shallow_clone()
+    }
+}
+
+/// The dimensions and options of a GPT-2-family config.
+#[derive(Debug, Clone)]
+pub struct Dims {
+    /// Residual width.
+    pub hidden: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Feed-forward width.
+    pub ffn: usize,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// Length of the position table.
+    pub positions: usize,
+    /// Layer-norm epsilon.
+    pub eps: f64,
+    /// tch's GELU approximation: `tanh` (gelu_new) or `none` (exact gelu).
+    pub gelu: &'static str,
+    /// `scale_attn_weights`.
+    pub scale_attn: bool,
+    /// `scale_attn_by_inverse_layer_idx`.
+    pub scale_by_layer: bool,
+}
+
+impl Dims {
+    /// Reads the dimensions and options from a config.
+    pub fn from_config(cfg: &ModelConfig) -> Self {
+        let flag = |k: &str, d: bool| cfg.raw.get(k).and_then(|v| v.as_bool()).unwrap_or(d);
+        let act = cfg.raw.get("activation_function").and_then(|v| v.as_str()).unwrap_or("gelu_new");
+        Dims {
+            hidden: cfg.hidden as usize,
+            heads: cfg.heads as usize,
+            head_dim: (cfg.hidden / cfg.heads) as usize,
+            layers: cfg.layers as usize,
+            ffn: cfg.intermediate as usize,
+            vocab: cfg.vocab as usize,
+            positions: cfg.max_positions as usize,
+            eps: cfg.raw.get("layer_norm_epsilon").and_then(|v| v.as_f64()).unwrap_or(1e-5),
+            gelu: if act == "gelu" { "none" } else { "tanh" },
+            scale_attn: flag("scale_attn_weights", true),
+            scale_by_layer: flag("scale_attn_by_inverse_layer_idx", false),
+        }
+    }
+}
+
+/// What one part holds: head, width, layer and vocabulary spans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartShare {
+    /// Attention heads in every layer held.
+    pub heads: Span,
+    /// Feed-forward columns in every layer held.
+    pub ffn: Span,
+    /// Layers held.
+    pub layers: Span,
+    /// Rows of the output head, if this part produces logits.
+    pub vocab: Option<Span>,
+}
+
+impl PartShare {
+    /// The whole model.
+    pub fn whole(d: &Dims) -> Self {
+        let all = |n: usize| Span::new(0, n as u32);
+        PartShare {
+            heads: all(d.heads),
+            ffn: all(d.ffn),
+            layers: all(d.layers),
+            vocab: Some(all(d.vocab)),
+        }
+    }
+
+    /// A rank's share from the plan's layout (absent spans mean everything, except the vocabulary).
+    pub fn from_rank(share: &RankShare, d: &Dims) -> Self {
+        let w = Self::whole(d);
+        PartShare {
+            heads: share.heads.unwrap_or(w.heads),
+            ffn: share.ffn.unwrap_or(w.ffn),
+            layers: share.layers.unwrap_or(w.layers),
+            vocab: share.vocab,
+        }
+    }
+}
+
+struct Layer {
+    index: usize,
+    ln1: (Tensor, Tensor),
+    w_qkv: Tensor,
+    b_qkv: Tensor,
+    w_o: Tensor,
+    b_o: Tensor,
+    ln2: (Tensor, Tensor),
+    w_fc: Tensor,
+    b_fc: Tensor,
+    w_proj: Tensor,
+    b_proj: Tensor,
+}
+
+struct Embedding {
+    wte: RowReader,
+    wpe: Tensor,
+}
+
+struct Head {
+    ln_f: (Tensor, Tensor),
+    /// `[vocab_shard, d]`.
+    weight: Tensor,
+}
+
+/// The KV cache of one sequence for the heads and layers a part holds.
+pub struct KvCache {
+    k: Vec<Tensor>,
+    v: Vec<Tensor>,
+    /// Positions filled.
+    pub len: usize,
+}
+
+/// GPT-2 holding a share of the model (immutable; see [`KvCache`]).
+pub struct Gpt2Part {
+    /// The dimensions of the whole model.
+    pub dims: Dims,
+    /// What this part holds.
+    pub share: PartShare,
+    ckpt: Arc<Checkpoint>,
+    embed: Option<Embedding>,
+    layers: Vec<Layer>,
+    head: Option<Head>,
+}
+
+fn load_layer(ck: &Checkpoint, d: &Dims, s: &PartShare, l: usize) -> Result<Layer, WeightsError> {
+    let p = |n: &str| format!("h.{l}.{n}");
+    let (h0, h1) = (s.heads.start as usize * d.head_dim, s.heads.end as usize * d.head_dim);
+    let qkv: Vec<(usize, usize)> = (0..3).map(|i| (i * d.hidden + h0, i * d.hidden + h1)).collect();
+    let (f0, f1) = (s.ffn.start as usize, s.ffn.end as usize);
+    let ln = |n: &str| -> Result<(Tensor, Tensor), WeightsError> {
+        Ok((ck.full(&p(&format!("{n}.weight")))?, ck.full(&p(&format!("{n}.bias")))?))
+    };
+    Ok(Layer {
+        index: l,
+        ln1: ln("ln_1")?,
+        w_qkv: ck.columns(&p("attn.c_attn.weight"), &qkv)?,
+        b_qkv: ck.elements(&p("attn.c_attn.bias"), &qkv)?,
+        w_o: ck.rows(&p("attn.c_proj.weight"), h0, h1)?,
+        b_o: ck.full(&p("attn.c_proj.bias"))?,
+        ln2: ln("ln_2")?,
+        w_fc: ck.columns(&p("mlp.c_fc.weight"), &[(f0, f1)])?,
+        b_fc: ck.elements(&p("mlp.c_fc.bias"), &[(f0, f1)])?,
+        w_proj: ck.rows(&p("mlp.c_proj.weight"), f0, f1)?,
+        b_proj: ck.full(&p("mlp.c_proj.bias"))?,
+    })
+}
+
+fn load_head(ck: &Checkpoint, vocab: Span) -> Result<Head, WeightsError> {
+    // `lm_head.weight` when the checkpoint has one (untied); otherwise the head is tied to `wte`.
+    let name = if ck.has("lm_head.weight") { "lm_head.weight" } else { "wte.weight" };
+    Ok(Head {
+        ln_f: (ck.full("ln_f.weight")?, ck.full("ln_f.bias")?),
+        weight: ck.rows(name, vocab.start as usize, vocab.end as usize)?,
+    })
+}
+
+impl Gpt2Part {
+    /// Loads the share `share` of the checkpoint (only the rows and columns it holds are copied).
+    pub fn load(ckpt: Arc<Checkpoint>, dims: Dims, share: PartShare) -> Result<Self, WeightsError> {
+        let _guard = tch::no_grad_guard();
+        let embed = if share.layers.start == 0 {
+            Some(Embedding {
+                wte: ckpt.row_reader("wte.weight")?,
+                wpe: ckpt.full("wpe.weight")?,
+            })
+        } else {
+            None
+        };
+        let layers = (share.layers.start as usize..share.layers.end as usize)
+            .map(|l| load_layer(&ckpt, &dims, &share, l))
+            .collect::<Result<Vec<_>, _>>()?;
+        let head = share.vocab.map(|v| load_head(&ckpt, v)).transpose()?;
+        Ok(Gpt2Part {
+            dims,
+            share,
+            ckpt,
+            embed,
+            layers,
+            head,
+        })
+    }
+
+    /// True when this part embeds tokens (it holds layer 0).
+    pub fn embeds(&self) -> bool {
+        self.embed.is_some()
+    }
+
+    /// True when this part produces logits (it holds a vocabulary shard).
+    pub fn has_head(&self) -> bool {
+        self.head.is_some()
+    }
+
+    /// An empty KV cache for up to `max_len` positions.
+    pub fn new_cache(&self, max_len: usize) -> KvCache {
+        let heads = self.share.heads.len() as i64;
+        let shape = [heads, max_len as i64, self.dims.head_dim as i64];
+        let make = || {
+            self.layers
+                .iter()
+                .map(|_| Tensor::zeros(shape, (Kind::Float, tch::Device::Cpu)))
+                .collect()
+        };
+        KvCache {
+            k: make(),
+            v: make(),
+            len: 0,
+        }
+    }
+
+    /// Token and position embeddings of `tokens` at positions `pos..`: `[T, d]`.
+    pub fn embed(&self, tokens: &[u32], pos: usize) -> Result<Tensor, WeightsError> {
+        let e = self.embed.as_ref().expect("embed called on a part that does not hold layer 0");
+        let wte = self.ckpt.read_rows(&e.wte, tokens)?;
+        Ok(wte + e.wpe.narrow(0, pos as i64, tokens.len() as i64))
+    }
+
+    /// Runs the layers held on `h` (`[T, d]`, positions `cache.len..`), filling the cache.
+    pub fn forward(&self, mut h: Tensor, cache: &mut KvCache, comm: &mut dyn Reduce) -> Tensor {
+        let _guard = tch::no_grad_guard();
+        let pos = cache.len;
+        for (i, layer) in self.layers.iter().enumerate() {
+            h = self.block(layer, h, &mut cache.k[i], &mut cache.v[i], pos, comm);
+        }
+        cache.len += h.size()[0] as usize;
+        h
+    }
+
+    fn block(&self, l: &Layer, h: Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, comm: &mut dyn Reduce) -> Tensor {
+        let d = self.dims.hidden as i64;
+        let a = h.layer_norm([d], Some(&l.ln1.0), Some(&l.ln1.1), self.dims.eps, false);
+        let ctx = self.attention(l, &a, k_cache, v_cache, pos);
+        let h = h + (comm.all_reduce(&ctx.matmul(&l.w_o)) + &l.b_o);
+        let m = h.layer_norm([d], Some(&l.ln2.0), Some(&l.ln2.1), self.dims.eps, false);
+        let f = l.b_fc.addmm(&m, &l.w_fc).gelu(self.dims.gelu);
+        h + (comm.all_reduce(&f.matmul(&l.w_proj)) + &l.b_proj)
+    }
+
+    fn attention(&self, l: &Layer, a: &Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize) -> Tensor {
+        let (t, hs, hd) = (a.size()[0], self.share.heads.len() as i64, self.dims.head_dim as i64);
+        let qkv = l.b_qkv.addmm(a, &l.w_qkv);
+        let split = |i: i64| qkv.narrow(1, i * hs * hd, hs * hd).reshape([t, hs, hd]).transpose(0, 1);
+        let (q, k, v) = (split(0), split(1), split(2));
+        k_cache.narrow(1, pos as i64, t).copy_(&k);
+        v_cache.narrow(1, pos as i64, t).copy_(&v);
+        let total = pos as i64 + t;
+        let (keys, values) = (k_cache.narrow(1, 0, total), v_cache.narrow(1, 0, total));
+        let mut scale = if self.dims.scale_attn { 1.0 / (hd as f64).sqrt() } else { 1.0 };
+        if self.dims.scale_by_layer {
+            scale /= (l.index + 1) as f64;
+        }
+        let mut scores = q.matmul(&keys.transpose(1, 2)) * scale;
+        if t > 1 {
+            let opts = (Kind::Int64, tch::Device::Cpu);
+            let key_pos = Tensor::arange(total, opts).view([1, total]);
+            let query_pos = Tensor::arange(t, opts).view([t, 1]) + pos as i64;
+            scores = scores.masked_fill(&key_pos.gt_tensor(&query_pos), f64::NEG_INFINITY);
+        }
+        let probs = scores.softmax(-1, Kind::Float);
+        probs.matmul(&values).transpose(0, 1).contiguous().view([t, hs * hd])
+    }
+
+    /// Logits of the last row of `h` over the whole vocabulary (gathered across shards by `comm`).
+    pub fn logits(&self, h: &Tensor, comm: &mut dyn Reduce) -> Tensor {
+        let _guard = tch::no_grad_guard();
+        let head = self.head.as_ref().expect("logits called on a part without an output head");
+        let d = self.dims.hidden as i64;
+        let last = h.narrow(0, h.size()[0] - 1, 1);
+        let x = last.layer_norm([d], Some(&head.ln_f.0), Some(&head.ln_f.1), self.dims.eps, false);
+        let part = x.matmul(&head.weight.tr()).view([-1]);
+        comm.gather_vocab(&part)
+    }
+
+    /// Weight bytes one decode step of one sequence reads from this part (one embedding row, not the table).
+    pub fn streamed_bytes(&self) -> u64 {
+        let numel = |t: &Tensor| t.numel() as u64;
+        let layer: u64 = self
+            .layers
+            .iter()
+            .map(|l| {
+                [
+                    &l.ln1.0, &l.ln1.1, &l.w_qkv, &l.b_qkv, &l.w_o, &l.b_o, &l.ln2.0, &l.ln2.1, &l.w_fc, &l.b_fc, &l.w_proj, &l.b_proj,
+                ]
+                .iter()
+                .map(|t| numel(t))
+                .sum::<u64>()
+            })
+            .sum();
+        let head = self
+            .head
+            .as_ref()
+            .map_or(0, |h| numel(&h.weight) + numel(&h.ln_f.0) + numel(&h.ln_f.1));
+        let embed = if self.embeds() { 2 * self.dims.hidden as u64 } else { 0 };
+        4 * (layer + head + embed)
+    }
+}

@@ -1,0 +1,173 @@
+//! The unsplit model's greedy answer, and the exactness figures of a split run against it.
+
+use super::gpt2::{Alone, Gpt2Part};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use tch::Tensor;
+
+/// A greedy generation: the tokens and the logits that chose them (`[new_tokens, vocab]`, row-major).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    /// Generated token ids.
+    pub tokens: Vec<u32>,
+    /// Logits of the prompt's last position, then of each decode step.
+    pub logits: Vec<f32>,
+    /// Vocabulary size (row length of `logits`).
+    pub vocab: usize,
+}
+
+impl Generation {
+    /// Row `i` of the logits.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.logits[i * self.vocab..(i + 1) * self.vocab]
+    }
+}
+
+/// A logits tensor as a vector of f32.
+pub fn to_vec(logits: &Tensor) -> Vec<f32> {
+    Vec::<f32>::try_from(&logits.contiguous().view([-1])).expect("f32 logits")
+}
+
+/// The index of the largest logit (the first, on ties) and the gap to the second largest.
+pub fn top2(logits: &[f32]) -> (u32, f32) {
+    let (mut best, mut first, mut second) = (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for (i, &x) in logits.iter().enumerate() {
+        if x > first {
+            second = first;
+            first = x;
+            best = i;
+        } else if x > second {
+            second = x;
+        }
+    }
+    (best as u32, first - second)
+}
+
+/// Greedy decoding of `new_tokens` tokens after `prompt` with an unsplit (or replica) part.
+pub fn greedy(part: &Gpt2Part, prompt: &[u32], new_tokens: usize) -> anyhow::Result<Generation> {
+    let mut cache = part.new_cache(prompt.len() + new_tokens);
+    let mut input = part.embed(prompt, 0)?;
+    let mut gen = Generation {
+        tokens: Vec::new(),
+        logits: Vec::new(),
+        vocab: part.dims.vocab,
+    };
+    for step in 0..new_tokens {
+        let h = part.forward(input.shallow_clone(), &mut cache, &mut Alone);
+        let logits = to_vec(&part.logits(&h, &mut Alone));
+        let (tok, _) = top2(&logits);
+        gen.tokens.push(tok);
+        gen.logits.extend_from_slice(&logits);
+        if step + 1 < new_tokens {
+            input = part.embed(&[tok], prompt.len() + step)?;
+        }
+    }
+    Ok(gen)
+}
+
+/// Exactness of one run against the reference, accumulated step by step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exactness {
+    /// Every generated token equals the reference's.
+    pub tokens_equal: bool,
+    /// Largest |difference| over the logits of every step compared.
+    pub max_logit_diff: f64,
+    /// Largest |difference| in the prompt's final logits.
+    pub prompt_logit_diff: f64,
+    /// Smallest gap between the two largest logits seen by the split run.
+    pub min_top2_margin: f64,
+    /// Steps whose logits were compared (steps after a changed token are not comparable).
+    pub steps_compared: usize,
+    /// First step whose token differs, if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub first_difference: Option<usize>,
+}
+
+impl Default for Exactness {
+    fn default() -> Self {
+        Exactness {
+            tokens_equal: true,
+            max_logit_diff: 0.0,
+            prompt_logit_diff: 0.0,
+            min_top2_margin: f64::INFINITY,
+            steps_compared: 0,
+            first_difference: None,
+        }
+    }
+}
+
+impl Exactness {
+    /// Compares step `step`'s logits (and the token they chose) with the reference.
+    pub fn observe(&mut self, reference: &Generation, step: usize, logits: &[f32]) {
+        let (tok, margin) = top2(logits);
+        self.min_top2_margin = self.min_top2_margin.min(margin as f64);
+        if self.first_difference.is_some() || step >= reference.tokens.len() {
+            return;
+        }
+        let diff = logits
+            .iter()
+            .zip(reference.row(step))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max) as f64;
+        self.max_logit_diff = self.max_logit_diff.max(diff);
+        if step == 0 {
+            self.prompt_logit_diff = self.prompt_logit_diff.max(diff);
+        }
+        self.steps_compared += 1;
+        if tok != reference.tokens[step] {
+            self.tokens_equal = false;
+            self.first_difference = Some(step);
+        }
+    }
+
+    /// Combines the figures of two sequences or ranks.
+    pub fn merge(&mut self, other: &Exactness) {
+        self.tokens_equal &= other.tokens_equal;
+        self.max_logit_diff = self.max_logit_diff.max(other.max_logit_diff);
+        self.prompt_logit_diff = self.prompt_logit_diff.max(other.prompt_logit_diff);
+        self.min_top2_margin = self.min_top2_margin.min(other.min_top2_margin);
+        self.steps_compared = self.steps_compared.min(other.steps_compared);
+        self.first_difference = match (self.first_difference, other.first_difference) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// Writes a generation as `<stem>.json` (prompt, tokens, vocab) and `<stem>.f32` (little-endian `[tokens, vocab]` logits).
+pub fn save(gen: &Generation, prompt: &[u32], stem: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = stem.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let bytes: Vec<u8> = gen.logits.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let tmp = stem.with_extension(format!("f32.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, stem.with_extension("f32"))?;
+    let meta = serde_json::json!({"prompt": prompt, "tokens": gen.tokens, "vocab": gen.vocab, "rows": gen.tokens.len()});
+    crate::manifest::write_atomic(&stem.with_extension("json"), serde_json::to_string_pretty(&meta)?.as_bytes())?;
+    Ok(())
+}
+
+/// Reads a generation written by [`save`], or `None` when it is not there.
+pub fn load(stem: &Path) -> anyhow::Result<Option<Generation>> {
+    let (json, raw) = (stem.with_extension("json"), stem.with_extension("f32"));
+    if !json.is_file() || !raw.is_file() {
+        return Ok(None);
+    }
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+    let tokens: Vec<u32> = serde_json::from_value(meta["tokens"].clone())?;
+    let vocab = meta["vocab"].as_u64().unwrap_or(0) as usize;
+    let logits: Vec<f32> = std::fs::read(&raw)?
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    if logits.len() != tokens.len() * vocab {
+        anyhow::bail!(
+            "{}: {} logits for {} tokens of vocabulary {vocab}",
+            raw.display(),
+            logits.len(),
+            tokens.len()
+        );
+    }
+    Ok(Some(Generation { tokens, logits, vocab }))
+}

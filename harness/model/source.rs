@@ -1,0 +1,88 @@
+//! From a decode RunPlan to a loaded model: its checkpoint, prompt, share and reference answer.
+
+use super::config::ModelConfig;
+use super::gpt2::{Dims, Gpt2Part, PartShare};
+use super::reference::{self, Generation};
+use super::rng::SplitMix64;
+use super::weights::Checkpoint;
+use crate::spec::plan::{ModelSource, RunPlan, Weights, Workload};
+use crate::spec::schema::Prompt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The model of a decode plan, or an error naming the plan.
+pub fn model_of(plan: &RunPlan) -> anyhow::Result<&ModelSource> {
+    plan.model
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("{}: a decode run needs a model", plan.label()))
+}
+
+/// The `model.safetensors` a plan's ranks read.
+pub fn checkpoint_path(model: &ModelSource) -> PathBuf {
+    match &model.weights {
+        Weights::Checkpoint { path, .. } => path.clone(),
+        Weights::Seeded { path, .. } => path.join("model.safetensors"),
+    }
+}
+
+/// The prompt and number of tokens to generate of a decode plan.
+pub fn decode_params(plan: &RunPlan) -> anyhow::Result<(&Prompt, usize)> {
+    match &plan.workload {
+        Workload::Decode { prompt, new_tokens, .. } => Ok((prompt, *new_tokens as usize)),
+        _ => anyhow::bail!("{}: not a decode plan", plan.label()),
+    }
+}
+
+/// The prompt's token ids: the spec's, or `length` ids drawn with splitmix64 from `seed` over the vocabulary.
+pub fn prompt_ids(prompt: &Prompt, vocab: u32) -> anyhow::Result<Vec<u32>> {
+    match prompt {
+        Prompt::Tokens(ids) => {
+            if let Some(bad) = ids.iter().find(|&&t| t >= vocab) {
+                anyhow::bail!("prompt token {bad} is outside the vocabulary (size {vocab})");
+            }
+            Ok(ids.clone())
+        }
+        Prompt::Seeded { length, seed } => {
+            let mut rng = SplitMix64::for_stream(*seed, "parlab-prompt");
+            Ok((0..*length).map(|_| rng.below(vocab as u64) as u32).collect())
+        }
+    }
+}
+
+/// Makes the seeded checkpoint of a plan if its weights are `Seeded` and it is missing.
+pub fn ensure_weights(model: &ModelSource) -> anyhow::Result<ModelConfig> {
+    let cfg = ModelConfig::read(&model.dir)?;
+    if let Weights::Seeded { seed, path, .. } = &model.weights {
+        super::init::ensure_checkpoint(&cfg, *seed, path)?;
+    }
+    Ok(cfg)
+}
+
+/// Loads the share `share` (None: the whole model) of a plan's checkpoint.
+pub fn load_part(model: &ModelSource, cfg: &ModelConfig, share: Option<PartShare>) -> anyhow::Result<Gpt2Part> {
+    let ckpt = Arc::new(Checkpoint::open(&checkpoint_path(model))?);
+    let dims = Dims::from_config(cfg);
+    let share = share.unwrap_or_else(|| PartShare::whole(&dims));
+    Ok(Gpt2Part::load(ckpt, dims, share)?)
+}
+
+/// Where the reference answer of an answer identity is cached.
+pub fn reference_stem(answer_id: &str) -> PathBuf {
+    crate::spec::weights::state_dir().join("reference").join(answer_id)
+}
+
+/// The unsplit model's greedy answer for a plan: cached under `.parlab/reference/`, computed if missing.
+pub fn reference_for(plan: &RunPlan) -> anyhow::Result<Generation> {
+    let stem = reference_stem(&plan.answer_id);
+    if let Some(found) = reference::load(&stem)? {
+        return Ok(found);
+    }
+    let model = model_of(plan)?;
+    let cfg = ensure_weights(model)?;
+    let (prompt, new_tokens) = decode_params(plan)?;
+    let ids = prompt_ids(prompt, cfg.vocab)?;
+    let part = load_part(model, &cfg, None)?;
+    let gen = reference::greedy(&part, &ids, new_tokens)?;
+    reference::save(&gen, &ids, &stem)?;
+    Ok(gen)
+}

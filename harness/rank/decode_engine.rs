@@ -1,0 +1,205 @@
+//! The decode loop of one rank: prefill, then rounds in which every sequence in flight
+//! advances one token; stages pass activations forward and token ids back.
+
+use super::comm::Communicator;
+use crate::model::gpt2::{Gpt2Part, KvCache, Reduce};
+use crate::model::reference::{to_vec, top2, Exactness, Generation};
+use crate::spec::{HeadPlacement, RunPlan, Strategy};
+use std::time::Instant;
+use tch::Tensor;
+
+/// A rank's communication: all-reduces and the logits gather (tensor), sends and receives (pipeline).
+pub struct Link<'c> {
+    /// The communicator (counts calls and seconds).
+    pub comm: &'c mut Communicator,
+    tensor: bool,
+    vocab_counts: Option<Vec<i32>>,
+    /// This rank's pipeline stage (0 unless pipeline).
+    pub stage: u32,
+    /// Pipeline stages (1 unless pipeline).
+    pub stages: u32,
+}
+
+impl<'c> Link<'c> {
+    /// The link a plan's strategy needs.
+    pub fn new(plan: &RunPlan, comm: &'c mut Communicator) -> Self {
+        let tensor = plan.layout.strategy == Strategy::Tensor;
+        let split = tensor && plan.layout.head == Some(HeadPlacement::Split);
+        let vocab_counts = split.then(|| plan.layout.ranks.iter().map(|r| r.vocab.map_or(0, |s| s.len() as i32)).collect());
+        let pipeline = plan.layout.strategy == Strategy::Pipeline;
+        let (stage, stages) = if pipeline { (comm.rank(), comm.size()) } else { (0, 1) };
+        Link {
+            comm,
+            tensor,
+            vocab_counts,
+            stage,
+            stages,
+        }
+    }
+
+    /// Collectives one decode step of one sequence must make on a part with `layers` layers.
+    pub fn expected_collectives(&self, layers: usize) -> Option<u64> {
+        self.tensor.then(|| 2 * layers as u64 + u64::from(self.vocab_counts.is_some()))
+    }
+
+    fn collectives(&self) -> u64 {
+        let s = self.comm.stats();
+        s.all_reduces + s.all_gathers
+    }
+}
+
+impl Reduce for Link<'_> {
+    fn all_reduce(&mut self, partial: &Tensor) -> Tensor {
+        if !self.tensor {
+            return partial.shallow_clone();
+        }
+        let mut buf = to_vec(partial);
+        self.comm.all_reduce_sum(&mut buf);
+        Tensor::from_slice(&buf).view(partial.size().as_slice())
+    }
+
+    fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
+        let Some(counts) = &self.vocab_counts else {
+            return part.shallow_clone();
+        };
+        let counts = counts.clone();
+        let mut out = vec![0f32; counts.iter().map(|&c| c as usize).sum()];
+        self.comm.all_gather_varcount(&to_vec(part), &counts, &mut out);
+        Tensor::from_slice(&out)
+    }
+}
+
+/// The timings and answer of one repetition on one rank.
+#[derive(Debug, Clone)]
+pub struct RepResult {
+    /// Seconds of the prefill round (every sequence's prompt).
+    pub prefill_s: f64,
+    /// Seconds inside communication during prefill.
+    pub prefill_comm_s: f64,
+    /// Per decode round: (seconds, seconds inside communication).
+    pub steps: Vec<(f64, f64)>,
+    /// Seconds of the whole repetition, prefill included.
+    pub run_s: f64,
+    /// Tokens per sequence (complete on the rank that produces logits).
+    pub tokens: Vec<Vec<u32>>,
+    /// Exactness against the reference, on ranks that produce logits.
+    pub exactness: Option<Exactness>,
+    /// Collectives per decode step of one sequence (tensor), checked equal on every step.
+    pub collectives_per_step: Option<u64>,
+}
+
+/// What a rank decodes: its part, the prompt, sequences in flight and tokens to generate.
+pub struct Engine<'a> {
+    part: &'a Gpt2Part,
+    /// The prompt's token ids.
+    pub prompt: Vec<u32>,
+    /// Tokens to generate per sequence.
+    pub new_tokens: usize,
+    /// Sequences in flight (each decodes the prompt, with its own cache).
+    pub sequences: usize,
+    reference: Option<&'a Generation>,
+}
+
+impl<'a> Engine<'a> {
+    /// An engine for a plan (sequences from `layout.sequences`, at least 1).
+    pub fn new(plan: &RunPlan, part: &'a Gpt2Part, prompt: Vec<u32>, new_tokens: usize, reference: Option<&'a Generation>) -> Self {
+        let sequences = plan.layout.sequences.unwrap_or(1).max(1) as usize;
+        Engine {
+            part,
+            prompt,
+            new_tokens,
+            sequences,
+            reference,
+        }
+    }
+
+    /// One repetition from an empty cache.
+    pub fn run_once(&self, link: &mut Link) -> anyhow::Result<RepResult> {
+        let mut caches: Vec<KvCache> = (0..self.sequences)
+            .map(|_| self.part.new_cache(self.prompt.len() + self.new_tokens))
+            .collect();
+        let mut tokens = vec![Vec::new(); self.sequences];
+        let mut exact = self.part.has_head().then(Exactness::default);
+        let expected = link.expected_collectives(self.part.share.layers.len() as usize);
+        let start = Instant::now();
+        let comm0 = link.comm.stats().seconds;
+        for s in 0..self.sequences {
+            self.advance(link, &mut caches[s], &mut tokens[s], 0, exact.as_mut())?;
+        }
+        let prefill_s = start.elapsed().as_secs_f64();
+        let prefill_comm_s = link.comm.stats().seconds - comm0;
+        let mut steps = Vec::with_capacity(self.new_tokens);
+        for round in 1..self.new_tokens {
+            let (t0, c0) = (Instant::now(), link.comm.stats().seconds);
+            for s in 0..self.sequences {
+                let before = link.collectives();
+                self.advance(link, &mut caches[s], &mut tokens[s], round, exact.as_mut())?;
+                let made = link.collectives() - before;
+                if let Some(want) = expected.filter(|&w| w != made) {
+                    anyhow::bail!("decode step {round} made {made} collectives; a tensor split of this model makes {want}");
+                }
+            }
+            steps.push((t0.elapsed().as_secs_f64(), link.comm.stats().seconds - c0));
+        }
+        let run_s = start.elapsed().as_secs_f64();
+        Ok(RepResult {
+            prefill_s,
+            prefill_comm_s,
+            steps,
+            run_s,
+            tokens,
+            exactness: exact,
+            collectives_per_step: expected,
+        })
+    }
+
+    /// Advances one sequence by one round on this rank's stage.
+    fn advance(
+        &self,
+        link: &mut Link,
+        cache: &mut KvCache,
+        tokens: &mut Vec<u32>,
+        round: usize,
+        exact: Option<&mut Exactness>,
+    ) -> anyhow::Result<()> {
+        let d = self.part.dims.hidden;
+        let rows = if round == 0 { self.prompt.len() } else { 1 };
+        let last_stage = link.stage + 1 == link.stages;
+        let h = if link.stage == 0 {
+            let input = if round == 0 {
+                self.prompt.clone()
+            } else if link.stages > 1 {
+                let mut buf = [0f32];
+                link.comm.recv(link.stages - 1, &mut buf);
+                vec![buf[0] as u32]
+            } else {
+                vec![*tokens.last().expect("a token from the previous round")]
+            };
+            if round > 0 && link.stages > 1 {
+                tokens.push(input[0]);
+            }
+            self.part.embed(&input, cache.len)?
+        } else {
+            let mut buf = vec![0f32; rows * d];
+            link.comm.recv(link.stage - 1, &mut buf);
+            Tensor::from_slice(&buf).view([rows as i64, d as i64])
+        };
+        let h = self.part.forward(h, cache, link);
+        if !last_stage {
+            link.comm.send(link.stage + 1, &to_vec(&h));
+            return Ok(());
+        }
+        let logits = to_vec(&self.part.logits(&h, link));
+        let (tok, _) = top2(&logits);
+        if link.stages > 1 && round + 1 < self.new_tokens {
+            link.comm.send(0, &[tok as f32]);
+        }
+        if link.stages == 1 || link.stage != 0 {
+            tokens.push(tok);
+        }
+        if let (Some(e), Some(r)) = (exact, self.reference) {
+            e.observe(r, round, &logits);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Cross-check parlab's GPT-2 against Hugging Face transformers (an implementation nobody here wrote).
+
+For two GPT-2-family configs (the real 124M shape and a tiny one whose 501-token vocabulary
+splits unevenly over 2 ranks) this script:
+
+1. makes a seeded checkpoint with `parlab model init` and checks that transformers'
+   `GPT2LMHeadModel.from_pretrained` loads it with no missing, unexpected or mismatched keys;
+2. decodes greedily in transformers (float32, full recompute each step) and keeps the logits;
+3. runs parlab through `parlab run` on a temporary spec (PARLAB_MANIFESTS / PARLAB_STATE point
+   to a temp dir): tensor world 1 and 2, pipeline 2 stages with 2 sequences in flight;
+4. checks that every run's tokens equal transformers' tokens, that parlab's unsplit logits (the
+   reference parlab caches at $PARLAB_STATE/reference/<answer_id>.f32, the same code as a world-1
+   run) are within TOL of transformers' at every step, and that each split run's largest logit
+   difference from that reference (manifest answer.exactness.max_logit_diff) is within TOL too;
+   it also checks that the checkpoint `parlab run` generated has the same bytes as `model init`'s.
+
+Tolerance: TOL = 2e-3 absolute on logits whose standard deviation is about 10 (the seeded
+recipe's). The two implementations differ only in float32 summation order (MKL blocking,
+transformers' SDPA kernel against parlab's explicit softmax, split partial sums), which moves
+logits by about 1e-5 relative, i.e. ~1e-4 here; a real mistake (a bias added twice, a missing
+layer-norm parameter, a wrong head slice) moves them by 1e-2 to 10. TOL also stays below half
+the smallest top-2 margin printed, so it cannot hide a changed token.
+
+Prints PASS/FAIL per check and exits 1 on any failure. About a minute on 2 cores.
+"""
+import hashlib, json, os, pathlib, shutil, subprocess, sys, tempfile
+
+import numpy as np
+import torch
+from transformers import GPT2LMHeadModel
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUILT = ROOT / "target" / "release" / "parlab"
+PARLAB = BUILT  # replaced by a private copy in main(), so a rebuild during the check cannot pull it away
+TOL = 2e-3
+NEW_TOKENS = 8
+PROMPT = {"length": 12, "seed": 3}
+TINY = {"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4, "n_embd": 64,
+        "vocab_size": 501, "n_positions": 64, "layer_norm_epsilon": 1e-5, "n_inner": None}
+failures = []
+
+
+def check(ok, what):
+    print(("PASS " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def hf_greedy(ckpt, prompt, n):
+    model, info = GPT2LMHeadModel.from_pretrained(ckpt, output_loading_info=True)
+    problems = {k: v for k, v in info.items() if v}
+    check(not problems, f"transformers loads {ckpt} without missing/unexpected keys {problems or ''}")
+    model.eval()
+    ids = torch.tensor([prompt])
+    tokens, logits = [], []
+    with torch.no_grad():
+        for _ in range(n):
+            row = model(ids).logits[0, -1].float()
+            tok = int(row.argmax())
+            tokens.append(tok)
+            logits.append(row.numpy())
+            ids = torch.cat([ids, torch.tensor([[tok]])], dim=1)
+    return tokens, np.stack(logits)
+
+
+def parlab_runs(model_dir, state, manifests, runs):
+    spec_dir = pathlib.Path(tempfile.mkdtemp(dir=state.parent))
+    paths = []
+    for i, (strategy, world, sequences) in enumerate(runs):
+        spec = {"name": f"crosscheck-{strategy}-{world}-{i}", "kind": "decode", "model": str(model_dir),
+                "strategy": strategy, "world": world, "sequences": sequences, "link": "mpi-shm",
+                "prompt": PROMPT, "new_tokens": NEW_TOKENS, "repetitions": 1, "warmup": 0, "timeout": "5m"}
+        path = spec_dir / f"{i}.yaml"
+        path.write_text(json.dumps(spec))  # JSON is YAML
+        paths.append(str(path))
+    env = dict(os.environ, PARLAB_STATE=str(state), PARLAB_MANIFESTS=str(manifests))
+    proc = subprocess.run([str(PARLAB), "run", "--no-report", *paths], env=env, capture_output=True, text=True)
+    check(proc.returncode == 0, f"parlab run exits 0 (got {proc.returncode}: {proc.stderr.strip()[-400:]})")
+    found = {}
+    for m in sorted(manifests.glob("*.json")):
+        doc = json.loads(m.read_text())
+        found[(doc["layout"]["strategy"], doc["layout"]["world"], doc["layout"].get("sequences"))] = doc
+    return found
+
+
+def crosscheck(label, model_dir, work):
+    print(f"== {label}: {model_dir}", flush=True)
+    state, manifests = work / "state", work / "manifests"
+    manifests.mkdir(parents=True)
+    ckpt = work / "init"
+    subprocess.run([str(PARLAB), "model", "init", str(model_dir), "--seed", "0", "--out", str(ckpt)], check=True)
+    runs = [("tensor", 1, 1), ("tensor", 2, 1), ("pipeline", 2, 2)]
+    found = parlab_runs(model_dir, state, manifests, runs)
+    generated = next(state.glob("checkpoints/*/model.safetensors"), None)
+    check(generated is not None and sha256(generated) == sha256(ckpt / "model.safetensors"),
+          "the checkpoint `parlab run` generated has the same bytes as `parlab model init`'s")
+    any_run = next(iter(found.values()), None)
+    if any_run is None:
+        check(False, "parlab wrote manifests")
+        return
+    stem = state / "reference" / any_run["answer_id"]
+    ref = json.loads(stem.with_suffix(".json").read_text())
+    ref_tokens, prompt = ref["tokens"], ref["prompt"]
+    ref_logits = np.fromfile(stem.with_suffix(".f32"), dtype="<f4").reshape(len(ref_tokens), -1)
+    hf_tokens, hf_logits = hf_greedy(str(ckpt), prompt, NEW_TOKENS)
+    diff = float(np.abs(hf_logits - ref_logits).max())
+    margins = np.sort(hf_logits, axis=1)
+    min_margin = float((margins[:, -1] - margins[:, -2]).min())
+    print(f"   transformers tokens {hf_tokens}; smallest top-2 margin {min_margin:.4f}")
+    check(ref_tokens == hf_tokens, f"parlab unsplit tokens equal transformers' ({ref_tokens})")
+    check(diff <= TOL, f"parlab unsplit logits within {TOL} of transformers' (largest difference {diff:.2e})")
+    check(TOL < min_margin / 2, f"tolerance {TOL} is below half the smallest top-2 margin {min_margin:.4f}")
+    for key in runs:
+        doc = found.get(key)
+        if doc is None or doc["status"] != "ok":
+            check(False, f"{key} ran ok ({doc and doc.get('reason')})")
+            continue
+        ans = doc["answer"]
+        ex = ans["exactness"]
+        check(ans["tokens"] == [hf_tokens] and ex["tokens_equal"], f"{key} tokens equal transformers' (every sequence, every rank)")
+        check(ex["max_logit_diff"] <= TOL, f"{key} logits within {TOL} of parlab unsplit (largest {ex['max_logit_diff']:.2e}; "
+              f"so within {ex['max_logit_diff'] + diff:.2e} of transformers)")
+        if key[0] == "tensor":
+            layers = json.loads((model_dir / "config.json").read_text())["n_layer"]
+            check(doc["summary"]["decode"]["collectives_per_step"] == 2 * layers + 1,
+                  f"{key} makes {2 * layers + 1} collectives per decode step")
+
+
+def main():
+    global PARLAB
+    if not BUILT.exists():
+        print(f"FAIL {BUILT} is missing; run `cargo build --release` first")
+        return 1
+    torch.set_num_threads(2)
+    with tempfile.TemporaryDirectory(prefix="parlab-crosscheck-") as tmp:
+        tmp = pathlib.Path(tmp)
+        PARLAB = tmp / "parlab"
+        shutil.copy2(BUILT, PARLAB)
+        tiny = tmp / "tiny"
+        tiny.mkdir()
+        (tiny / "config.json").write_text(json.dumps(TINY))
+        crosscheck("tiny GPT-2 (vocabulary 501 split unevenly)", tiny, tmp / "work-tiny")
+        crosscheck("GPT-2 124M shape", ROOT / "models" / "gpt2", tmp / "work-gpt2")
+    print(("hf_crosscheck: PASS" if not failures else f"hf_crosscheck: FAIL ({len(failures)} checks failed)"), flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+//! Split GPT-2 decoding: a seeded checkpoint of a small GPT-2 split by heads and width
+//! (tensor) and by layers (pipeline) over 2 ranks under mpirun gives the unsplit model's
+//! tokens; the collective count of a tensor-split step; the seeded checkpoint's format.
+
+use super::launch::Suite;
+use parlab::manifest::Status;
+use parlab::model::gpt2::{Dims, Gpt2Part, PartShare, Reduce};
+use parlab::model::reference::{greedy, Exactness, Generation};
+use parlab::model::weights::Checkpoint;
+use parlab::model::{init, ModelConfig};
+use parlab::spec::plan::Span;
+use std::path::Path;
+use std::sync::Arc;
+use tch::Tensor;
+
+const SMALL: &str = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4,
+ "n_embd": 64, "vocab_size": 501, "n_positions": 64, "layer_norm_epsilon": 1e-05, "n_inner": null}"#;
+
+fn small_config(dir: &Path) -> ModelConfig {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("config.json"), SMALL).unwrap();
+    ModelConfig::read(dir).unwrap()
+}
+
+fn decode_spec(name: &str, strategy: &str, world: &str, sequences: &str) -> String {
+    format!(
+        "name: {name}\nkind: decode\nmodel: ./small\nstrategy: {strategy}\nworld: {world}\nsequences: {sequences}\n\
+         link: mpi-shm\nprompt: {{length: 10, seed: 4}}\nnew_tokens: 7\nrepetitions: 2\nwarmup: 1\nthreads: 1\ntimeout: 120s\n"
+    )
+}
+
+#[test]
+fn tensor_pipeline_and_data_splits_give_the_unsplit_tokens() {
+    let suite = Suite::new();
+    small_config(&suite.dir.path().join("small"));
+    suite.spec("tp", &decode_spec("tp", "tensor", "[1, 2]", "1"));
+    suite.spec("pp", &decode_spec("pp", "pipeline", "2", "[1, 3]"));
+    suite.spec("dp", &decode_spec("dp", "data", "2", "1"));
+    let state = suite.dir.path().join("state");
+    assert_eq!(suite.run(&[("PARLAB_STATE", state.to_str().unwrap())]), 0);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 5);
+    let first = all[0].answer["tokens"].clone();
+    let tokens: Vec<u64> = first[0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    assert_eq!(tokens.len(), 7);
+    assert!(
+        tokens.iter().any(|t| *t != tokens[0]),
+        "greedy decoding of the seeded model is not one repeated token: {tokens:?}"
+    );
+    for m in &all {
+        assert_eq!(m.status, Status::Ok, "{} {:?}", m.experiment, m.reason);
+        assert_eq!(
+            m.answer["tokens"], first,
+            "{} world {} changed the answer",
+            m.experiment, m.layout.world
+        );
+        let ex = &m.answer["exactness"];
+        assert_eq!(ex["tokens_equal"], true, "{ex}");
+        assert!(ex["max_logit_diff"].as_f64().unwrap() < 1e-3, "{ex}");
+        assert!(ex["prompt_logit_diff"].as_f64().unwrap() <= ex["max_logit_diff"].as_f64().unwrap());
+        assert!(ex["min_top2_margin"].as_f64().unwrap() > 0.0);
+        let d = &m.summary["decode"];
+        let seqs = m.layout.sequences.unwrap() as u64;
+        assert_eq!(
+            ex["sequences_checked"].as_u64().unwrap(),
+            seqs * if m.layout.strategy.name() == "pipeline" {
+                1
+            } else {
+                m.layout.world as u64
+            }
+        );
+        assert_eq!(d["step_s"]["n"].as_u64().unwrap(), 2 * 6, "2 repetitions x 6 decode rounds");
+        assert!(d["tokens_per_s"]["median"].as_f64().unwrap() > 0.0);
+        let want = if m.layout.strategy.name() == "tensor" {
+            serde_json::json!(2 * 2 + 1)
+        } else {
+            serde_json::Value::Null
+        };
+        assert_eq!(d["collectives_per_step"], want, "{d}");
+    }
+    let cached: Vec<_> = std::fs::read_dir(state.join("reference")).unwrap().collect();
+    assert_eq!(cached.len(), 2, "one reference (json + f32) for the one answer identity");
+}
+
+/// Counts calls and passes partial sums through unchanged.
+#[derive(Default)]
+struct Counting {
+    reduces: usize,
+    gathers: usize,
+}
+
+impl Reduce for Counting {
+    fn all_reduce(&mut self, partial: &Tensor) -> Tensor {
+        self.reduces += 1;
+        partial.shallow_clone()
+    }
+    fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
+        self.gathers += 1;
+        part.shallow_clone()
+    }
+}
+
+fn small_part(dir: &Path, share: impl Fn(&Dims) -> PartShare) -> Gpt2Part {
+    let cfg = small_config(dir);
+    init::write_checkpoint(&cfg, 5, &dir.join("ckpt")).unwrap();
+    let dims = Dims::from_config(&cfg);
+    let s = share(&dims);
+    Gpt2Part::load(Arc::new(Checkpoint::open(&dir.join("ckpt")).unwrap()), dims, s).unwrap()
+}
+
+#[test]
+fn a_tensor_split_decode_step_makes_two_all_reduces_per_layer_and_one_gather() {
+    let dir = tempfile::tempdir().unwrap();
+    let part = small_part(dir.path(), |d| PartShare {
+        heads: Span::new(1, 3),
+        ffn: Span::new(64, 192),
+        vocab: Some(Span::new(0, 250)),
+        ..PartShare::whole(d)
+    });
+    let mut cache = part.new_cache(16);
+    let mut count = Counting::default();
+    let h = part.forward(part.embed(&[1, 2, 3], 0).unwrap(), &mut cache, &mut count);
+    let _ = part.logits(&h, &mut count);
+    let (r0, g0) = (count.reduces, count.gathers);
+    let h = part.forward(part.embed(&[4], 3).unwrap(), &mut cache, &mut count);
+    let logits = part.logits(&h, &mut count);
+    assert_eq!(
+        (count.reduces - r0, count.gathers - g0),
+        (2 * 2, 1),
+        "one decode step of a 2-layer model"
+    );
+    assert_eq!(logits.size(), vec![250], "this rank's vocabulary shard, before the gather");
+    assert_eq!(cache.len, 4);
+}
+
+/// Records the partial sums a part hands to each all-reduce and answers with given full sums.
+struct Replay {
+    partials: Vec<Tensor>,
+    answers: Vec<Tensor>,
+}
+
+impl Reduce for Replay {
+    fn all_reduce(&mut self, partial: &Tensor) -> Tensor {
+        let i = self.partials.len();
+        self.partials.push(partial.copy());
+        self.answers.get(i).map_or_else(|| partial.shallow_clone(), Tensor::shallow_clone)
+    }
+    fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
+        part.shallow_clone()
+    }
+}
+
+#[test]
+fn partial_sums_of_two_head_and_width_shares_add_up_to_the_unsplit_model() {
+    // The unsplit model's "all-reduce" inputs are the full attention and MLP outputs. Each half,
+    // fed the correct full sums, must hand over partials that add up to them, at every layer.
+    let dir = tempfile::tempdir().unwrap();
+    let half = |heads: Span, ffn: Span| {
+        move |d: &Dims| PartShare {
+            heads,
+            ffn,
+            vocab: None,
+            ..PartShare::whole(d)
+        }
+    };
+    let whole = small_part(&dir.path().join("w"), |d| PartShare {
+        vocab: None,
+        ..PartShare::whole(d)
+    });
+    let parts = [
+        small_part(&dir.path().join("a"), half(Span::new(0, 1), Span::new(0, 100))),
+        small_part(&dir.path().join("b"), half(Span::new(1, 4), Span::new(100, 256))),
+    ];
+    let x = whole.embed(&[7, 3, 9, 1], 0).unwrap();
+    let mut full = Replay {
+        partials: Vec::new(),
+        answers: Vec::new(),
+    };
+    let _ = whole.forward(x.shallow_clone(), &mut whole.new_cache(8), &mut full);
+    assert_eq!(full.partials.len(), 2 * 2);
+    let mut sums: Vec<Tensor> = full.partials.iter().map(Tensor::zeros_like).collect();
+    for p in &parts {
+        let mut r = Replay {
+            partials: Vec::new(),
+            answers: full.partials.iter().map(Tensor::shallow_clone).collect(),
+        };
+        let _ = p.forward(x.shallow_clone(), &mut p.new_cache(8), &mut r);
+        for (s, part) in sums.iter_mut().zip(&r.partials) {
+            *s += part;
+        }
+    }
+    for (i, (s, w)) in sums.iter().zip(&full.partials).enumerate() {
+        let diff = f64::try_from((s - w).abs().max()).unwrap();
+        let scale = f64::try_from(w.abs().max()).unwrap();
+        assert!(
+            diff <= 1e-5 * scale.max(1.0),
+            "reduction {i}: split partials differ from the whole by {diff}"
+        );
+    }
+}
+
+#[test]
+fn seeded_checkpoints_are_deterministic_in_hugging_face_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config(&dir.path().join("m"));
+    for (sub, seed) in [("a", 1), ("b", 1), ("c", 2)] {
+        init::write_checkpoint(&cfg, seed, &dir.path().join(sub)).unwrap();
+    }
+    let bytes = |s: &str| std::fs::read(dir.path().join(s).join("model.safetensors")).unwrap();
+    assert_eq!(bytes("a"), bytes("b"), "same seed, same bytes");
+    assert_ne!(bytes("a"), bytes("c"), "another seed, other bytes");
+    let ck = Checkpoint::open(&dir.path().join("a")).unwrap();
+    for name in [
+        "wte.weight",
+        "wpe.weight",
+        "h.1.attn.c_attn.weight",
+        "h.1.mlp.c_proj.weight",
+        "ln_f.bias",
+    ] {
+        assert!(ck.has(name), "{name}");
+    }
+    assert_eq!(
+        ck.shape("h.0.attn.c_attn.weight").unwrap(),
+        vec![64, 192],
+        "Conv1D weights are stored [in, out]"
+    );
+    assert_eq!(ck.shape("lm_head.weight").unwrap(), vec![501, 64]);
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("a/config.json")).unwrap()).unwrap();
+    assert_eq!(config["tie_word_embeddings"], false);
+    assert_eq!(config["n_embd"], 64);
+}
+
+#[test]
+fn greedy_decoding_of_the_seeded_model_varies_and_exactness_sees_a_changed_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let part = small_part(dir.path(), PartShare::whole);
+    let gen = greedy(&part, &[3, 1, 4, 1, 5, 9, 2, 6], 8).unwrap();
+    assert!(
+        gen.tokens.iter().collect::<std::collections::BTreeSet<_>>().len() > 2,
+        "{:?}",
+        gen.tokens
+    );
+    let mut same = Exactness::default();
+    for i in 0..8 {
+        same.observe(&gen, i, gen.row(i));
+    }
+    assert!(same.tokens_equal && same.max_logit_diff == 0.0 && same.steps_compared == 8);
+    let mut changed = Exactness::default();
+    let mut other: Generation = gen.clone();
+    let row = other.row(2).to_vec();
+    let runner_up = (0..row.len())
+        .filter(|&j| j as u32 != gen.tokens[2])
+        .max_by(|&i, &j| row[i].total_cmp(&row[j]))
+        .unwrap();
+    other.logits[2 * gen.vocab + runner_up] += 2.0 * (row[gen.tokens[2] as usize] - row[runner_up]) + 1.0;
+    for i in 0..8 {
+        changed.observe(&gen, i, other.row(i));
+    }
+    assert!(!changed.tokens_equal);
+    assert_eq!(changed.first_difference, Some(2));
+    assert_eq!(changed.steps_compared, 3, "steps after a changed token are not compared");
+}
