@@ -19,6 +19,7 @@ pub fn run(paths: &[PathBuf], force: bool, no_report: bool) -> anyhow::Result<i3
     std::fs::create_dir_all(&dir)?;
     eprintln!("parlab: probing the machine (gates)");
     let gates = Gates::probe_machine();
+    crate::gates::save(&gates, &dir)?;
     let total = runs.len();
     let mut failed = 0;
     let progress = crate::launch::progress::Progress::new(total as u64);
@@ -55,6 +56,13 @@ fn run_one(plan: &RunPlan, gates: &Gates, dir: &Path, force: bool) -> anyhow::Re
     if !unmet.is_empty() {
         record.status = Status::NotRun;
         record.reason = Some(unmet.join("; "));
+    } else if needs_gpu(plan) {
+        record.status = Status::NotRun;
+        record.reason = Some(
+            "the machine meets the GPU requirements, but this version has no GPU or NCCL workload: its ranks run on CPUs over MPI, \
+             so measuring here would mislabel the result"
+                .into(),
+        );
     } else if plan.kind == Kind::Model {
         fill_modelled(&mut record, plan);
     } else if !crate::rank::implemented(plan.kind) {
@@ -66,6 +74,11 @@ fn run_one(plan: &RunPlan, gates: &Gates, dir: &Path, force: bool) -> anyhow::Re
     record.finished_at = manifest::now();
     record.write(dir)?;
     Ok(Outcome::Written(record.status))
+}
+
+/// Runs that ask for GPUs, NCCL or a host-device link need a GPU workload this version lacks.
+fn needs_gpu(plan: &RunPlan) -> bool {
+    plan.requires.gpus.is_some() || plan.requires.nccl || plan.requires.host_device_link
 }
 
 fn base_manifest(plan: &RunPlan, gates: &Gates, started_at: &str) -> Manifest {

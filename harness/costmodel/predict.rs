@@ -96,7 +96,7 @@ pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, String), (LinkFit,
         .into_iter()
         .filter_map(|(key, rows)| {
             let run = rows[0].run_id.clone();
-            let points: Vec<(u64, f64)> = rows.iter().map(|r| (r.size_bytes, r.median_s)).collect();
+            let points: Vec<(u64, f64)> = rows.iter().filter(|r| r.run_id == run).map(|r| (r.size_bytes, r.median_s)).collect();
             fit_collective(key.0, 2, &points, fit_max_of(manifests, &run)).map(|f| (key, (f, run)))
         })
         .collect()
@@ -111,6 +111,7 @@ pub fn collectives_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictErr
         "link" => measured.iter().map(|r| r.link.as_str()).collect::<Vec<_>>(),
         "world" => measured.iter().map(|r| r.world).collect::<Vec<_>>(),
         "size_bytes" => measured.iter().map(|r| r.size_bytes).collect::<Vec<_>>(),
+        "run" => measured.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
         "measured_s" => measured.iter().map(|r| r.median_s).collect::<Vec<_>>(),
     )?;
     let predicted: Vec<(&MeasuredCollective, f64, bool)> = measured
@@ -126,15 +127,16 @@ pub fn collectives_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictErr
         "link" => predicted.iter().map(|(r, _, _)| r.link.as_str()).collect::<Vec<_>>(),
         "world" => predicted.iter().map(|(r, _, _)| r.world).collect::<Vec<_>>(),
         "size_bytes" => predicted.iter().map(|(r, _, _)| r.size_bytes).collect::<Vec<_>>(),
+        "run" => predicted.iter().map(|(r, _, _)| r.run_id.as_str()).collect::<Vec<_>>(),
         "predicted_s" => predicted.iter().map(|(_, t, _)| *t).collect::<Vec<_>>(),
         "in_fit" => predicted.iter().map(|(_, _, f)| *f).collect::<Vec<_>>(),
     )?;
-    let keys = [col("op"), col("link"), col("world"), col("size_bytes")];
+    let keys = [col("op"), col("link"), col("world"), col("size_bytes"), col("run")];
     let joined = m
         .lazy()
         .join(p.lazy(), keys.clone(), keys, JoinArgs::new(JoinType::Inner))
         .with_column(((col("predicted_s") - col("measured_s")) / col("measured_s")).alias("error"))
-        .sort(["op", "link", "world", "size_bytes"], SortMultipleOptions::default())
+        .sort(["op", "link", "world", "size_bytes", "run"], SortMultipleOptions::default().with_maintain_order(true))
         .collect()?;
     Ok(joined)
 }
@@ -283,7 +285,7 @@ pub fn decode_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictError> {
             ((col("predicted_step_s") - col("measured_step_s")) / col("measured_step_s")).alias("step_error"),
             ((col("predicted_comm_s") - col("measured_comm_s")) / col("measured_comm_s")).alias("comm_error"),
         ])
-        .sort(["model", "strategy", "world"], SortMultipleOptions::default())
+        .sort(["model", "strategy", "world", "run"], SortMultipleOptions::default().with_maintain_order(true))
         .collect()?;
     Ok(out)
 }
