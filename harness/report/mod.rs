@@ -1,19 +1,311 @@
 //! The evidence register: MEASURED, MODELLED and NOT_RUN from manifests.
+//!
+//! `render` is a pure function of the manifests, the saved gates and the templates
+//! (no clock, stable ordering, fixed number formats), so the same inputs give a
+//! byte-identical register; `render_all` writes it with its figures and CSV tables.
 
+pub mod caveats;
+pub mod csv;
+pub mod facts;
+pub mod figures;
+pub mod fmt;
+pub mod header;
+pub mod measured;
+pub mod modelled;
+pub mod status;
+pub mod synth;
+pub mod templates;
+
+use crate::gates::Gates;
+use crate::manifest::{Manifest, Skipped};
+use crate::table::Table;
+use figures::Figure;
+use serde::Serialize;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Renders `out/evidence.md` from `manifests`; returns its path.
+/// Why the register could not be rendered or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A template failed to parse or render.
+    #[error("register template ({dir}): {message}")]
+    Template {
+        /// The template folder tried first.
+        dir: PathBuf,
+        /// tera's message with its causes.
+        message: String,
+    },
+    /// An output file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file or folder.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// A group of measured tables and figures (collectives, membw, decode, dispatch).
+#[derive(Debug, Clone)]
+pub struct Family {
+    /// Heading.
+    pub title: String,
+    /// What the tables show and how the figures were computed.
+    pub intro: String,
+    /// Its tables.
+    pub tables: Vec<Table>,
+    /// Its figures.
+    pub figures: Vec<Figure>,
+}
+
+impl Family {
+    /// A family without figures.
+    pub fn new(title: &str, intro: &str, tables: Vec<Table>) -> Family {
+        Family {
+            title: title.into(),
+            intro: intro.into(),
+            tables,
+            figures: Vec::new(),
+        }
+    }
+}
+
+/// The rendered register: markdown, CSV files and figures, each with its path relative to the output folder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// `evidence.md`.
+    pub markdown: String,
+    /// (`tables/<id>.csv`, CSV text).
+    pub tables: Vec<(String, String)>,
+    /// The figures.
+    pub figures: Vec<Figure>,
+}
+
+/// Renders `out/evidence.md` from `manifests`, with `out/figures/*.svg` and `out/tables/*.csv`; returns its path.
 pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
     let (list, skipped) = crate::manifest::read_all(manifests);
     for s in &skipped {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
-    std::fs::create_dir_all(out)?;
-    let path = out.join("evidence.md");
-    let mut text = String::from("# Evidence register\n\n");
-    for m in &list {
-        text.push_str(&format!("- {} {} {:?}\n", m.experiment, &m.run_id[..12], m.status));
+    let gates = crate::gates::load(manifests);
+    if let Err(e) = &gates {
+        eprintln!("warning: {e}");
     }
-    crate::manifest::write_atomic(&path, text.as_bytes())?;
+    let rendered = render(&list, &skipped, gates, Path::new(templates::DIR))?;
+    Ok(write(&rendered, out)?)
+}
+
+/// Renders the register from already-read manifests (pure: no clock, no file writes).
+pub fn render(
+    list: &[Manifest],
+    skipped: &[Skipped],
+    gates: Result<Option<Gates>, String>,
+    template_dir: &Path,
+) -> Result<Rendered, ReportError> {
+    let facts = facts::Facts::read(list);
+    let mut families = measured::families(&facts);
+    attach_figures(&mut families, &facts);
+    let modelled = modelled::modelled(list, &facts.fits);
+    let mut ids = Ids::default();
+    let mut csvs = Vec::new();
+    let mut view = |t: &Table| ids.view(t, &mut csvs);
+    let measured: Vec<FamilyView> = families
+        .iter()
+        .map(|f| FamilyView {
+            title: f.title.clone(),
+            intro: f.intro.clone(),
+            tables: f.tables.iter().map(&mut view).collect(),
+            figures: f
+                .figures
+                .iter()
+                .map(|g| FigureView {
+                    file: g.file.clone(),
+                    alt: g.alt.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    let failed = status::failed(list).map(|t| view(&t));
+    let modelled_view = ModelledView {
+        inputs: modelled.inputs.clone(),
+        tables: modelled.tables.iter().map(&mut view).collect(),
+        predicted: modelled.predicted.iter().map(&mut view).collect(),
+    };
+    let not_run = status::not_run(list).map(|t| view(&t));
+    let register = RegisterView {
+        header: header::header(list, skipped),
+        machine: header::machine(gates, list),
+        measured,
+        failed,
+        modelled: modelled_view,
+        not_run,
+        caveats: caveats::caveats(list, &facts),
+    };
+    let markdown = render_markdown(&register, template_dir)?;
+    let figures = families.into_iter().flat_map(|f| f.figures).collect();
+    Ok(Rendered {
+        markdown,
+        tables: csvs,
+        figures,
+    })
+}
+
+fn attach_figures(families: &mut [Family], facts: &facts::Facts) {
+    for f in families.iter_mut() {
+        match f.title.as_str() {
+            "Collectives" => f.figures = figures::collectives(&facts.collectives, &facts.fits),
+            "Decode" => f.figures = figures::decode(&facts.decode),
+            _ => {}
+        }
+    }
+}
+
+fn render_markdown(register: &RegisterView, dir: &Path) -> Result<String, ReportError> {
+    let err = |e: tera::Error| ReportError::Template {
+        dir: dir.to_path_buf(),
+        message: templates::describe(&e),
+    };
+    let engine = templates::engine(dir).map_err(err)?;
+    let context = tera::Context::from_serialize(register).map_err(err)?;
+    engine.render(templates::MAIN, &context).map_err(err)
+}
+
+/// Unique table ids (a repeated id gets `-2`, `-3`, ...), and the CSV of each table viewed.
+#[derive(Default)]
+struct Ids {
+    used: BTreeSet<String>,
+}
+
+impl Ids {
+    fn view(&mut self, t: &Table, csvs: &mut Vec<(String, String)>) -> TableView {
+        let base = if t.id.is_empty() {
+            "table".to_string()
+        } else {
+            fmt::slug(&t.id)
+        };
+        let mut id = base.clone();
+        let mut n = 1;
+        while !self.used.insert(id.clone()) {
+            n += 1;
+            id = format!("{base}-{n}");
+        }
+        let csv = format!("tables/{id}.csv");
+        csvs.push((csv.clone(), csv::to_csv(t)));
+        let t = status::escaped(t);
+        TableView {
+            id,
+            title: t.title,
+            caption: t.caption,
+            columns: t.columns,
+            rows: t.rows,
+            provenance: t.provenance,
+            csv,
+        }
+    }
+}
+
+/// Writes the register, figures and tables under `out`, replacing earlier figures and tables.
+pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
+    let werr = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReportError::Write { path, source }
+    };
+    for (sub, ext) in [("figures", "svg"), ("tables", "csv")] {
+        let dir = out.join(sub);
+        std::fs::create_dir_all(&dir).map_err(werr(&dir))?;
+        clear(&dir, ext).map_err(werr(&dir))?;
+    }
+    for (file, text) in &r.tables {
+        let path = out.join(file);
+        std::fs::write(&path, text).map_err(werr(&path))?;
+    }
+    for f in &r.figures {
+        let path = out.join(&f.file);
+        std::fs::write(&path, &f.svg).map_err(werr(&path))?;
+    }
+    let path = out.join("evidence.md");
+    crate::manifest::write_atomic(&path, r.markdown.as_bytes()).map_err(werr(&path))?;
     Ok(path)
+}
+
+/// Removes the files with extension `ext` an earlier render left in `dir`.
+fn clear(dir: &Path, ext: &str) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let p = entry.path();
+        if p.is_file() && p.extension().is_some_and(|x| x == ext) {
+            std::fs::remove_file(&p)?;
+        }
+    }
+    Ok(())
+}
+
+/// A table as the templates see it: cells escaped, with its CSV path.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableView {
+    /// Unique id.
+    pub id: String,
+    /// Heading.
+    pub title: String,
+    /// Caption.
+    pub caption: String,
+    /// Columns.
+    pub columns: Vec<String>,
+    /// Rows of escaped cells.
+    pub rows: Vec<Vec<String>>,
+    /// Provenance lines.
+    pub provenance: Vec<String>,
+    /// `tables/<id>.csv`.
+    pub csv: String,
+}
+
+/// A figure reference.
+#[derive(Debug, Clone, Serialize)]
+pub struct FigureView {
+    /// `figures/<name>.svg`.
+    pub file: String,
+    /// Alt text.
+    pub alt: String,
+}
+
+/// A measured family as the templates see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FamilyView {
+    /// Heading.
+    pub title: String,
+    /// Introduction.
+    pub intro: String,
+    /// Tables.
+    pub tables: Vec<TableView>,
+    /// Figures.
+    pub figures: Vec<FigureView>,
+}
+
+/// MODELLED as the templates see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelledView {
+    /// Inputs of each model run.
+    pub inputs: Vec<String>,
+    /// The cost model's tables.
+    pub tables: Vec<TableView>,
+    /// Predicted against measured.
+    pub predicted: Vec<TableView>,
+}
+
+/// Everything the main template prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegisterView {
+    /// Header.
+    pub header: header::Header,
+    /// What this machine can do.
+    pub machine: header::MachineSection,
+    /// MEASURED families.
+    pub measured: Vec<FamilyView>,
+    /// Failed runs.
+    pub failed: Option<TableView>,
+    /// MODELLED.
+    pub modelled: ModelledView,
+    /// NOT_RUN.
+    pub not_run: Option<TableView>,
+    /// What the numbers do not show.
+    pub caveats: Vec<String>,
 }

@@ -1,0 +1,261 @@
+//! "What the numbers do not show": limits generated from the manifests' facts.
+
+use super::facts::Facts;
+use crate::manifest::{Manifest, Status};
+use crate::spec::plan::Workload;
+use crate::spec::schema::Dtype;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The caveats, one sentence or short paragraph each, in a fixed order.
+pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
+    let launched: Vec<&Manifest> = list
+        .iter()
+        .filter(|m| m.launch.is_some() || (m.kind != "model" && m.status == Status::Ok))
+        .collect();
+    let mut out = Vec::new();
+    out.extend(oversubscribed(&launched));
+    out.extend(shared_memory(&launched));
+    out.extend(links(&launched));
+    out.extend(exactness(list, facts));
+    out.extend(fit_errors(facts));
+    out.extend(noise(facts));
+    out.extend(failed(list));
+    out.extend(not_run(list));
+    if list
+        .iter()
+        .any(|m| m.kind == "model" && m.status == Status::Ok)
+    {
+        out.push("MODELLED tables are arithmetic from the cost model's inputs (shapes, device and link constants, some of them assumed; see each table's provenance), not measurements.".into());
+    }
+    if !facts.unreadable.is_empty() {
+        out.push(format!(
+            "{} runs ended ok but carried no summary the register can read: {}.",
+            facts.unreadable.len(),
+            facts.unreadable.join(", ")
+        ));
+    }
+    out.extend(other_caveats(&launched));
+    if out.is_empty() {
+        out.push("No launched run recorded a caveat.".into());
+    }
+    out
+}
+
+fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
+    let over: Vec<&&Manifest> = launched
+        .iter()
+        .filter(|m| {
+            m.launch.as_ref().is_some_and(|l| l.oversubscribed)
+                || m.caveats.iter().any(|c| c.starts_with("oversubscribed"))
+        })
+        .collect();
+    let first = over.first()?;
+    let worst = over
+        .iter()
+        .map(|m| m.layout.world * m.plan.threads_per_rank)
+        .max()
+        .unwrap_or(0);
+    let cores = first
+        .machine
+        .get("cores")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    Some(format!(
+        "{} of {} launched runs were oversubscribed (up to {worst} ranks × threads on {cores} cores): their times include the operating system time-slicing ranks, not only their work.",
+        over.len(),
+        launched.len()
+    ))
+}
+
+fn shared_memory(launched: &[&Manifest]) -> Option<String> {
+    let multi = launched.iter().filter(|m| m.layout.world > 1).count();
+    (multi > 0).then(|| format!(
+        "No device was split. The {multi} multi-rank runs are processes on one machine sharing one memory system: they show whether a split is exact and what its communication costs here, not the speed-up of devices that each bring their own memory bandwidth."
+    ))
+}
+
+fn links(launched: &[&Manifest]) -> Option<String> {
+    let links: BTreeSet<&str> = launched
+        .iter()
+        .filter(|m| m.layout.world > 1)
+        .map(|m| m.plan.link.as_str())
+        .collect();
+    if links.is_empty() {
+        return None;
+    }
+    let words: Vec<String> = links
+        .iter()
+        .map(|l| match *l {
+            "mpi-shm" => {
+                "`mpi-shm` (Open MPI's shared-memory transport inside one machine)".to_string()
+            }
+            "mpi-tcp" => "`mpi-tcp` (TCP over loopback)".to_string(),
+            other => format!("`{other}`"),
+        })
+        .collect();
+    let gpu_measured = launched.iter().any(|m| {
+        m.status == Status::Ok
+            && (m.plan.requires.nccl || m.plan.requires.gpus.is_some_and(|g| g > 0))
+    });
+    let tail = if gpu_measured {
+        ""
+    } else {
+        " NCCL, NVLink, InfiniBand and PCIe between devices were not measured."
+    };
+    Some(format!(
+        "The links measured were {}: loopback, not an interconnect.{tail}",
+        words.join(" and ")
+    ))
+}
+
+fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
+    let models: BTreeSet<&str> = facts
+        .decode
+        .iter()
+        .map(|r| r.model.as_str())
+        .filter(|m| !m.is_empty())
+        .collect();
+    let dtypes: BTreeSet<&str> = facts
+        .decode
+        .iter()
+        .map(|r| r.dtype.as_str())
+        .filter(|d| !d.is_empty())
+        .collect();
+    let mut modelled: BTreeSet<String> = BTreeSet::new();
+    for m in list.iter().filter(|m| m.kind == "model") {
+        if let Workload::Model { models: names, .. } = &m.plan.workload {
+            modelled.extend(
+                names
+                    .iter()
+                    .filter(|n| !models.contains(n.as_str()))
+                    .cloned(),
+            );
+        }
+    }
+    let not_dtypes: Vec<&str> = [Dtype::Float32, Dtype::Float16, Dtype::Bfloat16]
+        .iter()
+        .map(|d| d.name())
+        .filter(|d| !dtypes.contains(d))
+        .collect();
+    if models.is_empty() {
+        return Some("No decode run was measured: exactness of a split (tokens equal, logit differences) is not shown for any model.".into());
+    }
+    let changed: Vec<String> = facts
+        .decode
+        .iter()
+        .filter(|r| r.tokens_equal == Some(false))
+        .map(|r| format!("{} world {} ({})", r.strategy, r.world, r.run))
+        .collect();
+    let mut s = String::new();
+    if !changed.is_empty() {
+        s.push_str(&format!(
+            "{} decode layouts changed the answer (tokens differ from the unsplit reference): {}. ",
+            changed.len(),
+            changed.join(", ")
+        ));
+    }
+    s += &format!(
+        "Exactness was checked for {} in {} with greedy decoding only; the claim is about these prompts and this precision.",
+        models.iter().cloned().collect::<Vec<_>>().join(", "),
+        dtypes.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    if !not_dtypes.is_empty() {
+        s.push_str(&format!(" Not run: {}.", not_dtypes.join(", ")));
+    }
+    if !modelled.is_empty() {
+        s.push_str(&format!(
+            " Modelled only, never run: {}.",
+            modelled.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Some(s)
+}
+
+fn fit_errors(facts: &Facts) -> Option<String> {
+    let worst = facts
+        .fits
+        .iter()
+        .flat_map(|f| f.heldout.iter().map(move |h| (h.3.abs(), f, h.0)))
+        .filter(|(e, _, _)| e.is_finite())
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let (err, f, size) = worst;
+    (err > 0.25).then(|| format!(
+        "The α-β model is validated only where it was fitted: at held-out sizes it missed by up to {:.0}% ({} over {} ranks on {}, {}).",
+        err * 100.0,
+        f.op,
+        f.world,
+        f.link,
+        crate::units::format_bytes(size as f64)
+    ))
+}
+
+fn noise(facts: &Facts) -> Option<String> {
+    let reps: BTreeSet<u32> = facts.decode.iter().map(|r| r.repetitions).collect();
+    let (lo, hi) = (reps.first()?, reps.last()?);
+    let span = if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo} to {hi}")
+    };
+    Some(format!("Noise: decode figures rest on {span} repetitions per layout on a machine that may run other work; rows whose min – max ranges overlap are not separated by these measurements."))
+}
+
+fn failed(list: &[Manifest]) -> Option<String> {
+    let failed: Vec<&Manifest> = list.iter().filter(|m| m.status == Status::Failed).collect();
+    (!failed.is_empty()).then(|| {
+        let names: BTreeSet<&str> = failed.iter().map(|m| m.experiment.as_str()).collect();
+        format!(
+            "{} failed ({}); their figures are missing from MEASURED and their reasons are listed under Failed runs.",
+            plural(failed.len(), "run", "runs"),
+            names.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+fn not_run(list: &[Manifest]) -> Option<String> {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for m in list.iter().filter(|m| m.status == Status::NotRun) {
+        *by.entry(super::status::requires_text(&m.plan.requires))
+            .or_default() += 1;
+    }
+    if by.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(r, n)| {
+            if r == "–" {
+                format!("{n} not implemented or otherwise skipped")
+            } else {
+                format!("{n} needing {r}")
+            }
+        })
+        .collect();
+    Some(format!(
+        "Not measured at all: {} (NOT_RUN, each with the probe that decided it).",
+        parts.join("; ")
+    ))
+}
+
+fn other_caveats(launched: &[&Manifest]) -> Vec<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in launched {
+        for c in &m.caveats {
+            let known = c.starts_with("oversubscribed")
+                || c.starts_with("one shared memory system")
+                || c.starts_with("loopback TCP");
+            if !known {
+                *counts.entry(c.as_str()).or_default() += 1;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(c, n)| format!("{c} ({n} runs)."))
+        .collect()
+}
+
+/// `1 run`, `2 runs`.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

@@ -1,0 +1,410 @@
+//! Figures as hand-written SVG: collective latency against message size (log-log,
+//! one series per world size, with the fitted α-β line), and decode step time per
+//! world size split into compute and communication (stacked bars).
+
+use super::facts::{CollRow, DecodeRow, Fit};
+use super::fmt::slug;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One figure: its file (relative to the register), a caption, and the SVG text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// Path relative to the register, `figures/<name>.svg`.
+    pub file: String,
+    /// What it shows.
+    pub alt: String,
+    /// The SVG document.
+    pub svg: String,
+}
+
+const W: f64 = 680.0;
+const H: f64 = 420.0;
+const LEFT: f64 = 80.0;
+const RIGHT: f64 = 150.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 60.0;
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn open(title: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+        LEFT + (W - LEFT - RIGHT) / 2.0,
+        esc(title)
+    );
+    s
+}
+
+/// A log10 axis over whole decades covering `[lo, hi]`.
+struct LogAxis {
+    lo: i32,
+    hi: i32,
+}
+
+impl LogAxis {
+    fn new(min: f64, max: f64) -> LogAxis {
+        let lo = min.max(1e-300).log10().floor() as i32;
+        let hi = (max.max(1e-300).log10().ceil() as i32).max(lo + 1);
+        LogAxis { lo, hi }
+    }
+
+    fn frac(&self, v: f64) -> f64 {
+        (v.max(1e-300).log10() - self.lo as f64) / (self.hi - self.lo) as f64
+    }
+}
+
+fn decade_bytes(k: i32) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let i = (k.max(0) / 3) as usize;
+    if i >= UNITS.len() {
+        return format!("1e{k} B");
+    }
+    format!("{} {}", 10u64.pow((k.max(0) % 3) as u32), UNITS[i])
+}
+
+fn decade_seconds(k: i32) -> String {
+    const UNITS: [&str; 4] = ["ns", "µs", "ms", "s"];
+    let i = (k + 9).div_euclid(3);
+    if !(0..4).contains(&i) {
+        return format!("1e{k} s");
+    }
+    format!(
+        "{} {}",
+        10u64.pow((k + 9).rem_euclid(3) as u32),
+        UNITS[i as usize]
+    )
+}
+
+/// Latency against message size, one figure per (experiment, op, link).
+pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
+    let mut groups: BTreeMap<(String, usize, String, String), BTreeMap<u32, Vec<(u64, f64)>>> =
+        BTreeMap::new();
+    for r in rows.iter().filter(|r| r.size > 0 && r.time.median > 0.0) {
+        let key = (
+            r.experiment.clone(),
+            super::facts::op_order(&r.op),
+            r.op.clone(),
+            r.link.clone(),
+        );
+        groups
+            .entry(key)
+            .or_default()
+            .entry(r.world)
+            .or_default()
+            .push((r.size, r.time.median));
+    }
+    groups
+        .into_iter()
+        .map(|((experiment, _, op, link), mut series)| {
+            for pts in series.values_mut() {
+                pts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            }
+            let lines: BTreeMap<u32, &Fit> = fits.iter().filter(|f| f.experiment == experiment && f.op == op && f.link == link).map(|f| (f.world, f)).collect();
+            let svg = latency_svg(&format!("{op} on {link} ({experiment})"), &series, &lines);
+            let with_fit = if lines.keys().any(|w| series.contains_key(w)) { ", with the fitted α-β line" } else { "" };
+            Figure {
+                file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(&op), slug(&link)),
+                alt: format!("{op} latency against message size on {link}, per world size{with_fit} (experiment {experiment})"),
+                svg,
+            }
+        })
+        .collect()
+}
+
+fn fit_points(fit: &Fit, lo: u64, hi: u64) -> Vec<(f64, f64)> {
+    let (a, b) = ((lo.max(1) as f64).ln(), (hi.max(1) as f64).ln());
+    (0..=24)
+        .map(|i| (a + (b - a) * i as f64 / 24.0).exp())
+        .map(|x| (x, fit.predict(x)))
+        .collect()
+}
+
+fn latency_svg(
+    title: &str,
+    series: &BTreeMap<u32, Vec<(u64, f64)>>,
+    fits: &BTreeMap<u32, &Fit>,
+) -> String {
+    let sizes = series.values().flatten().map(|p| p.0);
+    let (xmin, xmax) = (sizes.clone().min().unwrap_or(1), sizes.max().unwrap_or(1));
+    let mut ys: Vec<f64> = series.values().flatten().map(|p| p.1).collect();
+    for (w, f) in fits {
+        if series.contains_key(w) {
+            ys.extend(
+                fit_points(f, xmin, xmax)
+                    .into_iter()
+                    .map(|p| p.1)
+                    .filter(|y| *y > 0.0),
+            );
+        }
+    }
+    let xa = LogAxis::new(xmin as f64, xmax as f64);
+    let ya = LogAxis::new(
+        ys.iter().cloned().fold(f64::INFINITY, f64::min),
+        ys.iter().cloned().fold(0.0, f64::max),
+    );
+    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+    let px = |v: f64| LEFT + xa.frac(v) * pw;
+    let py = |v: f64| TOP + ph - ya.frac(v) * ph;
+    let mut s = open(title);
+    for k in xa.lo..=xa.hi {
+        let x = LEFT + (k - xa.lo) as f64 / (xa.hi - xa.lo) as f64 * pw;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{x:.1}" y1="{TOP:.1}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            TOP + ph,
+            TOP + ph + 16.0,
+            decade_bytes(k)
+        );
+    }
+    for k in ya.lo..=ya.hi {
+        let y = TOP + ph - (k - ya.lo) as f64 / (ya.hi - ya.lo) as f64 * ph;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + pw,
+            LEFT - 6.0,
+            y + 4.0,
+            decade_seconds(k)
+        );
+    }
+    axes(
+        &mut s,
+        "message size (bytes, log)",
+        "time per iteration (median, log)",
+    );
+    for (i, (world, pts)) in series.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let path: Vec<String> = pts
+            .iter()
+            .map(|(x, y)| format!("{:.1},{:.1}", px(*x as f64), py(*y)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#,
+            path.join(" ")
+        );
+        for (x, y) in pts {
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"#,
+                px(*x as f64),
+                py(*y)
+            );
+        }
+        let ly = TOP + 10.0 + i as f64 * 36.0;
+        let _ = writeln!(
+            s,
+            r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{c}" stroke-width="2"/><text x="{:.1}" y="{:.1}">world {world}</text>"#,
+            W - RIGHT + 12.0,
+            W - RIGHT + 32.0,
+            W - RIGHT + 38.0,
+            ly + 4.0
+        );
+        if let Some(f) = fits.get(world) {
+            let line: Vec<String> = fit_points(f, xmin, xmax)
+                .iter()
+                .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+                .collect();
+            let _ = writeln!(
+                s,
+                r#"<polyline fill="none" stroke="{c}" stroke-width="1" stroke-dasharray="5,3" points="{}"/>"#,
+                line.join(" ")
+            );
+            let _ = writeln!(
+                s,
+                r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{c}" stroke-dasharray="5,3"/><text x="{:.1}" y="{:.1}">fit α+n/β</text>"#,
+                W - RIGHT + 12.0,
+                ly + 18.0,
+                W - RIGHT + 32.0,
+                ly + 18.0,
+                W - RIGHT + 38.0,
+                ly + 22.0
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn axes(s: &mut String, xlabel: &str, ylabel: &str) {
+    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+    let _ = writeln!(
+        s,
+        r#"<rect x="{LEFT:.1}" y="{TOP:.1}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="black"/>"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        LEFT + pw / 2.0,
+        H - 18.0,
+        esc(xlabel)
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="18" y="{:.1}" text-anchor="middle" transform="rotate(-90 18 {:.1})">{}</text>"#,
+        TOP + ph / 2.0,
+        TOP + ph / 2.0,
+        esc(ylabel)
+    );
+}
+
+/// Decode step time per layout split into compute and communication, one figure per (experiment, strategy, link).
+pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
+    let mut groups: BTreeMap<(String, String, String), Vec<&DecodeRow>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry((r.experiment.clone(), r.strategy.clone(), r.link.clone()))
+            .or_default()
+            .push(r);
+    }
+    groups
+        .into_iter()
+        .map(|((experiment, strategy, link), mut bars)| {
+            bars.sort_by(|a, b| (a.world, &a.head, a.sequences, &a.run).cmp(&(b.world, &b.head, b.sequences, &b.run)));
+            Figure {
+                file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(&strategy), slug(&link)),
+                alt: format!("decode step time per world size, compute and communication stacked ({strategy}, {link}, experiment {experiment})"),
+                svg: bars_svg(&format!("decode step: {strategy} on {link} ({experiment})"), &bars),
+            }
+        })
+        .collect()
+}
+
+fn nice_step(max: f64) -> f64 {
+    let raw = max / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| raw <= *s)
+        .unwrap_or(10.0 * mag)
+}
+
+fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
+    let part = |s: Option<super::facts::Stat>| s.map_or(0.0, |s| s.median.max(0.0));
+    let top = bars
+        .iter()
+        .map(|b| (part(b.compute) + part(b.comm)).max(b.step.median))
+        .fold(0.0, f64::max)
+        .max(1e-9);
+    let step = nice_step(top);
+    let ymax = (top / step).ceil() * step;
+    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+    let py = |v: f64| TOP + ph - v / ymax * ph;
+    let mut s = open(title);
+    let ticks = (ymax / step).round() as i64;
+    for i in 0..=ticks {
+        let v = i as f64 * step;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            py(v),
+            LEFT + pw,
+            py(v),
+            LEFT - 6.0,
+            py(v) + 4.0,
+            if i == 0 {
+                "0".to_string()
+            } else {
+                crate::units::format_seconds(v)
+            }
+        );
+    }
+    axes(&mut s, "ranks (world size)", "decode step (median)");
+    let slot = pw / bars.len().max(1) as f64;
+    let width = (slot * 0.6).min(60.0);
+    let many_per_world = bars.windows(2).any(|w| w[0].world == w[1].world);
+    for (i, b) in bars.iter().enumerate() {
+        let x = LEFT + slot * (i as f64 + 0.5) - width / 2.0;
+        let (compute, comm) = (part(b.compute), part(b.comm));
+        let _ = writeln!(
+            s,
+            r##"<rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="#1f77b4"/>"##,
+            py(compute),
+            ph * compute / ymax
+        );
+        let _ = writeln!(
+            s,
+            r##"<rect x="{x:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="#ff7f0e"/>"##,
+            py(compute + comm),
+            ph * comm / ymax
+        );
+        let _ = writeln!(
+            s,
+            r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black" stroke-width="2"/>"#,
+            x - 4.0,
+            py(b.step.median),
+            x + width + 4.0,
+            py(b.step.median)
+        );
+        let label = if many_per_world {
+            format!("{} ({}, {} seq)", b.world, b.head, b.sequences)
+        } else {
+            b.world.to_string()
+        };
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x + width / 2.0,
+            TOP + ph + 16.0,
+            esc(&label)
+        );
+    }
+    let lx = W - RIGHT + 12.0;
+    let _ = writeln!(
+        s,
+        r##"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="#1f77b4"/><text x="{:.1}" y="{:.1}">compute</text>"##,
+        TOP + 4.0,
+        lx + 20.0,
+        TOP + 13.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="#ff7f0e"/><text x="{:.1}" y="{:.1}">communication</text>"##,
+        TOP + 24.0,
+        lx + 20.0,
+        TOP + 33.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="black" stroke-width="2"/><text x="{:.1}" y="{:.1}">step median</text>"#,
+        TOP + 49.0,
+        lx + 14.0,
+        TOP + 49.0,
+        lx + 20.0,
+        TOP + 53.0
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decade_labels() {
+        assert_eq!(decade_bytes(0), "1 B");
+        assert_eq!(decade_bytes(4), "10 kB");
+        assert_eq!(decade_seconds(-6), "1 µs");
+        assert_eq!(decade_seconds(-4), "100 µs");
+        assert_eq!(decade_seconds(0), "1 s");
+        assert_eq!(nice_step(0.023), 0.005);
+    }
+}

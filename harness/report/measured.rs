@@ -1,0 +1,312 @@
+//! MEASURED: one table per experiment family from the ok manifests' summaries.
+
+use super::facts::{CollRow, DecodeRow, DispatchRow, Facts, Fit, MembwRow};
+use super::fmt;
+use super::Family;
+use crate::table::Table;
+use std::collections::BTreeMap;
+
+/// The measured families, in a fixed order; empty families are left out.
+pub fn families(facts: &Facts) -> Vec<Family> {
+    let mut out = Vec::new();
+    if !facts.collectives.is_empty() || !facts.fits.is_empty() {
+        let mut tables = collectives(&facts.collectives);
+        tables.extend(fits(&facts.fits));
+        out.push(Family::new("Collectives", COLL_INTRO, tables));
+    }
+    if !facts.membw.is_empty() {
+        out.push(Family::new(
+            "Memory bandwidth",
+            MEMBW_INTRO,
+            membw(&facts.membw),
+        ));
+    }
+    if !facts.decode.is_empty() {
+        out.push(Family::new("Decode", DECODE_INTRO, decode(&facts.decode)));
+    }
+    if !facts.dispatch.is_empty() {
+        out.push(Family::new(
+            "Expert dispatch",
+            DISPATCH_INTRO,
+            dispatch(&facts.dispatch),
+        ));
+    }
+    out
+}
+
+const COLL_INTRO: &str = "Each collective timed alone. Time is per iteration of the slowest rank: median, min – max and p99 over the timed iterations. algbw = bytes / median time; busbw = algbw × the nccl-tests factor shown (all-reduce 2(p−1)/p; all-gather, reduce-scatter, all-to-all (p−1)/p; broadcast and ping-pong 1). `wrong` counts results that failed their check.";
+const MEMBW_INTRO: &str = "Every process streams its own buffer at the same time; aggregate is the sum over processes, per process is each one's share.";
+const DECODE_INTRO: &str = "Split decoding, one row per layout: step time median and min – max over the timed steps, the time inside collectives (comm) and outside them (compute), and the exactness verdict against the unsplit reference (tokens equal, largest logit difference, smallest top-2 margin). The figures stack the compute and communication medians; medians need not add up to the step median, drawn as a black line.";
+const DISPATCH_INTRO: &str = "The all-to-all that carries tokens to their experts and back, per number of tokens dispatched.";
+
+fn group<T: Clone, K: Ord>(rows: &[T], key: impl Fn(&T) -> K) -> BTreeMap<K, Vec<T>> {
+    let mut map: BTreeMap<K, Vec<T>> = BTreeMap::new();
+    for r in rows {
+        map.entry(key(r)).or_default().push(r.clone());
+    }
+    map
+}
+
+fn collectives(rows: &[CollRow]) -> Vec<Table> {
+    let groups = group(rows, |r| {
+        (
+            r.experiment.clone(),
+            super::facts::op_order(&r.op),
+            r.op.clone(),
+        )
+    });
+    groups
+        .into_iter()
+        .map(|((experiment, _, op), mut rows)| {
+            rows.sort_by(|a, b| {
+                (a.world, &a.link, a.size, &a.run).cmp(&(b.world, &b.link, b.size, &b.run))
+            });
+            Table {
+                id: format!("measured-{}-{}", fmt::slug(&experiment), fmt::slug(&op)),
+                title: format!("{op} (experiment `{experiment}`)"),
+                caption: format!(
+                    "{op}: time per iteration by world size, link and message size; measured."
+                ),
+                columns: cols(&[
+                    "world",
+                    "link",
+                    "size",
+                    "median",
+                    "min – max",
+                    "p99",
+                    "n",
+                    "algbw",
+                    "busbw (factor)",
+                    "wrong",
+                    "run",
+                ]),
+                rows: rows.iter().map(coll_cells).collect(),
+                provenance: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+fn cols(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+fn coll_cells(r: &CollRow) -> Vec<String> {
+    vec![
+        r.world.to_string(),
+        r.link.clone(),
+        fmt::bytes(r.size),
+        fmt::secs(Some(r.time.median)),
+        fmt::secs_range(Some(&r.time)),
+        fmt::secs(Some(r.time.p99)),
+        r.time.n.to_string(),
+        fmt::gbps(Some(r.algbw)),
+        format!(
+            "{} (×{})",
+            fmt::gbps(Some(r.busbw)),
+            fmt::plain(Some(r.factor))
+        ),
+        r.wrong.to_string(),
+        r.run.clone(),
+    ]
+}
+
+fn fits(fits: &[Fit]) -> Vec<Table> {
+    if fits.is_empty() {
+        return Vec::new();
+    }
+    let mut fits = fits.to_vec();
+    fits.sort_by(|a, b| {
+        (
+            &a.experiment,
+            super::facts::op_order(&a.op),
+            a.world,
+            &a.link,
+            &a.run,
+        )
+            .cmp(&(
+                &b.experiment,
+                super::facts::op_order(&b.op),
+                b.world,
+                &b.link,
+                &b.run,
+            ))
+    });
+    vec![Table {
+        id: "measured-collective-fits".into(),
+        title: "Fitted link constants".into(),
+        caption: "Least-squares fit of time = α + bytes/β to the measured medians up to the size shown; the held-out sizes above it are checked in MODELLED.".into(),
+        columns: cols(&["experiment", "op", "world", "link", "α", "β", "fitted up to", "run"]),
+        rows: fits
+            .iter()
+            .map(|f| {
+                vec![
+                    f.experiment.clone(),
+                    f.op.clone(),
+                    f.world.to_string(),
+                    f.link.clone(),
+                    fmt::secs(Some(f.alpha_s)),
+                    fmt::gbps(Some(f.beta_bps)),
+                    fmt::bytes(f.fit_max_bytes),
+                    f.run.clone(),
+                ]
+            })
+            .collect(),
+        provenance: Vec::new(),
+    }]
+}
+
+fn membw(rows: &[MembwRow]) -> Vec<Table> {
+    group(rows, |r| r.experiment.clone())
+        .into_iter()
+        .map(|(experiment, mut rows)| {
+            rows.sort_by(|a, b| {
+                (a.processes, a.threads, a.buffer, &a.run).cmp(&(
+                    b.processes,
+                    b.threads,
+                    b.buffer,
+                    &b.run,
+                ))
+            });
+            Table {
+                id: format!("measured-{}", fmt::slug(&experiment)),
+                title: format!("memory bandwidth (experiment `{experiment}`)"),
+                caption: "Aggregate and per-process streaming bandwidth; measured.".into(),
+                columns: cols(&[
+                    "processes",
+                    "threads",
+                    "buffer",
+                    "aggregate median",
+                    "aggregate min – max",
+                    "per process median",
+                    "per process min – max",
+                    "run",
+                ]),
+                rows: rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.processes.to_string(),
+                            r.threads.to_string(),
+                            fmt::bytes(r.buffer),
+                            fmt::gbps(Some(r.aggregate.median)),
+                            fmt::gbps_range(Some(&r.aggregate)),
+                            fmt::gbps(r.per_process.map(|s| s.median)),
+                            fmt::gbps_range(r.per_process.as_ref()),
+                            r.run.clone(),
+                        ]
+                    })
+                    .collect(),
+                provenance: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+fn decode(rows: &[DecodeRow]) -> Vec<Table> {
+    group(rows, |r| r.experiment.clone())
+        .into_iter()
+        .map(|(experiment, mut rows)| {
+            rows.sort_by(|a, b| decode_key(a).cmp(&decode_key(b)));
+            let model = rows
+                .first()
+                .map(|r| format!("{} {}", r.model, r.dtype))
+                .unwrap_or_default();
+            Table {
+                id: format!("measured-{}", fmt::slug(&experiment)),
+                title: format!("decode (experiment `{experiment}`, {})", model.trim()),
+                caption: "Per decode step; tokens/s over the whole generation; measured.".into(),
+                columns: cols(&[
+                    "strategy",
+                    "world",
+                    "head",
+                    "seqs",
+                    "link",
+                    "step median",
+                    "step min – max",
+                    "comm median",
+                    "compute median",
+                    "prefill median",
+                    "tokens/s",
+                    "collectives/step",
+                    "tokens equal",
+                    "max logit diff",
+                    "min top-2 margin",
+                    "run",
+                ]),
+                rows: rows.iter().map(decode_cells).collect(),
+                provenance: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+fn decode_key(r: &DecodeRow) -> (String, u32, String, u64, String, String) {
+    (
+        r.strategy.clone(),
+        r.world,
+        r.head.clone(),
+        r.sequences,
+        r.link.clone(),
+        r.run.clone(),
+    )
+}
+
+fn decode_cells(r: &DecodeRow) -> Vec<String> {
+    vec![
+        r.strategy.clone(),
+        r.world.to_string(),
+        r.head.clone(),
+        r.sequences.to_string(),
+        r.link.clone(),
+        fmt::secs(Some(r.step.median)),
+        fmt::secs_range(Some(&r.step)),
+        fmt::secs(r.comm.map(|s| s.median)),
+        fmt::secs(r.compute.map(|s| s.median)),
+        fmt::secs(r.prefill.map(|s| s.median)),
+        fmt::plain(r.tokens_per_s.map(|s| s.median)),
+        fmt::count(r.collectives),
+        fmt::verdict(r.tokens_equal),
+        fmt::sci(r.max_logit_diff),
+        fmt::plain(r.min_top2_margin),
+        r.run.clone(),
+    ]
+}
+
+fn dispatch(rows: &[DispatchRow]) -> Vec<Table> {
+    group(rows, |r| r.experiment.clone())
+        .into_iter()
+        .map(|(experiment, mut rows)| {
+            rows.sort_by(|a, b| (a.world, a.tokens, &a.run).cmp(&(b.world, b.tokens, &b.run)));
+            Table {
+                id: format!("measured-{}", fmt::slug(&experiment)),
+                title: format!("expert dispatch (experiment `{experiment}`)"),
+                caption: "One all-to-all round trip per row; measured.".into(),
+                columns: cols(&[
+                    "world",
+                    "tokens",
+                    "bytes",
+                    "median",
+                    "min – max",
+                    "p99",
+                    "run",
+                ]),
+                rows: rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.world.to_string(),
+                            r.tokens.to_string(),
+                            fmt::bytes(r.bytes),
+                            fmt::secs(Some(r.time.median)),
+                            fmt::secs_range(Some(&r.time)),
+                            fmt::secs(Some(r.time.p99)),
+                            r.run.clone(),
+                        ]
+                    })
+                    .collect(),
+                provenance: Vec::new(),
+            }
+        })
+        .collect()
+}

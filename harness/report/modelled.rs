@@ -1,0 +1,135 @@
+//! MODELLED: the cost model's tables (manifests of kind `model`), their inputs and
+//! provenance, and where a model predicts a measurement, both and the error.
+
+use super::facts::{short, Fit};
+use super::fmt;
+use crate::manifest::{Manifest, Status};
+use crate::spec::plan::Workload;
+use crate::table::Table;
+
+/// The MODELLED section's content.
+#[derive(Debug, Default)]
+pub struct Modelled {
+    /// One line per model run: what went in.
+    pub inputs: Vec<String>,
+    /// The cost model's tables, in manifest order.
+    pub tables: Vec<Table>,
+    /// Predictions set against measurements.
+    pub predicted: Vec<Table>,
+}
+
+/// Collects the modelled tables from `list` and the predicted-vs-measured checks.
+pub fn modelled(list: &[Manifest], fits: &[Fit]) -> Modelled {
+    let mut out = Modelled::default();
+    for m in list
+        .iter()
+        .filter(|m| m.kind == "model" && m.status == Status::Ok)
+    {
+        out.inputs.push(inputs_line(m));
+        let tables = m.summary.get("tables").cloned().unwrap_or_default();
+        match serde_json::from_value::<Vec<Table>>(tables) {
+            Ok(ts) => out.tables.extend(ts),
+            Err(e) => out.inputs.push(format!(
+                "`{}` ({}): its tables could not be read ({e})",
+                m.experiment,
+                short(&m.run_id)
+            )),
+        }
+    }
+    out.predicted.extend(heldout(fits));
+    out.predicted.extend(predicted_vs_measured(list));
+    out
+}
+
+fn inputs_line(m: &Manifest) -> String {
+    let Workload::Model {
+        params,
+        models,
+        strategies,
+        worlds,
+        links,
+        sequences,
+        dtypes,
+    } = &m.plan.workload
+    else {
+        return format!("`{}` ({})", m.experiment, short(&m.run_id));
+    };
+    let join = |v: Vec<String>| {
+        if v.is_empty() {
+            "–".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    format!(
+        "`{}` ({}): models {}; strategies {}; worlds {}; links {}; devices {}; sequences {}; dtypes {}; context {} tokens",
+        m.experiment,
+        short(&m.run_id),
+        join(models.clone()),
+        join(strategies.iter().map(|s| s.name().to_string()).collect()),
+        join(worlds.iter().map(u32::to_string).collect()),
+        join(links.clone()),
+        join(params.devices.clone()),
+        join(sequences.iter().map(u32::to_string).collect()),
+        join(dtypes.iter().map(|d| d.name().to_string()).collect()),
+        params.context
+    )
+}
+
+/// The fitted α-β line against the measured sizes it was not fitted to.
+fn heldout(fits: &[Fit]) -> Option<Table> {
+    let mut rows: Vec<(Fit, (u64, f64, f64, f64))> = fits
+        .iter()
+        .flat_map(|f| f.heldout.iter().map(move |h| (f.clone(), *h)))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    rows.sort_by(|(a, x), (b, y)| {
+        (
+            &a.experiment,
+            super::facts::op_order(&a.op),
+            a.world,
+            &a.link,
+            x.0,
+            &a.run,
+        )
+            .cmp(&(
+                &b.experiment,
+                super::facts::op_order(&b.op),
+                b.world,
+                &b.link,
+                y.0,
+                &b.run,
+            ))
+    });
+    Some(Table {
+        id: "modelled-fit-heldout".into(),
+        title: "Fitted α-β model against held-out sizes".into(),
+        caption: "Predicted = α + bytes/β from the fit in MEASURED (arithmetic); measured = the median at a size the fit did not use; error = (predicted − measured) / measured.".into(),
+        columns: ["experiment", "op", "world", "link", "size", "predicted", "measured", "error", "run"].iter().map(|s| s.to_string()).collect(),
+        rows: rows
+            .iter()
+            .map(|(f, (size, predicted, measured, error))| {
+                vec![
+                    f.experiment.clone(),
+                    f.op.clone(),
+                    f.world.to_string(),
+                    f.link.clone(),
+                    fmt::bytes(*size),
+                    fmt::secs(Some(*predicted)),
+                    fmt::secs(Some(*measured)),
+                    fmt::percent(Some(*error)),
+                    f.run.clone(),
+                ]
+            })
+            .collect(),
+        provenance: vec!["α and β: least-squares fit to this machine's measured medians (Fitted link constants)".into()],
+    })
+}
+
+/// The cost model's predictions joined with the measured runs they predict
+/// (`crate::costmodel::predict`: collectives at other sizes and world sizes, decode steps).
+fn predicted_vs_measured(list: &[Manifest]) -> Vec<Table> {
+    crate::costmodel::predict::predicted_vs_measured(list)
+}

@@ -1,0 +1,112 @@
+//! Runs that did not produce figures: NOT_RUN (a probe said no) and failed runs.
+
+use super::facts::short;
+use super::fmt;
+use crate::manifest::{Manifest, Status};
+use crate::spec::schema::Requires;
+use crate::table::Table;
+
+/// What a spec's `requires` asks for, in words (`–` when nothing).
+pub fn requires_text(r: &Requires) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = r.gpus {
+        parts.push(format!("gpus ≥ {g}"));
+    }
+    if r.nccl {
+        parts.push("nccl".to_string());
+    }
+    if r.host_device_link {
+        parts.push("host-device link".to_string());
+    }
+    if let Some(c) = r.cores {
+        parts.push(format!("cores ≥ {c}"));
+    }
+    if parts.is_empty() {
+        "–".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn row_label(m: &Manifest) -> String {
+    format!(
+        "#{} {} world={} {}",
+        m.plan.index,
+        m.layout.strategy.name(),
+        m.layout.world,
+        m.plan.link
+    )
+}
+
+/// The NOT_RUN table: experiment, run, requirement, and the probe and its result; `None` when empty.
+pub fn not_run(list: &[Manifest]) -> Option<Table> {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .filter(|m| m.status == Status::NotRun)
+        .map(|m| {
+            vec![
+                m.experiment.clone(),
+                row_label(m),
+                short(&m.run_id),
+                requires_text(&m.plan.requires),
+                m.reason
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into()),
+            ]
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "not-run".into(),
+        title: "Runs not launched".into(),
+        caption: "Each was decided before launch by a probe that ran on this machine; the reason quotes the probe's command and result.".into(),
+        columns: ["experiment", "run", "run id", "requires", "reason (probe → result)"].iter().map(|s| s.to_string()).collect(),
+        rows,
+        provenance: Vec::new(),
+    })
+}
+
+/// The failed-runs table: experiment, run, launch exit and the reason; `None` when none failed.
+pub fn failed(list: &[Manifest]) -> Option<Table> {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .filter(|m| m.status == Status::Failed)
+        .map(|m| {
+            let exit = m.launch.as_ref().map_or("not launched".to_string(), |l| {
+                l.exit_code
+                    .map_or("no exit code".into(), |c| format!("exit {c}"))
+            });
+            vec![
+                m.experiment.clone(),
+                row_label(m),
+                short(&m.run_id),
+                exit,
+                m.reason
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into()),
+            ]
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Table {
+        id: "failed".into(),
+        title: "Runs that failed, with their reasons".into(),
+        caption: "Launched (or modelled) and failed; their figures are not in the tables above."
+            .into(),
+        columns: ["experiment", "run", "run id", "launcher", "reason"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        rows,
+        provenance: Vec::new(),
+    })
+}
+
+/// Escapes every cell of `t` for a markdown table.
+pub fn escaped(t: &Table) -> Table {
+    let mut t = t.clone();
+    for row in &mut t.rows {
+        for c in row.iter_mut() {
+            *c = fmt::cell(c);
+        }
+    }
+    t
+}
