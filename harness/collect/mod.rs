@@ -1,4 +1,16 @@
 //! Rank records -> polars frames -> results files and summaries.
+//!
+//! Results files (paths in `manifest.results`, relative to the manifests folder):
+//! `<run_id>/samples.parquet` holds every raw sample (one row per rank, figure, size,
+//! repetition, iteration); `<run_id>/summary.parquet` holds the per-size (or per-token-count,
+//! per-repetition) summary that `manifest.summary` also carries.
+
+pub mod collectives;
+pub mod decode;
+pub mod dispatch;
+pub mod frames;
+pub mod membw;
+pub mod stats;
 
 use crate::spec::{Kind, RunPlan};
 use serde_json::Value;
@@ -19,18 +31,9 @@ pub struct Collected {
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
     match plan.kind {
         Kind::Decode => decode::collect(plan, out, manifests),
-        _ => Err(format!("collecting `{}` results is not implemented in this version", plan.kind.name())),
-    }
-}
-
-pub mod decode {
-    //! Decode results: step times, exactness, the answer.
-    use super::Collected;
-    use crate::spec::RunPlan;
-    use std::path::Path;
-
-    /// Summarises a decode run.
-    pub fn collect(_plan: &RunPlan, _out: &Path, _manifests: &Path) -> Result<Collected, String> {
-        Err("collecting decode results is not implemented in this version".into())
+        Kind::Collectives => collectives::collect(plan, out, manifests),
+        Kind::Membw => membw::collect(plan, out, manifests),
+        Kind::Dispatch => dispatch::collect(plan, out, manifests),
+        Kind::Model => Err("model runs are arithmetic and have no rank records".into()),
     }
 }

@@ -72,11 +72,7 @@ pub fn hostfile_slots(text: &str) -> u32 {
     text.lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
         .filter(|l| !l.is_empty())
-        .map(|l| {
-            l.split_whitespace()
-                .find_map(|w| w.strip_prefix("slots=").and_then(|n| n.parse().ok()))
-                .unwrap_or(1)
-        })
+        .map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("slots=").and_then(|n| n.parse().ok())).unwrap_or(1))
         .sum()
 }
 

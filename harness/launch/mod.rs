@@ -1,9 +1,13 @@
 //! Launching ranks: mpirun/srun command lines, supervision, timeouts, process-group kill.
 
+pub mod command;
+pub mod failure;
 pub mod progress;
+pub mod supervise;
 
 use crate::spec::RunPlan;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// How a launch ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,13 +25,64 @@ pub struct LaunchOutcome {
 }
 
 /// Starts the plan's ranks and supervises them until they exit or time out.
-pub fn launch(plan: &RunPlan, _plan_path: &Path, _out: &Path, cores: u32) -> LaunchOutcome {
-    LaunchOutcome {
-        command: String::new(),
-        oversubscribed: plan.layout.world > cores,
+///
+/// The launcher (mpirun or srun) runs in its own process group with its output in
+/// `out/launcher.{stdout,stderr}`; each rank's stderr lands in `out/ranklogs/`. On timeout the
+/// group, the launcher's descendants and every rank (from `out/pids/`) get SIGTERM, then SIGKILL.
+pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> LaunchOutcome {
+    let machine = command::Machine::current(cores);
+    let exe = parlab_exe();
+    let cmd = command::build(plan, plan_path, out, &exe, &machine);
+    let mut outcome = LaunchOutcome {
+        command: cmd.display(),
+        oversubscribed: cmd.oversubscribed,
         wall_s: 0.0,
         exit_code: None,
-        failure: Some("launching is not implemented in this version".into()),
+        failure: None,
+    };
+    for dir in [out.join(command::RANK_LOGS), out.join(supervise::PID_DIR)] {
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            outcome.failure = Some(format!("could not create {}: {e}", dir.display()));
+            return outcome;
+        }
+    }
+    let start = Instant::now();
+    write_timeline(out, "launch_start_unix");
+    let ended = supervise::run(&cmd, out, Duration::from_secs_f64(plan.timeout_s.max(0.001)));
+    outcome.wall_s = start.elapsed().as_secs_f64();
+    write_timeline(out, "launch_end_unix");
+    match ended {
+        Ok(ended) => {
+            if let supervise::Ended::Exited(code) = ended {
+                outcome.exit_code = Some(code);
+            }
+            outcome.failure = failure::explain(&ended, out, plan.timeout_s, &cmd.program);
+        }
+        Err(e) => outcome.failure = Some(e.to_string()),
+    }
+    outcome
+}
+
+/// This binary's path for the ranks. When the file was replaced while parlab runs (a rebuild),
+/// Linux reports `PATH (deleted)`; the ranks then start the binary now at PATH.
+pub fn parlab_exe() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|_| "parlab".into());
+    match exe.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+        Some(path) => path.into(),
+        None => exe,
+    }
+}
+
+/// Seconds since the Unix epoch, for timelines across processes.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// Appends `key unix_seconds` to `out/timeline.txt` (read by `ci/bench.sh` for parlab's overhead).
+pub fn write_timeline(out: &Path, key: &str) {
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(out.join("timeline.txt")) {
+        let _ = writeln!(f, "{key} {:.6}", unix_now());
     }
 }
 

@@ -1,13 +1,259 @@
-//! The `collectives` workload inside a rank.
+//! The `collectives` workload inside a rank: each op over each message size, timed and checked.
+//!
+//! Barrier discipline: for every iteration (warm-up and timed) all ranks meet in MPI_Barrier,
+//! then each rank times its own call with MPI_Wtime. Every rank records its timed iterations;
+//! the collector takes the slowest rank of each iteration (what a step waits for).
+//! Before each iteration the receive buffer is poisoned with NaN; after it the result is
+//! compared exactly with the expected values (all small integers, exact in f32). A wrong value
+//! fails the run, naming op, size, rank and how many values were wrong.
+//!
+//! Sizes follow nccl-tests: for all-gather, reduce-scatter and all-to-all the size is the whole
+//! buffer (each rank's chunk is size / world, rounded down to whole f32s, at least one), so the
+//! recorded `size_bytes` is the size actually moved. Ping-pong times rank 0's round trip to
+//! rank 1 and records half of it (only rank 0 records it; other ranks wait at the barrier).
 
 use super::comm::Communicator;
-use crate::spec::RunPlan;
+use super::fault::{self, Fault};
+use super::records::{mark, RecordSink};
+use crate::spec::{CollectiveParams, Op, RunPlan, Workload};
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::{Communicator as _, CommunicatorCollectives as _, Destination as _, Root as _, Source as _};
 use std::path::Path;
 
 /// Whether this version runs the workload.
-pub const IMPLEMENTED: bool = false;
+pub const IMPLEMENTED: bool = true;
+
+/// The value rank `r` contributes at position `i` (small integers, exact in f32 sums).
+pub fn value(r: u32, i: usize) -> f32 {
+    (r + 1) as f32 + (i % 251) as f32
+}
+
+/// The value rank `src` sends to rank `dst` at position `i` of its all-to-all chunk.
+pub fn a2a_value(src: u32, dst: u32, i: usize) -> f32 {
+    (src * 64 + dst) as f32 + ((i % 251) * 4096) as f32
+}
+
+/// Buffers of one op at one size on one rank, with what the result must be.
+pub struct Case {
+    op: Op,
+    rank: u32,
+    world: u32,
+    /// f32s per chunk (the whole message for all-reduce, broadcast, ping-pong).
+    chunk: usize,
+    send: Vec<f32>,
+    recv: Vec<f32>,
+    /// The exact result (empty where this rank expects nothing: ping-pong on ranks above 1).
+    expect: Vec<f32>,
+}
+
+impl Case {
+    /// Buffers for `op` with a message of about `size` bytes.
+    pub fn new(op: Op, size: u64, rank: u32, world: u32) -> Self {
+        let count = ((size / 4) as usize).max(1);
+        let p = world as usize;
+        let (chunk, send_len, recv_len) = match op {
+            Op::AllReduce | Op::Broadcast | Op::PingPong => (count, count, count),
+            Op::AllGather => ((count / p).max(1), (count / p).max(1), (count / p).max(1) * p),
+            Op::ReduceScatter => ((count / p).max(1), (count / p).max(1) * p, (count / p).max(1)),
+            Op::AllToAll => ((count / p).max(1), (count / p).max(1) * p, (count / p).max(1) * p),
+        };
+        let send = (0..send_len)
+            .map(|i| match op {
+                Op::AllToAll => a2a_value(rank, (i / chunk) as u32, i % chunk),
+                Op::Broadcast | Op::PingPong => value(0, i),
+                _ => value(rank, i),
+            })
+            .collect();
+        let mut case = Case { op, rank, world, chunk, send, recv: vec![0.0; recv_len], expect: Vec::new() };
+        case.expect = (0..recv_len).map_while(|i| case.expected(i)).collect();
+        case
+    }
+
+    /// Bytes of the message as nccl-tests counts it (the whole buffer for chunked ops).
+    pub fn bytes(&self) -> u64 {
+        let floats = match self.op {
+            Op::AllReduce | Op::Broadcast | Op::PingPong => self.chunk,
+            _ => self.chunk * self.world as usize,
+        };
+        (floats * 4) as u64
+    }
+
+    /// Number of values compared by `wrong`.
+    pub fn len(&self) -> usize {
+        self.recv.len()
+    }
+
+    /// True when the result buffer is empty (never, by construction).
+    pub fn is_empty(&self) -> bool {
+        self.recv.is_empty()
+    }
+
+    /// Fills the result buffer with NaN so a call that writes nothing cannot pass the check.
+    pub fn poison(&mut self) {
+        self.recv.fill(f32::NAN);
+        if self.op == Op::Broadcast && self.rank == 0 {
+            self.recv.copy_from_slice(&self.send);
+        }
+    }
+
+    /// Runs the op once; returns seconds this rank spent in it (half the round trip for ping-pong).
+    pub fn exec(&mut self, world: &SimpleCommunicator) -> f64 {
+        let start = mpi::time();
+        match self.op {
+            Op::AllReduce => world.all_reduce_into(&self.send[..], &mut self.recv[..], SystemOperation::sum()),
+            Op::AllGather => world.all_gather_into(&self.send[..], &mut self.recv[..]),
+            Op::ReduceScatter => {
+                world.reduce_scatter_block_into(&self.send[..], &mut self.recv[..], SystemOperation::sum())
+            }
+            Op::AllToAll => world.all_to_all_into(&self.send[..], &mut self.recv[..]),
+            Op::Broadcast => world.process_at_rank(0).broadcast_into(&mut self.recv[..]),
+            Op::PingPong => self.ping_pong(world),
+        }
+        let elapsed = mpi::time() - start;
+        if self.op == Op::PingPong {
+            elapsed / 2.0
+        } else {
+            elapsed
+        }
+    }
+
+    fn ping_pong(&mut self, world: &SimpleCommunicator) {
+        match self.rank {
+            0 => {
+                world.process_at_rank(1).send(&self.send[..]);
+                world.process_at_rank(1).receive_into(&mut self.recv[..]);
+            }
+            1 => {
+                world.process_at_rank(0).receive_into(&mut self.recv[..]);
+                world.process_at_rank(0).send(&self.recv[..]);
+            }
+            _ => self.recv.fill(f32::NAN),
+        }
+    }
+
+    /// Whether this rank times the op (ping-pong: rank 0 only).
+    pub fn timed_here(&self) -> bool {
+        self.op != Op::PingPong || self.rank == 0
+    }
+
+    /// The exact value position `i` of the result must hold, or None where nothing is expected.
+    pub fn expected(&self, i: usize) -> Option<f32> {
+        let p = self.world;
+        let sum_at = |j: usize| (0..p).map(|r| value(r, j)).sum::<f32>();
+        match self.op {
+            Op::AllReduce => Some(sum_at(i)),
+            Op::AllGather => Some(value((i / self.chunk) as u32, i % self.chunk)),
+            Op::ReduceScatter => Some(sum_at(self.rank as usize * self.chunk + i)),
+            Op::AllToAll => Some(a2a_value((i / self.chunk) as u32, self.rank, i % self.chunk)),
+            Op::Broadcast => Some(value(0, i)),
+            Op::PingPong => (self.rank < 2).then(|| value(0, i)),
+        }
+    }
+
+    /// How many result values differ (bitwise) from the expected ones.
+    pub fn wrong(&self) -> usize {
+        self.expect.iter().zip(&self.recv).filter(|(e, v)| e.to_bits() != v.to_bits()).count()
+    }
+
+    /// Corrupts one result value (the `wrong` injected fault).
+    pub fn corrupt(&mut self) {
+        if let Some(v) = self.recv.first_mut() {
+            *v += 1.0;
+        }
+    }
+}
 
 /// Runs this rank's part of a `collectives` plan.
-pub fn run(_plan: &RunPlan, _comm: &mut Communicator, _out: &Path) -> anyhow::Result<()> {
-    anyhow::bail!("workload `collectives` is not implemented in this version")
+pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Result<()> {
+    let Workload::Collectives(params) = &plan.workload else {
+        anyhow::bail!("a collectives run needs collectives parameters");
+    };
+    let mut sink = RecordSink::open(out, comm.rank())?;
+    let wrong_fault = fault::from_env(comm.rank(), &plan.experiment) == Some(Fault::Wrong);
+    let mut marked = false;
+    for repetition in 0..plan.repetitions {
+        for &op in &params.ops {
+            if op == Op::PingPong && comm.size() < 2 {
+                continue;
+            }
+            for &size in &params.sizes {
+                let mut case = Case::new(op, size, comm.rank(), comm.size());
+                sweep_one(plan, params, comm.raw(), &mut case, &mut sink, repetition, wrong_fault, out, &mut marked)?;
+            }
+        }
+    }
+    mark(out, comm.rank(), "last_timed_end_unix");
+    sink.flush()?;
+    comm.raw().barrier();
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sweep_one(
+    plan: &RunPlan,
+    params: &CollectiveParams,
+    world: &SimpleCommunicator,
+    case: &mut Case,
+    sink: &mut RecordSink,
+    repetition: u32,
+    wrong_fault: bool,
+    out: &Path,
+    marked: &mut bool,
+) -> anyhow::Result<()> {
+    let rank = world.rank() as u32;
+    for _ in 0..plan.warmup {
+        world.barrier();
+        case.exec(world);
+    }
+    for iteration in 0..params.iterations {
+        case.poison();
+        world.barrier();
+        if !*marked {
+            mark(out, rank, "first_timed_start_unix");
+            *marked = true;
+        }
+        let seconds = case.exec(world);
+        if wrong_fault {
+            case.corrupt();
+        }
+        let wrong = case.wrong();
+        if wrong > 0 {
+            anyhow::bail!(
+                "wrong result: {} of {} B (iteration {iteration}): rank {rank}: {wrong} of {} values wrong",
+                case.op.name(),
+                case.bytes(),
+                case.len()
+            );
+        }
+        if case.timed_here() {
+            sink.push(case.op.name(), case.bytes(), repetition, iteration, seconds)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunked_sizes_follow_nccl_tests() {
+        assert_eq!(Case::new(Op::AllGather, 4096, 0, 4).bytes(), 4096);
+        assert_eq!(Case::new(Op::AllGather, 4, 0, 4).bytes(), 16, "one f32 per rank at least");
+        assert_eq!(Case::new(Op::AllReduce, 3000, 0, 4).bytes(), 3000);
+        assert_eq!(Case::new(Op::ReduceScatter, 4096, 0, 3).bytes(), 4092);
+    }
+
+    #[test]
+    fn poisoned_buffers_are_wrong_and_expected_values_are_exact() {
+        let mut case = Case::new(Op::AllReduce, 64, 0, 2);
+        case.poison();
+        assert_eq!(case.wrong(), 16);
+        let sums: Vec<f32> = (0..16).map(|i| value(0, i) + value(1, i)).collect();
+        case.recv.copy_from_slice(&sums);
+        assert_eq!(case.wrong(), 0);
+        case.corrupt();
+        assert_eq!(case.wrong(), 1);
+    }
 }

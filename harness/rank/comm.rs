@@ -2,7 +2,7 @@
 //! bytes and time spent inside them.
 
 use mpi::collective::SystemOperation;
-use mpi::datatype::PartitionMut;
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives as _, Destination as _, Root as _, Source as _};
 use std::time::Instant;
@@ -84,7 +84,14 @@ impl Communicator {
     /// Gathers each rank's `part` (lengths may differ) into `out` on every rank, in rank order.
     pub fn all_gather_varcount(&mut self, part: &[f32], counts: &[i32], out: &mut [f32]) {
         let start = Instant::now();
-        let displs: Vec<i32> = counts.iter().scan(0, |acc, &c| { let d = *acc; *acc += c; Some(d) }).collect();
+        let displs: Vec<i32> = counts
+            .iter()
+            .scan(0, |acc, &c| {
+                let d = *acc;
+                *acc += c;
+                Some(d)
+            })
+            .collect();
         let mut partition = PartitionMut::new(out, counts, &displs[..]);
         self.world.all_gather_varcount_into(part, &mut partition);
         self.stats.all_gathers += 1;
@@ -111,4 +118,28 @@ impl Communicator {
         self.world.process_at_rank(root as i32).broadcast_into(buf);
         self.account(std::mem::size_of_val(buf), start);
     }
+
+    /// Sends `send_counts[j]` f32s of `send` to each rank j and receives `recv_counts[i]` from each rank i
+    /// (MPI_Alltoallv; both buffers packed in rank order).
+    pub fn all_to_all_varcount(&mut self, send: &[f32], send_counts: &[i32], recv: &mut [f32], recv_counts: &[i32]) {
+        let start = Instant::now();
+        let send_displs = displacements(send_counts);
+        let recv_displs = displacements(recv_counts);
+        let partition = Partition::new(send, send_counts, &send_displs[..]);
+        let mut received = PartitionMut::new(recv, recv_counts, &recv_displs[..]);
+        self.world.all_to_all_varcount_into(&partition, &mut received);
+        self.account(std::mem::size_of_val(send), start);
+    }
+}
+
+/// Offsets of consecutive blocks of `counts` elements.
+pub fn displacements(counts: &[i32]) -> Vec<i32> {
+    counts
+        .iter()
+        .scan(0, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect()
 }

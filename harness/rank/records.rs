@@ -40,7 +40,14 @@ impl RecordSink {
     }
 
     /// Writes one sample.
-    pub fn push(&mut self, figure: &str, size_bytes: u64, repetition: u32, iteration: u32, seconds: f64) -> std::io::Result<()> {
+    pub fn push(
+        &mut self,
+        figure: &str,
+        size_bytes: u64,
+        repetition: u32,
+        iteration: u32,
+        seconds: f64,
+    ) -> std::io::Result<()> {
         let record = Record { rank: self.rank, figure: figure.into(), size_bytes, repetition, iteration, seconds };
         serde_json::to_writer(&mut self.writer, &record)?;
         self.writer.write_all(b"\n")
@@ -57,7 +64,11 @@ pub fn read_records(out: &Path) -> std::io::Result<Vec<Record>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(out)?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("records-rank") && n.ends_with(".jsonl")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("records-rank") && n.ends_with(".jsonl"))
+        })
         .collect();
     files.sort();
     let mut records = Vec::new();
@@ -70,4 +81,11 @@ pub fn read_records(out: &Path) -> std::io::Result<Vec<Record>> {
         }
     }
     Ok(records)
+}
+
+/// Appends `key unix_seconds` to `out/timeline.txt` on rank 0 (parlab's own overhead, read by `ci/bench.sh`).
+pub fn mark(out: &Path, rank: u32, key: &str) {
+    if rank == 0 {
+        crate::launch::write_timeline(out, key);
+    }
 }

@@ -1,0 +1,86 @@
+//! Records as polars frames, and the parquet results files of a run.
+
+use crate::rank::records::{read_records, Record};
+use polars::prelude::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// File name of every raw sample of a run.
+pub const SAMPLES: &str = "samples.parquet";
+/// File name of a run's per-size summary.
+pub const SUMMARY: &str = "summary.parquet";
+
+/// Reads the ranks' records in `out`; an error when there are none.
+pub fn records(out: &Path) -> Result<Vec<Record>, String> {
+    let records = read_records(out).map_err(|e| format!("reading rank records in {}: {e}", out.display()))?;
+    if records.is_empty() {
+        return Err(format!("no rank wrote any record in {}", out.display()));
+    }
+    Ok(records)
+}
+
+/// Every record as one row: rank, figure, size_bytes, repetition, iteration, seconds.
+pub fn samples_frame(records: &[Record]) -> PolarsResult<DataFrame> {
+    DataFrame::new_infer_height(vec![
+        Column::new("rank".into(), records.iter().map(|r| r.rank).collect::<Vec<u32>>()),
+        Column::new("figure".into(), records.iter().map(|r| r.figure.as_str()).collect::<Vec<&str>>()),
+        Column::new("size_bytes".into(), records.iter().map(|r| r.size_bytes).collect::<Vec<u64>>()),
+        Column::new("repetition".into(), records.iter().map(|r| r.repetition).collect::<Vec<u32>>()),
+        Column::new("iteration".into(), records.iter().map(|r| r.iteration).collect::<Vec<u32>>()),
+        Column::new("seconds".into(), records.iter().map(|r| r.seconds).collect::<Vec<f64>>()),
+    ])
+}
+
+/// Writes `frame` as parquet to `path`.
+pub fn write_parquet(frame: &mut DataFrame, path: &Path) -> Result<(), String> {
+    let file = std::fs::File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+    ParquetWriter::new(file).finish(frame).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// Reads a parquet file back into a frame.
+pub fn read_parquet(path: &Path) -> Result<DataFrame, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    ParquetReader::new(file).finish().map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
+/// Writes samples and summary into `out`; returns `manifest.results` (paths relative to `manifests`).
+pub fn write_results(
+    records: &[Record],
+    summary: &mut DataFrame,
+    out: &Path,
+    manifests: &Path,
+) -> Result<Value, String> {
+    let mut samples = samples_frame(records).map_err(|e| format!("building the samples frame: {e}"))?;
+    write_parquet(&mut samples, &out.join(SAMPLES))?;
+    write_parquet(summary, &out.join(SUMMARY))?;
+    let rel = |name: &str| {
+        let path = out.join(name);
+        path.strip_prefix(manifests).unwrap_or(&path).display().to_string()
+    };
+    Ok(json!({"samples": rel(SAMPLES), "summary": rel(SUMMARY)}))
+}
+
+/// Per (repetition, iteration) of one figure and size: the slowest rank's time and the spread (max - min).
+pub fn per_iteration(records: &[Record], figure: &str, size: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut groups: BTreeMap<(u32, u32), (f64, f64)> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.figure == figure && r.size_bytes == size) {
+        let e = groups.entry((r.repetition, r.iteration)).or_insert((f64::NEG_INFINITY, f64::INFINITY));
+        e.0 = e.0.max(r.seconds);
+        e.1 = e.1.min(r.seconds);
+    }
+    groups.values().map(|(max, min)| (*max, max - min)).unzip()
+}
+
+/// The distinct (figure, size) pairs of `records`, in first-seen order.
+pub fn figures_and_sizes(records: &[Record]) -> Vec<(String, u64)> {
+    let mut seen = Vec::new();
+    for r in records {
+        let key = (r.figure.clone(), r.size_bytes);
+        if !seen.contains(&key) {
+            seen.push(key);
+        }
+    }
+    seen
+}

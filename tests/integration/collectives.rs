@@ -1,0 +1,130 @@
+//! Two-rank runs of the collectives, membw and dispatch workloads under mpirun: results checked,
+//! results files written, and the summary recomputed independently from the raw samples.
+
+use super::launch::Suite;
+use parlab::collect::frames::read_parquet;
+use parlab::manifest::Status;
+use parlab::spec::Op;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+fn samples(suite: &Suite, results: &Value, key: &str) -> polars::prelude::DataFrame {
+    let rel = results[key].as_str().unwrap_or_else(|| panic!("results.{key} missing: {results}"));
+    read_parquet(&suite.manifests().join(rel)).unwrap()
+}
+
+fn column_f64(frame: &polars::prelude::DataFrame, name: &str) -> Vec<f64> {
+    frame
+        .column(name)
+        .unwrap()
+        .as_materialized_series()
+        .cast(&polars::prelude::DataType::Float64)
+        .unwrap()
+        .f64()
+        .unwrap()
+        .into_no_null_iter()
+        .collect()
+}
+
+fn column_str(frame: &polars::prelude::DataFrame, name: &str) -> Vec<String> {
+    let ca = frame.column(name).unwrap().as_materialized_series().str().unwrap().clone();
+    (0..ca.len()).map(|i| ca.get(i).unwrap_or("").to_string()).collect()
+}
+
+#[test]
+fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
+    let suite = Suite::new();
+    suite.spec(
+        "sweep",
+        "name: sweep\nkind: collectives\nworld: 2\nlink: [mpi-shm, mpi-tcp]\nsizes: [4, 4096, 65536]\niterations: 4\nwarmup: 1\nthreads: 1\ntimeout: 120s\n",
+    );
+    assert_eq!(suite.run(&[]), 0);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 2);
+    for m in &all {
+        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
+        let command = &m.launch.as_ref().unwrap().command;
+        let btl = if m.plan.link == "mpi-tcp" { "--mca btl self,tcp" } else { "--mca btl self,vader" };
+        assert!(command.contains(btl), "{command}");
+        let rows = m.summary["collectives"].as_array().unwrap();
+        assert_eq!(rows.len(), Op::ALL.len() * 3, "every op at every size");
+        let s = samples(&suite, &m.results, "samples");
+        // 5 ops timed on both ranks, ping-pong on rank 0 only: 3 sizes x 4 iterations each.
+        assert_eq!(s.height(), (5 * 2 + 1) * 3 * 4);
+        let (figures, sizes, ranks, reps, iters, secs) = (
+            column_str(&s, "figure"),
+            column_f64(&s, "size_bytes"),
+            column_f64(&s, "rank"),
+            column_f64(&s, "repetition"),
+            column_f64(&s, "iteration"),
+            column_f64(&s, "seconds"),
+        );
+        for row in rows {
+            assert_eq!(row["wrong"], 0);
+            let op = row["op"].as_str().unwrap();
+            let size = row["size_bytes"].as_f64().unwrap();
+            let mut slowest: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+            for i in 0..s.height() {
+                if figures[i] == op && sizes[i] == size {
+                    let e = slowest.entry((reps[i] as u64, iters[i] as u64)).or_insert(0.0);
+                    *e = e.max(secs[i]);
+                    assert!(ranks[i] < 2.0);
+                }
+            }
+            let mut v: Vec<f64> = slowest.values().copied().collect();
+            v.sort_by(f64::total_cmp);
+            assert_eq!(v.len(), 4, "{op} {size}");
+            let median = (v[1] + v[2]) / 2.0;
+            // JSON text round trips f64 to within an ulp or so, hence the relative tolerance.
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+            assert!(close(row["time_s"]["median"].as_f64().unwrap(), median), "{op} {size}: {row}");
+            assert!(close(row["time_s"]["max"].as_f64().unwrap(), v[3]), "{op} {size}: {row}");
+            let factor = Op::ALL.iter().find(|o| o.name() == op).unwrap().busbw_factor(2);
+            let algbw = row["algbw_Bps"].as_f64().unwrap();
+            assert!((algbw - size / median).abs() <= 1e-9 * algbw);
+            assert!((row["busbw_Bps"].as_f64().unwrap() - algbw * factor).abs() <= 1e-9 * algbw);
+        }
+        let summary = samples(&suite, &m.results, "summary");
+        assert_eq!(summary.height(), rows.len());
+        assert_eq!(m.summary["fit"]["op"], "all-reduce");
+        assert!(m.summary["fit"]["alpha_s"].is_number());
+    }
+}
+
+#[test]
+fn membw_reports_aggregate_and_per_process_bandwidth() {
+    let suite = Suite::new();
+    suite.spec(
+        "bw",
+        "name: bw\nkind: membw\nworld: 2\nthreads: 1\nbuffer: 16MiB\nrepetitions: 3\nwarmup: 1\ntimeout: 120s\n",
+    );
+    assert_eq!(suite.run(&[]), 0);
+    let m = suite.manifest("bw");
+    assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
+    let bw = &m.summary["membw"];
+    assert_eq!(bw["processes"], 2);
+    assert_eq!(bw["buffer_bytes"], 16 << 20);
+    assert_eq!(bw["aggregate_Bps"]["n"], 3);
+    assert_eq!(bw["per_process_Bps"]["n"], 6);
+    let s = samples(&suite, &m.results, "samples");
+    let secs = column_f64(&s, "seconds");
+    let reps = column_f64(&s, "repetition");
+    let slowest_rep0 = (0..s.height()).filter(|&i| reps[i] == 0.0).map(|i| secs[i]).fold(0.0, f64::max);
+    let aggregate0 = 2.0 * (16u64 << 20) as f64 / slowest_rep0;
+    let summary = samples(&suite, &m.results, "summary");
+    assert!((column_f64(&summary, "aggregate_Bps")[0] - aggregate0).abs() <= 1e-9 * aggregate0);
+}
+
+#[test]
+fn dispatch_round_trips_tokens_to_experts() {
+    let suite = Suite::new();
+    suite.spec("ep", "name: ep\nkind: dispatch\nworld: 2\ntokens: [1, 8]\ntop_k: 2\nhidden: 64\niterations: 3\nwarmup: 1\nthreads: 1\ntimeout: 120s\n");
+    assert_eq!(suite.run(&[]), 0);
+    let m = suite.manifest("ep");
+    assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
+    let rows = m.summary["dispatch"].as_array().unwrap();
+    let tokens: Vec<u64> = rows.iter().map(|r| r["tokens"].as_u64().unwrap()).collect();
+    assert_eq!(tokens, vec![1, 8]);
+    assert_eq!(rows[1]["bytes"], 8 * 2 * 64 * 4);
+    assert_eq!(rows[0]["time_s"]["n"], 3);
+}
