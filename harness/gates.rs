@@ -103,19 +103,27 @@ impl Gates {
     pub fn probe_machine() -> Self {
         let py = venv_python();
         let t = Duration::from_secs(30);
-        let probes = vec![
-            probe("cores", "nproc", t),
-            probe("memory", "grep MemTotal /proc/meminfo", t),
-            probe("cpu_model", "grep -m1 'model name' /proc/cpuinfo", t),
-            probe("os", "grep PRETTY_NAME /etc/os-release", t),
-            probe("openmpi", "mpirun --version", t),
-            probe("openmpi_transports", "ompi_info --parsable | grep -E '^mca:(btl|pml):' | cut -d: -f2,3 | sort -u", t),
-            probe("torch", &format!("{py} -c 'import torch; print(torch.__version__, torch.get_num_threads())'"), t),
-            probe("gpus", "nvidia-smi -L", t),
-            probe("nccl", &format!("{py} -c 'import torch, sys; ok = torch.cuda.is_available(); print(torch.cuda.nccl.version() if ok else \"torch.cuda.is_available() is False\"); sys.exit(0 if ok else 1)'"), t),
-            probe("gpu_topology", "nvidia-smi topo -m", t),
-            probe("host_device_link", HOST_DEVICE_LINK, t),
+        let torch = format!("{py} -c 'import torch; print(torch.__version__, torch.get_num_threads())'");
+        let nccl = format!("{py} -c 'import torch, sys; ok = torch.cuda.is_available(); print(torch.cuda.nccl.version() if ok else \"torch.cuda.is_available() is False\"); sys.exit(0 if ok else 1)'");
+        let commands: [(&str, &str); 11] = [
+            ("cores", "nproc"),
+            ("memory", "grep MemTotal /proc/meminfo"),
+            ("cpu_model", "grep -m1 'model name' /proc/cpuinfo"),
+            ("os", "grep PRETTY_NAME /etc/os-release"),
+            ("openmpi", "mpirun --version"),
+            ("openmpi_transports", "ompi_info --parsable | grep -E '^mca:(btl|pml):' | cut -d: -f2,3 | sort -u"),
+            ("torch", &torch),
+            ("gpus", "nvidia-smi -L"),
+            ("nccl", &nccl),
+            ("gpu_topology", "nvidia-smi topo -m"),
+            ("host_device_link", HOST_DEVICE_LINK),
         ];
+        // The probes are independent; running them at once keeps `parlab run`'s start short
+        // (two of them import torch). The order of the result is the order above.
+        let probes = std::thread::scope(|scope| {
+            let handles: Vec<_> = commands.iter().map(|(name, cmd)| scope.spawn(move || probe(name, cmd, t))).collect();
+            handles.into_iter().map(|h| h.join().expect("a probe thread panicked")).collect()
+        });
         Gates { probes }
     }
 
