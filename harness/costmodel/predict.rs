@@ -195,11 +195,18 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
     })
 }
 
-/// The membw bandwidth of one process streaming alone (median), with its run.
-pub fn single_process_bandwidth(manifests: &[Manifest]) -> Option<(f64, String)> {
-    ok_of_kind(manifests, "membw")
+/// The membw bandwidth of one process streaming alone (median), with its run; with
+/// `threads`, a run with that many threads is preferred (a decode step is compared with
+/// the bandwidth its own thread count can draw).
+pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) -> Option<(f64, String)> {
+    let threads_of = |m: &Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64);
+    let alone: Vec<&Manifest> = ok_of_kind(manifests, "membw")
         .filter(|m| m.summary.pointer("/membw/processes").and_then(Value::as_u64) == Some(1))
-        .max_by(|a, b| a.finished_at.cmp(&b.finished_at))
+        .collect();
+    let matching: Vec<&Manifest> = alone.iter().copied().filter(|m| threads.is_some_and(|t| threads_of(m) == Some(t as u64))).collect();
+    let pool = if matching.is_empty() { alone } else { matching };
+    pool.into_iter()
+        .max_by(|a, b| (&a.finished_at, &a.run_id).cmp(&(&b.finished_at, &b.run_id)))
         .and_then(|m| {
             let s = m.summary.get("membw")?;
             let bw = s
@@ -213,15 +220,17 @@ pub fn single_process_bandwidth(manifests: &[Manifest]) -> Option<(f64, String)>
 struct DecodeCase {
     run_id: String,
     world: u32,
+    sequences: u32,
     strategy: Strategy,
     model: String,
     measured_step_s: f64,
     measured_comm_s: Option<f64>,
     predicted_step_s: Option<f64>,
     predicted_comm_s: Option<f64>,
+    bandwidth: Option<(f64, String)>,
 }
 
-fn decode_case(m: &Manifest, bw: Option<f64>, fits: &BTreeMap<(Op, String), (LinkFit, String)>) -> Option<DecodeCase> {
+fn decode_case(m: &Manifest, manifests: &[Manifest], fits: &BTreeMap<(Op, String), (LinkFit, String)>) -> Option<DecodeCase> {
     let d = m.summary.get("decode")?;
     let Workload::Decode { prompt, new_tokens, dtype } = &m.plan.workload else {
         return None;
@@ -234,9 +243,13 @@ fn decode_case(m: &Manifest, bw: Option<f64>, fits: &BTreeMap<(Op, String), (Lin
     };
     let context = prompt_len + *new_tokens as u64 / 2;
     let world = m.layout.world;
-    let predicted_step_s = bw
+    let bandwidth = single_process_bandwidth(manifests, Some(m.plan.threads_per_rank));
+    // At world 1 a step advances every sequence in flight by one token, one pass each.
+    let passes = f64::from(m.layout.sequences.unwrap_or(1).max(1));
+    let predicted_step_s = bandwidth
+        .as_ref()
         .filter(|_| world == 1)
-        .map(|b| single_device_step_s(&shape, dtype.bytes(), context, b));
+        .map(|(b, _)| passes * single_device_step_s(&shape, dtype.bytes(), context, *b));
     let predicted_comm_s = (m.layout.strategy == Strategy::Tensor && world > 1)
         .then(|| {
             let ar = fits.get(&(Op::AllReduce, m.plan.link.clone()))?;
@@ -249,26 +262,28 @@ fn decode_case(m: &Manifest, bw: Option<f64>, fits: &BTreeMap<(Op, String), (Lin
     Some(DecodeCase {
         run_id: m.run_id.clone(),
         world,
+        sequences: m.layout.sequences.unwrap_or(1),
         strategy: m.layout.strategy,
         model: source.name.clone(),
         measured_step_s: median(d.get("step_s")?)?,
         measured_comm_s: d.get("comm_s").and_then(median),
         predicted_step_s,
         predicted_comm_s,
+        bandwidth: bandwidth.filter(|_| world == 1),
     })
 }
 
 /// Predicted against measured decode: the world-1 step from the measured bandwidth, and a
 /// tensor split's communication from the 2-rank collective fits, joined in polars.
 pub fn decode_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictError> {
-    let bw = single_process_bandwidth(manifests).map(|(b, _)| b);
     let fits = two_rank_fits(manifests);
-    let cases: Vec<DecodeCase> = ok_of_kind(manifests, "decode").filter_map(|m| decode_case(m, bw, &fits)).collect();
+    let cases: Vec<DecodeCase> = ok_of_kind(manifests, "decode").filter_map(|m| decode_case(m, manifests, &fits)).collect();
     let measured = df!(
         "run" => cases.iter().map(|c| c.run_id.as_str()).collect::<Vec<_>>(),
         "model" => cases.iter().map(|c| c.model.as_str()).collect::<Vec<_>>(),
         "strategy" => cases.iter().map(|c| c.strategy.name()).collect::<Vec<_>>(),
         "world" => cases.iter().map(|c| c.world).collect::<Vec<_>>(),
+        "sequences" => cases.iter().map(|c| c.sequences).collect::<Vec<_>>(),
         "measured_step_s" => cases.iter().map(|c| c.measured_step_s).collect::<Vec<_>>(),
         "measured_comm_s" => cases.iter().map(|c| c.measured_comm_s).collect::<Vec<_>>(),
     )?;
@@ -285,7 +300,7 @@ pub fn decode_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictError> {
             ((col("predicted_step_s") - col("measured_step_s")) / col("measured_step_s")).alias("step_error"),
             ((col("predicted_comm_s") - col("measured_comm_s")) / col("measured_comm_s")).alias("comm_error"),
         ])
-        .sort(["model", "strategy", "world", "run"], SortMultipleOptions::default().with_maintain_order(true))
+        .sort(["model", "strategy", "world", "sequences", "run"], SortMultipleOptions::default().with_maintain_order(true))
         .collect()?;
     Ok(out)
 }
@@ -296,6 +311,7 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
     let s = |n: &str| -> Result<StringChunked, PolarsError> { Ok(df.column(n)?.str()?.clone()) };
     let f = |n: &str| -> Result<Float64Chunked, PolarsError> { Ok(df.column(n)?.f64()?.clone()) };
     let (model, strategy, world) = (s("model")?, s("strategy")?, df.column("world")?.u32()?.clone());
+    let sequences = df.column("sequences")?.u32()?.clone();
     let (ms, ps, se) = (f("measured_step_s")?, f("predicted_step_s")?, f("step_error")?);
     let (mc, pc, ce) = (f("measured_comm_s")?, f("predicted_comm_s")?, f("comm_error")?);
     let opt = |v: Option<f64>, fmt: fn(f64) -> String| v.filter(|x| x.is_finite()).map(fmt).unwrap_or_else(|| "—".into());
@@ -305,6 +321,7 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
                 model.get(i).unwrap_or("").into(),
                 strategy.get(i).unwrap_or("").into(),
                 world.get(i).unwrap_or(0).to_string(),
+                sequences.get(i).unwrap_or(0).to_string(),
                 opt(ms.get(i), format_seconds),
                 opt(ps.get(i), format_seconds),
                 opt(se.get(i), pct),
@@ -314,14 +331,15 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
             ]
         })
         .collect();
-    let mut provenance = Vec::new();
-    if let Some((bw, run)) = single_process_bandwidth(manifests) {
-        provenance.push(format!(
-            "memory bandwidth {} measured: from run {} (one process, median)",
-            format_gbps(bw),
-            &run[..12.min(run.len())]
-        ));
-    }
+    let fits = two_rank_fits(manifests);
+    let used: std::collections::BTreeSet<String> = ok_of_kind(manifests, "decode")
+        .filter_map(|m| decode_case(m, manifests, &fits)?.bandwidth)
+        .map(|(bw, run)| {
+            format!("memory bandwidth {} measured: from run {} (one process, median, same threads as the decode run)", format_gbps(bw), &run[..12.min(run.len())])
+        })
+        .collect();
+    let mut provenance: Vec<String> = used.into_iter().collect();
+    provenance.push("a world-1 step with m sequences in flight is m passes over the weights".into());
     provenance.push(
         "communication predicted from the 2-rank all-reduce and all-gather fits of the same link (see the collectives comparison)".into(),
     );
@@ -329,7 +347,7 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
         id: "predicted-decode".into(),
         title: "Decode: predicted from measured bandwidth and collective fits, against measurement".into(),
         caption: "MODELLED against MEASURED: a world-1 step predicted as streamed weights plus the KV cache at the mean context, over the measured single-process memory bandwidth; a tensor split's communication as 2L all-reduces of d·s and one all-gather of the logits with the fitted α and β. error = (predicted - measured) / measured.".into(),
-        columns: ["model", "strategy", "world", "step measured", "step predicted", "step error", "comm measured", "comm predicted", "comm error"].iter().map(|c| c.to_string()).collect(),
+        columns: ["model", "strategy", "world", "seqs", "step measured", "step predicted", "step error", "comm measured", "comm predicted", "comm error"].iter().map(|c| c.to_string()).collect(),
         rows,
         provenance,
     })
