@@ -1,9 +1,8 @@
 //! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run; then the register.
 
 use crate::gates::Gates;
-use crate::manifest::{self, Launch, Manifest, Status, Tool};
+use crate::manifest::{self, Launch, Manifest, Status};
 use crate::spec::{load_suite, Kind, RunPlan};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// What became of one run.
@@ -82,26 +81,7 @@ fn needs_gpu(plan: &RunPlan) -> bool {
 }
 
 fn base_manifest(plan: &RunPlan, gates: &Gates, started_at: &str) -> Manifest {
-    Manifest {
-        schema: manifest::SCHEMA.into(),
-        run_id: plan.run_id.clone(),
-        answer_id: plan.answer_id.clone(),
-        experiment: plan.experiment.clone(),
-        kind: plan.kind.name().into(),
-        status: Status::Ok,
-        reason: None,
-        layout: plan.layout.clone(),
-        plan: plan.clone(),
-        parlab: Tool::current(),
-        machine: gates.fingerprint(),
-        started_at: started_at.into(),
-        finished_at: String::new(),
-        launch: None,
-        caveats: Vec::new(),
-        results: Value::Null,
-        summary: Value::Null,
-        answer: Value::Null,
-    }
+    Manifest::for_plan(plan, gates.fingerprint(), started_at)
 }
 
 fn fill_modelled(record: &mut Manifest, plan: &RunPlan) {

@@ -335,10 +335,17 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
     let used: std::collections::BTreeSet<String> = ok_of_kind(manifests, "decode")
         .filter_map(|m| decode_case(m, manifests, &fits)?.bandwidth)
         .map(|(bw, run)| {
-            format!("memory bandwidth {} measured: from run {} (one process, median, same threads as the decode run)", format_gbps(bw), &run[..12.min(run.len())])
+            let threads = manifests
+                .iter()
+                .find(|m| m.run_id == run)
+                .and_then(|m| m.summary.pointer("/membw/threads").and_then(Value::as_u64))
+                .map_or("unknown".to_string(), |t| t.to_string());
+            let short = &run[..12.min(run.len())];
+            format!("memory bandwidth {} measured: from run {short} (one process, {threads} threads, median)", format_gbps(bw))
         })
         .collect();
     let mut provenance: Vec<String> = used.into_iter().collect();
+    provenance.push("the bandwidth of a run with the decode run's threads per rank is used when one exists".into());
     provenance.push("a world-1 step with m sequences in flight is m passes over the weights".into());
     provenance.push(
         "communication predicted from the 2-rank all-reduce and all-gather fits of the same link (see the collectives comparison)".into(),

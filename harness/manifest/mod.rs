@@ -103,6 +103,30 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// A manifest of `plan` with status ok and empty results, to be filled in as the run goes.
+    pub fn for_plan(plan: &RunPlan, machine: Value, started_at: &str) -> Self {
+        Manifest {
+            schema: SCHEMA.into(),
+            run_id: plan.run_id.clone(),
+            answer_id: plan.answer_id.clone(),
+            experiment: plan.experiment.clone(),
+            kind: plan.kind.name().into(),
+            status: Status::Ok,
+            reason: None,
+            layout: plan.layout.clone(),
+            plan: plan.clone(),
+            parlab: Tool::current(),
+            machine,
+            started_at: started_at.into(),
+            finished_at: started_at.into(),
+            launch: None,
+            caveats: Vec::new(),
+            results: Value::Null,
+            summary: Value::Null,
+            answer: Value::Null,
+        }
+    }
+
     /// The manifest file's path for a run identity.
     pub fn path_for(dir: &Path, run_id: &str) -> PathBuf {
         dir.join(format!("{run_id}.json"))

@@ -3,7 +3,7 @@
 //! measured). Used by tests and `ci/bench.sh`, never by `parlab run`.
 
 use crate::gates::{Gates, Probe};
-use crate::manifest::{Launch, Manifest, Status, Tool, SCHEMA};
+use crate::manifest::{Launch, Manifest, Status, Tool};
 use crate::spec::plan::Workload;
 use crate::spec::{Kind, RunPlan};
 use crate::table::Table;
@@ -130,29 +130,9 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
         plan.index = i;
         plan.run_id = hex::encode(Sha256::digest(format!("{}/{i}", base.run_id)));
     }
-    let mut m = Manifest {
-        schema: SCHEMA.into(),
-        run_id: plan.run_id.clone(),
-        answer_id: plan.answer_id.clone(),
-        experiment: plan.experiment.clone(),
-        kind: plan.kind.name().into(),
-        status: Status::Ok,
-        reason: None,
-        layout: plan.layout.clone(),
-        plan: plan.clone(),
-        parlab: Tool {
-            version: "0.1.0".into(),
-            commit: "synthetic".into(),
-        },
-        machine: gates.fingerprint(),
-        started_at: timestamp(60 * i as i64),
-        finished_at: timestamp(60 * i as i64 + 30),
-        launch: None,
-        caveats: Vec::new(),
-        results: Value::Null,
-        summary: Value::Null,
-        answer: Value::Null,
-    };
+    let mut m = Manifest::for_plan(&plan, gates.fingerprint(), &timestamp(60 * i as i64));
+    m.parlab = Tool { version: "0.1.0".into(), commit: "synthetic".into() };
+    m.finished_at = timestamp(60 * i as i64 + 30);
     let unmet = gates.unmet(&plan.requires);
     if !unmet.is_empty() {
         m.status = Status::NotRun;

@@ -8,7 +8,7 @@ use parlab::costmodel::safetensors_header::{count_checkpoint, write_zeros};
 use parlab::costmodel::shape::ModelShape;
 use parlab::costmodel::tables::load_shape;
 use parlab::costmodel::{predict, tables_for_plan};
-use parlab::manifest::{Manifest, Status, Tool, SCHEMA};
+use parlab::manifest::Manifest;
 use parlab::spec::schema::Strategy;
 use parlab::spec::RunPlan;
 use serde_json::{json, Value};
@@ -318,26 +318,10 @@ fn stats(x: f64) -> Value {
 }
 
 fn manifest(plan: RunPlan, summary: Value) -> Manifest {
-    Manifest {
-        schema: SCHEMA.into(),
-        run_id: plan.run_id.clone(),
-        answer_id: plan.answer_id.clone(),
-        experiment: plan.experiment.clone(),
-        kind: plan.kind.name().into(),
-        status: Status::Ok,
-        reason: None,
-        layout: plan.layout.clone(),
-        plan,
-        parlab: Tool::current(),
-        machine: Value::Null,
-        started_at: "2026-01-01T00:00:00Z".into(),
-        finished_at: "2026-01-01T00:01:00Z".into(),
-        launch: None,
-        caveats: vec![],
-        results: Value::Null,
-        summary,
-        answer: Value::Null,
-    }
+    let mut m = Manifest::for_plan(&plan, Value::Null, "2026-01-01T00:00:00Z");
+    m.finished_at = "2026-01-01T00:01:00Z".into();
+    m.summary = summary;
+    m
 }
 
 /// Collective, membw and decode manifests with summaries shaped like the chapter's measurements.

@@ -26,7 +26,7 @@ fn different_layouts_never_share_a_run_identity() {
             panic!("{} and {} share run identity {}", other, r.label(), r.run_id);
         }
     }
-    let layouts: BTreeSet<String> = runs.iter().map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment))).collect();
+    let layouts: BTreeSet<String> = runs.iter().map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment, r.threads_per_rank))).collect();
     assert_eq!(layouts.len(), runs.len());
 }
 

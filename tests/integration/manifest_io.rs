@@ -1,32 +1,17 @@
 //! Manifests: atomic writes, round trips, and corrupt or foreign files skipped.
 
-use parlab::manifest::{self, Manifest, Status, Tool};
+use parlab::manifest::{self, Manifest, Status};
 use parlab::spec::load_suite;
 use std::path::PathBuf;
 
 fn sample_manifest() -> Manifest {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(0);
-    Manifest {
-        schema: manifest::SCHEMA.into(),
-        run_id: plan.run_id.clone(),
-        answer_id: plan.answer_id.clone(),
-        experiment: plan.experiment.clone(),
-        kind: plan.kind.name().into(),
-        status: Status::NotRun,
-        reason: Some("needs 2 GPUs".into()),
-        layout: plan.layout.clone(),
-        plan,
-        parlab: Tool::current(),
-        machine: serde_json::json!({"cores": 2}),
-        started_at: "2026-12-02T00:00:00Z".into(),
-        finished_at: "2026-12-02T00:00:01Z".into(),
-        launch: None,
-        caveats: vec![],
-        results: serde_json::Value::Null,
-        summary: serde_json::Value::Null,
-        answer: serde_json::Value::Null,
-    }
+    let mut m = Manifest::for_plan(&plan, serde_json::json!({"cores": 2}), "2026-12-02T00:00:00Z");
+    m.status = Status::NotRun;
+    m.reason = Some("needs 2 GPUs".into());
+    m.finished_at = "2026-12-02T00:00:01Z".into();
+    m
 }
 
 #[test]

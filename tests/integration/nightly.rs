@@ -1,6 +1,6 @@
 //! Nightly comparison: regressions past the tolerance, new failures and changed answers.
 
-use parlab::manifest::{self, Manifest, Status, Tool};
+use parlab::manifest::{Manifest, Status};
 use parlab::nightly::{compare, Finding};
 use parlab::spec::load_suite;
 use serde_json::json;
@@ -9,27 +9,13 @@ use std::path::PathBuf;
 fn decode_manifest(step_s: f64, tokens: serde_json::Value) -> Manifest {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(1);
-    Manifest {
-        schema: manifest::SCHEMA.into(),
-        run_id: plan.run_id.clone(),
-        answer_id: plan.answer_id.clone(),
-        experiment: plan.experiment.clone(),
-        kind: "decode".into(),
-        status: Status::Ok,
-        reason: None,
-        layout: plan.layout.clone(),
-        plan,
-        parlab: Tool::current(),
-        machine: json!({}),
-        started_at: "2026-12-01T00:00:00Z".into(),
-        finished_at: "2026-12-01T00:01:00Z".into(),
-        launch: None,
-        caveats: vec![],
-        results: json!(null),
-        summary: json!({"decode": {"step_s": {"median": step_s, "min": step_s, "max": step_s, "p99": step_s, "n": 3},
-                                   "tokens_per_s": {"median": 1.0 / step_s, "min": 1.0, "max": 1.0, "p99": 1.0, "n": 3}}}),
-        answer: json!({"tokens": tokens}),
-    }
+    let mut m = Manifest::for_plan(&plan, json!({}), "2026-12-01T00:00:00Z");
+    m.kind = "decode".into();
+    m.finished_at = "2026-12-01T00:01:00Z".into();
+    m.summary = json!({"decode": {"step_s": {"median": step_s, "min": step_s, "max": step_s, "p99": step_s, "n": 3},
+                                  "tokens_per_s": {"median": 1.0 / step_s, "min": 1.0, "max": 1.0, "p99": 1.0, "n": 3}}});
+    m.answer = json!({"tokens": tokens});
+    m
 }
 
 #[test]
