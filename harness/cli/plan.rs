@@ -11,21 +11,37 @@ pub fn run(paths: &[PathBuf], as_json: bool) -> anyhow::Result<i32> {
         let items: Vec<_> = runs.iter().map(plan_json).collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
-        println!("{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12}", "#", "experiment", "strategy", "world", "link", "run_id", "answer_id");
+        println!("{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12} details", "#", "experiment", "strategy", "world", "link", "run_id", "answer_id");
         for (i, r) in runs.iter().enumerate() {
             println!(
-                "{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12}",
+                "{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12} {}",
                 i + 1,
                 format!("{}#{}", r.experiment, r.index),
                 r.layout.strategy.name(),
                 r.layout.world,
                 r.link,
                 r.short_id(),
-                &r.answer_id[..12]
+                &r.answer_id[..12],
+                details(r)
             );
         }
     }
     Ok(crate::exitcode::OK)
+}
+
+/// The axis values the columns do not show: threads, head placement, sequences in flight.
+fn details(r: &RunPlan) -> String {
+    let mut parts = vec![format!("threads={}", r.threads_per_rank)];
+    if let Some(head) = r.layout.head {
+        parts.push(format!("head={}", serde_json::to_value(head).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()));
+    }
+    if let Some(seqs) = r.layout.sequences {
+        parts.push(format!("seqs={seqs}"));
+    }
+    if let crate::spec::Workload::Decode { new_tokens, .. } = &r.workload {
+        parts.push(format!("new_tokens={new_tokens}"));
+    }
+    parts.join(" ")
 }
 
 fn plan_json(r: &RunPlan) -> serde_json::Value {

@@ -6,6 +6,7 @@
 //! [`Reduce`]: two all-reduces per layer, the output bias added once, after the reduction.
 
 use super::config::ModelConfig;
+use super::matvec::matvec;
 use super::weights::{Checkpoint, RowReader, WeightsError};
 use crate::spec::plan::{RankShare, Span};
 use std::sync::Arc;
@@ -116,6 +117,7 @@ impl PartShare {
     }
 }
 
+/// One block's parameters; matrices stored `[out, in]` (transposed from Conv1D's `[in, out]` at load).
 struct Layer {
     index: usize,
     ln1: (Tensor, Tensor),
@@ -169,17 +171,18 @@ fn load_layer(ck: &Checkpoint, d: &Dims, s: &PartShare, l: usize) -> Result<Laye
     let ln = |n: &str| -> Result<(Tensor, Tensor), WeightsError> {
         Ok((ck.full(&p(&format!("{n}.weight")))?, ck.full(&p(&format!("{n}.bias")))?))
     };
+    let out_in = |t: Tensor| t.tr().contiguous();
     Ok(Layer {
         index: l,
         ln1: ln("ln_1")?,
-        w_qkv: ck.columns(&p("attn.c_attn.weight"), &qkv)?,
+        w_qkv: out_in(ck.columns(&p("attn.c_attn.weight"), &qkv)?),
         b_qkv: ck.elements(&p("attn.c_attn.bias"), &qkv)?,
-        w_o: ck.rows(&p("attn.c_proj.weight"), h0, h1)?,
+        w_o: out_in(ck.rows(&p("attn.c_proj.weight"), h0, h1)?),
         b_o: ck.full(&p("attn.c_proj.bias"))?,
         ln2: ln("ln_2")?,
-        w_fc: ck.columns(&p("mlp.c_fc.weight"), &[(f0, f1)])?,
+        w_fc: out_in(ck.columns(&p("mlp.c_fc.weight"), &[(f0, f1)])?),
         b_fc: ck.elements(&p("mlp.c_fc.bias"), &[(f0, f1)])?,
-        w_proj: ck.rows(&p("mlp.c_proj.weight"), f0, f1)?,
+        w_proj: out_in(ck.rows(&p("mlp.c_proj.weight"), f0, f1)?),
         b_proj: ck.full(&p("mlp.c_proj.bias"))?,
     })
 }
@@ -191,6 +194,15 @@ fn load_head(ck: &Checkpoint, vocab: Span) -> Result<Head, WeightsError> {
         ln_f: (ck.full("ln_f.weight")?, ck.full("ln_f.bias")?),
         weight: ck.rows(name, vocab.start as usize, vocab.end as usize)?,
     })
+}
+
+/// `x Wᵀ + b` for `w` `[out, in]`: parlab's streaming matvec for one row, libtorch's matmul for more.
+fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
+    if x.size()[0] == 1 {
+        return matvec(x, w, b);
+    }
+    let y = x.matmul(&w.tr());
+    b.map_or_else(|| y.shallow_clone(), |b| &y + b)
 }
 
 impl Gpt2Part {
@@ -268,15 +280,15 @@ impl Gpt2Part {
         let d = self.dims.hidden as i64;
         let a = h.layer_norm([d], Some(&l.ln1.0), Some(&l.ln1.1), self.dims.eps, false);
         let ctx = self.attention(l, &a, k_cache, v_cache, pos);
-        let h = h + (comm.all_reduce(&ctx.matmul(&l.w_o)) + &l.b_o);
+        let h = h + (comm.all_reduce(&linear(&ctx, &l.w_o, None)) + &l.b_o);
         let m = h.layer_norm([d], Some(&l.ln2.0), Some(&l.ln2.1), self.dims.eps, false);
-        let f = l.b_fc.addmm(&m, &l.w_fc).gelu(self.dims.gelu);
-        h + (comm.all_reduce(&f.matmul(&l.w_proj)) + &l.b_proj)
+        let f = linear(&m, &l.w_fc, Some(&l.b_fc)).gelu(self.dims.gelu);
+        h + (comm.all_reduce(&linear(&f, &l.w_proj, None)) + &l.b_proj)
     }
 
     fn attention(&self, l: &Layer, a: &Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize) -> Tensor {
         let (t, hs, hd) = (a.size()[0], self.share.heads.len() as i64, self.dims.head_dim as i64);
-        let qkv = l.b_qkv.addmm(a, &l.w_qkv);
+        let qkv = linear(a, &l.w_qkv, Some(&l.b_qkv));
         let split = |i: i64| qkv.narrow(1, i * hs * hd, hs * hd).reshape([t, hs, hd]).transpose(0, 1);
         let (q, k, v) = (split(0), split(1), split(2));
         k_cache.narrow(1, pos as i64, t).copy_(&k);
@@ -305,7 +317,7 @@ impl Gpt2Part {
         let d = self.dims.hidden as i64;
         let last = h.narrow(0, h.size()[0] - 1, 1);
         let x = last.layer_norm([d], Some(&head.ln_f.0), Some(&head.ln_f.1), self.dims.eps, false);
-        let part = x.matmul(&head.weight.tr()).view([-1]);
+        let part = linear(&x, &head.weight, None).view([-1]);
         comm.gather_vocab(&part)
     }
 

@@ -3,6 +3,7 @@
 pub mod config;
 pub mod gpt2;
 pub mod init;
+pub mod matvec;
 pub mod reference;
 pub mod resolve;
 pub mod rng;
