@@ -31,7 +31,7 @@ report: build
 	$(BIN) report
 
 test: build
-	cargo test --release -- --test-threads=1
+	cargo test --release --no-fail-fast -- --test-threads=1
 	$(VENV)/bin/python tests/hf_crosscheck.py
 
 bench: build

@@ -102,6 +102,7 @@ fn mpirun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Ma
     for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS"] {
         args.extend(["-x".into(), format!("{var}={}", plan.threads_per_rank)]);
     }
+    args.extend(["-x".into(), OMP_WAIT.into()]);
     if let Some(fault) = &machine.fault {
         args.extend(["-x".into(), format!("{FAULT_ENV}={fault}")]);
     }
@@ -110,12 +111,16 @@ fn mpirun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Ma
     LaunchCommand { program: "mpirun".into(), args, env: Vec::new(), oversubscribed }
 }
 
+/// Idle OpenMP threads of a rank sleep (libgomp spins otherwise, taking the core the matvec pool needs).
+const OMP_WAIT: &str = "OMP_WAIT_POLICY=passive";
+
 fn srun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
     let threads = plan.threads_per_rank;
     let mut env: Vec<(String, String)> =
         link_mca(&plan.link).into_iter().map(|(k, v)| (format!("OMPI_MCA_{k}"), v.to_string())).collect();
     env.push(("OMP_NUM_THREADS".into(), threads.to_string()));
     env.push(("MKL_NUM_THREADS".into(), threads.to_string()));
+    env.push(OMP_WAIT.split_once('=').map(|(k, v)| (k.into(), v.into())).expect("KEY=VALUE"));
     if let Some(fault) = &machine.fault {
         env.push((FAULT_ENV.into(), fault.clone()));
     }

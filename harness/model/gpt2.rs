@@ -202,7 +202,10 @@ fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
         return matvec(x, w, b);
     }
     let y = x.matmul(&w.tr());
-    b.map_or_else(|| y.shallow_clone(), |b| &y + b)
+    match b {
+        Some(b) => y + b,
+        None => y,
+    }
 }
 
 impl Gpt2Part {

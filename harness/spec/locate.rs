@@ -38,6 +38,10 @@ impl KeyIndex {
             let mut rest = line.trim_start();
             while let Some(after_dash) = rest.strip_prefix("- ").or_else(|| (rest == "-").then_some("")) {
                 pop_deeper(&mut stack, indent);
+                // A sibling item at the same indent ends the previous item.
+                if stack.last().is_some_and(|(i, p)| *i == indent && p.ends_with(']')) {
+                    stack.pop();
+                }
                 let parent = stack.last().map(|(_, p)| p.clone()).unwrap_or_default();
                 let counter = list_counters.entry(parent.clone()).or_insert(0);
                 let item = format!("{parent}[{}]", *counter);
