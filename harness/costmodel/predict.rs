@@ -227,10 +227,15 @@ struct DecodeCase {
     measured_comm_s: Option<f64>,
     predicted_step_s: Option<f64>,
     predicted_comm_s: Option<f64>,
-    bandwidth: Option<(f64, String)>,
 }
 
-fn decode_case(m: &Manifest, manifests: &[Manifest], fits: &BTreeMap<(Op, String), (LinkFit, String)>) -> Option<DecodeCase> {
+/// The single-process bandwidth for each thread count the decode runs use (computed once).
+fn bandwidths_by_threads(manifests: &[Manifest]) -> BTreeMap<u32, (f64, String)> {
+    let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, "decode").map(|m| m.plan.threads_per_rank).collect();
+    threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect()
+}
+
+fn decode_case(m: &Manifest, bandwidths: &BTreeMap<u32, (f64, String)>, fits: &BTreeMap<(Op, String), (LinkFit, String)>) -> Option<DecodeCase> {
     let d = m.summary.get("decode")?;
     let Workload::Decode { prompt, new_tokens, dtype } = &m.plan.workload else {
         return None;
@@ -243,7 +248,7 @@ fn decode_case(m: &Manifest, manifests: &[Manifest], fits: &BTreeMap<(Op, String
     };
     let context = prompt_len + *new_tokens as u64 / 2;
     let world = m.layout.world;
-    let bandwidth = single_process_bandwidth(manifests, Some(m.plan.threads_per_rank));
+    let bandwidth = bandwidths.get(&m.plan.threads_per_rank).cloned();
     // At world 1 a step advances every sequence in flight by one token, one pass each.
     let passes = f64::from(m.layout.sequences.unwrap_or(1).max(1));
     let predicted_step_s = bandwidth
@@ -269,7 +274,6 @@ fn decode_case(m: &Manifest, manifests: &[Manifest], fits: &BTreeMap<(Op, String
         measured_comm_s: d.get("comm_s").and_then(median),
         predicted_step_s,
         predicted_comm_s,
-        bandwidth: bandwidth.filter(|_| world == 1),
     })
 }
 
@@ -277,7 +281,8 @@ fn decode_case(m: &Manifest, manifests: &[Manifest], fits: &BTreeMap<(Op, String
 /// tensor split's communication from the 2-rank collective fits, joined in polars.
 pub fn decode_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictError> {
     let fits = two_rank_fits(manifests);
-    let cases: Vec<DecodeCase> = ok_of_kind(manifests, "decode").filter_map(|m| decode_case(m, manifests, &fits)).collect();
+    let bandwidths = bandwidths_by_threads(manifests);
+    let cases: Vec<DecodeCase> = ok_of_kind(manifests, "decode").filter_map(|m| decode_case(m, &bandwidths, &fits)).collect();
     let measured = df!(
         "run" => cases.iter().map(|c| c.run_id.as_str()).collect::<Vec<_>>(),
         "model" => cases.iter().map(|c| c.model.as_str()).collect::<Vec<_>>(),
@@ -331,9 +336,12 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
             ]
         })
         .collect();
-    let fits = two_rank_fits(manifests);
-    let used: std::collections::BTreeSet<String> = ok_of_kind(manifests, "decode")
-        .filter_map(|m| decode_case(m, manifests, &fits)?.bandwidth)
+    let bandwidths = bandwidths_by_threads(manifests);
+    let world_one: std::collections::BTreeSet<u32> =
+        ok_of_kind(manifests, "decode").filter(|m| m.layout.world == 1).map(|m| m.plan.threads_per_rank).collect();
+    let used: std::collections::BTreeSet<String> = world_one
+        .iter()
+        .filter_map(|t| bandwidths.get(t).cloned())
         .map(|(bw, run)| {
             let threads = manifests
                 .iter()
