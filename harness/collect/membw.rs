@@ -58,7 +58,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let summary = json!({"membw": {
         "processes": plan.layout.world, "threads": plan.threads_per_rank, "buffer_bytes": buffer,
         "aggregate_Bps": agg.to_json(), "per_process_Bps": per.to_json(),
-        "method": "tch f32 tensor.sum() per rank after a barrier; aggregate = all buffers / slowest rank's time",
+        "method": "tch f32 tensor.sum() per rank, timed from a common start after a barrier (earliest rank clock, MPI min); aggregate = all buffers / slowest rank's time",
     }});
     Ok(Collected { results, summary, answer: Value::Null })
 }
