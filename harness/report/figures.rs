@@ -353,18 +353,25 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
             x + width + 4.0,
             py(b.step.median)
         );
-        let label = if many_per_world {
-            format!("{} ({}, {} seq)", b.world, b.head, b.sequences)
-        } else {
-            b.world.to_string()
-        };
         let _ = writeln!(
             s,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             x + width / 2.0,
             TOP + ph + 16.0,
-            esc(&label)
+            b.world
         );
+        if many_per_world {
+            // A second, smaller line keeps neighbouring labels apart: head placement and sequences.
+            let head = if b.head == "replicated" { "repl" } else { b.head.as_str() };
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{} ×{}</text>"#,
+                x + width / 2.0,
+                TOP + ph + 28.0,
+                esc(head),
+                b.sequences
+            );
+        }
     }
     let lx = W - RIGHT + 12.0;
     let _ = writeln!(
