@@ -59,7 +59,7 @@ pub enum Finding {
 }
 
 fn stat_median(v: &Value, key: &str) -> Option<f64> {
-    v.get(key)?.get("median")?.as_f64()
+    crate::report::facts::Stat::read(v.get(key)).map(|s| s.median)
 }
 
 /// The comparable figures in a manifest's summary (medians only: ranges are noise).
