@@ -1,9 +1,93 @@
 //! Answers compared across layouts: runs that share an answer identity must agree.
+//!
+//! Every decode run is compared by its ranks with the cached unsplit reference, step by
+//! step; `audit` grades each layout from those records: `BITWISE` (no logit moved),
+//! `TOKENS_EQUAL` (with the largest drift) or `DIVERGED` at step k (the two tokens and the
+//! reference's top-2 margin there). A step whose reference margin is below
+//! [`FRAGILE_FACTOR`] times the drift observed across layouts is fragile: float32
+//! reordering alone could flip it, so a divergence there is explained by a near-tie; one at
+//! a robust step is a real change. The world-1 run is the reference decoded again: if it
+//! differs from the cached reference, run-to-run noise is reported as such.
 
 use crate::manifest::{Manifest, Status};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+/// A margin below this many times the observed drift is a near-tie: the top two logits may
+/// each move by the drift, in opposite directions.
+pub const FRAGILE_FACTOR: f64 = 2.0;
+
+/// How a layout's answer compares with the unsplit reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Grade {
+    /// Logits bit-identical at every compared step.
+    Bitwise,
+    /// Same tokens; logits moved by at most the drift.
+    TokensEqual,
+    /// A token differs from step `step` on.
+    Diverged,
+}
+
+impl Grade {
+    /// The name printed and written to JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Grade::Bitwise => "BITWISE",
+            Grade::TokensEqual => "TOKENS_EQUAL",
+            Grade::Diverged => "DIVERGED",
+        }
+    }
+}
+
+/// Why a layout diverged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The reference's margin at the step is within the drift: float32 reordering could flip it.
+    NearTie,
+    /// The reference decoded again differs from itself: run-to-run noise, not the layout.
+    NoisyReference,
+    /// A divergence at a robust step: the layout changed the answer.
+    RealChange,
+}
+
+/// One run's graded verdict against the unsplit reference.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayoutVerdict {
+    /// Short run identity.
+    pub run: String,
+    /// Experiment.
+    pub experiment: String,
+    /// Strategy (the layout family).
+    pub family: String,
+    /// The layout in words.
+    pub layout: String,
+    /// True for the world-1 run (the reference decoded again).
+    pub is_reference: bool,
+    /// The grade.
+    pub verdict: Grade,
+    /// Largest |logit difference| over the compared steps.
+    pub max_logit_drift: Option<f64>,
+    /// First differing step (DIVERGED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<usize>,
+    /// This layout's token at that step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<u32>,
+    /// The reference's token at that step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_token: Option<u32>,
+    /// The reference's top-2 margin at that step, when the manifest records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_margin: Option<f64>,
+    /// Why it diverged (DIVERGED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+    /// True when this is a divergence the layout itself caused.
+    pub real_change: bool,
+}
 
 /// One answer identity's runs and whether their answers agree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -14,37 +98,325 @@ pub struct AnswerGroup {
     pub experiments: Vec<String>,
     /// Short run identities of the runs compared (status ok, with an answer).
     pub runs: Vec<String>,
-    /// True when some run's generated tokens differ from the first run's.
+    /// True when some layout really changed the answer (a divergence at a robust step).
     pub changed: bool,
     /// Largest |difference| of logits any run reported against the unsplit model.
     pub max_logit_diff: Option<f64>,
     /// Smallest top-2 margin any run saw.
     pub min_top2_margin: Option<f64>,
+    /// The world-1 run, the reference decoded again, if there is one.
+    pub reference_run: Option<String>,
+    /// Decodes of the unsplit model compared (the cached reference plus the world-1 run's repetitions).
+    pub reference_decodes: u32,
+    /// Whether the reference decoded again equals itself bitwise; None without a world-1 run.
+    pub reference_reproducible: Option<bool>,
+    /// The reference's drift from itself (run-to-run noise).
+    pub reference_self_drift: Option<f64>,
+    /// Largest drift observed across layouts (the fragility threshold's base).
+    pub drift_across_layouts: f64,
+    /// True when some step's top-2 margin is below FRAGILE_FACTOR × the drift.
+    pub fragile: bool,
+    /// The fragile steps, when the manifests record per-step margins.
+    pub fragile_steps: Vec<usize>,
+    /// Every run's verdict.
+    pub layouts: Vec<LayoutVerdict>,
 }
 
-/// Groups ok runs with answers by answer identity and compares their tokens.
+/// Groups ok runs with answers by answer identity and grades each layout.
 pub fn audit(manifests: &[Manifest]) -> Vec<AnswerGroup> {
     let mut groups: BTreeMap<&str, Vec<&Manifest>> = BTreeMap::new();
-    for m in manifests.iter().filter(|m| m.status == Status::Ok && m.answer.get("tokens").is_some()) {
+    for m in manifests
+        .iter()
+        .filter(|m| m.status == Status::Ok && m.answer.get("tokens").is_some())
+    {
         groups.entry(m.answer_id.as_str()).or_default().push(m);
     }
-    groups.into_iter().map(|(id, runs)| group(id, &runs)).collect()
+    groups
+        .into_iter()
+        .map(|(id, runs)| group(id, &runs))
+        .collect()
+}
+
+/// A run's answer as the audit reads it.
+struct Answer<'a> {
+    m: &'a Manifest,
+    tokens: Vec<Vec<u64>>,
+    exact: Option<&'a Value>,
+    steps: Vec<&'a Value>,
+}
+
+impl<'a> Answer<'a> {
+    fn of(m: &'a Manifest) -> Self {
+        let tokens = m
+            .answer
+            .get("tokens")
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .map(|s| {
+                        s.as_array()
+                            .map(|t| t.iter().filter_map(Value::as_u64).collect())
+                            .unwrap_or_default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let exact = m.answer.get("exactness");
+        let steps = exact
+            .and_then(|e| e.get("steps"))
+            .and_then(Value::as_array)
+            .map(|s| s.iter().collect())
+            .unwrap_or_default();
+        Answer {
+            m,
+            tokens,
+            exact,
+            steps,
+        }
+    }
+
+    fn num(&self, key: &str) -> Option<f64> {
+        self.exact?.get(key)?.as_f64()
+    }
+
+    fn tokens_equal(&self) -> Option<bool> {
+        self.exact?.get("tokens_equal")?.as_bool()
+    }
+
+    fn step_num(&self, k: usize, key: &str) -> Option<f64> {
+        self.steps.get(k)?.get(key)?.as_f64()
+    }
+
+    fn is_world_one(&self) -> bool {
+        self.m.layout.world == 1 && self.m.layout.sequences.unwrap_or(1) <= 1
+    }
+
+    /// The reference tokens this run recorded per step, if it did.
+    fn recorded_reference(&self) -> Option<Vec<u64>> {
+        let t: Vec<u64> = self
+            .steps
+            .iter()
+            .filter_map(|s| s.get("reference_token")?.as_u64())
+            .collect();
+        (!t.is_empty() && t.len() == self.steps.len()).then_some(t)
+    }
+}
+
+/// The reference tokens and margins of a group: recorded per step, else the world-1 run's tokens.
+struct Reference {
+    tokens: Option<Vec<u64>>,
+    margins: Vec<Option<f64>>,
+}
+
+fn reference(answers: &[Answer]) -> Reference {
+    let recorded = answers.iter().find_map(Answer::recorded_reference);
+    let tokens = recorded.or_else(|| {
+        answers
+            .iter()
+            .find(|a| a.is_world_one())
+            .and_then(|a| a.tokens.first().cloned())
+    });
+    let len = answers.iter().map(|a| a.steps.len()).max().unwrap_or(0);
+    let margins = (0..len)
+        .map(|k| {
+            answers
+                .iter()
+                .find_map(|a| a.step_num(k, "reference_margin"))
+        })
+        .collect();
+    Reference { tokens, margins }
+}
+
+fn first_difference(a: &Answer, reference: Option<&[u64]>) -> Option<usize> {
+    let recorded = a
+        .exact
+        .and_then(|e| e.get("first_difference"))
+        .and_then(Value::as_u64)
+        .map(|k| k as usize);
+    let from_tokens = reference.and_then(|r| {
+        a.tokens
+            .iter()
+            .filter_map(|t| t.iter().zip(r).position(|(x, y)| x != y))
+            .min()
+    });
+    recorded.into_iter().chain(from_tokens).min()
 }
 
 fn group(answer_id: &str, runs: &[&Manifest]) -> AnswerGroup {
-    let tokens: Vec<&Value> = runs.iter().filter_map(|m| m.answer.get("tokens")).collect();
-    let changed = tokens.windows(2).any(|w| w[0] != w[1]);
-    let figure = |key: &'static str| runs.iter().filter_map(move |m| m.answer.get("exactness")?.get(key)?.as_f64());
+    let answers: Vec<Answer> = runs.iter().map(|m| Answer::of(m)).collect();
+    let refr = reference(&answers);
+    let reference_run = answers.iter().find(|a| a.is_world_one());
+    let self_drift = reference_run.and_then(|a| a.num("max_logit_diff"));
+    let self_differs = reference_run.is_some_and(|a| {
+        a.tokens_equal() == Some(false) || first_difference(a, refr.tokens.as_deref()).is_some()
+    });
+    let reproducible = reference_run.map(|_| !self_differs && self_drift == Some(0.0));
+    let drift = answers
+        .iter()
+        .filter_map(|a| a.num("max_logit_diff"))
+        .fold(0.0, f64::max);
+    let threshold = FRAGILE_FACTOR * drift;
+    let fragile_steps: Vec<usize> = refr
+        .margins
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.is_some_and(|m| m < threshold))
+        .map(|(k, _)| k)
+        .collect();
+    let min_margin = answers
+        .iter()
+        .filter_map(|a| a.num("min_top2_margin"))
+        .reduce(f64::min);
+    let fragile = !fragile_steps.is_empty()
+        || (refr.margins.is_empty() && min_margin.is_some_and(|m| m < threshold));
+    let ctx = Context {
+        refr: &refr,
+        threshold,
+        self_differs,
+    };
+    let layouts: Vec<LayoutVerdict> = answers.iter().map(|a| verdict(a, &ctx)).collect();
     let mut experiments: Vec<String> = runs.iter().map(|m| m.experiment.clone()).collect();
+    experiments.sort();
     experiments.dedup();
     AnswerGroup {
         answer_id: answer_id.to_string(),
         experiments,
-        runs: runs.iter().map(|m| m.run_id[..12].to_string()).collect(),
-        changed,
-        max_logit_diff: figure("max_logit_diff").reduce(f64::max),
-        min_top2_margin: figure("min_top2_margin").reduce(f64::min),
+        runs: runs.iter().map(|m| short(&m.run_id)).collect(),
+        changed: layouts.iter().any(|l| l.real_change),
+        max_logit_diff: answers
+            .iter()
+            .filter_map(|a| a.num("max_logit_diff"))
+            .reduce(f64::max),
+        min_top2_margin: min_margin,
+        reference_run: reference_run.map(|a| short(&a.m.run_id)),
+        reference_decodes: reference_run.map_or(1, |a| 1 + a.m.plan.warmup + a.m.plan.repetitions),
+        reference_reproducible: reproducible,
+        reference_self_drift: self_drift,
+        drift_across_layouts: drift,
+        fragile,
+        fragile_steps,
+        layouts,
     }
+}
+
+struct Context<'a> {
+    refr: &'a Reference,
+    threshold: f64,
+    self_differs: bool,
+}
+
+fn verdict(a: &Answer, ctx: &Context) -> LayoutVerdict {
+    let drift = a.num("max_logit_diff");
+    let k = first_difference(a, ctx.refr.tokens.as_deref());
+    let diverged = k.is_some() || a.tokens_equal() == Some(false) || a.tokens.len() > 1;
+    let mut v = LayoutVerdict {
+        run: short(&a.m.run_id),
+        experiment: a.m.experiment.clone(),
+        family: a.m.layout.strategy.name().to_string(),
+        layout: layout_words(a.m),
+        is_reference: a.is_world_one(),
+        verdict: if drift == Some(0.0) {
+            Grade::Bitwise
+        } else {
+            Grade::TokensEqual
+        },
+        max_logit_drift: drift,
+        step: None,
+        token: None,
+        reference_token: None,
+        reference_margin: None,
+        cause: None,
+        real_change: false,
+    };
+    if !diverged {
+        return v;
+    }
+    v.verdict = Grade::Diverged;
+    v.step = k;
+    if let Some(k) = k {
+        let reference = ctx.refr.tokens.as_ref().and_then(|r| r.get(k).copied());
+        v.reference_token = reference.map(|t| t as u32);
+        v.token = a
+            .tokens
+            .iter()
+            .filter_map(|t| t.get(k).copied())
+            .find(|t| Some(*t) != reference)
+            .map(|t| t as u32);
+        v.reference_margin = ctx.refr.margins.get(k).copied().flatten();
+    }
+    let cause = if v.reference_margin.is_some_and(|m| m < ctx.threshold) {
+        Cause::NearTie
+    } else if ctx.self_differs {
+        Cause::NoisyReference
+    } else {
+        Cause::RealChange
+    };
+    v.cause = Some(cause);
+    v.real_change = cause == Cause::RealChange;
+    v
+}
+
+/// A run's layout in words: strategy, world, head placement, sequences, link.
+pub fn layout_words(m: &Manifest) -> String {
+    let l = &m.layout;
+    let head = l
+        .head
+        .map(|h| format!(" head {}", format!("{h:?}").to_lowercase()))
+        .unwrap_or_default();
+    let seqs = l
+        .sequences
+        .filter(|&s| s > 1)
+        .map(|s| format!(" {s} sequences"))
+        .unwrap_or_default();
+    format!(
+        "{} world {}{head}{seqs} over {}",
+        l.strategy.name(),
+        l.world,
+        m.plan.link
+    )
+}
+
+fn short(run_id: &str) -> String {
+    run_id.chars().take(12).collect()
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or("n/a".into(), f)
+}
+
+/// One line for a layout's verdict.
+pub fn layout_line(l: &LayoutVerdict) -> String {
+    let role = if l.is_reference {
+        " (the reference decoded again)"
+    } else {
+        ""
+    };
+    let detail = match l.verdict {
+        Grade::Bitwise => "logits bit-identical at every compared step".to_string(),
+        Grade::TokensEqual => format!(
+            "same tokens, largest logit drift {}",
+            opt(l.max_logit_drift, |v| format!("{v:.2e}"))
+        ),
+        Grade::Diverged => format!(
+            "at step {}: token {} where the reference has {}; reference top-2 margin there {}; {}",
+            l.step.map_or("?".into(), |k| k.to_string()),
+            l.token.map_or("?".into(), |t| t.to_string()),
+            l.reference_token.map_or("?".into(), |t| t.to_string()),
+            opt(l.reference_margin, |v| format!("{v:.3e}")),
+            match l.cause {
+                Some(Cause::NearTie) => "explained by a near-tie (not counted as a change)",
+                Some(Cause::NoisyReference) =>
+                    "the reference differs from itself (run-to-run noise)",
+                _ => "a REAL CHANGE at a robust step",
+            }
+        ),
+    };
+    format!(
+        "{} {}{role}: {} {detail}",
+        l.run,
+        l.layout,
+        l.verdict.name()
+    )
 }
 
 /// A plain-text account of the groups, one paragraph each.
@@ -54,15 +426,41 @@ pub fn render_text(groups: &[AnswerGroup]) -> String {
         out.push_str("audit: no runs with answers to compare\n");
     }
     for g in groups {
-        let verdict = if g.changed { "ANSWER CHANGED" } else { "same tokens" };
+        let verdict = if g.changed {
+            "ANSWER CHANGED"
+        } else {
+            "same answer"
+        };
+        let fragile = if g.fragile {
+            format!(
+                "; FRAGILE: top-2 margin below {FRAGILE_FACTOR}× the drift at steps {:?}",
+                g.fragile_steps
+            )
+        } else {
+            String::new()
+        };
+        let noise = match g.reference_reproducible {
+            Some(true) => format!(
+                "reference reproducible bitwise over {} decodes",
+                g.reference_decodes
+            ),
+            Some(false) => format!(
+                "reference NOT reproducible (drift {} from itself)",
+                opt(g.reference_self_drift, |v| format!("{v:.2e}"))
+            ),
+            None => "reference decoded once (no world-1 run to measure run-to-run noise)".into(),
+        };
         out.push_str(&format!(
-            "{} ({}): {} runs: {verdict}; largest logit difference {}; smallest top-2 margin {}\n",
-            &g.answer_id[..12],
+            "{} ({}): {} runs: {verdict}; largest logit difference {}; smallest top-2 margin {}; {noise}{fragile}\n",
+            &g.answer_id[..12.min(g.answer_id.len())],
             g.experiments.join(", "),
             g.runs.len(),
-            g.max_logit_diff.map_or("n/a".into(), |v| format!("{v:.2e}")),
-            g.min_top2_margin.map_or("n/a".into(), |v| format!("{v:.3}")),
+            opt(g.max_logit_diff, |v| format!("{v:.2e}")),
+            opt(g.min_top2_margin, |v| format!("{v:.3}")),
         ));
+        for l in &g.layouts {
+            out.push_str(&format!("  {}\n", layout_line(l)));
+        }
     }
     out
 }

@@ -1,18 +1,28 @@
 //! `parlab audit`: did any layout change an answer?
 
+use serde_json::json;
 use std::path::Path;
 
-/// Groups runs by answer identity and compares their answers.
+/// Grades every layout against the unsplit reference; exit 3 on a real change, 0 otherwise.
 pub fn run(manifests: &Path, as_json: bool) -> anyhow::Result<i32> {
     let (list, skipped) = crate::manifest::read_all(manifests);
     for s in &skipped {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
-    let findings = crate::audit::audit(&list);
+    let groups = crate::audit::audit(&list);
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&findings)?);
+        let doc = json!({
+            "fragile_factor": crate::audit::FRAGILE_FACTOR,
+            "changed": groups.iter().any(|g| g.changed),
+            "groups": groups,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print!("{}", crate::audit::render_text(&findings));
+        print!("{}", crate::audit::render_text(&groups));
     }
-    Ok(if findings.iter().any(|g| g.changed) { crate::exitcode::AUDIT_ANSWER_CHANGED } else { crate::exitcode::OK })
+    Ok(if groups.iter().any(|g| g.changed) {
+        crate::exitcode::AUDIT_ANSWER_CHANGED
+    } else {
+        crate::exitcode::OK
+    })
 }

@@ -1,0 +1,129 @@
+//! α–β validity: the all-reduce constants fitted on 2 ranks predict other world sizes and
+//! held-out (larger) sizes within the declared tolerance; where they do and where they fail.
+
+use super::{Finding, Inconclusive, Inputs, TOLERANCE};
+use crate::costmodel::link::{collective_time, LinkFit};
+use crate::report::facts::CollRow;
+use crate::spec::schema::Op;
+use crate::units::format_bytes;
+use std::collections::BTreeMap;
+
+/// One finding per link with a 2-rank all-reduce fit (none: one INCONCLUSIVE finding).
+pub fn findings(inp: &Inputs) -> Vec<Finding> {
+    let fits = inp.allreduce_fits();
+    if fits.is_empty() {
+        return vec![claim("alpha-beta", "any link").inconclusive(
+            Inconclusive::MissingRuns,
+            "missing runs: no 2-rank all-reduce sweep to fit".into(),
+        )];
+    }
+    fits.into_iter()
+        .map(|(link, fit, run)| link_finding(inp, &link, fit, &run))
+        .collect()
+}
+
+fn claim(id: &str, link: &str) -> Finding {
+    Finding::new(
+        id,
+        &format!("The all-reduce's α and β fitted on 2 ranks over {link} predict its time at other world sizes and at held-out larger sizes within ±{:.0} %.", TOLERANCE * 100.0),
+        &["collectives.time_s (all-reduce)", "fit.alpha_s", "fit.beta_Bps"],
+        &format!("ring model 2(p-1)α + 2(p-1)/p·S/β from the 2-rank fit; a point holds when |predicted - measured| / measured <= {TOLERANCE} or the prediction lies within the measured min..max; HOLDS when every point outside the fit holds"),
+    )
+}
+
+/// A region of the check: a world size, and whether the sizes are beyond the fit.
+type Region = (u32, bool);
+
+#[derive(Default)]
+struct Tally {
+    points: usize,
+    failed: usize,
+    worst: f64,
+    worst_size: u64,
+    runs: Vec<String>,
+}
+
+fn link_finding(inp: &Inputs, link: &str, fit: &LinkFit, run: &str) -> Finding {
+    let mut f = claim(&format!("alpha-beta-{link}"), link);
+    f.number("α (2-rank all-reduce fit)", fit.alpha_s, "s", &[run]);
+    if let Some(b) = fit.beta_bps {
+        f.number("β (2-rank all-reduce fit)", b, "B/s", &[run]);
+    }
+    let rows = inp.facts.collectives.iter().filter(|r| {
+        r.op == Op::AllReduce.name()
+            && r.link == link
+            && (r.world != 2 || r.size > fit.fit_max_bytes)
+    });
+    let mut regions: BTreeMap<Region, Tally> = BTreeMap::new();
+    for r in rows {
+        let t = regions
+            .entry((r.world, r.size > fit.fit_max_bytes))
+            .or_default();
+        check(t, fit, r);
+    }
+    if regions.is_empty() {
+        return f.inconclusive(
+            Inconclusive::MissingRuns,
+            format!("missing runs: over {link} only the fitted 2-rank sizes were measured"),
+        );
+    }
+    let (mut holds, mut fails) = (Vec::new(), Vec::new());
+    for (&(world, heldout), t) in &regions {
+        let what = if heldout {
+            format!(
+                "world {world}, held-out sizes above {}",
+                format_bytes(fit.fit_max_bytes as f64)
+            )
+        } else {
+            format!(
+                "world {world}, sizes up to {}",
+                format_bytes(fit.fit_max_bytes as f64)
+            )
+        };
+        let runs: Vec<&str> = t.runs.iter().map(String::as_str).collect();
+        f.number(
+            &format!("largest prediction error, {what}"),
+            t.worst,
+            "fraction",
+            &runs,
+        );
+        let verdict = if t.failed == 0 { "holds" } else { "fails" };
+        f.notes.push(format!(
+            "{what}: {verdict} ({} of {} sizes within ±{:.0} %; largest error {:+.0} % at {})",
+            t.points - t.failed,
+            t.points,
+            TOLERANCE * 100.0,
+            t.worst * 100.0,
+            format_bytes(t.worst_size as f64)
+        ));
+        if t.failed == 0 {
+            holds.push(what)
+        } else {
+            fails.push(what)
+        }
+    }
+    let fails_at = format!("fails at {}", fails.join("; "));
+    match (holds.is_empty(), fails.is_empty()) {
+        (_, true) => f.decide(true, format!("the fit holds at {}", holds.join("; "))),
+        (true, false) => f.decide(false, format!("the fit {fails_at}")),
+        (false, false) => f.decide(
+            false,
+            format!("the fit holds at {}, and {fails_at}", holds.join("; ")),
+        ),
+    }
+}
+
+fn check(t: &mut Tally, fit: &LinkFit, r: &CollRow) {
+    let predicted = collective_time(fit.link(), Op::AllReduce, r.size as f64, r.world);
+    let error = (predicted - r.time.median) / r.time.median;
+    let within = error.abs() <= TOLERANCE || (predicted >= r.time.min && predicted <= r.time.max);
+    t.points += 1;
+    t.failed += usize::from(!within);
+    if error.abs() > t.worst.abs() || t.points == 1 {
+        t.worst = error;
+        t.worst_size = r.size;
+    }
+    if !t.runs.contains(&r.run) {
+        t.runs.push(r.run.clone());
+    }
+}

@@ -1,0 +1,145 @@
+//! Exactness per layout family: splitting changes the arithmetic's order and nothing else,
+//! so every layout of a family gives the unsplit model's tokens (the audit's verdicts).
+
+use super::{Finding, Inconclusive, Inputs};
+use crate::audit::{Cause, Grade, LayoutVerdict};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One layout's verdicts over the answer identities (prompts) that checked it.
+#[derive(Default)]
+struct Layout<'a> {
+    verdicts: Vec<&'a LayoutVerdict>,
+    prompts: BTreeSet<&'a str>,
+}
+
+/// One finding per strategy with decode answers (none: one INCONCLUSIVE finding).
+pub fn findings(inp: &Inputs) -> Vec<Finding> {
+    let mut families: BTreeMap<&str, BTreeMap<&str, Layout>> = BTreeMap::new();
+    for g in &inp.audit {
+        for l in &g.layouts {
+            let e = families.entry(l.family.as_str()).or_default();
+            if !l.is_reference {
+                let layout = e.entry(l.layout.as_str()).or_default();
+                layout.verdicts.push(l);
+                layout.prompts.insert(g.answer_id.as_str());
+            }
+        }
+    }
+    if families.is_empty() {
+        return vec![claim("exactness", "any").inconclusive(
+            Inconclusive::MissingRuns,
+            "missing runs: no decode run with an answer".into(),
+        )];
+    }
+    families
+        .into_iter()
+        .map(|(family, layouts)| family_finding(inp, family, &layouts))
+        .collect()
+}
+
+fn claim(id: &str, family: &str) -> Finding {
+    Finding::new(
+        id,
+        &format!("Splitting the model by {family} changes the arithmetic's order and nothing else: every {family} layout generates the unsplit model's tokens."),
+        &["answer.tokens", "answer.exactness.max_logit_diff", "answer.exactness.steps"],
+        "audit: every split layout is BITWISE or TOKENS_EQUAL against the unsplit reference (HOLDS); a DIVERGED layout at a robust step FAILS; one explained only by a near-tie or a noisy reference is INCONCLUSIVE",
+    )
+}
+
+fn family_finding(inp: &Inputs, family: &str, layouts: &BTreeMap<&str, Layout>) -> Finding {
+    let mut f = claim(&format!("exactness-{family}"), family);
+    let all: Vec<&LayoutVerdict> = layouts
+        .values()
+        .flat_map(|l| l.verdicts.iter().copied())
+        .collect();
+    if all.is_empty() {
+        return f.inconclusive(
+            Inconclusive::MissingRuns,
+            format!("missing runs: only the unsplit {family} run; no split layout was checked"),
+        );
+    }
+    let runs: Vec<&str> = all.iter().map(|l| l.run.as_str()).collect();
+    f.number("layouts checked", layouts.len() as f64, "count", &runs);
+    let drift = all
+        .iter()
+        .filter_map(|l| l.max_logit_drift.map(|d| (d, l.run.as_str())))
+        .fold(None, |acc: Option<(f64, &str)>, x| match acc {
+            Some(a) if a.0 >= x.0 => Some(a),
+            _ => Some(x),
+        });
+    if let Some((d, run)) = drift {
+        f.number("largest logit drift from the reference", d, "logit", &[run]);
+    }
+    noise_numbers(&mut f, inp);
+    f.notes = layouts.iter().map(|(name, l)| note(name, l)).collect();
+    let real: Vec<&&LayoutVerdict> = all.iter().filter(|l| l.real_change).collect();
+    let explained = all
+        .iter()
+        .filter(|l| l.verdict == Grade::Diverged && !l.real_change)
+        .count();
+    let bitwise = all.iter().filter(|l| l.verdict == Grade::Bitwise).count();
+    if let Some(first) = real.first() {
+        let why = format!(
+            "{} of {} runs changed the answer at a robust step; the first, {}, at step {}",
+            real.len(),
+            all.len(),
+            first.layout,
+            first.step.map_or("?".into(), |k| k.to_string())
+        );
+        return f.decide(false, why);
+    }
+    if explained > 0 {
+        return f.inconclusive(
+            Inconclusive::Noise,
+            format!("noise: {explained} runs diverged only where the reference's top-2 margin is within the observed drift, or where the reference differs from itself"),
+        );
+    }
+    f.decide(
+        true,
+        format!(
+            "all {} runs of {} {family} layouts generated the reference's tokens ({bitwise} bitwise, {} within the drift)",
+            all.len(),
+            layouts.len(),
+            all.len() - bitwise
+        ),
+    )
+}
+
+fn noise_numbers(f: &mut Finding, inp: &Inputs) {
+    for g in &inp.audit {
+        if let (Some(run), Some(d)) = (&g.reference_run, g.reference_self_drift) {
+            f.number(
+                "reference's drift from itself (run-to-run noise)",
+                d,
+                "logit",
+                &[run.as_str()],
+            );
+            return;
+        }
+    }
+}
+
+fn note(name: &str, l: &Layout) -> String {
+    let worst = l.verdicts.iter().max_by(|a, b| {
+        a.verdict.cmp(&b.verdict).then(
+            a.max_logit_drift
+                .partial_cmp(&b.max_logit_drift)
+                .unwrap_or(std::cmp::Ordering::Equal),
+        )
+    });
+    let Some(w) = worst else {
+        return name.to_string();
+    };
+    let prompts = l.prompts.len();
+    let plural = if prompts == 1 { "" } else { "s" };
+    match (w.verdict, w.cause) {
+        (Grade::Diverged, Some(Cause::RealChange)) => format!("{name}: CHANGED the answer ({})", crate::audit::layout_line(w)),
+        (Grade::Diverged, _) => format!("{name}: diverged, explained by a near-tie or noise ({})", crate::audit::layout_line(w)),
+        (g, _) => format!(
+            "{name}: shown not to change the answer over {prompts} checked prompt{plural} (runs: {}, worst {}{})",
+            l.verdicts.len(),
+            g.name(),
+            w.max_logit_drift.filter(|d| *d > 0.0).map(|d| format!(", drift {d:.2e}")).unwrap_or_default()
+        ),
+    }
+}

@@ -1,0 +1,179 @@
+//! Shared memory bandwidth: decode is limited by one memory system all ranks share, so a
+//! tensor split's non-communication time stays at one process's instead of falling as 1/p.
+//! The verdict rests on that prediction (the one that could have failed); the membw plateau
+//! and the independent replicas' aggregate are reported beside it.
+
+use super::{by_world, side, Finding, Inconclusive, Inputs, Side};
+use crate::report::facts::{DecodeRow, Stat};
+use crate::units::format_seconds;
+
+/// The shared-bandwidth finding.
+pub fn finding(inp: &Inputs) -> Finding {
+    let mut f = Finding::new(
+        "shared-memory-bandwidth",
+        "Decode on this machine is limited by one memory system that all processes share, so splitting the weights over p processes does not shorten the non-communication part of a step.",
+        &["decode.compute_s (tensor, sequences 1)", "membw.aggregate_Bps (threads 1)", "decode.tokens_per_s (data)"],
+        "at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise",
+    );
+    plateau(&mut f, inp);
+    replicas(&mut f, inp);
+    let tensor = by_world(
+        inp.facts
+            .decode
+            .iter()
+            .filter(|d| d.strategy == "tensor" && d.sequences == 1 && d.head != "replicated"),
+        |d| d.world,
+    );
+    let Some(one) = tensor.get(&1).map(|d| non_comm(d)) else {
+        return f.inconclusive(
+            Inconclusive::MissingRuns,
+            "missing runs: no world-1 tensor decode run to give T_1".into(),
+        );
+    };
+    let run1 = tensor[&1].run.as_str();
+    f.number(
+        "T_1: non-communication time of a step, 1 process (median)",
+        one.median,
+        "s",
+        &[run1],
+    );
+    let mut sides = Vec::new();
+    for (&p, d) in tensor.iter().filter(|(&p, _)| p > 1) {
+        let t = non_comm(d);
+        let boundary = one.median / f64::from(p).sqrt();
+        f.number(
+            &format!("T_{p}: non-communication time at world {p} (median)"),
+            t.median,
+            "s",
+            &[d.run.as_str()],
+        );
+        f.number(
+            &format!("predicted at world {p} if each rank had its own bandwidth (T_1/{p})"),
+            one.median / f64::from(p),
+            "s",
+            &[run1],
+        );
+        let s = side(&t, boundary);
+        f.notes.push(format!(
+            "world {p}: measured {} to {} (median {}); shared predicts {}, own bandwidth {}: {}",
+            format_seconds(t.min),
+            format_seconds(t.max),
+            format_seconds(t.median),
+            format_seconds(one.median),
+            format_seconds(one.median / f64::from(p)),
+            match s {
+                Side::Above => "consistent with shared bandwidth",
+                Side::Below => "consistent with each rank's own bandwidth",
+                Side::Straddles => "the range straddles the boundary (noise)",
+            }
+        ));
+        sides.push((p, s));
+    }
+    decide(f, &sides)
+}
+
+fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
+    let Some(&(largest, last)) = sides.last() else {
+        return f.inconclusive(
+            Inconclusive::MissingRuns,
+            "missing runs: no tensor decode run with more than one rank".into(),
+        );
+    };
+    if let Some((p, _)) = sides.iter().find(|(_, s)| *s == Side::Below) {
+        return f.decide(false, format!("at world {p} the non-communication time fell below T_1/sqrt({p}): each rank brought bandwidth of its own"));
+    }
+    if last == Side::Above {
+        let n = sides.iter().filter(|(_, s)| *s == Side::Above).count();
+        return f.decide(
+            true,
+            format!("the prediction that could have failed did not: up to world {largest} the non-communication time stayed above T_1/sqrt(p) ({n} of {} world sizes decisive)", sides.len()),
+        );
+    }
+    f.inconclusive(
+        Inconclusive::Noise,
+        format!("noise: at world {largest} the measured range straddles T_1/sqrt({largest})"),
+    )
+}
+
+/// Non-communication time: the compute figure, else step minus communication (medians only).
+fn non_comm(d: &DecodeRow) -> Stat {
+    d.compute.unwrap_or_else(|| {
+        let c = d.comm.map_or(0.0, |c| c.median);
+        Stat {
+            median: d.step.median - c,
+            min: d.step.min - c,
+            max: d.step.max - c,
+            p99: d.step.p99 - c,
+            n: d.step.n,
+        }
+    })
+}
+
+fn plateau(f: &mut Finding, inp: &Inputs) {
+    let rows = by_world(inp.facts.membw.iter().filter(|m| m.threads == 1), |m| {
+        m.processes as u32
+    });
+    let (Some(one), Some((&p, top))) = (
+        rows.get(&1),
+        rows.iter().next_back().filter(|(&p, _)| p > 1),
+    ) else {
+        return;
+    };
+    f.number(
+        "membw aggregate, 1 process (median)",
+        one.aggregate.median,
+        "B/s",
+        &[one.run.as_str()],
+    );
+    f.number(
+        &format!("membw aggregate, {p} processes (median)"),
+        top.aggregate.median,
+        "B/s",
+        &[top.run.as_str()],
+    );
+    let ratio = top.aggregate.median / one.aggregate.median;
+    f.number(
+        &format!("membw aggregate ratio, {p} processes / 1 (own bandwidth predicts {p})"),
+        ratio,
+        "ratio",
+        &[one.run.as_str(), top.run.as_str()],
+    );
+    f.notes.push(format!("membw plateau: {p} processes streamed {ratio:.2}× one process's aggregate (own bandwidth would give {p}×)"));
+}
+
+fn replicas(f: &mut Finding, inp: &Inputs) {
+    let rows = by_world(
+        inp.facts
+            .decode
+            .iter()
+            .filter(|d| d.strategy == "data" && d.tokens_per_s.is_some()),
+        |d| d.world,
+    );
+    let (Some(one), Some((&p, top))) = (
+        rows.get(&1),
+        rows.iter().next_back().filter(|(&p, _)| p > 1),
+    ) else {
+        return;
+    };
+    let rate = |d: &DecodeRow| d.tokens_per_s.map_or(f64::NAN, |s| s.median);
+    let ratio = rate(top) / rate(one);
+    f.number(
+        "one replica's tokens/s (median)",
+        rate(one),
+        "tokens/s",
+        &[one.run.as_str()],
+    );
+    f.number(
+        &format!("{p} independent replicas' aggregate tokens/s (median)"),
+        rate(top),
+        "tokens/s",
+        &[top.run.as_str()],
+    );
+    f.number(
+        &format!("replicas' aggregate ratio, {p} / 1 (own bandwidth predicts {p})"),
+        ratio,
+        "ratio",
+        &[one.run.as_str(), top.run.as_str()],
+    );
+    f.notes.push(format!("replicas: {p} independent replicas gave {ratio:.2}× one replica's tokens/s (own bandwidth would give {p}×)"));
+}

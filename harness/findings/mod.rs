@@ -1,0 +1,243 @@
+//! Findings: the chapters' hypotheses tested on tonight's manifests, each with its claim,
+//! its test (runs, figures, rule), the numbers it rests on with their runs, and a verdict.
+//!
+//! Nothing here is typed in: every number is computed from the manifests or from the cost
+//! model; a finding whose runs are missing, or whose measurements cannot separate the
+//! predictions, is INCONCLUSIVE and says which. One file per finding.
+
+pub mod alpha_beta;
+pub mod break_even;
+pub mod exactness;
+pub mod membw;
+pub mod pipeline;
+pub mod regimes;
+pub mod render;
+
+use crate::audit::AnswerGroup;
+use crate::costmodel::link::LinkFit;
+use crate::manifest::Manifest;
+use crate::report::facts::{Facts, Stat};
+use crate::spec::schema::Op;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The declared tolerance of the built-in findings' "within" rules (relative, ±25 %).
+pub const TOLERANCE: f64 = 0.25;
+
+/// The findings.json format's version tag.
+pub const SCHEMA: &str = "parlab.findings/1";
+
+/// A finding's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// The prediction that could have failed did not.
+    Holds,
+    /// The measurements contradict the claim.
+    Fails,
+    /// Runs are missing, or noise cannot separate the outcomes.
+    Inconclusive,
+}
+
+impl Verdict {
+    /// The name the register prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Holds => "HOLDS",
+            Verdict::Fails => "FAILS",
+            Verdict::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+}
+
+/// Why a finding is inconclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Inconclusive {
+    /// The runs the test needs are not in the manifests.
+    MissingRuns,
+    /// The measured ranges overlap the boundary between the outcomes.
+    Noise,
+}
+
+/// A number a finding rests on, in SI units, with the runs it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Number {
+    /// What it is.
+    pub name: String,
+    /// Its value.
+    pub value: f64,
+    /// Its unit: `s`, `B`, `B/s`, `tokens/s`, `ratio`, `fraction`, `count` or `logit`.
+    pub unit: String,
+    /// Short run identities.
+    pub runs: Vec<String>,
+}
+
+/// What a finding tested: which runs, which figures, which rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Test {
+    /// Short run identities the test read.
+    pub runs: Vec<String>,
+    /// Figures read (summary keys).
+    pub figures: Vec<String>,
+    /// The rule that decides the verdict.
+    pub rule: String,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable identifier.
+    pub id: String,
+    /// The claim in one sentence.
+    pub claim: String,
+    /// The test.
+    pub test: Test,
+    /// The numbers it rests on.
+    pub numbers: Vec<Number>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why inconclusive, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inconclusive: Option<Inconclusive>,
+    /// The verdict's reason in one or two sentences.
+    pub reason: String,
+    /// Where it holds and where it fails, layout by layout or size by size.
+    pub notes: Vec<String>,
+}
+
+impl Finding {
+    /// A finding with its claim and rule, not yet decided.
+    pub fn new(id: &str, claim: &str, figures: &[&str], rule: &str) -> Self {
+        Finding {
+            id: id.into(),
+            claim: claim.into(),
+            test: Test {
+                runs: Vec::new(),
+                figures: figures.iter().map(|f| f.to_string()).collect(),
+                rule: rule.into(),
+            },
+            numbers: Vec::new(),
+            verdict: Verdict::Inconclusive,
+            inconclusive: Some(Inconclusive::MissingRuns),
+            reason: String::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Adds a number and its runs to the test's runs.
+    pub fn number(&mut self, name: &str, value: f64, unit: &str, runs: &[&str]) {
+        for r in runs {
+            if !self.test.runs.iter().any(|x| x == r) {
+                self.test.runs.push(r.to_string());
+            }
+        }
+        self.numbers.push(Number {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+            runs: runs.iter().map(|r| r.to_string()).collect(),
+        });
+    }
+
+    /// Decides the verdict (HOLDS or FAILS) with its reason.
+    pub fn decide(mut self, holds: bool, reason: String) -> Self {
+        self.verdict = if holds {
+            Verdict::Holds
+        } else {
+            Verdict::Fails
+        };
+        self.inconclusive = None;
+        self.reason = reason;
+        self
+    }
+
+    /// Leaves the verdict INCONCLUSIVE for `why`, with its reason.
+    pub fn inconclusive(mut self, why: Inconclusive, reason: String) -> Self {
+        self.verdict = Verdict::Inconclusive;
+        self.inconclusive = Some(why);
+        self.reason = reason;
+        self
+    }
+}
+
+/// What every finding reads: the manifests, their typed rows, the audit and the 2-rank fits.
+pub struct Inputs<'a> {
+    /// Every manifest.
+    pub list: &'a [Manifest],
+    /// Typed rows of the ok manifests.
+    pub facts: &'a Facts,
+    /// Answers graded by layout.
+    pub audit: Vec<AnswerGroup>,
+    /// The 2-rank fit of each (op, link), with its run.
+    pub fits: BTreeMap<(Op, String), (LinkFit, String)>,
+}
+
+impl<'a> Inputs<'a> {
+    /// Reads the audit and the fits of `list`.
+    pub fn new(list: &'a [Manifest], facts: &'a Facts) -> Self {
+        Inputs {
+            list,
+            facts,
+            audit: crate::audit::audit(list),
+            fits: crate::costmodel::predict::two_rank_fits(list),
+        }
+    }
+
+    /// The links with a 2-rank all-reduce fit, and the fit with its run (12 hex).
+    pub fn allreduce_fits(&self) -> Vec<(String, &LinkFit, String)> {
+        self.fits
+            .iter()
+            .filter(|((op, _), _)| *op == Op::AllReduce)
+            .map(|((_, link), (fit, run))| (link.clone(), fit, short(run)))
+            .collect()
+    }
+}
+
+/// Every built-in finding, in a fixed order.
+pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
+    let inputs = Inputs::new(list, facts);
+    let mut out = exactness::findings(&inputs);
+    out.push(membw::finding(&inputs));
+    out.extend(alpha_beta::findings(&inputs));
+    out.extend(regimes::findings(&inputs));
+    out.push(pipeline::finding(&inputs));
+    out.extend(break_even::findings(&inputs));
+    out
+}
+
+/// The first 12 hex digits of a run identity.
+pub fn short(run: &str) -> String {
+    run.chars().take(12).collect()
+}
+
+/// The stats of one row per world size (the first row of each world, in manifest order).
+pub fn by_world<T>(rows: impl Iterator<Item = T>, world: impl Fn(&T) -> u32) -> BTreeMap<u32, T> {
+    let mut out = BTreeMap::new();
+    for r in rows {
+        out.entry(world(&r)).or_insert(r);
+    }
+    out
+}
+
+/// Where `x` stands against the boundary `b`: above its whole range, below it, or straddling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Every sample is above the boundary.
+    Above,
+    /// Every sample is below it.
+    Below,
+    /// The range [min, max] contains it.
+    Straddles,
+}
+
+/// The side of `boundary` a measured range lies on.
+pub fn side(s: &Stat, boundary: f64) -> Side {
+    if s.min > boundary {
+        Side::Above
+    } else if s.max < boundary {
+        Side::Below
+    } else {
+        Side::Straddles
+    }
+}

@@ -1,0 +1,189 @@
+//! `parlab audit`: graded verdicts per layout (BITWISE, TOKENS_EQUAL, DIVERGED at step k),
+//! near-ties flagged FRAGILE, a noisy reference told apart, `--json` and exit codes.
+
+use parlab::audit::{audit, Cause, Grade};
+use parlab::manifest::Manifest;
+use parlab::spec::schema::Strategy;
+use serde_json::{json, Value};
+use std::process::Command;
+
+fn base() -> Vec<Manifest> {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    parlab::report::synth::fixtures().unwrap()
+}
+
+fn decode_at(list: &mut [Manifest], world: u32) -> &mut Manifest {
+    list.iter_mut()
+        .find(|m| {
+            m.kind == "decode" && m.layout.strategy == Strategy::Tensor && m.layout.world == world
+        })
+        .unwrap()
+}
+
+/// Gives every decode run per-step records: the reference's tokens and a margin of 0.5,
+/// except `margins` (step, reference margin).
+fn with_steps(list: &mut [Manifest], margins: &[(usize, f64)]) {
+    let reference: Vec<u64> = decode_at(list, 1).answer["tokens"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect();
+    for m in list
+        .iter_mut()
+        .filter(|m| m.kind == "decode" && m.answer.get("tokens").is_some())
+    {
+        let own: Vec<u64> = m.answer["tokens"][0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_u64().unwrap())
+            .collect();
+        let steps: Vec<Value> = reference
+            .iter()
+            .enumerate()
+            .map(|(k, &r)| {
+                let margin = margins.iter().find(|(s, _)| *s == k).map_or(0.5, |(_, m)| *m);
+                json!({"margin": margin, "drift": 1e-5, "reference_margin": margin, "reference_token": r, "token": own[k]})
+            })
+            .collect();
+        m.answer["exactness"]["steps"] = json!(steps);
+    }
+}
+
+/// Changes the world-`world` run's tokens from step `k` on.
+fn diverge_from(list: &mut [Manifest], world: u32, k: usize) {
+    let m = decode_at(list, world);
+    for t in m.answer["tokens"][0]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .skip(k)
+    {
+        *t = json!(t.as_u64().unwrap() + 1);
+    }
+    m.answer["exactness"]["tokens_equal"] = json!(false);
+}
+
+fn run_audit(list: &[Manifest]) -> (i32, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    parlab::report::synth::write_all(dir.path(), list).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["audit", "--json", "--manifests"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap(), json)
+}
+
+fn layout(doc: &Value, world: u32) -> &Value {
+    doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["layouts"].as_array().unwrap())
+        .find(|l| {
+            l["layout"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("tensor world {world} "))
+        })
+        .unwrap()
+}
+
+#[test]
+fn tokens_that_differ_from_step_5_on_are_diverged_at_step_5_and_exit_3() {
+    let mut list = base();
+    with_steps(&mut list, &[]);
+    let (code, doc) = run_audit(&list);
+    assert_eq!(code, 0, "equal tokens: {doc}");
+    assert_eq!(layout(&doc, 2)["verdict"], "TOKENS_EQUAL");
+    diverge_from(&mut list, 2, 5);
+    let (code, doc) = run_audit(&list);
+    assert_eq!(code, 3, "{doc}");
+    let l = layout(&doc, 2);
+    assert_eq!(
+        (l["verdict"].as_str(), l["step"].as_u64()),
+        (Some("DIVERGED"), Some(5)),
+        "{l}"
+    );
+    let reference = decode_at(&mut list, 1).answer["tokens"][0][5]
+        .as_u64()
+        .unwrap();
+    assert_eq!(l["reference_token"].as_u64(), Some(reference));
+    assert_eq!(l["token"].as_u64(), Some(reference + 1));
+    assert_eq!(l["reference_margin"].as_f64(), Some(0.5));
+    assert_eq!(l["cause"], "real_change");
+    assert_eq!(
+        layout(&doc, 4)["verdict"],
+        "TOKENS_EQUAL",
+        "the other layout is unaffected"
+    );
+    assert_eq!(doc["changed"], true);
+}
+
+#[test]
+fn a_near_tie_is_fragile_and_a_divergence_there_is_explained_not_a_change() {
+    let mut list = base();
+    decode_at(&mut list, 4).answer["exactness"]["max_logit_diff"] = json!(1e-4);
+    with_steps(&mut list, &[(3, 1e-5)]);
+    let groups = audit(&list);
+    let g = groups
+        .iter()
+        .find(|g| g.layouts.iter().any(|l| l.family == "tensor"))
+        .unwrap();
+    assert!(g.fragile, "margin 1e-5 at step 3 is below 2 × drift 1e-4");
+    assert_eq!(g.fragile_steps, vec![3]);
+    assert!(!g.changed);
+    diverge_from(&mut list, 2, 3);
+    let (code, doc) = run_audit(&list);
+    assert_eq!(
+        code, 0,
+        "a divergence at a near-tie is not a real change: {doc}"
+    );
+    let l = layout(&doc, 2);
+    assert_eq!(
+        (l["verdict"].as_str(), l["cause"].as_str()),
+        (Some("DIVERGED"), Some("near_tie")),
+        "{l}"
+    );
+    assert_eq!(doc["groups"][0]["fragile"], true);
+}
+
+#[test]
+fn a_layout_is_bitwise_only_when_no_logit_moved() {
+    let mut list = base();
+    decode_at(&mut list, 2).answer["exactness"]["max_logit_diff"] = json!(0.0);
+    let groups = audit(&list);
+    let layouts: Vec<_> = groups.iter().flat_map(|g| &g.layouts).collect();
+    let grade = |w: &str| {
+        layouts
+            .iter()
+            .find(|l| l.layout.starts_with(w))
+            .unwrap()
+            .verdict
+    };
+    assert_eq!(grade("tensor world 2 "), Grade::Bitwise);
+    assert_eq!(grade("tensor world 4 "), Grade::TokensEqual);
+}
+
+#[test]
+fn a_reference_that_differs_from_itself_is_reported_as_noise() {
+    let mut list = base();
+    diverge_from(&mut list, 1, 7);
+    diverge_from(&mut list, 2, 7);
+    let groups = audit(&list);
+    let g = &groups[0];
+    assert_eq!(g.reference_reproducible, Some(false), "{g:?}");
+    let l = g
+        .layouts
+        .iter()
+        .find(|l| l.layout.starts_with("tensor world 2 "))
+        .unwrap();
+    assert_eq!(l.cause, Some(Cause::NoisyReference), "{l:?}");
+    assert!(!g.changed);
+    let text = parlab::audit::render_text(&groups);
+    assert!(text.contains("reference NOT reproducible"), "{text}");
+}

@@ -1,0 +1,385 @@
+//! Findings computed on fixtures, each flipped both ways by changing the figures it rests on.
+
+use parlab::findings::{self, Finding, Inconclusive, Verdict};
+use parlab::manifest::Manifest;
+use parlab::report::facts::Facts;
+use parlab::spec::plan::Workload;
+use parlab::spec::schema::{ModelParams, Prompt, Strategy};
+use serde_json::{json, Value};
+
+/// The synthetic fixture set (in memory), from the crate root.
+fn base() -> Vec<Manifest> {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    parlab::report::synth::fixtures().unwrap()
+}
+
+fn compute(list: &[Manifest]) -> Vec<Finding> {
+    findings::compute(list, &Facts::read(list))
+}
+
+fn finding(list: &[Manifest], id: &str) -> Finding {
+    let all = compute(list);
+    all.iter().find(|f| f.id == id).cloned().unwrap_or_else(|| {
+        panic!(
+            "no finding {id} in {:?}",
+            all.iter().map(|f| &f.id).collect::<Vec<_>>()
+        )
+    })
+}
+
+fn stat(median: f64) -> Value {
+    json!({"median": median, "min": median * 0.97, "max": median * 1.03, "p99": median * 1.02, "n": 30})
+}
+
+fn tensor_decode(list: &mut [Manifest]) -> impl Iterator<Item = &mut Manifest> {
+    list.iter_mut().filter(|m| {
+        m.kind == "decode"
+            && m.layout.strategy == Strategy::Tensor
+            && m.summary.get("decode").is_some()
+    })
+}
+
+/// Sets every tensor run's non-communication time to `t1 / world^power`.
+fn non_comm_falls_as(list: &mut [Manifest], t1: f64, power: f64) {
+    for m in tensor_decode(list) {
+        let w = m.layout.world as f64;
+        m.summary["decode"]["compute_s"] = stat(t1 / w.powf(power));
+    }
+}
+
+#[test]
+fn shared_bandwidth_holds_when_non_comm_time_stays_and_fails_when_it_falls_as_one_over_p() {
+    let mut list = base();
+    non_comm_falls_as(&mut list, 0.023, 0.0);
+    let f = finding(&list, "shared-memory-bandwidth");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.numbers.iter().any(|n| n.name.starts_with("T_4")
+        && (n.value - 0.023).abs() < 1e-12
+        && !n.runs.is_empty()));
+    assert!(
+        f.numbers
+            .iter()
+            .any(|n| n.name.starts_with("membw aggregate ratio")),
+        "the plateau is reported: {:?}",
+        f.numbers
+    );
+    non_comm_falls_as(&mut list, 0.023, 1.0);
+    let f = finding(&list, "shared-memory-bandwidth");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    non_comm_falls_as(&mut list, 0.023, 0.5);
+    let f = finding(&list, "shared-memory-bandwidth");
+    assert_eq!(
+        (f.verdict, f.inconclusive),
+        (Verdict::Inconclusive, Some(Inconclusive::Noise)),
+        "{f:?}"
+    );
+    list.retain(|m| !(m.kind == "decode" && m.layout.world == 1));
+    let f = finding(&list, "shared-memory-bandwidth");
+    assert_eq!(f.inconclusive, Some(Inconclusive::MissingRuns), "{f:?}");
+}
+
+/// Sets every all-reduce time over `link` outside the 2-rank fit to `factor` × the fit's prediction.
+fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
+    let fits = parlab::costmodel::predict::two_rank_fits(list);
+    let (fit, _) = fits
+        .get(&(parlab::spec::schema::Op::AllReduce, link.to_string()))
+        .unwrap()
+        .clone();
+    for m in list
+        .iter_mut()
+        .filter(|m| m.kind == "collectives" && m.plan.link == link)
+    {
+        let Some(rows) = m
+            .summary
+            .get_mut("collectives")
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for r in rows.iter_mut().filter(|r| r["op"] == "all-reduce") {
+            let (world, size) = (
+                r["world"].as_u64().unwrap() as u32,
+                r["size_bytes"].as_u64().unwrap(),
+            );
+            if world == 2 && size <= fit.fit_max_bytes {
+                continue;
+            }
+            let t = parlab::costmodel::link::collective_time(
+                fit.link(),
+                parlab::spec::schema::Op::AllReduce,
+                size as f64,
+                world,
+            );
+            r["time_s"] = stat(t * factor);
+        }
+    }
+}
+
+#[test]
+fn alpha_beta_holds_within_the_tolerance_and_fails_outside_it() {
+    let mut list = base();
+    collectives_off_the_fit(&mut list, "mpi-shm", 1.1);
+    let f = finding(&list, "alpha-beta-mpi-shm");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(
+        f.notes
+            .iter()
+            .any(|n| n.contains("world 4") && n.contains("holds")),
+        "{:?}",
+        f.notes
+    );
+    collectives_off_the_fit(&mut list, "mpi-shm", 2.0);
+    let f = finding(&list, "alpha-beta-mpi-shm");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(
+        f.reason.contains("fails at ") && f.reason.contains("world 4, sizes up to"),
+        "{}",
+        f.reason
+    );
+    let worst = f.numbers.iter().find(|n| n.unit == "fraction").unwrap();
+    assert!(
+        (worst.value + 0.5).abs() < 1e-9,
+        "predicted is half the measured: {worst:?}"
+    );
+}
+
+fn set_prompt_length(list: &mut [Manifest], length: u32) {
+    for m in list.iter_mut().filter(|m| m.kind == "decode") {
+        if let Workload::Decode { prompt, .. } = &mut m.plan.workload {
+            *prompt = Prompt::Seeded { length, seed: 1 };
+        }
+    }
+}
+
+#[test]
+fn regimes_hold_when_prefill_crosses_s_star_and_fail_when_it_does_not() {
+    let mut list = base();
+    let f = finding(&list, "regimes-mpi-shm");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    let s_star = f
+        .numbers
+        .iter()
+        .find(|n| n.name.starts_with("S*"))
+        .unwrap()
+        .value;
+    let decode = f
+        .numbers
+        .iter()
+        .find(|n| n.name.starts_with("decode all-reduce"))
+        .unwrap();
+    assert_eq!(decode.value, 768.0 * 4.0, "GPT-2 float32: d·s = 768 × 4 B");
+    assert!(decode.value < s_star);
+    set_prompt_length(&mut list, 2);
+    let f = finding(&list, "regimes-mpi-shm");
+    assert_eq!(
+        f.verdict,
+        Verdict::Fails,
+        "a 2-token prefill is below S*: {f:?}"
+    );
+}
+
+/// A decode manifest like `base` under another layout, with its own run identity and tokens/s.
+fn decode_like(
+    base: &Manifest,
+    strategy: Strategy,
+    world: u32,
+    sequences: u32,
+    tokens_per_s: f64,
+) -> Manifest {
+    let mut m = base.clone();
+    m.run_id = format!(
+        "{:064x}",
+        ((world as u64) << 32) | ((sequences as u64) << 8) | (strategy as u64 + 1)
+    );
+    m.plan.run_id = m.run_id.clone();
+    m.layout.strategy = strategy;
+    m.layout.world = world;
+    m.layout.sequences = Some(sequences);
+    let d = &mut m.summary["decode"];
+    d["strategy"] = json!(strategy.name());
+    d["world"] = json!(world);
+    d["sequences"] = json!(sequences);
+    d["tokens_per_s"] = stat(tokens_per_s);
+    m
+}
+
+fn with_pipeline(one_seq: &[(u32, f64)], filled: f64, replicas: f64) -> Vec<Manifest> {
+    let mut list = base();
+    let template = list
+        .iter()
+        .find(|m| m.kind == "decode" && m.layout.world == 1)
+        .unwrap()
+        .clone();
+    for &(p, rate) in one_seq {
+        list.push(decode_like(&template, Strategy::Pipeline, p, 1, rate));
+    }
+    list.push(decode_like(&template, Strategy::Pipeline, 4, 8, filled));
+    list.push(decode_like(&template, Strategy::Data, 1, 1, 40.0));
+    list.push(decode_like(&template, Strategy::Data, 4, 1, replicas));
+    list
+}
+
+#[test]
+fn pipeline_holds_at_the_replicas_ceiling_and_fails_above_it_or_when_one_sequence_speeds_up() {
+    let holds = with_pipeline(&[(1, 40.0), (2, 39.0), (4, 38.0)], 48.0, 45.0);
+    let f = finding(&holds, "pipeline");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f
+        .numbers
+        .iter()
+        .any(|n| n.name.starts_with("pipeline ceiling /") && (n.value - 48.0 / 45.0).abs() < 1e-9));
+    let above = with_pipeline(&[(1, 40.0), (2, 39.0), (4, 38.0)], 150.0, 45.0);
+    assert_eq!(finding(&above, "pipeline").verdict, Verdict::Fails);
+    let faster = with_pipeline(&[(1, 40.0), (2, 80.0)], 48.0, 45.0);
+    let f = finding(&faster, "pipeline");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.reason.contains("[2]"), "{}", f.reason);
+    assert_eq!(
+        finding(&base(), "pipeline").inconclusive,
+        Some(Inconclusive::MissingRuns)
+    );
+    let replicas = finding(&holds, "shared-memory-bandwidth");
+    assert!(replicas
+        .numbers
+        .iter()
+        .any(|n| n.name.starts_with("replicas' aggregate ratio")
+            && (n.value - 45.0 / 40.0).abs() < 1e-9));
+}
+
+fn with_device(mut list: Vec<Manifest>) -> Vec<Manifest> {
+    for m in list.iter_mut().filter(|m| m.kind == "model") {
+        if let Workload::Model { params, .. } = &mut m.plan.workload {
+            *params = ModelParams {
+                devices: vec!["book-gpu-12gib".into()],
+                context: 4096,
+            };
+        }
+    }
+    list
+}
+
+fn scale_allreduce(list: &mut [Manifest], link: &str, factor: f64) {
+    for m in list
+        .iter_mut()
+        .filter(|m| m.kind == "collectives" && m.plan.link == link)
+    {
+        let Some(rows) = m
+            .summary
+            .get_mut("collectives")
+            .and_then(Value::as_array_mut)
+        else {
+            continue;
+        };
+        for r in rows.iter_mut().filter(|r| r["op"] == "all-reduce") {
+            let t = r["time_s"]["median"].as_f64().unwrap();
+            r["time_s"] = stat(t * factor);
+        }
+    }
+}
+
+#[test]
+fn break_even_holds_when_only_the_larger_model_pays_and_fails_otherwise() {
+    let mut list = with_device(base());
+    let f = finding(&list, "break-even-mpi-tcp");
+    let affordable: Vec<f64> = f
+        .numbers
+        .iter()
+        .filter(|n| n.name.contains("affordable"))
+        .map(|n| n.value)
+        .collect();
+    assert_eq!(affordable.len(), 2, "{f:?}");
+    assert!(
+        affordable[0] < affordable[1],
+        "the larger model affords more: {affordable:?}"
+    );
+    let measured = f
+        .numbers
+        .iter()
+        .find(|n| n.name.contains("mpi-tcp all-reduce"))
+        .unwrap()
+        .value;
+    let between = (affordable[0] * affordable[1]).sqrt() / measured;
+    scale_allreduce(&mut list, "mpi-tcp", between);
+    let f = finding(&list, "break-even-mpi-tcp");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    scale_allreduce(&mut list, "mpi-tcp", 1000.0);
+    let f = finding(&list, "break-even-mpi-tcp");
+    assert_eq!(f.verdict, Verdict::Fails, "neither pays: {f:?}");
+    assert!(
+        f.reason.contains("does not pay for llama-3.1-8b"),
+        "{}",
+        f.reason
+    );
+}
+
+/// Changes the world-2 tensor run's tokens from step `k` on.
+fn diverge_from(list: &mut [Manifest], k: usize) -> String {
+    let m = tensor_decode(list).find(|m| m.layout.world == 2).unwrap();
+    let tokens = m.answer["tokens"][0].as_array_mut().unwrap();
+    for t in tokens.iter_mut().skip(k) {
+        *t = json!(t.as_u64().unwrap() + 1);
+    }
+    m.answer["exactness"]["tokens_equal"] = json!(false);
+    m.run_id[..12].to_string()
+}
+
+#[test]
+fn exactness_holds_for_equal_tokens_and_fails_on_a_real_change() {
+    let mut list = base();
+    let f = finding(&list, "exactness-tensor");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(
+        f.notes
+            .iter()
+            .any(|n| n.contains("shown not to change the answer over 1 checked prompt")),
+        "{:?}",
+        f.notes
+    );
+    let run = diverge_from(&mut list, 5);
+    let f = finding(&list, "exactness-tensor");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.reason.contains("at step 5"), "{}", f.reason);
+    assert!(f.test.runs.contains(&run));
+}
+
+#[test]
+fn findings_json_is_byte_identical_and_every_finding_has_a_verdict_and_numbers() {
+    let list = with_device(base());
+    let (a, b) = (
+        findings::render::to_json(&compute(&list)),
+        findings::render::to_json(&compute(&list)),
+    );
+    assert_eq!(a, b);
+    let doc: Value = serde_json::from_str(&a).unwrap();
+    let all = doc["findings"].as_array().unwrap();
+    for prefix in [
+        "exactness-",
+        "shared-memory-bandwidth",
+        "alpha-beta-",
+        "regimes-",
+        "pipeline",
+        "break-even-",
+    ] {
+        assert!(
+            all.iter()
+                .any(|f| f["id"].as_str().unwrap().starts_with(prefix)),
+            "no {prefix} finding"
+        );
+    }
+    for f in all {
+        assert!(
+            ["HOLDS", "FAILS", "INCONCLUSIVE"].contains(&f["verdict"].as_str().unwrap()),
+            "{f}"
+        );
+        assert!(!f["reason"].as_str().unwrap().is_empty(), "{f}");
+    }
+    let (id, claim, verdict) = (
+        a.find("\"id\"").unwrap(),
+        a.find("\"claim\"").unwrap(),
+        a.find("\"verdict\"").unwrap(),
+    );
+    assert!(
+        id < claim && claim < verdict,
+        "fields keep their declared order"
+    );
+}
