@@ -10,6 +10,7 @@ pub mod cli;
 pub mod collect;
 pub mod costmodel;
 pub mod exitcode;
+pub mod findings;
 pub mod gates;
 pub mod identity;
 pub mod launch;

@@ -93,6 +93,8 @@ pub fn answer_json(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Value, Stri
             "prompt_logit_diff": exact.prompt_logit_diff,
             "min_top2_margin": exact.min_top2_margin,
             "first_difference": exact.first_difference,
+            "steps_compared": exact.steps_compared,
+            "steps": exact.steps,
             "sequences_checked": sequences,
             "ranks_checked": holders.len(),
             "reference": format!("unsplit GPT-2 (world 1, tch), same checkpoint, prompt and new_tokens; cached as {}",
@@ -141,6 +143,8 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         "tokens_per_s": stats(&rate, "run")?,
         "collectives_per_step": first.collectives_per_step,
         "streamed_bytes": streamed,
+        "matvec_kernel": first.matvec_kernel,
+        "cpu_features": first.cpu_features,
         "step_definition": "one decode round: every sequence in flight advances one token; slowest rank",
         "streamed_bytes_definition": "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)",
     }});

@@ -55,6 +55,9 @@ pub fn greedy(part: &Gpt2Part, prompt: &[u32], new_tokens: usize) -> anyhow::Res
     for step in 0..new_tokens {
         let h = part.forward(input.shallow_clone(), &mut cache, &mut Alone);
         let logits = to_vec(&part.logits(&h, &mut Alone));
+        if let Some(i) = logits.iter().position(|x| !x.is_finite()) {
+            anyhow::bail!("the unsplit model's logits at step {step} hold a NaN or infinite value (vocabulary index {i})");
+        }
         let (tok, _) = top2(&logits);
         gen.tokens.push(tok);
         gen.logits.extend_from_slice(&logits);
@@ -81,6 +84,37 @@ pub struct Exactness {
     /// First step whose token differs, if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub first_difference: Option<usize>,
+    /// Per step: margins, drift and the reference's token (what `audit` grades with).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub steps: Vec<StepCheck>,
+}
+
+/// One decode step compared with the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StepCheck {
+    /// Smallest top-2 margin of this run's logits at the step (over sequences and repetitions).
+    pub margin: f64,
+    /// Largest |logit difference| from the reference at the step; None once a token differed.
+    pub drift: Option<f64>,
+    /// The reference's top-2 margin at the step.
+    pub reference_margin: f64,
+    /// The reference's token at the step.
+    pub reference_token: u32,
+    /// This run's token at the step (the first one differing from the reference, if any).
+    pub token: u32,
+}
+
+impl StepCheck {
+    fn merge(&mut self, o: &StepCheck) {
+        self.margin = self.margin.min(o.margin);
+        self.drift = match (self.drift, o.drift) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        if self.token == self.reference_token {
+            self.token = o.token;
+        }
+    }
 }
 
 impl Default for Exactness {
@@ -92,6 +126,7 @@ impl Default for Exactness {
             min_top2_margin: f64::INFINITY,
             steps_compared: 0,
             first_difference: None,
+            steps: Vec::new(),
         }
     }
 }
@@ -101,7 +136,7 @@ impl Exactness {
     pub fn observe(&mut self, reference: &Generation, step: usize, logits: &[f32]) {
         let (tok, margin) = top2(logits);
         self.min_top2_margin = self.min_top2_margin.min(margin as f64);
-        if self.first_difference.is_some() || step >= reference.tokens.len() {
+        if step >= reference.tokens.len() {
             return;
         }
         let diff = logits
@@ -109,6 +144,10 @@ impl Exactness {
             .zip(reference.row(step))
             .map(|(a, b)| (a - b).abs())
             .fold(0f32, f32::max) as f64;
+        self.record_step(reference, step, tok, margin as f64, diff);
+        if self.first_difference.is_some() {
+            return;
+        }
         self.max_logit_diff = self.max_logit_diff.max(diff);
         if step == 0 {
             self.prompt_logit_diff = self.prompt_logit_diff.max(diff);
@@ -120,8 +159,31 @@ impl Exactness {
         }
     }
 
+    /// Adds (or merges into) step `step`'s record.
+    fn record_step(&mut self, reference: &Generation, step: usize, token: u32, margin: f64, diff: f64) {
+        let comparable = self.first_difference.is_none_or(|k| k > step);
+        let check = StepCheck {
+            margin,
+            drift: comparable.then_some(diff),
+            reference_margin: top2(reference.row(step)).1 as f64,
+            reference_token: reference.tokens[step],
+            token,
+        };
+        if let Some(s) = self.steps.get_mut(step) {
+            s.merge(&check);
+        } else if self.steps.len() == step {
+            self.steps.push(check);
+        }
+    }
+
     /// Combines the figures of two sequences or ranks.
     pub fn merge(&mut self, other: &Exactness) {
+        for (i, o) in other.steps.iter().enumerate() {
+            match self.steps.get_mut(i) {
+                Some(s) => s.merge(o),
+                None => self.steps.push(*o),
+            }
+        }
         self.tokens_equal &= other.tokens_equal;
         self.max_logit_diff = self.max_logit_diff.max(other.max_logit_diff);
         self.prompt_logit_diff = self.prompt_logit_diff.max(other.prompt_logit_diff);

@@ -79,6 +79,8 @@ pub struct Rendered {
     pub tables: Vec<(String, String)>,
     /// The figures.
     pub figures: Vec<Figure>,
+    /// `findings.json`: the findings the register opens with.
+    pub findings_json: String,
 }
 
 /// Renders `out/evidence.md` from `manifests`, with `out/figures/*.svg` and `out/tables/*.csv`; returns its path.
@@ -103,6 +105,7 @@ pub fn render(
     template_dir: &Path,
 ) -> Result<Rendered, ReportError> {
     let facts = facts::Facts::read(list);
+    let findings = crate::findings::compute(list, &facts);
     let mut families = measured::families(&facts);
     attach_figures(&mut families, &facts);
     let modelled = modelled::modelled(list, &facts.fits);
@@ -134,6 +137,7 @@ pub fn render(
     let not_run = status::not_run(list).map(|t| view(&t));
     let register = RegisterView {
         header: header::header(list, skipped),
+        findings: crate::findings::render::views(&findings),
         machine: header::machine(gates, list),
         measured,
         failed,
@@ -147,6 +151,7 @@ pub fn render(
         markdown,
         tables: csvs,
         figures,
+        findings_json: crate::findings::render::to_json(&findings),
     })
 }
 
@@ -223,6 +228,8 @@ pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
         let path = out.join(&f.file);
         std::fs::write(&path, &f.svg).map_err(werr(&path))?;
     }
+    let json = out.join("findings.json");
+    crate::manifest::write_atomic(&json, r.findings_json.as_bytes()).map_err(werr(&json))?;
     let path = out.join("evidence.md");
     crate::manifest::write_atomic(&path, r.markdown.as_bytes()).map_err(werr(&path))?;
     Ok(path)
@@ -296,6 +303,8 @@ pub struct ModelledView {
 pub struct RegisterView {
     /// Header.
     pub header: header::Header,
+    /// Findings, before any table.
+    pub findings: Vec<crate::findings::render::FindingView>,
     /// What this machine can do.
     pub machine: header::MachineSection,
     /// MEASURED families.

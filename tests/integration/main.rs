@@ -10,3 +10,5 @@ mod report;
 mod costmodel;
 mod decode;
 mod nightly;
+mod findings;
+mod audit;
