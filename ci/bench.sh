@@ -29,21 +29,19 @@ print(eval(sys.argv[2]))
 PYEOF
 }
 
-# --- Section: collectives. parlab's all-reduce timing vs an independent C program (MPI_Wtime).
-# Both: barrier, then MPI_Wtime around each call; the median over iterations of the slowest
-# rank. parlab pools 3 repetitions of 1000 iterations; the C program runs 3 times and the
-# median of its 3 medians is taken, so one noisy moment on a busy machine weighs less.
+# --- Section: collectives. parlab's all-reduce against a comparator timed by the OSU
+# micro-benchmarks' method (tests/bench/allreduce.c: warm-up, barrier, then per call MPI_Wtime
+# around MPI_Allreduce and an untimed barrier; per-rank latency = timed total / iterations,
+# averaged over ranks). Both at 2 ranks over mpi-shm and mpi-tcp, at 4 B, 1 KiB, 4 KiB, 64 KiB
+# and 1 MiB, interleaved A B A B over $COLL_PAIRS pairs; per size the ratio parlab / OSU method
+# of each pair, and their median, min and max. parlab's figure compared is op_time_s (blocks of
+# back-to-back calls, mean over ranks); its per-call slowest rank (time_s) is shown beside it.
 bench_collectives() {
-  local bytes=3072 iters=1000 warm=100
-  section "collectives: all-reduce of $bytes B between 2 ranks (median of the slowest rank, 3 x $iters iterations)"
+  local iters=${COLL_ITERS:-1000} warm=${COLL_WARMUP:-100} pairs=${COLL_PAIRS:-5}
+  local sizes=(4 1024 4096 65536 1048576)
+  section "collectives: all-reduce, 2 ranks, $iters iterations ($warm warm-up), $pairs interleaved pairs (parlab, OSU method)"
   mpicc -O2 -o "$WORK/allreduce" tests/bench/allreduce.c
-  printf '%-8s %14s %14s %8s\n' link parlab independent ratio
   for link in mpi-shm mpi-tcp; do
-    local runs=()
-    for _ in 1 2 3; do
-      # shellcheck disable=SC2046
-      runs+=("$(mpirun $ROOT_FLAG -np 2 $(mca "$link") "$WORK/allreduce" "$bytes" "$iters" "$warm")")
-    done
     cat > "$WORK/ar-$link.yaml" <<YAML
 name: bench-allreduce-$link
 kind: collectives
@@ -51,16 +49,40 @@ world: 2
 link: $link
 threads: 1
 ops: [all-reduce]
-sizes: [$bytes]
+sizes: [$(IFS=,; echo "${sizes[*]}")]
 iterations: $iters
 warmup: $warm
-repetitions: 3
+repetitions: 1
+timeout: 10m
 YAML
-    PARLAB_MANIFESTS="$WORK/m-$link" "$BIN" run "$WORK/ar-$link.yaml" --no-report --force 2>/dev/null
-    local ours independent
-    ours=$(json_field "$WORK/m-$link" 'm["summary"]["collectives"][0]["time_s"]["median"]')
-    independent=$(IFS=,; echo "${runs[*]}")
-    "$PY" -c "import statistics as s; o = $ours; i = s.median([$independent]); print(f'{\"$link\":<8} {o*1e6:11.2f} us {i*1e6:11.2f} us {o/i:8.2f}')"
+    : > "$WORK/pairs-$link.txt"
+    for p in $(seq "$pairs"); do
+      # shellcheck disable=SC2046
+      mpirun $ROOT_FLAG -np 2 $(mca "$link") "$WORK/allreduce" "$iters" "$warm" "${sizes[@]}" > "$WORK/osu-$link-$p.txt"
+      rm -rf "$WORK/m-$link"
+      PARLAB_MANIFESTS="$WORK/m-$link" "$BIN" run "$WORK/ar-$link.yaml" --no-report --force 2>/dev/null
+      "$PY" - "$WORK/m-$link" "$WORK/osu-$link-$p.txt" >> "$WORK/pairs-$link.txt" <<'PYEOF'
+import glob, json, sys
+m = json.load(open(glob.glob(sys.argv[1] + "/*.json")[0]))
+osu = {int(l.split()[0]): float(l.split()[1]) for l in open(sys.argv[2])}
+for e in m["summary"]["collectives"]:
+    print(e["size_bytes"], e["op_time_s"]["median"], e["time_s"]["median"], osu[e["size_bytes"]])
+PYEOF
+    done
+    "$PY" - "$link" "$WORK/pairs-$link.txt" <<'PYEOF'
+import statistics as st, sys
+link, rows = sys.argv[1], [l.split() for l in open(sys.argv[2])]
+print(f"{link}: per size, medians over pairs; ratio = parlab op time / OSU-method average (each pair, then median [min, max])")
+print(f"{'size':>9} {'parlab op':>11} {'OSU method':>11} {'ratio med [min, max]':>24} {'slowest/iter':>13} {'skew':>9}")
+for size in sorted({int(r[0]) for r in rows}):
+    rs = [(float(r[1]), float(r[2]), float(r[3])) for r in rows if int(r[0]) == size]
+    ratios = [a / o for a, _, o in rs]
+    op, slow, osu = (st.median(x[i] for x in rs) for i in range(3))
+    print(f"{size:>9} {op*1e6:>8.2f} us {osu*1e6:>8.2f} us {st.median(ratios):>8.3f} [{min(ratios):.3f}, {max(ratios):.3f}] "
+          f"{slow*1e6:>10.2f} us {(slow-op)*1e6:>6.2f} us")
+print("  pair by pair (size: ratios):", "; ".join(
+    f"{s}: " + " ".join(f"{float(r[1])/float(r[3]):.3f}" for r in rows if int(r[0]) == s) for s in sorted({int(r[0]) for r in rows})))
+PYEOF
   done
 }
 
@@ -111,13 +133,20 @@ bench_report() {
 }
 
 # --- Section: decode (harness/rank/decode.rs). parlab's world-1 GPT-2 decode step against
-# (a) the memory-bandwidth bound: streamed weight bytes / bandwidth of a 1-process membw run
-# with the same threads, and (b) Hugging Face transformers' own decode step on the same seeded
-# checkpoint, prompt and thread count (tests/bench/hf_decode_step.py).
+# (a) the memory-bandwidth bound: streamed weight bytes / the roofline of a 1-process membw run
+# with the same threads (the higher of parlab's STREAM-class read and libtorch's sum; both are
+# shown), and (b) Hugging Face transformers' own decode step on the same seeded checkpoint,
+# prompt and thread count (tests/bench/hf_decode_step.py). The three are interleaved
+# (membw, parlab, transformers; membw, parlab, transformers; ...) over $DECODE_PAIRS rounds and
+# every ratio is taken within its round, then summarised as median [min, max].
+# PARLAB_MATVEC_KERNEL, if set, forces parlab's kernel (bench_decode_avx2 sets it to avx2).
 bench_decode() {
-  local threads=${DECODE_THREADS:-2} tokens=16 reps=3
-  section "decode: GPT-2 (seeded checkpoint) world 1, $threads threads, $tokens tokens, $reps repetitions"
-  local state="$WORK/decode-state"
+  local threads=${DECODE_THREADS:-2} tokens=16 reps=3 pairs=${DECODE_PAIRS:-5}
+  local kernel=${PARLAB_MATVEC_KERNEL:-best}
+  section "decode: GPT-2 (seeded checkpoint) world 1, $threads threads, $tokens tokens, $reps repetitions, $pairs interleaved rounds, kernel $kernel"
+  printf 'CPU: %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  printf 'CPU SIMD flags: %s\n' "$(grep -m1 -E '^(flags|Features)' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx2|fma|sse2|asimd|neon|sve)$' | sort -u | tr '\n' ' ')"
+  local state="$WORK/decode-state" rounds="$WORK/decode-rounds-$kernel.txt"
   cat > "$WORK/membw1.yaml" <<YAML
 name: bench-membw-1
 kind: membw
@@ -139,28 +168,55 @@ new_tokens: $tokens
 repetitions: $reps
 warmup: 1
 YAML
-  PARLAB_MANIFESTS="$WORK/m-membw1" "$BIN" run "$WORK/membw1.yaml" --no-report --force 2>/dev/null
-  PARLAB_STATE="$state" PARLAB_MANIFESTS="$WORK/m-decode1" "$BIN" run "$WORK/decode1.yaml" --no-report --force 2>/dev/null
-  local bw step streamed answer ckpt hf
-  bw=$(json_field "$WORK/m-membw1" 'm["summary"]["membw"]["aggregate_Bps"]["median"]')
-  step=$(json_field "$WORK/m-decode1" 'm["summary"]["decode"]["step_s"]["median"]')
-  streamed=$(json_field "$WORK/m-decode1" 'm["summary"]["decode"]["streamed_bytes"]')
-  answer=$(json_field "$WORK/m-decode1" 'm["answer_id"]')
-  ckpt=$(ls -d "$state"/checkpoints/gpt2-seed*)
-  hf=$("$PY" tests/bench/hf_decode_step.py "$ckpt" "$state/reference/$answer.json" "$threads" "$tokens" "$reps" 2>/dev/null)
-  "$PY" - "$step" "$streamed" "$bw" "$hf" <<'PYEOF'
-import sys
-step, streamed, bw, hf = (float(x) for x in sys.argv[1:])
-bound = streamed / bw
-print(f"parlab decode step (median)          {step*1e3:9.2f} ms")
-print(f"streamed weight bytes per step       {streamed/1e6:9.1f} MB")
-print(f"memory bandwidth (membw, 1 process)  {bw/1e9:9.2f} GB/s")
-print(f"bandwidth bound = bytes / bandwidth  {bound*1e3:9.2f} ms   ratio parlab/bound = {step/bound:.2f}")
-print(f"transformers decode step (median)    {hf*1e3:9.2f} ms   ratio parlab/transformers = {step/hf:.2f}")
+  : > "$rounds"
+  for p in $(seq "$pairs"); do
+    rm -rf "$WORK/m-membw1" "$WORK/m-decode1"
+    PARLAB_MANIFESTS="$WORK/m-membw1" "$BIN" run "$WORK/membw1.yaml" --no-report --force 2>/dev/null
+    PARLAB_STATE="$state" PARLAB_MANIFESTS="$WORK/m-decode1" "$BIN" run "$WORK/decode1.yaml" --no-report --force 2>/dev/null
+    local answer ckpt hf
+    answer=$(json_field "$WORK/m-decode1" 'm["answer_id"]')
+    ckpt=$(ls -d "$state"/checkpoints/gpt2-seed*)
+    hf=$("$PY" tests/bench/hf_decode_step.py "$ckpt" "$state/reference/$answer.json" "$threads" "$tokens" "$reps" 2>/dev/null)
+    "$PY" - "$WORK/m-membw1" "$WORK/m-decode1" "$hf" >> "$rounds" <<'PYEOF'
+import glob, json, sys
+bw = json.load(open(glob.glob(sys.argv[1] + "/*.json")[0]))["summary"]["membw"]
+d = json.load(open(glob.glob(sys.argv[2] + "/*.json")[0]))["summary"]["decode"]
+print(d["step_s"]["median"], d["streamed_bytes"], bw["per_process_Bps"]["median"],
+      bw["stream"]["per_process_Bps"]["median"], bw["stream"]["per_process_Bps"]["max"], sys.argv[3],
+      d.get("matvec_kernel", "?"), bw["stream"].get("kernel", "?"))
+PYEOF
+  done
+  "$PY" - "$rounds" <<'PYEOF'
+import statistics as st, sys
+rows = [l.split() for l in open(sys.argv[1])]
+f = lambda i: [float(r[i]) for r in rows]
+step, streamed, torch_bw, stream_bw, stream_best, hf = (f(i) for i in range(6))
+roof = [max(a, b) for a, b in zip(torch_bw, stream_bw)]
+which = ["stream" if b > a else "torch-sum" for a, b in zip(torch_bw, stream_bw)]
+summ = lambda v: f"{st.median(v):7.3f} [{min(v):.3f}, {max(v):.3f}]"
+print(f"parlab matvec kernel: {rows[0][6]}; membw read kernel: {rows[0][7]}; streamed bytes per step {streamed[0]/1e6:.1f} MB")
+print(f"{'round':>5} {'parlab step':>12} {'torch sum':>10} {'STREAM':>10} {'bound':>9} {'HF step':>9} {'parlab/bound':>13} {'parlab/HF':>10} {'STREAM/torch':>13}")
+for i in range(len(rows)):
+    bound = streamed[i] / roof[i]
+    print(f"{i+1:>5} {step[i]*1e3:>9.2f} ms {torch_bw[i]/1e9:>5.2f} GB/s {stream_bw[i]/1e9:>5.2f} GB/s {bound*1e3:>6.2f} ms {hf[i]*1e3:>6.2f} ms "
+          f"{step[i]/bound:>13.3f} {step[i]/hf[i]:>10.3f} {stream_bw[i]/torch_bw[i]:>13.3f}")
+print(f"parlab / bound (roofline = higher of STREAM and torch sum: {', '.join(sorted(set(which)))}): {summ([s * r / b for s, r, b in zip(step, roof, streamed)])}")
+print(f"parlab / transformers:                   {summ([s / h for s, h in zip(step, hf)])}")
+print(f"STREAM-class / torch sum bandwidth:      {summ([b / a for a, b in zip(torch_bw, stream_bw)])}")
+print(f"STREAM-class best repetition:            {max(stream_best)/1e9:.2f} GB/s")
 PYEOF
 }
 
-SECTIONS=(bench_collectives bench_overhead bench_report bench_decode)
+# --- Section: decode with the AVX2+FMA kernel forced (measures the AVX2 path on an AVX-512 machine).
+bench_decode_avx2() {
+  if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    PARLAB_MATVEC_KERNEL=avx2 bench_decode
+  else
+    section "decode with the AVX2 kernel forced: skipped, this CPU has no AVX2+FMA"
+  fi
+}
+
+SECTIONS=(bench_collectives bench_overhead bench_report bench_decode bench_decode_avx2)
 # `bash ci/bench.sh bench_collectives` runs only the sections named.
 [ "$#" -gt 0 ] && SECTIONS=("$@")
 for s in "${SECTIONS[@]}"; do "$s"; done

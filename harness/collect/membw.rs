@@ -1,8 +1,13 @@
-//! Memory-bandwidth results: aggregate and per-process bandwidth per repetition.
+//! Memory-bandwidth results: aggregate and per-process bandwidth per repetition, for both
+//! read kernels: libtorch's sum (figure `membw`; the summary's top-level `aggregate_Bps` and
+//! `per_process_Bps`, as before) and parlab's STREAM-class read (figure `membw_stream`;
+//! `stream`). `roofline` names the higher of the two medians: the bandwidth a decode step is
+//! judged against.
 
 use super::frames::{records, write_results};
 use super::stats::Stats;
 use super::Collected;
+use crate::rank::membw::STREAM_FIGURE;
 use crate::rank::records::Record;
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;
@@ -10,10 +15,10 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Per repetition: (aggregate bytes/s = all buffers / slowest rank's time, each rank's bytes/s).
-pub fn bandwidths(recs: &[Record]) -> Vec<(u32, f64, Vec<f64>)> {
+/// Per repetition of `figure`: (aggregate bytes/s = all buffers / slowest rank's time, each rank's bytes/s).
+pub fn bandwidths(recs: &[Record], figure: &str) -> Vec<(u32, f64, Vec<f64>)> {
     let mut reps: BTreeMap<u32, Vec<&Record>> = BTreeMap::new();
-    for r in recs.iter().filter(|r| r.figure == "membw") {
+    for r in recs.iter().filter(|r| r.figure == figure) {
         reps.entry(r.repetition).or_default().push(r);
     }
     reps.into_iter()
@@ -28,12 +33,12 @@ pub fn bandwidths(recs: &[Record]) -> Vec<(u32, f64, Vec<f64>)> {
 /// Summarises a membw run and writes its results files.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
     let recs = records(out)?;
-    let bw = bandwidths(&recs);
-    let aggregate: Vec<f64> = bw.iter().map(|b| b.1).collect();
-    let per_process: Vec<f64> = bw.iter().flat_map(|b| b.2.clone()).collect();
-    let (Some(agg), Some(per)) = (Stats::of(&aggregate), Stats::of(&per_process)) else {
+    let bw = bandwidths(&recs, "membw");
+    let (Some((agg, per)), aggregate) = (stats(&bw), bw.iter().map(|b| b.1).collect::<Vec<f64>>()) else {
         return Err(format!("no membw samples in {}", out.display()));
     };
+    let stream_bw = bandwidths(&recs, STREAM_FIGURE);
+    let stream = stats(&stream_bw);
     let buffer = match &plan.workload {
         Workload::Membw(p) => p.buffer_bytes,
         _ => 0,
@@ -52,13 +57,54 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
             "per_process_max_Bps".into(),
             bw.iter().map(|b| b.2.iter().copied().fold(0.0, f64::max)).collect::<Vec<f64>>(),
         ),
+        Column::new("stream_aggregate_Bps".into(), per_rep(&bw, &stream_bw)),
     ])
     .map_err(|e| format!("building the summary frame: {e}"))?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
-    let summary = json!({"membw": {
+    let mut summary = json!({"membw": {
         "processes": plan.layout.world, "threads": plan.threads_per_rank, "buffer_bytes": buffer,
         "aggregate_Bps": agg.to_json(), "per_process_Bps": per.to_json(),
         "method": "tch f32 tensor.sum() per rank, timed from a common start after a barrier (earliest rank clock, MPI min); aggregate = all buffers / slowest rank's time",
+        "roofline": roofline(&agg, &per, stream.as_ref()),
     }});
+    if let Some((s_agg, s_per)) = stream {
+        summary["membw"]["stream"] = json!({
+            "aggregate_Bps": s_agg.to_json(), "per_process_Bps": s_per.to_json(),
+            "best_aggregate_Bps": s_agg.max, "kernel": stream_kernel(),
+            "method": "parlab's STREAM-class read (model::matvec::Kernel::sum: SIMD, several accumulators) of the same buffer by threads_per_rank threads at once, timed like the libtorch sum; the two kernels alternate order per repetition",
+        });
+    }
     Ok(Collected { results, summary, answer: Value::Null })
+}
+
+/// Aggregate and per-process stats of one kernel's per-repetition bandwidths.
+fn stats(bw: &[(u32, f64, Vec<f64>)]) -> Option<(Stats, Stats)> {
+    let aggregate: Vec<f64> = bw.iter().map(|b| b.1).collect();
+    let per_process: Vec<f64> = bw.iter().flat_map(|b| b.2.clone()).collect();
+    Some((Stats::of(&aggregate)?, Stats::of(&per_process)?))
+}
+
+/// The STREAM kernel's aggregate bandwidth at each repetition of `torch` (NaN where it has none).
+fn per_rep(torch: &[(u32, f64, Vec<f64>)], stream: &[(u32, f64, Vec<f64>)]) -> Vec<f64> {
+    torch.iter().map(|t| stream.iter().find(|s| s.0 == t.0).map_or(f64::NAN, |s| s.1)).collect()
+}
+
+/// The name of the read kernel the ranks used (the collector runs on the same machine and
+/// environment, so it resolves the same setting).
+fn stream_kernel() -> &'static str {
+    crate::model::matvec::active().name()
+}
+
+/// The higher median of the two kernels (per process and aggregate), and which kernel it is.
+pub fn roofline(torch_agg: &Stats, torch_per: &Stats, stream: Option<&(Stats, Stats)>) -> Value {
+    match stream {
+        Some((agg, per)) if per.median > torch_per.median => json!({
+            "source": "stream", "per_process_Bps": per.median, "aggregate_Bps": agg.median,
+            "other_per_process_Bps": torch_per.median,
+        }),
+        _ => json!({
+            "source": "torch-sum", "per_process_Bps": torch_per.median, "aggregate_Bps": torch_agg.median,
+            "other_per_process_Bps": stream.map(|s| s.1.median),
+        }),
+    }
 }

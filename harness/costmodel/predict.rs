@@ -67,7 +67,8 @@ pub fn measured_collectives(manifests: &[Manifest]) -> Vec<MeasuredCollective> {
                     link: e.get("link").and_then(Value::as_str).unwrap_or(&m.plan.link).to_string(),
                     world: e.get("world").and_then(Value::as_u64).unwrap_or(m.layout.world as u64) as u32,
                     size_bytes: e.get("size_bytes")?.as_u64()?,
-                    median_s: median(e.get("time_s")?)?,
+                    // The op's own time (back to back, mean over ranks) where measured; older manifests: the slowest rank.
+                    median_s: e.get("op_time_s").and_then(median).or_else(|| median(e.get("time_s")?))?,
                     run_id: m.run_id.clone(),
                 })
             })();
@@ -209,9 +210,11 @@ pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) ->
         .max_by(|a, b| (&a.finished_at, &a.run_id).cmp(&(&b.finished_at, &b.run_id)))
         .and_then(|m| {
             let s = m.summary.get("membw")?;
+            // The roofline: the higher of parlab's STREAM-class read and libtorch's sum (older manifests: the sum).
             let bw = s
-                .get("per_process_Bps")
-                .and_then(median)
+                .pointer("/roofline/per_process_Bps")
+                .and_then(Value::as_f64)
+                .or_else(|| s.get("per_process_Bps").and_then(median))
                 .or_else(|| s.get("aggregate_Bps").and_then(median))?;
             Some((bw, m.run_id.clone()))
         })
@@ -343,13 +346,16 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
         .iter()
         .filter_map(|t| bandwidths.get(t).cloned())
         .map(|(bw, run)| {
-            let threads = manifests
-                .iter()
-                .find(|m| m.run_id == run)
-                .and_then(|m| m.summary.pointer("/membw/threads").and_then(Value::as_u64))
-                .map_or("unknown".to_string(), |t| t.to_string());
+            let membw = manifests.iter().find(|m| m.run_id == run).and_then(|m| m.summary.get("membw"));
+            let threads = membw.and_then(|s| s.get("threads").and_then(Value::as_u64)).map_or("unknown".to_string(), |t| t.to_string());
+            // Manifests made before the STREAM-class read existed say nothing of the source.
+            let source = match membw.and_then(|s| s.pointer("/roofline/source")).and_then(Value::as_str) {
+                Some("stream") => "; parlab's STREAM-class read, the higher of it and libtorch's sum",
+                Some(_) => "; libtorch's sum, the higher of it and parlab's STREAM-class read",
+                None => "",
+            };
             let short = &run[..12.min(run.len())];
-            format!("memory bandwidth {} measured: from run {short} (one process, {threads} threads, median)", format_gbps(bw))
+            format!("memory bandwidth {} measured: from run {short} (one process, {threads} threads, median{source})", format_gbps(bw))
         })
         .collect();
     let mut provenance: Vec<String> = used.into_iter().collect();

@@ -1,48 +1,375 @@
 //! The decode step's matrix-vector products: `y = W x (+ b)` with `W` stored `[out, in]`,
 //! streamed once row by row at memory bandwidth (libtorch's MKL `sgemv` reaches about half of
-//! it on this AMD machine; see ci/bench.sh `bench_decode`). Rows are split over the intra-op threads.
+//! it on AMD machines; see ci/bench.sh `bench_decode`). Rows are split over the intra-op threads.
+//!
+//! One kernel runs per process, chosen at first use: the best this CPU supports (AVX-512,
+//! then AVX2+FMA on x86_64; NEON on aarch64; else a portable kernel the compiler vectorises),
+//! or the one `PARLAB_MATVEC_KERNEL` names (`avx512`, `avx2`, `neon`, `portable`), refused
+//! with an error when unknown or unsupported here. [`active`] says which ran.
 
 use tch::{Kind, Tensor};
 
-/// `y[r] = W[r] · x` for the rows of `w` (row-major, `y.len()` rows of `x.len()`), plainly.
-fn rows_plain(w: &[f32], x: &[f32], y: &mut [f32]) {
-    for (r, out) in y.iter_mut().enumerate() {
-        *out = w[r * x.len()..][..x.len()].iter().zip(x).map(|(a, b)| a * b).sum();
+/// The environment variable that forces one kernel.
+pub const KERNEL_ENV: &str = "PARLAB_MATVEC_KERNEL";
+
+/// A matvec kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// x86_64 AVX-512F: 16 floats a vector, four rows share each load of `x`.
+    Avx512,
+    /// x86_64 AVX2 with FMA: 8 floats a vector, four rows with two accumulators each.
+    Avx2,
+    /// aarch64 NEON (Advanced SIMD): 4 floats a vector, four rows with two accumulators each.
+    Neon,
+    /// Plain Rust over fixed-width chunks with several accumulators, vectorised by the compiler.
+    Portable,
+}
+
+/// Why a kernel setting was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    /// The setting names no kernel.
+    #[error("{KERNEL_ENV}={0:?} is not a matvec kernel; use one of avx512, avx2, neon, portable (or leave it unset for the best this CPU supports)")]
+    Unknown(String),
+    /// The kernel needs CPU features this machine lacks.
+    #[error("{KERNEL_ENV}={0}: this CPU does not support the {0} kernel (needs {1}); supported here: {2}")]
+    Unsupported(&'static str, &'static str, String),
+}
+
+impl Kernel {
+    /// Every kernel, best first.
+    pub const ALL: [Kernel; 4] = [Kernel::Avx512, Kernel::Avx2, Kernel::Neon, Kernel::Portable];
+
+    /// The kernel's name as the setting and the manifest spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Avx512 => "avx512",
+            Kernel::Avx2 => "avx2",
+            Kernel::Neon => "neon",
+            Kernel::Portable => "portable",
+        }
+    }
+
+    /// The CPU features the kernel needs.
+    pub fn needs(self) -> &'static str {
+        match self {
+            Kernel::Avx512 => "x86_64 avx512f",
+            Kernel::Avx2 => "x86_64 avx2 and fma",
+            Kernel::Neon => "aarch64 neon",
+            Kernel::Portable => "nothing",
+        }
+    }
+
+    /// Whether this CPU can run the kernel.
+    pub fn supported(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            Kernel::Portable => true,
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// The kernels this CPU supports, best first.
+    pub fn supported_here() -> Vec<Kernel> {
+        Kernel::ALL.into_iter().filter(|k| k.supported()).collect()
+    }
+
+    /// The best kernel this CPU supports.
+    pub fn best() -> Kernel {
+        Kernel::ALL.into_iter().find(|k| k.supported()).unwrap_or(Kernel::Portable)
+    }
+
+    /// The kernel a setting asks for: `None` or empty for the best; an error when unknown or unsupported.
+    pub fn choose(setting: Option<&str>) -> Result<Kernel, KernelError> {
+        let Some(name) = setting.map(str::trim).filter(|s| !s.is_empty()) else {
+            return Ok(Kernel::best());
+        };
+        let kernel = Kernel::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| KernelError::Unknown(name.to_string()))?;
+        if !kernel.supported() {
+            let here: Vec<&str> = Kernel::supported_here().into_iter().map(Kernel::name).collect();
+            return Err(KernelError::Unsupported(kernel.name(), kernel.needs(), here.join(", ")));
+        }
+        Ok(kernel)
+    }
+
+    /// The kernel `PARLAB_MATVEC_KERNEL` asks for (the best when it is unset).
+    pub fn from_env() -> Result<Kernel, KernelError> {
+        Kernel::choose(std::env::var(KERNEL_ENV).ok().as_deref())
+    }
+
+    /// `y[r] = W[r] · x` for the rows of `w` (row-major, `y.len()` rows of `x.len()`).
+    /// An unsupported kernel (never chosen by [`Kernel::choose`]) computes with the portable one.
+    pub fn rows(self, w: &[f32], x: &[f32], y: &mut [f32]) {
+        assert!(w.len() >= y.len() * x.len(), "matvec: {} weights for {} rows of {}", w.len(), y.len(), x.len());
+        if !self.supported() {
+            return rows_portable(w, x, y);
+        }
+        match self {
+            // SAFETY: `supported` checked the CPU features each kernel is compiled for.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { x86::rows_avx512(w, x, y) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { x86::rows_avx2(w, x, y) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Neon => unsafe { arm::rows_neon(w, x, y) },
+            _ => rows_portable(w, x, y),
+        }
     }
 }
 
-/// As [`rows_plain`] with AVX-512: four rows at a time, so four independent FMA chains share each load of `x`.
-#[target_feature(enable = "avx512f")]
-fn rows_avx512(w: &[f32], x: &[f32], y: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let (n, body) = (x.len(), x.len() / 16 * 16);
-    let tail = |r: usize| -> f32 { (body..n).map(|i| w[r * n + i] * x[i]).sum() };
+/// The kernel this process uses: chosen once, from `PARLAB_MATVEC_KERNEL` or the CPU. A refused
+/// setting falls back to the best kernel here; callers that must refuse it call [`configured`] first.
+pub fn active() -> Kernel {
+    static ACTIVE: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+    *ACTIVE.get_or_init(|| Kernel::from_env().unwrap_or_else(|_| Kernel::best()))
+}
+
+/// The kernel this process will use, or the reason its setting is refused.
+pub fn configured() -> Result<Kernel, KernelError> {
+    Kernel::from_env().map(|_| active())
+}
+
+/// The SIMD features this CPU reports that the kernels care about (for the manifest).
+pub fn cpu_features() -> Vec<&'static str> {
+    let mut out = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        for (name, yes) in
+            [("avx512f", has!("avx512f")), ("avx2", has!("avx2")), ("fma", has!("fma")), ("sse2", has!("sse2"))]
+        {
+            if yes {
+                out.push(name);
+            }
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if std::arch::is_aarch64_feature_detected!("neon") {
+        out.push("neon");
+    }
+    out
+}
+
+/// `y[r] = W[r] · x`, plainly: one running sum per row, in order (the reference the kernels are tested against).
+pub fn rows_reference(w: &[f32], x: &[f32], y: &mut [f32]) {
+    let n = x.len();
+    for (r, out) in y.iter_mut().enumerate() {
+        let mut s = 0.0f32;
+        for (a, b) in w[r * n..(r + 1) * n].iter().zip(x) {
+            s += a * b;
+        }
+        *out = s;
+    }
+}
+
+/// Floats per chunk of the portable kernel: one 256-bit or two 128-bit vectors per accumulator.
+const LANES: usize = 8;
+
+/// Four rows at a time over `LANES`-wide chunks, one array of accumulators per row; the lanes
+/// are independent sums, so the compiler keeps each array in vector registers.
+#[inline(always)]
+fn rows_portable(w: &[f32], x: &[f32], y: &mut [f32]) {
+    let n = x.len();
+    let (xc, _) = x.as_chunks::<LANES>();
+    let body = xc.len() * LANES;
     let mut r = 0;
     while r < y.len() {
         let rows = (y.len() - r).min(4);
-        // SAFETY: every load reads 16 floats at offsets below `body` within rows `r..r + rows` of `w` and within `x`.
-        unsafe {
-            let mut acc = [_mm512_setzero_ps(); 4];
-            for c in (0..body).step_by(16) {
-                let xv = _mm512_loadu_ps(x.as_ptr().add(c));
-                for (i, a) in acc.iter_mut().enumerate().take(rows) {
-                    *a = _mm512_fmadd_ps(_mm512_loadu_ps(w.as_ptr().add((r + i) * n + c)), xv, *a);
+        let row = |i: usize| &w[(r + i.min(rows - 1)) * n..][..n];
+        let wc: [&[[f32; LANES]]; 4] = std::array::from_fn(|i| row(i).as_chunks::<LANES>().0);
+        let mut acc = [[0f32; LANES]; 4];
+        for (c, xv) in xc.iter().enumerate() {
+            for (a, wr) in acc.iter_mut().zip(&wc).take(rows) {
+                for ((s, w), x) in a.iter_mut().zip(&wr[c]).zip(xv) {
+                    *s += w * x;
                 }
             }
-            for (i, a) in acc.iter().enumerate().take(rows) {
-                y[r + i] = _mm512_reduce_add_ps(*a) + tail(r + i);
-            }
+        }
+        for (i, a) in acc.iter().enumerate().take(rows) {
+            let tail: f32 = row(i)[body..].iter().zip(&x[body..]).map(|(a, b)| a * b).sum();
+            y[r + i] = a.iter().sum::<f32>() + tail;
         }
         r += rows;
     }
 }
 
-fn rows(w: &[f32], x: &[f32], y: &mut [f32]) {
-    if is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has the feature the function is compiled for.
-        unsafe { rows_avx512(w, x, y) }
-    } else {
-        rows_plain(w, x, y)
+/// Floats per step of the read kernel: eight independent 8-float accumulators.
+const SUM_WIDTH: usize = 64;
+
+/// The sum of `v` over `SUM_WIDTH`-wide chunks (independent lanes the compiler vectorises).
+#[inline(always)]
+fn sum_portable(v: &[f32]) -> f32 {
+    let (chunks, tail) = v.as_chunks::<SUM_WIDTH>();
+    let mut acc = [0f32; SUM_WIDTH];
+    for c in chunks {
+        for (a, x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    acc.iter().sum::<f32>() + tail.iter().sum::<f32>()
+}
+
+impl Kernel {
+    /// The sum of `v`, read once at this kernel's vector width: the STREAM-class read of `membw`.
+    pub fn sum(self, v: &[f32]) -> f64 {
+        if !self.supported() {
+            return f64::from(sum_portable(v));
+        }
+        let s = match self {
+            // SAFETY: `supported` checked the CPU features each function is compiled for.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => unsafe { x86::sum_avx512(v) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { x86::sum_avx2(v) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Neon => unsafe { arm::sum_neon(v) },
+            _ => sum_portable(v),
+        };
+        f64::from(s)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// The portable read kernel compiled for AVX-512 (512-bit vectors).
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn sum_avx512(v: &[f32]) -> f32 {
+        super::sum_portable(v)
+    }
+
+    /// The portable read kernel compiled for AVX2 (256-bit vectors).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn sum_avx2(v: &[f32]) -> f32 {
+        super::sum_portable(v)
+    }
+
+    /// The dot product of `w[from..n]` and `x[from..n]`, plainly (the tail after the vectors).
+    fn tail(w: &[f32], x: &[f32], from: usize) -> f32 {
+        (from..x.len()).map(|i| w[i] * x[i]).sum()
+    }
+
+    /// AVX-512: four rows at a time, so four independent FMA chains share each load of `x`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn rows_avx512(w: &[f32], x: &[f32], y: &mut [f32]) {
+        let (n, body) = (x.len(), x.len() / 16 * 16);
+        // SAFETY: every load reads 16 floats below `body` <= n of `x` and of rows `r + i < y.len()` of `w`.
+        unsafe {
+            let mut r = 0;
+            while r < y.len() {
+                let rows = (y.len() - r).min(4);
+                let mut acc = [_mm512_setzero_ps(); 4];
+                for c in (0..body).step_by(16) {
+                    let xv = _mm512_loadu_ps(x.as_ptr().add(c));
+                    for (i, a) in acc.iter_mut().enumerate().take(rows) {
+                        *a = _mm512_fmadd_ps(_mm512_loadu_ps(w.as_ptr().add((r + i) * n + c)), xv, *a);
+                    }
+                }
+                for (i, a) in acc.iter().enumerate().take(rows) {
+                    y[r + i] = _mm512_reduce_add_ps(*a) + tail(&w[(r + i) * n..(r + i + 1) * n], x, body);
+                }
+                r += rows;
+            }
+        }
+    }
+
+    /// The sum of the eight lanes of `v`.
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum256(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
+    }
+
+    /// AVX2+FMA: four rows at a time with two accumulators each (eight FMA chains), 16 floats a step,
+    /// then one 8-float step, then the scalar tail.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn rows_avx2(w: &[f32], x: &[f32], y: &mut [f32]) {
+        let n = x.len();
+        // SAFETY: every load reads 8 floats below body8 <= n of `x` and of rows `r + i < y.len()` of `w`.
+        unsafe {
+            let (body16, body8) = (n / 16 * 16, n / 8 * 8);
+            let (xp, wp) = (x.as_ptr(), w.as_ptr());
+            let mut r = 0;
+            while r < y.len() {
+                let rows = (y.len() - r).min(4);
+                let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+                for c in (0..body16).step_by(16) {
+                    let (x0, x1) = (_mm256_loadu_ps(xp.add(c)), _mm256_loadu_ps(xp.add(c + 8)));
+                    for (i, a) in acc.iter_mut().enumerate().take(rows) {
+                        let row = wp.add((r + i) * n + c);
+                        a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(row), x0, a[0]);
+                        a[1] = _mm256_fmadd_ps(_mm256_loadu_ps(row.add(8)), x1, a[1]);
+                    }
+                }
+                if body8 > body16 {
+                    let x0 = _mm256_loadu_ps(xp.add(body16));
+                    for (i, a) in acc.iter_mut().enumerate().take(rows) {
+                        a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(wp.add((r + i) * n + body16)), x0, a[0]);
+                    }
+                }
+                for (i, a) in acc.iter().enumerate().take(rows) {
+                    let v = hsum256(_mm256_add_ps(a[0], a[1]));
+                    y[r + i] = v + tail(&w[(r + i) * n..(r + i + 1) * n], x, body8);
+                }
+                r += rows;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod arm {
+    use std::arch::aarch64::*;
+
+    /// The portable read kernel compiled for NEON (128-bit vectors).
+    #[target_feature(enable = "neon")]
+    pub(super) fn sum_neon(v: &[f32]) -> f32 {
+        super::sum_portable(v)
+    }
+
+    /// NEON: four rows at a time with two accumulators each, 8 floats a step, then the scalar tail.
+    #[target_feature(enable = "neon")]
+    pub(super) fn rows_neon(w: &[f32], x: &[f32], y: &mut [f32]) {
+        let n = x.len();
+        // SAFETY: every load reads 4 floats below body <= n of `x` and of rows `r + i < y.len()` of `w`.
+        unsafe {
+            let body = n / 8 * 8;
+            let (xp, wp) = (x.as_ptr(), w.as_ptr());
+            let mut r = 0;
+            while r < y.len() {
+                let rows = (y.len() - r).min(4);
+                let mut acc = [[vdupq_n_f32(0.0); 2]; 4];
+                for c in (0..body).step_by(8) {
+                    let (x0, x1) = (vld1q_f32(xp.add(c)), vld1q_f32(xp.add(c + 4)));
+                    for (i, a) in acc.iter_mut().enumerate().take(rows) {
+                        let row = wp.add((r + i) * n + c);
+                        a[0] = vfmaq_f32(a[0], vld1q_f32(row), x0);
+                        a[1] = vfmaq_f32(a[1], vld1q_f32(row.add(4)), x1);
+                    }
+                }
+                for (i, a) in acc.iter().enumerate().take(rows) {
+                    let row = &w[(r + i) * n..(r + i + 1) * n];
+                    let tail: f32 = (body..n).map(|k| row[k] * x[k]).sum();
+                    y[r + i] = vaddvq_f32(vaddq_f32(a[0], a[1])) + tail;
+                }
+                r += rows;
+            }
+        }
     }
 }
 
@@ -58,16 +385,10 @@ pub fn matvec(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
     let x = x.contiguous();
     let (wv, xv) = (slice(w), slice(&x));
     let out = w.size()[0] as usize;
-    assert_eq!(
-        wv.len(),
-        out * xv.len(),
-        "matvec: weight of {} values is not [{out}, {}]",
-        wv.len(),
-        xv.len()
-    );
+    assert_eq!(wv.len(), out * xv.len(), "matvec: weight of {} values is not [{out}, {}]", wv.len(), xv.len());
     let mut y = vec![0f32; out];
     let threads = (tch::get_num_threads().max(1) as usize).min(out.div_ceil(64));
-    pool::run(threads, &mut Job::new(wv, xv, &mut y));
+    pool::run(threads, &mut Job::new(active(), wv, xv, &mut y));
     if let Some(b) = b {
         y.iter_mut().zip(slice(b)).for_each(|(a, b)| *a += b);
     }
@@ -76,6 +397,7 @@ pub fn matvec(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
 
 /// One matvec split into row chunks, as raw parts so that pool threads can take a chunk each.
 struct Job {
+    kernel: Kernel,
     w: *const f32,
     x: *const f32,
     y: *mut f32,
@@ -89,16 +411,9 @@ struct Job {
 unsafe impl Sync for Job {}
 
 impl Job {
-    fn new(w: &[f32], x: &[f32], y: &mut [f32]) -> Self {
+    fn new(kernel: Kernel, w: &[f32], x: &[f32], y: &mut [f32]) -> Self {
         let out = y.len();
-        Job {
-            w: w.as_ptr(),
-            x: x.as_ptr(),
-            y: y.as_mut_ptr(),
-            inner: x.len(),
-            out,
-            per: out,
-        }
+        Job { kernel, w: w.as_ptr(), x: x.as_ptr(), y: y.as_mut_ptr(), inner: x.len(), out, per: out }
     }
 
     /// Splits into about `chunks` chunks of whole 4-row groups; returns how many there are.
@@ -122,7 +437,7 @@ impl Job {
                 std::slice::from_raw_parts_mut(self.y.add(start), rows_here),
             )
         };
-        rows(w, x, y);
+        self.kernel.rows(w, x, y);
     }
 }
 
@@ -185,11 +500,7 @@ mod pool {
                     std::hint::spin_loop();
                 } else {
                     let g = s.state.lock().expect("matvec pool lock");
-                    drop(
-                        s.wake
-                            .wait_while(g, |_| s.generation.load(Acquire) == seen)
-                            .expect("matvec pool lock"),
-                    );
+                    drop(s.wake.wait_while(g, |_| s.generation.load(Acquire) == seen).expect("matvec pool lock"));
                 }
             }
             seen = s.generation.load(Acquire);
@@ -204,11 +515,7 @@ mod pool {
         }
         let s = *POOL.get_or_init(|| {
             let s: &'static Shared = Box::leak(Box::new(Shared {
-                state: Mutex::new(State {
-                    job: std::ptr::null(),
-                    chunks: 0,
-                    next: 0,
-                }),
+                state: Mutex::new(State { job: std::ptr::null(), chunks: 0, next: 0 }),
                 generation: AtomicUsize::new(0),
                 done: AtomicUsize::new(0),
                 wake: Condvar::new(),
@@ -233,6 +540,141 @@ mod pool {
             } else {
                 std::thread::yield_now();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1) that are not all alike.
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Shapes with one row, rows not a multiple of 4, widths below, at and around 8 and 16.
+    const SHAPES: [(usize, usize); 14] = [
+        (1, 1),
+        (1, 7),
+        (1, 16),
+        (1, 17),
+        (2, 3),
+        (3, 8),
+        (4, 15),
+        (5, 16),
+        (6, 24),
+        (7, 31),
+        (9, 33),
+        (13, 100),
+        (64, 768),
+        (67, 771),
+    ];
+
+    #[test]
+    fn every_supported_kernel_matches_the_plain_reference_on_odd_shapes() {
+        let here = Kernel::supported_here();
+        assert!(here.contains(&Kernel::Portable));
+        for kernel in here {
+            for (rows, width) in SHAPES {
+                let (w, x) = (values(rows * width, rows as u32), values(width, width as u32 + 7));
+                let mut want = vec![0f32; rows];
+                rows_reference(&w, &x, &mut want);
+                let mut got = vec![f32::NAN; rows];
+                kernel.rows(&w, &x, &mut got);
+                for r in 0..rows {
+                    let scale: f32 = w[r * width..(r + 1) * width].iter().zip(&x).map(|(a, b)| (a * b).abs()).sum();
+                    let err = (got[r] - want[r]).abs();
+                    assert!(
+                        err <= 1e-5 * scale.max(1.0),
+                        "{} at {rows}x{width}, row {r}: {} vs {}",
+                        kernel.name(),
+                        got[r],
+                        want[r]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_supported_read_kernel_sums_exactly() {
+        for kernel in Kernel::supported_here() {
+            for n in [0usize, 1, 63, 64, 65, 1000, 4099] {
+                let v: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+                let want: f64 = v.iter().map(|&x| f64::from(x)).sum();
+                assert_eq!(kernel.sum(&v), want, "{} over {n}", kernel.name());
+            }
+        }
+    }
+
+    #[test]
+    fn this_cpu_runs_its_vector_kernels() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                assert!(Kernel::supported_here().contains(&Kernel::Avx512));
+                assert_eq!(Kernel::best(), Kernel::Avx512);
+            }
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                assert!(Kernel::supported_here().contains(&Kernel::Avx2));
+            }
+            assert!(!Kernel::Neon.supported());
+        }
+        #[cfg(target_arch = "aarch64")]
+        assert_eq!(Kernel::best(), Kernel::Neon);
+    }
+
+    #[test]
+    fn settings_choose_a_kernel_or_are_refused_with_a_reason() {
+        assert_eq!(Kernel::choose(None), Ok(Kernel::best()));
+        assert_eq!(Kernel::choose(Some("  ")), Ok(Kernel::best()));
+        assert_eq!(Kernel::choose(Some("portable")), Ok(Kernel::Portable));
+        assert_eq!(
+            Kernel::choose(Some("AVX2")).map(Kernel::name),
+            if Kernel::Avx2.supported() {
+                Ok("avx2")
+            } else {
+                Err(KernelError::Unsupported(
+                    "avx2",
+                    "x86_64 avx2 and fma",
+                    Kernel::supported_here().iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+                ))
+            }
+        );
+        let unknown = Kernel::choose(Some("sse9")).unwrap_err();
+        assert_eq!(unknown, KernelError::Unknown("sse9".into()));
+        assert!(unknown.to_string().contains("avx512, avx2, neon, portable"), "{unknown}");
+        let missing = Kernel::ALL.into_iter().find(|k| !k.supported()).expect("no CPU has both NEON and AVX");
+        let refused = Kernel::choose(Some(missing.name())).unwrap_err();
+        assert!(refused.to_string().contains("does not support"), "{refused}");
+        assert!(refused.to_string().contains("portable"), "names what is supported: {refused}");
+    }
+
+    #[test]
+    fn the_threaded_matvec_adds_the_bias_and_matches_the_reference() {
+        let (rows, width) = (301, 45);
+        let (w, x, b) = (values(rows * width, 3), values(width, 4), values(rows, 5));
+        let mut want = vec![0f32; rows];
+        rows_reference(&w, &x, &mut want);
+        let (wt, xt, bt) = (
+            Tensor::from_slice(&w).view([rows as i64, width as i64]),
+            Tensor::from_slice(&x).view([1, width as i64]),
+            Tensor::from_slice(&b),
+        );
+        tch::set_num_threads(2);
+        let y: Vec<f32> = Vec::try_from(matvec(&xt, &wt, Some(&bt)).view([-1])).expect("f32 values");
+        assert_eq!(y.len(), rows);
+        for r in 0..rows {
+            assert!((y[r] - (want[r] + b[r])).abs() <= 1e-4, "row {r}: {} vs {}", y[r], want[r] + b[r]);
         }
     }
 }

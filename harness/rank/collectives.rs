@@ -1,11 +1,21 @@
 //! The `collectives` workload inside a rank: each op over each message size, timed and checked.
 //!
-//! Barrier discipline: for every iteration (warm-up and timed) all ranks meet in MPI_Barrier,
-//! then each rank times its own call with MPI_Wtime. Every rank records its timed iterations;
-//! the collector takes the slowest rank of each iteration (what a step waits for).
-//! Before each iteration the receive buffer is poisoned with NaN; after it the result is
-//! compared exactly with the expected values (all small integers, exact in f32). A wrong value
-//! fails the run, naming op, size, rank and how many values were wrong.
+//! Each op at each size is timed two ways, one after the other:
+//!
+//! - **Per iteration, slowest rank** (figure `<op>`, e.g. `all-reduce`): for every iteration
+//!   (warm-up and timed) all ranks meet in MPI_Barrier, then each rank times its own call with
+//!   MPI_Wtime. The collector takes the slowest rank of each iteration: what a decode step pays,
+//!   including the wait for the last rank to leave the barrier (barrier-exit skew). Before each
+//!   iteration the receive buffer is poisoned with NaN; after it the result is compared exactly
+//!   with the expected values (all small integers, exact in f32). A wrong value fails the run,
+//!   naming op, size, rank and how many values were wrong.
+//! - **Back to back, per rank** (figure `<op>@block`; OSU's and nccl-tests' convention for the
+//!   operation's own time): [`BLOCKS`] times, all ranks meet in MPI_Barrier, then each rank runs
+//!   `iterations` calls back to back and times them as one block with MPI_Wtime; its sample is
+//!   block / iterations. The barrier's exit skew enters once per block instead of once per call,
+//!   so it is divided by `iterations`. The collector averages the ranks' samples of a block (as
+//!   osu_allreduce averages its ranks' latencies). The buffer is poisoned before each block and
+//!   the last call's result checked after it, as above.
 //!
 //! Sizes follow nccl-tests: for all-gather, reduce-scatter and all-to-all the size is the whole
 //! buffer (each rank's chunk is size / world, rounded down to whole f32s, at least one), so the
@@ -23,6 +33,14 @@ use std::path::Path;
 
 /// Whether this version runs the workload.
 pub const IMPLEMENTED: bool = true;
+
+/// Timed blocks of back-to-back calls per op, size and repetition.
+pub const BLOCKS: u32 = 3;
+
+/// The figure of an op's back-to-back (per-rank) samples.
+pub fn block_figure(op: Op) -> String {
+    format!("{}@block", op.name())
+}
 
 /// The value rank `r` contributes at position `i` (small integers, exact in f32 sums).
 pub fn value(r: u32, i: usize) -> f32 {
@@ -189,6 +207,36 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     Ok(())
 }
 
+/// What one sweep of one op at one size needs besides its buffers.
+struct Sweep<'a> {
+    plan: &'a RunPlan,
+    iterations: u32,
+    world: &'a SimpleCommunicator,
+    repetition: u32,
+    wrong_fault: bool,
+    out: &'a Path,
+}
+
+impl Sweep<'_> {
+    /// Fails the run when the result of the last call is wrong (after the injected fault, if any).
+    fn check(&self, case: &mut Case, when: &str) -> anyhow::Result<()> {
+        if self.wrong_fault {
+            case.corrupt();
+        }
+        let wrong = case.wrong();
+        if wrong > 0 {
+            anyhow::bail!(
+                "wrong result: {} of {} B ({when}): rank {}: {wrong} of {} values wrong",
+                case.op.name(),
+                case.bytes(),
+                self.world.rank(),
+                case.len()
+            );
+        }
+        Ok(())
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn sweep_one(
     plan: &RunPlan,
@@ -201,33 +249,52 @@ fn sweep_one(
     out: &Path,
     marked: &mut bool,
 ) -> anyhow::Result<()> {
-    let rank = world.rank() as u32;
-    for _ in 0..plan.warmup {
-        world.barrier();
-        case.exec(world);
+    let sweep = Sweep { plan, iterations: params.iterations, world, repetition, wrong_fault, out };
+    per_iteration(&sweep, case, sink, marked)?;
+    back_to_back(&sweep, case, sink)
+}
+
+/// Warm-up, then per iteration: poison, barrier, one timed call, check; records every rank's time.
+fn per_iteration(s: &Sweep, case: &mut Case, sink: &mut RecordSink, marked: &mut bool) -> anyhow::Result<()> {
+    let rank = s.world.rank() as u32;
+    for _ in 0..s.plan.warmup {
+        s.world.barrier();
+        case.exec(s.world);
     }
-    for iteration in 0..params.iterations {
+    for iteration in 0..s.iterations {
         case.poison();
-        world.barrier();
+        s.world.barrier();
         if !*marked {
-            mark(out, rank, "first_timed_start_unix");
+            mark(s.out, rank, "first_timed_start_unix");
             *marked = true;
         }
-        let seconds = case.exec(world);
-        if wrong_fault {
-            case.corrupt();
-        }
-        let wrong = case.wrong();
-        if wrong > 0 {
-            anyhow::bail!(
-                "wrong result: {} of {} B (iteration {iteration}): rank {rank}: {wrong} of {} values wrong",
-                case.op.name(),
-                case.bytes(),
-                case.len()
-            );
-        }
+        let seconds = case.exec(s.world);
+        s.check(case, &format!("iteration {iteration}"))?;
         if case.timed_here() {
-            sink.push(case.op.name(), case.bytes(), repetition, iteration, seconds)?;
+            sink.push(case.op.name(), case.bytes(), s.repetition, iteration, seconds)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`BLOCKS`] times: poison, barrier, `iterations` calls back to back timed as one, check the
+/// last result; records block / iterations per rank (figure `<op>@block`, iteration = block).
+fn back_to_back(s: &Sweep, case: &mut Case, sink: &mut RecordSink) -> anyhow::Result<()> {
+    let calls = s.iterations.max(1);
+    for block in 0..BLOCKS {
+        case.poison();
+        s.world.barrier();
+        let start = mpi::time();
+        let mut own = 0.0;
+        for _ in 0..calls {
+            own += case.exec(s.world);
+        }
+        let elapsed = mpi::time() - start;
+        s.check(case, &format!("back-to-back block {block}"))?;
+        // Ping-pong's own time is half the round trip (what `exec` returns); the others' is the wall time.
+        let seconds = if case.op == Op::PingPong { own } else { elapsed };
+        if case.timed_here() {
+            sink.push(&block_figure(case.op), case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
         }
     }
     Ok(())

@@ -34,6 +34,12 @@ pub struct RankAnswer {
     pub new_tokens: u32,
     /// Prompt length.
     pub prompt_tokens: u32,
+    /// The matvec kernel this rank ran (`model::matvec::Kernel::name`).
+    #[serde(default)]
+    pub matvec_kernel: Option<String>,
+    /// The SIMD features this rank's CPU reports (`model::matvec::cpu_features`).
+    #[serde(default)]
+    pub cpu_features: Vec<String>,
 }
 
 /// The answer file of `rank` in `out`.
@@ -43,12 +49,14 @@ pub fn answer_path(out: &Path, rank: u32) -> PathBuf {
 
 /// Makes what a decode run needs before launch: the seeded checkpoint and the unsplit reference answer.
 pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
+    crate::model::matvec::configured()?;
     source::reference_for(plan).map(|_| ())
 }
 
 /// Runs this rank's part of a `decode` plan.
 pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Result<()> {
     tch::set_num_threads(plan.threads_per_rank.max(1) as i32);
+    let kernel = crate::model::matvec::configured()?;
     let model = source::model_of(plan)?;
     let cfg = ModelConfig::read(&model.dir)?;
     let (prompt, new_tokens) = source::decode_params(plan)?;
@@ -96,6 +104,8 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         sequences: engine.sequences as u32,
         new_tokens: new_tokens as u32,
         prompt_tokens: engine.prompt.len() as u32,
+        matvec_kernel: Some(kernel.name().into()),
+        cpu_features: crate::model::matvec::cpu_features().into_iter().map(String::from).collect(),
     };
     crate::manifest::write_atomic(&answer_path(out, rank), serde_json::to_string_pretty(&answer)?.as_bytes())?;
     Ok(())

@@ -1,39 +1,78 @@
-//! The `membw` workload inside a rank: every rank sums its own f32 tensor at the same moment.
+//! The `membw` workload inside a rank: every rank reads its own f32 buffer at the same moment,
+//! with two kernels in turn.
 //!
 //! Each rank holds a tch (libtorch) f32 tensor of `buffer_bytes`, filled with ones, and uses
-//! `threads_per_rank` intra-op threads (`tch::set_num_threads`). Per repetition: MPI barrier,
-//! then every rank's time runs from a common start (the earliest rank's clock reading after
-//! the barrier, agreed with an MPI min-reduction; ranks share one system clock) to the end of
-//! its own `tensor.sum()` (one full read of its buffer). Timing from a common start keeps
-//! oversubscribed ranks honest: a rank that waits for a core is charged the wait, so ranks
-//! that take turns cannot add up to more than the machine streams. Records: figure `membw`,
-//! size_bytes = buffer bytes, one sample per repetition per rank. The sum is checked against
-//! the element count (ones), so a short read cannot pass.
+//! `threads_per_rank` threads. Per repetition it reads the buffer twice, each read timed on its
+//! own: (1) `tensor.sum()`, libtorch's kernel (`threads_per_rank` intra-op threads), figure
+//! `membw`; (2) parlab's STREAM-class read kernel (`model::matvec::Kernel::sum`, the CPU's
+//! widest SIMD with several accumulators; the buffer is split into `threads_per_rank` slices
+//! read by as many threads at once), figure `membw_stream`. The order alternates between
+//! repetitions so neither kernel always reads a buffer the other left in cache.
+//!
+//! Every read: MPI barrier, then the rank's time runs from a common start (the earliest rank's
+//! clock reading after the barrier, agreed with an MPI min-reduction; ranks share one system
+//! clock) to the end of its own read. Timing from a common start keeps oversubscribed ranks
+//! honest: a rank that waits for a core is charged the wait, so ranks that take turns cannot
+//! add up to more than the machine streams. size_bytes = buffer bytes, one sample per
+//! repetition per rank and kernel. Each sum is checked against the element count (ones), so a
+//! short read cannot pass.
 
 use super::comm::Communicator;
 use super::records::{mark, RecordSink};
+use crate::model::matvec::{self, Kernel};
 use crate::spec::{RunPlan, Workload};
-use std::path::Path;
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tch::{Device, Kind, Tensor};
 
 /// Whether this version runs the workload.
 pub const IMPLEMENTED: bool = true;
 
+/// The figure of parlab's own read kernel (the libtorch sum's is `membw`).
+pub const STREAM_FIGURE: &str = "membw_stream";
+
 fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// After a barrier, sums `tensor` once; returns (seconds from the common start, sum).
-fn stream(comm: &mut Communicator, tensor: &Tensor) -> (f64, f64) {
+/// After a barrier, runs `read` once; returns (seconds from the common start, its sum).
+fn timed(comm: &mut Communicator, read: impl FnOnce() -> f64) -> (f64, f64) {
     comm.barrier();
     let local_start = unix_now();
     let mut start = 0.0f64;
     comm.raw().all_reduce_into(&local_start, &mut start, SystemOperation::min());
-    let sum = tensor.sum(Kind::Float).double_value(&[]);
+    let sum = read();
     (unix_now() - start, sum)
+}
+
+/// The sum of `v` read by `threads` threads at once, each a contiguous slice, with `kernel`.
+pub fn parallel_sum(kernel: Kernel, v: &[f32], threads: usize) -> f64 {
+    let per = v.len().div_ceil(threads.max(1)).div_ceil(64).max(1) * 64;
+    std::thread::scope(|s| {
+        let mut parts = v.chunks(per);
+        let first = parts.next().unwrap_or(&[]);
+        let handles: Vec<_> = parts.map(|p| s.spawn(move || kernel.sum(p))).collect();
+        let mine = kernel.sum(first);
+        mine + handles.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).sum::<f64>()
+    })
+}
+
+/// The f32 values of a contiguous f32 CPU tensor.
+fn values(t: &Tensor) -> &[f32] {
+    // SAFETY: `t` is a contiguous f32 CPU tensor made in `run`; it holds numel f32 values at
+    // data_ptr and outlives the slice.
+    unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) }
+}
+
+/// Fails when a sum of `count` ones is off.
+fn check(what: &str, rank: u32, count: i64, sum: f64) -> anyhow::Result<()> {
+    let relative = (sum - count as f64).abs() / count as f64;
+    if relative.is_nan() || relative > 1e-3 {
+        anyhow::bail!("wrong result: membw ({what}): rank {rank}: sum of {count} ones gave {sum}");
+    }
+    Ok(())
 }
 
 /// Runs this rank's part of a `membw` plan.
@@ -41,23 +80,34 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let Workload::Membw(params) = &plan.workload else {
         anyhow::bail!("a membw run needs membw parameters");
     };
-    tch::set_num_threads(plan.threads_per_rank.max(1) as i32);
+    let threads = plan.threads_per_rank.max(1) as usize;
+    tch::set_num_threads(threads as i32);
+    let kernel = matvec::configured()?;
     let count = (params.buffer_bytes / 4).max(1) as i64;
     let tensor = Tensor::ones([count], (Kind::Float, Device::Cpu));
+    let buffer = values(&tensor);
+    let torch = |c: &mut Communicator| timed(c, || tensor.sum(Kind::Float).double_value(&[]));
+    let stream = |c: &mut Communicator| timed(c, || parallel_sum(kernel, buffer, threads));
     let mut sink = RecordSink::open(out, comm.rank())?;
     for _ in 0..plan.warmup {
-        stream(comm, &tensor);
+        torch(comm);
+        stream(comm);
     }
     for repetition in 0..plan.repetitions {
         if repetition == 0 {
             mark(out, comm.rank(), "first_timed_start_unix");
         }
-        let (seconds, sum) = stream(comm, &tensor);
-        let relative = (sum - count as f64).abs() / count as f64;
-        if relative > 1e-3 {
-            anyhow::bail!("wrong result: membw: rank {}: sum of {count} ones gave {sum}", comm.rank());
-        }
-        sink.push("membw", (count * 4) as u64, repetition, 0, seconds)?;
+        let (t, s) = if repetition % 2 == 0 {
+            let t = torch(comm);
+            (t, stream(comm))
+        } else {
+            let s = stream(comm);
+            (torch(comm), s)
+        };
+        check("libtorch sum", comm.rank(), count, t.1)?;
+        check(&format!("parlab {} read", kernel.name()), comm.rank(), count, s.1)?;
+        sink.push("membw", (count * 4) as u64, repetition, 0, t.0)?;
+        sink.push(STREAM_FIGURE, (count * 4) as u64, repetition, 0, s.0)?;
     }
     mark(out, comm.rank(), "last_timed_end_unix");
     sink.flush()?;

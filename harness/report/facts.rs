@@ -57,6 +57,10 @@ pub struct CollRow {
     pub time: Stat,
     /// Spread between ranks.
     pub spread: Option<Stat>,
+    /// The op's own time (back to back, mean over ranks), where measured.
+    pub op_time: Option<Stat>,
+    /// Slowest rank's median minus the op's own median: the waiting a step pays.
+    pub skew: Option<f64>,
     /// Algorithm bandwidth, bytes/s.
     pub algbw: f64,
     /// Bus bandwidth, bytes/s.
@@ -119,6 +123,10 @@ pub struct MembwRow {
     pub aggregate: Stat,
     /// Per-process bandwidth, bytes/s.
     pub per_process: Option<Stat>,
+    /// parlab's STREAM-class read: per-process bandwidth, bytes/s, where measured.
+    pub stream_per_process: Option<Stat>,
+    /// The roofline's source (`stream` or `torch-sum`), where recorded.
+    pub roofline: Option<String>,
     /// Run identity (12 hex).
     pub run: String,
 }
@@ -275,6 +283,8 @@ fn coll_row(m: &Manifest, e: &Value) -> Option<CollRow> {
         size: uint(e, "size_bytes")?,
         time: Stat::read(e.get("time_s"))?,
         spread: Stat::read(e.get("rank_spread_s")),
+        op_time: Stat::read(e.get("op_time_s")),
+        skew: num(e, "skew_s"),
         algbw: num(e, "algbw_Bps").unwrap_or(f64::NAN),
         busbw: num(e, "busbw_Bps").unwrap_or(f64::NAN),
         factor: num(e, "busbw_factor").unwrap_or(f64::NAN),
@@ -321,6 +331,8 @@ fn membw_row(m: &Manifest, e: &Value) -> Option<MembwRow> {
         buffer: uint(e, "buffer_bytes").unwrap_or(0),
         aggregate: Stat::read(e.get("aggregate_Bps"))?,
         per_process: Stat::read(e.get("per_process_Bps")),
+        stream_per_process: Stat::read(e.pointer("/stream/per_process_Bps")),
+        roofline: e.pointer("/roofline/source").and_then(Value::as_str).map(str::to_string),
         run: short(&m.run_id),
     })
 }

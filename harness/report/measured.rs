@@ -61,7 +61,7 @@ fn collectives(rows: &[CollRow]) -> Vec<Table> {
             rows.sort_by(|a, b| {
                 (a.world, &a.link, a.size, &a.run).cmp(&(b.world, &b.link, b.size, &b.run))
             });
-            Table {
+            let table = Table {
                 id: format!("measured-{}-{}", fmt::slug(&experiment), fmt::slug(&op)),
                 title: format!("{op} (experiment `{experiment}`)"),
                 caption: format!(
@@ -82,13 +82,31 @@ fn collectives(rows: &[CollRow]) -> Vec<Table> {
                 ]),
                 rows: rows.iter().map(coll_cells).collect(),
                 provenance: Vec::new(),
-            }
+            };
+            with_op_time(table, &rows)
         })
         .collect()
 }
 
 fn cols(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
+}
+
+/// Adds the op's own time (back to back, mean over ranks) and the skew after the slowest
+/// rank's p99, when the rows have them (manifests made before they were measured do not).
+fn with_op_time(mut t: Table, rows: &[CollRow]) -> Table {
+    if rows.iter().all(|r| r.op_time.is_none()) {
+        return t;
+    }
+    let at = t.columns.iter().position(|c| c == "p99").map_or(t.columns.len(), |p| p + 1);
+    t.columns.insert(at, "op time (back to back, median)".into());
+    t.columns.insert(at + 1, "skew (median − op time)".into());
+    for (cells, r) in t.rows.iter_mut().zip(rows) {
+        cells.insert(at, fmt::secs(r.op_time.map(|s| s.median)));
+        cells.insert(at + 1, fmt::secs(r.skew));
+    }
+    t.caption.push_str(" Median, min – max and p99: the slowest rank per iteration, a barrier before each call (what a step pays). Op time: blocks of back-to-back calls after one barrier, per rank, averaged over ranks (OSU's convention; α and β are fitted on it). Skew: the difference.");
+    t
 }
 
 fn coll_cells(r: &CollRow) -> Vec<String> {
@@ -168,7 +186,7 @@ fn membw(rows: &[MembwRow]) -> Vec<Table> {
                     &b.run,
                 ))
             });
-            Table {
+            let table = Table {
                 id: format!("measured-{}", fmt::slug(&experiment)),
                 title: format!("memory bandwidth (experiment `{experiment}`)"),
                 caption: "Aggregate and per-process streaming bandwidth; measured.".into(),
@@ -198,9 +216,29 @@ fn membw(rows: &[MembwRow]) -> Vec<Table> {
                     })
                     .collect(),
                 provenance: Vec::new(),
-            }
+            };
+            with_stream(table, &rows)
         })
         .collect()
+}
+
+/// Adds parlab's STREAM-class read beside libtorch's sum, and which of them is the roofline,
+/// when the runs measured it (manifests made before it existed did not).
+fn with_stream(mut t: Table, rows: &[MembwRow]) -> Table {
+    if rows.iter().all(|r| r.stream_per_process.is_none()) {
+        return t;
+    }
+    let at = t.columns.len().saturating_sub(1);
+    t.columns.insert(at, "STREAM-class per process median".into());
+    t.columns.insert(at + 1, "STREAM-class min – max".into());
+    t.columns.insert(at + 2, "roofline".into());
+    for (cells, r) in t.rows.iter_mut().zip(rows) {
+        cells.insert(at, fmt::gbps(r.stream_per_process.map(|s| s.median)));
+        cells.insert(at + 1, fmt::gbps_range(r.stream_per_process.as_ref()));
+        cells.insert(at + 2, r.roofline.clone().unwrap_or_else(|| "-".into()));
+    }
+    t.caption.push_str(" The first columns are libtorch's sum; STREAM-class is parlab's own SIMD read of the same buffer by every thread of the rank; roofline names the higher median, which the decode bound uses.");
+    t
 }
 
 fn decode(rows: &[DecodeRow]) -> Vec<Table> {

@@ -49,8 +49,9 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
         let rows = m.summary["collectives"].as_array().unwrap();
         assert_eq!(rows.len(), Op::ALL.len() * 3, "every op at every size");
         let s = samples(&suite, &m.results, "samples");
-        // 5 ops timed on both ranks, ping-pong on rank 0 only: 3 sizes x 4 iterations each.
-        assert_eq!(s.height(), (5 * 2 + 1) * 3 * 4);
+        // 5 ops timed on both ranks, ping-pong on rank 0 only: 3 sizes x (4 iterations + the blocks).
+        let blocks = parlab::rank::collectives::BLOCKS as usize;
+        assert_eq!(s.height(), (5 * 2 + 1) * 3 * (4 + blocks));
         let (figures, sizes, ranks, reps, iters, secs) = (
             column_str(&s, "figure"),
             column_f64(&s, "size_bytes"),
@@ -75,10 +76,23 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
             v.sort_by(f64::total_cmp);
             assert_eq!(v.len(), 4, "{op} {size}");
             let median = (v[1] + v[2]) / 2.0;
+            // The op's own time: per block, the mean over the ranks that timed it; its median over blocks.
+            let mut blocks: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+            for i in 0..s.height() {
+                if figures[i] == format!("{op}@block") && sizes[i] == size {
+                    blocks.entry(iters[i] as u64).or_default().push(secs[i]);
+                }
+            }
+            let mut own: Vec<f64> = blocks.values().map(|b| b.iter().sum::<f64>() / b.len() as f64).collect();
+            own.sort_by(f64::total_cmp);
+            assert_eq!(own.len(), 3, "{op} {size}: one sample per block");
+            assert!(own[0] > 0.0);
             // JSON text round trips f64 to within an ulp or so, hence the relative tolerance.
             let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
             assert!(close(row["time_s"]["median"].as_f64().unwrap(), median), "{op} {size}: {row}");
             assert!(close(row["time_s"]["max"].as_f64().unwrap(), v[3]), "{op} {size}: {row}");
+            assert!(close(row["op_time_s"]["median"].as_f64().unwrap(), own[1]), "{op} {size}: {row}");
+            assert!(close(row["skew_s"].as_f64().unwrap(), median - own[1]) || (median - own[1]).abs() < 1e-15, "{op} {size}: {row}");
             let factor = Op::ALL.iter().find(|o| o.name() == op).unwrap().busbw_factor(2);
             let algbw = row["algbw_Bps"].as_f64().unwrap();
             assert!((algbw - size / median).abs() <= 1e-9 * algbw);
@@ -88,6 +102,7 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
         assert_eq!(summary.height(), rows.len());
         assert_eq!(m.summary["fit"]["op"], "all-reduce");
         assert!(m.summary["fit"]["alpha_s"].is_number());
+        assert!(m.summary["fit"]["method"].as_str().unwrap().contains("op_time_s"), "{}", m.summary["fit"]);
     }
 }
 
@@ -107,12 +122,23 @@ fn membw_reports_aggregate_and_per_process_bandwidth() {
     assert_eq!(bw["aggregate_Bps"]["n"], 3);
     assert_eq!(bw["per_process_Bps"]["n"], 6);
     let s = samples(&suite, &m.results, "samples");
-    let secs = column_f64(&s, "seconds");
-    let reps = column_f64(&s, "repetition");
-    let slowest_rep0 = (0..s.height()).filter(|&i| reps[i] == 0.0).map(|i| secs[i]).fold(0.0, f64::max);
-    let aggregate0 = 2.0 * (16u64 << 20) as f64 / slowest_rep0;
+    let (secs, reps, figures) = (column_f64(&s, "seconds"), column_f64(&s, "repetition"), column_str(&s, "figure"));
+    assert_eq!(s.height(), 2 * 3 * 2, "two ranks, three repetitions, two kernels");
+    let aggregate0 = |figure: &str| {
+        let slowest = (0..s.height()).filter(|&i| reps[i] == 0.0 && figures[i] == figure).map(|i| secs[i]).fold(0.0, f64::max);
+        2.0 * (16u64 << 20) as f64 / slowest
+    };
     let summary = samples(&suite, &m.results, "summary");
-    assert!((column_f64(&summary, "aggregate_Bps")[0] - aggregate0).abs() <= 1e-9 * aggregate0);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
+    assert!(close(column_f64(&summary, "aggregate_Bps")[0], aggregate0("membw")));
+    assert!(close(column_f64(&summary, "stream_aggregate_Bps")[0], aggregate0("membw_stream")));
+    let stream = &bw["stream"];
+    assert_eq!(stream["per_process_Bps"]["n"], 6);
+    assert!(parlab::model::matvec::Kernel::ALL.iter().any(|k| k.name() == stream["kernel"]), "{stream}");
+    let (torch_med, stream_med) = (bw["per_process_Bps"]["median"].as_f64().unwrap(), stream["per_process_Bps"]["median"].as_f64().unwrap());
+    let roof = &bw["roofline"];
+    assert_eq!(roof["per_process_Bps"].as_f64().unwrap(), torch_med.max(stream_med), "{roof}");
+    assert_eq!(roof["source"], if stream_med > torch_med { "stream" } else { "torch-sum" }, "{roof}");
 }
 
 #[test]

@@ -260,3 +260,32 @@ fn greedy_decoding_of_the_seeded_model_varies_and_exactness_sees_a_changed_token
     assert_eq!(changed.first_difference, Some(2));
     assert_eq!(changed.steps_compared, 3, "steps after a changed token are not compared");
 }
+
+#[test]
+fn a_forced_matvec_kernel_is_recorded_and_an_unknown_one_is_refused() {
+    use parlab::model::matvec::{Kernel, KERNEL_ENV};
+    let suite = Suite::new();
+    small_config(&suite.dir.path().join("small"));
+    suite.spec("k", &decode_spec("k", "tensor", "1", "1"));
+    let state = suite.dir.path().join("state");
+    let state = state.to_str().unwrap();
+    let fresh = || {
+        let _ = std::fs::remove_dir_all(suite.manifests());
+    };
+    // The kernel is not part of the run identity, so each run starts from an empty manifests folder.
+    for kernel in Kernel::supported_here() {
+        fresh();
+        assert_eq!(suite.run(&[("PARLAB_STATE", state), (KERNEL_ENV, kernel.name())]), 0);
+        let m = suite.manifest("k");
+        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
+        assert_eq!(m.summary["decode"]["matvec_kernel"], kernel.name());
+        assert_eq!(m.answer["exactness"]["tokens_equal"], true, "{} kernel", kernel.name());
+        assert!(m.summary["decode"]["cpu_features"].is_array());
+    }
+    fresh();
+    assert_ne!(suite.run(&[("PARLAB_STATE", state), (KERNEL_ENV, "sse9")]), 0);
+    let m = suite.manifest("k");
+    assert_eq!(m.status, Status::Failed);
+    let reason = m.reason.unwrap_or_default();
+    assert!(reason.contains("PARLAB_MATVEC_KERNEL=\"sse9\" is not a matvec kernel"), "{reason}");
+}
