@@ -7,6 +7,7 @@
 
 pub mod alpha_beta;
 pub mod break_even;
+pub mod claims;
 pub mod exactness;
 pub mod membw;
 pub mod pipeline;
@@ -203,6 +204,7 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.extend(regimes::findings(&inputs));
     out.push(pipeline::finding(&inputs));
     out.extend(break_even::findings(&inputs));
+    out.extend(claims::findings(&inputs));
     out
 }
 

@@ -1,5 +1,6 @@
 //! Experiment specs: parse -> validate -> expand (matrix) -> RunPlan.
 
+pub mod claims;
 pub mod expand;
 pub mod fields;
 pub mod layout;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Keys any experiment may have.
 const COMMON_KEYS: &[&str] = &[
     "name", "kind", "description", "strategy", "world", "link", "threads", "repetitions", "warmup",
-    "timeout", "requires", "launcher", "hostfile", "exclude",
+    "timeout", "requires", "launcher", "hostfile", "exclude", "claims",
 ];
 
 /// Keys that belong to one kind, with that kind.
@@ -87,6 +87,7 @@ pub fn validate_partial(path: &Path, text: &str) -> (Option<Experiment>, Vec<Pro
     let kind = read_kind(&mut c, map);
     check_keys(&mut c, map, kind);
     let exp = read_experiment(&mut c, path, text, map, kind.unwrap_or(Kind::Collectives));
+    super::claims::read(&mut c, map, kind, &exp.name);
     (kind.map(|_| exp), c.problems)
 }
 

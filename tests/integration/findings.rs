@@ -383,3 +383,66 @@ fn findings_json_is_byte_identical_and_every_finding_has_a_verdict_and_numbers()
         "fields keep their declared order"
     );
 }
+
+const CLAIMS_SPEC: &str = "name: synth-decode\nkind: decode\nmodel: gpt2\nstrategy: tensor\nworld: [1, 2, 4]\nclaims:\n  - id: split-slower\n    figure: step\n    select: {world: 4}\n    reference: {world: 1}\n    rule: RULE\n  - id: same-tokens\n    figure: tokens\n    select: {world: 4}\n    reference: {world: 1}\n    rule: equal_tokens\n";
+
+/// The fixtures with their decode runs pointed at a spec declaring `rule` for the first claim.
+fn with_claims(dir: &std::path::Path, rule: &str) -> Vec<Manifest> {
+    let spec = dir.join(format!("claims-{rule}.yaml"));
+    std::fs::write(&spec, CLAIMS_SPEC.replace("RULE", rule)).unwrap();
+    let mut list = base();
+    for m in list.iter_mut().filter(|m| m.kind == "decode") {
+        m.plan.spec_path = spec.clone();
+    }
+    list
+}
+
+#[test]
+fn a_declared_claim_is_evaluated_into_a_finding_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = with_claims(dir.path(), "greater");
+    let f = finding(&list, "split-slower");
+    assert_eq!(
+        f.verdict,
+        Verdict::Holds,
+        "world 4 adds communication to the same compute: {f:?}"
+    );
+    let ratio = f.numbers.iter().find(|n| n.unit == "ratio").unwrap().value;
+    assert!(ratio > 1.0);
+    assert_eq!(finding(&list, "same-tokens").verdict, Verdict::Holds);
+    let mut list = with_claims(dir.path(), "less");
+    assert_eq!(finding(&list, "split-slower").verdict, Verdict::Fails);
+    let m = tensor_decode(&mut list)
+        .find(|m| m.layout.world == 4)
+        .unwrap();
+    m.answer["tokens"][0][3] = json!(1);
+    assert_eq!(finding(&list, "same-tokens").verdict, Verdict::Fails);
+}
+
+#[test]
+fn a_claim_with_an_unknown_figure_is_refused_by_validate_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("bad.yaml");
+    let text = CLAIMS_SPEC
+        .replace("RULE", "greater")
+        .replace("figure: step", "figure: stepp");
+    std::fs::write(&spec, &text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .arg("validate")
+        .arg(&spec)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let line = text
+        .lines()
+        .position(|l| l.contains("figure: stepp"))
+        .unwrap()
+        + 1;
+    assert!(
+        stderr.contains(&format!(
+            "bad.yaml:{line}:5: claims[0].figure: unknown value `stepp`; did you mean `step`?"
+        )),
+        "{stderr}"
+    );
+}

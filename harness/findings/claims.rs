@@ -1,0 +1,286 @@
+//! Declared claims (`claims:` in a spec) evaluated on the manifests its runs wrote: a
+//! figure of the selected runs against a reference selection (or a value) under a rule.
+
+use super::{Finding, Inconclusive, Inputs};
+use crate::manifest::{Manifest, Status};
+use crate::report::facts::Stat;
+use crate::spec::claims::{parse, Claim};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// One finding per declared claim of the specs the manifests name (specs that no longer exist are skipped).
+pub fn findings(inp: &Inputs) -> Vec<Finding> {
+    let specs: BTreeSet<&PathBuf> = inp.list.iter().map(|m| &m.plan.spec_path).collect();
+    let mut out = Vec::new();
+    for path in specs {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let runs: Vec<&Manifest> = inp
+            .list
+            .iter()
+            .filter(|m| &m.plan.spec_path == path && m.status == Status::Ok)
+            .collect();
+        match parse(path, &text) {
+            Ok(claims) => out.extend(claims.iter().map(|c| evaluate(c, &runs))),
+            Err(problems) => {
+                let id = format!("claims-{}", path.display());
+                let f = Finding::new(
+                    &id,
+                    "The spec's declared claims hold.",
+                    &[],
+                    "claims: as declared",
+                );
+                out.push(f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: the claims of {} are invalid now ({} problems; run `parlab validate`)", path.display(), problems.len())));
+            }
+        }
+    }
+    out
+}
+
+/// A figure's value over the runs a selection matched, with their runs.
+struct Measured {
+    stat: Stat,
+    runs: Vec<String>,
+    tokens: Vec<Value>,
+}
+
+fn unit(figure: &str) -> &'static str {
+    match figure {
+        "tokens_per_s" => "tokens/s",
+        "aggregate_bandwidth" | "per_process_bandwidth" | "busbw" | "algbw" => "B/s",
+        "tokens" => "count",
+        _ => "s",
+    }
+}
+
+fn layout_value(m: &Manifest, axis: &str) -> Option<String> {
+    let l = &m.layout;
+    Some(match axis {
+        "world" => l.world.to_string(),
+        "strategy" => l.strategy.name().to_string(),
+        "head" => format!("{:?}", l.head?).to_lowercase(),
+        "sequences" => l.sequences.unwrap_or(1).to_string(),
+        "link" => m.plan.link.clone(),
+        "threads" => m.plan.threads_per_rank.to_string(),
+        _ => return None,
+    })
+}
+
+fn run_matches(m: &Manifest, select: &BTreeMap<String, String>) -> bool {
+    select
+        .iter()
+        .filter(|(k, _)| k.as_str() != "op" && k.as_str() != "size")
+        .all(|(k, v)| layout_value(m, k).as_deref() == Some(v.as_str()))
+}
+
+fn row_matches(row: &Value, select: &BTreeMap<String, String>) -> bool {
+    let op = select
+        .get("op")
+        .is_none_or(|op| row.get("op").and_then(Value::as_str) == Some(op.as_str()));
+    let size = select.get("size").is_none_or(|s| {
+        crate::units::parse_bytes(s)
+            .is_some_and(|b| row.get("size_bytes").and_then(Value::as_u64) == Some(b))
+    });
+    op && size
+}
+
+/// The stats of `figure` in one manifest (collectives and dispatch: every matching row).
+fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Vec<Stat> {
+    let s = &m.summary;
+    let one = |path: &str| Stat::read(s.pointer(path)).into_iter().collect::<Vec<_>>();
+    let plain = |v: Option<f64>| {
+        v.map(|x| Stat {
+            median: x,
+            min: x,
+            max: x,
+            p99: x,
+            n: 1,
+        })
+    };
+    match figure {
+        "step" | "comm" | "compute" | "prefill" => one(&format!("/decode/{figure}_s")),
+        "tokens_per_s" => one("/decode/tokens_per_s"),
+        "aggregate_bandwidth" => one("/membw/aggregate_Bps"),
+        "per_process_bandwidth" => one("/membw/per_process_Bps"),
+        "time" | "busbw" | "algbw" => {
+            let rows = s
+                .get("collectives")
+                .or_else(|| s.get("dispatch"))
+                .and_then(Value::as_array);
+            rows.into_iter()
+                .flatten()
+                .filter(|r| row_matches(r, select))
+                .filter_map(|r| match figure {
+                    "time" => Stat::read(r.get("time_s")),
+                    "busbw" => plain(r.get("busbw_Bps").and_then(Value::as_f64)),
+                    _ => plain(r.get("algbw_Bps").and_then(Value::as_f64)),
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn measure(
+    runs: &[&Manifest],
+    figure: &str,
+    select: &BTreeMap<String, String>,
+) -> Option<Measured> {
+    let mut stats = Vec::new();
+    let mut ids = Vec::new();
+    let mut tokens = Vec::new();
+    for m in runs.iter().filter(|m| run_matches(m, select)) {
+        let found = stats_of(m, figure, select);
+        let has_tokens = figure == "tokens" && m.answer.get("tokens").is_some();
+        if found.is_empty() && !has_tokens {
+            continue;
+        }
+        stats.extend(found);
+        tokens.extend(m.answer.get("tokens").cloned().filter(|_| has_tokens));
+        ids.push(super::short(&m.run_id));
+    }
+    if ids.is_empty() {
+        return None;
+    }
+    let mut medians: Vec<f64> = stats.iter().map(|s| s.median).collect();
+    medians.sort_by(f64::total_cmp);
+    let median = medians.get(medians.len() / 2).copied().unwrap_or(f64::NAN);
+    let stat = Stat {
+        median,
+        min: stats.iter().map(|s| s.min).fold(f64::INFINITY, f64::min),
+        max: stats
+            .iter()
+            .map(|s| s.max)
+            .fold(f64::NEG_INFINITY, f64::max),
+        p99: median,
+        n: stats.len() as u64,
+    };
+    Some(Measured {
+        stat,
+        runs: ids,
+        tokens,
+    })
+}
+
+fn words(select: &BTreeMap<String, String>) -> String {
+    if select.is_empty() {
+        return "every run".into();
+    }
+    select
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn claim_text(c: &Claim) -> String {
+    c.text.clone().unwrap_or_else(|| {
+        let against = c
+            .reference
+            .as_ref()
+            .map_or_else(|| format!("{:?}", c.value.unwrap_or(f64::NAN)), words);
+        format!(
+            "The {} of {} is {} that of {} (tolerance {}).",
+            c.figure,
+            words(&c.select),
+            c.rule.replace('_', " "),
+            against,
+            c.tolerance
+        )
+    })
+}
+
+fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
+    let rule = format!(
+        "{} on the median {} of [{}] against [{}], tolerance {}",
+        c.rule,
+        c.figure,
+        words(&c.select),
+        c.reference
+            .as_ref()
+            .map_or_else(|| format!("value {}", c.value.unwrap_or(f64::NAN)), words),
+        c.tolerance
+    );
+    let mut f = Finding::new(
+        &c.id,
+        &claim_text(c),
+        &[c.figure.as_str()],
+        &format!("declared in the spec: {rule}"),
+    );
+    let Some(sel) = measure(runs, &c.figure, &c.select) else {
+        return f.inconclusive(
+            Inconclusive::MissingRuns,
+            format!("missing runs: no run matches {}", words(&c.select)),
+        );
+    };
+    let reference = match &c.reference {
+        Some(r) => match measure(runs, &c.figure, r) {
+            Some(m) => Some(m),
+            None => {
+                return f.inconclusive(
+                    Inconclusive::MissingRuns,
+                    format!("missing runs: no reference run matches {}", words(r)),
+                )
+            }
+        },
+        None => None,
+    };
+    let u = unit(&c.figure);
+    let sel_runs: Vec<&str> = sel.runs.iter().map(String::as_str).collect();
+    if c.rule == "equal_tokens" {
+        let r = reference
+            .as_ref()
+            .map(|r| r.tokens.clone())
+            .unwrap_or_default();
+        let equal = sel.tokens.iter().all(|t| r.iter().all(|x| x == t));
+        f.number("runs compared", sel.runs.len() as f64, "count", &sel_runs);
+        return f.decide(
+            equal,
+            if equal {
+                "every selected run generated the reference's tokens".into()
+            } else {
+                "some selected run's tokens differ from the reference's".into()
+            },
+        );
+    }
+    f.number(
+        &format!("{} of {} (median)", c.figure, words(&c.select)),
+        sel.stat.median,
+        u,
+        &sel_runs,
+    );
+    let base = match &reference {
+        Some(r) => {
+            let rr: Vec<&str> = r.runs.iter().map(String::as_str).collect();
+            f.number(
+                &format!(
+                    "{} of {} (median)",
+                    c.figure,
+                    words(c.reference.as_ref().unwrap_or(&BTreeMap::new()))
+                ),
+                r.stat.median,
+                u,
+                &rr,
+            );
+            r.stat.median
+        }
+        None => c.value.unwrap_or(f64::NAN),
+    };
+    let ratio = sel.stat.median / base;
+    f.number("selected / reference", ratio, "ratio", &[]);
+    let holds = match c.rule.as_str() {
+        "less" => ratio < 1.0 + c.tolerance,
+        "greater" => ratio > 1.0 - c.tolerance,
+        _ => (ratio - 1.0).abs() <= c.tolerance,
+    };
+    f.decide(
+        holds,
+        format!(
+            "selected / reference = {ratio:.3} ({} {})",
+            c.rule.replace('_', " "),
+            c.tolerance
+        ),
+    )
+}
