@@ -102,7 +102,7 @@ fn claim(id: &str, link: &str) -> Finding {
         id,
         &format!("A 2-way tensor split affords a longer all-reduce the larger the model: with tonight's measured {link} all-reduce it would pay for the largest modelled model and not for the smallest."),
         &["collectives.time_s (all-reduce, 2 ranks)", "modelled shapes, device bandwidth, context and dtype"],
-        "affordable all-reduce = T1 (1 - 1/2) / 2L with T1 = (streamed weights + KV at the context) / device bandwidth; measured = the 2-rank all-reduce median at the smallest measured size >= d·s; a split pays when measured < affordable. HOLDS when it pays for the largest model and not for the smallest",
+        "affordable all-reduce = T1 (1 - 1/2) / 2L with T1 = (streamed weights + KV at the context) / device bandwidth; measured = the 2-rank all-reduce median (slowest rank, waiting included: what a decode step pays) at the smallest measured size >= d·s; a split pays when measured < affordable. HOLDS when it pays for the largest model and not for the smallest",
     )
 }
 

@@ -187,3 +187,48 @@ fn a_reference_that_differs_from_itself_is_reported_as_noise() {
     let text = parlab::audit::render_text(&groups);
     assert!(text.contains("reference NOT reproducible"), "{text}");
 }
+
+#[test]
+fn a_rank_records_each_steps_margins_drift_and_the_references_token() {
+    use parlab::model::reference::{Exactness, Generation};
+    let reference = Generation {
+        tokens: vec![0, 2, 1],
+        logits: vec![3.0, 1.0, 0.0, 0.0, 1.0, 1.5, 0.0, 2.0, 1.0],
+        vocab: 3,
+    };
+    let mut e = Exactness::default();
+    e.observe(&reference, 0, &[3.0, 1.25, 0.0]);
+    e.observe(&reference, 1, &[0.0, 1.5, 1.25]);
+    e.observe(&reference, 2, &[0.0, 2.0, 1.0]);
+    assert_eq!(e.first_difference, Some(1));
+    assert_eq!(e.steps.len(), 3);
+    assert_eq!(
+        (
+            e.steps[0].reference_margin,
+            e.steps[0].margin,
+            e.steps[0].drift
+        ),
+        (2.0, 1.75, Some(0.25))
+    );
+    assert_eq!(
+        (
+            e.steps[1].token,
+            e.steps[1].reference_token,
+            e.steps[1].drift
+        ),
+        (1, 2, Some(0.5)),
+        "the diverging step is still compared"
+    );
+    assert_eq!(
+        e.steps[2].drift, None,
+        "after a changed token the logits are not comparable"
+    );
+    let mut other = Exactness::default();
+    other.observe(&reference, 0, &[3.0, 2.5, 0.0]);
+    e.merge(&other);
+    assert_eq!(
+        (e.steps[0].margin, e.steps[0].drift),
+        (0.5, Some(1.5)),
+        "merging keeps the smallest margin and largest drift"
+    );
+}

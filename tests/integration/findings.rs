@@ -111,6 +111,7 @@ fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
                 world,
             );
             r["time_s"] = stat(t * factor);
+            r["op_time_s"] = stat(t * factor);
         }
     }
 }
