@@ -89,10 +89,10 @@ fn per_rep(torch: &[(u32, f64, Vec<f64>)], stream: &[(u32, f64, Vec<f64>)]) -> V
     torch.iter().map(|t| stream.iter().find(|s| s.0 == t.0).map_or(f64::NAN, |s| s.1)).collect()
 }
 
-/// The name of the read kernel the ranks used (the collector runs on the same machine and
-/// environment, so it resolves the same setting).
+/// The name of the read kernel the ranks used: the best this machine supports (the collector
+/// runs on the ranks' machine).
 fn stream_kernel() -> &'static str {
-    crate::model::matvec::active().name()
+    crate::model::matvec::Kernel::best().name()
 }
 
 /// The higher median of the two kernels (per process and aggregate), and which kernel it is.

@@ -4,8 +4,9 @@
 //! Each rank holds a tch (libtorch) f32 tensor of `buffer_bytes`, filled with ones, and uses
 //! `threads_per_rank` threads. Per repetition it reads the buffer twice, each read timed on its
 //! own: (1) `tensor.sum()`, libtorch's kernel (`threads_per_rank` intra-op threads), figure
-//! `membw`; (2) parlab's STREAM-class read kernel (`model::matvec::Kernel::sum`, the CPU's
-//! widest SIMD with several accumulators; the buffer is split into `threads_per_rank` slices
+//! `membw`; (2) parlab's STREAM-class read kernel (`model::matvec::Kernel::sum` of
+//! `Kernel::best()`: the CPU's widest SIMD, several accumulators, whatever kernel
+//! `PARLAB_MATVEC_KERNEL` forces on decode; the buffer is split into `threads_per_rank` slices
 //! read by as many threads at once), figure `membw_stream`. The order alternates between
 //! repetitions so neither kernel always reads a buffer the other left in cache.
 //!
@@ -19,7 +20,7 @@
 
 use super::comm::Communicator;
 use super::records::{mark, RecordSink};
-use crate::model::matvec::{self, Kernel};
+use crate::model::matvec::Kernel;
 use crate::spec::{RunPlan, Workload};
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
@@ -82,7 +83,9 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     };
     let threads = plan.threads_per_rank.max(1) as usize;
     tch::set_num_threads(threads as i32);
-    let kernel = matvec::configured()?;
+    // The roofline is the best read this machine delivers: the widest kernel, whatever
+    // PARLAB_MATVEC_KERNEL forces on the decode step.
+    let kernel = Kernel::best();
     let count = (params.buffer_bytes / 4).max(1) as i64;
     let tensor = Tensor::ones([count], (Kind::Float, Device::Cpu));
     let buffer = values(&tensor);

@@ -28,7 +28,6 @@ pub fn implemented(kind: Kind) -> bool {
 pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
     match plan.kind {
         Kind::Decode => decode::prepare(plan),
-        Kind::Membw => crate::model::matvec::configured().map(|_| ()).map_err(Into::into),
         _ => Ok(()),
     }
 }
