@@ -447,3 +447,36 @@ fn a_claim_with_an_unknown_figure_is_refused_by_validate_with_its_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_register_opens_with_the_findings_before_any_table_and_writes_findings_json() {
+    let src = base();
+    let dir = tempfile::tempdir().unwrap();
+    parlab::report::synth::write_all(dir.path(), &src).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let path = parlab::report::render_all(dir.path(), out.path()).unwrap();
+    let md = std::fs::read_to_string(path).unwrap();
+    let findings = md.find("## Findings").expect("a Findings section");
+    let first_table = md.find("|---").expect("tables");
+    assert!(findings < first_table, "findings come before any table");
+    for id in [
+        "exactness-tensor",
+        "shared-memory-bandwidth",
+        "alpha-beta-mpi-shm",
+        "regimes-mpi-shm",
+        "pipeline",
+        "break-even",
+    ] {
+        assert!(
+            md[findings..first_table].contains(&format!(": {id}")),
+            "{id} missing from the Findings section"
+        );
+    }
+    let json = std::fs::read_to_string(out.path().join("findings.json")).unwrap();
+    let (read, _) = parlab::manifest::read_all(dir.path());
+    assert_eq!(
+        json,
+        findings::render::to_json(&compute(&read)),
+        "findings.json holds the same findings"
+    );
+}
