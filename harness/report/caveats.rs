@@ -19,6 +19,8 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     out.extend(exactness(list, facts));
     out.extend(fit_errors(facts));
     out.extend(noise(facts));
+    out.extend(collective_timing(facts));
+    out.extend(kernels(&launched));
     out.extend(failed(list));
     out.extend(not_run(list));
     if list
@@ -258,4 +260,56 @@ fn other_caveats(launched: &[&Manifest]) -> Vec<String> {
 /// `1 run`, `2 runs`.
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// How the two collective times differ, where the runs measured both (issue 15's findings).
+fn collective_timing(facts: &Facts) -> Option<String> {
+    let both: Vec<_> = facts.collectives.iter().filter(|r| r.op_time.is_some() && r.skew.is_some()).collect();
+    if both.is_empty() {
+        return None;
+    }
+    let mut text = "Collectives carry two times. The slowest rank per iteration (a barrier before every call; what a decode step \
+        pays) includes the wait for the last rank to leave the barrier; the op time (blocks of back-to-back calls after one \
+        barrier, block / calls per rank, averaged over ranks: OSU's convention) divides that wait by the block length, and α \
+        and β are fitted on it."
+        .to_string();
+    let negative: Vec<_> = both.iter().filter(|r| r.skew.is_some_and(|s| s < 0.0)).collect();
+    if let Some(smallest) = negative.iter().map(|r| r.size).min() {
+        text.push_str(&format!(
+            " At {} of {} op sizes (the smallest {}) the slowest rank per iteration is below the op time, so their \
+             difference (skew) is negative: back-to-back calls overlap one call's tail with the next one's start and \
+             contend for the same buffers, while a call after a barrier starts with the ranks in step (Open MPI's \
+             shared-memory transport sends up to 4 KiB eagerly through a shared queue and larger messages by single \
+             copy in 32 KiB fragments).",
+            negative.len(),
+            both.len(),
+            super::fmt::bytes(smallest)
+        ));
+    }
+    Some(text)
+}
+
+/// Which matvec kernel the decode runs used, on which CPU features (`model::matvec`).
+fn kernels(launched: &[&Manifest]) -> Option<String> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for m in launched.iter().filter(|m| m.kind == "decode") {
+        let d = m.summary.get("decode");
+        let kernel = d.and_then(|d| d.get("matvec_kernel")).and_then(|k| k.as_str());
+        let features: Vec<&str> = d
+            .and_then(|d| d.get("cpu_features"))
+            .and_then(|f| f.as_array())
+            .map(|f| f.iter().filter_map(|x| x.as_str()).collect())
+            .unwrap_or_default();
+        if let Some(k) = kernel {
+            seen.insert(format!("{k} (CPU features {})", if features.is_empty() { "none reported".into() } else { features.join(", ") }));
+        }
+    }
+    if seen.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Decode steps multiply their single row with parlab's matvec kernel {}; on a CPU without these features another kernel \
+         runs (PARLAB_MATVEC_KERNEL forces one), and the step's distance to the memory bound can differ.",
+        seen.into_iter().collect::<Vec<_>>().join("; ")
+    ))
 }
