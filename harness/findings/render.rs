@@ -111,6 +111,7 @@ pub fn format_value(v: f64, unit: &str) -> String {
         "ratio" => format!("{}×", sig3(v)),
         "fraction" => format!("{:+.1} %", v * 100.0),
         "count" => format!("{v:.0}"),
+        "logit" if v == 0.0 => "0 (bit-identical)".into(),
         "logit" => format!("{v:.2e}"),
         _ => sig3(v),
     }
