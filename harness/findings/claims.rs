@@ -177,18 +177,30 @@ fn words(select: &BTreeMap<String, String>) -> String {
 
 fn claim_text(c: &Claim) -> String {
     c.text.clone().unwrap_or_else(|| {
-        let against = c
-            .reference
-            .as_ref()
-            .map_or_else(|| format!("{:?}", c.value.unwrap_or(f64::NAN)), words);
-        format!(
-            "The {} of {} is {} that of {} (tolerance {}).",
-            c.figure,
-            words(&c.select),
-            c.rule.replace('_', " "),
-            against,
-            c.tolerance
-        )
+        let sel = words(&c.select);
+        let against = c.reference.as_ref().map_or_else(
+            || format!("{}", c.value.unwrap_or(f64::NAN)),
+            |r| format!("that of {}", words(r)),
+        );
+        let tol = c.tolerance * 100.0;
+        match c.rule.as_str() {
+            "equal_tokens" => {
+                format!("The runs of {sel} generate the same tokens as those of {against}.")
+            }
+            "less" => format!(
+                "The {} of {sel} is below {against} (tolerance {tol:.0} %).",
+                c.figure
+            ),
+            "greater" => format!(
+                "The {} of {sel} is above {against} (tolerance {tol:.0} %).",
+                c.figure
+            ),
+            _ => format!(
+                "The {} of {sel} is within ±{tol:.0} % of {against}.",
+                c.figure
+            ),
+        }
+        .replace("those of that of", "those of")
     })
 }
 
@@ -235,7 +247,13 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
             .map(|r| r.tokens.clone())
             .unwrap_or_default();
         let equal = sel.tokens.iter().all(|t| r.iter().all(|x| x == t));
-        f.number("runs compared", sel.runs.len() as f64, "count", &sel_runs);
+        let both: Vec<&str> = sel
+            .runs
+            .iter()
+            .chain(reference.iter().flat_map(|m| &m.runs))
+            .map(String::as_str)
+            .collect();
+        f.number("runs compared", both.len() as f64, "count", &both);
         return f.decide(
             equal,
             if equal {
@@ -269,7 +287,13 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
         None => c.value.unwrap_or(f64::NAN),
     };
     let ratio = sel.stat.median / base;
-    f.number("selected / reference", ratio, "ratio", &[]);
+    let both: Vec<&str> = sel
+        .runs
+        .iter()
+        .chain(reference.iter().flat_map(|r| &r.runs))
+        .map(String::as_str)
+        .collect();
+    f.number("selected / reference", ratio, "ratio", &both);
     let holds = match c.rule.as_str() {
         "less" => ratio < 1.0 + c.tolerance,
         "greater" => ratio > 1.0 - c.tolerance,
