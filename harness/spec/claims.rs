@@ -195,7 +195,7 @@ fn word(c: &mut Checker, key: &str, v: Option<&Value>, valid: &[&str]) -> Option
         }
         Some(Value::String(s)) if valid.contains(&s.as_str()) => Some(s.clone()),
         Some(Value::String(s)) => {
-            c.report(key, unknown_choice(s, valid));
+            c.report(key, suggest(s, valid));
             None
         }
         Some(v) => {
@@ -209,6 +209,21 @@ fn word(c: &mut Checker, key: &str, v: Option<&Value>, valid: &[&str]) -> Option
             );
             None
         }
+    }
+}
+
+/// "unknown value" with the nearest valid name, or one the value starts (or is the start of).
+fn suggest(value: &str, valid: &[&str]) -> String {
+    let message = unknown_choice(value, valid);
+    let prefix = valid
+        .iter()
+        .find(|v| value.starts_with(**v) || v.starts_with(value));
+    match prefix {
+        Some(p) if !message.contains("did you mean") => format!(
+            "unknown value `{value}`; did you mean `{p}`? (one of {})",
+            valid.join(", ")
+        ),
+        _ => message,
     }
 }
 
