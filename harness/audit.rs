@@ -210,12 +210,15 @@ struct Reference {
 
 fn reference(answers: &[Answer]) -> Reference {
     let recorded = answers.iter().find_map(Answer::recorded_reference);
-    let tokens = recorded.or_else(|| {
-        answers
-            .iter()
-            .find(|a| a.is_world_one())
-            .and_then(|a| a.tokens.first().cloned())
-    });
+    // Without a per-step record or a world-1 run, the first run's tokens stand in (as before).
+    let tokens = recorded
+        .or_else(|| {
+            answers
+                .iter()
+                .find(|a| a.is_world_one())
+                .and_then(|a| a.tokens.first().cloned())
+        })
+        .or_else(|| answers.first().and_then(|a| a.tokens.first().cloned()));
     let len = answers.iter().map(|a| a.steps.len()).max().unwrap_or(0);
     let margins = (0..len)
         .map(|k| {

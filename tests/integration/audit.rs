@@ -232,3 +232,29 @@ fn a_rank_records_each_steps_margins_drift_and_the_references_token() {
         "merging keeps the smallest margin and largest drift"
     );
 }
+
+#[test]
+fn without_a_world_one_run_differing_tokens_still_change_the_answer() {
+    let mut list = base();
+    list.retain(|m| !(m.kind == "decode" && m.layout.world == 1));
+    for m in list.iter_mut().filter(|m| m.kind == "decode") {
+        m.answer["exactness"] = json!(null);
+    }
+    assert!(!audit(&list).iter().any(|g| g.changed), "equal tokens");
+    diverge_from(&mut list, 4, 2);
+    let groups = audit(&list);
+    let g = groups.iter().find(|g| g.changed).expect("a change");
+    let l = g
+        .layouts
+        .iter()
+        .find(|l| l.layout.starts_with("tensor world 4 "))
+        .unwrap();
+    assert_eq!(
+        (l.verdict, l.step, l.cause),
+        (Grade::Diverged, Some(2), Some(Cause::RealChange))
+    );
+    assert_eq!(
+        g.reference_reproducible, None,
+        "no world-1 run: noise unknown"
+    );
+}
