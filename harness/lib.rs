@@ -10,6 +10,7 @@ pub mod cli;
 pub mod collect;
 pub mod costmodel;
 pub mod exitcode;
+pub mod files;
 pub mod findings;
 pub mod gates;
 pub mod identity;

@@ -43,6 +43,11 @@ pub enum Finding {
         /// Why it failed.
         reason: String,
     },
+    /// A run that was ok in the baseline has no manifest tonight.
+    Missing {
+        /// Short run identity and experiment (as in the baseline).
+        run: String,
+    },
     /// A figure got worse by more than the tolerance.
     Regressed {
         /// Short run identity and experiment.
@@ -92,12 +97,21 @@ fn label(m: &Manifest) -> String {
     format!("{} {}", &m.run_id[..12], m.experiment)
 }
 
+/// How many run identities of `baseline` have a manifest in `current` too.
+pub fn compared(baseline: &[Manifest], current: &[Manifest]) -> usize {
+    let now: std::collections::BTreeSet<&str> = current.iter().map(|m| m.run_id.as_str()).collect();
+    baseline.iter().filter(|m| now.contains(m.run_id.as_str())).count()
+}
+
 /// Compares `current` with `baseline` run by run; `tolerance` is the fraction a figure may worsen.
 pub fn compare(baseline: &[Manifest], current: &[Manifest], tolerance: f64) -> Vec<Finding> {
     let now: BTreeMap<&str, &Manifest> = current.iter().map(|m| (m.run_id.as_str(), m)).collect();
     let mut findings = Vec::new();
     for before in baseline.iter().filter(|m| m.status == Status::Ok) {
-        let Some(after) = now.get(before.run_id.as_str()) else { continue };
+        let Some(after) = now.get(before.run_id.as_str()) else {
+            findings.push(Finding::Missing { run: label(before) });
+            continue;
+        };
         if after.status != Status::Ok {
             let reason = after.reason.clone().unwrap_or_else(|| format!("{:?}", after.status));
             findings.push(Finding::NowFailing { run: label(after), reason });
@@ -139,6 +153,7 @@ pub fn render_text(findings: &[Finding]) -> String {
         let line = match f {
             Finding::AnswerChanged { run } => format!("ANSWER CHANGED {run}: generated tokens differ from the baseline"),
             Finding::NowFailing { run, reason } => format!("NOW FAILING {run}: {reason}"),
+            Finding::Missing { run } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
             Finding::Regressed { run, figure, before, after, worse_by } => {
                 format!("REGRESSED {run}: {figure} {before:.4e} -> {after:.4e} ({:.0}% worse)", worse_by * 100.0)
             }

@@ -36,6 +36,9 @@ pub enum Command {
     Validate {
         /// Spec files or folders (default: experiments/).
         paths: Vec<PathBuf>,
+        /// Refuse a suite that expands to more runs than this.
+        #[arg(long, default_value_t = crate::spec::DEFAULT_MAX_RUNS)]
+        max_runs: usize,
     },
     /// Print the runs the specs expand to, in run order, with their identities.
     Plan {
@@ -44,6 +47,9 @@ pub enum Command {
         /// Print a JSON array, one object per run.
         #[arg(long)]
         json: bool,
+        /// Refuse a suite that expands to more runs than this.
+        #[arg(long, default_value_t = crate::spec::DEFAULT_MAX_RUNS)]
+        max_runs: usize,
     },
     /// Run the specs: launch ranks, collect results, write manifests; then render the register.
     Run {
@@ -55,6 +61,12 @@ pub enum Command {
         /// Do not render reports/evidence.md afterwards.
         #[arg(long)]
         no_report: bool,
+        /// If another controller holds the manifests folder, wait for it instead of exiting 2.
+        #[arg(long)]
+        wait: bool,
+        /// Refuse a suite that expands to more runs than this.
+        #[arg(long, default_value_t = crate::spec::DEFAULT_MAX_RUNS)]
+        max_runs: usize,
     },
     /// Render reports/evidence.md (and figures, CSV tables) from manifests/.
     Report {
@@ -64,6 +76,9 @@ pub enum Command {
         /// Output folder.
         #[arg(long, default_value = "reports")]
         out: PathBuf,
+        /// If another controller holds the manifests folder, wait for it instead of exiting 2.
+        #[arg(long)]
+        wait: bool,
     },
     /// Compare answers of runs that share an answer identity; exit 3 if a layout changed one.
     Audit {
@@ -145,10 +160,12 @@ pub fn main() -> i32 {
 
 fn dispatch(command: Command) -> anyhow::Result<i32> {
     match command {
-        Command::Validate { paths } => validate::run(&paths),
-        Command::Plan { paths, json } => plan::run(&paths, json),
-        Command::Run { paths, force, no_report } => run::run(&paths, force, no_report),
-        Command::Report { manifests, out } => report::run(&manifests, &out),
+        Command::Validate { paths, max_runs } => validate::run(&paths, max_runs),
+        Command::Plan { paths, json, max_runs } => plan::run(&paths, json, max_runs),
+        Command::Run { paths, force, no_report, wait, max_runs } => {
+            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs })
+        }
+        Command::Report { manifests, out, wait } => report::run(&manifests, &out, wait),
         Command::Audit { manifests, json } => audit::run(&manifests, json),
         Command::Nightly { baseline, manifests, tolerance } => nightly::run(&baseline, &manifests, tolerance),
         Command::Gates { json } => gates::run(json),

@@ -1,12 +1,12 @@
 //! `parlab plan`: the runs in order, with identities and layouts.
 
-use crate::spec::{load_suite, RunPlan};
+use crate::spec::{load_suite_limited, RunPlan};
 use serde_json::json;
 use std::path::PathBuf;
 
 /// Prints the expanded runs as a table or a JSON array.
-pub fn run(paths: &[PathBuf], as_json: bool) -> anyhow::Result<i32> {
-    let runs = load_suite(paths)?;
+pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> anyhow::Result<i32> {
+    let runs = load_suite_limited(paths, max_runs)?;
     if as_json {
         let items: Vec<_> = runs.iter().map(plan_json).collect();
         println!("{}", serde_json::to_string_pretty(&items)?);

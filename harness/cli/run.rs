@@ -1,8 +1,12 @@
 //! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run; then the register.
 
+use super::UserError;
+use anyhow::Context;
 use crate::gates::Gates;
+use crate::launch::{leftovers, signals};
+use crate::manifest::lock::StoreLock;
 use crate::manifest::{self, Launch, Manifest, Status};
-use crate::spec::{load_suite, Kind, RunPlan};
+use crate::spec::{load_suite_limited, Kind, RunPlan};
 use std::path::{Path, PathBuf};
 
 /// What became of one run.
@@ -11,20 +15,39 @@ enum Outcome {
     Written(Status),
 }
 
-/// Runs every expanded run in order; exit 1 if any failed, 0 otherwise.
-pub fn run(paths: &[PathBuf], force: bool, no_report: bool) -> anyhow::Result<i32> {
-    let runs = load_suite(paths)?;
+/// How `parlab run` was asked to behave.
+pub struct RunOptions {
+    /// Rerun runs whose manifests already say ok.
+    pub force: bool,
+    /// Skip rendering the register afterwards.
+    pub no_report: bool,
+    /// Wait for another controller's lock instead of refusing.
+    pub wait: bool,
+    /// Refuse a suite that expands to more runs than this.
+    pub max_runs: usize,
+}
+
+/// Runs every expanded run in order; exit 1 if any failed, 0 otherwise, 128+N on signal N.
+pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
+    crate::launch::signals::install();
+    crate::spec::weights::allow_cache_writes();
+    let runs = load_suite_limited(paths, options.max_runs)?;
     let dir = manifest::manifests_dir();
-    std::fs::create_dir_all(&dir)?;
+    let _lock = StoreLock::acquire(&dir, options.wait).map_err(|e| UserError(e.to_string()))?;
+    let mut notes = end_leftovers(&dir);
     eprintln!("parlab: probing the machine (gates)");
     let gates = Gates::probe_machine();
     crate::gates::save(&gates, &dir)?;
     let total = runs.len();
-    let mut failed = 0;
+    let (mut failed, mut finished) = (0, 0);
     let progress = crate::launch::progress::Progress::new(total as u64);
     for (i, plan) in runs.iter().enumerate() {
+        if signals::received().is_some() {
+            break;
+        }
         progress.start(i, &plan.label());
-        let outcome = run_one(plan, &gates, &dir, force)?;
+        let outcome = run_one(plan, &gates, &dir, options.force, &mut notes)?;
+        finished += 1;
         let word = match outcome {
             Outcome::Skipped => "skipped (already measured; --force reruns)",
             Outcome::Written(Status::Ok) => "ok",
@@ -37,14 +60,39 @@ pub fn run(paths: &[PathBuf], force: bool, no_report: bool) -> anyhow::Result<i3
         progress.finish(i, &plan.label(), word);
     }
     progress.done();
-    if !no_report {
-        super::report::run(&dir, Path::new("reports"))?;
+    if let Some(sig) = signals::received() {
+        eprintln!(
+            "parlab: interrupted by {} after {finished} of {total} runs; the launch in progress was ended and recorded failed; manifests in {} are kept",
+            signals::name(sig),
+            dir.display()
+        );
+        return Ok(signals::exit_code(sig));
+    }
+    if !options.no_report {
+        super::report::render(&dir, Path::new("reports"))?;
     }
     eprintln!("parlab: {total} runs, {failed} failed; manifests in {}", dir.display());
     Ok(if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK })
 }
 
-fn run_one(plan: &RunPlan, gates: &Gates, dir: &Path, force: bool) -> anyhow::Result<Outcome> {
+/// Ends ranks an earlier controller on this store left running (this controller holds the
+/// store's lock, so no live controller owns them); returns the caveat for the next launched run.
+fn end_leftovers(dir: &Path) -> Vec<String> {
+    let (ours, _) = leftovers::split_by_store(leftovers::rank_processes(), dir);
+    if ours.is_empty() {
+        return Vec::new();
+    }
+    let pids: Vec<u32> = ours.iter().map(|r| r.pid).collect();
+    eprintln!("parlab: ending {} leftover ranks of an earlier controller on {} (pids {})", pids.len(), dir.display(), leftovers::pid_list(&ours));
+    leftovers::end(&pids);
+    vec![format!(
+        "before this run parlab ended {} leftover ranks of an earlier controller on this store (pids {})",
+        pids.len(),
+        leftovers::pid_list(&ours)
+    )]
+}
+
+fn run_one(plan: &RunPlan, gates: &Gates, dir: &Path, force: bool, notes: &mut Vec<String>) -> anyhow::Result<Outcome> {
     let path = Manifest::path_for(dir, &plan.run_id);
     if !force && manifest::read_one(&path).is_ok_and(|m| m.status == Status::Ok) {
         return Ok(Outcome::Skipped);
@@ -69,10 +117,23 @@ fn run_one(plan: &RunPlan, gates: &Gates, dir: &Path, force: bool) -> anyhow::Re
         record.reason = Some(format!("workload `{}` is not implemented in this version", plan.kind.name()));
     } else {
         execute(&mut record, plan, dir, gates)?;
+        record.caveats.append(notes);
     }
     record.finished_at = manifest::now();
     record.write(dir)?;
     Ok(Outcome::Written(record.status))
+}
+
+/// `rank::prepare`, with a panic (a bug, e.g. in a kernel library) turned into this run's failure
+/// so the rest of the suite still runs.
+fn prepare_guarded(plan: &RunPlan) -> anyhow::Result<()> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::rank::prepare(plan))) {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()));
+            anyhow::bail!("internal error (a bug in parlab, please report it): {}", what.unwrap_or_else(|| "panic".into()))
+        }
+    }
 }
 
 /// Runs that ask for GPUs, NCCL or a host-device link need a GPU workload this version lacks.
@@ -97,18 +158,24 @@ fn fill_modelled(record: &mut Manifest, plan: &RunPlan) {
 fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> anyhow::Result<()> {
     let out = Manifest::results_dir(dir, &plan.run_id);
     if out.exists() {
-        std::fs::remove_dir_all(&out)?;
+        std::fs::remove_dir_all(&out).with_context(|| format!("cannot remove the old results folder {}", out.display()))?;
     }
-    std::fs::create_dir_all(&out)?;
-    if let Err(e) = crate::rank::prepare(plan) {
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create the results folder {}", out.display()))?;
+    if let Err(e) = prepare_guarded(plan) {
         record.status = Status::Failed;
-        record.reason = Some(format!("preparing the run failed: {e}"));
+        record.reason = Some(format!("preparing the run failed: {e:#}"));
         return Ok(());
     }
     let plan_path = out.join("plan.json");
     manifest::write_atomic(&plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
     let outcome = crate::launch::launch(plan, &plan_path, &out, gates.cores());
     record.caveats = crate::launch::caveats(plan, gates.cores());
+    if !outcome.foreign_ranks.is_empty() {
+        record.caveats.push(format!(
+            "other parlab ranks ran on this machine during this run (pids {}); its timings may be disturbed",
+            leftovers::pid_list(&outcome.foreign_ranks)
+        ));
+    }
     record.launch = Some(Launch {
         command: outcome.command.clone(),
         oversubscribed: outcome.oversubscribed,

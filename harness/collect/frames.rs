@@ -32,11 +32,41 @@ pub fn samples_frame(records: &[Record]) -> PolarsResult<DataFrame> {
     ])
 }
 
-/// Writes `frame` as parquet to `path`.
+/// Writes `frame` as parquet to `path` through a temporary file renamed into place; on failure
+/// (a full disk) the temporary file is removed and `path` is left as it was.
 pub fn write_parquet(frame: &mut DataFrame, path: &Path) -> Result<(), String> {
-    let file = std::fs::File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-    ParquetWriter::new(file).finish(frame).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    Ok(())
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("results");
+    let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
+    let written = std::fs::File::create(&tmp)
+        .map_err(|e| format!("creating {}: {e}", tmp.display()))
+        .and_then(|file| ParquetWriter::new(file).finish(frame).map_err(|e| format!("writing {}: {e}", path.display())))
+        .and_then(|_| std::fs::rename(&tmp, path).map_err(|e| format!("renaming into {}: {e}", path.display())));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// The results files a manifest names that are missing or not parquet files: `(path, why)`.
+pub fn unreadable_results(results: &Value, manifests: &Path) -> Vec<(std::path::PathBuf, String)> {
+    let files = results.as_object().into_iter().flat_map(|o| o.values()).filter_map(Value::as_str);
+    files.map(|rel| manifests.join(rel)).filter_map(|path| parquet_problem(&path).map(|why| (path, why))).collect()
+}
+
+/// Why `path` is not a readable parquet file (magic `PAR1` at both ends), if it is not.
+fn parquet_problem(path: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let size = match crate::files::check_regular(path, u64::MAX) {
+        Ok(size) => size,
+        Err(e) => return Some(format!("results file {}", e.reason())),
+    };
+    let mut ends = [[0u8; 4]; 2];
+    let read = std::fs::File::open(path).and_then(|mut f| {
+        f.read_exact(&mut ends[0])?;
+        f.seek(SeekFrom::End(-4))?;
+        f.read_exact(&mut ends[1])
+    });
+    (size < 12 || read.is_err() || ends != [*b"PAR1"; 2]).then(|| "results file is not a parquet file (truncated or overwritten)".to_string())
 }
 
 /// Reads a parquet file back into a frame.

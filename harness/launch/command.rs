@@ -79,7 +79,7 @@ pub fn hostfile_slots(text: &str) -> u32 {
 fn mpirun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
     let world = plan.layout.world;
     let capacity = match &plan.hostfile {
-        Some(h) => std::fs::read_to_string(h).map(|t| hostfile_slots(&t)).unwrap_or(machine.cores),
+        Some(h) => crate::files::read_text(h, crate::files::TEXT_LIMIT).map(|t| hostfile_slots(&t)).unwrap_or(machine.cores),
         None => machine.cores,
     };
     let oversubscribed = world > capacity;

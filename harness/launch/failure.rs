@@ -141,11 +141,17 @@ pub fn explain(ended: &Ended, out: &Path, timeout_s: f64, launcher: &str) -> Opt
             (None, None) => format!("{launcher} exited with status {code}"),
         },
         Ended::Signalled(sig) => format!("{launcher} was killed by signal {sig}"),
+        Ended::Interrupted { signal, running } => format!(
+            "interrupted: parlab received {}; ranks still running then: {}; sent SIGTERM to the launcher's process group and the ranks, SIGKILL after {:.1} s",
+            super::signals::name(*signal),
+            list(running),
+            super::supervise::GRACE.as_secs_f64()
+        ),
     };
     let mut parts = vec![head];
     parts.extend(errors.iter().map(|(r, m)| format!("rank {r} reported: {m}")));
     let mut tail_ranks: Vec<u32> = parsed.iter().map(RankEnd::rank).chain(errors.iter().map(|(r, _)| *r)).collect();
-    if let Ended::TimedOut { running } = ended {
+    if let Ended::TimedOut { running } | Ended::Interrupted { running, .. } = ended {
         tail_ranks.extend(running);
     }
     tail_ranks.sort_unstable();
@@ -156,7 +162,7 @@ pub fn explain(ended: &Ended, out: &Path, timeout_s: f64, launcher: &str) -> Opt
             parts.push(format!("last stderr lines of rank {rank}: {tail}"));
         }
     }
-    if parsed.is_none() && errors.is_empty() && !matches!(ended, Ended::TimedOut { .. }) {
+    if parsed.is_none() && errors.is_empty() && !matches!(ended, Ended::TimedOut { .. } | Ended::Interrupted { .. }) {
         let tail: Vec<&str> = mpirun_err.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("----")).collect();
         if !tail.is_empty() {
             parts.push(format!("{launcher} stderr: {}", tail[tail.len().saturating_sub(TAIL_LINES)..].join(" | ")));

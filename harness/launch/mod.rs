@@ -2,7 +2,9 @@
 
 pub mod command;
 pub mod failure;
+pub mod leftovers;
 pub mod progress;
+pub mod signals;
 pub mod supervise;
 
 use crate::spec::RunPlan;
@@ -22,6 +24,8 @@ pub struct LaunchOutcome {
     pub exit_code: Option<i32>,
     /// Why the run failed (which rank, status or signal, last stderr lines), if it did.
     pub failure: Option<String>,
+    /// Ranks of other parlab stores that ran on this machine during the launch (a caveat).
+    pub foreign_ranks: Vec<leftovers::RankProcess>,
 }
 
 /// Starts the plan's ranks and supervises them until they exit or time out.
@@ -39,6 +43,7 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         wall_s: 0.0,
         exit_code: None,
         failure: None,
+        foreign_ranks: Vec::new(),
     };
     for dir in [out.join(command::RANK_LOGS), out.join(supervise::PID_DIR)] {
         if let Err(e) = std::fs::create_dir_all(&dir) {
@@ -47,10 +52,12 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         }
     }
     let start = Instant::now();
+    let before = leftovers::rank_processes();
     write_timeline(out, "launch_start_unix");
     let ended = supervise::run(&cmd, out, Duration::from_secs_f64(plan.timeout_s.max(0.001)));
     outcome.wall_s = start.elapsed().as_secs_f64();
     write_timeline(out, "launch_end_unix");
+    outcome.foreign_ranks = foreign_during(before, out);
     match ended {
         Ok(ended) => {
             if let supervise::Ended::Exited(code) = ended {
@@ -61,6 +68,15 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         Err(e) => outcome.failure = Some(e.to_string()),
     }
     outcome
+}
+
+/// Rank processes of other runs seen at the launch's start or end (its own ranks excluded).
+fn foreign_during(mut seen: Vec<leftovers::RankProcess>, out: &Path) -> Vec<leftovers::RankProcess> {
+    seen.extend(leftovers::rank_processes());
+    let (_, mut foreign) = leftovers::split_by_store(seen, out);
+    foreign.sort_by_key(|r| r.pid);
+    foreign.dedup_by_key(|r| r.pid);
+    foreign
 }
 
 /// This binary's path for the ranks. When the file was replaced while parlab runs (a rebuild),

@@ -24,7 +24,17 @@ pub enum Ended {
         /// Ranks (from their pid files) still running at the deadline.
         running: Vec<u32>,
     },
+    /// The controller received a termination signal; the launcher and its ranks were killed.
+    Interrupted {
+        /// The signal the controller received.
+        signal: i32,
+        /// Ranks (from their pid files) still running when it arrived.
+        running: Vec<u32>,
+    },
 }
+
+/// How often the supervisor looks at the deadline and at received signals.
+const POLL: Duration = Duration::from_millis(100);
 
 /// Errors of starting or waiting for the launcher.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +59,7 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
         .unchecked()
         .before_spawn(|c| {
             c.process_group(0);
+            die_with_parent(c);
             Ok(())
         });
     for (k, v) in &cmd.env {
@@ -57,17 +68,43 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
     let handle = expr.start().map_err(io)?;
     let pid = handle.pids().first().copied().unwrap_or(0) as i32;
     let deadline = Instant::now() + timeout;
-    let ended = match handle.wait_deadline(deadline).map_err(io)? {
-        Some(output) => status_of(&output.status),
-        None => {
-            let running = ranks_alive(out);
+    let ended = loop {
+        let now = Instant::now();
+        let stop = if let Some(signal) = super::signals::received() {
+            Some(Ended::Interrupted { signal, running: ranks_alive(out) })
+        } else if now >= deadline {
+            Some(Ended::TimedOut { running: ranks_alive(out) })
+        } else {
+            None
+        };
+        if let Some(stop) = stop {
             kill_all(pid, out, || matches!(handle.try_wait(), Ok(Some(_))));
             let _ = handle.wait();
-            Ended::TimedOut { running }
+            break stop;
+        }
+        if let Some(output) = handle.wait_deadline(deadline.min(now + POLL)).map_err(io)? {
+            break status_of(&output.status);
         }
     };
     reap_leftovers(out);
     Ok(ended)
+}
+
+/// Makes the launcher receive SIGTERM when the controller dies, even by SIGKILL (so its ranks
+/// end too); a controller already gone before the launcher started is treated the same way.
+fn die_with_parent(c: &mut std::process::Command) {
+    // SAFETY: getpid is async-signal-safe and called before fork.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: between fork and exec only async-signal-safe calls are made: prctl, getppid, raise.
+    unsafe {
+        c.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGTERM);
+            }
+            Ok(())
+        });
+    }
 }
 
 fn status_of(status: &std::process::ExitStatus) -> Ended {

@@ -6,6 +6,8 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod lock;
+
 /// The manifest format's version tag.
 pub const SCHEMA: &str = "parlab.manifest/1";
 
@@ -149,16 +151,23 @@ impl Manifest {
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it into place.
+///
+/// On any failure (a full disk, a missing folder) the temporary file is removed, `path` keeps
+/// what it held, and the error names the path and the action.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    {
+    let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
+    })
 }
 
 /// A manifest file that could not be used, and why.
@@ -179,7 +188,7 @@ pub fn read_all(dir: &Path) -> (Vec<Manifest>, Vec<Skipped>) {
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| !p.is_dir() && p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
     for path in files {
@@ -194,7 +203,7 @@ pub fn read_all(dir: &Path) -> (Vec<Manifest>, Vec<Skipped>) {
 
 /// Reads one manifest, refusing foreign or corrupt files with a reason.
 pub fn read_one(path: &Path) -> Result<Manifest, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).map_err(|e| e.reason())?;
     let value: Value = serde_json::from_str(&text).map_err(|e| format!("not valid JSON ({e})"))?;
     match value.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => {}

@@ -48,11 +48,37 @@ pub struct ModelConfig {
     pub digest: String,
 }
 
+/// The GELU variants parlab's GPT-2 computes (`activation_function`).
+pub const GPT2_ACTIVATIONS: [&str; 3] = ["gelu_new", "gelu_pytorch_tanh", "gelu"];
+
+/// The shape rules `parlab shape` and transformers apply: heads divide the width (unless
+/// `head_dim` is given), KV heads divide the heads, and GPT-2 uses an activation parlab computes.
+fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hidden: u32) -> Result<(), String> {
+    if raw.get("head_dim").is_none() && hidden % heads != 0 {
+        return Err(format!("the width {hidden} is not a multiple of the {heads} attention heads"));
+    }
+    if heads % kv_heads != 0 {
+        return Err(format!("the {heads} attention heads are not a multiple of the {kv_heads} key/value heads"));
+    }
+    if model_type == "gpt2" {
+        let act = raw.get("activation_function").map_or(Some("gelu_new"), Value::as_str);
+        if !act.is_some_and(|a| GPT2_ACTIVATIONS.contains(&a)) {
+            let found = raw.get("activation_function").map_or(String::new(), Value::to_string);
+            return Err(format!("`activation_function` {found} is not one parlab's GPT-2 computes ({})", GPT2_ACTIVATIONS.join(", ")));
+        }
+    }
+    Ok(())
+}
+
 impl ModelConfig {
     /// Reads `dir/config.json`.
     pub fn read(dir: &Path) -> Result<Self, ModelError> {
         let path = dir.join("config.json");
-        let text = std::fs::read_to_string(&path).map_err(|_| ModelError::Missing { path: dir.to_path_buf() })?;
+        if !path.exists() {
+            return Err(ModelError::Missing { path: dir.to_path_buf() });
+        }
+        let text = crate::files::read_text(&path, crate::files::TEXT_LIMIT)
+            .map_err(|e| ModelError::BadConfig { path: path.clone(), message: e.reason() })?;
         let raw: Value = serde_json::from_str(&text)
             .map_err(|e| ModelError::BadConfig { path: path.clone(), message: format!("not valid JSON: {e}") })?;
         Self::from_value(raw).map_err(|message| ModelError::BadConfig { path, message })
@@ -60,19 +86,29 @@ impl ModelConfig {
 
     /// Builds the dimensions from a parsed config.json.
     pub fn from_value(raw: Value) -> Result<Self, String> {
-        let get = |names: &[&str]| names.iter().find_map(|n| raw.get(*n).and_then(Value::as_u64));
-        let need = |names: &[&str]| get(names).ok_or_else(|| format!("config.json has none of {names:?}"));
+        let size = |names: &[&'static str]| -> Result<Option<u32>, String> {
+            let Some((key, v)) = names.iter().find_map(|n| raw.get(*n).map(|v| (*n, v))) else { return Ok(None) };
+            let n = v.as_u64().ok_or_else(|| format!("`{key}` must be a positive integer, found {v}"))?;
+            let n = u32::try_from(n).map_err(|_| format!("`{key}` {n} is too large (at most {})", u32::MAX))?;
+            if n == 0 {
+                return Err(format!("`{key}` must be a positive integer, found 0"));
+            }
+            Ok(Some(n))
+        };
+        let need = |names: &[&'static str]| size(names)?.ok_or_else(|| format!("config.json has none of {names:?}"));
         let model_type = raw.get("model_type").and_then(Value::as_str).unwrap_or("gpt2").to_string();
-        let layers = need(&["n_layer", "num_hidden_layers"])? as u32;
-        let heads = need(&["n_head", "num_attention_heads"])? as u32;
-        let hidden = need(&["n_embd", "hidden_size"])? as u32;
-        let kv_heads = get(&["num_key_value_heads"]).map(|v| v as u32).unwrap_or(heads);
-        let intermediate = get(&["n_inner", "intermediate_size"]).map(|v| v as u32).unwrap_or(4 * hidden);
-        let vocab = need(&["vocab_size"])? as u32;
-        let max_positions = get(&["n_positions", "max_position_embeddings"]).unwrap_or(0) as u32;
-        if layers == 0 || heads == 0 || hidden == 0 || vocab == 0 {
-            return Err("config.json has a zero dimension".into());
-        }
+        let layers = need(&["n_layer", "num_hidden_layers"])?;
+        let heads = need(&["n_head", "num_attention_heads"])?;
+        let hidden = need(&["n_embd", "hidden_size"])?;
+        let kv_heads = size(&["num_key_value_heads"])?.unwrap_or(heads);
+        let intermediate = match size(&["n_inner", "intermediate_size"]) {
+            Ok(n) => n.unwrap_or(hidden.saturating_mul(4)),
+            Err(_) if raw.get("n_inner").is_some_and(Value::is_null) => hidden.saturating_mul(4),
+            Err(e) => return Err(e),
+        };
+        let vocab = need(&["vocab_size"])?;
+        let max_positions = size(&["n_positions", "max_position_embeddings"])?.unwrap_or(0);
+        check_consistent(&raw, &model_type, heads, kv_heads, hidden)?;
         let digest = hex::encode(Sha256::digest(raw.to_string().as_bytes()));
         Ok(ModelConfig { model_type, layers, heads, kv_heads, hidden, intermediate, vocab, max_positions, raw, digest })
     }
@@ -80,5 +116,54 @@ impl ModelConfig {
     /// The head counts world sizes must divide, as a sorted list of divisors of `heads`.
     pub fn head_divisors(&self) -> Vec<u32> {
         (1..=self.heads).filter(|w| self.heads % w == 0).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gpt2(extra: Value) -> Value {
+        let mut v = json!({"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 100, "n_positions": 32});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        v
+    }
+
+    #[test]
+    fn a_consistent_config_reads() {
+        let cfg = ModelConfig::from_value(gpt2(json!({"n_inner": null}))).unwrap();
+        assert_eq!((cfg.heads, cfg.hidden, cfg.intermediate), (4, 64, 256));
+    }
+
+    #[test]
+    fn heads_that_do_not_divide_the_width_are_refused() {
+        let err = ModelConfig::from_value(gpt2(json!({"n_head": 5}))).unwrap_err();
+        assert_eq!(err, "the width 64 is not a multiple of the 5 attention heads");
+    }
+
+    #[test]
+    fn kv_heads_must_divide_the_heads() {
+        let err = ModelConfig::from_value(gpt2(json!({"model_type": "llama", "num_key_value_heads": 3}))).unwrap_err();
+        assert!(err.contains("not a multiple of the 3 key/value heads"), "{err}");
+    }
+
+    #[test]
+    fn sizes_must_be_positive_integers_that_fit() {
+        for (extra, want) in [
+            (json!({"n_layer": 0}), "`n_layer` must be a positive integer, found 0"),
+            (json!({"n_layer": -2}), "`n_layer` must be a positive integer, found -2"),
+            (json!({"n_layer": 2.5}), "`n_layer` must be a positive integer, found 2.5"),
+            (json!({"n_embd": 4294967360u64}), "`n_embd` 4294967360 is too large (at most 4294967295)"),
+        ] {
+            assert_eq!(ModelConfig::from_value(gpt2(extra)).unwrap_err(), want);
+        }
+    }
+
+    #[test]
+    fn a_gpt2_activation_parlab_does_not_compute_is_refused() {
+        let err = ModelConfig::from_value(gpt2(json!({"activation_function": "relu"}))).unwrap_err();
+        assert!(err.contains("\"relu\" is not one parlab's GPT-2 computes"), "{err}");
+        assert!(ModelConfig::from_value(gpt2(json!({"activation_function": "gelu"}))).is_ok());
     }
 }

@@ -80,6 +80,36 @@ impl Dims {
     }
 }
 
+/// Checks every GPT-2 tensor's shape against the config (Conv1D weights are `[in, out]`), so a
+/// checkpoint that disagrees with its config.json fails with the tensor's name and both shapes.
+pub fn check_shapes(ckpt: &Checkpoint, d: &Dims) -> Result<(), WeightsError> {
+    let (w, f) = (d.hidden, d.ffn);
+    ckpt.expect_shape("wte.weight", &[d.vocab, w])?;
+    if d.positions > 0 {
+        ckpt.expect_shape("wpe.weight", &[d.positions, w])?;
+    }
+    if ckpt.has("lm_head.weight") {
+        ckpt.expect_shape("lm_head.weight", &[d.vocab, w])?;
+    }
+    for l in 0..d.layers {
+        let t = |n: &str| format!("h.{l}.{n}");
+        for norm in ["ln_1", "ln_2"] {
+            ckpt.expect_shape(&t(&format!("{norm}.weight")), &[w])?;
+            ckpt.expect_shape(&t(&format!("{norm}.bias")), &[w])?;
+        }
+        ckpt.expect_shape(&t("attn.c_attn.weight"), &[w, 3 * w])?;
+        ckpt.expect_shape(&t("attn.c_attn.bias"), &[3 * w])?;
+        ckpt.expect_shape(&t("attn.c_proj.weight"), &[w, w])?;
+        ckpt.expect_shape(&t("attn.c_proj.bias"), &[w])?;
+        ckpt.expect_shape(&t("mlp.c_fc.weight"), &[w, f])?;
+        ckpt.expect_shape(&t("mlp.c_fc.bias"), &[f])?;
+        ckpt.expect_shape(&t("mlp.c_proj.weight"), &[f, w])?;
+        ckpt.expect_shape(&t("mlp.c_proj.bias"), &[w])?;
+    }
+    ckpt.expect_shape("ln_f.weight", &[w])?;
+    ckpt.expect_shape("ln_f.bias", &[w])
+}
+
 /// What one part holds: head, width, layer and vocabulary spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartShare {
@@ -211,6 +241,7 @@ fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
 impl Gpt2Part {
     /// Loads the share `share` of the checkpoint (only the rows and columns it holds are copied).
     pub fn load(ckpt: Arc<Checkpoint>, dims: Dims, share: PartShare) -> Result<Self, WeightsError> {
+        check_shapes(&ckpt, &dims)?;
         let _guard = tch::no_grad_guard();
         let embed = if share.layers.start == 0 {
             Some(Embedding {

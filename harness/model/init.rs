@@ -108,7 +108,8 @@ pub fn seeded_config(cfg: &ModelConfig) -> Value {
 
 /// Writes `config.json` and `model.safetensors` (f32) for `cfg` and `seed` into `dir` (created).
 pub fn write_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the checkpoint folder {}", dir.display()))?;
     let recipes = recipes(cfg);
     let data: Vec<Vec<u8>> = recipes.iter().map(|r| bytes_of(r, seed)).collect();
     let views = recipes
@@ -117,8 +118,10 @@ pub fn write_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Res
         .map(|(r, b)| Ok((r.name.clone(), TensorView::new(StDtype::F32, r.shape.clone(), b)?)))
         .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
     let meta = Some(HashMap::from([("format".to_string(), "pt".to_string())]));
-    safetensors::serialize_to_file(views, &meta, &dir.join("model.safetensors"))?;
-    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&seeded_config(cfg))?)?;
+    let weights = dir.join("model.safetensors");
+    safetensors::serialize_to_file(views, &meta, &weights).with_context(|| format!("cannot write {}", weights.display()))?;
+    let config = dir.join("config.json");
+    std::fs::write(&config, serde_json::to_string_pretty(&seeded_config(cfg))?).with_context(|| format!("cannot write {}", config.display()))?;
     Ok(())
 }
 
@@ -137,7 +140,10 @@ pub fn replace_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::R
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp)?;
     }
-    write_checkpoint(cfg, seed, &tmp)?;
+    if let Err(e) = write_checkpoint(cfg, seed, &tmp) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
     }

@@ -82,6 +82,7 @@ pub fn reference_for(plan: &RunPlan) -> anyhow::Result<Generation> {
     let (prompt, new_tokens) = decode_params(plan)?;
     let ids = prompt_ids(prompt, cfg.vocab)?;
     let part = load_part(model, &cfg, None)?;
+    Checkpoint::open(&checkpoint_path(model))?.check_finite()?;
     let gen = reference::greedy(&part, &ids, new_tokens)?;
     reference::save(&gen, &ids, &stem)?;
     Ok(gen)

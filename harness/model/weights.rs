@@ -72,6 +72,7 @@ impl Checkpoint {
             path: path.clone(),
             message: e.to_string(),
         };
+        crate::files::check_regular(&path, u64::MAX).map_err(|e| WeightsError::Io { path: path.clone(), message: e.reason() })?;
         let file = std::fs::File::open(&path).map_err(io)?;
         // SAFETY: the file is only read; parlab never writes a checkpoint in place (new ones are renamed in).
         let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
@@ -131,6 +132,44 @@ impl Checkpoint {
     /// The shape of tensor `name`.
     pub fn shape(&self, name: &str) -> Result<Vec<usize>, WeightsError> {
         Ok(self.raw(name)?.shape)
+    }
+
+    /// Checks that tensor `name` has shape `want`; the error names the tensor and both shapes.
+    pub fn expect_shape(&self, name: &str, want: &[usize]) -> Result<(), WeightsError> {
+        let got = self.shape(name)?;
+        if got == want {
+            Ok(())
+        } else {
+            Err(self.bad(name, format!("shape {got:?}, but config.json implies {want:?}")))
+        }
+    }
+
+    /// The index of the first NaN or infinite element of tensor `name`, if any.
+    pub fn first_non_finite(&self, name: &str) -> Result<Option<usize>, WeightsError> {
+        let raw = self.raw(name)?;
+        let chunks = raw.data.chunks_exact(raw.elem);
+        Ok(match raw.kind {
+            Kind::Float => chunks.map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite()).position(|ok| !ok),
+            Kind::Half => chunks.map(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7c00 != 0x7c00).position(|ok| !ok),
+            _ => chunks.map(|b| u16::from_le_bytes([b[0], b[1]]) & 0x7f80 != 0x7f80).position(|ok| !ok),
+        })
+    }
+
+    /// Every tensor name in the file, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tensors().names().into_iter().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Fails on the first tensor holding a NaN or infinite value, naming it and the element.
+    pub fn check_finite(&self) -> Result<(), WeightsError> {
+        for name in self.names() {
+            if let Some(i) = self.first_non_finite(&name)? {
+                return Err(self.bad(&name, format!("element {i} is NaN or infinite")));
+            }
+        }
+        Ok(())
     }
 
     /// Rows `[start, end)` of a 2-D tensor (or elements of a 1-D one), as f32.

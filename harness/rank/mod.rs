@@ -8,6 +8,7 @@ pub mod dispatch;
 pub mod fault;
 pub mod membw;
 pub mod records;
+pub mod watchdog;
 
 use crate::spec::{Kind, RunPlan};
 use mpi::traits::Communicator as _;
@@ -40,6 +41,7 @@ pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
 /// `out/error-rank<N>.txt` and printed, then the rank calls MPI_Abort so no rank waits forever.
 pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     write_pid_file(out);
+    watchdog::start(plan.timeout_s);
     let universe = mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI was already initialised"))?;
     let mut comm = comm::Communicator::new(universe.world());
     if comm.size() != plan.layout.world {

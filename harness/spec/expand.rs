@@ -75,6 +75,46 @@ impl Point {
     }
 }
 
+/// How many runs an experiment's matrix holds before exclusions, counted without expanding it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixSize {
+    /// The product of the axes' lengths (saturating).
+    pub runs: u64,
+    /// The spec key of the longest axis, where a problem about the size is reported.
+    pub largest_axis: &'static str,
+    /// `world 4 x link 2 x ...`, the axes longer than one.
+    pub factors: String,
+}
+
+impl MatrixSize {
+    /// The problem text for a suite that reached `counted` runs against `limit`.
+    pub fn too_many(&self, counted: u64, limit: usize) -> String {
+        format!(
+            "the suite reaches {counted} runs here ({} in this experiment: {}), more than the limit of {limit}; shrink the axes or pass --max-runs {counted}",
+            self.runs, self.factors
+        )
+    }
+}
+
+/// Counts `e`'s matrix (exclusions can only shrink it) without building a point.
+pub fn matrix_size(e: &Experiment) -> MatrixSize {
+    let axes: [(&'static str, usize); 9] = [
+        ("model", e.models.len().max(1)),
+        ("strategy", e.strategies.len()),
+        ("world", e.worlds.len()),
+        ("link", e.links.len()),
+        ("threads", e.threads.len()),
+        ("sequences", e.sequences.len()),
+        ("head", e.heads.len()),
+        ("dtype", e.dtypes.len()),
+        ("new_tokens", e.new_tokens.len()),
+    ];
+    let runs = if e.kind == Kind::Model { 1 } else { axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64)) };
+    let largest_axis = axes.iter().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
+    let factors: Vec<String> = axes.iter().filter(|(_, len)| *len > 1).map(|(k, len)| format!("{k} {len}")).collect();
+    MatrixSize { runs, largest_axis, factors: if factors.is_empty() { "one point".into() } else { factors.join(" x ") } }
+}
+
 /// The matrix's points in a fixed order: model, strategy, world, link, threads,
 /// sequences, head, dtype, new_tokens (the first varies slowest).
 fn points(e: &Experiment) -> Vec<Point> {
@@ -171,7 +211,7 @@ fn workload_for(e: &Experiment, p: &Point) -> Workload {
 }
 
 fn placement(e: &Experiment) -> serde_json::Value {
-    let hostfile = e.hostfile.as_ref().and_then(|h| std::fs::read(h).ok()).map(|b| identity::digest(&String::from_utf8_lossy(&b)));
+    let hostfile = e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::digest(&t));
     serde_json::json!({ "launcher": e.launcher, "hostfile_sha256": hostfile })
 }
 

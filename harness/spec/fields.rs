@@ -38,21 +38,33 @@ fn uint_value(c: &mut Checker, key: &str, v: &Value, min: u64) -> Option<u64> {
     }
 }
 
+/// The longest experiment name accepted.
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// `text` quoted with control characters escaped (`"a\nb"`), so a message never prints them raw.
+pub fn printable(text: &str) -> String {
+    format!("{text:?}")
+}
+
 impl<'m> Fields<'m> {
     fn get(&self, key: &str) -> Option<&'m Value> {
         self.map.get(key)
     }
 
-    /// `name`: required, letters, digits, `-`, `_`, `.`.
+    /// `name`: required, 1 to `MAX_NAME_CHARS` letters, digits, `-`, `_`, `.`.
     pub fn name(&self, c: &mut Checker) -> String {
         match self.get("name") {
             None => {
                 c.report("name", "missing; add `name:` (letters, digits, - _ .), unique in the suite");
                 String::new()
             }
+            Some(Value::String(s)) if s.chars().count() > MAX_NAME_CHARS => {
+                c.report("name", format!("{} characters is longer than the {MAX_NAME_CHARS} allowed (it names files and report rows)", s.chars().count()));
+                String::new()
+            }
             Some(Value::String(s)) if !s.is_empty() && s.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) => s.clone(),
             Some(Value::String(s)) => {
-                c.report("name", format!("`{s}` must be letters, digits, - _ . only (it names files and report rows)"));
+                c.report("name", format!("{} must be letters, digits, - _ . only (it names files and report rows)", printable(s)));
                 String::new()
             }
             Some(v) => {
@@ -274,8 +286,10 @@ impl<'m> Fields<'m> {
             return None;
         };
         let path = spec.parent().unwrap_or(Path::new(".")).join(s);
-        if !path.is_file() {
+        if !path.exists() {
             c.report("hostfile", format!("{} does not exist", path.display()));
+        } else if let Err(e) = crate::files::check_regular(&path, crate::files::TEXT_LIMIT) {
+            c.report("hostfile", e.to_string());
         }
         Some(path)
     }

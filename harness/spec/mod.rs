@@ -53,18 +53,27 @@ fn file_problem(path: &Path, message: &str) -> Problem {
     Problem { file: path.to_path_buf(), position: None, key: String::new(), message: message.into() }
 }
 
+/// The most runs a suite may expand to unless `--max-runs` raises it.
+pub const DEFAULT_MAX_RUNS: usize = 10_000;
+
 /// Reads, validates and expands every spec under `paths`; all problems, or all runs.
 pub fn load_suite(paths: &[PathBuf]) -> Result<Vec<RunPlan>, Problems> {
+    load_suite_limited(paths, DEFAULT_MAX_RUNS)
+}
+
+/// As `load_suite`, refusing (before expanding) a suite of more than `max_runs` runs.
+pub fn load_suite_limited(paths: &[PathBuf], max_runs: usize) -> Result<Vec<RunPlan>, Problems> {
     let files = spec_files(paths)?;
+    let mut counted: u64 = 0;
     let cores = crate::gates::cpu_cores();
     let mut problems = Vec::new();
     let mut runs = Vec::new();
     let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
     for file in files {
-        let text = match std::fs::read_to_string(&file) {
+        let text = match crate::files::read_text(&file, crate::files::TEXT_LIMIT) {
             Ok(t) => t,
             Err(e) => {
-                problems.push(file_problem(&file, &format!("cannot read: {e}")));
+                problems.push(file_problem(&file, &e.reason()));
                 continue;
             }
         };
@@ -77,6 +86,14 @@ pub fn load_suite(paths: &[PathBuf]) -> Result<Vec<RunPlan>, Problems> {
             c.report("name", format!("`{}` is also the name of {}; experiment names must be unique", experiment.name, first.display()));
             problems.extend(c.problems);
             continue;
+        }
+        let size = expand::matrix_size(&experiment);
+        counted = counted.saturating_add(size.runs);
+        if counted > max_runs as u64 {
+            let mut c = validate::Checker::new(&file, &text);
+            c.report(size.largest_axis, size.too_many(counted, max_runs));
+            problems.extend(c.problems);
+            break;
         }
         match expand::expand(&experiment, &text, cores) {
             Ok(r) if valid => runs.extend(r),

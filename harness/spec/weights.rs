@@ -42,6 +42,15 @@ pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig),
     Ok((source, config))
 }
 
+/// Whether this process may write the digest cache (only `parlab run` does; `validate`, `plan`
+/// and `shape` read it and write nothing).
+static CACHE_WRITES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lets this process write `.parlab/digests.json` (called by `parlab run`).
+pub fn allow_cache_writes() {
+    CACHE_WRITES.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// sha256 of a file, cached in `.parlab/digests.json` by path, size and modification time.
 pub fn cached_file_digest(path: &Path) -> std::io::Result<String> {
     let meta = std::fs::metadata(path)?;
@@ -55,7 +64,7 @@ pub fn cached_file_digest(path: &Path) -> std::io::Result<String> {
     }
     let digest = file_digest(path)?;
     cache.insert(key, digest.clone());
-    if std::fs::create_dir_all(state_dir()).is_ok() {
+    if CACHE_WRITES.load(std::sync::atomic::Ordering::SeqCst) && std::fs::create_dir_all(state_dir()).is_ok() {
         let _ = crate::manifest::write_atomic(&cache_path, serde_json::to_string_pretty(&cache).unwrap_or_default().as_bytes());
     }
     Ok(digest)

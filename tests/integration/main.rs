@@ -10,5 +10,6 @@ mod report;
 mod costmodel;
 mod decode;
 mod nightly;
+mod reliability;
 mod findings;
 mod audit;

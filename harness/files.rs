@@ -1,0 +1,86 @@
+//! Reading input files safely: only regular files, only up to a size limit, errors naming the path.
+
+use std::path::{Path, PathBuf};
+
+/// Largest spec, config, hostfile or plan parlab reads (they are small text files).
+pub const TEXT_LIMIT: u64 = 16 << 20;
+
+/// Largest manifest parlab reads.
+pub const MANIFEST_LIMIT: u64 = 256 << 20;
+
+/// Why an input file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// It could not be inspected or read.
+    #[error("{path}: cannot {action}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was attempted (`read`, `inspect`).
+        action: &'static str,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// It is a folder, FIFO, device or socket.
+    #[error("{path}: not a regular file ({what})")]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// It is larger than parlab reads for its purpose.
+    #[error("{path}: {size} bytes is larger than the {limit} bytes parlab reads here")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+impl FileError {
+    /// The message without the path, for callers that print the path themselves.
+    pub fn reason(&self) -> String {
+        match self {
+            FileError::Io { action, source, .. } => format!("cannot {action}: {source}"),
+            FileError::NotRegular { what, .. } => format!("not a regular file ({what})"),
+            FileError::TooLarge { size, limit, .. } => format!("{size} bytes is larger than the {limit} bytes parlab reads here"),
+        }
+    }
+}
+
+/// Checks that `path` is a regular file of at most `limit` bytes (following symlinks).
+pub fn check_regular(path: &Path, limit: u64) -> Result<u64, FileError> {
+    let meta = std::fs::metadata(path).map_err(|source| FileError::Io { path: path.into(), action: "inspect", source })?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular { path: path.into(), what: file_type_name(&meta.file_type()) });
+    }
+    if meta.len() > limit {
+        return Err(FileError::TooLarge { path: path.into(), size: meta.len(), limit });
+    }
+    Ok(meta.len())
+}
+
+/// Reads a regular text file of at most `limit` bytes.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
+    check_regular(path, limit)?;
+    std::fs::read_to_string(path).map_err(|source| FileError::Io { path: path.into(), action: "read", source })
+}
+
+fn file_type_name(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}

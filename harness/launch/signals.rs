@@ -1,0 +1,59 @@
+//! The controller's termination signals: SIGINT, SIGTERM and SIGHUP are caught (not obeyed at
+//! once) so the running launch can be ended in full and its run recorded before parlab exits.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The first termination signal received, or 0.
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+/// The signals `install` catches.
+pub const CAUGHT: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+extern "C" fn note(sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// Catches SIGINT, SIGTERM and SIGHUP for the rest of the process's life.
+pub fn install() {
+    for sig in CAUGHT {
+        // SAFETY: `note` only stores into an atomic, which is async-signal-safe; SA_RESTART keeps
+        // interrupted system calls (reads, waits) from failing with EINTR.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = note as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The termination signal received so far, if any.
+pub fn received() -> Option<i32> {
+    match RECEIVED.load(Ordering::SeqCst) {
+        0 => None,
+        sig => Some(sig),
+    }
+}
+
+/// The conventional exit status of a process ended by `sig` (130 for SIGINT, 143 for SIGTERM).
+pub fn exit_code(sig: i32) -> i32 {
+    128 + sig
+}
+
+/// The signal's name, e.g. `SIGINT`.
+pub fn name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// Records `sig` as received (for tests of the paths that follow a signal).
+pub fn simulate(sig: i32) {
+    note(sig);
+}

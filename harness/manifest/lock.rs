@@ -1,0 +1,76 @@
+//! One controller per store: an advisory `flock` on `<manifests>/.parlab.lock`, held for the
+//! life of the command, with the holder's pid written inside so a second controller can name it.
+
+use std::io::{Read, Seek, Write};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// The lock file's name inside a manifests folder.
+pub const LOCK_FILE: &str = ".parlab.lock";
+
+/// Why the store could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another process holds the lock.
+    #[error("{path}: another parlab controller (pid {holder}) is using this manifests folder; wait for it to finish, or pass --wait to wait for it")]
+    Held {
+        /// The lock file.
+        path: PathBuf,
+        /// The holder's pid as it wrote it (`unknown` if unreadable).
+        holder: String,
+    },
+    /// The lock file could not be opened or locked.
+    #[error("{path}: cannot lock: {source}")]
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// A held lock; released when dropped (or when the process ends, however it ends).
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: std::fs::File,
+    path: PathBuf,
+}
+
+impl StoreLock {
+    /// Locks the store at `dir` (created if missing); with `wait`, blocks until the holder is done.
+    pub fn acquire(dir: &Path, wait: bool) -> Result<StoreLock, LockError> {
+        let path = dir.join(LOCK_FILE);
+        let io = |source| LockError::Io { path: path.clone(), source };
+        std::fs::create_dir_all(dir).map_err(|source| LockError::Io { path: dir.to_path_buf(), source })?;
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let mode = if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB };
+        // SAFETY: flock on a file descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), mode) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(LockError::Held { holder: holder(&mut file), path });
+            }
+            return Err(io(err));
+        }
+        file.set_len(0).map_err(io)?;
+        file.rewind().map_err(io)?;
+        writeln!(file, "{}", std::process::id()).map_err(io)?;
+        Ok(StoreLock { _file: file, path })
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn holder(file: &mut std::fs::File) -> String {
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    let pid = text.trim();
+    if pid.is_empty() || !pid.chars().all(|c| c.is_ascii_digit()) {
+        "unknown".into()
+    } else {
+        pid.to_string()
+    }
+}

@@ -1,0 +1,455 @@
+//! Safe to interrupt, safe to share: signals end the whole launch, a second controller is
+//! refused, bad checkpoints and configs fail their run (never a panic), huge matrices and long
+//! names are refused before anything runs, nightly never passes on nothing, and a write that
+//! fails leaves the store as it was. Each case here failed on the first version.
+
+use super::launch::{processes_mentioning, small_collectives, Suite};
+use parlab::manifest::{Manifest, Status};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PARLAB: &str = env!("CARGO_BIN_EXE_parlab");
+
+/// `parlab ARGS` in `dir`, output captured.
+fn parlab(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(PARLAB);
+    cmd.args(args).current_dir(dir).env_remove("PARLAB_FAULT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A controller running the suite in the background, its ranks hanging (rank 1 of `hung`).
+fn start_hung(suite: &Suite) -> Child {
+    Command::new(PARLAB)
+        .args(["run", "specs", "--no-report"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_FAULT", "hang:rank1@hung")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// True for a `processes_mentioning` line of a `parlab rank` process (not mpirun's, which names it too).
+fn is_rank(line: &str) -> bool {
+    let args: Vec<&str> = line.split_once(": ").map_or("", |(_, a)| a).split_whitespace().collect();
+    args.len() > 1 && args[0].ends_with("parlab") && args[1] == "rank"
+}
+
+fn rank_count(dir: &Path) -> usize {
+    processes_mentioning(dir).iter().filter(|p| is_rank(p)).count()
+}
+
+/// Waits (up to `limit`) until `done` holds; returns whether it did.
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    done()
+}
+
+fn hung_suite() -> Suite {
+    let suite = Suite::new();
+    suite.spec("hung", &small_collectives("hung", "60s", ""));
+    suite.spec("later", &small_collectives("later", "60s", "").replace("sizes: [4, 4096]", "sizes: [8, 64]"));
+    suite
+}
+
+fn wait_for_ranks(suite: &Suite) {
+    assert!(wait_until(Duration::from_secs(30), || rank_count(suite.dir.path()) >= 2), "the ranks never started");
+}
+
+fn interrupted_by(sig: i32, code: i32) {
+    let suite = hung_suite();
+    let mut child = start_hung(&suite);
+    wait_for_ranks(&suite);
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(code), "exit status after signal {sig}");
+    assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
+    let hung = suite.manifest("hung");
+    assert_eq!(hung.status, Status::Failed);
+    assert!(hung.reason.as_deref().unwrap_or("").starts_with("interrupted"), "{:?}", hung.reason);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert!(all.iter().all(|m| m.experiment != "later"), "the suite stops at the interrupted run");
+}
+
+#[test]
+fn sigint_ends_the_launch_records_it_interrupted_and_exits_130() {
+    interrupted_by(libc::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_ends_the_launch_and_exits_143() {
+    interrupted_by(libc::SIGTERM, 143);
+}
+
+#[test]
+fn a_controller_killed_by_sigkill_leaves_no_rank_and_the_next_run_completes() {
+    let suite = hung_suite();
+    let mut child = start_hung(&suite);
+    wait_for_ranks(&suite);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
+    assert_eq!(suite.run(&[]), 0, "a second run completes the suite");
+    assert_eq!(suite.manifest("hung").status, Status::Ok);
+    assert_eq!(suite.manifest("later").status, Status::Ok);
+}
+
+#[test]
+fn a_second_controller_is_refused_with_the_holders_pid_and_touches_nothing() {
+    let suite = hung_suite();
+    let mut first = start_hung(&suite);
+    wait_for_ranks(&suite);
+    let ranks_before = rank_count(suite.dir.path());
+    let out = parlab(suite.dir.path(), &["run", "specs", "--no-report"], &[("PARLAB_MANIFESTS", suite.manifests().to_str().unwrap())]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("pid {}", first.id())), "names the holder: {}", stderr(&out));
+    assert_eq!(rank_count(suite.dir.path()), ranks_before, "the first controller's ranks still run");
+    let report = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap()], &[]);
+    assert_eq!(report.status.code(), Some(2), "report is refused too: {}", stderr(&report));
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
+    assert_eq!(first.wait().unwrap().code(), Some(130));
+    assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()));
+}
+
+#[test]
+fn leftover_ranks_of_an_earlier_controller_are_ended_and_the_next_manifest_says_so() {
+    // A rank an earlier controller left behind on this store: `parlab rank` with its `--out` in
+    // the store, blocked reading its plan (a FIFO nobody writes), so only a controller can end it.
+    let suite = Suite::new();
+    suite.spec("later", &small_collectives("later", "60s", ""));
+    let out = suite.manifests().join("earlier-run");
+    std::fs::create_dir_all(&out).unwrap();
+    assert!(Command::new("mkfifo").arg(out.join("plan.json")).status().unwrap().success());
+    let mut leftover = Command::new(PARLAB)
+        .args(["rank", "--plan"])
+        .arg(out.join("plan.json"))
+        .arg("--out")
+        .arg(&out)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || rank_count(suite.dir.path()) == 1), "the leftover rank runs");
+    assert_eq!(suite.run(&[]), 0);
+    let ended = leftover.try_wait().unwrap();
+    assert!(ended.is_some_and(|s| s.code().is_none()), "the leftover was ended by a signal: {ended:?}");
+    let m = suite.manifest("later");
+    let note = format!("ended 1 leftover ranks of an earlier controller on this store (pids {})", leftover.id());
+    assert!(m.caveats.iter().any(|c| c.contains(&note)), "{:?}", m.caveats);
+}
+
+/// A small GPT-2 checkpoint folder written by `parlab model init`, from `config`.
+fn checkpoint(dir: &Path, config: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("config.json"), config).unwrap();
+    let cfg = parlab::model::ModelConfig::read(dir).unwrap();
+    parlab::model::init::write_checkpoint(&cfg, 3, dir).unwrap();
+}
+
+const SMALL: &str = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4,
+ "n_embd": 64, "vocab_size": 101, "n_positions": 32, "layer_norm_epsilon": 1e-05, "n_inner": null}"#;
+
+fn decode_spec(name: &str, model: &str) -> String {
+    format!(
+        "name: {name}\nkind: decode\nmodel: {model}\nstrategy: tensor\nworld: 2\nlink: mpi-shm\nprompt: {{length: 5, seed: 4}}\n\
+         new_tokens: 3\nrepetitions: 1\nwarmup: 0\nthreads: 1\ntimeout: 60s\n"
+    )
+}
+
+/// Rewrites tensor `name` of `dir/model.safetensors` with `shape` (or fills it with NaN).
+fn alter_tensor(dir: &Path, name: &str, shape: Option<Vec<usize>>) {
+    use safetensors::tensor::{Dtype, TensorView};
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut owned: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (n, view) in st.tensors() {
+        let (mut s, mut data) = (view.shape().to_vec(), view.data().to_vec());
+        if n == name {
+            match &shape {
+                Some(new) => {
+                    data.truncate(new.iter().product::<usize>() * 4);
+                    s = new.clone();
+                }
+                None => data[..4].copy_from_slice(&f32::NAN.to_le_bytes()),
+            }
+        }
+        owned.push((n, s, data));
+    }
+    let views: Vec<(String, TensorView)> =
+        owned.iter().map(|(n, s, d)| (n.clone(), TensorView::new(Dtype::F32, s.clone(), d).unwrap())).collect();
+    safetensors::serialize_to_file(views, &None, &dir.join("model.safetensors")).unwrap();
+}
+
+#[test]
+fn a_wrong_shaped_tensor_fails_its_run_naming_the_tensor_and_both_shapes_and_the_suite_goes_on() {
+    let suite = Suite::new();
+    checkpoint(&suite.dir.path().join("bad"), SMALL);
+    alter_tensor(&suite.dir.path().join("bad"), "transformer.h.0.attn.c_proj.weight", Some(vec![64, 63]));
+    suite.spec("a-bad", &decode_spec("a-bad", "./bad"));
+    suite.spec("b-healthy", &small_collectives("b-healthy", "60s", ""));
+    let code = suite.run(&[]);
+    assert_eq!(code, 1, "a failed run, not a panic (101)");
+    let bad = suite.manifest("a-bad");
+    assert_eq!(bad.status, Status::Failed);
+    let reason = bad.reason.unwrap_or_default();
+    assert!(reason.contains("h.0.attn.c_proj.weight") && reason.contains("[64, 63]") && reason.contains("[64, 64]"), "{reason}");
+    assert_eq!(suite.manifest("b-healthy").status, Status::Ok);
+}
+
+#[test]
+fn nan_weights_name_the_tensor() {
+    let suite = Suite::new();
+    checkpoint(&suite.dir.path().join("nan"), SMALL);
+    alter_tensor(&suite.dir.path().join("nan"), "transformer.h.1.mlp.c_fc.weight", None);
+    suite.spec("nan", &decode_spec("nan", "./nan"));
+    assert_eq!(suite.run(&[("PARLAB_STATE", suite.dir.path().join("state").to_str().unwrap())]), 1);
+    let reason = suite.manifest("nan").reason.unwrap_or_default();
+    assert!(reason.contains("h.1.mlp.c_fc.weight") && reason.contains("NaN"), "{reason}");
+}
+
+#[test]
+fn a_config_whose_heads_do_not_divide_the_width_is_refused_by_validate() {
+    let suite = Suite::new();
+    let dir = suite.dir.path().join("odd");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), SMALL.replace("\"n_head\": 4", "\"n_head\": 5")).unwrap();
+    suite.spec("odd", &decode_spec("odd", "./odd"));
+    let out = parlab(suite.dir.path(), &["validate", "specs"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("config.json") && stderr(&out).contains("not a multiple of the 5 attention heads"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_matrix_of_ten_million_runs_is_refused_before_expanding() {
+    let suite = Suite::new();
+    checkpoint(&suite.dir.path().join("small"), SMALL);
+    let list = |n: u32| format!("[{}]", (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(", "));
+    let spec = format!(
+        "name: bomb\nkind: decode\nmodel: ./small\nstrategy: [data, tensor, pipeline]\nworld: {}\nthreads: {}\nsequences: {}\n\
+         link: [mpi-shm, mpi-tcp]\nnew_tokens: {}\nprompt: {{length: 5, seed: 1}}\n",
+        list(4),
+        list(20),
+        list(20),
+        list(1250)
+    );
+    suite.spec("bomb", &spec);
+    let started = Instant::now();
+    let out = parlab(suite.dir.path(), &["validate", "specs"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("12000000 runs") && stderr(&out).contains("--max-runs"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(30), "refused without expanding");
+}
+
+#[test]
+fn a_name_longer_than_100_characters_is_refused() {
+    let suite = Suite::new();
+    let name = "n".repeat(5000);
+    suite.spec("long", &small_collectives(&name, "60s", ""));
+    let out = parlab(suite.dir.path(), &["validate", "specs"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("5000 characters is longer than the 100 allowed"), "{}", stderr(&out));
+    assert!(stderr(&out).len() < 1000, "the name is not echoed whole");
+}
+
+#[test]
+fn control_characters_in_a_name_are_printed_escaped() {
+    let suite = Suite::new();
+    suite.spec("ctl", &small_collectives("\"bad\\u0000na\\nme\"", "60s", ""));
+    let out = parlab(suite.dir.path(), &["validate", "specs"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stderr(&out);
+    assert!(!text.contains('\0') && text.contains("\\0na\\nme"), "{text:?}");
+}
+
+fn nightly(dir: &Path, baseline: &Path, manifests: &Path, tolerance: &str) -> Output {
+    let (b, m) = (baseline.to_str().unwrap(), manifests.to_str().unwrap());
+    parlab(dir, &["nightly", "--baseline", b, "--manifests", m, "--tolerance", tolerance], &[])
+}
+
+#[test]
+fn nightly_refuses_to_pass_when_nothing_was_compared_and_reports_missing_runs() {
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    suite.spec("two", &small_collectives("two", "60s", "").replace("sizes: [4, 4096]", "sizes: [8, 64]"));
+    assert_eq!(suite.run(&[]), 0);
+    let (tonight, empty) = (suite.manifests(), suite.dir.path().join("empty"));
+    std::fs::create_dir_all(&empty).unwrap();
+    let dir = suite.dir.path();
+    for baseline in [empty.as_path(), Path::new("/etc")] {
+        let out = nightly(dir, baseline, &tonight, "0.25");
+        assert_eq!(out.status.code(), Some(2), "{}: {}", baseline.display(), stderr(&out));
+        assert!(stderr(&out).contains("nothing to compare"), "{}", stderr(&out));
+    }
+    for bad in ["nan", "inf", "-0.1", "0"] {
+        assert_eq!(nightly(dir, &tonight, &tonight, bad).status.code(), Some(2), "--tolerance {bad}");
+    }
+    assert_eq!(nightly(dir, &tonight, &tonight, "0.25").status.code(), Some(0), "a store against itself");
+    let partial = suite.dir.path().join("partial");
+    std::fs::create_dir_all(&partial).unwrap();
+    let kept = suite.manifest("one");
+    kept.write(&partial).unwrap();
+    let out = nightly(dir, &tonight, &partial, "0.25");
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("MISSING"), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn report_on_a_missing_folder_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = parlab(dir.path(), &["report", "--manifests", "nowhere", "--out", "reports"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nowhere: no such manifests folder"));
+    assert!(!dir.path().join("reports").exists(), "nothing written");
+}
+
+#[test]
+fn fifos_and_devices_are_refused_as_hostfiles_configs_and_manifests_without_hanging() {
+    let suite = Suite::new();
+    let mkfifo = |p: &Path| assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+    mkfifo(&suite.dir.path().join("hosts"));
+    suite.spec("fifo-hosts", &small_collectives("fifo-hosts", "60s", "hostfile: ../hosts\n"));
+    let fifo_model = suite.dir.path().join("fifo-model");
+    std::fs::create_dir_all(&fifo_model).unwrap();
+    mkfifo(&fifo_model.join("config.json"));
+    suite.spec("fifo-model", &decode_spec("fifo-model", "./fifo-model"));
+    let zero_model = suite.dir.path().join("zero-model");
+    std::fs::create_dir_all(&zero_model).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero_model.join("config.json")).unwrap();
+    suite.spec("zero-model", &decode_spec("zero-model", "./zero-model"));
+    let out = parlab(suite.dir.path(), &["validate", "specs"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stderr(&out);
+    assert!(text.contains("hosts: not a regular file (a FIFO)"), "{text}");
+    assert!(text.contains("fifo-model/config.json: not a regular file (a FIFO)"), "{text}");
+    assert!(text.contains("zero-model/config.json: not a regular file (a device)"), "{text}");
+    let manifests = suite.manifests();
+    std::fs::create_dir_all(&manifests).unwrap();
+    mkfifo(&manifests.join(format!("{}.json", "f".repeat(64))));
+    let report = parlab(suite.dir.path(), &["report", "--manifests", manifests.to_str().unwrap(), "--out", "reports"], &[]);
+    assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+}
+
+#[test]
+fn validate_and_plan_write_nothing_into_the_state_folder() {
+    let suite = Suite::new();
+    checkpoint(&suite.dir.path().join("small"), SMALL);
+    suite.spec("d", &decode_spec("d", "./small"));
+    let state = suite.dir.path().join("state");
+    for cmd in ["validate", "plan"] {
+        let out = parlab(suite.dir.path(), &[cmd, "specs"], &[("PARLAB_STATE", state.to_str().unwrap())]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    assert!(!state.exists(), "validate and plan wrote into {}", state.display());
+}
+
+/// A tmpfs of `kib` KiB mounted at `dir` (root only), unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, kib: u32) -> Option<SmallDisk> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"]).arg(dir).status().ok()?.success();
+        ok.then(|| SmallDisk(dir.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_names_the_path_leaves_no_temporary_file_and_keeps_what_was_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = SmallDisk::mount(&dir.path().join("disk"), 64)
+        .expect("mounting a 64 KiB tmpfs needs root (CI and this project's machines run as root)");
+    let target = disk.0.join("manifest.json");
+    parlab::manifest::write_atomic(&target, b"{\"kept\": true}").unwrap();
+    let err = parlab::manifest::write_atomic(&target, &vec![b'x'; 1 << 20]).unwrap_err();
+    assert_eq!(err.raw_os_error(), None, "wrapped with its path");
+    assert!(err.to_string().contains(&target.display().to_string()) && err.to_string().contains("No space left"), "{err}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"{\"kept\": true}");
+    let names: Vec<String> = std::fs::read_dir(&disk.0).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, vec!["manifest.json".to_string()], "no temporary file left");
+}
+
+mod checkpoint_fuzz {
+    use parlab::model::gpt2::{check_shapes, Dims};
+    use parlab::model::weights::Checkpoint;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    /// A valid small checkpoint's bytes and its dimensions, made once.
+    fn original() -> &'static (Vec<u8>, Dims) {
+        static MADE: OnceLock<(Vec<u8>, Dims)> = OnceLock::new();
+        MADE.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            super::checkpoint(dir.path(), super::SMALL);
+            let cfg = parlab::model::ModelConfig::read(dir.path()).unwrap();
+            (std::fs::read(dir.path().join("model.safetensors")).unwrap(), Dims::from_config(&cfg))
+        })
+    }
+
+    /// Opening and checking a damaged file either works or fails with an error; it never panics.
+    fn open_and_check(bytes: &[u8]) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.safetensors");
+        std::fs::write(&path, bytes).unwrap();
+        if let Ok(ckpt) = Checkpoint::open(&path) {
+            let _ = check_shapes(&ckpt, &original().1);
+            let _ = ckpt.check_finite();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_truncated_checkpoint_is_an_error_not_a_panic(cut in 0usize..4096) {
+            let bytes = &original().0;
+            open_and_check(&bytes[..cut.min(bytes.len())]);
+        }
+
+        #[test]
+        fn a_mutated_header_is_an_error_not_a_panic(edits in proptest::collection::vec((0usize..2048, any::<u8>()), 1..8)) {
+            let mut bytes = original().0.clone();
+            let header_end = 8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+            for (at, value) in edits {
+                let i = at % header_end.min(bytes.len());
+                bytes[i] = value;
+            }
+            open_and_check(&bytes);
+        }
+    }
+}
+
+#[test]
+fn a_garbage_results_file_is_warned_about_in_the_register_header() {
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    assert_eq!(suite.run(&[]), 0);
+    let m = suite.manifest("one");
+    let samples = suite.manifests().join(m.results["samples"].as_str().unwrap());
+    std::fs::write(&samples, b"not parquet at all").unwrap();
+    let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "reports"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
+    assert!(register.contains("1 files skipped") && register.contains("samples.parquet: results file is not a parquet file"), "{}", &register[..register.len().min(3000)]);
+}
