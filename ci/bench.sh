@@ -216,7 +216,15 @@ bench_decode_avx2() {
   fi
 }
 
-SECTIONS=(bench_collectives bench_overhead bench_report bench_decode bench_decode_avx2)
+# --- Section: matvec kernels (harness/model/matvec.rs). Every kernel this CPU supports, its
+# matvec over a 512 MiB matrix against parlab's STREAM-class read of as many bytes, interleaved
+# A B A B; prints the bandwidth ratio pair by pair and its median, min and max.
+bench_matvec() {
+  section "matvec: every supported kernel against the STREAM-class read, 512 MiB, ${DECODE_THREADS:-2} threads"
+  BENCH_THREADS=${DECODE_THREADS:-2} cargo test --release --lib model::matvec::tests::bench_kernels_against_the_read -- --ignored --nocapture --test-threads=1 2>/dev/null | grep -o 'bench:.*'
+}
+
+SECTIONS=(bench_collectives bench_overhead bench_report bench_matvec bench_decode bench_decode_avx2)
 # `bash ci/bench.sh bench_collectives` runs only the sections named.
 [ "$#" -gt 0 ] && SECTIONS=("$@")
 for s in "${SECTIONS[@]}"; do "$s"; done

@@ -71,7 +71,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         summary["membw"]["stream"] = json!({
             "aggregate_Bps": s_agg.to_json(), "per_process_Bps": s_per.to_json(),
             "best_aggregate_Bps": s_agg.max, "kernel": stream_kernel(),
-            "method": "parlab's STREAM-class read (model::matvec::Kernel::sum: SIMD, several accumulators) of the same buffer by threads_per_rank threads at once, timed like the libtorch sum; the two kernels alternate order per repetition",
+            "method": "parlab's STREAM-class read (model::matvec::read_threaded with the best kernel here: SIMD, several accumulators, four streams per thread) of the same buffer by threads_per_rank threads (the caller and the matvec pool, taking chunks as they come free), timed like the libtorch sum; the two kernels alternate order per repetition",
         });
     }
     Ok(Collected { results, summary, answer: Value::Null })

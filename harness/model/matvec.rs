@@ -204,29 +204,35 @@ fn rows_portable(w: &[f32], x: &[f32], y: &mut [f32]) {
     }
 }
 
-/// Floats per step of the read kernel: eight independent 8-float accumulators.
-const SUM_WIDTH: usize = 64;
+/// Floats per step and stream of the read kernel: one 512-bit or two 256-bit vectors.
+const SUM_WIDTH: usize = 16;
 
-/// The sum of `v` over `SUM_WIDTH`-wide chunks (independent lanes the compiler vectorises).
+/// The sum of `v` read as four streams at once (its four quarters, in lockstep, as the matvec
+/// reads four rows: one stream per core leaves memory bandwidth unused on some CPUs), each over
+/// `SUM_WIDTH`-wide chunks of independent lanes the compiler vectorises; then the rest.
 #[inline(always)]
-fn sum_portable(v: &[f32]) -> f32 {
-    let (chunks, tail) = v.as_chunks::<SUM_WIDTH>();
-    let mut acc = [0f32; SUM_WIDTH];
-    for c in chunks {
-        for (a, x) in acc.iter_mut().zip(c) {
-            *a += x;
+fn sum_portable(v: &[f32]) -> f64 {
+    let quarter = v.len() / (4 * SUM_WIDTH) * SUM_WIDTH;
+    let streams: [&[[f32; SUM_WIDTH]]; 4] = std::array::from_fn(|i| v[i * quarter..(i + 1) * quarter].as_chunks().0);
+    let mut acc = [[0f32; SUM_WIDTH]; 4];
+    for c in 0..quarter / SUM_WIDTH {
+        for (a, s) in acc.iter_mut().zip(&streams) {
+            for (x, y) in a.iter_mut().zip(&s[c]) {
+                *x += y;
+            }
         }
     }
-    acc.iter().sum::<f32>() + tail.iter().sum::<f32>()
+    let lanes: f64 = acc.iter().flatten().map(|&a| f64::from(a)).sum();
+    lanes + v[4 * quarter..].iter().map(|&a| f64::from(a)).sum::<f64>()
 }
 
 impl Kernel {
     /// The sum of `v`, read once at this kernel's vector width: the STREAM-class read of `membw`.
     pub fn sum(self, v: &[f32]) -> f64 {
         if !self.supported() {
-            return f64::from(sum_portable(v));
+            return sum_portable(v);
         }
-        let s = match self {
+        match self {
             // SAFETY: `supported` checked the CPU features each function is compiled for.
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 => unsafe { x86::sum_avx512(v) },
@@ -237,8 +243,7 @@ impl Kernel {
             #[cfg(target_arch = "aarch64")]
             Kernel::Neon => unsafe { arm::sum_neon(v) },
             _ => sum_portable(v),
-        };
-        f64::from(s)
+        }
     }
 }
 
@@ -248,13 +253,13 @@ mod x86 {
 
     /// The portable read kernel compiled for AVX-512 (512-bit vectors).
     #[target_feature(enable = "avx512f")]
-    pub(super) fn sum_avx512(v: &[f32]) -> f32 {
+    pub(super) fn sum_avx512(v: &[f32]) -> f64 {
         super::sum_portable(v)
     }
 
     /// The portable read kernel compiled for AVX2 (256-bit vectors).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn sum_avx2(v: &[f32]) -> f32 {
+    pub(super) fn sum_avx2(v: &[f32]) -> f64 {
         super::sum_portable(v)
     }
 
@@ -338,7 +343,7 @@ mod arm {
 
     /// The portable read kernel compiled for NEON (128-bit vectors).
     #[target_feature(enable = "neon")]
-    pub(super) fn sum_neon(v: &[f32]) -> f32 {
+    pub(super) fn sum_neon(v: &[f32]) -> f64 {
         super::sum_portable(v)
     }
 
@@ -387,17 +392,40 @@ pub fn matvec(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
     let out = w.size()[0] as usize;
     assert_eq!(wv.len(), out * xv.len(), "matvec: weight of {} values is not [{out}, {}]", wv.len(), xv.len());
     let mut y = vec![0f32; out];
-    let threads = (tch::get_num_threads().max(1) as usize).min(out.div_ceil(64));
-    pool::run(threads, &mut Job::new(active(), wv, xv, &mut y));
+    rows_threaded(active(), tch::get_num_threads().max(1) as usize, wv, xv, &mut y);
     if let Some(b) = b {
         y.iter_mut().zip(slice(b)).for_each(|(a, b)| *a += b);
     }
     Tensor::from_slice(&y).view([1, out as i64])
 }
 
+/// `y = W x` with `kernel`, the rows split over up to `threads` threads (this one and the pool's).
+pub fn rows_threaded(kernel: Kernel, threads: usize, w: &[f32], x: &[f32], y: &mut [f32]) {
+    assert!(w.len() >= y.len() * x.len(), "matvec: {} weights for {} rows of {}", w.len(), y.len(), x.len());
+    let threads = threads.max(1).min(y.len().div_ceil(64));
+    pool::run(threads, &mut Job::new(kernel, w, x, y));
+}
+
+/// Floats per row of a threaded read (16 KiB, as a GPT-2 feed-forward row): chunks are whole rows.
+const READ_ROW: usize = 4096;
+
+/// The sum of `v` read once with `kernel` by up to `threads` threads (this one and the pool's,
+/// taking chunks as they come free, as the matvec does): the STREAM-class read of `membw`.
+pub fn read_threaded(kernel: Kernel, threads: usize, v: &[f32]) -> f64 {
+    let rows = v.len() / READ_ROW;
+    let threads = threads.max(1).min(rows.div_ceil(16).max(1));
+    let mut sums = vec![0f64; threads * pool::SPLIT + 1];
+    if rows > 0 {
+        pool::run(threads, &mut Job::sum(kernel, &v[..rows * READ_ROW], READ_ROW, &mut sums));
+    }
+    sums.iter().sum::<f64>() + kernel.sum(&v[rows * READ_ROW..])
+}
+
 /// One matvec split into row chunks, as raw parts so that pool threads can take a chunk each.
 struct Job {
     kernel: Kernel,
+    /// A read instead of a matvec: chunk `i`'s sum goes to `sums[i]` (`x` and `y` unused).
+    sums: *mut f64,
     w: *const f32,
     x: *const f32,
     y: *mut f32,
@@ -413,7 +441,16 @@ unsafe impl Sync for Job {}
 impl Job {
     fn new(kernel: Kernel, w: &[f32], x: &[f32], y: &mut [f32]) -> Self {
         let out = y.len();
-        Job { kernel, w: w.as_ptr(), x: x.as_ptr(), y: y.as_mut_ptr(), inner: x.len(), out, per: out }
+        let sums = std::ptr::null_mut();
+        Job { kernel, sums, w: w.as_ptr(), x: x.as_ptr(), y: y.as_mut_ptr(), inner: x.len(), out, per: out }
+    }
+
+    /// A read of `v` as rows of `inner` floats; chunk `i`'s sum goes to `sums[i]`, which must
+    /// have room for as many chunks as `split` is asked for.
+    fn sum(kernel: Kernel, v: &[f32], inner: usize, sums: &mut [f64]) -> Self {
+        let out = v.len() / inner;
+        let (w, y) = (v.as_ptr(), std::ptr::null_mut());
+        Job { kernel, sums: sums.as_mut_ptr(), w, x: w, y, inner, out, per: out }
     }
 
     /// Splits into about `chunks` chunks of whole 4-row groups; returns how many there are.
@@ -429,6 +466,15 @@ impl Job {
             return;
         }
         let rows_here = self.per.min(self.out - start);
+        if !self.sums.is_null() {
+            // SAFETY: see the Sync impl; the rows lie within the buffer `sum` was given and
+            // `sums` has room for every chunk, each written by the one thread that claimed it.
+            unsafe {
+                let w = std::slice::from_raw_parts(self.w.add(start * n), rows_here * n);
+                *self.sums.add(i) = self.kernel.sum(w);
+            }
+            return;
+        }
         // SAFETY: see the Sync impl; the ranges lie within the slices `new` was given.
         let (w, x, y) = unsafe {
             (
@@ -452,7 +498,7 @@ mod pool {
     /// Spin iterations before a helper sleeps, or a waiting caller yields (a few milliseconds).
     const SPIN: u32 = 200_000;
     /// Chunks per thread: small enough that the caller can pick up a late helper's share.
-    const SPLIT: usize = 4;
+    pub(super) const SPLIT: usize = 4;
 
     /// The current job and its claimed and finished chunks.
     struct State {
@@ -617,6 +663,17 @@ mod tests {
     }
 
     #[test]
+    fn the_threaded_read_sums_every_value_once() {
+        for n in [0usize, 5, READ_ROW, READ_ROW * 37 + 11] {
+            let v: Vec<f32> = (0..n).map(|i| (i % 3) as f32).collect();
+            let want: f64 = v.iter().map(|&x| f64::from(x)).sum();
+            for kernel in Kernel::supported_here() {
+                assert_eq!(read_threaded(kernel, 2, &v), want, "{} over {n}", kernel.name());
+            }
+        }
+    }
+
+    #[test]
     fn this_cpu_runs_its_vector_kernels() {
         #[cfg(target_arch = "x86_64")]
         {
@@ -675,6 +732,53 @@ mod tests {
         assert_eq!(y.len(), rows);
         for r in 0..rows {
             assert!((y[r] - (want[r] + b[r])).abs() <= 1e-4, "row {r}: {} vs {}", y[r], want[r] + b[r]);
+        }
+    }
+
+    /// The `bench_matvec` section of ci/bench.sh: every supported kernel's matvec over a 512 MiB
+    /// matrix against the STREAM-class read of as many bytes, interleaved A B A B, ratio per pair.
+    #[test]
+    #[ignore = "benchmark: run by ci/bench.sh bench_matvec"]
+    fn bench_kernels_against_the_read() {
+        let threads: usize = std::env::var("BENCH_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2);
+        let (rows, width) = (32768usize, 4096usize);
+        let w = vec![1f32; rows * width];
+        let (x, mut y) = (vec![1f32; width], vec![0f32; rows]);
+        let bytes = (w.len() * 4) as f64;
+        let time = |f: &mut dyn FnMut()| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        };
+        let mut ratios: Vec<(Kernel, Vec<f64>)> =
+            Kernel::supported_here().into_iter().map(|k| (k, Vec::new())).collect();
+        for pair in 0..6 {
+            for (kernel, rs) in ratios.iter_mut() {
+                // Alternate which goes first, so neither always follows the other.
+                let read_once = || time(&mut || assert_eq!(read_threaded(Kernel::best(), threads, &w), w.len() as f64));
+                let (read, mv) = if pair % 2 == 0 {
+                    let read = read_once();
+                    (read, time(&mut || rows_threaded(*kernel, threads, &w, &x, &mut y)))
+                } else {
+                    let mv = time(&mut || rows_threaded(*kernel, threads, &w, &x, &mut y));
+                    (read_once(), mv)
+                };
+                assert_eq!(y[rows - 1], width as f32);
+                if pair > 0 {
+                    rs.push(read / mv);
+                    println!(
+                        "bench: pair {pair} {:<8} matvec {:6.2} GB/s  read {:6.2} GB/s  matvec/read bandwidth {:.3}",
+                        kernel.name(),
+                        bytes / mv / 1e9,
+                        bytes / read / 1e9,
+                        read / mv
+                    );
+                }
+            }
+        }
+        for (kernel, mut rs) in ratios {
+            rs.sort_by(f64::total_cmp);
+            println!("bench: {:<8} matvec/read bandwidth median {:.3} [min {:.3}, max {:.3}] over {} pairs, {threads} threads", kernel.name(), rs[rs.len() / 2], rs[0], rs[rs.len() - 1], rs.len());
         }
     }
 }

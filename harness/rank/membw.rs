@@ -4,10 +4,11 @@
 //! Each rank holds a tch (libtorch) f32 tensor of `buffer_bytes`, filled with ones, and uses
 //! `threads_per_rank` threads. Per repetition it reads the buffer twice, each read timed on its
 //! own: (1) `tensor.sum()`, libtorch's kernel (`threads_per_rank` intra-op threads), figure
-//! `membw`; (2) parlab's STREAM-class read kernel (`model::matvec::Kernel::sum` of
-//! `Kernel::best()`: the CPU's widest SIMD, several accumulators, whatever kernel
-//! `PARLAB_MATVEC_KERNEL` forces on decode; the buffer is split into `threads_per_rank` slices
-//! read by as many threads at once), figure `membw_stream`. The order alternates between
+//! `membw`; (2) parlab's STREAM-class read (`model::matvec::read_threaded` with
+//! `Kernel::best()`: the CPU's widest SIMD, several accumulators and four streams per thread,
+//! whatever kernel `PARLAB_MATVEC_KERNEL` forces on decode; `threads_per_rank` threads, this
+//! one and the matvec pool's, take 16 KiB rows in chunks as they come free, as a decode
+//! step's matvec reads its weights), figure `membw_stream`. The order alternates between
 //! repetitions so neither kernel always reads a buffer the other left in cache.
 //!
 //! Every read: MPI barrier, then the rank's time runs from a common start (the earliest rank's
@@ -20,7 +21,7 @@
 
 use super::comm::Communicator;
 use super::records::{mark, RecordSink};
-use crate::model::matvec::Kernel;
+use crate::model::matvec::{self, Kernel};
 use crate::spec::{RunPlan, Workload};
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
@@ -46,18 +47,6 @@ fn timed(comm: &mut Communicator, read: impl FnOnce() -> f64) -> (f64, f64) {
     comm.raw().all_reduce_into(&local_start, &mut start, SystemOperation::min());
     let sum = read();
     (unix_now() - start, sum)
-}
-
-/// The sum of `v` read by `threads` threads at once, each a contiguous slice, with `kernel`.
-pub fn parallel_sum(kernel: Kernel, v: &[f32], threads: usize) -> f64 {
-    let per = v.len().div_ceil(threads.max(1)).div_ceil(64).max(1) * 64;
-    std::thread::scope(|s| {
-        let mut parts = v.chunks(per);
-        let first = parts.next().unwrap_or(&[]);
-        let handles: Vec<_> = parts.map(|p| s.spawn(move || kernel.sum(p))).collect();
-        let mine = kernel.sum(first);
-        mine + handles.into_iter().map(|h| h.join().unwrap_or(f64::NAN)).sum::<f64>()
-    })
 }
 
 /// The f32 values of a contiguous f32 CPU tensor.
@@ -90,7 +79,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let tensor = Tensor::ones([count], (Kind::Float, Device::Cpu));
     let buffer = values(&tensor);
     let torch = |c: &mut Communicator| timed(c, || tensor.sum(Kind::Float).double_value(&[]));
-    let stream = |c: &mut Communicator| timed(c, || parallel_sum(kernel, buffer, threads));
+    let stream = |c: &mut Communicator| timed(c, || matvec::read_threaded(kernel, threads, buffer));
     let mut sink = RecordSink::open(out, comm.rank())?;
     for _ in 0..plan.warmup {
         torch(comm);
