@@ -205,17 +205,18 @@ fn claim_text(c: &Claim) -> String {
 }
 
 fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
+    let against = c
+        .reference
+        .as_ref()
+        .map_or_else(|| format!("value {}", c.value.unwrap_or(f64::NAN)), words);
     let rule = format!(
-        "{} on the median {} of [{}] against [{}], tolerance {}",
+        "{} on the median {} of [{}] against [{against}], tolerance {}",
         c.rule,
         c.figure,
         words(&c.select),
-        c.reference
-            .as_ref()
-            .map_or_else(|| format!("value {}", c.value.unwrap_or(f64::NAN)), words),
         c.tolerance
     );
-    let mut f = Finding::new(
+    let f = Finding::new(
         &c.id,
         &claim_text(c),
         &[c.figure.as_str()],
@@ -239,61 +240,64 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
         },
         None => None,
     };
+    if c.rule == "equal_tokens" {
+        equal_tokens(f, &sel, reference.as_ref())
+    } else {
+        compare(f, c, &sel, reference.as_ref())
+    }
+}
+
+/// The runs of both selections (12 hex).
+fn both<'a>(sel: &'a Measured, reference: Option<&'a Measured>) -> Vec<&'a str> {
+    sel.runs
+        .iter()
+        .chain(reference.into_iter().flat_map(|r| &r.runs))
+        .map(String::as_str)
+        .collect()
+}
+
+fn equal_tokens(mut f: Finding, sel: &Measured, reference: Option<&Measured>) -> Finding {
+    let r = reference.map(|r| r.tokens.clone()).unwrap_or_default();
+    let equal = sel.tokens.iter().all(|t| r.iter().all(|x| x == t));
+    let runs = both(sel, reference);
+    f.number("runs compared", runs.len() as f64, "count", &runs);
+    let reason = if equal {
+        "every selected run generated the reference's tokens"
+    } else {
+        "some selected run's tokens differ from the reference's"
+    };
+    f.decide(equal, reason.into())
+}
+
+fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measured>) -> Finding {
     let u = unit(&c.figure);
     let sel_runs: Vec<&str> = sel.runs.iter().map(String::as_str).collect();
-    if c.rule == "equal_tokens" {
-        let r = reference
-            .as_ref()
-            .map(|r| r.tokens.clone())
-            .unwrap_or_default();
-        let equal = sel.tokens.iter().all(|t| r.iter().all(|x| x == t));
-        let both: Vec<&str> = sel
-            .runs
-            .iter()
-            .chain(reference.iter().flat_map(|m| &m.runs))
-            .map(String::as_str)
-            .collect();
-        f.number("runs compared", both.len() as f64, "count", &both);
-        return f.decide(
-            equal,
-            if equal {
-                "every selected run generated the reference's tokens".into()
-            } else {
-                "some selected run's tokens differ from the reference's".into()
-            },
-        );
-    }
     f.number(
         &format!("{} of {} (median)", c.figure, words(&c.select)),
         sel.stat.median,
         u,
         &sel_runs,
     );
-    let base = match &reference {
-        Some(r) => {
+    let base = match (reference, &c.reference) {
+        (Some(r), Some(axes)) => {
             let rr: Vec<&str> = r.runs.iter().map(String::as_str).collect();
             f.number(
-                &format!(
-                    "{} of {} (median)",
-                    c.figure,
-                    words(c.reference.as_ref().unwrap_or(&BTreeMap::new()))
-                ),
+                &format!("{} of {} (median)", c.figure, words(axes)),
                 r.stat.median,
                 u,
                 &rr,
             );
             r.stat.median
         }
-        None => c.value.unwrap_or(f64::NAN),
+        _ => c.value.unwrap_or(f64::NAN),
     };
     let ratio = sel.stat.median / base;
-    let both: Vec<&str> = sel
-        .runs
-        .iter()
-        .chain(reference.iter().flat_map(|r| &r.runs))
-        .map(String::as_str)
-        .collect();
-    f.number("selected / reference", ratio, "ratio", &both);
+    f.number(
+        "selected / reference",
+        ratio,
+        "ratio",
+        &both(sel, reference),
+    );
     let holds = match c.rule.as_str() {
         "less" => ratio < 1.0 + c.tolerance,
         "greater" => ratio > 1.0 - c.tolerance,
