@@ -56,5 +56,19 @@ fn plan_json(r: &RunPlan) -> serde_json::Value {
         "repetitions": r.repetitions,
         "workload": r.workload,
         "layout": r.layout,
+        "launch": launch_line(r),
     })
+}
+
+/// The launcher line `parlab run` would use for `r` on this machine now (with the paths and
+/// environment it would have), and Open MPI's transport selection in words. Model runs launch nothing.
+fn launch_line(r: &RunPlan) -> serde_json::Value {
+    use crate::launch::command;
+    if r.kind == crate::spec::Kind::Model {
+        return serde_json::Value::Null;
+    }
+    let out = crate::manifest::Manifest::results_dir(&crate::manifest::manifests_dir(), &r.run_id);
+    let machine = command::Machine::current(crate::gates::cpu_cores());
+    let cmd = command::build(r, &out.join("plan.json"), &out, &crate::launch::parlab_exe(), &machine);
+    json!({"command": cmd.display(), "transport": cmd.transport})
 }

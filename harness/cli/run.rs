@@ -169,7 +169,8 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
     let plan_path = out.join("plan.json");
     manifest::write_atomic(&plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
     let outcome = crate::launch::launch(plan, &plan_path, &out, gates.cores());
-    record.caveats = crate::launch::caveats(plan, gates.cores());
+    let ranks = crate::manifest::placement::read_all(&out);
+    record.caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
     if !outcome.foreign_ranks.is_empty() {
         record.caveats.push(format!(
             "other parlab ranks ran on this machine during this run (pids {}); its timings may be disturbed",
@@ -181,6 +182,8 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
         oversubscribed: outcome.oversubscribed,
         wall_s: outcome.wall_s,
         exit_code: outcome.exit_code,
+        transport: outcome.transport.clone(),
+        ranks,
     });
     if let Some(failure) = outcome.failure {
         record.status = Status::Failed;

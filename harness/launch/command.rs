@@ -21,6 +21,8 @@ pub struct LaunchCommand {
     pub env: Vec<(String, String)>,
     /// More ranks than cores (or hostfile slots).
     pub oversubscribed: bool,
+    /// Open MPI's effective transport selection, in words (recorded in the manifest).
+    pub transport: String,
 }
 
 /// What the command line depends on besides the plan.
@@ -32,6 +34,8 @@ pub struct Machine {
     pub root: bool,
     /// The `PARLAB_FAULT` value to forward, if any.
     pub fault: Option<String>,
+    /// Other `PARLAB_*` variables set here, forwarded by name so ranks on other hosts see them.
+    pub forwarded: Vec<String>,
 }
 
 impl Machine {
@@ -39,7 +43,9 @@ impl Machine {
     pub fn current(cores: u32) -> Self {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let root = unsafe { libc::geteuid() } == 0;
-        Machine { cores, root, fault: std::env::var(FAULT_ENV).ok().filter(|v| !v.is_empty()) }
+        let mut forwarded: Vec<String> = std::env::vars().map(|(k, _)| k).filter(|k| k.starts_with("PARLAB_") && k != FAULT_ENV).collect();
+        forwarded.sort();
+        Machine { cores, root, fault: std::env::var(FAULT_ENV).ok().filter(|v| !v.is_empty()), forwarded }
     }
 }
 
@@ -59,29 +65,93 @@ fn path_text(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// Open MPI's transport selection for a measured link.
+/// Open MPI's transport selection for a measured link on one host (what `srun` forwards).
 pub fn link_mca(link: &str) -> Vec<(&'static str, &'static str)> {
     match link {
         "mpi-tcp" => vec![("pml", "ob1"), ("btl", "self,tcp"), ("btl_tcp_if_include", "lo")],
+        "mpi-auto" => Vec::new(),
         _ => vec![("pml", "ob1"), ("btl", "self,vader")],
     }
 }
 
+/// A run's Open MPI transport selection: what parlab passes, and the effective choice in words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transport {
+    /// `--mca KEY VALUE` pairs for mpirun.
+    pub mca: Vec<(String, String)>,
+    /// The effective selection and where each part came from.
+    pub description: String,
+}
+
+/// Chooses the transport of `link` for ranks on this host and on `remote` hosts.
+///
+/// `mpi-shm` is shared memory inside a host (and TCP between hosts); `mpi-tcp` is TCP
+/// everywhere, over loopback only when every rank is on this host. The TCP interface is the
+/// spec's `interface`, else the user's `OMPI_MCA_btl_tcp_if_include`/`_exclude` (left in
+/// force, never overridden), else loopback (one host) or Open MPI's default (several hosts).
+/// `mpi-auto` sets nothing and lets Open MPI pick (UCX, OFI or ob1). `env` reads a variable.
+pub fn transport(link: &str, remote: &[String], interface: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Transport {
+    let mut mca: Vec<(String, String)> = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    if link == "mpi-auto" {
+        words.push("pml and btl chosen by Open MPI (parlab passes neither)".into());
+        for key in ["pml", "btl"] {
+            if let Some(v) = env(&format!("OMPI_MCA_{key}")) {
+                words.push(format!("OMPI_MCA_{key}={v} from the environment"));
+            }
+        }
+        return Transport { mca, description: words.join("; ") };
+    }
+    let btl = match (link, remote.is_empty()) {
+        ("mpi-tcp", _) => "self,tcp",
+        (_, true) => "self,vader",
+        (_, false) => "self,vader,tcp",
+    };
+    for (key, value) in [("pml", "ob1"), ("btl", btl)] {
+        mca.push((key.into(), value.into()));
+        words.push(format!("{key} {value}"));
+        if let Some(v) = env(&format!("OMPI_MCA_{key}")).filter(|v| v != value) {
+            words.push(format!("overrides OMPI_MCA_{key}={v} from the environment (the link `{link}` defines {key})"));
+        }
+    }
+    if btl.ends_with("tcp") {
+        words.push(tcp_interface(&mut mca, remote, interface, env));
+    }
+    Transport { mca, description: words.join("; ") }
+}
+
+fn tcp_interface(mca: &mut Vec<(String, String)>, remote: &[String], interface: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> String {
+    let include = env("OMPI_MCA_btl_tcp_if_include");
+    let exclude = env("OMPI_MCA_btl_tcp_if_exclude");
+    if let Some(i) = interface {
+        mca.push(("btl_tcp_if_include".into(), i.into()));
+        let overridden = include.map(|v| format!(", overriding OMPI_MCA_btl_tcp_if_include={v} from the environment")).unwrap_or_default();
+        return format!("TCP over {i} (the spec's interface{overridden})");
+    }
+    if let Some(v) = include {
+        return format!("TCP over {v} (OMPI_MCA_btl_tcp_if_include from the environment)");
+    }
+    if let Some(v) = exclude {
+        return format!("TCP over every interface but {v} (OMPI_MCA_btl_tcp_if_exclude from the environment)");
+    }
+    if remote.is_empty() {
+        mca.push(("btl_tcp_if_include".into(), "lo".into()));
+        return "TCP over loopback (every rank on this host)".into();
+    }
+    "TCP over Open MPI's default interfaces (all but loopback)".into()
+}
+
 /// Total `slots=` of a hostfile (a host line without `slots=` counts one).
 pub fn hostfile_slots(text: &str) -> u32 {
-    text.lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty())
-        .map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("slots=").and_then(|n| n.parse().ok())).unwrap_or(1))
-        .sum()
+    super::hosts::hostfile_hosts(text).iter().map(|(_, slots)| slots).sum()
 }
 
 fn mpirun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
     let world = plan.layout.world;
-    let capacity = match &plan.hostfile {
-        Some(h) => crate::files::read_text(h, crate::files::TEXT_LIMIT).map(|t| hostfile_slots(&t)).unwrap_or(machine.cores),
-        None => machine.cores,
-    };
+    let hostfile = plan.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok());
+    let capacity = hostfile.as_deref().map_or(machine.cores, hostfile_slots);
+    let remote = hostfile.as_deref().map(super::hosts::remote_hosts).unwrap_or_default();
+    let transport = transport(&plan.link, &remote, plan.interface.as_deref(), &|k| std::env::var(k).ok());
     let oversubscribed = world > capacity;
     let mut args: Vec<String> = vec!["-np".into(), world.to_string()];
     if machine.root {
@@ -96,8 +166,8 @@ fn mpirun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Ma
     if oversubscribed || plan.threads_per_rank > 1 {
         args.extend(["--bind-to".into(), "none".into()]);
     }
-    for (key, value) in link_mca(&plan.link) {
-        args.extend(["--mca".into(), key.into(), value.into()]);
+    for (key, value) in &transport.mca {
+        args.extend(["--mca".into(), key.clone(), value.clone()]);
     }
     for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS"] {
         args.extend(["-x".into(), format!("{var}={}", plan.threads_per_rank)]);
@@ -106,9 +176,12 @@ fn mpirun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Ma
     if let Some(fault) = &machine.fault {
         args.extend(["-x".into(), format!("{FAULT_ENV}={fault}")]);
     }
+    for name in &machine.forwarded {
+        args.extend(["-x".into(), name.clone()]);
+    }
     args.extend(["--output-filename".into(), path_text(&out.join(RANK_LOGS))]);
     args.extend(rank_args(exe, plan_path, out));
-    LaunchCommand { program: "mpirun".into(), args, env: Vec::new(), oversubscribed }
+    LaunchCommand { program: "mpirun".into(), args, env: Vec::new(), oversubscribed, transport: transport.description }
 }
 
 /// Idle OpenMP threads of a rank sleep (libgomp spins otherwise, taking the core the matvec pool needs).
@@ -129,10 +202,22 @@ fn srun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Mach
         plan.layout.world.to_string(),
         format!("--cpus-per-task={threads}"),
         "--kill-on-bad-exit=1".into(),
-        format!("--error={}", path_text(&out.join(RANK_LOGS).join("rank.%t.stderr"))),
     ];
+    args.extend(srun_mpi(std::env::var("SLURM_MPI_TYPE").ok().as_deref()));
+    args.push(format!("--error={}", path_text(&out.join(RANK_LOGS).join("rank.%t.stderr"))));
     args.extend(rank_args(exe, plan_path, out));
-    LaunchCommand { program: "srun".into(), args, env, oversubscribed: false }
+    let transport = link_mca(&plan.link).iter().map(|(k, v)| format!("OMPI_MCA_{k}={v}")).collect::<Vec<_>>().join(" ");
+    LaunchCommand { program: "srun".into(), args, env, oversubscribed: false, transport }
+}
+
+/// srun's `--mpi` option: PMIx, the one Slurm plugin Debian 12's Open MPI 4.1 starts under
+/// (built `--with-pmix`; under `--mpi=pmi2` or `none` MPI_Init aborts), unless the user's
+/// `SLURM_MPI_TYPE` chooses the plugin (then it stays in force: no option).
+pub fn srun_mpi(user_choice: Option<&str>) -> Option<String> {
+    match user_choice.filter(|v| !v.is_empty()) {
+        Some(_) => None,
+        None => Some("--mpi=pmix".into()),
+    }
 }
 
 /// Quotes a word for a POSIX shell when it needs it.

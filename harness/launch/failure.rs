@@ -43,11 +43,17 @@ impl RankEnd {
         }
     }
 
-    fn describe(&self) -> String {
+    /// What happened, naming the rank's host when the ranks recorded one in `out`.
+    fn describe(&self, out: &Path) -> String {
+        let rank = self.rank();
+        let who = match host_of(out, rank) {
+            Some(host) => format!("rank {rank} on host {host}"),
+            None => format!("rank {rank}"),
+        };
         match self {
-            RankEnd::Exited { rank, code } => format!("rank {rank} exited with status {code}"),
-            RankEnd::Signalled { rank, signal, name } => format!("rank {rank} was killed by signal {signal} ({name})"),
-            RankEnd::Aborted { rank, code } => format!("rank {rank} called MPI_Abort with error code {code}"),
+            RankEnd::Exited { code, .. } => format!("{who} exited with status {code}"),
+            RankEnd::Signalled { signal, name, .. } => format!("{who} was killed by signal {signal} ({name})"),
+            RankEnd::Aborted { code, .. } => format!("{who} called MPI_Abort with error code {code}"),
         }
     }
 }
@@ -73,6 +79,9 @@ pub fn parse_mpirun(stderr: &str) -> Option<RankEnd> {
             text.split_once('(').and_then(|(_, r)| r.split_once(')')).map(|(n, _)| n.to_string()).unwrap_or_default();
         return Some(RankEnd::Signalled { rank, signal, name });
     }
+    if let Some(end) = parse_srun(stderr) {
+        return Some(end);
+    }
     if let Some(at) = stderr.find(": Exited with exit code") {
         // srun: `srun: error: node1: task 1: Exited with exit code 3`
         let line_start = stderr[..at].rfind('\n').map_or(0, |i| i + 1);
@@ -85,6 +94,48 @@ pub fn parse_mpirun(stderr: &str) -> Option<RankEnd> {
         return Some(RankEnd::Exited { rank, code: number_after(text, "Exit code:").unwrap_or(-1) });
     }
     None
+}
+
+/// The host `rank` recorded at start, when the run spanned several hosts.
+fn host_of(out: &Path, rank: u32) -> Option<String> {
+    let ranks = crate::manifest::placement::read_all(out);
+    let several = crate::manifest::placement::by_host(&ranks).len() > 1;
+    ranks.into_iter().find(|r| r.rank == rank).filter(|_| several).map(|r| r.host)
+}
+
+/// glibc's `strsignal` texts, which srun prints for a task a signal ended (`task 1: Killed`).
+const SIGNAL_TEXTS: [(i32, &str); 15] = [
+    (1, "Hangup"),
+    (2, "Interrupt"),
+    (3, "Quit"),
+    (4, "Illegal instruction"),
+    (5, "Trace/breakpoint trap"),
+    (6, "Aborted"),
+    (7, "Bus error"),
+    (8, "Floating point exception"),
+    (9, "Killed"),
+    (10, "User defined signal 1"),
+    (11, "Segmentation fault"),
+    (12, "User defined signal 2"),
+    (13, "Broken pipe"),
+    (14, "Alarm clock"),
+    (15, "Terminated"),
+];
+
+/// srun's first line about one task, `srun: error: NODE: task N: Exited with exit code C` or
+/// `...: task N: Killed` (a signal's text); a line about a range of tasks names no culprit.
+fn parse_srun(stderr: &str) -> Option<RankEnd> {
+    stderr.lines().find_map(|line| {
+        let (_, task) = line.strip_prefix("srun: error: ")?.split_once(": task ")?;
+        let (rank, what) = task.split_once(": ")?;
+        let rank = rank.parse().ok()?;
+        let what = what.trim();
+        if let Some(code) = what.strip_prefix("Exited with exit code ") {
+            return Some(RankEnd::Exited { rank, code: code.trim().parse().ok()? });
+        }
+        let (signal, name) = SIGNAL_TEXTS.iter().find(|(_, text)| *text == what)?;
+        Some(RankEnd::Signalled { rank, signal: *signal, name: name.to_string() })
+    })
 }
 
 /// The stderr file Open MPI (or srun) wrote for `rank`.
@@ -136,7 +187,7 @@ pub fn explain(ended: &Ended, out: &Path, timeout_s: f64, launcher: &str) -> Opt
             super::supervise::GRACE.as_secs_f64()
         ),
         Ended::Exited(code) => match (&parsed, errors.first()) {
-            (Some(end), _) => format!("{} ({launcher} exited with status {code})", end.describe()),
+            (Some(end), _) => format!("{} ({launcher} exited with status {code})", end.describe(out)),
             (None, Some((rank, _))) => format!("rank {rank} stopped the run with MPI_Abort ({launcher} exited with status {code})"),
             (None, None) => format!("{launcher} exited with status {code}"),
         },
@@ -197,5 +248,10 @@ mod tests {
         assert_eq!(parse_mpirun("all fine"), None);
         let srun = "srun: error: node1: task 1: Exited with exit code 3\n";
         assert_eq!(parse_mpirun(srun), Some(RankEnd::Exited { rank: 1, code: 3 }));
+        let killed = "srun: error: vm: task 1: Killed\nsrun: launch/slurm: _step_signal: Terminating StepId=8.0\nsrun: error: vm: task 0: Terminated\n";
+        assert_eq!(parse_mpirun(killed), Some(RankEnd::Signalled { rank: 1, signal: 9, name: "Killed".into() }));
+        let first = "srun: error: vm: task 1: Exited with exit code 3\nsrun: error: vm: task 0: Terminated\n";
+        assert_eq!(parse_mpirun(first), Some(RankEnd::Exited { rank: 1, code: 3 }), "the first task srun names");
+        assert_eq!(parse_mpirun("srun: error: vm: tasks 0-1: Terminated\n"), None, "a range names no culprit");
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod command;
 pub mod failure;
+pub mod hosts;
 pub mod leftovers;
 pub mod progress;
 pub mod signals;
@@ -20,6 +21,8 @@ pub struct LaunchOutcome {
     pub oversubscribed: bool,
     /// Seconds from start to exit.
     pub wall_s: f64,
+    /// Open MPI's effective transport selection, in words.
+    pub transport: String,
     /// The launcher's exit code, when it exited by itself.
     pub exit_code: Option<i32>,
     /// Why the run failed (which rank, status or signal, last stderr lines), if it did.
@@ -41,6 +44,7 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         command: cmd.display(),
         oversubscribed: cmd.oversubscribed,
         wall_s: 0.0,
+        transport: cmd.transport.clone(),
         exit_code: None,
         failure: None,
         foreign_ranks: Vec::new(),
@@ -102,16 +106,20 @@ pub fn write_timeline(out: &Path, key: &str) {
     }
 }
 
-/// Caveats the machine imposes on a run's figures.
-pub fn caveats(plan: &RunPlan, cores: u32) -> Vec<String> {
+/// Caveats the machine imposes on a run's figures, given where its ranks ran (`ranks` is empty
+/// when the ranks recorded nothing, e.g. a launch that failed early: then one host is assumed).
+pub fn caveats(plan: &RunPlan, cores: u32, ranks: &[crate::manifest::placement::RankPlacement]) -> Vec<String> {
+    let hosts = crate::manifest::placement::by_host(ranks);
     let mut out = Vec::new();
-    if plan.layout.world * plan.threads_per_rank > cores {
+    if hosts.len() > 1 {
+        out.push(format!("several hosts: {}", crate::manifest::placement::describe(ranks)));
+    } else if plan.layout.world * plan.threads_per_rank > cores {
         out.push(format!("oversubscribed: {} ranks x {} threads on {cores} cores", plan.layout.world, plan.threads_per_rank));
     }
-    if plan.layout.world > 1 {
+    if plan.layout.world > 1 && hosts.len() <= 1 {
         out.push("one shared memory system: every rank streams from the same DRAM".into());
     }
-    if plan.link == "mpi-tcp" {
+    if plan.link == "mpi-tcp" && hosts.len() <= 1 {
         out.push("loopback TCP, not an interconnect".into());
     }
     out

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub mod lock;
+pub mod placement;
 
 /// The manifest format's version tag.
 pub const SCHEMA: &str = "parlab.manifest/1";
@@ -55,6 +56,12 @@ pub struct Launch {
     pub wall_s: f64,
     /// The launcher's exit code, when it exited.
     pub exit_code: Option<i32>,
+    /// Open MPI's effective transport selection and where each part came from.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub transport: String,
+    /// Where each rank ran, as the rank saw it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<placement::RankPlacement>,
 }
 
 /// One run's record: identities, layout, machine, status, results and answer.

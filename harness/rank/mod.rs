@@ -47,6 +47,7 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     if comm.size() != plan.layout.world {
         anyhow::bail!("plan wants {} ranks but mpirun started {}", plan.layout.world, comm.size());
     }
+    crate::manifest::placement::write(out, comm.rank());
     let fault = fault::from_env(comm.rank(), &plan.experiment);
     fault::strike(fault);
     let result = match plan.kind {

@@ -69,18 +69,37 @@ fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
     ))
 }
 
+/// Hosts a run's ranks recorded (1 when they recorded none: older manifests, early failures).
+fn host_count(m: &Manifest) -> usize {
+    let ranks = m.launch.as_ref().map_or(&[][..], |l| &l.ranks[..]);
+    crate::manifest::placement::by_host(ranks).len().max(1)
+}
+
 fn shared_memory(launched: &[&Manifest]) -> Option<String> {
-    let multi = launched.iter().filter(|m| m.layout.world > 1).count();
-    (multi > 0).then(|| format!(
-        "No device was split. The {multi} multi-rank runs are processes on one machine sharing one memory system: they show whether a split is exact and what its communication costs here, not the speed-up of devices that each bring their own memory bandwidth."
-    ))
+    let multi: Vec<&&Manifest> = launched.iter().filter(|m| m.layout.world > 1).collect();
+    let spread = multi.iter().filter(|m| host_count(m) > 1).count();
+    let one_host = multi.len() - spread;
+    let mut text = String::new();
+    if one_host > 0 {
+        text.push_str(&format!(
+            "No device was split. The {one_host} multi-rank runs are processes on one machine sharing one memory system: they show whether a split is exact and what its communication costs here, not the speed-up of devices that each bring their own memory bandwidth."
+        ));
+    }
+    if spread > 0 {
+        let most = multi.iter().map(|m| host_count(m)).max().unwrap_or(1);
+        text.push_str(&format!(
+            "{}{spread} multi-rank runs spread their ranks over several hosts (up to {most}; each run's caveats name them): their ranks on different hosts had their own memory systems.",
+            if text.is_empty() { "" } else { " " }
+        ));
+    }
+    (!text.is_empty()).then_some(text)
 }
 
 fn links(launched: &[&Manifest]) -> Option<String> {
-    let links: BTreeSet<&str> = launched
+    let links: BTreeSet<(&str, bool)> = launched
         .iter()
         .filter(|m| m.layout.world > 1)
-        .map(|m| m.plan.link.as_str())
+        .map(|m| (m.plan.link.as_str(), host_count(m) > 1))
         .collect();
     if links.is_empty() {
         return None;
@@ -88,13 +107,16 @@ fn links(launched: &[&Manifest]) -> Option<String> {
     let words: Vec<String> = links
         .iter()
         .map(|l| match *l {
-            "mpi-shm" => {
+            ("mpi-shm", false) => {
                 "`mpi-shm` (Open MPI's shared-memory transport inside one machine)".to_string()
             }
-            "mpi-tcp" => "`mpi-tcp` (TCP over loopback)".to_string(),
-            other => format!("`{other}`"),
+            ("mpi-shm", true) => "`mpi-shm` across hosts (shared memory inside a host, TCP between hosts)".to_string(),
+            ("mpi-tcp", false) => "`mpi-tcp` (TCP over loopback)".to_string(),
+            ("mpi-tcp", true) => "`mpi-tcp` across hosts (TCP between them)".to_string(),
+            (other, _) => format!("`{other}`"),
         })
         .collect();
+    let all_local = links.iter().all(|(_, spread)| !spread);
     let gpu_measured = launched.iter().any(|m| {
         m.status == Status::Ok
             && (m.plan.requires.nccl || m.plan.requires.gpus.is_some_and(|g| g > 0))
@@ -104,10 +126,8 @@ fn links(launched: &[&Manifest]) -> Option<String> {
     } else {
         " NCCL, NVLink, InfiniBand and PCIe between devices were not measured."
     };
-    Some(format!(
-        "The links measured were {}: loopback, not an interconnect.{tail}",
-        words.join(" and ")
-    ))
+    let kind = if all_local { ": loopback, not an interconnect" } else { "" };
+    Some(format!("The links measured were {}{kind}.{tail}", words.join(" and ")))
 }
 
 fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
@@ -244,6 +264,7 @@ fn other_caveats(launched: &[&Manifest]) -> Vec<String> {
     for m in launched {
         for c in &m.caveats {
             let known = c.starts_with("oversubscribed")
+                || c.starts_with("several hosts")
                 || c.starts_with("one shared memory system")
                 || c.starts_with("loopback TCP");
             if !known {

@@ -85,7 +85,11 @@ pub struct Rendered {
 
 /// Renders `out/evidence.md` from `manifests`, with `out/figures/*.svg` and `out/tables/*.csv`; returns its path.
 pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
-    let (list, skipped) = crate::manifest::read_all(manifests);
+    let (list, mut skipped) = crate::manifest::read_all(manifests);
+    for m in &list {
+        let bad = crate::collect::frames::unreadable_results(&m.results, manifests);
+        skipped.extend(bad.into_iter().map(|(path, reason)| crate::manifest::Skipped { path, reason }));
+    }
     for s in &skipped {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }

@@ -139,7 +139,7 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
         m.reason = Some(unmet.join("; "));
         return m;
     }
-    m.caveats = crate::launch::caveats(&plan, gates.cores());
+    m.caveats = crate::launch::caveats(&plan, gates.cores(), &[]);
     let world = plan.layout.world;
     m.launch = Some(Launch {
         command: format!(
@@ -149,6 +149,8 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
         oversubscribed: world * plan.threads_per_rank > gates.cores(),
         wall_s: 2.0 + world as f64,
         exit_code: Some(0),
+        transport: String::new(),
+        ranks: Vec::new(),
     });
     if i % 23 == 22 {
         m.status = Status::Failed;

@@ -212,7 +212,11 @@ fn workload_for(e: &Experiment, p: &Point) -> Workload {
 
 fn placement(e: &Experiment) -> serde_json::Value {
     let hostfile = e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::digest(&t));
-    serde_json::json!({ "launcher": e.launcher, "hostfile_sha256": hostfile })
+    let mut placement = serde_json::json!({ "launcher": e.launcher, "hostfile_sha256": hostfile });
+    if let Some(interface) = &e.interface {
+        placement["interface"] = interface.clone().into();
+    }
+    placement
 }
 
 fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layout, cores: u32, index: usize) -> RunPlan {
@@ -248,6 +252,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         requires: e.requires.clone(),
         launcher: e.launcher,
         hostfile: e.hostfile.clone(),
+        interface: e.interface.clone(),
         workload,
         layout,
     }
@@ -297,6 +302,7 @@ fn model_run(e: &Experiment) -> RunPlan {
         requires: Requires::default(),
         launcher: Launcher::Mpirun,
         hostfile: None,
+        interface: None,
         workload,
         layout,
     }

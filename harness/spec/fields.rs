@@ -38,6 +38,14 @@ fn uint_value(c: &mut Checker, key: &str, v: &Value, min: u64) -> Option<u64> {
     }
 }
 
+/// True for an interface name (letters, digits, `-_.:`, at most 15) or an IPv4 CIDR network.
+fn valid_interface(text: &str) -> bool {
+    if let Some((ip, bits)) = text.split_once('/') {
+        return ip.parse::<std::net::Ipv4Addr>().is_ok() && bits.parse::<u8>().is_ok_and(|b| b <= 32);
+    }
+    (1..=15).contains(&text.len()) && text.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.:".contains(ch))
+}
+
 /// The longest experiment name accepted.
 pub const MAX_NAME_CHARS: usize = 100;
 
@@ -292,6 +300,17 @@ impl<'m> Fields<'m> {
             c.report("hostfile", e.to_string());
         }
         Some(path)
+    }
+
+    /// `interface`: an interface name (`eth0`) or an IPv4 network (`10.1.0.0/16`) for TCP between ranks.
+    pub fn interface(&self, c: &mut Checker) -> Option<String> {
+        let v = self.get("interface")?;
+        let text = v.as_str().unwrap_or("");
+        if valid_interface(text) {
+            return Some(text.to_string());
+        }
+        c.report("interface", format!("expected an interface name (e.g. eth0) or an IPv4 network (e.g. 10.1.0.0/16), found {}", describe(v)));
+        None
     }
 
     /// `exclude`: a list of mappings from axis names to values (scalar or list).

@@ -179,6 +179,9 @@ pub struct RunPlan {
     pub launcher: Launcher,
     /// mpirun hostfile.
     pub hostfile: Option<PathBuf>,
+    /// The network TCP between ranks uses (`btl_tcp_if_include`), if the spec names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
     /// The workload.
     pub workload: Workload,
     /// The parallel layout.

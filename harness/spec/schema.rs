@@ -301,6 +301,8 @@ pub struct Experiment {
     pub launcher: Launcher,
     /// An mpirun hostfile, for multi-node runs.
     pub hostfile: Option<PathBuf>,
+    /// The network (interface name or IPv4 CIDR) TCP between ranks uses.
+    pub interface: Option<String>,
     /// Combinations of axis values to leave out.
     pub exclude: Vec<Vec<(String, String)>>,
     /// `collectives` parameters.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Keys any experiment may have.
 const COMMON_KEYS: &[&str] = &[
     "name", "kind", "description", "strategy", "world", "link", "threads", "repetitions", "warmup",
-    "timeout", "requires", "launcher", "hostfile", "exclude", "claims",
+    "timeout", "requires", "launcher", "hostfile", "interface", "exclude", "claims",
 ];
 
 /// Keys that belong to one kind, with that kind.
@@ -37,7 +37,7 @@ const KIND_KEYS: &[(&str, &[Kind])] = &[
 pub const AXES: &[&str] = &["model", "strategy", "world", "link", "threads", "sequences", "head", "dtype", "new_tokens"];
 
 /// Links the rank runtime can measure.
-pub const MEASURED_LINKS: &[&str] = &["mpi-shm", "mpi-tcp"];
+pub const MEASURED_LINKS: &[&str] = &["mpi-shm", "mpi-tcp", "mpi-auto"];
 
 /// Collects problems for one file, each located by key path.
 pub struct Checker<'a> {
@@ -211,6 +211,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         requires: fields.requires(c),
         launcher: fields.launcher(c),
         hostfile: fields.hostfile(c, path),
+        interface: fields.interface(c),
         exclude: fields.exclude(c),
         collectives: (kind == Kind::Collectives).then(|| fields.collective_params(c)),
         membw: (kind == Kind::Membw).then(|| MembwParams { buffer_bytes: fields.bytes(c, "buffer", 512 << 20) }),

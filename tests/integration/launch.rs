@@ -2,7 +2,7 @@
 //! non-zero, one killed by a signal, one that hangs past the timeout, a wrong result), each
 //! recorded as failed with a clear reason, no process left behind, and the suite going on.
 
-use parlab::launch::command::{build, hostfile_slots, Machine};
+use parlab::launch::command::{build, hostfile_slots, srun_mpi, Machine};
 use parlab::manifest::{read_all, Manifest, Status};
 use parlab::spec::{load_suite, Launcher};
 use std::path::{Path, PathBuf};
@@ -163,7 +163,7 @@ fn mpirun_lines_carry_link_threads_root_and_oversubscription() {
     let exe = Path::new("/bin/parlab");
     let (plan_path, out) = (Path::new("/m/r/plan.json"), Path::new("/m/r"));
     let tcp = plan_of("name: t\nkind: collectives\nworld: 8\nlink: mpi-tcp\nthreads: 1\n");
-    let machine = Machine { cores: 2, root: true, fault: None };
+    let machine = Machine { cores: 2, root: true, fault: None, forwarded: Vec::new() };
     let cmd = build(&tcp, plan_path, out, exe, &machine);
     let line = cmd.display();
     assert!(line.starts_with("mpirun -np 8 --allow-run-as-root --oversubscribe --bind-to none"), "{line}");
@@ -173,19 +173,74 @@ fn mpirun_lines_carry_link_threads_root_and_oversubscription() {
     assert!(cmd.oversubscribed);
 
     let shm = plan_of("name: s\nkind: membw\nworld: 1\nthreads: 2\n");
-    let user = Machine { cores: 2, root: false, fault: Some("hang:rank0".into()) };
+    let user = Machine { cores: 2, root: false, fault: Some("hang:rank0".into()), forwarded: vec!["PARLAB_STATE".into()] };
     let line = build(&shm, plan_path, out, exe, &user).display();
     assert!(!line.contains("--allow-run-as-root") && !line.contains("--oversubscribe"), "{line}");
     assert!(line.contains("--bind-to none"), "threads > 1 must not be bound to one core: {line}");
     assert!(line.contains("--mca btl self,vader") && line.contains("-x OMP_NUM_THREADS=2"), "{line}");
     assert!(line.contains("-x PARLAB_FAULT=hang:rank0"), "{line}");
+    assert!(line.contains("-x PARLAB_STATE --output-filename"), "PARLAB_* variables reach remote ranks: {line}");
+}
+
+/// `transport` with an environment given as pairs.
+fn transport_with(link: &str, remote: &[&str], interface: Option<&str>, env: &[(&str, &str)]) -> parlab::launch::command::Transport {
+    let remote: Vec<String> = remote.iter().map(|h| h.to_string()).collect();
+    let lookup = |k: &str| env.iter().find(|(name, _)| *name == k).map(|(_, v)| v.to_string());
+    parlab::launch::command::transport(link, &remote, interface, &lookup)
+}
+
+fn mca_text(t: &parlab::launch::command::Transport) -> String {
+    t.mca.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn tcp_is_pinned_to_loopback_only_when_every_rank_is_on_this_host() {
+    let local = transport_with("mpi-tcp", &[], None, &[]);
+    assert_eq!(mca_text(&local), "pml=ob1 btl=self,tcp btl_tcp_if_include=lo");
+    assert!(local.description.ends_with("TCP over loopback (every rank on this host)"), "{}", local.description);
+    let remote = transport_with("mpi-tcp", &["node2"], None, &[]);
+    assert_eq!(mca_text(&remote), "pml=ob1 btl=self,tcp");
+    assert!(remote.description.contains("Open MPI's default interfaces"), "{}", remote.description);
+    let named = transport_with("mpi-tcp", &["node2"], Some("10.1.0.0/16"), &[]);
+    assert_eq!(mca_text(&named), "pml=ob1 btl=self,tcp btl_tcp_if_include=10.1.0.0/16");
+}
+
+#[test]
+fn the_users_open_mpi_interface_setting_is_kept_and_recorded_never_overridden_silently() {
+    let env = [("OMPI_MCA_btl_tcp_if_include", "eth1")];
+    for remote in [&[][..], &["node2"][..]] {
+        let t = transport_with("mpi-tcp", remote, None, &env);
+        assert_eq!(mca_text(&t), "pml=ob1 btl=self,tcp", "no interface passed over the user's");
+        assert!(t.description.contains("TCP over eth1 (OMPI_MCA_btl_tcp_if_include from the environment)"), "{}", t.description);
+    }
+    let spec_wins = transport_with("mpi-tcp", &[], Some("eth0"), &env);
+    assert!(spec_wins.description.contains("overriding OMPI_MCA_btl_tcp_if_include=eth1"), "{}", spec_wins.description);
+    let btl = transport_with("mpi-shm", &[], None, &[("OMPI_MCA_btl", "self,tcp")]);
+    assert!(btl.description.contains("overrides OMPI_MCA_btl=self,tcp from the environment"), "{}", btl.description);
+}
+
+#[test]
+fn shared_memory_across_hosts_adds_tcp_and_auto_leaves_the_choice_to_open_mpi() {
+    assert_eq!(mca_text(&transport_with("mpi-shm", &[], None, &[])), "pml=ob1 btl=self,vader");
+    let across = transport_with("mpi-shm", &["node2"], Some("eth0"), &[]);
+    assert_eq!(mca_text(&across), "pml=ob1 btl=self,vader,tcp btl_tcp_if_include=eth0");
+    let auto = transport_with("mpi-auto", &["node2"], None, &[("OMPI_MCA_pml", "ucx")]);
+    assert!(auto.mca.is_empty());
+    assert_eq!(auto.description, "pml and btl chosen by Open MPI (parlab passes neither); OMPI_MCA_pml=ucx from the environment");
+}
+
+#[test]
+fn a_hostfile_naming_only_this_machine_is_local_and_another_host_is_remote() {
+    use parlab::launch::hosts::{remote_hosts, this_host};
+    let text = format!("localhost slots=1\n127.0.0.1\n{} slots=2\nnode-elsewhere.invalid slots=2\n", this_host());
+    assert_eq!(remote_hosts(&text), vec!["node-elsewhere.invalid".to_string()]);
 }
 
 #[test]
 fn srun_lines_take_ranks_and_transport_from_the_environment() {
     let plan = plan_of("name: s\nkind: collectives\nworld: 4\nlink: mpi-tcp\nthreads: 2\nlauncher: srun\n");
     assert_eq!(plan.launcher, Launcher::Srun);
-    let machine = Machine { cores: 2, root: true, fault: None };
+    let machine = Machine { cores: 2, root: true, fault: None, forwarded: Vec::new() };
     let cmd = build(&plan, Path::new("/m/r/plan.json"), Path::new("/m/r"), Path::new("/bin/parlab"), &machine);
     let line = cmd.display();
     assert_eq!(cmd.program, "srun");
@@ -195,6 +250,16 @@ fn srun_lines_take_ranks_and_transport_from_the_environment() {
     );
     assert!(line.contains("srun -n 4 --cpus-per-task=2 --kill-on-bad-exit=1"), "{line}");
     assert!(!line.contains("--allow-run-as-root"), "{line}");
+    if std::env::var_os("SLURM_MPI_TYPE").is_none() {
+        assert!(line.contains("--kill-on-bad-exit=1 --mpi=pmix --error="), "{line}");
+    }
+}
+
+#[test]
+fn srun_starts_ranks_with_pmix_unless_the_user_chose_a_plugin() {
+    assert_eq!(srun_mpi(None).as_deref(), Some("--mpi=pmix"));
+    assert_eq!(srun_mpi(Some("")).as_deref(), Some("--mpi=pmix"), "an empty SLURM_MPI_TYPE chooses nothing");
+    assert_eq!(srun_mpi(Some("pmi2")), None, "the user's SLURM_MPI_TYPE stays in force");
 }
 
 #[test]

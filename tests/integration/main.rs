@@ -11,5 +11,6 @@ mod costmodel;
 mod decode;
 mod nightly;
 mod reliability;
+mod multihost;
 mod findings;
 mod audit;

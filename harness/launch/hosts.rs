@@ -1,0 +1,88 @@
+//! Which hosts a run spans: the hostfile's hosts, and whether each is this machine.
+
+use std::net::IpAddr;
+
+/// A hostfile's hosts with their slots, in file order (a line without `slots=` has one).
+pub fn hostfile_hosts(text: &str) -> Vec<(String, u32)> {
+    text.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let host = words.next()?.to_string();
+            let slots = words.find_map(|w| w.strip_prefix("slots=").and_then(|n| n.parse().ok())).unwrap_or(1);
+            Some((host, slots))
+        })
+        .collect()
+}
+
+/// This machine's host name.
+pub fn this_host() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer it is given.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    if ok {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        String::new()
+    }
+}
+
+/// Every address of this machine's network interfaces.
+pub fn local_addresses() -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list that is walked read-only and freed with freeifaddrs.
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return out;
+        }
+        let mut cur = head;
+        while !cur.is_null() {
+            if let Some(ip) = address_of((*cur).ifa_addr) {
+                out.push(ip);
+            }
+            cur = (*cur).ifa_next;
+        }
+        libc::freeifaddrs(head);
+    }
+    out
+}
+
+/// The IP address in a `sockaddr`, for IPv4 and IPv6.
+///
+/// # Safety
+/// `sa` is null or points to a valid `sockaddr` of the family it names.
+unsafe fn address_of(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    match i32::from((*sa).sa_family) {
+        libc::AF_INET => {
+            let v4 = &*(sa as *const libc::sockaddr_in);
+            Some(IpAddr::from(u32::from_be(v4.sin_addr.s_addr).to_be_bytes()))
+        }
+        libc::AF_INET6 => {
+            let v6 = &*(sa as *const libc::sockaddr_in6);
+            Some(IpAddr::from(v6.sin6_addr.s6_addr))
+        }
+        _ => None,
+    }
+}
+
+/// True when `host` names this machine: `localhost`, a loopback or local address, or its name.
+pub fn is_local(host: &str) -> bool {
+    if host == "localhost" || host == this_host() || host.split('.').next() == Some(this_host().as_str()) {
+        return true;
+    }
+    match host.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback() || local_addresses().contains(&ip),
+        Err(_) => false,
+    }
+}
+
+/// The hosts of a hostfile's text that are not this machine.
+pub fn remote_hosts(hostfile_text: &str) -> Vec<String> {
+    hostfile_hosts(hostfile_text).into_iter().map(|(h, _)| h).filter(|h| !is_local(h)).collect()
+}

@@ -1,0 +1,117 @@
+//! Where each rank ran, as the rank itself saw it: host name, pid and the cores it may use.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One rank's placement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankPlacement {
+    /// The rank.
+    pub rank: u32,
+    /// Its host name (`gethostname`).
+    pub host: String,
+    /// Its process id on that host.
+    pub pid: u32,
+    /// The cores it may run on (`sched_getaffinity`), as ranges: `0-1`, `0,2`.
+    pub cores: String,
+}
+
+impl RankPlacement {
+    /// This process's placement as rank `rank`.
+    pub fn current(rank: u32) -> Self {
+        RankPlacement { rank, host: crate::launch::hosts::this_host(), pid: std::process::id(), cores: cores_text(&allowed_cores()) }
+    }
+}
+
+fn file_for(out: &Path, rank: u32) -> PathBuf {
+    out.join(format!("placement-rank{rank}.json"))
+}
+
+/// Writes this rank's placement into `out` (best effort: a failure only loses the record).
+pub fn write(out: &Path, rank: u32) {
+    if let Ok(text) = serde_json::to_string(&RankPlacement::current(rank)) {
+        let _ = crate::manifest::write_atomic(&file_for(out, rank), text.as_bytes());
+    }
+}
+
+/// The placements the ranks of a run wrote into `out`, by rank.
+pub fn read_all(out: &Path) -> Vec<RankPlacement> {
+    let Ok(entries) = std::fs::read_dir(out) else { return Vec::new() };
+    let mut found: Vec<RankPlacement> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("placement-rank") && n.ends_with(".json")))
+        .filter_map(|e| crate::files::read_text(&e.path(), 1 << 16).ok())
+        .filter_map(|t| serde_json::from_str(&t).ok())
+        .collect();
+    found.sort_by_key(|r: &RankPlacement| r.rank);
+    found
+}
+
+/// Ranks per host, hosts in first-rank order.
+pub fn by_host(ranks: &[RankPlacement]) -> Vec<(String, Vec<u32>)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut map: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for r in ranks {
+        if !map.contains_key(&r.host) {
+            order.push(r.host.clone());
+        }
+        map.entry(r.host.clone()).or_default().push(r.rank);
+    }
+    order.into_iter().map(|h| (h.clone(), map.remove(&h).unwrap_or_default())).collect()
+}
+
+/// `4 ranks on 2 hosts (vm: 0, 1; node2: 2, 3)`.
+pub fn describe(ranks: &[RankPlacement]) -> String {
+    let hosts = by_host(ranks);
+    let parts: Vec<String> = hosts
+        .iter()
+        .map(|(h, rs)| format!("{h}: {}", rs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")))
+        .collect();
+    format!("{} ranks on {} hosts ({})", ranks.len(), hosts.len(), parts.join("; "))
+}
+
+fn allowed_cores() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// `[0, 1, 2, 5]` as `0-2,5`.
+pub fn cores_text(cores: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cores.len() {
+        let start = cores[i];
+        while i + 1 < cores.len() && cores[i + 1] == cores[i] + 1 {
+            i += 1;
+        }
+        parts.push(if cores[i] == start { start.to_string() } else { format!("{start}-{}", cores[i]) });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_lists_read_as_ranges() {
+        assert_eq!(cores_text(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(cores_text(&[3]), "3");
+        assert_eq!(cores_text(&[]), "");
+    }
+
+    #[test]
+    fn placements_group_by_host_in_rank_order() {
+        let p = |rank, host: &str| RankPlacement { rank, host: host.into(), pid: 1, cores: "0".into() };
+        let ranks = [p(0, "a"), p(1, "a"), p(2, "b"), p(3, "b")];
+        assert_eq!(describe(&ranks), "4 ranks on 2 hosts (a: 0, 1; b: 2, 3)");
+    }
+}
