@@ -3,16 +3,18 @@
 //! The verdict rests on that prediction (the one that could have failed); the membw plateau
 //! and the independent replicas' aggregate are reported beside it.
 
-use super::{by_world, side, Finding, Inconclusive, Inputs, Side};
+use super::{by_world, short, side, Finding, Inconclusive, Inputs, Side};
+use crate::manifest::{Manifest, Status};
 use crate::report::facts::{DecodeRow, Stat};
 use crate::units::format_seconds;
+use serde_json::Value;
 
 /// The shared-bandwidth finding.
 pub fn finding(inp: &Inputs) -> Finding {
     let mut f = Finding::new(
         "shared-memory-bandwidth",
         "Decode on this machine is limited by one memory system that all processes share, so splitting the weights over p processes does not shorten the non-communication part of a step.",
-        &["decode.compute_s (tensor, sequences 1)", "membw.aggregate_Bps (threads 1)", "decode.tokens_per_s (data)"],
+        &["decode.compute_s (tensor, sequences 1)", "membw.stream.aggregate_Bps where recorded, else membw.aggregate_Bps (threads 1)", "decode.tokens_per_s (data)"],
         "at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise",
     );
     plateau(&mut f, inp);
@@ -109,36 +111,67 @@ fn non_comm(d: &DecodeRow) -> Stat {
     })
 }
 
+/// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.
+fn aggregate(m: &Manifest, stream: bool) -> Option<Stat> {
+    let path = if stream {
+        "/membw/stream/aggregate_Bps"
+    } else {
+        "/membw/aggregate_Bps"
+    };
+    Stat::read(m.summary.pointer(path))
+}
+
 fn plateau(f: &mut Finding, inp: &Inputs) {
-    let rows = by_world(inp.facts.membw.iter().filter(|m| m.threads == 1), |m| {
-        m.processes as u32
-    });
+    let single =
+        |m: &&Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64) == Some(1);
+    let runs = by_world(
+        inp.list
+            .iter()
+            .filter(|m| m.kind == "membw" && m.status == Status::Ok)
+            .filter(single),
+        |m| {
+            m.summary
+                .pointer("/membw/processes")
+                .and_then(Value::as_u64)
+                .unwrap_or(u64::from(m.layout.world)) as u32
+        },
+    );
     let (Some(one), Some((&p, top))) = (
-        rows.get(&1),
-        rows.iter().next_back().filter(|(&p, _)| p > 1),
+        runs.get(&1),
+        runs.iter().next_back().filter(|&(&p, _)| p > 1),
     ) else {
         return;
     };
+    let stream = aggregate(one, true).is_some() && aggregate(top, true).is_some();
+    let (Some(a1), Some(ap)) = (aggregate(one, stream), aggregate(top, stream)) else {
+        return;
+    };
+    let (r1, rp) = (short(&one.run_id), short(&top.run_id));
+    let read = if stream {
+        "STREAM-class read"
+    } else {
+        "libtorch sum"
+    };
     f.number(
-        "membw aggregate, 1 process (median)",
-        one.aggregate.median,
+        &format!("membw aggregate ({read}), 1 process (median)"),
+        a1.median,
         "B/s",
-        &[one.run.as_str()],
+        &[r1.as_str()],
     );
     f.number(
-        &format!("membw aggregate, {p} processes (median)"),
-        top.aggregate.median,
+        &format!("membw aggregate ({read}), {p} processes (median)"),
+        ap.median,
         "B/s",
-        &[top.run.as_str()],
+        &[rp.as_str()],
     );
-    let ratio = top.aggregate.median / one.aggregate.median;
+    let ratio = ap.median / a1.median;
     f.number(
         &format!("membw aggregate ratio, {p} processes / 1 (own bandwidth predicts {p})"),
         ratio,
         "ratio",
-        &[one.run.as_str(), top.run.as_str()],
+        &[r1.as_str(), rp.as_str()],
     );
-    f.notes.push(format!("membw plateau: {p} processes streamed {ratio:.2}× one process's aggregate (own bandwidth would give {p}×)"));
+    f.notes.push(format!("membw plateau ({read}): {p} processes streamed {ratio:.2}× one process's aggregate (own bandwidth would give {p}×)"));
 }
 
 fn replicas(f: &mut Finding, inp: &Inputs) {
