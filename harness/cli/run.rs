@@ -124,6 +124,14 @@ fn run_one(plan: &RunPlan, gates: &Gates, dir: &Path, force: bool, notes: &mut V
     Ok(Outcome::Written(record.status))
 }
 
+/// The requested transport, plus what rank 0's Open MPI selected when the ranks recorded it.
+fn with_selected(requested: &str, ranks: &[crate::manifest::placement::RankPlacement]) -> String {
+    match ranks.first().filter(|r| !r.transport.is_empty()) {
+        Some(r) => format!("{requested}; selected by Open MPI in rank 0: {}", r.transport),
+        None => requested.to_string(),
+    }
+}
+
 /// `rank::prepare`, with a panic (a bug, e.g. in a kernel library) turned into this run's failure
 /// so the rest of the suite still runs.
 fn prepare_guarded(plan: &RunPlan) -> anyhow::Result<()> {
@@ -182,7 +190,7 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
         oversubscribed: outcome.oversubscribed,
         wall_s: outcome.wall_s,
         exit_code: outcome.exit_code,
-        transport: outcome.transport.clone(),
+        transport: with_selected(&outcome.transport, &ranks),
         ranks,
     });
     if let Some(failure) = outcome.failure {

@@ -15,13 +15,42 @@ pub struct RankPlacement {
     pub pid: u32,
     /// The cores it may run on (`sched_getaffinity`), as ranges: `0-1`, `0,2`.
     pub cores: String,
+    /// The point-to-point transport Open MPI selected (`pml ob1; btl self,vader`): its
+    /// `pml`, `mtl` and `btl` components mapped into the rank after MPI_Init.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub transport: String,
 }
 
 impl RankPlacement {
     /// This process's placement as rank `rank`.
     pub fn current(rank: u32) -> Self {
-        RankPlacement { rank, host: crate::launch::hosts::this_host(), pid: std::process::id(), cores: cores_text(&allowed_cores()) }
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        RankPlacement {
+            rank,
+            host: crate::launch::hosts::this_host(),
+            pid: std::process::id(),
+            cores: cores_text(&allowed_cores()),
+            transport: mapped_transport(&maps),
+        }
     }
+}
+
+/// `pml ob1; btl self,vader` from the Open MPI component libraries (`mca_pml_ob1.so`, ...) in a
+/// process's memory map: Open MPI unloads the components it did not select.
+pub fn mapped_transport(maps: &str) -> String {
+    let mut found: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for name in maps.split(['/', '\n', ' ']).filter_map(|w| w.strip_prefix("mca_")?.strip_suffix(".so")) {
+        if let Some((framework, component)) = name.split_once('_') {
+            if ["pml", "mtl", "btl"].contains(&framework) {
+                found.entry(framework).or_default().insert(component);
+            }
+        }
+    }
+    ["pml", "mtl", "btl"]
+        .iter()
+        .filter_map(|f| found.get(f).map(|c| format!("{f} {}", c.iter().copied().collect::<Vec<_>>().join(","))))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn file_for(out: &Path, rank: u32) -> PathBuf {
@@ -109,8 +138,18 @@ mod tests {
     }
 
     #[test]
+    fn the_selected_transport_is_read_from_the_mapped_component_libraries() {
+        let maps = "7f00-7f01 r-xp 0 fd:01 1 /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_pml_ob1.so\n\
+                    7f02-7f03 r-xp 0 fd:01 2 /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_btl_vader.so\n\
+                    7f04-7f05 r-xp 0 fd:01 3 /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_btl_self.so\n\
+                    7f06-7f07 r-xp 0 fd:01 4 /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/mca_coll_tuned.so\n";
+        assert_eq!(mapped_transport(maps), "pml ob1; btl self,vader");
+        assert_eq!(mapped_transport(""), "");
+    }
+
+    #[test]
     fn placements_group_by_host_in_rank_order() {
-        let p = |rank, host: &str| RankPlacement { rank, host: host.into(), pid: 1, cores: "0".into() };
+        let p = |rank, host: &str| RankPlacement { rank, host: host.into(), pid: 1, cores: "0".into(), transport: String::new() };
         let ranks = [p(0, "a"), p(1, "a"), p(2, "b"), p(3, "b")];
         assert_eq!(describe(&ranks), "4 ranks on 2 hosts (a: 0, 1; b: 2, 3)");
     }

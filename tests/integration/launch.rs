@@ -266,3 +266,17 @@ fn srun_starts_ranks_with_pmix_unless_the_user_chose_a_plugin() {
 fn hostfile_slots_are_summed() {
     assert_eq!(hostfile_slots("localhost slots=2\n# a comment\nnode1 slots=4\nnode2\n"), 7);
 }
+
+#[test]
+fn mpi_auto_records_the_transport_open_mpi_selected() {
+    let suite = Suite::new();
+    suite.spec("auto", &small_collectives("auto", "60s", "link: mpi-auto\n"));
+    assert_eq!(suite.run(&[]), 0);
+    let m = suite.manifest("auto");
+    let launch = m.launch.unwrap();
+    assert!(!launch.command.contains("--mca pml") && !launch.command.contains("--mca btl "), "{}", launch.command);
+    assert!(launch.transport.starts_with("pml and btl chosen by Open MPI"), "{}", launch.transport);
+    assert!(launch.transport.contains("selected by Open MPI in rank 0: pml "), "{}", launch.transport);
+    assert_eq!(launch.ranks.len(), 2);
+    assert!(launch.ranks.iter().all(|r| r.pid > 0 && !r.cores.is_empty() && !r.transport.is_empty()), "{:?}", launch.ranks);
+}
