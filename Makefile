@@ -32,6 +32,7 @@ report: build
 
 test: build
 	cargo test --release --no-fail-fast -- --test-threads=1
+	bash ci/slurm.sh test
 	$(VENV)/bin/python tests/hf_crosscheck.py
 
 bench: build

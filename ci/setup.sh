@@ -26,6 +26,28 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+# Slurm and munge for the `launcher: srun` test (ci/slurm.sh): installed as root with apt, optional
+# otherwise (that test is then skipped with a message). No service starts at install time:
+# ci/slurm.sh runs its own daemons from a generated config.
+want_slurm=()
+for p in slurmd:slurmd slurmctld:slurmctld srun:slurm-client munged:munge; do
+  command -v "${p%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${p%%:*}" ] || want_slurm+=("${p#*:}")
+done
+if [ ${#want_slurm[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "parlab setup: apt-get install ${want_slurm[*]} (for the Slurm test)"
+    export DEBIAN_FRONTEND=noninteractive
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+      trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${want_slurm[@]}" >/dev/null
+  else
+    echo "parlab setup: Slurm not installed (${want_slurm[*]}); the Slurm test will be skipped" >&2
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "parlab setup: creating $VENV"
   python3 -m venv "$VENV"

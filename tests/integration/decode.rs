@@ -13,7 +13,8 @@ use std::path::Path;
 use std::sync::Arc;
 use tch::Tensor;
 
-const SMALL: &str = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4,
+/// A small GPT-2 config (2 layers, 4 heads, width 64) whose seeded checkpoint parlab makes.
+pub const SMALL: &str = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4,
  "n_embd": 64, "vocab_size": 501, "n_positions": 64, "layer_norm_epsilon": 1e-05, "n_inner": null}"#;
 
 fn small_config(dir: &Path) -> ModelConfig {

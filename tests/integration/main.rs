@@ -14,3 +14,4 @@ mod reliability;
 mod multihost;
 mod findings;
 mod audit;
+mod slurm;
