@@ -1,9 +1,9 @@
 //! Collectives results: per op and size two times, bandwidths, a fit.
 //!
 //! - `op_time_s`: the operation's own time, free of barrier-exit skew (OSU's and nccl-tests'
-//!   convention): each rank times blocks of `iterations` calls back to back after a barrier
+//!   convention): each rank times blocks of up to 50 calls back to back after a barrier
 //!   (`rank::collectives`, figure `<op>@block`); a block's sample is the mean over ranks of
-//!   block time / iterations. α and β are fitted on its medians.
+//!   block time / calls; its stats are over blocks. α and β are fitted on its medians.
 //! - `time_s`: per iteration (barrier before each call), the slowest rank's time, waiting
 //!   included: what a decode step pays.
 //! - `skew_s`: median `time_s` minus median `op_time_s`, the part of a step's collective that is
@@ -148,7 +148,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         "collectives": rows.iter().map(|r| entry(r, plan)).collect::<Vec<_>>(),
         "fit": main_op.map(|op| fit_json(op, plan.layout.world, &rows)).unwrap_or(Value::Null),
         "fits": ops.iter().map(|&op| fit_json(op, plan.layout.world, &rows)).filter(|v| !v.is_null()).collect::<Vec<_>>(),
-        "timing": "time_s: barrier before every iteration, each rank times its call with MPI_Wtime, the slowest rank per iteration (waiting included); op_time_s: after a barrier each rank times `iterations` calls back to back as one block, block / iterations, averaged over ranks (OSU's convention; barrier-exit skew divided by the block length); skew_s = median time_s - median op_time_s; the fit is on op_time_s",
+        "timing": "time_s: barrier before every iteration, each rank times its call with MPI_Wtime, the slowest rank per iteration (waiting included); op_time_s: after a barrier each rank times a block of calls back to back (up to 50; about `iterations` calls in at least 3 blocks), block / calls, averaged over ranks, median over blocks (OSU's convention; barrier-exit skew divided by the block length); skew_s = median time_s - median op_time_s; the fit is on op_time_s",
     });
     Ok(Collected { results, summary, answer: Value::Null })
 }

@@ -10,12 +10,14 @@
 //!   with the expected values (all small integers, exact in f32). A wrong value fails the run,
 //!   naming op, size, rank and how many values were wrong.
 //! - **Back to back, per rank** (figure `<op>@block`; OSU's and nccl-tests' convention for the
-//!   operation's own time): [`BLOCKS`] times, all ranks meet in MPI_Barrier, then each rank runs
-//!   `iterations` calls back to back and times them as one block with MPI_Wtime; its sample is
-//!   block / iterations. The barrier's exit skew enters once per block instead of once per call,
-//!   so it is divided by `iterations`. The collector averages the ranks' samples of a block (as
-//!   osu_allreduce averages its ranks' latencies). The buffer is poisoned before each block and
-//!   the last call's result checked after it, as above.
+//!   operation's own time): about `iterations` calls in blocks of at most [`BLOCK_CALLS`] (at
+//!   least [`BLOCKS`] blocks; [`blocks_of`]). Per block all ranks meet in MPI_Barrier, then each
+//!   rank runs the block's calls back to back and times them as one with MPI_Wtime; its sample
+//!   is block time / calls. The barrier's exit skew enters once per block instead of once per
+//!   call, so it is divided by the block's calls. The collector averages the ranks' samples of
+//!   a block (as osu_allreduce averages its ranks' latencies) and takes the median over blocks,
+//!   so a burst of noise spoils one block, not the figure. The buffer is poisoned before each
+//!   block and the last call's result checked after it, as above.
 //!
 //! Sizes follow nccl-tests: for all-gather, reduce-scatter and all-to-all the size is the whole
 //! buffer (each rank's chunk is size / world, rounded down to whole f32s, at least one), so the
@@ -34,8 +36,19 @@ use std::path::Path;
 /// Whether this version runs the workload.
 pub const IMPLEMENTED: bool = true;
 
-/// Timed blocks of back-to-back calls per op, size and repetition.
+/// Timed blocks of back-to-back calls per op, size and repetition, at least.
 pub const BLOCKS: u32 = 3;
+
+/// Calls per block, at most: enough to divide the barrier's exit skew by 50, few enough that a
+/// burst of noise (another process taking the core) spoils one block of many, not the figure.
+pub const BLOCK_CALLS: u32 = 50;
+
+/// (blocks, calls per block) for `iterations`: about `iterations` calls in all, in blocks of at
+/// most [`BLOCK_CALLS`], and at least [`BLOCKS`] blocks.
+pub fn blocks_of(iterations: u32) -> (u32, u32) {
+    let calls = iterations.clamp(1, BLOCK_CALLS);
+    ((iterations / calls).max(BLOCKS), calls)
+}
 
 /// The figure of an op's back-to-back (per-rank) samples.
 pub fn block_figure(op: Op) -> String {
@@ -277,11 +290,11 @@ fn per_iteration(s: &Sweep, case: &mut Case, sink: &mut RecordSink, marked: &mut
     Ok(())
 }
 
-/// [`BLOCKS`] times: poison, barrier, `iterations` calls back to back timed as one, check the
+/// [`blocks_of`] times: poison, barrier, a block of calls back to back timed as one, check the
 /// last result; records block / iterations per rank (figure `<op>@block`, iteration = block).
 fn back_to_back(s: &Sweep, case: &mut Case, sink: &mut RecordSink) -> anyhow::Result<()> {
-    let calls = s.iterations.max(1);
-    for block in 0..BLOCKS {
+    let (blocks, calls) = blocks_of(s.iterations);
+    for block in 0..blocks {
         case.poison();
         s.world.barrier();
         let start = mpi::time();
@@ -303,6 +316,14 @@ fn back_to_back(s: &Sweep, case: &mut Case, sink: &mut RecordSink) -> anyhow::Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocks_hold_about_the_iterations_in_blocks_of_at_most_fifty_calls() {
+        assert_eq!(blocks_of(1000), (20, 50));
+        assert_eq!(blocks_of(20), (3, 20));
+        assert_eq!(blocks_of(120), (3, 50));
+        assert_eq!(blocks_of(0), (3, 1));
+    }
 
     #[test]
     fn chunked_sizes_follow_nccl_tests() {

@@ -50,7 +50,7 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
         assert_eq!(rows.len(), Op::ALL.len() * 3, "every op at every size");
         let s = samples(&suite, &m.results, "samples");
         // 5 ops timed on both ranks, ping-pong on rank 0 only: 3 sizes x (4 iterations + the blocks).
-        let blocks = parlab::rank::collectives::BLOCKS as usize;
+        let blocks = parlab::rank::collectives::blocks_of(4).0 as usize;
         assert_eq!(s.height(), (5 * 2 + 1) * 3 * (4 + blocks));
         let (figures, sizes, ranks, reps, iters, secs) = (
             column_str(&s, "figure"),
