@@ -12,14 +12,14 @@ pub const MANIFEST_LIMIT: u64 = 256 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     /// It could not be inspected or read.
-    #[error("{path}: cannot {action}: {source}")]
+    #[error("{path}: cannot {action}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What was attempted (`read`, `inspect`).
         action: &'static str,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (not a `source`, so a chain printer shows it once).
+        cause: std::io::Error,
     },
     /// It is a folder, FIFO, device or socket.
     #[error("{path}: not a regular file ({what})")]
@@ -45,7 +45,7 @@ impl FileError {
     /// The message without the path, for callers that print the path themselves.
     pub fn reason(&self) -> String {
         match self {
-            FileError::Io { action, source, .. } => format!("cannot {action}: {source}"),
+            FileError::Io { action, cause, .. } => format!("cannot {action}: {cause}"),
             FileError::NotRegular { what, .. } => format!("not a regular file ({what})"),
             FileError::TooLarge { size, limit, .. } => format!("{size} bytes is larger than the {limit} bytes parlab reads here"),
         }
@@ -54,7 +54,7 @@ impl FileError {
 
 /// Checks that `path` is a regular file of at most `limit` bytes (following symlinks).
 pub fn check_regular(path: &Path, limit: u64) -> Result<u64, FileError> {
-    let meta = std::fs::metadata(path).map_err(|source| FileError::Io { path: path.into(), action: "inspect", source })?;
+    let meta = std::fs::metadata(path).map_err(|cause| FileError::Io { path: path.into(), action: "inspect", cause })?;
     if !meta.is_file() {
         return Err(FileError::NotRegular { path: path.into(), what: file_type_name(&meta.file_type()) });
     }
@@ -67,7 +67,7 @@ pub fn check_regular(path: &Path, limit: u64) -> Result<u64, FileError> {
 /// Reads a regular text file of at most `limit` bytes.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
     check_regular(path, limit)?;
-    std::fs::read_to_string(path).map_err(|source| FileError::Io { path: path.into(), action: "read", source })
+    std::fs::read_to_string(path).map_err(|cause| FileError::Io { path: path.into(), action: "read", cause })
 }
 
 fn file_type_name(t: &std::fs::FileType) -> &'static str {

@@ -69,7 +69,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
         return Ok(signals::exit_code(sig));
     }
     if !options.no_report {
-        super::report::render(&dir, Path::new("reports"))?;
+        super::report::render(&dir, Path::new("reports"), true)?;
     }
     eprintln!("parlab: {total} runs, {failed} failed; manifests in {}", dir.display());
     Ok(if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK })

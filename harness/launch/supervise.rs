@@ -40,18 +40,18 @@ const POLL: Duration = Duration::from_millis(100);
 #[derive(Debug, thiserror::Error)]
 pub enum SuperviseError {
     /// The launcher could not be started or waited for.
-    #[error("could not run `{program}`: {source}")]
+    #[error("could not run `{program}`: {cause}")]
     Io {
         /// The program.
         program: String,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 /// Runs `cmd` with its output in `out/launcher.{stdout,stderr}`, killing it at `timeout`.
 pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, SuperviseError> {
-    let io = |source| SuperviseError::Io { program: cmd.program.clone(), source };
+    let io = |cause| SuperviseError::Io { program: cmd.program.clone(), cause };
     let mut expr = duct::cmd(&cmd.program, &cmd.args)
         .stdin_null()
         .stdout_path(out.join("launcher.stdout"))

@@ -1,5 +1,6 @@
-//! One controller per store: an advisory `flock` on `<manifests>/.parlab.lock`, held for the
-//! life of the command, with the holder's pid written inside so a second controller can name it.
+//! One writer per folder: an advisory `flock` on `<folder>/.parlab.lock` (the manifests folder
+//! for `run`, the output folder for a register render), held for the life of the command, with
+//! the holder's pid written inside so a second writer can name it.
 
 use std::io::{Read, Seek, Write};
 use std::os::unix::io::AsRawFd;
@@ -12,7 +13,7 @@ pub const LOCK_FILE: &str = ".parlab.lock";
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another process holds the lock.
-    #[error("{path}: another parlab controller (pid {holder}) is using this manifests folder; wait for it to finish, or pass --wait to wait for it")]
+    #[error("{path}: another parlab process (pid {holder}) is writing this folder; wait for it to finish, or pass --wait to wait for it")]
     Held {
         /// The lock file.
         path: PathBuf,
@@ -20,12 +21,14 @@ pub enum LockError {
         holder: String,
     },
     /// The lock file could not be opened or locked.
-    #[error("{path}: cannot lock: {source}")]
+    #[error("{path}: cannot {action}: {cause}")]
     Io {
         /// The lock file.
         path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// What was attempted.
+        action: &'static str,
+        /// The cause (not a `source`, so a chain printer shows it once).
+        cause: std::io::Error,
     },
 }
 
@@ -37,11 +40,11 @@ pub struct StoreLock {
 }
 
 impl StoreLock {
-    /// Locks the store at `dir` (created if missing); with `wait`, blocks until the holder is done.
+    /// Locks the folder `dir` (created if missing); with `wait`, blocks until the holder is done.
     pub fn acquire(dir: &Path, wait: bool) -> Result<StoreLock, LockError> {
         let path = dir.join(LOCK_FILE);
-        let io = |source| LockError::Io { path: path.clone(), source };
-        std::fs::create_dir_all(dir).map_err(|source| LockError::Io { path: dir.to_path_buf(), source })?;
+        let io = |cause| LockError::Io { path: path.clone(), action: "lock", cause };
+        std::fs::create_dir_all(dir).map_err(|cause| LockError::Io { path: dir.to_path_buf(), action: "create the folder", cause })?;
         let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
         let mode = if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB };
         // SAFETY: flock on a file descriptor this function owns.

@@ -36,12 +36,12 @@ pub enum ReportError {
         message: String,
     },
     /// An output file could not be written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {cause}")]
     Write {
         /// The file or folder.
         path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (not a `source`, so a chain printer shows it once).
+        cause: std::io::Error,
     },
 }
 
@@ -217,7 +217,7 @@ impl Ids {
 pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
     let werr = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| ReportError::Write { path, source }
+        move |cause| ReportError::Write { path, cause }
     };
     for (sub, ext) in [("figures", "svg"), ("tables", "csv")] {
         let dir = out.join(sub);

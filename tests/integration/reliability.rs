@@ -121,7 +121,13 @@ fn a_second_controller_is_refused_with_the_holders_pid_and_touches_nothing() {
     assert!(stderr(&out).contains(&format!("pid {}", first.id())), "names the holder: {}", stderr(&out));
     assert_eq!(rank_count(suite.dir.path()), ranks_before, "the first controller's ranks still run");
     let report = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap()], &[]);
-    assert_eq!(report.status.code(), Some(2), "report is refused too: {}", stderr(&report));
+    assert_eq!(report.status.code(), Some(0), "a render only reads the store, so it may run beside: {}", stderr(&report));
+    let out = suite.dir.path().join("reports");
+    let holder = parlab::manifest::lock::StoreLock::acquire(&out, false).unwrap();
+    let second = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap()], &[]);
+    assert_eq!(second.status.code(), Some(2), "two renders into one folder: {}", stderr(&second));
+    assert!(stderr(&second).contains(&format!("pid {}", std::process::id())), "{}", stderr(&second));
+    drop(holder);
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
     assert_eq!(first.wait().unwrap().code(), Some(130));
@@ -452,4 +458,37 @@ fn a_garbage_results_file_is_warned_about_in_the_register_header() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
     assert!(register.contains("1 files skipped") && register.contains("samples.parquet: results file is not a parquet file"), "{}", &register[..register.len().min(3000)]);
+}
+
+#[test]
+fn a_report_that_cannot_be_written_says_so_once_naming_the_path() {
+    let suite = Suite::new();
+    std::fs::create_dir_all(suite.manifests()).unwrap();
+    let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "/proc/parlab-nowhere"], &[]);
+    assert_eq!(out.status.code(), Some(2), "an output folder that cannot be made is a bad path");
+    let text = stderr(&out);
+    assert!(text.contains("/proc/parlab-nowhere"), "{text}");
+    assert_eq!(text.matches("No such file or directory").count(), 1, "the cause is printed once: {text}");
+}
+
+#[test]
+fn a_user_who_cannot_write_the_store_is_told_which_folder() {
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    let locked = suite.dir.path().join("locked");
+    std::fs::create_dir_all(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
+    let store = locked.join("manifests");
+    let specs = suite.dir.path().join("specs");
+    std::fs::set_permissions(suite.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new("runuser")
+        .args(["-u", "nobody", "--", "env"])
+        .arg(format!("PARLAB_MANIFESTS={}", store.display()))
+        .arg(PARLAB)
+        .args(["run", "--no-report"])
+        .arg(&specs)
+        .output()
+        .expect("runuser (util-linux) is on Debian");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("{}: cannot create the folder: Permission denied", store.display())), "{}", stderr(&out));
 }
