@@ -4,12 +4,13 @@
 #
 #   ci/slurm.sh up          start it (idempotent); prints `export SLURM_CONF=...`
 #   ci/slurm.sh down        stop it and remove its state (idempotent)
-#   ci/slurm.sh run CMD...  up, run CMD with SLURM_CONF set, down (also on failure)
+#   ci/slurm.sh run CMD...  up, run CMD (in the current folder) with SLURM_CONF set, down (also on failure)
 #   ci/slurm.sh test        `run` parlab's Slurm integration test; skips, with a message,
 #                           where Slurm cannot run (not root, packages missing)
 #
 # Needs Debian 12's slurmd, slurmctld, slurm-client and munge (ci/setup.sh installs them as root).
 set -euo pipefail
+CALLER_DIR=$PWD
 cd "$(dirname "$0")/.."
 
 DIR=${PARLAB_SLURM_DIR:-/run/parlab-slurm}
@@ -135,10 +136,11 @@ down() {
   rm -rf "$DIR"
 }
 
+# Runs "$@" in the caller's folder with SLURM_CONF set, Slurm up around it.
 run() {
   up >/dev/null
   trap down EXIT
-  SLURM_CONF=$CONF "$@"
+  (cd "$CALLER_DIR" && SLURM_CONF=$CONF "$@")
 }
 
 slurm_test() {
@@ -152,7 +154,7 @@ slurm_test() {
     log "SKIPPED the Slurm test: $why"
     return 0
   fi
-  run cargo test --release --test integration -- --test-threads=1 --ignored slurm::
+  CALLER_DIR=$PWD run cargo test --release --test integration -- --test-threads=1 --ignored slurm::
 }
 
 case "${1:-}" in
