@@ -84,9 +84,13 @@ pub struct Fit {
     pub world: u32,
     /// Link.
     pub link: String,
-    /// Latency, seconds.
+    /// The fitted line's intercept: the time of an empty message of this op at this world.
+    pub intercept_s: f64,
+    /// The fitted line's slope, seconds per byte of message.
+    pub slope_s_per_byte: f64,
+    /// The link's latency per ring step (α = intercept / steps of the op), seconds.
     pub alpha_s: f64,
-    /// Bandwidth, bytes/s.
+    /// The link's bandwidth (β = bandwidth factor of the op / slope), bytes/s.
     pub beta_bps: f64,
     /// Largest size used in the fit.
     pub fit_max_bytes: u64,
@@ -97,14 +101,10 @@ pub struct Fit {
 }
 
 impl Fit {
-    /// The fitted time of a message of `bytes`.
+    /// The fitted line's time of a message of `bytes`: intercept + slope × bytes (the line
+    /// passes through the points it was fitted to; α and β are its per-step reading).
     pub fn predict(&self, bytes: f64) -> f64 {
-        self.alpha_s
-            + if self.beta_bps > 0.0 {
-                bytes / self.beta_bps
-            } else {
-                0.0
-            }
+        self.intercept_s + self.slope_s_per_byte.max(0.0) * bytes
     }
 }
 
@@ -310,13 +310,25 @@ fn fit(m: &Manifest, e: &Value) -> Option<Fit> {
                 .collect()
         })
         .unwrap_or_default();
+    let op = text(e, "op")?;
+    let world = uint(e, "world").map_or(m.layout.world, |w| w as u32);
+    let (alpha_s, beta_bps) = (num(e, "alpha_s")?, num(e, "beta_Bps")?);
+    // Manifests before the line was stored: rebuild it from the per-step constants.
+    let (steps, factor) = crate::spec::schema::Op::ALL
+        .into_iter()
+        .find(|o| o.name() == op)
+        .map_or((1.0, 1.0), |o| crate::costmodel::link::op_factors(o, world));
+    let intercept_s = num(e, "intercept_s").unwrap_or(alpha_s * steps);
+    let slope_s_per_byte = num(e, "slope_s_per_byte").unwrap_or(if beta_bps > 0.0 { factor / beta_bps } else { 0.0 });
     Some(Fit {
         experiment: m.experiment.clone(),
-        op: text(e, "op")?,
-        world: uint(e, "world").map_or(m.layout.world, |w| w as u32),
+        op,
+        world,
         link: text(e, "link").unwrap_or_else(|| m.plan.link.clone()),
-        alpha_s: num(e, "alpha_s")?,
-        beta_bps: num(e, "beta_Bps")?,
+        intercept_s,
+        slope_s_per_byte,
+        alpha_s,
+        beta_bps,
         fit_max_bytes: uint(e, "fit_max_bytes").unwrap_or(0),
         heldout,
         run: short(&m.run_id),

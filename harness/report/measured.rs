@@ -153,8 +153,8 @@ fn fits(fits: &[Fit]) -> Vec<Table> {
     vec![Table {
         id: "measured-collective-fits".into(),
         title: "Fitted link constants".into(),
-        caption: "Least-squares fit of time = α + bytes/β to the measured medians up to the size shown; the held-out sizes above it are checked in MODELLED.".into(),
-        columns: cols(&["experiment", "op", "world", "link", "α", "β", "fitted up to", "run"]),
+        caption: "Least-squares line time = intercept + slope × bytes through the measured medians up to the size shown (the figures draw this line); α = intercept / steps and β = factor / slope read it as the ring model's per-step latency and link bandwidth (all-reduce: 2(p−1) steps, factor 2(p−1)/p). The held-out sizes above it are checked in MODELLED.".into(),
+        columns: cols(&["experiment", "op", "world", "link", "intercept", "α per step", "β", "fitted up to", "run"]),
         rows: fits
             .iter()
             .map(|f| {
@@ -163,6 +163,7 @@ fn fits(fits: &[Fit]) -> Vec<Table> {
                     f.op.clone(),
                     f.world.to_string(),
                     f.link.clone(),
+                    fmt::secs(Some(f.intercept_s)),
                     fmt::secs(Some(f.alpha_s)),
                     fmt::gbps(Some(f.beta_bps)),
                     fmt::bytes(f.fit_max_bytes),

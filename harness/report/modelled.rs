@@ -106,7 +106,7 @@ fn heldout(fits: &[Fit]) -> Option<Table> {
     Some(Table {
         id: "modelled-fit-heldout".into(),
         title: "Fitted α-β model against held-out sizes".into(),
-        caption: "Predicted = α + bytes/β from the fit in MEASURED (arithmetic); measured = the median at a size the fit did not use; error = (predicted − measured) / measured.".into(),
+        caption: "Predicted = intercept + slope × bytes of the fit in MEASURED (arithmetic); measured = the median at a size the fit did not use; error = (predicted − measured) / measured.".into(),
         columns: ["experiment", "op", "world", "link", "size", "predicted", "measured", "error", "run"].iter().map(|s| s.to_string()).collect(),
         rows: rows
             .iter()

@@ -215,12 +215,15 @@ fn collectives(
         .filter(|s| *s <= 1 << 20)
         .max()
         .unwrap_or(0);
-    let (fa, fb) = (2.0 * (p - 1.0) * alpha, beta);
+    // The line the synthetic times follow, and its per-step reading (α per ring step, β = factor / slope).
+    let (intercept, slope) = (2.0 * (p - 1.0) * alpha, 1.0 / beta);
+    let factor = 2.0 * (p - 1.0) / p;
     let heldout: Vec<Value> = sizes.iter().enumerate().filter(|(_, s)| **s > fit_max).map(|(k, &s)| {
-        let (pred, meas) = (fa + s as f64 / fb, time(s, k as u64) * 1.9);
+        let (pred, meas) = (intercept + slope * s as f64, time(s, k as u64) * 1.9);
         json!({"size_bytes": s, "predicted_s": pred, "measured_s": meas, "error": (pred - meas) / meas})
     }).collect();
-    json!({"collectives": rows, "fit": {"op": ops.first().map_or("all-reduce", |o| o.name()), "alpha_s": fa, "beta_Bps": fb, "fit_max_bytes": fit_max, "heldout": heldout}})
+    json!({"collectives": rows, "fit": {"op": ops.first().map_or("all-reduce", |o| o.name()), "intercept_s": intercept, "slope_s_per_byte": slope,
+        "alpha_s": alpha, "beta_Bps": factor / slope, "fit_max_bytes": fit_max, "heldout": heldout}})
 }
 
 fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Value, Value) {

@@ -382,3 +382,23 @@ fn peak_rss_kib() -> u64 {
         })
         .unwrap_or(0)
 }
+
+#[test]
+fn every_fitted_line_passes_within_25_percent_of_the_smallest_median_it_was_fitted_to() {
+    let (list, _) = manifest::read_all(&fixtures());
+    let facts = report::facts::Facts::read(&list);
+    let fits: Vec<_> = facts.fits.iter().filter(|f| f.world == 2).collect();
+    assert!(!fits.is_empty(), "the fixtures hold 2-rank fits");
+    for fit in fits {
+        let fitted = facts.collectives.iter().filter(|r| r.run == fit.run && r.op == fit.op && r.size <= fit.fit_max_bytes);
+        let smallest = fitted.min_by_key(|r| r.size).expect("the sizes the fit used");
+        let measured = smallest.op_time.as_ref().unwrap_or(&smallest.time).median;
+        let predicted = fit.predict(smallest.size as f64);
+        let error = (predicted - measured).abs() / measured;
+        assert!(error <= 0.25, "{} {} over {} ({}): line {predicted:.3e} s vs median {measured:.3e} s at {} B", fit.experiment, fit.op, fit.link, fit.run, smallest.size);
+        let op = parlab::spec::schema::Op::ALL.into_iter().find(|o| o.name() == fit.op).expect("a known op");
+        let (steps, factor) = parlab::costmodel::link::op_factors(op, fit.world);
+        assert!((fit.alpha_s * steps - fit.intercept_s).abs() <= 1e-12 + 1e-9 * fit.intercept_s, "α is the intercept per ring step");
+        assert!((factor / fit.beta_bps - fit.slope_s_per_byte).abs() <= 1e-9 * fit.slope_s_per_byte.max(1e-30), "β = factor / slope");
+    }
+}
