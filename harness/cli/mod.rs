@@ -97,9 +97,24 @@ pub enum Command {
         /// Tonight's manifests folder.
         #[arg(long, default_value = "manifests")]
         manifests: PathBuf,
-        /// Fraction by which a median may worsen before it counts as a regression.
+        /// Where a night has no raw samples: the fraction a summary median may worsen before it is REGRESSED.
         #[arg(long, default_value_t = 0.25)]
         tolerance: f64,
+        /// The smallest relative change of medians that counts as REGRESSED or IMPROVED.
+        #[arg(long, default_value_t = 0.10)]
+        min_effect: f64,
+        /// The false-discovery rate controlled across the night's figures (Benjamini-Hochberg).
+        #[arg(long, default_value_t = 0.05)]
+        fdr: f64,
+        /// Write the verdicts as JUnit XML to this file.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// Write a markdown summary (for a CI job page) to this file.
+        #[arg(long)]
+        summary: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Probe what this machine can do and print each probe's command and output.
     Gates {
@@ -167,7 +182,10 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         }
         Command::Report { manifests, out, wait } => report::run(&manifests, &out, wait),
         Command::Audit { manifests, json } => audit::run(&manifests, json),
-        Command::Nightly { baseline, manifests, tolerance } => nightly::run(&baseline, &manifests, tolerance),
+        Command::Nightly { baseline, manifests, tolerance, min_effect, fdr, junit, summary, json } => {
+            let policy = crate::nightly::Policy { tolerance, min_effect, fdr };
+            nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json })
+        }
         Command::Gates { json } => gates::run(json),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),
         Command::Model(args) => model::run(args),

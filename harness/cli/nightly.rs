@@ -1,49 +1,144 @@
 //! `parlab nightly`: tonight's manifests against a baseline, and answers across layouts.
 
-use crate::manifest::read_all;
 use super::UserError;
-use crate::nightly::{compare, compared, render_text, Finding};
-use std::path::Path;
+use crate::nightly::{compare, compared, outputs, render_text, Finding, Night, Policy};
+use std::path::{Path, PathBuf};
 
-/// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on a regression or new failure.
-pub fn run(baseline: &Path, manifests: &Path, tolerance: f64) -> anyhow::Result<i32> {
-    if !(tolerance.is_finite() && tolerance > 0.0) {
-        return Err(UserError(format!("--tolerance {tolerance}: expected a finite fraction above 0 (e.g. 0.25)")).into());
+/// Where `parlab nightly` writes its machine-readable results, besides stdout.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// JUnit XML file.
+    pub junit: Option<PathBuf>,
+    /// Markdown summary file.
+    pub summary: Option<PathBuf>,
+    /// Print JSON instead of text.
+    pub json: bool,
+}
+
+fn check(policy: &Policy) -> Result<(), UserError> {
+    let fraction = |v: f64| v.is_finite() && v > 0.0;
+    if !fraction(policy.tolerance) {
+        return Err(UserError(format!(
+            "--tolerance {}: expected a finite fraction above 0 (e.g. 0.25)",
+            policy.tolerance
+        )));
     }
+    if !(policy.min_effect.is_finite() && policy.min_effect >= 0.0) {
+        return Err(UserError(format!(
+            "--min-effect {}: expected a finite fraction of 0 or more (e.g. 0.10)",
+            policy.min_effect
+        )));
+    }
+    if !(fraction(policy.fdr) && policy.fdr < 1.0) {
+        return Err(UserError(format!(
+            "--fdr {}: expected a rate between 0 and 1 (e.g. 0.05)",
+            policy.fdr
+        )));
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    crate::manifest::write_atomic(path, text.as_bytes()).map_err(Into::into)
+}
+
+/// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
+pub fn run(
+    baseline: &Path,
+    manifests: &Path,
+    policy: &Policy,
+    outs: &Outputs,
+) -> anyhow::Result<i32> {
+    check(policy)?;
     for (dir, what) in [(baseline, "baseline"), (manifests, "tonight's")] {
         if !dir.is_dir() {
-            return Err(UserError(format!("{}: no such {what} manifests folder", dir.display())).into());
+            return Err(UserError(format!(
+                "{}: no such {what} manifests folder",
+                dir.display()
+            ))
+            .into());
         }
     }
-    let (before, skipped_before) = read_all(baseline);
-    let (after, skipped_after) = read_all(manifests);
+    let (before, skipped_before) = Night::load(baseline);
+    let (after, skipped_after) = Night::load(manifests);
     for s in skipped_before.iter().chain(&skipped_after) {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
-    let overlap = compared(&before, &after);
+    let overlap = compared(&before.manifests, &after.manifests);
     if overlap == 0 {
         return Err(UserError(format!(
             "nothing to compare: none of the {} baseline manifests in {} shares a run identity with the {} manifests in {} (another suite, or an empty folder?)",
-            before.len(),
+            before.manifests.len(),
             baseline.display(),
-            after.len(),
+            after.manifests.len(),
             manifests.display()
         ))
         .into());
     }
-    let findings = compare(&before, &after, tolerance);
-    let layouts = crate::audit::audit(&after);
-    print!("{}", render_text(&findings));
-    for g in layouts.iter().filter(|g| g.changed) {
-        println!("ANSWER CHANGED across layouts: answer {} ({})", &g.answer_id[..12], g.experiments.join(", "));
+    let comparison = compare(&before, &after, policy);
+    let layouts: Vec<String> = crate::audit::audit(&after.manifests)
+        .iter()
+        .filter(|g| g.changed)
+        .map(|g| {
+            format!(
+                "answer {} ({})",
+                &g.answer_id[..12],
+                g.experiments.join(", ")
+            )
+        })
+        .collect();
+    if let Some(path) = &outs.junit {
+        write(
+            path,
+            &outputs::junit(&comparison, &layouts, &crate::manifest::now()),
+        )?;
     }
-    let answer_changed = layouts.iter().any(|g| g.changed) || findings.iter().any(|f| matches!(f, Finding::AnswerChanged { .. }));
-    println!("nightly: {overlap} runs compared with {}, {} findings (tolerance {:.0}%)", baseline.display(), findings.len(), tolerance * 100.0);
+    if let Some(path) = &outs.summary {
+        write(
+            path,
+            &outputs::markdown(&comparison, &layouts, &baseline.display().to_string()),
+        )?;
+    }
+    if outs.json {
+        let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts});
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print_text(&comparison, &layouts, baseline);
+    }
+    let answer_changed = !layouts.is_empty()
+        || comparison
+            .findings
+            .iter()
+            .any(|f| matches!(f, Finding::AnswerChanged { .. }));
     Ok(if answer_changed {
         crate::exitcode::AUDIT_ANSWER_CHANGED
-    } else if findings.is_empty() {
+    } else if comparison.findings.is_empty() {
         crate::exitcode::OK
     } else {
         crate::exitcode::NIGHTLY_REGRESSION
     })
+}
+
+fn print_text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) {
+    for v in c
+        .verdicts
+        .iter()
+        .filter(|v| v.verdict != crate::nightly::Verdict::NoChange)
+    {
+        println!("{}", outputs::verdict_line(v));
+    }
+    print!("{}", render_text(&c.findings));
+    for l in layouts {
+        println!("ANSWER CHANGED across layouts: {l}");
+    }
+    println!(
+        "nightly: {} runs compared with {}, {} findings; figures: {} (FDR {:.0}%, minimum effect {:.0}%, tolerance {:.0}% where samples are missing)",
+        c.compared,
+        baseline.display(),
+        c.findings.len(),
+        outputs::counts_line(c),
+        c.policy.fdr * 100.0,
+        c.policy.min_effect * 100.0,
+        c.policy.tolerance * 100.0
+    );
 }

@@ -1,10 +1,21 @@
-//! Night-to-night comparison: the same run identities measured again, checked for
-//! changed answers and for figures that regressed past a tolerance.
+//! Night-to-night comparison: the same run identities measured again, checked for changed
+//! answers, new failures, missing runs and a changed machine, and every comparable figure
+//! given a verdict from its raw samples (Mann–Whitney U, asv's power guard, a minimum
+//! practical effect, Benjamini–Hochberg across the night); summary medians against
+//! `--tolerance` where a night has no samples.
 
-use crate::manifest::{Manifest, Status};
+use crate::manifest::{Manifest, Skipped, Status};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+pub mod outputs;
+pub mod samples;
+pub mod stats;
+
+pub use outputs::render_text;
+use samples::FigureSamples;
 
 /// Which direction of a figure is an improvement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -27,7 +38,7 @@ pub struct Figure {
     pub better: Better,
 }
 
-/// A finding of the comparison.
+/// A finding of the comparison: each one fails the night.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "finding")]
 pub enum Finding {
@@ -48,19 +59,173 @@ pub enum Finding {
         /// Short run identity and experiment (as in the baseline).
         run: String,
     },
-    /// A figure got worse by more than the tolerance.
+    /// Runs measured on a machine whose fingerprint differs from the baseline's: their
+    /// timings were not compared (answers were).
+    MachineDiffers {
+        /// How many compared runs are affected.
+        runs: usize,
+        /// Each differing fingerprint key, `key: before -> after`.
+        differences: Vec<String>,
+    },
+    /// A figure's verdict is REGRESSED.
     Regressed {
         /// Short run identity and experiment.
         run: String,
         /// The figure.
         figure: String,
-        /// Baseline value.
+        /// Baseline value (median).
         before: f64,
-        /// Current value.
+        /// Current value (median).
         after: f64,
         /// How much worse, as a fraction (0.3 = 30 % worse).
         worse_by: f64,
+        /// The test's p-value, when samples were compared.
+        p: Option<f64>,
     },
+}
+
+/// The settings a night is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Policy {
+    /// Where a night has no raw samples: the fraction a summary median may worsen (or improve)
+    /// before it is REGRESSED (or IMPROVED).
+    pub tolerance: f64,
+    /// The smallest relative change of medians that counts (0.10 = 10 %).
+    pub min_effect: f64,
+    /// The false-discovery rate controlled across the night's tested figures.
+    pub fdr: f64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            tolerance: 0.25,
+            min_effect: 0.10,
+            fdr: 0.05,
+        }
+    }
+}
+
+/// A figure's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// Significantly and practically worse.
+    Regressed,
+    /// Significantly and practically better.
+    Improved,
+    /// Not significant, or smaller than the minimum effect.
+    NoChange,
+    /// The sample sizes cannot reach significance at the chosen rate.
+    InsufficientEvidence,
+}
+
+impl Verdict {
+    /// The name the outputs print (`REGRESSED`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Regressed => "REGRESSED",
+            Verdict::Improved => "IMPROVED",
+            Verdict::NoChange => "NO_CHANGE",
+            Verdict::InsufficientEvidence => "INSUFFICIENT_EVIDENCE",
+        }
+    }
+}
+
+/// One figure of one run compared across the two nights.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FigureVerdict {
+    /// Short run identity and experiment.
+    pub run: String,
+    /// Experiment name.
+    pub experiment: String,
+    /// The figure.
+    pub figure: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Baseline median.
+    pub before: f64,
+    /// Tonight's median.
+    pub after: f64,
+    /// Relative change of medians, after / before - 1.
+    pub effect: f64,
+    /// How much worse, oriented by the figure's better direction (negative: better).
+    pub worse_by: f64,
+    /// Two-sided Mann–Whitney p-value, when both nights had samples.
+    pub p: Option<f64>,
+    /// Benjamini–Hochberg adjusted p-value among the night's tested figures.
+    pub q: Option<f64>,
+    /// Baseline samples.
+    pub n_before: usize,
+    /// Tonight's samples.
+    pub n_after: usize,
+    /// How the verdict was reached.
+    pub method: String,
+    /// Tonight's change after scaling by the nights' memory-bandwidth ratio (decode figures
+    /// when both nights measured membw).
+    pub bandwidth_normalised_worse_by: Option<f64>,
+}
+
+/// What happened to one baseline run tonight.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunOutcome {
+    /// Short run identity and experiment.
+    pub run: String,
+    /// Experiment name.
+    pub experiment: String,
+    /// `ok`, `now_failing` or `missing`.
+    pub status: String,
+    /// `same`, `changed` or `none` (no tokens to compare).
+    pub answer: String,
+    /// Whether the machine fingerprints match.
+    pub same_machine: bool,
+}
+
+/// A night judged against its baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Run identities in both nights.
+    pub compared: usize,
+    /// The settings.
+    pub policy: Policy,
+    /// Tonight's / the baseline's memory bandwidth, where both nights measured it.
+    pub bandwidth_ratio: Option<f64>,
+    /// Each baseline run that was ok, and what became of it.
+    pub runs: Vec<RunOutcome>,
+    /// Every comparable figure's verdict.
+    pub verdicts: Vec<FigureVerdict>,
+    /// The hard findings.
+    pub findings: Vec<Finding>,
+}
+
+/// One night's manifests and, per run identity, its figures' raw samples.
+#[derive(Debug, Clone, Default)]
+pub struct Night {
+    /// The manifests.
+    pub manifests: Vec<Manifest>,
+    /// Samples per run identity; a run without an entry is judged on its summary medians.
+    pub samples: BTreeMap<String, FigureSamples>,
+}
+
+impl Night {
+    /// A night without raw samples.
+    pub fn new(manifests: Vec<Manifest>) -> Self {
+        Night {
+            manifests,
+            samples: BTreeMap::new(),
+        }
+    }
+
+    /// Reads the manifests in `dir` and the samples files their `results` name.
+    pub fn load(dir: &Path) -> (Night, Vec<Skipped>) {
+        let (manifests, skipped) = crate::manifest::read_all(dir);
+        let samples = manifests
+            .iter()
+            .filter(|m| m.status == Status::Ok && !m.results.is_null())
+            .filter_map(|m| samples::load(m, dir).ok().map(|s| (m.run_id.clone(), s)))
+            .collect();
+        (Night { manifests, samples }, skipped)
+    }
 }
 
 fn stat_median(v: &Value, key: &str) -> Option<f64> {
@@ -73,93 +238,345 @@ pub fn figures(m: &Manifest) -> Vec<Figure> {
     let mut out = Vec::new();
     let mut push = |name: String, value: Option<f64>, better| {
         if let Some(value) = value.filter(|v| v.is_finite() && *v > 0.0) {
-            out.push(Figure { name, value, better });
+            out.push(Figure {
+                name,
+                value,
+                better,
+            });
         }
     };
-    for c in s.get("collectives").and_then(Value::as_array).into_iter().flatten() {
-        let name = format!("{} {} B median", c["op"].as_str().unwrap_or("?"), c["size_bytes"]);
+    for c in s
+        .get("collectives")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = format!(
+            "{} {} B median",
+            c["op"].as_str().unwrap_or("?"),
+            c["size_bytes"]
+        );
         push(name, stat_median(c, "time_s"), Better::Lower);
     }
     if let Some(b) = s.get("membw") {
-        push("aggregate bandwidth median".into(), stat_median(b, "aggregate_Bps"), Better::Higher);
+        push(
+            "aggregate bandwidth median".into(),
+            stat_median(b, "aggregate_Bps"),
+            Better::Higher,
+        );
     }
     if let Some(d) = s.get("decode") {
-        push("decode step median".into(), stat_median(d, "step_s"), Better::Lower);
-        push("tokens per second median".into(), stat_median(d, "tokens_per_s"), Better::Higher);
+        push(
+            "decode step median".into(),
+            stat_median(d, "step_s"),
+            Better::Lower,
+        );
+        push(
+            "tokens per second median".into(),
+            stat_median(d, "tokens_per_s"),
+            Better::Higher,
+        );
     }
-    for d in s.get("dispatch").and_then(Value::as_array).into_iter().flatten() {
-        push(format!("dispatch {} tokens median", d["tokens"]), stat_median(d, "time_s"), Better::Lower);
+    for d in s
+        .get("dispatch")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        push(
+            format!("dispatch {} tokens median", d["tokens"]),
+            stat_median(d, "time_s"),
+            Better::Lower,
+        );
     }
     out
 }
 
 fn label(m: &Manifest) -> String {
-    format!("{} {}", &m.run_id[..12], m.experiment)
+    format!("{} {}", &m.run_id[..12.min(m.run_id.len())], m.experiment)
 }
 
 /// How many run identities of `baseline` have a manifest in `current` too.
 pub fn compared(baseline: &[Manifest], current: &[Manifest]) -> usize {
-    let now: std::collections::BTreeSet<&str> = current.iter().map(|m| m.run_id.as_str()).collect();
-    baseline.iter().filter(|m| now.contains(m.run_id.as_str())).count()
+    let now: BTreeSet<&str> = current.iter().map(|m| m.run_id.as_str()).collect();
+    baseline
+        .iter()
+        .filter(|m| now.contains(m.run_id.as_str()))
+        .count()
 }
 
-/// Compares `current` with `baseline` run by run; `tolerance` is the fraction a figure may worsen.
-pub fn compare(baseline: &[Manifest], current: &[Manifest], tolerance: f64) -> Vec<Finding> {
-    let now: BTreeMap<&str, &Manifest> = current.iter().map(|m| (m.run_id.as_str(), m)).collect();
-    let mut findings = Vec::new();
-    for before in baseline.iter().filter(|m| m.status == Status::Ok) {
+/// The fingerprint keys whose values differ, `key: before -> after`.
+pub fn machine_differences(before: &Value, after: &Value) -> Vec<String> {
+    let keys: BTreeSet<&String> = [before, after]
+        .iter()
+        .filter_map(|v| v.as_object())
+        .flat_map(|o| o.keys())
+        .collect();
+    let show = |v: Option<&Value>| {
+        v.map_or("none".to_string(), |v| {
+            v.as_str().map_or(v.to_string(), str::to_string)
+        })
+    };
+    keys.into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k}: {} -> {}", show(before.get(k)), show(after.get(k))))
+        .collect()
+}
+
+/// Tonight's membw aggregate over the baseline's, the median over membw runs ok in both nights.
+pub fn bandwidth_ratio(baseline: &[Manifest], current: &[Manifest]) -> Option<f64> {
+    let bw = |m: &Manifest| {
+        m.summary
+            .get("membw")
+            .and_then(|b| stat_median(b, "aggregate_Bps"))
+            .filter(|v| *v > 0.0)
+    };
+    let now: BTreeMap<&str, f64> = current
+        .iter()
+        .filter(|m| m.status == Status::Ok)
+        .filter_map(|m| Some((m.run_id.as_str(), bw(m)?)))
+        .collect();
+    let ratios: Vec<f64> = baseline
+        .iter()
+        .filter(|m| m.status == Status::Ok)
+        .filter_map(|m| Some(now.get(m.run_id.as_str())? / bw(m)?))
+        .collect();
+    stats::median(&ratios)
+}
+
+/// A figure of one run in both nights, before its verdict.
+struct Pair<'a> {
+    run: String,
+    experiment: String,
+    before: Figure,
+    after: f64,
+    samples: Option<(&'a [f64], &'a [f64])>,
+}
+
+/// Compares `current` with `baseline` run by run and figure by figure under `policy`.
+pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison {
+    let now: BTreeMap<&str, &Manifest> = current
+        .manifests
+        .iter()
+        .map(|m| (m.run_id.as_str(), m))
+        .collect();
+    let (mut findings, mut runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut differences, mut differing) = (BTreeSet::new(), 0);
+    for before in baseline.manifests.iter().filter(|m| m.status == Status::Ok) {
+        let outcome = |status: &str, answer: &str, same_machine| RunOutcome {
+            run: label(before),
+            experiment: before.experiment.clone(),
+            status: status.into(),
+            answer: answer.into(),
+            same_machine,
+        };
         let Some(after) = now.get(before.run_id.as_str()) else {
             findings.push(Finding::Missing { run: label(before) });
+            runs.push(outcome("missing", "none", true));
             continue;
         };
+        let diff = machine_differences(&before.machine, &after.machine);
         if after.status != Status::Ok {
-            let reason = after.reason.clone().unwrap_or_else(|| format!("{:?}", after.status));
-            findings.push(Finding::NowFailing { run: label(after), reason });
+            let reason = after
+                .reason
+                .clone()
+                .unwrap_or_else(|| format!("{:?}", after.status));
+            findings.push(Finding::NowFailing {
+                run: label(after),
+                reason,
+            });
+            runs.push(outcome("now_failing", "none", diff.is_empty()));
             continue;
         }
-        if before.answer.get("tokens").is_some() && before.answer.get("tokens") != after.answer.get("tokens") {
-            findings.push(Finding::AnswerChanged { run: label(after) });
+        let answer = match before.answer.get("tokens") {
+            Some(t) if Some(t) != after.answer.get("tokens") => {
+                findings.push(Finding::AnswerChanged { run: label(after) });
+                "changed"
+            }
+            Some(_) => "same",
+            None => "none",
+        };
+        runs.push(outcome("ok", answer, diff.is_empty()));
+        if diff.is_empty() {
+            pairs.extend(figure_pairs(baseline, current, before, after));
+        } else {
+            differing += 1;
+            differences.extend(diff);
         }
-        findings.extend(regressions(before, after, tolerance));
     }
-    findings
+    if differing > 0 {
+        findings.push(Finding::MachineDiffers {
+            runs: differing,
+            differences: differences.into_iter().collect(),
+        });
+    }
+    let ratio = bandwidth_ratio(&baseline.manifests, &current.manifests);
+    let verdicts = judge(&pairs, policy, ratio);
+    findings.extend(
+        verdicts
+            .iter()
+            .filter(|v| v.verdict == Verdict::Regressed)
+            .map(|v| Finding::Regressed {
+                run: v.run.clone(),
+                figure: v.figure.clone(),
+                before: v.before,
+                after: v.after,
+                worse_by: v.worse_by,
+                p: v.p,
+            }),
+    );
+    Comparison {
+        compared: compared(&baseline.manifests, &current.manifests),
+        policy: *policy,
+        bandwidth_ratio: ratio,
+        runs,
+        verdicts,
+        findings,
+    }
 }
 
-fn regressions(before: &Manifest, after: &Manifest, tolerance: f64) -> Vec<Finding> {
-    let now: BTreeMap<String, Figure> = figures(after).into_iter().map(|f| (f.name.clone(), f)).collect();
+fn figure_pairs<'a>(
+    baseline: &'a Night,
+    current: &'a Night,
+    before: &Manifest,
+    after: &Manifest,
+) -> Vec<Pair<'a>> {
+    let tonight: BTreeMap<String, f64> = figures(after)
+        .into_iter()
+        .map(|f| (f.name, f.value))
+        .collect();
+    let (sb, sa) = (
+        baseline.samples.get(&before.run_id),
+        current.samples.get(&after.run_id),
+    );
     figures(before)
         .into_iter()
         .filter_map(|b| {
-            let a = now.get(&b.name)?;
-            let worse_by = match b.better {
-                Better::Lower => a.value / b.value - 1.0,
-                Better::Higher => b.value / a.value - 1.0,
-            };
-            (worse_by > tolerance).then(|| Finding::Regressed {
+            let after_value = *tonight.get(&b.name)?;
+            let samples = sb
+                .and_then(|s| s.get(&b.name))
+                .zip(sa.and_then(|s| s.get(&b.name)));
+            Some(Pair {
                 run: label(after),
-                figure: b.name.clone(),
-                before: b.value,
-                after: a.value,
-                worse_by,
+                experiment: after.experiment.clone(),
+                samples: samples.map(|(x, y)| (x.as_slice(), y.as_slice())),
+                after: after_value,
+                before: b,
             })
         })
         .collect()
 }
 
-/// One line per finding.
-pub fn render_text(findings: &[Finding]) -> String {
-    let mut out = String::new();
-    for f in findings {
-        let line = match f {
-            Finding::AnswerChanged { run } => format!("ANSWER CHANGED {run}: generated tokens differ from the baseline"),
-            Finding::NowFailing { run, reason } => format!("NOW FAILING {run}: {reason}"),
-            Finding::Missing { run } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
-            Finding::Regressed { run, figure, before, after, worse_by } => {
-                format!("REGRESSED {run}: {figure} {before:.4e} -> {after:.4e} ({:.0}% worse)", worse_by * 100.0)
-            }
-        };
-        out.push_str(&line);
-        out.push('\n');
+/// How much worse `after` is than `before` for a figure whose better direction is `better`.
+fn worse_by(better: Better, before: f64, after: f64) -> f64 {
+    match better {
+        Better::Lower => after / before - 1.0,
+        Better::Higher => before / after - 1.0,
     }
-    out
+}
+
+/// Verdicts for every pair: tests where samples allow, then Benjamini–Hochberg over the tested.
+fn judge(pairs: &[Pair], policy: &Policy, ratio: Option<f64>) -> Vec<FigureVerdict> {
+    let tests: Vec<Option<stats::UTest>> = pairs
+        .iter()
+        .map(|p| {
+            let (a, b) = p.samples?;
+            (stats::smallest_p(a.len(), b.len()) < policy.fdr)
+                .then(|| stats::mann_whitney(a, b))
+                .flatten()
+        })
+        .collect();
+    let tested: Vec<f64> = tests.iter().flatten().map(|t| t.p).collect();
+    let mut q = stats::benjamini_hochberg(&tested).into_iter();
+    pairs
+        .iter()
+        .zip(&tests)
+        .map(|(pair, test)| {
+            let q = test.map(|_| q.next().unwrap_or(1.0));
+            verdict(pair, *test, q, policy, ratio)
+        })
+        .collect()
+}
+
+fn verdict(
+    pair: &Pair,
+    test: Option<stats::UTest>,
+    q: Option<f64>,
+    policy: &Policy,
+    ratio: Option<f64>,
+) -> FigureVerdict {
+    let (before, after) = match pair.samples {
+        Some((a, b)) => (
+            stats::median(a).unwrap_or(pair.before.value),
+            stats::median(b).unwrap_or(pair.after),
+        ),
+        None => (pair.before.value, pair.after),
+    };
+    let better = pair.before.better;
+    let worse = worse_by(better, before, after);
+    let effect = after / before - 1.0;
+    let normalised = ratio
+        .filter(|_| {
+            pair.before.name.starts_with("decode step")
+                || pair.before.name.starts_with("tokens per second")
+        })
+        .map(|r| match better {
+            Better::Lower => worse_by(better, before, after * r),
+            Better::Higher => worse_by(better, before, after / r),
+        });
+    let (n_before, n_after) = pair.samples.map_or((0, 0), |(a, b)| (a.len(), b.len()));
+    let direction = |worse: f64| {
+        if worse > 0.0 {
+            Verdict::Regressed
+        } else {
+            Verdict::Improved
+        }
+    };
+    let (mut verdict, mut method) = match (pair.samples, test, q) {
+        (None, ..) => {
+            let v = if worse > policy.tolerance || -worse > policy.tolerance { direction(worse) } else { Verdict::NoChange };
+            (v, format!("summary medians only (no raw samples in one of the nights): tolerance {:.0}%", policy.tolerance * 100.0))
+        }
+        (Some(_), None, _) | (Some(_), _, None) => (
+            Verdict::InsufficientEvidence,
+            format!(
+                "{n_before} vs {n_after} samples: the smallest reachable p ({:.3}) is not below the FDR {:.2}",
+                stats::smallest_p(n_before, n_after),
+                policy.fdr
+            ),
+        ),
+        (Some(_), Some(t), Some(q)) => {
+            let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
+            let v = if significant { direction(worse) } else { Verdict::NoChange };
+            let how = if t.exact { "exact" } else { "normal approximation, tie-corrected" };
+            (v, format!("Mann-Whitney U ({how}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%", policy.fdr, effect * 100.0, policy.min_effect * 100.0))
+        }
+    };
+    if let (Verdict::Regressed | Verdict::Improved, Some(n)) = (verdict, normalised) {
+        let still = if verdict == Verdict::Regressed {
+            n >= policy.min_effect
+        } else {
+            -n >= policy.min_effect
+        };
+        if !still {
+            method.push_str(&format!("; bandwidth-normalised change {:+.1}% is within the minimum: explained by memory bandwidth", n * 100.0));
+            verdict = Verdict::NoChange;
+        }
+    }
+    FigureVerdict {
+        run: pair.run.clone(),
+        experiment: pair.experiment.clone(),
+        figure: pair.before.name.clone(),
+        verdict,
+        before,
+        after,
+        effect,
+        worse_by: worse,
+        p: test.map(|t| t.p),
+        q,
+        n_before,
+        n_after,
+        method,
+        bandwidth_normalised_worse_by: normalised,
+    }
 }

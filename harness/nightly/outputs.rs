@@ -1,0 +1,271 @@
+//! A night's comparison as text lines, JUnit XML, a markdown summary and JSON.
+
+use super::{Comparison, FigureVerdict, Finding, Verdict};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One line per finding.
+pub fn render_text(findings: &[Finding]) -> String {
+    findings.iter().map(|f| finding_line(f) + "\n").collect()
+}
+
+fn finding_line(f: &Finding) -> String {
+    match f {
+        Finding::AnswerChanged { run } => format!("ANSWER CHANGED {run}: generated tokens differ from the baseline"),
+        Finding::NowFailing { run, reason } => format!("NOW FAILING {run}: {reason}"),
+        Finding::Missing { run } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
+        Finding::MachineDiffers { runs, differences } => format!(
+            "MACHINE DIFFERS for {runs} runs: {}; their timings were not compared (answers were): compare with a baseline from this machine",
+            differences.join(", ")
+        ),
+        Finding::Regressed { run, figure, before, after, worse_by, p } => format!(
+            "REGRESSED {run}: {figure} {before:.4e} -> {after:.4e} ({:.0}% worse{})",
+            worse_by * 100.0,
+            p.map_or(", summary medians only".to_string(), |p| format!(", p {p:.2e}"))
+        ),
+    }
+}
+
+/// One line per verdict: `VERDICT run: figure before -> after (effect, p, q; method)`.
+pub fn verdict_line(v: &FigureVerdict) -> String {
+    let num = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2e}"));
+    format!(
+        "{} {}: {} {:.4e} -> {:.4e} (effect {:+.1}%, p {}, q {}, n {}/{}; {})",
+        v.verdict.name(),
+        v.run,
+        v.figure,
+        v.before,
+        v.after,
+        v.effect * 100.0,
+        num(v.p),
+        num(v.q),
+        v.n_before,
+        v.n_after,
+        v.method
+    )
+}
+
+/// How many figures got each verdict, in verdict order.
+pub fn counts(c: &Comparison) -> BTreeMap<Verdict, usize> {
+    let mut out = BTreeMap::new();
+    for v in &c.verdicts {
+        *out.entry(v.verdict).or_insert(0) += 1;
+    }
+    out
+}
+
+/// `REGRESSED 1, NO_CHANGE 12, ...`.
+pub fn counts_line(c: &Comparison) -> String {
+    let parts: Vec<String> = counts(c)
+        .into_iter()
+        .map(|(v, n)| format!("{} {n}", v.name()))
+        .collect();
+    if parts.is_empty() {
+        "no comparable figures".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Escapes text for an XML attribute or element.
+pub fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A JUnit test case: classname, name, and an optional (`failure` | `skipped`, message).
+struct Case {
+    name: String,
+    outcome: Option<(&'static str, String)>,
+    out: String,
+}
+
+/// Test cases per suite (experiment): per run its status and answer, per figure its verdict.
+fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
+    let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
+    let finding_for = |run: &str, want: fn(&Finding) -> bool| {
+        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r } if r == run))
+    };
+    for r in &c.runs {
+        let status = finding_for(&r.run, |f| {
+            matches!(f, Finding::Missing { .. } | Finding::NowFailing { .. })
+        });
+        let answer = finding_for(&r.run, |f| matches!(f, Finding::AnswerChanged { .. }));
+        let suite = suites.entry(r.experiment.clone()).or_default();
+        let fail = |f: Option<&Finding>| f.map(|f| ("failure", finding_line(f)));
+        suite.push(Case {
+            name: format!("{} status", r.run),
+            outcome: fail(status),
+            out: r.status.clone(),
+        });
+        if r.status == "ok" {
+            suite.push(Case {
+                name: format!("{} answer", r.run),
+                outcome: fail(answer),
+                out: r.answer.clone(),
+            });
+        }
+    }
+    for v in &c.verdicts {
+        let outcome = match v.verdict {
+            Verdict::Regressed => Some(("failure", verdict_line(v))),
+            Verdict::InsufficientEvidence => Some(("skipped", verdict_line(v))),
+            _ => None,
+        };
+        suites.entry(v.experiment.clone()).or_default().push(Case {
+            name: format!("{} {}", v.run, v.figure),
+            outcome,
+            out: verdict_line(v),
+        });
+    }
+    let night = suites.entry("parlab nightly".into()).or_default();
+    for f in c
+        .findings
+        .iter()
+        .filter(|f| matches!(f, Finding::MachineDiffers { .. }))
+    {
+        night.push(Case {
+            name: "machine fingerprint".into(),
+            outcome: Some(("failure", finding_line(f))),
+            out: String::new(),
+        });
+    }
+    for l in layouts {
+        night.push(Case {
+            name: format!("answer across layouts: {l}"),
+            outcome: Some(("failure", format!("ANSWER CHANGED across layouts: {l}"))),
+            out: String::new(),
+        });
+    }
+    suites.retain(|_, v| !v.is_empty());
+    suites
+}
+
+/// The comparison as JUnit XML (`testsuites` > `testsuite` per experiment > `testcase`):
+/// failures for regressions, changed answers, new failures, missing runs and a changed
+/// machine; skipped for insufficient evidence. `layouts` are answers that changed across layouts.
+pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
+    let suites = cases(c, layouts);
+    let count = |cs: &[Case], kind: &str| {
+        cs.iter()
+            .filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == kind))
+            .count()
+    };
+    let all: Vec<&Case> = suites.values().flatten().collect();
+    let (fail, skip) = (
+        all.iter()
+            .filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == "failure"))
+            .count(),
+        all.iter()
+            .filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == "skipped"))
+            .count(),
+    );
+    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(x, "<testsuites name=\"parlab nightly\" tests=\"{}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">", all.len());
+    for (name, cs) in &suites {
+        let _ = writeln!(
+            x,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"0\" timestamp=\"{}\">",
+            xml_escape(name),
+            cs.len(),
+            count(cs, "failure"),
+            count(cs, "skipped"),
+            xml_escape(timestamp)
+        );
+        for k in cs {
+            let _ = write!(
+                x,
+                "    <testcase classname=\"parlab.nightly.{}\" name=\"{}\" time=\"0\">",
+                xml_escape(name),
+                xml_escape(&k.name)
+            );
+            if let Some((kind, msg)) = &k.outcome {
+                let _ = write!(x, "<{kind} message=\"{}\"", xml_escape(msg));
+                let _ = if *kind == "failure" {
+                    write!(
+                        x,
+                        " type=\"{}\">{}</failure>",
+                        msg.split(' ').next().unwrap_or(""),
+                        xml_escape(msg)
+                    )
+                } else {
+                    write!(x, "/>")
+                };
+            }
+            if !k.out.is_empty() {
+                let _ = write!(x, "<system-out>{}</system-out>", xml_escape(&k.out));
+            }
+            x.push_str("</testcase>\n");
+        }
+        x.push_str("  </testsuite>\n");
+    }
+    x.push_str("</testsuites>\n");
+    x
+}
+
+/// A markdown summary for a CI job page: counts, findings, and every verdict but NO_CHANGE.
+pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
+    let mut m = format!(
+        "## parlab nightly\n\n{} runs compared with `{}`; figures: {}.\n\n",
+        c.compared,
+        baseline,
+        counts_line(c)
+    );
+    let _ = writeln!(
+        m,
+        "Method: Mann-Whitney U per figure on the raw samples, Benjamini-Hochberg FDR {:.0}%, minimum effect {:.0}%, asv's power guard; summary medians against a {:.0}% tolerance where samples are missing.{}\n",
+        c.policy.fdr * 100.0,
+        c.policy.min_effect * 100.0,
+        c.policy.tolerance * 100.0,
+        c.bandwidth_ratio.map_or(String::new(), |r| format!(" Memory bandwidth tonight / baseline: {r:.3}."))
+    );
+    if c.findings.is_empty() && layouts.is_empty() {
+        m.push_str("**No findings.**\n\n");
+    } else {
+        m.push_str("### Findings\n\n");
+        c.findings
+            .iter()
+            .for_each(|f| m.push_str(&format!("- {}\n", xml_escape(&finding_line(f)))));
+        layouts
+            .iter()
+            .for_each(|l| m.push_str(&format!("- ANSWER CHANGED across layouts: {l}\n")));
+        m.push('\n');
+    }
+    let shown: Vec<&FigureVerdict> = c
+        .verdicts
+        .iter()
+        .filter(|v| v.verdict != Verdict::NoChange)
+        .collect();
+    if !shown.is_empty() {
+        m.push_str("| verdict | run | figure | before | after | effect | p | q | n |\n|---|---|---|---|---|---|---|---|---|\n");
+        let num = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2e}"));
+        for v in shown {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {:.4e} | {:.4e} | {:+.1}% | {} | {} | {}/{} |",
+                v.verdict.name(),
+                v.run,
+                v.figure,
+                v.before,
+                v.after,
+                v.effect * 100.0,
+                num(v.p),
+                num(v.q),
+                v.n_before,
+                v.n_after
+            );
+        }
+    }
+    m
+}

@@ -1,0 +1,189 @@
+//! The statistics of a night's verdicts: Mann–Whitney U (Mann and Whitney 1947), the smallest
+//! p-value two sample sizes can reach (asv's power guard), and Benjamini–Hochberg (1995).
+
+/// Samples up to this combined size get the exact permutation distribution of U.
+pub const EXACT_MAX_N: usize = 20;
+
+/// A two-sided Mann–Whitney U test of `a` against `b`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UTest {
+    /// U of the first sample: pairs (x in a, y in b) with x > y, ties counting one half.
+    pub u: f64,
+    /// Two-sided p-value.
+    pub p: f64,
+    /// Whether `p` is exact (permutation distribution) or the normal approximation.
+    pub exact: bool,
+}
+
+/// Midranks (1-based) of `values` in their sorted order, and the sizes of the tie groups.
+fn midranks(values: &[f64]) -> (Vec<f64>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&i, &j| values[i].total_cmp(&values[j]));
+    let mut ranks = vec![0.0; values.len()];
+    let mut ties = Vec::new();
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len() && values[order[end]] == values[order[start]] {
+            end += 1;
+        }
+        let rank = (start + end + 1) as f64 / 2.0;
+        order[start..end].iter().for_each(|&i| ranks[i] = rank);
+        ties.push(end - start);
+        start = end;
+    }
+    (ranks, ties)
+}
+
+/// Mann–Whitney U of `a` against `b` (NaNs dropped); None when either sample is empty.
+///
+/// Exact (the permutation distribution of the rank sum, ties as midranks) when the two samples
+/// together have at most [`EXACT_MAX_N`] values; otherwise the normal approximation with the
+/// tie correction of the variance and a continuity correction of one half.
+pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<UTest> {
+    let a: Vec<f64> = a.iter().copied().filter(|x| !x.is_nan()).collect();
+    let b: Vec<f64> = b.iter().copied().filter(|x| !x.is_nan()).collect();
+    let (n1, n2) = (a.len(), b.len());
+    if n1 == 0 || n2 == 0 {
+        return None;
+    }
+    let all: Vec<f64> = a.iter().chain(&b).copied().collect();
+    let (ranks, ties) = midranks(&all);
+    let r1: f64 = ranks[..n1].iter().sum();
+    let u = r1 - (n1 * (n1 + 1)) as f64 / 2.0;
+    if n1 + n2 <= EXACT_MAX_N {
+        return Some(UTest {
+            u,
+            p: exact_p(&ranks, n1, r1),
+            exact: true,
+        });
+    }
+    let (n1f, n2f, n) = (n1 as f64, n2 as f64, (n1 + n2) as f64);
+    let tie_sum: f64 = ties.iter().map(|&t| (t * t * t - t) as f64).sum();
+    let variance = n1f * n2f / 12.0 * ((n + 1.0) - tie_sum / (n * (n - 1.0)));
+    if variance <= 0.0 {
+        return Some(UTest {
+            u,
+            p: 1.0,
+            exact: false,
+        });
+    }
+    let z = (((u - n1f * n2f / 2.0).abs() - 0.5).max(0.0)) / variance.sqrt();
+    Some(UTest {
+        u,
+        p: erfc(z / std::f64::consts::SQRT_2).min(1.0),
+        exact: false,
+    })
+}
+
+/// Two-sided exact p of rank sum `r1` for the first `n1` of `ranks`: twice the smaller tail
+/// of the distribution of the sum of `n1` ranks drawn without replacement.
+fn exact_p(ranks: &[f64], n1: usize, r1: f64) -> f64 {
+    // Doubled midranks are integers; ways[k][s]: subsets of k ranks with doubled sum s.
+    let doubled: Vec<usize> = ranks.iter().map(|r| (r * 2.0).round() as usize).collect();
+    let total: usize = doubled.iter().sum();
+    let mut ways = vec![vec![0.0f64; total + 1]; n1 + 1];
+    ways[0][0] = 1.0;
+    for &d in &doubled {
+        for k in (1..=n1).rev() {
+            for s in (d..=total).rev() {
+                ways[k][s] += ways[k - 1][s - d];
+            }
+        }
+    }
+    let observed = (r1 * 2.0).round() as usize;
+    let all: f64 = ways[n1].iter().sum();
+    let low: f64 = ways[n1][..=observed].iter().sum();
+    let high: f64 = ways[n1][observed..].iter().sum();
+    (2.0 * low.min(high) / all).min(1.0)
+}
+
+/// The smallest two-sided p-value a rank test of samples of sizes `n1` and `n2` can reach:
+/// 2 / C(n1 + n2, n1) (asv's `is_different` uses the one-sided 1 / C(n1 + n2, min(n1, n2))).
+pub fn smallest_p(n1: usize, n2: usize) -> f64 {
+    if n1 == 0 || n2 == 0 {
+        return 1.0;
+    }
+    let k = n1.min(n2);
+    let mut c = 1.0f64;
+    for i in 0..k {
+        c = c * (n1 + n2 - i) as f64 / (i + 1) as f64;
+    }
+    (2.0 / c).min(1.0)
+}
+
+/// Benjamini–Hochberg adjusted p-values (q-values), in the order of `p`: q(i) is the smallest
+/// m p(j) / j over the j-th smallest p-values with j at or above i's rank, at most 1.
+pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
+    let mut q = vec![1.0; m];
+    let mut running = 1.0f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        running = running.min(p[i] * m as f64 / (rank + 1) as f64);
+        q[i] = running.min(1.0);
+    }
+    q
+}
+
+/// The complementary error function (Numerical Recipes' `erfcc`: fractional error below 1.2e-7).
+pub fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let r = t * poly.exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
+    }
+}
+
+/// The median of `v` (NaNs dropped); None when empty.
+pub fn median(v: &[f64]) -> Option<f64> {
+    crate::collect::stats::Stats::of(v).map(|s| s.median)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_and_normal_p_values_match_known_tables() {
+        // Fully separated 3 vs 3: the most extreme of C(6,3) = 20 arrangements, two-sided 0.1.
+        let t = mann_whitney(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).unwrap();
+        assert!(t.exact && t.u == 0.0 && (t.p - 0.1).abs() < 1e-12, "{t:?}");
+        assert!((smallest_p(3, 3) - 0.1).abs() < 1e-12);
+        // Identical samples: no evidence at all.
+        assert_eq!(mann_whitney(&[1.0; 5], &[1.0; 5]).unwrap().p, 1.0);
+        // 15 vs 15 interleaved except a shift: normal approximation close to exact.
+        let a: Vec<f64> = (0..15).map(f64::from).collect();
+        let b: Vec<f64> = (0..15).map(|i| f64::from(i) + 5.5).collect();
+        let normal = mann_whitney(&a, &b).unwrap();
+        assert!(
+            !normal.exact && normal.p > 0.005 && normal.p < 0.05,
+            "{normal:?}"
+        );
+        assert!(
+            (erfc(0.0) - 1.0).abs() < 1e-7
+                && (erfc(1.959_964 / std::f64::consts::SQRT_2) - 0.05).abs() < 1e-6
+        );
+    }
+
+    #[test]
+    fn benjamini_hochberg_matches_a_worked_example() {
+        let q = benjamini_hochberg(&[0.01, 0.04, 0.03, 0.5]);
+        let want = [0.04, 0.04 * 4.0 / 3.0, 0.04 * 4.0 / 3.0, 0.5];
+        q.iter()
+            .zip(want)
+            .for_each(|(q, w)| assert!((q - w).abs() < 1e-12, "{q} vs {w}"));
+    }
+}
