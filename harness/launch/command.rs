@@ -65,15 +65,6 @@ fn path_text(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// Open MPI's transport selection for a measured link on one host (what `srun` forwards).
-pub fn link_mca(link: &str) -> Vec<(&'static str, &'static str)> {
-    match link {
-        "mpi-tcp" => vec![("pml", "ob1"), ("btl", "self,tcp"), ("btl_tcp_if_include", "lo")],
-        "mpi-auto" => Vec::new(),
-        _ => vec![("pml", "ob1"), ("btl", "self,vader")],
-    }
-}
-
 /// A run's Open MPI transport selection: what parlab passes, and the effective choice in words.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transport {
@@ -189,8 +180,8 @@ const OMP_WAIT: &str = "OMP_WAIT_POLICY=passive";
 
 fn srun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
     let threads = plan.threads_per_rank;
-    let mut env: Vec<(String, String)> =
-        link_mca(&plan.link).into_iter().map(|(k, v)| (format!("OMPI_MCA_{k}"), v.to_string())).collect();
+    let transport = transport(&plan.link, &slurm_remote_nodes(), plan.interface.as_deref(), &|k| std::env::var(k).ok());
+    let mut env: Vec<(String, String)> = transport.mca.iter().map(|(k, v)| (format!("OMPI_MCA_{k}"), v.clone())).collect();
     env.push(("OMP_NUM_THREADS".into(), threads.to_string()));
     env.push(("MKL_NUM_THREADS".into(), threads.to_string()));
     env.push(OMP_WAIT.split_once('=').map(|(k, v)| (k.into(), v.into())).expect("KEY=VALUE"));
@@ -206,8 +197,17 @@ fn srun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Mach
     args.extend(srun_mpi(std::env::var("SLURM_MPI_TYPE").ok().as_deref()));
     args.push(format!("--error={}", path_text(&out.join(RANK_LOGS).join("rank.%t.stderr"))));
     args.extend(rank_args(exe, plan_path, out));
-    let transport = link_mca(&plan.link).iter().map(|(k, v)| format!("OMPI_MCA_{k}={v}")).collect::<Vec<_>>().join(" ");
-    LaunchCommand { program: "srun".into(), args, env, oversubscribed: false, transport }
+    LaunchCommand { program: "srun".into(), args, env, oversubscribed: false, transport: transport.description }
+}
+
+/// Under Slurm the nodes are Slurm's choice: inside a one-node allocation (`SLURM_NNODES=1`)
+/// every rank is on this host; otherwise (several nodes, or srun allocating itself) they may not
+/// be, so TCP is never pinned to loopback.
+fn slurm_remote_nodes() -> Vec<String> {
+    match std::env::var("SLURM_NNODES").ok().and_then(|n| n.parse::<u32>().ok()) {
+        Some(1) => Vec::new(),
+        _ => vec!["nodes of the Slurm allocation".into()],
+    }
 }
 
 /// srun's `--mpi` option: PMIx, the one Slurm plugin Debian 12's Open MPI 4.1 starts under
