@@ -121,7 +121,9 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => unsafe { x86::rows_avx2(w, x, y) },
             // SAFETY: as above.
+            // NEON is in aarch64's baseline, where the call needs no `unsafe`.
             #[cfg(target_arch = "aarch64")]
+            #[allow(unused_unsafe)]
             Kernel::Neon => unsafe { arm::rows_neon(w, x, y) },
             _ => rows_portable(w, x, y),
         }
@@ -240,7 +242,9 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => unsafe { x86::sum_avx2(v) },
             // SAFETY: as above.
+            // NEON is in aarch64's baseline, where the call needs no `unsafe`.
             #[cfg(target_arch = "aarch64")]
+            #[allow(unused_unsafe)]
             Kernel::Neon => unsafe { arm::sum_neon(v) },
             _ => sum_portable(v),
         }
