@@ -115,6 +115,9 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// History folder: append tonight's figures and redraw the trends (trends.md, trends/*.svg).
+        #[arg(long)]
+        history: Option<PathBuf>,
     },
     /// Probe what this machine can do and print each probe's command and output.
     Gates {
@@ -182,9 +185,9 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         }
         Command::Report { manifests, out, wait } => report::run(&manifests, &out, wait),
         Command::Audit { manifests, json } => audit::run(&manifests, json),
-        Command::Nightly { baseline, manifests, tolerance, min_effect, fdr, junit, summary, json } => {
+        Command::Nightly { baseline, manifests, tolerance, min_effect, fdr, junit, summary, json, history } => {
             let policy = crate::nightly::Policy { tolerance, min_effect, fdr };
-            nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json })
+            nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json, history })
         }
         Command::Gates { json } => gates::run(json),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),

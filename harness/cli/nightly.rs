@@ -13,6 +13,8 @@ pub struct Outputs {
     pub summary: Option<PathBuf>,
     /// Print JSON instead of text.
     pub json: bool,
+    /// History folder: tonight's figures are appended and the trends redrawn.
+    pub history: Option<PathBuf>,
 }
 
 fn check(policy: &Policy) -> Result<(), UserError> {
@@ -99,6 +101,9 @@ pub fn run(
             &outputs::markdown(&comparison, &layouts, &baseline.display().to_string()),
         )?;
     }
+    if let Some(dir) = &outs.history {
+        keep_history(dir, &after, policy)?;
+    }
     if outs.json {
         let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts});
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -141,4 +146,29 @@ fn print_text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Pat
         c.policy.min_effect * 100.0,
         c.policy.tolerance * 100.0
     );
+}
+
+fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<()> {
+    let entry = crate::nightly::history::append(dir, tonight, &crate::manifest::now())?;
+    let changed = crate::nightly::history::write_trends(dir, policy)?;
+    eprintln!(
+        "nightly: history {} ({} series with change points; trends in {})",
+        entry.display(),
+        changed.len(),
+        dir.join("trends.md").display()
+    );
+    for s in changed.iter().take(20) {
+        let at: Vec<&str> = s
+            .change_points
+            .iter()
+            .map(|&c| s.nights[c].0.as_str())
+            .collect();
+        eprintln!(
+            "TREND {}: {} changed level at {}",
+            s.run,
+            s.figure,
+            at.join(", ")
+        );
+    }
+    Ok(())
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+pub mod history;
 pub mod outputs;
 pub mod samples;
 pub mod stats;

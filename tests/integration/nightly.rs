@@ -579,3 +579,104 @@ fn the_command_exits_3_on_a_changed_answer_and_2_on_a_foreign_baseline_or_bad_fl
         );
     }
 }
+
+#[test]
+fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_noise() {
+    use parlab::nightly::history::{append, change_points, read, write_trends};
+    let policy = Policy::default();
+    let mut draw = Draw(17);
+    let noise = draw.lognormal(16, 1.0, 0.03);
+    let flat: Vec<f64> = noise.clone();
+    let step: Vec<f64> = noise
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if i < 8 { *v } else { v * 1.3 })
+        .collect();
+    let drift: Vec<f64> = noise
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * (1.0 + 0.02 * i as f64))
+        .collect();
+    assert_eq!(
+        change_points(&flat, &policy),
+        Vec::<usize>::new(),
+        "noise has no change point"
+    );
+    assert_eq!(
+        change_points(&step, &policy),
+        vec![8],
+        "a 30% step after night 8"
+    );
+    assert!(
+        drift
+            .windows(2)
+            .all(|w| (w[1] / w[0] - 1.0).abs() < policy.min_effect),
+        "no night-to-night change reaches the minimum"
+    );
+    assert!(
+        !change_points(&drift, &policy).is_empty(),
+        "a 2%-a-night drift is visible"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let m = decode_manifest(0.020, json!([[1, 2, 3]]));
+    for (i, v) in step.iter().enumerate() {
+        append(
+            dir.path(),
+            &night_of(&m, &[0.020 * v]),
+            &format!("2026-12-{:02}T00:00:00Z", i + 1),
+        )
+        .unwrap();
+    }
+    let entries = read(dir.path());
+    assert_eq!(entries.len(), 16);
+    assert!(
+        entries.windows(2).all(|w| w[0].night < w[1].night),
+        "oldest first"
+    );
+    let changed = write_trends(dir.path(), &policy).unwrap();
+    assert!(
+        changed
+            .iter()
+            .any(|s| s.figure == "decode step median" && s.change_points == vec![8]),
+        "{changed:?}"
+    );
+    let md = std::fs::read_to_string(dir.path().join("trends.md")).unwrap();
+    assert!(
+        md.contains("2026-12-09T00:00:00Z"),
+        "the change point's night: {md}"
+    );
+    let svg = std::fs::read_to_string(dir.path().join("trends/0.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg")
+            && svg.contains("stroke-dasharray")
+            && svg.matches("<circle").count() == 16
+    );
+}
+
+#[test]
+fn the_command_appends_to_the_history_folder() {
+    let (base, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_with_samples(
+        &decode_manifest(0.020, json!([[1, 2, 3]])),
+        &Draw(1).lognormal(10, 0.02, 0.1),
+        base.path(),
+    );
+    for _ in 0..2 {
+        let out = nightly(
+            base.path(),
+            base.path(),
+            &["--history", history.path().to_str().unwrap()],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    assert_eq!(parlab::nightly::history::read(history.path()).len(), 2);
+    assert!(
+        history.path().join("trends.md").is_file() && history.path().join("trends/0.svg").is_file()
+    );
+}

@@ -1,0 +1,294 @@
+//! The nightly history: one JSON file per night (every figure's median), a trend figure per
+//! figure across nights, and change points found by binary segmentation with the same
+//! Mann–Whitney test, power guard and minimum effect as a night's verdicts.
+
+use super::{figures, stats, Better, Night, Policy};
+use crate::manifest::Status;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// The history file format's version tag.
+pub const SCHEMA: &str = "parlab.nightly-history/1";
+/// The fewest nights on each side of a change point (the power guard needs 4 + 4 at 5 %).
+pub const MIN_SEGMENT: usize = 4;
+
+/// One figure of one run on one night.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// Run identity.
+    pub run_id: String,
+    /// Short run identity and experiment.
+    pub run: String,
+    /// The figure.
+    pub figure: String,
+    /// Its median that night (of the raw samples where present, else the summary's).
+    pub median: f64,
+    /// Whether lower is better.
+    pub lower_is_better: bool,
+}
+
+/// One night in the history folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Format version.
+    pub schema: String,
+    /// When the comparison ran (RFC 3339, UTC).
+    pub night: String,
+    /// Every figure of every run that was ok.
+    pub points: Vec<Point>,
+}
+
+/// Tonight's figures: sample medians where the night has samples, else summary medians.
+pub fn points(night: &Night) -> Vec<Point> {
+    let mut out = Vec::new();
+    for m in night.manifests.iter().filter(|m| m.status == Status::Ok) {
+        let samples = night.samples.get(&m.run_id);
+        for f in figures(m) {
+            let median = samples
+                .and_then(|s| s.get(&f.name))
+                .and_then(|v| stats::median(v))
+                .unwrap_or(f.value);
+            out.push(Point {
+                run_id: m.run_id.clone(),
+                run: super::label(m),
+                figure: f.name,
+                median,
+                lower_is_better: f.better == Better::Lower,
+            });
+        }
+    }
+    out
+}
+
+/// Writes tonight's entry as `DIR/<night>.json` (colons dropped from the name).
+pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display()))
+    })?;
+    let entry = Entry {
+        schema: SCHEMA.into(),
+        night: when.into(),
+        points: points(night),
+    };
+    let path = dir.join(format!("{}.json", when.replace(':', "")));
+    let text = serde_json::to_string_pretty(&entry).map_err(std::io::Error::other)?;
+    crate::manifest::write_atomic(&path, text.as_bytes())?;
+    Ok(path)
+}
+
+/// Every readable entry in `dir`, oldest night first (other files are ignored).
+pub fn read(dir: &Path) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| crate::files::read_text(&p, crate::files::MANIFEST_LIMIT).ok())
+        .filter_map(|t| serde_json::from_str::<Entry>(&t).ok())
+        .filter(|e| e.schema == SCHEMA)
+        .collect();
+    entries.sort_by(|a, b| a.night.cmp(&b.night));
+    entries
+}
+
+/// One figure's medians across nights.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Series {
+    /// Short run identity and experiment.
+    pub run: String,
+    /// The figure.
+    pub figure: String,
+    /// (night, median), oldest first.
+    pub nights: Vec<(String, f64)>,
+    /// Whether lower is better.
+    pub lower_is_better: bool,
+    /// Indices into `nights` where a new level starts.
+    pub change_points: Vec<usize>,
+}
+
+/// Each (run identity, figure) across the nights, with its change points under `policy`.
+pub fn series(entries: &[Entry], policy: &Policy) -> Vec<Series> {
+    let mut by: BTreeMap<(String, String), Series> = BTreeMap::new();
+    for e in entries {
+        for p in &e.points {
+            let s = by
+                .entry((p.run_id.clone(), p.figure.clone()))
+                .or_insert_with(|| Series {
+                    run: p.run.clone(),
+                    figure: p.figure.clone(),
+                    nights: Vec::new(),
+                    lower_is_better: p.lower_is_better,
+                    change_points: Vec::new(),
+                });
+            s.nights.push((e.night.clone(), p.median));
+        }
+    }
+    let mut out: Vec<Series> = by.into_values().collect();
+    for s in &mut out {
+        let values: Vec<f64> = s.nights.iter().map(|n| n.1).collect();
+        s.change_points = change_points(&values, policy);
+    }
+    out
+}
+
+/// Change points of `x` by binary segmentation: the split (at least [`MIN_SEGMENT`] values
+/// each side) with the smallest Mann–Whitney p between the two sides is kept when that p is
+/// below `policy.fdr` and the sides' medians differ by at least `policy.min_effect`; each
+/// side is then searched again. Returns the first index of every new level, ascending.
+pub fn change_points(x: &[f64], policy: &Policy) -> Vec<usize> {
+    let mut found = Vec::new();
+    segment(x, 0, policy, &mut found);
+    found.sort_unstable();
+    found
+}
+
+fn segment(x: &[f64], offset: usize, policy: &Policy, found: &mut Vec<usize>) {
+    if x.len() < 2 * MIN_SEGMENT {
+        return;
+    }
+    let best = (MIN_SEGMENT..=x.len() - MIN_SEGMENT)
+        .filter_map(|k| {
+            let (l, r) = x.split_at(k);
+            let effect = stats::median(r)? / stats::median(l)? - 1.0;
+            let p = stats::mann_whitney(l, r)?.p;
+            (effect.abs() >= policy.min_effect && p < policy.fdr).then_some((k, p))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some((k, _)) = best {
+        found.push(offset + k);
+        segment(&x[..k], offset, policy, found);
+        segment(&x[k..], offset + k, policy, found);
+    }
+}
+
+fn trend_svg(s: &Series) -> String {
+    let (w, h, left, right, top, bottom) = (640.0, 300.0, 70.0, 20.0, 40.0, 50.0);
+    let values: Vec<f64> = s.nights.iter().map(|n| n.1).collect();
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(*v), b.max(*v))
+        });
+    let span = if hi > lo {
+        hi - lo
+    } else {
+        hi.abs().max(1e-300)
+    };
+    let (lo, hi) = (lo - 0.1 * span, hi + 0.1 * span);
+    let n = values.len().max(2) - 1;
+    let px = |i: usize| left + (w - left - right) * i as f64 / n as f64;
+    let py = |v: f64| top + (h - top - bottom) * (1.0 - (v - lo) / (hi - lo));
+    let esc = super::outputs::xml_escape;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n<text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"13\">{} — {}</text>\n",
+        w / 2.0,
+        esc(&s.figure),
+        esc(&s.run)
+    );
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>",
+        h - bottom,
+        w - right,
+        h - bottom
+    );
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>",
+        h - bottom
+    );
+    for v in [lo, (lo + hi) / 2.0, hi] {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.3e}</text>",
+            left - 4.0,
+            py(v) + 4.0
+        );
+    }
+    for (i, (night, _)) in s
+        .nights
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i == 0 || *i == n)
+    {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            px(i),
+            h - bottom + 16.0,
+            esc(&night[..10.min(night.len())])
+        );
+    }
+    for &c in &s.change_points {
+        let x = (px(c - 1) + px(c)) / 2.0;
+        let _ = writeln!(svg, "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#d62728\" stroke-dasharray=\"4 3\"><title>change point</title></line>", h - bottom);
+    }
+    let pts: Vec<String> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("{:.1},{:.1}", px(i), py(*v)))
+        .collect();
+    let _ = writeln!(
+        svg,
+        "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"{}\"/>",
+        pts.join(" ")
+    );
+    for (i, v) in values.iter().enumerate() {
+        let _ = writeln!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"#1f77b4\"><title>{} {v:.4e}</title></circle>", px(i), py(*v), esc(&s.nights[i].0));
+    }
+    let better = if s.lower_is_better {
+        "lower is better"
+    } else {
+        "higher is better"
+    };
+    let _ = writeln!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{better}; dashed: change point</text>\n</svg>",
+        w - right,
+        h - 8.0
+    );
+    svg
+}
+
+/// Writes `DIR/trends/<i>.svg` for every series with at least two nights and `DIR/trends.md`
+/// listing them with their change points; returns the series with change points.
+pub fn write_trends(dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>> {
+    let all: Vec<Series> = series(&read(dir), policy)
+        .into_iter()
+        .filter(|s| s.nights.len() >= 2)
+        .collect();
+    let trends = dir.join("trends");
+    std::fs::create_dir_all(&trends).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot create {}: {e}", trends.display()))
+    })?;
+    let mut md = format!("# parlab nightly trends\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {:.2} and medians {:.0}% apart.\n\n| figure | run | nights | last | change points |\n|---|---|---|---|---|\n", policy.fdr, policy.min_effect * 100.0);
+    for (i, s) in all.iter().enumerate() {
+        crate::manifest::write_atomic(&trends.join(format!("{i}.svg")), trend_svg(s).as_bytes())?;
+        let cps: Vec<String> = s
+            .change_points
+            .iter()
+            .map(|&c| s.nights[c].0.clone())
+            .collect();
+        let last = s.nights.last().map_or(0.0, |n| n.1);
+        let _ = writeln!(
+            md,
+            "| [{}](trends/{i}.svg) | {} | {} | {last:.4e} | {} |",
+            s.figure,
+            s.run,
+            s.nights.len(),
+            if cps.is_empty() {
+                "-".into()
+            } else {
+                cps.join(", ")
+            }
+        );
+    }
+    crate::manifest::write_atomic(&dir.join("trends.md"), md.as_bytes())?;
+    Ok(all
+        .into_iter()
+        .filter(|s| !s.change_points.is_empty())
+        .collect())
+}
