@@ -13,6 +13,7 @@ command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
 [ -e /usr/include/x86_64-linux-gnu/openmpi/mpi.h ] || [ -n "$(ls /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h 2>/dev/null)" ] || need_apt+=(libopenmpi-dev)
 ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang-dev)
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)   # ip netns: the multi-host test
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
