@@ -175,20 +175,32 @@ pub fn rows_reference(w: &[f32], x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// Rows are taken four at a time, a quarter of the rows apart (`r`, `r + q`, `r + 2q`, `r + 3q`
+/// with `q` this): four streams far apart keep more of memory's bandwidth busy than four
+/// neighbouring rows, as the STREAM-class read does.
+fn quarter(len: usize) -> usize {
+    len.div_ceil(4)
+}
+
+/// How many of the rows `r + i q` (`i` < 4) lie below `len` (always a prefix of the four).
+fn rows_in(r: usize, q: usize, len: usize) -> usize {
+    (0..4).take_while(|i| r + i * q < len).count()
+}
+
 /// Floats per chunk of the portable kernel: one 256-bit or two 128-bit vectors per accumulator.
 const LANES: usize = 8;
 
-/// Four rows at a time over `LANES`-wide chunks, one array of accumulators per row; the lanes
+/// Four rows at a time (a quarter apart) over `LANES`-wide chunks, one array of accumulators per row; the lanes
 /// are independent sums, so the compiler keeps each array in vector registers.
 #[inline(always)]
 fn rows_portable(w: &[f32], x: &[f32], y: &mut [f32]) {
     let n = x.len();
     let (xc, _) = x.as_chunks::<LANES>();
     let body = xc.len() * LANES;
-    let mut r = 0;
-    while r < y.len() {
-        let rows = (y.len() - r).min(4);
-        let row = |i: usize| &w[(r + i.min(rows - 1)) * n..][..n];
+    let q = quarter(y.len());
+    for r in 0..q {
+        let rows = rows_in(r, q, y.len());
+        let row = |i: usize| &w[(r + i.min(rows - 1) * q) * n..][..n];
         let wc: [&[[f32; LANES]]; 4] = std::array::from_fn(|i| row(i).as_chunks::<LANES>().0);
         let mut acc = [[0f32; LANES]; 4];
         for (c, xv) in xc.iter().enumerate() {
@@ -200,9 +212,8 @@ fn rows_portable(w: &[f32], x: &[f32], y: &mut [f32]) {
         }
         for (i, a) in acc.iter().enumerate().take(rows) {
             let tail: f32 = row(i)[body..].iter().zip(&x[body..]).map(|(a, b)| a * b).sum();
-            y[r + i] = a.iter().sum::<f32>() + tail;
+            y[r + i * q] = a.iter().sum::<f32>() + tail;
         }
-        r += rows;
     }
 }
 
@@ -272,26 +283,26 @@ mod x86 {
         (from..x.len()).map(|i| w[i] * x[i]).sum()
     }
 
-    /// AVX-512: four rows at a time, so four independent FMA chains share each load of `x`.
+    /// AVX-512: four rows at a time (a quarter of the rows apart), so four independent FMA chains
+    /// share each load of `x`.
     #[target_feature(enable = "avx512f")]
     pub(super) fn rows_avx512(w: &[f32], x: &[f32], y: &mut [f32]) {
         let (n, body) = (x.len(), x.len() / 16 * 16);
-        // SAFETY: every load reads 16 floats below `body` <= n of `x` and of rows `r + i < y.len()` of `w`.
+        // SAFETY: every load reads 16 floats below `body` <= n of `x` and of rows `r + i * q < y.len()` of `w`.
         unsafe {
-            let mut r = 0;
-            while r < y.len() {
-                let rows = (y.len() - r).min(4);
+            let q = super::quarter(y.len());
+            for r in 0..q {
+                let rows = super::rows_in(r, q, y.len());
                 let mut acc = [_mm512_setzero_ps(); 4];
                 for c in (0..body).step_by(16) {
                     let xv = _mm512_loadu_ps(x.as_ptr().add(c));
                     for (i, a) in acc.iter_mut().enumerate().take(rows) {
-                        *a = _mm512_fmadd_ps(_mm512_loadu_ps(w.as_ptr().add((r + i) * n + c)), xv, *a);
+                        *a = _mm512_fmadd_ps(_mm512_loadu_ps(w.as_ptr().add((r + i * q) * n + c)), xv, *a);
                     }
                 }
                 for (i, a) in acc.iter().enumerate().take(rows) {
-                    y[r + i] = _mm512_reduce_add_ps(*a) + tail(&w[(r + i) * n..(r + i + 1) * n], x, body);
+                    y[r + i * q] = _mm512_reduce_add_ps(*a) + tail(&w[(r + i * q) * n..(r + i * q + 1) * n], x, body);
                 }
-                r += rows;
             }
         }
     }
@@ -304,23 +315,23 @@ mod x86 {
         _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
     }
 
-    /// AVX2+FMA: four rows at a time with two accumulators each (eight FMA chains), 16 floats a step,
+    /// AVX2+FMA: four rows at a time (a quarter apart) with two accumulators each (eight FMA chains), 16 floats a step,
     /// then one 8-float step, then the scalar tail.
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn rows_avx2(w: &[f32], x: &[f32], y: &mut [f32]) {
         let n = x.len();
-        // SAFETY: every load reads 8 floats below body8 <= n of `x` and of rows `r + i < y.len()` of `w`.
+        // SAFETY: every load reads 8 floats below body8 <= n of `x` and of rows `r + i * q < y.len()` of `w`.
         unsafe {
             let (body16, body8) = (n / 16 * 16, n / 8 * 8);
             let (xp, wp) = (x.as_ptr(), w.as_ptr());
-            let mut r = 0;
-            while r < y.len() {
-                let rows = (y.len() - r).min(4);
+            let q = super::quarter(y.len());
+            for r in 0..q {
+                let rows = super::rows_in(r, q, y.len());
                 let mut acc = [[_mm256_setzero_ps(); 2]; 4];
                 for c in (0..body16).step_by(16) {
                     let (x0, x1) = (_mm256_loadu_ps(xp.add(c)), _mm256_loadu_ps(xp.add(c + 8)));
                     for (i, a) in acc.iter_mut().enumerate().take(rows) {
-                        let row = wp.add((r + i) * n + c);
+                        let row = wp.add((r + i * q) * n + c);
                         a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(row), x0, a[0]);
                         a[1] = _mm256_fmadd_ps(_mm256_loadu_ps(row.add(8)), x1, a[1]);
                     }
@@ -328,14 +339,13 @@ mod x86 {
                 if body8 > body16 {
                     let x0 = _mm256_loadu_ps(xp.add(body16));
                     for (i, a) in acc.iter_mut().enumerate().take(rows) {
-                        a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(wp.add((r + i) * n + body16)), x0, a[0]);
+                        a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(wp.add((r + i * q) * n + body16)), x0, a[0]);
                     }
                 }
                 for (i, a) in acc.iter().enumerate().take(rows) {
                     let v = hsum256(_mm256_add_ps(a[0], a[1]));
-                    y[r + i] = v + tail(&w[(r + i) * n..(r + i + 1) * n], x, body8);
+                    y[r + i * q] = v + tail(&w[(r + i * q) * n..(r + i * q + 1) * n], x, body8);
                 }
-                r += rows;
             }
         }
     }
@@ -351,32 +361,31 @@ mod arm {
         super::sum_portable(v)
     }
 
-    /// NEON: four rows at a time with two accumulators each, 8 floats a step, then the scalar tail.
+    /// NEON: four rows at a time (a quarter apart) with two accumulators each, 8 floats a step, then the scalar tail.
     #[target_feature(enable = "neon")]
     pub(super) fn rows_neon(w: &[f32], x: &[f32], y: &mut [f32]) {
         let n = x.len();
-        // SAFETY: every load reads 4 floats below body <= n of `x` and of rows `r + i < y.len()` of `w`.
+        // SAFETY: every load reads 4 floats below body <= n of `x` and of rows `r + i * q < y.len()` of `w`.
         unsafe {
             let body = n / 8 * 8;
             let (xp, wp) = (x.as_ptr(), w.as_ptr());
-            let mut r = 0;
-            while r < y.len() {
-                let rows = (y.len() - r).min(4);
+            let q = super::quarter(y.len());
+            for r in 0..q {
+                let rows = super::rows_in(r, q, y.len());
                 let mut acc = [[vdupq_n_f32(0.0); 2]; 4];
                 for c in (0..body).step_by(8) {
                     let (x0, x1) = (vld1q_f32(xp.add(c)), vld1q_f32(xp.add(c + 4)));
                     for (i, a) in acc.iter_mut().enumerate().take(rows) {
-                        let row = wp.add((r + i) * n + c);
+                        let row = wp.add((r + i * q) * n + c);
                         a[0] = vfmaq_f32(a[0], vld1q_f32(row), x0);
                         a[1] = vfmaq_f32(a[1], vld1q_f32(row.add(4)), x1);
                     }
                 }
                 for (i, a) in acc.iter().enumerate().take(rows) {
-                    let row = &w[(r + i) * n..(r + i + 1) * n];
+                    let row = &w[(r + i * q) * n..(r + i * q + 1) * n];
                     let tail: f32 = (body..n).map(|k| row[k] * x[k]).sum();
-                    y[r + i] = vaddvq_f32(vaddq_f32(a[0], a[1])) + tail;
+                    y[r + i * q] = vaddvq_f32(vaddq_f32(a[0], a[1])) + tail;
                 }
-                r += rows;
             }
         }
     }
