@@ -1,4 +1,43 @@
-//! Embeds an rpath to libtorch (found by torch-sys) so the binary runs without LD_LIBRARY_PATH.
+// Embeds an rpath to libtorch (found by torch-sys) so the binary runs without LD_LIBRARY_PATH,
+// the git commit, and the digest of parlab's measuring code.
+use std::path::{Path, PathBuf};
+
+/// The sources that decide how a figure is measured (not what is run: the run identity covers
+/// the plan; not how it is shown: the register, nightly and CLI are left out), and the lock
+/// file pinning the libraries they call (tch, mpi, polars).
+const MEASURING: [&str; 7] =
+    ["harness/rank", "harness/model", "harness/collect", "harness/launch", "harness/costmodel", "harness/cli/rank.rs", "Cargo.lock"];
+
+fn files(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            files(&entry.path(), out);
+        }
+    } else if path.is_file() {
+        out.push(path.to_path_buf());
+    }
+}
+
+/// Two FNV-1a 64-bit hashes (different offsets) over every measuring file's path and bytes.
+fn measuring_digest() -> String {
+    let mut all = Vec::new();
+    for p in MEASURING {
+        println!("cargo:rerun-if-changed={p}");
+        files(Path::new(p), &mut all);
+    }
+    all.sort();
+    let mut h = [0xcbf2_9ce4_8422_2325u64, 0x6c62_272e_07bb_0142u64];
+    for path in &all {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        for b in path.to_string_lossy().as_bytes().iter().chain(&[0u8]).chain(&bytes).chain(&[0u8]) {
+            for x in &mut h {
+                *x = (*x ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    format!("{:016x}{:016x}", h[0], h[1])
+}
+
 fn main() {
     if let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
@@ -11,6 +50,7 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=PARLAB_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=PARLAB_MEASURING_DIGEST={}", measuring_digest());
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");
 }

@@ -8,6 +8,7 @@ mod plan;
 mod rank;
 mod report;
 mod run;
+mod select;
 mod shape;
 mod validate;
 
@@ -67,6 +68,9 @@ pub enum Command {
         /// Refuse a suite that expands to more runs than this.
         #[arg(long, default_value_t = crate::spec::DEFAULT_MAX_RUNS)]
         max_runs: usize,
+        /// Run only runs whose experiment name or label matches NAME|GLOB (`*`, `?`); repeatable.
+        #[arg(long, value_name = "NAME|GLOB")]
+        only: Vec<String>,
     },
     /// Render reports/evidence.md (and figures, CSV tables) from manifests/.
     Report {
@@ -180,8 +184,8 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Validate { paths, max_runs } => validate::run(&paths, max_runs),
         Command::Plan { paths, json, max_runs } => plan::run(&paths, json, max_runs),
-        Command::Run { paths, force, no_report, wait, max_runs } => {
-            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs })
+        Command::Run { paths, force, no_report, wait, max_runs, only } => {
+            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only })
         }
         Command::Report { manifests, out, wait } => report::run(&manifests, &out, wait),
         Command::Audit { manifests, json } => audit::run(&manifests, json),

@@ -25,13 +25,15 @@ pub struct RunOptions {
     pub wait: bool,
     /// Refuse a suite that expands to more runs than this.
     pub max_runs: usize,
+    /// Run only the runs whose experiment name or label matches one of these globs.
+    pub only: Vec<String>,
 }
 
 /// Runs every expanded run in order; exit 1 if any failed, 0 otherwise, 128+N on signal N.
 pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
     crate::launch::signals::install();
     crate::spec::weights::allow_cache_writes();
-    let runs = load_suite_limited(paths, options.max_runs)?;
+    let runs = super::select::only(load_suite_limited(paths, options.max_runs)?, &options.only)?;
     let dir = manifest::manifests_dir();
     let _lock = StoreLock::acquire(&dir, options.wait).map_err(|e| UserError(e.to_string()))?;
     let mut notes = end_leftovers(&dir);
@@ -49,7 +51,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
         let outcome = run_one(plan, &gates, &dir, options.force, &mut notes)?;
         finished += 1;
         let word = match outcome {
-            Outcome::Skipped => "skipped (already measured; --force reruns)",
+            Outcome::Skipped => "skipped (already measured by this measuring code; --force reruns)",
             Outcome::Written(Status::Ok) => "ok",
             Outcome::Written(Status::NotRun) => "not run",
             Outcome::Written(Status::Failed) => {
@@ -94,7 +96,7 @@ fn end_leftovers(dir: &Path) -> Vec<String> {
 
 fn run_one(plan: &RunPlan, gates: &Gates, dir: &Path, force: bool, notes: &mut Vec<String>) -> anyhow::Result<Outcome> {
     let path = Manifest::path_for(dir, &plan.run_id);
-    if !force && manifest::read_one(&path).is_ok_and(|m| m.status == Status::Ok) {
+    if !force && crate::manifest::cache::cached(&path) {
         return Ok(Outcome::Skipped);
     }
     let started_at = manifest::now();

@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod cache;
 pub mod lock;
 pub mod placement;
 
@@ -36,12 +37,24 @@ pub struct Tool {
     pub version: String,
     /// Git commit the binary was built from.
     pub commit: String,
+    /// Digest of the measuring code ([`MEASURING_DIGEST`]); empty in manifests of older builds.
+    #[serde(default)]
+    pub measuring: String,
 }
 
+/// Digest of the sources that decide how figures are measured (`build.rs` lists them: rank,
+/// model, collect, launch, costmodel, the rank entry point and Cargo.lock); the run cache
+/// re-measures a run whose manifest records another.
+pub const MEASURING_DIGEST: &str = env!("PARLAB_MEASURING_DIGEST");
+
 impl Tool {
-    /// This binary's version and commit.
+    /// This binary's version, commit and measuring-code digest.
     pub fn current() -> Self {
-        Tool { version: env!("CARGO_PKG_VERSION").into(), commit: env!("PARLAB_GIT_COMMIT").into() }
+        Tool {
+            version: env!("CARGO_PKG_VERSION").into(),
+            commit: env!("PARLAB_GIT_COMMIT").into(),
+            measuring: MEASURING_DIGEST.into(),
+        }
     }
 }
 

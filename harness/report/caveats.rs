@@ -37,6 +37,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
         ));
     }
     out.extend(other_caveats(&launched));
+    out.extend(crate::manifest::cache::older_build_caveat(list));
     if out.is_empty() {
         out.push("No launched run recorded a caveat.".into());
     }

@@ -680,3 +680,156 @@ fn the_command_appends_to_the_history_folder() {
         history.path().join("trends.md").is_file() && history.path().join("trends/0.svg").is_file()
     );
 }
+
+#[allow(dead_code)]
+mod build_script {
+    include!("../../build.rs");
+
+    /// The measuring-code digest of the tree at `root`.
+    pub fn digest_of(root: &std::path::Path) -> String {
+        let here = std::env::current_dir().unwrap();
+        std::env::set_current_dir(root).unwrap();
+        let d = measuring_digest();
+        std::env::set_current_dir(here).unwrap();
+        d
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_measuring_digest_changes_with_the_measuring_code_and_not_with_the_register_template() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tree = tempfile::tempdir().unwrap();
+    copy_tree(&root.join("harness"), &tree.path().join("harness"));
+    std::fs::copy(root.join("Cargo.lock"), tree.path().join("Cargo.lock")).unwrap();
+    let before = build_script::digest_of(tree.path());
+    assert_eq!(before.len(), 32);
+    let touch = |rel: &str| {
+        let path = tree.path().join(rel);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("\n// edited\n");
+        std::fs::write(path, text).unwrap();
+    };
+    for rel in [
+        "harness/report/templates.rs",
+        "harness/report/figures.rs",
+        "harness/nightly/mod.rs",
+        "harness/cli/nightly.rs",
+    ] {
+        touch(rel);
+        assert_eq!(
+            build_script::digest_of(tree.path()),
+            before,
+            "{rel} is not measuring code"
+        );
+    }
+    for rel in [
+        "harness/rank/membw.rs",
+        "harness/model/matvec.rs",
+        "harness/collect/decode.rs",
+        "harness/launch/command.rs",
+        "Cargo.lock",
+    ] {
+        let was = build_script::digest_of(tree.path());
+        touch(rel);
+        assert_ne!(
+            build_script::digest_of(tree.path()),
+            was,
+            "{rel} is measuring code"
+        );
+    }
+}
+
+fn run_in(suite: &super::launch::Suite, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["run", "specs", "--no-report"])
+        .args(extra)
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env_remove("PARLAB_FAULT")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_run_cache_re_measures_runs_of_other_measuring_code_and_only_selects() {
+    use super::launch::{small_collectives, Suite};
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    suite.spec(
+        "two",
+        &small_collectives("two", "60s", "").replace("sizes: [4, 4096]", "sizes: [8, 64]"),
+    );
+    assert_eq!(suite.run(&[]), 0);
+    let (one, two) = (suite.manifest("one"), suite.manifest("two"));
+    assert_eq!(one.parlab.measuring, parlab::manifest::MEASURING_DIGEST);
+    let mut older = one.clone();
+    older.parlab.measuring = "0".repeat(32);
+    older.write(&suite.manifests()).unwrap();
+    let report = suite.dir.path().join("reports");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["report", "--manifests"])
+        .arg(suite.manifests())
+        .arg("--out")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evidence = std::fs::read_to_string(report.join("evidence.md")).unwrap();
+    assert!(
+        evidence.contains("1 runs (one) were measured by other measuring code"),
+        "the register marks it"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(suite.run(&[]), 0);
+    let (one_again, two_again) = (suite.manifest("one"), suite.manifest("two"));
+    assert_ne!(
+        one_again.started_at, one.started_at,
+        "other measuring code: re-measured"
+    );
+    assert_eq!(
+        one_again.parlab.measuring,
+        parlab::manifest::MEASURING_DIGEST
+    );
+    assert_eq!(
+        two_again, two,
+        "same measuring code: skipped, manifest untouched"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let out = run_in(&suite, &["--force", "--only", "t?o"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(
+        suite.manifest("two").started_at,
+        two.started_at,
+        "--force --only two re-measures two"
+    );
+    assert_eq!(suite.manifest("one"), one_again, "and leaves one alone");
+    let out = run_in(&suite, &["--only", "nothing-*"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--only nothing-*: matches none"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

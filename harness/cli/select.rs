@@ -1,0 +1,69 @@
+//! `parlab run --only NAME|GLOB`: which runs of the suite are selected.
+
+use super::UserError;
+use crate::spec::RunPlan;
+
+/// Whether `text` matches a glob of `*` (any run of characters) and `?` (one character).
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// The runs whose experiment name or label matches one of `only` (all runs when `only` is
+/// empty); a user error when patterns are given and nothing matches.
+pub fn only(runs: Vec<RunPlan>, only: &[String]) -> Result<Vec<RunPlan>, UserError> {
+    if only.is_empty() {
+        return Ok(runs);
+    }
+    let total = runs.len();
+    let picked: Vec<RunPlan> = runs
+        .into_iter()
+        .filter(|r| {
+            only.iter()
+                .any(|p| glob(p, &r.experiment) || glob(p, &r.label()))
+        })
+        .collect();
+    if picked.is_empty() {
+        return Err(UserError(format!(
+            "--only {}: matches none of the suite's {total} runs (by experiment name or label)",
+            only.join(", ")
+        )));
+    }
+    Ok(picked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn globs_match_whole_names() {
+        assert!(
+            glob("decode-*", "decode-tensor")
+                && glob("*", "")
+                && glob("a?c", "abc")
+                && glob("membw", "membw")
+        );
+        assert!(
+            !glob("decode-*", "xdecode-tensor") && !glob("a?c", "ac") && !glob("membw", "membw2")
+        );
+        assert!(glob("*-tensor-*", "decode-tensor-4") && !glob("*-tensor-*", "decode-tensor"));
+    }
+}

@@ -1,0 +1,44 @@
+//! The run cache: a manifest stands for what this build would measure when it is ok and its
+//! measuring-code digest is this build's ([`MEASURING_DIGEST`]); the run identity in its
+//! name already covers the spec, the model config and the weights.
+
+use super::{read_one, Manifest, Status, MEASURING_DIGEST};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Whether the manifest at `path` is ok and was measured by this build's measuring code.
+pub fn cached(path: &Path) -> bool {
+    read_one(path).is_ok_and(|m| fresh(&m))
+}
+
+/// Whether `m` is ok and was measured by this build's measuring code.
+pub fn fresh(m: &Manifest) -> bool {
+    m.status == Status::Ok && m.parlab.measuring == MEASURING_DIGEST
+}
+
+/// The register's caveat for ok, launched runs measured by other measuring code, if any.
+pub fn older_build_caveat(list: &[Manifest]) -> Option<String> {
+    let older: Vec<&Manifest> = list
+        .iter()
+        .filter(|m| {
+            m.status == Status::Ok && m.kind != "model" && m.parlab.measuring != MEASURING_DIGEST
+        })
+        .collect();
+    if older.is_empty() {
+        return None;
+    }
+    let names: BTreeSet<&str> = older.iter().map(|m| m.experiment.as_str()).collect();
+    let digests: BTreeSet<String> = older
+        .iter()
+        .map(|m| match m.parlab.measuring.as_str() {
+            "" => "none recorded".to_string(),
+            d => d.chars().take(12).collect(),
+        })
+        .collect();
+    Some(format!(
+        "{} runs ({}) were measured by other measuring code than this build's (their measuring digest: {}); `parlab run` re-measures them.",
+        older.len(),
+        names.into_iter().collect::<Vec<_>>().join(", "),
+        digests.into_iter().collect::<Vec<_>>().join(", ")
+    ))
+}
