@@ -1,21 +1,61 @@
 #!/usr/bin/env bash
-# Nightly: keep last night's manifests as the baseline, measure everything again,
-# render the register, and compare. Exit codes: 0 fine, 1 a run failed,
-# 2 nothing comparable, 3 a layout (or a new night) changed an answer, 4 a figure
-# regressed or a run went missing; 130/143 when interrupted.
+# Nightly: measure everything again, render the register, audit the answers, compare with
+# the last good night's manifests and raw samples, publish JUnit and a markdown summary, and
+# keep the history (trend figures with change points).
+#
+# Exit codes: 0 fine, 1 a run failed, 2 nothing comparable, 3 a layout (or a new night)
+# changed an answer, 4 a figure REGRESSED, a run went missing or now fails, or the machine
+# differs from the baseline's; 130/143 when interrupted.
+#
+# Environment: PARLAB_NIGHTLY_STATE (default .parlab/nightly) holds last-good/, history/ and
+# out/ (junit.xml, summary.md, nightly.json); NIGHTLY_ARGS adds flags to `parlab nightly`
+# (e.g. "--min-effect 0.15 --fdr 0.01"). On GitHub Actions the summary is appended to
+# $GITHUB_STEP_SUMMARY; point the CI's JUnit publisher at out/junit.xml.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-make build >/dev/null
-BASELINE=.parlab/baseline-manifests
-rm -rf "$BASELINE" && mkdir -p "$BASELINE"
-cp manifests/*.json "$BASELINE"/ 2>/dev/null || true
+STATE=${PARLAB_NIGHTLY_STATE:-.parlab/nightly}
+LAST_GOOD=$STATE/last-good
+HISTORY=$STATE/history
+OUT=$STATE/out
+mkdir -p "$HISTORY" "$OUT"
+rm -f "$OUT"/junit.xml "$OUT"/summary.md "$OUT"/nightly.json
+make build >/dev/null || exit 1
+
+# 1. Measure (--force: a night measures again even where the measuring code is unchanged)
+#    and render the register (reports/evidence.md).
 target/release/parlab run --force experiments
 run_rc=$?
-if ! ls "$BASELINE"/*.json >/dev/null 2>&1; then
-  echo "nightly: first night (no baseline manifests); tonight's manifests are the next night's baseline"
-  exit "$run_rc"
+[ "$run_rc" -ge 128 ] && exit "$run_rc"
+
+# 2. Audit answers across layouts (exit 3 on a real change).
+target/release/parlab audit --manifests manifests
+audit_rc=$?
+
+# 3. Compare with the last good night (manifests and their results folders, so the raw
+#    samples are there), write JUnit and the summary, append to the history.
+if ! ls "$LAST_GOOD"/*.json >/dev/null 2>&1; then
+  echo "nightly: first night (no last good night in $LAST_GOOD); tonight becomes the baseline if it passes"
+  nightly_rc=0
+else
+  # shellcheck disable=SC2086
+  target/release/parlab nightly --baseline "$LAST_GOOD" --manifests manifests \
+    --junit "$OUT/junit.xml" --summary "$OUT/summary.md" --history "$HISTORY" ${NIGHTLY_ARGS:-}
+  nightly_rc=$?
+  target/release/parlab nightly --baseline "$LAST_GOOD" --manifests manifests --json ${NIGHTLY_ARGS:-} \
+    >"$OUT/nightly.json" 2>/dev/null || true
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$OUT/summary.md" ]; then
+    cat "$OUT/summary.md" >>"$GITHUB_STEP_SUMMARY"
+  fi
 fi
-target/release/parlab nightly --baseline "$BASELINE" --manifests manifests
-nightly_rc=$?
-[ "$nightly_rc" -ne 0 ] && exit "$nightly_rc"
+
+# 4. A night that passed everything is the next night's baseline.
+if [ "$run_rc" -eq 0 ] && [ "$audit_rc" -eq 0 ] && [ "$nightly_rc" -eq 0 ]; then
+  rm -rf "$LAST_GOOD.new" && mkdir -p "$LAST_GOOD.new" && cp -a manifests/. "$LAST_GOOD.new"/ &&
+    rm -rf "$LAST_GOOD" && mv "$LAST_GOOD.new" "$LAST_GOOD"
+  echo "nightly: tonight is the new last good night ($LAST_GOOD)"
+fi
+
+for rc in "$nightly_rc" "$audit_rc"; do
+  [ "$rc" -ne 0 ] && exit "$rc"
+done
 exit "$run_rc"
