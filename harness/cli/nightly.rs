@@ -66,6 +66,14 @@ pub fn run(
     for s in skipped_before.iter().chain(&skipped_after) {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
+    for (night, what) in [(&before, "baseline"), (&after, "tonight")] {
+        if let Some((run, why)) = night.unread.first() {
+            eprintln!(
+                "warning: {} ok runs of the {what} have no readable raw samples (e.g. {run}: {why}); their figures are judged on summary medians",
+                night.unread.len()
+            );
+        }
+    }
     let overlap = compared(&before.manifests, &after.manifests);
     if overlap == 0 {
         return Err(UserError(format!(

@@ -206,6 +206,8 @@ pub struct Night {
     pub manifests: Vec<Manifest>,
     /// Samples per run identity; a run without an entry is judged on its summary medians.
     pub samples: BTreeMap<String, FigureSamples>,
+    /// Ok runs whose samples could not be read: (run, why).
+    pub unread: Vec<(String, String)>,
 }
 
 impl Night {
@@ -214,18 +216,33 @@ impl Night {
         Night {
             manifests,
             samples: BTreeMap::new(),
+            unread: Vec::new(),
         }
     }
 
     /// Reads the manifests in `dir` and the samples files their `results` name.
     pub fn load(dir: &Path) -> (Night, Vec<Skipped>) {
         let (manifests, skipped) = crate::manifest::read_all(dir);
-        let samples = manifests
+        let (mut samples, mut unread) = (BTreeMap::new(), Vec::new());
+        for m in manifests
             .iter()
-            .filter(|m| m.status == Status::Ok && !m.results.is_null())
-            .filter_map(|m| samples::load(m, dir).ok().map(|s| (m.run_id.clone(), s)))
-            .collect();
-        (Night { manifests, samples }, skipped)
+            .filter(|m| m.status == Status::Ok && m.kind != "model")
+        {
+            match samples::load(m, dir) {
+                Ok(s) => {
+                    samples.insert(m.run_id.clone(), s);
+                }
+                Err(why) => unread.push((label(m), why)),
+            }
+        }
+        (
+            Night {
+                manifests,
+                samples,
+                unread,
+            },
+            skipped,
+        )
     }
 }
 
