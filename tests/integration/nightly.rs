@@ -556,6 +556,10 @@ fn the_command_exits_3_on_a_changed_answer_and_2_on_a_foreign_baseline_or_bad_fl
         String::from_utf8_lossy(&out.stdout)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("REGRESSED"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("have no readable raw samples"),
+        "the fallback is said"
+    );
     decode_manifest(0.020, json!([[9, 9, 9]]))
         .write(now.path())
         .unwrap();
