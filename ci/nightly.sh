@@ -9,7 +9,8 @@
 #
 # Environment: PARLAB_NIGHTLY_STATE (default .parlab/nightly) holds last-good/, history/ and
 # out/ (junit.xml, summary.md, nightly.json); NIGHTLY_ARGS adds flags to `parlab nightly`
-# (e.g. "--min-effect 0.15 --fdr 0.01"). On GitHub Actions the summary is appended to
+# (e.g. "--min-effect 0.15 --fdr 0.01"); NIGHTLY_REBASELINE=1 takes tonight as the next
+# baseline even when the comparison failed (see step 4). On GitHub Actions the summary is appended to
 # $GITHUB_STEP_SUMMARY; point the CI's JUnit publisher at out/junit.xml.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,8 +49,10 @@ else
   fi
 fi
 
-# 4. A night that passed everything is the next night's baseline.
-if [ "$run_rc" -eq 0 ] && [ "$audit_rc" -eq 0 ] && [ "$nightly_rc" -eq 0 ]; then
+# 4. A night that passed everything is the next night's baseline. After a deliberate change
+#    (experiments added or removed: MISSING or nothing comparable; a new runner: MACHINE
+#    DIFFERS) set NIGHTLY_REBASELINE=1 for one night to take tonight as the baseline anyway.
+if [ "$run_rc" -eq 0 ] && [ "$audit_rc" -eq 0 ] && { [ "$nightly_rc" -eq 0 ] || [ "${NIGHTLY_REBASELINE:-0}" = 1 ]; }; then
   rm -rf "$LAST_GOOD.new" && mkdir -p "$LAST_GOOD.new" && cp -a manifests/. "$LAST_GOOD.new"/ &&
     rm -rf "$LAST_GOOD" && mv "$LAST_GOOD.new" "$LAST_GOOD"
   echo "nightly: tonight is the new last good night ($LAST_GOOD)"
