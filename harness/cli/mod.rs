@@ -83,6 +83,9 @@ pub enum Command {
         /// If another controller holds the manifests folder, wait for it instead of exiting 2.
         #[arg(long)]
         wait: bool,
+        /// Also draw the nightly history in DIR (`parlab nightly --history DIR`) as OUT/trends.md.
+        #[arg(long, value_name = "DIR")]
+        history: Option<PathBuf>,
     },
     /// Compare answers of runs that share an answer identity; exit 3 if a layout changed one.
     Audit {
@@ -187,7 +190,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Run { paths, force, no_report, wait, max_runs, only } => {
             run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only })
         }
-        Command::Report { manifests, out, wait } => report::run(&manifests, &out, wait),
+        Command::Report { manifests, out, wait, history } => report::run_with_history(&manifests, &out, wait, history.as_deref()),
         Command::Audit { manifests, json } => audit::run(&manifests, json),
         Command::Nightly { baseline, manifests, tolerance, min_effect, fdr, junit, summary, json, history } => {
             let policy = crate::nightly::Policy { tolerance, min_effect, fdr };

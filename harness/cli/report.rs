@@ -21,3 +21,18 @@ pub fn render(manifests: &Path, out: &Path, wait: bool) -> anyhow::Result<i32> {
     eprintln!("parlab: wrote {}", written.display());
     Ok(crate::exitcode::OK)
 }
+
+/// Renders the register, then (with `history`) the nightly history as `out/trends.md` and
+/// `out/trends/N.svg` (a trend figure per run and figure, change points marked); a missing
+/// history folder exits 2 before anything is written.
+pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Option<&Path>) -> anyhow::Result<i32> {
+    if let Some(h) = history.filter(|h| !h.is_dir()) {
+        return Err(UserError(format!("{}: no such nightly history folder", h.display())).into());
+    }
+    let code = run(manifests, out, wait)?;
+    if let Some(h) = history {
+        let changed = crate::nightly::history::write_trends_into(h, out, &crate::nightly::Policy::default())?;
+        eprintln!("parlab: wrote {} ({} figures with change points)", out.join("trends.md").display(), changed.len());
+    }
+    Ok(code)
+}

@@ -256,7 +256,16 @@ fn trend_svg(s: &Series) -> String {
 /// Writes `DIR/trends/<i>.svg` for every series with at least two nights and `DIR/trends.md`
 /// listing them with their change points; returns the series with change points.
 pub fn write_trends(dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>> {
-    let all: Vec<Series> = series(&read(dir), policy)
+    write_trends_into(dir, dir, policy)
+}
+
+/// Like [`write_trends`] for the history in `history`, writing `out/trends.md` and `out/trends/`.
+pub fn write_trends_into(
+    history: &Path,
+    dir: &Path,
+    policy: &Policy,
+) -> std::io::Result<Vec<Series>> {
+    let all: Vec<Series> = series(&read(history), policy)
         .into_iter()
         .filter(|s| s.nights.len() >= 2)
         .collect();

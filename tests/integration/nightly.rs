@@ -837,3 +837,54 @@ fn the_run_cache_re_measures_runs_of_other_measuring_code_and_only_selects() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn report_draws_the_history_beside_the_register() {
+    let (base, history, out) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let m = decode_manifest(0.020, json!([[1, 2, 3]]));
+    m.write(base.path()).unwrap();
+    for night in 1..=3 {
+        let when = format!("2026-12-0{night}T00:00:00Z");
+        parlab::nightly::history::append(history.path(), &Night::new(vec![m.clone()]), &when)
+            .unwrap();
+    }
+    let report = |history: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .args(["report", "--manifests"])
+            .arg(base.path())
+            .arg("--out")
+            .arg(out.path())
+            .arg("--history")
+            .arg(history)
+            .output()
+            .unwrap()
+    };
+    let done = report(history.path());
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let md = std::fs::read_to_string(out.path().join("trends.md")).unwrap();
+    assert!(
+        md.contains("| [decode step median](trends/0.svg) |") && md.contains("| 3 |"),
+        "{md}"
+    );
+    assert!(out.path().join("evidence.md").is_file() && out.path().join("trends/1.svg").is_file());
+    let fresh = tempfile::tempdir().unwrap();
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["report", "--manifests"])
+        .arg(base.path())
+        .arg("--out")
+        .arg(fresh.path().join("r"))
+        .args(["--history", "no-such-history"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(!fresh.path().join("r").exists(), "nothing written");
+}
