@@ -381,46 +381,17 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison
     let (mut findings, mut runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut differences, mut differing) = (BTreeSet::new(), 0);
     for before in baseline.manifests.iter().filter(|m| m.status == Status::Ok) {
-        let outcome = |status: &str, answer: &str, same_machine| RunOutcome {
-            run: label(before),
-            experiment: before.experiment.clone(),
-            status: status.into(),
-            answer: answer.into(),
-            same_machine,
-        };
-        let Some(after) = now.get(before.run_id.as_str()) else {
-            findings.push(Finding::Missing { run: label(before) });
-            runs.push(outcome("missing", "none", true));
-            continue;
-        };
-        let diff = machine_differences(&before.machine, &after.machine);
-        if after.status != Status::Ok {
-            let reason = after
-                .reason
-                .clone()
-                .unwrap_or_else(|| format!("{:?}", after.status));
-            findings.push(Finding::NowFailing {
-                run: label(after),
-                reason,
-            });
-            runs.push(outcome("now_failing", "none", diff.is_empty()));
-            continue;
-        }
-        let answer = match before.answer.get("tokens") {
-            Some(t) if Some(t) != after.answer.get("tokens") => {
-                findings.push(Finding::AnswerChanged { run: label(after) });
-                "changed"
+        let after = now.get(before.run_id.as_str()).copied();
+        let outcome = run_outcome(before, after, &mut findings);
+        if let (Some(after), "ok") = (after, outcome.status.as_str()) {
+            if outcome.same_machine {
+                pairs.extend(figure_pairs(baseline, current, before, after));
+            } else {
+                differing += 1;
+                differences.extend(machine_differences(&before.machine, &after.machine));
             }
-            Some(_) => "same",
-            None => "none",
-        };
-        runs.push(outcome("ok", answer, diff.is_empty()));
-        if diff.is_empty() {
-            pairs.extend(figure_pairs(baseline, current, before, after));
-        } else {
-            differing += 1;
-            differences.extend(diff);
         }
+        runs.push(outcome);
     }
     if differing > 0 {
         findings.push(Finding::MachineDiffers {
@@ -451,6 +422,47 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison
         verdicts,
         findings,
     }
+}
+
+/// What became of a baseline run tonight; pushes its hard findings (missing, now failing,
+/// changed answer).
+fn run_outcome(
+    before: &Manifest,
+    after: Option<&Manifest>,
+    findings: &mut Vec<Finding>,
+) -> RunOutcome {
+    let outcome = |status: &str, answer: &str, same_machine| RunOutcome {
+        run: label(before),
+        experiment: before.experiment.clone(),
+        status: status.into(),
+        answer: answer.into(),
+        same_machine,
+    };
+    let Some(after) = after else {
+        findings.push(Finding::Missing { run: label(before) });
+        return outcome("missing", "none", true);
+    };
+    let same_machine = machine_differences(&before.machine, &after.machine).is_empty();
+    if after.status != Status::Ok {
+        let reason = after
+            .reason
+            .clone()
+            .unwrap_or_else(|| format!("{:?}", after.status));
+        findings.push(Finding::NowFailing {
+            run: label(after),
+            reason,
+        });
+        return outcome("now_failing", "none", same_machine);
+    }
+    let answer = match before.answer.get("tokens") {
+        Some(t) if Some(t) != after.answer.get("tokens") => {
+            findings.push(Finding::AnswerChanged { run: label(after) });
+            "changed"
+        }
+        Some(_) => "same",
+        None => "none",
+    };
+    outcome("ok", answer, same_machine)
 }
 
 fn figure_pairs<'a>(
@@ -516,6 +528,58 @@ fn judge(pairs: &[Pair], policy: &Policy, ratio: Option<f64>) -> Vec<FigureVerdi
         .collect()
 }
 
+/// The direction of a change that counts: worse is REGRESSED, better IMPROVED.
+fn direction(worse: f64) -> Verdict {
+    if worse > 0.0 {
+        Verdict::Regressed
+    } else {
+        Verdict::Improved
+    }
+}
+
+/// The verdict and how it was reached, before the bandwidth check.
+fn raw_verdict(
+    pair: &Pair,
+    test: Option<stats::UTest>,
+    q: Option<f64>,
+    policy: &Policy,
+    worse: f64,
+    effect: f64,
+) -> (Verdict, String) {
+    let (n_before, n_after) = pair.samples.map_or((0, 0), |(a, b)| (a.len(), b.len()));
+    match (pair.samples, test, q) {
+        (None, ..) => {
+            let v = if worse.abs() > policy.tolerance { direction(worse) } else { Verdict::NoChange };
+            (v, format!("summary medians only (no raw samples in one of the nights): tolerance {:.0}%", policy.tolerance * 100.0))
+        }
+        (Some(_), Some(t), Some(q)) => {
+            let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
+            let v = if significant { direction(worse) } else { Verdict::NoChange };
+            let how = if t.exact { "exact" } else { "normal approximation, tie-corrected" };
+            (v, format!("Mann-Whitney U ({how}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%", policy.fdr, effect * 100.0, policy.min_effect * 100.0))
+        }
+        (Some(_), ..) => (
+            Verdict::InsufficientEvidence,
+            format!(
+                "{n_before} vs {n_after} samples: the smallest reachable p ({:.3}) is not below the FDR {:.2}",
+                stats::smallest_p(n_before, n_after),
+                policy.fdr
+            ),
+        ),
+    }
+}
+
+/// Tonight's change of a decode figure after scaling by the bandwidth ratio.
+fn normalised_worse_by(pair: &Pair, before: f64, after: f64, ratio: Option<f64>) -> Option<f64> {
+    let decode = pair.before.name.starts_with("decode step")
+        || pair.before.name.starts_with("tokens per second");
+    let better = pair.before.better;
+    ratio.filter(|_| decode).map(|r| match better {
+        Better::Lower => worse_by(better, before, after * r),
+        Better::Higher => worse_by(better, before, after / r),
+    })
+}
+
 fn verdict(
     pair: &Pair,
     test: Option<stats::UTest>,
@@ -530,46 +594,11 @@ fn verdict(
         ),
         None => (pair.before.value, pair.after),
     };
-    let better = pair.before.better;
-    let worse = worse_by(better, before, after);
+    let worse = worse_by(pair.before.better, before, after);
     let effect = after / before - 1.0;
-    let normalised = ratio
-        .filter(|_| {
-            pair.before.name.starts_with("decode step")
-                || pair.before.name.starts_with("tokens per second")
-        })
-        .map(|r| match better {
-            Better::Lower => worse_by(better, before, after * r),
-            Better::Higher => worse_by(better, before, after / r),
-        });
+    let normalised = normalised_worse_by(pair, before, after, ratio);
     let (n_before, n_after) = pair.samples.map_or((0, 0), |(a, b)| (a.len(), b.len()));
-    let direction = |worse: f64| {
-        if worse > 0.0 {
-            Verdict::Regressed
-        } else {
-            Verdict::Improved
-        }
-    };
-    let (mut verdict, mut method) = match (pair.samples, test, q) {
-        (None, ..) => {
-            let v = if worse > policy.tolerance || -worse > policy.tolerance { direction(worse) } else { Verdict::NoChange };
-            (v, format!("summary medians only (no raw samples in one of the nights): tolerance {:.0}%", policy.tolerance * 100.0))
-        }
-        (Some(_), None, _) | (Some(_), _, None) => (
-            Verdict::InsufficientEvidence,
-            format!(
-                "{n_before} vs {n_after} samples: the smallest reachable p ({:.3}) is not below the FDR {:.2}",
-                stats::smallest_p(n_before, n_after),
-                policy.fdr
-            ),
-        ),
-        (Some(_), Some(t), Some(q)) => {
-            let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
-            let v = if significant { direction(worse) } else { Verdict::NoChange };
-            let how = if t.exact { "exact" } else { "normal approximation, tie-corrected" };
-            (v, format!("Mann-Whitney U ({how}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%", policy.fdr, effect * 100.0, policy.min_effect * 100.0))
-        }
-    };
+    let (mut verdict, mut method) = raw_verdict(pair, test, q, policy, worse, effect);
     if let (Verdict::Regressed | Verdict::Improved, Some(n)) = (verdict, normalised) {
         let still = if verdict == Verdict::Regressed {
             n >= policy.min_effect
