@@ -30,13 +30,18 @@ fn finding_line(f: &Finding) -> String {
 pub fn verdict_line(v: &FigureVerdict) -> String {
     let num = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2e}"));
     format!(
-        "{} {}: {} {:.4e} -> {:.4e} (effect {:+.1}%, p {}, q {}, n {}/{}; {})",
+        "{} {}: {} {:.4e} -> {:.4e} (effect {:+.1}%{}, p {}, q {}, n {}/{}; {})",
         v.verdict.name(),
         v.run,
         v.figure,
         v.before,
         v.after,
         v.effect * 100.0,
+        v.bandwidth_normalised_worse_by
+            .map_or(String::new(), |n| format!(
+                ", {:+.1}% worse bandwidth-normalised",
+                n * 100.0
+            )),
         num(v.p),
         num(v.q),
         v.n_before,

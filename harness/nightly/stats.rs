@@ -179,6 +179,31 @@ mod tests {
     }
 
     #[test]
+    fn the_exact_p_with_ties_matches_brute_force_enumeration() {
+        let (a, b) = ([1.0, 1.0, 2.0, 2.0, 5.0], [2.0, 3.0, 3.0, 4.0, 5.0, 6.0]);
+        let all: Vec<f64> = a.iter().chain(&b).copied().collect();
+        let (ranks, _) = midranks(&all);
+        let observed: f64 = ranks[..a.len()].iter().sum();
+        let (mut low, mut high, mut total) = (0u32, 0u32, 0u32);
+        for mask in 0u32..(1 << all.len()) {
+            if mask.count_ones() as usize != a.len() {
+                continue;
+            }
+            let sum: f64 = (0..all.len())
+                .filter(|i| mask >> i & 1 == 1)
+                .map(|i| ranks[i])
+                .sum();
+            total += 1;
+            low += u32::from(sum <= observed + 1e-9);
+            high += u32::from(sum >= observed - 1e-9);
+        }
+        let brute = (2.0 * f64::from(low.min(high)) / f64::from(total)).min(1.0);
+        let t = mann_whitney(&a, &b).unwrap();
+        assert!(t.exact && (t.p - brute).abs() < 1e-12, "{} vs {brute}", t.p);
+        assert!(t.p < 0.2 && t.p > 0.01, "{}", t.p);
+    }
+
+    #[test]
     fn benjamini_hochberg_matches_a_worked_example() {
         let q = benjamini_hochberg(&[0.01, 0.04, 0.03, 0.5]);
         let want = [0.04, 0.04 * 4.0 / 3.0, 0.04 * 4.0 / 3.0, 0.5];
