@@ -11,7 +11,7 @@ export PARLAB_PYTHON := $(VENV)/bin/python
 BIN := target/release/parlab
 SETUP_STAMP := .parlab/setup.ok
 
-.PHONY: all setup build run report test bench clean-results
+.PHONY: all setup build run report test lint bench clean-results
 
 all: build
 
@@ -30,10 +30,15 @@ run: build
 report: build
 	$(BIN) report
 
-test: build
+test: build lint
 	cargo test --release --no-fail-fast -- --test-threads=1
 	bash ci/slurm.sh test
 	$(VENV)/bin/python tests/hf_crosscheck.py
+
+# Formatting (rustfmt.toml) and lints; clippy shares the release profile's dependency builds.
+lint: setup
+	cargo fmt --check
+	cargo clippy --release --all-targets -- -D warnings
 
 bench: build
 	bash ci/bench.sh

@@ -125,16 +125,10 @@ pub struct AnswerGroup {
 /// Groups ok runs with answers by answer identity and grades each layout.
 pub fn audit(manifests: &[Manifest]) -> Vec<AnswerGroup> {
     let mut groups: BTreeMap<&str, Vec<&Manifest>> = BTreeMap::new();
-    for m in manifests
-        .iter()
-        .filter(|m| m.status == Status::Ok && m.answer.get("tokens").is_some())
-    {
+    for m in manifests.iter().filter(|m| m.status == Status::Ok && m.answer.get("tokens").is_some()) {
         groups.entry(m.answer_id.as_str()).or_default().push(m);
     }
-    groups
-        .into_iter()
-        .map(|(id, runs)| group(id, &runs))
-        .collect()
+    groups.into_iter().map(|(id, runs)| group(id, &runs)).collect()
 }
 
 /// A run's answer as the audit reads it.
@@ -151,28 +145,11 @@ impl<'a> Answer<'a> {
             .answer
             .get("tokens")
             .and_then(Value::as_array)
-            .map(|l| {
-                l.iter()
-                    .map(|s| {
-                        s.as_array()
-                            .map(|t| t.iter().filter_map(Value::as_u64).collect())
-                            .unwrap_or_default()
-                    })
-                    .collect()
-            })
+            .map(|l| l.iter().map(|s| s.as_array().map(|t| t.iter().filter_map(Value::as_u64).collect()).unwrap_or_default()).collect())
             .unwrap_or_default();
         let exact = m.answer.get("exactness");
-        let steps = exact
-            .and_then(|e| e.get("steps"))
-            .and_then(Value::as_array)
-            .map(|s| s.iter().collect())
-            .unwrap_or_default();
-        Answer {
-            m,
-            tokens,
-            exact,
-            steps,
-        }
+        let steps = exact.and_then(|e| e.get("steps")).and_then(Value::as_array).map(|s| s.iter().collect()).unwrap_or_default();
+        Answer { m, tokens, exact, steps }
     }
 
     fn num(&self, key: &str) -> Option<f64> {
@@ -193,11 +170,7 @@ impl<'a> Answer<'a> {
 
     /// The reference tokens this run recorded per step, if it did.
     fn recorded_reference(&self) -> Option<Vec<u64>> {
-        let t: Vec<u64> = self
-            .steps
-            .iter()
-            .filter_map(|s| s.get("reference_token")?.as_u64())
-            .collect();
+        let t: Vec<u64> = self.steps.iter().filter_map(|s| s.get("reference_token")?.as_u64()).collect();
         (!t.is_empty() && t.len() == self.steps.len()).then_some(t)
     }
 }
@@ -212,36 +185,16 @@ fn reference(answers: &[Answer]) -> Reference {
     let recorded = answers.iter().find_map(Answer::recorded_reference);
     // Without a per-step record or a world-1 run, the first run's tokens stand in (as before).
     let tokens = recorded
-        .or_else(|| {
-            answers
-                .iter()
-                .find(|a| a.is_world_one())
-                .and_then(|a| a.tokens.first().cloned())
-        })
+        .or_else(|| answers.iter().find(|a| a.is_world_one()).and_then(|a| a.tokens.first().cloned()))
         .or_else(|| answers.first().and_then(|a| a.tokens.first().cloned()));
     let len = answers.iter().map(|a| a.steps.len()).max().unwrap_or(0);
-    let margins = (0..len)
-        .map(|k| {
-            answers
-                .iter()
-                .find_map(|a| a.step_num(k, "reference_margin"))
-        })
-        .collect();
+    let margins = (0..len).map(|k| answers.iter().find_map(|a| a.step_num(k, "reference_margin"))).collect();
     Reference { tokens, margins }
 }
 
 fn first_difference(a: &Answer, reference: Option<&[u64]>) -> Option<usize> {
-    let recorded = a
-        .exact
-        .and_then(|e| e.get("first_difference"))
-        .and_then(Value::as_u64)
-        .map(|k| k as usize);
-    let from_tokens = reference.and_then(|r| {
-        a.tokens
-            .iter()
-            .filter_map(|t| t.iter().zip(r).position(|(x, y)| x != y))
-            .min()
-    });
+    let recorded = a.exact.and_then(|e| e.get("first_difference")).and_then(Value::as_u64).map(|k| k as usize);
+    let from_tokens = reference.and_then(|r| a.tokens.iter().filter_map(|t| t.iter().zip(r).position(|(x, y)| x != y)).min());
     recorded.into_iter().chain(from_tokens).min()
 }
 
@@ -250,33 +203,16 @@ fn group(answer_id: &str, runs: &[&Manifest]) -> AnswerGroup {
     let refr = reference(&answers);
     let reference_run = answers.iter().find(|a| a.is_world_one());
     let self_drift = reference_run.and_then(|a| a.num("max_logit_diff"));
-    let self_differs = reference_run.is_some_and(|a| {
-        a.tokens_equal() == Some(false) || first_difference(a, refr.tokens.as_deref()).is_some()
-    });
+    let self_differs =
+        reference_run.is_some_and(|a| a.tokens_equal() == Some(false) || first_difference(a, refr.tokens.as_deref()).is_some());
     let reproducible = reference_run.map(|_| !self_differs && self_drift == Some(0.0));
-    let drift = answers
-        .iter()
-        .filter_map(|a| a.num("max_logit_diff"))
-        .fold(0.0, f64::max);
+    let drift = answers.iter().filter_map(|a| a.num("max_logit_diff")).fold(0.0, f64::max);
     let threshold = FRAGILE_FACTOR * drift;
-    let fragile_steps: Vec<usize> = refr
-        .margins
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.is_some_and(|m| m < threshold))
-        .map(|(k, _)| k)
-        .collect();
-    let min_margin = answers
-        .iter()
-        .filter_map(|a| a.num("min_top2_margin"))
-        .reduce(f64::min);
-    let fragile = !fragile_steps.is_empty()
-        || (refr.margins.is_empty() && min_margin.is_some_and(|m| m < threshold));
-    let ctx = Context {
-        refr: &refr,
-        threshold,
-        self_differs,
-    };
+    let fragile_steps: Vec<usize> =
+        refr.margins.iter().enumerate().filter(|(_, m)| m.is_some_and(|m| m < threshold)).map(|(k, _)| k).collect();
+    let min_margin = answers.iter().filter_map(|a| a.num("min_top2_margin")).reduce(f64::min);
+    let fragile = !fragile_steps.is_empty() || (refr.margins.is_empty() && min_margin.is_some_and(|m| m < threshold));
+    let ctx = Context { refr: &refr, threshold, self_differs };
     let layouts: Vec<LayoutVerdict> = answers.iter().map(|a| verdict(a, &ctx)).collect();
     let mut experiments: Vec<String> = runs.iter().map(|m| m.experiment.clone()).collect();
     experiments.sort();
@@ -286,10 +222,7 @@ fn group(answer_id: &str, runs: &[&Manifest]) -> AnswerGroup {
         experiments,
         runs: runs.iter().map(|m| short(&m.run_id)).collect(),
         changed: layouts.iter().any(|l| l.real_change),
-        max_logit_diff: answers
-            .iter()
-            .filter_map(|a| a.num("max_logit_diff"))
-            .reduce(f64::max),
+        max_logit_diff: answers.iter().filter_map(|a| a.num("max_logit_diff")).reduce(f64::max),
         min_top2_margin: min_margin,
         reference_run: reference_run.map(|a| short(&a.m.run_id)),
         reference_decodes: reference_run.map_or(1, |a| 1 + a.m.plan.warmup + a.m.plan.repetitions),
@@ -318,11 +251,7 @@ fn verdict(a: &Answer, ctx: &Context) -> LayoutVerdict {
         family: a.m.layout.strategy.name().to_string(),
         layout: layout_words(a.m),
         is_reference: a.is_world_one(),
-        verdict: if drift == Some(0.0) {
-            Grade::Bitwise
-        } else {
-            Grade::TokensEqual
-        },
+        verdict: if drift == Some(0.0) { Grade::Bitwise } else { Grade::TokensEqual },
         max_logit_drift: drift,
         step: None,
         token: None,
@@ -339,12 +268,7 @@ fn verdict(a: &Answer, ctx: &Context) -> LayoutVerdict {
     if let Some(k) = k {
         let reference = ctx.refr.tokens.as_ref().and_then(|r| r.get(k).copied());
         v.reference_token = reference.map(|t| t as u32);
-        v.token = a
-            .tokens
-            .iter()
-            .filter_map(|t| t.get(k).copied())
-            .find(|t| Some(*t) != reference)
-            .map(|t| t as u32);
+        v.token = a.tokens.iter().filter_map(|t| t.get(k).copied()).find(|t| Some(*t) != reference).map(|t| t as u32);
         v.reference_margin = ctx.refr.margins.get(k).copied().flatten();
     }
     let cause = if v.reference_margin.is_some_and(|m| m < ctx.threshold) {
@@ -362,21 +286,9 @@ fn verdict(a: &Answer, ctx: &Context) -> LayoutVerdict {
 /// A run's layout in words: strategy, world, head placement, sequences, link.
 pub fn layout_words(m: &Manifest) -> String {
     let l = &m.layout;
-    let head = l
-        .head
-        .map(|h| format!(" head {}", format!("{h:?}").to_lowercase()))
-        .unwrap_or_default();
-    let seqs = l
-        .sequences
-        .filter(|&s| s > 1)
-        .map(|s| format!(" {s} sequences"))
-        .unwrap_or_default();
-    format!(
-        "{} world {}{head}{seqs} over {}",
-        l.strategy.name(),
-        l.world,
-        m.plan.link
-    )
+    let head = l.head.map(|h| format!(" head {}", format!("{h:?}").to_lowercase())).unwrap_or_default();
+    let seqs = l.sequences.filter(|&s| s > 1).map(|s| format!(" {s} sequences")).unwrap_or_default();
+    format!("{} world {}{head}{seqs} over {}", l.strategy.name(), l.world, m.plan.link)
 }
 
 fn short(run_id: &str) -> String {
@@ -389,17 +301,10 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 
 /// One line for a layout's verdict.
 pub fn layout_line(l: &LayoutVerdict) -> String {
-    let role = if l.is_reference {
-        " (the reference decoded again)"
-    } else {
-        ""
-    };
+    let role = if l.is_reference { " (the reference decoded again)" } else { "" };
     let detail = match l.verdict {
         Grade::Bitwise => "logits bit-identical at every compared step".to_string(),
-        Grade::TokensEqual => format!(
-            "same tokens, largest logit drift {}",
-            opt(l.max_logit_drift, |v| format!("{v:.2e}"))
-        ),
+        Grade::TokensEqual => format!("same tokens, largest logit drift {}", opt(l.max_logit_drift, |v| format!("{v:.2e}"))),
         Grade::Diverged => format!(
             "at step {}: token {} where the reference has {}; reference top-2 margin there {}; {}",
             l.step.map_or("?".into(), |k| k.to_string()),
@@ -408,18 +313,12 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
             opt(l.reference_margin, |v| format!("{v:.3e}")),
             match l.cause {
                 Some(Cause::NearTie) => "explained by a near-tie (not counted as a change)",
-                Some(Cause::NoisyReference) =>
-                    "the reference differs from itself (run-to-run noise)",
+                Some(Cause::NoisyReference) => "the reference differs from itself (run-to-run noise)",
                 _ => "a REAL CHANGE at a robust step",
             }
         ),
     };
-    format!(
-        "{} {}{role}: {} {detail}",
-        l.run,
-        l.layout,
-        l.verdict.name()
-    )
+    format!("{} {}{role}: {} {detail}", l.run, l.layout, l.verdict.name())
 }
 
 /// A plain-text account of the groups, one paragraph each.
@@ -429,28 +328,17 @@ pub fn render_text(groups: &[AnswerGroup]) -> String {
         out.push_str("audit: no runs with answers to compare\n");
     }
     for g in groups {
-        let verdict = if g.changed {
-            "ANSWER CHANGED"
-        } else {
-            "same answer"
-        };
+        let verdict = if g.changed { "ANSWER CHANGED" } else { "same answer" };
         let fragile = if g.fragile {
-            format!(
-                "; FRAGILE: top-2 margin below {FRAGILE_FACTOR}× the drift at steps {:?}",
-                g.fragile_steps
-            )
+            format!("; FRAGILE: top-2 margin below {FRAGILE_FACTOR}× the drift at steps {:?}", g.fragile_steps)
         } else {
             String::new()
         };
         let noise = match g.reference_reproducible {
-            Some(true) => format!(
-                "reference reproducible bitwise over {} decodes",
-                g.reference_decodes
-            ),
-            Some(false) => format!(
-                "reference NOT reproducible (drift {} from itself)",
-                opt(g.reference_self_drift, |v| format!("{v:.2e}"))
-            ),
+            Some(true) => format!("reference reproducible bitwise over {} decodes", g.reference_decodes),
+            Some(false) => {
+                format!("reference NOT reproducible (drift {} from itself)", opt(g.reference_self_drift, |v| format!("{v:.2e}")))
+            }
             None => "reference decoded once (no world-1 run to measure run-to-run noise)".into(),
         };
         out.push_str(&format!(

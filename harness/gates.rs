@@ -30,18 +30,8 @@ impl Probe {
     /// `command` → `exit N: first line of output`, for NOT_RUN reasons.
     pub fn evidence(&self) -> String {
         let first = self.output.lines().next().unwrap_or("").trim();
-        let status = self
-            .exit_code
-            .map_or("did not finish".to_string(), |c| format!("exit {c}"));
-        format!(
-            "`{}` → {status}{}",
-            self.command,
-            if first.is_empty() {
-                String::new()
-            } else {
-                format!(": {first}")
-            }
-        )
+        let status = self.exit_code.map_or("did not finish".to_string(), |c| format!("exit {c}"));
+        format!("`{}` → {status}{}", self.command, if first.is_empty() { String::new() } else { format!(": {first}") })
     }
 }
 
@@ -54,12 +44,7 @@ pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
         .stderr(std::process::Stdio::null())
         .spawn();
     let Ok(mut child) = child else {
-        return Probe {
-            name: name.into(),
-            command: command.into(),
-            exit_code: None,
-            output: "could not start sh".into(),
-        };
+        return Probe { name: name.into(), command: command.into(), exit_code: None, output: "could not start sh".into() };
     };
     let deadline = Instant::now() + limit;
     let exit_code = loop {
@@ -78,12 +63,7 @@ pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
         let _ = out.read_to_string(&mut output);
     }
     let output: String = output.trim().chars().take(2000).collect();
-    Probe {
-        name: name.into(),
-        command: command.into(),
-        exit_code,
-        output,
-    }
+    Probe { name: name.into(), command: command.into(), exit_code, output }
 }
 
 /// Every probe parlab records, in a fixed order.
@@ -134,9 +114,7 @@ impl Gates {
 
     /// GPUs listed by `nvidia-smi -L` (0 when it failed).
     pub fn gpus(&self) -> u32 {
-        self.get("gpus").filter(|p| p.succeeded()).map_or(0, |p| {
-            p.output.lines().filter(|l| l.starts_with("GPU ")).count() as u32
-        })
+        self.get("gpus").filter(|p| p.succeeded()).map_or(0, |p| p.output.lines().filter(|l| l.starts_with("GPU ")).count() as u32)
     }
 
     /// True when a GPU answered the PCIe link query (or, for gates saved before that
@@ -150,67 +128,35 @@ impl Gates {
 
     /// Cores from `nproc`.
     pub fn cores(&self) -> u32 {
-        self.get("cores")
-            .and_then(|p| p.output.trim().parse().ok())
-            .unwrap_or_else(cpu_cores)
+        self.get("cores").and_then(|p| p.output.trim().parse().ok()).unwrap_or_else(cpu_cores)
     }
 
     /// Why `requires` is unmet (one reason per unmet requirement, quoting the probe), or empty.
     pub fn unmet(&self, requires: &Requires) -> Vec<String> {
         let mut reasons = Vec::new();
         let gpus = self.gpus();
-        let evidence = |name: &str| {
-            self.get(name)
-                .map_or("not probed".to_string(), Probe::evidence)
-        };
+        let evidence = |name: &str| self.get(name).map_or("not probed".to_string(), Probe::evidence);
         if let Some(want) = requires.gpus.filter(|w| *w > gpus) {
-            reasons.push(format!(
-                "needs {want} GPUs, found {gpus}: {}",
-                evidence("gpus")
-            ));
+            reasons.push(format!("needs {want} GPUs, found {gpus}: {}", evidence("gpus")));
         }
         if requires.nccl && !self.get("nccl").is_some_and(Probe::succeeded) {
             reasons.push(format!("needs NCCL: {}", evidence("nccl")));
         }
         if requires.host_device_link && !self.has_host_device_link() {
-            let name = if self.get("host_device_link").is_some() {
-                "host_device_link"
-            } else {
-                "gpus"
-            };
-            reasons.push(format!(
-                "needs a host-device link (a GPU): {}",
-                evidence(name)
-            ));
+            let name = if self.get("host_device_link").is_some() { "host_device_link" } else { "gpus" };
+            reasons.push(format!("needs a host-device link (a GPU): {}", evidence(name)));
         }
         if let Some(want) = requires.cores.filter(|w| *w > self.cores()) {
-            reasons.push(format!(
-                "needs {want} cores, found {}: {}",
-                self.cores(),
-                evidence("cores")
-            ));
+            reasons.push(format!("needs {want} cores, found {}: {}", self.cores(), evidence("cores")));
         }
         reasons
     }
 
     /// The machine fingerprint recorded in every manifest.
     pub fn fingerprint(&self) -> Value {
-        let out = |name: &str| {
-            self.get(name)
-                .filter(|p| p.succeeded())
-                .map(|p| p.output.clone())
-                .unwrap_or_default()
-        };
-        let after_colon = |s: String| {
-            s.split_once(':')
-                .map(|(_, v)| v.trim().to_string())
-                .unwrap_or(s)
-        };
-        let memory_kib: u64 = out("memory")
-            .split_whitespace()
-            .nth(1)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let out = |name: &str| self.get(name).filter(|p| p.succeeded()).map(|p| p.output.clone()).unwrap_or_default();
+        let after_colon = |s: String| s.split_once(':').map(|(_, v)| v.trim().to_string()).unwrap_or(s);
+        let memory_kib: u64 = out("memory").split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
         json!({
             "cpu_model": after_colon(out("cpu_model")),
             "cores": self.cores(),
@@ -224,8 +170,7 @@ impl Gates {
 }
 
 /// The PCIe link query that decides whether a host-device link exists.
-pub const HOST_DEVICE_LINK: &str =
-    "nvidia-smi --query-gpu=index,name,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader";
+pub const HOST_DEVICE_LINK: &str = "nvidia-smi --query-gpu=index,name,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader";
 
 /// Where the gates a run used are saved: a subfolder of the manifests folder, so
 /// `manifest::read_all` (which reads only the folder's own `*.json`) never takes it for a manifest.
@@ -249,11 +194,8 @@ pub fn load(manifests: &Path) -> Result<Option<Gates>, String> {
     if !path.exists() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| format!("{}: not a gates record ({e})", path.display()))
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| format!("{}: not a gates record ({e})", path.display()))
 }
 
 /// Cores available to this process.
@@ -276,44 +218,20 @@ mod tests {
             probes: vec![
                 p("cores", "nproc", 0, "2"),
                 p("gpus", "nvidia-smi -L", 127, "sh: 1: nvidia-smi: not found"),
-                p(
-                    "host_device_link",
-                    HOST_DEVICE_LINK,
-                    127,
-                    "sh: 1: nvidia-smi: not found",
-                ),
+                p("host_device_link", HOST_DEVICE_LINK, 127, "sh: 1: nvidia-smi: not found"),
             ],
         }
     }
 
     #[test]
     fn a_host_device_link_requirement_quotes_its_probe() {
-        let reasons = no_gpu().unmet(&Requires {
-            host_device_link: true,
-            ..Default::default()
-        });
+        let reasons = no_gpu().unmet(&Requires { host_device_link: true, ..Default::default() });
         assert_eq!(reasons.len(), 1);
-        assert!(
-            reasons[0].contains("--query-gpu") && reasons[0].contains("exit 127"),
-            "{reasons:?}"
-        );
+        assert!(reasons[0].contains("--query-gpu") && reasons[0].contains("exit 127"), "{reasons:?}");
         let mut with_gpu = no_gpu();
-        with_gpu.probes[1] = Probe {
-            exit_code: Some(0),
-            output: "GPU 0: NVIDIA H200 (UUID: x)".into(),
-            ..with_gpu.probes[1].clone()
-        };
-        with_gpu.probes[2] = Probe {
-            exit_code: Some(0),
-            output: "0, NVIDIA H200, 5, 16".into(),
-            ..with_gpu.probes[2].clone()
-        };
-        assert!(with_gpu
-            .unmet(&Requires {
-                host_device_link: true,
-                ..Default::default()
-            })
-            .is_empty());
+        with_gpu.probes[1] = Probe { exit_code: Some(0), output: "GPU 0: NVIDIA H200 (UUID: x)".into(), ..with_gpu.probes[1].clone() };
+        with_gpu.probes[2] = Probe { exit_code: Some(0), output: "0, NVIDIA H200, 5, 16".into(), ..with_gpu.probes[2].clone() };
+        assert!(with_gpu.unmet(&Requires { host_device_link: true, ..Default::default() }).is_empty());
     }
 
     #[test]

@@ -20,9 +20,5 @@ pub fn run(manifests: &Path, as_json: bool) -> anyhow::Result<i32> {
     } else {
         print!("{}", crate::audit::render_text(&groups));
     }
-    Ok(if groups.iter().any(|g| g.changed) {
-        crate::exitcode::AUDIT_ANSWER_CHANGED
-    } else {
-        crate::exitcode::OK
-    })
+    Ok(if groups.iter().any(|g| g.changed) { crate::exitcode::AUDIT_ANSWER_CHANGED } else { crate::exitcode::OK })
 }

@@ -20,22 +20,13 @@ pub struct Outputs {
 fn check(policy: &Policy) -> Result<(), UserError> {
     let fraction = |v: f64| v.is_finite() && v > 0.0;
     if !fraction(policy.tolerance) {
-        return Err(UserError(format!(
-            "--tolerance {}: expected a finite fraction above 0 (e.g. 0.25)",
-            policy.tolerance
-        )));
+        return Err(UserError(format!("--tolerance {}: expected a finite fraction above 0 (e.g. 0.25)", policy.tolerance)));
     }
     if !(policy.min_effect.is_finite() && policy.min_effect >= 0.0) {
-        return Err(UserError(format!(
-            "--min-effect {}: expected a finite fraction of 0 or more (e.g. 0.10)",
-            policy.min_effect
-        )));
+        return Err(UserError(format!("--min-effect {}: expected a finite fraction of 0 or more (e.g. 0.10)", policy.min_effect)));
     }
     if !(fraction(policy.fdr) && policy.fdr < 1.0) {
-        return Err(UserError(format!(
-            "--fdr {}: expected a rate between 0 and 1 (e.g. 0.05)",
-            policy.fdr
-        )));
+        return Err(UserError(format!("--fdr {}: expected a rate between 0 and 1 (e.g. 0.05)", policy.fdr)));
     }
     Ok(())
 }
@@ -45,20 +36,11 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
-pub fn run(
-    baseline: &Path,
-    manifests: &Path,
-    policy: &Policy,
-    outs: &Outputs,
-) -> anyhow::Result<i32> {
+pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> anyhow::Result<i32> {
     check(policy)?;
     for (dir, what) in [(baseline, "baseline"), (manifests, "tonight's")] {
         if !dir.is_dir() {
-            return Err(UserError(format!(
-                "{}: no such {what} manifests folder",
-                dir.display()
-            ))
-            .into());
+            return Err(UserError(format!("{}: no such {what} manifests folder", dir.display())).into());
         }
     }
     let (before, skipped_before) = Night::load(baseline);
@@ -89,25 +71,13 @@ pub fn run(
     let layouts: Vec<String> = crate::audit::audit(&after.manifests)
         .iter()
         .filter(|g| g.changed)
-        .map(|g| {
-            format!(
-                "answer {} ({})",
-                &g.answer_id[..12],
-                g.experiments.join(", ")
-            )
-        })
+        .map(|g| format!("answer {} ({})", &g.answer_id[..12], g.experiments.join(", ")))
         .collect();
     if let Some(path) = &outs.junit {
-        write(
-            path,
-            &outputs::junit(&comparison, &layouts, &crate::manifest::now()),
-        )?;
+        write(path, &outputs::junit(&comparison, &layouts, &crate::manifest::now()))?;
     }
     if let Some(path) = &outs.summary {
-        write(
-            path,
-            &outputs::markdown(&comparison, &layouts, &baseline.display().to_string()),
-        )?;
+        write(path, &outputs::markdown(&comparison, &layouts, &baseline.display().to_string()))?;
     }
     if let Some(dir) = &outs.history {
         keep_history(dir, &after, policy)?;
@@ -118,11 +88,7 @@ pub fn run(
     } else {
         print_text(&comparison, &layouts, baseline);
     }
-    let answer_changed = !layouts.is_empty()
-        || comparison
-            .findings
-            .iter()
-            .any(|f| matches!(f, Finding::AnswerChanged { .. }));
+    let answer_changed = !layouts.is_empty() || comparison.findings.iter().any(|f| matches!(f, Finding::AnswerChanged { .. }));
     Ok(if answer_changed {
         crate::exitcode::AUDIT_ANSWER_CHANGED
     } else if comparison.findings.is_empty() {
@@ -133,11 +99,7 @@ pub fn run(
 }
 
 fn print_text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) {
-    for v in c
-        .verdicts
-        .iter()
-        .filter(|v| v.verdict != crate::nightly::Verdict::NoChange)
-    {
+    for v in c.verdicts.iter().filter(|v| v.verdict != crate::nightly::Verdict::NoChange) {
         println!("{}", outputs::verdict_line(v));
     }
     print!("{}", render_text(&c.findings));
@@ -166,17 +128,8 @@ fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<
         dir.join("trends.md").display()
     );
     for s in changed.iter().take(20) {
-        let at: Vec<&str> = s
-            .change_points
-            .iter()
-            .map(|&c| s.nights[c].0.as_str())
-            .collect();
-        eprintln!(
-            "TREND {}: {} changed level at {}",
-            s.run,
-            s.figure,
-            at.join(", ")
-        );
+        let at: Vec<&str> = s.change_points.iter().map(|&c| s.nights[c].0.as_str()).collect();
+        eprintln!("TREND {}: {} changed level at {}", s.run, s.figure, at.join(", "));
     }
     Ok(())
 }

@@ -11,7 +11,10 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> anyhow::Result<
         let items: Vec<_> = runs.iter().map(plan_json).collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
-        println!("{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12} details", "#", "experiment", "strategy", "world", "link", "run_id", "answer_id");
+        println!(
+            "{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12} details",
+            "#", "experiment", "strategy", "world", "link", "run_id", "answer_id"
+        );
         for (i, r) in runs.iter().enumerate() {
             println!(
                 "{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12} {}",

@@ -9,7 +9,11 @@ use std::path::Path;
 /// one output folder are kept apart by the output folder's lock.
 pub fn run(manifests: &Path, out: &Path, wait: bool) -> anyhow::Result<i32> {
     if !manifests.is_dir() {
-        return Err(UserError(format!("{}: no such manifests folder (run `parlab run` first, or pass --manifests DIR)", manifests.display())).into());
+        return Err(UserError(format!(
+            "{}: no such manifests folder (run `parlab run` first, or pass --manifests DIR)",
+            manifests.display()
+        ))
+        .into());
     }
     render(manifests, out, wait)
 }

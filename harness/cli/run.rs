@@ -1,12 +1,12 @@
 //! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run; then the register.
 
 use super::UserError;
-use anyhow::Context;
 use crate::gates::Gates;
 use crate::launch::{leftovers, signals};
 use crate::manifest::lock::StoreLock;
 use crate::manifest::{self, Launch, Manifest, Status};
 use crate::spec::{load_suite_limited, Kind, RunPlan};
+use anyhow::Context;
 use std::path::{Path, PathBuf};
 
 /// What became of one run.
@@ -85,7 +85,12 @@ fn end_leftovers(dir: &Path) -> Vec<String> {
         return Vec::new();
     }
     let pids: Vec<u32> = ours.iter().map(|r| r.pid).collect();
-    eprintln!("parlab: ending {} leftover ranks of an earlier controller on {} (pids {})", pids.len(), dir.display(), leftovers::pid_list(&ours));
+    eprintln!(
+        "parlab: ending {} leftover ranks of an earlier controller on {} (pids {})",
+        pids.len(),
+        dir.display(),
+        leftovers::pid_list(&ours)
+    );
     leftovers::end(&pids);
     vec![format!(
         "before this run parlab ended {} leftover ranks of an earlier controller on this store (pids {})",

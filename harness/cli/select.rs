@@ -33,13 +33,7 @@ pub fn only(runs: Vec<RunPlan>, only: &[String]) -> Result<Vec<RunPlan>, UserErr
         return Ok(runs);
     }
     let total = runs.len();
-    let picked: Vec<RunPlan> = runs
-        .into_iter()
-        .filter(|r| {
-            only.iter()
-                .any(|p| glob(p, &r.experiment) || glob(p, &r.label()))
-        })
-        .collect();
+    let picked: Vec<RunPlan> = runs.into_iter().filter(|r| only.iter().any(|p| glob(p, &r.experiment) || glob(p, &r.label()))).collect();
     if picked.is_empty() {
         return Err(UserError(format!(
             "--only {}: matches none of the suite's {total} runs (by experiment name or label)",
@@ -55,15 +49,8 @@ mod tests {
 
     #[test]
     fn globs_match_whole_names() {
-        assert!(
-            glob("decode-*", "decode-tensor")
-                && glob("*", "")
-                && glob("a?c", "abc")
-                && glob("membw", "membw")
-        );
-        assert!(
-            !glob("decode-*", "xdecode-tensor") && !glob("a?c", "ac") && !glob("membw", "membw2")
-        );
+        assert!(glob("decode-*", "decode-tensor") && glob("*", "") && glob("a?c", "abc") && glob("membw", "membw"));
+        assert!(!glob("decode-*", "xdecode-tensor") && !glob("a?c", "ac") && !glob("membw", "membw2"));
         assert!(glob("*-tensor-*", "decode-tensor-4") && !glob("*-tensor-*", "decode-tensor"));
     }
 }

@@ -112,22 +112,10 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let computes = compute_times(&recs);
     let (prefills, _) = per_iteration(&recs, "prefill", 0);
     let first = &answers[0];
-    let replicas = if plan.layout.strategy == Strategy::Data {
-        plan.layout.world
-    } else {
-        1
-    };
+    let replicas = if plan.layout.strategy == Strategy::Data { plan.layout.world } else { 1 };
     let rate = tokens_per_s(&recs, f64::from(replicas * first.sequences * first.new_tokens));
-    let stats = |v: &[f64], what: &str| {
-        Stats::of(v)
-            .map(|s| s.to_json())
-            .ok_or_else(|| format!("no {what} samples in {}", out.display()))
-    };
-    let streamed: u64 = if replicas > 1 {
-        first.streamed_bytes
-    } else {
-        answers.iter().map(|a| a.streamed_bytes).sum()
-    };
+    let stats = |v: &[f64], what: &str| Stats::of(v).map(|s| s.to_json()).ok_or_else(|| format!("no {what} samples in {}", out.display()));
+    let streamed: u64 = if replicas > 1 { first.streamed_bytes } else { answers.iter().map(|a| a.streamed_bytes).sum() };
     let summary = json!({"decode": {
         "strategy": plan.layout.strategy.name(),
         "world": plan.layout.world,
@@ -157,9 +145,5 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     ])
     .map_err(|e| format!("building the summary frame: {e}"))?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
-    Ok(Collected {
-        results,
-        summary,
-        answer: answer_json(plan, &answers)?,
-    })
+    Ok(Collected { results, summary, answer: answer_json(plan, &answers)? })
 }

@@ -66,7 +66,8 @@ fn parquet_problem(path: &Path) -> Option<String> {
         f.seek(SeekFrom::End(-4))?;
         f.read_exact(&mut ends[1])
     });
-    (size < 12 || read.is_err() || ends != [*b"PAR1"; 2]).then(|| "results file is not a parquet file (truncated or overwritten)".to_string())
+    (size < 12 || read.is_err() || ends != [*b"PAR1"; 2])
+        .then(|| "results file is not a parquet file (truncated or overwritten)".to_string())
 }
 
 /// Reads a parquet file back into a frame.
@@ -76,12 +77,7 @@ pub fn read_parquet(path: &Path) -> Result<DataFrame, String> {
 }
 
 /// Writes samples and summary into `out`; returns `manifest.results` (paths relative to `manifests`).
-pub fn write_results(
-    records: &[Record],
-    summary: &mut DataFrame,
-    out: &Path,
-    manifests: &Path,
-) -> Result<Value, String> {
+pub fn write_results(records: &[Record], summary: &mut DataFrame, out: &Path, manifests: &Path) -> Result<Value, String> {
     let mut samples = samples_frame(records).map_err(|e| format!("building the samples frame: {e}"))?;
     write_parquet(&mut samples, &out.join(SAMPLES))?;
     write_parquet(summary, &out.join(SUMMARY))?;

@@ -53,10 +53,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
             "per_process_min_Bps".into(),
             bw.iter().map(|b| b.2.iter().copied().fold(f64::INFINITY, f64::min)).collect::<Vec<f64>>(),
         ),
-        Column::new(
-            "per_process_max_Bps".into(),
-            bw.iter().map(|b| b.2.iter().copied().fold(0.0, f64::max)).collect::<Vec<f64>>(),
-        ),
+        Column::new("per_process_max_Bps".into(), bw.iter().map(|b| b.2.iter().copied().fold(0.0, f64::max)).collect::<Vec<f64>>()),
         Column::new("stream_aggregate_Bps".into(), per_rep(&bw, &stream_bw)),
     ])
     .map_err(|e| format!("building the summary frame: {e}"))?;

@@ -107,27 +107,14 @@ pub struct LinkEntry {
 impl LinkEntry {
     /// The alpha-beta link.
     pub fn link(&self) -> Link {
-        Link {
-            alpha_s: self.latency_us / 1e6,
-            beta_bps: self.bandwidth_gbps * 1e9,
-        }
+        Link { alpha_s: self.latency_us / 1e6, beta_bps: self.bandwidth_gbps * 1e9 }
     }
 
     /// Provenance lines for both constants.
     pub fn provenance_lines(&self) -> Vec<String> {
         vec![
-            format!(
-                "link {}: latency {} µs, {}",
-                self.name,
-                self.latency_us,
-                self.latency_provenance.describe()
-            ),
-            format!(
-                "link {}: bandwidth {} GB/s, {}",
-                self.name,
-                self.bandwidth_gbps,
-                self.bandwidth_provenance.describe()
-            ),
+            format!("link {}: latency {} µs, {}", self.name, self.latency_us, self.latency_provenance.describe()),
+            format!("link {}: bandwidth {} GB/s, {}", self.name, self.bandwidth_gbps, self.bandwidth_provenance.describe()),
         ]
     }
 }
@@ -164,18 +151,8 @@ impl DeviceEntry {
     /// Provenance lines for both constants.
     pub fn provenance_lines(&self) -> Vec<String> {
         vec![
-            format!(
-                "device {}: memory {}, {}",
-                self.name,
-                self.memory,
-                self.memory_provenance.describe()
-            ),
-            format!(
-                "device {}: bandwidth {} GB/s, {}",
-                self.name,
-                self.bandwidth_gbps,
-                self.bandwidth_provenance.describe()
-            ),
+            format!("device {}: memory {}, {}", self.name, self.memory, self.memory_provenance.describe()),
+            format!("device {}: bandwidth {} GB/s, {}", self.name, self.bandwidth_gbps, self.bandwidth_provenance.describe()),
         ]
     }
 }
@@ -202,21 +179,12 @@ pub struct Catalogue {
 }
 
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CatalogueError> {
-    let text = std::fs::read_to_string(path).map_err(|e| CatalogueError::Read {
-        path: path.into(),
-        message: e.to_string(),
-    })?;
-    serde_yaml::from_str(&text).map_err(|e| CatalogueError::Invalid {
-        path: path.into(),
-        message: e.to_string(),
-    })
+    let text = std::fs::read_to_string(path).map_err(|e| CatalogueError::Read { path: path.into(), message: e.to_string() })?;
+    serde_yaml::from_str(&text).map_err(|e| CatalogueError::Invalid { path: path.into(), message: e.to_string() })
 }
 
 fn invalid(path: &Path, message: String) -> CatalogueError {
-    CatalogueError::Invalid {
-        path: path.into(),
-        message,
-    }
+    CatalogueError::Invalid { path: path.into(), message }
 }
 
 impl Catalogue {
@@ -232,9 +200,7 @@ impl Catalogue {
                 return Err(bad("latency_us and bandwidth_gbps must be positive".into()));
             }
             l.latency_provenance.check().map_err(|m| bad(format!("latency_provenance: {m}")))?;
-            l.bandwidth_provenance
-                .check()
-                .map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
+            l.bandwidth_provenance.check().map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
         }
         for d in &devices {
             let bad = |m: String| invalid(&dpath, format!("device `{}`: {m}", d.name));
@@ -242,9 +208,7 @@ impl Catalogue {
                 return Err(bad("memory must be a size like 12GiB and bandwidth_gbps positive".into()));
             }
             d.memory_provenance.check().map_err(|m| bad(format!("memory_provenance: {m}")))?;
-            d.bandwidth_provenance
-                .check()
-                .map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
+            d.bandwidth_provenance.check().map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
         }
         Ok(Catalogue { links, devices })
     }
@@ -267,16 +231,12 @@ impl Catalogue {
 
 /// Names of the links declared in the catalogue.
 pub fn link_names() -> Vec<String> {
-    Catalogue::load_default()
-        .map(|c| c.links.into_iter().map(|l| l.name).collect())
-        .unwrap_or_default()
+    Catalogue::load_default().map(|c| c.links.into_iter().map(|l| l.name).collect()).unwrap_or_default()
 }
 
 /// Names of the devices declared in the catalogue.
 pub fn device_names() -> Vec<String> {
-    Catalogue::load_default()
-        .map(|c| c.devices.into_iter().map(|d| d.name).collect())
-        .unwrap_or_default()
+    Catalogue::load_default().map(|c| c.devices.into_iter().map(|d| d.name).collect()).unwrap_or_default()
 }
 
 /// sha256 of the catalogue files and the model configurations under `models_root()`,
@@ -290,13 +250,8 @@ pub fn catalogue_digest() -> String {
 pub fn digest_of(root: &Path) -> String {
     let mut h = Sha256::new();
     let mut files: Vec<PathBuf> = vec![root.join(LINKS_FILE), root.join(DEVICES_FILE)];
-    let mut configs: Vec<PathBuf> = std::fs::read_dir(root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("config.json"))
-        .filter(|p| p.is_file())
-        .collect();
+    let mut configs: Vec<PathBuf> =
+        std::fs::read_dir(root).into_iter().flatten().flatten().map(|e| e.path().join("config.json")).filter(|p| p.is_file()).collect();
     configs.sort();
     files.extend(configs);
     for path in files {
@@ -325,13 +280,7 @@ mod tests {
         let links = "links:\n  - name: l\n    description: x\n    latency_us: 10\n    bandwidth_gbps: 300\n    latency_provenance: {kind: assumed, note: my guess}\n    bandwidth_provenance: {kind: reported, source: Megatron-LM}\n";
         write(dir.path(), links, DEVICES);
         let c = Catalogue::load(dir.path()).unwrap();
-        assert_eq!(
-            c.link("l").unwrap().link(),
-            Link {
-                alpha_s: 10e-6,
-                beta_bps: 300e9
-            }
-        );
+        assert_eq!(c.link("l").unwrap().link(), Link { alpha_s: 10e-6, beta_bps: 300e9 });
         assert_eq!(c.device("g").unwrap().memory_bytes(), 12 << 30);
         let lines = c.link("l").unwrap().provenance_lines();
         assert!(lines[0].contains("ASSUMED (my guess)"), "{lines:?}");

@@ -121,10 +121,7 @@ pub fn fit_line(points: &[(f64, f64)]) -> Option<Line> {
         return None;
     }
     let slope = (sw * sxy - sx * sy) / det;
-    Some(Line {
-        intercept: (sy - slope * sx) / sw,
-        slope,
-    })
+    Some(Line { intercept: (sy - slope * sx) / sw, slope })
 }
 
 /// A held-out size: what the fit predicts against what was measured.
@@ -164,10 +161,7 @@ pub struct LinkFit {
 impl LinkFit {
     /// The fitted link (an unbounded bandwidth when the slope was not positive).
     pub fn link(&self) -> Link {
-        Link {
-            alpha_s: self.alpha_s,
-            beta_bps: self.beta_bps.unwrap_or(f64::INFINITY),
-        }
+        Link { alpha_s: self.alpha_s, beta_bps: self.beta_bps.unwrap_or(f64::INFINITY) }
     }
 }
 
@@ -178,11 +172,7 @@ pub fn fit_collective(op: Op, world: u32, points: &[(u64, f64)], fit_max_bytes: 
     if steps == 0.0 {
         return None;
     }
-    let small: Vec<(f64, f64)> = points
-        .iter()
-        .filter(|(s, _)| *s <= fit_max_bytes)
-        .map(|&(s, t)| (s as f64, t))
-        .collect();
+    let small: Vec<(f64, f64)> = points.iter().filter(|(s, _)| *s <= fit_max_bytes).map(|&(s, t)| (s as f64, t)).collect();
     let line = fit_line(&small)?;
     let beta_bps = (line.slope > 0.0).then(|| factor / line.slope);
     let heldout = points
@@ -190,34 +180,17 @@ pub fn fit_collective(op: Op, world: u32, points: &[(u64, f64)], fit_max_bytes: 
         .filter(|(s, _)| *s > fit_max_bytes)
         .map(|&(size_bytes, measured_s)| {
             let predicted_s = line.intercept + line.slope.max(0.0) * size_bytes as f64;
-            Heldout {
-                size_bytes,
-                predicted_s,
-                measured_s,
-                error: (predicted_s - measured_s) / measured_s,
-            }
+            Heldout { size_bytes, predicted_s, measured_s, error: (predicted_s - measured_s) / measured_s }
         })
         .collect();
-    Some(LinkFit {
-        op,
-        world,
-        alpha_s: line.intercept / steps,
-        beta_bps,
-        line,
-        fit_max_bytes,
-        fitted_points: small.len(),
-        heldout,
-    })
+    Some(LinkFit { op, world, alpha_s: line.intercept / steps, beta_bps, line, fit_max_bytes, fitted_points: small.len(), heldout })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const GLOO: Link = Link {
-        alpha_s: 54e-6,
-        beta_bps: 1.2e9,
-    };
+    const GLOO: Link = Link { alpha_s: 54e-6, beta_bps: 1.2e9 };
 
     #[test]
     fn ring_allreduce_at_four_sends_one_and_a_half_buffers() {
@@ -239,10 +212,7 @@ mod tests {
     #[test]
     fn crossover_of_the_worked_example() {
         // N=2, α=5 µs, 250 GB/s: S* = 2.5 MB, and the two terms are equal there.
-        let nvlink = Link {
-            alpha_s: 5e-6,
-            beta_bps: 250e9,
-        };
+        let nvlink = Link { alpha_s: 5e-6, beta_bps: 250e9 };
         let s = crossover_bytes(nvlink, 2);
         assert!((s - 2.5e6).abs() < 1e-3);
         let (steps, factor) = op_factors(Op::AllReduce, 2);
@@ -267,30 +237,14 @@ mod tests {
     fn fit_recovers_the_two_process_intercept_and_predicts_larger_worlds() {
         // The chapter's 2-process all-reduce fit: intercept 118.7 µs, so α = 59.35 µs.
         let beta = 1.2e9;
-        let pts: Vec<(u64, f64)> = [4u64, 64, 1024, 16384, 262144, 1 << 20, 4 << 20]
-            .iter()
-            .map(|&s| (s, 118.7e-6 + s as f64 / beta))
-            .collect();
+        let pts: Vec<(u64, f64)> =
+            [4u64, 64, 1024, 16384, 262144, 1 << 20, 4 << 20].iter().map(|&s| (s, 118.7e-6 + s as f64 / beta)).collect();
         let fit = fit_collective(Op::AllReduce, 2, &pts, 1 << 20).unwrap();
         assert!((fit.line.intercept - 118.7e-6).abs() < 1e-10);
         assert!((fit.alpha_s - 59.35e-6).abs() < 1e-10);
         assert!((fit.beta_bps.unwrap() - beta).abs() / beta < 1e-6);
-        let four = allreduce_time(
-            Link {
-                beta_bps: f64::INFINITY,
-                ..fit.link()
-            },
-            0.0,
-            4,
-        );
-        let eight = allreduce_time(
-            Link {
-                beta_bps: f64::INFINITY,
-                ..fit.link()
-            },
-            0.0,
-            8,
-        );
+        let four = allreduce_time(Link { beta_bps: f64::INFINITY, ..fit.link() }, 0.0, 4);
+        let eight = allreduce_time(Link { beta_bps: f64::INFINITY, ..fit.link() }, 0.0, 8);
         assert_eq!((four * 1e6).round(), 356.0);
         assert_eq!((eight * 1e6).round(), 831.0); // the chapter rounds α to 59 µs first: 14 x 59 = 826, it prints 830
         assert_eq!(fit.heldout.len(), 1);

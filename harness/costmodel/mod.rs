@@ -35,10 +35,8 @@ pub fn parse_dtype(text: &str) -> Option<Dtype> {
 
 /// The JSON `parlab shape --json` prints: dimensions, bytes per dtype, KV sharing, checkpoint.
 pub fn shape_json(shape: &ModelShape, dtype: Dtype, checkpoint: Option<&safetensors_header::CheckpointCount>) -> Value {
-    let per_dtype: serde_json::Map<String, Value> = [Dtype::Float32, Dtype::Float16, Dtype::Bfloat16]
-        .iter()
-        .map(|d| (d.name().to_string(), bytes_json(shape, *d)))
-        .collect();
+    let per_dtype: serde_json::Map<String, Value> =
+        [Dtype::Float32, Dtype::Float16, Dtype::Bfloat16].iter().map(|d| (d.name().to_string(), bytes_json(shape, *d))).collect();
     let kv_sharing: Vec<Value> = [1u64, 2, 4, 8, 16]
         .iter()
         .map(|&w| {
@@ -110,15 +108,8 @@ fn shape_text(name: &str, s: &ModelShape, dtype: Dtype, ck: Option<&safetensors_
     ));
     for w in [2u64, 4, 8, 16] {
         let k = s.kv_share(w, b);
-        let cap = if k.capped {
-            format!(" (capped: {} copies of each KV head)", k.copies_of_each_head)
-        } else {
-            String::new()
-        };
-        let problem = s
-            .tensor_split_problem(w)
-            .map(|p| format!("; tensor split refused: {p}"))
-            .unwrap_or_default();
+        let cap = if k.capped { format!(" (capped: {} copies of each KV head)", k.copies_of_each_head) } else { String::new() };
+        let problem = s.tensor_split_problem(w).map(|p| format!("; tensor split refused: {p}")).unwrap_or_default();
         t.push_str(&format!(
             "  tensor x{w}: {} KV heads/device, KV {}/token/device{cap}{problem}\n",
             k.kv_heads_per_device,

@@ -119,7 +119,7 @@ pub fn plan_problem(input: &PlanInput) -> Option<String> {
         Strategy::Pipeline => (p > s.layers).then(|| format!("{} layers do not fill {p} stages", s.layers)),
         Strategy::Expert => match s.experts {
             None => Some("dense model: no experts to place".into()),
-            Some(e) if e.count as u64 % p != 0 => Some(format!("{} experts do not split over {p} devices", e.count)),
+            Some(e) if !(e.count as u64).is_multiple_of(p) => Some(format!("{} experts do not split over {p} devices", e.count)),
             Some(_) => None,
         },
     }
@@ -246,11 +246,7 @@ fn stages(s: &ModelShape, world: u32, sb: u64) -> Vec<Stage> {
                 stored += b.final_norm + s.head_params();
                 streamed += b.final_norm + s.head_params();
             }
-            Stage {
-                stored,
-                streamed,
-                kv_per_token: n * kv_layer,
-            }
+            Stage { stored, streamed, kv_per_token: n * kv_layer }
         })
         .collect()
 }
@@ -259,20 +255,13 @@ fn pipeline_plan(input: &PlanInput) -> Plan {
     let (s, sb, m) = (input.shape, input.dtype_bytes, input.sequences as u64);
     let st = stages(s, input.world, sb);
     let bw = input.device.bandwidth_bps;
-    let times: Vec<f64> = st
-        .iter()
-        .map(|g| (g.streamed * sb + input.context * g.kv_per_token) as f64 / bw)
-        .collect();
+    let times: Vec<f64> = st.iter().map(|g| (g.streamed * sb + input.context * g.kv_per_token) as f64 / bw).collect();
     let hop = p2p_time(input.link, (s.hidden * sb) as f64);
     let token_back = p2p_time(input.link, 4.0);
     let boundaries = (input.world - 1) as f64;
     let compute_s: f64 = times.iter().sum();
     let comm_s = boundaries * hop + token_back;
-    let busiest = times
-        .iter()
-        .enumerate()
-        .map(|(i, t)| t + if i + 1 < times.len() { hop } else { token_back })
-        .fold(0.0, f64::max);
+    let busiest = times.iter().enumerate().map(|(i, t)| t + if i + 1 < times.len() { hop } else { token_back }).fold(0.0, f64::max);
     let stored = st.iter().map(|g| g.stored).max().unwrap_or(0) * sb;
     let kv = st.iter().map(|g| g.kv_per_token).max().unwrap_or(0) * input.context * m;
     finish(
@@ -332,14 +321,8 @@ mod tests {
         PlanInput {
             shape,
             dtype_bytes: 2,
-            device: Device {
-                memory_bytes: 1 << 30,
-                bandwidth_bps: 1e9,
-            },
-            link: Link {
-                alpha_s: 1e-5,
-                beta_bps: 1e9,
-            },
+            device: Device { memory_bytes: 1 << 30, bandwidth_bps: 1e9 },
+            link: Link { alpha_s: 1e-5, beta_bps: 1e9 },
             strategy,
             world,
             context: 16,
@@ -349,10 +332,7 @@ mod tests {
 
     #[test]
     fn bubbles_of_four_stages() {
-        let got: Vec<String> = [1, 4, 16, 64]
-            .iter()
-            .map(|&m| format!("{:.1}", 100.0 * bubble_fraction(4, m)))
-            .collect();
+        let got: Vec<String> = [1, 4, 16, 64].iter().map(|&m| format!("{:.1}", 100.0 * bubble_fraction(4, m))).collect();
         assert_eq!(got, ["75.0", "42.9", "15.8", "4.5"]);
     }
 
@@ -365,15 +345,9 @@ mod tests {
     #[test]
     fn seventy_b_traffic_per_token() {
         // The parallelism page's table: d=8192, L=80, bf16.
-        let tp: Vec<String> = [2, 4, 8]
-            .iter()
-            .map(|&p| format!("{:.1}", tp_wire_bytes_per_token(8192, 80, p, 2) / 1e6))
-            .collect();
+        let tp: Vec<String> = [2, 4, 8].iter().map(|&p| format!("{:.1}", tp_wire_bytes_per_token(8192, 80, p, 2) / 1e6)).collect();
         assert_eq!(tp, ["2.6", "3.9", "4.6"]);
-        let pp: Vec<String> = [2, 4]
-            .iter()
-            .map(|&p| format!("{:.1}", pp_bytes_per_token(8192, p, 2) as f64 / 1e3))
-            .collect();
+        let pp: Vec<String> = [2, 4].iter().map(|&p| format!("{:.1}", pp_bytes_per_token(8192, p, 2) as f64 / 1e3)).collect();
         assert_eq!(pp, ["16.4", "49.2"]);
     }
 
@@ -396,22 +370,8 @@ mod tests {
         let two = plan(&input(&s, Strategy::Tensor, 2, 1)).unwrap();
         assert!(two.compute_s < one.compute_s * 0.51 + 1e-9);
         assert_eq!(two.collectives_per_token, 2 * 4 + 1);
-        let expected_comm =
-            8.0 * allreduce_time(
-                Link {
-                    alpha_s: 1e-5,
-                    beta_bps: 1e9,
-                },
-                128.0,
-                2,
-            ) + allgather_time(
-                Link {
-                    alpha_s: 1e-5,
-                    beta_bps: 1e9,
-                },
-                200.0,
-                2,
-            );
+        let expected_comm = 8.0 * allreduce_time(Link { alpha_s: 1e-5, beta_bps: 1e9 }, 128.0, 2)
+            + allgather_time(Link { alpha_s: 1e-5, beta_bps: 1e9 }, 200.0, 2);
         assert!((two.comm_s - expected_comm).abs() < 1e-15);
         assert!(plan(&input(&s, Strategy::Tensor, 3, 1)).unwrap_err().contains("heads"));
     }

@@ -151,11 +151,8 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
     let df = collectives_frame(manifests)?;
     let (op, link) = (df.column("op")?.str()?.clone(), df.column("link")?.str()?.clone());
     let (world, size) = (df.column("world")?.u32()?.clone(), df.column("size_bytes")?.u64()?.clone());
-    let (meas, pred, err) = (
-        df.column("measured_s")?.f64()?.clone(),
-        df.column("predicted_s")?.f64()?.clone(),
-        df.column("error")?.f64()?.clone(),
-    );
+    let (meas, pred, err) =
+        (df.column("measured_s")?.f64()?.clone(), df.column("predicted_s")?.f64()?.clone(), df.column("error")?.f64()?.clone());
     let in_fit = df.column("in_fit")?.bool()?.clone();
     let rows = (0..df.height())
         .map(|i| {
@@ -201,23 +198,20 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
 /// the bandwidth its own thread count can draw).
 pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) -> Option<(f64, String)> {
     let threads_of = |m: &Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64);
-    let alone: Vec<&Manifest> = ok_of_kind(manifests, "membw")
-        .filter(|m| m.summary.pointer("/membw/processes").and_then(Value::as_u64) == Some(1))
-        .collect();
+    let alone: Vec<&Manifest> =
+        ok_of_kind(manifests, "membw").filter(|m| m.summary.pointer("/membw/processes").and_then(Value::as_u64) == Some(1)).collect();
     let matching: Vec<&Manifest> = alone.iter().copied().filter(|m| threads.is_some_and(|t| threads_of(m) == Some(t as u64))).collect();
     let pool = if matching.is_empty() { alone } else { matching };
-    pool.into_iter()
-        .max_by(|a, b| (&a.finished_at, &a.run_id).cmp(&(&b.finished_at, &b.run_id)))
-        .and_then(|m| {
-            let s = m.summary.get("membw")?;
-            // The roofline: the higher of parlab's STREAM-class read and libtorch's sum (older manifests: the sum).
-            let bw = s
-                .pointer("/roofline/per_process_Bps")
-                .and_then(Value::as_f64)
-                .or_else(|| s.get("per_process_Bps").and_then(median))
-                .or_else(|| s.get("aggregate_Bps").and_then(median))?;
-            Some((bw, m.run_id.clone()))
-        })
+    pool.into_iter().max_by(|a, b| (&a.finished_at, &a.run_id).cmp(&(&b.finished_at, &b.run_id))).and_then(|m| {
+        let s = m.summary.get("membw")?;
+        // The roofline: the higher of parlab's STREAM-class read and libtorch's sum (older manifests: the sum).
+        let bw = s
+            .pointer("/roofline/per_process_Bps")
+            .and_then(Value::as_f64)
+            .or_else(|| s.get("per_process_Bps").and_then(median))
+            .or_else(|| s.get("aggregate_Bps").and_then(median))?;
+        Some((bw, m.run_id.clone()))
+    })
 }
 
 struct DecodeCase {
@@ -238,7 +232,11 @@ fn bandwidths_by_threads(manifests: &[Manifest]) -> BTreeMap<u32, (f64, String)>
     threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect()
 }
 
-fn decode_case(m: &Manifest, bandwidths: &BTreeMap<u32, (f64, String)>, fits: &BTreeMap<(Op, String), (LinkFit, String)>) -> Option<DecodeCase> {
+fn decode_case(
+    m: &Manifest,
+    bandwidths: &BTreeMap<u32, (f64, String)>,
+    fits: &BTreeMap<(Op, String), (LinkFit, String)>,
+) -> Option<DecodeCase> {
     let d = m.summary.get("decode")?;
     let Workload::Decode { prompt, new_tokens, dtype } = &m.plan.workload else {
         return None;
@@ -254,10 +252,8 @@ fn decode_case(m: &Manifest, bandwidths: &BTreeMap<u32, (f64, String)>, fits: &B
     let bandwidth = bandwidths.get(&m.plan.threads_per_rank).cloned();
     // At world 1 a step advances every sequence in flight by one token, one pass each.
     let passes = f64::from(m.layout.sequences.unwrap_or(1).max(1));
-    let predicted_step_s = bandwidth
-        .as_ref()
-        .filter(|_| world == 1)
-        .map(|(b, _)| passes * single_device_step_s(&shape, dtype.bytes(), context, *b));
+    let predicted_step_s =
+        bandwidth.as_ref().filter(|_| world == 1).map(|(b, _)| passes * single_device_step_s(&shape, dtype.bytes(), context, *b));
     let predicted_comm_s = (m.layout.strategy == Strategy::Tensor && world > 1)
         .then(|| {
             let ar = fits.get(&(Op::AllReduce, m.plan.link.clone()))?;

@@ -34,14 +34,8 @@ const MAX_HEADER: u64 = 100 << 20;
 
 /// Tensor names and element counts of one safetensors file.
 pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
-    let io = |e: std::io::Error| HeaderError::Io {
-        path: path.into(),
-        message: e.to_string(),
-    };
-    let bad = |m: String| HeaderError::Format {
-        path: path.into(),
-        message: m,
-    };
+    let io = |e: std::io::Error| HeaderError::Io { path: path.into(), message: e.to_string() };
+    let bad = |m: String| HeaderError::Format { path: path.into(), message: m };
     let mut f = std::fs::File::open(path).map_err(io)?;
     let mut len = [0u8; 8];
     f.read_exact(&mut len).map_err(|_| bad("shorter than 8 bytes".into()))?;
@@ -55,10 +49,7 @@ pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
     let obj = json.as_object().ok_or_else(|| bad("header is not a JSON object".into()))?;
     let mut out = BTreeMap::new();
     for (name, t) in obj.iter().filter(|(k, _)| *k != "__metadata__") {
-        let shape = t
-            .get("shape")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad(format!("tensor {name} has no shape")))?;
+        let shape = t.get("shape").and_then(Value::as_array).ok_or_else(|| bad(format!("tensor {name} has no shape")))?;
         let count = shape.iter().map(|d| d.as_u64().unwrap_or(0)).product();
         out.insert(name.clone(), count);
     }
@@ -154,10 +145,8 @@ pub fn count_checkpoint(dir: &Path, formula_params: u64, tied: bool) -> Result<O
     }
     if tied {
         if let Some(head) = tensors.iter().find(|(n, _)| n.ends_with("lm_head.weight")).map(|(_, c)| *c) {
-            explained.push(Explained {
-                values: head as i64,
-                reason: "the tied output head is stored a second time as lm_head.weight".into(),
-            });
+            explained
+                .push(Explained { values: head as i64, reason: "the tied output head is stored a second time as lm_head.weight".into() });
         }
     }
     for extra in all.iter().filter(|f| !files.contains(f)) {
@@ -170,13 +159,7 @@ pub fn count_checkpoint(dir: &Path, formula_params: u64, tied: bool) -> Result<O
     }
     let accounted: i64 = explained.iter().map(|e| e.values).sum();
     let unexplained = stored as i64 - formula_params as i64 - accounted;
-    Ok(Some(CheckpointCount {
-        files,
-        stored_values: stored,
-        formula_params,
-        explained,
-        unexplained,
-    }))
+    Ok(Some(CheckpointCount { files, stored_values: stored, formula_params, explained, unexplained }))
 }
 
 /// Writes a safetensors file of zero-filled float32 tensors (for tests and fixtures); the
@@ -187,14 +170,11 @@ pub fn write_zeros(path: &Path, tensors: &[(&str, Vec<u64>)]) -> std::io::Result
     let mut offset = 0u64;
     for (name, shape) in tensors {
         let bytes = shape.iter().product::<u64>() * 4;
-        header.insert(
-            name.to_string(),
-            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + bytes]}),
-        );
+        header.insert(name.to_string(), serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + bytes]}));
         offset += bytes;
     }
     let mut text = Value::Object(header).to_string().into_bytes();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut f = std::fs::File::create(path)?;
@@ -211,15 +191,7 @@ mod tests {
     fn counts_gpt2_masks_as_buffers() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("model.safetensors");
-        write_zeros(
-            &f,
-            &[
-                ("h.0.attn.c_attn.bias", vec![12]),
-                ("h.0.attn.bias", vec![1, 1, 8, 8]),
-                ("wte.weight", vec![10, 4]),
-            ],
-        )
-        .unwrap();
+        write_zeros(&f, &[("h.0.attn.c_attn.bias", vec![12]), ("h.0.attn.bias", vec![1, 1, 8, 8]), ("wte.weight", vec![10, 4])]).unwrap();
         let c = count_checkpoint(dir.path(), 52, true).unwrap().unwrap();
         assert_eq!(c.stored_values, 12 + 64 + 40);
         assert_eq!(c.explained[0].values, 64);
@@ -229,23 +201,13 @@ mod tests {
     #[test]
     fn tied_head_stored_twice_and_second_copies() {
         let dir = tempfile::tempdir().unwrap();
-        write_zeros(
-            &dir.path().join("model.safetensors"),
-            &[("model.embed_tokens.weight", vec![10, 4]), ("lm_head.weight", vec![10, 4])],
-        )
-        .unwrap();
-        write_zeros(
-            &dir.path().join("consolidated.safetensors"),
-            &[("tok_embeddings.weight", vec![10, 4])],
-        )
-        .unwrap();
+        write_zeros(&dir.path().join("model.safetensors"), &[("model.embed_tokens.weight", vec![10, 4]), ("lm_head.weight", vec![10, 4])])
+            .unwrap();
+        write_zeros(&dir.path().join("consolidated.safetensors"), &[("tok_embeddings.weight", vec![10, 4])]).unwrap();
         let c = count_checkpoint(dir.path(), 40, true).unwrap().unwrap();
         assert_eq!(c.stored_values, 80);
         assert_eq!(c.unexplained, 0);
-        assert!(c
-            .explained
-            .iter()
-            .any(|e| e.reason.contains("consolidated.safetensors (40 values) is a second copy")));
+        assert!(c.explained.iter().any(|e| e.reason.contains("consolidated.safetensors (40 values) is a second copy")));
         let untied = count_checkpoint(dir.path(), 40, false).unwrap().unwrap();
         assert_eq!(untied.unexplained, 40);
     }

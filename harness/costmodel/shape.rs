@@ -131,14 +131,11 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
         return Err(ShapeError::Inconsistent(format!("hidden {d} is not a multiple of {heads} heads")));
     }
     if heads % kv != 0 {
-        return Err(ShapeError::Inconsistent(format!(
-            "{heads} query heads are not a multiple of {kv} KV heads"
-        )));
+        return Err(ShapeError::Inconsistent(format!("{heads} query heads are not a multiple of {kv} KV heads")));
     }
-    let experts = uint(raw, &["num_local_experts"]).filter(|&e| e > 1).map(|count| Experts {
-        count: count as u32,
-        active: uint(raw, &["num_experts_per_tok"]).unwrap_or(2) as u32,
-    });
+    let experts = uint(raw, &["num_local_experts"])
+        .filter(|&e| e > 1)
+        .map(|count| Experts { count: count as u32, active: uint(raw, &["num_experts_per_tok"]).unwrap_or(2) as u32 });
     let tied = match family {
         Family::Gpt2 => true,
         Family::Gemma => flag(raw, "tie_word_embeddings").unwrap_or(true),
@@ -270,21 +267,15 @@ impl ModelShape {
 
     /// Why a tensor split over `world` devices is impossible, if it is.
     pub fn tensor_split_problem(&self, world: u64) -> Option<String> {
-        if self.heads % world != 0 {
+        if !self.heads.is_multiple_of(world) {
             return Some(format!("{} query heads do not split over {world} devices", self.heads));
         }
-        let kv_ok = self.kv_heads % world == 0 || world % self.kv_heads == 0;
+        let kv_ok = self.kv_heads.is_multiple_of(world) || world.is_multiple_of(self.kv_heads);
         if !kv_ok {
-            return Some(format!(
-                "{} KV heads neither split over nor replicate evenly onto {world} devices",
-                self.kv_heads
-            ));
+            return Some(format!("{} KV heads neither split over nor replicate evenly onto {world} devices", self.kv_heads));
         }
-        if self.intermediate % world != 0 {
-            return Some(format!(
-                "feed-forward width {} does not split over {world} devices",
-                self.intermediate
-            ));
+        if !self.intermediate.is_multiple_of(world) {
+            return Some(format!("feed-forward width {} does not split over {world} devices", self.intermediate));
         }
         None
     }
@@ -385,9 +376,7 @@ mod tests {
 
     #[test]
     fn mixture_streams_only_routed_experts() {
-        let m = shape(tiny_llama(
-            json!({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}),
-        ));
+        let m = shape(tiny_llama(json!({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2})));
         let dense = shape(tiny_llama(json!({})));
         assert_eq!(m.params - dense.params, 2 * (3 * 288 + 8 * 4));
         assert_eq!(m.params - m.streamed_params() - (80 - 8), 2 * 2 * 288);

@@ -52,52 +52,26 @@ pub fn load_shape(name: &str) -> Result<NamedShape, String> {
     let loc = resolve_model(name);
     let cfg = ModelConfig::read(&loc.dir).map_err(|e| e.to_string())?;
     let shape = shape_from_config(&cfg).map_err(|e| format!("{name}: {e}"))?;
-    let provenance = format!(
-        "model {name}: shape from {} (sha256 {}), parameters by formula",
-        loc.dir.join("config.json").display(),
-        &cfg.digest[..12]
-    );
-    Ok(NamedShape {
-        name: name.to_string(),
-        shape,
-        provenance,
-    })
+    let provenance =
+        format!("model {name}: shape from {} (sha256 {}), parameters by formula", loc.dir.join("config.json").display(), &cfg.digest[..12]);
+    Ok(NamedShape { name: name.to_string(), shape, provenance })
 }
 
 impl ModelRun {
     /// Resolves a `kind: model` workload.
     pub fn from_workload(w: &Workload, catalogue: &Catalogue) -> Result<Self, String> {
-        let Workload::Model {
-            params,
-            models,
-            strategies,
-            worlds,
-            links,
-            sequences,
-            dtypes,
-        } = w
-        else {
+        let Workload::Model { params, models, strategies, worlds, links, sequences, dtypes } = w else {
             return Err("not a `kind: model` run".into());
         };
         let models = models.iter().map(|m| load_shape(m)).collect::<Result<Vec<_>, _>>()?;
         let devices = params
             .devices
             .iter()
-            .map(|d| {
-                catalogue
-                    .device(d)
-                    .cloned()
-                    .ok_or_else(|| format!("device `{d}` is not in models/devices.yaml"))
-            })
+            .map(|d| catalogue.device(d).cloned().ok_or_else(|| format!("device `{d}` is not in models/devices.yaml")))
             .collect::<Result<Vec<_>, _>>()?;
         let links = links
             .iter()
-            .map(|l| {
-                catalogue
-                    .link(l)
-                    .cloned()
-                    .ok_or_else(|| format!("link `{l}` is not in models/links.yaml"))
-            })
+            .map(|l| catalogue.link(l).cloned().ok_or_else(|| format!("link `{l}` is not in models/links.yaml")))
             .collect::<Result<Vec<_>, _>>()?;
         let dtypes = if dtypes.is_empty() { vec![Dtype::Float16] } else { dtypes.clone() };
         let sequences = if sequences.is_empty() { vec![1] } else { sequences.clone() };
@@ -275,18 +249,12 @@ impl ModelRun {
         let mut rows = Vec::new();
         let mut omitted = std::collections::BTreeSet::new();
         let mut dense = std::collections::BTreeSet::new();
-        let dev = Device {
-            memory_bytes: device.memory_bytes(),
-            bandwidth_bps: device.bandwidth_bps(),
-        };
+        let dev = Device { memory_bytes: device.memory_bytes(), bandwidth_bps: device.bandwidth_bps() };
         for m in &self.models {
             for &dt in &self.dtypes {
                 for &p in &self.worlds {
-                    let strategies: Vec<Strategy> = if p == 1 {
-                        self.strategies.iter().take(1).copied().collect()
-                    } else {
-                        self.strategies.clone()
-                    };
+                    let strategies: Vec<Strategy> =
+                        if p == 1 { self.strategies.iter().take(1).copied().collect() } else { self.strategies.clone() };
                     for st in strategies {
                         for &seq in &self.sequences {
                             let input = PlanInput {
@@ -299,11 +267,7 @@ impl ModelRun {
                                 context: self.context,
                                 sequences: seq,
                             };
-                            let label = if p == 1 {
-                                "single device".to_string()
-                            } else {
-                                st.name().to_string()
-                            };
+                            let label = if p == 1 { "single device".to_string() } else { st.name().to_string() };
                             match plan::plan(&input) {
                                 Ok(pl) => rows.push(plan_row(&m.name, dt, &label, p, seq, &pl)),
                                 Err(why) if why.starts_with("dense model") => {
@@ -330,10 +294,7 @@ impl ModelRun {
         );
         if !dense.is_empty() {
             let names: Vec<String> = dense.into_iter().collect();
-            what.push_str(&format!(
-                " Expert parallelism does not apply to dense models, so not shown for: {}.",
-                names.join(", ")
-            ));
+            what.push_str(&format!(" Expert parallelism does not apply to dense models, so not shown for: {}.", names.join(", ")));
         }
         if !omitted.is_empty() {
             let list: Vec<String> = omitted.into_iter().collect();
@@ -395,11 +356,7 @@ impl ModelRun {
                         ];
                         for l in &self.links {
                             let t = allreduce_time(l.link(), act, p);
-                            row.push(format!(
-                                "{} ({})",
-                                format_seconds(t),
-                                if t < limit { "pays" } else { "does not pay" }
-                            ));
+                            row.push(format!("{} ({})", format_seconds(t), if t < limit { "pays" } else { "does not pay" }));
                         }
                         rows.push(row);
                     }
@@ -485,7 +442,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -495,13 +452,8 @@ pub fn thousands(n: u64) -> String {
 
 /// A table as markdown: heading, caption, rows, provenance.
 pub fn render_markdown(t: &Table) -> String {
-    let mut s = format!(
-        "### {}\n\n{}\n\n| {} |\n|{}|\n",
-        t.title,
-        t.caption,
-        t.columns.join(" | "),
-        vec!["---"; t.columns.len()].join("|")
-    );
+    let mut s =
+        format!("### {}\n\n{}\n\n| {} |\n|{}|\n", t.title, t.caption, t.columns.join(" | "), vec!["---"; t.columns.len()].join("|"));
     for r in &t.rows {
         s.push_str(&format!("| {} |\n", r.join(" | ")));
     }

@@ -12,14 +12,10 @@ use std::collections::BTreeMap;
 pub fn findings(inp: &Inputs) -> Vec<Finding> {
     let fits = inp.allreduce_fits();
     if fits.is_empty() {
-        return vec![claim("alpha-beta", "any link").inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: no 2-rank all-reduce sweep to fit".into(),
-        )];
+        return vec![claim("alpha-beta", "any link")
+            .inconclusive(Inconclusive::MissingRuns, "missing runs: no 2-rank all-reduce sweep to fit".into())];
     }
-    fits.into_iter()
-        .map(|(link, fit, run)| link_finding(inp, &link, fit, &run))
-        .collect()
+    fits.into_iter().map(|(link, fit, run)| link_finding(inp, &link, fit, &run)).collect()
 }
 
 fn claim(id: &str, link: &str) -> Finding {
@@ -49,44 +45,28 @@ fn link_finding(inp: &Inputs, link: &str, fit: &LinkFit, run: &str) -> Finding {
     if let Some(b) = fit.beta_bps {
         f.number("β (2-rank all-reduce fit)", b, "B/s", &[run]);
     }
-    let rows = inp.facts.collectives.iter().filter(|r| {
-        r.op == Op::AllReduce.name()
-            && r.link == link
-            && (r.world != 2 || r.size > fit.fit_max_bytes)
-    });
+    let rows = inp
+        .facts
+        .collectives
+        .iter()
+        .filter(|r| r.op == Op::AllReduce.name() && r.link == link && (r.world != 2 || r.size > fit.fit_max_bytes));
     let mut regions: BTreeMap<Region, Tally> = BTreeMap::new();
     for r in rows {
-        let t = regions
-            .entry((r.world, r.size > fit.fit_max_bytes))
-            .or_default();
+        let t = regions.entry((r.world, r.size > fit.fit_max_bytes)).or_default();
         check(t, fit, r);
     }
     if regions.is_empty() {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            format!("missing runs: over {link} only the fitted 2-rank sizes were measured"),
-        );
+        return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: over {link} only the fitted 2-rank sizes were measured"));
     }
     let (mut holds, mut fails) = (Vec::new(), Vec::new());
     for (&(world, heldout), t) in &regions {
         let what = if heldout {
-            format!(
-                "world {world}, held-out sizes above {}",
-                format_bytes(fit.fit_max_bytes as f64)
-            )
+            format!("world {world}, held-out sizes above {}", format_bytes(fit.fit_max_bytes as f64))
         } else {
-            format!(
-                "world {world}, sizes up to {}",
-                format_bytes(fit.fit_max_bytes as f64)
-            )
+            format!("world {world}, sizes up to {}", format_bytes(fit.fit_max_bytes as f64))
         };
         let runs: Vec<&str> = t.runs.iter().map(String::as_str).collect();
-        f.number(
-            &format!("largest prediction error, {what}"),
-            t.worst,
-            "fraction",
-            &runs,
-        );
+        f.number(&format!("largest prediction error, {what}"), t.worst, "fraction", &runs);
         let verdict = if t.failed == 0 { "holds" } else { "fails" };
         f.notes.push(format!(
             "{what}: {verdict} ({} of {} sizes within ±{:.0} %; largest error {:+.0} % at {})",
@@ -106,10 +86,7 @@ fn link_finding(inp: &Inputs, link: &str, fit: &LinkFit, run: &str) -> Finding {
     match (holds.is_empty(), fails.is_empty()) {
         (_, true) => f.decide(true, format!("the fit holds at {}", holds.join("; "))),
         (true, false) => f.decide(false, format!("the fit {fails_at}")),
-        (false, false) => f.decide(
-            false,
-            format!("the fit holds at {}, and {fails_at}", holds.join("; ")),
-        ),
+        (false, false) => f.decide(false, format!("the fit holds at {}, and {fails_at}", holds.join("; "))),
     }
 }
 
@@ -118,8 +95,7 @@ fn check(t: &mut Tally, fit: &LinkFit, r: &CollRow) {
     // The op's own time (skew-free, what the fit used) where measured, else the slowest rank's.
     let measured = r.op_time.unwrap_or(r.time);
     let error = (predicted - measured.median) / measured.median;
-    let within =
-        error.abs() <= TOLERANCE || (predicted >= measured.min && predicted <= measured.max);
+    let within = error.abs() <= TOLERANCE || (predicted >= measured.min && predicted <= measured.max);
     t.points += 1;
     t.failed += usize::from(!within);
     if error.abs() > t.worst.abs() || t.points == 1 {

@@ -32,11 +32,7 @@ pub struct BreakEven {
 
 /// The break-even of every model of the ok `kind: model` runs (first device and dtype of each run).
 pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, String> {
-    let runs: Vec<_> = inp
-        .list
-        .iter()
-        .filter(|m| m.kind == "model" && m.status == Status::Ok)
-        .collect();
+    let runs: Vec<_> = inp.list.iter().filter(|m| m.kind == "model" && m.status == Status::Ok).collect();
     if runs.is_empty() {
         return Ok(Vec::new());
     }
@@ -70,31 +66,20 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
     let models = match break_evens(inp) {
         Ok(m) => m,
         Err(e) => {
-            return vec![claim("break-even", "2-rank").inconclusive(
-                Inconclusive::MissingRuns,
-                format!("missing runs: the modelled run could not be read ({e})"),
-            )]
+            return vec![claim("break-even", "2-rank")
+                .inconclusive(Inconclusive::MissingRuns, format!("missing runs: the modelled run could not be read ({e})"))]
         }
     };
     let mut links: BTreeMap<&str, Vec<&CollRow>> = BTreeMap::new();
-    for r in inp
-        .facts
-        .collectives
-        .iter()
-        .filter(|r| r.op == Op::AllReduce.name() && r.world == 2)
-    {
+    for r in inp.facts.collectives.iter().filter(|r| r.op == Op::AllReduce.name() && r.world == 2) {
         links.entry(r.link.as_str()).or_default().push(r);
     }
     if links.is_empty() {
-        return vec![claim("break-even", "2-rank").inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: no 2-rank all-reduce was measured".into(),
-        )];
+        return vec![
+            claim("break-even", "2-rank").inconclusive(Inconclusive::MissingRuns, "missing runs: no 2-rank all-reduce was measured".into())
+        ];
     }
-    links
-        .into_iter()
-        .map(|(link, rows)| link_finding(link, &rows, &models))
-        .collect()
+    links.into_iter().map(|(link, rows)| link_finding(link, &rows, &models)).collect()
 }
 
 fn claim(id: &str, link: &str) -> Finding {
@@ -108,38 +93,22 @@ fn claim(id: &str, link: &str) -> Finding {
 
 /// The measured row for a message of `bytes`: the smallest measured size at or above it, else the largest.
 fn measured_for<'a>(rows: &[&'a CollRow], bytes: f64) -> Option<&'a CollRow> {
-    let above = rows
-        .iter()
-        .filter(|r| r.size as f64 >= bytes)
-        .min_by_key(|r| r.size);
-    above
-        .or_else(|| rows.iter().max_by_key(|r| r.size))
-        .copied()
+    let above = rows.iter().filter(|r| r.size as f64 >= bytes).min_by_key(|r| r.size);
+    above.or_else(|| rows.iter().max_by_key(|r| r.size)).copied()
 }
 
 fn link_finding(link: &str, rows: &[&CollRow], models: &[BreakEven]) -> Finding {
     let mut f = claim(&format!("break-even-{link}"), link);
     if models.len() < 2 {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: the claim compares models; fewer than two were modelled".into(),
-        );
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: the claim compares models; fewer than two were modelled".into());
     }
     let mut pays = Vec::new();
     for b in models {
         let Some(r) = measured_for(rows, b.message_bytes) else {
             continue;
         };
-        f.number(
-            &format!("{} on {}: affordable all-reduce", b.model, b.device),
-            b.affordable_s,
-            "s",
-            &[b.run.as_str()],
-        );
-        let name = format!(
-            "{link} all-reduce at {} (median, 2 ranks)",
-            format_bytes(r.size as f64)
-        );
+        f.number(&format!("{} on {}: affordable all-reduce", b.model, b.device), b.affordable_s, "s", &[b.run.as_str()]);
+        let name = format!("{link} all-reduce at {} (median, 2 ranks)", format_bytes(r.size as f64));
         if !f.numbers.iter().any(|n| n.name == name) {
             f.number(&name, r.time.median, "s", &[r.run.as_str()]);
         }
@@ -157,10 +126,7 @@ fn link_finding(link: &str, rows: &[&CollRow], models: &[BreakEven]) -> Finding 
         pays.push((b, p));
     }
     let (Some(small), Some(large)) = (pays.first(), pays.last()) else {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            format!("missing runs: no {link} all-reduce to compare"),
-        );
+        return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no {link} all-reduce to compare"));
     };
     let holds = !small.1 && large.1;
     let word = |p: bool| if p { "pays" } else { "does not pay" };

@@ -17,22 +17,20 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
         let Ok(text) = std::fs::read_to_string(path) else {
             continue;
         };
-        let runs: Vec<&Manifest> = inp
-            .list
-            .iter()
-            .filter(|m| &m.plan.spec_path == path && m.status == Status::Ok)
-            .collect();
+        let runs: Vec<&Manifest> = inp.list.iter().filter(|m| &m.plan.spec_path == path && m.status == Status::Ok).collect();
         match parse(path, &text) {
             Ok(claims) => out.extend(claims.iter().map(|c| evaluate(c, &runs))),
             Err(problems) => {
                 let id = format!("claims-{}", path.display());
-                let f = Finding::new(
-                    &id,
-                    "The spec's declared claims hold.",
-                    &[],
-                    "claims: as declared",
-                );
-                out.push(f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: the claims of {} are invalid now ({} problems; run `parlab validate`)", path.display(), problems.len())));
+                let f = Finding::new(&id, "The spec's declared claims hold.", &[], "claims: as declared");
+                out.push(f.inconclusive(
+                    Inconclusive::MissingRuns,
+                    format!(
+                        "missing runs: the claims of {} are invalid now ({} problems; run `parlab validate`)",
+                        path.display(),
+                        problems.len()
+                    ),
+                ));
             }
         }
     }
@@ -76,13 +74,10 @@ fn run_matches(m: &Manifest, select: &BTreeMap<String, String>) -> bool {
 }
 
 fn row_matches(row: &Value, select: &BTreeMap<String, String>) -> bool {
-    let op = select
-        .get("op")
-        .is_none_or(|op| row.get("op").and_then(Value::as_str) == Some(op.as_str()));
-    let size = select.get("size").is_none_or(|s| {
-        crate::units::parse_bytes(s)
-            .is_some_and(|b| row.get("size_bytes").and_then(Value::as_u64) == Some(b))
-    });
+    let op = select.get("op").is_none_or(|op| row.get("op").and_then(Value::as_str) == Some(op.as_str()));
+    let size = select
+        .get("size")
+        .is_none_or(|s| crate::units::parse_bytes(s).is_some_and(|b| row.get("size_bytes").and_then(Value::as_u64) == Some(b)));
     op && size
 }
 
@@ -90,25 +85,14 @@ fn row_matches(row: &Value, select: &BTreeMap<String, String>) -> bool {
 fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Vec<Stat> {
     let s = &m.summary;
     let one = |path: &str| Stat::read(s.pointer(path)).into_iter().collect::<Vec<_>>();
-    let plain = |v: Option<f64>| {
-        v.map(|x| Stat {
-            median: x,
-            min: x,
-            max: x,
-            p99: x,
-            n: 1,
-        })
-    };
+    let plain = |v: Option<f64>| v.map(|x| Stat { median: x, min: x, max: x, p99: x, n: 1 });
     match figure {
         "step" | "comm" | "compute" | "prefill" => one(&format!("/decode/{figure}_s")),
         "tokens_per_s" => one("/decode/tokens_per_s"),
         "aggregate_bandwidth" => one("/membw/aggregate_Bps"),
         "per_process_bandwidth" => one("/membw/per_process_Bps"),
         "time" | "busbw" | "algbw" => {
-            let rows = s
-                .get("collectives")
-                .or_else(|| s.get("dispatch"))
-                .and_then(Value::as_array);
+            let rows = s.get("collectives").or_else(|| s.get("dispatch")).and_then(Value::as_array);
             rows.into_iter()
                 .flatten()
                 .filter(|r| row_matches(r, select))
@@ -123,11 +107,7 @@ fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Ve
     }
 }
 
-fn measure(
-    runs: &[&Manifest],
-    figure: &str,
-    select: &BTreeMap<String, String>,
-) -> Option<Measured> {
+fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) -> Option<Measured> {
     let mut stats = Vec::new();
     let mut ids = Vec::new();
     let mut tokens = Vec::new();
@@ -150,93 +130,48 @@ fn measure(
     let stat = Stat {
         median,
         min: stats.iter().map(|s| s.min).fold(f64::INFINITY, f64::min),
-        max: stats
-            .iter()
-            .map(|s| s.max)
-            .fold(f64::NEG_INFINITY, f64::max),
+        max: stats.iter().map(|s| s.max).fold(f64::NEG_INFINITY, f64::max),
         p99: median,
         n: stats.len() as u64,
     };
-    Some(Measured {
-        stat,
-        runs: ids,
-        tokens,
-    })
+    Some(Measured { stat, runs: ids, tokens })
 }
 
 fn words(select: &BTreeMap<String, String>) -> String {
     if select.is_empty() {
         return "every run".into();
     }
-    select
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    select.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
 }
 
 fn claim_text(c: &Claim) -> String {
     c.text.clone().unwrap_or_else(|| {
         let sel = words(&c.select);
-        let against = c.reference.as_ref().map_or_else(
-            || format!("{}", c.value.unwrap_or(f64::NAN)),
-            |r| format!("that of {}", words(r)),
-        );
+        let against = c.reference.as_ref().map_or_else(|| format!("{}", c.value.unwrap_or(f64::NAN)), |r| format!("that of {}", words(r)));
         let tol = c.tolerance * 100.0;
         match c.rule.as_str() {
             "equal_tokens" => {
                 format!("The runs of {sel} generate the same tokens as those of {against}.")
             }
-            "less" => format!(
-                "The {} of {sel} is below {against} (tolerance {tol:.0} %).",
-                c.figure
-            ),
-            "greater" => format!(
-                "The {} of {sel} is above {against} (tolerance {tol:.0} %).",
-                c.figure
-            ),
-            _ => format!(
-                "The {} of {sel} is within ±{tol:.0} % of {against}.",
-                c.figure
-            ),
+            "less" => format!("The {} of {sel} is below {against} (tolerance {tol:.0} %).", c.figure),
+            "greater" => format!("The {} of {sel} is above {against} (tolerance {tol:.0} %).", c.figure),
+            _ => format!("The {} of {sel} is within ±{tol:.0} % of {against}.", c.figure),
         }
         .replace("those of that of", "those of")
     })
 }
 
 fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
-    let against = c
-        .reference
-        .as_ref()
-        .map_or_else(|| format!("value {}", c.value.unwrap_or(f64::NAN)), words);
-    let rule = format!(
-        "{} on the median {} of [{}] against [{against}], tolerance {}",
-        c.rule,
-        c.figure,
-        words(&c.select),
-        c.tolerance
-    );
-    let f = Finding::new(
-        &c.id,
-        &claim_text(c),
-        &[c.figure.as_str()],
-        &format!("declared in the spec: {rule}"),
-    );
+    let against = c.reference.as_ref().map_or_else(|| format!("value {}", c.value.unwrap_or(f64::NAN)), words);
+    let rule = format!("{} on the median {} of [{}] against [{against}], tolerance {}", c.rule, c.figure, words(&c.select), c.tolerance);
+    let f = Finding::new(&c.id, &claim_text(c), &[c.figure.as_str()], &format!("declared in the spec: {rule}"));
     let Some(sel) = measure(runs, &c.figure, &c.select) else {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            format!("missing runs: no run matches {}", words(&c.select)),
-        );
+        return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no run matches {}", words(&c.select)));
     };
     let reference = match &c.reference {
         Some(r) => match measure(runs, &c.figure, r) {
             Some(m) => Some(m),
-            None => {
-                return f.inconclusive(
-                    Inconclusive::MissingRuns,
-                    format!("missing runs: no reference run matches {}", words(r)),
-                )
-            }
+            None => return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no reference run matches {}", words(r))),
         },
         None => None,
     };
@@ -249,11 +184,7 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
 
 /// The runs of both selections (12 hex).
 fn both<'a>(sel: &'a Measured, reference: Option<&'a Measured>) -> Vec<&'a str> {
-    sel.runs
-        .iter()
-        .chain(reference.into_iter().flat_map(|r| &r.runs))
-        .map(String::as_str)
-        .collect()
+    sel.runs.iter().chain(reference.into_iter().flat_map(|r| &r.runs)).map(String::as_str).collect()
 }
 
 fn equal_tokens(mut f: Finding, sel: &Measured, reference: Option<&Measured>) -> Finding {
@@ -272,43 +203,21 @@ fn equal_tokens(mut f: Finding, sel: &Measured, reference: Option<&Measured>) ->
 fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measured>) -> Finding {
     let u = unit(&c.figure);
     let sel_runs: Vec<&str> = sel.runs.iter().map(String::as_str).collect();
-    f.number(
-        &format!("{} of {} (median)", c.figure, words(&c.select)),
-        sel.stat.median,
-        u,
-        &sel_runs,
-    );
+    f.number(&format!("{} of {} (median)", c.figure, words(&c.select)), sel.stat.median, u, &sel_runs);
     let base = match (reference, &c.reference) {
         (Some(r), Some(axes)) => {
             let rr: Vec<&str> = r.runs.iter().map(String::as_str).collect();
-            f.number(
-                &format!("{} of {} (median)", c.figure, words(axes)),
-                r.stat.median,
-                u,
-                &rr,
-            );
+            f.number(&format!("{} of {} (median)", c.figure, words(axes)), r.stat.median, u, &rr);
             r.stat.median
         }
         _ => c.value.unwrap_or(f64::NAN),
     };
     let ratio = sel.stat.median / base;
-    f.number(
-        "selected / reference",
-        ratio,
-        "ratio",
-        &both(sel, reference),
-    );
+    f.number("selected / reference", ratio, "ratio", &both(sel, reference));
     let holds = match c.rule.as_str() {
         "less" => ratio < 1.0 + c.tolerance,
         "greater" => ratio > 1.0 - c.tolerance,
         _ => (ratio - 1.0).abs() <= c.tolerance,
     };
-    f.decide(
-        holds,
-        format!(
-            "selected / reference = {ratio:.3} ({} {})",
-            c.rule.replace('_', " "),
-            c.tolerance
-        ),
-    )
+    f.decide(holds, format!("selected / reference = {ratio:.3} ({} {})", c.rule.replace('_', " "), c.tolerance))
 }

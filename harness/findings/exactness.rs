@@ -26,15 +26,9 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
         }
     }
     if families.is_empty() {
-        return vec![claim("exactness", "any").inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: no decode run with an answer".into(),
-        )];
+        return vec![claim("exactness", "any").inconclusive(Inconclusive::MissingRuns, "missing runs: no decode run with an answer".into())];
     }
-    families
-        .into_iter()
-        .map(|(family, layouts)| family_finding(inp, family, &layouts))
-        .collect()
+    families.into_iter().map(|(family, layouts)| family_finding(inp, family, &layouts)).collect()
 }
 
 fn claim(id: &str, family: &str) -> Finding {
@@ -48,22 +42,15 @@ fn claim(id: &str, family: &str) -> Finding {
 
 fn family_finding(inp: &Inputs, family: &str, layouts: &BTreeMap<&str, Layout>) -> Finding {
     let mut f = claim(&format!("exactness-{family}"), family);
-    let all: Vec<&LayoutVerdict> = layouts
-        .values()
-        .flat_map(|l| l.verdicts.iter().copied())
-        .collect();
+    let all: Vec<&LayoutVerdict> = layouts.values().flat_map(|l| l.verdicts.iter().copied()).collect();
     if all.is_empty() {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            format!("missing runs: only the unsplit {family} run; no split layout was checked"),
-        );
+        return f
+            .inconclusive(Inconclusive::MissingRuns, format!("missing runs: only the unsplit {family} run; no split layout was checked"));
     }
     let runs: Vec<&str> = all.iter().map(|l| l.run.as_str()).collect();
     f.number("layouts checked", layouts.len() as f64, "count", &runs);
-    let drift = all
-        .iter()
-        .filter_map(|l| l.max_logit_drift.map(|d| (d, l.run.as_str())))
-        .fold(None, |acc: Option<(f64, &str)>, x| match acc {
+    let drift =
+        all.iter().filter_map(|l| l.max_logit_drift.map(|d| (d, l.run.as_str()))).fold(None, |acc: Option<(f64, &str)>, x| match acc {
             Some(a) if a.0 >= x.0 => Some(a),
             _ => Some(x),
         });
@@ -73,10 +60,7 @@ fn family_finding(inp: &Inputs, family: &str, layouts: &BTreeMap<&str, Layout>) 
     noise_numbers(&mut f, inp);
     f.notes = layouts.iter().map(|(name, l)| note(name, l)).collect();
     let real: Vec<&&LayoutVerdict> = all.iter().filter(|l| l.real_change).collect();
-    let explained = all
-        .iter()
-        .filter(|l| l.verdict == Grade::Diverged && !l.real_change)
-        .count();
+    let explained = all.iter().filter(|l| l.verdict == Grade::Diverged && !l.real_change).count();
     let bitwise = all.iter().filter(|l| l.verdict == Grade::Bitwise).count();
     if let Some(first) = real.first() {
         let why = format!(
@@ -108,12 +92,7 @@ fn family_finding(inp: &Inputs, family: &str, layouts: &BTreeMap<&str, Layout>) 
 fn noise_numbers(f: &mut Finding, inp: &Inputs) {
     for g in &inp.audit {
         if let (Some(run), Some(d)) = (&g.reference_run, g.reference_self_drift) {
-            f.number(
-                "reference's drift from itself (run-to-run noise)",
-                d,
-                "logit",
-                &[run.as_str()],
-            );
+            f.number("reference's drift from itself (run-to-run noise)", d, "logit", &[run.as_str()]);
             return;
         }
     }
@@ -121,11 +100,7 @@ fn noise_numbers(f: &mut Finding, inp: &Inputs) {
 
 fn note(name: &str, l: &Layout) -> String {
     let worst = l.verdicts.iter().max_by(|a, b| {
-        a.verdict.cmp(&b.verdict).then(
-            a.max_logit_drift
-                .partial_cmp(&b.max_logit_drift)
-                .unwrap_or(std::cmp::Ordering::Equal),
-        )
+        a.verdict.cmp(&b.verdict).then(a.max_logit_drift.partial_cmp(&b.max_logit_drift).unwrap_or(std::cmp::Ordering::Equal))
     });
     let Some(w) = worst else {
         return name.to_string();

@@ -19,42 +19,19 @@ pub fn finding(inp: &Inputs) -> Finding {
     );
     plateau(&mut f, inp);
     replicas(&mut f, inp);
-    let tensor = by_world(
-        inp.facts
-            .decode
-            .iter()
-            .filter(|d| d.strategy == "tensor" && d.sequences == 1 && d.head != "replicated"),
-        |d| d.world,
-    );
+    let tensor =
+        by_world(inp.facts.decode.iter().filter(|d| d.strategy == "tensor" && d.sequences == 1 && d.head != "replicated"), |d| d.world);
     let Some(one) = tensor.get(&1).map(|d| non_comm(d)) else {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: no world-1 tensor decode run to give T_1".into(),
-        );
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no world-1 tensor decode run to give T_1".into());
     };
     let run1 = tensor[&1].run.as_str();
-    f.number(
-        "T_1: non-communication time of a step, 1 process (median)",
-        one.median,
-        "s",
-        &[run1],
-    );
+    f.number("T_1: non-communication time of a step, 1 process (median)", one.median, "s", &[run1]);
     let mut sides = Vec::new();
     for (&p, d) in tensor.iter().filter(|(&p, _)| p > 1) {
         let t = non_comm(d);
         let boundary = one.median / f64::from(p).sqrt();
-        f.number(
-            &format!("T_{p}: non-communication time at world {p} (median)"),
-            t.median,
-            "s",
-            &[d.run.as_str()],
-        );
-        f.number(
-            &format!("predicted at world {p} if each rank had its own bandwidth (T_1/{p})"),
-            one.median / f64::from(p),
-            "s",
-            &[run1],
-        );
+        f.number(&format!("T_{p}: non-communication time at world {p} (median)"), t.median, "s", &[d.run.as_str()]);
+        f.number(&format!("predicted at world {p} if each rank had its own bandwidth (T_1/{p})"), one.median / f64::from(p), "s", &[run1]);
         let s = side(&t, boundary);
         f.notes.push(format!(
             "world {p}: measured {} to {} (median {}); shared predicts {}, own bandwidth {}: {}",
@@ -76,13 +53,13 @@ pub fn finding(inp: &Inputs) -> Finding {
 
 fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
     let Some(&(largest, last)) = sides.last() else {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: no tensor decode run with more than one rank".into(),
-        );
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no tensor decode run with more than one rank".into());
     };
     if let Some((p, _)) = sides.iter().find(|(_, s)| *s == Side::Below) {
-        return f.decide(false, format!("at world {p} the non-communication time fell below T_1/sqrt({p}): each rank brought bandwidth of its own"));
+        return f.decide(
+            false,
+            format!("at world {p} the non-communication time fell below T_1/sqrt({p}): each rank brought bandwidth of its own"),
+        );
     }
     if last == Side::Above {
         let n = sides.iter().filter(|(_, s)| *s == Side::Above).count();
@@ -91,55 +68,29 @@ fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
             format!("the prediction that could have failed did not: up to world {largest} the non-communication time stayed above T_1/sqrt(p) ({n} of {} world sizes decisive)", sides.len()),
         );
     }
-    f.inconclusive(
-        Inconclusive::Noise,
-        format!("noise: at world {largest} the measured range straddles T_1/sqrt({largest})"),
-    )
+    f.inconclusive(Inconclusive::Noise, format!("noise: at world {largest} the measured range straddles T_1/sqrt({largest})"))
 }
 
 /// Non-communication time: the compute figure, else step minus communication (medians only).
 fn non_comm(d: &DecodeRow) -> Stat {
     d.compute.unwrap_or_else(|| {
         let c = d.comm.map_or(0.0, |c| c.median);
-        Stat {
-            median: d.step.median - c,
-            min: d.step.min - c,
-            max: d.step.max - c,
-            p99: d.step.p99 - c,
-            n: d.step.n,
-        }
+        Stat { median: d.step.median - c, min: d.step.min - c, max: d.step.max - c, p99: d.step.p99 - c, n: d.step.n }
     })
 }
 
 /// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.
 fn aggregate(m: &Manifest, stream: bool) -> Option<Stat> {
-    let path = if stream {
-        "/membw/stream/aggregate_Bps"
-    } else {
-        "/membw/aggregate_Bps"
-    };
+    let path = if stream { "/membw/stream/aggregate_Bps" } else { "/membw/aggregate_Bps" };
     Stat::read(m.summary.pointer(path))
 }
 
 fn plateau(f: &mut Finding, inp: &Inputs) {
-    let single =
-        |m: &&Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64) == Some(1);
-    let runs = by_world(
-        inp.list
-            .iter()
-            .filter(|m| m.kind == "membw" && m.status == Status::Ok)
-            .filter(single),
-        |m| {
-            m.summary
-                .pointer("/membw/processes")
-                .and_then(Value::as_u64)
-                .unwrap_or(u64::from(m.layout.world)) as u32
-        },
-    );
-    let (Some(one), Some((&p, top))) = (
-        runs.get(&1),
-        runs.iter().next_back().filter(|&(&p, _)| p > 1),
-    ) else {
+    let single = |m: &&Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64) == Some(1);
+    let runs = by_world(inp.list.iter().filter(|m| m.kind == "membw" && m.status == Status::Ok).filter(single), |m| {
+        m.summary.pointer("/membw/processes").and_then(Value::as_u64).unwrap_or(u64::from(m.layout.world)) as u32
+    });
+    let (Some(one), Some((&p, top))) = (runs.get(&1), runs.iter().next_back().filter(|&(&p, _)| p > 1)) else {
         return;
     };
     let stream = aggregate(one, true).is_some() && aggregate(top, true).is_some();
@@ -147,23 +98,9 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
         return;
     };
     let (r1, rp) = (short(&one.run_id), short(&top.run_id));
-    let read = if stream {
-        "STREAM-class read"
-    } else {
-        "libtorch sum"
-    };
-    f.number(
-        &format!("membw aggregate ({read}), 1 process (median)"),
-        a1.median,
-        "B/s",
-        &[r1.as_str()],
-    );
-    f.number(
-        &format!("membw aggregate ({read}), {p} processes (median)"),
-        ap.median,
-        "B/s",
-        &[rp.as_str()],
-    );
+    let read = if stream { "STREAM-class read" } else { "libtorch sum" };
+    f.number(&format!("membw aggregate ({read}), 1 process (median)"), a1.median, "B/s", &[r1.as_str()]);
+    f.number(&format!("membw aggregate ({read}), {p} processes (median)"), ap.median, "B/s", &[rp.as_str()]);
     let ratio = ap.median / a1.median;
     f.number(
         &format!("membw aggregate ratio, {p} processes / 1 (own bandwidth predicts {p})"),
@@ -171,37 +108,20 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
         "ratio",
         &[r1.as_str(), rp.as_str()],
     );
-    f.notes.push(format!("membw plateau ({read}): {p} processes streamed {ratio:.2}× one process's aggregate (own bandwidth would give {p}×)"));
+    f.notes.push(format!(
+        "membw plateau ({read}): {p} processes streamed {ratio:.2}× one process's aggregate (own bandwidth would give {p}×)"
+    ));
 }
 
 fn replicas(f: &mut Finding, inp: &Inputs) {
-    let rows = by_world(
-        inp.facts
-            .decode
-            .iter()
-            .filter(|d| d.strategy == "data" && d.tokens_per_s.is_some()),
-        |d| d.world,
-    );
-    let (Some(one), Some((&p, top))) = (
-        rows.get(&1),
-        rows.iter().next_back().filter(|(&p, _)| p > 1),
-    ) else {
+    let rows = by_world(inp.facts.decode.iter().filter(|d| d.strategy == "data" && d.tokens_per_s.is_some()), |d| d.world);
+    let (Some(one), Some((&p, top))) = (rows.get(&1), rows.iter().next_back().filter(|(&p, _)| p > 1)) else {
         return;
     };
     let rate = |d: &DecodeRow| d.tokens_per_s.map_or(f64::NAN, |s| s.median);
     let ratio = rate(top) / rate(one);
-    f.number(
-        "one replica's tokens/s (median)",
-        rate(one),
-        "tokens/s",
-        &[one.run.as_str()],
-    );
-    f.number(
-        &format!("{p} independent replicas' aggregate tokens/s (median)"),
-        rate(top),
-        "tokens/s",
-        &[top.run.as_str()],
-    );
+    f.number("one replica's tokens/s (median)", rate(one), "tokens/s", &[one.run.as_str()]);
+    f.number(&format!("{p} independent replicas' aggregate tokens/s (median)"), rate(top), "tokens/s", &[top.run.as_str()]);
     f.number(
         &format!("replicas' aggregate ratio, {p} / 1 (own bandwidth predicts {p})"),
         ratio,

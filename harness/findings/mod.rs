@@ -113,11 +113,7 @@ impl Finding {
         Finding {
             id: id.into(),
             claim: claim.into(),
-            test: Test {
-                runs: Vec::new(),
-                figures: figures.iter().map(|f| f.to_string()).collect(),
-                rule: rule.into(),
-            },
+            test: Test { runs: Vec::new(), figures: figures.iter().map(|f| f.to_string()).collect(), rule: rule.into() },
             numbers: Vec::new(),
             verdict: Verdict::Inconclusive,
             inconclusive: Some(Inconclusive::MissingRuns),
@@ -133,21 +129,12 @@ impl Finding {
                 self.test.runs.push(r.to_string());
             }
         }
-        self.numbers.push(Number {
-            name: name.into(),
-            value,
-            unit: unit.into(),
-            runs: runs.iter().map(|r| r.to_string()).collect(),
-        });
+        self.numbers.push(Number { name: name.into(), value, unit: unit.into(), runs: runs.iter().map(|r| r.to_string()).collect() });
     }
 
     /// Decides the verdict (HOLDS or FAILS) with its reason.
     pub fn decide(mut self, holds: bool, reason: String) -> Self {
-        self.verdict = if holds {
-            Verdict::Holds
-        } else {
-            Verdict::Fails
-        };
+        self.verdict = if holds { Verdict::Holds } else { Verdict::Fails };
         self.inconclusive = None;
         self.reason = reason;
         self
@@ -177,12 +164,7 @@ pub struct Inputs<'a> {
 impl<'a> Inputs<'a> {
     /// Reads the audit and the fits of `list`.
     pub fn new(list: &'a [Manifest], facts: &'a Facts) -> Self {
-        Inputs {
-            list,
-            facts,
-            audit: crate::audit::audit(list),
-            fits: crate::costmodel::predict::two_rank_fits(list),
-        }
+        Inputs { list, facts, audit: crate::audit::audit(list), fits: crate::costmodel::predict::two_rank_fits(list) }
     }
 
     /// The links with a 2-rank all-reduce fit, and the fit with its run (12 hex).

@@ -13,38 +13,18 @@ pub fn finding(inp: &Inputs) -> Finding {
         &["decode.tokens_per_s (pipeline)", "decode.tokens_per_s (data)"],
         &format!("(1) at every p > 1 with one sequence, the median tokens/s is at most one stage's max; (2) the best median tokens/s with m >= p > 1 is at most the replicas' best median × (1 + {TOLERANCE}) (own bandwidth per stage would give p × one stage)"),
     );
-    let pipe: Vec<&DecodeRow> = inp
-        .facts
-        .decode
-        .iter()
-        .filter(|d| d.strategy == "pipeline" && d.tokens_per_s.is_some())
-        .collect();
-    let single = by_world(pipe.iter().copied().filter(|d| d.sequences == 1), |d| {
-        d.world
-    });
+    let pipe: Vec<&DecodeRow> = inp.facts.decode.iter().filter(|d| d.strategy == "pipeline" && d.tokens_per_s.is_some()).collect();
+    let single = by_world(pipe.iter().copied().filter(|d| d.sequences == 1), |d| d.world);
     let Some(one) = single.get(&1).copied() else {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: no one-stage pipeline run with one sequence".into(),
-        );
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no one-stage pipeline run with one sequence".into());
     };
     let rate = |d: &DecodeRow| d.tokens_per_s.unwrap_or_default();
     let r1: Stat = rate(one);
-    f.number(
-        "one stage, one sequence: tokens/s (median)",
-        r1.median,
-        "tokens/s",
-        &[one.run.as_str()],
-    );
+    f.number("one stage, one sequence: tokens/s (median)", r1.median, "tokens/s", &[one.run.as_str()]);
     let mut faster = Vec::new();
     for (&p, d) in single.iter().filter(|(&p, _)| p > 1) {
         let r = rate(d);
-        f.number(
-            &format!("{p} stages, one sequence: tokens/s (median)"),
-            r.median,
-            "tokens/s",
-            &[d.run.as_str()],
-        );
+        f.number(&format!("{p} stages, one sequence: tokens/s (median)"), r.median, "tokens/s", &[d.run.as_str()]);
         let ok = r.median <= r1.max;
         f.notes.push(format!(
             "{p} stages, one sequence: {:.1} tokens/s against one stage's {:.1} (max {:.1}): {}",
@@ -58,75 +38,61 @@ pub fn finding(inp: &Inputs) -> Finding {
         }
     }
     if single.len() < 2 {
-        return f.inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: no pipeline run over more than one stage with one sequence".into(),
-        );
+        return f
+            .inconclusive(Inconclusive::MissingRuns, "missing runs: no pipeline run over more than one stage with one sequence".into());
     }
     if !faster.is_empty() {
-        return f.decide(
-            false,
-            format!("one sequence ran faster over {faster:?} stages than over one"),
-        );
+        return f.decide(false, format!("one sequence ran faster over {faster:?} stages than over one"));
     }
     ceiling(f, inp, &pipe, r1)
 }
 
 fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stat) -> Finding {
-    let full = best(
-        pipe
-            .iter()
-            .copied()
-            .filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)),
-    );
+    let full = best(pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)));
     let replicas = best(inp.facts.decode.iter().filter(|d| d.strategy == "data"));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {
-        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: the ceiling needs a pipeline run with m >= p > 1 and a data-parallel (replicas) run".into());
+        return f.inconclusive(
+            Inconclusive::MissingRuns,
+            "missing runs: the ceiling needs a pipeline run with m >= p > 1 and a data-parallel (replicas) run".into(),
+        );
     };
     f.number(
-        &format!(
-            "pipeline ceiling: best tokens/s with m >= p ({} stages, {} sequences)",
-            pd.world, pd.sequences
-        ),
+        &format!("pipeline ceiling: best tokens/s with m >= p ({} stages, {} sequences)", pd.world, pd.sequences),
         pr,
         "tokens/s",
         &[pd.run.as_str()],
     );
+    f.number(&format!("replicas' ceiling: best aggregate tokens/s ({} replicas)", rd.world), rr, "tokens/s", &[rd.run.as_str()]);
     f.number(
-        &format!(
-            "replicas' ceiling: best aggregate tokens/s ({} replicas)",
-            rd.world
-        ),
-        rr,
-        "tokens/s",
-        &[rd.run.as_str()],
-    );
-    f.number(
-        &format!(
-            "predicted if each of the {} stages had its own bandwidth (p × one stage)",
-            pd.world
-        ),
+        &format!("predicted if each of the {} stages had its own bandwidth (p × one stage)", pd.world),
         r1.median * f64::from(pd.world),
         "tokens/s",
         &[],
     );
     let ratio = pr / rr;
-    f.number(
-        "pipeline ceiling / replicas' ceiling",
-        ratio,
-        "ratio",
-        &[pd.run.as_str(), rd.run.as_str()],
-    );
-    f.notes.push(format!("with m >= p the pipeline reached {pr:.1} tokens/s, {:.2}× one stage, against the replicas' {rr:.1}", pr / r1.median));
+    f.number("pipeline ceiling / replicas' ceiling", ratio, "ratio", &[pd.run.as_str(), rd.run.as_str()]);
+    f.notes.push(format!(
+        "with m >= p the pipeline reached {pr:.1} tokens/s, {:.2}× one stage, against the replicas' {rr:.1}",
+        pr / r1.median
+    ));
     if ratio <= 1.0 + TOLERANCE {
-        f.decide(true, format!("one sequence gained nothing from more stages, and the filled pipeline's best rate is {ratio:.2}× the replicas' ceiling"))
+        f.decide(
+            true,
+            format!(
+                "one sequence gained nothing from more stages, and the filled pipeline's best rate is {ratio:.2}× the replicas' ceiling"
+            ),
+        )
     } else {
-        f.decide(false, format!("the filled pipeline's best rate is {ratio:.2}× the replicas' ceiling: the stages drew bandwidth the replicas could not"))
+        f.decide(
+            false,
+            format!(
+                "the filled pipeline's best rate is {ratio:.2}× the replicas' ceiling: the stages drew bandwidth the replicas could not"
+            ),
+        )
     }
 }
 
 /// The row with the highest median tokens/s, and that median.
 fn best<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Option<(f64, &'a DecodeRow)> {
-    rows.filter_map(|d| d.tokens_per_s.map(|s| (s.median, d)))
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+    rows.filter_map(|d| d.tokens_per_s.map(|s| (s.median, d))).max_by(|a, b| a.0.total_cmp(&b.0))
 }

@@ -27,20 +27,11 @@ pub struct Sizes {
 pub fn decode_sizes(list: &[Manifest]) -> Vec<Sizes> {
     let mut hidden: BTreeMap<std::path::PathBuf, Option<u64>> = BTreeMap::new();
     let mut out: BTreeMap<String, Sizes> = BTreeMap::new();
-    for m in list
-        .iter()
-        .filter(|m| m.kind == "decode" && m.status == Status::Ok)
-    {
-        let (Some(model), Workload::Decode { prompt, dtype, .. }) =
-            (&m.plan.model, &m.plan.workload)
-        else {
+    for m in list.iter().filter(|m| m.kind == "decode" && m.status == Status::Ok) {
+        let (Some(model), Workload::Decode { prompt, dtype, .. }) = (&m.plan.model, &m.plan.workload) else {
             continue;
         };
-        let h = *hidden.entry(model.dir.clone()).or_insert_with(|| {
-            ModelConfig::read(&model.dir)
-                .ok()
-                .map(|c| u64::from(c.hidden))
-        });
+        let h = *hidden.entry(model.dir.clone()).or_insert_with(|| ModelConfig::read(&model.dir).ok().map(|c| u64::from(c.hidden)));
         let Some(h) = h else { continue };
         let t = match prompt {
             Prompt::Tokens(t) => t.len() as u64,
@@ -48,12 +39,8 @@ pub fn decode_sizes(list: &[Manifest]) -> Vec<Sizes> {
         };
         let ds = (h * dtype.bytes()) as f64;
         let label = format!("{} {}, {t}-token prompt", model.name, dtype.name());
-        let e = out.entry(label.clone()).or_insert_with(|| Sizes {
-            label,
-            decode_bytes: ds,
-            prefill_bytes: ds * t as f64,
-            runs: Vec::new(),
-        });
+        let e =
+            out.entry(label.clone()).or_insert_with(|| Sizes { label, decode_bytes: ds, prefill_bytes: ds * t as f64, runs: Vec::new() });
         e.runs.push(super::short(&m.run_id));
     }
     out.into_values().collect()
@@ -64,14 +51,10 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
     let sizes = decode_sizes(inp.list);
     let fits = inp.allreduce_fits();
     if fits.is_empty() {
-        return vec![claim("regimes", "any link").inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: no 2-rank all-reduce fit to give α and β".into(),
-        )];
+        return vec![claim("regimes", "any link")
+            .inconclusive(Inconclusive::MissingRuns, "missing runs: no 2-rank all-reduce fit to give α and β".into())];
     }
-    fits.into_iter()
-        .map(|(link, fit, run)| link_finding(&link, fit, &run, &sizes))
-        .collect()
+    fits.into_iter().map(|(link, fit, run)| link_finding(&link, fit, &run, &sizes)).collect()
 }
 
 fn claim(id: &str, link: &str) -> Finding {
@@ -86,7 +69,10 @@ fn claim(id: &str, link: &str) -> Finding {
 fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Finding {
     let mut f = claim(&format!("regimes-{link}"), link);
     let Some(beta) = fit.beta_bps else {
-        return f.inconclusive(Inconclusive::Noise, format!("noise: the 2-rank fit over {link} found no bandwidth term (time flat in size), so S* is undefined"));
+        return f.inconclusive(
+            Inconclusive::Noise,
+            format!("noise: the 2-rank fit over {link} found no bandwidth term (time flat in size), so S* is undefined"),
+        );
     };
     let s_star = crossover_bytes(fit.link(), 2);
     f.number("α", fit.alpha_s, "s", &[run]);
@@ -95,25 +81,14 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
     if sizes.is_empty() {
         return f.inconclusive(
             Inconclusive::MissingRuns,
-            "missing runs: no decode run (with a readable model config) to give d·s and T·d·s"
-                .into(),
+            "missing runs: no decode run (with a readable model config) to give d·s and T·d·s".into(),
         );
     }
     let mut wrong = Vec::new();
     for s in sizes {
         let runs: Vec<&str> = s.runs.iter().map(String::as_str).collect();
-        f.number(
-            &format!("decode all-reduce d·s ({})", s.label),
-            s.decode_bytes,
-            "B",
-            &runs,
-        );
-        f.number(
-            &format!("prefill all-reduce T·d·s ({})", s.label),
-            s.prefill_bytes,
-            "B",
-            &runs,
-        );
+        f.number(&format!("decode all-reduce d·s ({})", s.label), s.decode_bytes, "B", &runs);
+        f.number(&format!("prefill all-reduce T·d·s ({})", s.label), s.prefill_bytes, "B", &runs);
         let (d_ok, p_ok) = (s.decode_bytes < s_star, s.prefill_bytes > s_star);
         f.notes.push(format!(
             "{}: decode {} is {} S* {} ({} regime); prefill {} is {} it ({} regime)",
@@ -127,32 +102,15 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
             if p_ok { "bandwidth" } else { "latency" },
         ));
         if !d_ok {
-            wrong.push(format!(
-                "{}: decode d·s {} >= S*",
-                s.label,
-                format_bytes(s.decode_bytes)
-            ));
+            wrong.push(format!("{}: decode d·s {} >= S*", s.label, format_bytes(s.decode_bytes)));
         }
         if !p_ok {
-            wrong.push(format!(
-                "{}: prefill T·d·s {} <= S*",
-                s.label,
-                format_bytes(s.prefill_bytes)
-            ));
+            wrong.push(format!("{}: prefill T·d·s {} <= S*", s.label, format_bytes(s.prefill_bytes)));
         }
     }
     if wrong.is_empty() {
-        f.decide(
-            true,
-            format!(
-                "S* = {} lies between every decode all-reduce and its prefill's",
-                format_bytes(s_star)
-            ),
-        )
+        f.decide(true, format!("S* = {} lies between every decode all-reduce and its prefill's", format_bytes(s_star)))
     } else {
-        f.decide(
-            false,
-            format!("S* = {}: {}", format_bytes(s_star), wrong.join("; ")),
-        )
+        f.decide(false, format!("S* = {}: {}", format_bytes(s_star), wrong.join("; ")))
     }
 }

@@ -18,14 +18,8 @@ const RUNS_SHOWN: usize = 6;
 
 /// `findings.json`: the schema, the declared tolerance and every finding, pretty-printed with a final newline.
 pub fn to_json(findings: &[Finding]) -> String {
-    let doc = Doc {
-        schema: SCHEMA,
-        tolerance: TOLERANCE,
-        fragile_factor: crate::audit::FRAGILE_FACTOR,
-        findings,
-    };
-    let mut text =
-        serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let doc = Doc { schema: SCHEMA, tolerance: TOLERANCE, fragile_factor: crate::audit::FRAGILE_FACTOR, findings };
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     text.push('\n');
     text
 }
@@ -81,10 +75,7 @@ fn runs(list: &[String]) -> String {
     if more == 0 {
         shown.join(", ")
     } else {
-        format!(
-            "{} and {more} more (all in findings.json)",
-            shown.join(", ")
-        )
+        format!("{} and {more} more (all in findings.json)", shown.join(", "))
     }
 }
 

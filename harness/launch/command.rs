@@ -111,7 +111,12 @@ pub fn transport(link: &str, remote: &[String], interface: Option<&str>, env: &d
     Transport { mca, description: words.join("; ") }
 }
 
-fn tcp_interface(mca: &mut Vec<(String, String)>, remote: &[String], interface: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> String {
+fn tcp_interface(
+    mca: &mut Vec<(String, String)>,
+    remote: &[String],
+    interface: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> String {
     let include = env("OMPI_MCA_btl_tcp_if_include");
     let exclude = env("OMPI_MCA_btl_tcp_if_exclude");
     if let Some(i) = interface {
@@ -188,12 +193,8 @@ fn srun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Mach
     if let Some(fault) = &machine.fault {
         env.push((FAULT_ENV.into(), fault.clone()));
     }
-    let mut args: Vec<String> = vec![
-        "-n".into(),
-        plan.layout.world.to_string(),
-        format!("--cpus-per-task={threads}"),
-        "--kill-on-bad-exit=1".into(),
-    ];
+    let mut args: Vec<String> =
+        vec!["-n".into(), plan.layout.world.to_string(), format!("--cpus-per-task={threads}"), "--kill-on-bad-exit=1".into()];
     args.extend(srun_mpi(std::env::var("SLURM_MPI_TYPE").ok().as_deref()));
     args.push(format!("--error={}", path_text(&out.join(RANK_LOGS).join("rank.%t.stderr"))));
     args.extend(rank_args(exe, plan_path, out));

@@ -75,8 +75,7 @@ pub fn parse_mpirun(stderr: &str) -> Option<RankEnd> {
         let text = &stderr[at..];
         let rank = number_after(text, "process rank")?;
         let signal = number_after(text, "on signal")?;
-        let name =
-            text.split_once('(').and_then(|(_, r)| r.split_once(')')).map(|(n, _)| n.to_string()).unwrap_or_default();
+        let name = text.split_once('(').and_then(|(_, r)| r.split_once(')')).map(|(n, _)| n.to_string()).unwrap_or_default();
         return Some(RankEnd::Signalled { rank, signal, name });
     }
     if let Some(end) = parse_srun(stderr) {
@@ -145,11 +144,7 @@ pub fn rank_stderr(out: &Path, rank: u32) -> Option<PathBuf> {
     if srun.is_file() {
         return Some(srun);
     }
-    std::fs::read_dir(&logs)
-        .ok()?
-        .flatten()
-        .map(|job| job.path().join(format!("rank.{rank}")).join("stderr"))
-        .find(|p| p.is_file())
+    std::fs::read_dir(&logs).ok()?.flatten().map(|job| job.path().join(format!("rank.{rank}")).join("stderr")).find(|p| p.is_file())
 }
 
 /// The last `n` non-empty lines of `rank`'s stderr, joined by ` | `.
@@ -237,12 +232,8 @@ mod tests {
     fn parses_exit_code_signal_and_abort() {
         let exit = "mpirun detected that one or more processes exited with non-zero status, thus causing\nthe job to be terminated. The first process to do so was:\n\n  Process name: [[8935,1],1]\n  Exit code:    3\n";
         assert_eq!(parse_mpirun(exit), Some(RankEnd::Exited { rank: 1, code: 3 }));
-        let sig =
-            "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 11 (Segmentation fault).\n";
-        assert_eq!(
-            parse_mpirun(sig),
-            Some(RankEnd::Signalled { rank: 1, signal: 11, name: "Segmentation fault".into() })
-        );
+        let sig = "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 11 (Segmentation fault).\n";
+        assert_eq!(parse_mpirun(sig), Some(RankEnd::Signalled { rank: 1, signal: 11, name: "Segmentation fault".into() }));
         let abort = "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nwith errorcode 7.\n";
         assert_eq!(parse_mpirun(abort), Some(RankEnd::Aborted { rank: 0, code: 7 }));
         assert_eq!(parse_mpirun("all fine"), None);

@@ -170,8 +170,7 @@ pub fn pid_files(out: &Path) -> Vec<(u32, Option<u32>)> {
 }
 
 fn ranks_alive(out: &Path) -> Vec<u32> {
-    let mut ranks: Vec<u32> =
-        pid_files(out).into_iter().filter(|(p, _)| is_ours(*p, out)).filter_map(|(_, r)| r).collect();
+    let mut ranks: Vec<u32> = pid_files(out).into_iter().filter(|(p, _)| is_ours(*p, out)).filter_map(|(_, r)| r).collect();
     ranks.sort_unstable();
     ranks
 }

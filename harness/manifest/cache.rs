@@ -18,12 +18,8 @@ pub fn fresh(m: &Manifest) -> bool {
 
 /// The register's caveat for ok, launched runs measured by other measuring code, if any.
 pub fn older_build_caveat(list: &[Manifest]) -> Option<String> {
-    let older: Vec<&Manifest> = list
-        .iter()
-        .filter(|m| {
-            m.status == Status::Ok && m.kind != "model" && m.parlab.measuring != MEASURING_DIGEST
-        })
-        .collect();
+    let older: Vec<&Manifest> =
+        list.iter().filter(|m| m.status == Status::Ok && m.kind != "model" && m.parlab.measuring != MEASURING_DIGEST).collect();
     if older.is_empty() {
         return None;
     }

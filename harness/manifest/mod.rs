@@ -50,11 +50,7 @@ pub const MEASURING_DIGEST: &str = env!("PARLAB_MEASURING_DIGEST");
 impl Tool {
     /// This binary's version, commit and measuring-code digest.
     pub fn current() -> Self {
-        Tool {
-            version: env!("CARGO_PKG_VERSION").into(),
-            commit: env!("PARLAB_GIT_COMMIT").into(),
-            measuring: MEASURING_DIGEST.into(),
-        }
+        Tool { version: env!("CARGO_PKG_VERSION").into(), commit: env!("PARLAB_GIT_COMMIT").into(), measuring: MEASURING_DIGEST.into() }
     }
 }
 

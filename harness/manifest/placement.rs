@@ -93,10 +93,8 @@ pub fn by_host(ranks: &[RankPlacement]) -> Vec<(String, Vec<u32>)> {
 /// `4 ranks on 2 hosts (vm: 0, 1; node2: 2, 3)`.
 pub fn describe(ranks: &[RankPlacement]) -> String {
     let hosts = by_host(ranks);
-    let parts: Vec<String> = hosts
-        .iter()
-        .map(|(h, rs)| format!("{h}: {}", rs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")))
-        .collect();
+    let parts: Vec<String> =
+        hosts.iter().map(|(h, rs)| format!("{h}: {}", rs.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))).collect();
     format!("{} ranks on {} hosts ({})", ranks.len(), hosts.len(), parts.join("; "))
 }
 

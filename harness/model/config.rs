@@ -54,10 +54,10 @@ pub const GPT2_ACTIVATIONS: [&str; 3] = ["gelu_new", "gelu_pytorch_tanh", "gelu"
 /// The shape rules `parlab shape` and transformers apply: heads divide the width (unless
 /// `head_dim` is given), KV heads divide the heads, and GPT-2 uses an activation parlab computes.
 fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hidden: u32) -> Result<(), String> {
-    if raw.get("head_dim").is_none() && hidden % heads != 0 {
+    if raw.get("head_dim").is_none() && !hidden.is_multiple_of(heads) {
         return Err(format!("the width {hidden} is not a multiple of the {heads} attention heads"));
     }
-    if heads % kv_heads != 0 {
+    if !heads.is_multiple_of(kv_heads) {
         return Err(format!("the {heads} attention heads are not a multiple of the {kv_heads} key/value heads"));
     }
     if model_type == "gpt2" {
@@ -115,7 +115,7 @@ impl ModelConfig {
 
     /// The head counts world sizes must divide, as a sorted list of divisors of `heads`.
     pub fn head_divisors(&self) -> Vec<u32> {
-        (1..=self.heads).filter(|w| self.heads % w == 0).collect()
+        (1..=self.heads).filter(|w| self.heads.is_multiple_of(*w)).collect()
     }
 }
 

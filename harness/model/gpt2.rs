@@ -127,12 +127,7 @@ impl PartShare {
     /// The whole model.
     pub fn whole(d: &Dims) -> Self {
         let all = |n: usize| Span::new(0, n as u32);
-        PartShare {
-            heads: all(d.heads),
-            ffn: all(d.ffn),
-            layers: all(d.layers),
-            vocab: Some(all(d.vocab)),
-        }
+        PartShare { heads: all(d.heads), ffn: all(d.ffn), layers: all(d.layers), vocab: Some(all(d.vocab)) }
     }
 
     /// A rank's share from the plan's layout (absent spans mean everything, except the vocabulary).
@@ -220,10 +215,7 @@ fn load_layer(ck: &Checkpoint, d: &Dims, s: &PartShare, l: usize) -> Result<Laye
 fn load_head(ck: &Checkpoint, vocab: Span) -> Result<Head, WeightsError> {
     // `lm_head.weight` when the checkpoint has one (untied); otherwise the head is tied to `wte`.
     let name = if ck.has("lm_head.weight") { "lm_head.weight" } else { "wte.weight" };
-    Ok(Head {
-        ln_f: (ck.full("ln_f.weight")?, ck.full("ln_f.bias")?),
-        weight: ck.rows(name, vocab.start as usize, vocab.end as usize)?,
-    })
+    Ok(Head { ln_f: (ck.full("ln_f.weight")?, ck.full("ln_f.bias")?), weight: ck.rows(name, vocab.start as usize, vocab.end as usize)? })
 }
 
 /// `x Wᵀ + b` for `w` `[out, in]`: parlab's streaming matvec for one row, libtorch's matmul for more.
@@ -244,10 +236,7 @@ impl Gpt2Part {
         check_shapes(&ckpt, &dims)?;
         let _guard = tch::no_grad_guard();
         let embed = if share.layers.start == 0 {
-            Some(Embedding {
-                wte: ckpt.row_reader("wte.weight")?,
-                wpe: ckpt.full("wpe.weight")?,
-            })
+            Some(Embedding { wte: ckpt.row_reader("wte.weight")?, wpe: ckpt.full("wpe.weight")? })
         } else {
             None
         };
@@ -255,14 +244,7 @@ impl Gpt2Part {
             .map(|l| load_layer(&ckpt, &dims, &share, l))
             .collect::<Result<Vec<_>, _>>()?;
         let head = share.vocab.map(|v| load_head(&ckpt, v)).transpose()?;
-        Ok(Gpt2Part {
-            dims,
-            share,
-            ckpt,
-            embed,
-            layers,
-            head,
-        })
+        Ok(Gpt2Part { dims, share, ckpt, embed, layers, head })
     }
 
     /// True when this part embeds tokens (it holds layer 0).
@@ -279,17 +261,8 @@ impl Gpt2Part {
     pub fn new_cache(&self, max_len: usize) -> KvCache {
         let heads = self.share.heads.len() as i64;
         let shape = [heads, max_len as i64, self.dims.head_dim as i64];
-        let make = || {
-            self.layers
-                .iter()
-                .map(|_| Tensor::zeros(shape, (Kind::Float, tch::Device::Cpu)))
-                .collect()
-        };
-        KvCache {
-            k: make(),
-            v: make(),
-            len: 0,
-        }
+        let make = || self.layers.iter().map(|_| Tensor::zeros(shape, (Kind::Float, tch::Device::Cpu))).collect();
+        KvCache { k: make(), v: make(), len: 0 }
     }
 
     /// Token and position embeddings of `tokens` at positions `pos..`: `[T, d]`.
@@ -362,18 +335,13 @@ impl Gpt2Part {
             .layers
             .iter()
             .map(|l| {
-                [
-                    &l.ln1.0, &l.ln1.1, &l.w_qkv, &l.b_qkv, &l.w_o, &l.b_o, &l.ln2.0, &l.ln2.1, &l.w_fc, &l.b_fc, &l.w_proj, &l.b_proj,
-                ]
-                .iter()
-                .map(|t| numel(t))
-                .sum::<u64>()
+                [&l.ln1.0, &l.ln1.1, &l.w_qkv, &l.b_qkv, &l.w_o, &l.b_o, &l.ln2.0, &l.ln2.1, &l.w_fc, &l.b_fc, &l.w_proj, &l.b_proj]
+                    .iter()
+                    .map(|t| numel(t))
+                    .sum::<u64>()
             })
             .sum();
-        let head = self
-            .head
-            .as_ref()
-            .map_or(0, |h| numel(&h.weight) + numel(&h.ln_f.0) + numel(&h.ln_f.1));
+        let head = self.head.as_ref().map_or(0, |h| numel(&h.weight) + numel(&h.ln_f.0) + numel(&h.ln_f.1));
         let embed = if self.embeds() { 2 * self.dims.hidden as u64 } else { 0 };
         4 * (layer + head + embed)
     }

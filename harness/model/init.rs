@@ -36,25 +36,19 @@ use std::path::Path;
 struct Recipe {
     name: String,
     shape: Vec<usize>,
-    draw: Box<dyn Fn(usize, &mut SplitMix64) -> f64>,
+    draw: Draw,
 }
 
+/// How element `i` of a tensor is drawn from the generator.
+type Draw = Box<dyn Fn(usize, &mut SplitMix64) -> f64>;
+
 fn normal(name: String, shape: Vec<usize>, mean: f64, std: f64) -> Recipe {
-    Recipe {
-        name,
-        shape,
-        draw: Box::new(move |_, r| mean + std * r.normal()),
-    }
+    Recipe { name, shape, draw: Box::new(move |_, r| mean + std * r.normal()) }
 }
 
 /// The tensors of a GPT-2 checkpoint as transformers' `save_pretrained` names them.
 fn recipes(cfg: &ModelConfig) -> Vec<Recipe> {
-    let (d, f, v, p) = (
-        cfg.hidden as usize,
-        cfg.intermediate as usize,
-        cfg.vocab as usize,
-        cfg.max_positions.max(1) as usize,
-    );
+    let (d, f, v, p) = (cfg.hidden as usize, cfg.intermediate as usize, cfg.vocab as usize, cfg.max_positions.max(1) as usize);
     let inv = |n: usize| 1.0 / (n as f64).sqrt();
     let mut out = vec![
         normal("transformer.wte.weight".into(), vec![v, d], 0.0, 1.0),
@@ -121,7 +115,8 @@ pub fn write_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Res
     let weights = dir.join("model.safetensors");
     safetensors::serialize_to_file(views, &meta, &weights).with_context(|| format!("cannot write {}", weights.display()))?;
     let config = dir.join("config.json");
-    std::fs::write(&config, serde_json::to_string_pretty(&seeded_config(cfg))?).with_context(|| format!("cannot write {}", config.display()))?;
+    std::fs::write(&config, serde_json::to_string_pretty(&seeded_config(cfg))?)
+        .with_context(|| format!("cannot write {}", config.display()))?;
     Ok(())
 }
 

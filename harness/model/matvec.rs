@@ -90,10 +90,8 @@ impl Kernel {
         let Some(name) = setting.map(str::trim).filter(|s| !s.is_empty()) else {
             return Ok(Kernel::best());
         };
-        let kernel = Kernel::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(name))
-            .ok_or_else(|| KernelError::Unknown(name.to_string()))?;
+        let kernel =
+            Kernel::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(name)).ok_or_else(|| KernelError::Unknown(name.to_string()))?;
         if !kernel.supported() {
             let here: Vec<&str> = Kernel::supported_here().into_iter().map(Kernel::name).collect();
             return Err(KernelError::Unsupported(kernel.name(), kernel.needs(), here.join(", ")));
@@ -148,9 +146,7 @@ pub fn cpu_features() -> Vec<&'static str> {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        for (name, yes) in
-            [("avx512f", has!("avx512f")), ("avx2", has!("avx2")), ("fma", has!("fma")), ("sse2", has!("sse2"))]
-        {
+        for (name, yes) in [("avx512f", has!("avx512f")), ("avx2", has!("avx2")), ("fma", has!("fma")), ("sse2", has!("sse2"))] {
             if yes {
                 out.push(name);
             }
@@ -621,22 +617,8 @@ mod tests {
     }
 
     /// Shapes with one row, rows not a multiple of 4, widths below, at and around 8 and 16.
-    const SHAPES: [(usize, usize); 14] = [
-        (1, 1),
-        (1, 7),
-        (1, 16),
-        (1, 17),
-        (2, 3),
-        (3, 8),
-        (4, 15),
-        (5, 16),
-        (6, 24),
-        (7, 31),
-        (9, 33),
-        (13, 100),
-        (64, 768),
-        (67, 771),
-    ];
+    const SHAPES: [(usize, usize); 14] =
+        [(1, 1), (1, 7), (1, 16), (1, 17), (2, 3), (3, 8), (4, 15), (5, 16), (6, 24), (7, 31), (9, 33), (13, 100), (64, 768), (67, 771)];
 
     #[test]
     fn every_supported_kernel_matches_the_plain_reference_on_odd_shapes() {
@@ -652,13 +634,7 @@ mod tests {
                 for r in 0..rows {
                     let scale: f32 = w[r * width..(r + 1) * width].iter().zip(&x).map(|(a, b)| (a * b).abs()).sum();
                     let err = (got[r] - want[r]).abs();
-                    assert!(
-                        err <= 1e-5 * scale.max(1.0),
-                        "{} at {rows}x{width}, row {r}: {} vs {}",
-                        kernel.name(),
-                        got[r],
-                        want[r]
-                    );
+                    assert!(err <= 1e-5 * scale.max(1.0), "{} at {rows}x{width}, row {r}: {} vs {}", kernel.name(), got[r], want[r]);
                 }
             }
         }
@@ -763,8 +739,7 @@ mod tests {
             f();
             t.elapsed().as_secs_f64()
         };
-        let mut ratios: Vec<(Kernel, Vec<f64>)> =
-            Kernel::supported_here().into_iter().map(|k| (k, Vec::new())).collect();
+        let mut ratios: Vec<(Kernel, Vec<f64>)> = Kernel::supported_here().into_iter().map(|k| (k, Vec::new())).collect();
         for pair in 0..6 {
             for (kernel, rs) in ratios.iter_mut() {
                 // Alternate which goes first, so neither always follows the other.
@@ -791,7 +766,14 @@ mod tests {
         }
         for (kernel, mut rs) in ratios {
             rs.sort_by(f64::total_cmp);
-            println!("bench: {:<8} matvec/read bandwidth median {:.3} [min {:.3}, max {:.3}] over {} pairs, {threads} threads", kernel.name(), rs[rs.len() / 2], rs[0], rs[rs.len() - 1], rs.len());
+            println!(
+                "bench: {:<8} matvec/read bandwidth median {:.3} [min {:.3}, max {:.3}] over {} pairs, {threads} threads",
+                kernel.name(),
+                rs[rs.len() / 2],
+                rs[0],
+                rs[rs.len() - 1],
+                rs.len()
+            );
         }
     }
 }

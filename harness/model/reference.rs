@@ -47,11 +47,7 @@ pub fn top2(logits: &[f32]) -> (u32, f32) {
 pub fn greedy(part: &Gpt2Part, prompt: &[u32], new_tokens: usize) -> anyhow::Result<Generation> {
     let mut cache = part.new_cache(prompt.len() + new_tokens);
     let mut input = part.embed(prompt, 0)?;
-    let mut gen = Generation {
-        tokens: Vec::new(),
-        logits: Vec::new(),
-        vocab: part.dims.vocab,
-    };
+    let mut gen = Generation { tokens: Vec::new(), logits: Vec::new(), vocab: part.dims.vocab };
     for step in 0..new_tokens {
         let h = part.forward(input.shallow_clone(), &mut cache, &mut Alone);
         let logits = to_vec(&part.logits(&h, &mut Alone));
@@ -139,11 +135,7 @@ impl Exactness {
         if step >= reference.tokens.len() {
             return;
         }
-        let diff = logits
-            .iter()
-            .zip(reference.row(step))
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max) as f64;
+        let diff = logits.iter().zip(reference.row(step)).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max) as f64;
         self.record_step(reference, step, tok, margin as f64, diff);
         if self.first_difference.is_some() {
             return;
@@ -219,17 +211,9 @@ pub fn load(stem: &Path) -> anyhow::Result<Option<Generation>> {
     let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
     let tokens: Vec<u32> = serde_json::from_value(meta["tokens"].clone())?;
     let vocab = meta["vocab"].as_u64().unwrap_or(0) as usize;
-    let logits: Vec<f32> = std::fs::read(&raw)?
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let logits: Vec<f32> = std::fs::read(&raw)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     if logits.len() != tokens.len() * vocab {
-        anyhow::bail!(
-            "{}: {} logits for {} tokens of vocabulary {vocab}",
-            raw.display(),
-            logits.len(),
-            tokens.len()
-        );
+        anyhow::bail!("{}: {} logits for {} tokens of vocabulary {vocab}", raw.display(), logits.len(), tokens.len());
     }
     Ok(Some(Generation { tokens, logits, vocab }))
 }

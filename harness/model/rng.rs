@@ -52,9 +52,7 @@ impl SplitMix64 {
 
 /// FNV-1a, 64 bits: turns a stream name into a seed offset.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[cfg(test)]
@@ -66,10 +64,7 @@ mod tests {
         let mut a = SplitMix64::for_stream(7, "wte");
         let mut b = SplitMix64::for_stream(7, "wte");
         assert_eq!(a.next_u64(), b.next_u64());
-        assert_ne!(
-            SplitMix64::for_stream(7, "wpe").next_u64(),
-            SplitMix64::for_stream(7, "wte").next_u64()
-        );
+        assert_ne!(SplitMix64::for_stream(7, "wpe").next_u64(), SplitMix64::for_stream(7, "wte").next_u64());
         let xs: Vec<f64> = (0..20000).map(|_| a.normal()).collect();
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;

@@ -12,9 +12,7 @@ use std::sync::Arc;
 
 /// The model of a decode plan, or an error naming the plan.
 pub fn model_of(plan: &RunPlan) -> anyhow::Result<&ModelSource> {
-    plan.model
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("{}: a decode run needs a model", plan.label()))
+    plan.model.as_ref().ok_or_else(|| anyhow::anyhow!("{}: a decode run needs a model", plan.label()))
 }
 
 /// The `model.safetensors` a plan's ranks read.

@@ -63,23 +63,13 @@ struct Raw<'a> {
 impl Checkpoint {
     /// Maps `path` (a `model.safetensors` file, or a folder holding one).
     pub fn open(path: &Path) -> Result<Self, WeightsError> {
-        let path = if path.is_dir() {
-            path.join("model.safetensors")
-        } else {
-            path.to_path_buf()
-        };
-        let io = |e: std::io::Error| WeightsError::Io {
-            path: path.clone(),
-            message: e.to_string(),
-        };
+        let path = if path.is_dir() { path.join("model.safetensors") } else { path.to_path_buf() };
+        let io = |e: std::io::Error| WeightsError::Io { path: path.clone(), message: e.to_string() };
         crate::files::check_regular(&path, u64::MAX).map_err(|e| WeightsError::Io { path: path.clone(), message: e.reason() })?;
         let file = std::fs::File::open(&path).map_err(io)?;
         // SAFETY: the file is only read; parlab never writes a checkpoint in place (new ones are renamed in).
         let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
-        SafeTensors::deserialize(&mmap).map_err(|e| WeightsError::Format {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        SafeTensors::deserialize(&mmap).map_err(|e| WeightsError::Format { path: path.clone(), message: e.to_string() })?;
         Ok(Checkpoint { path, mmap })
     }
 
@@ -103,30 +93,18 @@ impl Checkpoint {
         let view = st
             .tensor(&format!("transformer.{name}"))
             .or_else(|_| st.tensor(name))
-            .map_err(|_| WeightsError::Missing {
-                path: self.path.clone(),
-                name: name.into(),
-            })?;
+            .map_err(|_| WeightsError::Missing { path: self.path.clone(), name: name.into() })?;
         let (kind, elem) = match view.dtype() {
             StDtype::F32 => (Kind::Float, 4),
             StDtype::F16 => (Kind::Half, 2),
             StDtype::BF16 => (Kind::BFloat16, 2),
             other => return Err(self.bad(name, format!("element type {other:?}; expected F32, F16 or BF16"))),
         };
-        Ok(Raw {
-            data: view.data(),
-            shape: view.shape().to_vec(),
-            kind,
-            elem,
-        })
+        Ok(Raw { data: view.data(), shape: view.shape().to_vec(), kind, elem })
     }
 
     fn bad(&self, name: &str, message: String) -> WeightsError {
-        WeightsError::Shape {
-            path: self.path.clone(),
-            name: name.into(),
-            message,
-        }
+        WeightsError::Shape { path: self.path.clone(), name: name.into(), message }
     }
 
     /// The shape of tensor `name`.
@@ -241,13 +219,7 @@ impl Checkpoint {
             return Err(self.bad(name, format!("shape {:?}; expected 2 dimensions", raw.shape)));
         };
         let offset = raw.data.as_ptr() as usize - self.mmap.as_ptr() as usize;
-        Ok(RowReader {
-            offset,
-            width,
-            rows,
-            elem: raw.elem,
-            kind: raw.kind,
-        })
+        Ok(RowReader { offset, width, rows, elem: raw.elem, kind: raw.kind })
     }
 
     /// Rows `ids` of the tensor behind `reader`, stacked as an f32 `[ids.len(), width]` tensor.

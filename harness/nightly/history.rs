@@ -46,10 +46,7 @@ pub fn points(night: &Night) -> Vec<Point> {
     for m in night.manifests.iter().filter(|m| m.status == Status::Ok) {
         let samples = night.samples.get(&m.run_id);
         for f in figures(m) {
-            let median = samples
-                .and_then(|s| s.get(&f.name))
-                .and_then(|v| stats::median(v))
-                .unwrap_or(f.value);
+            let median = samples.and_then(|s| s.get(&f.name)).and_then(|v| stats::median(v)).unwrap_or(f.value);
             out.push(Point {
                 run_id: m.run_id.clone(),
                 run: super::label(m),
@@ -64,14 +61,8 @@ pub fn points(night: &Night) -> Vec<Point> {
 
 /// Writes tonight's entry as `DIR/<night>.json` (colons dropped from the name).
 pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display()))
-    })?;
-    let entry = Entry {
-        schema: SCHEMA.into(),
-        night: when.into(),
-        points: points(night),
-    };
+    std::fs::create_dir_all(dir).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
+    let entry = Entry { schema: SCHEMA.into(), night: when.into(), points: points(night) };
     let path = dir.join(format!("{}.json", when.replace(':', "")));
     let text = serde_json::to_string_pretty(&entry).map_err(std::io::Error::other)?;
     crate::manifest::write_atomic(&path, text.as_bytes())?;
@@ -114,15 +105,13 @@ pub fn series(entries: &[Entry], policy: &Policy) -> Vec<Series> {
     let mut by: BTreeMap<(String, String), Series> = BTreeMap::new();
     for e in entries {
         for p in &e.points {
-            let s = by
-                .entry((p.run_id.clone(), p.figure.clone()))
-                .or_insert_with(|| Series {
-                    run: p.run.clone(),
-                    figure: p.figure.clone(),
-                    nights: Vec::new(),
-                    lower_is_better: p.lower_is_better,
-                    change_points: Vec::new(),
-                });
+            let s = by.entry((p.run_id.clone(), p.figure.clone())).or_insert_with(|| Series {
+                run: p.run.clone(),
+                figure: p.figure.clone(),
+                nights: Vec::new(),
+                lower_is_better: p.lower_is_better,
+                change_points: Vec::new(),
+            });
             s.nights.push((e.night.clone(), p.median));
         }
     }
@@ -167,16 +156,8 @@ fn segment(x: &[f64], offset: usize, policy: &Policy, found: &mut Vec<usize>) {
 fn trend_svg(s: &Series) -> String {
     let (w, h, left, right, top, bottom) = (640.0, 300.0, 70.0, 20.0, 40.0, 50.0);
     let values: Vec<f64> = s.nights.iter().map(|n| n.1).collect();
-    let (lo, hi) = values
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-            (a.min(*v), b.max(*v))
-        });
-    let span = if hi > lo {
-        hi - lo
-    } else {
-        hi.abs().max(1e-300)
-    };
+    let (lo, hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(*v), b.max(*v)));
+    let span = if hi > lo { hi - lo } else { hi.abs().max(1e-300) };
     let (lo, hi) = (lo - 0.1 * span, hi + 0.1 * span);
     let n = values.len().max(2) - 1;
     let px = |i: usize| left + (w - left - right) * i as f64 / n as f64;
@@ -188,32 +169,12 @@ fn trend_svg(s: &Series) -> String {
         esc(&s.figure),
         esc(&s.run)
     );
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>",
-        h - bottom,
-        w - right,
-        h - bottom
-    );
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>",
-        h - bottom
-    );
+    let _ = writeln!(svg, "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>", h - bottom, w - right, h - bottom);
+    let _ = writeln!(svg, "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>", h - bottom);
     for v in [lo, (lo + hi) / 2.0, hi] {
-        let _ = writeln!(
-            svg,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.3e}</text>",
-            left - 4.0,
-            py(v) + 4.0
-        );
+        let _ = writeln!(svg, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v:.3e}</text>", left - 4.0, py(v) + 4.0);
     }
-    for (i, (night, _)) in s
-        .nights
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i == 0 || *i == n)
-    {
+    for (i, (night, _)) in s.nights.iter().enumerate().filter(|(i, _)| *i == 0 || *i == n) {
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
@@ -226,30 +187,19 @@ fn trend_svg(s: &Series) -> String {
         let x = (px(c - 1) + px(c)) / 2.0;
         let _ = writeln!(svg, "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#d62728\" stroke-dasharray=\"4 3\"><title>change point</title></line>", h - bottom);
     }
-    let pts: Vec<String> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| format!("{:.1},{:.1}", px(i), py(*v)))
-        .collect();
-    let _ = writeln!(
-        svg,
-        "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"{}\"/>",
-        pts.join(" ")
-    );
+    let pts: Vec<String> = values.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", px(i), py(*v))).collect();
+    let _ = writeln!(svg, "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"{}\"/>", pts.join(" "));
     for (i, v) in values.iter().enumerate() {
-        let _ = writeln!(svg, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"#1f77b4\"><title>{} {v:.4e}</title></circle>", px(i), py(*v), esc(&s.nights[i].0));
+        let _ = writeln!(
+            svg,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"#1f77b4\"><title>{} {v:.4e}</title></circle>",
+            px(i),
+            py(*v),
+            esc(&s.nights[i].0)
+        );
     }
-    let better = if s.lower_is_better {
-        "lower is better"
-    } else {
-        "higher is better"
-    };
-    let _ = writeln!(
-        svg,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{better}; dashed: change point</text>\n</svg>",
-        w - right,
-        h - 8.0
-    );
+    let better = if s.lower_is_better { "lower is better" } else { "higher is better" };
+    let _ = writeln!(svg, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{better}; dashed: change point</text>\n</svg>", w - right, h - 8.0);
     svg
 }
 
@@ -260,27 +210,14 @@ pub fn write_trends(dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>>
 }
 
 /// Like [`write_trends`] for the history in `history`, writing `out/trends.md` and `out/trends/`.
-pub fn write_trends_into(
-    history: &Path,
-    dir: &Path,
-    policy: &Policy,
-) -> std::io::Result<Vec<Series>> {
-    let all: Vec<Series> = series(&read(history), policy)
-        .into_iter()
-        .filter(|s| s.nights.len() >= 2)
-        .collect();
+pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>> {
+    let all: Vec<Series> = series(&read(history), policy).into_iter().filter(|s| s.nights.len() >= 2).collect();
     let trends = dir.join("trends");
-    std::fs::create_dir_all(&trends).map_err(|e| {
-        std::io::Error::new(e.kind(), format!("cannot create {}: {e}", trends.display()))
-    })?;
+    std::fs::create_dir_all(&trends).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", trends.display())))?;
     let mut md = format!("# parlab nightly trends\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {:.2} and medians {:.0}% apart.\n\n| figure | run | nights | last | change points |\n|---|---|---|---|---|\n", policy.fdr, policy.min_effect * 100.0);
     for (i, s) in all.iter().enumerate() {
         crate::manifest::write_atomic(&trends.join(format!("{i}.svg")), trend_svg(s).as_bytes())?;
-        let cps: Vec<String> = s
-            .change_points
-            .iter()
-            .map(|&c| s.nights[c].0.clone())
-            .collect();
+        let cps: Vec<String> = s.change_points.iter().map(|&c| s.nights[c].0.clone()).collect();
         let last = s.nights.last().map_or(0.0, |n| n.1);
         let _ = writeln!(
             md,
@@ -288,16 +225,9 @@ pub fn write_trends_into(
             s.figure,
             s.run,
             s.nights.len(),
-            if cps.is_empty() {
-                "-".into()
-            } else {
-                cps.join(", ")
-            }
+            if cps.is_empty() { "-".into() } else { cps.join(", ") }
         );
     }
     crate::manifest::write_atomic(&dir.join("trends.md"), md.as_bytes())?;
-    Ok(all
-        .into_iter()
-        .filter(|s| !s.change_points.is_empty())
-        .collect())
+    Ok(all.into_iter().filter(|s| !s.change_points.is_empty()).collect())
 }

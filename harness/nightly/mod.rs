@@ -99,11 +99,7 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy {
-            tolerance: 0.25,
-            min_effect: 0.10,
-            fdr: 0.05,
-        }
+        Policy { tolerance: 0.25, min_effect: 0.10, fdr: 0.05 }
     }
 }
 
@@ -213,21 +209,14 @@ pub struct Night {
 impl Night {
     /// A night without raw samples.
     pub fn new(manifests: Vec<Manifest>) -> Self {
-        Night {
-            manifests,
-            samples: BTreeMap::new(),
-            unread: Vec::new(),
-        }
+        Night { manifests, samples: BTreeMap::new(), unread: Vec::new() }
     }
 
     /// Reads the manifests in `dir` and the samples files their `results` name.
     pub fn load(dir: &Path) -> (Night, Vec<Skipped>) {
         let (manifests, skipped) = crate::manifest::read_all(dir);
         let (mut samples, mut unread) = (BTreeMap::new(), Vec::new());
-        for m in manifests
-            .iter()
-            .filter(|m| m.status == Status::Ok && m.kind != "model")
-        {
+        for m in manifests.iter().filter(|m| m.status == Status::Ok && m.kind != "model") {
             match samples::load(m, dir) {
                 Ok(s) => {
                     samples.insert(m.run_id.clone(), s);
@@ -235,14 +224,7 @@ impl Night {
                 Err(why) => unread.push((label(m), why)),
             }
         }
-        (
-            Night {
-                manifests,
-                samples,
-                unread,
-            },
-            skipped,
-        )
+        (Night { manifests, samples, unread }, skipped)
     }
 }
 
@@ -256,56 +238,22 @@ pub fn figures(m: &Manifest) -> Vec<Figure> {
     let mut out = Vec::new();
     let mut push = |name: String, value: Option<f64>, better| {
         if let Some(value) = value.filter(|v| v.is_finite() && *v > 0.0) {
-            out.push(Figure {
-                name,
-                value,
-                better,
-            });
+            out.push(Figure { name, value, better });
         }
     };
-    for c in s
-        .get("collectives")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let name = format!(
-            "{} {} B median",
-            c["op"].as_str().unwrap_or("?"),
-            c["size_bytes"]
-        );
+    for c in s.get("collectives").and_then(Value::as_array).into_iter().flatten() {
+        let name = format!("{} {} B median", c["op"].as_str().unwrap_or("?"), c["size_bytes"]);
         push(name, stat_median(c, "time_s"), Better::Lower);
     }
     if let Some(b) = s.get("membw") {
-        push(
-            "aggregate bandwidth median".into(),
-            stat_median(b, "aggregate_Bps"),
-            Better::Higher,
-        );
+        push("aggregate bandwidth median".into(), stat_median(b, "aggregate_Bps"), Better::Higher);
     }
     if let Some(d) = s.get("decode") {
-        push(
-            "decode step median".into(),
-            stat_median(d, "step_s"),
-            Better::Lower,
-        );
-        push(
-            "tokens per second median".into(),
-            stat_median(d, "tokens_per_s"),
-            Better::Higher,
-        );
+        push("decode step median".into(), stat_median(d, "step_s"), Better::Lower);
+        push("tokens per second median".into(), stat_median(d, "tokens_per_s"), Better::Higher);
     }
-    for d in s
-        .get("dispatch")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        push(
-            format!("dispatch {} tokens median", d["tokens"]),
-            stat_median(d, "time_s"),
-            Better::Lower,
-        );
+    for d in s.get("dispatch").and_then(Value::as_array).into_iter().flatten() {
+        push(format!("dispatch {} tokens median", d["tokens"]), stat_median(d, "time_s"), Better::Lower);
     }
     out
 }
@@ -317,24 +265,13 @@ fn label(m: &Manifest) -> String {
 /// How many run identities of `baseline` have a manifest in `current` too.
 pub fn compared(baseline: &[Manifest], current: &[Manifest]) -> usize {
     let now: BTreeSet<&str> = current.iter().map(|m| m.run_id.as_str()).collect();
-    baseline
-        .iter()
-        .filter(|m| now.contains(m.run_id.as_str()))
-        .count()
+    baseline.iter().filter(|m| now.contains(m.run_id.as_str())).count()
 }
 
 /// The fingerprint keys whose values differ, `key: before -> after`.
 pub fn machine_differences(before: &Value, after: &Value) -> Vec<String> {
-    let keys: BTreeSet<&String> = [before, after]
-        .iter()
-        .filter_map(|v| v.as_object())
-        .flat_map(|o| o.keys())
-        .collect();
-    let show = |v: Option<&Value>| {
-        v.map_or("none".to_string(), |v| {
-            v.as_str().map_or(v.to_string(), str::to_string)
-        })
-    };
+    let keys: BTreeSet<&String> = [before, after].iter().filter_map(|v| v.as_object()).flat_map(|o| o.keys()).collect();
+    let show = |v: Option<&Value>| v.map_or("none".to_string(), |v| v.as_str().map_or(v.to_string(), str::to_string));
     keys.into_iter()
         .filter(|k| before.get(*k) != after.get(*k))
         .map(|k| format!("{k}: {} -> {}", show(before.get(k)), show(after.get(k))))
@@ -343,22 +280,11 @@ pub fn machine_differences(before: &Value, after: &Value) -> Vec<String> {
 
 /// Tonight's membw aggregate over the baseline's, the median over membw runs ok in both nights.
 pub fn bandwidth_ratio(baseline: &[Manifest], current: &[Manifest]) -> Option<f64> {
-    let bw = |m: &Manifest| {
-        m.summary
-            .get("membw")
-            .and_then(|b| stat_median(b, "aggregate_Bps"))
-            .filter(|v| *v > 0.0)
-    };
-    let now: BTreeMap<&str, f64> = current
-        .iter()
-        .filter(|m| m.status == Status::Ok)
-        .filter_map(|m| Some((m.run_id.as_str(), bw(m)?)))
-        .collect();
-    let ratios: Vec<f64> = baseline
-        .iter()
-        .filter(|m| m.status == Status::Ok)
-        .filter_map(|m| Some(now.get(m.run_id.as_str())? / bw(m)?))
-        .collect();
+    let bw = |m: &Manifest| m.summary.get("membw").and_then(|b| stat_median(b, "aggregate_Bps")).filter(|v| *v > 0.0);
+    let now: BTreeMap<&str, f64> =
+        current.iter().filter(|m| m.status == Status::Ok).filter_map(|m| Some((m.run_id.as_str(), bw(m)?))).collect();
+    let ratios: Vec<f64> =
+        baseline.iter().filter(|m| m.status == Status::Ok).filter_map(|m| Some(now.get(m.run_id.as_str())? / bw(m)?)).collect();
     stats::median(&ratios)
 }
 
@@ -373,11 +299,7 @@ struct Pair<'a> {
 
 /// Compares `current` with `baseline` run by run and figure by figure under `policy`.
 pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison {
-    let now: BTreeMap<&str, &Manifest> = current
-        .manifests
-        .iter()
-        .map(|m| (m.run_id.as_str(), m))
-        .collect();
+    let now: BTreeMap<&str, &Manifest> = current.manifests.iter().map(|m| (m.run_id.as_str(), m)).collect();
     let (mut findings, mut runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut differences, mut differing) = (BTreeSet::new(), 0);
     for before in baseline.manifests.iter().filter(|m| m.status == Status::Ok) {
@@ -394,26 +316,18 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison
         runs.push(outcome);
     }
     if differing > 0 {
-        findings.push(Finding::MachineDiffers {
-            runs: differing,
-            differences: differences.into_iter().collect(),
-        });
+        findings.push(Finding::MachineDiffers { runs: differing, differences: differences.into_iter().collect() });
     }
     let ratio = bandwidth_ratio(&baseline.manifests, &current.manifests);
     let verdicts = judge(&pairs, policy, ratio);
-    findings.extend(
-        verdicts
-            .iter()
-            .filter(|v| v.verdict == Verdict::Regressed)
-            .map(|v| Finding::Regressed {
-                run: v.run.clone(),
-                figure: v.figure.clone(),
-                before: v.before,
-                after: v.after,
-                worse_by: v.worse_by,
-                p: v.p,
-            }),
-    );
+    findings.extend(verdicts.iter().filter(|v| v.verdict == Verdict::Regressed).map(|v| Finding::Regressed {
+        run: v.run.clone(),
+        figure: v.figure.clone(),
+        before: v.before,
+        after: v.after,
+        worse_by: v.worse_by,
+        p: v.p,
+    }));
     Comparison {
         compared: compared(&baseline.manifests, &current.manifests),
         policy: *policy,
@@ -426,11 +340,7 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison
 
 /// What became of a baseline run tonight; pushes its hard findings (missing, now failing,
 /// changed answer).
-fn run_outcome(
-    before: &Manifest,
-    after: Option<&Manifest>,
-    findings: &mut Vec<Finding>,
-) -> RunOutcome {
+fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<Finding>) -> RunOutcome {
     let outcome = |status: &str, answer: &str, same_machine| RunOutcome {
         run: label(before),
         experiment: before.experiment.clone(),
@@ -444,14 +354,8 @@ fn run_outcome(
     };
     let same_machine = machine_differences(&before.machine, &after.machine).is_empty();
     if after.status != Status::Ok {
-        let reason = after
-            .reason
-            .clone()
-            .unwrap_or_else(|| format!("{:?}", after.status));
-        findings.push(Finding::NowFailing {
-            run: label(after),
-            reason,
-        });
+        let reason = after.reason.clone().unwrap_or_else(|| format!("{:?}", after.status));
+        findings.push(Finding::NowFailing { run: label(after), reason });
         return outcome("now_failing", "none", same_machine);
     }
     let answer = match before.answer.get("tokens") {
@@ -465,27 +369,14 @@ fn run_outcome(
     outcome("ok", answer, same_machine)
 }
 
-fn figure_pairs<'a>(
-    baseline: &'a Night,
-    current: &'a Night,
-    before: &Manifest,
-    after: &Manifest,
-) -> Vec<Pair<'a>> {
-    let tonight: BTreeMap<String, f64> = figures(after)
-        .into_iter()
-        .map(|f| (f.name, f.value))
-        .collect();
-    let (sb, sa) = (
-        baseline.samples.get(&before.run_id),
-        current.samples.get(&after.run_id),
-    );
+fn figure_pairs<'a>(baseline: &'a Night, current: &'a Night, before: &Manifest, after: &Manifest) -> Vec<Pair<'a>> {
+    let tonight: BTreeMap<String, f64> = figures(after).into_iter().map(|f| (f.name, f.value)).collect();
+    let (sb, sa) = (baseline.samples.get(&before.run_id), current.samples.get(&after.run_id));
     figures(before)
         .into_iter()
         .filter_map(|b| {
             let after_value = *tonight.get(&b.name)?;
-            let samples = sb
-                .and_then(|s| s.get(&b.name))
-                .zip(sa.and_then(|s| s.get(&b.name)));
+            let samples = sb.and_then(|s| s.get(&b.name)).zip(sa.and_then(|s| s.get(&b.name)));
             Some(Pair {
                 run: label(after),
                 experiment: after.experiment.clone(),
@@ -511,9 +402,7 @@ fn judge(pairs: &[Pair], policy: &Policy, ratio: Option<f64>) -> Vec<FigureVerdi
         .iter()
         .map(|p| {
             let (a, b) = p.samples?;
-            (stats::smallest_p(a.len(), b.len()) < policy.fdr)
-                .then(|| stats::mann_whitney(a, b))
-                .flatten()
+            (stats::smallest_p(a.len(), b.len()) < policy.fdr).then(|| stats::mann_whitney(a, b)).flatten()
         })
         .collect();
     let tested: Vec<f64> = tests.iter().flatten().map(|t| t.p).collect();
@@ -538,14 +427,7 @@ fn direction(worse: f64) -> Verdict {
 }
 
 /// The verdict and how it was reached, before the bandwidth check.
-fn raw_verdict(
-    pair: &Pair,
-    test: Option<stats::UTest>,
-    q: Option<f64>,
-    policy: &Policy,
-    worse: f64,
-    effect: f64,
-) -> (Verdict, String) {
+fn raw_verdict(pair: &Pair, test: Option<stats::UTest>, q: Option<f64>, policy: &Policy, worse: f64, effect: f64) -> (Verdict, String) {
     let (n_before, n_after) = pair.samples.map_or((0, 0), |(a, b)| (a.len(), b.len()));
     match (pair.samples, test, q) {
         (None, ..) => {
@@ -556,7 +438,15 @@ fn raw_verdict(
             let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
             let v = if significant { direction(worse) } else { Verdict::NoChange };
             let how = if t.exact { "exact" } else { "normal approximation, tie-corrected" };
-            (v, format!("Mann-Whitney U ({how}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%", policy.fdr, effect * 100.0, policy.min_effect * 100.0))
+            (
+                v,
+                format!(
+                    "Mann-Whitney U ({how}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%",
+                    policy.fdr,
+                    effect * 100.0,
+                    policy.min_effect * 100.0
+                ),
+            )
         }
         (Some(_), ..) => (
             Verdict::InsufficientEvidence,
@@ -571,8 +461,7 @@ fn raw_verdict(
 
 /// Tonight's change of a decode figure after scaling by the bandwidth ratio.
 fn normalised_worse_by(pair: &Pair, before: f64, after: f64, ratio: Option<f64>) -> Option<f64> {
-    let decode = pair.before.name.starts_with("decode step")
-        || pair.before.name.starts_with("tokens per second");
+    let decode = pair.before.name.starts_with("decode step") || pair.before.name.starts_with("tokens per second");
     let better = pair.before.better;
     ratio.filter(|_| decode).map(|r| match better {
         Better::Lower => worse_by(better, before, after * r),
@@ -580,18 +469,9 @@ fn normalised_worse_by(pair: &Pair, before: f64, after: f64, ratio: Option<f64>)
     })
 }
 
-fn verdict(
-    pair: &Pair,
-    test: Option<stats::UTest>,
-    q: Option<f64>,
-    policy: &Policy,
-    ratio: Option<f64>,
-) -> FigureVerdict {
+fn verdict(pair: &Pair, test: Option<stats::UTest>, q: Option<f64>, policy: &Policy, ratio: Option<f64>) -> FigureVerdict {
     let (before, after) = match pair.samples {
-        Some((a, b)) => (
-            stats::median(a).unwrap_or(pair.before.value),
-            stats::median(b).unwrap_or(pair.after),
-        ),
+        Some((a, b)) => (stats::median(a).unwrap_or(pair.before.value), stats::median(b).unwrap_or(pair.after)),
         None => (pair.before.value, pair.after),
     };
     let worse = worse_by(pair.before.better, before, after);
@@ -600,13 +480,12 @@ fn verdict(
     let (n_before, n_after) = pair.samples.map_or((0, 0), |(a, b)| (a.len(), b.len()));
     let (mut verdict, mut method) = raw_verdict(pair, test, q, policy, worse, effect);
     if let (Verdict::Regressed | Verdict::Improved, Some(n)) = (verdict, normalised) {
-        let still = if verdict == Verdict::Regressed {
-            n >= policy.min_effect
-        } else {
-            -n >= policy.min_effect
-        };
+        let still = if verdict == Verdict::Regressed { n >= policy.min_effect } else { -n >= policy.min_effect };
         if !still {
-            method.push_str(&format!("; bandwidth-normalised change {:+.1}% is within the minimum: explained by memory bandwidth", n * 100.0));
+            method.push_str(&format!(
+                "; bandwidth-normalised change {:+.1}% is within the minimum: explained by memory bandwidth",
+                n * 100.0
+            ));
             verdict = Verdict::NoChange;
         }
     }

@@ -37,11 +37,7 @@ pub fn verdict_line(v: &FigureVerdict) -> String {
         v.before,
         v.after,
         v.effect * 100.0,
-        v.bandwidth_normalised_worse_by
-            .map_or(String::new(), |n| format!(
-                ", {:+.1}% worse bandwidth-normalised",
-                n * 100.0
-            )),
+        v.bandwidth_normalised_worse_by.map_or(String::new(), |n| format!(", {:+.1}% worse bandwidth-normalised", n * 100.0)),
         num(v.p),
         num(v.q),
         v.n_before,
@@ -61,10 +57,7 @@ pub fn counts(c: &Comparison) -> BTreeMap<Verdict, usize> {
 
 /// `REGRESSED 1, NO_CHANGE 12, ...`.
 pub fn counts_line(c: &Comparison) -> String {
-    let parts: Vec<String> = counts(c)
-        .into_iter()
-        .map(|(v, n)| format!("{} {n}", v.name()))
-        .collect();
+    let parts: Vec<String> = counts(c).into_iter().map(|(v, n)| format!("{} {n}", v.name())).collect();
     if parts.is_empty() {
         "no comparable figures".into()
     } else {
@@ -103,23 +96,13 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
         c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r } if r == run))
     };
     for r in &c.runs {
-        let status = finding_for(&r.run, |f| {
-            matches!(f, Finding::Missing { .. } | Finding::NowFailing { .. })
-        });
+        let status = finding_for(&r.run, |f| matches!(f, Finding::Missing { .. } | Finding::NowFailing { .. }));
         let answer = finding_for(&r.run, |f| matches!(f, Finding::AnswerChanged { .. }));
         let suite = suites.entry(r.experiment.clone()).or_default();
         let fail = |f: Option<&Finding>| f.map(|f| ("failure", finding_line(f)));
-        suite.push(Case {
-            name: format!("{} status", r.run),
-            outcome: fail(status),
-            out: r.status.clone(),
-        });
+        suite.push(Case { name: format!("{} status", r.run), outcome: fail(status), out: r.status.clone() });
         if r.status == "ok" {
-            suite.push(Case {
-                name: format!("{} answer", r.run),
-                outcome: fail(answer),
-                out: r.answer.clone(),
-            });
+            suite.push(Case { name: format!("{} answer", r.run), outcome: fail(answer), out: r.answer.clone() });
         }
     }
     for v in &c.verdicts {
@@ -135,16 +118,8 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
         });
     }
     let night = suites.entry("parlab nightly".into()).or_default();
-    for f in c
-        .findings
-        .iter()
-        .filter(|f| matches!(f, Finding::MachineDiffers { .. }))
-    {
-        night.push(Case {
-            name: "machine fingerprint".into(),
-            outcome: Some(("failure", finding_line(f))),
-            out: String::new(),
-        });
+    for f in c.findings.iter().filter(|f| matches!(f, Finding::MachineDiffers { .. })) {
+        night.push(Case { name: "machine fingerprint".into(), outcome: Some(("failure", finding_line(f))), out: String::new() });
     }
     for l in layouts {
         night.push(Case {
@@ -162,22 +137,18 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
 /// machine; skipped for insufficient evidence. `layouts` are answers that changed across layouts.
 pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
     let suites = cases(c, layouts);
-    let count = |cs: &[Case], kind: &str| {
-        cs.iter()
-            .filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == kind))
-            .count()
-    };
+    let count = |cs: &[Case], kind: &str| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == kind)).count();
     let all: Vec<&Case> = suites.values().flatten().collect();
     let (fail, skip) = (
-        all.iter()
-            .filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == "failure"))
-            .count(),
-        all.iter()
-            .filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == "skipped"))
-            .count(),
+        all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == "failure")).count(),
+        all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == "skipped")).count(),
     );
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(x, "<testsuites name=\"parlab nightly\" tests=\"{}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">", all.len());
+    let _ = writeln!(
+        x,
+        "<testsuites name=\"parlab nightly\" tests=\"{}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">",
+        all.len()
+    );
     for (name, cs) in &suites {
         let _ = writeln!(
             x,
@@ -189,21 +160,12 @@ pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
             xml_escape(timestamp)
         );
         for k in cs {
-            let _ = write!(
-                x,
-                "    <testcase classname=\"parlab.nightly.{}\" name=\"{}\" time=\"0\">",
-                xml_escape(name),
-                xml_escape(&k.name)
-            );
+            let _ =
+                write!(x, "    <testcase classname=\"parlab.nightly.{}\" name=\"{}\" time=\"0\">", xml_escape(name), xml_escape(&k.name));
             if let Some((kind, msg)) = &k.outcome {
                 let _ = write!(x, "<{kind} message=\"{}\"", xml_escape(msg));
                 let _ = if *kind == "failure" {
-                    write!(
-                        x,
-                        " type=\"{}\">{}</failure>",
-                        msg.split(' ').next().unwrap_or(""),
-                        xml_escape(msg)
-                    )
+                    write!(x, " type=\"{}\">{}</failure>", msg.split(' ').next().unwrap_or(""), xml_escape(msg))
                 } else {
                     write!(x, "/>")
                 };
@@ -221,12 +183,7 @@ pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
 
 /// A markdown summary for a CI job page: counts, findings, and every verdict but NO_CHANGE.
 pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
-    let mut m = format!(
-        "## parlab nightly\n\n{} runs compared with `{}`; figures: {}.\n\n",
-        c.compared,
-        baseline,
-        counts_line(c)
-    );
+    let mut m = format!("## parlab nightly\n\n{} runs compared with `{}`; figures: {}.\n\n", c.compared, baseline, counts_line(c));
     let _ = writeln!(
         m,
         "Method: Mann-Whitney U per figure on the raw samples, Benjamini-Hochberg FDR {:.0}%, minimum effect {:.0}%, asv's power guard; summary medians against a {:.0}% tolerance where samples are missing.{}\n",
@@ -239,19 +196,11 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
         m.push_str("**No findings.**\n\n");
     } else {
         m.push_str("### Findings\n\n");
-        c.findings
-            .iter()
-            .for_each(|f| m.push_str(&format!("- {}\n", xml_escape(&finding_line(f)))));
-        layouts
-            .iter()
-            .for_each(|l| m.push_str(&format!("- ANSWER CHANGED across layouts: {l}\n")));
+        c.findings.iter().for_each(|f| m.push_str(&format!("- {}\n", xml_escape(&finding_line(f)))));
+        layouts.iter().for_each(|l| m.push_str(&format!("- ANSWER CHANGED across layouts: {l}\n")));
         m.push('\n');
     }
-    let shown: Vec<&FigureVerdict> = c
-        .verdicts
-        .iter()
-        .filter(|v| v.verdict != Verdict::NoChange)
-        .collect();
+    let shown: Vec<&FigureVerdict> = c.verdicts.iter().filter(|v| v.verdict != Verdict::NoChange).collect();
     if !shown.is_empty() {
         m.push_str("| verdict | run | figure | before | after | effect | p | q | n |\n|---|---|---|---|---|---|---|---|---|\n");
         let num = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2e}"));

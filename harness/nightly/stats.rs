@@ -52,28 +52,16 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<UTest> {
     let r1: f64 = ranks[..n1].iter().sum();
     let u = r1 - (n1 * (n1 + 1)) as f64 / 2.0;
     if n1 + n2 <= EXACT_MAX_N {
-        return Some(UTest {
-            u,
-            p: exact_p(&ranks, n1, r1),
-            exact: true,
-        });
+        return Some(UTest { u, p: exact_p(&ranks, n1, r1), exact: true });
     }
     let (n1f, n2f, n) = (n1 as f64, n2 as f64, (n1 + n2) as f64);
     let tie_sum: f64 = ties.iter().map(|&t| (t * t * t - t) as f64).sum();
     let variance = n1f * n2f / 12.0 * ((n + 1.0) - tie_sum / (n * (n - 1.0)));
     if variance <= 0.0 {
-        return Some(UTest {
-            u,
-            p: 1.0,
-            exact: false,
-        });
+        return Some(UTest { u, p: 1.0, exact: false });
     }
     let z = (((u - n1f * n2f / 2.0).abs() - 0.5).max(0.0)) / variance.sqrt();
-    Some(UTest {
-        u,
-        p: erfc(z / std::f64::consts::SQRT_2).min(1.0),
-        exact: false,
-    })
+    Some(UTest { u, p: erfc(z / std::f64::consts::SQRT_2).min(1.0), exact: false })
 }
 
 /// Two-sided exact p of rank sum `r1` for the first `n1` of `ranks`: twice the smaller tail
@@ -136,9 +124,7 @@ pub fn erfc(x: f64) -> f64 {
             + t * (0.374_091_96
                 + t * (0.096_784_18
                     + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                        + t * (0.278_868_07 + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let r = t * poly.exp();
     if x >= 0.0 {
         r
@@ -168,14 +154,8 @@ mod tests {
         let a: Vec<f64> = (0..15).map(f64::from).collect();
         let b: Vec<f64> = (0..15).map(|i| f64::from(i) + 5.5).collect();
         let normal = mann_whitney(&a, &b).unwrap();
-        assert!(
-            !normal.exact && normal.p > 0.005 && normal.p < 0.05,
-            "{normal:?}"
-        );
-        assert!(
-            (erfc(0.0) - 1.0).abs() < 1e-7
-                && (erfc(1.959_964 / std::f64::consts::SQRT_2) - 0.05).abs() < 1e-6
-        );
+        assert!(!normal.exact && normal.p > 0.005 && normal.p < 0.05, "{normal:?}");
+        assert!((erfc(0.0) - 1.0).abs() < 1e-7 && (erfc(1.959_964 / std::f64::consts::SQRT_2) - 0.05).abs() < 1e-6);
     }
 
     #[test]
@@ -189,10 +169,7 @@ mod tests {
             if mask.count_ones() as usize != a.len() {
                 continue;
             }
-            let sum: f64 = (0..all.len())
-                .filter(|i| mask >> i & 1 == 1)
-                .map(|i| ranks[i])
-                .sum();
+            let sum: f64 = (0..all.len()).filter(|i| mask >> i & 1 == 1).map(|i| ranks[i]).sum();
             total += 1;
             low += u32::from(sum <= observed + 1e-9);
             high += u32::from(sum >= observed - 1e-9);
@@ -207,8 +184,6 @@ mod tests {
     fn benjamini_hochberg_matches_a_worked_example() {
         let q = benjamini_hochberg(&[0.01, 0.04, 0.03, 0.5]);
         let want = [0.04, 0.04 * 4.0 / 3.0, 0.04 * 4.0 / 3.0, 0.5];
-        q.iter()
-            .zip(want)
-            .for_each(|(q, w)| assert!((q - w).abs() < 1e-12, "{q} vs {w}"));
+        q.iter().zip(want).for_each(|(q, w)| assert!((q - w).abs() < 1e-12, "{q} vs {w}"));
     }
 }

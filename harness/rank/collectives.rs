@@ -134,9 +134,7 @@ impl Case {
         match self.op {
             Op::AllReduce => world.all_reduce_into(&self.send[..], &mut self.recv[..], SystemOperation::sum()),
             Op::AllGather => world.all_gather_into(&self.send[..], &mut self.recv[..]),
-            Op::ReduceScatter => {
-                world.reduce_scatter_block_into(&self.send[..], &mut self.recv[..], SystemOperation::sum())
-            }
+            Op::ReduceScatter => world.reduce_scatter_block_into(&self.send[..], &mut self.recv[..], SystemOperation::sum()),
             Op::AllToAll => world.all_to_all_into(&self.send[..], &mut self.recv[..]),
             Op::Broadcast => world.process_at_rank(0).broadcast_into(&mut self.recv[..]),
             Op::PingPong => self.ping_pong(world),

@@ -62,18 +62,10 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let (prompt, new_tokens) = source::decode_params(plan)?;
     let prompt = source::prompt_ids(prompt, cfg.vocab)?;
     let rank = comm.rank();
-    let share = plan
-        .layout
-        .ranks
-        .get(rank as usize)
-        .ok_or_else(|| anyhow::anyhow!("the layout has no rank {rank}"))?;
+    let share = plan.layout.ranks.get(rank as usize).ok_or_else(|| anyhow::anyhow!("the layout has no rank {rank}"))?;
     let dims = Dims::from_config(&cfg);
     let part = source::load_part(model, &cfg, Some(PartShare::from_rank(share, &dims)))?;
-    let reference = if part.has_head() {
-        Some(source::reference_for(plan)?)
-    } else {
-        None
-    };
+    let reference = if part.has_head() { Some(source::reference_for(plan)?) } else { None };
     let engine = Engine::new(plan, &part, prompt, new_tokens, reference.as_ref());
     let mut link = Link::new(plan, comm);
     let mut sink = RecordSink::open(out, rank)?;

@@ -28,13 +28,7 @@ impl<'c> Link<'c> {
         let vocab_counts = split.then(|| plan.layout.ranks.iter().map(|r| r.vocab.map_or(0, |s| s.len() as i32)).collect());
         let pipeline = plan.layout.strategy == Strategy::Pipeline;
         let (stage, stages) = if pipeline { (comm.rank(), comm.size()) } else { (0, 1) };
-        Link {
-            comm,
-            tensor,
-            vocab_counts,
-            stage,
-            stages,
-        }
+        Link { comm, tensor, vocab_counts, stage, stages }
     }
 
     /// Collectives one decode step of one sequence must make on a part with `layers` layers.
@@ -104,20 +98,12 @@ impl<'a> Engine<'a> {
     /// An engine for a plan (sequences from `layout.sequences`, at least 1).
     pub fn new(plan: &RunPlan, part: &'a Gpt2Part, prompt: Vec<u32>, new_tokens: usize, reference: Option<&'a Generation>) -> Self {
         let sequences = plan.layout.sequences.unwrap_or(1).max(1) as usize;
-        Engine {
-            part,
-            prompt,
-            new_tokens,
-            sequences,
-            reference,
-        }
+        Engine { part, prompt, new_tokens, sequences, reference }
     }
 
     /// One repetition from an empty cache.
     pub fn run_once(&self, link: &mut Link) -> anyhow::Result<RepResult> {
-        let mut caches: Vec<KvCache> = (0..self.sequences)
-            .map(|_| self.part.new_cache(self.prompt.len() + self.new_tokens))
-            .collect();
+        let mut caches: Vec<KvCache> = (0..self.sequences).map(|_| self.part.new_cache(self.prompt.len() + self.new_tokens)).collect();
         let mut tokens = vec![Vec::new(); self.sequences];
         let mut exact = self.part.has_head().then(Exactness::default);
         let expected = link.expected_collectives(self.part.share.layers.len() as usize);
@@ -142,15 +128,7 @@ impl<'a> Engine<'a> {
             steps.push((t0.elapsed().as_secs_f64(), link.comm.stats().seconds - c0));
         }
         let run_s = start.elapsed().as_secs_f64();
-        Ok(RepResult {
-            prefill_s,
-            prefill_comm_s,
-            steps,
-            run_s,
-            tokens,
-            exactness: exact,
-            collectives_per_step: expected,
-        })
+        Ok(RepResult { prefill_s, prefill_comm_s, steps, run_s, tokens, exactness: exact, collectives_per_step: expected })
     }
 
     /// Advances one sequence by one round on this rank's stage.

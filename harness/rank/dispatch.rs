@@ -29,9 +29,8 @@ impl Routing {
         let world = plan.layout.world;
         let spans: Vec<_> = plan.layout.ranks.iter().filter_map(|r| r.experts.map(|s| (r.rank, s))).collect();
         let experts = spans.iter().map(|(_, s)| s.end).max().unwrap_or(world).max(1);
-        let owners = (0..experts)
-            .map(|e| spans.iter().find(|(_, s)| e >= s.start && e < s.end).map(|(r, _)| *r).unwrap_or(e % world))
-            .collect();
+        let owners =
+            (0..experts).map(|e| spans.iter().find(|(_, s)| e >= s.start && e < s.end).map(|(r, _)| *r).unwrap_or(e % world)).collect();
         Routing { world, experts, owners, slots: tokens * params.top_k }
     }
 
@@ -109,10 +108,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
                 let seconds = mpi::time() - start;
                 let wrong = count_wrong(&arrived, &want) + count_wrong(&back, &send);
                 if wrong > 0 {
-                    anyhow::bail!(
-                        "wrong result: dispatch of {tokens} tokens ({bytes} B): rank {}: {wrong} values wrong",
-                        comm.rank()
-                    );
+                    anyhow::bail!("wrong result: dispatch of {tokens} tokens ({bytes} B): rank {}: {wrong} values wrong", comm.rank());
                 }
                 if i >= plan.warmup {
                     sink.push("dispatch", bytes, repetition, i - plan.warmup, seconds)?;

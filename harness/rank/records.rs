@@ -40,14 +40,7 @@ impl RecordSink {
     }
 
     /// Writes one sample.
-    pub fn push(
-        &mut self,
-        figure: &str,
-        size_bytes: u64,
-        repetition: u32,
-        iteration: u32,
-        seconds: f64,
-    ) -> std::io::Result<()> {
+    pub fn push(&mut self, figure: &str, size_bytes: u64, repetition: u32, iteration: u32, seconds: f64) -> std::io::Result<()> {
         let record = Record { rank: self.rank, figure: figure.into(), size_bytes, repetition, iteration, seconds };
         serde_json::to_writer(&mut self.writer, &record)?;
         self.writer.write_all(b"\n")
@@ -64,19 +57,14 @@ pub fn read_records(out: &Path) -> std::io::Result<Vec<Record>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(out)?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("records-rank") && n.ends_with(".jsonl"))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("records-rank") && n.ends_with(".jsonl")))
         .collect();
     files.sort();
     let mut records = Vec::new();
     for file in files {
         for (i, line) in std::fs::read_to_string(&file)?.lines().enumerate() {
-            let record = serde_json::from_str(line).map_err(|e| {
-                std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}:{}: {e}", file.display(), i + 1))
-            })?;
+            let record = serde_json::from_str(line)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}:{}: {e}", file.display(), i + 1)))?;
             records.push(record);
         }
     }

@@ -8,10 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The caveats, one sentence or short paragraph each, in a fixed order.
 pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
-    let launched: Vec<&Manifest> = list
-        .iter()
-        .filter(|m| m.launch.is_some() || (m.kind != "model" && m.status == Status::Ok))
-        .collect();
+    let launched: Vec<&Manifest> = list.iter().filter(|m| m.launch.is_some() || (m.kind != "model" && m.status == Status::Ok)).collect();
     let mut out = Vec::new();
     out.extend(oversubscribed(&launched));
     out.extend(shared_memory(&launched));
@@ -23,10 +20,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     out.extend(kernels(&launched));
     out.extend(failed(list));
     out.extend(not_run(list));
-    if list
-        .iter()
-        .any(|m| m.kind == "model" && m.status == Status::Ok)
-    {
+    if list.iter().any(|m| m.kind == "model" && m.status == Status::Ok) {
         out.push("MODELLED tables are arithmetic from the cost model's inputs (shapes, device and link constants, some of them assumed; see each table's provenance), not measurements.".into());
     }
     if !facts.unreadable.is_empty() {
@@ -47,22 +41,11 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
 fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
     let over: Vec<&&Manifest> = launched
         .iter()
-        .filter(|m| {
-            m.launch.as_ref().is_some_and(|l| l.oversubscribed)
-                || m.caveats.iter().any(|c| c.starts_with("oversubscribed"))
-        })
+        .filter(|m| m.launch.as_ref().is_some_and(|l| l.oversubscribed) || m.caveats.iter().any(|c| c.starts_with("oversubscribed")))
         .collect();
     let first = over.first()?;
-    let worst = over
-        .iter()
-        .map(|m| m.layout.world * m.plan.threads_per_rank)
-        .max()
-        .unwrap_or(0);
-    let cores = first
-        .machine
-        .get("cores")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0);
+    let worst = over.iter().map(|m| m.layout.world * m.plan.threads_per_rank).max().unwrap_or(0);
+    let cores = first.machine.get("cores").and_then(|v| v.as_u64()).unwrap_or(0);
     Some(format!(
         "{} of {} launched runs were oversubscribed (up to {worst} ranks × threads on {cores} cores): their times include the operating system time-slicing ranks, not only their work.",
         over.len(),
@@ -97,20 +80,15 @@ fn shared_memory(launched: &[&Manifest]) -> Option<String> {
 }
 
 fn links(launched: &[&Manifest]) -> Option<String> {
-    let links: BTreeSet<(&str, bool)> = launched
-        .iter()
-        .filter(|m| m.layout.world > 1)
-        .map(|m| (m.plan.link.as_str(), host_count(m) > 1))
-        .collect();
+    let links: BTreeSet<(&str, bool)> =
+        launched.iter().filter(|m| m.layout.world > 1).map(|m| (m.plan.link.as_str(), host_count(m) > 1)).collect();
     if links.is_empty() {
         return None;
     }
     let words: Vec<String> = links
         .iter()
         .map(|l| match *l {
-            ("mpi-shm", false) => {
-                "`mpi-shm` (Open MPI's shared-memory transport inside one machine)".to_string()
-            }
+            ("mpi-shm", false) => "`mpi-shm` (Open MPI's shared-memory transport inside one machine)".to_string(),
             ("mpi-shm", true) => "`mpi-shm` across hosts (shared memory inside a host, TCP between hosts)".to_string(),
             ("mpi-tcp", false) => "`mpi-tcp` (TCP over loopback)".to_string(),
             ("mpi-tcp", true) => "`mpi-tcp` across hosts (TCP between them)".to_string(),
@@ -118,50 +96,28 @@ fn links(launched: &[&Manifest]) -> Option<String> {
         })
         .collect();
     let all_local = links.iter().all(|(_, spread)| !spread);
-    let gpu_measured = launched.iter().any(|m| {
-        m.status == Status::Ok
-            && (m.plan.requires.nccl || m.plan.requires.gpus.is_some_and(|g| g > 0))
-    });
-    let tail = if gpu_measured {
-        ""
-    } else {
-        " NCCL, NVLink, InfiniBand and PCIe between devices were not measured."
-    };
+    let gpu_measured =
+        launched.iter().any(|m| m.status == Status::Ok && (m.plan.requires.nccl || m.plan.requires.gpus.is_some_and(|g| g > 0)));
+    let tail = if gpu_measured { "" } else { " NCCL, NVLink, InfiniBand and PCIe between devices were not measured." };
     let kind = if all_local { ": loopback, not an interconnect" } else { "" };
     Some(format!("The links measured were {}{kind}.{tail}", words.join(" and ")))
 }
 
 fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
-    let models: BTreeSet<&str> = facts
-        .decode
-        .iter()
-        .map(|r| r.model.as_str())
-        .filter(|m| !m.is_empty())
-        .collect();
-    let dtypes: BTreeSet<&str> = facts
-        .decode
-        .iter()
-        .map(|r| r.dtype.as_str())
-        .filter(|d| !d.is_empty())
-        .collect();
+    let models: BTreeSet<&str> = facts.decode.iter().map(|r| r.model.as_str()).filter(|m| !m.is_empty()).collect();
+    let dtypes: BTreeSet<&str> = facts.decode.iter().map(|r| r.dtype.as_str()).filter(|d| !d.is_empty()).collect();
     let mut modelled: BTreeSet<String> = BTreeSet::new();
     for m in list.iter().filter(|m| m.kind == "model") {
         if let Workload::Model { models: names, .. } = &m.plan.workload {
-            modelled.extend(
-                names
-                    .iter()
-                    .filter(|n| !models.contains(n.as_str()))
-                    .cloned(),
-            );
+            modelled.extend(names.iter().filter(|n| !models.contains(n.as_str())).cloned());
         }
     }
-    let not_dtypes: Vec<&str> = [Dtype::Float32, Dtype::Float16, Dtype::Bfloat16]
-        .iter()
-        .map(|d| d.name())
-        .filter(|d| !dtypes.contains(d))
-        .collect();
+    let not_dtypes: Vec<&str> =
+        [Dtype::Float32, Dtype::Float16, Dtype::Bfloat16].iter().map(|d| d.name()).filter(|d| !dtypes.contains(d)).collect();
     if models.is_empty() {
-        return Some("No decode run was measured: exactness of a split (tokens equal, logit differences) is not shown for any model.".into());
+        return Some(
+            "No decode run was measured: exactness of a split (tokens equal, logit differences) is not shown for any model.".into(),
+        );
     }
     let changed: Vec<String> = facts
         .decode
@@ -186,10 +142,7 @@ fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
         s.push_str(&format!(" Not run: {}.", not_dtypes.join(", ")));
     }
     if !modelled.is_empty() {
-        s.push_str(&format!(
-            " Modelled only, never run: {}.",
-            modelled.into_iter().collect::<Vec<_>>().join(", ")
-        ));
+        s.push_str(&format!(" Modelled only, never run: {}.", modelled.into_iter().collect::<Vec<_>>().join(", ")));
     }
     Some(s)
 }
@@ -202,24 +155,22 @@ fn fit_errors(facts: &Facts) -> Option<String> {
         .filter(|(e, _, _)| e.is_finite())
         .max_by(|a, b| a.0.total_cmp(&b.0))?;
     let (err, f, size) = worst;
-    (err > 0.25).then(|| format!(
+    (err > 0.25).then(|| {
+        format!(
         "The α-β model is validated only where it was fitted: at held-out sizes it missed by up to {:.0}% ({} over {} ranks on {}, {}).",
         err * 100.0,
         f.op,
         f.world,
         f.link,
         crate::units::format_bytes(size as f64)
-    ))
+    )
+    })
 }
 
 fn noise(facts: &Facts) -> Option<String> {
     let reps: BTreeSet<u32> = facts.decode.iter().map(|r| r.repetitions).collect();
     let (lo, hi) = (reps.first()?, reps.last()?);
-    let span = if lo == hi {
-        lo.to_string()
-    } else {
-        format!("{lo} to {hi}")
-    };
+    let span = if lo == hi { lo.to_string() } else { format!("{lo} to {hi}") };
     Some(format!("Noise: decode figures rest on {span} repetitions per layout on a machine that may run other work; rows whose min – max ranges overlap are not separated by these measurements."))
 }
 
@@ -238,26 +189,16 @@ fn failed(list: &[Manifest]) -> Option<String> {
 fn not_run(list: &[Manifest]) -> Option<String> {
     let mut by: BTreeMap<String, usize> = BTreeMap::new();
     for m in list.iter().filter(|m| m.status == Status::NotRun) {
-        *by.entry(super::status::requires_text(&m.plan.requires))
-            .or_default() += 1;
+        *by.entry(super::status::requires_text(&m.plan.requires)).or_default() += 1;
     }
     if by.is_empty() {
         return None;
     }
     let parts: Vec<String> = by
         .iter()
-        .map(|(r, n)| {
-            if r == "–" {
-                format!("{n} not implemented or otherwise skipped")
-            } else {
-                format!("{n} needing {r}")
-            }
-        })
+        .map(|(r, n)| if r == "–" { format!("{n} not implemented or otherwise skipped") } else { format!("{n} needing {r}") })
         .collect();
-    Some(format!(
-        "Not measured at all: {} (NOT_RUN, each with the probe that decided it).",
-        parts.join("; ")
-    ))
+    Some(format!("Not measured at all: {} (NOT_RUN, each with the probe that decided it).", parts.join("; ")))
 }
 
 fn other_caveats(launched: &[&Manifest]) -> Vec<String> {
@@ -273,10 +214,7 @@ fn other_caveats(launched: &[&Manifest]) -> Vec<String> {
             }
         }
     }
-    counts
-        .into_iter()
-        .map(|(c, n)| format!("{c} ({n} runs)."))
-        .collect()
+    counts.into_iter().map(|(c, n)| format!("{c} ({n} runs).")).collect()
 }
 
 /// `1 run`, `2 runs`.

@@ -27,11 +27,7 @@ mod tests {
 
     #[test]
     fn quotes_only_what_needs_it() {
-        let t = Table {
-            columns: vec!["a".into(), "b, c".into()],
-            rows: vec![vec!["1 \"x\"".into(), "2".into()]],
-            ..Default::default()
-        };
+        let t = Table { columns: vec!["a".into(), "b, c".into()], rows: vec![vec!["1 \"x\"".into(), "2".into()]], ..Default::default() };
         assert_eq!(to_csv(&t), "a,\"b, c\"\n\"1 \"\"x\"\"\",2\n");
     }
 }

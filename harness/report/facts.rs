@@ -212,33 +212,24 @@ impl Facts {
     /// Reads the rows of every ok, launched manifest.
     pub fn read(list: &[Manifest]) -> Facts {
         let mut f = Facts::default();
-        for m in list
-            .iter()
-            .filter(|m| m.status == Status::Ok && m.kind != "model")
-        {
+        for m in list.iter().filter(|m| m.status == Status::Ok && m.kind != "model") {
             let before = f.count();
             f.read_one(m);
             if f.count() == before {
-                f.unreadable
-                    .push(format!("{} ({})", m.plan.label(), short(&m.run_id)));
+                f.unreadable.push(format!("{} ({})", m.plan.label(), short(&m.run_id)));
             }
         }
         f
     }
 
     fn count(&self) -> usize {
-        self.collectives.len()
-            + self.fits.len()
-            + self.membw.len()
-            + self.decode.len()
-            + self.dispatch.len()
+        self.collectives.len() + self.fits.len() + self.membw.len() + self.decode.len() + self.dispatch.len()
     }
 
     fn read_one(&mut self, m: &Manifest) {
         let s = &m.summary;
         if let Some(list) = s.get("collectives").and_then(Value::as_array) {
-            self.collectives
-                .extend(list.iter().filter_map(|e| coll_row(m, e)));
+            self.collectives.extend(list.iter().filter_map(|e| coll_row(m, e)));
         }
         match s.get("fit") {
             Some(Value::Array(fits)) => self.fits.extend(fits.iter().filter_map(|e| fit(m, e))),
@@ -252,18 +243,13 @@ impl Facts {
             self.decode.extend(decode_row(m, v));
         }
         if let Some(list) = s.get("dispatch").and_then(Value::as_array) {
-            self.dispatch
-                .extend(list.iter().filter_map(|e| dispatch_row(m, e)));
+            self.dispatch.extend(list.iter().filter_map(|e| dispatch_row(m, e)));
         }
     }
 }
 
 fn text(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(|x| {
-        x.as_str()
-            .map(str::to_string)
-            .or_else(|| x.as_u64().map(|n| n.to_string()))
-    })
+    v.get(key).and_then(|x| x.as_str().map(str::to_string).or_else(|| x.as_u64().map(|n| n.to_string())))
 }
 
 fn uint(v: &Value, key: &str) -> Option<u64> {
@@ -299,14 +285,7 @@ fn fit(m: &Manifest, e: &Value) -> Option<Fit> {
         .and_then(Value::as_array)
         .map(|h| {
             h.iter()
-                .filter_map(|x| {
-                    Some((
-                        uint(x, "size_bytes")?,
-                        num(x, "predicted_s")?,
-                        num(x, "measured_s")?,
-                        num(x, "error")?,
-                    ))
-                })
+                .filter_map(|x| Some((uint(x, "size_bytes")?, num(x, "predicted_s")?, num(x, "measured_s")?, num(x, "error")?)))
                 .collect()
         })
         .unwrap_or_default();
@@ -358,23 +337,12 @@ fn decode_row(m: &Manifest, e: &Value) -> Option<DecodeRow> {
     };
     Some(DecodeRow {
         experiment: m.experiment.clone(),
-        model: m
-            .plan
-            .model
-            .as_ref()
-            .map(|s| s.name.clone())
-            .unwrap_or_default(),
+        model: m.plan.model.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
         dtype,
         strategy: text(e, "strategy").unwrap_or_else(|| m.layout.strategy.name().into()),
         world: uint(e, "world").map_or(m.layout.world, |w| w as u32),
-        head: text(e, "head").unwrap_or_else(|| {
-            m.layout
-                .head
-                .map_or("-".into(), |h| format!("{h:?}").to_lowercase())
-        }),
-        sequences: uint(e, "sequences")
-            .or(m.layout.sequences.map(u64::from))
-            .unwrap_or(1),
+        head: text(e, "head").unwrap_or_else(|| m.layout.head.map_or("-".into(), |h| format!("{h:?}").to_lowercase())),
+        sequences: uint(e, "sequences").or(m.layout.sequences.map(u64::from)).unwrap_or(1),
         link: m.plan.link.clone(),
         step: Stat::read(e.get("step_s"))?,
         comm: Stat::read(e.get("comm_s")),
@@ -403,8 +371,5 @@ fn dispatch_row(m: &Manifest, e: &Value) -> Option<DispatchRow> {
 
 /// The position of an op in the sweep order (unknown ops last).
 pub fn op_order(op: &str) -> usize {
-    crate::spec::schema::Op::ALL
-        .iter()
-        .position(|o| o.name() == op)
-        .unwrap_or(usize::MAX)
+    crate::spec::schema::Op::ALL.iter().position(|o| o.name() == op).unwrap_or(usize::MAX)
 }

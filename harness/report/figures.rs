@@ -24,15 +24,10 @@ const LEFT: f64 = 80.0;
 const RIGHT: f64 = 150.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
-const COLORS: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
-];
+const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 fn open(title: &str) -> String {
@@ -42,12 +37,8 @@ fn open(title: &str) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
-        LEFT + (W - LEFT - RIGHT) / 2.0,
-        esc(title)
-    );
+    let _ =
+        writeln!(s, r#"<text x="{:.1}" y="22" text-anchor="middle" font-size="14">{}</text>"#, LEFT + (W - LEFT - RIGHT) / 2.0, esc(title));
     s
 }
 
@@ -84,30 +75,18 @@ fn decade_seconds(k: i32) -> String {
     if !(0..4).contains(&i) {
         return format!("1e{k} s");
     }
-    format!(
-        "{} {}",
-        10u64.pow((k + 9).rem_euclid(3) as u32),
-        UNITS[i as usize]
-    )
+    format!("{} {}", 10u64.pow((k + 9).rem_euclid(3) as u32), UNITS[i as usize])
 }
+
+/// (experiment, op order, op, link): one collectives figure.
+type FigureKey = (String, usize, String, String);
 
 /// Latency against message size, one figure per (experiment, op, link).
 pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
-    let mut groups: BTreeMap<(String, usize, String, String), BTreeMap<u32, Vec<(u64, f64)>>> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<FigureKey, BTreeMap<u32, Vec<(u64, f64)>>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.size > 0 && r.time.median > 0.0) {
-        let key = (
-            r.experiment.clone(),
-            super::facts::op_order(&r.op),
-            r.op.clone(),
-            r.link.clone(),
-        );
-        groups
-            .entry(key)
-            .or_default()
-            .entry(r.world)
-            .or_default()
-            .push((r.size, r.time.median));
+        let key = (r.experiment.clone(), super::facts::op_order(&r.op), r.op.clone(), r.link.clone());
+        groups.entry(key).or_default().entry(r.world).or_default().push((r.size, r.time.median));
     }
     groups
         .into_iter()
@@ -115,7 +94,8 @@ pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
             for pts in series.values_mut() {
                 pts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
             }
-            let lines: BTreeMap<u32, &Fit> = fits.iter().filter(|f| f.experiment == experiment && f.op == op && f.link == link).map(|f| (f.world, f)).collect();
+            let lines: BTreeMap<u32, &Fit> =
+                fits.iter().filter(|f| f.experiment == experiment && f.op == op && f.link == link).map(|f| (f.world, f)).collect();
             let svg = latency_svg(&format!("{op} on {link} ({experiment})"), &series, &lines);
             let with_fit = if lines.keys().any(|w| series.contains_key(w)) { ", with the fitted α-β line" } else { "" };
             Figure {
@@ -129,35 +109,20 @@ pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
 
 fn fit_points(fit: &Fit, lo: u64, hi: u64) -> Vec<(f64, f64)> {
     let (a, b) = ((lo.max(1) as f64).ln(), (hi.max(1) as f64).ln());
-    (0..=24)
-        .map(|i| (a + (b - a) * i as f64 / 24.0).exp())
-        .map(|x| (x, fit.predict(x)))
-        .collect()
+    (0..=24).map(|i| (a + (b - a) * i as f64 / 24.0).exp()).map(|x| (x, fit.predict(x))).collect()
 }
 
-fn latency_svg(
-    title: &str,
-    series: &BTreeMap<u32, Vec<(u64, f64)>>,
-    fits: &BTreeMap<u32, &Fit>,
-) -> String {
+fn latency_svg(title: &str, series: &BTreeMap<u32, Vec<(u64, f64)>>, fits: &BTreeMap<u32, &Fit>) -> String {
     let sizes = series.values().flatten().map(|p| p.0);
     let (xmin, xmax) = (sizes.clone().min().unwrap_or(1), sizes.max().unwrap_or(1));
     let mut ys: Vec<f64> = series.values().flatten().map(|p| p.1).collect();
     for (w, f) in fits {
         if series.contains_key(w) {
-            ys.extend(
-                fit_points(f, xmin, xmax)
-                    .into_iter()
-                    .map(|p| p.1)
-                    .filter(|y| *y > 0.0),
-            );
+            ys.extend(fit_points(f, xmin, xmax).into_iter().map(|p| p.1).filter(|y| *y > 0.0));
         }
     }
     let xa = LogAxis::new(xmin as f64, xmax as f64);
-    let ya = LogAxis::new(
-        ys.iter().cloned().fold(f64::INFINITY, f64::min),
-        ys.iter().cloned().fold(0.0, f64::max),
-    );
+    let ya = LogAxis::new(ys.iter().cloned().fold(f64::INFINITY, f64::min), ys.iter().cloned().fold(0.0, f64::max));
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let px = |v: f64| LEFT + xa.frac(v) * pw;
     let py = |v: f64| TOP + ph - ya.frac(v) * ph;
@@ -183,29 +148,13 @@ fn latency_svg(
             decade_seconds(k)
         );
     }
-    axes(
-        &mut s,
-        "message size (bytes, log)",
-        "time per iteration (median, log)",
-    );
+    axes(&mut s, "message size (bytes, log)", "time per iteration (median, log)");
     for (i, (world, pts)) in series.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
-        let path: Vec<String> = pts
-            .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", px(*x as f64), py(*y)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#,
-            path.join(" ")
-        );
+        let path: Vec<String> = pts.iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x as f64), py(*y))).collect();
+        let _ = writeln!(s, r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#, path.join(" "));
         for (x, y) in pts {
-            let _ = writeln!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"#,
-                px(*x as f64),
-                py(*y)
-            );
+            let _ = writeln!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"#, px(*x as f64), py(*y));
         }
         let ly = TOP + 10.0 + i as f64 * 36.0;
         let _ = writeln!(
@@ -217,15 +166,9 @@ fn latency_svg(
             ly + 4.0
         );
         if let Some(f) = fits.get(world) {
-            let line: Vec<String> = fit_points(f, xmin, xmax)
-                .iter()
-                .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
-                .collect();
-            let _ = writeln!(
-                s,
-                r#"<polyline fill="none" stroke="{c}" stroke-width="1" stroke-dasharray="5,3" points="{}"/>"#,
-                line.join(" ")
-            );
+            let line: Vec<String> = fit_points(f, xmin, xmax).iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
+            let _ =
+                writeln!(s, r#"<polyline fill="none" stroke="{c}" stroke-width="1" stroke-dasharray="5,3" points="{}"/>"#, line.join(" "));
             let _ = writeln!(
                 s,
                 r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{c}" stroke-dasharray="5,3"/><text x="{:.1}" y="{:.1}">fit α+n/β</text>"#,
@@ -244,17 +187,8 @@ fn latency_svg(
 
 fn axes(s: &mut String, xlabel: &str, ylabel: &str) {
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let _ = writeln!(
-        s,
-        r#"<rect x="{LEFT:.1}" y="{TOP:.1}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="black"/>"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        LEFT + pw / 2.0,
-        H - 18.0,
-        esc(xlabel)
-    );
+    let _ = writeln!(s, r#"<rect x="{LEFT:.1}" y="{TOP:.1}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="black"/>"#);
+    let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, LEFT + pw / 2.0, H - 18.0, esc(xlabel));
     let _ = writeln!(
         s,
         r#"<text x="18" y="{:.1}" text-anchor="middle" transform="rotate(-90 18 {:.1})">{}</text>"#,
@@ -268,10 +202,7 @@ fn axes(s: &mut String, xlabel: &str, ylabel: &str) {
 pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
     let mut groups: BTreeMap<(String, String, String), Vec<&DecodeRow>> = BTreeMap::new();
     for r in rows {
-        groups
-            .entry((r.experiment.clone(), r.strategy.clone(), r.link.clone()))
-            .or_default()
-            .push(r);
+        groups.entry((r.experiment.clone(), r.strategy.clone(), r.link.clone())).or_default().push(r);
     }
     groups
         .into_iter()
@@ -279,7 +210,9 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
             bars.sort_by(|a, b| (a.world, &a.head, a.sequences, &a.run).cmp(&(b.world, &b.head, b.sequences, &b.run)));
             Figure {
                 file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(&strategy), slug(&link)),
-                alt: format!("decode step time per world size, compute and communication stacked ({strategy}, {link}, experiment {experiment})"),
+                alt: format!(
+                    "decode step time per world size, compute and communication stacked ({strategy}, {link}, experiment {experiment})"
+                ),
                 svg: bars_svg(&format!("decode step: {strategy} on {link} ({experiment})"), &bars),
             }
         })
@@ -289,20 +222,12 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
 fn nice_step(max: f64) -> f64 {
     let raw = max / 5.0;
     let mag = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| raw <= *s)
-        .unwrap_or(10.0 * mag)
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| raw <= *s).unwrap_or(10.0 * mag)
 }
 
 fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
     let part = |s: Option<super::facts::Stat>| s.map_or(0.0, |s| s.median.max(0.0));
-    let top = bars
-        .iter()
-        .map(|b| (part(b.compute) + part(b.comm)).max(b.step.median))
-        .fold(0.0, f64::max)
-        .max(1e-9);
+    let top = bars.iter().map(|b| (part(b.compute) + part(b.comm)).max(b.step.median)).fold(0.0, f64::max).max(1e-9);
     let step = nice_step(top);
     let ymax = (top / step).ceil() * step;
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
@@ -319,11 +244,7 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
             py(v),
             LEFT - 6.0,
             py(v) + 4.0,
-            if i == 0 {
-                "0".to_string()
-            } else {
-                crate::units::format_seconds(v)
-            }
+            if i == 0 { "0".to_string() } else { crate::units::format_seconds(v) }
         );
     }
     axes(&mut s, "ranks (world size)", "decode step (median)");
@@ -353,13 +274,7 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
             x + width + 4.0,
             py(b.step.median)
         );
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x + width / 2.0,
-            TOP + ph + 16.0,
-            b.world
-        );
+        let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, x + width / 2.0, TOP + ph + 16.0, b.world);
         if many_per_world {
             // A second, smaller line keeps neighbouring labels apart: head placement and sequences.
             let head = if b.head == "replicated" { "repl" } else { b.head.as_str() };

@@ -6,15 +6,12 @@ use crate::units::{format_bytes, format_gbps, format_seconds, sig3};
 
 /// A duration, or `–` when absent or not finite.
 pub fn secs(v: Option<f64>) -> String {
-    v.filter(|x| x.is_finite())
-        .map_or("–".into(), format_seconds)
+    v.filter(|x| x.is_finite()).map_or("–".into(), format_seconds)
 }
 
 /// `min – max` of a duration statistic.
 pub fn secs_range(s: Option<&Stat>) -> String {
-    s.map_or("–".into(), |s| {
-        format!("{} – {}", format_seconds(s.min), format_seconds(s.max))
-    })
+    s.map_or("–".into(), |s| format!("{} – {}", format_seconds(s.min), format_seconds(s.max)))
 }
 
 /// A bandwidth in GB/s, or `–`.
@@ -24,9 +21,7 @@ pub fn gbps(v: Option<f64>) -> String {
 
 /// `min – max` of a bandwidth statistic in GB/s.
 pub fn gbps_range(s: Option<&Stat>) -> String {
-    s.map_or("–".into(), |s| {
-        format!("{} – {}", format_gbps(s.min), format_gbps(s.max))
-    })
+    s.map_or("–".into(), |s| format!("{} – {}", format_gbps(s.min), format_gbps(s.max)))
 }
 
 /// A byte count with a binary unit.
@@ -41,19 +36,12 @@ pub fn plain(v: Option<f64>) -> String {
 
 /// A small difference in scientific notation (`9.2e-5`), or `–`.
 pub fn sci(v: Option<f64>) -> String {
-    v.filter(|x| x.is_finite()).map_or("–".into(), |x| {
-        if x == 0.0 {
-            "0".into()
-        } else {
-            format!("{x:.1e}")
-        }
-    })
+    v.filter(|x| x.is_finite()).map_or("–".into(), |x| if x == 0.0 { "0".into() } else { format!("{x:.1e}") })
 }
 
 /// A fraction as a signed percentage (`+86%`), or `–`.
 pub fn percent(v: Option<f64>) -> String {
-    v.filter(|x| x.is_finite())
-        .map_or("–".into(), |x| format!("{:+.0}%", x * 100.0))
+    v.filter(|x| x.is_finite()).map_or("–".into(), |x| format!("{:+.0}%", x * 100.0))
 }
 
 /// yes / NO / –.
@@ -106,15 +94,6 @@ mod tests {
         assert_eq!(percent(Some(-0.861)), "-86%");
         assert_eq!(sci(Some(9.2e-5)), "9.2e-5");
         assert_eq!(sci(Some(0.0)), "0");
-        assert_eq!(
-            secs_range(Some(&Stat {
-                median: 2e-3,
-                min: 1e-3,
-                max: 3e-3,
-                p99: 3e-3,
-                n: 3
-            })),
-            "1.00 ms – 3.00 ms"
-        );
+        assert_eq!(secs_range(Some(&Stat { median: 2e-3, min: 1e-3, max: 3e-3, p99: 3e-3, n: 3 })), "1.00 ms – 3.00 ms");
     }
 }

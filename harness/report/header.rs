@@ -26,10 +26,7 @@ pub struct Header {
 /// Builds the header from the manifests and the skipped files.
 pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
     let n = |s: Status| list.iter().filter(|m| m.status == s).count();
-    let modelled = list
-        .iter()
-        .filter(|m| m.kind == "model" && m.status == Status::Ok)
-        .count();
+    let modelled = list.iter().filter(|m| m.kind == "model" && m.status == Status::Ok).count();
     let experiments: BTreeSet<&str> = list.iter().map(|m| m.experiment.as_str()).collect();
     let counts = format!(
         "{} manifests from {} experiments: {} measured, {} modelled, {} failed, {} not run; {} files skipped",
@@ -41,37 +38,19 @@ pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
         n(Status::NotRun),
         skipped.len()
     );
-    let when = list
-        .iter()
-        .map(|m| m.finished_at.as_str())
-        .filter(|t| !t.is_empty())
-        .max()
-        .unwrap_or("no run finished")
-        .to_string();
+    let when = list.iter().map(|m| m.finished_at.as_str()).filter(|t| !t.is_empty()).max().unwrap_or("no run finished").to_string();
     let skipped = skipped
         .iter()
         .map(|s| {
             format!(
                 "{}: {}",
-                s.path.file_name().map_or_else(
-                    || s.path.display().to_string(),
-                    |f| f.to_string_lossy().into_owned()
-                ),
+                s.path.file_name().map_or_else(|| s.path.display().to_string(), |f| f.to_string_lossy().into_owned()),
                 s.reason
             )
         })
         .collect();
-    let tools: BTreeSet<String> = list
-        .iter()
-        .map(|m| format!("{} (commit {})", m.parlab.version, m.parlab.commit))
-        .collect();
-    Header {
-        counts,
-        when,
-        skipped,
-        machines: machines(list),
-        parlab: tools.into_iter().collect::<Vec<_>>().join(", "),
-    }
+    let tools: BTreeSet<String> = list.iter().map(|m| format!("{} (commit {})", m.parlab.version, m.parlab.commit)).collect();
+    Header { counts, when, skipped, machines: machines(list), parlab: tools.into_iter().collect::<Vec<_>>().join(", ") }
 }
 
 /// The sha256 (12 hex) of a machine fingerprint's canonical JSON.
@@ -83,23 +62,13 @@ pub fn fingerprint_id(machine: &Value) -> String {
 fn machines(list: &[Manifest]) -> Vec<String> {
     let mut seen: BTreeMap<String, (usize, &Value)> = BTreeMap::new();
     for m in list {
-        seen.entry(fingerprint_id(&m.machine))
-            .or_insert((0, &m.machine))
-            .0 += 1;
+        seen.entry(fingerprint_id(&m.machine)).or_insert((0, &m.machine)).0 += 1;
     }
-    seen.into_iter()
-        .map(|(id, (runs, v))| format!("{} ({id}, {runs} manifests)", describe_machine(v)))
-        .collect()
+    seen.into_iter().map(|(id, (runs, v))| format!("{} ({id}, {runs} manifests)", describe_machine(v))).collect()
 }
 
 fn describe_machine(v: &Value) -> String {
-    let s = |k: &str| {
-        v.get(k)
-            .and_then(Value::as_str)
-            .filter(|x| !x.is_empty())
-            .unwrap_or("?")
-            .to_string()
-    };
+    let s = |k: &str| v.get(k).and_then(Value::as_str).filter(|x| !x.is_empty()).unwrap_or("?").to_string();
     let u = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
     format!(
         "{}, {} cores, {} memory, {}, Open MPI: {}, torch {}, {} GPUs",
@@ -153,38 +122,17 @@ pub fn machine(gates: Result<Option<Gates>, String>, list: &[Manifest]) -> Machi
 }
 
 fn empty(source: String) -> MachineSection {
-    MachineSection {
-        source,
-        probes: Vec::new(),
-        verdicts: Vec::new(),
-    }
+    MachineSection { source, probes: Vec::new(), verdicts: Vec::new() }
 }
 
 fn probe_view(p: &Probe) -> ProbeView {
-    let status = p
-        .exit_code
-        .map_or("did not finish".into(), |c| format!("exit {c}"));
-    let lines: Vec<&str> = p
-        .output
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let mut output = lines
-        .iter()
-        .take(6)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(" / ");
+    let status = p.exit_code.map_or("did not finish".into(), |c| format!("exit {c}"));
+    let lines: Vec<&str> = p.output.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let mut output = lines.iter().take(6).cloned().collect::<Vec<_>>().join(" / ");
     if lines.len() > 6 {
         output.push_str(&format!(" / … ({} more lines)", lines.len() - 6));
     }
-    ProbeView {
-        name: p.name.clone(),
-        command: p.command.clone(),
-        status,
-        output: super::fmt::cell(&output),
-    }
+    ProbeView { name: p.name.clone(), command: p.command.clone(), status, output: super::fmt::cell(&output) }
 }
 
 fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {
@@ -202,7 +150,10 @@ fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {
     }
     let not_run = list.iter().filter(|m| m.status == Status::NotRun).count();
     if !missing.is_empty() {
-        out.push(format!("So {} runs are NOT_RUN on this machine ({not_run} such runs in these manifests, listed under NOT_RUN).", missing.join(", ")));
+        out.push(format!(
+            "So {} runs are NOT_RUN on this machine ({not_run} such runs in these manifests, listed under NOT_RUN).",
+            missing.join(", ")
+        ));
     }
     out
 }

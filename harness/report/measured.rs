@@ -15,27 +15,20 @@ pub fn families(facts: &Facts) -> Vec<Family> {
         out.push(Family::new("Collectives", COLL_INTRO, tables));
     }
     if !facts.membw.is_empty() {
-        out.push(Family::new(
-            "Memory bandwidth",
-            MEMBW_INTRO,
-            membw(&facts.membw),
-        ));
+        out.push(Family::new("Memory bandwidth", MEMBW_INTRO, membw(&facts.membw)));
     }
     if !facts.decode.is_empty() {
         out.push(Family::new("Decode", DECODE_INTRO, decode(&facts.decode)));
     }
     if !facts.dispatch.is_empty() {
-        out.push(Family::new(
-            "Expert dispatch",
-            DISPATCH_INTRO,
-            dispatch(&facts.dispatch),
-        ));
+        out.push(Family::new("Expert dispatch", DISPATCH_INTRO, dispatch(&facts.dispatch)));
     }
     out
 }
 
 const COLL_INTRO: &str = "Each collective timed alone. Time is per iteration of the slowest rank: median, min – max and p99 over the timed iterations. algbw = bytes / median time; busbw = algbw × the nccl-tests factor shown (all-reduce 2(p−1)/p; all-gather, reduce-scatter, all-to-all (p−1)/p; broadcast and ping-pong 1). `wrong` counts results that failed their check.";
-const MEMBW_INTRO: &str = "Every process streams its own buffer at the same time; aggregate is the sum over processes, per process is each one's share.";
+const MEMBW_INTRO: &str =
+    "Every process streams its own buffer at the same time; aggregate is the sum over processes, per process is each one's share.";
 const DECODE_INTRO: &str = "Split decoding, one row per layout: step time median and min – max over the timed steps, the time inside collectives (comm) and outside them (compute), and the exactness verdict against the unsplit reference (tokens equal, largest logit difference, smallest top-2 margin). The figures stack the compute and communication medians; medians need not add up to the step median, drawn as a black line.";
 const DISPATCH_INTRO: &str = "The all-to-all that carries tokens to their experts and back, per number of tokens dispatched.";
 
@@ -48,38 +41,16 @@ fn group<T: Clone, K: Ord>(rows: &[T], key: impl Fn(&T) -> K) -> BTreeMap<K, Vec
 }
 
 fn collectives(rows: &[CollRow]) -> Vec<Table> {
-    let groups = group(rows, |r| {
-        (
-            r.experiment.clone(),
-            super::facts::op_order(&r.op),
-            r.op.clone(),
-        )
-    });
+    let groups = group(rows, |r| (r.experiment.clone(), super::facts::op_order(&r.op), r.op.clone()));
     groups
         .into_iter()
         .map(|((experiment, _, op), mut rows)| {
-            rows.sort_by(|a, b| {
-                (a.world, &a.link, a.size, &a.run).cmp(&(b.world, &b.link, b.size, &b.run))
-            });
+            rows.sort_by(|a, b| (a.world, &a.link, a.size, &a.run).cmp(&(b.world, &b.link, b.size, &b.run)));
             let table = Table {
                 id: format!("measured-{}-{}", fmt::slug(&experiment), fmt::slug(&op)),
                 title: format!("{op} (experiment `{experiment}`)"),
-                caption: format!(
-                    "{op}: time per iteration by world size, link and message size; measured."
-                ),
-                columns: cols(&[
-                    "world",
-                    "link",
-                    "size",
-                    "median",
-                    "min – max",
-                    "p99",
-                    "n",
-                    "algbw",
-                    "busbw (factor)",
-                    "wrong",
-                    "run",
-                ]),
+                caption: format!("{op}: time per iteration by world size, link and message size; measured."),
+                columns: cols(&["world", "link", "size", "median", "min – max", "p99", "n", "algbw", "busbw (factor)", "wrong", "run"]),
                 rows: rows.iter().map(coll_cells).collect(),
                 provenance: Vec::new(),
             };
@@ -119,11 +90,7 @@ fn coll_cells(r: &CollRow) -> Vec<String> {
         fmt::secs(Some(r.time.p99)),
         r.time.n.to_string(),
         fmt::gbps(Some(r.algbw)),
-        format!(
-            "{} (×{})",
-            fmt::gbps(Some(r.busbw)),
-            fmt::plain(Some(r.factor))
-        ),
+        format!("{} (×{})", fmt::gbps(Some(r.busbw)), fmt::plain(Some(r.factor))),
         r.wrong.to_string(),
         r.run.clone(),
     ]
@@ -135,20 +102,13 @@ fn fits(fits: &[Fit]) -> Vec<Table> {
     }
     let mut fits = fits.to_vec();
     fits.sort_by(|a, b| {
-        (
-            &a.experiment,
-            super::facts::op_order(&a.op),
-            a.world,
-            &a.link,
-            &a.run,
-        )
-            .cmp(&(
-                &b.experiment,
-                super::facts::op_order(&b.op),
-                b.world,
-                &b.link,
-                &b.run,
-            ))
+        (&a.experiment, super::facts::op_order(&a.op), a.world, &a.link, &a.run).cmp(&(
+            &b.experiment,
+            super::facts::op_order(&b.op),
+            b.world,
+            &b.link,
+            &b.run,
+        ))
     });
     vec![Table {
         id: "measured-collective-fits".into(),
@@ -179,14 +139,7 @@ fn membw(rows: &[MembwRow]) -> Vec<Table> {
     group(rows, |r| r.experiment.clone())
         .into_iter()
         .map(|(experiment, mut rows)| {
-            rows.sort_by(|a, b| {
-                (a.processes, a.threads, a.buffer, &a.run).cmp(&(
-                    b.processes,
-                    b.threads,
-                    b.buffer,
-                    &b.run,
-                ))
-            });
+            rows.sort_by(|a, b| (a.processes, a.threads, a.buffer, &a.run).cmp(&(b.processes, b.threads, b.buffer, &b.run)));
             let table = Table {
                 id: format!("measured-{}", fmt::slug(&experiment)),
                 title: format!("memory bandwidth (experiment `{experiment}`)"),
@@ -246,11 +199,8 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
     group(rows, |r| r.experiment.clone())
         .into_iter()
         .map(|(experiment, mut rows)| {
-            rows.sort_by(|a, b| decode_key(a).cmp(&decode_key(b)));
-            let model = rows
-                .first()
-                .map(|r| format!("{} {}", r.model, r.dtype))
-                .unwrap_or_default();
+            rows.sort_by_key(decode_key);
+            let model = rows.first().map(|r| format!("{} {}", r.model, r.dtype)).unwrap_or_default();
             Table {
                 id: format!("measured-{}", fmt::slug(&experiment)),
                 title: format!("decode (experiment `{experiment}`, {})", model.trim()),
@@ -281,14 +231,7 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
 }
 
 fn decode_key(r: &DecodeRow) -> (String, u32, String, u64, String, String) {
-    (
-        r.strategy.clone(),
-        r.world,
-        r.head.clone(),
-        r.sequences,
-        r.link.clone(),
-        r.run.clone(),
-    )
+    (r.strategy.clone(), r.world, r.head.clone(), r.sequences, r.link.clone(), r.run.clone())
 }
 
 fn decode_cells(r: &DecodeRow) -> Vec<String> {
@@ -321,15 +264,7 @@ fn dispatch(rows: &[DispatchRow]) -> Vec<Table> {
                 id: format!("measured-{}", fmt::slug(&experiment)),
                 title: format!("expert dispatch (experiment `{experiment}`)"),
                 caption: "One all-to-all round trip per row; measured.".into(),
-                columns: cols(&[
-                    "world",
-                    "tokens",
-                    "bytes",
-                    "median",
-                    "min – max",
-                    "p99",
-                    "run",
-                ]),
+                columns: cols(&["world", "tokens", "bytes", "median", "min – max", "p99", "run"]),
                 rows: rows
                     .iter()
                     .map(|r| {

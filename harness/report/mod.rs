@@ -61,12 +61,7 @@ pub struct Family {
 impl Family {
     /// A family without figures.
     pub fn new(title: &str, intro: &str, tables: Vec<Table>) -> Family {
-        Family {
-            title: title.into(),
-            intro: intro.into(),
-            tables,
-            figures: Vec::new(),
-        }
+        Family { title: title.into(), intro: intro.into(), tables, figures: Vec::new() }
     }
 }
 
@@ -122,14 +117,7 @@ pub fn render(
             title: f.title.clone(),
             intro: f.intro.clone(),
             tables: f.tables.iter().map(&mut view).collect(),
-            figures: f
-                .figures
-                .iter()
-                .map(|g| FigureView {
-                    file: g.file.clone(),
-                    alt: g.alt.clone(),
-                })
-                .collect(),
+            figures: f.figures.iter().map(|g| FigureView { file: g.file.clone(), alt: g.alt.clone() }).collect(),
         })
         .collect();
     let failed = status::failed(list).map(|t| view(&t));
@@ -151,12 +139,7 @@ pub fn render(
     };
     let markdown = render_markdown(&register, template_dir)?;
     let figures = families.into_iter().flat_map(|f| f.figures).collect();
-    Ok(Rendered {
-        markdown,
-        tables: csvs,
-        figures,
-        findings_json: crate::findings::render::to_json(&findings),
-    })
+    Ok(Rendered { markdown, tables: csvs, figures, findings_json: crate::findings::render::to_json(&findings) })
 }
 
 fn attach_figures(families: &mut [Family], facts: &facts::Facts) {
@@ -170,10 +153,7 @@ fn attach_figures(families: &mut [Family], facts: &facts::Facts) {
 }
 
 fn render_markdown(register: &RegisterView, dir: &Path) -> Result<String, ReportError> {
-    let err = |e: tera::Error| ReportError::Template {
-        dir: dir.to_path_buf(),
-        message: templates::describe(&e),
-    };
+    let err = |e: tera::Error| ReportError::Template { dir: dir.to_path_buf(), message: templates::describe(&e) };
     let engine = templates::engine(dir).map_err(err)?;
     let context = tera::Context::from_serialize(register).map_err(err)?;
     engine.render(templates::MAIN, &context).map_err(err)
@@ -187,11 +167,7 @@ struct Ids {
 
 impl Ids {
     fn view(&mut self, t: &Table, csvs: &mut Vec<(String, String)>) -> TableView {
-        let base = if t.id.is_empty() {
-            "table".to_string()
-        } else {
-            fmt::slug(&t.id)
-        };
+        let base = if t.id.is_empty() { "table".to_string() } else { fmt::slug(&t.id) };
         let mut id = base.clone();
         let mut n = 1;
         while !self.used.insert(id.clone()) {
@@ -201,15 +177,7 @@ impl Ids {
         let csv = format!("tables/{id}.csv");
         csvs.push((csv.clone(), csv::to_csv(t)));
         let t = status::escaped(t);
-        TableView {
-            id,
-            title: t.title,
-            caption: t.caption,
-            columns: t.columns,
-            rows: t.rows,
-            provenance: t.provenance,
-            csv,
-        }
+        TableView { id, title: t.title, caption: t.caption, columns: t.columns, rows: t.rows, provenance: t.provenance, csv }
     }
 }
 

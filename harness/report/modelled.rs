@@ -21,19 +21,12 @@ pub struct Modelled {
 /// Collects the modelled tables from `list` and the predicted-vs-measured checks.
 pub fn modelled(list: &[Manifest], fits: &[Fit]) -> Modelled {
     let mut out = Modelled::default();
-    for m in list
-        .iter()
-        .filter(|m| m.kind == "model" && m.status == Status::Ok)
-    {
+    for m in list.iter().filter(|m| m.kind == "model" && m.status == Status::Ok) {
         out.inputs.push(inputs_line(m));
         let tables = m.summary.get("tables").cloned().unwrap_or_default();
         match serde_json::from_value::<Vec<Table>>(tables) {
             Ok(ts) => out.tables.extend(ts),
-            Err(e) => out.inputs.push(format!(
-                "`{}` ({}): its tables could not be read ({e})",
-                m.experiment,
-                short(&m.run_id)
-            )),
+            Err(e) => out.inputs.push(format!("`{}` ({}): its tables could not be read ({e})", m.experiment, short(&m.run_id))),
         }
     }
     out.predicted.extend(heldout(fits));
@@ -42,16 +35,7 @@ pub fn modelled(list: &[Manifest], fits: &[Fit]) -> Modelled {
 }
 
 fn inputs_line(m: &Manifest) -> String {
-    let Workload::Model {
-        params,
-        models,
-        strategies,
-        worlds,
-        links,
-        sequences,
-        dtypes,
-    } = &m.plan.workload
-    else {
+    let Workload::Model { params, models, strategies, worlds, links, sequences, dtypes } = &m.plan.workload else {
         return format!("`{}` ({})", m.experiment, short(&m.run_id));
     };
     let join = |v: Vec<String>| {
@@ -78,30 +62,19 @@ fn inputs_line(m: &Manifest) -> String {
 
 /// The fitted α-β line against the measured sizes it was not fitted to.
 fn heldout(fits: &[Fit]) -> Option<Table> {
-    let mut rows: Vec<(Fit, (u64, f64, f64, f64))> = fits
-        .iter()
-        .flat_map(|f| f.heldout.iter().map(move |h| (f.clone(), *h)))
-        .collect();
+    let mut rows: Vec<(Fit, (u64, f64, f64, f64))> = fits.iter().flat_map(|f| f.heldout.iter().map(move |h| (f.clone(), *h))).collect();
     if rows.is_empty() {
         return None;
     }
     rows.sort_by(|(a, x), (b, y)| {
-        (
-            &a.experiment,
-            super::facts::op_order(&a.op),
-            a.world,
-            &a.link,
-            x.0,
-            &a.run,
-        )
-            .cmp(&(
-                &b.experiment,
-                super::facts::op_order(&b.op),
-                b.world,
-                &b.link,
-                y.0,
-                &b.run,
-            ))
+        (&a.experiment, super::facts::op_order(&a.op), a.world, &a.link, x.0, &a.run).cmp(&(
+            &b.experiment,
+            super::facts::op_order(&b.op),
+            b.world,
+            &b.link,
+            y.0,
+            &b.run,
+        ))
     });
     Some(Table {
         id: "modelled-fit-heldout".into(),

@@ -29,13 +29,7 @@ pub fn requires_text(r: &Requires) -> String {
 }
 
 fn row_label(m: &Manifest) -> String {
-    format!(
-        "#{} {} world={} {}",
-        m.plan.index,
-        m.layout.strategy.name(),
-        m.layout.world,
-        m.plan.link
-    )
+    format!("#{} {} world={} {}", m.plan.index, m.layout.strategy.name(), m.layout.world, m.plan.link)
 }
 
 /// The NOT_RUN table: experiment, run, requirement, and the probe and its result; `None` when empty.
@@ -49,16 +43,15 @@ pub fn not_run(list: &[Manifest]) -> Option<Table> {
                 row_label(m),
                 short(&m.run_id),
                 requires_text(&m.plan.requires),
-                m.reason
-                    .clone()
-                    .unwrap_or_else(|| "no reason recorded".into()),
+                m.reason.clone().unwrap_or_else(|| "no reason recorded".into()),
             ]
         })
         .collect();
     (!rows.is_empty()).then(|| Table {
         id: "not-run".into(),
         title: "Runs not launched".into(),
-        caption: "Each was decided before launch by a probe that ran on this machine; the reason quotes the probe's command and result.".into(),
+        caption: "Each was decided before launch by a probe that ran on this machine; the reason quotes the probe's command and result."
+            .into(),
         columns: ["experiment", "run", "run id", "requires", "reason (probe → result)"].iter().map(|s| s.to_string()).collect(),
         rows,
         provenance: Vec::new(),
@@ -71,30 +64,24 @@ pub fn failed(list: &[Manifest]) -> Option<Table> {
         .iter()
         .filter(|m| m.status == Status::Failed)
         .map(|m| {
-            let exit = m.launch.as_ref().map_or("not launched".to_string(), |l| {
-                l.exit_code
-                    .map_or("no exit code".into(), |c| format!("exit {c}"))
-            });
+            let exit = m
+                .launch
+                .as_ref()
+                .map_or("not launched".to_string(), |l| l.exit_code.map_or("no exit code".into(), |c| format!("exit {c}")));
             vec![
                 m.experiment.clone(),
                 row_label(m),
                 short(&m.run_id),
                 exit,
-                m.reason
-                    .clone()
-                    .unwrap_or_else(|| "no reason recorded".into()),
+                m.reason.clone().unwrap_or_else(|| "no reason recorded".into()),
             ]
         })
         .collect();
     (!rows.is_empty()).then(|| Table {
         id: "failed".into(),
         title: "Runs that failed, with their reasons".into(),
-        caption: "Launched (or modelled) and failed; their figures are not in the tables above."
-            .into(),
-        columns: ["experiment", "run", "run id", "launcher", "reason"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+        caption: "Launched (or modelled) and failed; their figures are not in the tables above.".into(),
+        columns: ["experiment", "run", "run id", "launcher", "reason"].iter().map(|s| s.to_string()).collect(),
         rows,
         provenance: Vec::new(),
     })

@@ -26,11 +26,8 @@ pub fn plans() -> Result<Vec<RunPlan>, String> {
     let mut out = Vec::new();
     for (file, text) in SPECS {
         let path = Path::new("synth").join(file);
-        let exp =
-            crate::spec::validate::validate(&path, text).map_err(|p| format!("{file}: {p:?}"))?;
-        out.extend(
-            crate::spec::expand::expand(&exp, text, 2).map_err(|p| format!("{file}: {p:?}"))?,
-        );
+        let exp = crate::spec::validate::validate(&path, text).map_err(|p| format!("{file}: {p:?}"))?;
+        out.extend(crate::spec::expand::expand(&exp, text, 2).map_err(|p| format!("{file}: {p:?}"))?);
     }
     Ok(out)
 }
@@ -46,43 +43,13 @@ pub fn gates() -> Gates {
     Gates {
         probes: vec![
             p("cores", "nproc", 0, "2"),
-            p(
-                "memory",
-                "grep MemTotal /proc/meminfo",
-                0,
-                "MemTotal:        8000000 kB",
-            ),
-            p(
-                "cpu_model",
-                "grep -m1 'model name' /proc/cpuinfo",
-                0,
-                "model name\t: Synthetic CPU",
-            ),
-            p(
-                "os",
-                "grep PRETTY_NAME /etc/os-release",
-                0,
-                "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"",
-            ),
-            p(
-                "openmpi",
-                "mpirun --version",
-                0,
-                "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/",
-            ),
+            p("memory", "grep MemTotal /proc/meminfo", 0, "MemTotal:        8000000 kB"),
+            p("cpu_model", "grep -m1 'model name' /proc/cpuinfo", 0, "model name\t: Synthetic CPU"),
+            p("os", "grep PRETTY_NAME /etc/os-release", 0, "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\""),
+            p("openmpi", "mpirun --version", 0, "mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/"),
             p("gpus", "nvidia-smi -L", 127, "sh: 1: nvidia-smi: not found"),
-            p(
-                "nccl",
-                "python -c 'import torch; ...'",
-                1,
-                "torch.cuda.is_available() is False",
-            ),
-            p(
-                "host_device_link",
-                crate::gates::HOST_DEVICE_LINK,
-                127,
-                "sh: 1: nvidia-smi: not found",
-            ),
+            p("nccl", "python -c 'import torch; ...'", 1, "torch.cuda.is_available() is False"),
+            p("host_device_link", crate::gates::HOST_DEVICE_LINK, 127, "sh: 1: nvidia-smi: not found"),
         ],
     }
 }
@@ -101,9 +68,7 @@ fn stat(median: f64, n: u64, i: u64) -> Value {
 }
 
 fn timestamp(seconds: i64) -> String {
-    chrono::DateTime::from_timestamp(1_767_225_600 + seconds, 0)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
+    chrono::DateTime::from_timestamp(1_767_225_600 + seconds, 0).map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string()).unwrap_or_default()
 }
 
 /// `count` manifests cycling through `plans` (count 0: each plan once); manifest `i` is NOT_RUN when
@@ -112,9 +77,7 @@ fn timestamp(seconds: i64) -> String {
 pub fn manifests(plans: &[RunPlan], count: usize, model: bool) -> Vec<Manifest> {
     let n = if count == 0 { plans.len() } else { count };
     let gates = gates();
-    let mut out: Vec<Manifest> = (0..n)
-        .map(|i| manifest(&plans[i % plans.len()], i, count != 0, &gates))
-        .collect();
+    let mut out: Vec<Manifest> = (0..n).map(|i| manifest(&plans[i % plans.len()], i, count != 0, &gates)).collect();
     if model {
         if let Some(p) = plans.iter().find(|p| p.kind == Kind::Decode) {
             out.push(model_manifest(p, n));
@@ -142,10 +105,7 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
     m.caveats = crate::launch::caveats(&plan, gates.cores(), &[]);
     let world = plan.layout.world;
     m.launch = Some(Launch {
-        command: format!(
-            "mpirun --allow-run-as-root -np {world} parlab rank --plan manifests/{}/plan.json",
-            &plan.run_id[..12]
-        ),
+        command: format!("mpirun --allow-run-as-root -np {world} parlab rank --plan manifests/{}/plan.json", &plan.run_id[..12]),
         oversubscribed: world * plan.threads_per_rank > gates.cores(),
         wall_s: 2.0 + world as f64,
         exit_code: Some(0),
@@ -154,21 +114,16 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
     });
     if i % 23 == 22 {
         m.status = Status::Failed;
-        m.reason = Some(format!(
-            "rank {} was killed by signal 9 (SIGKILL) after 0.8 s; last stderr: out of memory",
-            world - 1
-        ));
-        m.launch.as_mut().map(|l| l.exit_code = Some(137));
+        m.reason = Some(format!("rank {} was killed by signal 9 (SIGKILL) after 0.8 s; last stderr: out of memory", world - 1));
+        if let Some(l) = m.launch.as_mut() {
+            l.exit_code = Some(137);
+        }
         return m;
     }
     let i = i as u64;
     match &plan.workload {
-        Workload::Collectives(c) => {
-            m.summary = collectives(&plan, &c.ops, &c.sizes, c.iterations as u64, i)
-        }
-        Workload::Decode { new_tokens, .. } => {
-            (m.summary, m.answer) = decode(&plan, *new_tokens, i)
-        }
+        Workload::Collectives(c) => m.summary = collectives(&plan, &c.ops, &c.sizes, c.iterations as u64, i),
+        Workload::Decode { new_tokens, .. } => (m.summary, m.answer) = decode(&plan, *new_tokens, i),
         Workload::Membw(p) => {
             m.summary = json!({"membw": {"processes": world, "threads": plan.threads_per_rank, "buffer_bytes": p.buffer_bytes, "aggregate_Bps": stat(20e9 + 5e9 * jitter(i, 1), 5, i), "per_process_Bps": stat((20e9 + 5e9 * jitter(i, 1)) / world as f64, 5, i + 1)}})
         }
@@ -184,22 +139,10 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
     m
 }
 
-fn collectives(
-    plan: &RunPlan,
-    ops: &[crate::spec::schema::Op],
-    sizes: &[u64],
-    n: u64,
-    i: u64,
-) -> Value {
+fn collectives(plan: &RunPlan, ops: &[crate::spec::schema::Op], sizes: &[u64], n: u64, i: u64) -> Value {
     let p = plan.layout.world as f64;
-    let (alpha, beta) = if plan.link == "mpi-tcp" {
-        (9e-6, 1.2e9)
-    } else {
-        (1.6e-6, 8e9)
-    };
-    let time = |size: u64, k: u64| {
-        (2.0 * (p - 1.0) * alpha + size as f64 / beta) * (1.0 + 0.1 * jitter(i, k))
-    };
+    let (alpha, beta) = if plan.link == "mpi-tcp" { (9e-6, 1.2e9) } else { (1.6e-6, 8e9) };
+    let time = |size: u64, k: u64| (2.0 * (p - 1.0) * alpha + size as f64 / beta) * (1.0 + 0.1 * jitter(i, k));
     let mut rows = Vec::new();
     for op in ops {
         for (k, &size) in sizes.iter().enumerate() {
@@ -209,19 +152,19 @@ fn collectives(
             rows.push(json!({"op": op.name(), "size_bytes": size, "world": plan.layout.world, "link": plan.link, "time_s": stat(t, n, i + k as u64), "rank_spread_s": stat(t * 0.05, n, i + 7), "algbw_Bps": algbw, "busbw_Bps": algbw * factor, "busbw_factor": factor, "wrong": 0}));
         }
     }
-    let fit_max = sizes
-        .iter()
-        .copied()
-        .filter(|s| *s <= 1 << 20)
-        .max()
-        .unwrap_or(0);
+    let fit_max = sizes.iter().copied().filter(|s| *s <= 1 << 20).max().unwrap_or(0);
     // The line the synthetic times follow, and its per-step reading (α per ring step, β = factor / slope).
     let (intercept, slope) = (2.0 * (p - 1.0) * alpha, 1.0 / beta);
     let factor = 2.0 * (p - 1.0) / p;
-    let heldout: Vec<Value> = sizes.iter().enumerate().filter(|(_, s)| **s > fit_max).map(|(k, &s)| {
-        let (pred, meas) = (intercept + slope * s as f64, time(s, k as u64) * 1.9);
-        json!({"size_bytes": s, "predicted_s": pred, "measured_s": meas, "error": (pred - meas) / meas})
-    }).collect();
+    let heldout: Vec<Value> = sizes
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s > fit_max)
+        .map(|(k, &s)| {
+            let (pred, meas) = (intercept + slope * s as f64, time(s, k as u64) * 1.9);
+            json!({"size_bytes": s, "predicted_s": pred, "measured_s": meas, "error": (pred - meas) / meas})
+        })
+        .collect();
     json!({"collectives": rows, "fit": {"op": ops.first().map_or("all-reduce", |o| o.name()), "intercept_s": intercept, "slope_s_per_byte": slope,
         "alpha_s": alpha, "beta_Bps": factor / slope, "fit_max_bytes": fit_max, "heldout": heldout}})
 }
@@ -229,11 +172,7 @@ fn collectives(
 fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Value, Value) {
     let world = plan.layout.world;
     let compute = 0.023 * (1.0 + 0.2 * jitter(i, 3));
-    let comm = if world > 1 {
-        25.0 * 180e-6 * (world - 1) as f64 * (1.0 + jitter(i, 4))
-    } else {
-        0.0
-    };
+    let comm = if world > 1 { 25.0 * 180e-6 * (world - 1) as f64 * (1.0 + jitter(i, 4)) } else { 0.0 };
     let step = compute + comm;
     let summary = json!({"decode": {"strategy": plan.layout.strategy.name(), "world": world, "sequences": 1, "head": "split", "step_s": stat(step, new_tokens as u64 * plan.repetitions as u64, i), "comm_s": stat(comm, 75, i + 1), "compute_s": stat(compute, 75, i + 2), "prefill_s": stat(0.07, 3, i + 3), "tokens_per_s": stat(1.0 / step, 3, i + 4), "collectives_per_step": if world > 1 { 25 } else { 0 }, "streamed_bytes": 497_800_000u64}});
     let tokens: Vec<u32> = (0..new_tokens).map(|k| 198 + (k * 37) % 500).collect();
@@ -248,10 +187,7 @@ fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
     plan.index = 0;
     plan.run_id = hex::encode(Sha256::digest(format!("{}/model", base.run_id)));
     plan.workload = Workload::Model {
-        params: crate::spec::schema::ModelParams {
-            devices: vec!["rtx-12gb".into()],
-            context: 4096,
-        },
+        params: crate::spec::schema::ModelParams { devices: vec!["rtx-12gb".into()], context: 4096 },
         models: vec!["gpt2".into(), "llama-3.1-8b".into()],
         strategies: vec![crate::spec::Strategy::Tensor],
         worlds: vec![1, 2, 4],
@@ -271,37 +207,17 @@ fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
     let rows = [(1u32, 0.0), (2, 54e-6), (4, 54e-6)]
         .iter()
         .map(|&(w, alpha)| {
-            let step = 16_060_000_000.0 / w as f64 / bw
-                + if w > 1 {
-                    65.0 * 2.0 * (w - 1) as f64 * alpha
-                } else {
-                    0.0
-                };
-            vec![
-                "llama-3.1-8b".into(),
-                "tensor".into(),
-                w.to_string(),
-                "gloo-loopback".into(),
-                crate::units::format_seconds(step),
-            ]
+            let step = 16_060_000_000.0 / w as f64 / bw + if w > 1 { 65.0 * 2.0 * (w - 1) as f64 * alpha } else { 0.0 };
+            vec!["llama-3.1-8b".into(), "tensor".into(), w.to_string(), "gloo-loopback".into(), crate::units::format_seconds(step)]
         })
         .collect();
     let table = Table {
         id: "model-decode-step".into(),
         title: "Decode step, tensor parallel (modelled)".into(),
         caption: "Streamed bytes / memory bandwidth + collectives × link time; arithmetic.".into(),
-        columns: vec![
-            "model".into(),
-            "strategy".into(),
-            "world".into(),
-            "link".into(),
-            "step".into(),
-        ],
+        columns: vec!["model".into(), "strategy".into(), "world".into(), "link".into(), "step".into()],
         rows,
-        provenance: vec![
-            "303 GB/s: device memory bandwidth (synthetic fixture)".into(),
-            "54 µs: link latency (synthetic fixture)".into(),
-        ],
+        provenance: vec!["303 GB/s: device memory bandwidth (synthetic fixture)".into(), "54 µs: link latency (synthetic fixture)".into()],
     };
     m.summary = json!({"tables": [table]});
     m
@@ -322,16 +238,9 @@ pub fn write_all(dir: &Path, list: &[Manifest]) -> std::io::Result<()> {
 /// launched run marked failed with its reason.
 pub fn fixtures() -> Result<Vec<Manifest>, String> {
     let mut list = manifests(&plans()?, 0, true);
-    let m = list
-        .iter_mut()
-        .rev()
-        .find(|m| m.kind == "membw" && m.status == Status::Ok)
-        .ok_or("no membw run to fail")?;
+    let m = list.iter_mut().rev().find(|m| m.kind == "membw" && m.status == Status::Ok).ok_or("no membw run to fail")?;
     m.status = Status::Failed;
-    m.reason = Some(format!(
-        "rank {} exited with status 1: membw: cannot allocate 64.0 MiB (out of memory)",
-        m.layout.world - 1
-    ));
+    m.reason = Some(format!("rank {} exited with status 1: membw: cannot allocate 64.0 MiB (out of memory)", m.layout.world - 1));
     m.summary = Value::Null;
     if let Some(l) = m.launch.as_mut() {
         l.exit_code = Some(1);

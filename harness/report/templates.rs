@@ -10,14 +10,8 @@ pub const DIR: &str = "reports/templates";
 
 /// Template names and their built-in copies.
 const BUILTIN: [(&str, &str); 2] = [
-    (
-        "macros.md.tera",
-        include_str!("../../reports/templates/macros.md.tera"),
-    ),
-    (
-        "evidence.md.tera",
-        include_str!("../../reports/templates/evidence.md.tera"),
-    ),
+    ("macros.md.tera", include_str!("../../reports/templates/macros.md.tera")),
+    ("evidence.md.tera", include_str!("../../reports/templates/evidence.md.tera")),
 ];
 
 /// The main template's name.
@@ -30,12 +24,7 @@ pub fn engine(dir: &Path) -> tera::Result<Tera> {
     tera.register_filter("cell", cell_filter);
     let sources: Vec<(String, String)> = BUILTIN
         .iter()
-        .map(|(name, builtin)| {
-            (
-                name.to_string(),
-                std::fs::read_to_string(dir.join(name)).unwrap_or_else(|_| builtin.to_string()),
-            )
-        })
+        .map(|(name, builtin)| (name.to_string(), std::fs::read_to_string(dir.join(name)).unwrap_or_else(|_| builtin.to_string())))
         .collect();
     tera.add_raw_templates(sources)?;
     Ok(tera)

@@ -9,28 +9,10 @@ use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
 
 /// Keys a claim may have.
-pub const CLAIM_KEYS: &[&str] = &[
-    "id",
-    "claim",
-    "figure",
-    "select",
-    "reference",
-    "rule",
-    "tolerance",
-    "value",
-];
+pub const CLAIM_KEYS: &[&str] = &["id", "claim", "figure", "select", "reference", "rule", "tolerance", "value"];
 
 /// Axes a selection may name.
-pub const SELECT_AXES: &[&str] = &[
-    "world",
-    "strategy",
-    "head",
-    "sequences",
-    "link",
-    "threads",
-    "op",
-    "size",
-];
+pub const SELECT_AXES: &[&str] = &["world", "strategy", "head", "sequences", "link", "threads", "op", "size"];
 
 /// Rules a claim may use.
 pub const RULES: &[&str] = &["less", "greater", "ratio_within", "equal_tokens"];
@@ -75,40 +57,19 @@ pub struct Claim {
 pub fn read(c: &mut Checker, map: &Mapping, kind: Option<Kind>, experiment: &str) -> Vec<Claim> {
     match map.get("claims") {
         None => Vec::new(),
-        Some(Value::Sequence(items)) => items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| one(c, &format!("claims[{i}]"), v, kind, experiment, i))
-            .collect(),
+        Some(Value::Sequence(items)) => {
+            items.iter().enumerate().filter_map(|(i, v)| one(c, &format!("claims[{i}]"), v, kind, experiment, i)).collect()
+        }
         Some(v) => {
-            c.report(
-                "claims",
-                format!(
-                    "expected a list of claims (figure:, select:, rule:, ...), found {}",
-                    describe(v)
-                ),
-            );
+            c.report("claims", format!("expected a list of claims (figure:, select:, rule:, ...), found {}", describe(v)));
             Vec::new()
         }
     }
 }
 
-fn one(
-    c: &mut Checker,
-    key: &str,
-    v: &Value,
-    kind: Option<Kind>,
-    experiment: &str,
-    i: usize,
-) -> Option<Claim> {
+fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &str, i: usize) -> Option<Claim> {
     let Value::Mapping(m) = v else {
-        c.report(
-            key,
-            format!(
-                "a claim is a mapping (figure:, select:, rule:, ...), found {}",
-                describe(v)
-            ),
-        );
+        c.report(key, format!("a claim is a mapping (figure:, select:, rule:, ...), found {}", describe(v)));
         return None;
     };
     let before = c.problems.len();
@@ -122,38 +83,28 @@ fn one(
     let figure = figure(c, key, m, kind);
     let rule = word(c, &format!("{key}.rule"), m.get("rule"), RULES);
     let select = selection(c, &format!("{key}.select"), m.get("select")).unwrap_or_default();
-    let reference = m
-        .get("reference")
-        .and_then(|r| selection(c, &format!("{key}.reference"), Some(r)));
-    let value = m
-        .get("value")
-        .and_then(|v| number(c, &format!("{key}.value"), v));
-    let tolerance = m
-        .get("tolerance")
-        .and_then(|v| number(c, &format!("{key}.tolerance"), v))
-        .unwrap_or(0.0);
+    let reference = m.get("reference").and_then(|r| selection(c, &format!("{key}.reference"), Some(r)));
+    let value = m.get("value").and_then(|v| number(c, &format!("{key}.value"), v));
+    let tolerance = m.get("tolerance").and_then(|v| number(c, &format!("{key}.tolerance"), v)).unwrap_or(0.0);
     let missing = match rule.as_deref() {
         Some("less" | "greater") => reference.is_none() && value.is_none(),
         Some(_) => reference.is_none(),
         None => false,
     };
     if missing {
-        c.report(&format!("{key}.rule"), "this rule compares with a reference; add `reference:` (axis values) or, for less/greater, `value:`");
+        c.report(
+            &format!("{key}.rule"),
+            "this rule compares with a reference; add `reference:` (axis values) or, for less/greater, `value:`",
+        );
     }
     if rule.as_deref() == Some("equal_tokens") && figure.as_deref().is_some_and(|f| f != "tokens") {
-        c.report(
-            &format!("{key}.figure"),
-            "rule equal_tokens compares `tokens`; set `figure: tokens`",
-        );
+        c.report(&format!("{key}.figure"), "rule equal_tokens compares `tokens`; set `figure: tokens`");
     }
     if c.problems.len() > before {
         return None;
     }
     Some(Claim {
-        id: m
-            .get("id")
-            .and_then(Value::as_str)
-            .map_or_else(|| format!("{experiment}-claim-{}", i + 1), str::to_string),
+        id: m.get("id").and_then(Value::as_str).map_or_else(|| format!("{experiment}-claim-{}", i + 1), str::to_string),
         text: m.get("claim").and_then(Value::as_str).map(str::to_string),
         figure: figure?,
         select,
@@ -167,20 +118,12 @@ fn one(
 fn figure(c: &mut Checker, key: &str, m: &Mapping, kind: Option<Kind>) -> Option<String> {
     let names: Vec<&str> = FIGURES.iter().map(|(f, _)| *f).collect();
     let f = word(c, &format!("{key}.figure"), m.get("figure"), &names)?;
-    let kinds = FIGURES
-        .iter()
-        .find(|(n, _)| *n == f)
-        .map(|(_, k)| *k)
-        .unwrap_or(&[]);
+    let kinds = FIGURES.iter().find(|(n, _)| *n == f).map(|(_, k)| *k).unwrap_or(&[]);
     if let Some(k) = kind.filter(|k| !kinds.contains(k)) {
         let owners: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
         c.report(
             &format!("{key}.figure"),
-            format!(
-                "figure `{f}` is not measured by kind {} (it belongs to {})",
-                k.name(),
-                owners.join(", ")
-            ),
+            format!("figure `{f}` is not measured by kind {} (it belongs to {})", k.name(), owners.join(", ")),
         );
         return None;
     }
@@ -199,14 +142,7 @@ fn word(c: &mut Checker, key: &str, v: Option<&Value>, valid: &[&str]) -> Option
             None
         }
         Some(v) => {
-            c.report(
-                key,
-                format!(
-                    "expected one of {}, found {}",
-                    valid.join(", "),
-                    describe(v)
-                ),
-            );
+            c.report(key, format!("expected one of {}, found {}", valid.join(", "), describe(v)));
             None
         }
     }
@@ -215,14 +151,11 @@ fn word(c: &mut Checker, key: &str, v: Option<&Value>, valid: &[&str]) -> Option
 /// "unknown value" with the nearest valid name, or one the value starts (or is the start of).
 fn suggest(value: &str, valid: &[&str]) -> String {
     let message = unknown_choice(value, valid);
-    let prefix = valid
-        .iter()
-        .find(|v| value.starts_with(**v) || v.starts_with(value));
+    let prefix = valid.iter().find(|v| value.starts_with(**v) || v.starts_with(value));
     match prefix {
-        Some(p) if !message.contains("did you mean") => format!(
-            "unknown value `{value}`; did you mean `{p}`? (one of {})",
-            valid.join(", ")
-        ),
+        Some(p) if !message.contains("did you mean") => {
+            format!("unknown value `{value}`; did you mean `{p}`? (one of {})", valid.join(", "))
+        }
         _ => message,
     }
 }
@@ -242,13 +175,7 @@ fn selection(c: &mut Checker, key: &str, v: Option<&Value>) -> Option<BTreeMap<S
         return Some(BTreeMap::new());
     };
     let Value::Mapping(m) = v else {
-        c.report(
-            key,
-            format!(
-                "expected axis values (e.g. {{world: 4, head: split}}), found {}",
-                describe(v)
-            ),
-        );
+        c.report(key, format!("expected axis values (e.g. {{world: 4, head: split}}), found {}", describe(v)));
         return None;
     };
     let mut out = BTreeMap::new();
@@ -263,10 +190,7 @@ fn selection(c: &mut Checker, key: &str, v: Option<&Value>) -> Option<BTreeMap<S
             Value::Number(n) => n.to_string(),
             Value::Bool(b) => b.to_string(),
             other => {
-                c.report(
-                    &format!("{key}.{k}"),
-                    format!("expected one value, found {}", describe(other)),
-                );
+                c.report(&format!("{key}.{k}"), format!("expected one value, found {}", describe(other)));
                 continue;
             }
         };
@@ -281,10 +205,7 @@ pub fn parse(path: &std::path::Path, text: &str) -> Result<Vec<Claim>, Vec<super
     let Value::Mapping(map) = &root else {
         return Ok(Vec::new());
     };
-    let kind = map
-        .get("kind")
-        .and_then(Value::as_str)
-        .and_then(|k| Kind::ALL.iter().copied().find(|x| x.name() == k));
+    let kind = map.get("kind").and_then(Value::as_str).and_then(|k| Kind::ALL.iter().copied().find(|x| x.name() == k));
     let name = map.get("name").and_then(Value::as_str).unwrap_or("spec");
     let mut c = Checker::new(path, text);
     let claims = read(&mut c, map, kind, name);

@@ -200,18 +200,17 @@ fn workload_for(e: &Experiment, p: &Point) -> Workload {
     match e.kind {
         Kind::Collectives => Workload::Collectives(e.collectives.clone().expect("collectives params")),
         Kind::Membw => Workload::Membw(e.membw.clone().expect("membw params")),
-        Kind::Decode => Workload::Decode {
-            prompt: e.decode.as_ref().expect("decode params").prompt.clone(),
-            new_tokens: p.new_tokens,
-            dtype: p.dtype,
-        },
+        Kind::Decode => {
+            Workload::Decode { prompt: e.decode.as_ref().expect("decode params").prompt.clone(), new_tokens: p.new_tokens, dtype: p.dtype }
+        }
         Kind::Dispatch => Workload::Dispatch(e.dispatch.clone().expect("dispatch params")),
         Kind::Model => unreachable!("model runs are built by model_run"),
     }
 }
 
 fn placement(e: &Experiment) -> serde_json::Value {
-    let hostfile = e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::digest(&t));
+    let hostfile =
+        e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::digest(&t));
     let mut placement = serde_json::json!({ "launcher": e.launcher, "hostfile_sha256": hostfile });
     if let Some(interface) = &e.interface {
         placement["interface"] = interface.clone().into();
@@ -307,4 +306,3 @@ fn model_run(e: &Experiment) -> RunPlan {
         layout,
     }
 }
-

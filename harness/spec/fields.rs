@@ -67,7 +67,13 @@ impl<'m> Fields<'m> {
                 String::new()
             }
             Some(Value::String(s)) if s.chars().count() > MAX_NAME_CHARS => {
-                c.report("name", format!("{} characters is longer than the {MAX_NAME_CHARS} allowed (it names files and report rows)", s.chars().count()));
+                c.report(
+                    "name",
+                    format!(
+                        "{} characters is longer than the {MAX_NAME_CHARS} allowed (it names files and report rows)",
+                        s.chars().count()
+                    ),
+                );
                 String::new()
             }
             Some(Value::String(s)) if !s.is_empty() && s.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) => s.clone(),
@@ -93,11 +99,7 @@ impl<'m> Fields<'m> {
     /// An axis of whole numbers ≥ `min` (scalar or list).
     pub fn uint_axis(&self, c: &mut Checker, key: &str, default: Vec<u32>, min: u64) -> Vec<u32> {
         let Some(v) = self.get(key) else { return default };
-        as_list(c, key, v)
-            .into_iter()
-            .filter_map(|(k, v)| uint_value(c, &k, v, min))
-            .filter_map(|n| u32::try_from(n).ok())
-            .collect()
+        as_list(c, key, v).into_iter().filter_map(|(k, v)| uint_value(c, &k, v, min)).filter_map(|n| u32::try_from(n).ok()).collect()
     }
 
     /// An axis of named choices.
@@ -309,7 +311,10 @@ impl<'m> Fields<'m> {
         if valid_interface(text) {
             return Some(text.to_string());
         }
-        c.report("interface", format!("expected an interface name (e.g. eth0) or an IPv4 network (e.g. 10.1.0.0/16), found {}", describe(v)));
+        c.report(
+            "interface",
+            format!("expected an interface name (e.g. eth0) or an IPv4 network (e.g. 10.1.0.0/16), found {}", describe(v)),
+        );
         None
     }
 

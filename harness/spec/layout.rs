@@ -50,15 +50,23 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
     let all = |n: u32| Some(Span::new(0, n));
     match p.strategy {
         Strategy::Tensor => {
-            if cfg.heads % p.world != 0 {
+            if !cfg.heads.is_multiple_of(p.world) {
                 let ok: Vec<String> = cfg.head_divisors().iter().map(u32::to_string).collect();
-                return Err(("world", format!(
-                    "a tensor split over {} ranks does not divide the model's {} attention heads; world sizes that do: {}",
-                    p.world, cfg.heads, ok.join(", ")
-                )));
+                return Err((
+                    "world",
+                    format!(
+                        "a tensor split over {} ranks does not divide the model's {} attention heads; world sizes that do: {}",
+                        p.world,
+                        cfg.heads,
+                        ok.join(", ")
+                    ),
+                ));
             }
-            if cfg.intermediate % p.world != 0 {
-                return Err(("world", format!("a tensor split over {} ranks does not divide the feed-forward width {}", p.world, cfg.intermediate)));
+            if !cfg.intermediate.is_multiple_of(p.world) {
+                return Err((
+                    "world",
+                    format!("a tensor split over {} ranks does not divide the feed-forward width {}", p.world, cfg.intermediate),
+                ));
             }
             let heads = even_spans(cfg.heads, p.world);
             let ffn = even_spans(cfg.intermediate, p.world);
@@ -76,10 +84,13 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
         }
         Strategy::Pipeline => {
             if p.world > cfg.layers {
-                return Err(("world", format!(
-                    "a pipeline of {} stages needs at least {} layers; the model has {} (use world ≤ {})",
-                    p.world, p.world, cfg.layers, cfg.layers
-                )));
+                return Err((
+                    "world",
+                    format!(
+                        "a pipeline of {} stages needs at least {} layers; the model has {} (use world ≤ {})",
+                        p.world, p.world, cfg.layers, cfg.layers
+                    ),
+                ));
             }
             let layers = even_spans(cfg.layers, p.world);
             Ok((0..p.world as usize)
@@ -108,7 +119,14 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
 
 fn expert_shares(world: u32) -> Vec<RankShare> {
     let experts = even_spans(world.max(1) * 2, world.max(1));
-    bare(world).into_iter().zip(experts).map(|(mut r, e)| { r.experts = Some(e); r }).collect()
+    bare(world)
+        .into_iter()
+        .zip(experts)
+        .map(|(mut r, e)| {
+            r.experts = Some(e);
+            r
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -104,9 +104,7 @@ fn leading_key(rest: &str) -> Option<&str> {
     let colon = rest.find(':')?;
     let key = rest[..colon].trim();
     let after = &rest[colon + 1..];
-    let plain = !key.is_empty()
-        && !key.starts_with(['{', '[', '"', '\''])
-        && (after.is_empty() || after.starts_with([' ', '\t']));
+    let plain = !key.is_empty() && !key.starts_with(['{', '[', '"', '\'']) && (after.is_empty() || after.starts_with([' ', '\t']));
     plain.then_some(key)
 }
 

@@ -46,7 +46,11 @@ pub fn spec_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problems> {
             problems.push(file_problem(&path, "no such file or folder"));
         }
     }
-    if problems.is_empty() { Ok(files) } else { Err(Problems(problems)) }
+    if problems.is_empty() {
+        Ok(files)
+    } else {
+        Err(Problems(problems))
+    }
 }
 
 fn file_problem(path: &Path, message: &str) -> Problem {
@@ -102,7 +106,11 @@ pub fn load_suite_limited(paths: &[PathBuf], max_runs: usize) -> Result<Vec<RunP
         }
     }
     sort_problems(&mut problems);
-    if problems.is_empty() { Ok(runs) } else { Err(Problems(problems)) }
+    if problems.is_empty() {
+        Ok(runs)
+    } else {
+        Err(Problems(problems))
+    }
 }
 
 /// Orders problems by file, then line and column, keeping each file's first-found order for ties.

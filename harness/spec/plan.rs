@@ -196,13 +196,6 @@ impl RunPlan {
 
     /// A one-line description: `decode-tensor #2 tensor world=3 mpi-shm`.
     pub fn label(&self) -> String {
-        format!(
-            "{} #{} {} world={} {}",
-            self.experiment,
-            self.index,
-            self.layout.strategy.name(),
-            self.layout.world,
-            self.link
-        )
+        format!("{} #{} {} world={} {}", self.experiment, self.index, self.layout.strategy.name(), self.layout.world, self.link)
     }
 }

@@ -9,8 +9,22 @@ use std::path::{Path, PathBuf};
 
 /// Keys any experiment may have.
 const COMMON_KEYS: &[&str] = &[
-    "name", "kind", "description", "strategy", "world", "link", "threads", "repetitions", "warmup",
-    "timeout", "requires", "launcher", "hostfile", "interface", "exclude", "claims",
+    "name",
+    "kind",
+    "description",
+    "strategy",
+    "world",
+    "link",
+    "threads",
+    "repetitions",
+    "warmup",
+    "timeout",
+    "requires",
+    "launcher",
+    "hostfile",
+    "interface",
+    "exclude",
+    "claims",
 ];
 
 /// Keys that belong to one kind, with that kind.
@@ -202,7 +216,12 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         links,
         threads: fields.threads(c),
         sequences: fields.uint_axis(c, "sequences", vec![1], 1),
-        heads: fields.choice_axis(c, "head", &[("split", HeadPlacement::Split), ("replicated", HeadPlacement::Replicated)], HeadPlacement::Split),
+        heads: fields.choice_axis(
+            c,
+            "head",
+            &[("split", HeadPlacement::Split), ("replicated", HeadPlacement::Replicated)],
+            HeadPlacement::Split,
+        ),
         dtypes: fields.dtypes(c, kind),
         new_tokens: fields.uint_axis(c, "new_tokens", vec![25], 1),
         repetitions: fields.uint(c, "repetitions", default_repetitions(kind), 1) as u32,

@@ -29,7 +29,10 @@ pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig),
         format!("{e}{}", if known.is_empty() { String::new() } else { format!(" ({})", known.join(", ")) })
     })?;
     if config.model_type != "gpt2" {
-        return Err(format!("{name} is a {} model; the decode workload runs GPT-2-family checkpoints (model_type gpt2)", config.model_type));
+        return Err(format!(
+            "{name} is a {} model; the decode workload runs GPT-2-family checkpoints (model_type gpt2)",
+            config.model_type
+        ));
     }
     let file = loc.dir.join("model.safetensors");
     let weights = if file.is_file() {

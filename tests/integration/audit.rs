@@ -13,32 +13,15 @@ fn base() -> Vec<Manifest> {
 }
 
 fn decode_at(list: &mut [Manifest], world: u32) -> &mut Manifest {
-    list.iter_mut()
-        .find(|m| {
-            m.kind == "decode" && m.layout.strategy == Strategy::Tensor && m.layout.world == world
-        })
-        .unwrap()
+    list.iter_mut().find(|m| m.kind == "decode" && m.layout.strategy == Strategy::Tensor && m.layout.world == world).unwrap()
 }
 
 /// Gives every decode run per-step records: the reference's tokens and a margin of 0.5,
 /// except `margins` (step, reference margin).
 fn with_steps(list: &mut [Manifest], margins: &[(usize, f64)]) {
-    let reference: Vec<u64> = decode_at(list, 1).answer["tokens"][0]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .collect();
-    for m in list
-        .iter_mut()
-        .filter(|m| m.kind == "decode" && m.answer.get("tokens").is_some())
-    {
-        let own: Vec<u64> = m.answer["tokens"][0]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t.as_u64().unwrap())
-            .collect();
+    let reference: Vec<u64> = decode_at(list, 1).answer["tokens"][0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    for m in list.iter_mut().filter(|m| m.kind == "decode" && m.answer.get("tokens").is_some()) {
+        let own: Vec<u64> = m.answer["tokens"][0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
         let steps: Vec<Value> = reference
             .iter()
             .enumerate()
@@ -54,12 +37,7 @@ fn with_steps(list: &mut [Manifest], margins: &[(usize, f64)]) {
 /// Changes the world-`world` run's tokens from step `k` on.
 fn diverge_from(list: &mut [Manifest], world: u32, k: usize) {
     let m = decode_at(list, world);
-    for t in m.answer["tokens"][0]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .skip(k)
-    {
+    for t in m.answer["tokens"][0].as_array_mut().unwrap().iter_mut().skip(k) {
         *t = json!(t.as_u64().unwrap() + 1);
     }
     m.answer["exactness"]["tokens_equal"] = json!(false);
@@ -68,13 +46,8 @@ fn diverge_from(list: &mut [Manifest], world: u32, k: usize) {
 fn run_audit(list: &[Manifest]) -> (i32, Value) {
     let dir = tempfile::tempdir().unwrap();
     parlab::report::synth::write_all(dir.path(), list).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .args(["audit", "--json", "--manifests"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let out = Command::new(env!("CARGO_BIN_EXE_parlab")).args(["audit", "--json", "--manifests"]).arg(dir.path()).output().unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     (out.status.code().unwrap(), json)
 }
 
@@ -84,12 +57,7 @@ fn layout(doc: &Value, world: u32) -> &Value {
         .unwrap()
         .iter()
         .flat_map(|g| g["layouts"].as_array().unwrap())
-        .find(|l| {
-            l["layout"]
-                .as_str()
-                .unwrap()
-                .starts_with(&format!("tensor world {world} "))
-        })
+        .find(|l| l["layout"].as_str().unwrap().starts_with(&format!("tensor world {world} ")))
         .unwrap()
 }
 
@@ -104,23 +72,13 @@ fn tokens_that_differ_from_step_5_on_are_diverged_at_step_5_and_exit_3() {
     let (code, doc) = run_audit(&list);
     assert_eq!(code, 3, "{doc}");
     let l = layout(&doc, 2);
-    assert_eq!(
-        (l["verdict"].as_str(), l["step"].as_u64()),
-        (Some("DIVERGED"), Some(5)),
-        "{l}"
-    );
-    let reference = decode_at(&mut list, 1).answer["tokens"][0][5]
-        .as_u64()
-        .unwrap();
+    assert_eq!((l["verdict"].as_str(), l["step"].as_u64()), (Some("DIVERGED"), Some(5)), "{l}");
+    let reference = decode_at(&mut list, 1).answer["tokens"][0][5].as_u64().unwrap();
     assert_eq!(l["reference_token"].as_u64(), Some(reference));
     assert_eq!(l["token"].as_u64(), Some(reference + 1));
     assert_eq!(l["reference_margin"].as_f64(), Some(0.5));
     assert_eq!(l["cause"], "real_change");
-    assert_eq!(
-        layout(&doc, 4)["verdict"],
-        "TOKENS_EQUAL",
-        "the other layout is unaffected"
-    );
+    assert_eq!(layout(&doc, 4)["verdict"], "TOKENS_EQUAL", "the other layout is unaffected");
     assert_eq!(doc["changed"], true);
 }
 
@@ -130,25 +88,15 @@ fn a_near_tie_is_fragile_and_a_divergence_there_is_explained_not_a_change() {
     decode_at(&mut list, 4).answer["exactness"]["max_logit_diff"] = json!(1e-4);
     with_steps(&mut list, &[(3, 1e-5)]);
     let groups = audit(&list);
-    let g = groups
-        .iter()
-        .find(|g| g.layouts.iter().any(|l| l.family == "tensor"))
-        .unwrap();
+    let g = groups.iter().find(|g| g.layouts.iter().any(|l| l.family == "tensor")).unwrap();
     assert!(g.fragile, "margin 1e-5 at step 3 is below 2 × drift 1e-4");
     assert_eq!(g.fragile_steps, vec![3]);
     assert!(!g.changed);
     diverge_from(&mut list, 2, 3);
     let (code, doc) = run_audit(&list);
-    assert_eq!(
-        code, 0,
-        "a divergence at a near-tie is not a real change: {doc}"
-    );
+    assert_eq!(code, 0, "a divergence at a near-tie is not a real change: {doc}");
     let l = layout(&doc, 2);
-    assert_eq!(
-        (l["verdict"].as_str(), l["cause"].as_str()),
-        (Some("DIVERGED"), Some("near_tie")),
-        "{l}"
-    );
+    assert_eq!((l["verdict"].as_str(), l["cause"].as_str()), (Some("DIVERGED"), Some("near_tie")), "{l}");
     assert_eq!(doc["groups"][0]["fragile"], true);
 }
 
@@ -158,13 +106,7 @@ fn a_layout_is_bitwise_only_when_no_logit_moved() {
     decode_at(&mut list, 2).answer["exactness"]["max_logit_diff"] = json!(0.0);
     let groups = audit(&list);
     let layouts: Vec<_> = groups.iter().flat_map(|g| &g.layouts).collect();
-    let grade = |w: &str| {
-        layouts
-            .iter()
-            .find(|l| l.layout.starts_with(w))
-            .unwrap()
-            .verdict
-    };
+    let grade = |w: &str| layouts.iter().find(|l| l.layout.starts_with(w)).unwrap().verdict;
     assert_eq!(grade("tensor world 2 "), Grade::Bitwise);
     assert_eq!(grade("tensor world 4 "), Grade::TokensEqual);
 }
@@ -177,11 +119,7 @@ fn a_reference_that_differs_from_itself_is_reported_as_noise() {
     let groups = audit(&list);
     let g = &groups[0];
     assert_eq!(g.reference_reproducible, Some(false), "{g:?}");
-    let l = g
-        .layouts
-        .iter()
-        .find(|l| l.layout.starts_with("tensor world 2 "))
-        .unwrap();
+    let l = g.layouts.iter().find(|l| l.layout.starts_with("tensor world 2 ")).unwrap();
     assert_eq!(l.cause, Some(Cause::NoisyReference), "{l:?}");
     assert!(!g.changed);
     let text = parlab::audit::render_text(&groups);
@@ -191,46 +129,20 @@ fn a_reference_that_differs_from_itself_is_reported_as_noise() {
 #[test]
 fn a_rank_records_each_steps_margins_drift_and_the_references_token() {
     use parlab::model::reference::{Exactness, Generation};
-    let reference = Generation {
-        tokens: vec![0, 2, 1],
-        logits: vec![3.0, 1.0, 0.0, 0.0, 1.0, 1.5, 0.0, 2.0, 1.0],
-        vocab: 3,
-    };
+    let reference = Generation { tokens: vec![0, 2, 1], logits: vec![3.0, 1.0, 0.0, 0.0, 1.0, 1.5, 0.0, 2.0, 1.0], vocab: 3 };
     let mut e = Exactness::default();
     e.observe(&reference, 0, &[3.0, 1.25, 0.0]);
     e.observe(&reference, 1, &[0.0, 1.5, 1.25]);
     e.observe(&reference, 2, &[0.0, 2.0, 1.0]);
     assert_eq!(e.first_difference, Some(1));
     assert_eq!(e.steps.len(), 3);
-    assert_eq!(
-        (
-            e.steps[0].reference_margin,
-            e.steps[0].margin,
-            e.steps[0].drift
-        ),
-        (2.0, 1.75, Some(0.25))
-    );
-    assert_eq!(
-        (
-            e.steps[1].token,
-            e.steps[1].reference_token,
-            e.steps[1].drift
-        ),
-        (1, 2, Some(0.5)),
-        "the diverging step is still compared"
-    );
-    assert_eq!(
-        e.steps[2].drift, None,
-        "after a changed token the logits are not comparable"
-    );
+    assert_eq!((e.steps[0].reference_margin, e.steps[0].margin, e.steps[0].drift), (2.0, 1.75, Some(0.25)));
+    assert_eq!((e.steps[1].token, e.steps[1].reference_token, e.steps[1].drift), (1, 2, Some(0.5)), "the diverging step is still compared");
+    assert_eq!(e.steps[2].drift, None, "after a changed token the logits are not comparable");
     let mut other = Exactness::default();
     other.observe(&reference, 0, &[3.0, 2.5, 0.0]);
     e.merge(&other);
-    assert_eq!(
-        (e.steps[0].margin, e.steps[0].drift),
-        (0.5, Some(1.5)),
-        "merging keeps the smallest margin and largest drift"
-    );
+    assert_eq!((e.steps[0].margin, e.steps[0].drift), (0.5, Some(1.5)), "merging keeps the smallest margin and largest drift");
 }
 
 #[test]
@@ -244,17 +156,7 @@ fn without_a_world_one_run_differing_tokens_still_change_the_answer() {
     diverge_from(&mut list, 4, 2);
     let groups = audit(&list);
     let g = groups.iter().find(|g| g.changed).expect("a change");
-    let l = g
-        .layouts
-        .iter()
-        .find(|l| l.layout.starts_with("tensor world 4 "))
-        .unwrap();
-    assert_eq!(
-        (l.verdict, l.step, l.cause),
-        (Grade::Diverged, Some(2), Some(Cause::RealChange))
-    );
-    assert_eq!(
-        g.reference_reproducible, None,
-        "no world-1 run: noise unknown"
-    );
+    let l = g.layouts.iter().find(|l| l.layout.starts_with("tensor world 4 ")).unwrap();
+    assert_eq!((l.verdict, l.step, l.cause), (Grade::Diverged, Some(2), Some(Cause::RealChange)));
+    assert_eq!(g.reference_reproducible, None, "no world-1 run: noise unknown");
 }

@@ -109,10 +109,7 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
 #[test]
 fn membw_reports_aggregate_and_per_process_bandwidth() {
     let suite = Suite::new();
-    suite.spec(
-        "bw",
-        "name: bw\nkind: membw\nworld: 2\nthreads: 1\nbuffer: 16MiB\nrepetitions: 3\nwarmup: 1\ntimeout: 120s\n",
-    );
+    suite.spec("bw", "name: bw\nkind: membw\nworld: 2\nthreads: 1\nbuffer: 16MiB\nrepetitions: 3\nwarmup: 1\ntimeout: 120s\n");
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("bw");
     assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
@@ -135,7 +132,8 @@ fn membw_reports_aggregate_and_per_process_bandwidth() {
     let stream = &bw["stream"];
     assert_eq!(stream["per_process_Bps"]["n"], 6);
     assert!(parlab::model::matvec::Kernel::ALL.iter().any(|k| k.name() == stream["kernel"]), "{stream}");
-    let (torch_med, stream_med) = (bw["per_process_Bps"]["median"].as_f64().unwrap(), stream["per_process_Bps"]["median"].as_f64().unwrap());
+    let (torch_med, stream_med) =
+        (bw["per_process_Bps"]["median"].as_f64().unwrap(), stream["per_process_Bps"]["median"].as_f64().unwrap());
     let roof = &bw["roofline"];
     assert_eq!(roof["per_process_Bps"].as_f64().unwrap(), torch_med.max(stream_med), "{roof}");
     assert_eq!(roof["source"], if stream_med > torch_med { "stream" } else { "torch-sum" }, "{roof}");
@@ -144,7 +142,10 @@ fn membw_reports_aggregate_and_per_process_bandwidth() {
 #[test]
 fn dispatch_round_trips_tokens_to_experts() {
     let suite = Suite::new();
-    suite.spec("ep", "name: ep\nkind: dispatch\nworld: 2\ntokens: [1, 8]\ntop_k: 2\nhidden: 64\niterations: 3\nwarmup: 1\nthreads: 1\ntimeout: 120s\n");
+    suite.spec(
+        "ep",
+        "name: ep\nkind: dispatch\nworld: 2\ntokens: [1, 8]\ntop_k: 2\nhidden: 64\niterations: 3\nwarmup: 1\nthreads: 1\ntimeout: 120s\n",
+    );
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("ep");
     assert_eq!(m.status, Status::Ok, "{:?}", m.reason);

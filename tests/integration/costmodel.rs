@@ -35,10 +35,7 @@ fn link(name: &str) -> Link {
 fn book_gpu() -> Device {
     let c = catalogue();
     let d = c.device("book-gpu-12gib").unwrap();
-    Device {
-        memory_bytes: d.memory_bytes(),
-        bandwidth_bps: d.bandwidth_bps(),
-    }
+    Device { memory_bytes: d.memory_bytes(), bandwidth_bps: d.bandwidth_bps() }
 }
 
 #[test]
@@ -58,10 +55,7 @@ fn parameter_counts_of_the_nine_models_are_exact() {
     for (name, params) in expected {
         assert_eq!(shape(name).params, params, "{name}");
     }
-    assert!(
-        shape("gemma-2-2b").tied_embeddings,
-        "Gemma-2's config does not say it ties; the formula must"
-    );
+    assert!(shape("gemma-2-2b").tied_embeddings, "Gemma-2's config does not say it ties; the formula must");
     assert_eq!(shape("gemma-2-2b").norms_per_block, 4);
 }
 
@@ -73,33 +67,16 @@ fn formula_agrees_with_transformers_on_the_meta_device() {
         eprintln!("skipped: PARLAB_PYTHON is not set");
         return;
     };
-    let names = [
-        "gpt2",
-        "tinyllama-1.1b",
-        "phi-3-mini",
-        "gemma-2-2b",
-        "mistral-7b",
-        "llama-3.2-1b",
-        "llama-3.2-3b",
-        "qwen3-1.7b",
-        "llama-3.1-8b",
-    ];
+    let names =
+        ["gpt2", "tinyllama-1.1b", "phi-3-mini", "gemma-2-2b", "mistral-7b", "llama-3.2-1b", "llama-3.2-3b", "qwen3-1.7b", "llama-3.1-8b"];
     let script = "import sys, torch\nfrom transformers import AutoConfig, AutoModelForCausalLM\nfor d in sys.argv[1:]:\n    c = AutoConfig.from_pretrained(d)\n    with torch.device('meta'):\n        m = AutoModelForCausalLM.from_config(c)\n    print(sum(p.numel() for p in m.parameters()))\n";
     let dirs: Vec<PathBuf> = names.iter().map(|n| root().join("models").join(n)).collect();
-    let out = std::process::Command::new(python)
-        .arg("-c")
-        .arg(script)
-        .args(&dirs)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(python).arg("-c").arg(script).args(&dirs).output().unwrap();
     if !out.status.success() {
         eprintln!("skipped: transformers unavailable: {}", String::from_utf8_lossy(&out.stderr));
         return;
     }
-    let counts: Vec<u64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let counts: Vec<u64> = String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect();
     assert_eq!(counts.len(), names.len());
     for (name, count) in names.iter().zip(counts) {
         assert_eq!(shape(name).params, count, "{name}");
@@ -126,13 +103,7 @@ fn llama_8b_on_the_books_gpu() {
     // 51.3 ms: streamed bytes (one embedding row, the whole head) plus 4,096 tokens of KV, over 303 GB/s.
     assert_eq!(format!("{:.1}", one.step_s * 1e3), "51.3");
     // A pipeline reads the whole model once per token whatever the stages: within the hops' time of 51.3 ms.
-    let pp = plan::plan(&PlanInput {
-        strategy: Strategy::Pipeline,
-        world: 4,
-        link: link("nvswitch"),
-        ..input(&s, "nvswitch", 1)
-    })
-    .unwrap();
+    let pp = plan::plan(&PlanInput { strategy: Strategy::Pipeline, world: 4, link: link("nvswitch"), ..input(&s, "nvswitch", 1) }).unwrap();
     assert!(pp.fits);
     assert_eq!(format!("{:.1}", pp.step_s * 1e3), "51.3");
 }
@@ -189,10 +160,7 @@ fn gpt2_streamed_bytes_against_the_books_497_8_mb() {
 }
 
 fn gpt2_header_tensors(layers: u64, d: u64, positions: u64, vocab: u64) -> Vec<(String, Vec<u64>)> {
-    let mut t = vec![
-        ("wte.weight".to_string(), vec![vocab, d]),
-        ("wpe.weight".into(), vec![positions, d]),
-    ];
+    let mut t = vec![("wte.weight".to_string(), vec![vocab, d]), ("wpe.weight".into(), vec![positions, d])];
     for i in 0..layers {
         let h = |n: &str| format!("h.{i}.{n}");
         t.extend([
@@ -243,23 +211,11 @@ fn shape_command_prints_json() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["params"], 8_030_261_248u64);
-    assert_eq!(
-        (v["layers"].as_u64(), v["heads"].as_u64(), v["kv_heads"].as_u64()),
-        (Some(32), Some(32), Some(8))
-    );
+    assert_eq!((v["layers"].as_u64(), v["heads"].as_u64(), v["kv_heads"].as_u64()), (Some(32), Some(32), Some(8)));
     assert_eq!(v["tied_embeddings"], false);
     assert_eq!(v["bytes"]["kv_bytes_per_token"], 131_072);
-    let at16 = v["kv_sharing_tensor_parallel"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|k| k["world"] == 16)
-        .unwrap()
-        .clone();
-    assert_eq!(
-        (at16["capped"].as_bool(), at16["copies_of_each_head"].as_u64()),
-        (Some(true), Some(2))
-    );
+    let at16 = v["kv_sharing_tensor_parallel"].as_array().unwrap().iter().find(|k| k["world"] == 16).unwrap().clone();
+    assert_eq!((at16["capped"].as_bool(), at16["copies_of_each_head"].as_u64()), (Some(true), Some(2)));
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
         .args(["shape", "gpt2", "--dtype", "int3"])
         .current_dir(root())
@@ -297,18 +253,10 @@ fn modelled_spec_produces_tables_with_captions_and_provenance() {
         })
         .unwrap();
     assert_eq!(row[col("step")], "56.1 ms");
-    assert!(plans
-        .provenance
-        .iter()
-        .any(|p| p.contains("reported by the Distributed Inference chapter")));
+    assert!(plans.provenance.iter().any(|p| p.contains("reported by the Distributed Inference chapter")));
     let fast = tables.iter().find(|t| t.id == "model-plans-book-gpu-12gib-nvswitch").unwrap();
-    assert!(fast
-        .provenance
-        .iter()
-        .any(|p| p.starts_with("link nvswitch: latency") && p.contains("ASSUMED")));
-    assert!(fast
-        .caption
-        .contains("gpt2 tensor world 8: 12 query heads do not split over 8 devices"));
+    assert!(fast.provenance.iter().any(|p| p.starts_with("link nvswitch: latency") && p.contains("ASSUMED")));
+    assert!(fast.caption.contains("gpt2 tensor world 8: 12 query heads do not split over 8 devices"));
     let bubbles = tables.iter().find(|t| t.id == "model-bubbles").unwrap();
     assert!(bubbles.rows.iter().any(|r| r[0] == "4" && r[1] == "1" && r[2] == "75.0 %"));
 }
@@ -383,9 +331,7 @@ fn predictions_joined_with_measurements() {
     let get = |world: u32, size: u64| {
         let w = df.column("world").unwrap().u32().unwrap().clone();
         let s = df.column("size_bytes").unwrap().u64().unwrap().clone();
-        let i = (0..df.height())
-            .find(|&i| w.get(i) == Some(world) && s.get(i) == Some(size))
-            .unwrap();
+        let i = (0..df.height()).find(|&i| w.get(i) == Some(world) && s.get(i) == Some(size)).unwrap();
         let f = |c: &str| df.column(c).unwrap().f64().unwrap().get(i).unwrap();
         (f("predicted_s"), f("measured_s"), f("error"))
     };
@@ -420,10 +366,7 @@ fn predictions_joined_with_measurements() {
     assert!(err < 0.0, "the model is optimistic about communication ({err})");
 
     let tables = predict::predicted_vs_measured(&manifests);
-    assert_eq!(
-        tables.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
-        ["predicted-collectives", "predicted-decode"]
-    );
+    assert_eq!(tables.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["predicted-collectives", "predicted-decode"]);
     assert!(tables[1].provenance[0].contains("measured: from run"));
     let entry = predict::measured_link_entry(&manifests, parlab::spec::schema::Op::AllReduce, "mpi-tcp").unwrap();
     assert!((entry.latency_us - fit.alpha_s * 1e6).abs() < 1e-9);

@@ -44,17 +44,10 @@ fn tensor_pipeline_and_data_splits_give_the_unsplit_tokens() {
     let first = all[0].answer["tokens"].clone();
     let tokens: Vec<u64> = first[0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
     assert_eq!(tokens.len(), 7);
-    assert!(
-        tokens.iter().any(|t| *t != tokens[0]),
-        "greedy decoding of the seeded model is not one repeated token: {tokens:?}"
-    );
+    assert!(tokens.iter().any(|t| *t != tokens[0]), "greedy decoding of the seeded model is not one repeated token: {tokens:?}");
     for m in &all {
         assert_eq!(m.status, Status::Ok, "{} {:?}", m.experiment, m.reason);
-        assert_eq!(
-            m.answer["tokens"], first,
-            "{} world {} changed the answer",
-            m.experiment, m.layout.world
-        );
+        assert_eq!(m.answer["tokens"], first, "{} world {} changed the answer", m.experiment, m.layout.world);
         let ex = &m.answer["exactness"];
         assert_eq!(ex["tokens_equal"], true, "{ex}");
         assert!(ex["max_logit_diff"].as_f64().unwrap() < 1e-3, "{ex}");
@@ -64,19 +57,11 @@ fn tensor_pipeline_and_data_splits_give_the_unsplit_tokens() {
         let seqs = m.layout.sequences.unwrap() as u64;
         assert_eq!(
             ex["sequences_checked"].as_u64().unwrap(),
-            seqs * if m.layout.strategy.name() == "pipeline" {
-                1
-            } else {
-                m.layout.world as u64
-            }
+            seqs * if m.layout.strategy.name() == "pipeline" { 1 } else { m.layout.world as u64 }
         );
         assert_eq!(d["step_s"]["n"].as_u64().unwrap(), 2 * 6, "2 repetitions x 6 decode rounds");
         assert!(d["tokens_per_s"]["median"].as_f64().unwrap() > 0.0);
-        let want = if m.layout.strategy.name() == "tensor" {
-            serde_json::json!(2 * 2 + 1)
-        } else {
-            serde_json::Value::Null
-        };
+        let want = if m.layout.strategy.name() == "tensor" { serde_json::json!(2 * 2 + 1) } else { serde_json::Value::Null };
         assert_eq!(d["collectives_per_step"], want, "{d}");
     }
     let cached: Vec<_> = std::fs::read_dir(state.join("reference")).unwrap().collect();
@@ -125,11 +110,7 @@ fn a_tensor_split_decode_step_makes_two_all_reduces_per_layer_and_one_gather() {
     let (r0, g0) = (count.reduces, count.gathers);
     let h = part.forward(part.embed(&[4], 3).unwrap(), &mut cache, &mut count);
     let logits = part.logits(&h, &mut count);
-    assert_eq!(
-        (count.reduces - r0, count.gathers - g0),
-        (2 * 2, 1),
-        "one decode step of a 2-layer model"
-    );
+    assert_eq!((count.reduces - r0, count.gathers - g0), (2 * 2, 1), "one decode step of a 2-layer model");
     assert_eq!(logits.size(), vec![250], "this rank's vocabulary shard, before the gather");
     assert_eq!(cache.len, 4);
 }
@@ -156,35 +137,19 @@ fn partial_sums_of_two_head_and_width_shares_add_up_to_the_unsplit_model() {
     // The unsplit model's "all-reduce" inputs are the full attention and MLP outputs. Each half,
     // fed the correct full sums, must hand over partials that add up to them, at every layer.
     let dir = tempfile::tempdir().unwrap();
-    let half = |heads: Span, ffn: Span| {
-        move |d: &Dims| PartShare {
-            heads,
-            ffn,
-            vocab: None,
-            ..PartShare::whole(d)
-        }
-    };
-    let whole = small_part(&dir.path().join("w"), |d| PartShare {
-        vocab: None,
-        ..PartShare::whole(d)
-    });
+    let half = |heads: Span, ffn: Span| move |d: &Dims| PartShare { heads, ffn, vocab: None, ..PartShare::whole(d) };
+    let whole = small_part(&dir.path().join("w"), |d| PartShare { vocab: None, ..PartShare::whole(d) });
     let parts = [
         small_part(&dir.path().join("a"), half(Span::new(0, 1), Span::new(0, 100))),
         small_part(&dir.path().join("b"), half(Span::new(1, 4), Span::new(100, 256))),
     ];
     let x = whole.embed(&[7, 3, 9, 1], 0).unwrap();
-    let mut full = Replay {
-        partials: Vec::new(),
-        answers: Vec::new(),
-    };
+    let mut full = Replay { partials: Vec::new(), answers: Vec::new() };
     let _ = whole.forward(x.shallow_clone(), &mut whole.new_cache(8), &mut full);
     assert_eq!(full.partials.len(), 2 * 2);
     let mut sums: Vec<Tensor> = full.partials.iter().map(Tensor::zeros_like).collect();
     for p in &parts {
-        let mut r = Replay {
-            partials: Vec::new(),
-            answers: full.partials.iter().map(Tensor::shallow_clone).collect(),
-        };
+        let mut r = Replay { partials: Vec::new(), answers: full.partials.iter().map(Tensor::shallow_clone).collect() };
         let _ = p.forward(x.shallow_clone(), &mut p.new_cache(8), &mut r);
         for (s, part) in sums.iter_mut().zip(&r.partials) {
             *s += part;
@@ -193,10 +158,7 @@ fn partial_sums_of_two_head_and_width_shares_add_up_to_the_unsplit_model() {
     for (i, (s, w)) in sums.iter().zip(&full.partials).enumerate() {
         let diff = f64::try_from((s - w).abs().max()).unwrap();
         let scale = f64::try_from(w.abs().max()).unwrap();
-        assert!(
-            diff <= 1e-5 * scale.max(1.0),
-            "reduction {i}: split partials differ from the whole by {diff}"
-        );
+        assert!(diff <= 1e-5 * scale.max(1.0), "reduction {i}: split partials differ from the whole by {diff}");
     }
 }
 
@@ -211,20 +173,10 @@ fn seeded_checkpoints_are_deterministic_in_hugging_face_layout() {
     assert_eq!(bytes("a"), bytes("b"), "same seed, same bytes");
     assert_ne!(bytes("a"), bytes("c"), "another seed, other bytes");
     let ck = Checkpoint::open(&dir.path().join("a")).unwrap();
-    for name in [
-        "wte.weight",
-        "wpe.weight",
-        "h.1.attn.c_attn.weight",
-        "h.1.mlp.c_proj.weight",
-        "ln_f.bias",
-    ] {
+    for name in ["wte.weight", "wpe.weight", "h.1.attn.c_attn.weight", "h.1.mlp.c_proj.weight", "ln_f.bias"] {
         assert!(ck.has(name), "{name}");
     }
-    assert_eq!(
-        ck.shape("h.0.attn.c_attn.weight").unwrap(),
-        vec![64, 192],
-        "Conv1D weights are stored [in, out]"
-    );
+    assert_eq!(ck.shape("h.0.attn.c_attn.weight").unwrap(), vec![64, 192], "Conv1D weights are stored [in, out]");
     assert_eq!(ck.shape("lm_head.weight").unwrap(), vec![501, 64]);
     let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("a/config.json")).unwrap()).unwrap();
     assert_eq!(config["tie_word_embeddings"], false);
@@ -236,11 +188,7 @@ fn greedy_decoding_of_the_seeded_model_varies_and_exactness_sees_a_changed_token
     let dir = tempfile::tempdir().unwrap();
     let part = small_part(dir.path(), PartShare::whole);
     let gen = greedy(&part, &[3, 1, 4, 1, 5, 9, 2, 6], 8).unwrap();
-    assert!(
-        gen.tokens.iter().collect::<std::collections::BTreeSet<_>>().len() > 2,
-        "{:?}",
-        gen.tokens
-    );
+    assert!(gen.tokens.iter().collect::<std::collections::BTreeSet<_>>().len() > 2, "{:?}", gen.tokens);
     let mut same = Exactness::default();
     for i in 0..8 {
         same.observe(&gen, i, gen.row(i));
@@ -249,10 +197,7 @@ fn greedy_decoding_of_the_seeded_model_varies_and_exactness_sees_a_changed_token
     let mut changed = Exactness::default();
     let mut other: Generation = gen.clone();
     let row = other.row(2).to_vec();
-    let runner_up = (0..row.len())
-        .filter(|&j| j as u32 != gen.tokens[2])
-        .max_by(|&i, &j| row[i].total_cmp(&row[j]))
-        .unwrap();
+    let runner_up = (0..row.len()).filter(|&j| j as u32 != gen.tokens[2]).max_by(|&i, &j| row[i].total_cmp(&row[j])).unwrap();
     other.logits[2 * gen.vocab + runner_up] += 2.0 * (row[gen.tokens[2] as usize] - row[runner_up]) + 1.0;
     for i in 0..8 {
         changed.observe(&gen, i, other.row(i));

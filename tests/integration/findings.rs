@@ -19,12 +19,10 @@ fn compute(list: &[Manifest]) -> Vec<Finding> {
 
 fn finding(list: &[Manifest], id: &str) -> Finding {
     let all = compute(list);
-    all.iter().find(|f| f.id == id).cloned().unwrap_or_else(|| {
-        panic!(
-            "no finding {id} in {:?}",
-            all.iter().map(|f| &f.id).collect::<Vec<_>>()
-        )
-    })
+    all.iter()
+        .find(|f| f.id == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("no finding {id} in {:?}", all.iter().map(|f| &f.id).collect::<Vec<_>>()))
 }
 
 fn stat(median: f64) -> Value {
@@ -32,11 +30,7 @@ fn stat(median: f64) -> Value {
 }
 
 fn tensor_decode(list: &mut [Manifest]) -> impl Iterator<Item = &mut Manifest> {
-    list.iter_mut().filter(|m| {
-        m.kind == "decode"
-            && m.layout.strategy == Strategy::Tensor
-            && m.summary.get("decode").is_some()
-    })
+    list.iter_mut().filter(|m| m.kind == "decode" && m.layout.strategy == Strategy::Tensor && m.summary.get("decode").is_some())
 }
 
 /// Sets every tensor run's non-communication time to `t1 / world^power`.
@@ -53,26 +47,14 @@ fn shared_bandwidth_holds_when_non_comm_time_stays_and_fails_when_it_falls_as_on
     non_comm_falls_as(&mut list, 0.023, 0.0);
     let f = finding(&list, "shared-memory-bandwidth");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
-    assert!(f.numbers.iter().any(|n| n.name.starts_with("T_4")
-        && (n.value - 0.023).abs() < 1e-12
-        && !n.runs.is_empty()));
-    assert!(
-        f.numbers
-            .iter()
-            .any(|n| n.name.starts_with("membw aggregate ratio")),
-        "the plateau is reported: {:?}",
-        f.numbers
-    );
+    assert!(f.numbers.iter().any(|n| n.name.starts_with("T_4") && (n.value - 0.023).abs() < 1e-12 && !n.runs.is_empty()));
+    assert!(f.numbers.iter().any(|n| n.name.starts_with("membw aggregate ratio")), "the plateau is reported: {:?}", f.numbers);
     non_comm_falls_as(&mut list, 0.023, 1.0);
     let f = finding(&list, "shared-memory-bandwidth");
     assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
     non_comm_falls_as(&mut list, 0.023, 0.5);
     let f = finding(&list, "shared-memory-bandwidth");
-    assert_eq!(
-        (f.verdict, f.inconclusive),
-        (Verdict::Inconclusive, Some(Inconclusive::Noise)),
-        "{f:?}"
-    );
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{f:?}");
     list.retain(|m| !(m.kind == "decode" && m.layout.world == 1));
     let f = finding(&list, "shared-memory-bandwidth");
     assert_eq!(f.inconclusive, Some(Inconclusive::MissingRuns), "{f:?}");
@@ -81,35 +63,17 @@ fn shared_bandwidth_holds_when_non_comm_time_stays_and_fails_when_it_falls_as_on
 /// Sets every all-reduce time over `link` outside the 2-rank fit to `factor` × the fit's prediction.
 fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
     let fits = parlab::costmodel::predict::two_rank_fits(list);
-    let (fit, _) = fits
-        .get(&(parlab::spec::schema::Op::AllReduce, link.to_string()))
-        .unwrap()
-        .clone();
-    for m in list
-        .iter_mut()
-        .filter(|m| m.kind == "collectives" && m.plan.link == link)
-    {
-        let Some(rows) = m
-            .summary
-            .get_mut("collectives")
-            .and_then(Value::as_array_mut)
-        else {
+    let (fit, _) = fits.get(&(parlab::spec::schema::Op::AllReduce, link.to_string())).unwrap().clone();
+    for m in list.iter_mut().filter(|m| m.kind == "collectives" && m.plan.link == link) {
+        let Some(rows) = m.summary.get_mut("collectives").and_then(Value::as_array_mut) else {
             continue;
         };
         for r in rows.iter_mut().filter(|r| r["op"] == "all-reduce") {
-            let (world, size) = (
-                r["world"].as_u64().unwrap() as u32,
-                r["size_bytes"].as_u64().unwrap(),
-            );
+            let (world, size) = (r["world"].as_u64().unwrap() as u32, r["size_bytes"].as_u64().unwrap());
             if world == 2 && size <= fit.fit_max_bytes {
                 continue;
             }
-            let t = parlab::costmodel::link::collective_time(
-                fit.link(),
-                parlab::spec::schema::Op::AllReduce,
-                size as f64,
-                world,
-            );
+            let t = parlab::costmodel::link::collective_time(fit.link(), parlab::spec::schema::Op::AllReduce, size as f64, world);
             r["time_s"] = stat(t * factor);
             r["op_time_s"] = stat(t * factor);
         }
@@ -122,26 +86,13 @@ fn alpha_beta_holds_within_the_tolerance_and_fails_outside_it() {
     collectives_off_the_fit(&mut list, "mpi-shm", 1.1);
     let f = finding(&list, "alpha-beta-mpi-shm");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
-    assert!(
-        f.notes
-            .iter()
-            .any(|n| n.contains("world 4") && n.contains("holds")),
-        "{:?}",
-        f.notes
-    );
+    assert!(f.notes.iter().any(|n| n.contains("world 4") && n.contains("holds")), "{:?}", f.notes);
     collectives_off_the_fit(&mut list, "mpi-shm", 2.0);
     let f = finding(&list, "alpha-beta-mpi-shm");
     assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
-    assert!(
-        f.reason.contains("fails at ") && f.reason.contains("world 4, sizes up to"),
-        "{}",
-        f.reason
-    );
+    assert!(f.reason.contains("fails at ") && f.reason.contains("world 4, sizes up to"), "{}", f.reason);
     let worst = f.numbers.iter().find(|n| n.unit == "fraction").unwrap();
-    assert!(
-        (worst.value + 0.5).abs() < 1e-9,
-        "predicted is half the measured: {worst:?}"
-    );
+    assert!((worst.value + 0.5).abs() < 1e-9, "predicted is half the measured: {worst:?}");
 }
 
 fn set_prompt_length(list: &mut [Manifest], length: u32) {
@@ -157,41 +108,19 @@ fn regimes_hold_when_prefill_crosses_s_star_and_fail_when_it_does_not() {
     let mut list = base();
     let f = finding(&list, "regimes-mpi-shm");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
-    let s_star = f
-        .numbers
-        .iter()
-        .find(|n| n.name.starts_with("S*"))
-        .unwrap()
-        .value;
-    let decode = f
-        .numbers
-        .iter()
-        .find(|n| n.name.starts_with("decode all-reduce"))
-        .unwrap();
+    let s_star = f.numbers.iter().find(|n| n.name.starts_with("S*")).unwrap().value;
+    let decode = f.numbers.iter().find(|n| n.name.starts_with("decode all-reduce")).unwrap();
     assert_eq!(decode.value, 768.0 * 4.0, "GPT-2 float32: d·s = 768 × 4 B");
     assert!(decode.value < s_star);
     set_prompt_length(&mut list, 2);
     let f = finding(&list, "regimes-mpi-shm");
-    assert_eq!(
-        f.verdict,
-        Verdict::Fails,
-        "a 2-token prefill is below S*: {f:?}"
-    );
+    assert_eq!(f.verdict, Verdict::Fails, "a 2-token prefill is below S*: {f:?}");
 }
 
 /// A decode manifest like `base` under another layout, with its own run identity and tokens/s.
-fn decode_like(
-    base: &Manifest,
-    strategy: Strategy,
-    world: u32,
-    sequences: u32,
-    tokens_per_s: f64,
-) -> Manifest {
+fn decode_like(base: &Manifest, strategy: Strategy, world: u32, sequences: u32, tokens_per_s: f64) -> Manifest {
     let mut m = base.clone();
-    m.run_id = format!(
-        "{:064x}",
-        ((world as u64) << 32) | ((sequences as u64) << 8) | (strategy as u64 + 1)
-    );
+    m.run_id = format!("{:064x}", ((world as u64) << 32) | ((sequences as u64) << 8) | (strategy as u64 + 1));
     m.plan.run_id = m.run_id.clone();
     m.layout.strategy = strategy;
     m.layout.world = world;
@@ -206,11 +135,7 @@ fn decode_like(
 
 fn with_pipeline(one_seq: &[(u32, f64)], filled: f64, replicas: f64) -> Vec<Manifest> {
     let mut list = base();
-    let template = list
-        .iter()
-        .find(|m| m.kind == "decode" && m.layout.world == 1)
-        .unwrap()
-        .clone();
+    let template = list.iter().find(|m| m.kind == "decode" && m.layout.world == 1).unwrap().clone();
     for &(p, rate) in one_seq {
         list.push(decode_like(&template, Strategy::Pipeline, p, 1, rate));
     }
@@ -225,50 +150,30 @@ fn pipeline_holds_at_the_replicas_ceiling_and_fails_above_it_or_when_one_sequenc
     let holds = with_pipeline(&[(1, 40.0), (2, 39.0), (4, 38.0)], 48.0, 45.0);
     let f = finding(&holds, "pipeline");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
-    assert!(f
-        .numbers
-        .iter()
-        .any(|n| n.name.starts_with("pipeline ceiling /") && (n.value - 48.0 / 45.0).abs() < 1e-9));
+    assert!(f.numbers.iter().any(|n| n.name.starts_with("pipeline ceiling /") && (n.value - 48.0 / 45.0).abs() < 1e-9));
     let above = with_pipeline(&[(1, 40.0), (2, 39.0), (4, 38.0)], 150.0, 45.0);
     assert_eq!(finding(&above, "pipeline").verdict, Verdict::Fails);
     let faster = with_pipeline(&[(1, 40.0), (2, 80.0)], 48.0, 45.0);
     let f = finding(&faster, "pipeline");
     assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
     assert!(f.reason.contains("[2]"), "{}", f.reason);
-    assert_eq!(
-        finding(&base(), "pipeline").inconclusive,
-        Some(Inconclusive::MissingRuns)
-    );
+    assert_eq!(finding(&base(), "pipeline").inconclusive, Some(Inconclusive::MissingRuns));
     let replicas = finding(&holds, "shared-memory-bandwidth");
-    assert!(replicas
-        .numbers
-        .iter()
-        .any(|n| n.name.starts_with("replicas' aggregate ratio")
-            && (n.value - 45.0 / 40.0).abs() < 1e-9));
+    assert!(replicas.numbers.iter().any(|n| n.name.starts_with("replicas' aggregate ratio") && (n.value - 45.0 / 40.0).abs() < 1e-9));
 }
 
 fn with_device(mut list: Vec<Manifest>) -> Vec<Manifest> {
     for m in list.iter_mut().filter(|m| m.kind == "model") {
         if let Workload::Model { params, .. } = &mut m.plan.workload {
-            *params = ModelParams {
-                devices: vec!["book-gpu-12gib".into()],
-                context: 4096,
-            };
+            *params = ModelParams { devices: vec!["book-gpu-12gib".into()], context: 4096 };
         }
     }
     list
 }
 
 fn scale_allreduce(list: &mut [Manifest], link: &str, factor: f64) {
-    for m in list
-        .iter_mut()
-        .filter(|m| m.kind == "collectives" && m.plan.link == link)
-    {
-        let Some(rows) = m
-            .summary
-            .get_mut("collectives")
-            .and_then(Value::as_array_mut)
-        else {
+    for m in list.iter_mut().filter(|m| m.kind == "collectives" && m.plan.link == link) {
+        let Some(rows) = m.summary.get_mut("collectives").and_then(Value::as_array_mut) else {
             continue;
         };
         for r in rows.iter_mut().filter(|r| r["op"] == "all-reduce") {
@@ -282,23 +187,10 @@ fn scale_allreduce(list: &mut [Manifest], link: &str, factor: f64) {
 fn break_even_holds_when_only_the_larger_model_pays_and_fails_otherwise() {
     let mut list = with_device(base());
     let f = finding(&list, "break-even-mpi-tcp");
-    let affordable: Vec<f64> = f
-        .numbers
-        .iter()
-        .filter(|n| n.name.contains("affordable"))
-        .map(|n| n.value)
-        .collect();
+    let affordable: Vec<f64> = f.numbers.iter().filter(|n| n.name.contains("affordable")).map(|n| n.value).collect();
     assert_eq!(affordable.len(), 2, "{f:?}");
-    assert!(
-        affordable[0] < affordable[1],
-        "the larger model affords more: {affordable:?}"
-    );
-    let measured = f
-        .numbers
-        .iter()
-        .find(|n| n.name.contains("mpi-tcp all-reduce"))
-        .unwrap()
-        .value;
+    assert!(affordable[0] < affordable[1], "the larger model affords more: {affordable:?}");
+    let measured = f.numbers.iter().find(|n| n.name.contains("mpi-tcp all-reduce")).unwrap().value;
     let between = (affordable[0] * affordable[1]).sqrt() / measured;
     scale_allreduce(&mut list, "mpi-tcp", between);
     let f = finding(&list, "break-even-mpi-tcp");
@@ -306,11 +198,7 @@ fn break_even_holds_when_only_the_larger_model_pays_and_fails_otherwise() {
     scale_allreduce(&mut list, "mpi-tcp", 1000.0);
     let f = finding(&list, "break-even-mpi-tcp");
     assert_eq!(f.verdict, Verdict::Fails, "neither pays: {f:?}");
-    assert!(
-        f.reason.contains("does not pay for llama-3.1-8b"),
-        "{}",
-        f.reason
-    );
+    assert!(f.reason.contains("does not pay for llama-3.1-8b"), "{}", f.reason);
 }
 
 /// Changes the world-2 tensor run's tokens from step `k` on.
@@ -329,13 +217,7 @@ fn exactness_holds_for_equal_tokens_and_fails_on_a_real_change() {
     let mut list = base();
     let f = finding(&list, "exactness-tensor");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
-    assert!(
-        f.notes
-            .iter()
-            .any(|n| n.contains("shown not to change the answer over 1 checked prompt")),
-        "{:?}",
-        f.notes
-    );
+    assert!(f.notes.iter().any(|n| n.contains("shown not to change the answer over 1 checked prompt")), "{:?}", f.notes);
     let run = diverge_from(&mut list, 5);
     let f = finding(&list, "exactness-tensor");
     assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
@@ -346,43 +228,19 @@ fn exactness_holds_for_equal_tokens_and_fails_on_a_real_change() {
 #[test]
 fn findings_json_is_byte_identical_and_every_finding_has_a_verdict_and_numbers() {
     let list = with_device(base());
-    let (a, b) = (
-        findings::render::to_json(&compute(&list)),
-        findings::render::to_json(&compute(&list)),
-    );
+    let (a, b) = (findings::render::to_json(&compute(&list)), findings::render::to_json(&compute(&list)));
     assert_eq!(a, b);
     let doc: Value = serde_json::from_str(&a).unwrap();
     let all = doc["findings"].as_array().unwrap();
-    for prefix in [
-        "exactness-",
-        "shared-memory-bandwidth",
-        "alpha-beta-",
-        "regimes-",
-        "pipeline",
-        "break-even-",
-    ] {
-        assert!(
-            all.iter()
-                .any(|f| f["id"].as_str().unwrap().starts_with(prefix)),
-            "no {prefix} finding"
-        );
+    for prefix in ["exactness-", "shared-memory-bandwidth", "alpha-beta-", "regimes-", "pipeline", "break-even-"] {
+        assert!(all.iter().any(|f| f["id"].as_str().unwrap().starts_with(prefix)), "no {prefix} finding");
     }
     for f in all {
-        assert!(
-            ["HOLDS", "FAILS", "INCONCLUSIVE"].contains(&f["verdict"].as_str().unwrap()),
-            "{f}"
-        );
+        assert!(["HOLDS", "FAILS", "INCONCLUSIVE"].contains(&f["verdict"].as_str().unwrap()), "{f}");
         assert!(!f["reason"].as_str().unwrap().is_empty(), "{f}");
     }
-    let (id, claim, verdict) = (
-        a.find("\"id\"").unwrap(),
-        a.find("\"claim\"").unwrap(),
-        a.find("\"verdict\"").unwrap(),
-    );
-    assert!(
-        id < claim && claim < verdict,
-        "fields keep their declared order"
-    );
+    let (id, claim, verdict) = (a.find("\"id\"").unwrap(), a.find("\"claim\"").unwrap(), a.find("\"verdict\"").unwrap());
+    assert!(id < claim && claim < verdict, "fields keep their declared order");
 }
 
 const CLAIMS_SPEC: &str = "name: synth-decode\nkind: decode\nmodel: gpt2\nstrategy: tensor\nworld: [1, 2, 4]\nclaims:\n  - id: split-slower\n    figure: step\n    select: {world: 4}\n    reference: {world: 1}\n    rule: RULE\n  - id: same-tokens\n    figure: tokens\n    select: {world: 4}\n    reference: {world: 1}\n    rule: equal_tokens\n";
@@ -403,19 +261,13 @@ fn a_declared_claim_is_evaluated_into_a_finding_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     let list = with_claims(dir.path(), "greater");
     let f = finding(&list, "split-slower");
-    assert_eq!(
-        f.verdict,
-        Verdict::Holds,
-        "world 4 adds communication to the same compute: {f:?}"
-    );
+    assert_eq!(f.verdict, Verdict::Holds, "world 4 adds communication to the same compute: {f:?}");
     let ratio = f.numbers.iter().find(|n| n.unit == "ratio").unwrap().value;
     assert!(ratio > 1.0);
     assert_eq!(finding(&list, "same-tokens").verdict, Verdict::Holds);
     let mut list = with_claims(dir.path(), "less");
     assert_eq!(finding(&list, "split-slower").verdict, Verdict::Fails);
-    let m = tensor_decode(&mut list)
-        .find(|m| m.layout.world == 4)
-        .unwrap();
+    let m = tensor_decode(&mut list).find(|m| m.layout.world == 4).unwrap();
     m.answer["tokens"][0][3] = json!(1);
     assert_eq!(finding(&list, "same-tokens").verdict, Verdict::Fails);
 }
@@ -424,28 +276,13 @@ fn a_declared_claim_is_evaluated_into_a_finding_both_ways() {
 fn a_claim_with_an_unknown_figure_is_refused_by_validate_with_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("bad.yaml");
-    let text = CLAIMS_SPEC
-        .replace("RULE", "greater")
-        .replace("figure: step", "figure: stepp");
+    let text = CLAIMS_SPEC.replace("RULE", "greater").replace("figure: step", "figure: stepp");
     std::fs::write(&spec, &text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .arg("validate")
-        .arg(&spec)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab")).arg("validate").arg(&spec).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let line = text
-        .lines()
-        .position(|l| l.contains("figure: stepp"))
-        .unwrap()
-        + 1;
-    assert!(
-        stderr.contains(&format!(
-            "bad.yaml:{line}:5: claims[0].figure: unknown value `stepp`; did you mean `step`?"
-        )),
-        "{stderr}"
-    );
+    let line = text.lines().position(|l| l.contains("figure: stepp")).unwrap() + 1;
+    assert!(stderr.contains(&format!("bad.yaml:{line}:5: claims[0].figure: unknown value `stepp`; did you mean `step`?")), "{stderr}");
 }
 
 #[test]
@@ -459,24 +296,10 @@ fn the_register_opens_with_the_findings_before_any_table_and_writes_findings_jso
     let findings = md.find("## Findings").expect("a Findings section");
     let first_table = md.find("|---").expect("tables");
     assert!(findings < first_table, "findings come before any table");
-    for id in [
-        "exactness-tensor",
-        "shared-memory-bandwidth",
-        "alpha-beta-mpi-shm",
-        "regimes-mpi-shm",
-        "pipeline",
-        "break-even",
-    ] {
-        assert!(
-            md[findings..first_table].contains(&format!(": {id}")),
-            "{id} missing from the Findings section"
-        );
+    for id in ["exactness-tensor", "shared-memory-bandwidth", "alpha-beta-mpi-shm", "regimes-mpi-shm", "pipeline", "break-even"] {
+        assert!(md[findings..first_table].contains(&format!(": {id}")), "{id} missing from the Findings section");
     }
     let json = std::fs::read_to_string(out.path().join("findings.json")).unwrap();
     let (read, _) = parlab::manifest::read_all(dir.path());
-    assert_eq!(
-        json,
-        findings::render::to_json(&compute(&read)),
-        "findings.json holds the same findings"
-    );
+    assert_eq!(json, findings::render::to_json(&compute(&read)), "findings.json holds the same findings");
 }

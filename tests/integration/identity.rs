@@ -26,7 +26,8 @@ fn different_layouts_never_share_a_run_identity() {
             panic!("{} and {} share run identity {}", other, r.label(), r.run_id);
         }
     }
-    let layouts: BTreeSet<String> = runs.iter().map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment, r.threads_per_rank))).collect();
+    let layouts: BTreeSet<String> =
+        runs.iter().map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment, r.threads_per_rank))).collect();
     assert_eq!(layouts.len(), runs.len());
 }
 
@@ -64,12 +65,7 @@ fn what_each_rank_holds_is_part_of_the_identity() {
 #[test]
 fn link_threads_and_repetitions_change_the_run_but_not_the_answer() {
     let dir = tempfile::tempdir().unwrap();
-    let variants = [
-        "world: 2\n",
-        "world: 2\nlink: mpi-tcp\n",
-        "world: 2\nthreads: 3\n",
-        "world: 2\nrepetitions: 7\n",
-    ];
+    let variants = ["world: 2\n", "world: 2\nlink: mpi-tcp\n", "world: 2\nthreads: 3\n", "world: 2\nrepetitions: 7\n"];
     let runs: Vec<RunPlan> = variants
         .iter()
         .enumerate()
@@ -85,12 +81,8 @@ fn link_threads_and_repetitions_change_the_run_but_not_the_answer() {
 fn workload_model_and_weights_change_both_identities() {
     let dir = tempfile::tempdir().unwrap();
     let base = "kind: decode\nmodel: gpt2\nstrategy: data\n";
-    let variants = [
-        "new_tokens: 4\n",
-        "new_tokens: 5\n",
-        "new_tokens: 4\nprompt: {length: 8, seed: 2}\n",
-        "new_tokens: 4\nweights_seed: 9\n",
-    ];
+    let variants =
+        ["new_tokens: 4\n", "new_tokens: 5\n", "new_tokens: 4\nprompt: {length: 8, seed: 2}\n", "new_tokens: 4\nweights_seed: 9\n"];
     let runs: Vec<RunPlan> = variants
         .iter()
         .enumerate()

@@ -36,9 +36,7 @@ impl Suite {
     /// Runs `parlab run specs --no-report` with extra environment; returns the exit code.
     pub fn run(&self, env: &[(&str, &str)]) -> i32 {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_parlab"));
-        cmd.args(["run", "specs", "--no-report"])
-            .current_dir(self.dir.path())
-            .env("PARLAB_MANIFESTS", self.manifests());
+        cmd.args(["run", "specs", "--no-report"]).current_dir(self.dir.path()).env("PARLAB_MANIFESTS", self.manifests());
         cmd.env_remove("PARLAB_FAULT");
         for (k, v) in env {
             cmd.env(k, v);

@@ -1,17 +1,17 @@
 //! parlab's integration tests, one module per concern, in one test binary.
 
-mod identity;
-mod manifest_io;
-mod spec_corpus;
-mod spec_fuzz;
-mod launch;
+mod audit;
 mod collectives;
-mod report;
 mod costmodel;
 mod decode;
+mod findings;
+mod identity;
+mod launch;
+mod manifest_io;
+mod multihost;
 mod nightly;
 mod reliability;
-mod multihost;
-mod findings;
-mod audit;
+mod report;
 mod slurm;
+mod spec_corpus;
+mod spec_fuzz;

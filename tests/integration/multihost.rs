@@ -47,10 +47,7 @@ impl Drop for TwoHosts {
 
 /// The environment a user of two hosts sets: the rsh agent and Open MPI's daemon network.
 fn env() -> Vec<(&'static str, String)> {
-    vec![
-        ("OMPI_MCA_plm_rsh_agent", repo().join("ci/netns-rsh").display().to_string()),
-        ("OMPI_MCA_oob_tcp_if_include", SUBNET.to_string()),
-    ]
+    vec![("OMPI_MCA_plm_rsh_agent", repo().join("ci/netns-rsh").display().to_string()), ("OMPI_MCA_oob_tcp_if_include", SUBNET.to_string())]
 }
 
 fn run(suite: &Suite, extra: &[(&str, &str)]) -> i32 {
@@ -104,7 +101,12 @@ fn runs_across_two_hosts_record_both_hosts_keep_the_answer_and_leave_nothing_beh
     assert_eq!(suite.manifest("split").answer["exactness"]["tokens_equal"], true);
 
     // A rank killed on host B: the run fails naming the host, and nothing is left on either host.
-    suite.spec("killed", &small_collectives("killed", "60s", &format!("{four}link: mpi-tcp\ninterface: {SUBNET}\n")).replace("world: 2\n", "").replace("sizes: [4, 4096]", "sizes: [16]"));
+    suite.spec(
+        "killed",
+        &small_collectives("killed", "60s", &format!("{four}link: mpi-tcp\ninterface: {SUBNET}\n"))
+            .replace("world: 2\n", "")
+            .replace("sizes: [4, 4096]", "sizes: [16]"),
+    );
     assert_eq!(run(&suite, &[("PARLAB_FAULT", "signal:9:rank3@killed")]), 1);
     let reason = suite.manifest("killed").reason.unwrap_or_default();
     assert!(reason.contains(&format!("rank 3 on host {HOST_B} was killed by signal 9")), "{reason}");
@@ -123,7 +125,12 @@ fn plan_json_shows_the_launch_line_and_no_loopback_pin_for_remote_hosts() {
     std::fs::write(dir.join("hosts"), "localhost slots=2\nnode-elsewhere.invalid slots=2\n").unwrap();
     suite.spec("far", &small_collectives("far", "60s", "hostfile: ../hosts\nlink: [mpi-tcp, mpi-shm]\n"));
     suite.spec("near", &small_collectives("near", "60s", "link: mpi-tcp\n"));
-    let out = Command::new(env!("CARGO_BIN_EXE_parlab")).args(["plan", "specs", "--json"]).current_dir(dir).env_remove("OMPI_MCA_btl_tcp_if_include").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["plan", "specs", "--json"])
+        .current_dir(dir)
+        .env_remove("OMPI_MCA_btl_tcp_if_include")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let runs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let line = |exp: &str, link: &str| -> String {

@@ -4,7 +4,7 @@
 //! fails leaves the store as it was. Each case here failed on the first version.
 
 use super::launch::{processes_mentioning, small_collectives, Suite};
-use parlab::manifest::{Manifest, Status};
+use parlab::manifest::Status;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -457,14 +457,19 @@ fn a_garbage_results_file_is_warned_about_in_the_register_header() {
     let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "reports"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
-    assert!(register.contains("1 files skipped") && register.contains("samples.parquet: results file is not a parquet file"), "{}", &register[..register.len().min(3000)]);
+    assert!(
+        register.contains("1 files skipped") && register.contains("samples.parquet: results file is not a parquet file"),
+        "{}",
+        &register[..register.len().min(3000)]
+    );
 }
 
 #[test]
 fn a_report_that_cannot_be_written_says_so_once_naming_the_path() {
     let suite = Suite::new();
     std::fs::create_dir_all(suite.manifests()).unwrap();
-    let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "/proc/parlab-nowhere"], &[]);
+    let out =
+        parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "/proc/parlab-nowhere"], &[]);
     assert_eq!(out.status.code(), Some(2), "an output folder that cannot be made is a bad path");
     let text = stderr(&out);
     assert!(text.contains("/proc/parlab-nowhere"), "{text}");

@@ -36,13 +36,7 @@ fn fixtures() -> PathBuf {
 
 fn rendered(dir: &Path) -> report::Rendered {
     let (list, skipped) = manifest::read_all(dir);
-    report::render(
-        &list,
-        &skipped,
-        parlab::gates::load(dir),
-        Path::new("reports/templates"),
-    )
-    .unwrap()
+    report::render(&list, &skipped, parlab::gates::load(dir), Path::new("reports/templates")).unwrap()
 }
 
 /// `(slug, text)` of each `## ` section; the header is `header`.
@@ -69,19 +63,9 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     for sub in ["", "figures", "tables"] {
         let d = dir.join(sub);
-        let mut names: Vec<PathBuf> = std::fs::read_dir(&d)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
+        let mut names: Vec<PathBuf> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
         names.sort();
-        out.extend(names.into_iter().map(|p| {
-            (
-                p.strip_prefix(dir).unwrap().to_path_buf(),
-                std::fs::read(&p).unwrap(),
-            )
-        }));
+        out.extend(names.into_iter().map(|p| (p.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&p).unwrap())));
     }
     out
 }
@@ -91,10 +75,7 @@ fn fixture_manifests_match_the_schema() {
     let (list, skipped) = manifest::read_all(&fixtures());
     assert!(skipped.is_empty(), "fixtures no longer match the manifest schema: {skipped:?} (regenerate with PARLAB_UPDATE_SNAPSHOTS=1)");
     for status in [Status::Ok, Status::Failed, Status::NotRun] {
-        assert!(
-            list.iter().any(|m| m.status == status),
-            "fixtures lack a {status:?} manifest"
-        );
+        assert!(list.iter().any(|m| m.status == status), "fixtures lack a {status:?} manifest");
     }
     assert!(list.iter().any(|m| m.kind == "model"));
 }
@@ -103,38 +84,20 @@ fn fixture_manifests_match_the_schema() {
 fn the_same_manifests_give_a_byte_identical_register() {
     let src = fixtures();
     let copy = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(&src)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_file())
-    {
+    for entry in std::fs::read_dir(&src).unwrap().flatten().filter(|e| e.path().is_file()) {
         std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
     }
     std::fs::create_dir_all(copy.path().join("_gates")).unwrap();
-    std::fs::copy(
-        src.join("_gates/gates.json"),
-        copy.path().join("_gates/gates.json"),
-    )
-    .unwrap();
+    std::fs::copy(src.join("_gates/gates.json"), copy.path().join("_gates/gates.json")).unwrap();
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     report::render_all(&src, a.path()).unwrap();
     report::render_all(copy.path(), b.path()).unwrap();
     report::render_all(&src, b.path()).unwrap();
     let (fa, fb) = (files_under(a.path()), files_under(b.path()));
-    assert!(
-        fa.iter().any(|(p, _)| p.starts_with("figures"))
-            && fa.iter().any(|(p, _)| p.starts_with("tables"))
-    );
-    assert_eq!(
-        fa.iter().map(|f| &f.0).collect::<Vec<_>>(),
-        fb.iter().map(|f| &f.0).collect::<Vec<_>>()
-    );
+    assert!(fa.iter().any(|(p, _)| p.starts_with("figures")) && fa.iter().any(|(p, _)| p.starts_with("tables")));
+    assert_eq!(fa.iter().map(|f| &f.0).collect::<Vec<_>>(), fb.iter().map(|f| &f.0).collect::<Vec<_>>());
     for ((path, x), (_, y)) in fa.iter().zip(&fb) {
-        assert!(
-            x == y,
-            "{} differs between two renders of the same manifests",
-            path.display()
-        );
+        assert!(x == y, "{} differs between two renders of the same manifests", path.display());
     }
 }
 
@@ -145,24 +108,14 @@ fn the_register_references_figures_and_tables_that_exist() {
     let text = std::fs::read_to_string(path).unwrap();
     let refs: Vec<&str> = text
         .split(['(', ')'])
-        .filter(|s| {
-            (s.starts_with("figures/") && s.ends_with(".svg"))
-                || (s.starts_with("tables/") && s.ends_with(".csv"))
-        })
+        .filter(|s| (s.starts_with("figures/") && s.ends_with(".svg")) || (s.starts_with("tables/") && s.ends_with(".csv")))
         .collect();
-    assert!(
-        refs.iter().any(|r| r.starts_with("figures/")),
-        "no figure referenced"
-    );
+    assert!(refs.iter().any(|r| r.starts_with("figures/")), "no figure referenced");
     for r in refs {
-        let body = std::fs::read_to_string(out.path().join(r))
-            .unwrap_or_else(|_| panic!("{r} referenced but not written"));
+        let body = std::fs::read_to_string(out.path().join(r)).unwrap_or_else(|_| panic!("{r} referenced but not written"));
         assert!(!body.is_empty());
         if r.ends_with(".svg") {
-            assert!(
-                body.starts_with("<svg") && body.trim_end().ends_with("</svg>"),
-                "{r} is not an SVG document"
-            );
+            assert!(body.starts_with("<svg") && body.trim_end().ends_with("</svg>"), "{r} is not an SVG document");
         }
     }
 }
@@ -176,21 +129,11 @@ fn a_failed_run_is_shown_with_its_reason() {
     let measured = section(&rendered(&dir).markdown, "measured");
     for m in failed {
         let reason = m.reason.as_deref().unwrap();
-        assert!(
-            measured.contains(&m.run_id[..12]),
-            "failed run {} missing",
-            &m.run_id[..12]
-        );
-        assert!(
-            measured.contains(&report::fmt::cell(reason)),
-            "reason `{reason}` missing from:\n{measured}"
-        );
+        assert!(measured.contains(&m.run_id[..12]), "failed run {} missing", &m.run_id[..12]);
+        assert!(measured.contains(&report::fmt::cell(reason)), "reason `{reason}` missing from:\n{measured}");
     }
     let caveats = section(&rendered(&dir).markdown, "what-the-numbers");
-    assert!(
-        caveats.contains("run failed (") || caveats.contains("runs failed ("),
-        "{caveats}"
-    );
+    assert!(caveats.contains("run failed (") || caveats.contains("runs failed ("), "{caveats}");
 }
 
 #[test]
@@ -210,20 +153,9 @@ fn corrupt_and_foreign_manifests_are_skipped_with_a_warning() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "parlab report failed: {stderr}");
-    assert!(
-        stderr.contains("warning: skipped")
-            && stderr.contains("garbage.json")
-            && stderr.contains("foreign.json"),
-        "{stderr}"
-    );
-    let header = section(
-        &std::fs::read_to_string(out.path().join("evidence.md")).unwrap(),
-        "header",
-    );
-    assert!(
-        header.contains("3 manifests") && header.contains("2 files skipped"),
-        "{header}"
-    );
+    assert!(stderr.contains("warning: skipped") && stderr.contains("garbage.json") && stderr.contains("foreign.json"), "{stderr}");
+    let header = section(&std::fs::read_to_string(out.path().join("evidence.md")).unwrap(), "header");
+    assert!(header.contains("3 manifests") && header.contains("2 files skipped"), "{header}");
     assert!(header.contains("garbage.json: not valid JSON"), "{header}");
 }
 
@@ -231,14 +163,7 @@ fn corrupt_and_foreign_manifests_are_skipped_with_a_warning() {
 fn an_unmet_requirement_is_not_run_and_quotes_the_probe() {
     let root = root();
     let gpus = parlab::gates::probe("gpus", "nvidia-smi -L", std::time::Duration::from_secs(30));
-    if gpus.succeeded()
-        && gpus
-            .output
-            .lines()
-            .filter(|l| l.starts_with("GPU "))
-            .count()
-            >= 8
-    {
+    if gpus.succeeded() && gpus.output.lines().filter(|l| l.starts_with("GPU ")).count() >= 8 {
         eprintln!("skipped: this machine has 8 GPUs, so `requires: {{gpus: 8}}` is met");
         return;
     }
@@ -253,33 +178,16 @@ fn an_unmet_requirement_is_not_run_and_quotes_the_probe() {
         .env("PARLAB_MANIFESTS", &manifests)
         .output()
         .unwrap();
-    assert_eq!(
-        run.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
     let out = tmp.path().join("reports");
     let text = std::fs::read_to_string(report::render_all(&manifests, &out).unwrap()).unwrap();
     let not_run = section(&text, "not-run");
-    assert!(
-        not_run.contains("eight-gpus") && not_run.contains("gpus ≥ 8"),
-        "{not_run}"
-    );
-    assert!(
-        not_run.contains("`nvidia-smi -L`") && not_run.contains("needs 8 GPUs"),
-        "the probe is not quoted:\n{not_run}"
-    );
-    assert!(
-        !section(&text, "measured").contains("eight-gpus"),
-        "a NOT_RUN run leaked into MEASURED"
-    );
+    assert!(not_run.contains("eight-gpus") && not_run.contains("gpus ≥ 8"), "{not_run}");
+    assert!(not_run.contains("`nvidia-smi -L`") && not_run.contains("needs 8 GPUs"), "the probe is not quoted:\n{not_run}");
+    assert!(!section(&text, "measured").contains("eight-gpus"), "a NOT_RUN run leaked into MEASURED");
     if parlab::gates::saved_path(&manifests).exists() {
         let machine = section(&text, "what-this-machine");
-        assert!(
-            machine.contains("| gpus | `nvidia-smi -L` |"),
-            "the saved gates are not shown:\n{machine}"
-        );
+        assert!(machine.contains("| gpus | `nvidia-smi -L` |"), "the saved gates are not shown:\n{machine}");
     }
 }
 
@@ -288,11 +196,7 @@ fn rendered_sections_match_their_snapshots() {
     let markdown = rendered(&fixtures()).markdown;
     let dir = root().join("tests/fixtures/snapshots");
     let found = sections(&markdown);
-    assert!(
-        found.len() >= 6,
-        "expected header and five sections, found {:?}",
-        found.iter().map(|s| &s.0).collect::<Vec<_>>()
-    );
+    assert!(found.len() >= 6, "expected header and five sections, found {:?}", found.iter().map(|s| &s.0).collect::<Vec<_>>());
     for (slug, text) in found {
         let path = dir.join(format!("{slug}.md"));
         if updating() {
@@ -300,38 +204,27 @@ fn rendered_sections_match_their_snapshots() {
             std::fs::write(&path, &text).unwrap();
             continue;
         }
-        let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-            panic!(
-                "no snapshot {} (PARLAB_UPDATE_SNAPSHOTS=1 writes it)",
-                path.display()
-            )
-        });
-        assert!(want == text, "section `{slug}` differs from {} (PARLAB_UPDATE_SNAPSHOTS=1 to accept):\n--- want\n{want}\n--- got\n{text}", path.display());
+        let want = std::fs::read_to_string(&path)
+            .unwrap_or_else(|_| panic!("no snapshot {} (PARLAB_UPDATE_SNAPSHOTS=1 writes it)", path.display()));
+        assert!(
+            want == text,
+            "section `{slug}` differs from {} (PARLAB_UPDATE_SNAPSHOTS=1 to accept):\n--- want\n{want}\n--- got\n{text}",
+            path.display()
+        );
     }
 }
 
 #[test]
 fn the_default_suite_has_experiments_this_machine_may_not_run() {
     root();
-    let plans = parlab::spec::load_suite(&[
-        PathBuf::from("experiments/host-device-link.yaml"),
-        PathBuf::from("experiments/nccl-collectives.yaml"),
-    ])
-    .unwrap();
+    let plans =
+        parlab::spec::load_suite(&[PathBuf::from("experiments/host-device-link.yaml"), PathBuf::from("experiments/nccl-collectives.yaml")])
+            .unwrap();
     let gates = report::synth::gates();
     for plan in &plans {
         let unmet = gates.unmet(&plan.requires);
-        assert!(
-            !unmet.is_empty(),
-            "{} would run on a machine without GPUs",
-            plan.experiment
-        );
-        assert!(
-            unmet
-                .iter()
-                .all(|r| r.contains("nvidia-smi") || r.contains("torch")),
-            "{unmet:?}"
-        );
+        assert!(!unmet.is_empty(), "{} would run on a machine without GPUs", plan.experiment);
+        assert!(unmet.iter().all(|r| r.contains("nvidia-smi") || r.contains("torch")), "{unmet:?}");
     }
 }
 
@@ -340,10 +233,7 @@ fn the_default_suite_has_experiments_this_machine_may_not_run() {
 #[ignore = "benchmark: run by ci/bench.sh"]
 fn bench_render_10000_manifests() {
     root();
-    let n: usize = std::env::var("PARLAB_BENCH_MANIFESTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let n: usize = std::env::var("PARLAB_BENCH_MANIFESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let dir = tempfile::tempdir().unwrap();
     let plans = report::synth::plans().unwrap();
     report::synth::write_all(dir.path(), &report::synth::manifests(&plans, n, true)).unwrap();
@@ -354,32 +244,32 @@ fn bench_render_10000_manifests() {
     let path = report::render_all(dir.path(), out.path()).unwrap();
     let seconds = start.elapsed().as_secs_f64();
     let size = std::fs::metadata(&path).unwrap().len();
-    println!("bench: render_all of {} manifests: {seconds:.3} s; evidence.md {size} bytes; peak RSS {} MiB (before rendering {} MiB)", n + 1, peak_rss_kib() / 1024, rss_before / 1024);
+    println!(
+        "bench: render_all of {} manifests: {seconds:.3} s; evidence.md {size} bytes; peak RSS {} MiB (before rendering {} MiB)",
+        n + 1,
+        peak_rss_kib() / 1024,
+        rss_before / 1024
+    );
     let t = std::time::Instant::now();
     let (list, skipped) = manifest::read_all(dir.path());
     let read = t.elapsed().as_secs_f64();
     let t = std::time::Instant::now();
-    let r = report::render(
-        &list,
-        &skipped,
-        parlab::gates::load(dir.path()),
-        Path::new(report::templates::DIR),
-    )
-    .unwrap();
+    let r = report::render(&list, &skipped, parlab::gates::load(dir.path()), Path::new(report::templates::DIR)).unwrap();
     let render = t.elapsed().as_secs_f64();
     let t = std::time::Instant::now();
     report::write(&r, out.path()).unwrap();
-    println!("bench: of which reading manifests {read:.3} s, rendering {render:.3} s, writing {:.3} s ({} tables, {} figures)", t.elapsed().as_secs_f64(), r.tables.len(), r.figures.len());
+    println!(
+        "bench: of which reading manifests {read:.3} s, rendering {render:.3} s, writing {:.3} s ({} tables, {} figures)",
+        t.elapsed().as_secs_f64(),
+        r.tables.len(),
+        r.figures.len()
+    );
 }
 
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
         .unwrap_or(0)
 }
 
@@ -395,7 +285,15 @@ fn every_fitted_line_passes_within_25_percent_of_the_smallest_median_it_was_fitt
         let measured = smallest.op_time.as_ref().unwrap_or(&smallest.time).median;
         let predicted = fit.predict(smallest.size as f64);
         let error = (predicted - measured).abs() / measured;
-        assert!(error <= 0.25, "{} {} over {} ({}): line {predicted:.3e} s vs median {measured:.3e} s at {} B", fit.experiment, fit.op, fit.link, fit.run, smallest.size);
+        assert!(
+            error <= 0.25,
+            "{} {} over {} ({}): line {predicted:.3e} s vs median {measured:.3e} s at {} B",
+            fit.experiment,
+            fit.op,
+            fit.link,
+            fit.run,
+            smallest.size
+        );
         let op = parlab::spec::schema::Op::ALL.into_iter().find(|o| o.name() == fit.op).expect("a known op");
         let (steps, factor) = parlab::costmodel::link::op_factors(op, fit.world);
         assert!((fit.alpha_s * steps - fit.intercept_s).abs() <= 1e-12 + 1e-9 * fit.intercept_s, "α is the intercept per ring step");

@@ -12,38 +12,23 @@ use std::time::{Duration, Instant};
 /// Waits up to 30 s for the node of the cluster `SLURM_CONF` names to be idle (a job of an
 /// earlier test may still be completing); panics otherwise.
 fn slurm_ready() {
-    let conf = std::env::var("SLURM_CONF")
-        .expect("SLURM_CONF unset: run these tests through `ci/slurm.sh test`");
+    let conf = std::env::var("SLURM_CONF").expect("SLURM_CONF unset: run these tests through `ci/slurm.sh test`");
     let until = Instant::now() + Duration::from_secs(30);
     loop {
-        let out = Command::new("sinfo")
-            .args(["-h", "-N", "-o", "%t"])
-            .output()
-            .expect("sinfo runs");
+        let out = Command::new("sinfo").args(["-h", "-N", "-o", "%t"]).output().expect("sinfo runs");
         let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if state == "idle" {
             return;
         }
-        assert!(
-            Instant::now() < until,
-            "the Slurm node of {conf} is '{state}', not idle: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(Instant::now() < until, "the Slurm node of {conf} is '{state}', not idle: {}", String::from_utf8_lossy(&out.stderr));
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 /// Jobs Slurm still lists, running or completing (every job of this private cluster is a test's).
 fn jobs() -> Vec<String> {
-    let out = Command::new("squeue")
-        .args(["-h", "-o", "%i %j %T"])
-        .output()
-        .expect("squeue runs");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .filter(|l| !l.trim().is_empty())
-        .collect()
+    let out = Command::new("squeue").args(["-h", "-o", "%i %j %T"]).output().expect("squeue runs");
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).filter(|l| !l.trim().is_empty()).collect()
 }
 
 /// Waits up to 10 s for no process mentioning the suite and no Slurm job; panics otherwise.
@@ -54,20 +39,14 @@ fn nothing_left(suite: &Suite) {
         if procs.is_empty() && jobs.is_empty() {
             return;
         }
-        assert!(
-            Instant::now() < until,
-            "10 s after the run: processes {procs:?}, Slurm jobs {jobs:?}"
-        );
+        assert!(Instant::now() < until, "10 s after the run: processes {procs:?}, Slurm jobs {jobs:?}");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
 fn launched_by_srun(m: &Manifest) {
     let command = &m.launch.as_ref().expect("launch recorded").command;
-    assert!(
-        command.contains(&format!("srun -n {} ", m.layout.world)),
-        "{command}"
-    );
+    assert!(command.contains(&format!("srun -n {} ", m.layout.world)), "{command}");
     if std::env::var_os("SLURM_MPI_TYPE").is_none() {
         assert!(command.contains("--mpi=pmix"), "{command}");
     }
@@ -81,65 +60,32 @@ fn srun_runs_collectives_and_a_tensor_decode_with_the_unsplit_tokens() {
     let small = suite.dir.path().join("small");
     std::fs::create_dir_all(&small).unwrap();
     std::fs::write(small.join("config.json"), super::decode::SMALL).unwrap();
-    suite.spec(
-        "coll",
-        &small_collectives("coll", "60s", "launcher: srun\n"),
-    );
+    suite.spec("coll", &small_collectives("coll", "60s", "launcher: srun\n"));
     suite.spec(
         "tp",
         "name: tp\nkind: decode\nmodel: ./small\nstrategy: tensor\nworld: [1, 2]\nsequences: 1\nlink: mpi-shm\n\
          prompt: {length: 10, seed: 4}\nnew_tokens: 7\nrepetitions: 1\nwarmup: 0\nthreads: 1\ntimeout: 120s\nlauncher: srun\n",
     );
     let state = suite.dir.path().join("state");
-    assert_eq!(
-        suite.run(&[("PARLAB_STATE", state.to_str().unwrap())]),
-        0,
-        "every run ok"
-    );
+    assert_eq!(suite.run(&[("PARLAB_STATE", state.to_str().unwrap())]), 0, "every run ok");
     let (all, _) = read_all(&suite.manifests());
     assert_eq!(all.len(), 3, "collectives at 2, decode at 1 and 2");
     for m in &all {
-        assert_eq!(
-            m.status,
-            Status::Ok,
-            "{} world {}: {:?}",
-            m.experiment,
-            m.layout.world,
-            m.reason
-        );
+        assert_eq!(m.status, Status::Ok, "{} world {}: {:?}", m.experiment, m.layout.world, m.reason);
         launched_by_srun(m);
     }
     let coll = suite.manifest("coll");
     let out = suite.manifests().join(&coll.run_id);
     for rank in 0..2 {
-        assert!(
-            out.join(format!("ranklogs/rank.{rank}.stderr")).is_file(),
-            "srun's --error file of rank {rank}"
-        );
+        assert!(out.join(format!("ranklogs/rank.{rank}.stderr")).is_file(), "srun's --error file of rank {rank}");
     }
     let decode: Vec<&Manifest> = all.iter().filter(|m| m.experiment == "tp").collect();
-    let unsplit = decode
-        .iter()
-        .find(|m| m.layout.world == 1)
-        .expect("the world-1 run");
-    let split = decode
-        .iter()
-        .find(|m| m.layout.world == 2)
-        .expect("the world-2 run");
-    let tokens = unsplit.answer["tokens"][0]
-        .as_array()
-        .expect("tokens")
-        .len();
+    let unsplit = decode.iter().find(|m| m.layout.world == 1).expect("the world-1 run");
+    let split = decode.iter().find(|m| m.layout.world == 2).expect("the world-2 run");
+    let tokens = unsplit.answer["tokens"][0].as_array().expect("tokens").len();
     assert_eq!(tokens, 7, "{}", unsplit.answer);
-    assert_eq!(
-        split.answer["tokens"], unsplit.answer["tokens"],
-        "the tensor split under srun changed the tokens"
-    );
-    assert_eq!(
-        split.answer["exactness"]["tokens_equal"], true,
-        "{}",
-        split.answer["exactness"]
-    );
+    assert_eq!(split.answer["tokens"], unsplit.answer["tokens"], "the tensor split under srun changed the tokens");
+    assert_eq!(split.answer["exactness"]["tokens_equal"], true, "{}", split.answer["exactness"]);
     nothing_left(&suite);
 }
 
@@ -149,11 +95,7 @@ fn a_hanging_rank_under_srun_is_killed_at_the_timeout_leaving_nothing() {
     slurm_ready();
     let suite = Suite::new();
     suite.spec("hang", &small_collectives("hang", "6s", "launcher: srun\n"));
-    assert_eq!(
-        suite.run(&[("PARLAB_FAULT", "hang:rank1@hang")]),
-        1,
-        "a failed run makes `parlab run` exit 1"
-    );
+    assert_eq!(suite.run(&[("PARLAB_FAULT", "hang:rank1@hang")]), 1, "a failed run makes `parlab run` exit 1");
     let m = suite.manifest("hang");
     assert_eq!(m.status, Status::Failed);
     let reason = m.reason.clone().unwrap_or_default();
@@ -167,22 +109,12 @@ fn a_hanging_rank_under_srun_is_killed_at_the_timeout_leaving_nothing() {
 fn a_rank_killed_under_srun_fails_its_run_leaving_nothing() {
     slurm_ready();
     let suite = Suite::new();
-    suite.spec(
-        "killed",
-        &small_collectives("killed", "60s", "launcher: srun\n"),
-    );
-    assert_eq!(
-        suite.run(&[("PARLAB_FAULT", "signal:9:rank1@killed")]),
-        1,
-        "a failed run makes `parlab run` exit 1"
-    );
+    suite.spec("killed", &small_collectives("killed", "60s", "launcher: srun\n"));
+    assert_eq!(suite.run(&[("PARLAB_FAULT", "signal:9:rank1@killed")]), 1, "a failed run makes `parlab run` exit 1");
     let m = suite.manifest("killed");
     assert_eq!(m.status, Status::Failed);
     let reason = m.reason.clone().unwrap_or_default();
-    assert!(
-        reason.contains("rank 1 was killed by signal 9 (Killed)"),
-        "{reason}"
-    );
+    assert!(reason.contains("rank 1 was killed by signal 9 (Killed)"), "{reason}");
     launched_by_srun(&m);
     nothing_left(&suite);
 }

@@ -68,10 +68,7 @@ fn run_refuses_a_malformed_suite_and_writes_nothing() {
 
 #[test]
 fn all_problems_of_all_files_are_reported_together() {
-    let out = parlab()
-        .args(["validate", "tests/specs/bad/01-typo-key.yaml", "tests/specs/bad/35-several-problems.yaml"])
-        .output()
-        .unwrap();
+    let out = parlab().args(["validate", "tests/specs/bad/01-typo-key.yaml", "tests/specs/bad/35-several-problems.yaml"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 4, "{stderr}");
 }
@@ -109,10 +106,8 @@ fn plan_json_lists_runs_in_matrix_order_with_identities() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = runs.as_array().unwrap();
-    let order: Vec<(String, u64)> = runs
-        .iter()
-        .map(|r| (r["layout"]["strategy"].as_str().unwrap().to_string(), r["layout"]["world"].as_u64().unwrap()))
-        .collect();
+    let order: Vec<(String, u64)> =
+        runs.iter().map(|r| (r["layout"]["strategy"].as_str().unwrap().to_string(), r["layout"]["world"].as_u64().unwrap())).collect();
     let want = [("tensor", 1), ("tensor", 2), ("tensor", 4), ("pipeline", 2), ("pipeline", 4)];
     assert_eq!(order, want.map(|(s, w)| (s.to_string(), w)).to_vec());
     for r in runs {
