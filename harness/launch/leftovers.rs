@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 pub struct RankProcess {
     /// Its pid.
     pub pid: u32,
-    /// Its `--out` folder, made absolute against the process's working directory.
+    /// Its `--out` folder, made absolute against the process's working directory (canonical if it exists).
     pub out: PathBuf,
 }
 
@@ -40,6 +40,8 @@ fn rank_process(pid: u32) -> Option<RankProcess> {
     let out = args.iter().position(|a| a == "--out").and_then(|i| args.get(i + 1))?;
     let out = Path::new(out);
     let out = if out.is_absolute() { out.to_path_buf() } else { std::fs::read_link(proc_dir.join("cwd")).ok()?.join(out) };
+    // Canonical where the folder still exists, so it compares with the store's canonical path.
+    let out = std::fs::canonicalize(&out).unwrap_or(out);
     Some(RankProcess { pid, out })
 }
 
