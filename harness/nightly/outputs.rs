@@ -26,9 +26,13 @@ fn finding_line(f: &Finding) -> String {
     }
 }
 
+/// A p or q value in three significant digits, `-` when there is none.
+fn num(x: Option<f64>) -> String {
+    x.map_or("-".to_string(), |x| format!("{x:.2e}"))
+}
+
 /// One line per verdict: `VERDICT run: figure before -> after (effect, p, q; method)`.
 pub fn verdict_line(v: &FigureVerdict) -> String {
-    let num = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2e}"));
     format!(
         "{} {}: {} {:.4e} -> {:.4e} (effect {:+.1}%{}, p {}, q {}, n {}/{}; {})",
         v.verdict.name(),
@@ -203,7 +207,6 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
     let shown: Vec<&FigureVerdict> = c.verdicts.iter().filter(|v| v.verdict != Verdict::NoChange).collect();
     if !shown.is_empty() {
         m.push_str("| verdict | run | figure | before | after | effect | p | q | n |\n|---|---|---|---|---|---|---|---|---|\n");
-        let num = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2e}"));
         for v in shown {
             let _ = writeln!(
                 m,
