@@ -126,7 +126,7 @@ PYEOF
 }
 
 # --- Section: report. The evidence register rendered from 10,000 synthetic manifests
-# (harness/report/synth.rs) by `report::render_all`; aim: under 2 s, modest memory.
+# (tests/integration/synth.rs) by `report::render_all`; aim: under 2 s, modest memory.
 bench_report() {
   section "report: render_all of 10,000 synthetic manifests (aim < 2 s)"
   cargo test --release --test integration report::bench_render_10000_manifests -- --ignored --nocapture --test-threads=1 2>/dev/null | grep -o 'bench:.*'

@@ -34,6 +34,8 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
     crate::launch::signals::install();
     crate::spec::weights::allow_cache_writes();
     let runs = super::select::only(load_suite_limited(paths, options.max_runs)?, &options.only)?;
+    let origins = manifest::origins_by_run(&runs);
+    let runs = first_of_each_identity(runs);
     let dir = manifest::manifests_dir();
     let _lock = StoreLock::acquire(&dir, options.wait).map_err(|e| UserError(e.to_string()))?;
     let mut notes = end_leftovers(&dir);
@@ -48,7 +50,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
             break;
         }
         progress.start(i, &plan.label());
-        let outcome = run_one(plan, &gates, &dir, options.force, &mut notes)?;
+        let outcome = run_one(plan, origins.get(&plan.run_id).map_or(&[][..], Vec::as_slice), &gates, &dir, options.force, &mut notes)?;
         finished += 1;
         let word = match outcome {
             Outcome::Skipped => "skipped (already measured by this measuring code; --force reruns)",
@@ -99,14 +101,41 @@ fn end_leftovers(dir: &Path) -> Vec<String> {
     )]
 }
 
-fn run_one(plan: &RunPlan, gates: &Gates, dir: &Path, force: bool, notes: &mut Vec<String>) -> anyhow::Result<Outcome> {
+/// The suite without repeats of a run identity (two experiments of the same content run once;
+/// the manifest names both).
+fn first_of_each_identity(runs: Vec<RunPlan>) -> Vec<RunPlan> {
+    let mut seen = std::collections::BTreeSet::new();
+    runs.into_iter().filter(|r| seen.insert(r.run_id.clone())).collect()
+}
+
+/// A cached manifest whose origins differ from the suite's (an experiment renamed, or a
+/// second one of the same content) is rewritten with the suite's; its figures are kept.
+fn refresh_origins(path: &Path, origins: &[manifest::Origin]) -> anyhow::Result<()> {
+    let Ok(mut m) = manifest::read_one(path) else { return Ok(()) };
+    if m.origins != origins {
+        m.set_origins(origins);
+        m.write(path.parent().unwrap_or(Path::new(".")))?;
+    }
+    Ok(())
+}
+
+fn run_one(
+    plan: &RunPlan,
+    origins: &[manifest::Origin],
+    gates: &Gates,
+    dir: &Path,
+    force: bool,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Outcome> {
     let path = Manifest::path_for(dir, &plan.run_id);
     if !force && crate::manifest::cache::cached(&path) {
+        refresh_origins(&path, origins)?;
         return Ok(Outcome::Skipped);
     }
     let started_at = manifest::now();
     let unmet = gates.unmet(&plan.requires);
     let mut record = base_manifest(plan, gates, &started_at);
+    record.set_origins(origins);
     if !unmet.is_empty() {
         record.status = Status::NotRun;
         record.reason = Some(unmet.join("; "));

@@ -9,12 +9,10 @@ pub mod safetensors_header;
 pub mod shape;
 pub mod tables;
 
-use crate::cli::UserError;
-use crate::spec::schema::{Dtype, Kind};
+use crate::spec::schema::Dtype;
 use crate::spec::RunPlan;
 use serde_json::{json, Value};
 use shape::ModelShape;
-use std::path::PathBuf;
 
 /// The modelled tables of a `kind: model` run, as the manifest's summary `{"tables": [...]}`.
 pub fn tables_for_plan(plan: &RunPlan) -> Result<Value, String> {
@@ -77,125 +75,4 @@ fn bytes_json(shape: &ModelShape, d: Dtype) -> Value {
         "streamed_bytes_per_step": shape.streamed_bytes(b),
         "kv_bytes_per_token": shape.kv_bytes_per_token(b),
     })
-}
-
-fn shape_text(name: &str, s: &ModelShape, dtype: Dtype, ck: Option<&safetensors_header::CheckpointCount>) -> String {
-    use crate::units::format_bytes;
-    let b = dtype.bytes();
-    let mut t = format!(
-        "{name} ({}, {:?} layout)\n  parameters      {}\n  layers          {}\n  heads           {} query, {} KV (head width {})\n  hidden          {}\n  feed-forward    {}\n  vocabulary      {}\n  tied embeddings {}\n",
-        s.model_type,
-        s.family,
-        tables::thousands(s.params),
-        s.layers,
-        s.heads,
-        s.kv_heads,
-        s.head_dim,
-        s.hidden,
-        s.intermediate,
-        s.vocab,
-        if s.tied_embeddings { "yes" } else { "no" },
-    );
-    t.push_str(&format!(
-        "  {}: stored {} ({} B), streamed per decode step {} ({} B), KV cache per token {} ({} B)\n",
-        dtype.name(),
-        format_bytes(s.stored_bytes(b) as f64),
-        s.stored_bytes(b),
-        format_bytes(s.streamed_bytes(b) as f64),
-        s.streamed_bytes(b),
-        format_bytes(s.kv_bytes_per_token(b) as f64),
-        s.kv_bytes_per_token(b)
-    ));
-    for w in [2u64, 4, 8, 16] {
-        let k = s.kv_share(w, b);
-        let cap = if k.capped { format!(" (capped: {} copies of each KV head)", k.copies_of_each_head) } else { String::new() };
-        let problem = s.tensor_split_problem(w).map(|p| format!("; tensor split refused: {p}")).unwrap_or_default();
-        t.push_str(&format!(
-            "  tensor x{w}: {} KV heads/device, KV {}/token/device{cap}{problem}\n",
-            k.kv_heads_per_device,
-            format_bytes(k.bytes_per_token_per_device as f64)
-        ));
-    }
-    if let Some(c) = ck {
-        t.push_str(&format!(
-            "  checkpoint: {} values stored, formula {}\n",
-            tables::thousands(c.stored_values),
-            tables::thousands(c.formula_params)
-        ));
-        for e in &c.explained {
-            t.push_str(&format!("    {:+} values: {}\n", e.values, e.reason));
-        }
-        if c.unexplained != 0 {
-            t.push_str(&format!("    {:+} values NOT explained\n", c.unexplained));
-        }
-    }
-    t
-}
-
-/// Writes to stdout, ignoring a closed pipe (`parlab shape gpt2 | head`).
-fn print_quietly(text: &str) {
-    use std::io::Write;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
-}
-
-/// `parlab shape`: prints the shape of `model` (a name under models/ or a folder) as text or JSON.
-pub fn shape_command(model: &str, as_json: bool, dtype: &str) -> anyhow::Result<i32> {
-    let dt = parse_dtype(dtype).ok_or_else(|| UserError(format!("--dtype {dtype}: unknown; use float32, float16 or bfloat16")))?;
-    let named = tables::load_shape(model).map_err(UserError)?;
-    let dir = crate::model::resolve_model(model).dir;
-    let ck = safetensors_header::count_checkpoint(&dir, named.shape.params, named.shape.tied_embeddings)?;
-    let text = if as_json {
-        format!("{}\n", serde_json::to_string_pretty(&shape_json(&named.shape, dt, ck.as_ref()))?)
-    } else {
-        shape_text(model, &named.shape, dt, ck.as_ref())
-    };
-    print_quietly(&text);
-    Ok(0)
-}
-
-/// The `kind: model` runs of the specs under `paths` (default: experiments/); other kinds are skipped.
-pub fn model_plans(paths: &[PathBuf]) -> Result<Vec<RunPlan>, crate::spec::Problems> {
-    let files = crate::spec::spec_files(paths)?;
-    let mut problems = Vec::new();
-    let mut runs = Vec::new();
-    for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
-        let is_model = serde_yaml::from_str::<serde_yaml::Value>(&text)
-            .ok()
-            .and_then(|v| v.get("kind").and_then(|k| k.as_str().map(|s| s == Kind::Model.name())))
-            .unwrap_or(false);
-        if !is_model {
-            continue;
-        }
-        match crate::spec::validate::validate(&file, &text) {
-            Ok(e) => match crate::spec::expand::expand(&e, &text, 1) {
-                Ok(r) => runs.extend(r),
-                Err(p) => problems.extend(p),
-            },
-            Err(p) => problems.extend(p),
-        }
-    }
-    if problems.is_empty() {
-        Ok(runs)
-    } else {
-        Err(crate::spec::Problems(problems))
-    }
-}
-
-/// `parlab model` without a subcommand: prints the modelled tables of the `kind: model` specs.
-pub fn model_command(paths: &[PathBuf]) -> anyhow::Result<i32> {
-    let runs = model_plans(paths)?;
-    if runs.is_empty() {
-        return Err(UserError("no `kind: model` spec found (looked in the given paths, or experiments/)".into()).into());
-    }
-    let catalogue = catalogue::Catalogue::load_default().map_err(|e| UserError(e.to_string()))?;
-    for run in &runs {
-        let model_run = tables::ModelRun::from_workload(&run.workload, &catalogue).map_err(UserError)?;
-        let mut text = format!("## {} (MODELLED, run {})\n\n", run.experiment, run.short_id());
-        for t in model_run.tables() {
-            text.push_str(&tables::render_markdown(&t));
-        }
-        print_quietly(&text);
-    }
-    Ok(0)
 }

@@ -8,8 +8,9 @@ use super::shape::shape_from_config;
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
 use crate::spec::plan::Workload;
+use crate::spec::schema::Kind;
 use crate::spec::schema::{Op, Prompt, Strategy};
-use crate::table::Table;
+use crate::table::{Cell, Table};
 use crate::units::{format_bytes, format_gbps, format_seconds};
 use polars::prelude::*;
 use serde_json::Value;
@@ -51,14 +52,14 @@ fn median(v: &Value) -> Option<f64> {
     v.get("median").and_then(Value::as_f64).or_else(|| v.as_f64())
 }
 
-fn ok_of_kind<'a>(manifests: &'a [Manifest], kind: &'a str) -> impl Iterator<Item = &'a Manifest> + 'a {
+fn ok_of_kind(manifests: &[Manifest], kind: Kind) -> impl Iterator<Item = &Manifest> + '_ {
     manifests.iter().filter(move |m| m.kind == kind && m.status == Status::Ok)
 }
 
 /// Every measured collective in the `collectives` manifests.
 pub fn measured_collectives(manifests: &[Manifest]) -> Vec<MeasuredCollective> {
     let mut out = Vec::new();
-    for m in ok_of_kind(manifests, "collectives") {
+    for m in ok_of_kind(manifests, Kind::Collectives) {
         let entries = m.summary.get("collectives").and_then(Value::as_array).cloned().unwrap_or_default();
         for e in entries {
             let parsed = (|| {
@@ -142,10 +143,6 @@ pub fn collectives_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictErr
     Ok(joined)
 }
 
-fn pct(x: f64) -> String {
-    format!("{:+.0} %", 100.0 * x)
-}
-
 /// The collectives comparison as a register table.
 pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
     let df = collectives_frame(manifests)?;
@@ -157,14 +154,14 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
     let rows = (0..df.height())
         .map(|i| {
             vec![
-                op.get(i).unwrap_or("").to_string(),
-                link.get(i).unwrap_or("").to_string(),
-                world.get(i).unwrap_or(0).to_string(),
-                format_bytes(size.get(i).unwrap_or(0) as f64),
-                format_seconds(meas.get(i).unwrap_or(f64::NAN)),
-                format_seconds(pred.get(i).unwrap_or(f64::NAN)),
-                pct(err.get(i).unwrap_or(f64::NAN)),
-                if in_fit.get(i).unwrap_or(false) { "fitted" } else { "predicted" }.to_string(),
+                Cell::text(op.get(i).unwrap_or("")),
+                Cell::text(link.get(i).unwrap_or("")),
+                Cell::opt_count(world.get(i).map(u64::from)),
+                Cell::opt(size.get(i).map(|b| b as f64), Cell::Bytes),
+                Cell::opt(meas.get(i), Cell::Seconds),
+                Cell::opt(pred.get(i), Cell::Seconds),
+                Cell::opt(err.get(i), Cell::Change),
+                Cell::text(if in_fit.get(i).unwrap_or(false) { "fitted" } else { "predicted" }),
             ]
         })
         .collect();
@@ -199,7 +196,7 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
 pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) -> Option<(f64, String)> {
     let threads_of = |m: &Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64);
     let alone: Vec<&Manifest> =
-        ok_of_kind(manifests, "membw").filter(|m| m.summary.pointer("/membw/processes").and_then(Value::as_u64) == Some(1)).collect();
+        ok_of_kind(manifests, Kind::Membw).filter(|m| m.summary.pointer("/membw/processes").and_then(Value::as_u64) == Some(1)).collect();
     let matching: Vec<&Manifest> = alone.iter().copied().filter(|m| threads.is_some_and(|t| threads_of(m) == Some(t as u64))).collect();
     let pool = if matching.is_empty() { alone } else { matching };
     pool.into_iter().max_by(|a, b| (&a.finished_at, &a.run_id).cmp(&(&b.finished_at, &b.run_id))).and_then(|m| {
@@ -228,7 +225,7 @@ struct DecodeCase {
 
 /// The single-process bandwidth for each thread count the decode runs use (computed once).
 fn bandwidths_by_threads(manifests: &[Manifest]) -> BTreeMap<u32, (f64, String)> {
-    let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, "decode").map(|m| m.plan.threads_per_rank).collect();
+    let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, Kind::Decode).map(|m| m.plan.threads_per_rank).collect();
     threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect()
 }
 
@@ -281,7 +278,7 @@ fn decode_case(
 pub fn decode_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictError> {
     let fits = two_rank_fits(manifests);
     let bandwidths = bandwidths_by_threads(manifests);
-    let cases: Vec<DecodeCase> = ok_of_kind(manifests, "decode").filter_map(|m| decode_case(m, &bandwidths, &fits)).collect();
+    let cases: Vec<DecodeCase> = ok_of_kind(manifests, Kind::Decode).filter_map(|m| decode_case(m, &bandwidths, &fits)).collect();
     let measured = df!(
         "run" => cases.iter().map(|c| c.run_id.as_str()).collect::<Vec<_>>(),
         "model" => cases.iter().map(|c| c.model.as_str()).collect::<Vec<_>>(),
@@ -318,26 +315,25 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
     let sequences = df.column("sequences")?.u32()?.clone();
     let (ms, ps, se) = (f("measured_step_s")?, f("predicted_step_s")?, f("step_error")?);
     let (mc, pc, ce) = (f("measured_comm_s")?, f("predicted_comm_s")?, f("comm_error")?);
-    let opt = |v: Option<f64>, fmt: fn(f64) -> String| v.filter(|x| x.is_finite()).map(fmt).unwrap_or_else(|| "—".into());
     let rows = (0..df.height())
         .map(|i| {
             vec![
-                model.get(i).unwrap_or("").into(),
-                strategy.get(i).unwrap_or("").into(),
-                world.get(i).unwrap_or(0).to_string(),
-                sequences.get(i).unwrap_or(0).to_string(),
-                opt(ms.get(i), format_seconds),
-                opt(ps.get(i), format_seconds),
-                opt(se.get(i), pct),
-                opt(mc.get(i), format_seconds),
-                opt(pc.get(i), format_seconds),
-                opt(ce.get(i), pct),
+                Cell::text(model.get(i).unwrap_or("")),
+                Cell::text(strategy.get(i).unwrap_or("")),
+                Cell::opt_count(world.get(i).map(u64::from)),
+                Cell::opt_count(sequences.get(i).map(u64::from)),
+                Cell::opt(ms.get(i), Cell::Seconds),
+                Cell::opt(ps.get(i), Cell::Seconds),
+                Cell::opt(se.get(i), Cell::Change),
+                Cell::opt(mc.get(i), Cell::Seconds),
+                Cell::opt(pc.get(i), Cell::Seconds),
+                Cell::opt(ce.get(i), Cell::Change),
             ]
         })
         .collect();
     let bandwidths = bandwidths_by_threads(manifests);
     let world_one: std::collections::BTreeSet<u32> =
-        ok_of_kind(manifests, "decode").filter(|m| m.layout.world == 1).map(|m| m.plan.threads_per_rank).collect();
+        ok_of_kind(manifests, Kind::Decode).filter(|m| m.layout.world == 1).map(|m| m.plan.threads_per_rank).collect();
     let used: std::collections::BTreeSet<String> = world_one
         .iter()
         .filter_map(|t| bandwidths.get(t).cloned())

@@ -11,8 +11,8 @@ use super::shape::{shape_from_config, ModelShape};
 use crate::model::{resolve_model, ModelConfig};
 use crate::spec::plan::Workload;
 use crate::spec::schema::{Dtype, Op, Strategy};
-use crate::table::Table;
-use crate::units::{format_bytes, format_gbps, format_seconds, sig3};
+use crate::table::{Cell, Table};
+use crate::units::{format_bytes, format_gbps, format_seconds};
 
 /// What every modelled table says about itself.
 pub const ARITHMETIC: &str = "Arithmetic, not measurement (MODELLED): a roofline of memory-bound decode and the alpha-beta link model; it ignores overlap of communication with compute, batching, activations and the sampling step.";
@@ -114,7 +114,7 @@ impl ModelRun {
         out
     }
 
-    fn table(&self, id: &str, title: &str, what: &str, columns: &[&str], rows: Vec<Vec<String>>, provenance: Vec<String>) -> Table {
+    fn table(&self, id: &str, title: &str, what: &str, columns: &[&str], rows: Vec<Vec<Cell>>, provenance: Vec<String>) -> Table {
         Table {
             id: id.into(),
             title: title.into(),
@@ -132,19 +132,20 @@ impl ModelRun {
                 let s = &m.shape;
                 let b = dt.bytes();
                 rows.push(vec![
-                    m.name.clone(),
-                    s.model_type.clone(),
-                    thousands(s.params),
-                    s.layers.to_string(),
-                    format!("{}/{}", s.heads, s.kv_heads),
-                    s.hidden.to_string(),
-                    s.vocab.to_string(),
-                    yes_no(s.tied_embeddings),
-                    dt.name().into(),
-                    format_bytes(s.stored_bytes(b) as f64),
-                    format_bytes(s.streamed_bytes(b) as f64),
-                    format_bytes(s.kv_bytes_per_token(b) as f64),
-                    format_bytes((self.context * s.kv_bytes_per_token(b)) as f64),
+                    Cell::text(&m.name),
+                    Cell::text(&s.model_type),
+                    Cell::Large(s.params),
+                    Cell::Count(s.layers),
+                    Cell::Count(s.heads),
+                    Cell::Count(s.kv_heads),
+                    Cell::Count(s.hidden),
+                    Cell::Count(s.vocab),
+                    Cell::Flag(s.tied_embeddings),
+                    Cell::text(dt.name()),
+                    Cell::Bytes(s.stored_bytes(b) as f64),
+                    Cell::Bytes(s.streamed_bytes(b) as f64),
+                    Cell::Bytes(s.kv_bytes_per_token(b) as f64),
+                    Cell::Bytes((self.context * s.kv_bytes_per_token(b)) as f64),
                 ]);
             }
         }
@@ -153,7 +154,7 @@ impl ModelRun {
             "model-shapes",
             "Model shapes: stored against streamed bytes",
             "Parameters by formula from config.json; stored bytes are what a device holds, streamed bytes what one decode step reads (one embedding row, the whole output head).",
-            &["model", "type", "parameters", "layers", "heads/KV", "hidden", "vocab", "tied", "dtype", "stored", "streamed/step", "KV/token", &kv_at],
+            &["model", "type", "parameters", "layers", "heads", "KV heads", "hidden", "vocab", "tied", "dtype", "stored", "streamed/step", "KV/token", &kv_at],
             rows,
             self.provenance(true, false, false),
         )
@@ -166,14 +167,14 @@ impl ModelRun {
                 let dt = self.dtypes[0];
                 let share = m.shape.kv_share(p as u64, dt.bytes());
                 rows.push(vec![
-                    m.name.clone(),
-                    p.to_string(),
-                    m.shape.kv_heads.to_string(),
-                    share.kv_heads_per_device.to_string(),
-                    share.copies_of_each_head.to_string(),
-                    yes_no(share.capped),
-                    format_bytes(share.bytes_per_token_per_device as f64),
-                    format_bytes((self.context * share.bytes_per_token_per_device) as f64),
+                    Cell::text(&m.name),
+                    Cell::Count(p.into()),
+                    Cell::Count(m.shape.kv_heads),
+                    Cell::Count(share.kv_heads_per_device),
+                    Cell::Count(share.copies_of_each_head),
+                    Cell::Flag(share.capped),
+                    Cell::Bytes(share.bytes_per_token_per_device as f64),
+                    Cell::Bytes((self.context * share.bytes_per_token_per_device) as f64),
                 ]);
             }
         }
@@ -197,13 +198,13 @@ impl ModelRun {
                     let b = dt.bytes();
                     let tp = plan::tp_wire_bytes_per_token(s.hidden, s.layers, p, b);
                     rows.push(vec![
-                        m.name.clone(),
-                        dt.name().into(),
-                        p.to_string(),
-                        (2 * s.layers).to_string(),
-                        format_bytes((s.hidden * b) as f64),
-                        format_bytes(tp),
-                        format_bytes(pp_bytes_per_token(s.hidden, p, b) as f64),
+                        Cell::text(&m.name),
+                        Cell::text(dt.name()),
+                        Cell::Count(p.into()),
+                        Cell::Count(2 * s.layers),
+                        Cell::Bytes((s.hidden * b) as f64),
+                        Cell::Bytes(tp),
+                        Cell::Bytes(pp_bytes_per_token(s.hidden, p, b) as f64),
                     ]);
                 }
             }
@@ -224,14 +225,14 @@ impl ModelRun {
             for &p in self.worlds.iter().filter(|&&p| p > 1) {
                 let link = l.link();
                 rows.push(vec![
-                    l.name.clone(),
-                    format_seconds(link.alpha_s),
-                    format_gbps(link.beta_bps),
-                    p.to_string(),
-                    format!("{:.0}", op_factors(Op::AllReduce, p).0),
-                    format_bytes(crossover_bytes(link, p)),
-                    format_seconds(allreduce_time(link, 8192.0, p)),
-                    format_seconds(allreduce_time(link, 32.0 * 1024.0 * 1024.0, p)),
+                    Cell::text(&l.name),
+                    Cell::Seconds(link.alpha_s),
+                    Cell::BytesPerSec(link.beta_bps),
+                    Cell::Count(p.into()),
+                    Cell::Number(op_factors(Op::AllReduce, p).0),
+                    Cell::Bytes(crossover_bytes(link, p)),
+                    Cell::Seconds(allreduce_time(link, 8192.0, p)),
+                    Cell::Seconds(allreduce_time(link, 32.0 * 1024.0 * 1024.0, p)),
                 ]);
             }
         }
@@ -340,23 +341,23 @@ impl ModelRun {
                         let limit = tp_break_even_allreduce_s(t1, p, s.layers);
                         let act = (s.hidden * dt.bytes()) as f64;
                         let eq147 = if p == 2 {
-                            format_seconds(alpha_star_tp2(s.stored_bytes(dt.bytes()) as f64, s.layers, d.bandwidth_bps()))
+                            Cell::Seconds(alpha_star_tp2(s.stored_bytes(dt.bytes()) as f64, s.layers, d.bandwidth_bps()))
                         } else {
-                            "—".into()
+                            Cell::Missing
                         };
                         let mut row = vec![
-                            m.name.clone(),
-                            dt.name().into(),
-                            d.name.clone(),
-                            format_seconds(t1),
-                            s.layers.to_string(),
-                            p.to_string(),
-                            format_seconds(limit),
+                            Cell::text(&m.name),
+                            Cell::text(dt.name()),
+                            Cell::text(&d.name),
+                            Cell::Seconds(t1),
+                            Cell::Count(s.layers),
+                            Cell::Count(p.into()),
+                            Cell::Seconds(limit),
                             eq147,
                         ];
                         for l in &self.links {
                             let t = allreduce_time(l.link(), act, p);
-                            row.push(format!("{} ({})", format_seconds(t), if t < limit { "pays" } else { "does not pay" }));
+                            row.push(Cell::noted(Cell::Seconds(t), if t < limit { "pays" } else { "does not pay" }));
                         }
                         rows.push(row);
                     }
@@ -394,11 +395,11 @@ impl ModelRun {
             for &m in &self.sequences {
                 let round = plan::pipeline_round_time(m, p, 1.0);
                 rows.push(vec![
-                    p.to_string(),
-                    m.to_string(),
-                    format!("{:.1} %", 100.0 * bubble_fraction(p, m)),
-                    sig3(round),
-                    format!("{:.1} %", 100.0 * m as f64 / round / p as f64),
+                    Cell::Count(p.into()),
+                    Cell::Count(m.into()),
+                    Cell::Fraction(bubble_fraction(p, m)),
+                    Cell::Number(round),
+                    Cell::Fraction(m as f64 / round / p as f64),
                 ]);
             }
         }
@@ -413,68 +414,22 @@ impl ModelRun {
     }
 }
 
-fn plan_row(model: &str, dt: Dtype, label: &str, p: u32, seq: u32, pl: &plan::Plan) -> Vec<String> {
+fn plan_row(model: &str, dt: Dtype, label: &str, p: u32, seq: u32, pl: &plan::Plan) -> Vec<Cell> {
     vec![
-        model.into(),
-        dt.name().into(),
-        label.into(),
-        p.to_string(),
-        seq.to_string(),
-        yes_no(pl.fits),
-        format_bytes(pl.stored_bytes_per_device as f64),
-        format_bytes(pl.kv_bytes_per_device as f64),
-        format_seconds(pl.compute_s),
-        format_seconds(pl.comm_s),
-        format_seconds(pl.step_s),
-        format_seconds(pl.round_s),
-        sig3(pl.tokens_per_s),
-        pl.collectives_per_token.to_string(),
-        format_bytes(pl.wire_bytes_per_token),
+        Cell::text(model),
+        Cell::text(dt.name()),
+        Cell::text(label),
+        Cell::Count(p.into()),
+        Cell::Count(seq.into()),
+        Cell::Flag(pl.fits),
+        Cell::Bytes(pl.stored_bytes_per_device as f64),
+        Cell::Bytes(pl.kv_bytes_per_device as f64),
+        Cell::Seconds(pl.compute_s),
+        Cell::Seconds(pl.comm_s),
+        Cell::Seconds(pl.step_s),
+        Cell::Seconds(pl.round_s),
+        Cell::Number(pl.tokens_per_s),
+        Cell::Count(pl.collectives_per_token),
+        Cell::Bytes(pl.wire_bytes_per_token),
     ]
-}
-
-fn yes_no(b: bool) -> String {
-    if b { "yes" } else { "no" }.into()
-}
-
-/// An integer with thousands separators: 124,439,808.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A table as markdown: heading, caption, rows, provenance.
-pub fn render_markdown(t: &Table) -> String {
-    let mut s =
-        format!("### {}\n\n{}\n\n| {} |\n|{}|\n", t.title, t.caption, t.columns.join(" | "), vec!["---"; t.columns.len()].join("|"));
-    for r in &t.rows {
-        s.push_str(&format!("| {} |\n", r.join(" | ")));
-    }
-    if !t.provenance.is_empty() {
-        s.push_str("\nProvenance:\n");
-        for p in &t.provenance {
-            s.push_str(&format!("- {p}\n"));
-        }
-    }
-    s.push('\n');
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_separators() {
-        assert_eq!(thousands(124439808), "124,439,808");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-    }
 }

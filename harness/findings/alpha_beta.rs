@@ -4,6 +4,7 @@
 use super::{Finding, Inconclusive, Inputs, TOLERANCE};
 use crate::costmodel::link::{collective_time, LinkFit};
 use crate::report::facts::CollRow;
+use crate::report::fmt::percent;
 use crate::spec::schema::Op;
 use crate::units::format_bytes;
 use std::collections::BTreeMap;
@@ -21,7 +22,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
 fn claim(id: &str, link: &str) -> Finding {
     Finding::new(
         id,
-        &format!("The all-reduce's α and β fitted on 2 ranks over {link} predict its time at other world sizes and at held-out larger sizes within ±{:.0} %.", TOLERANCE * 100.0),
+        &format!("The all-reduce's α and β fitted on 2 ranks over {link} predict its time at other world sizes and at held-out larger sizes within ±{}.", percent(TOLERANCE, false)),
         &["collectives.op_time_s (all-reduce; time_s where op_time_s is absent)", "fit.alpha_s", "fit.beta_Bps"],
         &format!("ring model 2(p-1)α + 2(p-1)/p·S/β from the 2-rank fit; a point holds when |predicted - measured| / measured <= {TOLERANCE} or the prediction lies within the measured min..max; HOLDS when every point outside the fit holds"),
     )
@@ -69,11 +70,11 @@ fn link_finding(inp: &Inputs, link: &str, fit: &LinkFit, run: &str) -> Finding {
         f.number(&format!("largest prediction error, {what}"), t.worst, "fraction", &runs);
         let verdict = if t.failed == 0 { "holds" } else { "fails" };
         f.notes.push(format!(
-            "{what}: {verdict} ({} of {} sizes within ±{:.0} %; largest error {:+.0} % at {})",
+            "{what}: {verdict} ({} of {} sizes within ±{}; largest error {} at {})",
             t.points - t.failed,
             t.points,
-            TOLERANCE * 100.0,
-            t.worst * 100.0,
+            percent(TOLERANCE, false),
+            percent(t.worst, true),
             format_bytes(t.worst_size as f64)
         ));
         if t.failed == 0 {

@@ -9,6 +9,7 @@ use crate::costmodel::plan::{single_device_step_s, tp_break_even_allreduce_s};
 use crate::costmodel::tables::ModelRun;
 use crate::manifest::Status;
 use crate::report::facts::CollRow;
+use crate::spec::schema::Kind;
 use crate::spec::schema::Op;
 use crate::units::{format_bytes, format_seconds};
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ pub struct BreakEven {
 
 /// The break-even of every model of the ok `kind: model` runs (first device and dtype of each run).
 pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, String> {
-    let runs: Vec<_> = inp.list.iter().filter(|m| m.kind == "model" && m.status == Status::Ok).collect();
+    let runs: Vec<_> = inp.list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok).collect();
     if runs.is_empty() {
         return Ok(Vec::new());
     }
@@ -116,7 +117,7 @@ fn link_finding(link: &str, rows: &[&CollRow], models: &[BreakEven]) -> Finding 
         f.notes.push(format!(
             "{} ({} parameters, d·s {}): affords {}, {link} measured {} at {}: a split {}",
             b.model,
-            crate::costmodel::tables::thousands(b.params),
+            crate::report::fmt::thousands(b.params),
             format_bytes(b.message_bytes),
             format_seconds(b.affordable_s),
             format_seconds(r.time.median),

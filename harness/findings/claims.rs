@@ -148,14 +148,14 @@ fn claim_text(c: &Claim) -> String {
     c.text.clone().unwrap_or_else(|| {
         let sel = words(&c.select);
         let against = c.reference.as_ref().map_or_else(|| format!("{}", c.value.unwrap_or(f64::NAN)), |r| format!("that of {}", words(r)));
-        let tol = c.tolerance * 100.0;
+        let tol = crate::report::fmt::percent(c.tolerance, false);
         match c.rule.as_str() {
             "equal_tokens" => {
                 format!("The runs of {sel} generate the same tokens as those of {against}.")
             }
-            "less" => format!("The {} of {sel} is below {against} (tolerance {tol:.0} %).", c.figure),
-            "greater" => format!("The {} of {sel} is above {against} (tolerance {tol:.0} %).", c.figure),
-            _ => format!("The {} of {sel} is within ±{tol:.0} % of {against}.", c.figure),
+            "less" => format!("The {} of {sel} is below {against} (tolerance {tol}).", c.figure),
+            "greater" => format!("The {} of {sel} is above {against} (tolerance {tol}).", c.figure),
+            _ => format!("The {} of {sel} is within ±{tol} of {against}.", c.figure),
         }
         .replace("those of that of", "those of")
     })

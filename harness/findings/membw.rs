@@ -6,6 +6,7 @@
 use super::{by_world, short, side, Finding, Inconclusive, Inputs, Side};
 use crate::manifest::{Manifest, Status};
 use crate::report::facts::{DecodeRow, Stat};
+use crate::spec::schema::Kind;
 use crate::units::format_seconds;
 use serde_json::Value;
 
@@ -87,7 +88,7 @@ fn aggregate(m: &Manifest, stream: bool) -> Option<Stat> {
 
 fn plateau(f: &mut Finding, inp: &Inputs) {
     let single = |m: &&Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64) == Some(1);
-    let runs = by_world(inp.list.iter().filter(|m| m.kind == "membw" && m.status == Status::Ok).filter(single), |m| {
+    let runs = by_world(inp.list.iter().filter(|m| m.kind == Kind::Membw && m.status == Status::Ok).filter(single), |m| {
         m.summary.pointer("/membw/processes").and_then(Value::as_u64).unwrap_or(u64::from(m.layout.world)) as u32
     });
     let (Some(one), Some((&p, top))) = (runs.get(&1), runs.iter().next_back().filter(|&(&p, _)| p > 1)) else {

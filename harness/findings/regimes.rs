@@ -6,6 +6,7 @@ use crate::costmodel::link::{crossover_bytes, LinkFit};
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
 use crate::spec::plan::Workload;
+use crate::spec::schema::Kind;
 use crate::spec::schema::Prompt;
 use crate::units::format_bytes;
 use std::collections::BTreeMap;
@@ -27,7 +28,7 @@ pub struct Sizes {
 pub fn decode_sizes(list: &[Manifest]) -> Vec<Sizes> {
     let mut hidden: BTreeMap<std::path::PathBuf, Option<u64>> = BTreeMap::new();
     let mut out: BTreeMap<String, Sizes> = BTreeMap::new();
-    for m in list.iter().filter(|m| m.kind == "decode" && m.status == Status::Ok) {
+    for m in list.iter().filter(|m| m.kind == Kind::Decode && m.status == Status::Ok) {
         let (Some(model), Workload::Decode { prompt, dtype, .. }) = (&m.plan.model, &m.plan.workload) else {
             continue;
         };

@@ -100,7 +100,7 @@ pub fn format_value(v: f64, unit: &str) -> String {
         "B/s" => format_gbps(v),
         "tokens/s" => format!("{} tokens/s", sig3(v)),
         "ratio" => format!("{}×", sig3(v)),
-        "fraction" => format!("{:+.1} %", v * 100.0),
+        "fraction" => crate::report::fmt::percent(v, true),
         "count" => format!("{v:.0}"),
         "logit" if v == 0.0 => "0 (bit-identical)".into(),
         "logit" => format!("{v:.2e}"),

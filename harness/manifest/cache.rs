@@ -3,6 +3,7 @@
 //! name already covers the spec, the model config and the weights.
 
 use super::{read_one, Manifest, Status, MEASURING_DIGEST};
+use crate::spec::schema::Kind;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -19,7 +20,7 @@ pub fn fresh(m: &Manifest) -> bool {
 /// The register's caveat for ok, launched runs measured by other measuring code, if any.
 pub fn older_build_caveat(list: &[Manifest]) -> Option<String> {
     let older: Vec<&Manifest> =
-        list.iter().filter(|m| m.status == Status::Ok && m.kind != "model" && m.parlab.measuring != MEASURING_DIGEST).collect();
+        list.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model && m.parlab.measuring != MEASURING_DIGEST).collect();
     if older.is_empty() {
         return None;
     }

@@ -1,6 +1,7 @@
 //! Manifests: one JSON file per run identity in `manifests/`, written atomically.
 
 use crate::spec::plan::{Layout, RunPlan};
+use crate::spec::schema::Kind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::Write;
@@ -10,12 +11,47 @@ pub mod cache;
 pub mod lock;
 pub mod placement;
 
-/// The manifest format's version tag.
-pub const SCHEMA: &str = "parlab.manifest/1";
+/// The manifest format's version tag. Version 2: typed table cells, a typed kind, and the
+/// experiments a run identity came from (`origins`).
+pub const SCHEMA: &str = "parlab.manifest/2";
+
+/// The tag of the first format, which `read_one` refuses with what to do about it.
+pub const SCHEMA_V1: &str = "parlab.manifest/1";
 
 /// The folder manifests live in: `$PARLAB_MANIFESTS` or `manifests/`.
 pub fn manifests_dir() -> PathBuf {
     std::env::var_os("PARLAB_MANIFESTS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("manifests"))
+}
+
+/// An experiment that expanded to a run identity: its name, spec file and place in the expansion.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Origin {
+    /// The experiment's name.
+    pub experiment: String,
+    /// The spec file it was read from.
+    pub spec: PathBuf,
+    /// The run's position in that experiment's expansion.
+    pub index: usize,
+}
+
+impl Origin {
+    /// Where `plan` came from.
+    pub fn of(plan: &RunPlan) -> Self {
+        Origin { experiment: plan.experiment.clone(), spec: plan.spec_path.clone(), index: plan.index }
+    }
+}
+
+/// The origins of every run identity in `runs`, in suite order.
+pub fn origins_by_run(runs: &[RunPlan]) -> std::collections::BTreeMap<String, Vec<Origin>> {
+    let mut map: std::collections::BTreeMap<String, Vec<Origin>> = std::collections::BTreeMap::new();
+    for r in runs {
+        let list = map.entry(r.run_id.clone()).or_default();
+        let o = Origin::of(r);
+        if !list.contains(&o) {
+            list.push(o);
+        }
+    }
+    map
 }
 
 /// How a run ended.
@@ -82,10 +118,14 @@ pub struct Manifest {
     pub run_id: String,
     /// Answer identity.
     pub answer_id: String,
-    /// Experiment name.
+    /// Experiment name (the first of `origins`).
     pub experiment: String,
-    /// Experiment kind.
-    pub kind: String,
+    /// Every experiment of the last suite that expanded to this run identity, with its spec
+    /// file: a renamed experiment, or two experiments with the same content, show here.
+    #[serde(default)]
+    pub origins: Vec<Origin>,
+    /// Experiment kind (the workload's own; kept beside it for readers of the JSON).
+    pub kind: Kind,
     /// How the run ended.
     pub status: Status,
     /// Why it failed or did not run.
@@ -128,7 +168,8 @@ impl Manifest {
             run_id: plan.run_id.clone(),
             answer_id: plan.answer_id.clone(),
             experiment: plan.experiment.clone(),
-            kind: plan.kind.name().into(),
+            origins: vec![Origin::of(plan)],
+            kind: plan.kind,
             status: Status::Ok,
             reason: None,
             layout: plan.layout.clone(),
@@ -153,6 +194,17 @@ impl Manifest {
     /// The folder for a run's results files.
     pub fn results_dir(dir: &Path, run_id: &str) -> PathBuf {
         dir.join(run_id)
+    }
+
+    /// Sets the experiments this run identity came from (the first names it), as the suite now says.
+    pub fn set_origins(&mut self, origins: &[Origin]) {
+        if let Some(first) = origins.first() {
+            self.experiment = first.experiment.clone();
+            self.plan.experiment = first.experiment.clone();
+            self.plan.spec_path = first.spec.clone();
+            self.plan.index = first.index;
+            self.origins = origins.to_vec();
+        }
     }
 
     /// Writes the manifest to `dir/<run_id>.json` atomically.
@@ -223,6 +275,11 @@ pub fn read_one(path: &Path) -> Result<Manifest, String> {
     let value: Value = serde_json::from_str(&text).map_err(|e| format!("not valid JSON ({e})"))?;
     match value.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => {}
+        Some(SCHEMA_V1) => {
+            return Err(format!(
+                "written by an older parlab ({SCHEMA_V1}: tables of formatted text, no origins); `parlab run` re-measures it (or delete it); it is not migrated because its table cells lost their numbers"
+            ))
+        }
         Some(other) => return Err(format!("schema `{other}` is not {SCHEMA}")),
         None => return Err("not a parlab manifest (no `schema` key)".into()),
     }

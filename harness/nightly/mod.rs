@@ -5,6 +5,7 @@
 //! `--tolerance` where a night has no samples.
 
 use crate::manifest::{Manifest, Skipped, Status};
+use crate::spec::schema::Kind;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -216,7 +217,7 @@ impl Night {
     pub fn load(dir: &Path) -> (Night, Vec<Skipped>) {
         let (manifests, skipped) = crate::manifest::read_all(dir);
         let (mut samples, mut unread) = (BTreeMap::new(), Vec::new());
-        for m in manifests.iter().filter(|m| m.status == Status::Ok && m.kind != "model") {
+        for m in manifests.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model) {
             match samples::load(m, dir) {
                 Ok(s) => {
                     samples.insert(m.run_id.clone(), s);

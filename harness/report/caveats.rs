@@ -4,11 +4,13 @@ use super::facts::Facts;
 use crate::manifest::{Manifest, Status};
 use crate::spec::plan::Workload;
 use crate::spec::schema::Dtype;
+use crate::spec::schema::Kind;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The caveats, one sentence or short paragraph each, in a fixed order.
 pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
-    let launched: Vec<&Manifest> = list.iter().filter(|m| m.launch.is_some() || (m.kind != "model" && m.status == Status::Ok)).collect();
+    let launched: Vec<&Manifest> =
+        list.iter().filter(|m| m.launch.is_some() || (m.kind != Kind::Model && m.status == Status::Ok)).collect();
     let mut out = Vec::new();
     out.extend(oversubscribed(&launched));
     out.extend(shared_memory(&launched));
@@ -20,7 +22,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     out.extend(kernels(&launched));
     out.extend(failed(list));
     out.extend(not_run(list));
-    if list.iter().any(|m| m.kind == "model" && m.status == Status::Ok) {
+    if list.iter().any(|m| m.kind == Kind::Model && m.status == Status::Ok) {
         out.push("MODELLED tables are arithmetic from the cost model's inputs (shapes, device and link constants, some of them assumed; see each table's provenance), not measurements.".into());
     }
     if !facts.unreadable.is_empty() {
@@ -31,11 +33,31 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
         ));
     }
     out.extend(other_caveats(&launched));
+    out.extend(shared_identities(list));
     out.extend(crate::manifest::cache::older_build_caveat(list));
     if out.is_empty() {
         out.push("No launched run recorded a caveat.".into());
     }
     out
+}
+
+/// Run identities that several experiments expanded to: measured once, shown under the first name.
+fn shared_identities(list: &[Manifest]) -> Option<String> {
+    let shared: Vec<String> = list
+        .iter()
+        .filter(|m| m.origins.len() > 1)
+        .map(|m| {
+            let names: Vec<String> = m.origins.iter().map(|o| format!("`{}` #{} ({})", o.experiment, o.index, o.spec.display())).collect();
+            format!("run {} is {}", super::facts::short(&m.run_id), names.join(" and "))
+        })
+        .collect();
+    (!shared.is_empty()).then(|| {
+        format!(
+            "{} runs are the same run identity for several experiments of the same content, measured once and shown under the first name: {}.",
+            shared.len(),
+            shared.join("; ")
+        )
+    })
 }
 
 fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
@@ -107,7 +129,7 @@ fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
     let models: BTreeSet<&str> = facts.decode.iter().map(|r| r.model.as_str()).filter(|m| !m.is_empty()).collect();
     let dtypes: BTreeSet<&str> = facts.decode.iter().map(|r| r.dtype.as_str()).filter(|d| !d.is_empty()).collect();
     let mut modelled: BTreeSet<String> = BTreeSet::new();
-    for m in list.iter().filter(|m| m.kind == "model") {
+    for m in list.iter().filter(|m| m.kind == Kind::Model) {
         if let Workload::Model { models: names, .. } = &m.plan.workload {
             modelled.extend(names.iter().filter(|n| !models.contains(n.as_str())).cloned());
         }
@@ -157,13 +179,13 @@ fn fit_errors(facts: &Facts) -> Option<String> {
     let (err, f, size) = worst;
     (err > 0.25).then(|| {
         format!(
-        "The α-β model is validated only where it was fitted: at held-out sizes it missed by up to {:.0}% ({} over {} ranks on {}, {}).",
-        err * 100.0,
-        f.op,
-        f.world,
-        f.link,
-        crate::units::format_bytes(size as f64)
-    )
+            "The α-β model is validated only where it was fitted: at held-out sizes it missed by up to {} ({} over {} ranks on {}, {}).",
+            super::fmt::percent(err, false),
+            f.op,
+            f.world,
+            f.link,
+            crate::units::format_bytes(size as f64)
+        )
     })
 }
 
@@ -252,7 +274,7 @@ fn collective_timing(facts: &Facts) -> Option<String> {
 /// Which matvec kernel the decode runs used, on which CPU features (`model::matvec`).
 fn kernels(launched: &[&Manifest]) -> Option<String> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
-    for m in launched.iter().filter(|m| m.kind == "decode") {
+    for m in launched.iter().filter(|m| m.kind == Kind::Decode) {
         let d = m.summary.get("decode");
         let kernel = d.and_then(|d| d.get("matvec_kernel")).and_then(|k| k.as_str());
         let features: Vec<&str> = d

@@ -2,6 +2,7 @@
 //! tables, figures and caveats read one parse of each summary.
 
 use crate::manifest::{Manifest, Status};
+use crate::spec::schema::Kind;
 use serde_json::Value;
 
 /// A statistics object `{median, min, max, p99, n}`.
@@ -212,7 +213,7 @@ impl Facts {
     /// Reads the rows of every ok, launched manifest.
     pub fn read(list: &[Manifest]) -> Facts {
         let mut f = Facts::default();
-        for m in list.iter().filter(|m| m.status == Status::Ok && m.kind != "model") {
+        for m in list.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model) {
             let before = f.count();
             f.read_one(m);
             if f.count() == before {

@@ -1,27 +1,45 @@
 //! Fixed cell formats for the register (built on `crate::units`), so the same
-//! manifests always print the same text.
+//! manifests always print the same text: every table cell becomes text here.
 
-use super::facts::Stat;
+use crate::table::Cell;
 use crate::units::{format_bytes, format_gbps, format_seconds, sig3};
 
-/// A duration, or `–` when absent or not finite.
-pub fn secs(v: Option<f64>) -> String {
-    v.filter(|x| x.is_finite()).map_or("–".into(), format_seconds)
+/// The text of a cell in the register: the one place cells become words.
+pub fn text(c: &Cell) -> String {
+    match c {
+        Cell::Missing => "–".into(),
+        Cell::Text(s) => s.clone(),
+        Cell::Count(n) => n.to_string(),
+        Cell::Large(n) => thousands(*n),
+        Cell::Number(x) => finite(*x, sig3),
+        Cell::Small(x) => finite(*x, |x| if x == 0.0 { "0".into() } else { format!("{x:.1e}") }),
+        Cell::Seconds(x) => finite(*x, format_seconds),
+        Cell::Bytes(x) => finite(*x, format_bytes),
+        Cell::BytesPerSec(x) => finite(*x, format_gbps),
+        Cell::Fraction(x) => finite(*x, |x| percent(x, false)),
+        Cell::Change(x) => finite(*x, |x| percent(x, true)),
+        Cell::Verdict(b) => if *b { "yes" } else { "NO" }.into(),
+        Cell::Flag(b) => if *b { "yes" } else { "no" }.into(),
+        Cell::Range(a, b) => format!("{} – {}", text(a), text(b)),
+        Cell::Noted(a, note) => format!("{} ({note})", text(a)),
+    }
 }
 
-/// `min – max` of a duration statistic.
-pub fn secs_range(s: Option<&Stat>) -> String {
-    s.map_or("–".into(), |s| format!("{} – {}", format_seconds(s.min), format_seconds(s.max)))
+fn finite(x: f64, f: impl Fn(f64) -> String) -> String {
+    if x.is_finite() {
+        f(x)
+    } else {
+        "–".into()
+    }
 }
 
-/// A bandwidth in GB/s, or `–`.
-pub fn gbps(v: Option<f64>) -> String {
-    v.filter(|x| x.is_finite()).map_or("–".into(), format_gbps)
-}
-
-/// `min – max` of a bandwidth statistic in GB/s.
-pub fn gbps_range(s: Option<&Stat>) -> String {
-    s.map_or("–".into(), |s| format!("{} – {}", format_gbps(s.min), format_gbps(s.max)))
+/// A fraction as a percentage with one decimal (`42.9%`), signed when it is a change (`+86.0%`).
+pub fn percent(fraction: f64, signed: bool) -> String {
+    if signed {
+        format!("{:+.1}%", fraction * 100.0)
+    } else {
+        format!("{:.1}%", fraction * 100.0)
+    }
 }
 
 /// A byte count with a binary unit.
@@ -29,37 +47,21 @@ pub fn bytes(v: u64) -> String {
     format_bytes(v as f64)
 }
 
-/// A plain number with three significant figures, or `–`.
-pub fn plain(v: Option<f64>) -> String {
-    v.filter(|x| x.is_finite()).map_or("–".into(), sig3)
-}
-
-/// A small difference in scientific notation (`9.2e-5`), or `–`.
-pub fn sci(v: Option<f64>) -> String {
-    v.filter(|x| x.is_finite()).map_or("–".into(), |x| if x == 0.0 { "0".into() } else { format!("{x:.1e}") })
-}
-
-/// A fraction as a signed percentage (`+86%`), or `–`.
-pub fn percent(v: Option<f64>) -> String {
-    v.filter(|x| x.is_finite()).map_or("–".into(), |x| format!("{:+.0}%", x * 100.0))
-}
-
-/// yes / NO / –.
-pub fn verdict(v: Option<bool>) -> String {
-    match v {
-        Some(true) => "yes".into(),
-        Some(false) => "NO".into(),
-        None => "–".into(),
+/// An integer with thousands separators: 124,439,808.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
     }
-}
-
-/// A count, or `–`.
-pub fn count(v: Option<u64>) -> String {
-    v.map_or("–".into(), |n| n.to_string())
+    out
 }
 
 /// Text safe inside a markdown table cell: pipes escaped, line breaks folded.
-pub fn cell(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if !out.is_empty() {
@@ -89,11 +91,17 @@ mod tests {
 
     #[test]
     fn cells_and_slugs() {
-        assert_eq!(cell("a|b\n  c"), "a\\|b / c");
+        assert_eq!(escape("a|b\n  c"), "a\\|b / c");
         assert_eq!(slug("Decode: GPT-2 (tensor)"), "decode-gpt-2-tensor");
-        assert_eq!(percent(Some(-0.861)), "-86%");
-        assert_eq!(sci(Some(9.2e-5)), "9.2e-5");
-        assert_eq!(sci(Some(0.0)), "0");
-        assert_eq!(secs_range(Some(&Stat { median: 2e-3, min: 1e-3, max: 3e-3, p99: 3e-3, n: 3 })), "1.00 ms – 3.00 ms");
+        assert_eq!(text(&Cell::Change(-0.861)), "-86.1%");
+        assert_eq!(text(&Cell::Fraction(0.5)), "50.0%");
+        assert_eq!(text(&Cell::Small(9.2e-5)), "9.2e-5");
+        assert_eq!(text(&Cell::Small(0.0)), "0");
+        assert_eq!(text(&Cell::range(1e-3, 3e-3, Cell::Seconds)), "1.00 ms – 3.00 ms");
+        assert_eq!(text(&Cell::noted(Cell::Seconds(1.09e-4), "does not pay")), "109 µs (does not pay)");
+        assert_eq!(text(&Cell::Seconds(f64::NAN)), "–");
+        assert_eq!(text(&Cell::Large(124439808)), "124,439,808");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::gates::{Gates, Probe};
 use crate::manifest::{Manifest, Skipped, Status};
+use crate::spec::schema::Kind;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -26,7 +27,7 @@ pub struct Header {
 /// Builds the header from the manifests and the skipped files.
 pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
     let n = |s: Status| list.iter().filter(|m| m.status == s).count();
-    let modelled = list.iter().filter(|m| m.kind == "model" && m.status == Status::Ok).count();
+    let modelled = list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok).count();
     let experiments: BTreeSet<&str> = list.iter().map(|m| m.experiment.as_str()).collect();
     let counts = format!(
         "{} manifests from {} experiments: {} measured, {} modelled, {} failed, {} not run; {} files skipped",
@@ -132,7 +133,7 @@ fn probe_view(p: &Probe) -> ProbeView {
     if lines.len() > 6 {
         output.push_str(&format!(" / … ({} more lines)", lines.len() - 6));
     }
-    ProbeView { name: p.name.clone(), command: p.command.clone(), status, output: super::fmt::cell(&output) }
+    ProbeView { name: p.name.clone(), command: p.command.clone(), status, output: super::fmt::escape(&output) }
 }
 
 fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {

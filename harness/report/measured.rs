@@ -3,7 +3,7 @@
 use super::facts::{CollRow, DecodeRow, DispatchRow, Facts, Fit, MembwRow};
 use super::fmt;
 use super::Family;
-use crate::table::Table;
+use crate::table::{Cell, Table};
 use std::collections::BTreeMap;
 
 /// The measured families, in a fixed order; empty families are left out.
@@ -26,7 +26,7 @@ pub fn families(facts: &Facts) -> Vec<Family> {
     out
 }
 
-const COLL_INTRO: &str = "Each collective timed alone. Time is per iteration of the slowest rank: median, min – max and p99 over the timed iterations. algbw = bytes / median time; busbw = algbw × the nccl-tests factor shown (all-reduce 2(p−1)/p; all-gather, reduce-scatter, all-to-all (p−1)/p; broadcast and ping-pong 1). `wrong` counts results that failed their check.";
+const COLL_INTRO: &str = "Each collective timed alone. Time is per iteration of the slowest rank: median, min – max and p99 over the timed iterations. algbw = bytes / median time; busbw = algbw × the nccl-tests busbw factor (all-reduce 2(p−1)/p; all-gather, reduce-scatter, all-to-all (p−1)/p; broadcast and ping-pong 1). `wrong` counts results that failed their check.";
 const MEMBW_INTRO: &str =
     "Every process streams its own buffer at the same time; aggregate is the sum over processes, per process is each one's share.";
 const DECODE_INTRO: &str = "Split decoding, one row per layout: step time median and min – max over the timed steps, the time inside collectives (comm) and outside them (compute), and the exactness verdict against the unsplit reference (tokens equal, largest logit difference, smallest top-2 margin). The figures stack the compute and communication medians; medians need not add up to the step median, drawn as a black line.";
@@ -50,7 +50,20 @@ fn collectives(rows: &[CollRow]) -> Vec<Table> {
                 id: format!("measured-{}-{}", fmt::slug(&experiment), fmt::slug(&op)),
                 title: format!("{op} (experiment `{experiment}`)"),
                 caption: format!("{op}: time per iteration by world size, link and message size; measured."),
-                columns: cols(&["world", "link", "size", "median", "min – max", "p99", "n", "algbw", "busbw (factor)", "wrong", "run"]),
+                columns: cols(&[
+                    "world",
+                    "link",
+                    "size",
+                    "median",
+                    "min – max",
+                    "p99",
+                    "n",
+                    "algbw",
+                    "busbw",
+                    "busbw factor",
+                    "wrong",
+                    "run",
+                ]),
                 rows: rows.iter().map(coll_cells).collect(),
                 provenance: Vec::new(),
             };
@@ -73,26 +86,27 @@ fn with_op_time(mut t: Table, rows: &[CollRow]) -> Table {
     t.columns.insert(at, "op time (back to back, median)".into());
     t.columns.insert(at + 1, "skew (median − op time)".into());
     for (cells, r) in t.rows.iter_mut().zip(rows) {
-        cells.insert(at, fmt::secs(r.op_time.map(|s| s.median)));
-        cells.insert(at + 1, fmt::secs(r.skew));
+        cells.insert(at, Cell::opt(r.op_time.map(|s| s.median), Cell::Seconds));
+        cells.insert(at + 1, Cell::opt(r.skew, Cell::Seconds));
     }
     t.caption.push_str(" Median, min – max and p99: the slowest rank per iteration, a barrier before each call (what a step pays). Op time: blocks of back-to-back calls after one barrier, per rank, averaged over ranks (OSU's convention; α and β are fitted on it). Skew: the difference.");
     t
 }
 
-fn coll_cells(r: &CollRow) -> Vec<String> {
+fn coll_cells(r: &CollRow) -> Vec<Cell> {
     vec![
-        r.world.to_string(),
-        r.link.clone(),
-        fmt::bytes(r.size),
-        fmt::secs(Some(r.time.median)),
-        fmt::secs_range(Some(&r.time)),
-        fmt::secs(Some(r.time.p99)),
-        r.time.n.to_string(),
-        fmt::gbps(Some(r.algbw)),
-        format!("{} (×{})", fmt::gbps(Some(r.busbw)), fmt::plain(Some(r.factor))),
-        r.wrong.to_string(),
-        r.run.clone(),
+        Cell::Count(r.world.into()),
+        Cell::text(&r.link),
+        Cell::Bytes(r.size as f64),
+        Cell::Seconds(r.time.median),
+        Cell::range(r.time.min, r.time.max, Cell::Seconds),
+        Cell::Seconds(r.time.p99),
+        Cell::Count(r.time.n),
+        Cell::BytesPerSec(r.algbw),
+        Cell::BytesPerSec(r.busbw),
+        Cell::Number(r.factor),
+        Cell::Count(r.wrong),
+        Cell::text(&r.run),
     ]
 }
 
@@ -119,15 +133,15 @@ fn fits(fits: &[Fit]) -> Vec<Table> {
             .iter()
             .map(|f| {
                 vec![
-                    f.experiment.clone(),
-                    f.op.clone(),
-                    f.world.to_string(),
-                    f.link.clone(),
-                    fmt::secs(Some(f.intercept_s)),
-                    fmt::secs(Some(f.alpha_s)),
-                    fmt::gbps(Some(f.beta_bps)),
-                    fmt::bytes(f.fit_max_bytes),
-                    f.run.clone(),
+                    Cell::text(&f.experiment),
+                    Cell::text(&f.op),
+                    Cell::Count(f.world.into()),
+                    Cell::text(&f.link),
+                    Cell::Seconds(f.intercept_s),
+                    Cell::Seconds(f.alpha_s),
+                    Cell::BytesPerSec(f.beta_bps),
+                    Cell::Bytes(f.fit_max_bytes as f64),
+                    Cell::text(&f.run),
                 ]
             })
             .collect(),
@@ -158,14 +172,14 @@ fn membw(rows: &[MembwRow]) -> Vec<Table> {
                     .iter()
                     .map(|r| {
                         vec![
-                            r.processes.to_string(),
-                            r.threads.to_string(),
-                            fmt::bytes(r.buffer),
-                            fmt::gbps(Some(r.aggregate.median)),
-                            fmt::gbps_range(Some(&r.aggregate)),
-                            fmt::gbps(r.per_process.map(|s| s.median)),
-                            fmt::gbps_range(r.per_process.as_ref()),
-                            r.run.clone(),
+                            Cell::Count(r.processes),
+                            Cell::Count(r.threads),
+                            Cell::Bytes(r.buffer as f64),
+                            Cell::BytesPerSec(r.aggregate.median),
+                            Cell::range(r.aggregate.min, r.aggregate.max, Cell::BytesPerSec),
+                            Cell::opt(r.per_process.map(|s| s.median), Cell::BytesPerSec),
+                            bw_range(r.per_process.as_ref()),
+                            Cell::text(&r.run),
                         ]
                     })
                     .collect(),
@@ -187,9 +201,9 @@ fn with_stream(mut t: Table, rows: &[MembwRow]) -> Table {
     t.columns.insert(at + 1, "STREAM-class min – max".into());
     t.columns.insert(at + 2, "roofline".into());
     for (cells, r) in t.rows.iter_mut().zip(rows) {
-        cells.insert(at, fmt::gbps(r.stream_per_process.map(|s| s.median)));
-        cells.insert(at + 1, fmt::gbps_range(r.stream_per_process.as_ref()));
-        cells.insert(at + 2, r.roofline.clone().unwrap_or_else(|| "-".into()));
+        cells.insert(at, Cell::opt(r.stream_per_process.map(|s| s.median), Cell::BytesPerSec));
+        cells.insert(at + 1, bw_range(r.stream_per_process.as_ref()));
+        cells.insert(at + 2, r.roofline.as_ref().map_or(Cell::Missing, Cell::text));
     }
     t.caption.push_str(" The first columns are libtorch's sum; STREAM-class is parlab's own SIMD read of the same buffer by every thread of the rank; roofline names the higher median, which the decode bound uses.");
     t
@@ -234,25 +248,30 @@ fn decode_key(r: &DecodeRow) -> (String, u32, String, u64, String, String) {
     (r.strategy.clone(), r.world, r.head.clone(), r.sequences, r.link.clone(), r.run.clone())
 }
 
-fn decode_cells(r: &DecodeRow) -> Vec<String> {
+fn decode_cells(r: &DecodeRow) -> Vec<Cell> {
     vec![
-        r.strategy.clone(),
-        r.world.to_string(),
-        r.head.clone(),
-        r.sequences.to_string(),
-        r.link.clone(),
-        fmt::secs(Some(r.step.median)),
-        fmt::secs_range(Some(&r.step)),
-        fmt::secs(r.comm.map(|s| s.median)),
-        fmt::secs(r.compute.map(|s| s.median)),
-        fmt::secs(r.prefill.map(|s| s.median)),
-        fmt::plain(r.tokens_per_s.map(|s| s.median)),
-        fmt::count(r.collectives),
-        fmt::verdict(r.tokens_equal),
-        fmt::sci(r.max_logit_diff),
-        fmt::plain(r.min_top2_margin),
-        r.run.clone(),
+        Cell::text(&r.strategy),
+        Cell::Count(r.world.into()),
+        Cell::text(&r.head),
+        Cell::Count(r.sequences),
+        Cell::text(&r.link),
+        Cell::Seconds(r.step.median),
+        Cell::range(r.step.min, r.step.max, Cell::Seconds),
+        Cell::opt(r.comm.map(|s| s.median), Cell::Seconds),
+        Cell::opt(r.compute.map(|s| s.median), Cell::Seconds),
+        Cell::opt(r.prefill.map(|s| s.median), Cell::Seconds),
+        Cell::opt(r.tokens_per_s.map(|s| s.median), Cell::Number),
+        Cell::opt_count(r.collectives),
+        r.tokens_equal.map_or(Cell::Missing, Cell::Verdict),
+        Cell::opt(r.max_logit_diff, Cell::Small),
+        Cell::opt(r.min_top2_margin, Cell::Number),
+        Cell::text(&r.run),
     ]
+}
+
+/// `min – max` of a bandwidth statistic, or `Missing`.
+fn bw_range(s: Option<&super::facts::Stat>) -> Cell {
+    s.map_or(Cell::Missing, |s| Cell::range(s.min, s.max, Cell::BytesPerSec))
 }
 
 fn dispatch(rows: &[DispatchRow]) -> Vec<Table> {
@@ -269,13 +288,13 @@ fn dispatch(rows: &[DispatchRow]) -> Vec<Table> {
                     .iter()
                     .map(|r| {
                         vec![
-                            r.world.to_string(),
-                            r.tokens.to_string(),
-                            fmt::bytes(r.bytes),
-                            fmt::secs(Some(r.time.median)),
-                            fmt::secs_range(Some(&r.time)),
-                            fmt::secs(Some(r.time.p99)),
-                            r.run.clone(),
+                            Cell::Count(r.world.into()),
+                            Cell::Count(r.tokens),
+                            Cell::Bytes(r.bytes as f64),
+                            Cell::Seconds(r.time.median),
+                            Cell::range(r.time.min, r.time.max, Cell::Seconds),
+                            Cell::Seconds(r.time.p99),
+                            Cell::text(&r.run),
                         ]
                     })
                     .collect(),

@@ -10,10 +10,10 @@ pub mod facts;
 pub mod figures;
 pub mod fmt;
 pub mod header;
+pub mod markdown;
 pub mod measured;
 pub mod modelled;
 pub mod status;
-pub mod synth;
 pub mod templates;
 
 use crate::gates::Gates;
@@ -43,6 +43,9 @@ pub enum ReportError {
         /// The I/O error (not a `source`, so a chain printer shows it once).
         cause: std::io::Error,
     },
+    /// A table could not be encoded as parquet.
+    #[error("cannot encode {0}")]
+    Table(String),
 }
 
 /// A group of measured tables and figures (collectives, membw, decode, dispatch).
@@ -70,8 +73,8 @@ impl Family {
 pub struct Rendered {
     /// `evidence.md`.
     pub markdown: String,
-    /// (`tables/<id>.csv`, CSV text).
-    pub tables: Vec<(String, String)>,
+    /// (`tables/<id>.csv` or `.parquet`, the file's bytes): every table's data files.
+    pub tables: Vec<(String, Vec<u8>)>,
     /// The figures.
     pub figures: Vec<Figure>,
     /// `findings.json`: the findings the register opens with.
@@ -109,8 +112,8 @@ pub fn render(
     attach_figures(&mut families, &facts);
     let modelled = modelled::modelled(list, &facts.fits);
     let mut ids = Ids::default();
-    let mut csvs = Vec::new();
-    let mut view = |t: &Table| ids.view(t, &mut csvs);
+    let mut files = Vec::new();
+    let mut view = |t: &Table| ids.view(t, &mut files);
     let measured: Vec<FamilyView> = families
         .iter()
         .map(|f| FamilyView {
@@ -137,9 +140,10 @@ pub fn render(
         not_run,
         caveats: caveats::caveats(list, &facts),
     };
+    let files = files.into_iter().collect::<Result<Vec<_>, _>>().map_err(ReportError::Table)?;
     let markdown = render_markdown(&register, template_dir)?;
     let figures = families.into_iter().flat_map(|f| f.figures).collect();
-    Ok(Rendered { markdown, tables: csvs, figures, findings_json: crate::findings::render::to_json(&findings) })
+    Ok(Rendered { markdown, tables: files, figures, findings_json: crate::findings::render::to_json(&findings) })
 }
 
 fn attach_figures(families: &mut [Family], facts: &facts::Facts) {
@@ -166,7 +170,7 @@ struct Ids {
 }
 
 impl Ids {
-    fn view(&mut self, t: &Table, csvs: &mut Vec<(String, String)>) -> TableView {
+    fn view(&mut self, t: &Table, files: &mut Vec<Result<(String, Vec<u8>), String>>) -> TableView {
         let base = if t.id.is_empty() { "table".to_string() } else { fmt::slug(&t.id) };
         let mut id = base.clone();
         let mut n = 1;
@@ -175,9 +179,23 @@ impl Ids {
             id = format!("{base}-{n}");
         }
         let csv = format!("tables/{id}.csv");
-        csvs.push((csv.clone(), csv::to_csv(t)));
-        let t = status::escaped(t);
-        TableView { id, title: t.title, caption: t.caption, columns: t.columns, rows: t.rows, provenance: t.provenance, csv }
+        let parquet = format!("tables/{id}.parquet");
+        let mixed = t.mixed_columns();
+        if !mixed.is_empty() {
+            files.push(Err(format!("table {id}: columns {} mix quantities", mixed.join(", "))));
+        }
+        files.push(Ok((csv.clone(), csv::to_csv(t).into_bytes())));
+        files.push(csv::to_parquet(t).map(|bytes| (parquet.clone(), bytes)));
+        TableView {
+            id,
+            title: t.title.clone(),
+            caption: t.caption.clone(),
+            columns: t.columns.clone(),
+            rows: markdown::cells(t),
+            provenance: t.provenance.clone(),
+            markdown: markdown::table(t, &[csv.clone(), parquet]),
+            csv,
+        }
     }
 }
 
@@ -187,10 +205,10 @@ pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
         let path = path.to_path_buf();
         move |cause| ReportError::Write { path, cause }
     };
-    for (sub, ext) in [("figures", "svg"), ("tables", "csv")] {
+    for (sub, exts) in [("figures", &["svg"][..]), ("tables", &["csv", "parquet"][..])] {
         let dir = out.join(sub);
         std::fs::create_dir_all(&dir).map_err(werr(&dir))?;
-        clear(&dir, ext).map_err(werr(&dir))?;
+        clear(&dir, exts).map_err(werr(&dir))?;
     }
     for (file, text) in &r.tables {
         let path = out.join(file);
@@ -207,18 +225,18 @@ pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
     Ok(path)
 }
 
-/// Removes the files with extension `ext` an earlier render left in `dir`.
-fn clear(dir: &Path, ext: &str) -> std::io::Result<()> {
+/// Removes the files with one of the extensions `exts` an earlier render left in `dir`.
+fn clear(dir: &Path, exts: &[&str]) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)?.flatten() {
         let p = entry.path();
-        if p.is_file() && p.extension().is_some_and(|x| x == ext) {
+        if p.is_file() && p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x)) {
             std::fs::remove_file(&p)?;
         }
     }
     Ok(())
 }
 
-/// A table as the templates see it: cells escaped, with its CSV path.
+/// A table as the templates see it: cells as escaped text, its markdown block, its CSV path.
 #[derive(Debug, Clone, Serialize)]
 pub struct TableView {
     /// Unique id.
@@ -235,6 +253,8 @@ pub struct TableView {
     pub provenance: Vec<String>,
     /// `tables/<id>.csv`.
     pub csv: String,
+    /// The whole markdown block (`report::markdown::table`), which the `table` macro prints.
+    pub markdown: String,
 }
 
 /// A figure reference.

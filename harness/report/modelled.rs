@@ -2,10 +2,10 @@
 //! provenance, and where a model predicts a measurement, both and the error.
 
 use super::facts::{short, Fit};
-use super::fmt;
 use crate::manifest::{Manifest, Status};
 use crate::spec::plan::Workload;
-use crate::table::Table;
+use crate::spec::schema::Kind;
+use crate::table::{Cell, Table};
 
 /// The MODELLED section's content.
 #[derive(Debug, Default)]
@@ -21,7 +21,7 @@ pub struct Modelled {
 /// Collects the modelled tables from `list` and the predicted-vs-measured checks.
 pub fn modelled(list: &[Manifest], fits: &[Fit]) -> Modelled {
     let mut out = Modelled::default();
-    for m in list.iter().filter(|m| m.kind == "model" && m.status == Status::Ok) {
+    for m in list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok) {
         out.inputs.push(inputs_line(m));
         let tables = m.summary.get("tables").cloned().unwrap_or_default();
         match serde_json::from_value::<Vec<Table>>(tables) {
@@ -85,15 +85,15 @@ fn heldout(fits: &[Fit]) -> Option<Table> {
             .iter()
             .map(|(f, (size, predicted, measured, error))| {
                 vec![
-                    f.experiment.clone(),
-                    f.op.clone(),
-                    f.world.to_string(),
-                    f.link.clone(),
-                    fmt::bytes(*size),
-                    fmt::secs(Some(*predicted)),
-                    fmt::secs(Some(*measured)),
-                    fmt::percent(Some(*error)),
-                    f.run.clone(),
+                    Cell::text(&f.experiment),
+                    Cell::text(&f.op),
+                    Cell::Count(f.world.into()),
+                    Cell::text(&f.link),
+                    Cell::Bytes(*size as f64),
+                    Cell::Seconds(*predicted),
+                    Cell::Seconds(*measured),
+                    Cell::Change(*error),
+                    Cell::text(&f.run),
                 ]
             })
             .collect(),

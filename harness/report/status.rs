@@ -1,10 +1,9 @@
 //! Runs that did not produce figures: NOT_RUN (a probe said no) and failed runs.
 
 use super::facts::short;
-use super::fmt;
 use crate::manifest::{Manifest, Status};
 use crate::spec::schema::Requires;
-use crate::table::Table;
+use crate::table::{Cell, Table};
 
 /// What a spec's `requires` asks for, in words (`–` when nothing).
 pub fn requires_text(r: &Requires) -> String {
@@ -34,16 +33,16 @@ fn row_label(m: &Manifest) -> String {
 
 /// The NOT_RUN table: experiment, run, requirement, and the probe and its result; `None` when empty.
 pub fn not_run(list: &[Manifest]) -> Option<Table> {
-    let rows: Vec<Vec<String>> = list
+    let rows: Vec<Vec<Cell>> = list
         .iter()
         .filter(|m| m.status == Status::NotRun)
         .map(|m| {
             vec![
-                m.experiment.clone(),
-                row_label(m),
-                short(&m.run_id),
-                requires_text(&m.plan.requires),
-                m.reason.clone().unwrap_or_else(|| "no reason recorded".into()),
+                Cell::text(&m.experiment),
+                Cell::text(row_label(m)),
+                Cell::text(short(&m.run_id)),
+                Cell::text(requires_text(&m.plan.requires)),
+                Cell::text(m.reason.as_deref().unwrap_or("no reason recorded")),
             ]
         })
         .collect();
@@ -60,7 +59,7 @@ pub fn not_run(list: &[Manifest]) -> Option<Table> {
 
 /// The failed-runs table: experiment, run, launch exit and the reason; `None` when none failed.
 pub fn failed(list: &[Manifest]) -> Option<Table> {
-    let rows: Vec<Vec<String>> = list
+    let rows: Vec<Vec<Cell>> = list
         .iter()
         .filter(|m| m.status == Status::Failed)
         .map(|m| {
@@ -69,11 +68,11 @@ pub fn failed(list: &[Manifest]) -> Option<Table> {
                 .as_ref()
                 .map_or("not launched".to_string(), |l| l.exit_code.map_or("no exit code".into(), |c| format!("exit {c}")));
             vec![
-                m.experiment.clone(),
-                row_label(m),
-                short(&m.run_id),
-                exit,
-                m.reason.clone().unwrap_or_else(|| "no reason recorded".into()),
+                Cell::text(&m.experiment),
+                Cell::text(row_label(m)),
+                Cell::text(short(&m.run_id)),
+                Cell::text(exit),
+                Cell::text(m.reason.as_deref().unwrap_or("no reason recorded")),
             ]
         })
         .collect();
@@ -85,15 +84,4 @@ pub fn failed(list: &[Manifest]) -> Option<Table> {
         rows,
         provenance: Vec::new(),
     })
-}
-
-/// Escapes every cell of `t` for a markdown table.
-pub fn escaped(t: &Table) -> Table {
-    let mut t = t.clone();
-    for row in &mut t.rows {
-        for c in row.iter_mut() {
-            *c = fmt::cell(c);
-        }
-    }
-    t
 }

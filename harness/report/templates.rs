@@ -36,7 +36,7 @@ fn cell_filter(value: &Value, _: &HashMap<String, Value>) -> tera::Result<Value>
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    Ok(Value::String(super::fmt::cell(&text)))
+    Ok(Value::String(super::fmt::escape(&text)))
 }
 
 /// A tera error with its causes, on one line.

@@ -4,23 +4,24 @@
 use parlab::audit::{audit, Cause, Grade};
 use parlab::manifest::Manifest;
 use parlab::spec::schema::Strategy;
+use parlab::spec::Kind;
 use serde_json::{json, Value};
 use std::process::Command;
 
 fn base() -> Vec<Manifest> {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    parlab::report::synth::fixtures().unwrap()
+    crate::synth::fixtures().unwrap()
 }
 
 fn decode_at(list: &mut [Manifest], world: u32) -> &mut Manifest {
-    list.iter_mut().find(|m| m.kind == "decode" && m.layout.strategy == Strategy::Tensor && m.layout.world == world).unwrap()
+    list.iter_mut().find(|m| m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world == world).unwrap()
 }
 
 /// Gives every decode run per-step records: the reference's tokens and a margin of 0.5,
 /// except `margins` (step, reference margin).
 fn with_steps(list: &mut [Manifest], margins: &[(usize, f64)]) {
     let reference: Vec<u64> = decode_at(list, 1).answer["tokens"][0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
-    for m in list.iter_mut().filter(|m| m.kind == "decode" && m.answer.get("tokens").is_some()) {
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode && m.answer.get("tokens").is_some()) {
         let own: Vec<u64> = m.answer["tokens"][0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
         let steps: Vec<Value> = reference
             .iter()
@@ -45,7 +46,7 @@ fn diverge_from(list: &mut [Manifest], world: u32, k: usize) {
 
 fn run_audit(list: &[Manifest]) -> (i32, Value) {
     let dir = tempfile::tempdir().unwrap();
-    parlab::report::synth::write_all(dir.path(), list).unwrap();
+    crate::synth::write_all(dir.path(), list).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_parlab")).args(["audit", "--json", "--manifests"]).arg(dir.path()).output().unwrap();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     (out.status.code().unwrap(), json)
@@ -148,8 +149,8 @@ fn a_rank_records_each_steps_margins_drift_and_the_references_token() {
 #[test]
 fn without_a_world_one_run_differing_tokens_still_change_the_answer() {
     let mut list = base();
-    list.retain(|m| !(m.kind == "decode" && m.layout.world == 1));
-    for m in list.iter_mut().filter(|m| m.kind == "decode") {
+    list.retain(|m| !(m.kind == Kind::Decode && m.layout.world == 1));
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode) {
         m.answer["exactness"] = json!(null);
     }
     assert!(!audit(&list).iter().any(|g| g.changed), "equal tokens");

@@ -11,6 +11,7 @@ use parlab::costmodel::{predict, tables_for_plan};
 use parlab::manifest::Manifest;
 use parlab::spec::schema::Strategy;
 use parlab::spec::RunPlan;
+use parlab::table::Cell;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -238,7 +239,7 @@ fn modelled_spec_produces_tables_with_captions_and_provenance() {
         "m.yaml",
         "name: m\nkind: model\nmodel: [llama-3.1-8b, gpt2]\ndevices: [book-gpu-12gib]\nlink: [gloo-loopback, nvswitch]\nstrategy: [data, tensor, pipeline, expert]\nworld: [1, 2, 4, 8]\ncontext: 4096\ndtype: float16\nsequences: [1, 4]\n",
     );
-    let runs = parlab::costmodel::model_plans(&[spec]).unwrap();
+    let runs: Vec<_> = parlab::spec::load_suite(&[spec]).unwrap().into_iter().filter(|r| r.kind == parlab::spec::Kind::Model).collect();
     assert_eq!(runs.len(), 1);
     let summary = tables_for_plan(&runs[0]).unwrap();
     let tables: Vec<parlab::table::Table> = serde_json::from_value(summary["tables"].clone()).unwrap();
@@ -249,16 +250,19 @@ fn modelled_spec_produces_tables_with_captions_and_provenance() {
         .rows
         .iter()
         .find(|r| {
-            r[col("model")] == "llama-3.1-8b" && r[col("strategy")] == "tensor" && r[col("world")] == "8" && r[col("sequences")] == "1"
+            r[col("model")] == Cell::text("llama-3.1-8b")
+                && r[col("strategy")] == Cell::text("tensor")
+                && r[col("world")] == Cell::Count(8)
+                && r[col("sequences")] == Cell::Count(1)
         })
         .unwrap();
-    assert_eq!(row[col("step")], "56.1 ms");
+    assert_eq!(parlab::report::fmt::text(&row[col("step")]), "56.1 ms");
     assert!(plans.provenance.iter().any(|p| p.contains("reported by the Distributed Inference chapter")));
     let fast = tables.iter().find(|t| t.id == "model-plans-book-gpu-12gib-nvswitch").unwrap();
     assert!(fast.provenance.iter().any(|p| p.starts_with("link nvswitch: latency") && p.contains("ASSUMED")));
     assert!(fast.caption.contains("gpt2 tensor world 8: 12 query heads do not split over 8 devices"));
     let bubbles = tables.iter().find(|t| t.id == "model-bubbles").unwrap();
-    assert!(bubbles.rows.iter().any(|r| r[0] == "4" && r[1] == "1" && r[2] == "75.0 %"));
+    assert!(bubbles.rows.iter().any(|r| r[0] == Cell::Count(4) && r[1] == Cell::Count(1) && r[2] == Cell::Fraction(0.75)));
 }
 
 fn stats(x: f64) -> Value {

@@ -5,12 +5,13 @@ use parlab::manifest::Manifest;
 use parlab::report::facts::Facts;
 use parlab::spec::plan::Workload;
 use parlab::spec::schema::{ModelParams, Prompt, Strategy};
+use parlab::spec::Kind;
 use serde_json::{json, Value};
 
 /// The synthetic fixture set (in memory), from the crate root.
 fn base() -> Vec<Manifest> {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    parlab::report::synth::fixtures().unwrap()
+    crate::synth::fixtures().unwrap()
 }
 
 fn compute(list: &[Manifest]) -> Vec<Finding> {
@@ -30,7 +31,7 @@ fn stat(median: f64) -> Value {
 }
 
 fn tensor_decode(list: &mut [Manifest]) -> impl Iterator<Item = &mut Manifest> {
-    list.iter_mut().filter(|m| m.kind == "decode" && m.layout.strategy == Strategy::Tensor && m.summary.get("decode").is_some())
+    list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.summary.get("decode").is_some())
 }
 
 /// Sets every tensor run's non-communication time to `t1 / world^power`.
@@ -55,7 +56,7 @@ fn shared_bandwidth_holds_when_non_comm_time_stays_and_fails_when_it_falls_as_on
     non_comm_falls_as(&mut list, 0.023, 0.5);
     let f = finding(&list, "shared-memory-bandwidth");
     assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{f:?}");
-    list.retain(|m| !(m.kind == "decode" && m.layout.world == 1));
+    list.retain(|m| !(m.kind == Kind::Decode && m.layout.world == 1));
     let f = finding(&list, "shared-memory-bandwidth");
     assert_eq!(f.inconclusive, Some(Inconclusive::MissingRuns), "{f:?}");
 }
@@ -64,7 +65,7 @@ fn shared_bandwidth_holds_when_non_comm_time_stays_and_fails_when_it_falls_as_on
 fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
     let fits = parlab::costmodel::predict::two_rank_fits(list);
     let (fit, _) = fits.get(&(parlab::spec::schema::Op::AllReduce, link.to_string())).unwrap().clone();
-    for m in list.iter_mut().filter(|m| m.kind == "collectives" && m.plan.link == link) {
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link == link) {
         let Some(rows) = m.summary.get_mut("collectives").and_then(Value::as_array_mut) else {
             continue;
         };
@@ -96,7 +97,7 @@ fn alpha_beta_holds_within_the_tolerance_and_fails_outside_it() {
 }
 
 fn set_prompt_length(list: &mut [Manifest], length: u32) {
-    for m in list.iter_mut().filter(|m| m.kind == "decode") {
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode) {
         if let Workload::Decode { prompt, .. } = &mut m.plan.workload {
             *prompt = Prompt::Seeded { length, seed: 1 };
         }
@@ -135,7 +136,7 @@ fn decode_like(base: &Manifest, strategy: Strategy, world: u32, sequences: u32, 
 
 fn with_pipeline(one_seq: &[(u32, f64)], filled: f64, replicas: f64) -> Vec<Manifest> {
     let mut list = base();
-    let template = list.iter().find(|m| m.kind == "decode" && m.layout.world == 1).unwrap().clone();
+    let template = list.iter().find(|m| m.kind == Kind::Decode && m.layout.world == 1).unwrap().clone();
     for &(p, rate) in one_seq {
         list.push(decode_like(&template, Strategy::Pipeline, p, 1, rate));
     }
@@ -163,7 +164,7 @@ fn pipeline_holds_at_the_replicas_ceiling_and_fails_above_it_or_when_one_sequenc
 }
 
 fn with_device(mut list: Vec<Manifest>) -> Vec<Manifest> {
-    for m in list.iter_mut().filter(|m| m.kind == "model") {
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Model) {
         if let Workload::Model { params, .. } = &mut m.plan.workload {
             *params = ModelParams { devices: vec!["book-gpu-12gib".into()], context: 4096 };
         }
@@ -172,7 +173,7 @@ fn with_device(mut list: Vec<Manifest>) -> Vec<Manifest> {
 }
 
 fn scale_allreduce(list: &mut [Manifest], link: &str, factor: f64) {
-    for m in list.iter_mut().filter(|m| m.kind == "collectives" && m.plan.link == link) {
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link == link) {
         let Some(rows) = m.summary.get_mut("collectives").and_then(Value::as_array_mut) else {
             continue;
         };
@@ -250,7 +251,7 @@ fn with_claims(dir: &std::path::Path, rule: &str) -> Vec<Manifest> {
     let spec = dir.join(format!("claims-{rule}.yaml"));
     std::fs::write(&spec, CLAIMS_SPEC.replace("RULE", rule)).unwrap();
     let mut list = base();
-    for m in list.iter_mut().filter(|m| m.kind == "decode") {
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode) {
         m.plan.spec_path = spec.clone();
     }
     list
@@ -289,7 +290,7 @@ fn a_claim_with_an_unknown_figure_is_refused_by_validate_with_its_line() {
 fn the_register_opens_with_the_findings_before_any_table_and_writes_findings_json() {
     let src = base();
     let dir = tempfile::tempdir().unwrap();
-    parlab::report::synth::write_all(dir.path(), &src).unwrap();
+    crate::synth::write_all(dir.path(), &src).unwrap();
     let out = tempfile::tempdir().unwrap();
     let path = parlab::report::render_all(dir.path(), out.path()).unwrap();
     let md = std::fs::read_to_string(path).unwrap();

@@ -15,3 +15,4 @@ mod report;
 mod slurm;
 mod spec_corpus;
 mod spec_fuzz;
+mod synth;

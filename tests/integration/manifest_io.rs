@@ -57,3 +57,39 @@ fn a_missing_manifests_folder_reads_as_empty() {
     let (list, skipped) = manifest::read_all(std::path::Path::new("/nonexistent/parlab/manifests"));
     assert!(list.is_empty() && skipped.is_empty());
 }
+
+#[test]
+fn a_first_format_manifest_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = sample_manifest();
+    let path = m.write(dir.path()).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap().replace(manifest::SCHEMA, manifest::SCHEMA_V1);
+    std::fs::write(&path, text).unwrap();
+    let (list, skipped) = manifest::read_all(dir.path());
+    assert!(list.is_empty());
+    assert!(skipped[0].reason.contains("older parlab") && skipped[0].reason.contains("`parlab run` re-measures it"), "{:?}", skipped[0]);
+}
+
+const MEMBW: &str = "kind: membw\nworld: 1\nthreads: 1\nbuffer: 1MiB\nrepetitions: 2\nwarmup: 1\ntimeout: 60s\n";
+
+#[test]
+fn a_run_identity_names_every_experiment_that_produced_it_and_follows_renames() {
+    let suite = super::launch::Suite::new();
+    suite.spec("a", &format!("name: first\n{MEMBW}")).spec("b", &format!("name: second\n{MEMBW}"));
+    assert_eq!(suite.run(&[]), 0);
+    let (all, _) = manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 1, "same content, one run identity, measured once");
+    let names: Vec<&str> = all[0].origins.iter().map(|o| o.experiment.as_str()).collect();
+    assert_eq!(names, ["first", "second"]);
+    assert!(all[0].origins[1].spec.ends_with("specs/b.yaml"), "{:?}", all[0].origins);
+    let measured_at = all[0].started_at.clone();
+
+    std::fs::remove_file(suite.dir.path().join("specs/a.yaml")).unwrap();
+    suite.spec("b", &format!("name: renamed\n{MEMBW}"));
+    assert_eq!(suite.run(&[]), 0);
+    let (all, _) = manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].experiment, "renamed", "a cached run takes the suite's new name");
+    assert_eq!(all[0].origins.len(), 1);
+    assert_eq!(all[0].started_at, measured_at, "renaming does not re-measure");
+}

@@ -8,6 +8,7 @@ use parlab::nightly::samples::FigureSamples;
 use parlab::nightly::{compare, Finding, Night, Policy, Verdict};
 use parlab::rank::records::Record;
 use parlab::spec::load_suite;
+use parlab::spec::Kind;
 use polars::prelude::*;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ fn decode_manifest(step_s: f64, tokens: serde_json::Value) -> Manifest {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(1);
     let mut m = Manifest::for_plan(&plan, json!({}), "2026-12-01T00:00:00Z");
-    m.kind = "decode".into();
+    m.kind = Kind::Decode;
     m.finished_at = "2026-12-01T00:01:00Z".into();
     m.summary = json!({"decode": {"step_s": {"median": step_s, "min": step_s, "max": step_s, "p99": step_s, "n": 3},
                                   "tokens_per_s": {"median": 1.0 / step_s, "min": 1.0, "max": 1.0, "p99": 1.0, "n": 3}}});

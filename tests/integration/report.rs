@@ -6,6 +6,7 @@
 
 use parlab::manifest::{self, Manifest, Status};
 use parlab::report;
+use parlab::spec::Kind;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
@@ -26,9 +27,9 @@ fn fixtures() -> PathBuf {
     if updating() {
         REGENERATE.call_once(|| {
             let _ = std::fs::remove_dir_all(&dir);
-            let list = report::synth::fixtures().unwrap();
-            report::synth::write_all(&dir, &list).unwrap();
-            parlab::gates::save(&report::synth::gates(), &dir).unwrap();
+            let list = crate::synth::fixtures().unwrap();
+            crate::synth::write_all(&dir, &list).unwrap();
+            parlab::gates::save(&crate::synth::gates(), &dir).unwrap();
         });
     }
     dir
@@ -77,7 +78,7 @@ fn fixture_manifests_match_the_schema() {
     for status in [Status::Ok, Status::Failed, Status::NotRun] {
         assert!(list.iter().any(|m| m.status == status), "fixtures lack a {status:?} manifest");
     }
-    assert!(list.iter().any(|m| m.kind == "model"));
+    assert!(list.iter().any(|m| m.kind == Kind::Model));
 }
 
 #[test]
@@ -130,7 +131,7 @@ fn a_failed_run_is_shown_with_its_reason() {
     for m in failed {
         let reason = m.reason.as_deref().unwrap();
         assert!(measured.contains(&m.run_id[..12]), "failed run {} missing", &m.run_id[..12]);
-        assert!(measured.contains(&report::fmt::cell(reason)), "reason `{reason}` missing from:\n{measured}");
+        assert!(measured.contains(&report::fmt::escape(reason)), "reason `{reason}` missing from:\n{measured}");
     }
     let caveats = section(&rendered(&dir).markdown, "what-the-numbers");
     assert!(caveats.contains("run failed (") || caveats.contains("runs failed ("), "{caveats}");
@@ -140,7 +141,7 @@ fn a_failed_run_is_shown_with_its_reason() {
 fn corrupt_and_foreign_manifests_are_skipped_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let (list, _) = manifest::read_all(&fixtures());
-    report::synth::write_all(dir.path(), &list[..3]).unwrap();
+    crate::synth::write_all(dir.path(), &list[..3]).unwrap();
     std::fs::write(dir.path().join("garbage.json"), "{ not json").unwrap();
     std::fs::write(dir.path().join("foreign.json"), r#"{"hello": "world"}"#).unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -220,7 +221,7 @@ fn the_default_suite_has_experiments_this_machine_may_not_run() {
     let plans =
         parlab::spec::load_suite(&[PathBuf::from("experiments/host-device-link.yaml"), PathBuf::from("experiments/nccl-collectives.yaml")])
             .unwrap();
-    let gates = report::synth::gates();
+    let gates = crate::synth::gates();
     for plan in &plans {
         let unmet = gates.unmet(&plan.requires);
         assert!(!unmet.is_empty(), "{} would run on a machine without GPUs", plan.experiment);
@@ -235,9 +236,9 @@ fn bench_render_10000_manifests() {
     root();
     let n: usize = std::env::var("PARLAB_BENCH_MANIFESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let dir = tempfile::tempdir().unwrap();
-    let plans = report::synth::plans().unwrap();
-    report::synth::write_all(dir.path(), &report::synth::manifests(&plans, n, true)).unwrap();
-    parlab::gates::save(&report::synth::gates(), dir.path()).unwrap();
+    let plans = crate::synth::plans().unwrap();
+    crate::synth::write_all(dir.path(), &crate::synth::manifests(&plans, n, true)).unwrap();
+    parlab::gates::save(&crate::synth::gates(), dir.path()).unwrap();
     let out = tempfile::tempdir().unwrap();
     let rss_before = peak_rss_kib();
     let start = std::time::Instant::now();
@@ -299,4 +300,44 @@ fn every_fitted_line_passes_within_25_percent_of_the_smallest_median_it_was_fitt
         assert!((fit.alpha_s * steps - fit.intercept_s).abs() <= 1e-12 + 1e-9 * fit.intercept_s, "α is the intercept per ring step");
         assert!((factor / fit.beta_bps - fit.slope_s_per_byte).abs() <= 1e-9 * fit.slope_s_per_byte.max(1e-30), "β = factor / slope");
     }
+}
+
+/// Every data file of the register, read by Python's standard `csv` module: columns named with
+/// a unit (`_s`, `_bytes`, `_Bps`, `_fraction`) hold numbers, and no cell anywhere holds a unit.
+const CSV_CHECK: &str = r#"
+import csv, re, sys
+unit = re.compile(r"^[-+]?[0-9.]+(e-?[0-9]+)? ?(ns|µs|us|ms|s|B|KiB|MiB|GiB|TiB|GB/s|%)( \(.*\))?$")
+bad = []
+for path in sys.argv[1:]:
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        for name, cell in row.items():
+            if cell and name.endswith(("_s", "_bytes", "_Bps", "_fraction")):
+                try:
+                    float(cell)
+                except ValueError:
+                    bad.append(f"{path}: {name} = {cell!r} is not a number")
+            if unit.match(cell or ""):
+                bad.append(f"{path}: {name} = {cell!r} holds a unit")
+print("\n".join(bad[:20]))
+sys.exit(1 if bad else 0)
+"#;
+
+#[test]
+fn every_table_leaves_as_numbers_in_csv_and_parquet() {
+    let r = rendered(&fixtures());
+    let out = tempfile::tempdir().unwrap();
+    report::write(&r, out.path()).unwrap();
+    let csvs: Vec<PathBuf> = r.tables.iter().filter(|(p, _)| p.ends_with(".csv")).map(|(p, _)| out.path().join(p)).collect();
+    assert!(csvs.len() >= 10, "{} tables", csvs.len());
+    let check = std::process::Command::new("python3").arg("-c").arg(CSV_CHECK).args(&csvs).output().unwrap();
+    assert!(check.status.success(), "{}{}", String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
+    let (name, bytes) = r.tables.iter().find(|(p, _)| p.ends_with("collectives-all-reduce.parquet")).unwrap();
+    use polars::prelude::SerReader;
+    let df = polars::prelude::ParquetReader::new(std::io::Cursor::new(bytes.clone())).finish().unwrap();
+    for col in ["median_s", "size_bytes", "busbw_Bps", "min_s", "max_s"] {
+        assert_eq!(df.column(col).unwrap().dtype(), &polars::prelude::DataType::Float64, "{name}: {col}");
+    }
+    assert_eq!(df.column("world").unwrap().dtype(), &polars::prelude::DataType::UInt64, "{name}: world");
 }

@@ -1,0 +1,72 @@
+//! The one markdown renderer of a table: heading, caption, rows (collapsed past 12, cut at
+//! 500), provenance, and links to its data files. The register and `parlab model` both use it.
+
+use super::fmt;
+use crate::table::Table;
+
+/// Rows past which a table is folded into `<details>`.
+const FOLD_AFTER: usize = 12;
+/// Rows past which the markdown shows only the first ones (the data files hold all).
+const MAX_ROWS: usize = 500;
+
+/// A table's text cells, escaped for a markdown table.
+pub fn cells(t: &Table) -> Vec<Vec<String>> {
+    t.rows.iter().map(|r| r.iter().map(|c| fmt::escape(&fmt::text(c))).collect()).collect()
+}
+
+/// The markdown block of `t`; `files` names its data files (`tables/<id>.csv`, ...), if any.
+pub fn table(t: &Table, files: &[String]) -> String {
+    let rows = cells(t);
+    let n = rows.len();
+    let csv = files.first().cloned().unwrap_or_default();
+    let mut s = format!("#### {}\n\n{}\n\n", t.title, t.caption);
+    if n > FOLD_AFTER {
+        s.push_str(&format!("<details><summary>{n} rows (collapsed; every row is also in {csv})</summary>\n\n"));
+    }
+    let header: Vec<String> = t.columns.iter().map(|c| fmt::escape(c)).collect();
+    s.push_str(&format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(header.len())));
+    for row in rows.iter().take(MAX_ROWS) {
+        s.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    s.push('\n');
+    if n > MAX_ROWS {
+        s.push_str(&format!("The first {MAX_ROWS} of {n} rows; all of them are in [{csv}]({csv}).\n\n"));
+    }
+    if n > FOLD_AFTER {
+        s.push_str("</details>\n\n");
+    }
+    if !t.provenance.is_empty() {
+        s.push_str("Provenance:\n\n");
+        for p in &t.provenance {
+            s.push_str(&format!("- {p}\n"));
+        }
+        s.push('\n');
+    }
+    if !files.is_empty() {
+        let links: Vec<String> = files.iter().map(|f| format!("[{f}]({f})")).collect();
+        s.push_str(&format!("Table as data: {}\n", links.join(", ")));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::Cell;
+
+    #[test]
+    fn renders_typed_cells_escaped() {
+        let t = Table {
+            title: "T".into(),
+            caption: "C.".into(),
+            columns: vec!["a|b".into(), "median".into()],
+            rows: vec![vec![Cell::text("x|y"), Cell::Seconds(2e-3)]],
+            provenance: vec!["p".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            table(&t, &["tables/t.csv".into()]),
+            "#### T\n\nC.\n\n| a\\|b | median |\n|---|---|\n| x\\|y | 2.00 ms |\n\nProvenance:\n\n- p\n\nTable as data: [tables/t.csv](tables/t.csv)\n"
+        );
+    }
+}
