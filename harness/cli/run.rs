@@ -3,6 +3,7 @@
 use super::UserError;
 use crate::gates::Gates;
 use crate::launch::{leftovers, signals};
+use crate::manifest::caveat::Caveat;
 use crate::manifest::lock::StoreLock;
 use crate::manifest::{self, Launch, Manifest, Status};
 use crate::spec::{load_suite_limited, Kind, RunPlan};
@@ -81,7 +82,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
 
 /// Ends ranks an earlier controller on this store left running (this controller holds the
 /// store's lock, so no live controller owns them); returns the caveat for the next launched run.
-fn end_leftovers(dir: &Path) -> Vec<String> {
+fn end_leftovers(dir: &Path) -> Vec<Caveat> {
     let (ours, _) = leftovers::split_by_store(leftovers::rank_processes(), dir);
     if ours.is_empty() {
         return Vec::new();
@@ -94,11 +95,13 @@ fn end_leftovers(dir: &Path) -> Vec<String> {
         leftovers::pid_list(&ours)
     );
     leftovers::end(&pids);
-    vec![format!(
-        "before this run parlab ended {} leftover ranks of an earlier controller on this store (pids {})",
-        pids.len(),
-        leftovers::pid_list(&ours)
-    )]
+    vec![Caveat::Note {
+        text: format!(
+            "before this run parlab ended {} leftover ranks of an earlier controller on this store (pids {})",
+            pids.len(),
+            leftovers::pid_list(&ours)
+        ),
+    }]
 }
 
 /// The suite without repeats of a run identity (two experiments of the same content run once;
@@ -125,7 +128,7 @@ fn run_one(
     gates: &Gates,
     dir: &Path,
     force: bool,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Caveat>,
 ) -> anyhow::Result<Outcome> {
     let path = Manifest::path_for(dir, &plan.run_id);
     if !force && crate::manifest::cache::cached(&path) {
@@ -216,10 +219,12 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
     let ranks = crate::manifest::placement::read_all(&out);
     record.caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
     if !outcome.foreign_ranks.is_empty() {
-        record.caveats.push(format!(
-            "other parlab ranks ran on this machine during this run (pids {}); its timings may be disturbed",
-            leftovers::pid_list(&outcome.foreign_ranks)
-        ));
+        record.caveats.push(Caveat::Note {
+            text: format!(
+                "other parlab ranks ran on this machine during this run (pids {}); its timings may be disturbed",
+                leftovers::pid_list(&outcome.foreign_ranks)
+            ),
+        });
     }
     record.launch = Some(Launch {
         command: outcome.command.clone(),

@@ -31,7 +31,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         Column::new("min_s".into(), rows.iter().map(|r| r.2.min).collect::<Vec<f64>>()),
         Column::new("max_s".into(), rows.iter().map(|r| r.2.max).collect::<Vec<f64>>()),
         Column::new("p99_s".into(), rows.iter().map(|r| r.2.p99).collect::<Vec<f64>>()),
-        Column::new("n".into(), rows.iter().map(|r| r.2.n as u64).collect::<Vec<u64>>()),
+        Column::new("n".into(), rows.iter().map(|r| r.2.n).collect::<Vec<u64>>()),
         Column::new("spread_median_s".into(), rows.iter().map(|r| r.3.median).collect::<Vec<f64>>()),
     ])
     .map_err(|e| format!("building the summary frame: {e}"))?;

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// `{"median", "min", "max", "p99", "n"}` of a set of samples.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Stats {
     /// The middle value (mean of the two middle values when n is even).
     pub median: f64,
@@ -14,7 +14,7 @@ pub struct Stats {
     /// The nearest-rank 99th percentile: the ceil(0.99 n)-th smallest value.
     pub p99: f64,
     /// Number of samples.
-    pub n: usize,
+    pub n: u64,
 }
 
 impl Stats {
@@ -28,7 +28,22 @@ impl Stats {
         let n = v.len();
         let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
         let rank = ((0.99 * n as f64).ceil() as usize).clamp(1, n);
-        Some(Stats { median, min: v[0], max: v[n - 1], p99: v[rank - 1], n })
+        Some(Stats { median, min: v[0], max: v[n - 1], p99: v[rank - 1], n: n as u64 })
+    }
+
+    /// Reads a summary's stats object leniently (older summaries may lack all but the median);
+    /// `None` when the median is missing.
+    pub fn read(v: Option<&serde_json::Value>) -> Option<Stats> {
+        let v = v?;
+        let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64);
+        let median = f("median")?;
+        Some(Stats {
+            median,
+            min: f("min").unwrap_or(median),
+            max: f("max").unwrap_or(median),
+            p99: f("p99").unwrap_or(median),
+            n: v.get("n").and_then(serde_json::Value::as_u64).unwrap_or(0),
+        })
     }
 
     /// The stats as the summary's JSON object.

@@ -3,7 +3,7 @@
 
 use super::{Finding, Inconclusive, Inputs};
 use crate::manifest::{Manifest, Status};
-use crate::report::facts::Stat;
+use crate::report::facts::Stats;
 use crate::spec::claims::{parse, Claim};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,7 +39,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
 
 /// A figure's value over the runs a selection matched, with their runs.
 struct Measured {
-    stat: Stat,
+    stat: Stats,
     runs: Vec<String>,
     tokens: Vec<Value>,
 }
@@ -82,10 +82,10 @@ fn row_matches(row: &Value, select: &BTreeMap<String, String>) -> bool {
 }
 
 /// The stats of `figure` in one manifest (collectives and dispatch: every matching row).
-fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Vec<Stat> {
+fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Vec<Stats> {
     let s = &m.summary;
-    let one = |path: &str| Stat::read(s.pointer(path)).into_iter().collect::<Vec<_>>();
-    let plain = |v: Option<f64>| v.map(|x| Stat { median: x, min: x, max: x, p99: x, n: 1 });
+    let one = |path: &str| Stats::read(s.pointer(path)).into_iter().collect::<Vec<_>>();
+    let plain = |v: Option<f64>| v.map(|x| Stats { median: x, min: x, max: x, p99: x, n: 1 });
     match figure {
         "step" | "comm" | "compute" | "prefill" => one(&format!("/decode/{figure}_s")),
         "tokens_per_s" => one("/decode/tokens_per_s"),
@@ -97,7 +97,7 @@ fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Ve
                 .flatten()
                 .filter(|r| row_matches(r, select))
                 .filter_map(|r| match figure {
-                    "time" => Stat::read(r.get("time_s")),
+                    "time" => Stats::read(r.get("time_s")),
                     "busbw" => plain(r.get("busbw_Bps").and_then(Value::as_f64)),
                     _ => plain(r.get("algbw_Bps").and_then(Value::as_f64)),
                 })
@@ -127,7 +127,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     let mut medians: Vec<f64> = stats.iter().map(|s| s.median).collect();
     medians.sort_by(f64::total_cmp);
     let median = medians.get(medians.len() / 2).copied().unwrap_or(f64::NAN);
-    let stat = Stat {
+    let stat = Stats {
         median,
         min: stats.iter().map(|s| s.min).fold(f64::INFINITY, f64::min),
         max: stats.iter().map(|s| s.max).fold(f64::NEG_INFINITY, f64::max),

@@ -5,7 +5,7 @@
 
 use super::{by_world, short, side, Finding, Inconclusive, Inputs, Side};
 use crate::manifest::{Manifest, Status};
-use crate::report::facts::{DecodeRow, Stat};
+use crate::report::facts::{DecodeRow, Stats};
 use crate::spec::schema::Kind;
 use crate::units::format_seconds;
 use serde_json::Value;
@@ -73,17 +73,17 @@ fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
 }
 
 /// Non-communication time: the compute figure, else step minus communication (medians only).
-fn non_comm(d: &DecodeRow) -> Stat {
+fn non_comm(d: &DecodeRow) -> Stats {
     d.compute.unwrap_or_else(|| {
         let c = d.comm.map_or(0.0, |c| c.median);
-        Stat { median: d.step.median - c, min: d.step.min - c, max: d.step.max - c, p99: d.step.p99 - c, n: d.step.n }
+        Stats { median: d.step.median - c, min: d.step.min - c, max: d.step.max - c, p99: d.step.p99 - c, n: d.step.n }
     })
 }
 
 /// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.
-fn aggregate(m: &Manifest, stream: bool) -> Option<Stat> {
+fn aggregate(m: &Manifest, stream: bool) -> Option<Stats> {
     let path = if stream { "/membw/stream/aggregate_Bps" } else { "/membw/aggregate_Bps" };
-    Stat::read(m.summary.pointer(path))
+    Stats::read(m.summary.pointer(path))
 }
 
 fn plateau(f: &mut Finding, inp: &Inputs) {

@@ -17,7 +17,7 @@ pub mod render;
 use crate::audit::AnswerGroup;
 use crate::costmodel::link::LinkFit;
 use crate::manifest::Manifest;
-use crate::report::facts::{Facts, Stat};
+use crate::report::facts::{Facts, Stats};
 use crate::spec::schema::Op;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -216,7 +216,7 @@ pub enum Side {
 }
 
 /// The side of `boundary` a measured range lies on.
-pub fn side(s: &Stat, boundary: f64) -> Side {
+pub fn side(s: &Stats, boundary: f64) -> Side {
     if s.min > boundary {
         Side::Above
     } else if s.max < boundary {

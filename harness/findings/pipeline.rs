@@ -3,7 +3,7 @@
 //! hit (the shared memory system), not to p times one stage.
 
 use super::{by_world, Finding, Inconclusive, Inputs, TOLERANCE};
-use crate::report::facts::{DecodeRow, Stat};
+use crate::report::facts::{DecodeRow, Stats};
 
 /// The pipeline finding.
 pub fn finding(inp: &Inputs) -> Finding {
@@ -19,7 +19,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no one-stage pipeline run with one sequence".into());
     };
     let rate = |d: &DecodeRow| d.tokens_per_s.unwrap_or_default();
-    let r1: Stat = rate(one);
+    let r1: Stats = rate(one);
     f.number("one stage, one sequence: tokens/s (median)", r1.median, "tokens/s", &[one.run.as_str()]);
     let mut faster = Vec::new();
     for (&p, d) in single.iter().filter(|(&p, _)| p > 1) {
@@ -47,7 +47,7 @@ pub fn finding(inp: &Inputs) -> Finding {
     ceiling(f, inp, &pipe, r1)
 }
 
-fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stat) -> Finding {
+fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats) -> Finding {
     let full = best(pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)));
     let replicas = best(inp.facts.decode.iter().filter(|d| d.strategy == "data"));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {

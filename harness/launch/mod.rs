@@ -8,6 +8,7 @@ pub mod progress;
 pub mod signals;
 pub mod supervise;
 
+use crate::manifest::caveat::Caveat;
 use crate::spec::RunPlan;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -108,19 +109,19 @@ pub fn write_timeline(out: &Path, key: &str) {
 
 /// Caveats the machine imposes on a run's figures, given where its ranks ran (`ranks` is empty
 /// when the ranks recorded nothing, e.g. a launch that failed early: then one host is assumed).
-pub fn caveats(plan: &RunPlan, cores: u32, ranks: &[crate::manifest::placement::RankPlacement]) -> Vec<String> {
+pub fn caveats(plan: &RunPlan, cores: u32, ranks: &[crate::manifest::placement::RankPlacement]) -> Vec<Caveat> {
     let hosts = crate::manifest::placement::by_host(ranks);
     let mut out = Vec::new();
     if hosts.len() > 1 {
-        out.push(format!("several hosts: {}", crate::manifest::placement::describe(ranks)));
+        out.push(Caveat::SeveralHosts { placement: crate::manifest::placement::describe(ranks) });
     } else if plan.layout.world * plan.threads_per_rank > cores {
-        out.push(format!("oversubscribed: {} ranks x {} threads on {cores} cores", plan.layout.world, plan.threads_per_rank));
+        out.push(Caveat::Oversubscribed { ranks: plan.layout.world, threads: plan.threads_per_rank, cores });
     }
     if plan.layout.world > 1 && hosts.len() <= 1 {
-        out.push("one shared memory system: every rank streams from the same DRAM".into());
+        out.push(Caveat::SharedMemory);
     }
     if plan.link == "mpi-tcp" && hosts.len() <= 1 {
-        out.push("loopback TCP, not an interconnect".into());
+        out.push(Caveat::LoopbackTcp);
     }
     out
 }

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub mod cache;
+pub mod caveat;
 pub mod lock;
 pub mod placement;
 
@@ -148,7 +149,7 @@ pub struct Manifest {
     pub launch: Option<Launch>,
     /// Caveats the machine imposes on this run's figures.
     #[serde(default)]
-    pub caveats: Vec<String>,
+    pub caveats: Vec<caveat::Caveat>,
     /// Paths of results files, relative to the manifests folder.
     #[serde(default)]
     pub results: Value,

@@ -230,7 +230,7 @@ impl Night {
 }
 
 fn stat_median(v: &Value, key: &str) -> Option<f64> {
-    crate::report::facts::Stat::read(v.get(key)).map(|s| s.median)
+    crate::report::facts::Stats::read(v.get(key)).map(|s| s.median)
 }
 
 /// The comparable figures in a manifest's summary (medians only: ranges are noise).

@@ -1,6 +1,7 @@
 //! "What the numbers do not show": limits generated from the manifests' facts.
 
 use super::facts::Facts;
+use crate::manifest::caveat::Caveat;
 use crate::manifest::{Manifest, Status};
 use crate::spec::plan::Workload;
 use crate::spec::schema::Dtype;
@@ -63,7 +64,9 @@ fn shared_identities(list: &[Manifest]) -> Option<String> {
 fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
     let over: Vec<&&Manifest> = launched
         .iter()
-        .filter(|m| m.launch.as_ref().is_some_and(|l| l.oversubscribed) || m.caveats.iter().any(|c| c.starts_with("oversubscribed")))
+        .filter(|m| {
+            m.launch.as_ref().is_some_and(|l| l.oversubscribed) || m.caveats.iter().any(|c| matches!(c, Caveat::Oversubscribed { .. }))
+        })
         .collect();
     let first = over.first()?;
     let worst = over.iter().map(|m| m.layout.world * m.plan.threads_per_rank).max().unwrap_or(0);
@@ -224,16 +227,10 @@ fn not_run(list: &[Manifest]) -> Option<String> {
 }
 
 fn other_caveats(launched: &[&Manifest]) -> Vec<String> {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for m in launched {
-        for c in &m.caveats {
-            let known = c.starts_with("oversubscribed")
-                || c.starts_with("several hosts")
-                || c.starts_with("one shared memory system")
-                || c.starts_with("loopback TCP");
-            if !known {
-                *counts.entry(c.as_str()).or_default() += 1;
-            }
+        for c in m.caveats.iter().filter(|c| !c.has_own_section()) {
+            *counts.entry(c.to_string()).or_default() += 1;
         }
     }
     counts.into_iter().map(|(c, n)| format!("{c} ({n} runs).")).collect()

@@ -5,36 +5,7 @@ use crate::manifest::{Manifest, Status};
 use crate::spec::schema::Kind;
 use serde_json::Value;
 
-/// A statistics object `{median, min, max, p99, n}`.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Stat {
-    /// Median.
-    pub median: f64,
-    /// Smallest sample.
-    pub min: f64,
-    /// Largest sample.
-    pub max: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// Number of samples.
-    pub n: u64,
-}
-
-impl Stat {
-    /// Reads a stats object; `None` when the median is missing.
-    pub fn read(v: Option<&Value>) -> Option<Stat> {
-        let v = v?;
-        let f = |k: &str| v.get(k).and_then(Value::as_f64);
-        let median = f("median")?;
-        Some(Stat {
-            median,
-            min: f("min").unwrap_or(median),
-            max: f("max").unwrap_or(median),
-            p99: f("p99").unwrap_or(median),
-            n: v.get("n").and_then(Value::as_u64).unwrap_or(0),
-        })
-    }
-}
+pub use crate::collect::stats::Stats;
 
 /// The first 12 hex digits of a run identity.
 pub fn short(run_id: &str) -> String {
@@ -55,11 +26,11 @@ pub struct CollRow {
     /// Message size in bytes.
     pub size: u64,
     /// Time per iteration (slowest rank).
-    pub time: Stat,
+    pub time: Stats,
     /// Spread between ranks.
-    pub spread: Option<Stat>,
+    pub spread: Option<Stats>,
     /// The op's own time (back to back, mean over ranks), where measured.
-    pub op_time: Option<Stat>,
+    pub op_time: Option<Stats>,
     /// Slowest rank's median minus the op's own median: the waiting a step pays.
     pub skew: Option<f64>,
     /// Algorithm bandwidth, bytes/s.
@@ -121,11 +92,11 @@ pub struct MembwRow {
     /// Buffer bytes per process.
     pub buffer: u64,
     /// Aggregate bandwidth, bytes/s.
-    pub aggregate: Stat,
+    pub aggregate: Stats,
     /// Per-process bandwidth, bytes/s.
-    pub per_process: Option<Stat>,
+    pub per_process: Option<Stats>,
     /// parlab's STREAM-class read: per-process bandwidth, bytes/s, where measured.
-    pub stream_per_process: Option<Stat>,
+    pub stream_per_process: Option<Stats>,
     /// The roofline's source (`stream` or `torch-sum`), where recorded.
     pub roofline: Option<String>,
     /// Run identity (12 hex).
@@ -152,15 +123,15 @@ pub struct DecodeRow {
     /// Link.
     pub link: String,
     /// Step time.
-    pub step: Stat,
+    pub step: Stats,
     /// Communication time per step.
-    pub comm: Option<Stat>,
+    pub comm: Option<Stats>,
     /// Compute time per step.
-    pub compute: Option<Stat>,
+    pub compute: Option<Stats>,
     /// Prefill time.
-    pub prefill: Option<Stat>,
+    pub prefill: Option<Stats>,
     /// Tokens per second.
-    pub tokens_per_s: Option<Stat>,
+    pub tokens_per_s: Option<Stats>,
     /// Collectives per step.
     pub collectives: Option<u64>,
     /// Exactness: tokens equal.
@@ -187,7 +158,7 @@ pub struct DispatchRow {
     /// Bytes moved.
     pub bytes: u64,
     /// Time.
-    pub time: Stat,
+    pub time: Stats,
     /// Run identity (12 hex).
     pub run: String,
 }
@@ -268,9 +239,9 @@ fn coll_row(m: &Manifest, e: &Value) -> Option<CollRow> {
         world: uint(e, "world").map_or(m.layout.world, |w| w as u32),
         link: text(e, "link").unwrap_or_else(|| m.plan.link.clone()),
         size: uint(e, "size_bytes")?,
-        time: Stat::read(e.get("time_s"))?,
-        spread: Stat::read(e.get("rank_spread_s")),
-        op_time: Stat::read(e.get("op_time_s")),
+        time: Stats::read(e.get("time_s"))?,
+        spread: Stats::read(e.get("rank_spread_s")),
+        op_time: Stats::read(e.get("op_time_s")),
         skew: num(e, "skew_s"),
         algbw: num(e, "algbw_Bps").unwrap_or(f64::NAN),
         busbw: num(e, "busbw_Bps").unwrap_or(f64::NAN),
@@ -321,9 +292,9 @@ fn membw_row(m: &Manifest, e: &Value) -> Option<MembwRow> {
         processes: uint(e, "processes").unwrap_or(m.layout.world as u64),
         threads: uint(e, "threads").unwrap_or(m.plan.threads_per_rank as u64),
         buffer: uint(e, "buffer_bytes").unwrap_or(0),
-        aggregate: Stat::read(e.get("aggregate_Bps"))?,
-        per_process: Stat::read(e.get("per_process_Bps")),
-        stream_per_process: Stat::read(e.pointer("/stream/per_process_Bps")),
+        aggregate: Stats::read(e.get("aggregate_Bps"))?,
+        per_process: Stats::read(e.get("per_process_Bps")),
+        stream_per_process: Stats::read(e.pointer("/stream/per_process_Bps")),
         roofline: e.pointer("/roofline/source").and_then(Value::as_str).map(str::to_string),
         run: short(&m.run_id),
     })
@@ -345,11 +316,11 @@ fn decode_row(m: &Manifest, e: &Value) -> Option<DecodeRow> {
         head: text(e, "head").unwrap_or_else(|| m.layout.head.map_or("-".into(), |h| format!("{h:?}").to_lowercase())),
         sequences: uint(e, "sequences").or(m.layout.sequences.map(u64::from)).unwrap_or(1),
         link: m.plan.link.clone(),
-        step: Stat::read(e.get("step_s"))?,
-        comm: Stat::read(e.get("comm_s")),
-        compute: Stat::read(e.get("compute_s")),
-        prefill: Stat::read(e.get("prefill_s")),
-        tokens_per_s: Stat::read(e.get("tokens_per_s")),
+        step: Stats::read(e.get("step_s"))?,
+        comm: Stats::read(e.get("comm_s")),
+        compute: Stats::read(e.get("compute_s")),
+        prefill: Stats::read(e.get("prefill_s")),
+        tokens_per_s: Stats::read(e.get("tokens_per_s")),
         collectives: uint(e, "collectives_per_step"),
         tokens_equal: ex("tokens_equal").and_then(Value::as_bool),
         max_logit_diff: ex("max_logit_diff").and_then(Value::as_f64),
@@ -365,7 +336,7 @@ fn dispatch_row(m: &Manifest, e: &Value) -> Option<DispatchRow> {
         world: m.layout.world,
         tokens: uint(e, "tokens")?,
         bytes: uint(e, "bytes").unwrap_or(0),
-        time: Stat::read(e.get("time_s"))?,
+        time: Stats::read(e.get("time_s"))?,
         run: short(&m.run_id),
     })
 }

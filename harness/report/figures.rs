@@ -226,7 +226,7 @@ fn nice_step(max: f64) -> f64 {
 }
 
 fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
-    let part = |s: Option<super::facts::Stat>| s.map_or(0.0, |s| s.median.max(0.0));
+    let part = |s: Option<super::facts::Stats>| s.map_or(0.0, |s| s.median.max(0.0));
     let top = bars.iter().map(|b| (part(b.compute) + part(b.comm)).max(b.step.median)).fold(0.0, f64::max).max(1e-9);
     let step = nice_step(top);
     let ymax = (top / step).ceil() * step;

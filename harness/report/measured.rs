@@ -270,7 +270,7 @@ fn decode_cells(r: &DecodeRow) -> Vec<Cell> {
 }
 
 /// `min – max` of a bandwidth statistic, or `Missing`.
-fn bw_range(s: Option<&super::facts::Stat>) -> Cell {
+fn bw_range(s: Option<&super::facts::Stats>) -> Cell {
     s.map_or(Cell::Missing, |s| Cell::range(s.min, s.max, Cell::BytesPerSec))
 }
 

@@ -157,7 +157,7 @@ fn leftover_ranks_of_an_earlier_controller_are_ended_and_the_next_manifest_says_
     assert!(ended.is_some_and(|s| s.code().is_none()), "the leftover was ended by a signal: {ended:?}");
     let m = suite.manifest("later");
     let note = format!("ended 1 leftover ranks of an earlier controller on this store (pids {})", leftover.id());
-    assert!(m.caveats.iter().any(|c| c.contains(&note)), "{:?}", m.caveats);
+    assert!(m.caveats.iter().any(|c| c.to_string().contains(&note)), "{:?}", m.caveats);
 }
 
 /// A small GPT-2 checkpoint folder written by `parlab model init`, from `config`.
