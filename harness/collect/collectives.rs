@@ -121,7 +121,7 @@ fn frame(rows: &[SizeSummary], plan: &RunPlan) -> PolarsResult<DataFrame> {
         Column::new("min_s".into(), f(&|r| r.time.min)),
         Column::new("max_s".into(), f(&|r| r.time.max)),
         Column::new("p99_s".into(), f(&|r| r.time.p99)),
-        Column::new("n".into(), rows.iter().map(|r| r.time.n as u64).collect::<Vec<u64>>()),
+        Column::new("n".into(), rows.iter().map(|r| r.time.n).collect::<Vec<u64>>()),
         Column::new("spread_median_s".into(), f(&|r| r.spread.median)),
         Column::new("spread_max_s".into(), f(&|r| r.spread.max)),
         Column::new("algbw_Bps".into(), f(&|r| r.size_bytes as f64 / r.time.median)),
