@@ -34,9 +34,9 @@ pub struct RunOptions {
 pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
     crate::launch::signals::install();
     crate::spec::weights::allow_cache_writes();
-    let runs = super::select::only(load_suite_limited(paths, options.max_runs)?, &options.only)?;
-    let origins = manifest::origins_by_run(&runs);
-    let runs = first_of_each_identity(runs);
+    let suite = load_suite_limited(paths, options.max_runs)?;
+    let origins = manifest::origins_by_run(&suite);
+    let runs = first_of_each_identity(super::select::only(suite, &options.only)?);
     let dir = manifest::manifests_dir();
     let _lock = StoreLock::acquire(&dir, options.wait).map_err(|e| UserError(e.to_string()))?;
     let mut notes = end_leftovers(&dir);
