@@ -113,11 +113,10 @@ fn first_of_each_identity(runs: Vec<RunPlan>) -> Vec<RunPlan> {
 
 /// A cached manifest whose origins differ from the suite's (an experiment renamed, or a
 /// second one of the same content) is rewritten with the suite's; its figures are kept.
-fn refresh_origins(path: &Path, origins: &[manifest::Origin]) -> anyhow::Result<()> {
-    let Ok(mut m) = manifest::read_one(path) else { return Ok(()) };
-    if m.origins != origins {
-        m.set_origins(origins);
-        m.write(path.parent().unwrap_or(Path::new(".")))?;
+fn refresh_origins(mut cached: Manifest, dir: &Path, origins: &[manifest::Origin]) -> anyhow::Result<()> {
+    if cached.origins != origins {
+        cached.set_origins(origins);
+        cached.write(dir)?;
     }
     Ok(())
 }
@@ -130,10 +129,12 @@ fn run_one(
     force: bool,
     notes: &mut Vec<Caveat>,
 ) -> anyhow::Result<Outcome> {
-    let path = Manifest::path_for(dir, &plan.run_id);
-    if !force && crate::manifest::cache::cached(&path) {
-        refresh_origins(&path, origins)?;
-        return Ok(Outcome::Skipped);
+    if !force {
+        let path = Manifest::path_for(dir, &plan.run_id);
+        if let Some(cached) = manifest::read_one(&path).ok().filter(crate::manifest::cache::fresh) {
+            refresh_origins(cached, dir, origins)?;
+            return Ok(Outcome::Skipped);
+        }
     }
     let started_at = manifest::now();
     let unmet = gates.unmet(&plan.requires);

@@ -2,15 +2,9 @@
 //! measuring-code digest is this build's ([`MEASURING_DIGEST`]); the run identity in its
 //! name already covers the spec, the model config and the weights.
 
-use super::{read_one, Manifest, Status, MEASURING_DIGEST};
+use super::{Manifest, Status, MEASURING_DIGEST};
 use crate::spec::schema::Kind;
 use std::collections::BTreeSet;
-use std::path::Path;
-
-/// Whether the manifest at `path` is ok and was measured by this build's measuring code.
-pub fn cached(path: &Path) -> bool {
-    read_one(path).is_ok_and(|m| fresh(&m))
-}
 
 /// Whether `m` is ok and was measured by this build's measuring code.
 pub fn fresh(m: &Manifest) -> bool {

@@ -124,12 +124,17 @@ fn csv_text(v: &Raw) -> String {
     }
 }
 
-/// The table as RFC 4180 CSV with `\n` line ends: a header of unit-suffixed names, raw values.
-pub fn to_csv(t: &Table) -> String {
+/// A table's data files, `(CSV text, parquet bytes)`, from one pass over its cells.
+pub fn data_files(t: &Table) -> (String, Result<Vec<u8>, String>) {
     let cols = data_columns(t);
+    (csv(&cols, t.rows.len()), parquet(&cols, t.rows.len()).map_err(|e| format!("table {}: {e}", t.id)))
+}
+
+/// RFC 4180 CSV with `\n` line ends: a header of unit-suffixed names, raw values.
+fn csv(cols: &[DataColumn], rows: usize) -> String {
     let mut out = cols.iter().map(|c| field(&c.name)).collect::<Vec<_>>().join(",");
     out.push('\n');
-    for r in 0..t.rows.len() {
+    for r in 0..rows {
         out.push_str(&cols.iter().map(|c| csv_text(&c.values[r])).collect::<Vec<_>>().join(","));
         out.push('\n');
     }
@@ -159,12 +164,11 @@ fn series(c: &DataColumn) -> Column {
     }
 }
 
-/// The table as a parquet file: one typed column per CSV column (u64, f64, bool or string).
-pub fn to_parquet(t: &Table) -> Result<Vec<u8>, String> {
-    let columns: Vec<Column> = data_columns(t).iter().map(series).collect();
-    let mut df = DataFrame::new(t.rows.len(), columns).map_err(|e| format!("table {}: {e}", t.id))?;
+/// A parquet file: one typed column per CSV column (u64, f64, bool or string).
+fn parquet(cols: &[DataColumn], rows: usize) -> PolarsResult<Vec<u8>> {
+    let mut df = DataFrame::new(rows, cols.iter().map(series).collect())?;
     let mut buf = Vec::new();
-    ParquetWriter::new(&mut buf).finish(&mut df).map_err(|e| format!("table {}: {e}", t.id))?;
+    ParquetWriter::new(&mut buf).finish(&mut df)?;
     Ok(buf)
 }
 
@@ -192,7 +196,7 @@ mod tests {
     #[test]
     fn numbers_carry_units_in_names_not_cells() {
         assert_eq!(
-            to_csv(&table()),
+            data_files(&table()).0,
             "size_bytes,median_s,min_s,max_s,op_quoted,on_nvswitch_s,on_nvswitch_note\n4,0.000000394,0.0000003,0.000015,\"a,b\",0.00002,pays\n1024,,,,,,\n"
         );
     }
@@ -206,7 +210,7 @@ mod tests {
 
     #[test]
     fn parquet_holds_typed_columns() {
-        let bytes = to_parquet(&table()).unwrap();
+        let bytes = data_files(&table()).1.unwrap();
         let df = ParquetReader::new(std::io::Cursor::new(bytes)).finish().unwrap();
         assert_eq!(df.column("size_bytes").unwrap().dtype(), &DataType::Float64);
         assert_eq!(df.column("median_s").unwrap().f64().unwrap().get(0), Some(3.94e-7));

@@ -16,7 +16,11 @@ pub fn cells(t: &Table) -> Vec<Vec<String>> {
 
 /// The markdown block of `t`; `files` names its data files (`tables/<id>.csv`, ...), if any.
 pub fn table(t: &Table, files: &[String]) -> String {
-    let rows = cells(t);
+    block(t, &cells(t), files)
+}
+
+/// The markdown block of `t` from its already formatted `rows` (`cells(t)`).
+pub fn block(t: &Table, rows: &[Vec<String>], files: &[String]) -> String {
     let n = rows.len();
     let csv = files.first().cloned().unwrap_or_default();
     let mut s = format!("#### {}\n\n{}\n\n", t.title, t.caption);

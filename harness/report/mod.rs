@@ -184,16 +184,18 @@ impl Ids {
         if !mixed.is_empty() {
             files.push(Err(format!("table {id}: columns {} mix quantities", mixed.join(", "))));
         }
-        files.push(Ok((csv.clone(), csv::to_csv(t).into_bytes())));
-        files.push(csv::to_parquet(t).map(|bytes| (parquet.clone(), bytes)));
+        let (csv_text, parquet_bytes) = csv::data_files(t);
+        files.push(Ok((csv.clone(), csv_text.into_bytes())));
+        files.push(parquet_bytes.map(|bytes| (parquet.clone(), bytes)));
+        let rows = markdown::cells(t);
         TableView {
             id,
             title: t.title.clone(),
             caption: t.caption.clone(),
             columns: t.columns.clone(),
-            rows: markdown::cells(t),
+            markdown: markdown::block(t, &rows, &[csv.clone(), parquet]),
+            rows,
             provenance: t.provenance.clone(),
-            markdown: markdown::table(t, &[csv.clone(), parquet]),
             csv,
         }
     }
