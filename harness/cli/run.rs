@@ -195,7 +195,7 @@ fn base_manifest(plan: &RunPlan, gates: &Gates, started_at: &str) -> Manifest {
 
 fn fill_modelled(record: &mut Manifest, plan: &RunPlan) {
     match crate::costmodel::tables_for_plan(plan) {
-        Ok(summary) => record.summary = summary,
+        Ok(summary) => record.summary = Some(summary),
         Err(e) => {
             record.status = Status::Failed;
             record.reason = Some(e);
@@ -243,7 +243,7 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
     match crate::collect::collect(plan, &out, dir) {
         Ok(c) => {
             record.results = c.results;
-            record.summary = c.summary;
+            record.summary = Some(c.summary);
             record.answer = c.answer;
         }
         Err(e) => {

@@ -10,6 +10,7 @@
 use super::frames::{per_iteration, records, write_results};
 use super::stats::Stats;
 use super::Collected;
+use crate::manifest::summary::{Decode, Summary};
 use crate::model::reference::Exactness;
 use crate::rank::decode::RankAnswer;
 use crate::rank::records::Record;
@@ -114,28 +115,29 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let first = &answers[0];
     let replicas = if plan.layout.strategy == Strategy::Data { plan.layout.world } else { 1 };
     let rate = tokens_per_s(&recs, f64::from(replicas * first.sequences * first.new_tokens));
-    let stats = |v: &[f64], what: &str| Stats::of(v).map(|s| s.to_json()).ok_or_else(|| format!("no {what} samples in {}", out.display()));
+    let stats = |v: &[f64], what: &str| Stats::of(v).ok_or_else(|| format!("no {what} samples in {}", out.display()));
     let streamed: u64 = if replicas > 1 { first.streamed_bytes } else { answers.iter().map(|a| a.streamed_bytes).sum() };
-    let summary = json!({"decode": {
-        "strategy": plan.layout.strategy.name(),
-        "world": plan.layout.world,
-        "sequences": first.sequences,
-        "head": plan.layout.head,
-        "new_tokens": first.new_tokens,
-        "prompt_tokens": first.prompt_tokens,
-        "threads_per_rank": plan.threads_per_rank,
-        "step_s": stats(&steps, "decode_step")?,
-        "comm_s": stats(&comms, "decode_comm")?,
-        "compute_s": stats(&computes, "decode compute")?,
-        "prefill_s": stats(&prefills, "prefill")?,
-        "tokens_per_s": stats(&rate, "run")?,
-        "collectives_per_step": first.collectives_per_step,
-        "streamed_bytes": streamed,
-        "matvec_kernel": first.matvec_kernel,
-        "cpu_features": first.cpu_features,
-        "step_definition": "one decode round: every sequence in flight advances one token; slowest rank",
-        "streamed_bytes_definition": "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)",
-    }});
+    let summary = Summary::Decode(Decode {
+        strategy: plan.layout.strategy,
+        world: plan.layout.world,
+        sequences: first.sequences,
+        head: plan.layout.head,
+        new_tokens: first.new_tokens,
+        prompt_tokens: first.prompt_tokens,
+        threads_per_rank: plan.threads_per_rank,
+        step_s: stats(&steps, "decode_step")?,
+        comm_s: stats(&comms, "decode_comm")?,
+        compute_s: stats(&computes, "decode compute")?,
+        prefill_s: stats(&prefills, "prefill")?,
+        tokens_per_s: stats(&rate, "run")?,
+        collectives_per_step: first.collectives_per_step,
+        streamed_bytes: streamed,
+        matvec_kernel: first.matvec_kernel.clone(),
+        cpu_features: first.cpu_features.clone(),
+        step_definition: "one decode round: every sequence in flight advances one token; slowest rank".into(),
+        streamed_bytes_definition:
+            "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
+    });
     let n = steps.len().min(comms.len()).min(computes.len());
     let mut frame = DataFrame::new_infer_height(vec![
         Column::new("round".into(), (0..n as u32).collect::<Vec<u32>>()),

@@ -3,9 +3,10 @@
 use super::frames::{figures_and_sizes, per_iteration, records, write_results};
 use super::stats::Stats;
 use super::Collected;
+use crate::manifest::summary::{Dispatch, DispatchRow, Summary};
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::Path;
 
 /// Summarises a dispatch run and writes its results files.
@@ -36,12 +37,20 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     ])
     .map_err(|e| format!("building the summary frame: {e}"))?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
-    let summary = json!({
-        "dispatch": rows.iter().map(|r| json!({
-            "tokens": r.0, "bytes": r.1, "time_s": r.2.to_json(), "rank_spread_s": r.3.to_json(),
-            "world": plan.layout.world, "top_k": params.top_k, "hidden": params.hidden,
-        })).collect::<Vec<_>>(),
-        "timing": "barrier, then MPI_Alltoallv to the experts and back, timed together; time_s is the slowest rank per iteration",
+    let summary = Summary::Dispatch(Dispatch {
+        rows: rows
+            .into_iter()
+            .map(|(tokens, bytes, time, spread)| DispatchRow {
+                tokens,
+                bytes,
+                world: plan.layout.world,
+                top_k: params.top_k,
+                hidden: params.hidden,
+                time,
+                spread,
+            })
+            .collect(),
+        timing: "barrier, then MPI_Alltoallv to the experts and back, timed together; time_s is the slowest rank per iteration".into(),
     });
     Ok(Collected { results, summary, answer: Value::Null })
 }

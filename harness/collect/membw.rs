@@ -1,17 +1,17 @@
 //! Memory-bandwidth results: aggregate and per-process bandwidth per repetition, for both
-//! read kernels: libtorch's sum (figure `membw`; the summary's top-level `aggregate_Bps` and
-//! `per_process_Bps`, as before) and parlab's STREAM-class read (figure `membw_stream`;
-//! `stream`). `roofline` names the higher of the two medians: the bandwidth a decode step is
-//! judged against.
+//! read kernels: libtorch's sum (figure `membw`; the summary's `aggregate` and `per_process`)
+//! and parlab's STREAM-class read (figure `membw_stream`; `stream`). `roofline` names the
+//! higher of the two medians: the bandwidth a decode step is judged against.
 
 use super::frames::{records, write_results};
 use super::stats::Stats;
 use super::Collected;
+use crate::manifest::summary::{Membw, Roofline, RooflineSource, StreamRead, Summary};
 use crate::rank::membw::STREAM_FIGURE;
 use crate::rank::records::Record;
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -29,6 +29,12 @@ pub fn bandwidths(recs: &[Record], figure: &str) -> Vec<(u32, f64, Vec<f64>)> {
         })
         .collect()
 }
+
+/// How the libtorch sum is timed.
+const TORCH_METHOD: &str = "tch f32 tensor.sum() per rank, timed from a common start after a barrier (earliest rank clock, MPI min); aggregate = all buffers / slowest rank's time";
+
+/// How parlab's STREAM-class read is timed.
+const STREAM_METHOD: &str = "parlab's STREAM-class read (model::matvec::read_threaded with the best kernel here: SIMD, several accumulators, four streams per thread) of the same buffer by threads_per_rank threads (the caller and the matvec pool, taking chunks as they come free), timed like the libtorch sum; the two kernels alternate order per repetition";
 
 /// Summarises a membw run and writes its results files.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
@@ -58,19 +64,22 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     ])
     .map_err(|e| format!("building the summary frame: {e}"))?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
-    let mut summary = json!({"membw": {
-        "processes": plan.layout.world, "threads": plan.threads_per_rank, "buffer_bytes": buffer,
-        "aggregate_Bps": agg.to_json(), "per_process_Bps": per.to_json(),
-        "method": "tch f32 tensor.sum() per rank, timed from a common start after a barrier (earliest rank clock, MPI min); aggregate = all buffers / slowest rank's time",
-        "roofline": roofline(&agg, &per, stream.as_ref()),
-    }});
-    if let Some((s_agg, s_per)) = stream {
-        summary["membw"]["stream"] = json!({
-            "aggregate_Bps": s_agg.to_json(), "per_process_Bps": s_per.to_json(),
-            "best_aggregate_Bps": s_agg.max, "kernel": stream_kernel(),
-            "method": "parlab's STREAM-class read (model::matvec::read_threaded with the best kernel here: SIMD, several accumulators, four streams per thread) of the same buffer by threads_per_rank threads (the caller and the matvec pool, taking chunks as they come free), timed like the libtorch sum; the two kernels alternate order per repetition",
-        });
-    }
+    let stream = stream.map(|(aggregate, per_process)| StreamRead {
+        aggregate,
+        per_process,
+        kernel: stream_kernel().into(),
+        method: STREAM_METHOD.into(),
+    });
+    let summary = Summary::Membw(Membw {
+        processes: plan.layout.world,
+        threads: plan.threads_per_rank,
+        buffer_bytes: buffer,
+        aggregate: agg,
+        per_process: per,
+        method: TORCH_METHOD.into(),
+        roofline: roofline(&agg, &per, stream.as_ref()),
+        stream,
+    });
     Ok(Collected { results, summary, answer: Value::Null })
 }
 
@@ -93,15 +102,19 @@ fn stream_kernel() -> &'static str {
 }
 
 /// The higher median of the two kernels (per process and aggregate), and which kernel it is.
-pub fn roofline(torch_agg: &Stats, torch_per: &Stats, stream: Option<&(Stats, Stats)>) -> Value {
+pub fn roofline(torch_agg: &Stats, torch_per: &Stats, stream: Option<&StreamRead>) -> Roofline {
     match stream {
-        Some((agg, per)) if per.median > torch_per.median => json!({
-            "source": "stream", "per_process_Bps": per.median, "aggregate_Bps": agg.median,
-            "other_per_process_Bps": torch_per.median,
-        }),
-        _ => json!({
-            "source": "torch-sum", "per_process_Bps": torch_per.median, "aggregate_Bps": torch_agg.median,
-            "other_per_process_Bps": stream.map(|s| s.1.median),
-        }),
+        Some(s) if s.per_process.median > torch_per.median => Roofline {
+            source: RooflineSource::Stream,
+            per_process_bps: s.per_process.median,
+            aggregate_bps: s.aggregate.median,
+            other_per_process_bps: Some(torch_per.median),
+        },
+        _ => Roofline {
+            source: RooflineSource::TorchSum,
+            per_process_bps: torch_per.median,
+            aggregate_bps: torch_agg.median,
+            other_per_process_bps: stream.map(|s| s.per_process.median),
+        },
     }
 }

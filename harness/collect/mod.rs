@@ -12,17 +12,18 @@ pub mod frames;
 pub mod membw;
 pub mod stats;
 
+use crate::manifest::summary::Summary;
 use crate::spec::{Kind, RunPlan};
 use serde_json::Value;
 use std::path::Path;
 
 /// What collection produced for the manifest.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Collected {
     /// Paths of results files, relative to the manifests folder.
     pub results: Value,
     /// Summary figures for the register.
-    pub summary: Value,
+    pub summary: Summary,
     /// The answer and exactness figures (decode).
     pub answer: Value,
 }

@@ -3,7 +3,7 @@
 //! puts on the wire, and a least-squares fit of the two constants from measurements.
 
 use crate::spec::schema::Op;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A link: `alpha_s` seconds per message plus bytes over `beta_bps`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -95,12 +95,19 @@ pub fn busbw(op: Op, algbw_bps: f64, world: u32) -> f64 {
 }
 
 /// A straight line `seconds = intercept + slope · bytes`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Line {
-    /// Seconds at zero bytes.
-    pub intercept: f64,
-    /// Seconds per byte.
-    pub slope: f64,
+    /// Seconds at zero bytes: the time of an empty message of the fitted op at its world.
+    pub intercept_s: f64,
+    /// Seconds per byte of message.
+    pub slope_s_per_byte: f64,
+}
+
+impl Line {
+    /// The line's time for a message of `bytes` (a negative slope counts as flat).
+    pub fn at(&self, bytes: f64) -> f64 {
+        self.intercept_s + self.slope_s_per_byte.max(0.0) * bytes
+    }
 }
 
 /// Least-squares line through `(bytes, seconds)`, each point weighted by 1/seconds², so the
@@ -121,11 +128,11 @@ pub fn fit_line(points: &[(f64, f64)]) -> Option<Line> {
         return None;
     }
     let slope = (sw * sxy - sx * sy) / det;
-    Some(Line { intercept: (sy - slope * sx) / sw, slope })
+    Some(Line { intercept_s: (sy - slope * sx) / sw, slope_s_per_byte: slope })
 }
 
 /// A held-out size: what the fit predicts against what was measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Heldout {
     /// Message size.
     pub size_bytes: u64,
@@ -137,19 +144,23 @@ pub struct Heldout {
     pub error: f64,
 }
 
-/// The link constants fitted from one collective at one world size.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The link constants fitted from one collective at one world size: the one fit type of
+/// parlab (collect stores it, figures draw `line`, tables show it, predictions use `link`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinkFit {
     /// The operation fitted.
     pub op: Op,
     /// Ranks.
     pub world: u32,
-    /// Latency per step (intercept over the op's step count).
-    pub alpha_s: f64,
-    /// Bandwidth; None when the fitted slope is not positive (time flat in size).
-    pub beta_bps: Option<f64>,
-    /// The fitted line itself.
+    /// The fitted line through the measured points: what figures draw and what held-out
+    /// sizes are predicted with.
     pub line: Line,
+    /// The link's latency per ring step: the line's intercept over the op's step count.
+    pub alpha_per_step_s: f64,
+    /// The link's bandwidth: the op's bandwidth factor over the line's slope; None when the
+    /// slope is not positive (time flat in size).
+    #[serde(rename = "beta_Bps")]
+    pub beta_bps: Option<f64>,
     /// Largest size used in the fit.
     pub fit_max_bytes: u64,
     /// Sizes in the fit.
@@ -161,7 +172,12 @@ pub struct LinkFit {
 impl LinkFit {
     /// The fitted link (an unbounded bandwidth when the slope was not positive).
     pub fn link(&self) -> Link {
-        Link { alpha_s: self.alpha_s, beta_bps: self.beta_bps.unwrap_or(f64::INFINITY) }
+        Link { alpha_s: self.alpha_per_step_s, beta_bps: self.beta_bps.unwrap_or(f64::INFINITY) }
+    }
+
+    /// The fitted line's time of a message of `bytes` at the fitted world.
+    pub fn predict(&self, bytes: f64) -> f64 {
+        self.line.at(bytes)
     }
 }
 
@@ -174,16 +190,17 @@ pub fn fit_collective(op: Op, world: u32, points: &[(u64, f64)], fit_max_bytes: 
     }
     let small: Vec<(f64, f64)> = points.iter().filter(|(s, _)| *s <= fit_max_bytes).map(|&(s, t)| (s as f64, t)).collect();
     let line = fit_line(&small)?;
-    let beta_bps = (line.slope > 0.0).then(|| factor / line.slope);
+    let beta_bps = (line.slope_s_per_byte > 0.0).then(|| factor / line.slope_s_per_byte);
     let heldout = points
         .iter()
         .filter(|(s, _)| *s > fit_max_bytes)
         .map(|&(size_bytes, measured_s)| {
-            let predicted_s = line.intercept + line.slope.max(0.0) * size_bytes as f64;
+            let predicted_s = line.at(size_bytes as f64);
             Heldout { size_bytes, predicted_s, measured_s, error: (predicted_s - measured_s) / measured_s }
         })
         .collect();
-    Some(LinkFit { op, world, alpha_s: line.intercept / steps, beta_bps, line, fit_max_bytes, fitted_points: small.len(), heldout })
+    let alpha_per_step_s = line.intercept_s / steps;
+    Some(LinkFit { op, world, line, alpha_per_step_s, beta_bps, fit_max_bytes, fitted_points: small.len(), heldout })
 }
 
 #[cfg(test)]
@@ -240,8 +257,8 @@ mod tests {
         let pts: Vec<(u64, f64)> =
             [4u64, 64, 1024, 16384, 262144, 1 << 20, 4 << 20].iter().map(|&s| (s, 118.7e-6 + s as f64 / beta)).collect();
         let fit = fit_collective(Op::AllReduce, 2, &pts, 1 << 20).unwrap();
-        assert!((fit.line.intercept - 118.7e-6).abs() < 1e-10);
-        assert!((fit.alpha_s - 59.35e-6).abs() < 1e-10);
+        assert!((fit.line.intercept_s - 118.7e-6).abs() < 1e-10);
+        assert!((fit.alpha_per_step_s - 59.35e-6).abs() < 1e-10);
         assert!((fit.beta_bps.unwrap() - beta).abs() / beta < 1e-6);
         let four = allreduce_time(Link { beta_bps: f64::INFINITY, ..fit.link() }, 0.0, 4);
         let eight = allreduce_time(Link { beta_bps: f64::INFINITY, ..fit.link() }, 0.0, 8);

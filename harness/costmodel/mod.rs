@@ -9,16 +9,17 @@ pub mod safetensors_header;
 pub mod shape;
 pub mod tables;
 
+use crate::manifest::summary::{ModelTables, Summary};
 use crate::spec::schema::Dtype;
 use crate::spec::RunPlan;
 use serde_json::{json, Value};
 use shape::ModelShape;
 
-/// The modelled tables of a `kind: model` run, as the manifest's summary `{"tables": [...]}`.
-pub fn tables_for_plan(plan: &RunPlan) -> Result<Value, String> {
+/// The modelled tables of a `kind: model` run, as the manifest's summary.
+pub fn tables_for_plan(plan: &RunPlan) -> Result<Summary, String> {
     let catalogue = catalogue::Catalogue::load_default().map_err(|e| e.to_string())?;
     let run = tables::ModelRun::from_workload(&plan.workload, &catalogue)?;
-    Ok(json!({ "tables": run.tables() }))
+    Ok(Summary::Model(ModelTables { tables: run.tables() }))
 }
 
 /// Parses a dtype name as `--dtype` accepts it (float32/fp32, float16/fp16, bfloat16/bf16).

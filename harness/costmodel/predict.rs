@@ -2,9 +2,10 @@
 //! and message sizes from the 2-rank fit, a world-1 decode step from the measured memory
 //! bandwidth, and a tensor-parallel step's communication from the collective fits.
 
-use super::link::{allgather_time, allreduce_time, collective_time, fit_collective, LinkFit};
+use super::link::{allgather_time, allreduce_time, collective_time, LinkFit};
 use super::plan::single_device_step_s;
 use super::shape::shape_from_config;
+use crate::manifest::summary::{Collectives, Membw, RooflineSource};
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
 use crate::spec::plan::Workload;
@@ -13,11 +14,7 @@ use crate::spec::schema::{Op, Prompt, Strategy};
 use crate::table::{Cell, Table};
 use crate::units::{format_bytes, format_gbps, format_seconds};
 use polars::prelude::*;
-use serde_json::Value;
 use std::collections::BTreeMap;
-
-/// Largest message in the small-message fit when a manifest does not say.
-pub const DEFAULT_FIT_MAX_BYTES: u64 = 1 << 20;
 
 /// Errors joining predictions with measurements.
 #[derive(Debug, thiserror::Error)]
@@ -44,64 +41,46 @@ pub struct MeasuredCollective {
     pub run_id: String,
 }
 
-fn op_named(name: &str) -> Option<Op> {
-    Op::ALL.into_iter().find(|o| o.name() == name)
-}
-
-fn median(v: &Value) -> Option<f64> {
-    v.get("median").and_then(Value::as_f64).or_else(|| v.as_f64())
-}
-
 fn ok_of_kind(manifests: &[Manifest], kind: Kind) -> impl Iterator<Item = &Manifest> + '_ {
     manifests.iter().filter(move |m| m.kind == kind && m.status == Status::Ok)
 }
 
-/// Every measured collective in the `collectives` manifests.
+/// The ok collectives summaries, with their manifests.
+fn collectives(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &Collectives)> + '_ {
+    ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary.as_ref()?.collectives()?)))
+}
+
+/// The ok memory-bandwidth summaries, with their manifests.
+fn membw_runs(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &Membw)> + '_ {
+    ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary.as_ref()?.membw()?)))
+}
+
+/// Every measured collective in the `collectives` manifests, at the time fits are fitted on
+/// (the op's own time where measured).
 pub fn measured_collectives(manifests: &[Manifest]) -> Vec<MeasuredCollective> {
-    let mut out = Vec::new();
-    for m in ok_of_kind(manifests, Kind::Collectives) {
-        let entries = m.summary.get("collectives").and_then(Value::as_array).cloned().unwrap_or_default();
-        for e in entries {
-            let parsed = (|| {
-                Some(MeasuredCollective {
-                    op: op_named(e.get("op")?.as_str()?)?,
-                    link: e.get("link").and_then(Value::as_str).unwrap_or(&m.plan.link).to_string(),
-                    world: e.get("world").and_then(Value::as_u64).unwrap_or(m.layout.world as u64) as u32,
-                    size_bytes: e.get("size_bytes")?.as_u64()?,
-                    // The op's own time (back to back, mean over ranks) where measured; older manifests: the slowest rank.
-                    median_s: e.get("op_time_s").and_then(median).or_else(|| median(e.get("time_s")?))?,
-                    run_id: m.run_id.clone(),
-                })
-            })();
-            out.extend(parsed);
+    collectives(manifests)
+        .flat_map(|(m, c)| {
+            c.rows.iter().map(|r| MeasuredCollective {
+                op: r.op,
+                link: r.link.clone(),
+                world: r.world,
+                size_bytes: r.size_bytes,
+                median_s: r.fit_time(),
+                run_id: m.run_id.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The 2-rank fit of each (op, link) as its run stored it (the first run of each in manifest order).
+pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, String), (LinkFit, String)> {
+    let mut out = BTreeMap::new();
+    for (m, c) in collectives(manifests).filter(|(m, _)| m.layout.world == 2) {
+        for fit in &c.fits {
+            out.entry((fit.op, m.plan.link.clone())).or_insert_with(|| (fit.clone(), m.run_id.clone()));
         }
     }
     out
-}
-
-fn fit_max_of(manifests: &[Manifest], run_id: &str) -> u64 {
-    manifests
-        .iter()
-        .find(|m| m.run_id == run_id)
-        .and_then(|m| m.summary.pointer("/fit/fit_max_bytes").and_then(Value::as_u64))
-        .unwrap_or(DEFAULT_FIT_MAX_BYTES)
-}
-
-/// The 2-rank fit of each (op, link), from the measured medians.
-pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, String), (LinkFit, String)> {
-    let measured = measured_collectives(manifests);
-    let mut groups: BTreeMap<(Op, String), Vec<&MeasuredCollective>> = BTreeMap::new();
-    for m in measured.iter().filter(|m| m.world == 2) {
-        groups.entry((m.op, m.link.clone())).or_default().push(m);
-    }
-    groups
-        .into_iter()
-        .filter_map(|(key, rows)| {
-            let run = rows[0].run_id.clone();
-            let points: Vec<(u64, f64)> = rows.iter().filter(|r| r.run_id == run).map(|r| (r.size_bytes, r.median_s)).collect();
-            fit_collective(key.0, 2, &points, fit_max_of(manifests, &run)).map(|f| (key, (f, run)))
-        })
-        .collect()
 }
 
 /// Predicted against measured collective times, joined in polars, with a relative error column.
@@ -175,8 +154,8 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
                 f.fitted_points,
                 format_bytes(f.fit_max_bytes as f64),
                 &run[..12.min(run.len())],
-                format_seconds(f.line.intercept),
-                format_seconds(f.alpha_s)
+                format_seconds(f.line.intercept_s),
+                format_seconds(f.alpha_per_step_s)
             )
         })
         .collect();
@@ -194,21 +173,13 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
 /// `threads`, a run with that many threads is preferred (a decode step is compared with
 /// the bandwidth its own thread count can draw).
 pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) -> Option<(f64, String)> {
-    let threads_of = |m: &Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64);
-    let alone: Vec<&Manifest> =
-        ok_of_kind(manifests, Kind::Membw).filter(|m| m.summary.pointer("/membw/processes").and_then(Value::as_u64) == Some(1)).collect();
-    let matching: Vec<&Manifest> = alone.iter().copied().filter(|m| threads.is_some_and(|t| threads_of(m) == Some(t as u64))).collect();
+    let alone: Vec<(&Manifest, &Membw)> = membw_runs(manifests).filter(|(_, b)| b.processes == 1).collect();
+    let matching: Vec<(&Manifest, &Membw)> = alone.iter().copied().filter(|(_, b)| threads == Some(b.threads)).collect();
     let pool = if matching.is_empty() { alone } else { matching };
-    pool.into_iter().max_by(|a, b| (&a.finished_at, &a.run_id).cmp(&(&b.finished_at, &b.run_id))).and_then(|m| {
-        let s = m.summary.get("membw")?;
-        // The roofline: the higher of parlab's STREAM-class read and libtorch's sum (older manifests: the sum).
-        let bw = s
-            .pointer("/roofline/per_process_Bps")
-            .and_then(Value::as_f64)
-            .or_else(|| s.get("per_process_Bps").and_then(median))
-            .or_else(|| s.get("aggregate_Bps").and_then(median))?;
-        Some((bw, m.run_id.clone()))
-    })
+    // The roofline: the higher of parlab's STREAM-class read and libtorch's sum.
+    pool.into_iter()
+        .max_by(|a, b| (&a.0.finished_at, &a.0.run_id).cmp(&(&b.0.finished_at, &b.0.run_id)))
+        .map(|(m, b)| (b.roofline.per_process_bps, m.run_id.clone()))
 }
 
 struct DecodeCase {
@@ -234,7 +205,7 @@ fn decode_case(
     bandwidths: &BTreeMap<u32, (f64, String)>,
     fits: &BTreeMap<(Op, String), (LinkFit, String)>,
 ) -> Option<DecodeCase> {
-    let d = m.summary.get("decode")?;
+    let d = m.summary.as_ref()?.decode()?;
     let Workload::Decode { prompt, new_tokens, dtype } = &m.plan.workload else {
         return None;
     };
@@ -266,8 +237,8 @@ fn decode_case(
         sequences: m.layout.sequences.unwrap_or(1),
         strategy: m.layout.strategy,
         model: source.name.clone(),
-        measured_step_s: median(d.get("step_s")?)?,
-        measured_comm_s: d.get("comm_s").and_then(median),
+        measured_step_s: d.step_s.median,
+        measured_comm_s: Some(d.comm_s.median),
         predicted_step_s,
         predicted_comm_s,
     })
@@ -338,12 +309,11 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
         .iter()
         .filter_map(|t| bandwidths.get(t).cloned())
         .map(|(bw, run)| {
-            let membw = manifests.iter().find(|m| m.run_id == run).and_then(|m| m.summary.get("membw"));
-            let threads = membw.and_then(|s| s.get("threads").and_then(Value::as_u64)).map_or("unknown".to_string(), |t| t.to_string());
-            // Manifests made before the STREAM-class read existed say nothing of the source.
-            let source = match membw.and_then(|s| s.pointer("/roofline/source")).and_then(Value::as_str) {
-                Some("stream") => "; parlab's STREAM-class read, the higher of it and libtorch's sum",
-                Some(_) => "; libtorch's sum, the higher of it and parlab's STREAM-class read",
+            let membw = membw_runs(manifests).find(|(m, _)| m.run_id == run).map(|(_, b)| b);
+            let threads = membw.map_or("unknown".to_string(), |b| b.threads.to_string());
+            let source = match membw.map(|b| b.roofline.source) {
+                Some(RooflineSource::Stream) => "; parlab's STREAM-class read, the higher of it and libtorch's sum",
+                Some(RooflineSource::TorchSum) => "; libtorch's sum, the higher of it and parlab's STREAM-class read",
                 None => "",
             };
             let short = &run[..12.min(run.len())];
@@ -395,7 +365,7 @@ pub fn measured_link_entry(manifests: &[Manifest], op: Op, link: &str) -> Option
     Some(LinkEntry {
         name: format!("{link}-measured"),
         description: format!("{link} as measured by parlab ({} at 2 ranks)", op.name()),
-        latency_us: fit.alpha_s * 1e6,
+        latency_us: fit.alpha_per_step_s * 1e6,
         bandwidth_gbps: fit.beta_bps? / 1e9,
         latency_provenance: measured("α"),
         bandwidth_provenance: measured("β"),

@@ -23,7 +23,7 @@ fn claim(id: &str, link: &str) -> Finding {
     Finding::new(
         id,
         &format!("The all-reduce's α and β fitted on 2 ranks over {link} predict its time at other world sizes and at held-out larger sizes within ±{}.", percent(TOLERANCE, false)),
-        &["collectives.op_time_s (all-reduce; time_s where op_time_s is absent)", "fit.alpha_s", "fit.beta_Bps"],
+        &["collectives.rows.op_time_s (all-reduce; time_s where op_time_s is absent)", "collectives.fits.alpha_per_step_s", "collectives.fits.beta_Bps"],
         &format!("ring model 2(p-1)α + 2(p-1)/p·S/β from the 2-rank fit; a point holds when |predicted - measured| / measured <= {TOLERANCE} or the prediction lies within the measured min..max; HOLDS when every point outside the fit holds"),
     )
 }
@@ -42,15 +42,12 @@ struct Tally {
 
 fn link_finding(inp: &Inputs, link: &str, fit: &LinkFit, run: &str) -> Finding {
     let mut f = claim(&format!("alpha-beta-{link}"), link);
-    f.number("α (2-rank all-reduce fit)", fit.alpha_s, "s", &[run]);
+    f.number("α (2-rank all-reduce fit)", fit.alpha_per_step_s, "s", &[run]);
     if let Some(b) = fit.beta_bps {
         f.number("β (2-rank all-reduce fit)", b, "B/s", &[run]);
     }
-    let rows = inp
-        .facts
-        .collectives
-        .iter()
-        .filter(|r| r.op == Op::AllReduce.name() && r.link == link && (r.world != 2 || r.size > fit.fit_max_bytes));
+    let rows =
+        inp.facts.collectives.iter().filter(|r| r.op == Op::AllReduce && r.link == link && (r.world != 2 || r.size > fit.fit_max_bytes));
     let mut regions: BTreeMap<Region, Tally> = BTreeMap::new();
     for r in rows {
         let t = regions.entry((r.world, r.size > fit.fit_max_bytes)).or_default();

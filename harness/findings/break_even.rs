@@ -72,7 +72,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
         }
     };
     let mut links: BTreeMap<&str, Vec<&CollRow>> = BTreeMap::new();
-    for r in inp.facts.collectives.iter().filter(|r| r.op == Op::AllReduce.name() && r.world == 2) {
+    for r in inp.facts.collectives.iter().filter(|r| r.op == Op::AllReduce && r.world == 2) {
         links.entry(r.link.as_str()).or_default().push(r);
     }
     if links.is_empty() {
@@ -87,7 +87,7 @@ fn claim(id: &str, link: &str) -> Finding {
     Finding::new(
         id,
         &format!("A 2-way tensor split affords a longer all-reduce the larger the model: with tonight's measured {link} all-reduce it would pay for the largest modelled model and not for the smallest."),
-        &["collectives.time_s (all-reduce, 2 ranks)", "modelled shapes, device bandwidth, context and dtype"],
+        &["collectives.rows.time_s (all-reduce, 2 ranks)", "modelled shapes, device bandwidth, context and dtype"],
         "affordable all-reduce = T1 (1 - 1/2) / 2L with T1 = (streamed weights + KV at the context) / device bandwidth; measured = the 2-rank all-reduce median (slowest rank, waiting included: what a decode step pays) at the smallest measured size >= d·s; a split pays when measured < affordable. HOLDS when it pays for the largest model and not for the smallest",
     )
 }

@@ -2,9 +2,11 @@
 //! figure of the selected runs against a reference selection (or a value) under a rule.
 
 use super::{Finding, Inconclusive, Inputs};
+use crate::manifest::summary::Summary;
 use crate::manifest::{Manifest, Status};
 use crate::report::facts::Stats;
 use crate::spec::claims::{parse, Claim};
+use crate::spec::schema::Op;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -73,36 +75,38 @@ fn run_matches(m: &Manifest, select: &BTreeMap<String, String>) -> bool {
         .all(|(k, v)| layout_value(m, k).as_deref() == Some(v.as_str()))
 }
 
-fn row_matches(row: &Value, select: &BTreeMap<String, String>) -> bool {
-    let op = select.get("op").is_none_or(|op| row.get("op").and_then(Value::as_str) == Some(op.as_str()));
-    let size = select
-        .get("size")
-        .is_none_or(|s| crate::units::parse_bytes(s).is_some_and(|b| row.get("size_bytes").and_then(Value::as_u64) == Some(b)));
-    op && size
+/// Whether a row of op `op` (None for dispatch rows) and size `size` is selected.
+fn row_matches(op: Option<Op>, size: u64, select: &BTreeMap<String, String>) -> bool {
+    let op_ok = select.get("op").is_none_or(|want| op.is_some_and(|o| o.name() == want));
+    let size_ok = select.get("size").is_none_or(|s| crate::units::parse_bytes(s) == Some(size));
+    op_ok && size_ok
 }
 
 /// The stats of `figure` in one manifest (collectives and dispatch: every matching row).
 fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Vec<Stats> {
-    let s = &m.summary;
-    let one = |path: &str| Stats::read(s.pointer(path)).into_iter().collect::<Vec<_>>();
-    let plain = |v: Option<f64>| v.map(|x| Stats { median: x, min: x, max: x, p99: x, n: 1 });
-    match figure {
-        "step" | "comm" | "compute" | "prefill" => one(&format!("/decode/{figure}_s")),
-        "tokens_per_s" => one("/decode/tokens_per_s"),
-        "aggregate_bandwidth" => one("/membw/aggregate_Bps"),
-        "per_process_bandwidth" => one("/membw/per_process_Bps"),
-        "time" | "busbw" | "algbw" => {
-            let rows = s.get("collectives").or_else(|| s.get("dispatch")).and_then(Value::as_array);
-            rows.into_iter()
-                .flatten()
-                .filter(|r| row_matches(r, select))
-                .filter_map(|r| match figure {
-                    "time" => Stats::read(r.get("time_s")),
-                    "busbw" => plain(r.get("busbw_Bps").and_then(Value::as_f64)),
-                    _ => plain(r.get("algbw_Bps").and_then(Value::as_f64)),
-                })
-                .collect()
-        }
+    let plain = |x: f64| Stats { median: x, min: x, max: x, p99: x, n: 1 };
+    let Some(summary) = &m.summary else {
+        return Vec::new();
+    };
+    match (summary, figure) {
+        (Summary::Decode(d), "step") => vec![d.step_s],
+        (Summary::Decode(d), "comm") => vec![d.comm_s],
+        (Summary::Decode(d), "compute") => vec![d.compute_s],
+        (Summary::Decode(d), "prefill") => vec![d.prefill_s],
+        (Summary::Decode(d), "tokens_per_s") => vec![d.tokens_per_s],
+        (Summary::Membw(b), "aggregate_bandwidth") => vec![b.aggregate],
+        (Summary::Membw(b), "per_process_bandwidth") => vec![b.per_process],
+        (Summary::Collectives(c), "time" | "busbw" | "algbw") => c
+            .rows
+            .iter()
+            .filter(|r| row_matches(Some(r.op), r.size_bytes, select))
+            .map(|r| match figure {
+                "time" => r.time,
+                "busbw" => plain(r.busbw_bps()),
+                _ => plain(r.algbw_bps()),
+            })
+            .collect(),
+        (Summary::Dispatch(d), "time") => d.rows.iter().filter(|r| row_matches(None, r.bytes, select)).map(|r| r.time).collect(),
         _ => Vec::new(),
     }
 }

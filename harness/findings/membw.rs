@@ -3,12 +3,9 @@
 //! The verdict rests on that prediction (the one that could have failed); the membw plateau
 //! and the independent replicas' aggregate are reported beside it.
 
-use super::{by_world, short, side, Finding, Inconclusive, Inputs, Side};
-use crate::manifest::{Manifest, Status};
-use crate::report::facts::{DecodeRow, Stats};
-use crate::spec::schema::Kind;
+use super::{by_world, side, Finding, Inconclusive, Inputs, Side};
+use crate::report::facts::{DecodeRow, MembwRow, Stats};
 use crate::units::format_seconds;
-use serde_json::Value;
 
 /// The shared-bandwidth finding.
 pub fn finding(inp: &Inputs) -> Finding {
@@ -72,25 +69,23 @@ fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
     f.inconclusive(Inconclusive::Noise, format!("noise: at world {largest} the measured range straddles T_1/sqrt({largest})"))
 }
 
-/// Non-communication time: the compute figure, else step minus communication (medians only).
+/// Non-communication time: the compute figure (step minus communication per round).
 fn non_comm(d: &DecodeRow) -> Stats {
-    d.compute.unwrap_or_else(|| {
-        let c = d.comm.map_or(0.0, |c| c.median);
-        Stats { median: d.step.median - c, min: d.step.min - c, max: d.step.max - c, p99: d.step.p99 - c, n: d.step.n }
-    })
+    d.compute
 }
 
 /// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.
-fn aggregate(m: &Manifest, stream: bool) -> Option<Stats> {
-    let path = if stream { "/membw/stream/aggregate_Bps" } else { "/membw/aggregate_Bps" };
-    Stats::read(m.summary.pointer(path))
+/// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.
+fn aggregate(row: &MembwRow, stream: bool) -> Option<Stats> {
+    if stream {
+        row.stream_aggregate
+    } else {
+        Some(row.aggregate)
+    }
 }
 
 fn plateau(f: &mut Finding, inp: &Inputs) {
-    let single = |m: &&Manifest| m.summary.pointer("/membw/threads").and_then(Value::as_u64) == Some(1);
-    let runs = by_world(inp.list.iter().filter(|m| m.kind == Kind::Membw && m.status == Status::Ok).filter(single), |m| {
-        m.summary.pointer("/membw/processes").and_then(Value::as_u64).unwrap_or(u64::from(m.layout.world)) as u32
-    });
+    let runs = by_world(inp.facts.membw.iter().filter(|r| r.threads == 1), |r| r.processes as u32);
     let (Some(one), Some((&p, top))) = (runs.get(&1), runs.iter().next_back().filter(|&(&p, _)| p > 1)) else {
         return;
     };
@@ -98,7 +93,7 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
     let (Some(a1), Some(ap)) = (aggregate(one, stream), aggregate(top, stream)) else {
         return;
     };
-    let (r1, rp) = (short(&one.run_id), short(&top.run_id));
+    let (r1, rp) = (one.run.clone(), top.run.clone());
     let read = if stream { "STREAM-class read" } else { "libtorch sum" };
     f.number(&format!("membw aggregate ({read}), 1 process (median)"), a1.median, "B/s", &[r1.as_str()]);
     f.number(&format!("membw aggregate ({read}), {p} processes (median)"), ap.median, "B/s", &[rp.as_str()]);
@@ -115,11 +110,11 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
 }
 
 fn replicas(f: &mut Finding, inp: &Inputs) {
-    let rows = by_world(inp.facts.decode.iter().filter(|d| d.strategy == "data" && d.tokens_per_s.is_some()), |d| d.world);
+    let rows = by_world(inp.facts.decode.iter().filter(|d| d.strategy == "data"), |d| d.world);
     let (Some(one), Some((&p, top))) = (rows.get(&1), rows.iter().next_back().filter(|(&p, _)| p > 1)) else {
         return;
     };
-    let rate = |d: &DecodeRow| d.tokens_per_s.map_or(f64::NAN, |s| s.median);
+    let rate = |d: &DecodeRow| d.tokens_per_s.median;
     let ratio = rate(top) / rate(one);
     f.number("one replica's tokens/s (median)", rate(one), "tokens/s", &[one.run.as_str()]);
     f.number(&format!("{p} independent replicas' aggregate tokens/s (median)"), rate(top), "tokens/s", &[top.run.as_str()]);

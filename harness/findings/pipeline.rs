@@ -13,12 +13,12 @@ pub fn finding(inp: &Inputs) -> Finding {
         &["decode.tokens_per_s (pipeline)", "decode.tokens_per_s (data)"],
         &format!("(1) at every p > 1 with one sequence, the median tokens/s is at most one stage's max; (2) the best median tokens/s with m >= p > 1 is at most the replicas' best median × (1 + {TOLERANCE}) (own bandwidth per stage would give p × one stage)"),
     );
-    let pipe: Vec<&DecodeRow> = inp.facts.decode.iter().filter(|d| d.strategy == "pipeline" && d.tokens_per_s.is_some()).collect();
+    let pipe: Vec<&DecodeRow> = inp.facts.decode.iter().filter(|d| d.strategy == "pipeline").collect();
     let single = by_world(pipe.iter().copied().filter(|d| d.sequences == 1), |d| d.world);
     let Some(one) = single.get(&1).copied() else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no one-stage pipeline run with one sequence".into());
     };
-    let rate = |d: &DecodeRow| d.tokens_per_s.unwrap_or_default();
+    let rate = |d: &DecodeRow| d.tokens_per_s;
     let r1: Stats = rate(one);
     f.number("one stage, one sequence: tokens/s (median)", r1.median, "tokens/s", &[one.run.as_str()]);
     let mut faster = Vec::new();
@@ -94,5 +94,5 @@ fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats) -> Find
 
 /// The row with the highest median tokens/s, and that median.
 fn best<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Option<(f64, &'a DecodeRow)> {
-    rows.filter_map(|d| d.tokens_per_s.map(|s| (s.median, d))).max_by(|a, b| a.0.total_cmp(&b.0))
+    rows.map(|d| (d.tokens_per_s.median, d)).max_by(|a, b| a.0.total_cmp(&b.0))
 }

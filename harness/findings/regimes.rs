@@ -62,7 +62,7 @@ fn claim(id: &str, link: &str) -> Finding {
     Finding::new(
         id,
         &format!("Over {link}, decode collectives live in the latency regime and prefill's in the bandwidth regime: d·s < S* = N·α·β < T·d·s."),
-        &["fit.alpha_s", "fit.beta_Bps", "model config hidden size", "prompt length", "dtype"],
+        &["collectives.fits.alpha_per_step_s", "collectives.fits.beta_Bps", "model config hidden size", "prompt length", "dtype"],
         "S* = N·α·β with N = 2 from the 2-rank all-reduce fit; HOLDS when every decode configuration's d·s is below S* and its prefill's T·d·s above",
     )
 }
@@ -76,7 +76,7 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
         );
     };
     let s_star = crossover_bytes(fit.link(), 2);
-    f.number("α", fit.alpha_s, "s", &[run]);
+    f.number("α", fit.alpha_per_step_s, "s", &[run]);
     f.number("β", beta, "B/s", &[run]);
     f.number("S* = N·α·β (N = 2)", s_star, "B", &[run]);
     if sizes.is_empty() {

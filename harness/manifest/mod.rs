@@ -11,13 +11,18 @@ pub mod cache;
 pub mod caveat;
 pub mod lock;
 pub mod placement;
+pub mod summary;
 
 /// The manifest format's version tag. Version 2: typed table cells, a typed kind, and the
-/// experiments a run identity came from (`origins`).
-pub const SCHEMA: &str = "parlab.manifest/2";
+/// experiments a run identity came from (`origins`). Version 3: a typed summary per kind
+/// (`summary::Summary`) with one fit type (`costmodel::link::LinkFit`).
+pub const SCHEMA: &str = "parlab.manifest/3";
 
-/// The tag of the first format, which `read_one` refuses with what to do about it.
-pub const SCHEMA_V1: &str = "parlab.manifest/1";
+/// Older format tags `read_one` refuses, each with what it lacked.
+pub const OLDER_SCHEMAS: [(&str, &str); 2] = [
+    ("parlab.manifest/1", "tables of formatted text, no origins"),
+    ("parlab.manifest/2", "summary figures as untyped JSON, read key by key"),
+];
 
 /// The folder manifests live in: `$PARLAB_MANIFESTS` or `manifests/`.
 pub fn manifests_dir() -> PathBuf {
@@ -153,9 +158,9 @@ pub struct Manifest {
     /// Paths of results files, relative to the manifests folder.
     #[serde(default)]
     pub results: Value,
-    /// Summary figures the register shows (medians, ranges, bandwidths).
+    /// What the run measured (or computed), typed by kind; None until it has results.
     #[serde(default)]
-    pub summary: Value,
+    pub summary: Option<summary::Summary>,
     /// The answer (decode: generated token ids) and exactness figures.
     #[serde(default)]
     pub answer: Value,
@@ -182,7 +187,7 @@ impl Manifest {
             launch: None,
             caveats: Vec::new(),
             results: Value::Null,
-            summary: Value::Null,
+            summary: None,
             answer: Value::Null,
         }
     }
@@ -276,12 +281,14 @@ pub fn read_one(path: &Path) -> Result<Manifest, String> {
     let value: Value = serde_json::from_str(&text).map_err(|e| format!("not valid JSON ({e})"))?;
     match value.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => {}
-        Some(SCHEMA_V1) => {
-            return Err(format!(
-                "written by an older parlab ({SCHEMA_V1}: tables of formatted text, no origins); `parlab run` re-measures it (or delete it); it is not migrated because its table cells lost their numbers"
-            ))
+        Some(old) => {
+            return Err(match OLDER_SCHEMAS.iter().find(|(tag, _)| *tag == old) {
+                Some((tag, lacked)) => format!(
+                    "written by an older parlab ({tag}: {lacked}); `parlab run` re-measures it (or delete it); it is not migrated because its figures were not stored as the values this parlab reads"
+                ),
+                None => format!("schema `{old}` is not {SCHEMA}"),
+            })
         }
-        Some(other) => return Err(format!("schema `{other}` is not {SCHEMA}")),
         None => return Err("not a parlab manifest (no `schema` key)".into()),
     }
     let manifest: Manifest = serde_json::from_value(value).map_err(|e| format!("malformed manifest ({e})"))?;

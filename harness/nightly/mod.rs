@@ -11,6 +11,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+pub mod figures;
 pub mod history;
 pub mod outputs;
 pub mod samples;
@@ -229,34 +230,14 @@ impl Night {
     }
 }
 
-fn stat_median(v: &Value, key: &str) -> Option<f64> {
-    crate::report::facts::Stats::read(v.get(key)).map(|s| s.median)
-}
-
 /// The comparable figures in a manifest's summary (medians only: ranges are noise).
 pub fn figures(m: &Manifest) -> Vec<Figure> {
-    let s = &m.summary;
-    let mut out = Vec::new();
-    let mut push = |name: String, value: Option<f64>, better| {
-        if let Some(value) = value.filter(|v| v.is_finite() && *v > 0.0) {
-            out.push(Figure { name, value, better });
-        }
-    };
-    for c in s.get("collectives").and_then(Value::as_array).into_iter().flatten() {
-        let name = format!("{} {} B median", c["op"].as_str().unwrap_or("?"), c["size_bytes"]);
-        push(name, stat_median(c, "time_s"), Better::Lower);
-    }
-    if let Some(b) = s.get("membw") {
-        push("aggregate bandwidth median".into(), stat_median(b, "aggregate_Bps"), Better::Higher);
-    }
-    if let Some(d) = s.get("decode") {
-        push("decode step median".into(), stat_median(d, "step_s"), Better::Lower);
-        push("tokens per second median".into(), stat_median(d, "tokens_per_s"), Better::Higher);
-    }
-    for d in s.get("dispatch").and_then(Value::as_array).into_iter().flatten() {
-        push(format!("dispatch {} tokens median", d["tokens"]), stat_median(d, "time_s"), Better::Lower);
-    }
-    out
+    m.summary
+        .iter()
+        .flat_map(figures::comparable)
+        .filter(|f| f.median.is_finite() && f.median > 0.0)
+        .map(|f| Figure { name: f.name, value: f.median, better: f.better })
+        .collect()
 }
 
 fn label(m: &Manifest) -> String {
@@ -281,7 +262,7 @@ pub fn machine_differences(before: &Value, after: &Value) -> Vec<String> {
 
 /// Tonight's membw aggregate over the baseline's, the median over membw runs ok in both nights.
 pub fn bandwidth_ratio(baseline: &[Manifest], current: &[Manifest]) -> Option<f64> {
-    let bw = |m: &Manifest| m.summary.get("membw").and_then(|b| stat_median(b, "aggregate_Bps")).filter(|v| *v > 0.0);
+    let bw = |m: &Manifest| Some(m.summary.as_ref()?.membw()?.aggregate.median).filter(|v| *v > 0.0);
     let now: BTreeMap<&str, f64> =
         current.iter().filter(|m| m.status == Status::Ok).filter_map(|m| Some((m.run_id.as_str(), bw(m)?))).collect();
     let ratios: Vec<f64> =

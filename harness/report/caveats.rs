@@ -176,7 +176,7 @@ fn fit_errors(facts: &Facts) -> Option<String> {
     let worst = facts
         .fits
         .iter()
-        .flat_map(|f| f.heldout.iter().map(move |h| (h.3.abs(), f, h.0)))
+        .flat_map(|f| f.fit.heldout.iter().map(move |h| (h.error.abs(), f, h.size_bytes)))
         .filter(|(e, _, _)| e.is_finite())
         .max_by(|a, b| a.0.total_cmp(&b.0))?;
     let (err, f, size) = worst;
@@ -184,8 +184,8 @@ fn fit_errors(facts: &Facts) -> Option<String> {
         format!(
             "The α-β model is validated only where it was fitted: at held-out sizes it missed by up to {} ({} over {} ranks on {}, {}).",
             super::fmt::percent(err, false),
-            f.op,
-            f.world,
+            f.fit.op.name(),
+            f.fit.world,
             f.link,
             crate::units::format_bytes(size as f64)
         )
@@ -271,16 +271,10 @@ fn collective_timing(facts: &Facts) -> Option<String> {
 /// Which matvec kernel the decode runs used, on which CPU features (`model::matvec`).
 fn kernels(launched: &[&Manifest]) -> Option<String> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
-    for m in launched.iter().filter(|m| m.kind == Kind::Decode) {
-        let d = m.summary.get("decode");
-        let kernel = d.and_then(|d| d.get("matvec_kernel")).and_then(|k| k.as_str());
-        let features: Vec<&str> = d
-            .and_then(|d| d.get("cpu_features"))
-            .and_then(|f| f.as_array())
-            .map(|f| f.iter().filter_map(|x| x.as_str()).collect())
-            .unwrap_or_default();
-        if let Some(k) = kernel {
-            seen.insert(format!("{k} (CPU features {})", if features.is_empty() { "none reported".into() } else { features.join(", ") }));
+    for d in launched.iter().filter_map(|m| m.summary.as_ref()?.decode()) {
+        if let Some(k) = &d.matvec_kernel {
+            let features = if d.cpu_features.is_empty() { "none reported".into() } else { d.cpu_features.join(", ") };
+            seen.insert(format!("{k} (CPU features {features})"));
         }
     }
     if seen.is_empty() {

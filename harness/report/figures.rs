@@ -85,7 +85,7 @@ type FigureKey = (String, usize, String, String);
 pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
     let mut groups: BTreeMap<FigureKey, BTreeMap<u32, Vec<(u64, f64)>>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.size > 0 && r.time.median > 0.0) {
-        let key = (r.experiment.clone(), super::facts::op_order(&r.op), r.op.clone(), r.link.clone());
+        let key = (r.experiment.clone(), super::facts::op_order(r.op), r.op.name().to_string(), r.link.clone());
         groups.entry(key).or_default().entry(r.world).or_default().push((r.size, r.time.median));
     }
     groups
@@ -94,8 +94,11 @@ pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
             for pts in series.values_mut() {
                 pts.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
             }
-            let lines: BTreeMap<u32, &Fit> =
-                fits.iter().filter(|f| f.experiment == experiment && f.op == op && f.link == link).map(|f| (f.world, f)).collect();
+            let lines: BTreeMap<u32, &Fit> = fits
+                .iter()
+                .filter(|f| f.experiment == experiment && f.fit.op.name() == op && f.link == link)
+                .map(|f| (f.fit.world, f))
+                .collect();
             let svg = latency_svg(&format!("{op} on {link} ({experiment})"), &series, &lines);
             let with_fit = if lines.keys().any(|w| series.contains_key(w)) { ", with the fitted α-β line" } else { "" };
             Figure {
@@ -109,7 +112,7 @@ pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
 
 fn fit_points(fit: &Fit, lo: u64, hi: u64) -> Vec<(f64, f64)> {
     let (a, b) = ((lo.max(1) as f64).ln(), (hi.max(1) as f64).ln());
-    (0..=24).map(|i| (a + (b - a) * i as f64 / 24.0).exp()).map(|x| (x, fit.predict(x))).collect()
+    (0..=24).map(|i| (a + (b - a) * i as f64 / 24.0).exp()).map(|x| (x, fit.fit.predict(x))).collect()
 }
 
 fn latency_svg(title: &str, series: &BTreeMap<u32, Vec<(u64, f64)>>, fits: &BTreeMap<u32, &Fit>) -> String {
@@ -226,7 +229,7 @@ fn nice_step(max: f64) -> f64 {
 }
 
 fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
-    let part = |s: Option<super::facts::Stats>| s.map_or(0.0, |s| s.median.max(0.0));
+    let part = |s: super::facts::Stats| s.median.max(0.0);
     let top = bars.iter().map(|b| (part(b.compute) + part(b.comm)).max(b.step.median)).fold(0.0, f64::max).max(1e-9);
     let step = nice_step(top);
     let ymax = (top / step).ceil() * step;

@@ -41,13 +41,13 @@ fn group<T: Clone, K: Ord>(rows: &[T], key: impl Fn(&T) -> K) -> BTreeMap<K, Vec
 }
 
 fn collectives(rows: &[CollRow]) -> Vec<Table> {
-    let groups = group(rows, |r| (r.experiment.clone(), super::facts::op_order(&r.op), r.op.clone()));
+    let groups = group(rows, |r| (r.experiment.clone(), super::facts::op_order(r.op), r.op.name()));
     groups
         .into_iter()
         .map(|((experiment, _, op), mut rows)| {
             rows.sort_by(|a, b| (a.world, &a.link, a.size, &a.run).cmp(&(b.world, &b.link, b.size, &b.run)));
             let table = Table {
-                id: format!("measured-{}-{}", fmt::slug(&experiment), fmt::slug(&op)),
+                id: format!("measured-{}-{}", fmt::slug(&experiment), fmt::slug(op)),
                 title: format!("{op} (experiment `{experiment}`)"),
                 caption: format!("{op}: time per iteration by world size, link and message size; measured."),
                 columns: cols(&[
@@ -116,10 +116,10 @@ fn fits(fits: &[Fit]) -> Vec<Table> {
     }
     let mut fits = fits.to_vec();
     fits.sort_by(|a, b| {
-        (&a.experiment, super::facts::op_order(&a.op), a.world, &a.link, &a.run).cmp(&(
+        (&a.experiment, super::facts::op_order(a.fit.op), a.fit.world, &a.link, &a.run).cmp(&(
             &b.experiment,
-            super::facts::op_order(&b.op),
-            b.world,
+            super::facts::op_order(b.fit.op),
+            b.fit.world,
             &b.link,
             &b.run,
         ))
@@ -134,13 +134,13 @@ fn fits(fits: &[Fit]) -> Vec<Table> {
             .map(|f| {
                 vec![
                     Cell::text(&f.experiment),
-                    Cell::text(&f.op),
-                    Cell::Count(f.world.into()),
+                    Cell::text(f.fit.op.name()),
+                    Cell::Count(f.fit.world.into()),
                     Cell::text(&f.link),
-                    Cell::Seconds(f.intercept_s),
-                    Cell::Seconds(f.alpha_s),
-                    Cell::BytesPerSec(f.beta_bps),
-                    Cell::Bytes(f.fit_max_bytes as f64),
+                    Cell::Seconds(f.fit.line.intercept_s),
+                    Cell::Seconds(f.fit.alpha_per_step_s),
+                    Cell::opt(f.fit.beta_bps, Cell::BytesPerSec),
+                    Cell::Bytes(f.fit.fit_max_bytes as f64),
                     Cell::text(&f.run),
                 ]
             })
@@ -177,8 +177,8 @@ fn membw(rows: &[MembwRow]) -> Vec<Table> {
                             Cell::Bytes(r.buffer as f64),
                             Cell::BytesPerSec(r.aggregate.median),
                             Cell::range(r.aggregate.min, r.aggregate.max, Cell::BytesPerSec),
-                            Cell::opt(r.per_process.map(|s| s.median), Cell::BytesPerSec),
-                            bw_range(r.per_process.as_ref()),
+                            Cell::BytesPerSec(r.per_process.median),
+                            bw_range(Some(&r.per_process)),
                             Cell::text(&r.run),
                         ]
                     })
@@ -203,7 +203,7 @@ fn with_stream(mut t: Table, rows: &[MembwRow]) -> Table {
     for (cells, r) in t.rows.iter_mut().zip(rows) {
         cells.insert(at, Cell::opt(r.stream_per_process.map(|s| s.median), Cell::BytesPerSec));
         cells.insert(at + 1, bw_range(r.stream_per_process.as_ref()));
-        cells.insert(at + 2, r.roofline.as_ref().map_or(Cell::Missing, Cell::text));
+        cells.insert(at + 2, Cell::text(r.roofline.name()));
     }
     t.caption.push_str(" The first columns are libtorch's sum; STREAM-class is parlab's own SIMD read of the same buffer by every thread of the rank; roofline names the higher median, which the decode bound uses.");
     t
@@ -257,10 +257,10 @@ fn decode_cells(r: &DecodeRow) -> Vec<Cell> {
         Cell::text(&r.link),
         Cell::Seconds(r.step.median),
         Cell::range(r.step.min, r.step.max, Cell::Seconds),
-        Cell::opt(r.comm.map(|s| s.median), Cell::Seconds),
-        Cell::opt(r.compute.map(|s| s.median), Cell::Seconds),
-        Cell::opt(r.prefill.map(|s| s.median), Cell::Seconds),
-        Cell::opt(r.tokens_per_s.map(|s| s.median), Cell::Number),
+        Cell::Seconds(r.comm.median),
+        Cell::Seconds(r.compute.median),
+        Cell::Seconds(r.prefill.median),
+        Cell::Number(r.tokens_per_s.median),
         Cell::opt_count(r.collectives),
         r.tokens_equal.map_or(Cell::Missing, Cell::Verdict),
         Cell::opt(r.max_logit_diff, Cell::Small),

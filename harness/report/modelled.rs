@@ -2,6 +2,7 @@
 //! provenance, and where a model predicts a measurement, both and the error.
 
 use super::facts::{short, Fit};
+use crate::costmodel::link::Heldout;
 use crate::manifest::{Manifest, Status};
 use crate::spec::plan::Workload;
 use crate::spec::schema::Kind;
@@ -23,10 +24,9 @@ pub fn modelled(list: &[Manifest], fits: &[Fit]) -> Modelled {
     let mut out = Modelled::default();
     for m in list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok) {
         out.inputs.push(inputs_line(m));
-        let tables = m.summary.get("tables").cloned().unwrap_or_default();
-        match serde_json::from_value::<Vec<Table>>(tables) {
-            Ok(ts) => out.tables.extend(ts),
-            Err(e) => out.inputs.push(format!("`{}` ({}): its tables could not be read ({e})", m.experiment, short(&m.run_id))),
+        match m.summary.as_ref().and_then(|s| s.model()) {
+            Some(model) => out.tables.extend(model.tables.iter().cloned()),
+            None => out.inputs.push(format!("`{}` ({}): it carries no model tables", m.experiment, short(&m.run_id))),
         }
     }
     out.predicted.extend(heldout(fits));
@@ -62,17 +62,17 @@ fn inputs_line(m: &Manifest) -> String {
 
 /// The fitted α-β line against the measured sizes it was not fitted to.
 fn heldout(fits: &[Fit]) -> Option<Table> {
-    let mut rows: Vec<(Fit, (u64, f64, f64, f64))> = fits.iter().flat_map(|f| f.heldout.iter().map(move |h| (f.clone(), *h))).collect();
+    let mut rows: Vec<(&Fit, Heldout)> = fits.iter().flat_map(|f| f.fit.heldout.iter().map(move |h| (f, *h))).collect();
     if rows.is_empty() {
         return None;
     }
     rows.sort_by(|(a, x), (b, y)| {
-        (&a.experiment, super::facts::op_order(&a.op), a.world, &a.link, x.0, &a.run).cmp(&(
+        (&a.experiment, super::facts::op_order(a.fit.op), a.fit.world, &a.link, x.size_bytes, &a.run).cmp(&(
             &b.experiment,
-            super::facts::op_order(&b.op),
-            b.world,
+            super::facts::op_order(b.fit.op),
+            b.fit.world,
             &b.link,
-            y.0,
+            y.size_bytes,
             &b.run,
         ))
     });
@@ -83,16 +83,16 @@ fn heldout(fits: &[Fit]) -> Option<Table> {
         columns: ["experiment", "op", "world", "link", "size", "predicted", "measured", "error", "run"].iter().map(|s| s.to_string()).collect(),
         rows: rows
             .iter()
-            .map(|(f, (size, predicted, measured, error))| {
+            .map(|(f, h)| {
                 vec![
                     Cell::text(&f.experiment),
-                    Cell::text(&f.op),
-                    Cell::Count(f.world.into()),
+                    Cell::text(f.fit.op.name()),
+                    Cell::Count(f.fit.world.into()),
                     Cell::text(&f.link),
-                    Cell::Bytes(*size as f64),
-                    Cell::Seconds(*predicted),
-                    Cell::Seconds(*measured),
-                    Cell::Change(*error),
+                    Cell::Bytes(h.size_bytes as f64),
+                    Cell::Seconds(h.predicted_s),
+                    Cell::Seconds(h.measured_s),
+                    Cell::Change(h.error),
                     Cell::text(&f.run),
                 ]
             })

@@ -46,7 +46,8 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
         let command = &m.launch.as_ref().unwrap().command;
         let btl = if m.plan.link == "mpi-tcp" { "--mca btl self,tcp" } else { "--mca btl self,vader" };
         assert!(command.contains(btl), "{command}");
-        let rows = m.summary["collectives"].as_array().unwrap();
+        let coll = m.summary.as_ref().and_then(|s| s.collectives()).expect("a collectives summary");
+        let rows = &coll.rows;
         assert_eq!(rows.len(), Op::ALL.len() * 3, "every op at every size");
         let s = samples(&suite, &m.results, "samples");
         // 5 ops timed on both ranks, ping-pong on rank 0 only: 3 sizes x (4 iterations + the blocks).
@@ -61,9 +62,9 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
             column_f64(&s, "seconds"),
         );
         for row in rows {
-            assert_eq!(row["wrong"], 0);
-            let op = row["op"].as_str().unwrap();
-            let size = row["size_bytes"].as_f64().unwrap();
+            assert_eq!(row.wrong, 0);
+            let op = row.op.name();
+            let size = row.size_bytes as f64;
             let mut slowest: BTreeMap<(u64, u64), f64> = BTreeMap::new();
             for i in 0..s.height() {
                 if figures[i] == op && sizes[i] == size {
@@ -89,20 +90,30 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
             assert!(own[0] > 0.0);
             // JSON text round trips f64 to within an ulp or so, hence the relative tolerance.
             let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
-            assert!(close(row["time_s"]["median"].as_f64().unwrap(), median), "{op} {size}: {row}");
-            assert!(close(row["time_s"]["max"].as_f64().unwrap(), v[3]), "{op} {size}: {row}");
-            assert!(close(row["op_time_s"]["median"].as_f64().unwrap(), own[1]), "{op} {size}: {row}");
-            assert!(close(row["skew_s"].as_f64().unwrap(), median - own[1]) || (median - own[1]).abs() < 1e-15, "{op} {size}: {row}");
-            let factor = Op::ALL.iter().find(|o| o.name() == op).unwrap().busbw_factor(2);
-            let algbw = row["algbw_Bps"].as_f64().unwrap();
+            let own_time = row.op_time.expect("the op's own time");
+            assert!(close(row.time.median, median), "{op} {size}: {row:?}");
+            assert!(close(row.time.max, v[3]), "{op} {size}: {row:?}");
+            assert!(close(own_time.median, own[1]), "{op} {size}: {row:?}");
+            let skew = row.skew_s().unwrap();
+            assert!(close(skew, median - own[1]) || (median - own[1]).abs() < 1e-15, "{op} {size}: {row:?}");
+            let algbw = row.algbw_bps();
             assert!((algbw - size / median).abs() <= 1e-9 * algbw);
-            assert!((row["busbw_Bps"].as_f64().unwrap() - algbw * factor).abs() <= 1e-9 * algbw);
+            assert!((row.busbw_bps() - algbw * row.op.busbw_factor(2)).abs() <= 1e-9 * algbw);
         }
         let summary = samples(&suite, &m.results, "summary");
         assert_eq!(summary.height(), rows.len());
-        assert_eq!(m.summary["fit"]["op"], "all-reduce");
-        assert!(m.summary["fit"]["alpha_s"].is_number());
-        assert!(m.summary["fit"]["method"].as_str().unwrap().contains("op_time_s"), "{}", m.summary["fit"]);
+        let fit = coll.fit(Op::AllReduce).expect("an all-reduce fit");
+        assert!(fit.alpha_per_step_s.is_finite());
+        assert!(coll.fit_method.contains("op_time_s"), "{}", coll.fit_method);
+        // The stored fit is the line through the op's own medians up to 1 MiB.
+        let own: Vec<(u64, f64)> = rows.iter().filter(|r| r.op == Op::AllReduce).map(|r| (r.size_bytes, r.fit_time())).collect();
+        let again = parlab::costmodel::link::fit_collective(Op::AllReduce, 2, &own, 1 << 20).expect("a fit of the rows");
+        let near = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-30);
+        assert!(
+            near(fit.line.intercept_s, again.line.intercept_s) && near(fit.line.slope_s_per_byte, again.line.slope_s_per_byte),
+            "{fit:?} vs {again:?}"
+        );
+        assert_eq!((fit.fit_max_bytes, fit.fitted_points), (again.fit_max_bytes, again.fitted_points));
     }
 }
 
@@ -113,7 +124,7 @@ fn membw_reports_aggregate_and_per_process_bandwidth() {
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("bw");
     assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-    let bw = &m.summary["membw"];
+    let bw = serde_json::to_value(m.summary.as_ref().unwrap()).unwrap()["membw"].clone();
     assert_eq!(bw["processes"], 2);
     assert_eq!(bw["buffer_bytes"], 16 << 20);
     assert_eq!(bw["aggregate_Bps"]["n"], 3);
@@ -149,9 +160,9 @@ fn dispatch_round_trips_tokens_to_experts() {
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("ep");
     assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-    let rows = m.summary["dispatch"].as_array().unwrap();
-    let tokens: Vec<u64> = rows.iter().map(|r| r["tokens"].as_u64().unwrap()).collect();
+    let rows = &m.summary.as_ref().and_then(|s| s.dispatch()).expect("a dispatch summary").rows;
+    let tokens: Vec<u64> = rows.iter().map(|r| r.tokens).collect();
     assert_eq!(tokens, vec![1, 8]);
-    assert_eq!(rows[1]["bytes"], 8 * 2 * 64 * 4);
-    assert_eq!(rows[0]["time_s"]["n"], 3);
+    assert_eq!(rows[1].bytes, 8 * 2 * 64 * 4);
+    assert_eq!(rows[0].time.n, 3);
 }

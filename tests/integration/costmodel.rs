@@ -1,18 +1,20 @@
 //! The cost model against the chapters' hand-worked figures, real configurations, a
 //! checkpoint header, the catalogue, and measured manifests joined with predictions.
 
+use crate::synth::{decode_summary, flat, membw_summary};
 use parlab::costmodel::catalogue::Catalogue;
-use parlab::costmodel::link::{allgather_time, allreduce_time, Link};
+use parlab::costmodel::link::{allgather_time, allreduce_time, fit_collective, Link};
 use parlab::costmodel::plan::{self, alpha_star_tp2, single_device_step_s, tp_break_even_allreduce_s, Device, PlanInput};
 use parlab::costmodel::safetensors_header::{count_checkpoint, write_zeros};
 use parlab::costmodel::shape::ModelShape;
 use parlab::costmodel::tables::load_shape;
 use parlab::costmodel::{predict, tables_for_plan};
+use parlab::manifest::summary::{CollectiveRow, Collectives, Summary};
 use parlab::manifest::Manifest;
-use parlab::spec::schema::Strategy;
+use parlab::spec::schema::{Op, Strategy};
 use parlab::spec::RunPlan;
 use parlab::table::Cell;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -242,7 +244,7 @@ fn modelled_spec_produces_tables_with_captions_and_provenance() {
     let runs: Vec<_> = parlab::spec::load_suite(&[spec]).unwrap().into_iter().filter(|r| r.kind == parlab::spec::Kind::Model).collect();
     assert_eq!(runs.len(), 1);
     let summary = tables_for_plan(&runs[0]).unwrap();
-    let tables: Vec<parlab::table::Table> = serde_json::from_value(summary["tables"].clone()).unwrap();
+    let tables = &summary.model().expect("model tables").tables;
     assert!(tables.iter().all(|t| t.caption.contains("Arithmetic, not measurement")));
     let plans = tables.iter().find(|t| t.id == "model-plans-book-gpu-12gib-gloo-loopback").unwrap();
     let col = |name: &str| plans.columns.iter().position(|c| c == name).unwrap();
@@ -265,14 +267,36 @@ fn modelled_spec_produces_tables_with_captions_and_provenance() {
     assert!(bubbles.rows.iter().any(|r| r[0] == Cell::Count(4) && r[1] == Cell::Count(1) && r[2] == Cell::Fraction(0.75)));
 }
 
-fn stats(x: f64) -> Value {
-    json!({"median": x, "min": x, "max": x, "p99": x, "n": 20})
+/// An all-reduce summary at `world` over mpi-tcp with these medians, fitted as `collect` fits.
+fn allreduce(world: u32, points: &[(u64, f64)]) -> Summary {
+    let row = |&(size_bytes, t): &(u64, f64)| CollectiveRow {
+        op: Op::AllReduce,
+        size_bytes,
+        world,
+        link: "mpi-tcp".into(),
+        time: flat(t, 20),
+        spread: flat(0.0, 20),
+        op_time: None,
+        wrong: 0,
+    };
+    let fits = fit_collective(Op::AllReduce, world, points, 1 << 20).into_iter().collect();
+    Summary::Collectives(Collectives { rows: points.iter().map(row).collect(), fits, timing: "test".into(), fit_method: "test".into() })
 }
 
-fn manifest(plan: RunPlan, summary: Value) -> Manifest {
+/// A tensor decode summary at `world` with these step and communication medians.
+fn tensor_decode(world: u32, step_s: f64, comm_s: f64) -> Summary {
+    let mut s = decode_summary(step_s, 1.0 / step_s);
+    if let Summary::Decode(d) = &mut s {
+        d.world = world;
+        d.comm_s = flat(comm_s, 20);
+    }
+    s
+}
+
+fn manifest(plan: RunPlan, summary: Summary) -> Manifest {
     let mut m = Manifest::for_plan(&plan, Value::Null, "2026-01-01T00:00:00Z");
     m.finished_at = "2026-01-01T00:01:00Z".into();
-    m.summary = summary;
+    m.summary = Some(summary);
     m
 }
 
@@ -301,20 +325,15 @@ fn measured_manifests(dir: &Path) -> Vec<Manifest> {
         (4194304, 11.9e-3),
         (16, 119.0e-6),
     ];
-    let entry = |world: u32, size: u64, t: f64| json!({"op": "all-reduce", "size_bytes": size, "world": world, "link": "mpi-tcp", "time_s": stats(t)});
     let mut out = Vec::new();
     for plan in plans {
         let summary = match (plan.experiment.as_str(), plan.layout.world) {
-            ("c", 2) => {
-                json!({"collectives": two[..11].iter().map(|&(s, t)| entry(2, s, t)).collect::<Vec<_>>(), "fit": {"fit_max_bytes": 1048576}})
-            }
-            ("c", 4) => json!({"collectives": [entry(4, 4, 350e-6), entry(4, 1024, 352e-6)]}),
-            ("c", 8) => json!({"collectives": [entry(8, 4, 1.63e-3)]}),
-            ("mb", _) => {
-                json!({"membw": {"processes": 1, "threads": 1, "buffer_bytes": 536870912u64, "aggregate_Bps": stats(21e9), "per_process_Bps": stats(21e9)}})
-            }
-            ("d", 1) => json!({"decode": {"strategy": "tensor", "world": 1, "step_s": stats(23.3e-3), "comm_s": stats(0.0)}}),
-            ("d", 2) => json!({"decode": {"strategy": "tensor", "world": 2, "step_s": stats(27.0e-3), "comm_s": stats(4.8e-3)}}),
+            ("c", 2) => allreduce(2, &two[..11]),
+            ("c", 4) => allreduce(4, &[(4, 350e-6), (1024, 352e-6)]),
+            ("c", 8) => allreduce(8, &[(4, 1.63e-3)]),
+            ("mb", _) => membw_summary(21e9),
+            ("d", 1) => tensor_decode(1, 23.3e-3, 0.0),
+            ("d", 2) => tensor_decode(2, 27.0e-3, 4.8e-3),
             _ => continue,
         };
         out.push(manifest(plan, summary));
@@ -331,7 +350,7 @@ fn predictions_joined_with_measurements() {
     let fits = predict::two_rank_fits(&manifests);
     let (fit, _) = &fits[&(parlab::spec::schema::Op::AllReduce, "mpi-tcp".to_string())];
     // The intercept is the flat small-message time; α is half of it (2(p-1) = 2 steps at p = 2).
-    assert!((fit.line.intercept - 118.7e-6).abs() < 2e-6, "{}", fit.line.intercept);
+    assert!((fit.line.intercept_s - 118.7e-6).abs() < 2e-6, "{}", fit.line.intercept_s);
     let get = |world: u32, size: u64| {
         let w = df.column("world").unwrap().u32().unwrap().clone();
         let s = df.column("size_bytes").unwrap().u64().unwrap().clone();
@@ -341,7 +360,7 @@ fn predictions_joined_with_measurements() {
     };
     // 4 ranks: 6α ≈ 356 µs against a measured 350 µs: within a few per cent.
     let (p4, m4, e4) = get(4, 4);
-    assert!((p4 - 6.0 * fit.alpha_s - 0.75 * 4.0 * 2.0 / fit.beta_bps.unwrap()).abs() < 1e-12);
+    assert!((p4 - 6.0 * fit.alpha_per_step_s - 0.75 * 4.0 * 2.0 / fit.beta_bps.unwrap()).abs() < 1e-12);
     assert!((e4 - (p4 - m4) / m4).abs() < 1e-12 && e4.abs() < 0.05, "{e4}");
     // 8 ranks: 14α ≈ 830 µs against 1.63 ms: the model is wrong by about a factor of two.
     let (_, _, e8) = get(8, 4);
@@ -373,6 +392,6 @@ fn predictions_joined_with_measurements() {
     assert_eq!(tables.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["predicted-collectives", "predicted-decode"]);
     assert!(tables[1].provenance[0].contains("measured: from run"));
     let entry = predict::measured_link_entry(&manifests, parlab::spec::schema::Op::AllReduce, "mpi-tcp").unwrap();
-    assert!((entry.latency_us - fit.alpha_s * 1e6).abs() < 1e-9);
+    assert!((entry.latency_us - fit.alpha_per_step_s * 1e6).abs() < 1e-9);
     assert!(entry.provenance_lines()[0].contains("measured: from run"));
 }

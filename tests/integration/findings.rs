@@ -1,10 +1,12 @@
 //! Findings computed on fixtures, each flipped both ways by changing the figures it rests on.
 
+use parlab::collect::stats::Stats;
 use parlab::findings::{self, Finding, Inconclusive, Verdict};
+use parlab::manifest::summary::{Collectives, Decode, Summary};
 use parlab::manifest::Manifest;
 use parlab::report::facts::Facts;
 use parlab::spec::plan::Workload;
-use parlab::spec::schema::{ModelParams, Prompt, Strategy};
+use parlab::spec::schema::{ModelParams, Op, Prompt, Strategy};
 use parlab::spec::Kind;
 use serde_json::{json, Value};
 
@@ -26,19 +28,37 @@ fn finding(list: &[Manifest], id: &str) -> Finding {
         .unwrap_or_else(|| panic!("no finding {id} in {:?}", all.iter().map(|f| &f.id).collect::<Vec<_>>()))
 }
 
-fn stat(median: f64) -> Value {
-    json!({"median": median, "min": median * 0.97, "max": median * 1.03, "p99": median * 1.02, "n": 30})
+fn stat(median: f64) -> Stats {
+    Stats { median, min: median * 0.97, max: median * 1.03, p99: median * 1.02, n: 30 }
+}
+
+/// The decode summary of a manifest, to change.
+fn decode_mut(m: &mut Manifest) -> Option<&mut Decode> {
+    match m.summary.as_mut() {
+        Some(Summary::Decode(d)) => Some(d),
+        _ => None,
+    }
+}
+
+/// The collectives summary of a manifest, to change.
+fn collectives_mut(m: &mut Manifest) -> Option<&mut Collectives> {
+    match m.summary.as_mut() {
+        Some(Summary::Collectives(c)) => Some(c),
+        _ => None,
+    }
 }
 
 fn tensor_decode(list: &mut [Manifest]) -> impl Iterator<Item = &mut Manifest> {
-    list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.summary.get("decode").is_some())
+    list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.summary.is_some())
 }
 
 /// Sets every tensor run's non-communication time to `t1 / world^power`.
 fn non_comm_falls_as(list: &mut [Manifest], t1: f64, power: f64) {
     for m in tensor_decode(list) {
         let w = m.layout.world as f64;
-        m.summary["decode"]["compute_s"] = stat(t1 / w.powf(power));
+        if let Some(d) = decode_mut(m) {
+            d.compute_s = stat(t1 / w.powf(power));
+        }
     }
 }
 
@@ -64,19 +84,19 @@ fn shared_bandwidth_holds_when_non_comm_time_stays_and_fails_when_it_falls_as_on
 /// Sets every all-reduce time over `link` outside the 2-rank fit to `factor` × the fit's prediction.
 fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
     let fits = parlab::costmodel::predict::two_rank_fits(list);
-    let (fit, _) = fits.get(&(parlab::spec::schema::Op::AllReduce, link.to_string())).unwrap().clone();
+    let (fit, _) = fits.get(&(Op::AllReduce, link.to_string())).unwrap().clone();
     for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link == link) {
-        let Some(rows) = m.summary.get_mut("collectives").and_then(Value::as_array_mut) else {
+        let Some(c) = collectives_mut(m) else {
             continue;
         };
-        for r in rows.iter_mut().filter(|r| r["op"] == "all-reduce") {
-            let (world, size) = (r["world"].as_u64().unwrap() as u32, r["size_bytes"].as_u64().unwrap());
+        for r in c.rows.iter_mut().filter(|r| r.op == Op::AllReduce) {
+            let (world, size) = (r.world, r.size_bytes);
             if world == 2 && size <= fit.fit_max_bytes {
                 continue;
             }
-            let t = parlab::costmodel::link::collective_time(fit.link(), parlab::spec::schema::Op::AllReduce, size as f64, world);
-            r["time_s"] = stat(t * factor);
-            r["op_time_s"] = stat(t * factor);
+            let t = parlab::costmodel::link::collective_time(fit.link(), Op::AllReduce, size as f64, world);
+            r.time = stat(t * factor);
+            r.op_time = Some(stat(t * factor));
         }
     }
 }
@@ -126,11 +146,11 @@ fn decode_like(base: &Manifest, strategy: Strategy, world: u32, sequences: u32, 
     m.layout.strategy = strategy;
     m.layout.world = world;
     m.layout.sequences = Some(sequences);
-    let d = &mut m.summary["decode"];
-    d["strategy"] = json!(strategy.name());
-    d["world"] = json!(world);
-    d["sequences"] = json!(sequences);
-    d["tokens_per_s"] = stat(tokens_per_s);
+    let d = decode_mut(&mut m).expect("a decode template");
+    d.strategy = strategy;
+    d.world = world;
+    d.sequences = sequences;
+    d.tokens_per_s = stat(tokens_per_s);
     m
 }
 
@@ -174,13 +194,19 @@ fn with_device(mut list: Vec<Manifest>) -> Vec<Manifest> {
 
 fn scale_allreduce(list: &mut [Manifest], link: &str, factor: f64) {
     for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link == link) {
-        let Some(rows) = m.summary.get_mut("collectives").and_then(Value::as_array_mut) else {
+        let Some(c) = collectives_mut(m) else {
             continue;
         };
-        for r in rows.iter_mut().filter(|r| r["op"] == "all-reduce") {
-            let t = r["time_s"]["median"].as_f64().unwrap();
-            r["time_s"] = stat(t * factor);
+        for r in c.rows.iter_mut().filter(|r| r.op == Op::AllReduce) {
+            r.time = stat(r.time.median * factor);
         }
+        // The stored fit follows the rows, as `collect` fits them.
+        let world = m.layout.world;
+        let c = collectives_mut(m).unwrap();
+        let points: Vec<(u64, f64)> = c.rows.iter().filter(|r| r.op == Op::AllReduce).map(|r| (r.size_bytes, r.fit_time())).collect();
+        let refit = parlab::costmodel::link::fit_collective(Op::AllReduce, world, &points, 1 << 20);
+        c.fits.retain(|f| f.op != Op::AllReduce);
+        c.fits.extend(refit);
     }
 }
 

@@ -59,15 +59,19 @@ fn a_missing_manifests_folder_reads_as_empty() {
 }
 
 #[test]
-fn a_first_format_manifest_is_refused_with_what_to_do() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = sample_manifest();
-    let path = m.write(dir.path()).unwrap();
-    let text = std::fs::read_to_string(&path).unwrap().replace(manifest::SCHEMA, manifest::SCHEMA_V1);
-    std::fs::write(&path, text).unwrap();
-    let (list, skipped) = manifest::read_all(dir.path());
-    assert!(list.is_empty());
-    assert!(skipped[0].reason.contains("older parlab") && skipped[0].reason.contains("`parlab run` re-measures it"), "{:?}", skipped[0]);
+fn an_older_format_manifest_is_refused_with_what_to_do() {
+    for (old, lacked) in manifest::OLDER_SCHEMAS {
+        let dir = tempfile::tempdir().unwrap();
+        let m = sample_manifest();
+        let path = m.write(dir.path()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap().replace(manifest::SCHEMA, old);
+        std::fs::write(&path, text).unwrap();
+        let (list, skipped) = manifest::read_all(dir.path());
+        assert!(list.is_empty());
+        let reason = &skipped[0].reason;
+        assert!(reason.contains("older parlab") && reason.contains(old) && reason.contains(lacked), "{reason}");
+        assert!(reason.contains("`parlab run` re-measures it"), "{reason}");
+    }
 }
 
 const MEMBW: &str = "kind: membw\nworld: 1\nthreads: 1\nbuffer: 1MiB\nrepetitions: 2\nwarmup: 1\ntimeout: 60s\n";

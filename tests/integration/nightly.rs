@@ -19,8 +19,7 @@ fn decode_manifest(step_s: f64, tokens: serde_json::Value) -> Manifest {
     let mut m = Manifest::for_plan(&plan, json!({}), "2026-12-01T00:00:00Z");
     m.kind = Kind::Decode;
     m.finished_at = "2026-12-01T00:01:00Z".into();
-    m.summary = json!({"decode": {"step_s": {"median": step_s, "min": step_s, "max": step_s, "p99": step_s, "n": 3},
-                                  "tokens_per_s": {"median": 1.0 / step_s, "min": 1.0, "max": 1.0, "p99": 1.0, "n": 3}}});
+    m.summary = Some(crate::synth::decode_summary(step_s, 1.0 / step_s));
     m.answer = json!({"tokens": tokens});
     m
 }
@@ -91,9 +90,7 @@ fn a_twenty_percent_shift_is_regressed_with_thirty_samples_and_insufficient_with
 /// One manifest with `figures` all-reduce sizes, each figure's samples drawn from one distribution.
 fn many_figures(m: &Manifest, figures: usize, draw: &mut Draw) -> Night {
     let mut m = m.clone();
-    let entry =
-        |i: usize| json!({"op": "all-reduce", "size_bytes": i, "time_s": {"median": 1e-4, "min": 1e-4, "max": 1e-4, "p99": 1e-4, "n": 30}});
-    m.summary = json!({"collectives": (1..=figures).map(entry).collect::<Vec<_>>()});
+    m.summary = Some(crate::synth::allreduce_summary(1..=figures as u64, 1e-4));
     let samples: FigureSamples = (1..=figures).map(|i| (format!("all-reduce {i} B median"), draw.lognormal(30, 1e-4, 0.3))).collect();
     let mut night = Night::new(vec![m.clone()]);
     night.samples.insert(m.run_id.clone(), samples);
@@ -184,7 +181,7 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
         b.run_id = "b".repeat(64);
         b.experiment = "membw".into();
         b.answer = json!(null);
-        b.summary = json!({"membw": {"aggregate_Bps": {"median": bw, "min": bw, "max": bw, "p99": bw, "n": 5}}});
+        b.summary = Some(crate::synth::membw_summary(bw));
         b
     };
     let (mut before, mut after) = (night_of(&m, &base), night_of(&m, &slow));

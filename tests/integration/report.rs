@@ -284,10 +284,11 @@ fn peak_rss_kib() -> u64 {
 fn every_fitted_line_passes_within_25_percent_of_the_smallest_median_it_was_fitted_to() {
     let (list, _) = manifest::read_all(&fixtures());
     let facts = report::facts::Facts::read(&list);
-    let fits: Vec<_> = facts.fits.iter().filter(|f| f.world == 2).collect();
+    let fits: Vec<_> = facts.fits.iter().filter(|f| f.fit.world == 2).collect();
     assert!(!fits.is_empty(), "the fixtures hold 2-rank fits");
-    for fit in fits {
-        let fitted = facts.collectives.iter().filter(|r| r.run == fit.run && r.op == fit.op && r.size <= fit.fit_max_bytes);
+    for stored in fits {
+        let fit = &stored.fit;
+        let fitted = facts.collectives.iter().filter(|r| r.run == stored.run && r.op == fit.op && r.size <= fit.fit_max_bytes);
         let smallest = fitted.min_by_key(|r| r.size).expect("the sizes the fit used");
         let measured = smallest.op_time.as_ref().unwrap_or(&smallest.time).median;
         let predicted = fit.predict(smallest.size as f64);
@@ -295,16 +296,27 @@ fn every_fitted_line_passes_within_25_percent_of_the_smallest_median_it_was_fitt
         assert!(
             error <= 0.25,
             "{} {} over {} ({}): line {predicted:.3e} s vs median {measured:.3e} s at {} B",
-            fit.experiment,
-            fit.op,
-            fit.link,
-            fit.run,
+            stored.experiment,
+            fit.op.name(),
+            stored.link,
+            stored.run,
             smallest.size
         );
-        let op = parlab::spec::schema::Op::ALL.into_iter().find(|o| o.name() == fit.op).expect("a known op");
-        let (steps, factor) = parlab::costmodel::link::op_factors(op, fit.world);
-        assert!((fit.alpha_s * steps - fit.intercept_s).abs() <= 1e-12 + 1e-9 * fit.intercept_s, "α is the intercept per ring step");
-        assert!((factor / fit.beta_bps - fit.slope_s_per_byte).abs() <= 1e-9 * fit.slope_s_per_byte.max(1e-30), "β = factor / slope");
+        let (steps, factor) = parlab::costmodel::link::op_factors(fit.op, fit.world);
+        let line = fit.line;
+        assert!(
+            (fit.alpha_per_step_s * steps - line.intercept_s).abs() <= 1e-12 + 1e-9 * line.intercept_s.abs(),
+            "α is the intercept per ring step"
+        );
+        let beta = fit.beta_bps.expect("a positive slope");
+        assert!((factor / beta - line.slope_s_per_byte).abs() <= 1e-9 * line.slope_s_per_byte.max(1e-30), "β = factor / slope");
+        // The predictions use the same fit: the 2-rank fit of this op and link is this one.
+        let predictions = parlab::costmodel::predict::two_rank_fits(&list);
+        if let Some((same, run)) = predictions.get(&(fit.op, stored.link.clone())) {
+            if run.starts_with(&stored.run) {
+                assert_eq!(same, fit, "the predictions' fit is the stored one");
+            }
+        }
     }
 }
 

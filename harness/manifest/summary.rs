@@ -1,0 +1,293 @@
+//! A run's summary, typed: one variant per kind, written by `collect` (or the cost model)
+//! and read as these values by the register, the findings, the predictions and nightly.
+//!
+//! In the manifest's JSON the variant is the one key of `summary` (`{"decode": {...}}`);
+//! field names carry their SI unit (`_s`, `_bytes`, `_Bps`).
+
+use crate::collect::stats::Stats;
+use crate::costmodel::link::LinkFit;
+use crate::spec::schema::{HeadPlacement, Op, Strategy};
+use crate::table::Table;
+use serde::{Deserialize, Serialize};
+
+/// What a run measured (or, for `kind: model`, computed), by kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Summary {
+    /// Collective times per op and size, and the α–β fit of each op.
+    Collectives(Collectives),
+    /// Memory bandwidth of both read kernels and the roofline they give.
+    Membw(Membw),
+    /// Decode step, communication, compute, prefill and rate.
+    Decode(Decode),
+    /// The expert all-to-all there and back, per token count.
+    Dispatch(Dispatch),
+    /// The cost model's tables.
+    Model(ModelTables),
+}
+
+impl Summary {
+    /// The collectives summary, if this is one.
+    pub fn collectives(&self) -> Option<&Collectives> {
+        match self {
+            Summary::Collectives(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The memory-bandwidth summary, if this is one.
+    pub fn membw(&self) -> Option<&Membw> {
+        match self {
+            Summary::Membw(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The decode summary, if this is one.
+    pub fn decode(&self) -> Option<&Decode> {
+        match self {
+            Summary::Decode(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The dispatch summary, if this is one.
+    pub fn dispatch(&self) -> Option<&Dispatch> {
+        match self {
+            Summary::Dispatch(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The cost model's tables, if this is a model run's summary.
+    pub fn model(&self) -> Option<&ModelTables> {
+        match self {
+            Summary::Model(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// A collectives run: one row per op and size, in the order they ran, and one fit per op.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Collectives {
+    /// Per op and size.
+    pub rows: Vec<CollectiveRow>,
+    /// The α–β fit of each op (`costmodel::link::fit_collective`), where it could be fitted.
+    pub fits: Vec<LinkFit>,
+    /// How the times were taken.
+    pub timing: String,
+    /// What the fits were fitted on.
+    pub fit_method: String,
+}
+
+impl Collectives {
+    /// The fit of `op`, if there is one.
+    pub fn fit(&self, op: Op) -> Option<&LinkFit> {
+        self.fits.iter().find(|f| f.op == op)
+    }
+}
+
+/// One op at one size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveRow {
+    /// The op.
+    pub op: Op,
+    /// Bytes (nccl-tests' size convention).
+    pub size_bytes: u64,
+    /// Ranks.
+    pub world: u32,
+    /// Link name.
+    pub link: String,
+    /// Per iteration (barrier before each call), the slowest rank's time, waiting included.
+    #[serde(rename = "time_s")]
+    pub time: Stats,
+    /// Per iteration, the slowest rank's time minus the fastest's.
+    #[serde(rename = "rank_spread_s")]
+    pub spread: Stats,
+    /// The op's own time: blocks of calls back to back, block / calls, mean over ranks.
+    #[serde(rename = "op_time_s", default, skip_serializing_if = "Option::is_none")]
+    pub op_time: Option<Stats>,
+    /// Wrong results seen by the check.
+    pub wrong: u64,
+}
+
+impl CollectiveRow {
+    /// The time α and β are fitted on: the op's own time where measured, else the slowest rank's.
+    pub fn fit_time(&self) -> f64 {
+        self.op_time.map_or(self.time.median, |s| s.median)
+    }
+
+    /// Median slowest-rank time minus the median own time: the waiting a step pays.
+    pub fn skew_s(&self) -> Option<f64> {
+        self.op_time.map(|o| self.time.median - o.median)
+    }
+
+    /// nccl-tests' bus bandwidth factor of the op at this world.
+    pub fn busbw_factor(&self) -> f64 {
+        self.op.busbw_factor(self.world)
+    }
+
+    /// Algorithm bandwidth of the slowest-rank median, bytes/s.
+    pub fn algbw_bps(&self) -> f64 {
+        self.size_bytes as f64 / self.time.median
+    }
+
+    /// Bus bandwidth of the slowest-rank median, bytes/s.
+    pub fn busbw_bps(&self) -> f64 {
+        self.algbw_bps() * self.busbw_factor()
+    }
+}
+
+/// A memory-bandwidth run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Membw {
+    /// Processes streaming at once.
+    pub processes: u32,
+    /// Threads per process.
+    pub threads: u32,
+    /// Buffer bytes per process.
+    pub buffer_bytes: u64,
+    /// libtorch's sum: all buffers over the slowest rank's time, per repetition.
+    #[serde(rename = "aggregate_Bps")]
+    pub aggregate: Stats,
+    /// libtorch's sum: each rank's bytes/s.
+    #[serde(rename = "per_process_Bps")]
+    pub per_process: Stats,
+    /// How the libtorch sum was timed.
+    pub method: String,
+    /// parlab's STREAM-class read, where it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamRead>,
+    /// The higher of the two kernels: the bandwidth a decode step is judged against.
+    pub roofline: Roofline,
+}
+
+/// parlab's STREAM-class read of the same buffer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamRead {
+    /// All buffers over the slowest rank's time, per repetition.
+    #[serde(rename = "aggregate_Bps")]
+    pub aggregate: Stats,
+    /// Each rank's bytes/s.
+    #[serde(rename = "per_process_Bps")]
+    pub per_process: Stats,
+    /// The kernel that read (`model::matvec::Kernel::name`).
+    pub kernel: String,
+    /// How it was timed.
+    pub method: String,
+}
+
+/// Which read kernel a roofline comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RooflineSource {
+    /// parlab's STREAM-class read.
+    Stream,
+    /// libtorch's sum.
+    TorchSum,
+}
+
+impl RooflineSource {
+    /// The source's name as the manifest spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RooflineSource::Stream => "stream",
+            RooflineSource::TorchSum => "torch-sum",
+        }
+    }
+}
+
+/// The bandwidth a decode step is judged against, and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Roofline {
+    /// The kernel with the higher per-process median.
+    pub source: RooflineSource,
+    /// Its per-process median, bytes/s.
+    #[serde(rename = "per_process_Bps")]
+    pub per_process_bps: f64,
+    /// Its aggregate median, bytes/s.
+    #[serde(rename = "aggregate_Bps")]
+    pub aggregate_bps: f64,
+    /// The other kernel's per-process median, where it ran.
+    #[serde(rename = "other_per_process_Bps")]
+    pub other_per_process_bps: Option<f64>,
+}
+
+/// A decode run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decode {
+    /// The split.
+    pub strategy: Strategy,
+    /// Ranks.
+    pub world: u32,
+    /// Sequences in flight.
+    pub sequences: u32,
+    /// Where the output head lives (tensor split).
+    pub head: Option<HeadPlacement>,
+    /// Tokens generated per sequence.
+    pub new_tokens: u32,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Threads per rank.
+    pub threads_per_rank: u32,
+    /// One decode round, slowest rank.
+    pub step_s: Stats,
+    /// Communication per round, slowest rank.
+    pub comm_s: Stats,
+    /// Compute per round (step minus communication), slowest rank.
+    pub compute_s: Stats,
+    /// Prefill of the prompt.
+    pub prefill_s: Stats,
+    /// Generated tokens per second of wall time, per repetition.
+    pub tokens_per_s: Stats,
+    /// Collectives each step issues.
+    pub collectives_per_step: Option<u64>,
+    /// Weight bytes read to advance one sequence by one token.
+    pub streamed_bytes: u64,
+    /// The matvec kernel that ran.
+    pub matvec_kernel: Option<String>,
+    /// The CPU features the ranks saw.
+    pub cpu_features: Vec<String>,
+    /// What a step is.
+    pub step_definition: String,
+    /// What `streamed_bytes` counts.
+    pub streamed_bytes_definition: String,
+}
+
+/// A dispatch run: the expert all-to-all per token count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dispatch {
+    /// Per token count.
+    pub rows: Vec<DispatchRow>,
+    /// How the times were taken.
+    pub timing: String,
+}
+
+/// One token count of a dispatch run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DispatchRow {
+    /// Tokens each rank dispatches.
+    pub tokens: u64,
+    /// Bytes each rank sends.
+    pub bytes: u64,
+    /// Ranks.
+    pub world: u32,
+    /// Experts per token.
+    pub top_k: u32,
+    /// Hidden width.
+    pub hidden: u32,
+    /// Slowest rank per iteration.
+    #[serde(rename = "time_s")]
+    pub time: Stats,
+    /// Slowest minus fastest rank per iteration.
+    #[serde(rename = "rank_spread_s")]
+    pub spread: Stats,
+}
+
+/// The cost model's tables of a `kind: model` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelTables {
+    /// The tables, typed cells.
+    pub tables: Vec<Table>,
+}

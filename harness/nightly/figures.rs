@@ -1,0 +1,106 @@
+//! The comparable figures of a summary, named once: each with its median, which way is
+//! better, and how its raw samples are read back from the run's records.
+
+use super::Better;
+use crate::collect::frames::per_iteration;
+use crate::collect::membw::bandwidths;
+use crate::manifest::summary::{Decode, Summary};
+use crate::rank::records::Record;
+use crate::spec::schema::Strategy;
+use std::collections::BTreeMap;
+
+/// Where a figure's raw samples come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Samples {
+    /// The slowest rank per iteration of a record figure at a size.
+    PerIteration {
+        /// The records' figure name.
+        figure: String,
+        /// The records' size.
+        size_bytes: u64,
+    },
+    /// The aggregate bandwidth per repetition of libtorch's sum.
+    Bandwidth,
+    /// Tokens of a repetition over its slowest rank's wall time.
+    TokensPerSecond {
+        /// Tokens the whole run generates per repetition.
+        tokens: f64,
+    },
+}
+
+/// One comparable figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparable {
+    /// Its name (`all-reduce 4096 B median`, `decode step median`).
+    pub name: String,
+    /// The summary's median.
+    pub median: f64,
+    /// Which way is better.
+    pub better: Better,
+    /// Where its samples come from.
+    pub samples: Samples,
+}
+
+impl Samples {
+    /// The samples from `recs`, reduced exactly as `collect` reduced them for the median.
+    pub fn read(&self, recs: &[Record]) -> Vec<f64> {
+        match self {
+            Samples::PerIteration { figure, size_bytes } => per_iteration(recs, figure, *size_bytes).0,
+            Samples::Bandwidth => bandwidths(recs, "membw").iter().map(|b| b.1).collect(),
+            Samples::TokensPerSecond { tokens } => tokens_per_s(*tokens, recs),
+        }
+    }
+}
+
+/// Every comparable figure of `summary` (medians only: ranges are noise).
+pub fn comparable(summary: &Summary) -> Vec<Comparable> {
+    let figure = |name: String, median: f64, better, samples| Comparable { name, median, better, samples };
+    let per_iteration = |figure: &str, size_bytes| Samples::PerIteration { figure: figure.into(), size_bytes };
+    match summary {
+        Summary::Collectives(c) => c
+            .rows
+            .iter()
+            .map(|r| {
+                let name = format!("{} {} B median", r.op.name(), r.size_bytes);
+                figure(name, r.time.median, Better::Lower, per_iteration(r.op.name(), r.size_bytes))
+            })
+            .collect(),
+        Summary::Membw(b) => vec![figure("aggregate bandwidth median".into(), b.aggregate.median, Better::Higher, Samples::Bandwidth)],
+        Summary::Decode(d) => vec![
+            figure("decode step median".into(), d.step_s.median, Better::Lower, per_iteration("decode_step", 0)),
+            figure(
+                "tokens per second median".into(),
+                d.tokens_per_s.median,
+                Better::Higher,
+                Samples::TokensPerSecond { tokens: tokens_per_repetition(d) },
+            ),
+        ],
+        Summary::Dispatch(d) => d
+            .rows
+            .iter()
+            .map(|r| {
+                figure(format!("dispatch {} tokens median", r.tokens), r.time.median, Better::Lower, per_iteration("dispatch", r.bytes))
+            })
+            .collect(),
+        Summary::Model(_) => Vec::new(),
+    }
+}
+
+/// Tokens a decode run generates per repetition, as `collect::decode` counts them.
+fn tokens_per_repetition(d: &Decode) -> f64 {
+    let replicas = if d.strategy == Strategy::Data { d.world } else { 1 };
+    f64::from(replicas * d.sequences * d.new_tokens)
+}
+
+/// Tokens per second per repetition: `tokens` over the repetition's slowest rank's wall time.
+fn tokens_per_s(tokens: f64, recs: &[Record]) -> Vec<f64> {
+    let mut wall: BTreeMap<u32, f64> = BTreeMap::new();
+    for r in recs.iter().filter(|r| r.figure == "run") {
+        let w = wall.entry(r.repetition).or_insert(0.0);
+        *w = w.max(r.seconds);
+    }
+    if tokens <= 0.0 {
+        return Vec::new();
+    }
+    wall.into_values().filter(|w| *w > 0.0).map(|w| tokens / w).collect()
+}
