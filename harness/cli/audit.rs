@@ -4,7 +4,7 @@ use serde_json::json;
 use std::path::Path;
 
 /// Grades every layout against the unsplit reference; exit 3 on a real change, 0 otherwise.
-pub fn run(manifests: &Path, as_json: bool) -> anyhow::Result<i32> {
+pub fn run(manifests: &Path, as_json: bool) -> super::Result<i32> {
     let (list, skipped) = crate::manifest::read_all(manifests);
     for s in &skipped {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);

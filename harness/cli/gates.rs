@@ -3,7 +3,7 @@
 use crate::gates::Gates;
 
 /// Prints every probe's command, exit status and output.
-pub fn run(as_json: bool) -> anyhow::Result<i32> {
+pub fn run(as_json: bool) -> super::Result<i32> {
     let gates = Gates::probe_machine();
     if as_json {
         println!("{}", serde_json::to_string_pretty(&gates)?);

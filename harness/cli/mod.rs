@@ -16,10 +16,64 @@ use crate::exitcode;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
-/// A mistake in the user's input: printed as is, exit code 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UserError(pub String);
+/// Why a command stopped; each kind has its documented exit code.
+#[derive(Debug)]
+pub enum Error {
+    /// A mistake in the user's input (a flag, a path, a store another controller holds): exit 2.
+    Usage(String),
+    /// Specs with problems, each as file:line:col: key: message: exit 2.
+    Spec(crate::spec::Problems),
+    /// Anything else that stopped the command (a launch, a write, a render): exit 1.
+    Failed(anyhow::Error),
+}
+
+/// A command's result: its exit code, or why it stopped.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// The exit code this error ends parlab with.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) | Error::Spec(_) => exitcode::USER_ERROR,
+            Error::Failed(_) => exitcode::RUN_FAILED,
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Usage(message) => write!(f, "{message}"),
+            Error::Spec(problems) => write!(f, "{problems}"),
+            Error::Failed(e) => write!(f, "error: {e:#}"),
+        }
+    }
+}
+
+impl From<crate::spec::Problems> for Error {
+    fn from(problems: crate::spec::Problems) -> Self {
+        Error::Spec(problems)
+    }
+}
+
+impl From<anyhow::Error> for Error {
+    fn from(e: anyhow::Error) -> Self {
+        Error::Failed(e)
+    }
+}
+
+/// Errors of the parts below the CLI that stop a command with exit 1.
+macro_rules! failed_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                Error::Failed(e.into())
+            }
+        }
+    )*};
+}
+
+failed_from!(std::io::Error, serde_json::Error, crate::costmodel::safetensors_header::HeaderError);
 
 /// parlab: declarative benchmarks and an evidence register for distributed LLM inference.
 #[derive(Debug, Parser)]
@@ -169,21 +223,13 @@ pub fn main() -> i32 {
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            if let Some(user) = e.downcast_ref::<UserError>() {
-                eprintln!("{user}");
-                return exitcode::USER_ERROR;
-            }
-            if let Some(problems) = e.downcast_ref::<crate::spec::Problems>() {
-                eprintln!("{problems}");
-                return exitcode::USER_ERROR;
-            }
-            eprintln!("error: {e:#}");
-            exitcode::RUN_FAILED
+            eprintln!("{e}");
+            e.exit_code()
         }
     }
 }
 
-fn dispatch(command: Command) -> anyhow::Result<i32> {
+fn dispatch(command: Command) -> Result<i32> {
     match command {
         Command::Validate { paths, max_runs } => validate::run(&paths, max_runs),
         Command::Plan { paths, json, max_runs } => plan::run(&paths, json, max_runs),
@@ -200,5 +246,23 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),
         Command::Model(args) => model::run(args),
         Command::Rank { plan, out } => rank::run(&plan, &out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_has_its_documented_exit_code_and_message() {
+        let usage = Error::Usage("--fdr 2: expected a rate between 0 and 1".into());
+        assert_eq!((usage.exit_code(), usage.to_string()), (exitcode::USER_ERROR, "--fdr 2: expected a rate between 0 and 1".into()));
+        let spec = Error::from(crate::spec::Problems(Vec::new()));
+        assert_eq!(spec.exit_code(), exitcode::USER_ERROR);
+        let failed = Error::from(anyhow::anyhow!("mpirun exited 1").context("launching run 1"));
+        assert_eq!(failed.exit_code(), exitcode::RUN_FAILED);
+        assert_eq!(failed.to_string(), "error: launching run 1: mpirun exited 1");
+        let io = Error::from(std::io::Error::other("disk full"));
+        assert!(matches!(io, Error::Failed(_)) && io.to_string() == "error: disk full", "{io}");
     }
 }

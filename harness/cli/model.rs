@@ -1,6 +1,6 @@
 //! `parlab model`: cost-model tables, or `parlab model init` for a seeded checkpoint.
 
-use super::UserError;
+use super::Error;
 use crate::costmodel::{catalogue::Catalogue, tables};
 use crate::model::{init, resolve_model, ModelConfig};
 use crate::spec::{load_suite, Kind, RunPlan};
@@ -35,7 +35,7 @@ pub enum ModelAction {
 }
 
 /// Runs `parlab model`.
-pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
+pub fn run(args: ModelArgs) -> super::Result<i32> {
     match args.action {
         Some(ModelAction::Init { model, seed, out }) => init_checkpoint(&model, seed, &out),
         None => print_tables(&args.paths),
@@ -43,15 +43,14 @@ pub fn run(args: ModelArgs) -> anyhow::Result<i32> {
 }
 
 /// `parlab model init`: writes a seeded checkpoint for `model` into `out`.
-fn init_checkpoint(model: &str, seed: u64, out: &Path) -> anyhow::Result<i32> {
+fn init_checkpoint(model: &str, seed: u64, out: &Path) -> super::Result<i32> {
     let loc = resolve_model(model);
-    let cfg = ModelConfig::read(&loc.dir).map_err(|e| UserError(e.to_string()))?;
+    let cfg = ModelConfig::read(&loc.dir).map_err(|e| Error::Usage(e.to_string()))?;
     if cfg.model_type != "gpt2" {
-        return Err(UserError(format!(
+        return Err(Error::Usage(format!(
             "{model} is a {} model; `model init` makes GPT-2-family checkpoints (model_type gpt2)",
             cfg.model_type
-        ))
-        .into());
+        )));
     }
     init::replace_checkpoint(&cfg, seed, out)?;
     eprintln!("parlab: wrote {} ({} recipe, seed {seed})", out.display(), crate::spec::weights::SEEDED_GENERATOR);
@@ -64,14 +63,14 @@ pub fn model_plans(paths: &[PathBuf]) -> Result<Vec<RunPlan>, crate::spec::Probl
 }
 
 /// `parlab model` without a subcommand: prints the modelled tables of the `kind: model` specs.
-fn print_tables(paths: &[PathBuf]) -> anyhow::Result<i32> {
+fn print_tables(paths: &[PathBuf]) -> super::Result<i32> {
     let runs = model_plans(paths)?;
     if runs.is_empty() {
-        return Err(UserError("no `kind: model` spec found (looked in the given paths, or experiments/)".into()).into());
+        return Err(Error::Usage("no `kind: model` spec found (looked in the given paths, or experiments/)".into()));
     }
-    let catalogue = Catalogue::load_default().map_err(|e| UserError(e.to_string()))?;
+    let catalogue = Catalogue::load_default().map_err(|e| Error::Usage(e.to_string()))?;
     for run in &runs {
-        let model_run = tables::ModelRun::from_workload(&run.workload, &catalogue).map_err(UserError)?;
+        let model_run = tables::ModelRun::from_workload(&run.workload, &catalogue).map_err(Error::Usage)?;
         let mut text = format!("## {} (MODELLED, run {})\n\n", run.experiment, run.short_id());
         for t in model_run.tables() {
             text.push_str(&crate::report::markdown::table(&t, &[]));

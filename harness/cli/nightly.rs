@@ -1,6 +1,6 @@
 //! `parlab nightly`: tonight's manifests against a baseline, and answers across layouts.
 
-use super::UserError;
+use super::Error;
 use crate::nightly::{compare, compared, outputs, render_text, Finding, Night, Policy};
 use std::path::{Path, PathBuf};
 
@@ -17,16 +17,16 @@ pub struct Outputs {
     pub history: Option<PathBuf>,
 }
 
-fn check(policy: &Policy) -> Result<(), UserError> {
+fn check(policy: &Policy) -> Result<(), Error> {
     let fraction = |v: f64| v.is_finite() && v > 0.0;
     if !fraction(policy.tolerance) {
-        return Err(UserError(format!("--tolerance {}: expected a finite fraction above 0 (e.g. 0.25)", policy.tolerance)));
+        return Err(Error::Usage(format!("--tolerance {}: expected a finite fraction above 0 (e.g. 0.25)", policy.tolerance)));
     }
     if !(policy.min_effect.is_finite() && policy.min_effect >= 0.0) {
-        return Err(UserError(format!("--min-effect {}: expected a finite fraction of 0 or more (e.g. 0.10)", policy.min_effect)));
+        return Err(Error::Usage(format!("--min-effect {}: expected a finite fraction of 0 or more (e.g. 0.10)", policy.min_effect)));
     }
     if !(fraction(policy.fdr) && policy.fdr < 1.0) {
-        return Err(UserError(format!("--fdr {}: expected a rate between 0 and 1 (e.g. 0.05)", policy.fdr)));
+        return Err(Error::Usage(format!("--fdr {}: expected a rate between 0 and 1 (e.g. 0.05)", policy.fdr)));
     }
     Ok(())
 }
@@ -36,11 +36,11 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
-pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> anyhow::Result<i32> {
+pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> super::Result<i32> {
     check(policy)?;
     for (dir, what) in [(baseline, "baseline"), (manifests, "tonight's")] {
         if !dir.is_dir() {
-            return Err(UserError(format!("{}: no such {what} manifests folder", dir.display())).into());
+            return Err(Error::Usage(format!("{}: no such {what} manifests folder", dir.display())));
         }
     }
     let (before, skipped_before) = Night::load(baseline);
@@ -58,14 +58,13 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
     }
     let overlap = compared(&before.manifests, &after.manifests);
     if overlap == 0 {
-        return Err(UserError(format!(
+        return Err(Error::Usage(format!(
             "nothing to compare: none of the {} baseline manifests in {} shares a run identity with the {} manifests in {} (another suite, or an empty folder?)",
             before.manifests.len(),
             baseline.display(),
             after.manifests.len(),
             manifests.display()
-        ))
-        .into());
+        )));
     }
     let comparison = compare(&before, &after, policy);
     let layouts: Vec<String> = crate::audit::audit(&after.manifests)

@@ -5,7 +5,7 @@ use serde_json::json;
 use std::path::PathBuf;
 
 /// Prints the expanded runs as a table or a JSON array.
-pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> anyhow::Result<i32> {
+pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i32> {
     let runs = load_suite_limited(paths, max_runs)?;
     if as_json {
         let items: Vec<_> = runs.iter().map(plan_json).collect();

@@ -1,26 +1,25 @@
 //! `parlab report`: the evidence register from manifests.
 
-use super::UserError;
+use super::Error;
 use crate::manifest::lock::StoreLock;
 use std::path::Path;
 
 /// Renders `out/evidence.md` (and figures and tables) from `manifests`. It only reads the
 /// manifests (each written atomically), so it may run beside a `parlab run`; two renders into
 /// one output folder are kept apart by the output folder's lock.
-pub fn run(manifests: &Path, out: &Path, wait: bool) -> anyhow::Result<i32> {
+pub fn run(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
     if !manifests.is_dir() {
-        return Err(UserError(format!(
+        return Err(Error::Usage(format!(
             "{}: no such manifests folder (run `parlab run` first, or pass --manifests DIR)",
             manifests.display()
-        ))
-        .into());
+        )));
     }
     render(manifests, out, wait)
 }
 
 /// Renders the register while holding the lock of the output folder `out`.
-pub fn render(manifests: &Path, out: &Path, wait: bool) -> anyhow::Result<i32> {
-    let _lock = StoreLock::acquire(out, wait).map_err(|e| UserError(e.to_string()))?;
+pub fn render(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
+    let _lock = StoreLock::acquire(out, wait).map_err(|e| Error::Usage(e.to_string()))?;
     let written = crate::report::render_all(manifests, out)?;
     eprintln!("parlab: wrote {}", written.display());
     Ok(crate::exitcode::OK)
@@ -29,9 +28,9 @@ pub fn render(manifests: &Path, out: &Path, wait: bool) -> anyhow::Result<i32> {
 /// Renders the register, then (with `history`) the nightly history as `out/trends.md` and
 /// `out/trends/N.svg` (a trend figure per run and figure, change points marked); a missing
 /// history folder exits 2 before anything is written.
-pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Option<&Path>) -> anyhow::Result<i32> {
+pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Option<&Path>) -> super::Result<i32> {
     if let Some(h) = history.filter(|h| !h.is_dir()) {
-        return Err(UserError(format!("{}: no such nightly history folder", h.display())).into());
+        return Err(Error::Usage(format!("{}: no such nightly history folder", h.display())));
     }
     let code = run(manifests, out, wait)?;
     if let Some(h) = history {

@@ -1,6 +1,6 @@
 //! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run; then the register.
 
-use super::UserError;
+use super::Error;
 use crate::gates::Gates;
 use crate::launch::{leftovers, signals};
 use crate::manifest::caveat::Caveat;
@@ -31,14 +31,14 @@ pub struct RunOptions {
 }
 
 /// Runs every expanded run in order; exit 1 if any failed, 0 otherwise, 128+N on signal N.
-pub fn run(paths: &[PathBuf], options: &RunOptions) -> anyhow::Result<i32> {
+pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     crate::launch::signals::install();
     crate::spec::weights::allow_cache_writes();
     let suite = load_suite_limited(paths, options.max_runs)?;
     let origins = manifest::origins_by_run(&suite);
     let runs = first_of_each_identity(super::select::only(suite, &options.only)?);
     let dir = manifest::manifests_dir();
-    let _lock = StoreLock::acquire(&dir, options.wait).map_err(|e| UserError(e.to_string()))?;
+    let _lock = StoreLock::acquire(&dir, options.wait).map_err(|e| Error::Usage(e.to_string()))?;
     let mut notes = end_leftovers(&dir);
     eprintln!("parlab: probing the machine (gates)");
     let gates = Gates::probe_machine();

@@ -1,6 +1,6 @@
 //! `parlab run --only NAME|GLOB`: which runs of the suite are selected.
 
-use super::UserError;
+use super::Error;
 use crate::spec::RunPlan;
 
 /// Whether `text` matches a glob of `*` (any run of characters) and `?` (one character).
@@ -28,14 +28,14 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 
 /// The runs whose experiment name or label matches one of `only` (all runs when `only` is
 /// empty); a user error when patterns are given and nothing matches.
-pub fn only(runs: Vec<RunPlan>, only: &[String]) -> Result<Vec<RunPlan>, UserError> {
+pub fn only(runs: Vec<RunPlan>, only: &[String]) -> Result<Vec<RunPlan>, Error> {
     if only.is_empty() {
         return Ok(runs);
     }
     let total = runs.len();
     let picked: Vec<RunPlan> = runs.into_iter().filter(|r| only.iter().any(|p| glob(p, &r.experiment) || glob(p, &r.label()))).collect();
     if picked.is_empty() {
-        return Err(UserError(format!(
+        return Err(Error::Usage(format!(
             "--only {}: matches none of the suite's {total} runs (by experiment name or label)",
             only.join(", ")
         )));

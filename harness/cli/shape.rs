@@ -1,6 +1,6 @@
 //! `parlab shape`: a model's shape from its config.json, as text or JSON.
 
-use super::UserError;
+use super::Error;
 use crate::costmodel::safetensors_header::{count_checkpoint, CheckpointCount};
 use crate::costmodel::shape::ModelShape;
 use crate::costmodel::tables::load_shape;
@@ -64,9 +64,9 @@ pub(super) fn print_quietly(text: &str) {
 }
 
 /// `parlab shape`: prints the shape of `model` (a name under models/ or a folder) as text or JSON.
-pub fn run(model: &str, as_json: bool, dtype: &str) -> anyhow::Result<i32> {
-    let dt = parse_dtype(dtype).ok_or_else(|| UserError(format!("--dtype {dtype}: unknown; use float32, float16 or bfloat16")))?;
-    let named = load_shape(model).map_err(UserError)?;
+pub fn run(model: &str, as_json: bool, dtype: &str) -> super::Result<i32> {
+    let dt = parse_dtype(dtype).ok_or_else(|| Error::Usage(format!("--dtype {dtype}: unknown; use float32, float16 or bfloat16")))?;
+    let named = load_shape(model).map_err(Error::Usage)?;
     let dir = crate::model::resolve_model(model).dir;
     let ck = count_checkpoint(&dir, named.shape.params, named.shape.tied_embeddings)?;
     let text = if as_json {
