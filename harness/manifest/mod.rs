@@ -68,7 +68,7 @@ pub enum Status {
     Ok,
     /// Launched and failed (crash, signal, timeout, wrong result).
     Failed,
-    /// Not launched: a requirement is unmet or the workload is not implemented.
+    /// Not launched: a requirement is unmet (the probe that decided it is the reason).
     NotRun,
 }
 

@@ -33,9 +33,6 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives as _, Destination as _, Root as _, Source as _};
 use std::path::Path;
 
-/// Whether this version runs the workload.
-pub const IMPLEMENTED: bool = true;
-
 /// Timed blocks of back-to-back calls per op, size and repetition, at least.
 pub const BLOCKS: u32 = 3;
 

@@ -12,9 +12,6 @@ use crate::spec::RunPlan;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// Whether this version runs the workload.
-pub const IMPLEMENTED: bool = true;
-
 /// What one rank reports about its answer, in `answer-rank<N>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankAnswer {

@@ -12,9 +12,6 @@ use super::records::{mark, RecordSink};
 use crate::spec::{DispatchParams, RunPlan, Workload};
 use std::path::Path;
 
-/// Whether this version runs the workload.
-pub const IMPLEMENTED: bool = true;
-
 /// The routing of one token count: who owns which expert and where each slot goes.
 pub struct Routing {
     world: u32,

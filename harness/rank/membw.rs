@@ -29,9 +29,6 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tch::{Device, Kind, Tensor};
 
-/// Whether this version runs the workload.
-pub const IMPLEMENTED: bool = true;
-
 /// The figure of parlab's own read kernel (the libtorch sum's is `membw`).
 pub const STREAM_FIGURE: &str = "membw_stream";
 

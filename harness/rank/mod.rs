@@ -14,17 +14,6 @@ use crate::spec::{Kind, RunPlan};
 use mpi::traits::Communicator as _;
 use std::path::Path;
 
-/// Whether this version can launch runs of `kind`.
-pub fn implemented(kind: Kind) -> bool {
-    match kind {
-        Kind::Collectives => collectives::IMPLEMENTED,
-        Kind::Membw => membw::IMPLEMENTED,
-        Kind::Decode => decode::IMPLEMENTED,
-        Kind::Dispatch => dispatch::IMPLEMENTED,
-        Kind::Model => false,
-    }
-}
-
 /// Work done once, before launching, in the `parlab run` process (e.g. making a seeded checkpoint).
 pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
     match plan.kind {
