@@ -30,26 +30,6 @@ impl Stats {
         let rank = ((0.99 * n as f64).ceil() as usize).clamp(1, n);
         Some(Stats { median, min: v[0], max: v[n - 1], p99: v[rank - 1], n: n as u64 })
     }
-
-    /// Reads a summary's stats object leniently (older summaries may lack all but the median);
-    /// `None` when the median is missing.
-    pub fn read(v: Option<&serde_json::Value>) -> Option<Stats> {
-        let v = v?;
-        let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64);
-        let median = f("median")?;
-        Some(Stats {
-            median,
-            min: f("min").unwrap_or(median),
-            max: f("max").unwrap_or(median),
-            p99: f("p99").unwrap_or(median),
-            n: v.get("n").and_then(serde_json::Value::as_u64).unwrap_or(0),
-        })
-    }
-
-    /// The stats as the summary's JSON object.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
-    }
 }
 
 #[cfg(test)]

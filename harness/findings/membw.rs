@@ -19,14 +19,14 @@ pub fn finding(inp: &Inputs) -> Finding {
     replicas(&mut f, inp);
     let tensor =
         by_world(inp.facts.decode.iter().filter(|d| d.strategy == "tensor" && d.sequences == 1 && d.head != "replicated"), |d| d.world);
-    let Some(one) = tensor.get(&1).map(|d| non_comm(d)) else {
+    let Some(one) = tensor.get(&1).map(|d| d.compute) else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no world-1 tensor decode run to give T_1".into());
     };
     let run1 = tensor[&1].run.as_str();
     f.number("T_1: non-communication time of a step, 1 process (median)", one.median, "s", &[run1]);
     let mut sides = Vec::new();
     for (&p, d) in tensor.iter().filter(|(&p, _)| p > 1) {
-        let t = non_comm(d);
+        let t = d.compute;
         let boundary = one.median / f64::from(p).sqrt();
         f.number(&format!("T_{p}: non-communication time at world {p} (median)"), t.median, "s", &[d.run.as_str()]);
         f.number(&format!("predicted at world {p} if each rank had its own bandwidth (T_1/{p})"), one.median / f64::from(p), "s", &[run1]);
@@ -67,11 +67,6 @@ fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
         );
     }
     f.inconclusive(Inconclusive::Noise, format!("noise: at world {largest} the measured range straddles T_1/sqrt({largest})"))
-}
-
-/// Non-communication time: the compute figure (step minus communication per round).
-fn non_comm(d: &DecodeRow) -> Stats {
-    d.compute
 }
 
 /// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.

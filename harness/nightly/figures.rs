@@ -2,12 +2,11 @@
 //! better, and how its raw samples are read back from the run's records.
 
 use super::Better;
+use crate::collect::decode::{tokens_per_repetition, tokens_per_s};
 use crate::collect::frames::per_iteration;
 use crate::collect::membw::bandwidths;
-use crate::manifest::summary::{Decode, Summary};
+use crate::manifest::summary::Summary;
 use crate::rank::records::Record;
-use crate::spec::schema::Strategy;
-use std::collections::BTreeMap;
 
 /// Where a figure's raw samples come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +46,8 @@ impl Samples {
         match self {
             Samples::PerIteration { figure, size_bytes } => per_iteration(recs, figure, *size_bytes).0,
             Samples::Bandwidth => bandwidths(recs, "membw").iter().map(|b| b.1).collect(),
-            Samples::TokensPerSecond { tokens } => tokens_per_s(*tokens, recs),
+            // As `collect` computes them; a repetition without wall time or tokens gives no sample.
+            Samples::TokensPerSecond { tokens } => tokens_per_s(recs, *tokens).into_iter().filter(|v| v.is_finite() && *v > 0.0).collect(),
         }
     }
 }
@@ -72,7 +72,7 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
                 "tokens per second median".into(),
                 d.tokens_per_s.median,
                 Better::Higher,
-                Samples::TokensPerSecond { tokens: tokens_per_repetition(d) },
+                Samples::TokensPerSecond { tokens: tokens_per_repetition(d.strategy, d.world, d.sequences, d.new_tokens) },
             ),
         ],
         Summary::Dispatch(d) => d
@@ -84,23 +84,4 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
             .collect(),
         Summary::Model(_) => Vec::new(),
     }
-}
-
-/// Tokens a decode run generates per repetition, as `collect::decode` counts them.
-fn tokens_per_repetition(d: &Decode) -> f64 {
-    let replicas = if d.strategy == Strategy::Data { d.world } else { 1 };
-    f64::from(replicas * d.sequences * d.new_tokens)
-}
-
-/// Tokens per second per repetition: `tokens` over the repetition's slowest rank's wall time.
-fn tokens_per_s(tokens: f64, recs: &[Record]) -> Vec<f64> {
-    let mut wall: BTreeMap<u32, f64> = BTreeMap::new();
-    for r in recs.iter().filter(|r| r.figure == "run") {
-        let w = wall.entry(r.repetition).or_insert(0.0);
-        *w = w.max(r.seconds);
-    }
-    if tokens <= 0.0 {
-        return Vec::new();
-    }
-    wall.into_values().filter(|w| *w > 0.0).map(|w| tokens / w).collect()
 }

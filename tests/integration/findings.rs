@@ -203,8 +203,7 @@ fn scale_allreduce(list: &mut [Manifest], link: &str, factor: f64) {
         // The stored fit follows the rows, as `collect` fits them.
         let world = m.layout.world;
         let c = collectives_mut(m).unwrap();
-        let points: Vec<(u64, f64)> = c.rows.iter().filter(|r| r.op == Op::AllReduce).map(|r| (r.size_bytes, r.fit_time())).collect();
-        let refit = parlab::costmodel::link::fit_collective(Op::AllReduce, world, &points, 1 << 20);
+        let refit = parlab::collect::collectives::fit_of(Op::AllReduce, world, &c.rows);
         c.fits.retain(|f| f.op != Op::AllReduce);
         c.fits.extend(refit);
     }
