@@ -9,9 +9,9 @@
 //! a robust step is a real change. The world-1 run is the reference decoded again: if it
 //! differs from the cached reference, run-to-run noise is reported as such.
 
+use crate::manifest::answer::{Answer, AnswerExactness};
 use crate::manifest::{Manifest, Status};
 use serde::Serialize;
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// A margin below this many times the observed drift is a near-tie: the top two logits may
@@ -69,7 +69,7 @@ pub struct LayoutVerdict {
     /// The grade.
     pub verdict: Grade,
     /// Largest |logit difference| over the compared steps.
-    pub max_logit_drift: Option<f64>,
+    pub max_logit_drift: f64,
     /// First differing step (DIVERGED).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<usize>,
@@ -124,105 +124,81 @@ pub struct AnswerGroup {
 
 /// Groups ok runs with answers by answer identity and grades each layout.
 pub fn audit(manifests: &[Manifest]) -> Vec<AnswerGroup> {
-    let mut groups: BTreeMap<&str, Vec<&Manifest>> = BTreeMap::new();
-    for m in manifests.iter().filter(|m| m.status == Status::Ok && m.answer.get("tokens").is_some()) {
-        groups.entry(m.answer_id.as_str()).or_default().push(m);
+    let mut groups: BTreeMap<&str, Vec<Answered>> = BTreeMap::new();
+    for m in manifests.iter().filter(|m| m.status == Status::Ok) {
+        if let Some(answer) = &m.answer {
+            groups.entry(m.answer_id.as_str()).or_default().push(Answered { m, answer });
+        }
     }
     groups.into_iter().map(|(id, runs)| group(id, &runs)).collect()
 }
 
-/// A run's answer as the audit reads it.
-struct Answer<'a> {
+/// A run and its answer, as the audit reads them.
+struct Answered<'a> {
     m: &'a Manifest,
-    tokens: Vec<Vec<u64>>,
-    exact: Option<&'a Value>,
-    steps: Vec<&'a Value>,
+    answer: &'a Answer,
 }
 
-impl<'a> Answer<'a> {
-    fn of(m: &'a Manifest) -> Self {
-        let tokens = m
-            .answer
-            .get("tokens")
-            .and_then(Value::as_array)
-            .map(|l| l.iter().map(|s| s.as_array().map(|t| t.iter().filter_map(Value::as_u64).collect()).unwrap_or_default()).collect())
-            .unwrap_or_default();
-        let exact = m.answer.get("exactness");
-        let steps = exact.and_then(|e| e.get("steps")).and_then(Value::as_array).map(|s| s.iter().collect()).unwrap_or_default();
-        Answer { m, tokens, exact, steps }
+impl Answered<'_> {
+    fn tokens(&self) -> &[Vec<u32>] {
+        &self.answer.tokens
     }
 
-    fn num(&self, key: &str) -> Option<f64> {
-        self.exact?.get(key)?.as_f64()
-    }
-
-    fn tokens_equal(&self) -> Option<bool> {
-        self.exact?.get("tokens_equal")?.as_bool()
-    }
-
-    fn step_num(&self, k: usize, key: &str) -> Option<f64> {
-        self.steps.get(k)?.get(key)?.as_f64()
+    fn exact(&self) -> &AnswerExactness {
+        &self.answer.exactness
     }
 
     fn is_world_one(&self) -> bool {
         self.m.layout.world == 1 && self.m.layout.sequences.unwrap_or(1) <= 1
     }
-
-    /// The reference tokens this run recorded per step, if it did.
-    fn recorded_reference(&self) -> Option<Vec<u64>> {
-        let t: Vec<u64> = self.steps.iter().filter_map(|s| s.get("reference_token")?.as_u64()).collect();
-        (!t.is_empty() && t.len() == self.steps.len()).then_some(t)
-    }
 }
 
 /// The reference tokens and margins of a group: recorded per step, else the world-1 run's tokens.
 struct Reference {
-    tokens: Option<Vec<u64>>,
+    tokens: Option<Vec<u32>>,
     margins: Vec<Option<f64>>,
 }
 
-fn reference(answers: &[Answer]) -> Reference {
-    let recorded = answers.iter().find_map(Answer::recorded_reference);
-    // Without a per-step record or a world-1 run, the first run's tokens stand in (as before).
+fn reference(answers: &[Answered]) -> Reference {
+    let recorded = answers.iter().find_map(|a| a.answer.recorded_reference());
+    // Without a per-step record or a world-1 run, the first run's tokens stand in.
     let tokens = recorded
-        .or_else(|| answers.iter().find(|a| a.is_world_one()).and_then(|a| a.tokens.first().cloned()))
-        .or_else(|| answers.first().and_then(|a| a.tokens.first().cloned()));
-    let len = answers.iter().map(|a| a.steps.len()).max().unwrap_or(0);
-    let margins = (0..len).map(|k| answers.iter().find_map(|a| a.step_num(k, "reference_margin"))).collect();
+        .or_else(|| answers.iter().find(|a| a.is_world_one()).and_then(|a| a.tokens().first().cloned()))
+        .or_else(|| answers.first().and_then(|a| a.tokens().first().cloned()));
+    let len = answers.iter().map(|a| a.exact().steps.len()).max().unwrap_or(0);
+    let margins = (0..len).map(|k| answers.iter().find_map(|a| Some(a.exact().steps.get(k)?.reference_margin))).collect();
     Reference { tokens, margins }
 }
 
-fn first_difference(a: &Answer, reference: Option<&[u64]>) -> Option<usize> {
-    let recorded = a.exact.and_then(|e| e.get("first_difference")).and_then(Value::as_u64).map(|k| k as usize);
-    let from_tokens = reference.and_then(|r| a.tokens.iter().filter_map(|t| t.iter().zip(r).position(|(x, y)| x != y)).min());
+fn first_difference(a: &Answered, reference: Option<&[u32]>) -> Option<usize> {
+    let recorded = a.exact().first_difference;
+    let from_tokens = reference.and_then(|r| a.tokens().iter().filter_map(|t| t.iter().zip(r).position(|(x, y)| x != y)).min());
     recorded.into_iter().chain(from_tokens).min()
 }
 
-fn group(answer_id: &str, runs: &[&Manifest]) -> AnswerGroup {
-    let answers: Vec<Answer> = runs.iter().map(|m| Answer::of(m)).collect();
-    let refr = reference(&answers);
+fn group(answer_id: &str, answers: &[Answered]) -> AnswerGroup {
+    let refr = reference(answers);
     let reference_run = answers.iter().find(|a| a.is_world_one());
-    let self_drift = reference_run.and_then(|a| a.num("max_logit_diff"));
-    let self_differs =
-        reference_run.is_some_and(|a| a.tokens_equal() == Some(false) || first_difference(a, refr.tokens.as_deref()).is_some());
+    let self_drift = reference_run.map(|a| a.exact().max_logit_diff);
+    let self_differs = reference_run.is_some_and(|a| !a.exact().tokens_equal || first_difference(a, refr.tokens.as_deref()).is_some());
     let reproducible = reference_run.map(|_| !self_differs && self_drift == Some(0.0));
-    let drift = answers.iter().filter_map(|a| a.num("max_logit_diff")).fold(0.0, f64::max);
+    let drift = answers.iter().map(|a| a.exact().max_logit_diff).fold(0.0, f64::max);
     let threshold = FRAGILE_FACTOR * drift;
     let fragile_steps: Vec<usize> =
         refr.margins.iter().enumerate().filter(|(_, m)| m.is_some_and(|m| m < threshold)).map(|(k, _)| k).collect();
-    let min_margin = answers.iter().filter_map(|a| a.num("min_top2_margin")).reduce(f64::min);
+    let min_margin = answers.iter().filter_map(|a| a.exact().min_top2_margin).reduce(f64::min);
     let fragile = !fragile_steps.is_empty() || (refr.margins.is_empty() && min_margin.is_some_and(|m| m < threshold));
     let ctx = Context { refr: &refr, threshold, self_differs };
     let layouts: Vec<LayoutVerdict> = answers.iter().map(|a| verdict(a, &ctx)).collect();
-    let mut experiments: Vec<String> = runs.iter().map(|m| m.experiment.clone()).collect();
+    let mut experiments: Vec<String> = answers.iter().map(|a| a.m.experiment.clone()).collect();
     experiments.sort();
     experiments.dedup();
     AnswerGroup {
         answer_id: answer_id.to_string(),
         experiments,
-        runs: runs.iter().map(|m| short(&m.run_id)).collect(),
+        runs: answers.iter().map(|a| short(&a.m.run_id)).collect(),
         changed: layouts.iter().any(|l| l.real_change),
-        max_logit_diff: answers.iter().filter_map(|a| a.num("max_logit_diff")).reduce(f64::max),
+        max_logit_diff: answers.iter().map(|a| a.exact().max_logit_diff).reduce(f64::max),
         min_top2_margin: min_margin,
         reference_run: reference_run.map(|a| short(&a.m.run_id)),
         reference_decodes: reference_run.map_or(1, |a| 1 + a.m.plan.warmup + a.m.plan.repetitions),
@@ -241,17 +217,17 @@ struct Context<'a> {
     self_differs: bool,
 }
 
-fn verdict(a: &Answer, ctx: &Context) -> LayoutVerdict {
-    let drift = a.num("max_logit_diff");
+fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
+    let drift = a.exact().max_logit_diff;
     let k = first_difference(a, ctx.refr.tokens.as_deref());
-    let diverged = k.is_some() || a.tokens_equal() == Some(false) || a.tokens.len() > 1;
+    let diverged = k.is_some() || !a.exact().tokens_equal || a.tokens().len() > 1;
     let mut v = LayoutVerdict {
         run: short(&a.m.run_id),
         experiment: a.m.experiment.clone(),
         family: a.m.layout.strategy.name().to_string(),
         layout: layout_words(a.m),
         is_reference: a.is_world_one(),
-        verdict: if drift == Some(0.0) { Grade::Bitwise } else { Grade::TokensEqual },
+        verdict: if drift == 0.0 { Grade::Bitwise } else { Grade::TokensEqual },
         max_logit_drift: drift,
         step: None,
         token: None,
@@ -267,8 +243,8 @@ fn verdict(a: &Answer, ctx: &Context) -> LayoutVerdict {
     v.step = k;
     if let Some(k) = k {
         let reference = ctx.refr.tokens.as_ref().and_then(|r| r.get(k).copied());
-        v.reference_token = reference.map(|t| t as u32);
-        v.token = a.tokens.iter().filter_map(|t| t.get(k).copied()).find(|t| Some(*t) != reference).map(|t| t as u32);
+        v.reference_token = reference;
+        v.token = a.tokens().iter().filter_map(|t| t.get(k).copied()).find(|t| Some(*t) != reference);
         v.reference_margin = ctx.refr.margins.get(k).copied().flatten();
     }
     let cause = if v.reference_margin.is_some_and(|m| m < ctx.threshold) {
@@ -304,7 +280,7 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
     let role = if l.is_reference { " (the reference decoded again)" } else { "" };
     let detail = match l.verdict {
         Grade::Bitwise => "logits bit-identical at every compared step".to_string(),
-        Grade::TokensEqual => format!("same tokens, largest logit drift {}", opt(l.max_logit_drift, |v| format!("{v:.2e}"))),
+        Grade::TokensEqual => format!("same tokens, largest logit drift {:.2e}", l.max_logit_drift),
         Grade::Diverged => format!(
             "at step {}: token {} where the reference has {}; reference top-2 margin there {}; {}",
             l.step.map_or("?".into(), |k| k.to_string()),

@@ -1,9 +1,9 @@
 //! Probes what this machine can do. Each capability keeps the command that decided
 //! it, its exit status and its output, so a NOT_RUN can quote its evidence.
 
+use crate::manifest::machine::Fingerprint;
 use crate::spec::schema::Requires;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -153,19 +153,19 @@ impl Gates {
     }
 
     /// The machine fingerprint recorded in every manifest.
-    pub fn fingerprint(&self) -> Value {
+    pub fn fingerprint(&self) -> Fingerprint {
         let out = |name: &str| self.get(name).filter(|p| p.succeeded()).map(|p| p.output.clone()).unwrap_or_default();
         let after_colon = |s: String| s.split_once(':').map(|(_, v)| v.trim().to_string()).unwrap_or(s);
         let memory_kib: u64 = out("memory").split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
-        json!({
-            "cpu_model": after_colon(out("cpu_model")),
-            "cores": self.cores(),
-            "memory_bytes": memory_kib * 1024,
-            "os": out("os").split_once('=').map_or(String::new(), |(_, v)| v.trim().trim_matches('"').to_string()),
-            "openmpi": out("openmpi").lines().next().unwrap_or("").to_string(),
-            "torch": out("torch").split_whitespace().next().unwrap_or("").to_string(),
-            "gpus": self.gpus(),
-        })
+        Fingerprint {
+            cpu_model: after_colon(out("cpu_model")),
+            cores: self.cores(),
+            memory_bytes: memory_kib * 1024,
+            os: out("os").split_once('=').map_or(String::new(), |(_, v)| v.trim().trim_matches('"').to_string()),
+            openmpi: out("openmpi").lines().next().unwrap_or("").to_string(),
+            torch: out("torch").split_whitespace().next().unwrap_or("").to_string(),
+            gpus: self.gpus(),
+        }
     }
 }
 

@@ -239,7 +239,7 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
     }
     match crate::collect::collect(plan, &out, dir) {
         Ok(c) => {
-            record.results = c.results;
+            record.results = Some(c.results);
             record.summary = Some(c.summary);
             record.answer = c.answer;
         }

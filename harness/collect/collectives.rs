@@ -18,7 +18,6 @@ use crate::rank::collectives::block_figure;
 use crate::rank::records::Record;
 use crate::spec::{Op, RunPlan};
 use polars::prelude::*;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -114,5 +113,5 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         rows,
         timing: TIMING.into(),
     });
-    Ok(Collected { results, summary, answer: Value::Null })
+    Ok(Collected { results, summary, answer: None })
 }

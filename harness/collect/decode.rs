@@ -10,13 +10,13 @@
 use super::frames::{per_iteration, records, write_results};
 use super::stats::Stats;
 use super::Collected;
+use crate::manifest::answer::Answer;
 use crate::manifest::summary::{Decode, Summary};
 use crate::model::reference::Exactness;
 use crate::rank::decode::RankAnswer;
 use crate::rank::records::Record;
 use crate::spec::{RunPlan, Strategy};
 use polars::prelude::*;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -74,7 +74,7 @@ pub fn tokens_per_s(recs: &[Record], tokens_per_rep: f64) -> Vec<f64> {
 }
 
 /// The manifest's `answer`: distinct token lists and the merged exactness figures.
-pub fn answer_json(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Value, String> {
+pub fn answer_of(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Answer, String> {
     let holders: Vec<&RankAnswer> = answers.iter().filter(|a| a.tokens.is_some()).collect();
     let mut exact: Option<Exactness> = None;
     let mut distinct: Vec<Vec<u32>> = Vec::new();
@@ -93,22 +93,11 @@ pub fn answer_json(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Value, Stri
     }
     let exact = exact.ok_or_else(|| "no rank reported logits to compare".to_string())?;
     let sequences: usize = holders.iter().map(|a| a.tokens.as_ref().map_or(0, Vec::len)).sum();
-    Ok(json!({
-        "tokens": distinct,
-        "exactness": {
-            "tokens_equal": exact.tokens_equal && distinct.len() == 1,
-            "max_logit_diff": exact.max_logit_diff,
-            "prompt_logit_diff": exact.prompt_logit_diff,
-            "min_top2_margin": exact.min_top2_margin,
-            "first_difference": exact.first_difference,
-            "steps_compared": exact.steps_compared,
-            "steps": exact.steps,
-            "sequences_checked": sequences,
-            "ranks_checked": holders.len(),
-            "reference": format!("unsplit GPT-2 (world 1, tch), same checkpoint, prompt and new_tokens; cached as {}",
-                crate::model::source::reference_stem(&plan.answer_id).display()),
-        }
-    }))
+    let reference = format!(
+        "unsplit GPT-2 (world 1, tch), same checkpoint, prompt and new_tokens; cached as {}",
+        crate::model::source::reference_stem(&plan.answer_id).display()
+    );
+    Ok(Answer::new(distinct, exact, sequences, holders.len(), reference))
 }
 
 /// Summarises a decode run and writes its results files.
@@ -154,5 +143,5 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     ])
     .map_err(|e| format!("building the summary frame: {e}"))?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
-    Ok(Collected { results, summary, answer: answer_json(plan, &answers)? })
+    Ok(Collected { results, summary, answer: Some(answer_of(plan, &answers)?) })
 }

@@ -6,7 +6,6 @@ use super::Collected;
 use crate::manifest::summary::{Dispatch, DispatchRow, Summary};
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;
-use serde_json::Value;
 use std::path::Path;
 
 /// Summarises a dispatch run and writes its results files.
@@ -52,5 +51,5 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
             .collect(),
         timing: "barrier, then MPI_Alltoallv to the experts and back, timed together; time_s is the slowest rank per iteration".into(),
     });
-    Ok(Collected { results, summary, answer: Value::Null })
+    Ok(Collected { results, summary, answer: None })
 }

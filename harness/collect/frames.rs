@@ -1,8 +1,8 @@
 //! Records as polars frames, and the parquet results files of a run.
 
+use crate::manifest::ResultFiles;
 use crate::rank::records::{read_records, Record};
 use polars::prelude::*;
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -48,8 +48,8 @@ pub fn write_parquet(frame: &mut DataFrame, path: &Path) -> Result<(), String> {
 }
 
 /// The results files a manifest names that are missing or not parquet files: `(path, why)`.
-pub fn unreadable_results(results: &Value, manifests: &Path) -> Vec<(std::path::PathBuf, String)> {
-    let files = results.as_object().into_iter().flat_map(|o| o.values()).filter_map(Value::as_str);
+pub fn unreadable_results(results: Option<&ResultFiles>, manifests: &Path) -> Vec<(std::path::PathBuf, String)> {
+    let files = results.into_iter().flat_map(ResultFiles::paths);
     files.map(|rel| manifests.join(rel)).filter_map(|path| parquet_problem(&path).map(|why| (path, why))).collect()
 }
 
@@ -77,15 +77,15 @@ pub fn read_parquet(path: &Path) -> Result<DataFrame, String> {
 }
 
 /// Writes samples and summary into `out`; returns `manifest.results` (paths relative to `manifests`).
-pub fn write_results(records: &[Record], summary: &mut DataFrame, out: &Path, manifests: &Path) -> Result<Value, String> {
+pub fn write_results(records: &[Record], summary: &mut DataFrame, out: &Path, manifests: &Path) -> Result<ResultFiles, String> {
     let mut samples = samples_frame(records).map_err(|e| format!("building the samples frame: {e}"))?;
     write_parquet(&mut samples, &out.join(SAMPLES))?;
     write_parquet(summary, &out.join(SUMMARY))?;
     let rel = |name: &str| {
         let path = out.join(name);
-        path.strip_prefix(manifests).unwrap_or(&path).display().to_string()
+        path.strip_prefix(manifests).unwrap_or(&path).to_path_buf()
     };
-    Ok(json!({"samples": rel(SAMPLES), "summary": rel(SUMMARY)}))
+    Ok(ResultFiles { samples: rel(SAMPLES), summary: rel(SUMMARY) })
 }
 
 /// Per (repetition, iteration) of one figure and size: the slowest rank's time and the spread (max - min).

@@ -11,7 +11,6 @@ use crate::rank::membw::STREAM_FIGURE;
 use crate::rank::records::Record;
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -80,7 +79,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         roofline: roofline(&agg, &per, stream.as_ref()),
         stream,
     });
-    Ok(Collected { results, summary, answer: Value::Null })
+    Ok(Collected { results, summary, answer: None })
 }
 
 /// Aggregate and per-process stats of one kernel's per-repetition bandwidths.

@@ -12,20 +12,21 @@ pub mod frames;
 pub mod membw;
 pub mod stats;
 
+use crate::manifest::answer::Answer;
 use crate::manifest::summary::Summary;
+use crate::manifest::ResultFiles;
 use crate::spec::{Kind, RunPlan};
-use serde_json::Value;
 use std::path::Path;
 
 /// What collection produced for the manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Collected {
-    /// Paths of results files, relative to the manifests folder.
-    pub results: Value,
+    /// The results files written.
+    pub results: ResultFiles,
     /// Summary figures for the register.
     pub summary: Summary,
     /// The answer and exactness figures (decode).
-    pub answer: Value,
+    pub answer: Option<Answer>,
 }
 
 /// Reads the ranks' records in `out`, writes results files, and summarises them.

@@ -7,7 +7,6 @@ use crate::manifest::{Manifest, Status};
 use crate::report::facts::Stats;
 use crate::spec::claims::{parse, Claim};
 use crate::spec::schema::Op;
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
@@ -43,7 +42,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
 struct Measured {
     stat: Stats,
     runs: Vec<String>,
-    tokens: Vec<Value>,
+    tokens: Vec<Vec<Vec<u32>>>,
 }
 
 fn unit(figure: &str) -> &'static str {
@@ -117,12 +116,13 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     let mut tokens = Vec::new();
     for m in runs.iter().filter(|m| run_matches(m, select)) {
         let found = stats_of(m, figure, select);
-        let has_tokens = figure == "tokens" && m.answer.get("tokens").is_some();
+        let answer_tokens = m.answer.as_ref().map(|a| &a.tokens).filter(|_| figure == "tokens");
+        let has_tokens = answer_tokens.is_some();
         if found.is_empty() && !has_tokens {
             continue;
         }
         stats.extend(found);
-        tokens.extend(m.answer.get("tokens").cloned().filter(|_| has_tokens));
+        tokens.extend(answer_tokens.cloned());
         ids.push(super::short(&m.run_id));
     }
     if ids.is_empty() {

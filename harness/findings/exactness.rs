@@ -49,11 +49,10 @@ fn family_finding(inp: &Inputs, family: &str, layouts: &BTreeMap<&str, Layout>) 
     }
     let runs: Vec<&str> = all.iter().map(|l| l.run.as_str()).collect();
     f.number("layouts checked", layouts.len() as f64, "count", &runs);
-    let drift =
-        all.iter().filter_map(|l| l.max_logit_drift.map(|d| (d, l.run.as_str()))).fold(None, |acc: Option<(f64, &str)>, x| match acc {
-            Some(a) if a.0 >= x.0 => Some(a),
-            _ => Some(x),
-        });
+    let drift = all.iter().map(|l| (l.max_logit_drift, l.run.as_str())).fold(None, |acc: Option<(f64, &str)>, x| match acc {
+        Some(a) if a.0 >= x.0 => Some(a),
+        _ => Some(x),
+    });
     if let Some((d, run)) = drift {
         f.number("largest logit drift from the reference", d, "logit", &[run]);
     }
@@ -114,7 +113,7 @@ fn note(name: &str, l: &Layout) -> String {
             "{name}: shown not to change the answer over {prompts} checked prompt{plural} (runs: {}, worst {}{})",
             l.verdicts.len(),
             g.name(),
-            w.max_logit_drift.filter(|d| *d > 0.0).map(|d| format!(", drift {d:.2e}")).unwrap_or_default()
+            Some(w.max_logit_drift).filter(|d| *d > 0.0).map(|d| format!(", drift {d:.2e}")).unwrap_or_default()
         ),
     }
 }

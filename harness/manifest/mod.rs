@@ -7,9 +7,11 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod answer;
 pub mod cache;
 pub mod caveat;
 pub mod lock;
+pub mod machine;
 pub mod placement;
 pub mod summary;
 
@@ -144,7 +146,7 @@ pub struct Manifest {
     /// parlab version and commit.
     pub parlab: Tool,
     /// Machine fingerprint.
-    pub machine: Value,
+    pub machine: machine::Fingerprint,
     /// When the run started (RFC 3339, UTC).
     pub started_at: String,
     /// When the run ended.
@@ -155,20 +157,36 @@ pub struct Manifest {
     /// Caveats the machine imposes on this run's figures.
     #[serde(default)]
     pub caveats: Vec<caveat::Caveat>,
-    /// Paths of results files, relative to the manifests folder.
+    /// The results files, once collected.
     #[serde(default)]
-    pub results: Value,
+    pub results: Option<ResultFiles>,
     /// What the run measured (or computed), typed by kind; None until it has results.
     #[serde(default)]
     pub summary: Option<summary::Summary>,
     /// The answer (decode: generated token ids) and exactness figures.
     #[serde(default)]
-    pub answer: Value,
+    pub answer: Option<answer::Answer>,
+}
+
+/// A run's results files, relative to the manifests folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultFiles {
+    /// Every raw sample (one row per rank, figure, size, repetition, iteration).
+    pub samples: PathBuf,
+    /// The per-size (or per-round) summary that `summary` also carries.
+    pub summary: PathBuf,
+}
+
+impl ResultFiles {
+    /// Both files.
+    pub fn paths(&self) -> [&Path; 2] {
+        [&self.samples, &self.summary]
+    }
 }
 
 impl Manifest {
     /// A manifest of `plan` with status ok and empty results, to be filled in as the run goes.
-    pub fn for_plan(plan: &RunPlan, machine: Value, started_at: &str) -> Self {
+    pub fn for_plan(plan: &RunPlan, machine: machine::Fingerprint, started_at: &str) -> Self {
         Manifest {
             schema: SCHEMA.into(),
             run_id: plan.run_id.clone(),
@@ -186,9 +204,9 @@ impl Manifest {
             finished_at: started_at.into(),
             launch: None,
             caveats: Vec::new(),
-            results: Value::Null,
+            results: None,
             summary: None,
-            answer: Value::Null,
+            answer: None,
         }
     }
 

@@ -7,7 +7,6 @@
 use crate::manifest::{Manifest, Skipped, Status};
 use crate::spec::schema::Kind;
 use serde::Serialize;
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -250,16 +249,6 @@ pub fn compared(baseline: &[Manifest], current: &[Manifest]) -> usize {
     baseline.iter().filter(|m| now.contains(m.run_id.as_str())).count()
 }
 
-/// The fingerprint keys whose values differ, `key: before -> after`.
-pub fn machine_differences(before: &Value, after: &Value) -> Vec<String> {
-    let keys: BTreeSet<&String> = [before, after].iter().filter_map(|v| v.as_object()).flat_map(|o| o.keys()).collect();
-    let show = |v: Option<&Value>| v.map_or("none".to_string(), |v| v.as_str().map_or(v.to_string(), str::to_string));
-    keys.into_iter()
-        .filter(|k| before.get(*k) != after.get(*k))
-        .map(|k| format!("{k}: {} -> {}", show(before.get(k)), show(after.get(k))))
-        .collect()
-}
-
 /// Tonight's membw aggregate over the baseline's, the median over membw runs ok in both nights.
 pub fn bandwidth_ratio(baseline: &[Manifest], current: &[Manifest]) -> Option<f64> {
     let bw = |m: &Manifest| Some(m.summary.as_ref()?.membw()?.aggregate.median).filter(|v| *v > 0.0);
@@ -292,7 +281,7 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison
                 pairs.extend(figure_pairs(baseline, current, before, after));
             } else {
                 differing += 1;
-                differences.extend(machine_differences(&before.machine, &after.machine));
+                differences.extend(before.machine.differences(&after.machine));
             }
         }
         runs.push(outcome);
@@ -334,14 +323,14 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
         findings.push(Finding::Missing { run: label(before) });
         return outcome("missing", "none", true);
     };
-    let same_machine = machine_differences(&before.machine, &after.machine).is_empty();
+    let same_machine = before.machine.differences(&after.machine).is_empty();
     if after.status != Status::Ok {
         let reason = after.reason.clone().unwrap_or_else(|| format!("{:?}", after.status));
         findings.push(Finding::NowFailing { run: label(after), reason });
         return outcome("now_failing", "none", same_machine);
     }
-    let answer = match before.answer.get("tokens") {
-        Some(t) if Some(t) != after.answer.get("tokens") => {
+    let answer = match before.answer.as_ref().map(|a| &a.tokens) {
+        Some(t) if Some(t) != after.answer.as_ref().map(|a| &a.tokens) => {
             findings.push(Finding::AnswerChanged { run: label(after) });
             "changed"
         }

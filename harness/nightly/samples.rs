@@ -5,7 +5,6 @@ use super::figures::comparable;
 use crate::collect::frames::read_parquet;
 use crate::manifest::Manifest;
 use crate::rank::records::Record;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -14,7 +13,7 @@ pub type FigureSamples = BTreeMap<String, Vec<f64>>;
 
 /// The records of `m`'s samples file in `dir`, or why they cannot be read.
 pub fn read_records(m: &Manifest, dir: &Path) -> Result<Vec<Record>, String> {
-    let rel = m.results.get("samples").and_then(Value::as_str).ok_or("the manifest names no samples file")?;
+    let rel = &m.results.as_ref().ok_or("the manifest names no samples file")?.samples;
     let df = read_parquet(&dir.join(rel))?;
     let err = |e: polars::prelude::PolarsError| format!("{}: {e}", dir.join(rel).display());
     let rank = df.column("rank").and_then(|c| c.u32().cloned()).map_err(err)?;

@@ -70,7 +70,7 @@ fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
         .collect();
     let first = over.first()?;
     let worst = over.iter().map(|m| m.layout.world * m.plan.threads_per_rank).max().unwrap_or(0);
-    let cores = first.machine.get("cores").and_then(|v| v.as_u64()).unwrap_or(0);
+    let cores = first.machine.cores;
     Some(format!(
         "{} of {} launched runs were oversubscribed (up to {worst} ranks × threads on {cores} cores): their times include the operating system time-slicing ranks, not only their work.",
         over.len(),

@@ -229,8 +229,7 @@ fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
 }
 
 fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
-    let exact = m.answer.get("exactness");
-    let ex = |k: &str| exact.and_then(|x| x.get(k));
+    let exact = m.answer.as_ref().map(|a| &a.exactness);
     let dtype = match &m.plan.workload {
         crate::spec::plan::Workload::Decode { dtype, .. } => dtype.name().to_string(),
         _ => String::new(),
@@ -250,9 +249,9 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         prefill: d.prefill_s,
         tokens_per_s: d.tokens_per_s,
         collectives: d.collectives_per_step,
-        tokens_equal: ex("tokens_equal").and_then(serde_json::Value::as_bool),
-        max_logit_diff: ex("max_logit_diff").and_then(serde_json::Value::as_f64),
-        min_top2_margin: ex("min_top2_margin").and_then(serde_json::Value::as_f64),
+        tokens_equal: exact.map(|e| e.tokens_equal),
+        max_logit_diff: exact.map(|e| e.max_logit_diff),
+        min_top2_margin: exact.and_then(|e| e.min_top2_margin),
         repetitions: m.plan.repetitions,
         run: short(&m.run_id),
     }

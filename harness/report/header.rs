@@ -2,11 +2,10 @@
 //! commit) and "What this machine can do" (each probe: command → result).
 
 use crate::gates::{Gates, Probe};
+use crate::manifest::machine::Fingerprint;
 use crate::manifest::{Manifest, Skipped, Status};
 use crate::spec::schema::Kind;
 use serde::Serialize;
-use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The header's facts, already in words.
@@ -54,33 +53,12 @@ pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
     Header { counts, when, skipped, machines: machines(list), parlab: tools.into_iter().collect::<Vec<_>>().join(", ") }
 }
 
-/// The sha256 (12 hex) of a machine fingerprint's canonical JSON.
-pub fn fingerprint_id(machine: &Value) -> String {
-    let text = serde_json::to_string(machine).unwrap_or_default();
-    hex::encode(Sha256::digest(text.as_bytes()))[..12].to_string()
-}
-
 fn machines(list: &[Manifest]) -> Vec<String> {
-    let mut seen: BTreeMap<String, (usize, &Value)> = BTreeMap::new();
+    let mut seen: BTreeMap<String, (usize, &Fingerprint)> = BTreeMap::new();
     for m in list {
-        seen.entry(fingerprint_id(&m.machine)).or_insert((0, &m.machine)).0 += 1;
+        seen.entry(m.machine.id()).or_insert((0, &m.machine)).0 += 1;
     }
-    seen.into_iter().map(|(id, (runs, v))| format!("{} ({id}, {runs} manifests)", describe_machine(v))).collect()
-}
-
-fn describe_machine(v: &Value) -> String {
-    let s = |k: &str| v.get(k).and_then(Value::as_str).filter(|x| !x.is_empty()).unwrap_or("?").to_string();
-    let u = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-    format!(
-        "{}, {} cores, {} memory, {}, Open MPI: {}, torch {}, {} GPUs",
-        s("cpu_model"),
-        u("cores"),
-        crate::units::format_bytes(u("memory_bytes") as f64),
-        s("os"),
-        s("openmpi"),
-        s("torch"),
-        u("gpus")
-    )
+    seen.into_iter().map(|(id, (runs, v))| format!("{} ({id}, {runs} manifests)", v.describe())).collect()
 }
 
 /// One probe as the register prints it.

@@ -85,7 +85,7 @@ pub struct Rendered {
 pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
     let (list, mut skipped) = crate::manifest::read_all(manifests);
     for m in &list {
-        let bad = crate::collect::frames::unreadable_results(&m.results, manifests);
+        let bad = crate::collect::frames::unreadable_results(m.results.as_ref(), manifests);
         skipped.extend(bad.into_iter().map(|(path, reason)| crate::manifest::Skipped { path, reason }));
     }
     for s in &skipped {

@@ -2,15 +2,21 @@
 //! near-ties flagged FRAGILE, a noisy reference told apart, `--json` and exit codes.
 
 use parlab::audit::{audit, Cause, Grade};
+use parlab::manifest::answer::Answer;
 use parlab::manifest::Manifest;
+use parlab::model::reference::StepCheck;
 use parlab::spec::schema::Strategy;
 use parlab::spec::Kind;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::process::Command;
 
 fn base() -> Vec<Manifest> {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     crate::synth::fixtures().unwrap()
+}
+
+fn answer(m: &mut Manifest) -> &mut Answer {
+    m.answer.as_mut().expect("a decode run with an answer")
 }
 
 fn decode_at(list: &mut [Manifest], world: u32) -> &mut Manifest {
@@ -20,28 +26,27 @@ fn decode_at(list: &mut [Manifest], world: u32) -> &mut Manifest {
 /// Gives every decode run per-step records: the reference's tokens and a margin of 0.5,
 /// except `margins` (step, reference margin).
 fn with_steps(list: &mut [Manifest], margins: &[(usize, f64)]) {
-    let reference: Vec<u64> = decode_at(list, 1).answer["tokens"][0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
-    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode && m.answer.get("tokens").is_some()) {
-        let own: Vec<u64> = m.answer["tokens"][0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
-        let steps: Vec<Value> = reference
+    let reference = answer(decode_at(list, 1)).tokens[0].clone();
+    for a in list.iter_mut().filter(|m| m.kind == Kind::Decode).filter_map(|m| m.answer.as_mut()) {
+        let own = a.tokens[0].clone();
+        a.exactness.steps = reference
             .iter()
             .enumerate()
             .map(|(k, &r)| {
                 let margin = margins.iter().find(|(s, _)| *s == k).map_or(0.5, |(_, m)| *m);
-                json!({"margin": margin, "drift": 1e-5, "reference_margin": margin, "reference_token": r, "token": own[k]})
+                StepCheck { margin, drift: Some(1e-5), reference_margin: margin, reference_token: r, token: own[k] }
             })
             .collect();
-        m.answer["exactness"]["steps"] = json!(steps);
     }
 }
 
 /// Changes the world-`world` run's tokens from step `k` on.
 fn diverge_from(list: &mut [Manifest], world: u32, k: usize) {
-    let m = decode_at(list, world);
-    for t in m.answer["tokens"][0].as_array_mut().unwrap().iter_mut().skip(k) {
-        *t = json!(t.as_u64().unwrap() + 1);
+    let a = answer(decode_at(list, world));
+    for t in a.tokens[0].iter_mut().skip(k) {
+        *t += 1;
     }
-    m.answer["exactness"]["tokens_equal"] = json!(false);
+    a.exactness.tokens_equal = false;
 }
 
 fn run_audit(list: &[Manifest]) -> (i32, Value) {
@@ -74,7 +79,7 @@ fn tokens_that_differ_from_step_5_on_are_diverged_at_step_5_and_exit_3() {
     assert_eq!(code, 3, "{doc}");
     let l = layout(&doc, 2);
     assert_eq!((l["verdict"].as_str(), l["step"].as_u64()), (Some("DIVERGED"), Some(5)), "{l}");
-    let reference = decode_at(&mut list, 1).answer["tokens"][0][5].as_u64().unwrap();
+    let reference = u64::from(answer(decode_at(&mut list, 1)).tokens[0][5]);
     assert_eq!(l["reference_token"].as_u64(), Some(reference));
     assert_eq!(l["token"].as_u64(), Some(reference + 1));
     assert_eq!(l["reference_margin"].as_f64(), Some(0.5));
@@ -86,7 +91,7 @@ fn tokens_that_differ_from_step_5_on_are_diverged_at_step_5_and_exit_3() {
 #[test]
 fn a_near_tie_is_fragile_and_a_divergence_there_is_explained_not_a_change() {
     let mut list = base();
-    decode_at(&mut list, 4).answer["exactness"]["max_logit_diff"] = json!(1e-4);
+    answer(decode_at(&mut list, 4)).exactness.max_logit_diff = 1e-4;
     with_steps(&mut list, &[(3, 1e-5)]);
     let groups = audit(&list);
     let g = groups.iter().find(|g| g.layouts.iter().any(|l| l.family == "tensor")).unwrap();
@@ -104,7 +109,7 @@ fn a_near_tie_is_fragile_and_a_divergence_there_is_explained_not_a_change() {
 #[test]
 fn a_layout_is_bitwise_only_when_no_logit_moved() {
     let mut list = base();
-    decode_at(&mut list, 2).answer["exactness"]["max_logit_diff"] = json!(0.0);
+    answer(decode_at(&mut list, 2)).exactness.max_logit_diff = 0.0;
     let groups = audit(&list);
     let layouts: Vec<_> = groups.iter().flat_map(|g| &g.layouts).collect();
     let grade = |w: &str| layouts.iter().find(|l| l.layout.starts_with(w)).unwrap().verdict;
@@ -150,8 +155,8 @@ fn a_rank_records_each_steps_margins_drift_and_the_references_token() {
 fn without_a_world_one_run_differing_tokens_still_change_the_answer() {
     let mut list = base();
     list.retain(|m| !(m.kind == Kind::Decode && m.layout.world == 1));
-    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode) {
-        m.answer["exactness"] = json!(null);
+    for a in list.iter_mut().filter(|m| m.kind == Kind::Decode).filter_map(|m| m.answer.as_mut()) {
+        (a.exactness.steps, a.exactness.first_difference) = (Vec::new(), None);
     }
     assert!(!audit(&list).iter().any(|g| g.changed), "equal tokens");
     diverge_from(&mut list, 4, 2);

@@ -3,14 +3,15 @@
 
 use super::launch::Suite;
 use parlab::collect::frames::read_parquet;
-use parlab::manifest::Status;
+use parlab::manifest::{ResultFiles, Status};
 use parlab::spec::Op;
-use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::Path;
 
-fn samples(suite: &Suite, results: &Value, key: &str) -> polars::prelude::DataFrame {
-    let rel = results[key].as_str().unwrap_or_else(|| panic!("results.{key} missing: {results}"));
-    read_parquet(&suite.manifests().join(rel)).unwrap()
+/// The results file `pick` chooses of a run, read as a frame.
+fn samples(suite: &Suite, results: &Option<ResultFiles>, pick: fn(&ResultFiles) -> &Path) -> polars::prelude::DataFrame {
+    let files = results.as_ref().expect("results files");
+    read_parquet(&suite.manifests().join(pick(files))).unwrap()
 }
 
 fn column_f64(frame: &polars::prelude::DataFrame, name: &str) -> Vec<f64> {
@@ -49,7 +50,7 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
         let coll = m.summary.as_ref().and_then(|s| s.collectives()).expect("a collectives summary");
         let rows = &coll.rows;
         assert_eq!(rows.len(), Op::ALL.len() * 3, "every op at every size");
-        let s = samples(&suite, &m.results, "samples");
+        let s = samples(&suite, &m.results, |f| &f.samples);
         // 5 ops timed on both ranks, ping-pong on rank 0 only: 3 sizes x (4 iterations + the blocks).
         let blocks = parlab::rank::collectives::blocks_of(4).0 as usize;
         assert_eq!(s.height(), (5 * 2 + 1) * 3 * (4 + blocks));
@@ -100,7 +101,7 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
             assert!((algbw - size / median).abs() <= 1e-9 * algbw);
             assert!((row.busbw_bps() - algbw * row.op.busbw_factor(2)).abs() <= 1e-9 * algbw);
         }
-        let summary = samples(&suite, &m.results, "summary");
+        let summary = samples(&suite, &m.results, |f| &f.summary);
         assert_eq!(summary.height(), rows.len());
         let fit = coll.fit(Op::AllReduce).expect("an all-reduce fit");
         assert!(fit.alpha_per_step_s.is_finite());
@@ -129,14 +130,14 @@ fn membw_reports_aggregate_and_per_process_bandwidth() {
     assert_eq!(bw["buffer_bytes"], 16 << 20);
     assert_eq!(bw["aggregate_Bps"]["n"], 3);
     assert_eq!(bw["per_process_Bps"]["n"], 6);
-    let s = samples(&suite, &m.results, "samples");
+    let s = samples(&suite, &m.results, |f| &f.samples);
     let (secs, reps, figures) = (column_f64(&s, "seconds"), column_f64(&s, "repetition"), column_str(&s, "figure"));
     assert_eq!(s.height(), 2 * 3 * 2, "two ranks, three repetitions, two kernels");
     let aggregate0 = |figure: &str| {
         let slowest = (0..s.height()).filter(|&i| reps[i] == 0.0 && figures[i] == figure).map(|i| secs[i]).fold(0.0, f64::max);
         2.0 * (16u64 << 20) as f64 / slowest
     };
-    let summary = samples(&suite, &m.results, "summary");
+    let summary = samples(&suite, &m.results, |f| &f.summary);
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
     assert!(close(column_f64(&summary, "aggregate_Bps")[0], aggregate0("membw")));
     assert!(close(column_f64(&summary, "stream_aggregate_Bps")[0], aggregate0("membw_stream")));

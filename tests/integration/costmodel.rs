@@ -294,7 +294,7 @@ fn tensor_decode(world: u32, step_s: f64, comm_s: f64) -> Summary {
 }
 
 fn manifest(plan: RunPlan, summary: Summary) -> Manifest {
-    let mut m = Manifest::for_plan(&plan, Value::Null, "2026-01-01T00:00:00Z");
+    let mut m = Manifest::for_plan(&plan, Default::default(), "2026-01-01T00:00:00Z");
     m.finished_at = "2026-01-01T00:01:00Z".into();
     m.summary = Some(summary);
     m

@@ -41,24 +41,22 @@ fn tensor_pipeline_and_data_splits_give_the_unsplit_tokens() {
     assert_eq!(suite.run(&[("PARLAB_STATE", state.to_str().unwrap())]), 0);
     let (all, _) = parlab::manifest::read_all(&suite.manifests());
     assert_eq!(all.len(), 5);
-    let first = all[0].answer["tokens"].clone();
-    let tokens: Vec<u64> = first[0].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    let first = all[0].answer.as_ref().expect("an answer").tokens.clone();
+    let tokens = &first[0];
     assert_eq!(tokens.len(), 7);
     assert!(tokens.iter().any(|t| *t != tokens[0]), "greedy decoding of the seeded model is not one repeated token: {tokens:?}");
     for m in &all {
         assert_eq!(m.status, Status::Ok, "{} {:?}", m.experiment, m.reason);
-        assert_eq!(m.answer["tokens"], first, "{} world {} changed the answer", m.experiment, m.layout.world);
-        let ex = &m.answer["exactness"];
-        assert_eq!(ex["tokens_equal"], true, "{ex}");
-        assert!(ex["max_logit_diff"].as_f64().unwrap() < 1e-3, "{ex}");
-        assert!(ex["prompt_logit_diff"].as_f64().unwrap() <= ex["max_logit_diff"].as_f64().unwrap());
-        assert!(ex["min_top2_margin"].as_f64().unwrap() > 0.0);
+        let answer = m.answer.as_ref().expect("an answer");
+        assert_eq!(answer.tokens, first, "{} world {} changed the answer", m.experiment, m.layout.world);
+        let ex = &answer.exactness;
+        assert!(ex.tokens_equal, "{ex:?}");
+        assert!(ex.max_logit_diff < 1e-3, "{ex:?}");
+        assert!(ex.prompt_logit_diff <= ex.max_logit_diff);
+        assert!(ex.min_top2_margin.unwrap() > 0.0);
         let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
-        let seqs = m.layout.sequences.unwrap() as u64;
-        assert_eq!(
-            ex["sequences_checked"].as_u64().unwrap(),
-            seqs * if m.layout.strategy.name() == "pipeline" { 1 } else { m.layout.world as u64 }
-        );
+        let seqs = m.layout.sequences.unwrap() as usize;
+        assert_eq!(ex.sequences_checked, seqs * if m.layout.strategy.name() == "pipeline" { 1 } else { m.layout.world as usize });
         assert_eq!(d.step_s.n, 2 * 6, "2 repetitions x 6 decode rounds");
         assert!(d.tokens_per_s.median > 0.0);
         let want = (m.layout.strategy.name() == "tensor").then_some(2 * 2 + 1);
@@ -226,7 +224,7 @@ fn a_forced_matvec_kernel_is_recorded_and_an_unknown_one_is_refused() {
         assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
         let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
         assert_eq!(d.matvec_kernel.as_deref(), Some(kernel.name()));
-        assert_eq!(m.answer["exactness"]["tokens_equal"], true, "{} kernel", kernel.name());
+        assert!(m.answer.as_ref().expect("an answer").exactness.tokens_equal, "{} kernel", kernel.name());
         assert!(!d.cpu_features.is_empty() || !cfg!(target_arch = "x86_64"), "{:?}", d.cpu_features);
     }
     fresh();

@@ -8,7 +8,7 @@ use parlab::report::facts::Facts;
 use parlab::spec::plan::Workload;
 use parlab::spec::schema::{ModelParams, Op, Prompt, Strategy};
 use parlab::spec::Kind;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The synthetic fixture set (in memory), from the crate root.
 fn base() -> Vec<Manifest> {
@@ -230,11 +230,11 @@ fn break_even_holds_when_only_the_larger_model_pays_and_fails_otherwise() {
 /// Changes the world-2 tensor run's tokens from step `k` on.
 fn diverge_from(list: &mut [Manifest], k: usize) -> String {
     let m = tensor_decode(list).find(|m| m.layout.world == 2).unwrap();
-    let tokens = m.answer["tokens"][0].as_array_mut().unwrap();
-    for t in tokens.iter_mut().skip(k) {
-        *t = json!(t.as_u64().unwrap() + 1);
+    let answer = m.answer.as_mut().expect("an answer");
+    for t in answer.tokens[0].iter_mut().skip(k) {
+        *t += 1;
     }
-    m.answer["exactness"]["tokens_equal"] = json!(false);
+    answer.exactness.tokens_equal = false;
     m.run_id[..12].to_string()
 }
 
@@ -294,7 +294,7 @@ fn a_declared_claim_is_evaluated_into_a_finding_both_ways() {
     let mut list = with_claims(dir.path(), "less");
     assert_eq!(finding(&list, "split-slower").verdict, Verdict::Fails);
     let m = tensor_decode(&mut list).find(|m| m.layout.world == 4).unwrap();
-    m.answer["tokens"][0][3] = json!(1);
+    m.answer.as_mut().expect("an answer").tokens[0][3] = 1;
     assert_eq!(finding(&list, "same-tokens").verdict, Verdict::Fails);
 }
 

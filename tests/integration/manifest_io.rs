@@ -7,7 +7,8 @@ use std::path::PathBuf;
 fn sample_manifest() -> Manifest {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(0);
-    let mut m = Manifest::for_plan(&plan, serde_json::json!({"cores": 2}), "2026-12-02T00:00:00Z");
+    let machine = parlab::manifest::machine::Fingerprint { cores: 2, ..Default::default() };
+    let mut m = Manifest::for_plan(&plan, machine, "2026-12-02T00:00:00Z");
     m.status = Status::NotRun;
     m.reason = Some("needs 2 GPUs".into());
     m.finished_at = "2026-12-02T00:00:01Z".into();

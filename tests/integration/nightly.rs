@@ -3,6 +3,7 @@
 //! answers and machines, bandwidth normalisation, and the JUnit, markdown and JSON outputs.
 
 use parlab::collect::frames::write_results;
+use parlab::manifest::machine::Fingerprint;
 use parlab::manifest::{Manifest, Status};
 use parlab::nightly::samples::FigureSamples;
 use parlab::nightly::{compare, Finding, Night, Policy, Verdict};
@@ -10,17 +11,16 @@ use parlab::rank::records::Record;
 use parlab::spec::load_suite;
 use parlab::spec::Kind;
 use polars::prelude::*;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 
-fn decode_manifest(step_s: f64, tokens: serde_json::Value) -> Manifest {
+fn decode_manifest(step_s: f64, tokens: Option<&[u32]>) -> Manifest {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(1);
-    let mut m = Manifest::for_plan(&plan, json!({}), "2026-12-01T00:00:00Z");
+    let mut m = Manifest::for_plan(&plan, Fingerprint::default(), "2026-12-01T00:00:00Z");
     m.kind = Kind::Decode;
     m.finished_at = "2026-12-01T00:01:00Z".into();
     m.summary = Some(crate::synth::decode_summary(step_s, 1.0 / step_s));
-    m.answer = json!({"tokens": tokens});
+    m.answer = tokens.map(|t| crate::synth::answer(t.to_vec(), 9.2e-5, 0.31));
     m
 }
 
@@ -64,7 +64,7 @@ fn step_verdict(before: &Night, after: &Night) -> parlab::nightly::FigureVerdict
 
 #[test]
 fn a_twenty_percent_shift_is_regressed_with_thirty_samples_and_insufficient_with_three() {
-    let m = decode_manifest(0.020, json!([[1, 2, 3]]));
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     let mut draw = Draw(7);
     let (base, slow) = (draw.lognormal(30, 0.020, 0.1), draw.lognormal(30, 0.024, 0.1));
     let v = step_verdict(&night_of(&m, &base), &night_of(&m, &slow));
@@ -99,7 +99,7 @@ fn many_figures(m: &Manifest, figures: usize, draw: &mut Draw) -> Night {
 
 #[test]
 fn two_hundred_figures_from_one_distribution_stay_within_what_fdr_allows() {
-    let m = decode_manifest(0.020, json!([[1, 2, 3]]));
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     let (mut draw, nights) = (Draw(2026), 20);
     let (mut flagged_nights, mut false_regressed, mut uncorrected) = (0, 0, 0);
     for _ in 0..nights {
@@ -120,21 +120,23 @@ fn two_hundred_figures_from_one_distribution_stay_within_what_fdr_allows() {
 
 #[test]
 fn an_answer_change_is_always_a_finding() {
-    let before = decode_manifest(0.020, json!([[1, 2, 3]]));
+    let before = decode_manifest(0.020, Some(&[1, 2, 3]));
     let mut draw = Draw(11);
     let base = draw.lognormal(30, 0.020, 0.1);
-    let mut other = decode_manifest(0.020, json!([[1, 2, 4]]));
-    for (steps, machine) in
-        [(base.clone(), json!({})), (base[..2].to_vec(), json!({})), (draw.lognormal(30, 0.030, 0.1), json!({"cores": 64}))]
-    {
+    let mut other = decode_manifest(0.020, Some(&[1, 2, 4]));
+    for (steps, machine) in [
+        (base.clone(), Fingerprint::default()),
+        (base[..2].to_vec(), Fingerprint::default()),
+        (draw.lognormal(30, 0.030, 0.1), Fingerprint { cores: 64, ..Default::default() }),
+    ] {
         other.machine = machine;
         let c = compare(&night_of(&before, &base), &night_of(&other, &steps), &Policy::default());
         assert!(c.findings.iter().any(|f| matches!(f, Finding::AnswerChanged { .. })), "{:?}", c.findings);
     }
-    let changed = decode_manifest(0.020, json!([[1, 2, 4]]));
+    let changed = decode_manifest(0.020, Some(&[1, 2, 4]));
     let findings = compare(&Night::new(vec![before.clone()]), &Night::new(vec![changed]), &Policy::default()).findings;
     assert!(matches!(findings[..], [Finding::AnswerChanged { .. }]), "{findings:?}");
-    let mut failed = decode_manifest(0.020, json!(null));
+    let mut failed = decode_manifest(0.020, None);
     failed.status = Status::Failed;
     failed.reason = Some("rank 1 killed by signal 9".into());
     match &compare(&Night::new(vec![before]), &Night::new(vec![failed]), &Policy::default()).findings[..] {
@@ -145,9 +147,9 @@ fn an_answer_change_is_always_a_finding() {
 
 #[test]
 fn without_samples_the_summary_medians_are_held_to_the_tolerance() {
-    let before = decode_manifest(0.020, json!([[1, 2, 3]]));
-    let noisy = decode_manifest(0.022, json!([[1, 2, 3]]));
-    let slow = decode_manifest(0.030, json!([[1, 2, 3]]));
+    let before = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let noisy = decode_manifest(0.022, Some(&[1, 2, 3]));
+    let slow = decode_manifest(0.030, Some(&[1, 2, 3]));
     let policy = Policy::default();
     assert!(compare(&Night::new(vec![before.clone()]), &Night::new(vec![noisy]), &policy).findings.is_empty());
     let c = compare(&Night::new(vec![before]), &Night::new(vec![slow]), &policy);
@@ -165,11 +167,11 @@ fn without_samples_the_summary_medians_are_held_to_the_tolerance() {
 
 #[test]
 fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regression() {
-    let m = decode_manifest(0.020, json!([[1, 2, 3]]));
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     let mut draw = Draw(5);
     let (base, slow) = (draw.lognormal(30, 0.020, 0.05), draw.lognormal(30, 0.0235, 0.05));
     let mut moved = m.clone();
-    moved.machine = json!({"cpu_model": "Other CPU"});
+    moved.machine.cpu_model = "Other CPU".into();
     let c = compare(&night_of(&m, &base), &night_of(&moved, &slow), &Policy::default());
     assert!(c.verdicts.is_empty(), "timings of another machine are not compared");
     match &c.findings[..] {
@@ -177,10 +179,10 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
         other => panic!("unexpected {other:?}"),
     }
     let membw = |bw: f64| {
-        let mut b = decode_manifest(0.020, json!(null));
+        let mut b = decode_manifest(0.020, None);
         b.run_id = "b".repeat(64);
         b.experiment = "membw".into();
-        b.answer = json!(null);
+        b.answer = None;
         b.summary = Some(crate::synth::membw_summary(bw));
         b
     };
@@ -216,7 +218,7 @@ fn write_with_samples(m: &Manifest, steps: &[f64], dir: &Path) {
         .collect();
     let mut summary = DataFrame::new_infer_height(vec![Column::new("step_s".into(), steps.to_vec())]).unwrap();
     let mut m = m.clone();
-    m.results = write_results(&recs, &mut summary, &out, dir).unwrap();
+    m.results = Some(write_results(&recs, &mut summary, &out, dir).unwrap());
     m.write(dir).unwrap();
 }
 
@@ -292,15 +294,15 @@ fn the_command_judges_real_parquet_samples_and_writes_junit_markdown_and_json() 
         (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut draw = Draw(3);
     let (before, after) = (draw.lognormal(30, 0.020, 0.1), draw.lognormal(30, 0.024, 0.1));
-    write_with_samples(&decode_manifest(0.020, json!([[1, 2, 3]])), &before, base.path());
+    write_with_samples(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, base.path());
     let junit = base.path().join("junit.xml");
     let out = nightly(base.path(), base.path(), &["--junit", junit.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "a baseline against itself: {}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 findings"));
     assert_eq!(parse_junit(&junit).1, 0, "no failures");
-    write_with_samples(&decode_manifest(0.020, json!([[1, 2, 3]])), &before, same.path());
+    write_with_samples(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, same.path());
     assert_eq!(nightly(base.path(), same.path(), &[]).status.code(), Some(0), "the same samples again");
-    write_with_samples(&decode_manifest(0.024, json!([[1, 2, 3]])), &after, slow.path());
+    write_with_samples(&decode_manifest(0.024, Some(&[1, 2, 3])), &after, slow.path());
     let summary = slow.path().join("summary.md");
     let out = nightly(base.path(), slow.path(), &["--junit", junit.to_str().unwrap(), "--summary", summary.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -317,8 +319,8 @@ fn the_command_judges_real_parquet_samples_and_writes_junit_markdown_and_json() 
     assert_eq!(step["verdict"], "REGRESSED");
     assert!(step["p"].as_f64().unwrap() < 1e-3 && step["n_before"] == 30);
     let few_base = tempfile::tempdir().unwrap();
-    write_with_samples(&decode_manifest(0.020, json!([[1, 2, 3]])), &before[..3], few_base.path());
-    write_with_samples(&decode_manifest(0.024, json!([[1, 2, 3]])), &after[..3], few.path());
+    write_with_samples(&decode_manifest(0.020, Some(&[1, 2, 3])), &before[..3], few_base.path());
+    write_with_samples(&decode_manifest(0.024, Some(&[1, 2, 3])), &after[..3], few.path());
     let out = nightly(few_base.path(), few.path(), &["--junit", junit.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("INSUFFICIENT_EVIDENCE"));
@@ -328,15 +330,15 @@ fn the_command_judges_real_parquet_samples_and_writes_junit_markdown_and_json() 
 #[test]
 fn the_command_exits_3_on_a_changed_answer_and_2_on_a_foreign_baseline_or_bad_flags() {
     let (base, now, foreign) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    decode_manifest(0.020, json!([[1, 2, 3]])).write(base.path()).unwrap();
-    decode_manifest(0.040, json!([[1, 2, 3]])).write(now.path()).unwrap();
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(base.path()).unwrap();
+    decode_manifest(0.040, Some(&[1, 2, 3])).write(now.path()).unwrap();
     let out = nightly(base.path(), now.path(), &[]);
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("REGRESSED"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("have no readable raw samples"), "the fallback is said");
-    decode_manifest(0.020, json!([[9, 9, 9]])).write(now.path()).unwrap();
+    decode_manifest(0.020, Some(&[9, 9, 9])).write(now.path()).unwrap();
     assert_eq!(nightly(base.path(), now.path(), &[]).status.code(), Some(3));
-    let mut other = decode_manifest(0.020, json!([[1, 2, 3]]));
+    let mut other = decode_manifest(0.020, Some(&[1, 2, 3]));
     other.run_id = "c".repeat(64);
     other.write(foreign.path()).unwrap();
     let out = nightly(foreign.path(), now.path(), &[]);
@@ -361,7 +363,7 @@ fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_
     assert!(drift.windows(2).all(|w| (w[1] / w[0] - 1.0).abs() < policy.min_effect), "no night-to-night change reaches the minimum");
     assert!(!change_points(&drift, &policy).is_empty(), "a 2%-a-night drift is visible");
     let dir = tempfile::tempdir().unwrap();
-    let m = decode_manifest(0.020, json!([[1, 2, 3]]));
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     for (i, v) in step.iter().enumerate() {
         append(dir.path(), &night_of(&m, &[0.020 * v]), &format!("2026-12-{:02}T00:00:00Z", i + 1)).unwrap();
     }
@@ -379,7 +381,7 @@ fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_
 #[test]
 fn the_command_appends_to_the_history_folder() {
     let (base, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    write_with_samples(&decode_manifest(0.020, json!([[1, 2, 3]])), &Draw(1).lognormal(10, 0.02, 0.1), base.path());
+    write_with_samples(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(10, 0.02, 0.1), base.path());
     for _ in 0..2 {
         let out = nightly(base.path(), base.path(), &["--history", history.path().to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -494,7 +496,7 @@ fn the_run_cache_re_measures_runs_of_other_measuring_code_and_only_selects() {
 #[test]
 fn report_draws_the_history_beside_the_register() {
     let (base, history, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let m = decode_manifest(0.020, json!([[1, 2, 3]]));
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     m.write(base.path()).unwrap();
     for night in 1..=3 {
         let when = format!("2026-12-0{night}T00:00:00Z");

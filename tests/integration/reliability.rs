@@ -452,7 +452,7 @@ fn a_garbage_results_file_is_warned_about_in_the_register_header() {
     suite.spec("one", &small_collectives("one", "60s", ""));
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("one");
-    let samples = suite.manifests().join(m.results["samples"].as_str().unwrap());
+    let samples = suite.manifests().join(&m.results.expect("results files").samples);
     std::fs::write(&samples, b"not parquet at all").unwrap();
     let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "reports"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -5,6 +5,7 @@
 use parlab::collect::collectives::fit_of;
 use parlab::collect::stats::Stats;
 use parlab::gates::{Gates, Probe};
+use parlab::manifest::answer::{Answer, AnswerExactness};
 use parlab::manifest::summary::{
     CollectiveRow, Collectives, Decode, Dispatch, DispatchRow, Membw, ModelTables, Roofline, RooflineSource, Summary,
 };
@@ -13,7 +14,6 @@ use parlab::spec::plan::Workload;
 use parlab::spec::schema::Op;
 use parlab::spec::{Kind, RunPlan};
 use parlab::table::{Cell, Table};
-use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
@@ -213,7 +213,7 @@ fn membw(plan: &RunPlan, buffer_bytes: u64, i: u64) -> Summary {
     })
 }
 
-fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Summary, Value) {
+fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Summary, Option<Answer>) {
     let world = plan.layout.world;
     let compute = 0.023 * (1.0 + 0.2 * jitter(i, 3));
     let comm = if world > 1 { 25.0 * 180e-6 * (world - 1) as f64 * (1.0 + jitter(i, 4)) } else { 0.0 };
@@ -239,8 +239,28 @@ fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Summary, Value) {
         streamed_bytes_definition: "synthetic".into(),
     });
     let tokens: Vec<u32> = (0..new_tokens).map(|k| 198 + (k * 37) % 500).collect();
-    let answer = json!({"tokens": [tokens], "exactness": {"tokens_equal": true, "max_logit_diff": 9.2e-5 * jitter(i, 5), "prompt_logit_diff": 4.1e-5, "min_top2_margin": 0.31 + jitter(i, 6), "reference": "unsplit parlab decode (world 1)"}});
+    let answer = Some(answer(tokens, 9.2e-5 * jitter(i, 5), 0.31 + jitter(i, 6)));
     (summary, answer)
+}
+
+/// A decode answer of one token list, equal to the reference's, with the given drift and margin.
+pub fn answer(tokens: Vec<u32>, max_logit_diff: f64, min_top2_margin: f64) -> Answer {
+    let steps = tokens.len();
+    Answer {
+        tokens: vec![tokens],
+        exactness: AnswerExactness {
+            tokens_equal: true,
+            max_logit_diff,
+            prompt_logit_diff: 4.1e-5,
+            min_top2_margin: Some(min_top2_margin),
+            first_difference: None,
+            steps_compared: steps,
+            steps: Vec::new(),
+            sequences_checked: 1,
+            ranks_checked: 1,
+            reference: "unsplit parlab decode (world 1)".into(),
+        },
+    }
 }
 
 fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
@@ -265,7 +285,7 @@ fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
     m.launch = None;
     m.status = Status::Ok;
     m.reason = None;
-    m.answer = Value::Null;
+    m.answer = None;
     let bw = 303e9;
     let rows = [(1u32, 0.0), (2, 54e-6), (4, 54e-6)]
         .iter()

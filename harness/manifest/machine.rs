@@ -1,0 +1,73 @@
+//! The machine fingerprint every manifest records: what decides whether two runs' timings
+//! are comparable.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The machine a run measured on, as the gates' probes saw it (empty or 0 where a probe failed).
+/// Fields in name order, so the JSON and its [`Fingerprint::id`] read as they always have.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Fingerprint {
+    /// Cores (`nproc`).
+    pub cores: u32,
+    /// CPU model name (`/proc/cpuinfo`).
+    pub cpu_model: String,
+    /// GPUs `nvidia-smi` lists.
+    pub gpus: u32,
+    /// Physical memory.
+    pub memory_bytes: u64,
+    /// Open MPI's version line.
+    pub openmpi: String,
+    /// Operating system (`PRETTY_NAME` of `/etc/os-release`).
+    pub os: String,
+    /// torch's version.
+    pub torch: String,
+}
+
+impl Fingerprint {
+    /// Each field as (name, value in words), in name order.
+    fn fields(&self) -> [(&'static str, String); 7] {
+        [
+            ("cores", self.cores.to_string()),
+            ("cpu_model", self.cpu_model.clone()),
+            ("gpus", self.gpus.to_string()),
+            ("memory_bytes", self.memory_bytes.to_string()),
+            ("openmpi", self.openmpi.clone()),
+            ("os", self.os.clone()),
+            ("torch", self.torch.clone()),
+        ]
+    }
+
+    /// The fields whose values differ from `other`'s, as `name: before -> after` (`none` for an empty value).
+    pub fn differences(&self, other: &Fingerprint) -> Vec<String> {
+        let show = |v: &str| if v.is_empty() { "none".to_string() } else { v.to_string() };
+        self.fields()
+            .into_iter()
+            .zip(other.fields())
+            .filter(|((_, a), (_, b))| a != b)
+            .map(|((name, a), (_, b))| format!("{name}: {} -> {}", show(&a), show(&b)))
+            .collect()
+    }
+
+    /// The sha256 (12 hex) of the fingerprint's canonical JSON.
+    pub fn id(&self) -> String {
+        let text = serde_json::to_string(self).unwrap_or_default();
+        hex::encode(Sha256::digest(text.as_bytes()))[..12].to_string()
+    }
+
+    /// One line for the register: CPU, cores, memory, OS, Open MPI, torch, GPUs.
+    pub fn describe(&self) -> String {
+        let or_unknown = |s: &str| if s.is_empty() { "?".to_string() } else { s.to_string() };
+        format!(
+            "{}, {} cores, {} memory, {}, Open MPI: {}, torch {}, {} GPUs",
+            or_unknown(&self.cpu_model),
+            self.cores,
+            crate::units::format_bytes(self.memory_bytes as f64),
+            or_unknown(&self.os),
+            or_unknown(&self.openmpi),
+            or_unknown(&self.torch),
+            self.gpus
+        )
+    }
+}
