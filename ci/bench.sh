@@ -65,7 +65,7 @@ YAML
 import glob, json, sys
 m = json.load(open(glob.glob(sys.argv[1] + "/*.json")[0]))
 osu = {int(l.split()[0]): float(l.split()[1]) for l in open(sys.argv[2])}
-for e in m["summary"]["collectives"]:
+for e in m["summary"]["collectives"]["rows"]:
     print(e["size_bytes"], e["op_time_s"]["median"], e["time_s"]["median"], osu[e["size_bytes"]])
 PYEOF
     done

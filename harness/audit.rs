@@ -19,8 +19,7 @@ use std::collections::BTreeMap;
 pub const FRAGILE_FACTOR: f64 = 2.0;
 
 /// How a layout's answer compares with the unsplit reference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Grade {
     /// Logits bit-identical at every compared step.
     Bitwise,
@@ -30,16 +29,7 @@ pub enum Grade {
     Diverged,
 }
 
-impl Grade {
-    /// The name printed and written to JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Grade::Bitwise => "BITWISE",
-            Grade::TokensEqual => "TOKENS_EQUAL",
-            Grade::Diverged => "DIVERGED",
-        }
-    }
-}
+crate::named!(Grade { Bitwise => "BITWISE", TokensEqual => "TOKENS_EQUAL", Diverged => "DIVERGED" });
 
 /// Why a layout diverged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -262,7 +252,7 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
 /// A run's layout in words: strategy, world, head placement, sequences, link.
 pub fn layout_words(m: &Manifest) -> String {
     let l = &m.layout;
-    let head = l.head.map(|h| format!(" head {}", format!("{h:?}").to_lowercase())).unwrap_or_default();
+    let head = l.head.map(|h| format!(" head {}", h.name())).unwrap_or_default();
     let seqs = l.sequences.filter(|&s| s > 1).map(|s| format!(" {s} sequences")).unwrap_or_default();
     format!("{} world {}{head}{seqs} over {}", l.strategy.name(), l.world, m.plan.link)
 }

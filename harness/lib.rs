@@ -17,6 +17,7 @@ pub mod identity;
 pub mod launch;
 pub mod manifest;
 pub mod model;
+pub mod names;
 pub mod nightly;
 pub mod rank;
 pub mod report;

@@ -59,7 +59,7 @@ fn init_checkpoint(model: &str, seed: u64, out: &Path) -> super::Result<i32> {
 
 /// The `kind: model` runs of the specs under `paths` (default: experiments/), read by the one spec loader.
 pub fn model_plans(paths: &[PathBuf]) -> Result<Vec<RunPlan>, crate::spec::Problems> {
-    Ok(load_suite(paths)?.into_iter().filter(|r| r.kind == Kind::Model).collect())
+    Ok(load_suite(paths)?.into_iter().filter(|r| r.kind() == Kind::Model).collect())
 }
 
 /// `parlab model` without a subcommand: prints the modelled tables of the `kind: model` specs.

@@ -51,7 +51,7 @@ fn plan_json(r: &RunPlan) -> serde_json::Value {
     json!({
         "experiment": r.experiment,
         "index": r.index,
-        "kind": r.kind,
+        "kind": r.kind(),
         "run_id": r.run_id,
         "answer_id": r.answer_id,
         "link": r.link,
@@ -67,7 +67,7 @@ fn plan_json(r: &RunPlan) -> serde_json::Value {
 /// environment it would have), and Open MPI's transport selection in words. Model runs launch nothing.
 fn launch_line(r: &RunPlan) -> serde_json::Value {
     use crate::launch::command;
-    if r.kind == crate::spec::Kind::Model {
+    if r.kind() == crate::spec::Kind::Model {
         return serde_json::Value::Null;
     }
     let out = crate::manifest::Manifest::results_dir(&crate::manifest::manifests_dir(), &r.run_id);

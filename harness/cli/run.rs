@@ -150,7 +150,7 @@ fn run_one(
              so measuring here would mislabel the result"
                 .into(),
         );
-    } else if plan.kind == Kind::Model {
+    } else if plan.kind() == Kind::Model {
         fill_modelled(&mut record, plan);
     } else {
         execute(&mut record, plan, dir, gates)?;

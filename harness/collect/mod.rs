@@ -31,7 +31,7 @@ pub struct Collected {
 
 /// Reads the ranks' records in `out`, writes results files, and summarises them.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
-    match plan.kind {
+    match plan.kind() {
         Kind::Decode => decode::collect(plan, out, manifests),
         Kind::Collectives => collectives::collect(plan, out, manifests),
         Kind::Membw => membw::collect(plan, out, manifests),

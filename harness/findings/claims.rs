@@ -59,7 +59,7 @@ fn layout_value(m: &Manifest, axis: &str) -> Option<String> {
     Some(match axis {
         "world" => l.world.to_string(),
         "strategy" => l.strategy.name().to_string(),
-        "head" => format!("{:?}", l.head?).to_lowercase(),
+        "head" => l.head?.name().to_string(),
         "sequences" => l.sequences.unwrap_or(1).to_string(),
         "link" => m.plan.link.clone(),
         "threads" => m.plan.threads_per_rank.to_string(),

@@ -29,8 +29,7 @@ pub const TOLERANCE: f64 = 0.25;
 pub const SCHEMA: &str = "parlab.findings/1";
 
 /// A finding's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// The prediction that could have failed did not.
     Holds,
@@ -40,16 +39,7 @@ pub enum Verdict {
     Inconclusive,
 }
 
-impl Verdict {
-    /// The name the register prints.
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Holds => "HOLDS",
-            Verdict::Fails => "FAILS",
-            Verdict::Inconclusive => "INCONCLUSIVE",
-        }
-    }
-}
+crate::named!(Verdict { Holds => "HOLDS", Fails => "FAILS", Inconclusive => "INCONCLUSIVE" });
 
 /// Why a finding is inconclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -193,7 +193,7 @@ impl Manifest {
             answer_id: plan.answer_id.clone(),
             experiment: plan.experiment.clone(),
             origins: vec![Origin::of(plan)],
-            kind: plan.kind,
+            kind: plan.kind(),
             status: Status::Ok,
             reason: None,
             layout: plan.layout.clone(),

@@ -179,8 +179,7 @@ pub struct StreamRead {
 }
 
 /// Which read kernel a roofline comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RooflineSource {
     /// parlab's STREAM-class read.
     Stream,
@@ -188,15 +187,7 @@ pub enum RooflineSource {
     TorchSum,
 }
 
-impl RooflineSource {
-    /// The source's name as the manifest spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            RooflineSource::Stream => "stream",
-            RooflineSource::TorchSum => "torch-sum",
-        }
-    }
-}
+crate::named!(RooflineSource { Stream => "stream", TorchSum => "torch-sum" });
 
 /// The bandwidth a decode step is judged against, and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

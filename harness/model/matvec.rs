@@ -25,6 +25,8 @@ pub enum Kernel {
     Portable,
 }
 
+crate::named!(Kernel { Avx512 => "avx512", Avx2 => "avx2", Neon => "neon", Portable => "portable" });
+
 /// Why a kernel setting was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KernelError {
@@ -37,19 +39,6 @@ pub enum KernelError {
 }
 
 impl Kernel {
-    /// Every kernel, best first.
-    pub const ALL: [Kernel; 4] = [Kernel::Avx512, Kernel::Avx2, Kernel::Neon, Kernel::Portable];
-
-    /// The kernel's name as the setting and the manifest spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Avx512 => "avx512",
-            Kernel::Avx2 => "avx2",
-            Kernel::Neon => "neon",
-            Kernel::Portable => "portable",
-        }
-    }
-
     /// The CPU features the kernel needs.
     pub fn needs(self) -> &'static str {
         match self {

@@ -105,8 +105,7 @@ impl Default for Policy {
 }
 
 /// A figure's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verdict {
     /// Significantly and practically worse.
     Regressed,
@@ -118,17 +117,7 @@ pub enum Verdict {
     InsufficientEvidence,
 }
 
-impl Verdict {
-    /// The name the outputs print (`REGRESSED`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Regressed => "REGRESSED",
-            Verdict::Improved => "IMPROVED",
-            Verdict::NoChange => "NO_CHANGE",
-            Verdict::InsufficientEvidence => "INSUFFICIENT_EVIDENCE",
-        }
-    }
-}
+crate::named!(Verdict { Regressed => "REGRESSED", Improved => "IMPROVED", NoChange => "NO_CHANGE", InsufficientEvidence => "INSUFFICIENT_EVIDENCE" });
 
 /// One figure of one run compared across the two nights.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// Work done once, before launching, in the `parlab run` process (e.g. making a seeded checkpoint).
 pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
-    match plan.kind {
+    match plan.kind() {
         Kind::Decode => decode::prepare(plan),
         _ => Ok(()),
     }
@@ -39,7 +39,7 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     crate::manifest::placement::write(out, comm.rank());
     let fault = fault::from_env(comm.rank(), &plan.experiment);
     fault::strike(fault);
-    let result = match plan.kind {
+    let result = match plan.kind() {
         Kind::Collectives => collectives::run(plan, &mut comm, out),
         Kind::Membw => membw::run(plan, &mut comm, out),
         Kind::Decode => decode::run(plan, &mut comm, out),

@@ -240,7 +240,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         dtype,
         strategy: d.strategy.name().into(),
         world: d.world,
-        head: d.head.map_or("-".into(), |h| format!("{h:?}").to_lowercase()),
+        head: d.head.map_or("-".into(), |h| h.name().into()),
         sequences: u64::from(d.sequences),
         link: m.plan.link.clone(),
         step: d.step_s,

@@ -37,41 +37,27 @@ struct Point {
 }
 
 impl Point {
-    fn axis_values(&self) -> BTreeMap<&'static str, String> {
-        let threads = match self.threads {
-            Threads::Count(n) => n.to_string(),
-            Threads::Auto => "auto".into(),
-            Threads::All => "all".into(),
-        };
-        let head = match self.head {
-            HeadPlacement::Split => "split",
-            HeadPlacement::Replicated => "replicated",
-        };
-        BTreeMap::from([
-            ("model", self.model.clone().unwrap_or_default()),
-            ("strategy", self.strategy.name().to_string()),
-            ("world", self.world.to_string()),
-            ("link", self.link.clone()),
-            ("threads", threads),
-            ("sequences", self.sequences.to_string()),
-            ("head", head.to_string()),
-            ("dtype", self.dtype.name().to_string()),
-            ("new_tokens", self.new_tokens.to_string()),
-        ])
+    /// The point's value on `axis`, in the canonical text `exclude:` rules hold.
+    fn axis_value(&self, axis: Axis) -> String {
+        match axis {
+            Axis::Model => self.model.clone().unwrap_or_default(),
+            Axis::Strategy => self.strategy.name().to_string(),
+            Axis::World => self.world.to_string(),
+            Axis::Link => self.link.clone(),
+            Axis::Threads => match self.threads {
+                Threads::Count(n) => n.to_string(),
+                Threads::Auto => "auto".into(),
+                Threads::All => "all".into(),
+            },
+            Axis::Sequences => self.sequences.to_string(),
+            Axis::Head => self.head.name().to_string(),
+            Axis::Dtype => self.dtype.name().to_string(),
+            Axis::NewTokens => self.new_tokens.to_string(),
+        }
     }
 
-    fn excluded(&self, rules: &[Vec<(String, String)>]) -> bool {
-        let values = self.axis_values();
-        rules.iter().any(|rule| {
-            !rule.is_empty()
-                && rule.iter().all(|(axis, text)| {
-                    let wanted: Vec<String> = match serde_yaml::from_str::<Value>(text) {
-                        Ok(Value::Sequence(items)) => items.iter().map(axis_text).collect(),
-                        _ => vec![text.clone()],
-                    };
-                    values.get(axis.as_str()).is_some_and(|v| wanted.contains(v))
-                })
-        })
+    fn excluded(&self, rules: &[ExcludeRule]) -> bool {
+        rules.iter().any(|rule| rule.matches(|axis| self.axis_value(axis)))
     }
 }
 
@@ -236,7 +222,6 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
     RunPlan {
         experiment: e.name.clone(),
         index,
-        kind: e.kind,
         spec_path: e.path.clone(),
         spec_sha256: e.spec_digest.clone(),
         run_id: identity::run_id(&input),
@@ -286,7 +271,6 @@ fn model_run(e: &Experiment) -> RunPlan {
     RunPlan {
         experiment: e.name.clone(),
         index: 0,
-        kind: e.kind,
         spec_path: e.path.clone(),
         spec_sha256: e.spec_digest.clone(),
         run_id: answer_id.clone(),

@@ -319,7 +319,7 @@ impl<'m> Fields<'m> {
     }
 
     /// `exclude`: a list of mappings from axis names to values (scalar or list).
-    pub fn exclude(&self, c: &mut Checker) -> Vec<Vec<(String, String)>> {
+    pub fn exclude(&self, c: &mut Checker) -> Vec<ExcludeRule> {
         let Some(v) = self.get("exclude") else { return Vec::new() };
         let Value::Sequence(rules) = v else {
             c.report("exclude", format!("expected a list of mappings like - {{world: 1, head: replicated}}, found {}", describe(v)));
@@ -332,19 +332,19 @@ impl<'m> Fields<'m> {
                 c.report(&key, format!("expected a mapping of axis values, found {}", describe(rule)));
                 continue;
             };
-            let mut pairs = Vec::new();
+            let mut rule = ExcludeRule::default();
             for (k, v) in m {
-                let axis = k.as_str().unwrap_or("?");
-                if !AXES.contains(&axis) {
-                    c.report(&format!("{key}.{axis}"), format!("{} (exclude rules match axes)", unknown_key(axis, AXES)));
+                let name = k.as_str().unwrap_or("?");
+                let Some(axis) = Axis::from_name(name) else {
+                    c.report(&format!("{key}.{name}"), format!("{} (exclude rules match axes)", unknown_key(name, AXES)));
                     continue;
-                }
-                match self.get(axis) {
-                    None => c.report(&format!("{key}.{axis}"), format!("`{axis}` is not set in this spec, so this rule can never match")),
-                    Some(_) => pairs.push((axis.to_string(), super::expand::axis_text(v))),
+                };
+                match self.get(name) {
+                    None => c.report(&format!("{key}.{name}"), format!("`{name}` is not set in this spec, so this rule can never match")),
+                    Some(_) => rule.axes.push((axis, exclude_values(v))),
                 }
             }
-            out.push(pairs);
+            out.push(rule);
         }
         out
     }
@@ -506,4 +506,12 @@ pub fn sweep(from: u64, to: u64, factor: u64) -> Vec<u64> {
         }
     }
     out
+}
+
+/// The canonical texts an `exclude:` value matches: the value itself, or each item of a list.
+fn exclude_values(v: &Value) -> Vec<String> {
+    match v {
+        Value::Sequence(items) => items.iter().map(super::expand::axis_text).collect(),
+        other => vec![super::expand::axis_text(other)],
+    }
 }

@@ -142,6 +142,19 @@ pub enum Workload {
     },
 }
 
+impl Workload {
+    /// The kind of experiment this workload belongs to.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Workload::Collectives(_) => Kind::Collectives,
+            Workload::Membw(_) => Kind::Membw,
+            Workload::Decode { .. } => Kind::Decode,
+            Workload::Dispatch(_) => Kind::Dispatch,
+            Workload::Model { .. } => Kind::Model,
+        }
+    }
+}
+
 /// One expanded run: what to launch, where its results go, and its identities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunPlan {
@@ -149,8 +162,6 @@ pub struct RunPlan {
     pub experiment: String,
     /// Position of this run in the experiment's expansion (0-based).
     pub index: usize,
-    /// What it measures.
-    pub kind: Kind,
     /// The spec file.
     pub spec_path: PathBuf,
     /// sha256 of the spec file.
@@ -189,6 +200,11 @@ pub struct RunPlan {
 }
 
 impl RunPlan {
+    /// What it measures: its workload's kind.
+    pub fn kind(&self) -> Kind {
+        self.workload.kind()
+    }
+
     /// The first 12 hex digits of the run identity, as the register shows it.
     pub fn short_id(&self) -> &str {
         &self.run_id[..12.min(self.run_id.len())]

@@ -4,8 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// What an experiment measures or computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     /// Collective operations timed alone over a sweep of message sizes.
     Collectives,
@@ -19,21 +18,9 @@ pub enum Kind {
     Model,
 }
 
+crate::named!(Kind { Collectives => "collectives", Membw => "membw", Decode => "decode", Dispatch => "dispatch", Model => "model" });
+
 impl Kind {
-    /// Every kind, in the order the README lists them.
-    pub const ALL: [Kind; 5] = [Kind::Collectives, Kind::Membw, Kind::Decode, Kind::Dispatch, Kind::Model];
-
-    /// The name used in specs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Collectives => "collectives",
-            Kind::Membw => "membw",
-            Kind::Decode => "decode",
-            Kind::Dispatch => "dispatch",
-            Kind::Model => "model",
-        }
-    }
-
     /// The strategies that make sense for this kind.
     pub fn strategies(self) -> &'static [Strategy] {
         match self {
@@ -46,8 +33,7 @@ impl Kind {
 }
 
 /// How a model's work is split across ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Strategy {
     /// Whole replicas, each serving its own sequences.
     Data,
@@ -59,24 +45,10 @@ pub enum Strategy {
     Expert,
 }
 
-impl Strategy {
-    /// Every strategy.
-    pub const ALL: [Strategy; 4] = [Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Expert];
-
-    /// The name used in specs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Data => "data",
-            Strategy::Tensor => "tensor",
-            Strategy::Pipeline => "pipeline",
-            Strategy::Expert => "expert",
-        }
-    }
-}
+crate::named!(Strategy { Data => "data", Tensor => "tensor", Pipeline => "pipeline", Expert => "expert" });
 
 /// Where the output head (the vocabulary projection) lives under tensor parallelism.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum HeadPlacement {
     /// Split along the vocabulary; logits are all-gathered.
     Split,
@@ -84,9 +56,10 @@ pub enum HeadPlacement {
     Replicated,
 }
 
+crate::named!(HeadPlacement { Split => "split", Replicated => "replicated" });
+
 /// Collective operations the `collectives` workload can time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
     /// Sum across ranks, result on every rank.
     AllReduce,
@@ -102,22 +75,9 @@ pub enum Op {
     PingPong,
 }
 
+crate::named!(Op { AllReduce => "all-reduce", AllGather => "all-gather", ReduceScatter => "reduce-scatter", AllToAll => "all-to-all", Broadcast => "broadcast", PingPong => "ping-pong" });
+
 impl Op {
-    /// Every operation, in sweep order.
-    pub const ALL: [Op; 6] = [Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::AllToAll, Op::Broadcast, Op::PingPong];
-
-    /// The name used in specs and results.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::AllReduce => "all-reduce",
-            Op::AllGather => "all-gather",
-            Op::ReduceScatter => "reduce-scatter",
-            Op::AllToAll => "all-to-all",
-            Op::Broadcast => "broadcast",
-            Op::PingPong => "ping-pong",
-        }
-    }
-
     /// nccl-tests' bus bandwidth factor for `world` ranks (DESIGN.md's measurement rules).
     pub fn busbw_factor(self, world: u32) -> f64 {
         let p = world as f64;
@@ -130,8 +90,7 @@ impl Op {
 }
 
 /// The floating-point type of weights and activations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Dtype {
     /// 32-bit IEEE float.
     Float32,
@@ -141,6 +100,8 @@ pub enum Dtype {
     Bfloat16,
 }
 
+crate::named!(Dtype { Float32 => "float32", Float16 => "float16", Bfloat16 => "bfloat16" });
+
 impl Dtype {
     /// Bytes per element.
     pub fn bytes(self) -> u64 {
@@ -149,14 +110,48 @@ impl Dtype {
             Dtype::Float16 | Dtype::Bfloat16 => 2,
         }
     }
+}
 
-    /// The name used in specs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::Float32 => "float32",
-            Dtype::Float16 => "float16",
-            Dtype::Bfloat16 => "bfloat16",
-        }
+/// A key whose list value the matrix expands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Axis {
+    /// The model (a catalogue name or a checkpoint path).
+    Model,
+    /// The parallel strategy.
+    Strategy,
+    /// Ranks.
+    World,
+    /// The link between ranks.
+    Link,
+    /// Threads per rank.
+    Threads,
+    /// Sequences decoded in flight.
+    Sequences,
+    /// Where the output head lives under tensor parallelism.
+    Head,
+    /// Weight and activation type.
+    Dtype,
+    /// Tokens generated per sequence.
+    NewTokens,
+}
+
+crate::named!(Axis {
+    Model => "model", Strategy => "strategy", World => "world", Link => "link", Threads => "threads",
+    Sequences => "sequences", Head => "head", Dtype => "dtype", NewTokens => "new_tokens",
+});
+
+/// One `exclude:` rule: a point of the matrix is left out when every axis the rule names
+/// takes one of the rule's values there (values in their canonical text: `2`, `mpi-tcp`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExcludeRule {
+    /// Each axis the rule names, with the values it matches.
+    pub axes: Vec<(Axis, Vec<String>)>,
+}
+
+impl ExcludeRule {
+    /// Whether the point whose axis values `value_of` gives is excluded (an empty rule excludes nothing).
+    pub fn matches(&self, value_of: impl Fn(Axis) -> String) -> bool {
+        !self.axes.is_empty() && self.axes.iter().all(|(axis, wanted)| wanted.contains(&value_of(*axis)))
     }
 }
 
@@ -304,7 +299,7 @@ pub struct Experiment {
     /// The network (interface name or IPv4 CIDR) TCP between ranks uses.
     pub interface: Option<String>,
     /// Combinations of axis values to leave out.
-    pub exclude: Vec<Vec<(String, String)>>,
+    pub exclude: Vec<ExcludeRule>,
     /// `collectives` parameters.
     pub collectives: Option<CollectiveParams>,
     /// `membw` parameters.

@@ -47,8 +47,8 @@ const KIND_KEYS: &[(&str, &[Kind])] = &[
     ("context", &[Kind::Model]),
 ];
 
-/// The keys whose list values the matrix expands.
-pub const AXES: &[&str] = &["model", "strategy", "world", "link", "threads", "sequences", "head", "dtype", "new_tokens"];
+/// The keys whose list values the matrix expands ([`Axis`]'s names).
+pub const AXES: &[&str] = &Axis::names();
 
 /// Links the rank runtime can measure.
 pub const MEASURED_LINKS: &[&str] = &["mpi-shm", "mpi-tcp", "mpi-auto"];

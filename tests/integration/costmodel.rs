@@ -241,7 +241,7 @@ fn modelled_spec_produces_tables_with_captions_and_provenance() {
         "m.yaml",
         "name: m\nkind: model\nmodel: [llama-3.1-8b, gpt2]\ndevices: [book-gpu-12gib]\nlink: [gloo-loopback, nvswitch]\nstrategy: [data, tensor, pipeline, expert]\nworld: [1, 2, 4, 8]\ncontext: 4096\ndtype: float16\nsequences: [1, 4]\n",
     );
-    let runs: Vec<_> = parlab::spec::load_suite(&[spec]).unwrap().into_iter().filter(|r| r.kind == parlab::spec::Kind::Model).collect();
+    let runs: Vec<_> = parlab::spec::load_suite(&[spec]).unwrap().into_iter().filter(|r| r.kind() == parlab::spec::Kind::Model).collect();
     assert_eq!(runs.len(), 1);
     let summary = tables_for_plan(&runs[0]).unwrap();
     let tables = &summary.model().expect("model tables").tables;

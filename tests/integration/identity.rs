@@ -99,3 +99,21 @@ fn the_experiment_name_is_not_part_of_the_identity() {
     let b = spec(&dir, "b", "name: second\nkind: membw\n");
     assert_eq!(suite(&[&a])[0].run_id, suite(&[&b])[0].run_id);
 }
+
+#[test]
+fn exclude_rules_leave_out_every_listed_value_and_only_where_all_their_axes_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "kind: decode\nmodel: gpt2\nstrategy: [tensor, pipeline]\nworld: [1, 2, 4]\nlink: [mpi-shm, mpi-tcp]\nhead: split\nprompt: {length: 4, seed: 1}\nnew_tokens: 3\n";
+    let layouts = |rules: &str| -> Vec<(String, u32, String)> {
+        let path = spec(&dir, "ex", &format!("name: ex\n{base}exclude:\n{rules}"));
+        suite(&[&path]).iter().map(|r| (r.layout.strategy.name().to_string(), r.layout.world, r.link.clone())).collect()
+    };
+    let all = layouts("  - {world: 8}\n");
+    assert_eq!(all.len(), 2 * 3 * 2, "a rule matching no point leaves out nothing");
+    let listed = layouts("  - {world: [1, 4], link: mpi-tcp}\n");
+    assert_eq!(listed.len(), 12 - 2 * 2, "world 1 and world 4 over tcp, both strategies");
+    assert!(!listed.iter().any(|(_, w, l)| *w != 2 && l == "mpi-tcp"), "{listed:?}");
+    assert!(listed.iter().any(|(_, w, l)| *w == 1 && l == "mpi-shm"), "a rule needs every axis to match: {listed:?}");
+    let two = layouts("  - {strategy: pipeline, world: 1}\n  - {link: mpi-shm, strategy: tensor}\n");
+    assert_eq!(two.len(), 12 - 2 - 3, "two rules each leave out their own points");
+}

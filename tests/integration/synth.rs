@@ -85,7 +85,7 @@ pub fn manifests(plans: &[RunPlan], count: usize, model: bool) -> Vec<Manifest> 
     let gates = gates();
     let mut out: Vec<Manifest> = (0..n).map(|i| manifest(&plans[i % plans.len()], i, count != 0, &gates)).collect();
     if model {
-        if let Some(p) = plans.iter().find(|p| p.kind == Kind::Decode) {
+        if let Some(p) = plans.iter().find(|p| p.kind() == Kind::Decode) {
             out.push(model_manifest(p, n));
         }
     }
@@ -266,7 +266,6 @@ pub fn answer(tokens: Vec<u32>, max_logit_diff: f64, min_top2_margin: f64) -> An
 fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
     let mut plan = base.clone();
     plan.experiment = "synth-costmodel".into();
-    plan.kind = Kind::Model;
     plan.index = 0;
     plan.run_id = hex::encode(Sha256::digest(format!("{}/model", base.run_id)));
     plan.workload = Workload::Model {
