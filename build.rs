@@ -18,10 +18,13 @@ fn files(path: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Two FNV-1a 64-bit hashes (different offsets) over every measuring file's path and bytes.
-fn measuring_digest() -> String {
+/// The sources of the model's arithmetic: what the cached unsplit reference answers depend on.
+const MODEL: [&str; 2] = ["harness/model", "Cargo.lock"];
+
+/// Two FNV-1a 64-bit hashes (different offsets) over every file's path and bytes under `paths`.
+fn digest(paths: &[&str]) -> String {
     let mut all = Vec::new();
-    for p in MEASURING {
+    for p in paths {
         println!("cargo:rerun-if-changed={p}");
         files(Path::new(p), &mut all);
     }
@@ -50,7 +53,8 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=PARLAB_GIT_COMMIT={commit}");
-    println!("cargo:rustc-env=PARLAB_MEASURING_DIGEST={}", measuring_digest());
+    println!("cargo:rustc-env=PARLAB_MEASURING_DIGEST={}", digest(&MEASURING));
+    println!("cargo:rustc-env=PARLAB_MODEL_DIGEST={}", digest(&MODEL));
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");
 }

@@ -6,7 +6,8 @@
 //! [`Reduce`]: two all-reduces per layer, the output bias added once, after the reduction.
 
 use super::config::ModelConfig;
-use super::matvec::matvec;
+use super::matvec::{matvec, matvec_row};
+use super::row::{self, f32s, f32s_mut};
 use super::weights::{Checkpoint, RowReader, WeightsError};
 use crate::spec::plan::{RankShare, Span};
 use std::sync::Arc;
@@ -16,6 +17,11 @@ use tch::{Kind, Tensor};
 pub trait Reduce {
     /// Sums a partial `[T, d]` activation across the ranks that share a layer.
     fn all_reduce(&mut self, partial: &Tensor) -> Tensor;
+    /// Sums a partial activation row across the ranks that share a layer, in place.
+    fn all_reduce_row(&mut self, partial: &mut [f32]) {
+        let sum = self.all_reduce(&Tensor::from_slice(partial)).contiguous();
+        partial.copy_from_slice(f32s(&sum));
+    }
     /// Concatenates the ranks' vocabulary shards of a `[vocab_shard]` logits row.
     fn gather_vocab(&mut self, part: &Tensor) -> Tensor;
 }
@@ -27,6 +33,7 @@ impl Reduce for Alone {
     fn all_reduce(&mut self, partial: &Tensor) -> Tensor {
         partial.shallow_clone()
     }
+    fn all_reduce_row(&mut self, _partial: &mut [f32]) {}
     fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
         part.shallow_clone()
     }
@@ -273,14 +280,58 @@ impl Gpt2Part {
     }
 
     /// Runs the layers held on `h` (`[T, d]`, positions `cache.len..`), filling the cache.
+    /// One row (a decode step) takes [`row`]'s slice path; several (prefill) take libtorch's.
     pub fn forward(&self, mut h: Tensor, cache: &mut KvCache, comm: &mut dyn Reduce) -> Tensor {
         let _guard = tch::no_grad_guard();
+        if h.size()[0] == 1 {
+            return self.forward_row(&h, cache, comm);
+        }
         let pos = cache.len;
         for (i, layer) in self.layers.iter().enumerate() {
             h = self.block(layer, h, &mut cache.k[i], &mut cache.v[i], pos, comm);
         }
         cache.len += h.size()[0] as usize;
         h
+    }
+
+    /// [`Gpt2Part::forward`] of one row `[1, d]` at position `cache.len`, on slices.
+    fn forward_row(&self, h: &Tensor, cache: &mut KvCache, comm: &mut dyn Reduce) -> Tensor {
+        let mut x = f32s(&h.contiguous()).to_vec();
+        let pos = cache.len;
+        for (i, layer) in self.layers.iter().enumerate() {
+            self.block_row(layer, &mut x, &mut cache.k[i], &mut cache.v[i], pos, comm);
+        }
+        cache.len += 1;
+        Tensor::from_slice(&x).view([1, x.len() as i64])
+    }
+
+    /// One block on the row `h` (updated in place); the same operations, in the same order, as [`Gpt2Part::block`].
+    fn block_row(&self, l: &Layer, h: &mut [f32], k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, comm: &mut dyn Reduce) {
+        let mut a = vec![0f32; h.len()];
+        row::layer_norm(h, f32s(&l.ln1.0), f32s(&l.ln1.1), self.dims.eps, &mut a);
+        let qkv = matvec_row(&l.w_qkv, &a, Some(f32s(&l.b_qkv)));
+        let mut ctx = vec![0f32; qkv.len() / 3];
+        let max_len = k_cache.size()[1] as usize;
+        let mut cache = row::Cache { k: f32s_mut(k_cache), v: f32s_mut(v_cache), max_len };
+        row::attend(&qkv, &mut cache, pos, self.dims.head_dim, self.attention_scale(l) as f32, &mut ctx);
+        let mut o = matvec_row(&l.w_o, &ctx, None);
+        comm.all_reduce_row(&mut o);
+        row::add_residual(h, &o, f32s(&l.b_o));
+        row::layer_norm(h, f32s(&l.ln2.0), f32s(&l.ln2.1), self.dims.eps, &mut a);
+        // GELU stays one libtorch operator: its vectorised tanh beats a scalar loop over 3072 values.
+        let f = Tensor::from_slice(&matvec_row(&l.w_fc, &a, Some(f32s(&l.b_fc)))).gelu(self.dims.gelu);
+        let mut p = matvec_row(&l.w_proj, f32s(&f), None);
+        comm.all_reduce_row(&mut p);
+        row::add_residual(h, &p, f32s(&l.b_proj));
+    }
+
+    /// The factor attention scores are multiplied by in layer `l`.
+    fn attention_scale(&self, l: &Layer) -> f64 {
+        let mut scale = if self.dims.scale_attn { 1.0 / (self.dims.head_dim as f64).sqrt() } else { 1.0 };
+        if self.dims.scale_by_layer {
+            scale /= (l.index + 1) as f64;
+        }
+        scale
     }
 
     fn block(&self, l: &Layer, h: Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, comm: &mut dyn Reduce) -> Tensor {
@@ -302,11 +353,7 @@ impl Gpt2Part {
         v_cache.narrow(1, pos as i64, t).copy_(&v);
         let total = pos as i64 + t;
         let (keys, values) = (k_cache.narrow(1, 0, total), v_cache.narrow(1, 0, total));
-        let mut scale = if self.dims.scale_attn { 1.0 / (hd as f64).sqrt() } else { 1.0 };
-        if self.dims.scale_by_layer {
-            scale /= (l.index + 1) as f64;
-        }
-        let mut scores = q.matmul(&keys.transpose(1, 2)) * scale;
+        let mut scores = q.matmul(&keys.transpose(1, 2)) * self.attention_scale(l);
         if t > 1 {
             let opts = (Kind::Int64, tch::Device::Cpu);
             let key_pos = Tensor::arange(total, opts).view([1, total]);

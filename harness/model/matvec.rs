@@ -7,7 +7,8 @@
 //! or the one `PARLAB_MATVEC_KERNEL` names (`avx512`, `avx2`, `neon`, `portable`), refused
 //! with an error when unknown or unsupported here. [`active`] says which ran.
 
-use tch::{Kind, Tensor};
+use super::row::f32s;
+use tch::Tensor;
 
 /// The environment variable that forces one kernel.
 pub const KERNEL_ENV: &str = "PARLAB_MATVEC_KERNEL";
@@ -114,6 +115,22 @@ impl Kernel {
             Kernel::Neon => unsafe { arm::rows_neon(w, x, y) },
             _ => rows_portable(w, x, y),
         }
+    }
+}
+
+/// Threads a [`matvec`] uses (0: libtorch's intra-op thread count).
+static THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the threads every later [`matvec`] of this process uses, whatever libtorch's own setting.
+pub fn set_threads(threads: usize) {
+    THREADS.store(threads, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The threads a [`matvec`] uses now.
+fn threads() -> usize {
+    match THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => tch::get_num_threads().max(1) as usize,
+        n => n,
     }
 }
 
@@ -376,25 +393,24 @@ mod arm {
     }
 }
 
-/// The f32 elements of a contiguous CPU tensor.
-fn slice(t: &Tensor) -> &[f32] {
-    assert!(t.kind() == Kind::Float && t.is_contiguous(), "matvec wants contiguous f32 tensors");
-    // SAFETY: a contiguous f32 tensor holds numel f32 values at data_ptr, alive as long as `t`.
-    unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) }
-}
-
 /// `x Wᵀ + b` for one row `x` (`[1, in]`) and `w` `[out, in]`: `[1, out]`.
 pub fn matvec(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
     let x = x.contiguous();
-    let (wv, xv) = (slice(w), slice(&x));
+    let y = matvec_row(w, f32s(&x), b.map(f32s));
+    Tensor::from_slice(&y).view([1, y.len() as i64])
+}
+
+/// `W x + b` on slices for `w` `[out, in]`: `out` values.
+pub fn matvec_row(w: &Tensor, x: &[f32], b: Option<&[f32]>) -> Vec<f32> {
+    let wv = f32s(w);
     let out = w.size()[0] as usize;
-    assert_eq!(wv.len(), out * xv.len(), "matvec: weight of {} values is not [{out}, {}]", wv.len(), xv.len());
+    assert_eq!(wv.len(), out * x.len(), "matvec: weight of {} values is not [{out}, {}]", wv.len(), x.len());
     let mut y = vec![0f32; out];
-    rows_threaded(active(), tch::get_num_threads().max(1) as usize, wv, xv, &mut y);
+    rows_threaded(active(), threads(), wv, x, &mut y);
     if let Some(b) = b {
-        y.iter_mut().zip(slice(b)).for_each(|(a, b)| *a += b);
+        y.iter_mut().zip(b).for_each(|(a, b)| *a += b);
     }
-    Tensor::from_slice(&y).view([1, out as i64])
+    y
 }
 
 /// `y = W x` with `kernel`, the rows split over up to `threads` threads (this one and the pool's).

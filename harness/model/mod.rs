@@ -7,6 +7,7 @@ pub mod matvec;
 pub mod reference;
 pub mod resolve;
 pub mod rng;
+pub mod row;
 pub mod source;
 pub mod weights;
 

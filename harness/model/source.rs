@@ -64,9 +64,13 @@ pub fn load_part(model: &ModelSource, cfg: &ModelConfig, share: Option<PartShare
     Ok(Gpt2Part::load(ckpt, dims, share)?)
 }
 
-/// Where the reference answer of an answer identity is cached.
+/// The digest of the model code this build computes with (`harness/model` and the lock file):
+/// a reference computed by other model code is not reused.
+pub const MODEL_DIGEST: &str = env!("PARLAB_MODEL_DIGEST");
+
+/// Where the reference answer of an answer identity is cached, for this build's model code.
 pub fn reference_stem(answer_id: &str) -> PathBuf {
-    crate::spec::weights::state_dir().join("reference").join(answer_id)
+    crate::spec::weights::state_dir().join("reference").join(format!("{answer_id}-{}", &MODEL_DIGEST[..12]))
 }
 
 /// The unsplit model's greedy answer for a plan: cached under `.parlab/reference/`, computed if missing.

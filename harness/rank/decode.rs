@@ -53,6 +53,7 @@ pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
 /// Runs this rank's part of a `decode` plan.
 pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Result<()> {
     tch::set_num_threads(plan.threads_per_rank.max(1) as i32);
+    crate::model::matvec::set_threads(plan.threads_per_rank.max(1) as usize);
     let kernel = crate::model::matvec::configured()?;
     let model = source::model_of(plan)?;
     let cfg = ModelConfig::read(&model.dir)?;

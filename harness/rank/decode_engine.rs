@@ -52,6 +52,12 @@ impl Reduce for Link<'_> {
         Tensor::from_slice(&buf).view(partial.size().as_slice())
     }
 
+    fn all_reduce_row(&mut self, partial: &mut [f32]) {
+        if self.tensor {
+            self.comm.all_reduce_sum(partial);
+        }
+    }
+
     fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
         let Some(counts) = &self.vocab_counts else {
             return part.shallow_clone();
@@ -114,6 +120,7 @@ impl<'a> Engine<'a> {
         }
         let prefill_s = start.elapsed().as_secs_f64();
         let prefill_comm_s = link.comm.stats().seconds - comm0;
+
         let mut steps = Vec::with_capacity(self.new_tokens);
         for round in 1..self.new_tokens {
             let (t0, c0) = (Instant::now(), link.comm.stats().seconds);

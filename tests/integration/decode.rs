@@ -4,7 +4,7 @@
 
 use super::launch::Suite;
 use parlab::manifest::Status;
-use parlab::model::gpt2::{Dims, Gpt2Part, PartShare, Reduce};
+use parlab::model::gpt2::{Alone, Dims, Gpt2Part, PartShare, Reduce};
 use parlab::model::reference::{greedy, Exactness, Generation};
 use parlab::model::weights::Checkpoint;
 use parlab::model::{init, ModelConfig};
@@ -158,6 +158,65 @@ fn partial_sums_of_two_head_and_width_shares_add_up_to_the_unsplit_model() {
         let scale = f64::try_from(w.abs().max()).unwrap();
         assert!(diff <= 1e-5 * scale.max(1.0), "reduction {i}: split partials differ from the whole by {diff}");
     }
+}
+
+#[test]
+fn partial_sums_at_a_decode_step_add_up_to_the_unsplit_model() {
+    // The same check at a decode step: one row, through the slice path and the cache.
+    let dir = tempfile::tempdir().unwrap();
+    let half = |heads: Span, ffn: Span| move |d: &Dims| PartShare { heads, ffn, vocab: None, ..PartShare::whole(d) };
+    let whole = small_part(&dir.path().join("w"), |d| PartShare { vocab: None, ..PartShare::whole(d) });
+    let parts = [
+        small_part(&dir.path().join("a"), half(Span::new(0, 3), Span::new(0, 77))),
+        small_part(&dir.path().join("b"), half(Span::new(3, 4), Span::new(77, 256))),
+    ];
+    let (prompt, next) = (whole.embed(&[7, 3, 9, 1], 0).unwrap(), whole.embed(&[5], 4).unwrap());
+    let mut cache = whole.new_cache(8);
+    let _ = whole.forward(prompt.shallow_clone(), &mut cache, &mut Alone);
+    let mut full = Replay { partials: Vec::new(), answers: Vec::new() };
+    let _ = whole.forward(next.shallow_clone(), &mut cache, &mut full);
+    assert_eq!(full.partials.len(), 2 * 2);
+    let mut sums: Vec<Tensor> = full.partials.iter().map(Tensor::zeros_like).collect();
+    for p in &parts {
+        // Each half's cache is filled from the same prompt with the correct full sums.
+        let mut prefill = Replay { partials: Vec::new(), answers: Vec::new() };
+        let _ = whole.forward(prompt.shallow_clone(), &mut whole.new_cache(8), &mut prefill);
+        let mut cache = p.new_cache(8);
+        let _ = p.forward(prompt.shallow_clone(), &mut cache, &mut Replay { partials: Vec::new(), answers: prefill.partials });
+        let mut r = Replay { partials: Vec::new(), answers: full.partials.iter().map(Tensor::shallow_clone).collect() };
+        let _ = p.forward(next.shallow_clone(), &mut cache, &mut r);
+        for (s, part) in sums.iter_mut().zip(&r.partials) {
+            *s += part;
+        }
+    }
+    for (i, (s, w)) in sums.iter().zip(&full.partials).enumerate() {
+        let diff = f64::try_from((s - w).abs().max()).unwrap();
+        let scale = f64::try_from(w.abs().max()).unwrap();
+        assert!(diff <= 1e-5 * scale.max(1.0), "reduction {i}: split partials differ from the whole by {diff}");
+    }
+}
+
+#[test]
+fn a_row_at_a_time_on_slices_equals_libtorch_over_the_whole_prompt() {
+    // Decode steps take the slice path (one row); prefill takes libtorch's. Feeding a prompt
+    // token by token must give the last position the hidden state the whole prompt gives it.
+    let dir = tempfile::tempdir().unwrap();
+    let part = small_part(dir.path(), PartShare::whole);
+    let tokens = [5, 8, 13, 21, 34, 55, 89];
+    let whole = part.forward(part.embed(&tokens, 0).unwrap(), &mut part.new_cache(8), &mut Alone);
+    let mut cache = part.new_cache(8);
+    let mut last = Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+    for (pos, t) in tokens.iter().enumerate() {
+        last = part.forward(part.embed(&[*t], pos).unwrap(), &mut cache, &mut Alone);
+    }
+    assert_eq!(cache.len, tokens.len());
+    let want = whole.narrow(0, tokens.len() as i64 - 1, 1);
+    let diff = f64::try_from((&last - &want).abs().max()).unwrap();
+    let scale = f64::try_from(want.abs().max()).unwrap();
+    assert!(diff <= 1e-5 * scale.max(1.0), "one row at a time differs from the whole prompt by {diff} (scale {scale})");
+    let logits = |h: &Tensor| parlab::model::reference::to_vec(&part.logits(h, &mut Alone));
+    let (a, b) = (logits(&last), logits(&want));
+    assert_eq!(parlab::model::reference::top2(&a).0, parlab::model::reference::top2(&b).0, "same next token");
 }
 
 #[test]

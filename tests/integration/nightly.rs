@@ -397,9 +397,18 @@ mod build_script {
 
     /// The measuring-code digest of the tree at `root`.
     pub fn digest_of(root: &std::path::Path) -> String {
+        digest_in(root, &MEASURING)
+    }
+
+    /// The model-code digest (what cached references depend on) of the tree at `root`.
+    pub fn model_digest_of(root: &std::path::Path) -> String {
+        digest_in(root, &MODEL)
+    }
+
+    fn digest_in(root: &std::path::Path, paths: &[&str]) -> String {
         let here = std::env::current_dir().unwrap();
         std::env::set_current_dir(root).unwrap();
-        let d = measuring_digest();
+        let d = digest(paths);
         std::env::set_current_dir(here).unwrap();
         d
     }
@@ -441,6 +450,11 @@ fn the_measuring_digest_changes_with_the_measuring_code_and_not_with_the_registe
         touch(rel);
         assert_ne!(build_script::digest_of(tree.path()), was, "{rel} is measuring code");
     }
+    let model = build_script::model_digest_of(tree.path());
+    touch("harness/rank/decode_engine.rs");
+    assert_eq!(build_script::model_digest_of(tree.path()), model, "the decode loop does not change the model's arithmetic");
+    touch("harness/model/row.rs");
+    assert_ne!(build_script::model_digest_of(tree.path()), model, "the row path is the model's arithmetic: references are recomputed");
 }
 
 fn run_in(suite: &super::launch::Suite, extra: &[&str]) -> std::process::Output {
