@@ -174,7 +174,7 @@ YAML
     PARLAB_MANIFESTS="$WORK/m-membw1" "$BIN" run "$WORK/membw1.yaml" --no-report --force 2>/dev/null
     PARLAB_STATE="$state" PARLAB_MANIFESTS="$WORK/m-decode1" "$BIN" run "$WORK/decode1.yaml" --no-report --force 2>/dev/null
     local answer ckpt hf
-    answer=$(json_field "$WORK/m-decode1" 'm["answer_id"]')
+    answer=$(json_field "$WORK/m-decode1" 'm["answer_id"] + "-" + m["parlab"]["model"][:12]')
     ckpt=$(ls -d "$state"/checkpoints/gpt2-seed*)
     hf=$("$PY" tests/bench/hf_decode_step.py "$ckpt" "$state/reference/$answer.json" "$threads" "$tokens" "$reps" 2>/dev/null)
     "$PY" - "$WORK/m-membw1" "$WORK/m-decode1" "$hf" >> "$rounds" <<'PYEOF'

@@ -10,7 +10,7 @@ splits unevenly over 2 ranks) this script:
 3. runs parlab through `parlab run` on a temporary spec (PARLAB_MANIFESTS / PARLAB_STATE point
    to a temp dir): tensor world 1 and 2, pipeline 2 stages with 2 sequences in flight;
 4. checks that every run's tokens equal transformers' tokens, that parlab's unsplit logits (the
-   reference parlab caches at $PARLAB_STATE/reference/<answer_id>.f32, the same code as a world-1
+   reference parlab caches at $PARLAB_STATE/reference/<answer_id>-<model digest>.f32, the same code as a world-1
    run) are within TOL of transformers' at every step, and that each split run's largest logit
    difference from that reference (manifest answer.exactness.max_logit_diff) is within TOL too;
    it also checks that the checkpoint `parlab run` generated has the same bytes as `model init`'s.
@@ -107,7 +107,7 @@ def crosscheck(label, model_dir, work):
     if any_run is None:
         check(False, "parlab wrote manifests")
         return
-    stem = state / "reference" / any_run["answer_id"]
+    stem = state / "reference" / f'{any_run["answer_id"]}-{any_run["parlab"]["model"][:12]}'
     ref = json.loads(stem.with_suffix(".json").read_text())
     ref_tokens, prompt = ref["tokens"], ref["prompt"]
     ref_logits = np.fromfile(stem.with_suffix(".f32"), dtype="<f4").reshape(len(ref_tokens), -1)

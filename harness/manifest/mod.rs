@@ -84,6 +84,10 @@ pub struct Tool {
     /// Digest of the measuring code ([`MEASURING_DIGEST`]); empty in manifests of older builds.
     #[serde(default)]
     pub measuring: String,
+    /// Digest of the model code ([`crate::model::source::MODEL_DIGEST`]): its first 12 hex name
+    /// the cached reference (`reference/<answer_id>-<12 hex>`); empty in manifests of older builds.
+    #[serde(default)]
+    pub model: String,
 }
 
 /// Digest of the sources that decide how figures are measured (`build.rs` lists them: rank,
@@ -92,9 +96,14 @@ pub struct Tool {
 pub const MEASURING_DIGEST: &str = env!("PARLAB_MEASURING_DIGEST");
 
 impl Tool {
-    /// This binary's version, commit and measuring-code digest.
+    /// This binary's version, commit, measuring-code and model-code digests.
     pub fn current() -> Self {
-        Tool { version: env!("CARGO_PKG_VERSION").into(), commit: env!("PARLAB_GIT_COMMIT").into(), measuring: MEASURING_DIGEST.into() }
+        Tool {
+            version: env!("CARGO_PKG_VERSION").into(),
+            commit: env!("PARLAB_GIT_COMMIT").into(),
+            measuring: MEASURING_DIGEST.into(),
+            model: crate::model::source::MODEL_DIGEST.into(),
+        }
     }
 }
 

@@ -54,7 +54,36 @@ pub struct Cache<'a> {
 /// Attention of one query position `pos` (whose q, k, v are the three `heads × head_dim`
 /// blocks of `qkv`) over positions `0..=pos`: stores k and v at `pos` in `cache`, then writes
 /// each head's softmax(q·k × scale)-weighted sum of values into `ctx` (`heads × head_dim`).
+/// Compiled for the vector width of the matvec kernel this process uses.
 pub fn attend(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
+    use super::matvec::{active, Kernel};
+    match active() {
+        // SAFETY: `active` only returns a kernel whose CPU features this machine has.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512 => unsafe { attend_avx512(qkv, cache, pos, head_dim, scale, ctx) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => unsafe { attend_avx2(qkv, cache, pos, head_dim, scale, ctx) },
+        _ => attend_body(qkv, cache, pos, head_dim, scale, ctx),
+    }
+}
+
+/// [`attend`] compiled for AVX-512.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn attend_avx512(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
+    attend_body(qkv, cache, pos, head_dim, scale, ctx)
+}
+
+/// [`attend`] compiled for AVX2 with FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn attend_avx2(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
+    attend_body(qkv, cache, pos, head_dim, scale, ctx)
+}
+
+#[inline(always)]
+fn attend_body(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
     let width = qkv.len() / 3;
     let heads = width / head_dim;
     let (q, kv) = qkv.split_at(width);
@@ -80,11 +109,12 @@ pub fn attend(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale
     }
 }
 
-/// `a · b` over eight independent lanes (vectorised by the compiler), then the rest.
+/// `a · b` over sixteen independent lanes (vectorised by the compiler), then the rest.
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let (ac, at) = a.as_chunks::<8>();
-    let (bc, bt) = b.as_chunks::<8>();
-    let mut acc = [0f32; 8];
+    let (ac, at) = a.as_chunks::<16>();
+    let (bc, bt) = b.as_chunks::<16>();
+    let mut acc = [0f32; 16];
     for (x, y) in ac.iter().zip(bc) {
         for ((s, &x), &y) in acc.iter_mut().zip(x).zip(y) {
             *s += x * y;
@@ -94,6 +124,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// In-place softmax: subtracts the largest score before exponentiating.
+#[inline(always)]
 fn softmax(s: &mut [f32]) {
     let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0f32;

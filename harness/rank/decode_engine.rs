@@ -69,6 +69,27 @@ impl Reduce for Link<'_> {
     }
 }
 
+/// libtorch on one thread while it lives (the decode rounds): its operators there are a few
+/// thousand values each, where waking a second thread costs more than it saves and would
+/// compete with the matvec pool for the cores. Prefill's matmuls keep every thread.
+struct OneTorchThread {
+    before: i32,
+}
+
+impl OneTorchThread {
+    fn new() -> Self {
+        let before = tch::get_num_threads();
+        tch::set_num_threads(1);
+        OneTorchThread { before }
+    }
+}
+
+impl Drop for OneTorchThread {
+    fn drop(&mut self) {
+        tch::set_num_threads(self.before);
+    }
+}
+
 /// The timings and answer of one repetition on one rank.
 #[derive(Debug, Clone)]
 pub struct RepResult {
@@ -120,7 +141,7 @@ impl<'a> Engine<'a> {
         }
         let prefill_s = start.elapsed().as_secs_f64();
         let prefill_comm_s = link.comm.stats().seconds - comm0;
-
+        let single = OneTorchThread::new();
         let mut steps = Vec::with_capacity(self.new_tokens);
         for round in 1..self.new_tokens {
             let (t0, c0) = (Instant::now(), link.comm.stats().seconds);
@@ -134,6 +155,7 @@ impl<'a> Engine<'a> {
             }
             steps.push((t0.elapsed().as_secs_f64(), link.comm.stats().seconds - c0));
         }
+        drop(single);
         let run_s = start.elapsed().as_secs_f64();
         Ok(RepResult { prefill_s, prefill_comm_s, steps, run_s, tokens, exactness: exact, collectives_per_step: expected })
     }

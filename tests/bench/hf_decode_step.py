@@ -2,7 +2,7 @@
 """Times Hugging Face transformers' own GPT-2 decode step (float32, greedy, KV cache) on a checkpoint.
 
 Usage: hf_decode_step.py CHECKPOINT_DIR REFERENCE_JSON THREADS NEW_TOKENS REPETITIONS
-REFERENCE_JSON is parlab's cached reference (`$PARLAB_STATE/reference/<answer_id>.json`), which
+REFERENCE_JSON is parlab's cached reference (`$PARLAB_STATE/reference/<answer_id>-<model digest>.json`), which
 holds the prompt ids, so both sides decode the same tokens. Prints the median decode-step time in
 seconds (prefill excluded) and checks that the greedy tokens equal the reference's.
 """

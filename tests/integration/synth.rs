@@ -100,7 +100,12 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
         plan.run_id = hex::encode(Sha256::digest(format!("{}/{i}", base.run_id)));
     }
     let mut m = Manifest::for_plan(&plan, gates.fingerprint(), &timestamp(60 * i as i64));
-    m.parlab = Tool { version: "0.1.0".into(), commit: "synthetic".into(), measuring: parlab::manifest::MEASURING_DIGEST.into() };
+    m.parlab = Tool {
+        version: "0.1.0".into(),
+        commit: "synthetic".into(),
+        measuring: parlab::manifest::MEASURING_DIGEST.into(),
+        model: String::new(),
+    };
     m.finished_at = timestamp(60 * i as i64 + 30);
     let unmet = gates.unmet(&plan.requires);
     if !unmet.is_empty() {
