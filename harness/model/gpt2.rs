@@ -309,20 +309,29 @@ impl Gpt2Part {
     fn block_row(&self, l: &Layer, h: &mut [f32], k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, comm: &mut dyn Reduce) {
         let mut a = vec![0f32; h.len()];
         row::layer_norm(h, f32s(&l.ln1.0), f32s(&l.ln1.1), self.dims.eps, &mut a);
-        let qkv = matvec_row(&l.w_qkv, &a, Some(f32s(&l.b_qkv)));
-        let mut ctx = vec![0f32; qkv.len() / 3];
         let max_len = k_cache.size()[1] as usize;
         let mut cache = row::Cache { k: f32s_mut(k_cache), v: f32s_mut(v_cache), max_len };
+        let qkv = matvec_row(&l.w_qkv, &a, Some(f32s(&l.b_qkv)));
+        let mut ctx = vec![0f32; qkv.len() / 3];
         row::attend(&qkv, &mut cache, pos, self.dims.head_dim, self.attention_scale(l) as f32, &mut ctx);
         let mut o = matvec_row(&l.w_o, &ctx, None);
         comm.all_reduce_row(&mut o);
         row::add_residual(h, &o, f32s(&l.b_o));
         row::layer_norm(h, f32s(&l.ln2.0), f32s(&l.ln2.1), self.dims.eps, &mut a);
-        // GELU stays one libtorch operator: its vectorised tanh beats a scalar loop over 3072 values.
-        let f = Tensor::from_slice(&matvec_row(&l.w_fc, &a, Some(f32s(&l.b_fc)))).gelu(self.dims.gelu);
-        let mut p = matvec_row(&l.w_proj, f32s(&f), None);
+        let mut f = matvec_row(&l.w_fc, &a, Some(f32s(&l.b_fc)));
+        self.gelu_row(&mut f);
+        let mut p = matvec_row(&l.w_proj, &f, None);
         comm.all_reduce_row(&mut p);
         row::add_residual(h, &p, f32s(&l.b_proj));
+    }
+
+    /// The block's activation in place: the tanh form on slices; exact GELU (erf) through libtorch.
+    fn gelu_row(&self, f: &mut [f32]) {
+        if self.dims.gelu == "tanh" {
+            return row::gelu_tanh(f);
+        }
+        let exact = Tensor::from_slice(f).gelu(self.dims.gelu);
+        f.copy_from_slice(f32s(&exact));
     }
 
     /// The factor attention scores are multiplied by in layer `l`.
