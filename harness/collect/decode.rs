@@ -11,7 +11,7 @@ use super::frames::{per_iteration, records, write_results};
 use super::stats::Stats;
 use super::Collected;
 use crate::manifest::answer::Answer;
-use crate::manifest::summary::{Decode, Summary};
+use crate::manifest::summary::{Decode, Phase, PhaseAllReduce, Summary};
 use crate::model::reference::Exactness;
 use crate::rank::decode::RankAnswer;
 use crate::rank::records::Record;
@@ -100,6 +100,23 @@ pub fn answer_of(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Answer, Strin
     Ok(Answer::new(distinct, exact, sequences, holders.len(), reference))
 }
 
+/// Per phase that made all-reduces: the message size, the calls per repetition and the mean
+/// seconds of one call (slowest and fastest rank per repetition).
+fn phase_all_reduces(recs: &[Record]) -> Vec<PhaseAllReduce> {
+    [Phase::Prefill, Phase::Decode]
+        .into_iter()
+        .filter_map(|phase| {
+            let figure = phase.all_reduce_figure();
+            let size_bytes = recs.iter().find(|r| r.figure == figure)?.size_bytes;
+            let (times, spreads) = per_iteration(recs, figure, size_bytes);
+            let fastest: Vec<f64> = times.iter().zip(&spreads).map(|(t, s)| t - s).collect();
+            let (calls, _) = per_iteration(recs, phase.all_reduce_count_figure(), size_bytes);
+            let calls = calls.first().copied().unwrap_or(0.0) as u64;
+            Some(PhaseAllReduce { phase, size_bytes, calls, time: Stats::of(&times)?, fastest_rank: Stats::of(&fastest)? })
+        })
+        .collect()
+}
+
 /// Summarises a decode run and writes its results files.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
     let recs = records(out)?;
@@ -133,6 +150,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         step_definition: "one decode round: every sequence in flight advances one token; slowest rank".into(),
         streamed_bytes_definition:
             "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
+        all_reduces: phase_all_reduces(&recs),
     });
     let n = steps.len().min(comms.len()).min(computes.len());
     let mut frame = DataFrame::new_infer_height(vec![

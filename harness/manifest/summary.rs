@@ -244,6 +244,57 @@ pub struct Decode {
     pub step_definition: String,
     /// What `streamed_bytes` counts.
     pub streamed_bytes_definition: String,
+    /// The all-reduces per phase (tensor split over several ranks; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub all_reduces: Vec<PhaseAllReduce>,
+}
+
+/// Where in a generation a collective ran: over the prompt's rows, or in a one-row decode step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    /// The prompt, all its rows at once: messages of prompt length × width.
+    Prefill,
+    /// One token per sequence: messages of one row.
+    Decode,
+}
+
+crate::named!(Phase { Prefill => "prefill", Decode => "decode" });
+
+impl Phase {
+    /// The rank record holding the mean seconds of one all-reduce in this phase (size: its bytes).
+    pub fn all_reduce_figure(self) -> &'static str {
+        match self {
+            Phase::Prefill => "prefill_allreduce",
+            Phase::Decode => "decode_allreduce",
+        }
+    }
+
+    /// The rank record holding how many all-reduces the phase made in a repetition.
+    pub fn all_reduce_count_figure(self) -> &'static str {
+        match self {
+            Phase::Prefill => "prefill_allreduce_calls",
+            Phase::Decode => "decode_allreduce_calls",
+        }
+    }
+}
+
+/// A tensor split's all-reduces in one phase: message size and the time of one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseAllReduce {
+    /// Prefill or decode.
+    pub phase: Phase,
+    /// Bytes of one all-reduce's message.
+    pub size_bytes: u64,
+    /// All-reduces the phase makes in one repetition.
+    pub calls: u64,
+    /// One call on average over a repetition (waiting for the other ranks included), slowest
+    /// rank; one sample per repetition.
+    #[serde(rename = "time_s")]
+    pub time: Stats,
+    /// The same on the fastest rank: the rank that arrives last waits least, so this is the
+    /// closest a running split gets to the call alone.
+    #[serde(rename = "fastest_rank_time_s")]
+    pub fastest_rank: Stats,
 }
 
 /// A dispatch run: the expert all-to-all per token count.

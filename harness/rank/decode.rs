@@ -5,6 +5,7 @@
 use super::comm::Communicator;
 use super::decode_engine::{Engine, Link, RepResult};
 use super::records::RecordSink;
+use crate::manifest::summary::Phase;
 use crate::model::gpt2::{Dims, PartShare};
 use crate::model::reference::Exactness;
 use crate::model::{source, ModelConfig};
@@ -104,6 +105,12 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
 fn record(sink: &mut RecordSink, rep: u32, r: &RepResult) -> std::io::Result<()> {
     sink.push("prefill", 0, rep, 0, r.prefill_s)?;
     sink.push("prefill_comm", 0, rep, 0, r.prefill_comm_s)?;
+    for (phase, tally) in [(Phase::Prefill, r.prefill_reduces), (Phase::Decode, r.step_reduces)] {
+        if let Some((bytes, seconds)) = tally.per_call() {
+            sink.push(phase.all_reduce_figure(), bytes, rep, 0, seconds)?;
+            sink.push(phase.all_reduce_count_figure(), bytes, rep, 0, tally.calls as f64)?;
+        }
+    }
     for (i, (step, comm)) in r.steps.iter().enumerate() {
         sink.push("decode_step", 0, rep, i as u32, *step)?;
         sink.push("decode_comm", 0, rep, i as u32, *comm)?;

@@ -1,7 +1,7 @@
 //! The decode loop of one rank: prefill, then rounds in which every sequence in flight
 //! advances one token; stages pass activations forward and token ids back.
 
-use super::comm::Communicator;
+use super::comm::{CommStats, Communicator};
 use crate::model::gpt2::{Gpt2Part, KvCache, Reduce};
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
@@ -90,6 +90,33 @@ impl Drop for OneTorchThread {
     }
 }
 
+/// The all-reduces a rank made over a span of a repetition.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReduceTally {
+    /// Calls.
+    pub calls: u64,
+    /// Payload bytes, all calls together.
+    pub bytes: u64,
+    /// Seconds inside them, waiting for other ranks included.
+    pub seconds: f64,
+}
+
+impl ReduceTally {
+    /// The all-reduces between two readings of a communicator's counters.
+    pub fn between(before: &CommStats, after: &CommStats) -> Self {
+        ReduceTally {
+            calls: after.all_reduces - before.all_reduces,
+            bytes: after.all_reduce_bytes - before.all_reduce_bytes,
+            seconds: after.all_reduce_seconds - before.all_reduce_seconds,
+        }
+    }
+
+    /// Bytes and seconds of one call on average; None without calls.
+    pub fn per_call(&self) -> Option<(u64, f64)> {
+        (self.calls > 0).then(|| (self.bytes / self.calls, self.seconds / self.calls as f64))
+    }
+}
+
 /// The timings and answer of one repetition on one rank.
 #[derive(Debug, Clone)]
 pub struct RepResult {
@@ -97,6 +124,10 @@ pub struct RepResult {
     pub prefill_s: f64,
     /// Seconds inside communication during prefill.
     pub prefill_comm_s: f64,
+    /// The all-reduces of prefill (every sequence's prompt).
+    pub prefill_reduces: ReduceTally,
+    /// The all-reduces of the decode rounds.
+    pub step_reduces: ReduceTally,
     /// Per decode round: (seconds, seconds inside communication).
     pub steps: Vec<(f64, f64)>,
     /// Seconds of the whole repetition, prefill included.
@@ -135,12 +166,13 @@ impl<'a> Engine<'a> {
         let mut exact = self.part.has_head().then(Exactness::default);
         let expected = link.expected_collectives(self.part.share.layers.len() as usize);
         let start = Instant::now();
-        let comm0 = link.comm.stats().seconds;
+        let comm0 = link.comm.stats();
         for s in 0..self.sequences {
             self.advance(link, &mut caches[s], &mut tokens[s], 0, exact.as_mut())?;
         }
         let prefill_s = start.elapsed().as_secs_f64();
-        let prefill_comm_s = link.comm.stats().seconds - comm0;
+        let comm1 = link.comm.stats();
+        let prefill_comm_s = comm1.seconds - comm0.seconds;
         let single = OneTorchThread::new();
         let mut steps = Vec::with_capacity(self.new_tokens);
         for round in 1..self.new_tokens {
@@ -157,7 +189,18 @@ impl<'a> Engine<'a> {
         }
         drop(single);
         let run_s = start.elapsed().as_secs_f64();
-        Ok(RepResult { prefill_s, prefill_comm_s, steps, run_s, tokens, exactness: exact, collectives_per_step: expected })
+        let (prefill_reduces, step_reduces) = (ReduceTally::between(&comm0, &comm1), ReduceTally::between(&comm1, &link.comm.stats()));
+        Ok(RepResult {
+            prefill_s,
+            prefill_comm_s,
+            prefill_reduces,
+            step_reduces,
+            steps,
+            run_s,
+            tokens,
+            exactness: exact,
+            collectives_per_step: expected,
+        })
     }
 
     /// Advances one sequence by one round on this rank's stage.

@@ -115,6 +115,8 @@ pub struct DecodeRow {
     pub tokens_per_s: Stats,
     /// Collectives per step.
     pub collectives: Option<u64>,
+    /// The all-reduces per phase (tensor split).
+    pub all_reduces: Vec<crate::manifest::summary::PhaseAllReduce>,
     /// Exactness: tokens equal.
     pub tokens_equal: Option<bool>,
     /// Exactness: largest logit difference.
@@ -249,6 +251,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         prefill: d.prefill_s,
         tokens_per_s: d.tokens_per_s,
         collectives: d.collectives_per_step,
+        all_reduces: d.all_reduces.clone(),
         tokens_equal: exact.map(|e| e.tokens_equal),
         max_logit_diff: exact.map(|e| e.max_logit_diff),
         min_top2_margin: exact.and_then(|e| e.min_top2_margin),

@@ -18,7 +18,9 @@ pub fn families(facts: &Facts) -> Vec<Family> {
         out.push(Family::new("Memory bandwidth", MEMBW_INTRO, membw(&facts.membw)));
     }
     if !facts.decode.is_empty() {
-        out.push(Family::new("Decode", DECODE_INTRO, decode(&facts.decode)));
+        let mut tables = decode(&facts.decode);
+        tables.extend(all_reduce_phases(&facts.decode, &facts.fits));
+        out.push(Family::new("Decode", DECODE_INTRO, tables));
     }
     if !facts.dispatch.is_empty() {
         out.push(Family::new("Expert dispatch", DISPATCH_INTRO, dispatch(&facts.dispatch)));
@@ -267,6 +269,63 @@ fn decode_cells(r: &DecodeRow) -> Vec<Cell> {
         Cell::opt(r.min_top2_margin, Cell::Number),
         Cell::text(&r.run),
     ]
+}
+
+/// The tensor splits' all-reduces in prefill (prompt rows: the bandwidth regime) and in decode
+/// steps (one row: the latency regime), beside what the α–β line fitted to the collectives
+/// runs of the same link and world predicts for that message size.
+fn all_reduce_phases(rows: &[DecodeRow], fits: &[Fit]) -> Option<Table> {
+    let mut split: Vec<&DecodeRow> = rows.iter().filter(|r| r.world > 1 && !r.all_reduces.is_empty()).collect();
+    if split.is_empty() {
+        return None;
+    }
+    split.sort_by_key(|r| (r.experiment.clone(), r.world, r.head.clone(), r.sequences, r.link.clone(), r.run.clone()));
+    let fit_for =
+        |r: &DecodeRow| fits.iter().find(|f| f.fit.op == crate::spec::schema::Op::AllReduce && f.fit.world == r.world && f.link == r.link);
+    let mut cells = Vec::new();
+    for r in split {
+        let fit = fit_for(r);
+        for a in &r.all_reduces {
+            let predicted = fit.map(|f| f.fit.predict(a.size_bytes as f64));
+            cells.push(vec![
+                Cell::text(&r.experiment),
+                Cell::Count(r.world.into()),
+                Cell::text(&r.head),
+                Cell::text(&r.link),
+                Cell::text(a.phase.name()),
+                Cell::Bytes(a.size_bytes as f64),
+                Cell::Count(a.calls),
+                Cell::Seconds(a.time.median),
+                Cell::range(a.time.min, a.time.max, Cell::Seconds),
+                Cell::Seconds(a.fastest_rank.median),
+                Cell::opt(predicted, Cell::Seconds),
+                Cell::opt(predicted.filter(|p| *p > 0.0).map(|p| a.fastest_rank.median / p), Cell::Number),
+                Cell::text(&r.run),
+            ]);
+        }
+    }
+    Some(Table {
+        id: "measured-all-reduce-by-phase".into(),
+        title: "All-reduce in prefill and in decode (tensor splits)".into(),
+        caption: "One all-reduce of the split's residual stream: in prefill its message holds every prompt row, in a decode step one row. Per call: the mean over a repetition's calls of the time inside them, waiting for the other ranks included, on the slowest rank (what the split pays; median and min – max over repetitions) and on the fastest (the rank that arrives last waits least: the closest a running split comes to the call alone). α–β predicted: the line fitted to the collectives runs of the same link and world (Fitted link constants), which time the call alone; the last column compares the fastest rank with it.".into(),
+        columns: cols(&[
+            "experiment",
+            "world",
+            "head",
+            "link",
+            "phase",
+            "message",
+            "calls/repetition",
+            "slowest rank per call",
+            "slowest min – max",
+            "fastest rank per call",
+            "α–β predicted",
+            "fastest / predicted",
+            "run",
+        ]),
+        rows: cells,
+        provenance: vec!["measured: parlab's decode runs (rank records `prefill_allreduce`, `decode_allreduce`); predicted: the stored fit of the collectives runs".into()],
+    })
 }
 
 /// `min – max` of a bandwidth statistic, or `Missing`.

@@ -61,6 +61,14 @@ fn tensor_pipeline_and_data_splits_give_the_unsplit_tokens() {
         assert!(d.tokens_per_s.median > 0.0);
         let want = (m.layout.strategy.name() == "tensor").then_some(2 * 2 + 1);
         assert_eq!(d.collectives_per_step, want, "{d:?}");
+        if m.layout.strategy.name() == "tensor" {
+            // Two all-reduces per layer (2 layers of width 64): the prompt's 10 rows in prefill, one row a step.
+            let phases: Vec<_> = d.all_reduces.iter().map(|a| (a.phase.name(), a.size_bytes, a.calls, a.time.n)).collect();
+            assert_eq!(phases, [("prefill", 10 * 64 * 4, 4, 2), ("decode", 64 * 4, 4 * 6, 2)], "world {}", m.layout.world);
+            assert!(d.all_reduces.iter().all(|a| a.fastest_rank.median <= a.time.median && a.time.median > 0.0), "{:?}", d.all_reduces);
+        } else {
+            assert!(d.all_reduces.is_empty(), "{}: no all-reduces", m.layout.strategy.name());
+        }
     }
     let cached: Vec<_> = std::fs::read_dir(state.join("reference")).unwrap().collect();
     assert_eq!(cached.len(), 2, "one reference (json + f32) for the one answer identity");

@@ -359,3 +359,33 @@ fn every_table_leaves_as_numbers_in_csv_and_parquet() {
     }
     assert_eq!(df.column("world").unwrap().dtype(), &polars::prelude::DataType::UInt64, "{name}: world");
 }
+
+#[test]
+fn the_all_reduce_by_phase_table_joins_each_split_run_with_the_fit_of_its_link_and_world() {
+    use parlab::table::Cell;
+    let (list, _) = manifest::read_all(&fixtures());
+    let facts = report::facts::Facts::read(&list);
+    let families = report::measured::families(&facts);
+    let table = families.iter().flat_map(|f| &f.tables).find(|t| t.id == "measured-all-reduce-by-phase").expect("the table");
+    let col = |name: &str| table.columns.iter().position(|c| c == name).unwrap_or_else(|| panic!("column {name}"));
+    let split: Vec<_> = facts.decode.iter().filter(|r| r.world > 1 && !r.all_reduces.is_empty()).collect();
+    assert_eq!(table.rows.len(), split.iter().map(|r| r.all_reduces.len()).sum::<usize>(), "one row per split run and phase");
+    for row in &table.rows {
+        let Cell::Text(run) = &row[col("run")] else { panic!("run cell") };
+        let r = split.iter().find(|r| &r.run == run).expect("the run");
+        let Cell::Text(phase) = &row[col("phase")] else { panic!("phase cell") };
+        let a = r.all_reduces.iter().find(|a| a.phase.name() == phase).expect("the phase");
+        let fit = facts
+            .fits
+            .iter()
+            .find(|f| f.fit.op == parlab::spec::Op::AllReduce && f.fit.world == r.world && f.link == r.link)
+            .expect("a fit");
+        assert_eq!(row[col("α–β predicted")], Cell::Seconds(fit.fit.predict(a.size_bytes as f64)), "{run} {phase}");
+        assert_eq!(row[col("fastest rank per call")], Cell::Seconds(a.fastest_rank.median));
+    }
+    let sizes: Vec<_> = table.rows.iter().map(|r| r[col("message")].clone()).collect();
+    assert!(
+        sizes.contains(&Cell::Bytes(32.0 * 768.0 * 4.0)) && sizes.contains(&Cell::Bytes(768.0 * 4.0)),
+        "prefill and decode messages: {sizes:?}"
+    );
+}

@@ -7,7 +7,7 @@ use parlab::collect::stats::Stats;
 use parlab::gates::{Gates, Probe};
 use parlab::manifest::answer::{Answer, AnswerExactness};
 use parlab::manifest::summary::{
-    CollectiveRow, Collectives, Decode, Dispatch, DispatchRow, Membw, ModelTables, Roofline, RooflineSource, Summary,
+    CollectiveRow, Collectives, Decode, Dispatch, DispatchRow, Membw, ModelTables, Phase, PhaseAllReduce, Roofline, RooflineSource, Summary,
 };
 use parlab::manifest::{Launch, Manifest, Status, Tool};
 use parlab::spec::plan::Workload;
@@ -242,10 +242,26 @@ fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Summary, Option<Answer>) 
         cpu_features: Vec::new(),
         step_definition: "synthetic".into(),
         streamed_bytes_definition: "synthetic".into(),
+        all_reduces: phase_all_reduces(plan, comm, i),
     });
     let tokens: Vec<u32> = (0..new_tokens).map(|k| 198 + (k * 37) % 500).collect();
     let answer = Some(answer(tokens, 9.2e-5 * jitter(i, 5), 0.31 + jitter(i, 6)));
     (summary, answer)
+}
+
+/// A tensor split's all-reduces: 24 one-row messages per decode step, 24 of the 32-row prompt.
+fn phase_all_reduces(plan: &RunPlan, comm: f64, i: u64) -> Vec<PhaseAllReduce> {
+    if plan.layout.strategy != parlab::spec::Strategy::Tensor || plan.layout.world < 2 {
+        return Vec::new();
+    }
+    let one = |phase, size_bytes, calls, s: f64, k| PhaseAllReduce {
+        phase,
+        size_bytes,
+        calls,
+        time: stat(s, 3, i + k),
+        fastest_rank: stat(0.6 * s, 3, i + k + 1),
+    };
+    vec![one(Phase::Prefill, 32 * 768 * 4, 24, 41e-6, 7), one(Phase::Decode, 768 * 4, 24 * 15, comm / 25.0, 8)]
 }
 
 /// A decode answer of one token list, equal to the reference's, with the given drift and margin.
@@ -361,6 +377,7 @@ pub fn decode_summary(step_s: f64, tokens_per_s: f64) -> Summary {
         cpu_features: Vec::new(),
         step_definition: "test".into(),
         streamed_bytes_definition: "test".into(),
+        all_reduces: Vec::new(),
     })
 }
 
