@@ -6,6 +6,7 @@
 use super::{by_world, side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::{DecodeRow, MembwRow, Stats};
 use crate::units::format_seconds;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The shared-bandwidth finding.
 pub fn finding(inp: &Inputs) -> Finding {
@@ -17,12 +18,12 @@ pub fn finding(inp: &Inputs) -> Finding {
     );
     plateau(&mut f, inp);
     replicas(&mut f, inp);
-    let tensor =
-        by_world(inp.facts.decode.iter().filter(|d| d.strategy == "tensor" && d.sequences == 1 && d.head != "replicated"), |d| d.world);
+    let tensor = by_world(one_experiment(&inp.facts.decode).into_iter(), |d| d.world);
     let Some(one) = tensor.get(&1).map(|d| d.compute) else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no world-1 tensor decode run to give T_1".into());
     };
     let run1 = tensor[&1].run.as_str();
+    f.notes.push(format!("tensor runs of experiment `{}` (one prompt and generation for every world)", tensor[&1].experiment));
     f.number("T_1: non-communication time of a step, 1 process (median)", one.median, "s", &[run1]);
     let mut sides = Vec::new();
     for (&p, d) in tensor.iter().filter(|(&p, _)| p > 1) {
@@ -47,6 +48,25 @@ pub fn finding(inp: &Inputs) -> Finding {
         sides.push((p, s));
     }
     decide(f, &sides)
+}
+
+/// The tensor decode runs (one sequence, split head) of one experiment: T_p is only comparable
+/// with the T_1 of the same prompt and generation. The experiment with a world-1 run and the
+/// most world sizes is taken (ties: the first by name).
+fn one_experiment(rows: &[DecodeRow]) -> Vec<&DecodeRow> {
+    let runs = rows.iter().filter(|d| d.strategy == "tensor" && d.sequences == 1 && d.head != "replicated");
+    let mut by_experiment: BTreeMap<&str, Vec<&DecodeRow>> = BTreeMap::new();
+    for d in runs {
+        by_experiment.entry(d.experiment.as_str()).or_default().push(d);
+    }
+    let worlds = |v: &Vec<&DecodeRow>| (v.iter().any(|d| d.world == 1), v.iter().map(|d| d.world).collect::<BTreeSet<_>>().len());
+    let mut best: Option<Vec<&DecodeRow>> = None;
+    for v in by_experiment.into_values() {
+        if best.as_ref().is_none_or(|b| worlds(&v) > worlds(b)) {
+            best = Some(v);
+        }
+    }
+    best.unwrap_or_default()
 }
 
 fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {

@@ -81,6 +81,29 @@ fn shared_bandwidth_holds_when_non_comm_time_stays_and_fails_when_it_falls_as_on
     assert_eq!(f.inconclusive, Some(Inconclusive::MissingRuns), "{f:?}");
 }
 
+#[test]
+fn shared_bandwidth_compares_worlds_of_one_experiment_only() {
+    let mut list = base();
+    non_comm_falls_as(&mut list, 0.023, 0.0);
+    let before = finding(&list, "shared-memory-bandwidth");
+    assert_eq!(before.verdict, Verdict::Holds, "{before:?}");
+    // Another experiment (a long prompt) at worlds 1 and 2 only, whose world-1 step is far slower:
+    // mixed into the comparison, its T_1 would make world 2 look like each rank's own bandwidth.
+    let mut extra: Vec<Manifest> =
+        list.iter().filter(|m| m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world <= 2).cloned().collect();
+    for (i, m) in extra.iter_mut().enumerate() {
+        (m.experiment, m.run_id) = ("aa-long-prompt".into(), format!("{:064x}", i + 1));
+        let slow = if m.layout.world == 1 { 0.5 } else { 0.001 };
+        if let Some(d) = decode_mut(m) {
+            d.compute_s = stat(slow);
+        }
+    }
+    extra.extend(list);
+    let after = finding(&extra, "shared-memory-bandwidth");
+    assert_eq!(after.verdict, Verdict::Holds, "{after:?}");
+    assert_eq!(after.numbers.iter().find(|n| n.name.starts_with("T_1")), before.numbers.iter().find(|n| n.name.starts_with("T_1")));
+}
+
 /// Sets every all-reduce time over `link` outside the 2-rank fit to `factor` × the fit's prediction.
 fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
     let fits = parlab::costmodel::predict::two_rank_fits(list);
