@@ -138,6 +138,15 @@ impl Reduce for Replay {
     }
 }
 
+/// Each reduction's summed split partials equal the unsplit model's within float32 reordering.
+fn assert_partials_add_up(sums: &[Tensor], whole: &[Tensor]) {
+    for (i, (s, w)) in sums.iter().zip(whole).enumerate() {
+        let diff = f64::try_from((s - w).abs().max()).unwrap();
+        let scale = f64::try_from(w.abs().max()).unwrap();
+        assert!(diff <= 1e-5 * scale.max(1.0), "reduction {i}: split partials differ from the whole by {diff}");
+    }
+}
+
 #[test]
 fn partial_sums_of_two_head_and_width_shares_add_up_to_the_unsplit_model() {
     // The unsplit model's "all-reduce" inputs are the full attention and MLP outputs. Each half,
@@ -161,11 +170,7 @@ fn partial_sums_of_two_head_and_width_shares_add_up_to_the_unsplit_model() {
             *s += part;
         }
     }
-    for (i, (s, w)) in sums.iter().zip(&full.partials).enumerate() {
-        let diff = f64::try_from((s - w).abs().max()).unwrap();
-        let scale = f64::try_from(w.abs().max()).unwrap();
-        assert!(diff <= 1e-5 * scale.max(1.0), "reduction {i}: split partials differ from the whole by {diff}");
-    }
+    assert_partials_add_up(&sums, &full.partials);
 }
 
 #[test]
@@ -197,11 +202,7 @@ fn partial_sums_at_a_decode_step_add_up_to_the_unsplit_model() {
             *s += part;
         }
     }
-    for (i, (s, w)) in sums.iter().zip(&full.partials).enumerate() {
-        let diff = f64::try_from((s - w).abs().max()).unwrap();
-        let scale = f64::try_from(w.abs().max()).unwrap();
-        assert!(diff <= 1e-5 * scale.max(1.0), "reduction {i}: split partials differ from the whole by {diff}");
-    }
+    assert_partials_add_up(&sums, &full.partials);
 }
 
 #[test]
