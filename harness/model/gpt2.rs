@@ -305,7 +305,8 @@ impl Gpt2Part {
         Tensor::from_slice(&x).view([1, x.len() as i64])
     }
 
-    /// One block on the row `h` (updated in place); the same operations, in the same order, as [`Gpt2Part::block`].
+    /// One block on the row `h` (updated in place): [`Gpt2Part::block`]'s computation on slices,
+    /// equal to it within float32 reordering (a test feeds a prompt both ways).
     fn block_row(&self, l: &Layer, h: &mut [f32], k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, comm: &mut dyn Reduce) {
         let mut a = vec![0f32; h.len()];
         row::layer_norm(h, f32s(&l.ln1.0), f32s(&l.ln1.1), self.dims.eps, &mut a);
