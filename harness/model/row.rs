@@ -63,33 +63,33 @@ pub fn attend(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale
 /// [`attend`] compiled for `kernel`'s vector width (the portable build where this CPU lacks it).
 fn attend_with(kernel: Kernel, qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
     match kernel {
-        _ if !kernel.supported() => attend_body(qkv, cache, pos, head_dim, scale, ctx),
-        // SAFETY: `active` only returns a kernel whose CPU features this machine has.
+        _ if !kernel.supported() => attend_body(Kernel::Portable, qkv, cache, pos, head_dim, scale, ctx),
+        // SAFETY: the arm above took every kernel whose CPU features this machine lacks.
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx512 => unsafe { attend_avx512(qkv, cache, pos, head_dim, scale, ctx) },
+        Kernel::Avx512 => unsafe { attend_avx512(kernel, qkv, cache, pos, head_dim, scale, ctx) },
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 => unsafe { attend_avx2(qkv, cache, pos, head_dim, scale, ctx) },
-        _ => attend_body(qkv, cache, pos, head_dim, scale, ctx),
+        Kernel::Avx2 => unsafe { attend_avx2(kernel, qkv, cache, pos, head_dim, scale, ctx) },
+        _ => attend_body(kernel, qkv, cache, pos, head_dim, scale, ctx),
     }
 }
 
 /// [`attend`] compiled for AVX-512.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn attend_avx512(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
-    attend_body(qkv, cache, pos, head_dim, scale, ctx)
+fn attend_avx512(kernel: Kernel, qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
+    attend_body(kernel, qkv, cache, pos, head_dim, scale, ctx)
 }
 
 /// [`attend`] compiled for AVX2 with FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn attend_avx2(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
-    attend_body(qkv, cache, pos, head_dim, scale, ctx)
+fn attend_avx2(kernel: Kernel, qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
+    attend_body(kernel, qkv, cache, pos, head_dim, scale, ctx)
 }
 
 #[inline(always)]
-fn attend_body(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
+fn attend_body(kernel: Kernel, qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scale: f32, ctx: &mut [f32]) {
     let width = qkv.len() / 3;
     let heads = width / head_dim;
     let (q, kv) = qkv.split_at(width);
@@ -101,9 +101,9 @@ fn attend_body(qkv: &[f32], cache: &mut Cache, pos: usize, head_dim: usize, scal
         cache.k[at(pos)..at(pos) + head_dim].copy_from_slice(&k[h * head_dim..(h + 1) * head_dim]);
         cache.v[at(pos)..at(pos) + head_dim].copy_from_slice(&v[h * head_dim..(h + 1) * head_dim]);
         let qh = &q[h * head_dim..(h + 1) * head_dim];
-        for (p, s) in scores.iter_mut().enumerate() {
-            *s = dot(qh, &cache.k[at(p)..at(p) + head_dim]) * scale;
-        }
+        // The keys of head `h` are `keys` consecutive rows: their dot products with q are a matvec.
+        kernel.rows(&cache.k[at(0)..at(keys)], qh, &mut scores);
+        scores.iter_mut().for_each(|s| *s *= scale);
         softmax(&mut scores);
         let out = &mut ctx[h * head_dim..(h + 1) * head_dim];
         out.fill(0.0);
@@ -125,7 +125,7 @@ pub fn gelu_tanh(v: &mut [f32]) {
 fn gelu_with(kernel: Kernel, v: &mut [f32]) {
     match kernel {
         _ if !kernel.supported() => gelu_body(v),
-        // SAFETY: `active` only returns a kernel whose CPU features this machine has.
+        // SAFETY: the arm above took every kernel whose CPU features this machine lacks.
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx512 => unsafe { gelu_avx512(v) },
         // SAFETY: as above.
@@ -171,20 +171,6 @@ pub fn exp_fast(x: f32) -> f32 {
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r / 5040.0))))));
     p * f32::from_bits(((n as i32 + 127) as u32) << 23)
-}
-
-/// `a · b` over sixteen independent lanes (vectorised by the compiler), then the rest.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let (ac, at) = a.as_chunks::<16>();
-    let (bc, bt) = b.as_chunks::<16>();
-    let mut acc = [0f32; 16];
-    for (x, y) in ac.iter().zip(bc) {
-        for ((s, &x), &y) in acc.iter_mut().zip(x).zip(y) {
-            *s += x * y;
-        }
-    }
-    acc.iter().sum::<f32>() + at.iter().zip(bt).map(|(x, y)| x * y).sum::<f32>()
 }
 
 /// In-place softmax: subtracts the largest score before exponentiating.
