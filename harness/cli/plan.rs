@@ -36,7 +36,10 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
 fn details(r: &RunPlan) -> String {
     let mut parts = vec![format!("threads={}", r.threads_per_rank)];
     if let Some(head) = r.layout.head {
-        parts.push(format!("head={}", serde_json::to_value(head).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()));
+        parts.push(format!("head={}", head.name()));
+    }
+    if let Some(pieces) = r.layout.overlap {
+        parts.push(format!("overlap={pieces}"));
     }
     if let Some(seqs) = r.layout.sequences {
         parts.push(format!("seqs={seqs}"));

@@ -112,7 +112,9 @@ fn phase_all_reduces(recs: &[Record]) -> Vec<PhaseAllReduce> {
             let fastest: Vec<f64> = times.iter().zip(&spreads).map(|(t, s)| t - s).collect();
             let (calls, _) = per_iteration(recs, phase.all_reduce_count_figure(), size_bytes);
             let calls = calls.first().copied().unwrap_or(0.0) as u64;
-            Some(PhaseAllReduce { phase, size_bytes, calls, time: Stats::of(&times)?, fastest_rank: Stats::of(&fastest)? })
+            let (totals, _) = per_iteration(recs, phase.all_reduce_total_figure(), size_bytes);
+            let (time, fastest_rank, total) = (Stats::of(&times)?, Stats::of(&fastest)?, Stats::of(&totals));
+            Some(PhaseAllReduce { phase, size_bytes, calls, time, fastest_rank, total })
         })
         .collect()
 }
@@ -150,6 +152,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         step_definition: "one decode round: every sequence in flight advances one token; slowest rank".into(),
         streamed_bytes_definition:
             "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
+        overlap: plan.layout.overlap,
         all_reduces: phase_all_reduces(&recs),
     });
     let n = steps.len().min(comms.len()).min(computes.len());

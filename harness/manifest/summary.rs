@@ -244,6 +244,9 @@ pub struct Decode {
     pub step_definition: String,
     /// What `streamed_bytes` counts.
     pub streamed_bytes_definition: String,
+    /// Pieces each all-reduce was cut into and started non-blocking (absent: blocking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<u32>,
     /// The all-reduces per phase (tensor split over several ranks; empty otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub all_reduces: Vec<PhaseAllReduce>,
@@ -266,6 +269,14 @@ impl Phase {
         match self {
             Phase::Prefill => "prefill_allreduce",
             Phase::Decode => "decode_allreduce",
+        }
+    }
+
+    /// The rank record holding the seconds inside all of the phase's all-reduces in a repetition.
+    pub fn all_reduce_total_figure(self) -> &'static str {
+        match self {
+            Phase::Prefill => "prefill_allreduce_total",
+            Phase::Decode => "decode_allreduce_total",
         }
     }
 
@@ -295,6 +306,10 @@ pub struct PhaseAllReduce {
     /// closest a running split gets to the call alone.
     #[serde(rename = "fastest_rank_time_s")]
     pub fastest_rank: Stats,
+    /// Seconds inside all of the phase's all-reduces in a repetition, slowest rank: with
+    /// `overlap`, only what the computation did not hide (absent in older manifests).
+    #[serde(rename = "total_s", default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<Stats>,
 }
 
 /// A dispatch run: the expert all-to-all per token count.

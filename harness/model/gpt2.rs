@@ -24,6 +24,26 @@ pub trait Reduce {
     }
     /// Concatenates the ranks' vocabulary shards of a `[vocab_shard]` logits row.
     fn gather_vocab(&mut self, part: &Tensor) -> Tensor;
+    /// A row-parallel layer's output for one row: `W x` (`w` `[out, in]`) summed across the
+    /// ranks. A split may compute it in pieces and sum each while the next computes.
+    fn reduced_matvec(&mut self, w: &Tensor, x: &[f32]) -> Vec<f32> {
+        let mut y = matvec_row(w, x, None);
+        self.all_reduce_row(&mut y);
+        y
+    }
+    /// A row-parallel layer's output for rows `x` `[T, in]`: `x Wᵀ` summed across the ranks
+    /// (`[T, out]`). A split may compute it in pieces of rows, as [`linear_rows_into`] does.
+    fn reduced_linear(&mut self, x: &Tensor, w: &Tensor) -> Tensor {
+        self.all_reduce(&linear(x, w, None))
+    }
+}
+
+/// Rows `first..` of `x Wᵀ` (`x` `[T, in]`, `w` `[out, in]`) into `out` (whole rows of `out`
+/// values): a piece of a row-parallel product in prefill.
+pub fn linear_rows_into(x: &Tensor, w: &Tensor, first: usize, out: &mut [f32]) {
+    let width = w.size()[0] as usize;
+    let rows = x.narrow(0, first as i64, (out.len() / width) as i64);
+    out.copy_from_slice(f32s(&linear(&rows, w, None).contiguous()));
 }
 
 /// No communication: the unsplit model, a pipeline stage, a data-parallel replica.
@@ -226,7 +246,7 @@ fn load_head(ck: &Checkpoint, vocab: Span) -> Result<Head, WeightsError> {
 }
 
 /// `x Wᵀ + b` for `w` `[out, in]`: parlab's streaming matvec for one row, libtorch's matmul for more.
-fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
+pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
     if x.size()[0] == 1 {
         return matvec(x, w, b);
     }
@@ -315,14 +335,12 @@ impl Gpt2Part {
         let qkv = matvec_row(&l.w_qkv, &a, Some(f32s(&l.b_qkv)));
         let mut ctx = vec![0f32; qkv.len() / 3];
         row::attend(&qkv, &mut cache, pos, self.dims.head_dim, self.attention_scale(l) as f32, &mut ctx);
-        let mut o = matvec_row(&l.w_o, &ctx, None);
-        comm.all_reduce_row(&mut o);
+        let o = comm.reduced_matvec(&l.w_o, &ctx);
         row::add_residual(h, &o, f32s(&l.b_o));
         row::layer_norm(h, f32s(&l.ln2.0), f32s(&l.ln2.1), self.dims.eps, &mut a);
         let mut f = matvec_row(&l.w_fc, &a, Some(f32s(&l.b_fc)));
         self.gelu_row(&mut f);
-        let mut p = matvec_row(&l.w_proj, &f, None);
-        comm.all_reduce_row(&mut p);
+        let p = comm.reduced_matvec(&l.w_proj, &f);
         row::add_residual(h, &p, f32s(&l.b_proj));
     }
 
@@ -348,10 +366,10 @@ impl Gpt2Part {
         let d = self.dims.hidden as i64;
         let a = h.layer_norm([d], Some(&l.ln1.0), Some(&l.ln1.1), self.dims.eps, false);
         let ctx = self.attention(l, &a, k_cache, v_cache, pos);
-        let h = h + (comm.all_reduce(&linear(&ctx, &l.w_o, None)) + &l.b_o);
+        let h = h + (comm.reduced_linear(&ctx, &l.w_o) + &l.b_o);
         let m = h.layer_norm([d], Some(&l.ln2.0), Some(&l.ln2.1), self.dims.eps, false);
         let f = linear(&m, &l.w_fc, Some(&l.b_fc)).gelu(self.dims.gelu);
-        h + (comm.all_reduce(&linear(&f, &l.w_proj, None)) + &l.b_proj)
+        h + (comm.reduced_linear(&f, &l.w_proj) + &l.b_proj)
     }
 
     fn attention(&self, l: &Layer, a: &Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize) -> Tensor {

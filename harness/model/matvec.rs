@@ -413,6 +413,20 @@ pub fn matvec_row(w: &Tensor, x: &[f32], b: Option<&[f32]>) -> Vec<f32> {
     y
 }
 
+/// Rows `first..first + y.len()` of `W x` for `w` `[out, in]`, into `y`: a piece of a
+/// row-parallel product, computed as [`matvec_row`] computes those rows.
+pub fn matvec_rows_into(w: &Tensor, x: &[f32], first: usize, y: &mut [f32]) {
+    let wv = f32s(w);
+    let out = w.size()[0] as usize;
+    assert!(
+        first + y.len() <= out && wv.len() == out * x.len(),
+        "matvec: rows {first}..{} of a [{out}, {}] weight",
+        first + y.len(),
+        x.len()
+    );
+    rows_threaded(active(), threads(), &wv[first * x.len()..(first + y.len()) * x.len()], x, y);
+}
+
 /// `y = W x` with `kernel`, the rows split over up to `threads` threads (this one and the pool's).
 pub fn rows_threaded(kernel: Kernel, threads: usize, w: &[f32], x: &[f32], y: &mut [f32]) {
     assert!(w.len() >= y.len() * x.len(), "matvec: {} weights for {} rows of {}", w.len(), y.len(), x.len());

@@ -91,17 +91,51 @@ impl Communicator {
         self.account(std::mem::size_of_val(buf), start);
     }
 
+    /// Sums `buf` across ranks in place as consecutive pieces of the lengths `pieces`: `fill`
+    /// writes a piece (its offset in `buf` and its values), which is then started non-blocking
+    /// (`MPI_Iallreduce`) while the next piece is filled. After each start every pending piece
+    /// is tested, so the library progresses them (Open MPI moves a non-blocking collective
+    /// only inside MPI calls); all are waited for at the end. Seconds inside MPI calls (the
+    /// exposed communication) are counted, the fills not; each piece counts as an all-reduce.
+    pub fn all_reduce_sum_overlapped(&mut self, buf: &mut [f32], pieces: &[usize], mut fill: impl FnMut(usize, &mut [f32])) {
+        assert_eq!(pieces.iter().sum::<usize>(), buf.len(), "all-reduce pieces must cover the buffer");
+        let (world, send) = (&self.world, &mut self.send);
+        send.resize(buf.len(), 0.0);
+        let mut exposed = 0.0;
+        mpi::request::scope(|scope| {
+            let (mut send_rest, mut recv_rest) = (&mut send[..], &mut buf[..]);
+            let mut pending = Vec::with_capacity(pieces.len());
+            let mut offset = 0;
+            for &len in pieces {
+                let (piece, s_rest) = std::mem::take(&mut send_rest).split_at_mut(len);
+                let (out, r_rest) = std::mem::take(&mut recv_rest).split_at_mut(len);
+                (send_rest, recv_rest) = (s_rest, r_rest);
+                fill(offset, piece);
+                offset += len;
+                let start = Instant::now();
+                pending.push(world.immediate_all_reduce_into(scope, &*piece, out, SystemOperation::sum()));
+                pending = pending.into_iter().filter_map(|request| request.test().err()).collect();
+                exposed += start.elapsed().as_secs_f64();
+            }
+            let start = Instant::now();
+            pending.into_iter().for_each(|request| {
+                request.wait();
+            });
+            exposed += start.elapsed().as_secs_f64();
+        });
+        let bytes = std::mem::size_of_val(buf) as u64;
+        self.stats.all_reduces += pieces.len() as u64;
+        self.stats.all_reduce_bytes += bytes;
+        self.stats.all_reduce_seconds += exposed;
+        self.stats.calls += pieces.len() as u64;
+        self.stats.bytes += bytes;
+        self.stats.seconds += exposed;
+    }
+
     /// Gathers each rank's `part` (lengths may differ) into `out` on every rank, in rank order.
     pub fn all_gather_varcount(&mut self, part: &[f32], counts: &[i32], out: &mut [f32]) {
         let start = Instant::now();
-        let displs: Vec<i32> = counts
-            .iter()
-            .scan(0, |acc, &c| {
-                let d = *acc;
-                *acc += c;
-                Some(d)
-            })
-            .collect();
+        let displs = displacements(counts);
         let mut partition = PartitionMut::new(out, counts, &displs[..]);
         self.world.all_gather_varcount_into(part, &mut partition);
         self.stats.all_gathers += 1;

@@ -109,6 +109,7 @@ fn record(sink: &mut RecordSink, rep: u32, r: &RepResult) -> std::io::Result<()>
         if let Some((bytes, seconds)) = tally.per_call() {
             sink.push(phase.all_reduce_figure(), bytes, rep, 0, seconds)?;
             sink.push(phase.all_reduce_count_figure(), bytes, rep, 0, tally.calls as f64)?;
+            sink.push(phase.all_reduce_total_figure(), bytes, rep, 0, tally.seconds)?;
         }
     }
     for (i, (step, comm)) in r.steps.iter().enumerate() {

@@ -2,7 +2,8 @@
 //! advances one token; stages pass activations forward and token ids back.
 
 use super::comm::{CommStats, Communicator};
-use crate::model::gpt2::{Gpt2Part, KvCache, Reduce};
+use crate::model::gpt2::{linear, linear_rows_into, Gpt2Part, KvCache, Reduce};
+use crate::model::matvec::matvec_rows_into;
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
 use std::time::Instant;
@@ -13,6 +14,8 @@ pub struct Link<'c> {
     /// The communicator (counts calls and seconds).
     pub comm: &'c mut Communicator,
     tensor: bool,
+    /// Pieces per all-reduce started non-blocking (tensor splits with `overlap`).
+    overlap: Option<u32>,
     vocab_counts: Option<Vec<i32>>,
     /// This rank's pipeline stage (0 unless pipeline).
     pub stage: u32,
@@ -28,12 +31,21 @@ impl<'c> Link<'c> {
         let vocab_counts = split.then(|| plan.layout.ranks.iter().map(|r| r.vocab.map_or(0, |s| s.len() as i32)).collect());
         let pipeline = plan.layout.strategy == Strategy::Pipeline;
         let (stage, stages) = if pipeline { (comm.rank(), comm.size()) } else { (0, 1) };
-        Link { comm, tensor, vocab_counts, stage, stages }
+        let overlap = plan.layout.overlap.filter(|_| tensor);
+        Link { comm, tensor, overlap, vocab_counts, stage, stages }
     }
 
-    /// Collectives one decode step of one sequence must make on a part with `layers` layers.
-    pub fn expected_collectives(&self, layers: usize) -> Option<u64> {
-        self.tensor.then(|| 2 * layers as u64 + u64::from(self.vocab_counts.is_some()))
+    /// Collectives one decode step of one sequence must make on a part with `layers` layers
+    /// whose row-parallel outputs are `width` values (each overlapped all-reduce is its pieces).
+    pub fn expected_collectives(&self, layers: usize, width: usize) -> Option<u64> {
+        let per_reduce = self.pieces(width).map_or(1, |p| p.len() as u64);
+        self.tensor.then(|| 2 * layers as u64 * per_reduce + u64::from(self.vocab_counts.is_some()))
+    }
+
+    /// The lengths of the pieces an all-reduce over `rows` rows is cut into, when overlapping.
+    fn pieces(&self, rows: usize) -> Option<Vec<usize>> {
+        let n = self.overlap?.min(rows as u32).max(1);
+        Some(crate::spec::layout::even_spans(rows as u32, n).iter().map(|s| s.len() as usize).collect())
     }
 
     fn collectives(&self) -> u64 {
@@ -66,6 +78,29 @@ impl Reduce for Link<'_> {
         let mut out = vec![0f32; counts.iter().map(|&c| c as usize).sum()];
         self.comm.all_gather_varcount(&to_vec(part), &counts, &mut out);
         Tensor::from_slice(&out)
+    }
+
+    fn reduced_matvec(&mut self, w: &Tensor, x: &[f32]) -> Vec<f32> {
+        let mut y = vec![0f32; w.size()[0] as usize];
+        match self.pieces(y.len()) {
+            Some(pieces) => self.comm.all_reduce_sum_overlapped(&mut y, &pieces, |first, piece| matvec_rows_into(w, x, first, piece)),
+            None => {
+                matvec_rows_into(w, x, 0, &mut y);
+                self.all_reduce_row(&mut y);
+            }
+        }
+        y
+    }
+
+    fn reduced_linear(&mut self, x: &Tensor, w: &Tensor) -> Tensor {
+        let (rows, width) = (x.size()[0] as usize, w.size()[0] as usize);
+        let Some(pieces) = self.pieces(rows) else {
+            return self.all_reduce(&linear(x, w, None));
+        };
+        let values: Vec<usize> = pieces.iter().map(|r| r * width).collect();
+        let mut y = vec![0f32; rows * width];
+        self.comm.all_reduce_sum_overlapped(&mut y, &values, |first, piece| linear_rows_into(x, w, first / width, piece));
+        Tensor::from_slice(&y).view([rows as i64, width as i64])
     }
 }
 
@@ -164,7 +199,7 @@ impl<'a> Engine<'a> {
         let mut caches: Vec<KvCache> = (0..self.sequences).map(|_| self.part.new_cache(self.prompt.len() + self.new_tokens)).collect();
         let mut tokens = vec![Vec::new(); self.sequences];
         let mut exact = self.part.has_head().then(Exactness::default);
-        let expected = link.expected_collectives(self.part.share.layers.len() as usize);
+        let expected = link.expected_collectives(self.part.share.layers.len() as usize, self.part.dims.hidden);
         let start = Instant::now();
         let comm0 = link.comm.stats();
         for s in 0..self.sequences {

@@ -117,6 +117,8 @@ pub struct DecodeRow {
     pub collectives: Option<u64>,
     /// The all-reduces per phase (tensor split).
     pub all_reduces: Vec<crate::manifest::summary::PhaseAllReduce>,
+    /// Pieces per all-reduce started non-blocking (None: blocking).
+    pub overlap: Option<u32>,
     /// Exactness: tokens equal.
     pub tokens_equal: Option<bool>,
     /// Exactness: largest logit difference.
@@ -252,6 +254,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         tokens_per_s: d.tokens_per_s,
         collectives: d.collectives_per_step,
         all_reduces: d.all_reduces.clone(),
+        overlap: d.overlap,
         tokens_equal: exact.map(|e| e.tokens_equal),
         max_logit_diff: exact.map(|e| e.max_logit_diff),
         min_top2_margin: exact.and_then(|e| e.min_top2_margin),

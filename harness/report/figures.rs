@@ -210,7 +210,9 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
     groups
         .into_iter()
         .map(|((experiment, strategy, link), mut bars)| {
-            bars.sort_by(|a, b| (a.world, &a.head, a.sequences, &a.run).cmp(&(b.world, &b.head, b.sequences, &b.run)));
+            bars.sort_by(|a, b| {
+                (a.world, &a.head, a.sequences, a.overlap, &a.run).cmp(&(b.world, &b.head, b.sequences, b.overlap, &b.run))
+            });
             Figure {
                 file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(&strategy), slug(&link)),
                 alt: format!(
@@ -279,15 +281,18 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
         );
         let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, x + width / 2.0, TOP + ph + 16.0, b.world);
         if many_per_world {
-            // A second, smaller line keeps neighbouring labels apart: head placement and sequences.
+            // A second, smaller line keeps neighbouring labels apart: head placement, sequences
+            // and the overlap pieces.
             let head = if b.head == "replicated" { "repl" } else { b.head.as_str() };
+            let overlap = b.overlap.map_or(String::new(), |n| format!(" ov{n}"));
             let _ = writeln!(
                 s,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{} ×{}</text>"#,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{} ×{}{}</text>"#,
                 x + width / 2.0,
                 TOP + ph + 28.0,
                 esc(head),
-                b.sequences
+                b.sequences,
+                overlap
             );
         }
     }

@@ -3,6 +3,7 @@
 use super::facts::{CollRow, DecodeRow, DispatchRow, Facts, Fit, MembwRow};
 use super::fmt;
 use super::Family;
+use crate::manifest::summary::Phase;
 use crate::table::{Cell, Table};
 use std::collections::BTreeMap;
 
@@ -20,6 +21,7 @@ pub fn families(facts: &Facts) -> Vec<Family> {
     if !facts.decode.is_empty() {
         let mut tables = decode(&facts.decode);
         tables.extend(all_reduce_phases(&facts.decode, &facts.fits));
+        tables.extend(overlap_hidden(&facts.decode));
         out.push(Family::new("Decode", DECODE_INTRO, tables));
     }
     if !facts.dispatch.is_empty() {
@@ -217,7 +219,7 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
         .map(|(experiment, mut rows)| {
             rows.sort_by_key(decode_key);
             let model = rows.first().map(|r| format!("{} {}", r.model, r.dtype)).unwrap_or_default();
-            Table {
+            let table = Table {
                 id: format!("measured-{}", fmt::slug(&experiment)),
                 title: format!("decode (experiment `{experiment}`, {})", model.trim()),
                 caption: "Per decode step; tokens/s over the whole generation; measured.".into(),
@@ -241,13 +243,28 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
                 ]),
                 rows: rows.iter().map(decode_cells).collect(),
                 provenance: Vec::new(),
-            }
+            };
+            with_overlap(table, &rows)
         })
         .collect()
 }
 
-fn decode_key(r: &DecodeRow) -> (String, u32, String, u64, String, String) {
-    (r.strategy.clone(), r.world, r.head.clone(), r.sequences, r.link.clone(), r.run.clone())
+/// Adds the overlap column when an experiment's runs overlap their all-reduces.
+fn with_overlap(mut t: Table, rows: &[DecodeRow]) -> Table {
+    if rows.iter().all(|r| r.overlap.is_none()) {
+        return t;
+    }
+    let at = t.columns.iter().position(|c| c == "link").map_or(0, |i| i + 1);
+    t.columns.insert(at, "overlap".into());
+    for (cells, r) in t.rows.iter_mut().zip(rows) {
+        cells.insert(at, Cell::Count(r.overlap.unwrap_or(0).into()));
+    }
+    t.caption.push_str(" Overlap: each all-reduce cut into that many pieces, each started non-blocking while the next computes (0: one blocking all-reduce, the spec's value).");
+    t
+}
+
+fn decode_key(r: &DecodeRow) -> (String, u32, String, u64, String, Option<u32>, String) {
+    (r.strategy.clone(), r.world, r.head.clone(), r.sequences, r.link.clone(), r.overlap, r.run.clone())
 }
 
 fn decode_cells(r: &DecodeRow) -> Vec<Cell> {
@@ -275,7 +292,7 @@ fn decode_cells(r: &DecodeRow) -> Vec<Cell> {
 /// steps (one row: the latency regime), beside what the α–β line fitted to the collectives
 /// runs of the same link and world predicts for that message size.
 fn all_reduce_phases(rows: &[DecodeRow], fits: &[Fit]) -> Option<Table> {
-    let mut split: Vec<&DecodeRow> = rows.iter().filter(|r| r.world > 1 && !r.all_reduces.is_empty()).collect();
+    let mut split: Vec<&DecodeRow> = rows.iter().filter(|r| r.world > 1 && r.overlap.is_none() && !r.all_reduces.is_empty()).collect();
     if split.is_empty() {
         return None;
     }
@@ -329,6 +346,67 @@ fn all_reduce_phases(rows: &[DecodeRow], fits: &[Fit]) -> Option<Table> {
 }
 
 /// `min – max` of a bandwidth statistic, or `Missing`.
+/// A tensor split's all-reduces overlapped with its computation against the same split
+/// blocking: per phase, the seconds inside the all-reduces of a repetition (blocking: all of
+/// them; overlapped: what the computation did not hide), the hidden fraction, and the phase's
+/// time both ways.
+fn overlap_hidden(rows: &[DecodeRow]) -> Option<Table> {
+    let same_split = |a: &DecodeRow, b: &DecodeRow| {
+        (&a.experiment, a.world, &a.head, a.sequences, &a.link) == (&b.experiment, b.world, &b.head, b.sequences, &b.link)
+    };
+    let mut overlapped: Vec<&DecodeRow> = rows.iter().filter(|r| r.overlap.is_some()).collect();
+    overlapped.sort_by_key(|r| (r.experiment.clone(), r.world, r.link.clone(), r.overlap, r.run.clone()));
+    let mut cells = Vec::new();
+    for on in overlapped {
+        let Some(off) = rows.iter().find(|r| r.overlap.is_none() && same_split(r, on)) else { continue };
+        for phase in [Phase::Prefill, Phase::Decode] {
+            let total = |r: &DecodeRow| r.all_reduces.iter().find(|a| a.phase == phase).and_then(|a| a.total.map(|t| t.median));
+            let (Some(blocking), Some(exposed)) = (total(off), total(on)) else { continue };
+            let time = |r: &DecodeRow| if phase == Phase::Prefill { r.prefill.median } else { r.step.median };
+            cells.push(vec![
+                Cell::text(&on.experiment),
+                Cell::Count(on.world.into()),
+                Cell::text(&on.link),
+                Cell::text(phase.name()),
+                Cell::Count(on.overlap.unwrap_or(0).into()),
+                Cell::Seconds(blocking),
+                Cell::Seconds(exposed),
+                Cell::opt((blocking > 0.0).then(|| (blocking - exposed) / blocking), Cell::Change),
+                Cell::Seconds(time(off)),
+                Cell::Seconds(time(on)),
+                Cell::opt((time(off) > 0.0).then(|| time(on) / time(off)), Cell::Number),
+                Cell::text(&off.run),
+                Cell::text(&on.run),
+            ]);
+        }
+    }
+    if cells.is_empty() {
+        return None;
+    }
+    Some(Table {
+        id: "measured-overlap-hidden".into(),
+        title: "Communication hidden behind compute (tensor splits, overlapped all-reduces)".into(),
+        caption: "The same tensor split run twice: each all-reduce blocking, and cut into pieces, each started non-blocking (MPI_Iallreduce) while the next piece of the row-parallel product computes; the pending pieces are tested after each start (Open MPI progresses a non-blocking collective only inside MPI calls) and waited for at the end. Per phase: the seconds a repetition spends inside its all-reduces on the slowest rank (median over repetitions), blocking and overlapped (start, test and wait calls: what the computation did not hide); hidden = (blocking − overlapped) / blocking, negative when the pieces cost more than they hide. Phase time: the prefill of the prompt, or one decode step, median. The two runs ran one after the other in the same suite, not interleaved: their ratio carries the machine's drift between them.".into(),
+        columns: cols(&[
+            "experiment",
+            "world",
+            "link",
+            "phase",
+            "pieces",
+            "blocking comm/repetition",
+            "overlapped comm/repetition",
+            "hidden",
+            "phase time blocking",
+            "phase time overlapped",
+            "overlapped / blocking",
+            "blocking run",
+            "overlapped run",
+        ]),
+        rows: cells,
+        provenance: vec!["measured: parlab's decode runs (rank records `prefill_allreduce_total`, `decode_allreduce_total`, `prefill`, `decode_step`)".into()],
+    })
+}
+
 fn bw_range(s: Option<&super::facts::Stats>) -> Cell {
     s.map_or(Cell::Missing, |s| Cell::range(s.min, s.max, Cell::BytesPerSec))
 }

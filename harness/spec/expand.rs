@@ -34,6 +34,7 @@ struct Point {
     head: HeadPlacement,
     dtype: Dtype,
     new_tokens: u32,
+    overlap: u32,
 }
 
 impl Point {
@@ -53,6 +54,7 @@ impl Point {
             Axis::Head => self.head.name().to_string(),
             Axis::Dtype => self.dtype.name().to_string(),
             Axis::NewTokens => self.new_tokens.to_string(),
+            Axis::Overlap => self.overlap.to_string(),
         }
     }
 
@@ -84,7 +86,7 @@ impl MatrixSize {
 
 /// Counts `e`'s matrix (exclusions can only shrink it) without building a point.
 pub fn matrix_size(e: &Experiment) -> MatrixSize {
-    let axes: [(&'static str, usize); 9] = [
+    let axes: [(&'static str, usize); 10] = [
         ("model", e.models.len().max(1)),
         ("strategy", e.strategies.len()),
         ("world", e.worlds.len()),
@@ -94,6 +96,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
         ("head", e.heads.len()),
         ("dtype", e.dtypes.len()),
         ("new_tokens", e.new_tokens.len()),
+        ("overlap", e.overlap.len()),
     ];
     let runs = if e.kind == Kind::Model { 1 } else { axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64)) };
     let largest_axis = axes.iter().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
@@ -102,7 +105,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
 }
 
 /// The matrix's points in a fixed order: model, strategy, world, link, threads,
-/// sequences, head, dtype, new_tokens (the first varies slowest).
+/// sequences, head, dtype, new_tokens, overlap (the first varies slowest).
 fn points(e: &Experiment) -> Vec<Point> {
     let models: Vec<Option<String>> = if e.models.is_empty() { vec![None] } else { e.models.iter().cloned().map(Some).collect() };
     let mut out = Vec::new();
@@ -115,9 +118,21 @@ fn points(e: &Experiment) -> Vec<Point> {
                             for &head in &e.heads {
                                 for &dtype in &e.dtypes {
                                     for &new_tokens in &e.new_tokens {
-                                        let link = link.clone();
-                                        let model = model.clone();
-                                        out.push(Point { model, strategy, world, link, threads, sequences, head, dtype, new_tokens });
+                                        for &overlap in &e.overlap {
+                                            let (link, model) = (link.clone(), model.clone());
+                                            out.push(Point {
+                                                model,
+                                                strategy,
+                                                world,
+                                                link,
+                                                threads,
+                                                sequences,
+                                                head,
+                                                dtype,
+                                                new_tokens,
+                                                overlap,
+                                            });
+                                        }
                                     }
                                 }
                             }
@@ -171,7 +186,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
 }
 
 fn p_layout_input(p: &Point) -> super::layout::LayoutInput {
-    super::layout::LayoutInput { strategy: p.strategy, world: p.world, head: p.head, sequences: p.sequences }
+    super::layout::LayoutInput { strategy: p.strategy, world: p.world, head: p.head, sequences: p.sequences, overlap: p.overlap }
 }
 
 fn threads_for(threads: Threads, world: u32, cores: u32) -> u32 {
@@ -253,7 +268,7 @@ fn model_run(e: &Experiment) -> RunPlan {
         sequences: e.sequences.clone(),
         dtypes: e.dtypes.clone(),
     };
-    let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, ranks: vec![] };
+    let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, overlap: None, ranks: vec![] };
     let input = IdentityInput {
         kind: e.kind.name(),
         model: None,

@@ -15,7 +15,12 @@ pub struct LayoutInput {
     pub head: HeadPlacement,
     /// Sequences in flight.
     pub sequences: u32,
+    /// Pieces per all-reduce started non-blocking (0: blocking).
+    pub overlap: u32,
 }
+
+/// The most pieces an all-reduce may be cut into.
+pub const MAX_OVERLAP: u32 = 64;
 
 /// Splits `n` items into `parts` contiguous spans, the first ones one larger when uneven.
 pub fn even_spans(n: u32, parts: u32) -> Vec<Span> {
@@ -43,7 +48,26 @@ pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> R
         (Kind::Dispatch, _) => (expert_shares(p.world), None, None),
         _ => (bare(p.world), None, None),
     };
-    Ok(Layout { strategy: p.strategy, world: p.world, head, sequences, ranks })
+    Ok(Layout { strategy: p.strategy, world: p.world, head, sequences, overlap: overlap_of(kind, p)?, ranks })
+}
+
+/// The layout's overlap: refused where there is no all-reduce to overlap.
+fn overlap_of(kind: Kind, p: &LayoutInput) -> Result<Option<u32>, (&'static str, String)> {
+    if p.overlap == 0 {
+        return Ok(None);
+    }
+    let refuse =
+        |why: String| Err(("overlap", format!("{} pieces {why}; use 0 there (an exclude: rule can leave the point out)", p.overlap)));
+    if kind != Kind::Decode || p.strategy != Strategy::Tensor {
+        return refuse(format!("cut a tensor split's all-reduces, and a {} run makes none", p.strategy.name()));
+    }
+    if p.world < 2 {
+        return refuse("need a tensor split over 2 or more ranks, and world 1 sums nothing".into());
+    }
+    if p.overlap > MAX_OVERLAP {
+        return refuse(format!("are more than the {MAX_OVERLAP} allowed"));
+    }
+    Ok(Some(p.overlap))
 }
 
 fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {

@@ -65,6 +65,10 @@ pub struct Layout {
     /// Sequences in flight (pipeline) or per replica (data).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sequences: Option<u32>,
+    /// Pieces each all-reduce of a tensor split is cut into, each started non-blocking
+    /// (`MPI_Iallreduce`) while the next piece computes; absent: one blocking all-reduce.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub overlap: Option<u32>,
     /// One entry per rank, in rank order.
     pub ranks: Vec<RankShare>,
 }

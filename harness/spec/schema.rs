@@ -133,11 +133,14 @@ pub enum Axis {
     Dtype,
     /// Tokens generated per sequence.
     NewTokens,
+    /// Pieces a tensor split's all-reduces are cut into and started non-blocking (0: blocking).
+    Overlap,
 }
 
 crate::named!(Axis {
     Model => "model", Strategy => "strategy", World => "world", Link => "link", Threads => "threads",
     Sequences => "sequences", Head => "head", Dtype => "dtype", NewTokens => "new_tokens",
+    Overlap => "overlap",
 });
 
 /// One `exclude:` rule: a point of the matrix is left out when every axis the rule names
@@ -284,6 +287,9 @@ pub struct Experiment {
     pub dtypes: Vec<Dtype>,
     /// Axis: tokens to generate.
     pub new_tokens: Vec<u32>,
+    /// Axis: pieces each all-reduce of a tensor split is cut into, each started non-blocking
+    /// while the next piece computes (0: one blocking all-reduce).
+    pub overlap: Vec<u32>,
     /// Timed repetitions of the whole workload.
     pub repetitions: u32,
     /// Untimed warm-up repetitions (or iterations, for sweeps).

@@ -302,3 +302,40 @@ fn a_forced_matvec_kernel_is_recorded_and_an_unknown_one_is_refused() {
     let reason = m.reason.unwrap_or_default();
     assert!(reason.contains("PARLAB_MATVEC_KERNEL=\"sse9\" is not a matvec kernel"), "{reason}");
 }
+
+#[test]
+fn overlapped_all_reduces_give_the_blocking_splits_answer_and_the_register_the_hidden_share() {
+    let suite = Suite::new();
+    small_config(&suite.dir.path().join("small"));
+    suite.spec("ov", &(decode_spec("ov", "tensor", "2", "1") + "overlap: [0, 3]\n"));
+    assert_eq!(suite.run(&[]), 0);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 2);
+    let (blocking, overlapped) = match (all[0].layout.overlap, all[1].layout.overlap) {
+        (None, Some(3)) => (&all[0], &all[1]),
+        (Some(3), None) => (&all[1], &all[0]),
+        other => panic!("one blocking and one 3-piece run, found {other:?}"),
+    };
+    assert_ne!(blocking.run_id, overlapped.run_id, "overlap is part of the layout, so of the run identity");
+    let answer = |m: &parlab::manifest::Manifest| m.answer.clone().expect("an answer");
+    assert_eq!(answer(blocking).tokens, answer(overlapped).tokens);
+    let ex = answer(overlapped).exactness;
+    assert!(ex.tokens_equal && ex.max_logit_diff < 1e-3, "{ex:?}");
+    let d = overlapped.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+    assert_eq!(d.overlap, Some(3));
+    // Each of the 4 all-reduces (2 layers x 2) in 3 pieces, plus the logits gather.
+    assert_eq!(d.collectives_per_step, Some(4 * 3 + 1));
+    // Prefill: 10 rows in pieces of 4, 3, 3 rows; decode: 64 values in pieces of 22, 21, 21.
+    let phases: Vec<_> = d.all_reduces.iter().map(|a| (a.phase.name(), a.size_bytes, a.calls)).collect();
+    assert_eq!(phases, [("prefill", 10 * 64 * 4 * 4 / 12, 12), ("decode", 64 * 4 * 4 * 6 / 72, 72)]);
+    assert!(d.all_reduces.iter().all(|a| a.total.is_some_and(|t| t.median > 0.0 && t.n == 2)), "{:?}", d.all_reduces);
+    let report = suite.parlab(&["report"]);
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
+    let table = register.split("#### Communication hidden behind compute").nth(1).expect("the overlap table");
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ov |")).collect();
+    assert_eq!(rows.len(), 2, "a prefill and a decode row:\n{table}");
+    assert!(rows.iter().all(|r| r.contains(&blocking.run_id[..12]) && r.contains(&overlapped.run_id[..12])), "{rows:?}");
+    let audit = suite.parlab(&["audit"]);
+    assert_eq!(audit.status.code(), Some(0), "{}", String::from_utf8_lossy(&audit.stdout));
+}

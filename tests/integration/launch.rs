@@ -46,6 +46,13 @@ impl Suite {
         out.status.code().unwrap_or(-1)
     }
 
+    /// Runs `parlab <args>` in the suite's folder on its manifests.
+    pub fn parlab(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_parlab"));
+        cmd.args(args).current_dir(self.dir.path()).env("PARLAB_MANIFESTS", self.manifests()).env_remove("PARLAB_FAULT");
+        cmd.output().unwrap()
+    }
+
     /// The manifest of experiment `name` (the only run it expands to).
     pub fn manifest(&self, name: &str) -> Manifest {
         let (all, _) = read_all(&self.manifests());

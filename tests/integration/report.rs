@@ -368,7 +368,7 @@ fn the_all_reduce_by_phase_table_joins_each_split_run_with_the_fit_of_its_link_a
     let families = report::measured::families(&facts);
     let table = families.iter().flat_map(|f| &f.tables).find(|t| t.id == "measured-all-reduce-by-phase").expect("the table");
     let col = |name: &str| table.columns.iter().position(|c| c == name).unwrap_or_else(|| panic!("column {name}"));
-    let split: Vec<_> = facts.decode.iter().filter(|r| r.world > 1 && !r.all_reduces.is_empty()).collect();
+    let split: Vec<_> = facts.decode.iter().filter(|r| r.world > 1 && r.overlap.is_none() && !r.all_reduces.is_empty()).collect();
     assert_eq!(table.rows.len(), split.iter().map(|r| r.all_reduces.len()).sum::<usize>(), "one row per split run and phase");
     for row in &table.rows {
         let Cell::Text(run) = &row[col("run")] else { panic!("run cell") };
@@ -388,4 +388,32 @@ fn the_all_reduce_by_phase_table_joins_each_split_run_with_the_fit_of_its_link_a
         sizes.contains(&Cell::Bytes(32.0 * 768.0 * 4.0)) && sizes.contains(&Cell::Bytes(768.0 * 4.0)),
         "prefill and decode messages: {sizes:?}"
     );
+}
+
+#[test]
+fn the_overlap_table_sets_each_overlapped_run_against_the_blocking_run_of_its_split() {
+    use parlab::table::Cell;
+    let (list, _) = manifest::read_all(&fixtures());
+    let facts = report::facts::Facts::read(&list);
+    let families = report::measured::families(&facts);
+    let table = families.iter().flat_map(|f| &f.tables).find(|t| t.id == "measured-overlap-hidden").expect("the table");
+    let col = |name: &str| table.columns.iter().position(|c| c == name).unwrap_or_else(|| panic!("column {name}"));
+    let overlapped = facts.decode.iter().filter(|r| r.overlap.is_some()).count();
+    assert!(overlapped >= 2, "the synthetic suite overlaps at worlds 2 and 4");
+    assert_eq!(table.rows.len(), 2 * overlapped, "a prefill and a decode row per overlapped run");
+    let text = |row: &Vec<Cell>, name: &str| match &row[col(name)] {
+        Cell::Text(t) => t.clone(),
+        other => panic!("{name}: {other:?}"),
+    };
+    for row in &table.rows {
+        let run = |name: &str| facts.decode.iter().find(|r| r.run == text(row, name)).expect("the run");
+        let (off, on) = (run("blocking run"), run("overlapped run"));
+        assert!(off.overlap.is_none() && on.overlap == Some(4));
+        assert_eq!((off.experiment.as_str(), off.world, off.link.as_str()), (on.experiment.as_str(), on.world, on.link.as_str()));
+        let phase = text(row, "phase");
+        let total = |r: &report::facts::DecodeRow| r.all_reduces.iter().find(|a| a.phase.name() == phase).unwrap().total.unwrap().median;
+        let want = (total(off) - total(on)) / total(off);
+        assert_eq!(row[col("hidden")], Cell::Change(want), "{phase} world {}", on.world);
+        assert!(want > 0.0, "the synthetic overlap hides time: {want}");
+    }
 }
