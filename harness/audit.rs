@@ -138,8 +138,11 @@ impl Answered<'_> {
         &self.answer.exactness
     }
 
+    /// A run of the unsplit computation itself (a one-rank context split computes attention
+    /// another way, so it is a layout like any other, not a reproduction of the reference).
     fn is_world_one(&self) -> bool {
-        self.m.layout.world == 1 && self.m.layout.sequences.unwrap_or(1) <= 1
+        let unsplit = self.m.layout.strategy != crate::spec::Strategy::Context;
+        unsplit && self.m.layout.world == 1 && self.m.layout.sequences.unwrap_or(1) <= 1
     }
 }
 

@@ -11,7 +11,7 @@ use super::frames::{per_iteration, records, write_results};
 use super::stats::Stats;
 use super::Collected;
 use crate::manifest::answer::Answer;
-use crate::manifest::summary::{Decode, Phase, PhaseAllReduce, Summary};
+use crate::manifest::summary::{ContextPrefill, Decode, Phase, PhaseAllReduce, Summary};
 use crate::model::reference::Exactness;
 use crate::rank::decode::RankAnswer;
 use crate::rank::records::Record;
@@ -119,6 +119,35 @@ fn phase_all_reduces(recs: &[Record]) -> Vec<PhaseAllReduce> {
         .collect()
 }
 
+/// A context split's prefill figures: the largest ring sender's bytes beside what the ring
+/// algorithm must send (from the model's config and the layout's blocks), the ring's and the
+/// gather's seconds (slowest rank per repetition).
+fn context_prefill(plan: &RunPlan, recs: &[Record], sequences: u32) -> Result<Option<Box<ContextPrefill>>, String> {
+    if plan.layout.strategy != Strategy::Context {
+        return Ok(None);
+    }
+    use crate::rank::decode::{CONTEXT_GATHER, CONTEXT_GATHER_BYTES, CONTEXT_RING, CONTEXT_RING_BYTES};
+    let blocks: Vec<u32> = plan.layout.ranks.iter().map(|r| r.tokens.map_or(0, |s| s.len())).collect();
+    let model = plan.model.as_ref().ok_or("a context run without a model")?;
+    let cfg = crate::model::ModelConfig::read(&model.dir).map_err(|e| e.to_string())?;
+    let per_token = 2 * cfg.layers as u64 * cfg.hidden as u64 * 4;
+    let prompt: u64 = blocks.iter().map(|&b| u64::from(b)).sum();
+    let world = blocks.len();
+    let sent = |r: usize| prompt - u64::from(blocks[(r + 1) % world]);
+    let ring_bytes_modelled = if world > 1 { (0..world).map(sent).max().unwrap_or(0) * per_token * u64::from(sequences) } else { 0 };
+    let first = |figure: &str| per_iteration(recs, figure, 0).0.first().copied().unwrap_or(0.0) as u64;
+    let gather_bytes: u64 = recs.iter().filter(|r| r.figure == CONTEXT_GATHER_BYTES && r.repetition == 0).map(|r| r.seconds as u64).sum();
+    let stats = |figure: &str| Stats::of(&per_iteration(recs, figure, 0).0).ok_or_else(|| format!("no {figure} records"));
+    Ok(Some(Box::new(ContextPrefill {
+        blocks,
+        ring_bytes: first(CONTEXT_RING_BYTES),
+        ring_bytes_modelled,
+        ring: stats(CONTEXT_RING)?,
+        gather_bytes,
+        gather: stats(CONTEXT_GATHER)?,
+    })))
+}
+
 /// Summarises a decode run and writes its results files.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
     let recs = records(out)?;
@@ -131,7 +160,9 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let replicas = if plan.layout.strategy == Strategy::Data { plan.layout.world } else { 1 };
     let rate = tokens_per_s(&recs, tokens_per_repetition(plan.layout.strategy, plan.layout.world, first.sequences, first.new_tokens));
     let stats = |v: &[f64], what: &str| Stats::of(v).ok_or_else(|| format!("no {what} samples in {}", out.display()));
-    let streamed: u64 = if replicas > 1 { first.streamed_bytes } else { answers.iter().map(|a| a.streamed_bytes).sum() };
+    // Data replicas each stream a whole model, and a context split decodes on rank 0 alone.
+    let whole = replicas > 1 || plan.layout.strategy == Strategy::Context;
+    let streamed: u64 = if whole { first.streamed_bytes } else { answers.iter().map(|a| a.streamed_bytes).sum() };
     let summary = Summary::Decode(Decode {
         strategy: plan.layout.strategy,
         world: plan.layout.world,
@@ -152,6 +183,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         step_definition: "one decode round: every sequence in flight advances one token; slowest rank".into(),
         streamed_bytes_definition:
             "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
+        context: context_prefill(plan, &recs, first.sequences)?,
         overlap: plan.layout.overlap,
         all_reduces: phase_all_reduces(&recs),
     });

@@ -104,6 +104,9 @@ pub fn pp_bytes_per_token(hidden: u64, stages: u32, dtype_bytes: u64) -> u64 {
     stages.saturating_sub(1) as u64 * hidden * dtype_bytes
 }
 
+/// Why the decode cost model has no context-parallel plan.
+const CONTEXT_IS_PREFILL: &str = "context parallelism splits a prompt's prefill; a decode step has one token to split";
+
 /// Why `strategy` over `world` devices cannot run this model, if it cannot.
 pub fn plan_problem(input: &PlanInput) -> Option<String> {
     let (s, p) = (input.shape, input.world as u64);
@@ -117,6 +120,7 @@ pub fn plan_problem(input: &PlanInput) -> Option<String> {
         Strategy::Data => None,
         Strategy::Tensor => s.tensor_split_problem(p),
         Strategy::Pipeline => (p > s.layers).then(|| format!("{} layers do not fill {p} stages", s.layers)),
+        Strategy::Context => Some(CONTEXT_IS_PREFILL.into()),
         Strategy::Expert => match s.experts {
             None => Some("dense model: no experts to place".into()),
             Some(e) if !(e.count as u64).is_multiple_of(p) => Some(format!("{} experts do not split over {p} devices", e.count)),
@@ -135,6 +139,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, String> {
         (_, Strategy::Tensor) => tensor_plan(input),
         (_, Strategy::Pipeline) => pipeline_plan(input),
         (_, Strategy::Expert) => expert_plan(input),
+        (_, Strategy::Context) => return Err(CONTEXT_IS_PREFILL.into()),
     })
 }
 

@@ -244,12 +244,35 @@ pub struct Decode {
     pub step_definition: String,
     /// What `streamed_bytes` counts.
     pub streamed_bytes_definition: String,
+    /// A context split's prefill: the ring and the gather (absent for other strategies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Box<ContextPrefill>>,
     /// Pieces each all-reduce was cut into and started non-blocking (absent: blocking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<u32>,
     /// The all-reduces per phase (tensor split over several ranks; empty otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub all_reduces: Vec<PhaseAllReduce>,
+}
+
+/// A context-parallel prefill: the prompt's blocks, the key/value ring and the gather to rank 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextPrefill {
+    /// Prompt tokens of each rank's block, in rank order.
+    pub blocks: Vec<u32>,
+    /// Key/value bytes the rank that sent most sent around the ring in a repetition.
+    pub ring_bytes: u64,
+    /// What the ring algorithm must send, from config.json and the layout: keys and values
+    /// (2 · layers · width · 4 bytes per token) of every block but the next rank's, per sequence.
+    pub ring_bytes_modelled: u64,
+    /// Seconds inside the ring in a repetition (waiting for neighbours included), slowest rank.
+    #[serde(rename = "ring_s")]
+    pub ring: Stats,
+    /// Key/value bytes all ranks sent to rank 0's cache after the ring, in a repetition.
+    pub gather_bytes: u64,
+    /// Seconds of that gather in a repetition, slowest rank.
+    #[serde(rename = "gather_s")]
+    pub gather: Stats,
 }
 
 /// Where in a generation a collective ran: over the prompt's rows, or in a one-row decode step.

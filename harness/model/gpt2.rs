@@ -13,6 +13,9 @@ use crate::spec::plan::{RankShare, Span};
 use std::sync::Arc;
 use tch::{Kind, Tensor};
 
+mod context;
+pub use context::{KvRing, RingAttention};
+
 /// The sums and gathers a split model needs; [`Alone`] for a model that is not split.
 pub trait Reduce {
     /// Sums a partial `[T, d]` activation across the ranks that share a layer.
@@ -203,6 +206,13 @@ pub struct KvCache {
     pub len: usize,
 }
 
+impl KvCache {
+    /// Every layer's key cache, then every layer's value cache: `[heads, max_len, head_dim]` each.
+    pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        self.k.iter_mut().chain(self.v.iter_mut())
+    }
+}
+
 /// GPT-2 holding a share of the model (immutable; see [`KvCache`]).
 pub struct Gpt2Part {
     /// The dimensions of the whole model.
@@ -363,20 +373,31 @@ impl Gpt2Part {
     }
 
     fn block(&self, l: &Layer, h: Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, comm: &mut dyn Reduce) -> Tensor {
+        self.block_with(l, h, comm, |part, a| part.attention(l, a, k_cache, v_cache, pos))
+    }
+
+    /// One block on rows `h`, the attention context of the normed rows computed by `attend`.
+    fn block_with(&self, l: &Layer, h: Tensor, comm: &mut dyn Reduce, attend: impl FnOnce(&Self, &Tensor) -> Tensor) -> Tensor {
         let d = self.dims.hidden as i64;
         let a = h.layer_norm([d], Some(&l.ln1.0), Some(&l.ln1.1), self.dims.eps, false);
-        let ctx = self.attention(l, &a, k_cache, v_cache, pos);
+        let ctx = attend(self, &a);
         let h = h + (comm.reduced_linear(&ctx, &l.w_o) + &l.b_o);
         let m = h.layer_norm([d], Some(&l.ln2.0), Some(&l.ln2.1), self.dims.eps, false);
         let f = linear(&m, &l.w_fc, Some(&l.b_fc)).gelu(self.dims.gelu);
         h + (comm.reduced_linear(&f, &l.w_proj) + &l.b_proj)
     }
 
-    fn attention(&self, l: &Layer, a: &Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize) -> Tensor {
+    /// The queries, keys and values of the heads held for rows `a`: each `[heads, T, head_dim]`.
+    fn qkv_heads(&self, l: &Layer, a: &Tensor) -> (Tensor, Tensor, Tensor) {
         let (t, hs, hd) = (a.size()[0], self.share.heads.len() as i64, self.dims.head_dim as i64);
         let qkv = linear(a, &l.w_qkv, Some(&l.b_qkv));
         let split = |i: i64| qkv.narrow(1, i * hs * hd, hs * hd).reshape([t, hs, hd]).transpose(0, 1);
-        let (q, k, v) = (split(0), split(1), split(2));
+        (split(0), split(1), split(2))
+    }
+
+    fn attention(&self, l: &Layer, a: &Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize) -> Tensor {
+        let (q, k, v) = self.qkv_heads(l, a);
+        let (t, hs, hd) = (a.size()[0], self.share.heads.len() as i64, self.dims.head_dim as i64);
         k_cache.narrow(1, pos as i64, t).copy_(&k);
         v_cache.narrow(1, pos as i64, t).copy_(&v);
         let total = pos as i64 + t;

@@ -156,6 +156,30 @@ impl Communicator {
         self.account(std::mem::size_of_val(buf), start);
     }
 
+    /// Sends `buf` to `dest` while receiving `into` from `src` (MPI_Sendrecv: a ring step
+    /// cannot deadlock on the order of sends).
+    pub fn send_recv(&mut self, dest: u32, buf: &[f32], src: u32, into: &mut [f32]) {
+        let start = Instant::now();
+        let (to, from) = (self.world.process_at_rank(dest as i32), self.world.process_at_rank(src as i32));
+        mpi::point_to_point::send_receive_into(buf, &to, into, &from);
+        self.account(std::mem::size_of_val(buf), start);
+    }
+
+    /// Gathers each rank's `part` (`counts[r]` values from rank r) into `out` on `root`, in rank
+    /// order; `out` is not touched on the other ranks.
+    pub fn gather_varcount(&mut self, root: u32, part: &[f32], counts: &[i32], out: &mut [f32]) {
+        let start = Instant::now();
+        let process = self.world.process_at_rank(root as i32);
+        if self.rank() == root {
+            let displs = displacements(counts);
+            let mut partition = PartitionMut::new(out, counts, &displs[..]);
+            process.gather_varcount_into_root(part, &mut partition);
+        } else {
+            process.gather_varcount_into(part);
+        }
+        self.account(std::mem::size_of_val(part), start);
+    }
+
     /// Copies `buf` from `root` to every rank.
     pub fn broadcast(&mut self, root: u32, buf: &mut [f32]) {
         let start = Instant::now();

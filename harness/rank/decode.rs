@@ -40,6 +40,15 @@ pub struct RankAnswer {
     pub cpu_features: Vec<String>,
 }
 
+/// The rank record of a context split's seconds inside the ring per repetition.
+pub const CONTEXT_RING: &str = "prefill_ring";
+/// The rank record of the key/value bytes a rank sent around the ring per repetition (in `seconds`).
+pub const CONTEXT_RING_BYTES: &str = "prefill_ring_bytes";
+/// The rank record of the seconds gathering the cache to rank 0 per repetition.
+pub const CONTEXT_GATHER: &str = "kv_gather";
+/// The rank record of the bytes a rank sent to rank 0's cache per repetition (in `seconds`).
+pub const CONTEXT_GATHER_BYTES: &str = "kv_gather_bytes";
+
 /// The answer file of `rank` in `out`.
 pub fn answer_path(out: &Path, rank: u32) -> PathBuf {
     out.join(format!("answer-rank{rank}.json"))
@@ -111,6 +120,12 @@ fn record(sink: &mut RecordSink, rep: u32, r: &RepResult) -> std::io::Result<()>
             sink.push(phase.all_reduce_count_figure(), bytes, rep, 0, tally.calls as f64)?;
             sink.push(phase.all_reduce_total_figure(), bytes, rep, 0, tally.seconds)?;
         }
+    }
+    if let Some(c) = &r.context {
+        sink.push(CONTEXT_RING, 0, rep, 0, c.ring.seconds)?;
+        sink.push(CONTEXT_RING_BYTES, 0, rep, 0, c.ring.bytes as f64)?;
+        sink.push(CONTEXT_GATHER, 0, rep, 0, c.gather_s)?;
+        sink.push(CONTEXT_GATHER_BYTES, 0, rep, 0, c.gather_bytes as f64)?;
     }
     for (i, (step, comm)) in r.steps.iter().enumerate() {
         sink.push("decode_step", 0, rep, i as u32, *step)?;

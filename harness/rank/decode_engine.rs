@@ -2,9 +2,11 @@
 //! advances one token; stages pass activations forward and token ids back.
 
 use super::comm::{CommStats, Communicator};
+use super::context::{gather_cache, ContextRing, RingTally};
 use crate::model::gpt2::{linear, linear_rows_into, Gpt2Part, KvCache, Reduce};
 use crate::model::matvec::matvec_rows_into;
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
+use crate::spec::plan::Span;
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
 use std::time::Instant;
 use tch::Tensor;
@@ -21,6 +23,8 @@ pub struct Link<'c> {
     pub stage: u32,
     /// Pipeline stages (1 unless pipeline).
     pub stages: u32,
+    /// The prompt block of each rank (context split).
+    context: Option<Vec<Span>>,
 }
 
 impl<'c> Link<'c> {
@@ -32,7 +36,14 @@ impl<'c> Link<'c> {
         let pipeline = plan.layout.strategy == Strategy::Pipeline;
         let (stage, stages) = if pipeline { (comm.rank(), comm.size()) } else { (0, 1) };
         let overlap = plan.layout.overlap.filter(|_| tensor);
-        Link { comm, tensor, overlap, vocab_counts, stage, stages }
+        let context = (plan.layout.strategy == Strategy::Context)
+            .then(|| plan.layout.ranks.iter().map(|r| r.tokens.unwrap_or(Span::new(0, 0))).collect());
+        Link { comm, tensor, overlap, vocab_counts, stage, stages, context }
+    }
+
+    /// Whether this rank runs the decode rounds (a context split decodes on rank 0 alone).
+    fn decodes(&self) -> bool {
+        self.context.is_none() || self.comm.rank() == 0
     }
 
     /// Collectives one decode step of one sequence must make on a part with `layers` layers
@@ -173,6 +184,19 @@ pub struct RepResult {
     pub exactness: Option<Exactness>,
     /// Collectives per decode step of one sequence (tensor), checked equal on every step.
     pub collectives_per_step: Option<u64>,
+    /// A context split's prefill: what the ring moved and the gather of the cache to rank 0.
+    pub context: Option<ContextTally>,
+}
+
+/// What a context-parallel prefill moved on one rank, every sequence together.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ContextTally {
+    /// The ring's key/value blocks.
+    pub ring: RingTally,
+    /// Key/value bytes this rank sent to rank 0 after the ring.
+    pub gather_bytes: u64,
+    /// Seconds of that gather.
+    pub gather_s: f64,
 }
 
 /// What a rank decodes: its part, the prompt, sequences in flight and tokens to generate.
@@ -202,15 +226,20 @@ impl<'a> Engine<'a> {
         let expected = link.expected_collectives(self.part.share.layers.len() as usize, self.part.dims.hidden);
         let start = Instant::now();
         let comm0 = link.comm.stats();
+        let mut context = link.context.is_some().then(ContextTally::default);
         for s in 0..self.sequences {
-            self.advance(link, &mut caches[s], &mut tokens[s], 0, exact.as_mut())?;
+            match context.as_mut() {
+                Some(tally) => self.prefill_context(link, &mut caches[s], &mut tokens[s], exact.as_mut(), tally)?,
+                None => self.advance(link, &mut caches[s], &mut tokens[s], 0, exact.as_mut())?,
+            }
         }
         let prefill_s = start.elapsed().as_secs_f64();
         let comm1 = link.comm.stats();
         let prefill_comm_s = comm1.seconds - comm0.seconds;
         let single = OneTorchThread::new();
         let mut steps = Vec::with_capacity(self.new_tokens);
-        for round in 1..self.new_tokens {
+        let rounds = if link.decodes() { 1..self.new_tokens } else { 0..0 };
+        for round in rounds {
             let (t0, c0) = (Instant::now(), link.comm.stats().seconds);
             for s in 0..self.sequences {
                 let before = link.collectives();
@@ -235,7 +264,53 @@ impl<'a> Engine<'a> {
             tokens,
             exactness: exact,
             collectives_per_step: expected,
+            context,
         })
+    }
+
+    /// A context split's prefill of one sequence: this rank's prompt block through every layer
+    /// with ring attention, then every block's cache rows gathered to rank 0, which takes the
+    /// last prompt row's hidden state from the last rank and produces the first token.
+    fn prefill_context(
+        &self,
+        link: &mut Link,
+        cache: &mut KvCache,
+        tokens: &mut Vec<u32>,
+        exact: Option<&mut Exactness>,
+        tally: &mut ContextTally,
+    ) -> anyhow::Result<()> {
+        let blocks = link.context.clone().unwrap_or_default();
+        let (rank, last) = (link.comm.rank() as usize, blocks.len() - 1);
+        let block = blocks[rank];
+        let ids = &self.prompt[block.start as usize..block.end as usize];
+        let (heads, head_dim) = (self.part.share.heads.len() as usize, self.part.dims.head_dim);
+        let mut ring = ContextRing::new(link.comm, &blocks, heads, head_dim);
+        let h = self.part.prefill_block(ids, block.start as usize, cache, &mut ring)?;
+        tally.ring += ring.tally;
+        let start = Instant::now();
+        tally.gather_bytes += gather_cache(link.comm, &blocks, cache);
+        tally.gather_s += start.elapsed().as_secs_f64();
+        let final_row = h.narrow(0, h.size()[0] - 1, 1);
+        if rank == last && rank != 0 {
+            link.comm.send(0, &to_vec(&final_row));
+        }
+        if rank != 0 {
+            return Ok(());
+        }
+        let final_row = if last == 0 {
+            final_row
+        } else {
+            let mut buf = vec![0f32; self.part.dims.hidden];
+            link.comm.recv(last as u32, &mut buf);
+            Tensor::from_slice(&buf).view([1, -1])
+        };
+        cache.len = self.prompt.len();
+        let logits = to_vec(&self.part.logits(&final_row, link));
+        tokens.push(top2(&logits).0);
+        if let (Some(e), Some(r)) = (exact, self.reference) {
+            e.observe(r, 0, &logits);
+        }
+        Ok(())
     }
 
     /// Advances one sequence by one round on this rank's stage.

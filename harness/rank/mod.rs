@@ -2,6 +2,7 @@
 
 pub mod collectives;
 pub mod comm;
+pub mod context;
 pub mod decode;
 pub mod decode_engine;
 pub mod dispatch;

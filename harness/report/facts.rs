@@ -119,6 +119,8 @@ pub struct DecodeRow {
     pub all_reduces: Vec<crate::manifest::summary::PhaseAllReduce>,
     /// Pieces per all-reduce started non-blocking (None: blocking).
     pub overlap: Option<u32>,
+    /// A context split's prefill figures.
+    pub context: Option<crate::manifest::summary::ContextPrefill>,
     /// Exactness: tokens equal.
     pub tokens_equal: Option<bool>,
     /// Exactness: largest logit difference.
@@ -255,6 +257,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         collectives: d.collectives_per_step,
         all_reduces: d.all_reduces.clone(),
         overlap: d.overlap,
+        context: d.context.as_deref().cloned(),
         tokens_equal: exact.map(|e| e.tokens_equal),
         max_logit_diff: exact.map(|e| e.max_logit_diff),
         min_top2_margin: exact.and_then(|e| e.min_top2_margin),

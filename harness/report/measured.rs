@@ -22,6 +22,7 @@ pub fn families(facts: &Facts) -> Vec<Family> {
         let mut tables = decode(&facts.decode);
         tables.extend(all_reduce_phases(&facts.decode, &facts.fits));
         tables.extend(overlap_hidden(&facts.decode));
+        tables.extend(context_prefill(&facts.decode));
         out.push(Family::new("Decode", DECODE_INTRO, tables));
     }
     if !facts.dispatch.is_empty() {
@@ -404,6 +405,65 @@ fn overlap_hidden(rows: &[DecodeRow]) -> Option<Table> {
         ]),
         rows: cells,
         provenance: vec!["measured: parlab's decode runs (rank records `prefill_allreduce_total`, `decode_allreduce_total`, `prefill`, `decode_step`)".into()],
+    })
+}
+
+/// Context-parallel prefill: per run, what the key/value ring moved beside what the algorithm
+/// must move, the ring's and the gather's time, and the prefill against world 1 of the same
+/// experiment.
+fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
+    let mut runs: Vec<&DecodeRow> = rows.iter().filter(|r| r.context.is_some()).collect();
+    if runs.is_empty() {
+        return None;
+    }
+    runs.sort_by_key(|r| (r.experiment.clone(), r.link.clone(), r.world, r.run.clone()));
+    let alone =
+        |r: &DecodeRow| runs.iter().find(|o| o.world == 1 && o.experiment == r.experiment && o.link == r.link).map(|o| o.prefill.median);
+    let cells = runs
+        .iter()
+        .filter_map(|r| {
+            let c = r.context.as_ref()?;
+            let blocks: Vec<String> = c.blocks.iter().map(u32::to_string).collect();
+            Some(vec![
+                Cell::text(&r.experiment),
+                Cell::Count(r.world.into()),
+                Cell::text(&r.link),
+                Cell::text(blocks.join(" + ")),
+                Cell::Bytes(c.ring_bytes as f64),
+                Cell::Bytes(c.ring_bytes_modelled as f64),
+                Cell::Seconds(c.ring.median),
+                Cell::Bytes(c.gather_bytes as f64),
+                Cell::Seconds(c.gather.median),
+                Cell::Seconds(r.prefill.median),
+                Cell::opt(alone(r).filter(|_| r.prefill.median > 0.0).map(|a| a / r.prefill.median), Cell::Number),
+                Cell::Seconds(r.step.median),
+                r.tokens_equal.map_or(Cell::Missing, Cell::Verdict),
+                Cell::text(&r.run),
+            ])
+        })
+        .collect();
+    Some(Table {
+        id: "measured-context-prefill".into(),
+        title: "Context-parallel prefill (ring attention)".into(),
+        caption: "The prompt split into one contiguous block per rank (blocks: tokens per rank); each rank runs its block through every layer, attention a ring: world − 1 send-receives per layer pass key/value blocks to the next rank, a causal mask drops later keys and the softmax is merged across blocks online. Ring sent: key/value bytes of the rank that sent most in a repetition; modelled: what the algorithm must send, 2 · layers · width · 4 bytes per token of every block but the next rank's. Ring time: seconds inside the send-receives per repetition (waiting for neighbours included), slowest rank. Then every block's cache rows are gathered to rank 0, which decodes alone with its threads_per_rank threads (the other ranks wait in MPI, which polls a core): the decode step column is that layout's, not a split decode. Speed-up: world 1's prefill (same experiment and link) over this one. Contiguous blocks leave the causal work uneven (the last rank's queries see every key; zig-zag blocks would even it), and worlds above the cores are oversubscribed.".into(),
+        columns: cols(&[
+            "experiment",
+            "world",
+            "link",
+            "blocks",
+            "ring sent",
+            "ring modelled",
+            "ring time",
+            "gathered to rank 0",
+            "gather time",
+            "prefill median",
+            "speed-up over world 1",
+            "decode step median",
+            "tokens equal",
+            "run",
+        ]),
+        rows: cells,
+        provenance: vec!["measured: parlab's decode runs (rank records `prefill_ring`, `prefill_ring_bytes`, `kv_gather`, `kv_gather_bytes`, `prefill`); modelled: arithmetic from config.json (layers, width) and the layout's blocks".into()],
     })
 }
 

@@ -172,7 +172,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         if p.model.is_some() && model.is_none() {
             continue;
         }
-        match layout_for(e.kind, &p_layout_input(&p), model.as_ref().map(|(_, cfg)| cfg)) {
+        match layout_for(e.kind, &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
             Ok(layout) => runs.push(make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len())),
             Err((key, message)) => c.report(key, message),
         }
@@ -185,8 +185,16 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
     }
 }
 
-fn p_layout_input(p: &Point) -> super::layout::LayoutInput {
-    super::layout::LayoutInput { strategy: p.strategy, world: p.world, head: p.head, sequences: p.sequences, overlap: p.overlap }
+fn p_layout_input(e: &Experiment, p: &Point) -> super::layout::LayoutInput {
+    let prompt_tokens = e.decode.as_ref().map_or(0, |d| d.prompt.len());
+    super::layout::LayoutInput {
+        strategy: p.strategy,
+        world: p.world,
+        head: p.head,
+        sequences: p.sequences,
+        overlap: p.overlap,
+        prompt_tokens,
+    }
 }
 
 fn threads_for(threads: Threads, world: u32, cores: u32) -> u32 {

@@ -17,6 +17,8 @@ pub struct LayoutInput {
     pub sequences: u32,
     /// Pieces per all-reduce started non-blocking (0: blocking).
     pub overlap: u32,
+    /// Prompt tokens (decode).
+    pub prompt_tokens: u32,
 }
 
 /// The most pieces an all-reduce may be cut into.
@@ -38,13 +40,17 @@ pub fn even_spans(n: u32, parts: u32) -> Vec<Span> {
 }
 
 fn bare(world: u32) -> Vec<RankShare> {
-    (0..world).map(|rank| RankShare { rank, heads: None, ffn: None, layers: None, vocab: None, experts: None }).collect()
+    (0..world).map(|rank| RankShare { rank, heads: None, ffn: None, layers: None, vocab: None, experts: None, tokens: None }).collect()
 }
 
 /// The layout of a run, or `(key, message)` when the split is impossible.
 pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> Result<Layout, (&'static str, String)> {
     let (ranks, head, sequences) = match (kind, model) {
-        (Kind::Decode, Some(cfg)) => (decode_shares(p, cfg)?, Some(p.head), Some(p.sequences)),
+        (Kind::Decode, Some(cfg)) => {
+            // A context split decodes on rank 0 with the whole output head: no placement to name.
+            let head = (p.strategy != Strategy::Context).then_some(p.head);
+            (decode_shares(p, cfg)?, head, Some(p.sequences))
+        }
         (Kind::Dispatch, _) => (expert_shares(p.world), None, None),
         _ => (bare(p.world), None, None),
     };
@@ -103,6 +109,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                     layers: all(cfg.layers),
                     vocab: if p.head == HeadPlacement::Split { Some(vocab[r]) } else { all(cfg.vocab) },
                     experts: None,
+                    tokens: None,
                 })
                 .collect())
         }
@@ -125,6 +132,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                     layers: Some(layers[r]),
                     vocab: (r as u32 == p.world - 1).then(|| Span::new(0, cfg.vocab)),
                     experts: None,
+                    tokens: None,
                 })
                 .collect())
         }
@@ -136,9 +144,39 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                 layers: all(cfg.layers),
                 vocab: all(cfg.vocab),
                 experts: None,
+                tokens: None,
             })
             .collect()),
+        Strategy::Context => context_shares(p, cfg),
     }
+}
+
+/// Context parallelism: every rank holds the whole model and prefills one contiguous block of
+/// the prompt; rank 0, which decodes afterwards, holds the output head.
+fn context_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {
+    if p.world > p.prompt_tokens {
+        return Err((
+            "world",
+            format!(
+                "a context split over {} ranks needs a prompt of at least {} tokens; the prompt has {}",
+                p.world, p.world, p.prompt_tokens
+            ),
+        ));
+    }
+    let all = |n: u32| Some(Span::new(0, n));
+    Ok(even_spans(p.prompt_tokens, p.world)
+        .into_iter()
+        .enumerate()
+        .map(|(r, block)| RankShare {
+            rank: r as u32,
+            heads: all(cfg.heads),
+            ffn: all(cfg.intermediate),
+            layers: all(cfg.layers),
+            vocab: (r == 0).then(|| Span::new(0, cfg.vocab)),
+            experts: None,
+            tokens: Some(block),
+        })
+        .collect())
 }
 
 fn expert_shares(world: u32) -> Vec<RankShare> {

@@ -50,6 +50,9 @@ pub struct RankShare {
     /// Experts of each mixture layer.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub experts: Option<Span>,
+    /// Prompt positions whose prefill this rank computes (context parallelism).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tokens: Option<Span>,
 }
 
 /// The parallel layout of a run: strategy, world size and what each rank holds.

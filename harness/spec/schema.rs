@@ -25,7 +25,7 @@ impl Kind {
     pub fn strategies(self) -> &'static [Strategy] {
         match self {
             Kind::Collectives | Kind::Membw => &[Strategy::Data],
-            Kind::Decode => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline],
+            Kind::Decode => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Context],
             Kind::Dispatch => &[Strategy::Expert],
             Kind::Model => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Expert],
         }
@@ -43,9 +43,26 @@ pub enum Strategy {
     Pipeline,
     /// Experts of a mixture layer placed on different ranks.
     Expert,
+    /// The prompt's tokens split over the ranks for prefill (ring attention); decode goes on unsplit on rank 0.
+    Context,
 }
 
-crate::named!(Strategy { Data => "data", Tensor => "tensor", Pipeline => "pipeline", Expert => "expert" });
+crate::named!(Strategy { Data => "data", Tensor => "tensor", Pipeline => "pipeline", Expert => "expert", Context => "context" });
+
+impl Prompt {
+    /// Number of prompt tokens.
+    pub fn len(&self) -> u32 {
+        match self {
+            Prompt::Tokens(ids) => ids.len() as u32,
+            Prompt::Seeded { length, .. } => *length,
+        }
+    }
+
+    /// True for a prompt of no tokens (validation refuses those).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// Where the output head (the vocabulary projection) lives under tensor parallelism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -199,7 +199,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
     let name = fields.name(c);
     let default_strategy = match kind {
         Kind::Dispatch => vec![Strategy::Expert],
-        Kind::Model => Strategy::ALL.to_vec(),
+        Kind::Model => Kind::Model.strategies().to_vec(),
         _ => vec![Strategy::Data],
     };
     let strategies = fields.strategies(c, kind, default_strategy);

@@ -4,7 +4,7 @@
 
 use super::launch::Suite;
 use parlab::manifest::Status;
-use parlab::model::gpt2::{Alone, Dims, Gpt2Part, PartShare, Reduce};
+use parlab::model::gpt2::{Alone, Dims, Gpt2Part, KvRing, PartShare, Reduce, RingAttention};
 use parlab::model::reference::{greedy, Exactness, Generation};
 use parlab::model::weights::Checkpoint;
 use parlab::model::{init, ModelConfig};
@@ -338,4 +338,132 @@ fn overlapped_all_reduces_give_the_blocking_splits_answer_and_the_register_the_h
     assert!(rows.iter().all(|r| r.contains(&blocking.run_id[..12]) && r.contains(&overlapped.run_id[..12])), "{rows:?}");
     let audit = suite.parlab(&["audit"]);
     assert_eq!(audit.status.code(), Some(0), "{}", String::from_utf8_lossy(&audit.stdout));
+}
+
+/// A ring of in-process ranks: each thread passes its key/value block to the next by channel.
+struct ChannelRing {
+    rank: usize,
+    blocks: Vec<Span>,
+    heads: i64,
+    head_dim: i64,
+    next: std::sync::mpsc::Sender<Vec<f32>>,
+    prev: std::sync::mpsc::Receiver<Vec<f32>>,
+}
+
+impl KvRing for ChannelRing {
+    fn steps(&self) -> usize {
+        self.blocks.len() - 1
+    }
+    fn pass(&mut self, kv: &Tensor, step: usize) -> (Tensor, usize) {
+        let world = self.blocks.len();
+        self.next.send(Vec::<f32>::try_from(&kv.contiguous().view([-1])).unwrap()).unwrap();
+        let block = self.blocks[(self.rank + world - step % world) % world];
+        let values = self.prev.recv().unwrap();
+        (Tensor::from_slice(&values).view([2, self.heads, block.len() as i64, self.head_dim]), block.start as usize)
+    }
+}
+
+/// Prefills `prompt` as a context split over `world` in-process ranks (one thread each, its own
+/// copy of the model): every prompt position's final hidden state, in position order.
+fn ring_prefill(dir: &Path, prompt: &[u32], world: u32) -> Vec<f32> {
+    let blocks = parlab::spec::layout::even_spans(prompt.len() as u32, world);
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..world).map(|_| std::sync::mpsc::channel()).unzip();
+    let mut receivers: Vec<Option<_>> = receivers.into_iter().map(Some).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..world as usize)
+            .map(|rank| {
+                let next = senders[(rank + 1) % world as usize].clone();
+                let prev = receivers[rank].take().unwrap();
+                let blocks = blocks.clone();
+                scope.spawn(move || {
+                    let dims = Dims::from_config(&ModelConfig::read(dir).unwrap());
+                    let ckpt = Arc::new(Checkpoint::open(&dir.join("ckpt")).unwrap());
+                    let part = Gpt2Part::load(ckpt, dims.clone(), PartShare::whole(&dims)).unwrap();
+                    let (heads, head_dim) = (dims.heads as i64, dims.head_dim as i64);
+                    let mut ring = ChannelRing { rank, blocks: blocks.clone(), heads, head_dim, next, prev };
+                    let mut cache = part.new_cache(prompt.len());
+                    let b = blocks[rank];
+                    let h = part.prefill_block(&prompt[b.start as usize..b.end as usize], b.start as usize, &mut cache, &mut ring).unwrap();
+                    Vec::<f32>::try_from(&h.contiguous().view([-1])).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn ring_attention_prefill_gives_every_prompt_position_the_unsplit_hidden_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let part = small_part(dir.path(), PartShare::whole);
+    let prompt: Vec<u32> = (0..11).map(|i| (i * 37 + 5) % 501).collect();
+    let mut cache = part.new_cache(prompt.len());
+    let unsplit = part.forward(part.embed(&prompt, 0).unwrap(), &mut cache, &mut Alone);
+    let unsplit = Vec::<f32>::try_from(&unsplit.contiguous().view([-1])).unwrap();
+    // 11 tokens over 1, 2, 3 and 4 ranks: even and uneven blocks, and a block of 2.
+    for world in [1, 2, 3, 4] {
+        let ring = ring_prefill(dir.path(), &prompt, world);
+        assert_eq!(ring.len(), unsplit.len());
+        let worst = ring.iter().zip(&unsplit).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst < 1e-4, "world {world}: a prompt position's hidden state differs by {worst}");
+    }
+}
+
+#[test]
+fn ring_attention_skips_later_blocks_and_masks_the_diagonal_block() {
+    let (heads, hd) = (2, 8);
+    let opts = (tch::Kind::Float, tch::Device::Cpu);
+    tch::manual_seed(3);
+    let (q, k, v) = (Tensor::randn([heads, 6, hd], opts), Tensor::randn([heads, 6, hd], opts), Tensor::randn([heads, 6, hd], opts));
+    // Unsplit causal attention of the queries at positions 2..4 over keys 0..6.
+    let scores = q.narrow(1, 2, 2).matmul(&k.transpose(1, 2)) * 0.5;
+    let mask = Tensor::arange(6, (tch::Kind::Int64, tch::Device::Cpu))
+        .view([1, 6])
+        .gt_tensor(&(Tensor::arange(2, (tch::Kind::Int64, tch::Device::Cpu)).view([2, 1]) + 2));
+    let want = scores.masked_fill(&mask, f64::NEG_INFINITY).softmax(-1, tch::Kind::Float).matmul(&v);
+    let mut ring = RingAttention::new(q.narrow(1, 2, 2), 2, 0.5);
+    ring.add(&k.narrow(1, 2, 2), &v.narrow(1, 2, 2), 2);
+    ring.add(&k.narrow(1, 4, 2), &(v.narrow(1, 4, 2) * f64::NAN), 4);
+    ring.add(&k.narrow(1, 0, 2), &v.narrow(1, 0, 2), 0);
+    let got = ring.finish();
+    let worst = (got - want).abs().max().double_value(&[]);
+    assert!(worst < 1e-6, "ring attention differs from unsplit attention by {worst} (a later block must not be computed)");
+}
+
+#[test]
+fn a_context_split_over_mpi_gives_the_unsplit_tokens_and_moves_what_the_ring_must() {
+    let suite = Suite::new();
+    small_config(&suite.dir.path().join("small"));
+    suite.spec("cp", &decode_spec("cp", "context", "[1, 2, 3]", "1"));
+    assert_eq!(suite.run(&[]), 0);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 3);
+    // Keys and values of one token: 2 x 2 layers x 64 wide x 4 bytes.
+    let per_token = 2 * 2 * 64 * 4;
+    for m in &all {
+        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
+        let ex = &m.answer.as_ref().expect("an answer").exactness;
+        assert!(ex.tokens_equal && ex.prompt_logit_diff < 1e-4 && ex.max_logit_diff < 1e-3, "world {}: {ex:?}", m.layout.world);
+        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        assert_eq!(d.step_s.n, 2 * 6, "rank 0 decodes 6 rounds in each of 2 repetitions");
+        let c = d.context.as_ref().expect("context figures");
+        // 10 prompt tokens: rank r sends every block but rank r + 1's; rank 0 gathers the others.
+        let (blocks, ring, gathered): (Vec<u32>, u64, u64) = match m.layout.world {
+            1 => (vec![10], 0, 0),
+            2 => (vec![5, 5], 5 * per_token, 5 * per_token),
+            _ => (vec![4, 3, 3], 7 * per_token, 6 * per_token),
+        };
+        assert_eq!(
+            (&c.blocks, c.ring_bytes, c.ring_bytes_modelled, c.gather_bytes),
+            (&blocks, ring, ring, gathered),
+            "world {}",
+            m.layout.world
+        );
+        assert_eq!(c.ring.n, 2);
+    }
+    let report = suite.parlab(&["report"]);
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
+    let table = register.split("#### Context-parallel prefill").nth(1).expect("the context table");
+    assert_eq!(table.lines().filter(|l| l.starts_with("| cp |")).count(), 3, "{table}");
 }

@@ -242,6 +242,7 @@ fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Summary, Option<Answer>) 
         cpu_features: Vec::new(),
         step_definition: "synthetic".into(),
         streamed_bytes_definition: "synthetic".into(),
+        context: None,
         overlap: plan.layout.overlap,
         all_reduces: phase_all_reduces(plan, comm, i),
     });
@@ -381,6 +382,7 @@ pub fn decode_summary(step_s: f64, tokens_per_s: f64) -> Summary {
         cpu_features: Vec::new(),
         step_definition: "test".into(),
         streamed_bytes_definition: "test".into(),
+        context: None,
         overlap: None,
         all_reduces: Vec::new(),
     })

@@ -1,0 +1,113 @@
+//! Context parallelism: each rank prefills one contiguous block of the prompt through every
+//! layer; attention is a ring. A rank starts with its own block's keys and values, then passes
+//! the block it holds to the next rank and receives the previous rank's, world − 1 times, so
+//! every query meets every key block; a causal mask drops the keys after each query and blocks
+//! wholly after the rank's queries are passed on without being computed. Softmax is merged
+//! across blocks online (running maximum and sum), as ring attention and flash attention do.
+
+use super::{Gpt2Part, KvCache, Layer};
+use crate::model::weights::WeightsError;
+use tch::{Kind, Tensor};
+
+/// Passes key/value blocks around the ring of ranks that share a prompt.
+pub trait KvRing {
+    /// Ring steps after a rank's own block: world − 1.
+    fn steps(&self) -> usize;
+    /// At `step` (1..=steps) of a layer: sends `kv`, the block held (`[2, heads, len, head_dim]`:
+    /// keys, then values), to the next rank and returns the previous rank's, with the prompt
+    /// position of its first key.
+    fn pass(&mut self, kv: &Tensor, step: usize) -> (Tensor, usize);
+}
+
+/// The attention of a block of queries over the key blocks added so far.
+pub struct RingAttention {
+    q: Tensor,
+    first_query: usize,
+    scale: f64,
+    /// Per head and query: the largest score seen, the sum of exp(score − max), and the
+    /// exp-weighted sum of values.
+    state: Option<(Tensor, Tensor, Tensor)>,
+}
+
+impl RingAttention {
+    /// Queries `q` (`[heads, Tq, head_dim]`) at prompt positions `first_query..`.
+    pub fn new(q: Tensor, first_query: usize, scale: f64) -> Self {
+        RingAttention { q, first_query, scale, state: None }
+    }
+
+    /// Adds the keys and values `[heads, Tk, head_dim]` at positions `first_key..`; keys after a
+    /// query are masked for it, and a block after every query changes nothing.
+    pub fn add(&mut self, k: &Tensor, v: &Tensor, first_key: usize) {
+        let (tq, tk) = (self.q.size()[1], k.size()[1]);
+        let last_query = self.first_query + tq as usize - 1;
+        if first_key > last_query {
+            return;
+        }
+        let mut scores = self.q.matmul(&k.transpose(1, 2)) * self.scale;
+        if first_key + tk as usize - 1 > self.first_query {
+            let opts = (Kind::Int64, tch::Device::Cpu);
+            let key_pos = Tensor::arange(tk, opts).view([1, tk]) + first_key as i64;
+            let query_pos = Tensor::arange(tq, opts).view([tq, 1]) + self.first_query as i64;
+            scores = scores.masked_fill(&key_pos.gt_tensor(&query_pos), f64::NEG_INFINITY);
+        }
+        let block_max = scores.amax([-1], true);
+        self.state = Some(match self.state.take() {
+            None => {
+                let p = (&scores - &block_max).exp();
+                (block_max, p.sum_dim_intlist([-1i64].as_slice(), true, Kind::Float), p.matmul(v))
+            }
+            Some((max, sum, acc)) => {
+                let new_max = max.maximum(&block_max);
+                let (old, p) = ((&max - &new_max).exp(), (&scores - &new_max).exp());
+                (new_max, sum * &old + p.sum_dim_intlist([-1i64].as_slice(), true, Kind::Float), acc * &old + p.matmul(v))
+            }
+        });
+    }
+
+    /// softmax(q kᵀ · scale) v over every key added: `[heads, Tq, head_dim]`. The first block
+    /// added must hold each query's own position, so no query is left without a key.
+    pub fn finish(self) -> Tensor {
+        let (_, sum, acc) = self.state.expect("ring attention finished before its own block was added");
+        acc / sum
+    }
+}
+
+impl Gpt2Part {
+    /// Prefills the prompt block `tokens` at positions `first..` through every layer held, the
+    /// attention a ring over the other ranks' blocks; fills this block's rows of `cache` (the
+    /// other rows stay as they were) and returns the block's hidden states `[T, d]`.
+    pub fn prefill_block(&self, tokens: &[u32], first: usize, cache: &mut KvCache, ring: &mut dyn KvRing) -> Result<Tensor, WeightsError> {
+        let _guard = tch::no_grad_guard();
+        let mut h = self.embed(tokens, first)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (k_cache, v_cache) = (&mut cache.k[i], &mut cache.v[i]);
+            h = self.block_with(layer, h, &mut super::Alone, |part, a| part.ring_attention(layer, a, k_cache, v_cache, first, ring));
+        }
+        Ok(h)
+    }
+
+    fn ring_attention(
+        &self,
+        l: &Layer,
+        a: &Tensor,
+        k_cache: &mut Tensor,
+        v_cache: &mut Tensor,
+        first: usize,
+        ring: &mut dyn KvRing,
+    ) -> Tensor {
+        let (q, k, v) = self.qkv_heads(l, a);
+        let t = q.size()[1];
+        k_cache.narrow(1, first as i64, t).copy_(&k);
+        v_cache.narrow(1, first as i64, t).copy_(&v);
+        let mut attention = RingAttention::new(q, first, self.attention_scale(l));
+        attention.add(&k, &v, first);
+        let mut held = Tensor::stack(&[k, v], 0);
+        for step in 1..=ring.steps() {
+            let (block, first_key) = ring.pass(&held, step);
+            attention.add(&block.get(0), &block.get(1), first_key);
+            held = block;
+        }
+        let ctx = attention.finish();
+        ctx.transpose(0, 1).contiguous().view([t, -1])
+    }
+}

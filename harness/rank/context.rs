@@ -1,0 +1,99 @@
+//! Context-parallel prefill inside a rank: the ring that passes key/value blocks to the next
+//! rank, and the gather that hands every block's cache rows to rank 0, which decodes.
+
+use super::comm::Communicator;
+use crate::model::gpt2::{KvCache, KvRing};
+use crate::model::row::f32s;
+use crate::spec::plan::Span;
+use std::time::Instant;
+use tch::Tensor;
+
+/// What one rank's ring moved in a prefill.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RingTally {
+    /// Ring steps made (world − 1 per layer).
+    pub steps: u64,
+    /// Key/value bytes this rank sent.
+    pub bytes: u64,
+    /// Seconds inside the ring's send-receives, waiting for the neighbours included.
+    pub seconds: f64,
+}
+
+impl std::ops::AddAssign for RingTally {
+    fn add_assign(&mut self, other: RingTally) {
+        self.steps += other.steps;
+        self.bytes += other.bytes;
+        self.seconds += other.seconds;
+    }
+}
+
+/// The ring of a context split over MPI: rank r sends to r + 1 and receives from r − 1.
+pub struct ContextRing<'c> {
+    comm: &'c mut Communicator,
+    blocks: &'c [Span],
+    heads: usize,
+    head_dim: usize,
+    /// What the ring moved so far.
+    pub tally: RingTally,
+}
+
+impl<'c> ContextRing<'c> {
+    /// The ring over `blocks` (one prompt block per rank, in rank order) for heads of `head_dim`.
+    pub fn new(comm: &'c mut Communicator, blocks: &'c [Span], heads: usize, head_dim: usize) -> Self {
+        ContextRing { comm, blocks, heads, head_dim, tally: RingTally::default() }
+    }
+}
+
+/// The rank whose block a rank holds after `step` passes of a ring of `world`.
+pub fn owner_after(rank: usize, step: usize, world: usize) -> usize {
+    (rank + world - step % world) % world
+}
+
+impl KvRing for ContextRing<'_> {
+    fn steps(&self) -> usize {
+        self.blocks.len() - 1
+    }
+
+    fn pass(&mut self, kv: &Tensor, step: usize) -> (Tensor, usize) {
+        let (rank, world) = (self.comm.rank() as usize, self.blocks.len());
+        let block = self.blocks[owner_after(rank, step, world)];
+        let len = block.len() as usize;
+        let mut into = vec![0f32; 2 * self.heads * len * self.head_dim];
+        let send = kv.contiguous();
+        let start = Instant::now();
+        self.comm.send_recv(((rank + 1) % world) as u32, f32s(&send), ((rank + world - 1) % world) as u32, &mut into);
+        self.tally.seconds += start.elapsed().as_secs_f64();
+        self.tally.bytes += 4 * send.numel() as u64;
+        self.tally.steps += 1;
+        let shape = [2, self.heads as i64, len as i64, self.head_dim as i64];
+        (Tensor::from_slice(&into).view(shape), block.start as usize)
+    }
+}
+
+/// Gathers every rank's block rows of every layer's keys and values into rank 0's `cache`;
+/// returns the bytes this rank sent (none from rank 0, whose rows are in place).
+pub fn gather_cache(comm: &mut Communicator, blocks: &[Span], cache: &mut KvCache) -> u64 {
+    if blocks.len() < 2 {
+        return 0;
+    }
+    let mut sent = 0;
+    for layer in cache.tensors_mut() {
+        let (heads, head_dim) = (layer.size()[0], layer.size()[2]);
+        let rows = |s: &Span| layer.narrow(1, s.start as i64, s.len() as i64).contiguous();
+        let mine = rows(&blocks[comm.rank() as usize]);
+        let counts: Vec<i32> = blocks.iter().map(|s| (heads * s.len() as i64 * head_dim) as i32).collect();
+        let mut all = vec![0f32; if comm.rank() == 0 { counts.iter().map(|&c| c as usize).sum() } else { 0 }];
+        comm.gather_varcount(0, f32s(&mine), &counts, &mut all);
+        if comm.rank() != 0 {
+            sent += 4 * mine.numel() as u64;
+        } else {
+            let mut at = 0;
+            for (s, &count) in blocks.iter().zip(&counts) {
+                let block = Tensor::from_slice(&all[at..at + count as usize]).view([heads, s.len() as i64, head_dim]);
+                layer.narrow(1, s.start as i64, s.len() as i64).copy_(&block);
+                at += count as usize;
+            }
+        }
+    }
+    sent
+}
