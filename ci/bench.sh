@@ -224,7 +224,55 @@ bench_matvec() {
   BENCH_THREADS=${DECODE_THREADS:-2} cargo test --release --lib model::matvec::tests::bench_kernels_against_the_read -- --ignored --nocapture --test-threads=1 2>/dev/null | grep -o 'bench:.*'
 }
 
-SECTIONS=(bench_collectives bench_overhead bench_report bench_matvec bench_decode bench_decode_avx2)
+# --- Section: all-reduces overlapped with compute (`overlap:`). The same 2-rank tensor split
+# (512-token prompt, 8 tokens) with blocking all-reduces (A) and with each cut into
+# $OVERLAP_PIECES pieces started non-blocking (B), interleaved A B A B over $OVERLAP_PAIRS pairs;
+# per pair: prefill and decode-step time B / A, and per phase the hidden share of the blocking
+# all-reduce time, (A comm - B comm) / A comm; then their median, min and max.
+bench_overlap() {
+  local pairs=${OVERLAP_PAIRS:-5} pieces=${OVERLAP_PIECES:-4} rounds="$WORK/overlap-rounds.txt"
+  section "overlap: tensor world 2, 512-token prompt, blocking against $pieces pieces, $pairs interleaved pairs"
+  for o in 0 "$pieces"; do
+    cat > "$WORK/overlap$o.yaml" <<YAML
+name: bench-overlap-$o
+kind: decode
+model: gpt2
+strategy: tensor
+world: 2
+overlap: $o
+prompt: {length: 512, seed: 3}
+new_tokens: 8
+repetitions: 2
+warmup: 1
+YAML
+  done
+  : > "$rounds"
+  for p in $(seq "$pairs"); do
+    for o in 0 "$pieces"; do
+      rm -rf "$WORK/m-overlap$o"
+      PARLAB_STATE="$WORK/overlap-state" PARLAB_MANIFESTS="$WORK/m-overlap$o" "$BIN" run "$WORK/overlap$o.yaml" --no-report --force 2>/dev/null
+    done
+    "$PY" - "$WORK/m-overlap0" "$WORK/m-overlap$pieces" >> "$rounds" <<'PYEOF'
+import glob, json, sys
+a, b = (json.load(open(glob.glob(d + "/*.json")[0]))["summary"]["decode"] for d in sys.argv[1:3])
+total = lambda d, phase: next(x["total_s"]["median"] for x in d["all_reduces"] if x["phase"] == phase)
+print(b["prefill_s"]["median"] / a["prefill_s"]["median"], b["step_s"]["median"] / a["step_s"]["median"],
+      *[(total(a, ph) - total(b, ph)) / total(a, ph) for ph in ("prefill", "decode")])
+PYEOF
+  done
+  "$PY" - "$rounds" <<'PYEOF'
+import statistics as st, sys
+rows = [[float(x) for x in l.split()] for l in open(sys.argv[1])]
+print(f"{'pair':>4} {'prefill B/A':>12} {'step B/A':>9} {'hidden prefill':>15} {'hidden decode':>14}")
+for i, r in enumerate(rows):
+    print(f"{i+1:>4} {r[0]:>12.3f} {r[1]:>9.3f} {r[2]:>+15.1%} {r[3]:>+14.1%}")
+for j, name in enumerate(["prefill time overlapped / blocking", "decode step overlapped / blocking", "hidden share of prefill all-reduce time", "hidden share of decode all-reduce time"]):
+    v = [r[j] for r in rows]
+    print(f"{name}: {st.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]")
+PYEOF
+}
+
+SECTIONS=(bench_collectives bench_overhead bench_report bench_matvec bench_decode bench_decode_avx2 bench_overlap)
 # `bash ci/bench.sh bench_collectives` runs only the sections named.
 [ "$#" -gt 0 ] && SECTIONS=("$@")
 for s in "${SECTIONS[@]}"; do "$s"; done

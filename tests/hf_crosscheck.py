@@ -8,7 +8,8 @@ splits unevenly over 2 ranks) this script:
    `GPT2LMHeadModel.from_pretrained` loads it with no missing, unexpected or mismatched keys;
 2. decodes greedily in transformers (float32, full recompute each step) and keeps the logits;
 3. runs parlab through `parlab run` on a temporary spec (PARLAB_MANIFESTS / PARLAB_STATE point
-   to a temp dir): tensor world 1 and 2, pipeline 2 stages with 2 sequences in flight;
+   to a temp dir): tensor world 1 and 2, pipeline 2 stages with 2 sequences in flight, a
+   context split (ring-attention prefill) over 2 ranks;
 4. checks that every run's tokens equal transformers' tokens, that parlab's unsplit logits (the
    reference parlab caches at $PARLAB_STATE/reference/<answer_id>-<model digest>.f32, the same code as a world-1
    run) are within TOL of transformers' at every step, and that each split run's largest logit
@@ -98,7 +99,7 @@ def crosscheck(label, model_dir, work):
     manifests.mkdir(parents=True)
     ckpt = work / "init"
     subprocess.run([str(PARLAB), "model", "init", str(model_dir), "--seed", "0", "--out", str(ckpt)], check=True)
-    runs = [("tensor", 1, 1), ("tensor", 2, 1), ("pipeline", 2, 2)]
+    runs = [("tensor", 1, 1), ("tensor", 2, 1), ("pipeline", 2, 2), ("context", 2, 1)]
     found = parlab_runs(model_dir, state, manifests, runs)
     generated = next(state.glob("checkpoints/*/model.safetensors"), None)
     check(generated is not None and sha256(generated) == sha256(ckpt / "model.safetensors"),
