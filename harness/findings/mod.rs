@@ -10,6 +10,7 @@ pub mod break_even;
 pub mod claims;
 pub mod exactness;
 pub mod membw;
+pub mod overlap;
 pub mod pipeline;
 pub mod regimes;
 pub mod render;
@@ -175,6 +176,7 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.extend(alpha_beta::findings(&inputs));
     out.extend(regimes::findings(&inputs));
     out.push(pipeline::finding(&inputs));
+    out.push(overlap::finding(&inputs));
     out.extend(break_even::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out

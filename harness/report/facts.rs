@@ -133,6 +133,30 @@ pub struct DecodeRow {
     pub run: String,
 }
 
+impl DecodeRow {
+    /// Seconds inside the all-reduces of `phase` in a repetition (slowest rank, median).
+    pub fn all_reduce_total(&self, phase: crate::manifest::summary::Phase) -> Option<f64> {
+        self.all_reduces.iter().find(|a| a.phase == phase).and_then(|a| a.total.map(|t| t.median))
+    }
+
+    /// The phase's time: the prompt's prefill, or one decode step.
+    pub fn phase_time(&self, phase: crate::manifest::summary::Phase) -> Stats {
+        match phase {
+            crate::manifest::summary::Phase::Prefill => self.prefill,
+            crate::manifest::summary::Phase::Decode => self.step,
+        }
+    }
+}
+
+/// Each overlapped tensor run with the blocking run of the same split (experiment, world,
+/// head, sequences, link), in a fixed order: (blocking, overlapped).
+pub fn overlap_pairs(rows: &[DecodeRow]) -> Vec<(&DecodeRow, &DecodeRow)> {
+    let split = |r: &DecodeRow| (r.experiment.clone(), r.world, r.head.clone(), r.sequences, r.link.clone());
+    let mut overlapped: Vec<&DecodeRow> = rows.iter().filter(|r| r.overlap.is_some()).collect();
+    overlapped.sort_by_key(|r| (r.experiment.clone(), r.world, r.link.clone(), r.overlap, r.run.clone()));
+    overlapped.into_iter().filter_map(|on| Some((rows.iter().find(|r| r.overlap.is_none() && split(r) == split(on))?, on))).collect()
+}
+
 /// One dispatch measurement.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DispatchRow {

@@ -352,18 +352,11 @@ fn all_reduce_phases(rows: &[DecodeRow], fits: &[Fit]) -> Option<Table> {
 /// them; overlapped: what the computation did not hide), the hidden fraction, and the phase's
 /// time both ways.
 fn overlap_hidden(rows: &[DecodeRow]) -> Option<Table> {
-    let same_split = |a: &DecodeRow, b: &DecodeRow| {
-        (&a.experiment, a.world, &a.head, a.sequences, &a.link) == (&b.experiment, b.world, &b.head, b.sequences, &b.link)
-    };
-    let mut overlapped: Vec<&DecodeRow> = rows.iter().filter(|r| r.overlap.is_some()).collect();
-    overlapped.sort_by_key(|r| (r.experiment.clone(), r.world, r.link.clone(), r.overlap, r.run.clone()));
     let mut cells = Vec::new();
-    for on in overlapped {
-        let Some(off) = rows.iter().find(|r| r.overlap.is_none() && same_split(r, on)) else { continue };
+    for (off, on) in super::facts::overlap_pairs(rows) {
         for phase in [Phase::Prefill, Phase::Decode] {
-            let total = |r: &DecodeRow| r.all_reduces.iter().find(|a| a.phase == phase).and_then(|a| a.total.map(|t| t.median));
-            let (Some(blocking), Some(exposed)) = (total(off), total(on)) else { continue };
-            let time = |r: &DecodeRow| if phase == Phase::Prefill { r.prefill.median } else { r.step.median };
+            let (Some(blocking), Some(exposed)) = (off.all_reduce_total(phase), on.all_reduce_total(phase)) else { continue };
+            let time = |r: &DecodeRow| r.phase_time(phase).median;
             cells.push(vec![
                 Cell::text(&on.experiment),
                 Cell::Count(on.world.into()),

@@ -352,3 +352,32 @@ fn the_register_opens_with_the_findings_before_any_table_and_writes_findings_jso
     let (read, _) = parlab::manifest::read_all(dir.path());
     assert_eq!(json, findings::render::to_json(&compute(&read)), "findings.json holds the same findings");
 }
+
+/// Sets the prefill time of every tensor decode run with (`overlapped`) or without overlap.
+fn set_prefill(list: &mut [Manifest], overlapped: bool, seconds: f64) {
+    for m in list.iter_mut().filter(|m| m.layout.overlap.is_some() == overlapped) {
+        if let Some(d) = decode_mut(m) {
+            d.prefill_s = stat(seconds);
+        }
+    }
+}
+
+#[test]
+fn overlap_holds_when_every_overlapped_prefill_is_shorter_and_fails_when_one_is_longer() {
+    let mut list = base();
+    // The synthetic prefills are all 70 ms: within each other's range.
+    let f = finding(&list, "overlap-hides-communication");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{}", f.reason);
+    let hidden: Vec<f64> = f.numbers.iter().filter(|n| n.name.contains("hidden share")).map(|n| n.value).collect();
+    assert_eq!(hidden.len(), 4, "prefill and decode at worlds 2 and 4");
+    assert!(hidden.iter().all(|h| (0.55..0.70).contains(h)), "the synthetic overlap hides 60% of each run's own time: {hidden:?}");
+    set_prefill(&mut list, false, 0.10);
+    set_prefill(&mut list, true, 0.08);
+    assert_eq!(finding(&list, "overlap-hides-communication").verdict, Verdict::Holds);
+    set_prefill(&mut list, true, 0.12);
+    let f = finding(&list, "overlap-hides-communication");
+    assert_eq!(f.verdict, Verdict::Fails, "{}", f.reason);
+    assert!(f.notes.iter().any(|n| n.contains("LONGER")), "{:?}", f.notes);
+    list.retain(|m| m.layout.overlap.is_none());
+    assert_eq!(finding(&list, "overlap-hides-communication").inconclusive, Some(Inconclusive::MissingRuns));
+}

@@ -1,0 +1,70 @@
+//! Overlap: cutting a tensor split's all-reduces into pieces, each started non-blocking while
+//! the next piece of the row-parallel product computes, hides communication behind compute
+//! and shortens prefill (the chapter's "single largest software lever").
+
+use super::{side, Finding, Inconclusive, Inputs, Side};
+use crate::manifest::summary::Phase;
+use crate::report::facts::overlap_pairs;
+
+/// The overlap finding.
+pub fn finding(inp: &Inputs) -> Finding {
+    let mut f = Finding::new(
+        "overlap-hides-communication",
+        "Overlapping a tensor split's all-reduces with the computation of the next piece hides communication and shortens prefill.",
+        &["decode.all_reduces.total_s", "decode.prefill_s", "decode.step_s"],
+        "per overlapped run and its blocking twin: the overlapped prefill's median below the blocking prefill's min is shorter, above its max longer, else noise; HOLDS when every pair is shorter, FAILS when any is longer; hidden = (blocking − overlapped) all-reduce seconds / blocking, per phase, reported",
+    );
+    let pairs = overlap_pairs(&inp.facts.decode);
+    if pairs.is_empty() {
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no tensor split run both with and without overlap".into());
+    }
+    f.notes.push("method: Open MPI progresses a non-blocking collective only inside MPI calls (no progress thread), so a piece's all-reduce advances at the tests after each start and at the final wait".into());
+    let (mut shorter, mut longer) = (0, 0);
+    for (off, on) in &pairs {
+        let runs = [off.run.as_str(), on.run.as_str()];
+        for phase in [Phase::Prefill, Phase::Decode] {
+            if let (Some(b), Some(o)) = (off.all_reduce_total(phase), on.all_reduce_total(phase)) {
+                let name = format!(
+                    "world {} {}: hidden share of the all-reduce time ({} pieces)",
+                    on.world,
+                    phase.name(),
+                    on.overlap.unwrap_or(0)
+                );
+                f.number(&name, (b - o) / b, "fraction", &runs);
+            }
+        }
+        let (blocking, overlapped) = (off.phase_time(Phase::Prefill), on.phase_time(Phase::Prefill));
+        f.number(
+            &format!("world {} prefill: overlapped / blocking (medians)", on.world),
+            overlapped.median / blocking.median,
+            "ratio",
+            &runs,
+        );
+        let outcome = match side(&blocking, overlapped.median) {
+            Side::Above => "shorter",
+            Side::Below => "LONGER",
+            Side::Straddles => "within the blocking run's range",
+        };
+        shorter += usize::from(outcome == "shorter");
+        longer += usize::from(outcome == "LONGER");
+        f.notes.push(format!(
+            "world {} ({}): prefill {:.0} ms overlapped against {:.0} ms blocking ({:.0}–{:.0} ms): {outcome}",
+            on.world,
+            on.experiment,
+            overlapped.median * 1e3,
+            blocking.median * 1e3,
+            blocking.min * 1e3,
+            blocking.max * 1e3
+        ));
+    }
+    if longer > 0 {
+        return f.decide(false, format!("overlap lengthened prefill in {longer} of {} splits on this machine", pairs.len()));
+    }
+    if shorter == pairs.len() {
+        return f.decide(true, format!("overlap shortened prefill in all {} splits", pairs.len()));
+    }
+    f.inconclusive(
+        Inconclusive::Noise,
+        format!("{} of {} overlapped prefills fall within their blocking run's range", pairs.len() - shorter, pairs.len()),
+    )
+}
