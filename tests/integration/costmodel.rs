@@ -42,7 +42,7 @@ fn book_gpu() -> Device {
 }
 
 #[test]
-fn parameter_counts_of_the_nine_models_are_exact() {
+fn parameter_counts_of_the_catalogue_models_are_exact() {
     // The chapter's counts, which it checked against the checkpoints' headers.
     let expected = [
         ("gpt2", 124_439_808u64),
@@ -54,6 +54,8 @@ fn parameter_counts_of_the_nine_models_are_exact() {
         ("llama-3.2-3b", 3_212_749_824),
         ("qwen3-1.7b", 1_720_574_976),
         ("llama-3.1-8b", 8_030_261_248),
+        // Mixtral-8x7B's published total ("46.7B"): 8 experts of 3 x 4096 x 14336 per layer.
+        ("mixtral-8x7b", 46_702_792_704),
     ];
     for (name, params) in expected {
         assert_eq!(shape(name).params, params, "{name}");
@@ -70,8 +72,18 @@ fn formula_agrees_with_transformers_on_the_meta_device() {
         eprintln!("skipped: PARLAB_PYTHON is not set");
         return;
     };
-    let names =
-        ["gpt2", "tinyllama-1.1b", "phi-3-mini", "gemma-2-2b", "mistral-7b", "llama-3.2-1b", "llama-3.2-3b", "qwen3-1.7b", "llama-3.1-8b"];
+    let names = [
+        "gpt2",
+        "tinyllama-1.1b",
+        "phi-3-mini",
+        "gemma-2-2b",
+        "mistral-7b",
+        "llama-3.2-1b",
+        "llama-3.2-3b",
+        "qwen3-1.7b",
+        "llama-3.1-8b",
+        "mixtral-8x7b",
+    ];
     let script = "import sys, torch\nfrom transformers import AutoConfig, AutoModelForCausalLM\nfor d in sys.argv[1:]:\n    c = AutoConfig.from_pretrained(d)\n    with torch.device('meta'):\n        m = AutoModelForCausalLM.from_config(c)\n    print(sum(p.numel() for p in m.parameters()))\n";
     let dirs: Vec<PathBuf> = names.iter().map(|n| root().join("models").join(n)).collect();
     let out = std::process::Command::new(python).arg("-c").arg(script).args(&dirs).output().unwrap();
@@ -84,6 +96,15 @@ fn formula_agrees_with_transformers_on_the_meta_device() {
     for (name, count) in names.iter().zip(counts) {
         assert_eq!(shape(name).params, count, "{name}");
     }
+}
+
+#[test]
+fn mixtral_streams_only_its_two_routed_experts() {
+    let s = shape("mixtral-8x7b");
+    // The published "12.9B active" (12,879,925,248) counts the whole input embedding table;
+    // a decode step reads one of its rows: 12,879,925,248 - 32,000 x 4,096 + 4,096.
+    assert_eq!(s.streamed_params(), 12_748_857_344);
+    assert_eq!(s.experts.map(|e| (e.count, e.active)), Some((8, 2)));
 }
 
 #[test]
