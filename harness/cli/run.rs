@@ -36,6 +36,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     crate::spec::weights::allow_cache_writes();
     let suite = load_suite_limited(paths, options.max_runs)?;
     let origins = manifest::origins_by_run(&suite);
+    let whole_suite = suite.clone();
     let runs = first_of_each_identity(super::select::only(suite, &options.only)?);
     let dir = manifest::manifests_dir();
     let _lock = StoreLock::acquire(&dir, options.wait).map_err(|e| Error::Usage(e.to_string()))?;
@@ -73,11 +74,28 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
         );
         return Ok(signals::exit_code(sig));
     }
+    retire(&dir, &whole_suite)?;
     if !options.no_report {
         super::report::render(&dir, Path::new("reports"), true)?;
     }
     eprintln!("parlab: {total} runs, {failed} failed; manifests in {}", dir.display());
     Ok(if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK })
+}
+
+/// Moves the manifests of the suite's experiments that their specs no longer expand to out of
+/// the register's way, saying which.
+fn retire(dir: &Path, suite: &[RunPlan]) -> anyhow::Result<()> {
+    let moved = manifest::retire::retire_superseded(dir, suite)
+        .with_context(|| format!("moving superseded manifests into {}", manifest::retire::superseded_dir(dir).display()))?;
+    if !moved.is_empty() {
+        eprintln!(
+            "parlab: {} manifests of runs the specs no longer expand to moved to {} (kept, not in the register): {}",
+            moved.len(),
+            manifest::retire::superseded_dir(dir).display(),
+            moved.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Ends ranks an earlier controller on this store left running (this controller holds the

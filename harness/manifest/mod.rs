@@ -13,6 +13,7 @@ pub mod caveat;
 pub mod lock;
 pub mod machine;
 pub mod placement;
+pub mod retire;
 pub mod summary;
 
 /// The manifest format's version tag. Version 2: typed table cells, a typed kind, and the

@@ -497,3 +497,25 @@ fn a_user_who_cannot_write_the_store_is_told_which_folder() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains(&format!("{}: cannot create the folder: Permission denied", store.display())), "{}", stderr(&out));
 }
+
+#[test]
+fn a_changed_spec_moves_its_old_runs_out_of_the_register_and_keeps_them() {
+    let suite = Suite::new();
+    suite.spec("sweep", &small_collectives("sweep", "60s", ""));
+    suite.spec("other", &small_collectives("other", "60s", "").replace("sizes: [4, 4096]", "sizes: [8]"));
+    assert_eq!(suite.run(&[]), 0);
+    let old = suite.manifest("sweep");
+    // The spec changes: its old run identity is no longer in the suite.
+    suite.spec("sweep", &small_collectives("sweep", "60s", "").replace("sizes: [4, 4096]", "sizes: [4, 1024]"));
+    let out = suite.parlab(&["run", "specs"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("sweep {}", &old.run_id[..12])), "{}", stderr(&out));
+    let new = suite.manifest("sweep");
+    assert_ne!(new.run_id, old.run_id);
+    assert_eq!(suite.manifest("other").status, Status::Ok, "another experiment's run stays");
+    let kept = suite.manifests().join("superseded");
+    assert!(kept.join(format!("{}.json", old.run_id)).is_file(), "the old manifest is kept");
+    assert!(kept.join(&old.run_id).join("samples.parquet").is_file(), "with its results");
+    let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
+    assert!(register.contains(&new.run_id[..12]) && !register.contains(&old.run_id[..12]), "only the current run is in the register");
+}

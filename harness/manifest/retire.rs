@@ -1,0 +1,43 @@
+//! Manifests an experiment no longer expands to (its spec changed) are moved out of the
+//! register's way into `superseded/`, with their results folders, so a changed spec does not
+//! leave its old runs beside the new ones in the register; nothing is deleted.
+
+use super::{read_all, Manifest};
+use crate::spec::RunPlan;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The folder superseded manifests are moved to.
+pub fn superseded_dir(dir: &Path) -> PathBuf {
+    dir.join("superseded")
+}
+
+/// Moves every manifest in `dir` of an experiment in `suite` whose run identity the suite no
+/// longer holds (and its results folder) into [`superseded_dir`]; returns `experiment run`
+/// labels of those moved.
+pub fn retire_superseded(dir: &Path, suite: &[RunPlan]) -> std::io::Result<Vec<String>> {
+    let experiments: BTreeSet<&str> = suite.iter().map(|r| r.experiment.as_str()).collect();
+    let current: BTreeSet<&str> = suite.iter().map(|r| r.run_id.as_str()).collect();
+    let (manifests, _) = read_all(dir);
+    let stale: Vec<&Manifest> =
+        manifests.iter().filter(|m| experiments.contains(m.experiment.as_str()) && !current.contains(m.run_id.as_str())).collect();
+    if stale.is_empty() {
+        return Ok(Vec::new());
+    }
+    let into = superseded_dir(dir);
+    std::fs::create_dir_all(&into)?;
+    let mut moved = Vec::new();
+    for m in stale {
+        let results = Manifest::results_dir(dir, &m.run_id);
+        if results.is_dir() {
+            let target = Manifest::results_dir(&into, &m.run_id);
+            if target.exists() {
+                std::fs::remove_dir_all(&target)?;
+            }
+            std::fs::rename(&results, target)?;
+        }
+        std::fs::rename(Manifest::path_for(dir, &m.run_id), Manifest::path_for(&into, &m.run_id))?;
+        moved.push(format!("{} {}", m.experiment, &m.run_id[..12.min(m.run_id.len())]));
+    }
+    Ok(moved)
+}
