@@ -7,7 +7,8 @@ use parlab::collect::stats::Stats;
 use parlab::gates::{Gates, Probe};
 use parlab::manifest::answer::{Answer, AnswerExactness};
 use parlab::manifest::summary::{
-    CollectiveRow, Collectives, Decode, Dispatch, DispatchRow, Membw, ModelTables, Phase, PhaseAllReduce, Roofline, RooflineSource, Summary,
+    CollectiveRow, Collectives, ContextPrefill, Decode, Dispatch, DispatchRow, Membw, ModelTables, Phase, PhaseAllReduce, Roofline,
+    RooflineSource, Summary,
 };
 use parlab::manifest::{Launch, Manifest, Status, Tool};
 use parlab::spec::plan::Workload;
@@ -18,9 +19,10 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 
 /// The specs the synthetic suite expands: (file name, YAML).
-pub const SPECS: [(&str, &str); 6] = [
+pub const SPECS: [(&str, &str); 7] = [
     ("synth-collectives.yaml", "name: synth-collectives\nkind: collectives\nworld: [2, 4]\nlink: [mpi-shm, mpi-tcp]\nops: [all-reduce, all-gather]\nsizes: {from: 4, to: 4MiB, factor: 16}\niterations: 20\nwarmup: 2\nthreads: 1\n"),
     ("synth-decode.yaml", "name: synth-decode\nkind: decode\nmodel: gpt2\nstrategy: tensor\nworld: [1, 2, 4]\noverlap: [0, 4]\nexclude: [{world: 1, overlap: 4}]\nlink: mpi-shm\nprompt: {length: 32, seed: 1}\nnew_tokens: 25\nrepetitions: 3\nthreads: 1\n"),
+    ("synth-context.yaml", "name: synth-context\nkind: decode\nmodel: gpt2\nstrategy: context\nworld: [1, 2, 4]\nlink: mpi-shm\nprompt: {length: 32, seed: 1}\nnew_tokens: 25\nrepetitions: 3\nthreads: 1\n"),
     ("synth-membw.yaml", "name: synth-membw\nkind: membw\nworld: [1, 2, 4]\nlink: mpi-shm\nbuffer: 64MiB\nthreads: 1\n"),
     ("synth-dispatch.yaml", "name: synth-dispatch\nkind: dispatch\nworld: [2, 4]\nlink: mpi-shm\ntokens: [1, 64]\nthreads: 1\n"),
     ("synth-nccl.yaml", "name: synth-nccl\nkind: collectives\nworld: 2\nlink: mpi-shm\nrequires: {gpus: 2, nccl: true}\nops: [all-reduce]\nsizes: {from: 1KiB, to: 1MiB, factor: 32}\nthreads: 1\n"),
@@ -242,13 +244,34 @@ fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Summary, Option<Answer>) 
         cpu_features: Vec::new(),
         step_definition: "synthetic".into(),
         streamed_bytes_definition: "synthetic".into(),
-        context: None,
+        context: context_prefill(plan, i),
         overlap: plan.layout.overlap,
         all_reduces: phase_all_reduces(plan, comm, i),
     });
     let tokens: Vec<u32> = (0..new_tokens).map(|k| 198 + (k * 37) % 500).collect();
     let answer = Some(answer(tokens, 9.2e-5 * jitter(i, 5), 0.31 + jitter(i, 6)));
     (summary, answer)
+}
+
+/// A context split's prefill: GPT-2's keys and values (2 x 12 layers x 768 x 4 bytes a token)
+/// of every block but the next rank's, and the gather of the others' blocks to rank 0.
+fn context_prefill(plan: &RunPlan, i: u64) -> Option<Box<ContextPrefill>> {
+    if plan.layout.strategy != parlab::spec::Strategy::Context {
+        return None;
+    }
+    let blocks: Vec<u32> = plan.layout.ranks.iter().map(|r| r.tokens.map_or(0, |s| s.len())).collect();
+    let (per_token, world) = (2 * 12 * 768 * 4u64, blocks.len());
+    let prompt: u64 = blocks.iter().map(|&b| u64::from(b)).sum();
+    let ring = if world > 1 { (0..world).map(|r| prompt - u64::from(blocks[(r + 1) % world])).max().unwrap_or(0) * per_token } else { 0 };
+    let gathered = (prompt - u64::from(blocks[0])) * per_token;
+    Some(Box::new(ContextPrefill {
+        blocks,
+        ring_bytes: ring,
+        ring_bytes_modelled: ring,
+        ring: stat(ring as f64 / 1.5e9, 3, i + 11),
+        gather_bytes: gathered,
+        gather: stat(gathered as f64 / 2.0e9, 3, i + 12),
+    }))
 }
 
 /// A tensor split's all-reduces: 24 one-row messages per decode step, 24 of the 32-row prompt.
