@@ -117,3 +117,19 @@ fn plan_json_lists_runs_in_matrix_order_with_identities() {
         assert_eq!(r["run_id"].as_str().unwrap().len(), 64);
     }
 }
+
+#[test]
+fn the_readmes_example_specs_validate() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The multi-node example names a hostfile beside it.
+    std::fs::write(dir.path().join("nodes.txt"), "node1 slots=4\nnode2 slots=4\n").unwrap();
+    let examples: Vec<&str> =
+        readme.split("```yaml\n").skip(1).filter_map(|b| b.split("```").next()).filter(|b| b.contains("\nkind: ")).collect();
+    assert!(examples.len() >= 8, "{} example specs in the README", examples.len());
+    for (i, text) in examples.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("example-{i}.yaml")), text).unwrap();
+    }
+    let out = parlab().args(["validate"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
