@@ -213,6 +213,23 @@ impl KvCache {
     }
 }
 
+/// Writes keys `k` and values `v` (`[heads, T, head_dim]`) into the caches' positions `pos..pos + T`.
+fn store_kv(k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, k: &Tensor, v: &Tensor) {
+    let t = k.size()[1];
+    k_cache.narrow(1, pos as i64, t).copy_(k);
+    v_cache.narrow(1, pos as i64, t).copy_(v);
+}
+
+/// Attention `scores` `[heads, Tq, Tk]` of queries at positions `first_query..` over keys at
+/// `first_key..`, every key after its query set to −∞ (the causal mask).
+fn causal(scores: Tensor, first_query: usize, first_key: usize) -> Tensor {
+    let (tq, tk) = (scores.size()[1], scores.size()[2]);
+    let opts = (Kind::Int64, tch::Device::Cpu);
+    let key_pos = Tensor::arange(tk, opts).view([1, tk]) + first_key as i64;
+    let query_pos = Tensor::arange(tq, opts).view([tq, 1]) + first_query as i64;
+    scores.masked_fill(&key_pos.gt_tensor(&query_pos), f64::NEG_INFINITY)
+}
+
 /// GPT-2 holding a share of the model (immutable; see [`KvCache`]).
 pub struct Gpt2Part {
     /// The dimensions of the whole model.
@@ -398,16 +415,12 @@ impl Gpt2Part {
     fn attention(&self, l: &Layer, a: &Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize) -> Tensor {
         let (q, k, v) = self.qkv_heads(l, a);
         let (t, hs, hd) = (a.size()[0], self.share.heads.len() as i64, self.dims.head_dim as i64);
-        k_cache.narrow(1, pos as i64, t).copy_(&k);
-        v_cache.narrow(1, pos as i64, t).copy_(&v);
+        store_kv(k_cache, v_cache, pos, &k, &v);
         let total = pos as i64 + t;
         let (keys, values) = (k_cache.narrow(1, 0, total), v_cache.narrow(1, 0, total));
         let mut scores = q.matmul(&keys.transpose(1, 2)) * self.attention_scale(l);
         if t > 1 {
-            let opts = (Kind::Int64, tch::Device::Cpu);
-            let key_pos = Tensor::arange(total, opts).view([1, total]);
-            let query_pos = Tensor::arange(t, opts).view([t, 1]) + pos as i64;
-            scores = scores.masked_fill(&key_pos.gt_tensor(&query_pos), f64::NEG_INFINITY);
+            scores = causal(scores, pos, 0);
         }
         let probs = scores.softmax(-1, Kind::Float);
         probs.matmul(&values).transpose(0, 1).contiguous().view([t, hs * hd])

@@ -402,11 +402,8 @@ pub fn matvec(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
 
 /// `W x + b` on slices for `w` `[out, in]`: `out` values.
 pub fn matvec_row(w: &Tensor, x: &[f32], b: Option<&[f32]>) -> Vec<f32> {
-    let wv = f32s(w);
-    let out = w.size()[0] as usize;
-    assert_eq!(wv.len(), out * x.len(), "matvec: weight of {} values is not [{out}, {}]", wv.len(), x.len());
-    let mut y = vec![0f32; out];
-    rows_threaded(active(), threads(), wv, x, &mut y);
+    let mut y = vec![0f32; w.size()[0] as usize];
+    matvec_rows_into(w, x, 0, &mut y);
     if let Some(b) = b {
         y.iter_mut().zip(b).for_each(|(a, b)| *a += b);
     }
@@ -414,7 +411,7 @@ pub fn matvec_row(w: &Tensor, x: &[f32], b: Option<&[f32]>) -> Vec<f32> {
 }
 
 /// Rows `first..first + y.len()` of `W x` for `w` `[out, in]`, into `y`: a piece of a
-/// row-parallel product, computed as [`matvec_row`] computes those rows.
+/// row-parallel product ([`matvec_row`] is all of them).
 pub fn matvec_rows_into(w: &Tensor, x: &[f32], first: usize, y: &mut [f32]) {
     let wv = f32s(w);
     let out = w.size()[0] as usize;

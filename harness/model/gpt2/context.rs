@@ -5,7 +5,7 @@
 //! wholly after the rank's queries are passed on without being computed. Softmax is merged
 //! across blocks online (running maximum and sum), as ring attention and flash attention do.
 
-use super::{Gpt2Part, KvCache, Layer};
+use super::{causal, store_kv, Gpt2Part, KvCache, Layer};
 use crate::model::weights::WeightsError;
 use tch::{Kind, Tensor};
 
@@ -45,10 +45,7 @@ impl RingAttention {
         }
         let mut scores = self.q.matmul(&k.transpose(1, 2)) * self.scale;
         if first_key + tk as usize - 1 > self.first_query {
-            let opts = (Kind::Int64, tch::Device::Cpu);
-            let key_pos = Tensor::arange(tk, opts).view([1, tk]) + first_key as i64;
-            let query_pos = Tensor::arange(tq, opts).view([tq, 1]) + self.first_query as i64;
-            scores = scores.masked_fill(&key_pos.gt_tensor(&query_pos), f64::NEG_INFINITY);
+            scores = causal(scores, self.first_query, first_key);
         }
         let block_max = scores.amax([-1], true);
         self.state = Some(match self.state.take() {
@@ -97,8 +94,7 @@ impl Gpt2Part {
     ) -> Tensor {
         let (q, k, v) = self.qkv_heads(l, a);
         let t = q.size()[1];
-        k_cache.narrow(1, first as i64, t).copy_(&k);
-        v_cache.narrow(1, first as i64, t).copy_(&v);
+        store_kv(k_cache, v_cache, first, &k, &v);
         let mut attention = RingAttention::new(q, first, self.attention_scale(l));
         attention.add(&k, &v, first);
         let mut held = Tensor::stack(&[k, v], 0);
