@@ -11,7 +11,7 @@ use super::frames::{per_iteration, records, write_results};
 use super::stats::Stats;
 use super::Collected;
 use crate::manifest::answer::Answer;
-use crate::manifest::summary::{ContextPrefill, Decode, Phase, PhaseAllReduce, Summary};
+use crate::manifest::summary::{ContextPrefill, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
 use crate::model::reference::Exactness;
 use crate::rank::decode::RankAnswer;
 use crate::rank::records::Record;
@@ -148,6 +148,62 @@ fn context_prefill(plan: &RunPlan, recs: &[Record], sequences: u32) -> Result<Op
     })))
 }
 
+/// The busiest rank's (token, expert) pairs over the mean (1 when even; 0 without pairs).
+pub fn imbalance(per_rank: &[u64]) -> f64 {
+    let total: u64 = per_rank.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let mean = total as f64 / per_rank.len() as f64;
+    per_rank.iter().copied().max().unwrap_or(0) as f64 / mean
+}
+
+/// Per rank in rank order: the median over repetitions of a once-per-repetition `figure`.
+fn per_rank_median(recs: &[Record], figure: &str, world: u32) -> Vec<f64> {
+    (0..world)
+        .map(|rank| {
+            let v: Vec<f64> = recs.iter().filter(|r| r.figure == figure && r.rank == rank).map(|r| r.seconds).collect();
+            Stats::of(&v).map_or(0.0, |s| s.median)
+        })
+        .collect()
+}
+
+/// An expert split's prefill figures: pairs per rank and layer (repetition 0; routing is the
+/// same every repetition), the imbalance, each rank's expert and all-to-all seconds, and the
+/// bytes sent beside what even routing would send.
+fn expert_prefill(plan: &RunPlan, recs: &[Record], prompt_tokens: u32, sequences: u32) -> Result<Option<Box<ExpertPrefill>>, String> {
+    if plan.layout.strategy != Strategy::Expert {
+        return Ok(None);
+    }
+    use crate::rank::decode::{EXPERT_ASSIGNED, EXPERT_FIGURES};
+    let world = plan.layout.world;
+    let experts: Vec<u32> = plan.layout.ranks.iter().map(|r| r.experts.map_or(0, |s| s.len())).collect();
+    let model = plan.model.as_ref().ok_or("an expert run without a model")?;
+    let cfg = crate::model::ModelConfig::read(&model.dir).map_err(|e| e.to_string())?;
+    let moe = crate::model::gpt2::MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize)?.ok_or("an expert run of a dense model")?;
+    let mut assigned = vec![vec![0u64; world as usize]; cfg.layers as usize];
+    for r in recs.iter().filter(|r| r.figure == EXPERT_ASSIGNED && r.repetition == 0) {
+        if let Some(cell) = assigned.get_mut(r.iteration as usize).and_then(|l| l.get_mut(r.rank as usize)) {
+            *cell = r.seconds as u64;
+        }
+    }
+    let [compute, exchange, _, sent] = EXPERT_FIGURES[0];
+    let p = u64::from(world);
+    let pairs_out = u64::from(prompt_tokens) * moe.top_k as u64 * (p - 1) / (p * p);
+    let per_layer = pairs_out * (2 * cfg.hidden as u64 + 1) * 4;
+    Ok(Some(Box::new(ExpertPrefill {
+        experts,
+        top_k: moe.top_k as u32,
+        routing_skew: crate::model::source::routing_skew(plan),
+        imbalance: assigned.iter().map(|l| imbalance(l)).collect(),
+        assigned,
+        compute: per_rank_median(recs, compute, world),
+        exchange: per_rank_median(recs, exchange, world),
+        sent_bytes: per_rank_median(recs, sent, world).into_iter().fold(0.0, f64::max) as u64,
+        sent_bytes_even: per_layer * cfg.layers as u64 * u64::from(sequences),
+    })))
+}
+
 /// Summarises a decode run and writes its results files.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
     let recs = records(out)?;
@@ -161,7 +217,8 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let rate = tokens_per_s(&recs, tokens_per_repetition(plan.layout.strategy, plan.layout.world, first.sequences, first.new_tokens));
     let stats = |v: &[f64], what: &str| Stats::of(v).ok_or_else(|| format!("no {what} samples in {}", out.display()));
     // Data replicas each stream a whole model, and a context split decodes on rank 0 alone.
-    let whole = replicas > 1 || plan.layout.strategy == Strategy::Context;
+    // An expert split's ranks each hold the attention and the head whole: one rank's bytes.
+    let whole = replicas > 1 || matches!(plan.layout.strategy, Strategy::Context | Strategy::Expert);
     let streamed: u64 = if whole { first.streamed_bytes } else { answers.iter().map(|a| a.streamed_bytes).sum() };
     let summary = Summary::Decode(Decode {
         strategy: plan.layout.strategy,
@@ -184,6 +241,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         streamed_bytes_definition:
             "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
         context: context_prefill(plan, &recs, first.sequences)?,
+        experts: expert_prefill(plan, &recs, first.prompt_tokens, first.sequences)?,
         overlap: plan.layout.overlap,
         all_reduces: phase_all_reduces(&recs),
     });
@@ -197,4 +255,17 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     .map_err(|e| format!("building the summary frame: {e}"))?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
     Ok(Collected { results, summary, answer: Some(answer_of(plan, &answers)?) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::imbalance;
+
+    #[test]
+    fn imbalance_is_the_busiest_rank_over_the_mean() {
+        assert_eq!(imbalance(&[4, 4]), 1.0);
+        assert_eq!(imbalance(&[6, 2]), 1.5);
+        assert_eq!(imbalance(&[8, 0, 0, 0]), 4.0);
+        assert_eq!(imbalance(&[0, 0]), 0.0);
+    }
 }

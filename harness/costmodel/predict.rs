@@ -206,7 +206,7 @@ fn decode_case(
     fits: &BTreeMap<(Op, String), (LinkFit, String)>,
 ) -> Option<DecodeCase> {
     let d = m.summary.as_ref()?.decode()?;
-    let Workload::Decode { prompt, new_tokens, dtype } = &m.plan.workload else {
+    let Workload::Decode { prompt, new_tokens, dtype, .. } = &m.plan.workload else {
         return None;
     };
     let source = m.plan.model.as_ref()?;

@@ -170,13 +170,15 @@ fn breakdown(s: &ModelShape, cfg: &ModelConfig) -> ParamBreakdown {
     let head = if s.tied_embeddings { 0 } else { v * d };
     if s.family == Family::Gpt2 {
         let attention = d * 3 * d + 3 * d + d * d + d;
-        let mlp = d * i + i + i * d + d;
+        let width = s.experts.and_then(|_| uint(raw, &["moe_intermediate_size"])).unwrap_or(i);
+        let expert = d * width + width + width * d + d;
+        let mlp = s.experts.map_or(expert, |e| e.count as u64 * (expert + d));
         return ParamBreakdown {
             embedding,
             position: cfg.max_positions as u64 * d,
             attention_per_layer: attention,
             mlp_per_layer: mlp,
-            expert_mlp: mlp,
+            expert_mlp: expert,
             norms_per_layer: 2 * 2 * d,
             final_norm: 2 * d,
             head,

@@ -247,6 +247,9 @@ pub struct Decode {
     /// A context split's prefill: the ring and the gather (absent for other strategies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Box<ContextPrefill>>,
+    /// An expert split's prefill: routing, imbalance and each rank's time (absent for other strategies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<Box<ExpertPrefill>>,
     /// Pieces each all-reduce was cut into and started non-blocking (absent: blocking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<u32>,
@@ -273,6 +276,33 @@ pub struct ContextPrefill {
     /// Seconds of that gather in a repetition, slowest rank.
     #[serde(rename = "gather_s")]
     pub gather: Stats,
+}
+
+/// An expert-parallel prefill: where the router sent the prompt's tokens and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExpertPrefill {
+    /// Experts of each mixture layer on each rank, in rank order.
+    pub experts: Vec<u32>,
+    /// Experts each token is sent to.
+    pub top_k: u32,
+    /// The run's routing skew.
+    pub routing_skew: f64,
+    /// Per mixture layer: the (token, expert) pairs each rank's experts computed in prefill.
+    pub assigned: Vec<Vec<u64>>,
+    /// Per mixture layer: the busiest rank's pairs over the mean (1: even).
+    pub imbalance: Vec<f64>,
+    /// Per rank: seconds computing its experts in a prefill (median over repetitions).
+    #[serde(rename = "compute_s")]
+    pub compute: Vec<f64>,
+    /// Per rank: seconds inside the dispatch and combine all-to-alls in a prefill (median),
+    /// waiting for the busiest rank included.
+    #[serde(rename = "exchange_s")]
+    pub exchange: Vec<f64>,
+    /// Bytes the rank that sent most sent to other ranks in a prefill's all-to-alls.
+    pub sent_bytes: u64,
+    /// What even routing would send from each rank: tokens · top_k · (p − 1)/p² pairs per layer,
+    /// each a row out (width + 1 values, the expert's index first) and a row back, 4 bytes a value.
+    pub sent_bytes_even: u64,
 }
 
 /// Where in a generation a collective ran: over the prompt's rows, or in a one-row decode step.

@@ -61,6 +61,7 @@ fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hi
         return Err(format!("the {heads} attention heads are not a multiple of the {kv_heads} key/value heads"));
     }
     if model_type == "gpt2" {
+        crate::model::gpt2::MoeDims::from_raw(raw, 1)?;
         let act = raw.get("activation_function").map_or(Some("gelu_new"), Value::as_str);
         if !act.is_some_and(|a| GPT2_ACTIVATIONS.contains(&a)) {
             let found = raw.get("activation_function").map_or(String::new(), Value::to_string);

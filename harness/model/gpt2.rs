@@ -14,7 +14,9 @@ use std::sync::Arc;
 use tch::{Kind, Tensor};
 
 mod context;
+mod moe;
 pub use context::{KvRing, RingAttention};
+pub use moe::{Assignment, Choice, Mixture, MoeDims};
 
 /// The sums and gathers a split model needs; [`Alone`] for a model that is not split.
 pub trait Reduce {
@@ -38,6 +40,11 @@ pub trait Reduce {
     /// (`[T, out]`). A split may compute it in pieces of rows, as [`linear_rows_into`] does.
     fn reduced_linear(&mut self, x: &Tensor, w: &Tensor) -> Tensor {
         self.all_reduce(&linear(x, w, None))
+    }
+    /// A mixture layer's output for the normed rows `x` `[T, d]` (`[T, d]`): computed here, or
+    /// with the tokens sent to the ranks that hold their experts and the outputs sent back.
+    fn mixture(&mut self, m: &Mixture, x: &Tensor) -> Tensor {
+        m.local(x)
     }
 }
 
@@ -87,6 +94,8 @@ pub struct Dims {
     pub scale_attn: bool,
     /// `scale_attn_by_inverse_layer_idx`.
     pub scale_by_layer: bool,
+    /// The mixture of experts that replaces every feed-forward block, if the config has one.
+    pub moe: Option<MoeDims>,
 }
 
 impl Dims {
@@ -106,7 +115,16 @@ impl Dims {
             gelu: if act == "gelu" { "none" } else { "tanh" },
             scale_attn: flag("scale_attn_weights", true),
             scale_by_layer: flag("scale_attn_by_inverse_layer_idx", false),
+            moe: MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize).ok().flatten(),
         }
+    }
+
+    /// The same dimensions with a run's routing skew (ignored by a dense model).
+    pub fn with_routing_skew(mut self, skew: f64) -> Self {
+        if let Some(m) = self.moe.as_mut() {
+            m.skew = skew;
+        }
+        self
     }
 }
 
@@ -131,6 +149,10 @@ pub fn check_shapes(ckpt: &Checkpoint, d: &Dims) -> Result<(), WeightsError> {
         ckpt.expect_shape(&t("attn.c_attn.bias"), &[3 * w])?;
         ckpt.expect_shape(&t("attn.c_proj.weight"), &[w, w])?;
         ckpt.expect_shape(&t("attn.c_proj.bias"), &[w])?;
+        if let Some(m) = &d.moe {
+            moe::check_shapes(ckpt, m, l, w)?;
+            continue;
+        }
         ckpt.expect_shape(&t("mlp.c_fc.weight"), &[w, f])?;
         ckpt.expect_shape(&t("mlp.c_fc.bias"), &[f])?;
         ckpt.expect_shape(&t("mlp.c_proj.weight"), &[f, w])?;
@@ -151,13 +173,16 @@ pub struct PartShare {
     pub layers: Span,
     /// Rows of the output head, if this part produces logits.
     pub vocab: Option<Span>,
+    /// Experts held in every mixture layer (all of them in a dense model's terms: none).
+    pub experts: Span,
 }
 
 impl PartShare {
     /// The whole model.
     pub fn whole(d: &Dims) -> Self {
         let all = |n: usize| Span::new(0, n as u32);
-        PartShare { heads: all(d.heads), ffn: all(d.ffn), layers: all(d.layers), vocab: Some(all(d.vocab)) }
+        let experts = all(d.moe.as_ref().map_or(0, |m| m.experts));
+        PartShare { heads: all(d.heads), ffn: all(d.ffn), layers: all(d.layers), vocab: Some(all(d.vocab)), experts }
     }
 
     /// A rank's share from the plan's layout (absent spans mean everything, except the vocabulary).
@@ -168,6 +193,7 @@ impl PartShare {
             ffn: share.ffn.unwrap_or(w.ffn),
             layers: share.layers.unwrap_or(w.layers),
             vocab: share.vocab,
+            experts: share.experts.unwrap_or(w.experts),
         }
     }
 }
@@ -181,10 +207,13 @@ struct Layer {
     w_o: Tensor,
     b_o: Tensor,
     ln2: (Tensor, Tensor),
-    w_fc: Tensor,
-    b_fc: Tensor,
-    w_proj: Tensor,
-    b_proj: Tensor,
+    mlp: Mlp,
+}
+
+/// A block's feed-forward part: GPT-2's MLP (columns `ffn` of it) or a mixture of experts.
+enum Mlp {
+    Dense { w_fc: Tensor, b_fc: Tensor, w_proj: Tensor, b_proj: Tensor },
+    Mixture(Mixture),
 }
 
 struct Embedding {
@@ -259,10 +288,15 @@ fn load_layer(ck: &Checkpoint, d: &Dims, s: &PartShare, l: usize) -> Result<Laye
         w_o: out_in(ck.rows(&p("attn.c_proj.weight"), h0, h1)?),
         b_o: ck.full(&p("attn.c_proj.bias"))?,
         ln2: ln("ln_2")?,
-        w_fc: out_in(ck.columns(&p("mlp.c_fc.weight"), &[(f0, f1)])?),
-        b_fc: ck.elements(&p("mlp.c_fc.bias"), &[(f0, f1)])?,
-        w_proj: out_in(ck.rows(&p("mlp.c_proj.weight"), f0, f1)?),
-        b_proj: ck.full(&p("mlp.c_proj.bias"))?,
+        mlp: match &d.moe {
+            Some(m) => Mlp::Mixture(Mixture::load(ck, m, l, s.experts, d.gelu)?),
+            None => Mlp::Dense {
+                w_fc: out_in(ck.columns(&p("mlp.c_fc.weight"), &[(f0, f1)])?),
+                b_fc: ck.elements(&p("mlp.c_fc.bias"), &[(f0, f1)])?,
+                w_proj: out_in(ck.rows(&p("mlp.c_proj.weight"), f0, f1)?),
+                b_proj: ck.full(&p("mlp.c_proj.bias"))?,
+            },
+        },
     })
 }
 
@@ -365,10 +399,18 @@ impl Gpt2Part {
         let o = comm.reduced_matvec(&l.w_o, &ctx);
         row::add_residual(h, &o, f32s(&l.b_o));
         row::layer_norm(h, f32s(&l.ln2.0), f32s(&l.ln2.1), self.dims.eps, &mut a);
-        let mut f = matvec_row(&l.w_fc, &a, Some(f32s(&l.b_fc)));
-        self.gelu_row(&mut f);
-        let p = comm.reduced_matvec(&l.w_proj, &f);
-        row::add_residual(h, &p, f32s(&l.b_proj));
+        match &l.mlp {
+            Mlp::Dense { w_fc, b_fc, w_proj, b_proj } => {
+                let mut f = matvec_row(w_fc, &a, Some(f32s(b_fc)));
+                self.gelu_row(&mut f);
+                let p = comm.reduced_matvec(w_proj, &f);
+                row::add_residual(h, &p, f32s(b_proj));
+            }
+            Mlp::Mixture(m) => {
+                let y = comm.mixture(m, &Tensor::from_slice(&a).view([1, -1])).contiguous();
+                h.iter_mut().zip(f32s(&y)).for_each(|(h, y)| *h += y);
+            }
+        }
     }
 
     /// The block's activation in place: the tanh form on slices; exact GELU (erf) through libtorch.
@@ -400,8 +442,13 @@ impl Gpt2Part {
         let ctx = attend(self, &a);
         let h = h + (comm.reduced_linear(&ctx, &l.w_o) + &l.b_o);
         let m = h.layer_norm([d], Some(&l.ln2.0), Some(&l.ln2.1), self.dims.eps, false);
-        let f = linear(&m, &l.w_fc, Some(&l.b_fc)).gelu(self.dims.gelu);
-        h + (comm.reduced_linear(&f, &l.w_proj) + &l.b_proj)
+        match &l.mlp {
+            Mlp::Dense { w_fc, b_fc, w_proj, b_proj } => {
+                let f = linear(&m, w_fc, Some(b_fc)).gelu(self.dims.gelu);
+                h + (comm.reduced_linear(&f, w_proj) + b_proj)
+            }
+            Mlp::Mixture(mix) => h + comm.mixture(mix, &m),
+        }
     }
 
     /// The queries, keys and values of the heads held for rows `a`: each `[heads, T, head_dim]`.
@@ -437,6 +484,19 @@ impl Gpt2Part {
         comm.gather_vocab(&part)
     }
 
+    /// Feed-forward parameters a decode step reads: the dense block, or the router and at
+    /// most top-k of the experts held (the experts a token is routed to).
+    fn mlp_streamed(mlp: &Mlp) -> u64 {
+        match mlp {
+            Mlp::Dense { w_fc, b_fc, w_proj, b_proj } => [w_fc, b_fc, w_proj, b_proj].iter().map(|t| t.numel() as u64).sum(),
+            Mlp::Mixture(m) => {
+                let (router, experts) = m.numel();
+                let held = m.held().len().max(1) as u64;
+                router + experts / held * held.min(m.dims().top_k as u64)
+            }
+        }
+    }
+
     /// Weight bytes one decode step of one sequence reads from this part (one embedding row, not the table).
     pub fn streamed_bytes(&self) -> u64 {
         let numel = |t: &Tensor| t.numel() as u64;
@@ -444,10 +504,9 @@ impl Gpt2Part {
             .layers
             .iter()
             .map(|l| {
-                [&l.ln1.0, &l.ln1.1, &l.w_qkv, &l.b_qkv, &l.w_o, &l.b_o, &l.ln2.0, &l.ln2.1, &l.w_fc, &l.b_fc, &l.w_proj, &l.b_proj]
-                    .iter()
-                    .map(|t| numel(t))
-                    .sum::<u64>()
+                let attention: u64 =
+                    [&l.ln1.0, &l.ln1.1, &l.w_qkv, &l.b_qkv, &l.w_o, &l.b_o, &l.ln2.0, &l.ln2.1].iter().map(|t| numel(t)).sum();
+                attention + Self::mlp_streamed(&l.mlp)
             })
             .sum();
         let head = self.head.as_ref().map_or(0, |h| numel(&h.weight) + numel(&h.ln_f.0) + numel(&h.ln_f.1));

@@ -21,11 +21,15 @@
 //!   adds a row-parallel bias twice, or drops a layer-norm parameter, changes the logits
 //!   (the cross-check against transformers sees it) without making decoding degenerate.
 //! * `wpe` ~ N(0, 0.25²).
+//! * a mixture config (`num_local_experts`): each expert drawn as the MLP above, the router
+//!   `mlp.gate.weight` ~ N(0, 1/d), so router logits of a normed row have std ≈ 1 and the
+//!   experts are chosen about evenly (a run's `routing: {skew}` then crowds them).
 //!
 //! Each tensor draws from its own splitmix64 stream (seed, tensor name) with Box-Muller
 //! normals, so the bytes depend on the seed and the config only.
 
 use super::config::ModelConfig;
+use super::gpt2::MoeDims;
 use super::rng::SplitMix64;
 use safetensors::tensor::{Dtype as StDtype, TensorView};
 use serde_json::Value;
@@ -59,6 +63,13 @@ fn recipes(cfg: &ModelConfig) -> Vec<Recipe> {
         out.push(normal(format!("{prefix}.weight"), vec![d], 1.0, 0.1));
         out.push(normal(format!("{prefix}.bias"), vec![d], 0.0, 0.02));
     };
+    let mlp = |out: &mut Vec<Recipe>, prefix: String, f: usize| {
+        out.push(normal(format!("{prefix}.c_fc.weight"), vec![d, f], 0.0, inv(d)));
+        out.push(normal(format!("{prefix}.c_fc.bias"), vec![f], 0.0, 0.02));
+        out.push(normal(format!("{prefix}.c_proj.weight"), vec![f, d], 0.0, inv(f)));
+        out.push(normal(format!("{prefix}.c_proj.bias"), vec![d], 0.0, 0.02));
+    };
+    let moe = MoeDims::from_raw(&cfg.raw, f).ok().flatten();
     for l in 0..cfg.layers as usize {
         let h = format!("transformer.h.{l}");
         ln(&mut out, format!("{h}.ln_1"));
@@ -72,10 +83,15 @@ fn recipes(cfg: &ModelConfig) -> Vec<Recipe> {
         out.push(normal(format!("{h}.attn.c_proj.weight"), vec![d, d], 0.0, inv(d)));
         out.push(normal(format!("{h}.attn.c_proj.bias"), vec![d], 0.0, 0.02));
         ln(&mut out, format!("{h}.ln_2"));
-        out.push(normal(format!("{h}.mlp.c_fc.weight"), vec![d, f], 0.0, inv(d)));
-        out.push(normal(format!("{h}.mlp.c_fc.bias"), vec![f], 0.0, 0.02));
-        out.push(normal(format!("{h}.mlp.c_proj.weight"), vec![f, d], 0.0, inv(f)));
-        out.push(normal(format!("{h}.mlp.c_proj.bias"), vec![d], 0.0, 0.02));
+        match &moe {
+            Some(m) => {
+                out.push(normal(format!("{h}.mlp.gate.weight"), vec![m.experts, d], 0.0, inv(d)));
+                for e in 0..m.experts {
+                    mlp(&mut out, format!("{h}.mlp.experts.{e}"), m.width);
+                }
+            }
+            None => mlp(&mut out, format!("{h}.mlp"), f),
+        }
     }
     ln(&mut out, "transformer.ln_f".into());
     out

@@ -56,10 +56,19 @@ pub fn ensure_weights(model: &ModelSource) -> anyhow::Result<ModelConfig> {
     Ok(cfg)
 }
 
-/// Loads the share `share` (None: the whole model) of a plan's checkpoint.
-pub fn load_part(model: &ModelSource, cfg: &ModelConfig, share: Option<PartShare>) -> anyhow::Result<Gpt2Part> {
+/// A decode plan's routing skew (0 for other plans).
+pub fn routing_skew(plan: &RunPlan) -> f64 {
+    match &plan.workload {
+        Workload::Decode { routing_skew, .. } => *routing_skew,
+        _ => 0.0,
+    }
+}
+
+/// Loads the share `share` (None: the whole model) of a plan's checkpoint, routing a mixture
+/// with `skew`.
+pub fn load_part(model: &ModelSource, cfg: &ModelConfig, share: Option<PartShare>, skew: f64) -> anyhow::Result<Gpt2Part> {
     let ckpt = Arc::new(Checkpoint::open(&checkpoint_path(model))?);
-    let dims = Dims::from_config(cfg);
+    let dims = Dims::from_config(cfg).with_routing_skew(skew);
     let share = share.unwrap_or_else(|| PartShare::whole(&dims));
     Ok(Gpt2Part::load(ckpt, dims, share)?)
 }
@@ -83,7 +92,7 @@ pub fn reference_for(plan: &RunPlan) -> anyhow::Result<Generation> {
     let cfg = ensure_weights(model)?;
     let (prompt, new_tokens) = decode_params(plan)?;
     let ids = prompt_ids(prompt, cfg.vocab)?;
-    let part = load_part(model, &cfg, None)?;
+    let part = load_part(model, &cfg, None, routing_skew(plan))?;
     Checkpoint::open(&checkpoint_path(model))?.check_finite()?;
     let gen = reference::greedy(&part, &ids, new_tokens)?;
     reference::save(&gen, &ids, &stem)?;

@@ -49,6 +49,16 @@ pub const CONTEXT_GATHER: &str = "kv_gather";
 /// The rank record of the bytes a rank sent to rank 0's cache per repetition (in `seconds`).
 pub const CONTEXT_GATHER_BYTES: &str = "kv_gather_bytes";
 
+/// The rank record of the (row, expert) pairs a rank's experts computed in prefill, per
+/// mixture layer (`iteration`: the layer; the count in `seconds`).
+pub const EXPERT_ASSIGNED: &str = "moe_assigned";
+/// The rank records of an expert split's seconds and bytes, in prefill and in the decode rounds:
+/// expert compute, dispatch and combine all-to-alls, the gather of the outputs, bytes sent.
+pub const EXPERT_FIGURES: [[&str; 4]; 2] = [
+    ["moe_compute", "moe_exchange", "moe_gather", "moe_sent_bytes"],
+    ["decode_moe_compute", "decode_moe_exchange", "decode_moe_gather", "decode_moe_sent_bytes"],
+];
+
 /// The answer file of `rank` in `out`.
 pub fn answer_path(out: &Path, rank: u32) -> PathBuf {
     out.join(format!("answer-rank{rank}.json"))
@@ -72,7 +82,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let rank = comm.rank();
     let share = plan.layout.ranks.get(rank as usize).ok_or_else(|| anyhow::anyhow!("the layout has no rank {rank}"))?;
     let dims = Dims::from_config(&cfg);
-    let part = source::load_part(model, &cfg, Some(PartShare::from_rank(share, &dims)))?;
+    let part = source::load_part(model, &cfg, Some(PartShare::from_rank(share, &dims)), source::routing_skew(plan))?;
     let reference = if part.has_head() { Some(source::reference_for(plan)?) } else { None };
     let engine = Engine::new(plan, &part, prompt, new_tokens, reference.as_ref());
     let mut link = Link::new(plan, comm);
@@ -126,6 +136,16 @@ fn record(sink: &mut RecordSink, rep: u32, r: &RepResult) -> std::io::Result<()>
         sink.push(CONTEXT_RING_BYTES, 0, rep, 0, c.ring.bytes as f64)?;
         sink.push(CONTEXT_GATHER, 0, rep, 0, c.gather_s)?;
         sink.push(CONTEXT_GATHER_BYTES, 0, rep, 0, c.gather_bytes as f64)?;
+    }
+    if let Some((prefill, decode)) = &r.experts {
+        for (layer, &n) in prefill.assigned.iter().enumerate() {
+            sink.push(EXPERT_ASSIGNED, 0, rep, layer as u32, n as f64)?;
+        }
+        for (names, t) in EXPERT_FIGURES.iter().zip([prefill, decode]) {
+            for (name, value) in names.iter().zip([t.compute_s, t.exchange_s, t.gather_s, t.sent_bytes as f64]) {
+                sink.push(name, 0, rep, 0, value)?;
+            }
+        }
     }
     for (i, (step, comm)) in r.steps.iter().enumerate() {
         sink.push("decode_step", 0, rep, i as u32, *step)?;

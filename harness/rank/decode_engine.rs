@@ -3,7 +3,8 @@
 
 use super::comm::{CommStats, Communicator};
 use super::context::{gather_cache, ContextRing, RingTally};
-use crate::model::gpt2::{linear, linear_rows_into, Gpt2Part, KvCache, Reduce};
+use super::expert::{ExpertSplit, ExpertTally};
+use crate::model::gpt2::{linear, linear_rows_into, Gpt2Part, KvCache, Mixture, Reduce};
 use crate::model::matvec::matvec_rows_into;
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
 use crate::spec::plan::Span;
@@ -25,6 +26,8 @@ pub struct Link<'c> {
     pub stages: u32,
     /// The prompt block of each rank (context split).
     context: Option<Vec<Span>>,
+    /// The experts of each rank and what this rank's did (expert split).
+    experts: Option<ExpertSplit>,
 }
 
 impl<'c> Link<'c> {
@@ -38,7 +41,11 @@ impl<'c> Link<'c> {
         let overlap = plan.layout.overlap.filter(|_| tensor);
         let context = (plan.layout.strategy == Strategy::Context)
             .then(|| plan.layout.ranks.iter().map(|r| r.tokens.unwrap_or(Span::new(0, 0))).collect());
-        Link { comm, tensor, overlap, vocab_counts, stage, stages, context }
+        let experts = (plan.layout.strategy == Strategy::Expert).then(|| {
+            let layers = plan.layout.ranks.first().and_then(|r| r.layers).map_or(1, |s| s.len().max(1) as usize);
+            ExpertSplit::new(plan.layout.ranks.iter().map(|r| r.experts.unwrap_or(Span::new(0, 0))).collect(), layers)
+        });
+        Link { comm, tensor, overlap, vocab_counts, stage, stages, context, experts }
     }
 
     /// Whether this rank runs the decode rounds (a context split decodes on rank 0 alone).
@@ -101,6 +108,13 @@ impl Reduce for Link<'_> {
             }
         }
         y
+    }
+
+    fn mixture(&mut self, m: &Mixture, x: &Tensor) -> Tensor {
+        match self.experts.as_mut() {
+            Some(split) => split.mixture(self.comm, m, x),
+            None => m.local(x),
+        }
     }
 
     fn reduced_linear(&mut self, x: &Tensor, w: &Tensor) -> Tensor {
@@ -186,6 +200,8 @@ pub struct RepResult {
     pub collectives_per_step: Option<u64>,
     /// A context split's prefill: what the ring moved and the gather of the cache to rank 0.
     pub context: Option<ContextTally>,
+    /// An expert split's share on this rank: in prefill, then over the decode rounds.
+    pub experts: Option<(ExpertTally, ExpertTally)>,
 }
 
 /// What a context-parallel prefill moved on one rank, every sequence together.
@@ -234,6 +250,7 @@ impl<'a> Engine<'a> {
             }
         }
         let prefill_s = start.elapsed().as_secs_f64();
+        let experts_prefill = link.experts.as_mut().map(ExpertSplit::take);
         let comm1 = link.comm.stats();
         let prefill_comm_s = comm1.seconds - comm0.seconds;
         let single = OneTorchThread::new();
@@ -265,6 +282,7 @@ impl<'a> Engine<'a> {
             exactness: exact,
             collectives_per_step: expected,
             context,
+            experts: experts_prefill.zip(link.experts.as_mut().map(ExpertSplit::take)),
         })
     }
 

@@ -6,6 +6,7 @@ pub mod context;
 pub mod decode;
 pub mod decode_engine;
 pub mod dispatch;
+pub mod expert;
 pub mod fault;
 pub mod membw;
 pub mod records;

@@ -121,6 +121,8 @@ pub struct DecodeRow {
     pub overlap: Option<u32>,
     /// A context split's prefill figures.
     pub context: Option<crate::manifest::summary::ContextPrefill>,
+    /// An expert split's prefill figures.
+    pub experts: Option<crate::manifest::summary::ExpertPrefill>,
     /// Exactness: tokens equal.
     pub tokens_equal: Option<bool>,
     /// Exactness: largest logit difference.
@@ -282,6 +284,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         all_reduces: d.all_reduces.clone(),
         overlap: d.overlap,
         context: d.context.as_deref().cloned(),
+        experts: d.experts.as_deref().cloned(),
         tokens_equal: exact.map(|e| e.tokens_equal),
         max_logit_diff: exact.map(|e| e.max_logit_diff),
         min_top2_margin: exact.and_then(|e| e.min_top2_margin),

@@ -23,6 +23,7 @@ pub fn families(facts: &Facts) -> Vec<Family> {
         tables.extend(all_reduce_phases(&facts.decode, &facts.fits));
         tables.extend(overlap_hidden(&facts.decode));
         tables.extend(context_prefill(&facts.decode));
+        tables.extend(expert_prefill(&facts.decode));
         out.push(Family::new("Decode", DECODE_INTRO, tables));
     }
     if !facts.dispatch.is_empty() {
@@ -458,6 +459,79 @@ fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
         rows: cells,
         provenance: vec!["measured: parlab's decode runs (rank records `prefill_ring`, `prefill_ring_bytes`, `kv_gather`, `kv_gather_bytes`, `prefill`); modelled: arithmetic from config.json (layers, width) and the layout's blocks".into()],
     })
+}
+
+/// Expert-parallel prefill: per run, where the router sent the prompt's tokens, the busiest
+/// rank's expert time beside what its share of the pairs predicts, the all-to-alls, and the
+/// prefill against the same world's evenly routed run.
+fn expert_prefill(rows: &[DecodeRow]) -> Option<Table> {
+    let mut runs: Vec<&DecodeRow> = rows.iter().filter(|r| r.experts.is_some()).collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let skew = |r: &DecodeRow| r.experts.as_ref().map_or(0.0, |e| e.routing_skew);
+    runs.sort_by(|a, b| {
+        (&a.experiment, &a.link, a.world, skew(a), &a.run)
+            .partial_cmp(&(&b.experiment, &b.link, b.world, skew(b), &b.run))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let even = |r: &DecodeRow| {
+        runs.iter()
+            .find(|o| o.world == r.world && o.experiment == r.experiment && o.link == r.link && skew(o) == 0.0)
+            .map(|o| o.prefill.median)
+    };
+    let cells = runs.iter().filter_map(|r| Some(expert_cells(r, r.experts.as_ref()?, even(r)))).collect();
+    Some(Table {
+        id: "measured-expert-prefill".into(),
+        title: "Expert-parallel prefill: routing imbalance and the slowest rank".into(),
+        caption: "Each rank holds the attention and the output head whole and one contiguous share of every mixture layer's experts (experts per rank). At each mixture layer rank r routes its own block of the prompt's rows (softmax router, top-k, weights renormalised), sends each (token, expert) pair to the expert's rank (MPI_Alltoallv), computes the pairs it received, sends the outputs back, and the blocks are all-gathered. Pairs per rank: summed over the layers, prefill; imbalance: the busiest rank's pairs over the mean, summed over layers (worst layer in brackets). Busiest rank's expert time beside the prediction: the ranks' mean expert time × the imbalance (time in proportion to pairs). All-to-all time: the least busy rank's seconds inside the dispatch and combine, waiting for the busiest included. Sent: the rank that sent most; even: what even routing sends, tokens · top_k · (p − 1)/p² pairs per layer, each a row out (width + 1 values) and back. Prefill ÷ even: this run's prefill over the evenly routed (skew 0) run of the same world; the slowest rank sets the pace. Worlds above the cores are oversubscribed.".into(),
+        columns: cols(&[
+            "experiment",
+            "world",
+            "routing skew",
+            "experts per rank",
+            "pairs per rank",
+            "imbalance (worst layer)",
+            "busiest rank's expert time",
+            "predicted from imbalance",
+            "all-to-all time, least busy rank",
+            "sent",
+            "sent, even routing",
+            "prefill median",
+            "prefill ÷ even routing",
+            "decode step median",
+            "tokens equal",
+            "run",
+        ]),
+        rows: cells,
+        provenance: vec!["measured: parlab's decode runs (rank records `moe_assigned`, `moe_compute`, `moe_exchange`, `moe_sent_bytes`, `prefill`, `decode_step`); predicted and even-routing bytes: arithmetic on those records and config.json (top_k, width, layers)".into()],
+    })
+}
+
+fn expert_cells(r: &DecodeRow, e: &crate::manifest::summary::ExpertPrefill, even_prefill: Option<f64>) -> Vec<Cell> {
+    let per_rank: Vec<u64> = (0..e.experts.len()).map(|rank| e.assigned.iter().map(|l| l.get(rank).copied().unwrap_or(0)).sum()).collect();
+    let overall = crate::collect::decode::imbalance(&per_rank);
+    let worst = e.imbalance.iter().copied().fold(0.0, f64::max);
+    let mean_compute = e.compute.iter().sum::<f64>() / e.compute.len().max(1) as f64;
+    let list = |v: Vec<String>| v.join(" + ");
+    Vec::from([
+        Cell::text(&r.experiment),
+        Cell::Count(r.world.into()),
+        Cell::Number(e.routing_skew),
+        Cell::text(list(e.experts.iter().map(u32::to_string).collect())),
+        Cell::text(list(per_rank.iter().map(u64::to_string).collect())),
+        Cell::Noted(Box::new(Cell::Number(overall)), fmt::text(&Cell::Number(worst))),
+        Cell::Seconds(e.compute.iter().copied().fold(0.0, f64::max)),
+        Cell::Seconds(mean_compute * overall),
+        Cell::Seconds(e.exchange.iter().copied().fold(f64::INFINITY, f64::min)),
+        Cell::Bytes(e.sent_bytes as f64),
+        Cell::Bytes(e.sent_bytes_even as f64),
+        Cell::Seconds(r.prefill.median),
+        Cell::opt(even_prefill.filter(|&p| p > 0.0).map(|p| r.prefill.median / p), Cell::Number),
+        Cell::Seconds(r.step.median),
+        r.tokens_equal.map_or(Cell::Missing, Cell::Verdict),
+        Cell::text(&r.run),
+    ])
 }
 
 fn bw_range(s: Option<&super::facts::Stats>) -> Cell {

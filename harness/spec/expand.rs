@@ -35,6 +35,7 @@ struct Point {
     dtype: Dtype,
     new_tokens: u32,
     overlap: u32,
+    routing_skew: f64,
 }
 
 impl Point {
@@ -55,6 +56,7 @@ impl Point {
             Axis::Dtype => self.dtype.name().to_string(),
             Axis::NewTokens => self.new_tokens.to_string(),
             Axis::Overlap => self.overlap.to_string(),
+            Axis::RoutingSkew => self.routing_skew.to_string(),
         }
     }
 
@@ -86,7 +88,7 @@ impl MatrixSize {
 
 /// Counts `e`'s matrix (exclusions can only shrink it) without building a point.
 pub fn matrix_size(e: &Experiment) -> MatrixSize {
-    let axes: [(&'static str, usize); 10] = [
+    let axes: [(&'static str, usize); 11] = [
         ("model", e.models.len().max(1)),
         ("strategy", e.strategies.len()),
         ("world", e.worlds.len()),
@@ -97,6 +99,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
         ("dtype", e.dtypes.len()),
         ("new_tokens", e.new_tokens.len()),
         ("overlap", e.overlap.len()),
+        ("routing_skew", e.routing_skew.len()),
     ];
     let runs = if e.kind == Kind::Model { 1 } else { axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64)) };
     let largest_axis = axes.iter().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
@@ -105,7 +108,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
 }
 
 /// The matrix's points in a fixed order: model, strategy, world, link, threads,
-/// sequences, head, dtype, new_tokens, overlap (the first varies slowest).
+/// sequences, head, dtype, new_tokens, overlap, routing_skew (the first varies slowest).
 fn points(e: &Experiment) -> Vec<Point> {
     let models: Vec<Option<String>> = if e.models.is_empty() { vec![None] } else { e.models.iter().cloned().map(Some).collect() };
     let mut out = Vec::new();
@@ -119,19 +122,22 @@ fn points(e: &Experiment) -> Vec<Point> {
                                 for &dtype in &e.dtypes {
                                     for &new_tokens in &e.new_tokens {
                                         for &overlap in &e.overlap {
-                                            let (link, model) = (link.clone(), model.clone());
-                                            out.push(Point {
-                                                model,
-                                                strategy,
-                                                world,
-                                                link,
-                                                threads,
-                                                sequences,
-                                                head,
-                                                dtype,
-                                                new_tokens,
-                                                overlap,
-                                            });
+                                            for &routing_skew in &e.routing_skew {
+                                                let (link, model) = (link.clone(), model.clone());
+                                                out.push(Point {
+                                                    model,
+                                                    strategy,
+                                                    world,
+                                                    link,
+                                                    threads,
+                                                    sequences,
+                                                    head,
+                                                    dtype,
+                                                    new_tokens,
+                                                    overlap,
+                                                    routing_skew,
+                                                });
+                                            }
                                         }
                                     }
                                 }
@@ -193,6 +199,7 @@ fn p_layout_input(e: &Experiment, p: &Point) -> super::layout::LayoutInput {
         head: p.head,
         sequences: p.sequences,
         overlap: p.overlap,
+        routing_skew: p.routing_skew,
         prompt_tokens,
     }
 }
@@ -209,9 +216,12 @@ fn workload_for(e: &Experiment, p: &Point) -> Workload {
     match e.kind {
         Kind::Collectives => Workload::Collectives(e.collectives.clone().expect("collectives params")),
         Kind::Membw => Workload::Membw(e.membw.clone().expect("membw params")),
-        Kind::Decode => {
-            Workload::Decode { prompt: e.decode.as_ref().expect("decode params").prompt.clone(), new_tokens: p.new_tokens, dtype: p.dtype }
-        }
+        Kind::Decode => Workload::Decode {
+            prompt: e.decode.as_ref().expect("decode params").prompt.clone(),
+            new_tokens: p.new_tokens,
+            dtype: p.dtype,
+            routing_skew: p.routing_skew,
+        },
         Kind::Dispatch => Workload::Dispatch(e.dispatch.clone().expect("dispatch params")),
         Kind::Model => unreachable!("model runs are built by model_run"),
     }

@@ -102,6 +102,25 @@ impl<'m> Fields<'m> {
         as_list(c, key, v).into_iter().filter_map(|(k, v)| uint_value(c, &k, v, min)).filter_map(|n| u32::try_from(n).ok()).collect()
     }
 
+    /// An axis of numbers within `±limit` (scalar or list); absent: `[0]`.
+    pub fn number_axis(&self, c: &mut Checker, key: &str, limit: f64) -> Vec<f64> {
+        let Some(v) = self.get(key) else { return vec![0.0] };
+        as_list(c, key, v)
+            .into_iter()
+            .filter_map(|(k, v)| match v.as_f64() {
+                Some(x) if x.is_finite() && x.abs() <= limit => Some(x),
+                Some(x) => {
+                    c.report(&k, format!("must be between -{limit} and {limit}, found {x}"));
+                    None
+                }
+                None => {
+                    c.report(&k, format!("expected a number between -{limit} and {limit}, found {}", describe(v)));
+                    None
+                }
+            })
+            .collect()
+    }
+
     /// An axis of named choices.
     pub fn choice_axis<T: Copy>(&self, c: &mut Checker, key: &str, choices: &[(&str, T)], default: T) -> Vec<T> {
         let Some(v) = self.get(key) else { return vec![default] };

@@ -3,6 +3,7 @@
 
 use super::plan::{Layout, RankShare, Span};
 use super::schema::{HeadPlacement, Kind, Strategy};
+use crate::model::gpt2::MoeDims;
 use crate::model::ModelConfig;
 
 /// The axis values a layout depends on.
@@ -17,6 +18,8 @@ pub struct LayoutInput {
     pub sequences: u32,
     /// Pieces per all-reduce started non-blocking (0: blocking).
     pub overlap: u32,
+    /// A mixture model's routing skew (0: none).
+    pub routing_skew: f64,
     /// Prompt tokens (decode).
     pub prompt_tokens: u32,
 }
@@ -47,8 +50,12 @@ fn bare(world: u32) -> Vec<RankShare> {
 pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> Result<Layout, (&'static str, String)> {
     let (ranks, head, sequences) = match (kind, model) {
         (Kind::Decode, Some(cfg)) => {
-            // A context split decodes on rank 0 with the whole output head: no placement to name.
-            let head = (p.strategy != Strategy::Context).then_some(p.head);
+            if p.routing_skew != 0.0 {
+                mixture_of(cfg, "routing_skew")?;
+            }
+            // A context split decodes on rank 0 with the whole output head, and every rank of an
+            // expert split holds the whole head: no placement to name.
+            let head = (!matches!(p.strategy, Strategy::Context | Strategy::Expert)).then_some(p.head);
             (decode_shares(p, cfg)?, head, Some(p.sequences))
         }
         (Kind::Dispatch, _) => (expert_shares(p.world), None, None),
@@ -136,7 +143,8 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                 })
                 .collect())
         }
-        Strategy::Data | Strategy::Expert => Ok((0..p.world)
+        Strategy::Expert => expert_decode_shares(p, cfg),
+        Strategy::Data => Ok((0..p.world)
             .map(|rank| RankShare {
                 rank,
                 heads: all(cfg.heads),
@@ -149,6 +157,47 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
             .collect()),
         Strategy::Context => context_shares(p, cfg),
     }
+}
+
+/// The mixture of a config, or the message refusing what needs one.
+fn mixture_of(cfg: &ModelConfig, what: &str) -> Result<MoeDims, (&'static str, String)> {
+    match MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize) {
+        Ok(Some(m)) => Ok(m),
+        Ok(None) => Err((
+            if what == "routing_skew" { "routing_skew" } else { "strategy" },
+            format!("{what} needs a mixture-of-experts model (config.json with `num_local_experts`); this model is dense"),
+        )),
+        Err(message) => Err(("model", message)),
+    }
+}
+
+/// Expert parallelism: every rank holds the attention and the output head whole and one
+/// contiguous share of each mixture layer's experts.
+fn expert_decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {
+    let m = mixture_of(cfg, "an expert split")?;
+    if p.world as usize > m.experts {
+        return Err((
+            "world",
+            format!(
+                "an expert split over {} ranks leaves ranks without an expert; the model has {} (use world ≤ {})",
+                p.world, m.experts, m.experts
+            ),
+        ));
+    }
+    let all = |n: u32| Some(Span::new(0, n));
+    Ok(even_spans(m.experts as u32, p.world)
+        .into_iter()
+        .enumerate()
+        .map(|(r, experts)| RankShare {
+            rank: r as u32,
+            heads: all(cfg.heads),
+            ffn: all(cfg.intermediate),
+            layers: all(cfg.layers),
+            vocab: all(cfg.vocab),
+            experts: Some(experts),
+            tokens: None,
+        })
+        .collect())
 }
 
 /// Context parallelism: every rank holds the whole model and prefills one contiguous block of

@@ -127,6 +127,9 @@ pub enum Workload {
         new_tokens: u32,
         /// The dtype.
         dtype: Dtype,
+        /// A mixture model's routing skew (absent: 0, the router as the checkpoint has it).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        routing_skew: f64,
     },
     /// Expert dispatch all-to-all.
     Dispatch(DispatchParams),
@@ -160,6 +163,10 @@ impl Workload {
             Workload::Model { .. } => Kind::Model,
         }
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// One expanded run: what to launch, where its results go, and its identities.

@@ -25,7 +25,7 @@ impl Kind {
     pub fn strategies(self) -> &'static [Strategy] {
         match self {
             Kind::Collectives | Kind::Membw => &[Strategy::Data],
-            Kind::Decode => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Context],
+            Kind::Decode => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Expert, Strategy::Context],
             Kind::Dispatch => &[Strategy::Expert],
             Kind::Model => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Expert],
         }
@@ -152,12 +152,14 @@ pub enum Axis {
     NewTokens,
     /// Pieces a tensor split's all-reduces are cut into and started non-blocking (0: blocking).
     Overlap,
+    /// A mixture model's router bias crowding the first experts (0: the router as drawn).
+    RoutingSkew,
 }
 
 crate::named!(Axis {
     Model => "model", Strategy => "strategy", World => "world", Link => "link", Threads => "threads",
     Sequences => "sequences", Head => "head", Dtype => "dtype", NewTokens => "new_tokens",
-    Overlap => "overlap",
+    Overlap => "overlap", RoutingSkew => "routing_skew",
 });
 
 /// One `exclude:` rule: a point of the matrix is left out when every axis the rule names
@@ -307,6 +309,9 @@ pub struct Experiment {
     /// Axis: pieces each all-reduce of a tensor split is cut into, each started non-blocking
     /// while the next piece computes (0: one blocking all-reduce).
     pub overlap: Vec<u32>,
+    /// Axis: a mixture model's routing skew (expert e's router logit gets
+    /// `skew · (1 − 2e/(experts − 1))`; 0 leaves the router as the checkpoint has it).
+    pub routing_skew: Vec<f64>,
     /// Timed repetitions of the whole workload.
     pub repetitions: u32,
     /// Untimed warm-up repetitions (or iterations, for sweeps).

@@ -36,6 +36,7 @@ const KIND_KEYS: &[(&str, &[Kind])] = &[
     ("sequences", &[Kind::Decode, Kind::Model]),
     ("head", &[Kind::Decode]),
     ("overlap", &[Kind::Decode]),
+    ("routing_skew", &[Kind::Decode]),
     ("dtype", &[Kind::Decode, Kind::Model]),
     ("ops", &[Kind::Collectives]),
     ("sizes", &[Kind::Collectives]),
@@ -50,6 +51,10 @@ const KIND_KEYS: &[(&str, &[Kind])] = &[
 
 /// The keys whose list values the matrix expands ([`Axis`]'s names).
 pub const AXES: &[&str] = &Axis::names();
+
+/// The largest routing skew accepted either way (a logit bias of 20 sends every token to the
+/// same experts; more only loses float precision).
+pub const MAX_ROUTING_SKEW: f64 = 20.0;
 
 /// Links the rank runtime can measure.
 pub const MEASURED_LINKS: &[&str] = &["mpi-shm", "mpi-tcp", "mpi-auto"];
@@ -226,6 +231,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         dtypes: fields.dtypes(c, kind),
         new_tokens: fields.uint_axis(c, "new_tokens", vec![25], 1),
         overlap: fields.uint_axis(c, "overlap", vec![0], 0),
+        routing_skew: fields.number_axis(c, "routing_skew", MAX_ROUTING_SKEW),
         repetitions: fields.uint(c, "repetitions", default_repetitions(kind), 1) as u32,
         warmup: fields.uint(c, "warmup", default_warmup(kind), 0) as u32,
         timeout_s: fields.timeout(c),

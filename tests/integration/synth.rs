@@ -245,6 +245,7 @@ fn decode(plan: &RunPlan, new_tokens: u32, i: u64) -> (Summary, Option<Answer>) 
         step_definition: "synthetic".into(),
         streamed_bytes_definition: "synthetic".into(),
         context: context_prefill(plan, i),
+        experts: None,
         overlap: plan.layout.overlap,
         all_reduces: phase_all_reduces(plan, comm, i),
     });
@@ -406,6 +407,7 @@ pub fn decode_summary(step_s: f64, tokens_per_s: f64) -> Summary {
         step_definition: "test".into(),
         streamed_bytes_definition: "test".into(),
         context: None,
+        experts: None,
         overlap: None,
         all_reduces: Vec::new(),
     })
