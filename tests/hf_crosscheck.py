@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-check parlab's GPT-2 against Hugging Face transformers (an implementation nobody here wrote).
 
-For two GPT-2-family configs (the real 124M shape and a tiny one whose 501-token vocabulary
+For two GPT-2-family configs (and a mixture-of-experts one, below) (the real 124M shape and a tiny one whose 501-token vocabulary
 splits unevenly over 2 ranks) this script:
 
 1. makes a seeded checkpoint with `parlab model init` and checks that transformers'
@@ -16,6 +16,14 @@ splits unevenly over 2 ranks) this script:
    difference from that reference (manifest answer.exactness.max_logit_diff) is within TOL too;
    it also checks that the checkpoint `parlab run` generated has the same bytes as `model init`'s.
 
+For a mixture-of-experts config (the tiny one with 4 experts of width 96, top 2) transformers
+has no class, so the reference is transformers' GPT-2 with every block's MLP replaced by a
+mixture written here in plain torch from the checkpoint's tensors (softmax router over every
+expert, top-k, weights renormalised, each expert a GPT-2 MLP computed on every token and
+weighted); the other weights load through `load_state_dict`, which must find exactly the dense
+MLP's keys missing and the mixture's keys unexpected. parlab's expert split at world 1 and 2 is
+checked against it with the router as drawn and with `routing_skew: 1.5`.
+
 Tolerance: TOL = 2e-3 absolute on logits whose standard deviation is about 10 (the seeded
 recipe's). The two implementations differ only in float32 summation order (MKL blocking,
 transformers' SDPA kernel against parlab's explicit softmax, split partial sums), which moves
@@ -29,7 +37,9 @@ import hashlib, json, os, pathlib, shutil, subprocess, sys, tempfile
 
 import numpy as np
 import torch
-from transformers import GPT2LMHeadModel
+from safetensors.torch import load_file
+from transformers import GPT2Config, GPT2LMHeadModel
+from transformers.activations import ACT2FN
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILT = ROOT / "target" / "release" / "parlab"
@@ -39,6 +49,7 @@ NEW_TOKENS = 8
 PROMPT = {"length": 12, "seed": 3}
 TINY = {"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4, "n_embd": 64,
         "vocab_size": 501, "n_positions": 64, "layer_norm_epsilon": 1e-5, "n_inner": None}
+TINY_MOE = dict(TINY, num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=96)
 failures = []
 
 
@@ -56,10 +67,11 @@ def sha256(path):
     return h.hexdigest()
 
 
-def hf_greedy(ckpt, prompt, n):
-    model, info = GPT2LMHeadModel.from_pretrained(ckpt, output_loading_info=True)
-    problems = {k: v for k, v in info.items() if v}
-    check(not problems, f"transformers loads {ckpt} without missing/unexpected keys {problems or ''}")
+def hf_greedy(ckpt, prompt, n, model=None):
+    if model is None:
+        model, info = GPT2LMHeadModel.from_pretrained(ckpt, output_loading_info=True)
+        problems = {k: v for k, v in info.items() if v}
+        check(not problems, f"transformers loads {ckpt} without missing/unexpected keys {problems or ''}")
     model.eval()
     ids = torch.tensor([prompt])
     tokens, logits = [], []
@@ -73,13 +85,80 @@ def hf_greedy(ckpt, prompt, n):
     return tokens, np.stack(logits)
 
 
-def parlab_runs(model_dir, state, manifests, runs):
+class Mixture(torch.nn.Module):
+    """One layer's mixture of experts, from the checkpoint's tensors (Mixtral's routing)."""
+
+    def __init__(self, tensors, layer, cfg, skew):
+        super().__init__()
+        p = f"transformer.h.{layer}.mlp."
+        self.n, self.k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+        self.gate = tensors[p + "gate.weight"]
+        self.bias = torch.tensor([skew * (1 - 2 * e / (self.n - 1)) for e in range(self.n)])
+        names = ["c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"]
+        self.experts = [[tensors[f"{p}experts.{e}.{n}"] for n in names] for e in range(self.n)]
+        self.act = ACT2FN[cfg["activation_function"]]
+
+    def forward(self, x):
+        probs = torch.softmax(x @ self.gate.T + self.bias, dim=-1)
+        weights, chosen = probs.topk(self.k, dim=-1)
+        weights = weights / weights.sum(-1, keepdim=True)
+        out = torch.zeros_like(x)
+        for e, (w_fc, b_fc, w_proj, b_proj) in enumerate(self.experts):
+            y = self.act(x @ w_fc + b_fc) @ w_proj + b_proj
+            out = out + (weights * (chosen == e)).sum(-1, keepdim=True) * y
+        return out
+
+
+def hf_mixture_model(ckpt, cfg, skew):
+    """transformers' GPT-2 with every MLP replaced by a Mixture of the checkpoint's experts."""
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    model = GPT2LMHeadModel(GPT2Config(**{k: v for k, v in cfg.items() if k != "model_type"}, tie_word_embeddings=False))
+    for layer, block in enumerate(model.transformer.h):
+        block.mlp = Mixture(tensors, layer, cfg, skew)
+    info = model.load_state_dict(tensors, strict=False)
+    missing = [k for k in info.missing_keys if ".attn.bias" not in k and ".attn.masked_bias" not in k]
+    unexpected = [k for k in info.unexpected_keys if ".mlp.gate." not in k and ".mlp.experts." not in k]
+    leftover = f" (missing {missing}, unexpected {unexpected})" if missing or unexpected else ""
+    check(not leftover and any(".mlp.experts." in k for k in info.unexpected_keys),
+          f"transformers' GPT-2 takes every tensor of {ckpt} but the mixture's{leftover}")
+    return model
+
+
+def moe_crosscheck(model_dir, work):
+    print(f"== tiny mixture-of-experts GPT-2: {model_dir}", flush=True)
+    cfg = json.loads((model_dir / "config.json").read_text())
+    ckpt = work / "init"
+    work.mkdir(parents=True)
+    subprocess.run([str(PARLAB), "model", "init", str(model_dir), "--seed", "0", "--out", str(ckpt)], check=True)
+    for skew in (0.0, 1.5):
+        state, manifests = work / f"state-{skew}", work / f"manifests-{skew}"
+        manifests.mkdir(parents=True)
+        found = parlab_runs(model_dir, state, manifests, [("expert", 1, 1), ("expert", 2, 1)], {"routing_skew": skew})
+        doc1 = found.get(("expert", 1, 1))
+        if doc1 is None:
+            check(False, f"skew {skew}: the world-1 expert run wrote a manifest")
+            continue
+        stem = state / "reference" / f'{doc1["answer_id"]}-{doc1["parlab"]["model"][:12]}'
+        ref = json.loads(stem.with_suffix(".json").read_text())
+        ref_logits = np.fromfile(stem.with_suffix(".f32"), dtype="<f4").reshape(len(ref["tokens"]), -1)
+        hf_tokens, hf_logits = hf_greedy(str(ckpt), ref["prompt"], NEW_TOKENS, hf_mixture_model(ckpt, cfg, skew))
+        diff = float(np.abs(hf_logits - ref_logits).max())
+        print(f"   skew {skew}: reference tokens {hf_tokens}", flush=True)
+        check(ref["tokens"] == hf_tokens, f"skew {skew}: parlab unsplit mixture tokens equal the torch mixture's ({ref['tokens']})")
+        check(diff <= TOL, f"skew {skew}: parlab unsplit mixture logits within {TOL} of the torch mixture's (largest difference {diff:.2e})")
+        for key, doc in sorted(found.items()):
+            ex = doc["answer"]["exactness"] if doc["status"] == "ok" else None
+            check(ex is not None and doc["answer"]["tokens"] == [hf_tokens] and ex["max_logit_diff"] <= TOL,
+                  f"skew {skew}: {key} tokens equal the torch mixture's, logits within {TOL} of parlab unsplit ({ex and ex['max_logit_diff']})")
+
+
+def parlab_runs(model_dir, state, manifests, runs, extra=None):
     spec_dir = pathlib.Path(tempfile.mkdtemp(dir=state.parent))
     paths = []
     for i, (strategy, world, sequences) in enumerate(runs):
         spec = {"name": f"crosscheck-{strategy}-{world}-{i}", "kind": "decode", "model": str(model_dir),
                 "strategy": strategy, "world": world, "sequences": sequences, "link": "mpi-shm",
-                "prompt": PROMPT, "new_tokens": NEW_TOKENS, "repetitions": 1, "warmup": 0, "timeout": "5m"}
+                "prompt": PROMPT, "new_tokens": NEW_TOKENS, "repetitions": 1, "warmup": 0, "timeout": "5m", **(extra or {})}
         path = spec_dir / f"{i}.yaml"
         path.write_text(json.dumps(spec))  # JSON is YAML
         paths.append(str(path))
@@ -151,6 +230,10 @@ def main():
         (tiny / "config.json").write_text(json.dumps(TINY))
         crosscheck("tiny GPT-2 (vocabulary 501 split unevenly)", tiny, tmp / "work-tiny")
         crosscheck("GPT-2 124M shape", ROOT / "models" / "gpt2", tmp / "work-gpt2")
+        moe = tmp / "tiny-moe"
+        moe.mkdir()
+        (moe / "config.json").write_text(json.dumps(TINY_MOE))
+        moe_crosscheck(moe, tmp / "work-moe")
     print(("hf_crosscheck: PASS" if not failures else f"hf_crosscheck: FAIL ({len(failures)} checks failed)"), flush=True)
     return 1 if failures else 0
 

@@ -41,6 +41,8 @@ pub struct PlanInput<'a> {
     pub context: u64,
     /// Sequences in flight.
     pub sequences: u32,
+    /// Expert routing imbalance: the busiest device's routed tokens over the mean (1: even).
+    pub imbalance: f64,
 }
 
 /// The modelled decode of one model under one strategy.
@@ -289,11 +291,14 @@ fn expert_plan(input: &PlanInput) -> Plan {
     let e = s.experts.expect("expert plans need experts");
     let all_experts = e.count as u64 * b.expert_mlp;
     let stored = s.params - s.layers * all_experts + s.layers * all_experts / p;
-    let routed_here = (e.active as u64).div_ceil(p);
+    // The busiest device streams `imbalance` times its even share of the routed experts (at
+    // least one, at most the token's k and the experts it holds) and receives as many rows.
+    let even_share = e.active as f64 / p as f64;
+    let routed_here = ((even_share * input.imbalance).ceil() as u64).clamp(1, (e.active as u64).min(e.count as u64 / p));
     let streamed = s.streamed_params() - s.layers * (e.active as u64 - routed_here) * b.expert_mlp;
     let kv_token = s.kv_bytes_per_token(sb);
     let compute_s = (streamed * sb + input.context * kv_token) as f64 / input.device.bandwidth_bps;
-    let dispatch = (e.active as u64 * s.hidden * sb) as f64;
+    let dispatch = (e.active as u64 * s.hidden * sb) as f64 * input.imbalance;
     let comm_s = 2.0 * s.layers as f64 * alltoall_time(input.link, dispatch, input.world);
     finish(
         input,
@@ -332,6 +337,7 @@ mod tests {
             world,
             context: 16,
             sequences,
+            imbalance: 1.0,
         }
     }
 
@@ -397,6 +403,22 @@ mod tests {
     fn expert_strategy_refuses_dense_models() {
         let s = llama(2);
         assert!(plan(&input(&s, Strategy::Expert, 2, 1)).unwrap_err().contains("dense"));
+    }
+
+    #[test]
+    fn routing_imbalance_slows_the_busiest_expert_device() {
+        let v = json!({"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 100, "num_local_experts": 8, "num_experts_per_tok": 2});
+        let s = shape_from_config(&ModelConfig::from_value(v).unwrap()).unwrap();
+        let even = plan(&input(&s, Strategy::Expert, 4, 1)).unwrap();
+        let skewed = plan(&PlanInput { imbalance: 4.0, ..input(&s, Strategy::Expert, 4, 1) }).unwrap();
+        // Top-2 over 4 devices: half an expert each when even (one streamed), two on the busiest at 4x.
+        let expert_bytes = (2 * s.breakdown.expert_mlp * s.layers) as f64;
+        assert!((skewed.compute_s - even.compute_s - expert_bytes / 1e9).abs() < 1e-12, "{} {}", skewed.compute_s, even.compute_s);
+        assert!(skewed.comm_s > even.comm_s);
+        // No device gets more than the token's k experts, whatever the imbalance.
+        let extreme = plan(&PlanInput { imbalance: 64.0, ..input(&s, Strategy::Expert, 4, 1) }).unwrap();
+        assert_eq!(extreme.compute_s, skewed.compute_s);
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct ModelRun {
     pub dtypes: Vec<Dtype>,
     /// Context tokens.
     pub context: u64,
+    /// Expert routing imbalance of expert plans (1: even).
+    pub imbalance: f64,
 }
 
 /// Reads a model by name or folder and computes its shape.
@@ -84,6 +86,7 @@ impl ModelRun {
             sequences,
             dtypes,
             context: params.context,
+            imbalance: params.imbalance,
         })
     }
 
@@ -267,6 +270,7 @@ impl ModelRun {
                                 world: p,
                                 context: self.context,
                                 sequences: seq,
+                                imbalance: self.imbalance,
                             };
                             let label = if p == 1 { "single device".to_string() } else { st.name().to_string() };
                             match plan::plan(&input) {
@@ -293,6 +297,12 @@ impl ModelRun {
             format_seconds(link.link().alpha_s),
             format_gbps(link.link().beta_bps)
         );
+        if self.imbalance != 1.0 {
+            what.push_str(&format!(
+                " Expert plans route unevenly: the busiest device gets {} times its even share of the routed tokens (spec `imbalance`), streams that share of the experts and receives that many rows.",
+                crate::units::sig3(self.imbalance)
+            ));
+        }
         if !dense.is_empty() {
             let names: Vec<String> = dense.into_iter().collect();
             what.push_str(&format!(" Expert parallelism does not apply to dense models, so not shown for: {}.", names.join(", ")));

@@ -9,6 +9,7 @@ pub mod alpha_beta;
 pub mod break_even;
 pub mod claims;
 pub mod exactness;
+pub mod expert;
 pub mod membw;
 pub mod overlap;
 pub mod pipeline;
@@ -177,6 +178,7 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.extend(regimes::findings(&inputs));
     out.push(pipeline::finding(&inputs));
     out.push(overlap::finding(&inputs));
+    out.push(expert::finding(&inputs));
     out.extend(break_even::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out

@@ -305,6 +305,29 @@ pub struct ExpertPrefill {
     pub sent_bytes_even: u64,
 }
 
+impl ExpertPrefill {
+    /// Per rank: the pairs its experts computed, every layer together.
+    pub fn pairs_per_rank(&self) -> Vec<u64> {
+        (0..self.experts.len()).map(|rank| self.assigned.iter().map(|l| l.get(rank).copied().unwrap_or(0)).sum()).collect()
+    }
+
+    /// The busiest rank's pairs over the mean, every layer together.
+    pub fn overall_imbalance(&self) -> f64 {
+        crate::collect::decode::imbalance(&self.pairs_per_rank())
+    }
+
+    /// The ranks' mean expert seconds times the imbalance: the busiest rank's time if time
+    /// goes with pairs.
+    pub fn predicted_busiest_compute(&self) -> f64 {
+        self.compute.iter().sum::<f64>() / self.compute.len().max(1) as f64 * self.overall_imbalance()
+    }
+
+    /// The busiest rank's expert seconds.
+    pub fn busiest_compute(&self) -> f64 {
+        self.compute.iter().copied().fold(0.0, f64::max)
+    }
+}
+
 /// Where in a generation a collective ran: over the prompt's rows, or in a one-row decode step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {

@@ -224,6 +224,79 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
         .collect()
 }
 
+/// Points `(x, y)` per world size.
+type PointsByWorld = BTreeMap<u32, Vec<(f64, f64)>>;
+
+/// Prefill time against routing imbalance, one point per expert split and one series per
+/// world size: one figure per (experiment, link) with expert runs.
+pub fn expert_imbalance(rows: &[DecodeRow]) -> Vec<Figure> {
+    let mut groups: BTreeMap<(String, String), PointsByWorld> = BTreeMap::new();
+    for r in rows {
+        if let Some(e) = &r.experts {
+            let series = groups.entry((r.experiment.clone(), r.link.clone())).or_default();
+            series.entry(r.world).or_default().push((e.overall_imbalance(), r.prefill.median));
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((experiment, link), mut series)| {
+            series.values_mut().for_each(|v| v.sort_by(|a, b| a.0.total_cmp(&b.0)));
+            Figure {
+                file: format!("figures/{}-imbalance-{}.svg", slug(&experiment), slug(&link)),
+                alt: format!("prefill time against routing imbalance, one series per world size ({link}, experiment {experiment})"),
+                svg: scatter_svg(&format!("expert split: prefill against imbalance on {link} ({experiment})"), &series),
+            }
+        })
+        .collect()
+}
+
+/// Points `(imbalance, seconds)` per world on linear axes from imbalance 1 and time 0.
+fn scatter_svg(title: &str, series: &PointsByWorld) -> String {
+    let points = || series.values().flatten();
+    let xmax = points().map(|p| p.0).fold(1.0, f64::max).ceil().max(2.0);
+    let top = points().map(|p| p.1).fold(0.0, f64::max).max(1e-9);
+    let step = nice_step(top);
+    let ymax = (top / step).ceil() * step;
+    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+    let (px, py) = (|x: f64| LEFT + (x - 1.0) / (xmax - 1.0) * pw, |y: f64| TOP + ph - y / ymax * ph);
+    let mut s = open(title);
+    for i in 0..=(ymax / step).round() as i64 {
+        let v = i as f64 * step;
+        let label = if i == 0 { "0".to_string() } else { crate::units::format_seconds(v) };
+        let _ = writeln!(
+            s,
+            r##"<line x1="{LEFT:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{label}</text>"##,
+            LEFT + pw,
+            LEFT - 6.0,
+            py(v) + 4.0,
+            y = py(v)
+        );
+    }
+    for k in 1..=xmax as i64 {
+        let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{k}</text>"#, px(k as f64), TOP + ph + 16.0);
+    }
+    axes(&mut s, "imbalance: busiest rank's (token, expert) pairs / mean", "prefill (median)");
+    for (i, (world, pts)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let path: Vec<String> = pts.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
+        let _ = writeln!(s, r#"<polyline points="{}" fill="none" stroke="{color}"/>"#, path.join(" "));
+        for &(x, y) in pts {
+            let _ = writeln!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{color}"/>"#, px(x), py(y));
+        }
+        let (lx, ly) = (W - RIGHT + 12.0, TOP + 13.0 + 20.0 * i as f64);
+        let _ = writeln!(
+            s,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{color}"/><text x="{:.1}" y="{:.1}">world {world}</text>"#,
+            lx + 5.0,
+            ly - 4.0,
+            lx + 14.0,
+            ly
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
 fn nice_step(max: f64) -> f64 {
     let raw = max / 5.0;
     let mag = 10f64.powf(raw.log10().floor());

@@ -509,20 +509,17 @@ fn expert_prefill(rows: &[DecodeRow]) -> Option<Table> {
 }
 
 fn expert_cells(r: &DecodeRow, e: &crate::manifest::summary::ExpertPrefill, even_prefill: Option<f64>) -> Vec<Cell> {
-    let per_rank: Vec<u64> = (0..e.experts.len()).map(|rank| e.assigned.iter().map(|l| l.get(rank).copied().unwrap_or(0)).sum()).collect();
-    let overall = crate::collect::decode::imbalance(&per_rank);
     let worst = e.imbalance.iter().copied().fold(0.0, f64::max);
-    let mean_compute = e.compute.iter().sum::<f64>() / e.compute.len().max(1) as f64;
     let list = |v: Vec<String>| v.join(" + ");
     Vec::from([
         Cell::text(&r.experiment),
         Cell::Count(r.world.into()),
         Cell::Number(e.routing_skew),
         Cell::text(list(e.experts.iter().map(u32::to_string).collect())),
-        Cell::text(list(per_rank.iter().map(u64::to_string).collect())),
-        Cell::Noted(Box::new(Cell::Number(overall)), fmt::text(&Cell::Number(worst))),
-        Cell::Seconds(e.compute.iter().copied().fold(0.0, f64::max)),
-        Cell::Seconds(mean_compute * overall),
+        Cell::text(list(e.pairs_per_rank().iter().map(u64::to_string).collect())),
+        Cell::Noted(Box::new(Cell::Number(e.overall_imbalance())), fmt::text(&Cell::Number(worst))),
+        Cell::Seconds(e.busiest_compute()),
+        Cell::Seconds(e.predicted_busiest_compute()),
         Cell::Seconds(e.exchange.iter().copied().fold(f64::INFINITY, f64::min)),
         Cell::Bytes(e.sent_bytes as f64),
         Cell::Bytes(e.sent_bytes_even as f64),

@@ -150,7 +150,10 @@ fn attach_figures(families: &mut [Family], facts: &facts::Facts) {
     for f in families.iter_mut() {
         match f.title.as_str() {
             "Collectives" => f.figures = figures::collectives(&facts.collectives, &facts.fits),
-            "Decode" => f.figures = figures::decode(&facts.decode),
+            "Decode" => {
+                f.figures = figures::decode(&facts.decode);
+                f.figures.extend(figures::expert_imbalance(&facts.decode));
+            }
             _ => {}
         }
     }

@@ -497,7 +497,21 @@ impl<'m> Fields<'m> {
                     .collect()
             }
         };
-        ModelParams { devices, context: self.uint(c, "context", 4096, 0) }
+        ModelParams { devices, context: self.uint(c, "context", 4096, 0), imbalance: self.imbalance(c) }
+    }
+
+    /// `imbalance` (kind model): a number from 1 (even routing) to 64, default 1.
+    fn imbalance(&self, c: &mut Checker) -> f64 {
+        match self.get("imbalance") {
+            None => 1.0,
+            Some(v) => match v.as_f64() {
+                Some(x) if (1.0..=64.0).contains(&x) => x,
+                _ => {
+                    c.report("imbalance", format!("expected a number from 1 (even routing) to 64, found {}", describe(v)));
+                    1.0
+                }
+            },
+        }
     }
 }
 

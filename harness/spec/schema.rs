@@ -273,6 +273,18 @@ pub struct ModelParams {
     pub devices: Vec<String>,
     /// Context length (tokens) whose KV cache a decode step reads.
     pub context: u64,
+    /// Expert routing imbalance of expert plans: the busiest device's routed tokens over the
+    /// mean (1: even; absent from the identity when 1).
+    #[serde(default = "even_routing", skip_serializing_if = "is_even_routing")]
+    pub imbalance: f64,
+}
+
+fn even_routing() -> f64 {
+    1.0
+}
+
+fn is_even_routing(x: &f64) -> bool {
+    *x == 1.0
 }
 
 /// A validated experiment: scalars and the list-valued axes the matrix expands.

@@ -47,6 +47,7 @@ const KIND_KEYS: &[(&str, &[Kind])] = &[
     ("hidden", &[Kind::Dispatch]),
     ("devices", &[Kind::Model]),
     ("context", &[Kind::Model]),
+    ("imbalance", &[Kind::Model]),
 ];
 
 /// The keys whose list values the matrix expands ([`Axis`]'s names).

@@ -121,6 +121,7 @@ fn llama_8b_on_the_books_gpu() {
         world: 1,
         context: 4096,
         sequences: 1,
+        imbalance: 1.0,
     })
     .unwrap();
     assert!(!one.fits, "does not fit a 12 GiB card");
@@ -142,6 +143,7 @@ fn input<'a>(s: &'a ModelShape, link_name: &str, world: u32) -> PlanInput<'a> {
         world,
         context: 4096,
         sequences: 1,
+        imbalance: 1.0,
     }
 }
 

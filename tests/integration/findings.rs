@@ -209,7 +209,7 @@ fn pipeline_holds_at_the_replicas_ceiling_and_fails_above_it_or_when_one_sequenc
 fn with_device(mut list: Vec<Manifest>) -> Vec<Manifest> {
     for m in list.iter_mut().filter(|m| m.kind == Kind::Model) {
         if let Workload::Model { params, .. } = &mut m.plan.workload {
-            *params = ModelParams { devices: vec!["book-gpu-12gib".into()], context: 4096 };
+            *params = ModelParams { devices: vec!["book-gpu-12gib".into()], context: 4096, imbalance: 1.0 };
         }
     }
     list

@@ -26,9 +26,12 @@ fn different_layouts_never_share_a_run_identity() {
             panic!("{} and {} share run identity {}", other, r.label(), r.run_id);
         }
     }
-    let layouts: BTreeSet<String> =
-        runs.iter().map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment, r.threads_per_rank))).collect();
-    assert_eq!(layouts.len(), runs.len());
+    // Runs of one experiment differ in layout, link, threads or workload (the routing skew).
+    let points: BTreeSet<String> = runs
+        .iter()
+        .map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment, r.threads_per_rank, &r.workload)))
+        .collect();
+    assert_eq!(points.len(), runs.len());
 }
 
 #[test]

@@ -4,6 +4,7 @@ mod audit;
 mod collectives;
 mod costmodel;
 mod decode;
+mod expert;
 mod findings;
 mod identity;
 mod launch;

@@ -319,7 +319,7 @@ fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
     plan.index = 0;
     plan.run_id = hex::encode(Sha256::digest(format!("{}/model", base.run_id)));
     plan.workload = Workload::Model {
-        params: parlab::spec::schema::ModelParams { devices: vec!["rtx-12gb".into()], context: 4096 },
+        params: parlab::spec::schema::ModelParams { devices: vec!["rtx-12gb".into()], context: 4096, imbalance: 1.0 },
         models: vec!["gpt2".into(), "llama-3.1-8b".into()],
         strategies: vec![parlab::spec::Strategy::Tensor],
         worlds: vec![1, 2, 4],

@@ -1,0 +1,82 @@
+//! Expert imbalance: when the router crowds some experts, the rank holding them computes
+//! more pairs than the others, and the prefill waits for it (the chapter's "the slowest
+//! expert sets the pace").
+
+use super::{side, Finding, Inconclusive, Inputs, Side};
+use crate::report::facts::DecodeRow;
+
+/// Per (experiment, link, world ≥ 2): the evenly routed run and each skewed run beside it.
+fn skew_pairs(rows: &[DecodeRow]) -> Vec<(&DecodeRow, &DecodeRow)> {
+    let skew = |r: &DecodeRow| r.experts.as_ref().map(|e| e.routing_skew);
+    let even: Vec<&DecodeRow> = rows.iter().filter(|r| r.world > 1 && skew(r) == Some(0.0)).collect();
+    let mut pairs: Vec<(&DecodeRow, &DecodeRow)> = rows
+        .iter()
+        .filter(|r| skew(r).is_some_and(|s| s != 0.0))
+        .filter_map(|r| even.iter().find(|e| e.world == r.world && e.experiment == r.experiment && e.link == r.link).map(|e| (*e, r)))
+        .collect();
+    pairs.sort_by(|a, b| (&a.1.experiment, a.1.world, &a.1.run).cmp(&(&b.1.experiment, b.1.world, &b.1.run)));
+    pairs
+}
+
+/// The expert imbalance finding.
+pub fn finding(inp: &Inputs) -> Finding {
+    let mut f = Finding::new(
+        "expert-imbalance-sets-the-pace",
+        "Under skewed routing the rank holding the crowded experts computes more of the pairs, and the prefill slows with it.",
+        &["decode.experts.assigned", "decode.experts.compute_s", "decode.prefill_s"],
+        "per skewed expert split and the evenly routed run of the same world: the skewed prefill's median above the even prefill's max is slower, below its min faster, else noise; HOLDS when every skewed run has the larger imbalance and is slower, FAILS when a run with the larger imbalance is faster; the busiest rank's expert time over the mean time × imbalance, reported",
+    );
+    let pairs = skew_pairs(&inp.facts.decode);
+    if pairs.is_empty() {
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no expert split run both with and without routing skew".into());
+    }
+    let (mut slower, mut faster) = (0, 0);
+    for (even, skewed) in &pairs {
+        let (Some(ee), Some(se)) = (even.experts.as_ref(), skewed.experts.as_ref()) else { continue };
+        let runs = [even.run.as_str(), skewed.run.as_str()];
+        let label = format!("world {} skew {}", skewed.world, se.routing_skew);
+        f.number(&format!("{label}: imbalance (busiest rank's pairs / mean)"), se.overall_imbalance(), "ratio", &runs);
+        f.number(
+            &format!("{label}: prefill / evenly routed prefill (medians)"),
+            skewed.prefill.median / even.prefill.median,
+            "ratio",
+            &runs,
+        );
+        if se.predicted_busiest_compute() > 0.0 {
+            f.number(
+                &format!("{label}: busiest rank's expert time / predicted"),
+                se.busiest_compute() / se.predicted_busiest_compute(),
+                "ratio",
+                &runs,
+            );
+        }
+        let more = se.overall_imbalance() > ee.overall_imbalance();
+        let outcome = match side(&even.prefill, skewed.prefill.median) {
+            Side::Below => "slower",
+            Side::Above => "FASTER",
+            Side::Straddles => "within the even run's range",
+        };
+        slower += usize::from(more && outcome == "slower");
+        faster += usize::from(more && outcome == "FASTER");
+        f.notes.push(format!(
+            "{label} ({}): imbalance {:.2} against {:.2} even; prefill {:.0} ms against {:.0} ms ({:.0}–{:.0} ms): {outcome}",
+            skewed.experiment,
+            se.overall_imbalance(),
+            ee.overall_imbalance(),
+            skewed.prefill.median * 1e3,
+            even.prefill.median * 1e3,
+            even.prefill.min * 1e3,
+            even.prefill.max * 1e3
+        ));
+    }
+    if faster > 0 {
+        return f.decide(
+            false,
+            format!("{faster} of {} skewed splits were faster than even routing despite the larger imbalance", pairs.len()),
+        );
+    }
+    if slower == pairs.len() {
+        return f.decide(true, format!("all {} skewed splits had the larger imbalance and the slower prefill", pairs.len()));
+    }
+    f.inconclusive(Inconclusive::Noise, format!("{} of {} skewed splits are not clearly slower", pairs.len() - slower, pairs.len()))
+}
