@@ -25,6 +25,9 @@ fn shape_text(name: &str, s: &ModelShape, dtype: Dtype, ck: Option<&CheckpointCo
         s.vocab,
         if s.tied_embeddings { "yes" } else { "no" },
     );
+    if let Some(e) = s.experts {
+        t.push_str(&format!("  experts         {} per layer, {} per token\n", e.count, e.active));
+    }
     t.push_str(&format!(
         "  {}: stored {} ({} B), streamed per decode step {} ({} B), KV cache per token {} ({} B)\n",
         dtype.name(),

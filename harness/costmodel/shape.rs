@@ -150,7 +150,8 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
         kv_heads: kv,
         head_dim,
         hidden: d,
-        intermediate: cfg.intermediate as u64,
+        // A mixture's expert width where the config names one apart (Qwen-MoE's key).
+        intermediate: experts.and_then(|_| uint(raw, &["moe_intermediate_size"])).unwrap_or(cfg.intermediate as u64),
         vocab: cfg.vocab as u64,
         tied_embeddings: tied,
         norms_per_block,
@@ -170,8 +171,7 @@ fn breakdown(s: &ModelShape, cfg: &ModelConfig) -> ParamBreakdown {
     let head = if s.tied_embeddings { 0 } else { v * d };
     if s.family == Family::Gpt2 {
         let attention = d * 3 * d + 3 * d + d * d + d;
-        let width = s.experts.and_then(|_| uint(raw, &["moe_intermediate_size"])).unwrap_or(i);
-        let expert = d * width + width + width * d + d;
+        let expert = d * i + i + i * d + d;
         let mlp = s.experts.map_or(expert, |e| e.count as u64 * (expert + d));
         return ParamBreakdown {
             embedding,

@@ -41,7 +41,7 @@ pub trait Reduce {
     fn reduced_linear(&mut self, x: &Tensor, w: &Tensor) -> Tensor {
         self.all_reduce(&linear(x, w, None))
     }
-    /// A mixture layer's output for the normed rows `x` `[T, d]` (`[T, d]`): computed here, or
+    /// A mixture layer's output `[T, d]` for the normed rows `x` `[T, d]`: computed here, or
     /// with the tokens sent to the ranks that hold their experts and the outputs sent back.
     fn mixture(&mut self, m: &Mixture, x: &Tensor) -> Tensor {
         m.local(x)
@@ -173,7 +173,7 @@ pub struct PartShare {
     pub layers: Span,
     /// Rows of the output head, if this part produces logits.
     pub vocab: Option<Span>,
-    /// Experts held in every mixture layer (all of them in a dense model's terms: none).
+    /// Experts held in every mixture layer (an empty span for a dense model).
     pub experts: Span,
 }
 

@@ -23,7 +23,7 @@
 //! * `wpe` ~ N(0, 0.25²).
 //! * a mixture config (`num_local_experts`): each expert drawn as the MLP above, the router
 //!   `mlp.gate.weight` ~ N(0, 1/d), so router logits of a normed row have std ≈ 1 and the
-//!   experts are chosen about evenly (a run's `routing: {skew}` then crowds them).
+//!   experts are chosen about evenly (a run's `routing_skew` then crowds them).
 //!
 //! Each tensor draws from its own splitmix64 stream (seed, tensor name) with Box-Muller
 //! normals, so the bytes depend on the seed and the config only.

@@ -146,7 +146,7 @@ impl<'m> Fields<'m> {
     /// `strategy`: an axis; each must make sense for the kind.
     pub fn strategies(&self, c: &mut Checker, kind: Kind, default: Vec<Strategy>) -> Vec<Strategy> {
         if self.get("strategy").is_none() && kind == Kind::Decode {
-            c.report("strategy", "missing; a decode experiment names its split: data, tensor or pipeline");
+            c.report("strategy", "missing; a decode experiment names its split: data, tensor, pipeline, expert or context");
             return Vec::new();
         }
         let choices: Vec<(&str, Strategy)> = Strategy::ALL.iter().map(|s| (s.name(), *s)).collect();

@@ -23,7 +23,7 @@ pub struct MoeDims {
     pub top_k: usize,
     /// Width of one expert's hidden layer (`moe_intermediate_size`, else the dense width).
     pub width: usize,
-    /// A run's routing skew (spec `routing: {skew}`): expert e's router logit gets
+    /// A run's routing skew (spec `routing_skew`): expert e's router logit gets
     /// `skew · (1 − 2e/(experts − 1))`, so a positive skew crowds the first experts.
     pub skew: f64,
 }
