@@ -29,18 +29,20 @@ print(eval(sys.argv[2]))
 PYEOF
 }
 
-# --- Section: collectives. parlab's all-reduce against a comparator timed by the OSU
-# micro-benchmarks' method (tests/bench/allreduce.c: warm-up, barrier, then per call MPI_Wtime
-# around MPI_Allreduce and an untimed barrier; per-rank latency = timed total / iterations,
-# averaged over ranks). Both at 2 ranks over mpi-shm and mpi-tcp, at 4 B, 1 KiB, 4 KiB, 64 KiB
-# and 1 MiB, interleaved A B A B over $COLL_PAIRS pairs; per size the ratio parlab / OSU method
-# of each pair, and their median, min and max. parlab's figure compared is op_time_s (blocks of
-# back-to-back calls, mean over ranks); its per-call slowest rank (time_s) is shown beside it.
+# --- Section: collectives. parlab's all-reduce against tests/bench/allreduce.c, which times the
+# same buffers by two established methods in one launch: nccl-tests' (one barrier, the
+# iterations back to back timed as one loop, per-rank loop / iterations averaged over ranks:
+# the op's own time, the quantity parlab's op_time_s stands for) and the OSU micro-benchmarks'
+# osu_allreduce (per call a barrier, MPI_Wtime around the call, per-rank mean averaged over
+# ranks: holds half the barrier's exit skew at 2 ranks), plus osu_allreduce's method with the
+# receive buffer written before each call (parlab's per-iteration timing poisons it).
+# At 2 ranks over mpi-shm and mpi-tcp, 4 B, 1 KiB, 4 KiB, 64 KiB and 1 MiB, interleaved A B A B
+# over $COLL_PAIRS pairs; per size each pair's ratios, and their median, min and max.
 bench_collectives() {
   local iters=${COLL_ITERS:-1000} warm=${COLL_WARMUP:-100} pairs=${COLL_PAIRS:-5}
   local sizes=(4 1024 4096 65536 1048576)
-  section "collectives: all-reduce, 2 ranks, $iters iterations ($warm warm-up), $pairs interleaved pairs (parlab, OSU method)"
-  mpicc -O2 -o "$WORK/allreduce" tests/bench/allreduce.c
+  section "collectives: all-reduce, 2 ranks, $iters iterations ($warm warm-up), $pairs interleaved pairs (comparators, parlab)"
+  mpicc -O2 -o "$WORK/allreduce" tests/bench/allreduce.c -lm
   for link in mpi-shm mpi-tcp; do
     cat > "$WORK/ar-$link.yaml" <<YAML
 name: bench-allreduce-$link
@@ -58,30 +60,34 @@ YAML
     : > "$WORK/pairs-$link.txt"
     for p in $(seq "$pairs"); do
       # shellcheck disable=SC2046
-      mpirun $ROOT_FLAG -np 2 $(mca "$link") "$WORK/allreduce" "$iters" "$warm" "${sizes[@]}" > "$WORK/osu-$link-$p.txt"
+      mpirun $ROOT_FLAG -np 2 $(mca "$link") "$WORK/allreduce" "$iters" "$warm" "${sizes[@]}" > "$WORK/ref-$link-$p.txt"
       rm -rf "$WORK/m-$link"
       PARLAB_MANIFESTS="$WORK/m-$link" "$BIN" run "$WORK/ar-$link.yaml" --no-report --force 2>/dev/null
-      "$PY" - "$WORK/m-$link" "$WORK/osu-$link-$p.txt" >> "$WORK/pairs-$link.txt" <<'PYEOF'
+      "$PY" - "$WORK/m-$link" "$WORK/ref-$link-$p.txt" >> "$WORK/pairs-$link.txt" <<'PYEOF'
 import glob, json, sys
 m = json.load(open(glob.glob(sys.argv[1] + "/*.json")[0]))
-osu = {int(l.split()[0]): float(l.split()[1]) for l in open(sys.argv[2])}
+ref = {int(l.split()[0]): l.split() for l in open(sys.argv[2])}
 for e in m["summary"]["collectives"]["rows"]:
-    print(e["size_bytes"], e["op_time_s"]["median"], e["time_s"]["median"], osu[e["size_bytes"]])
+    osu, nccl, poisoned = (ref[e["size_bytes"]][i] for i in (1, 4, 5))
+    print(e["size_bytes"], e["op_time_s"]["median"], e["time_s"]["median"], nccl, osu, poisoned)
 PYEOF
     done
     "$PY" - "$link" "$WORK/pairs-$link.txt" <<'PYEOF'
 import statistics as st, sys
 link, rows = sys.argv[1], [l.split() for l in open(sys.argv[2])]
-print(f"{link}: per size, medians over pairs; ratio = parlab op time / OSU-method average (each pair, then median [min, max])")
-print(f"{'size':>9} {'parlab op':>11} {'OSU method':>11} {'ratio med [min, max]':>24} {'slowest/iter':>13} {'skew':>9}")
-for size in sorted({int(r[0]) for r in rows}):
-    rs = [(float(r[1]), float(r[2]), float(r[3])) for r in rows if int(r[0]) == size]
-    ratios = [a / o for a, _, o in rs]
-    op, slow, osu = (st.median(x[i] for x in rs) for i in range(3))
-    print(f"{size:>9} {op*1e6:>8.2f} us {osu*1e6:>8.2f} us {st.median(ratios):>8.3f} [{min(ratios):.3f}, {max(ratios):.3f}] "
-          f"{slow*1e6:>10.2f} us {(slow-op)*1e6:>6.2f} us")
-print("  pair by pair (size: ratios):", "; ".join(
-    f"{s}: " + " ".join(f"{float(r[1])/float(r[3]):.3f}" for r in rows if int(r[0]) == s) for s in sorted({int(r[0]) for r in rows})))
+sizes = sorted({int(r[0]) for r in rows})
+at = lambda size: [[float(x) for x in r[1:]] for r in rows if int(r[0]) == size]
+summ = lambda v: f"{st.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]"
+print(f"{link}: per size, times are medians over pairs; ratios are taken within each pair, then median [min, max]")
+print(f"{'size':>9} {'parlab op':>10} {'nccl-tests':>10} {'op/nccl-tests':>22} {'OSU':>9} {'op/OSU':>22} "
+      f"{'slowest':>9} {'OSU poisoned/OSU':>22}")
+for size in sizes:
+    rs = at(size)
+    op, slow, nccl, osu, poisoned = (st.median(x[i] for x in rs) for i in range(5))
+    print(f"{size:>9} {op*1e6:>7.2f} us {nccl*1e6:>7.2f} us {summ([x[0] / x[2] for x in rs]):>22} {osu*1e6:>6.2f} us "
+          f"{summ([x[0] / x[3] for x in rs]):>22} {slow*1e6:>6.2f} us {summ([x[4] / x[3] for x in rs]):>22}")
+print("  op/nccl-tests pair by pair:", "; ".join(
+    f"{s}: " + " ".join(f"{x[0] / x[2]:.3f}" for x in at(s)) for s in sizes))
 PYEOF
   done
 }

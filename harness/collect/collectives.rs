@@ -97,7 +97,7 @@ fn frame(rows: &[CollectiveRow], plan: &RunPlan) -> PolarsResult<DataFrame> {
 }
 
 /// How both times are taken, as the summary says it.
-const TIMING: &str = "time_s: barrier before every iteration, each rank times its call with MPI_Wtime, the slowest rank per iteration (waiting included); op_time_s: after a barrier each rank times a block of calls back to back (up to 50; about `iterations` calls in at least 3 blocks), block / calls, averaged over ranks, median over blocks (OSU's convention; barrier-exit skew divided by the block length); skew = median time_s - median op_time_s; the fit is on op_time_s";
+const TIMING: &str = "time_s: barrier before every iteration, each rank times its call with MPI_Wtime, the slowest rank per iteration (waiting included); op_time_s: after a barrier each rank times a block of calls back to back (up to 50; about `iterations` calls in at least 3 blocks), block / calls, averaged over ranks, median over blocks (nccl-tests' convention; barrier-exit skew divided by the block length); skew = median time_s - median op_time_s; the fit is on op_time_s";
 
 /// Summarises a collectives run and writes its results files.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {

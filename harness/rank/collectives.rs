@@ -9,14 +9,16 @@
 //!   iteration the receive buffer is poisoned with NaN; after it the result is compared exactly
 //!   with the expected values (all small integers, exact in f32). A wrong value fails the run,
 //!   naming op, size, rank and how many values were wrong.
-//! - **Back to back, per rank** (figure `<op>@block`; OSU's and nccl-tests' convention for the
+//! - **Back to back, per rank** (figure `<op>@block`; nccl-tests' convention for the
 //!   operation's own time): about `iterations` calls in blocks of at most [`BLOCK_CALLS`] (at
 //!   least [`BLOCKS`] blocks; [`blocks_of`]). Per block all ranks meet in MPI_Barrier, then each
-//!   rank runs the block's calls back to back and times them as one with MPI_Wtime; its sample
-//!   is block time / calls. The barrier's exit skew enters once per block instead of once per
-//!   call, so it is divided by the block's calls. The collector averages the ranks' samples of
-//!   a block (as osu_allreduce averages its ranks' latencies) and takes the median over blocks,
-//!   so a burst of noise spoils one block, not the figure. The buffer is poisoned before each
+//!   rank runs the block's calls back to back, untimed, and times the block as one with
+//!   MPI_Wtime (nccl-tests' method; a clock read around each call would add two reads per
+//!   call, ~50 ns, to a 300 ns call); its sample is block time / calls. The barrier's exit
+//!   skew enters once per block instead of once per call, so it is divided by the block's
+//!   calls. The collector averages the ranks' samples of a block (as nccl-tests and
+//!   osu_allreduce average their ranks' latencies) and takes the median over blocks, so a burst
+//!   of noise spoils one block, not the figure. The buffer is poisoned before each
 //!   block and the last call's result checked after it, as above.
 //!
 //! Sizes follow nccl-tests: for all-gather, reduce-scatter and all-to-all the size is the whole
@@ -128,6 +130,17 @@ impl Case {
     /// Runs the op once; returns seconds this rank spent in it (half the round trip for ping-pong).
     pub fn exec(&mut self, world: &SimpleCommunicator) -> f64 {
         let start = mpi::time();
+        self.call(world);
+        let elapsed = mpi::time() - start;
+        if self.op == Op::PingPong {
+            elapsed / 2.0
+        } else {
+            elapsed
+        }
+    }
+
+    /// Runs the op once, untimed (the calls of a back-to-back block, timed as one).
+    pub fn call(&mut self, world: &SimpleCommunicator) {
         match self.op {
             Op::AllReduce => world.all_reduce_into(&self.send[..], &mut self.recv[..], SystemOperation::sum()),
             Op::AllGather => world.all_gather_into(&self.send[..], &mut self.recv[..]),
@@ -135,12 +148,6 @@ impl Case {
             Op::AllToAll => world.all_to_all_into(&self.send[..], &mut self.recv[..]),
             Op::Broadcast => world.process_at_rank(0).broadcast_into(&mut self.recv[..]),
             Op::PingPong => self.ping_pong(world),
-        }
-        let elapsed = mpi::time() - start;
-        if self.op == Op::PingPong {
-            elapsed / 2.0
-        } else {
-            elapsed
         }
     }
 
@@ -293,14 +300,13 @@ fn back_to_back(s: &Sweep, case: &mut Case, sink: &mut RecordSink) -> anyhow::Re
         case.poison();
         s.world.barrier();
         let start = mpi::time();
-        let mut own = 0.0;
         for _ in 0..calls {
-            own += case.exec(s.world);
+            case.call(s.world);
         }
         let elapsed = mpi::time() - start;
         s.check(case, &format!("back-to-back block {block}"))?;
-        // Ping-pong's own time is half the round trip (what `exec` returns); the others' is the wall time.
-        let seconds = if case.op == Op::PingPong { own } else { elapsed };
+        // Ping-pong's own time is half the round trip (osu_latency's convention).
+        let seconds = if case.op == Op::PingPong { elapsed / 2.0 } else { elapsed };
         if case.timed_here() {
             sink.push(&block_figure(case.op), case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
         }

@@ -95,7 +95,7 @@ fn with_op_time(mut t: Table, rows: &[CollRow]) -> Table {
         cells.insert(at, Cell::opt(r.op_time.map(|s| s.median), Cell::Seconds));
         cells.insert(at + 1, Cell::opt(r.skew, Cell::Seconds));
     }
-    t.caption.push_str(" Median, min – max and p99: the slowest rank per iteration, a barrier before each call (what a step pays). Op time: blocks of back-to-back calls after one barrier, per rank, averaged over ranks (OSU's convention; α and β are fitted on it). Skew: the difference.");
+    t.caption.push_str(" Median, min – max and p99: the slowest rank per iteration, a barrier before each call (what a step pays). Op time: blocks of back-to-back calls after one barrier, per rank, averaged over ranks (nccl-tests' convention; α and β are fitted on it). Skew: the difference.");
     t
 }
 
