@@ -32,11 +32,15 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
     Ok(crate::exitcode::OK)
 }
 
-/// The axis values the columns do not show: threads, head placement, sequences in flight.
+/// The axis values the columns do not show: threads, head placement, decode split, overlap,
+/// sequences in flight.
 fn details(r: &RunPlan) -> String {
     let mut parts = vec![format!("threads={}", r.threads_per_rank)];
     if let Some(head) = r.layout.head {
         parts.push(format!("head={}", head.name()));
+    }
+    if let Some(d) = &r.layout.decode {
+        parts.push(format!("decode={} head={}", d.strategy.name(), d.head.name()));
     }
     if let Some(pieces) = r.layout.overlap {
         parts.push(format!("overlap={pieces}"));

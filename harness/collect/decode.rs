@@ -11,10 +11,12 @@ use super::frames::{per_iteration, records, write_results};
 use super::stats::Stats;
 use super::Collected;
 use crate::manifest::answer::Answer;
-use crate::manifest::summary::{ContextPrefill, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
+use crate::manifest::summary::{imbalance, ContextPrefill, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
 use crate::model::reference::Exactness;
+use crate::model::ModelConfig;
 use crate::rank::decode::RankAnswer;
 use crate::rank::records::Record;
+use crate::spec::DecodeLayout;
 use crate::spec::{RunPlan, Strategy};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -119,17 +121,37 @@ fn phase_all_reduces(recs: &[Record]) -> Vec<PhaseAllReduce> {
         .collect()
 }
 
+/// The config.json of a decode run's model.
+fn model_config(plan: &RunPlan) -> Result<ModelConfig, String> {
+    let model = plan.model.as_ref().ok_or("a decode run without a model")?;
+    ModelConfig::read(&model.dir).map_err(|e| e.to_string())
+}
+
+/// What handing a context split's cache to its decode layout must send, all ranks together, per
+/// sequence: rank 0 alone receives every other block with all heads; a tensor decode sends each
+/// block's rows for the heads of every other rank.
+fn handoff_bytes_modelled(plan: &RunPlan, blocks: &[u32], cfg: &ModelConfig) -> u64 {
+    let per_token_head = 2 * u64::from(cfg.layers) * u64::from(cfg.hidden / cfg.heads.max(1)) * 4;
+    let heads = u64::from(cfg.heads);
+    match &plan.layout.decode {
+        None => blocks.iter().skip(1).map(|&b| u64::from(b) * heads * per_token_head).sum(),
+        Some(d) => blocks
+            .iter()
+            .zip(&d.ranks)
+            .map(|(&b, r)| u64::from(b) * (heads - u64::from(r.heads.map_or(cfg.heads, |h| h.len()))) * per_token_head)
+            .sum(),
+    }
+}
+
 /// A context split's prefill figures: the largest ring sender's bytes beside what the ring
 /// algorithm must send (from the model's config and the layout's blocks), the ring's and the
-/// gather's seconds (slowest rank per repetition).
-fn context_prefill(plan: &RunPlan, recs: &[Record], sequences: u32) -> Result<Option<Box<ContextPrefill>>, String> {
+/// hand-off's seconds (slowest rank per repetition) and bytes beside what it must send.
+fn context_prefill(plan: &RunPlan, cfg: &ModelConfig, recs: &[Record], sequences: u32) -> Result<Option<Box<ContextPrefill>>, String> {
     if plan.layout.strategy != Strategy::Context {
         return Ok(None);
     }
     use crate::rank::decode::{CONTEXT_GATHER, CONTEXT_GATHER_BYTES, CONTEXT_RING, CONTEXT_RING_BYTES};
     let blocks: Vec<u32> = plan.layout.ranks.iter().map(|r| r.tokens.map_or(0, |s| s.len())).collect();
-    let model = plan.model.as_ref().ok_or("a context run without a model")?;
-    let cfg = crate::model::ModelConfig::read(&model.dir).map_err(|e| e.to_string())?;
     let per_token = 2 * cfg.layers as u64 * cfg.hidden as u64 * 4;
     let prompt: u64 = blocks.iter().map(|&b| u64::from(b)).sum();
     let world = blocks.len();
@@ -139,23 +161,15 @@ fn context_prefill(plan: &RunPlan, recs: &[Record], sequences: u32) -> Result<Op
     let gather_bytes: u64 = recs.iter().filter(|r| r.figure == CONTEXT_GATHER_BYTES && r.repetition == 0).map(|r| r.seconds as u64).sum();
     let stats = |figure: &str| Stats::of(&per_iteration(recs, figure, 0).0).ok_or_else(|| format!("no {figure} records"));
     Ok(Some(Box::new(ContextPrefill {
-        blocks,
         ring_bytes: first(CONTEXT_RING_BYTES),
         ring_bytes_modelled,
         ring: stats(CONTEXT_RING)?,
+        decodes_on: if plan.layout.decode.is_some() { DecodeLayout::Tensor } else { DecodeLayout::Rank0 },
         gather_bytes,
+        gather_bytes_modelled: Some(handoff_bytes_modelled(plan, &blocks, cfg) * u64::from(sequences)),
         gather: stats(CONTEXT_GATHER)?,
+        blocks,
     })))
-}
-
-/// The busiest rank's (token, expert) pairs over the mean (1 when even; 0 without pairs).
-pub fn imbalance(per_rank: &[u64]) -> f64 {
-    let total: u64 = per_rank.iter().sum();
-    if total == 0 {
-        return 0.0;
-    }
-    let mean = total as f64 / per_rank.len() as f64;
-    per_rank.iter().copied().max().unwrap_or(0) as f64 / mean
 }
 
 /// Per rank in rank order: the median over repetitions of a once-per-repetition `figure`.
@@ -171,15 +185,19 @@ fn per_rank_median(recs: &[Record], figure: &str, world: u32) -> Vec<f64> {
 /// An expert split's prefill figures: pairs per rank and layer (repetition 0; routing is the
 /// same every repetition), the imbalance, each rank's expert and all-to-all seconds, and the
 /// bytes sent beside what even routing would send.
-fn expert_prefill(plan: &RunPlan, recs: &[Record], prompt_tokens: u32, sequences: u32) -> Result<Option<Box<ExpertPrefill>>, String> {
+fn expert_prefill(
+    plan: &RunPlan,
+    cfg: &ModelConfig,
+    recs: &[Record],
+    prompt_tokens: u32,
+    sequences: u32,
+) -> Result<Option<Box<ExpertPrefill>>, String> {
     if plan.layout.strategy != Strategy::Expert {
         return Ok(None);
     }
     use crate::rank::decode::{EXPERT_ASSIGNED, EXPERT_FIGURES};
     let world = plan.layout.world;
     let experts: Vec<u32> = plan.layout.ranks.iter().map(|r| r.experts.map_or(0, |s| s.len())).collect();
-    let model = plan.model.as_ref().ok_or("an expert run without a model")?;
-    let cfg = crate::model::ModelConfig::read(&model.dir).map_err(|e| e.to_string())?;
     let moe = crate::model::gpt2::MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize)?.ok_or("an expert run of a dense model")?;
     let mut assigned = vec![vec![0u64; world as usize]; cfg.layers as usize];
     for r in recs.iter().filter(|r| r.figure == EXPERT_ASSIGNED && r.repetition == 0) {
@@ -216,15 +234,18 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let replicas = if plan.layout.strategy == Strategy::Data { plan.layout.world } else { 1 };
     let rate = tokens_per_s(&recs, tokens_per_repetition(plan.layout.strategy, plan.layout.world, first.sequences, first.new_tokens));
     let stats = |v: &[f64], what: &str| Stats::of(v).ok_or_else(|| format!("no {what} samples in {}", out.display()));
-    // Data replicas each stream a whole model, and a context split decodes on rank 0 alone.
-    // An expert split's ranks each hold the attention and the head whole: one rank's bytes.
-    let whole = replicas > 1 || matches!(plan.layout.strategy, Strategy::Context | Strategy::Expert);
+    // Data replicas each stream a whole model, and a context split decodes on rank 0 alone
+    // unless it names a decode split. An expert split's ranks each hold the attention and the
+    // head whole: one rank's bytes.
+    let alone = plan.layout.strategy == Strategy::Context && plan.layout.decode.is_none();
+    let whole = replicas > 1 || alone || plan.layout.strategy == Strategy::Expert;
+    let cfg = model_config(plan)?;
     let streamed: u64 = if whole { first.streamed_bytes } else { answers.iter().map(|a| a.streamed_bytes).sum() };
     let summary = Summary::Decode(Decode {
         strategy: plan.layout.strategy,
         world: plan.layout.world,
         sequences: first.sequences,
-        head: plan.layout.head,
+        head: plan.layout.head.or(plan.layout.decode.as_ref().map(|d| d.head)),
         new_tokens: first.new_tokens,
         prompt_tokens: first.prompt_tokens,
         threads_per_rank: plan.threads_per_rank,
@@ -240,8 +261,8 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         step_definition: "one decode round: every sequence in flight advances one token; slowest rank".into(),
         streamed_bytes_definition:
             "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
-        context: context_prefill(plan, &recs, first.sequences)?,
-        experts: expert_prefill(plan, &recs, first.prompt_tokens, first.sequences)?,
+        context: context_prefill(plan, &cfg, &recs, first.sequences)?,
+        experts: expert_prefill(plan, &cfg, &recs, first.prompt_tokens, first.sequences)?,
         overlap: plan.layout.overlap,
         all_reduces: phase_all_reduces(&recs),
     });
@@ -255,17 +276,4 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     .map_err(|e| format!("building the summary frame: {e}"))?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
     Ok(Collected { results, summary, answer: Some(answer_of(plan, &answers)?) })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::imbalance;
-
-    #[test]
-    fn imbalance_is_the_busiest_rank_over_the_mean() {
-        assert_eq!(imbalance(&[4, 4]), 1.0);
-        assert_eq!(imbalance(&[6, 2]), 1.5);
-        assert_eq!(imbalance(&[8, 0, 0, 0]), 4.0);
-        assert_eq!(imbalance(&[0, 0]), 0.0);
-    }
 }

@@ -6,7 +6,7 @@
 
 use crate::collect::stats::Stats;
 use crate::costmodel::link::LinkFit;
-use crate::spec::schema::{HeadPlacement, Op, Strategy};
+use crate::spec::schema::{DecodeLayout, HeadPlacement, Op, Strategy};
 use crate::table::Table;
 use serde::{Deserialize, Serialize};
 
@@ -258,7 +258,8 @@ pub struct Decode {
     pub all_reduces: Vec<PhaseAllReduce>,
 }
 
-/// A context-parallel prefill: the prompt's blocks, the key/value ring and the gather to rank 0.
+/// A context-parallel prefill: the prompt's blocks, the key/value ring and the hand-off of the
+/// cache to the decode layout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextPrefill {
     /// Prompt tokens of each rank's block, in rank order.
@@ -271,11 +272,24 @@ pub struct ContextPrefill {
     /// Seconds inside the ring in a repetition (waiting for neighbours included), slowest rank.
     #[serde(rename = "ring_s")]
     pub ring: Stats,
-    /// Key/value bytes all ranks sent to rank 0's cache after the ring, in a repetition.
+    /// The layout the run decodes on after the ring (absent in older manifests: rank 0).
+    #[serde(default = "rank0")]
+    pub decodes_on: DecodeLayout,
+    /// Key/value bytes all ranks sent to hand the cache to that layout after the ring, in a
+    /// repetition: the gather to rank 0, or the all-to-all that leaves each rank its heads.
     pub gather_bytes: u64,
-    /// Seconds of that gather in a repetition, slowest rank.
+    /// What that hand-off must send, from config.json and the layout (2 · layers · head_dim · 4
+    /// bytes per token and head): rank 0 alone, every other block with all heads; a tensor
+    /// decode, every block with the heads of the ranks that do not prefill it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gather_bytes_modelled: Option<u64>,
+    /// Seconds of that hand-off in a repetition, slowest rank.
     #[serde(rename = "gather_s")]
     pub gather: Stats,
+}
+
+fn rank0() -> DecodeLayout {
+    DecodeLayout::Rank0
 }
 
 /// An expert-parallel prefill: where the router sent the prompt's tokens and what it cost.
@@ -305,6 +319,16 @@ pub struct ExpertPrefill {
     pub sent_bytes_even: u64,
 }
 
+/// The busiest rank's (token, expert) pairs over the mean (1 when even; 0 without pairs).
+pub fn imbalance(per_rank: &[u64]) -> f64 {
+    let total: u64 = per_rank.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let mean = total as f64 / per_rank.len() as f64;
+    per_rank.iter().copied().max().unwrap_or(0) as f64 / mean
+}
+
 impl ExpertPrefill {
     /// Per rank: the pairs its experts computed, every layer together.
     pub fn pairs_per_rank(&self) -> Vec<u64> {
@@ -313,7 +337,7 @@ impl ExpertPrefill {
 
     /// The busiest rank's pairs over the mean, every layer together.
     pub fn overall_imbalance(&self) -> f64 {
-        crate::collect::decode::imbalance(&self.pairs_per_rank())
+        imbalance(&self.pairs_per_rank())
     }
 
     /// The ranks' mean expert seconds times the imbalance: the busiest rank's time if time
@@ -423,4 +447,17 @@ pub struct DispatchRow {
 pub struct ModelTables {
     /// The tables, typed cells.
     pub tables: Vec<Table>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::imbalance;
+
+    #[test]
+    fn imbalance_is_the_busiest_rank_over_the_mean() {
+        assert_eq!(imbalance(&[4, 4]), 1.0);
+        assert_eq!(imbalance(&[6, 2]), 1.5);
+        assert_eq!(imbalance(&[8, 0, 0, 0]), 4.0);
+        assert_eq!(imbalance(&[0, 0]), 0.0);
+    }
 }

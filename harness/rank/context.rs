@@ -1,5 +1,7 @@
 //! Context-parallel prefill inside a rank: the ring that passes key/value blocks to the next
-//! rank, and the gather that hands every block's cache rows to rank 0, which decodes.
+//! rank, then the hand-off of the cache to the decode layout: the gather of every block's rows
+//! to rank 0, which decodes alone, or the all-to-all that leaves each rank its tensor split's
+//! heads of every block.
 
 use super::comm::Communicator;
 use crate::model::gpt2::{KvCache, KvRing};
@@ -93,6 +95,35 @@ pub fn gather_cache(comm: &mut Communicator, blocks: &[Span], cache: &mut KvCach
                 layer.narrow(1, s.start as i64, s.len() as i64).copy_(&block);
                 at += count as usize;
             }
+        }
+    }
+    sent
+}
+
+/// Hands a context split's cache to a tensor decode: rank r keeps the heads `heads[r]` of every
+/// block. Per layer's keys and values one all-to-all: each rank sends every other rank that
+/// rank's heads of its own block's rows and receives its heads of the others' blocks into
+/// `into` (`[heads[r], max_len, head_dim]` per layer). Returns the bytes this rank sent to
+/// other ranks.
+pub fn redistribute_cache(comm: &mut Communicator, blocks: &[Span], heads: &[Span], cache: &mut KvCache, into: &mut KvCache) -> u64 {
+    let me = comm.rank() as usize;
+    let mine = blocks[me];
+    let mut sent = 0;
+    for (layer, target) in cache.tensors_mut().zip(into.tensors_mut()) {
+        let head_dim = layer.size()[2];
+        let rows = layer.narrow(1, mine.start as i64, mine.len() as i64);
+        let parts: Vec<Tensor> = heads.iter().map(|h| rows.narrow(0, h.start as i64, h.len() as i64).contiguous()).collect();
+        let send = Tensor::cat(&parts, 0).contiguous();
+        let send_counts: Vec<i32> = parts.iter().map(|t| t.numel() as i32).collect();
+        let recv_counts: Vec<i32> = blocks.iter().map(|b| (heads[me].len() as i64 * b.len() as i64 * head_dim) as i32).collect();
+        let mut received = vec![0f32; recv_counts.iter().map(|&c| c as usize).sum()];
+        comm.all_to_all_varcount(f32s(&send), &send_counts, &mut received, &recv_counts);
+        sent += 4 * send_counts.iter().enumerate().filter(|&(r, _)| r != me).map(|(_, &c)| c as u64).sum::<u64>();
+        let mut at = 0;
+        for (b, &count) in blocks.iter().zip(&recv_counts) {
+            let block = Tensor::from_slice(&received[at..at + count as usize]).view([heads[me].len() as i64, b.len() as i64, head_dim]);
+            target.narrow(1, b.start as i64, b.len() as i64).copy_(&block);
+            at += count as usize;
         }
     }
     sent

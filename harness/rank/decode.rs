@@ -83,8 +83,14 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let share = plan.layout.ranks.get(rank as usize).ok_or_else(|| anyhow::anyhow!("the layout has no rank {rank}"))?;
     let dims = Dims::from_config(&cfg);
     let part = source::load_part(model, &cfg, Some(PartShare::from_rank(share, &dims)), source::routing_skew(plan))?;
-    let reference = if part.has_head() { Some(source::reference_for(plan)?) } else { None };
-    let engine = Engine::new(plan, &part, prompt, new_tokens, reference.as_ref());
+    let decode_part = match plan.layout.decode.as_ref().map(|d| d.ranks.get(rank as usize)) {
+        Some(Some(s)) => Some(source::load_part(model, &cfg, Some(PartShare::from_rank(s, &dims)), source::routing_skew(plan))?),
+        Some(None) => anyhow::bail!("the decode split has no rank {rank}"),
+        None => None,
+    };
+    let rounds_part = decode_part.as_ref().unwrap_or(&part);
+    let reference = if rounds_part.has_head() { Some(source::reference_for(plan)?) } else { None };
+    let engine = Engine::new(plan, &part, decode_part.as_ref(), prompt, new_tokens, reference.as_ref());
     let mut link = Link::new(plan, comm);
     let mut sink = RecordSink::open(out, rank)?;
     let mut last: Option<RepResult> = None;
@@ -110,7 +116,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         tokens: last.and_then(|r| r.exactness.map(|_| r.tokens)),
         exactness: exact,
         collectives_per_step: collectives,
-        streamed_bytes: part.streamed_bytes(),
+        streamed_bytes: rounds_part.streamed_bytes(),
         sequences: engine.sequences as u32,
         new_tokens: new_tokens as u32,
         prompt_tokens: engine.prompt.len() as u32,

@@ -2,7 +2,7 @@
 //! advances one token; stages pass activations forward and token ids back.
 
 use super::comm::{CommStats, Communicator};
-use super::context::{gather_cache, ContextRing, RingTally};
+use super::context::{gather_cache, redistribute_cache, ContextRing, RingTally};
 use super::expert::{ExpertSplit, ExpertTally};
 use crate::model::gpt2::{linear, linear_rows_into, Gpt2Part, KvCache, Mixture, Reduce};
 use crate::model::matvec::matvec_rows_into;
@@ -26,6 +26,8 @@ pub struct Link<'c> {
     pub stages: u32,
     /// The prompt block of each rank (context split).
     context: Option<Vec<Span>>,
+    /// The heads of each rank in the tensor decode after a context prefill (`decode_strategy: tensor`).
+    decode_heads: Option<Vec<Span>>,
     /// The experts of each rank and what this rank's did (expert split).
     experts: Option<ExpertSplit>,
 }
@@ -33,9 +35,15 @@ pub struct Link<'c> {
 impl<'c> Link<'c> {
     /// The link a plan's strategy needs.
     pub fn new(plan: &RunPlan, comm: &'c mut Communicator) -> Self {
-        let tensor = plan.layout.strategy == Strategy::Tensor;
-        let split = tensor && plan.layout.head == Some(HeadPlacement::Split);
-        let vocab_counts = split.then(|| plan.layout.ranks.iter().map(|r| r.vocab.map_or(0, |s| s.len() as i32)).collect());
+        let decode = plan.layout.decode.as_ref();
+        let tensor = plan.layout.strategy == Strategy::Tensor || decode.is_some_and(|d| d.strategy == Strategy::Tensor);
+        let (head, decode_ranks) = match decode {
+            Some(d) => (Some(d.head), &d.ranks),
+            None => (plan.layout.head, &plan.layout.ranks),
+        };
+        let split = tensor && head == Some(HeadPlacement::Split);
+        let vocab_counts = split.then(|| decode_ranks.iter().map(|r| r.vocab.map_or(0, |s| s.len() as i32)).collect());
+        let decode_heads = decode.map(|d| d.ranks.iter().map(|r| r.heads.unwrap_or(Span::new(0, 0))).collect());
         let pipeline = plan.layout.strategy == Strategy::Pipeline;
         let (stage, stages) = if pipeline { (comm.rank(), comm.size()) } else { (0, 1) };
         let overlap = plan.layout.overlap.filter(|_| tensor);
@@ -45,12 +53,13 @@ impl<'c> Link<'c> {
             let layers = plan.layout.ranks.first().and_then(|r| r.layers).map_or(1, |s| s.len().max(1) as usize);
             ExpertSplit::new(plan.layout.ranks.iter().map(|r| r.experts.unwrap_or(Span::new(0, 0))).collect(), layers)
         });
-        Link { comm, tensor, overlap, vocab_counts, stage, stages, context, experts }
+        Link { comm, tensor, overlap, vocab_counts, stage, stages, context, decode_heads, experts }
     }
 
-    /// Whether this rank runs the decode rounds (a context split decodes on rank 0 alone).
+    /// Whether this rank runs the decode rounds (a context split decodes on rank 0 alone unless
+    /// it names a decode split).
     fn decodes(&self) -> bool {
-        self.context.is_none() || self.comm.rank() == 0
+        self.context.is_none() || self.decode_heads.is_some() || self.comm.rank() == 0
     }
 
     /// Collectives one decode step of one sequence must make on a part with `layers` layers
@@ -218,6 +227,8 @@ pub struct ContextTally {
 /// What a rank decodes: its part, the prompt, sequences in flight and tokens to generate.
 pub struct Engine<'a> {
     part: &'a Gpt2Part,
+    /// The part the decode rounds use when it is not the prefill's (a context split's tensor decode).
+    decode_part: Option<&'a Gpt2Part>,
     /// The prompt's token ids.
     pub prompt: Vec<u32>,
     /// Tokens to generate per sequence.
@@ -228,24 +239,45 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    /// An engine for a plan (sequences from `layout.sequences`, at least 1).
-    pub fn new(plan: &RunPlan, part: &'a Gpt2Part, prompt: Vec<u32>, new_tokens: usize, reference: Option<&'a Generation>) -> Self {
+    /// An engine for a plan (sequences from `layout.sequences`, at least 1); `decode_part`, where
+    /// given, runs the decode rounds after `part`'s prefill.
+    pub fn new(
+        plan: &RunPlan,
+        part: &'a Gpt2Part,
+        decode_part: Option<&'a Gpt2Part>,
+        prompt: Vec<u32>,
+        new_tokens: usize,
+        reference: Option<&'a Generation>,
+    ) -> Self {
         let sequences = plan.layout.sequences.unwrap_or(1).max(1) as usize;
-        Engine { part, prompt, new_tokens, sequences, reference }
+        Engine { part, decode_part, prompt, new_tokens, sequences, reference }
+    }
+
+    /// The part the decode rounds run on.
+    pub fn rounds_part(&self) -> &'a Gpt2Part {
+        self.decode_part.unwrap_or(self.part)
+    }
+
+    fn max_len(&self) -> usize {
+        self.prompt.len() + self.new_tokens
     }
 
     /// One repetition from an empty cache.
     pub fn run_once(&self, link: &mut Link) -> anyhow::Result<RepResult> {
-        let mut caches: Vec<KvCache> = (0..self.sequences).map(|_| self.part.new_cache(self.prompt.len() + self.new_tokens)).collect();
+        let mut caches: Vec<KvCache> = (0..self.sequences).map(|_| self.part.new_cache(self.max_len())).collect();
         let mut tokens = vec![Vec::new(); self.sequences];
-        let mut exact = self.part.has_head().then(Exactness::default);
+        let mut exact = self.rounds_part().has_head().then(Exactness::default);
         let expected = link.expected_collectives(self.part.share.layers.len() as usize, self.part.dims.hidden);
         let start = Instant::now();
         let comm0 = link.comm.stats();
         let mut context = link.context.is_some().then(ContextTally::default);
         for s in 0..self.sequences {
             match context.as_mut() {
-                Some(tally) => self.prefill_context(link, &mut caches[s], &mut tokens[s], exact.as_mut(), tally)?,
+                Some(tally) => {
+                    if let Some(handed) = self.prefill_context(link, &mut caches[s], &mut tokens[s], exact.as_mut(), tally)? {
+                        caches[s] = handed;
+                    }
+                }
                 None => self.advance(link, &mut caches[s], &mut tokens[s], 0, exact.as_mut())?,
             }
         }
@@ -287,8 +319,11 @@ impl<'a> Engine<'a> {
     }
 
     /// A context split's prefill of one sequence: this rank's prompt block through every layer
-    /// with ring attention, then every block's cache rows gathered to rank 0, which takes the
-    /// last prompt row's hidden state from the last rank and produces the first token.
+    /// with ring attention, then the cache handed to the decode layout. Rank 0 alone: every
+    /// block's cache rows gathered to rank 0, which takes the last prompt row's hidden state from
+    /// the last rank and produces the first token. A tensor decode: each rank's heads of every
+    /// block by an all-to-all, the last row broadcast, and every rank produces the first token
+    /// with its decode part; returns that part's cache.
     fn prefill_context(
         &self,
         link: &mut Link,
@@ -296,7 +331,7 @@ impl<'a> Engine<'a> {
         tokens: &mut Vec<u32>,
         exact: Option<&mut Exactness>,
         tally: &mut ContextTally,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Option<KvCache>> {
         let blocks = link.context.clone().unwrap_or_default();
         let (rank, last) = (link.comm.rank() as usize, blocks.len() - 1);
         let block = blocks[rank];
@@ -305,15 +340,30 @@ impl<'a> Engine<'a> {
         let mut ring = ContextRing::new(link.comm, &blocks, heads, head_dim);
         let h = self.part.prefill_block(ids, block.start as usize, cache, &mut ring)?;
         tally.ring += ring.tally;
+        let final_row = h.narrow(0, h.size()[0] - 1, 1);
+        if let (Some(heads), Some(decode_part)) = (link.decode_heads.clone(), self.decode_part) {
+            let start = Instant::now();
+            let mut handed = decode_part.new_cache(self.max_len());
+            tally.gather_bytes += redistribute_cache(link.comm, &blocks, &heads, cache, &mut handed);
+            tally.gather_s += start.elapsed().as_secs_f64();
+            handed.len = self.prompt.len();
+            let mut row = if rank == last { to_vec(&final_row) } else { vec![0f32; self.part.dims.hidden] };
+            link.comm.broadcast(last as u32, &mut row);
+            let logits = to_vec(&decode_part.logits(&Tensor::from_slice(&row).view([1, -1]), link));
+            tokens.push(top2(&logits).0);
+            if let (Some(e), Some(r)) = (exact, self.reference) {
+                e.observe(r, 0, &logits);
+            }
+            return Ok(Some(handed));
+        }
         let start = Instant::now();
         tally.gather_bytes += gather_cache(link.comm, &blocks, cache);
         tally.gather_s += start.elapsed().as_secs_f64();
-        let final_row = h.narrow(0, h.size()[0] - 1, 1);
         if rank == last && rank != 0 {
             link.comm.send(0, &to_vec(&final_row));
         }
         if rank != 0 {
-            return Ok(());
+            return Ok(None);
         }
         let final_row = if last == 0 {
             final_row
@@ -328,7 +378,7 @@ impl<'a> Engine<'a> {
         if let (Some(e), Some(r)) = (exact, self.reference) {
             e.observe(r, 0, &logits);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Advances one sequence by one round on this rank's stage.
@@ -340,7 +390,8 @@ impl<'a> Engine<'a> {
         round: usize,
         exact: Option<&mut Exactness>,
     ) -> anyhow::Result<()> {
-        let d = self.part.dims.hidden;
+        let part = self.rounds_part();
+        let d = part.dims.hidden;
         let rows = if round == 0 { self.prompt.len() } else { 1 };
         let last_stage = link.stage + 1 == link.stages;
         let h = if link.stage == 0 {
@@ -356,18 +407,18 @@ impl<'a> Engine<'a> {
             if round > 0 && link.stages > 1 {
                 tokens.push(input[0]);
             }
-            self.part.embed(&input, cache.len)?
+            part.embed(&input, cache.len)?
         } else {
             let mut buf = vec![0f32; rows * d];
             link.comm.recv(link.stage - 1, &mut buf);
             Tensor::from_slice(&buf).view([rows as i64, d as i64])
         };
-        let h = self.part.forward(h, cache, link);
+        let h = part.forward(h, cache, link);
         if !last_stage {
             link.comm.send(link.stage + 1, &to_vec(&h));
             return Ok(());
         }
-        let logits = to_vec(&self.part.logits(&h, link));
+        let logits = to_vec(&part.logits(&h, link));
         let (tok, _) = top2(&logits);
         if link.stages > 1 && round + 1 < self.new_tokens {
             link.comm.send(0, &[tok as f32]);

@@ -40,16 +40,22 @@ pub struct ExpertSplit {
     pub tally: ExpertTally,
 }
 
+impl ExpertTally {
+    /// Nothing done yet, over `layers` mixture layers.
+    pub fn zero(layers: usize) -> Self {
+        ExpertTally { assigned: vec![0; layers], ..ExpertTally::default() }
+    }
+}
+
 impl ExpertSplit {
     /// The split of a model with `layers` mixture layers whose experts rank r holds `experts[r]`.
     pub fn new(experts: Vec<Span>, layers: usize) -> Self {
-        ExpertSplit { experts, layers, calls: 0, tally: ExpertTally { assigned: vec![0; layers], ..ExpertTally::default() } }
+        ExpertSplit { experts, layers, calls: 0, tally: ExpertTally::zero(layers) }
     }
 
     /// The tally so far, leaving a zero one.
     pub fn take(&mut self) -> ExpertTally {
-        let fresh = ExpertTally { assigned: vec![0; self.layers], ..ExpertTally::default() };
-        std::mem::replace(&mut self.tally, fresh)
+        std::mem::replace(&mut self.tally, ExpertTally::zero(self.layers))
     }
 
     fn owner(&self, expert: usize) -> usize {

@@ -403,14 +403,14 @@ fn overlap_hidden(rows: &[DecodeRow]) -> Option<Table> {
 }
 
 /// Context-parallel prefill: per run, what the key/value ring moved beside what the algorithm
-/// must move, the ring's and the gather's time, and the prefill against world 1 of the same
-/// experiment.
+/// must move, the ring's time, the cache's hand-off to the decode layout (bytes beside what it
+/// must move, time), and the prefill against world 1 of the same experiment.
 fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
     let mut runs: Vec<&DecodeRow> = rows.iter().filter(|r| r.context.is_some()).collect();
     if runs.is_empty() {
         return None;
     }
-    runs.sort_by_key(|r| (r.experiment.clone(), r.link.clone(), r.world, r.run.clone()));
+    runs.sort_by_key(|r| (r.experiment.clone(), r.link.clone(), r.world, r.context.as_ref().map(|c| c.decodes_on), r.run.clone()));
     let alone =
         |r: &DecodeRow| runs.iter().find(|o| o.world == 1 && o.experiment == r.experiment && o.link == r.link).map(|o| o.prefill.median);
     let cells = runs
@@ -426,7 +426,9 @@ fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
                 Cell::Bytes(c.ring_bytes as f64),
                 Cell::Bytes(c.ring_bytes_modelled as f64),
                 Cell::Seconds(c.ring.median),
+                Cell::text(c.decodes_on.name()),
                 Cell::Bytes(c.gather_bytes as f64),
+                Cell::opt(c.gather_bytes_modelled.map(|b| b as f64), Cell::Bytes),
                 Cell::Seconds(c.gather.median),
                 Cell::Seconds(r.prefill.median),
                 Cell::opt(alone(r).filter(|_| r.prefill.median > 0.0).map(|a| a / r.prefill.median), Cell::Number),
@@ -439,7 +441,7 @@ fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
     Some(Table {
         id: "measured-context-prefill".into(),
         title: "Context-parallel prefill (ring attention)".into(),
-        caption: "The prompt split into one contiguous block per rank (blocks: tokens per rank); each rank runs its block through every layer, attention a ring: world − 1 send-receives per layer pass key/value blocks to the next rank, a causal mask drops later keys and the softmax is merged across blocks online. Ring sent: key/value bytes of the rank that sent most in a repetition; modelled: what the algorithm must send, 2 · layers · width · 4 bytes per token of every block but the next rank's. Ring time: seconds inside the send-receives per repetition (waiting for neighbours included), slowest rank. Then every block's cache rows are gathered to rank 0, which decodes alone with its threads_per_rank threads (the other ranks wait in MPI, which polls a core): the decode step column is that layout's, not a split decode. Speed-up: world 1's prefill (same experiment and link) over this one. Contiguous blocks leave the causal work uneven (the last rank's queries see every key; zig-zag blocks would even it), and worlds above the cores are oversubscribed.".into(),
+        caption: "The prompt split into one contiguous block per rank (blocks: tokens per rank); each rank runs its block through every layer, attention a ring: world − 1 send-receives per layer pass key/value blocks to the next rank, a causal mask drops later keys and the softmax is merged across blocks online. Ring sent: key/value bytes of the rank that sent most in a repetition; modelled: what the algorithm must send, 2 · layers · width · 4 bytes per token of every block but the next rank's. Ring time: seconds inside the send-receives per repetition (waiting for neighbours included), slowest rank. Then the cache is handed to the layout the run decodes on (decodes on, the spec's decode_strategy): rank0, every block's cache rows gathered to rank 0, which decodes alone with its threads_per_rank threads (the other ranks wait in MPI, which polls a core); tensor, one all-to-all per layer's keys and values leaves each rank its tensor split's heads of every block, and all ranks decode as a tensor split. Hand-off sent: key/value bytes all ranks sent in a repetition; modelled: 2 · layers · head_dim · 4 bytes per token and head of every block but rank 0's (rank0), or of every block for the heads of the ranks that did not prefill it (tensor). The decode step column is the decode layout's. Speed-up: world 1's prefill (same experiment and link) over this one. Contiguous blocks leave the causal work uneven (the last rank's queries see every key; zig-zag blocks would even it), and worlds above the cores are oversubscribed.".into(),
         columns: cols(&[
             "experiment",
             "world",
@@ -448,8 +450,10 @@ fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
             "ring sent",
             "ring modelled",
             "ring time",
-            "gathered to rank 0",
-            "gather time",
+            "decodes on",
+            "hand-off sent",
+            "hand-off modelled",
+            "hand-off time",
             "prefill median",
             "speed-up over world 1",
             "decode step median",

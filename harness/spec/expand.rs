@@ -36,6 +36,7 @@ struct Point {
     new_tokens: u32,
     overlap: u32,
     routing_skew: f64,
+    decode_strategy: DecodeLayout,
 }
 
 impl Point {
@@ -57,6 +58,7 @@ impl Point {
             Axis::NewTokens => self.new_tokens.to_string(),
             Axis::Overlap => self.overlap.to_string(),
             Axis::RoutingSkew => self.routing_skew.to_string(),
+            Axis::DecodeStrategy => self.decode_strategy.name().to_string(),
         }
     }
 
@@ -88,7 +90,7 @@ impl MatrixSize {
 
 /// Counts `e`'s matrix (exclusions can only shrink it) without building a point.
 pub fn matrix_size(e: &Experiment) -> MatrixSize {
-    let axes: [(&'static str, usize); 11] = [
+    let axes: [(&'static str, usize); 12] = [
         ("model", e.models.len().max(1)),
         ("strategy", e.strategies.len()),
         ("world", e.worlds.len()),
@@ -100,6 +102,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
         ("new_tokens", e.new_tokens.len()),
         ("overlap", e.overlap.len()),
         ("routing_skew", e.routing_skew.len()),
+        ("decode_strategy", e.decode_strategies.len()),
     ];
     let runs = if e.kind == Kind::Model { 1 } else { axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64)) };
     let largest_axis = axes.iter().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
@@ -108,7 +111,8 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
 }
 
 /// The matrix's points in a fixed order: model, strategy, world, link, threads,
-/// sequences, head, dtype, new_tokens, overlap, routing_skew (the first varies slowest).
+/// sequences, head, dtype, new_tokens, overlap, routing_skew, decode_strategy (the first varies
+/// slowest).
 fn points(e: &Experiment) -> Vec<Point> {
     let models: Vec<Option<String>> = if e.models.is_empty() { vec![None] } else { e.models.iter().cloned().map(Some).collect() };
     let mut out = Vec::new();
@@ -123,20 +127,23 @@ fn points(e: &Experiment) -> Vec<Point> {
                                     for &new_tokens in &e.new_tokens {
                                         for &overlap in &e.overlap {
                                             for &routing_skew in &e.routing_skew {
-                                                let (link, model) = (link.clone(), model.clone());
-                                                out.push(Point {
-                                                    model,
-                                                    strategy,
-                                                    world,
-                                                    link,
-                                                    threads,
-                                                    sequences,
-                                                    head,
-                                                    dtype,
-                                                    new_tokens,
-                                                    overlap,
-                                                    routing_skew,
-                                                });
+                                                for &decode_strategy in &e.decode_strategies {
+                                                    let (link, model) = (link.clone(), model.clone());
+                                                    out.push(Point {
+                                                        model,
+                                                        strategy,
+                                                        world,
+                                                        link,
+                                                        threads,
+                                                        sequences,
+                                                        head,
+                                                        dtype,
+                                                        new_tokens,
+                                                        overlap,
+                                                        routing_skew,
+                                                        decode_strategy,
+                                                    });
+                                                }
                                             }
                                         }
                                     }
@@ -200,6 +207,7 @@ fn p_layout_input(e: &Experiment, p: &Point) -> super::layout::LayoutInput {
         sequences: p.sequences,
         overlap: p.overlap,
         routing_skew: p.routing_skew,
+        decode_strategy: p.decode_strategy,
         prompt_tokens,
     }
 }
@@ -286,7 +294,7 @@ fn model_run(e: &Experiment) -> RunPlan {
         sequences: e.sequences.clone(),
         dtypes: e.dtypes.clone(),
     };
-    let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, overlap: None, ranks: vec![] };
+    let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, overlap: None, decode: None, ranks: vec![] };
     let input = IdentityInput {
         kind: e.kind.name(),
         model: None,

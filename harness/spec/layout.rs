@@ -1,12 +1,13 @@
 //! Computes what each rank holds for a strategy and world size, and refuses splits
 //! that make no sense for the model (with the sizes that would work).
 
-use super::plan::{Layout, RankShare, Span};
-use super::schema::{HeadPlacement, Kind, Strategy};
+use super::plan::{DecodeSplit, Layout, RankShare, Span};
+use super::schema::{DecodeLayout, HeadPlacement, Kind, Strategy};
 use crate::model::gpt2::MoeDims;
 use crate::model::ModelConfig;
 
 /// The axis values a layout depends on.
+#[derive(Debug, Clone, Copy)]
 pub struct LayoutInput {
     /// The strategy.
     pub strategy: Strategy,
@@ -20,6 +21,8 @@ pub struct LayoutInput {
     pub overlap: u32,
     /// A mixture model's routing skew (0: none).
     pub routing_skew: f64,
+    /// The layout a context split decodes on.
+    pub decode_strategy: DecodeLayout,
     /// Prompt tokens (decode).
     pub prompt_tokens: u32,
 }
@@ -53,15 +56,39 @@ pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> R
             if p.routing_skew != 0.0 {
                 mixture_of(cfg, "routing_skew")?;
             }
-            // A context split decodes on rank 0 with the whole output head, and every rank of an
-            // expert split holds the whole head: no placement to name.
+            // A context split's prefill holds the whole model (its decode split, if any, names
+            // its head), and every rank of an expert split holds the whole head: no placement.
             let head = (!matches!(p.strategy, Strategy::Context | Strategy::Expert)).then_some(p.head);
             (decode_shares(p, cfg)?, head, Some(p.sequences))
         }
         (Kind::Dispatch, _) => (expert_shares(p.world), None, None),
         _ => (bare(p.world), None, None),
     };
-    Ok(Layout { strategy: p.strategy, world: p.world, head, sequences, overlap: overlap_of(kind, p)?, ranks })
+    let decode = match model {
+        Some(cfg) if kind == Kind::Decode => decode_split(p, cfg)?,
+        _ => None,
+    };
+    Ok(Layout { strategy: p.strategy, world: p.world, head, sequences, overlap: overlap_of(kind, p)?, decode, ranks })
+}
+
+/// The split a context run decodes on (`decode_strategy: tensor`); None for rank 0 alone.
+fn decode_split(p: &LayoutInput, cfg: &ModelConfig) -> Result<Option<DecodeSplit>, (&'static str, String)> {
+    if p.decode_strategy == DecodeLayout::Rank0 {
+        return Ok(None);
+    }
+    if p.strategy != Strategy::Context {
+        return Err((
+            "decode_strategy",
+            format!(
+                "names the layout a context split decodes on; a {} split decodes on its own layout (use rank0 there, or leave the key out)",
+                p.strategy.name()
+            ),
+        ));
+    }
+    let tensor = LayoutInput { strategy: Strategy::Tensor, ..*p };
+    let ranks = decode_shares(&tensor, cfg)
+        .map_err(|(_, message)| ("decode_strategy", format!("tensor decode after the context prefill: {message}")))?;
+    Ok(Some(DecodeSplit { strategy: Strategy::Tensor, head: p.head, ranks }))
 }
 
 /// The layout's overlap: refused where there is no all-reduce to overlap.

@@ -72,7 +72,21 @@ pub struct Layout {
     /// (`MPI_Iallreduce`) while the next piece computes; absent: one blocking all-reduce.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub overlap: Option<u32>,
+    /// The layout a context split decodes on, where it is not rank 0 alone (`decode_strategy`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub decode: Option<DecodeSplit>,
     /// One entry per rank, in rank order.
+    pub ranks: Vec<RankShare>,
+}
+
+/// The split a run decodes on when it differs from its prefill's (a context split's tensor decode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+pub struct DecodeSplit {
+    /// The decode strategy.
+    pub strategy: Strategy,
+    /// Output head placement of the decode split.
+    pub head: HeadPlacement,
+    /// What each rank holds while decoding, in rank order.
     pub ranks: Vec<RankShare>,
 }
 

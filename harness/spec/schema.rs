@@ -43,7 +43,8 @@ pub enum Strategy {
     Pipeline,
     /// Experts of a mixture layer placed on different ranks.
     Expert,
-    /// The prompt's tokens split over the ranks for prefill (ring attention); decode goes on unsplit on rank 0.
+    /// The prompt's tokens split over the ranks for prefill (ring attention); decode goes on as
+    /// `decode_strategy` names (rank 0 alone, or a tensor split).
     Context,
 }
 
@@ -74,6 +75,18 @@ pub enum HeadPlacement {
 }
 
 crate::named!(HeadPlacement { Split => "split", Replicated => "replicated" });
+
+/// The layout a context split decodes on after its ring prefill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DecodeLayout {
+    /// Every block's cache rows gathered to rank 0, which decodes alone with the whole model.
+    Rank0,
+    /// Each rank keeps its tensor split's heads of every block (an all-to-all of the cache)
+    /// and all ranks decode as a tensor split.
+    Tensor,
+}
+
+crate::named!(DecodeLayout { Rank0 => "rank0", Tensor => "tensor" });
 
 /// Collective operations the `collectives` workload can time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -154,12 +167,14 @@ pub enum Axis {
     Overlap,
     /// A mixture model's router bias crowding the first experts (0: the router as drawn).
     RoutingSkew,
+    /// The layout a context split decodes on.
+    DecodeStrategy,
 }
 
 crate::named!(Axis {
     Model => "model", Strategy => "strategy", World => "world", Link => "link", Threads => "threads",
     Sequences => "sequences", Head => "head", Dtype => "dtype", NewTokens => "new_tokens",
-    Overlap => "overlap", RoutingSkew => "routing_skew",
+    Overlap => "overlap", RoutingSkew => "routing_skew", DecodeStrategy => "decode_strategy",
 });
 
 /// One `exclude:` rule: a point of the matrix is left out when every axis the rule names
@@ -324,6 +339,8 @@ pub struct Experiment {
     /// Axis: a mixture model's routing skew (expert e's router logit gets
     /// `skew · (1 − 2e/(experts − 1))`; 0 leaves the router as the checkpoint has it).
     pub routing_skew: Vec<f64>,
+    /// Axis: the layout a context split decodes on after its prefill.
+    pub decode_strategies: Vec<DecodeLayout>,
     /// Timed repetitions of the whole workload.
     pub repetitions: u32,
     /// Untimed warm-up repetitions (or iterations, for sweeps).

@@ -467,3 +467,52 @@ fn a_context_split_over_mpi_gives_the_unsplit_tokens_and_moves_what_the_ring_mus
     let table = register.split("#### Context-parallel prefill").nth(1).expect("the context table");
     assert_eq!(table.lines().filter(|l| l.starts_with("| cp |")).count(), 3, "{table}");
 }
+
+#[test]
+fn a_context_prefill_handed_to_a_tensor_decode_gives_the_unsplit_tokens_and_moves_what_it_must() {
+    let suite = Suite::new();
+    small_config(&suite.dir.path().join("small"));
+    let spec = decode_spec("cpt", "context", "2", "1")
+        + "decode_strategy: [rank0, tensor]\nhead: [split, replicated]\nexclude:\n  - {decode_strategy: rank0, head: replicated}\n";
+    suite.spec("cpt", &spec);
+    assert_eq!(suite.run(&[]), 0);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 3, "{:?}", all.iter().map(|m| &m.layout).collect::<Vec<_>>());
+    // Keys and values of one token and head: 2 x 2 layers x 16 wide x 4 bytes; 4 heads.
+    let per_token_head = 2 * 2 * 16 * 4;
+    for m in &all {
+        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
+        let ex = &m.answer.as_ref().expect("an answer").exactness;
+        assert!(ex.tokens_equal && ex.prompt_logit_diff < 1e-4 && ex.max_logit_diff < 1e-3, "{:?}: {ex:?}", m.layout.decode);
+        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        let c = d.context.as_ref().expect("context figures");
+        assert_eq!(c.blocks, vec![5, 5]);
+        match &m.layout.decode {
+            // Rank 1 sends its block with all 4 heads to rank 0.
+            None => {
+                assert_eq!(c.decodes_on, parlab::spec::DecodeLayout::Rank0);
+                assert_eq!((c.gather_bytes, c.gather_bytes_modelled), (5 * 4 * per_token_head, Some(5 * 4 * per_token_head)));
+                assert_eq!(d.collectives_per_step, None);
+            }
+            // Each rank sends its 5 rows for the other rank's 2 heads.
+            Some(split) => {
+                assert_eq!(c.decodes_on, parlab::spec::DecodeLayout::Tensor);
+                let heads: Vec<_> = split.ranks.iter().map(|r| r.heads.expect("heads").len()).collect();
+                assert_eq!(heads, vec![2, 2]);
+                assert_eq!((c.gather_bytes, c.gather_bytes_modelled), (2 * 5 * 2 * per_token_head, Some(2 * 5 * 2 * per_token_head)));
+                // Two all-reduces per layer, and the vocabulary gather where the head is split.
+                let gather = u64::from(split.head == parlab::spec::HeadPlacement::Split);
+                assert_eq!(d.collectives_per_step, Some(2 * 2 + gather));
+                assert_eq!(d.head, Some(split.head));
+            }
+        }
+        assert_eq!(d.step_s.n, 2 * 6, "6 decode rounds in each of 2 repetitions");
+    }
+    let ids: std::collections::BTreeSet<_> = all.iter().map(|m| m.run_id.clone()).collect();
+    assert_eq!(ids.len(), 3, "each decode layout has its own identity");
+    let report = suite.parlab(&["report"]);
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
+    let table = register.split("#### Context-parallel prefill").nth(1).expect("the context table");
+    assert_eq!(table.lines().filter(|l| l.starts_with("| cpt |") && l.contains("| tensor |")).count(), 2, "{table}");
+}
