@@ -9,7 +9,7 @@ splits unevenly over 2 ranks) this script:
 2. decodes greedily in transformers (float32, full recompute each step) and keeps the logits;
 3. runs parlab through `parlab run` on a temporary spec (PARLAB_MANIFESTS / PARLAB_STATE point
    to a temp dir): tensor world 1 and 2, pipeline 2 stages with 2 sequences in flight, a
-   context split (ring-attention prefill) over 2 ranks;
+   context split (ring-attention prefill) over 2 ranks, decoding on rank 0 and as a tensor split;
 4. checks that every run's tokens equal transformers' tokens, that parlab's unsplit logits (the
    reference parlab caches at $PARLAB_STATE/reference/<answer_id>-<model digest>.f32, the same code as a world-1
    run) are within TOL of transformers' at every step, and that each split run's largest logit
@@ -133,8 +133,8 @@ def moe_crosscheck(model_dir, work):
     for skew in (0.0, 1.5):
         state, manifests = work / f"state-{skew}", work / f"manifests-{skew}"
         manifests.mkdir(parents=True)
-        found = parlab_runs(model_dir, state, manifests, [("expert", 1, 1), ("expert", 2, 1)], {"routing_skew": skew})
-        doc1 = found.get(("expert", 1, 1))
+        found = parlab_runs(model_dir, state, manifests, [("expert", 1, 1, None), ("expert", 2, 1, None)], {"routing_skew": skew})
+        doc1 = found.get(("expert", 1, 1, None))
         if doc1 is None:
             check(False, f"skew {skew}: the world-1 expert run wrote a manifest")
             continue
@@ -155,10 +155,12 @@ def moe_crosscheck(model_dir, work):
 def parlab_runs(model_dir, state, manifests, runs, extra=None):
     spec_dir = pathlib.Path(tempfile.mkdtemp(dir=state.parent))
     paths = []
-    for i, (strategy, world, sequences) in enumerate(runs):
+    for i, (strategy, world, sequences, decode) in enumerate(runs):
         spec = {"name": f"crosscheck-{strategy}-{world}-{i}", "kind": "decode", "model": str(model_dir),
                 "strategy": strategy, "world": world, "sequences": sequences, "link": "mpi-shm",
                 "prompt": PROMPT, "new_tokens": NEW_TOKENS, "repetitions": 1, "warmup": 0, "timeout": "5m", **(extra or {})}
+        if decode:
+            spec["decode_strategy"] = decode
         path = spec_dir / f"{i}.yaml"
         path.write_text(json.dumps(spec))  # JSON is YAML
         paths.append(str(path))
@@ -168,7 +170,8 @@ def parlab_runs(model_dir, state, manifests, runs, extra=None):
     found = {}
     for m in sorted(manifests.glob("*.json")):
         doc = json.loads(m.read_text())
-        found[(doc["layout"]["strategy"], doc["layout"]["world"], doc["layout"].get("sequences"))] = doc
+        layout = doc["layout"]
+        found[(layout["strategy"], layout["world"], layout.get("sequences"), (layout.get("decode") or {}).get("strategy"))] = doc
     return found
 
 
@@ -178,7 +181,8 @@ def crosscheck(label, model_dir, work):
     manifests.mkdir(parents=True)
     ckpt = work / "init"
     subprocess.run([str(PARLAB), "model", "init", str(model_dir), "--seed", "0", "--out", str(ckpt)], check=True)
-    runs = [("tensor", 1, 1), ("tensor", 2, 1), ("pipeline", 2, 2), ("context", 2, 1)]
+    runs = [("tensor", 1, 1, None), ("tensor", 2, 1, None), ("pipeline", 2, 2, None), ("context", 2, 1, None),
+            ("context", 2, 1, "tensor")]
     found = parlab_runs(model_dir, state, manifests, runs)
     generated = next(state.glob("checkpoints/*/model.safetensors"), None)
     check(generated is not None and sha256(generated) == sha256(ckpt / "model.safetensors"),
@@ -209,7 +213,7 @@ def crosscheck(label, model_dir, work):
         check(ans["tokens"] == [hf_tokens] and ex["tokens_equal"], f"{key} tokens equal transformers' (every sequence, every rank)")
         check(ex["max_logit_diff"] <= TOL, f"{key} logits within {TOL} of parlab unsplit (largest {ex['max_logit_diff']:.2e}; "
               f"so within {ex['max_logit_diff'] + diff:.2e} of transformers)")
-        if key[0] == "tensor":
+        if key[0] == "tensor" or key[3] == "tensor":
             layers = json.loads((model_dir / "config.json").read_text())["n_layer"]
             check(doc["summary"]["decode"]["collectives_per_step"] == 2 * layers + 1,
                   f"{key} makes {2 * layers + 1} collectives per decode step")

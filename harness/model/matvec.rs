@@ -357,39 +357,66 @@ mod x86 {
 mod arm {
     use std::arch::aarch64::*;
 
+    include!("matvec_neon.rs");
+
     /// The portable read kernel compiled for NEON (128-bit vectors).
     #[target_feature(enable = "neon")]
     pub(super) fn sum_neon(v: &[f32]) -> f64 {
         super::sum_portable(v)
     }
 
-    /// NEON: four rows at a time (a quarter apart) with two accumulators each, 8 floats a step, then the scalar tail.
+    /// [`rows_neon_body`] compiled for NEON.
     #[target_feature(enable = "neon")]
     pub(super) fn rows_neon(w: &[f32], x: &[f32], y: &mut [f32]) {
-        let n = x.len();
-        // SAFETY: every load reads 4 floats below body <= n of `x` and of rows `r + i * q < y.len()` of `w`.
-        unsafe {
-            let body = n / 8 * 8;
-            let (xp, wp) = (x.as_ptr(), w.as_ptr());
-            let q = super::quarter(y.len());
-            for r in 0..q {
-                let rows = super::rows_in(r, q, y.len());
-                let mut acc = [[vdupq_n_f32(0.0); 2]; 4];
-                for c in (0..body).step_by(8) {
-                    let (x0, x1) = (vld1q_f32(xp.add(c)), vld1q_f32(xp.add(c + 4)));
-                    for (i, a) in acc.iter_mut().enumerate().take(rows) {
-                        let row = wp.add((r + i * q) * n + c);
-                        a[0] = vfmaq_f32(a[0], vld1q_f32(row), x0);
-                        a[1] = vfmaq_f32(a[1], vld1q_f32(row.add(4)), x1);
-                    }
-                }
-                for (i, a) in acc.iter().enumerate().take(rows) {
-                    let row = &w[(r + i * q) * n..(r + i * q + 1) * n];
-                    let tail: f32 = (body..n).map(|k| row[k] * x[k]).sum();
-                    y[r + i * q] = vaddvq_f32(vaddq_f32(a[0], a[1])) + tail;
-                }
-            }
+        rows_neon_body(w, x, y)
+    }
+}
+
+/// The NEON kernel's code over a plain-Rust stand-in for the five intrinsics it calls, so every
+/// CPU's tests run its indexing, tails and sums (an aarch64 build runs the real instructions).
+#[cfg(test)]
+mod arm_emulated {
+    use self::intrinsics::*;
+
+    include!("matvec_neon.rs");
+
+    /// `std::arch::aarch64`'s intrinsics used by the NEON kernel, lane by lane.
+    #[allow(non_camel_case_types)]
+    mod intrinsics {
+        /// Four f32 lanes.
+        #[derive(Clone, Copy)]
+        pub struct float32x4_t([f32; 4]);
+
+        /// Loads four floats from `p`.
+        pub unsafe fn vld1q_f32(p: *const f32) -> float32x4_t {
+            // SAFETY: the caller passes four readable floats, as for the real intrinsic.
+            float32x4_t(unsafe { std::ptr::read_unaligned(p as *const [f32; 4]) })
         }
+
+        /// Four lanes of `v`.
+        pub unsafe fn vdupq_n_f32(v: f32) -> float32x4_t {
+            float32x4_t([v; 4])
+        }
+
+        /// `a + b · c` per lane, fused (FMLA).
+        pub unsafe fn vfmaq_f32(a: float32x4_t, b: float32x4_t, c: float32x4_t) -> float32x4_t {
+            float32x4_t(std::array::from_fn(|i| b.0[i].mul_add(c.0[i], a.0[i])))
+        }
+
+        /// `a + b` per lane.
+        pub unsafe fn vaddq_f32(a: float32x4_t, b: float32x4_t) -> float32x4_t {
+            float32x4_t(std::array::from_fn(|i| a.0[i] + b.0[i]))
+        }
+
+        /// The sum of the four lanes (FADDP twice: pairs first).
+        pub unsafe fn vaddvq_f32(a: float32x4_t) -> f32 {
+            (a.0[0] + a.0[1]) + (a.0[2] + a.0[3])
+        }
+    }
+
+    /// The emulated kernel.
+    pub(super) fn rows(w: &[f32], x: &[f32], y: &mut [f32]) {
+        rows_neon_body(w, x, y)
     }
 }
 
@@ -652,6 +679,22 @@ mod tests {
                     let err = (got[r] - want[r]).abs();
                     assert!(err <= 1e-5 * scale.max(1.0), "{} at {rows}x{width}, row {r}: {} vs {}", kernel.name(), got[r], want[r]);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn the_neon_kernels_code_matches_the_plain_reference_on_odd_shapes_here_too() {
+        for (rows, width) in SHAPES {
+            let (w, x) = (values(rows * width, rows as u32), values(width, width as u32 + 7));
+            let mut want = vec![0f32; rows];
+            rows_reference(&w, &x, &mut want);
+            let mut got = vec![f32::NAN; rows];
+            arm_emulated::rows(&w, &x, &mut got);
+            for r in 0..rows {
+                let scale: f32 = w[r * width..(r + 1) * width].iter().zip(&x).map(|(a, b)| (a * b).abs()).sum();
+                let err = (got[r] - want[r]).abs();
+                assert!(err <= 1e-5 * scale.max(1.0), "emulated neon at {rows}x{width}, row {r}: {} vs {}", got[r], want[r]);
             }
         }
     }
