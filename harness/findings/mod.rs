@@ -8,6 +8,7 @@
 pub mod alpha_beta;
 pub mod break_even;
 pub mod claims;
+pub mod context;
 pub mod exactness;
 pub mod expert;
 pub mod membw;
@@ -179,6 +180,7 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.push(pipeline::finding(&inputs));
     out.push(overlap::finding(&inputs));
     out.push(expert::finding(&inputs));
+    out.push(context::finding(&inputs));
     out.extend(break_even::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out

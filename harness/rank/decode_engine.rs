@@ -341,44 +341,60 @@ impl<'a> Engine<'a> {
         let h = self.part.prefill_block(ids, block.start as usize, cache, &mut ring)?;
         tally.ring += ring.tally;
         let final_row = h.narrow(0, h.size()[0] - 1, 1);
-        if let (Some(heads), Some(decode_part)) = (link.decode_heads.clone(), self.decode_part) {
-            let start = Instant::now();
-            let mut handed = decode_part.new_cache(self.max_len());
-            tally.gather_bytes += redistribute_cache(link.comm, &blocks, &heads, cache, &mut handed);
-            tally.gather_s += start.elapsed().as_secs_f64();
-            handed.len = self.prompt.len();
-            let mut row = if rank == last { to_vec(&final_row) } else { vec![0f32; self.part.dims.hidden] };
-            link.comm.broadcast(last as u32, &mut row);
-            let logits = to_vec(&decode_part.logits(&Tensor::from_slice(&row).view([1, -1]), link));
-            tokens.push(top2(&logits).0);
-            if let (Some(e), Some(r)) = (exact, self.reference) {
-                e.observe(r, 0, &logits);
-            }
-            return Ok(Some(handed));
-        }
         let start = Instant::now();
-        tally.gather_bytes += gather_cache(link.comm, &blocks, cache);
+        let handed = self.hand_off(link, &blocks, cache, tally);
         tally.gather_s += start.elapsed().as_secs_f64();
-        if rank == last && rank != 0 {
-            link.comm.send(0, &to_vec(&final_row));
-        }
-        if rank != 0 {
-            return Ok(None);
-        }
-        let final_row = if last == 0 {
-            final_row
-        } else {
-            let mut buf = vec![0f32; self.part.dims.hidden];
-            link.comm.recv(last as u32, &mut buf);
-            Tensor::from_slice(&buf).view([1, -1])
-        };
         cache.len = self.prompt.len();
-        let logits = to_vec(&self.part.logits(&final_row, link));
+        let Some(row) = self.last_row_where_decoded(link, last, final_row, handed.is_some()) else {
+            return Ok(handed);
+        };
+        let logits = to_vec(&self.rounds_part().logits(&row, link));
         tokens.push(top2(&logits).0);
         if let (Some(e), Some(r)) = (exact, self.reference) {
             e.observe(r, 0, &logits);
         }
-        Ok(None)
+        Ok(handed)
+    }
+
+    /// Hands a context prefill's cache to the decode layout and counts the bytes this rank sent:
+    /// a tensor decode's heads of every block to each rank (returns the decode part's cache), or
+    /// every block's rows to rank 0 (into `cache` there; returns None).
+    fn hand_off(&self, link: &mut Link, blocks: &[Span], cache: &mut KvCache, tally: &mut ContextTally) -> Option<KvCache> {
+        match (link.decode_heads.clone(), self.decode_part) {
+            (Some(heads), Some(decode_part)) => {
+                let mut handed = decode_part.new_cache(self.max_len());
+                tally.gather_bytes += redistribute_cache(link.comm, blocks, &heads, cache, &mut handed);
+                handed.len = self.prompt.len();
+                Some(handed)
+            }
+            _ => {
+                tally.gather_bytes += gather_cache(link.comm, blocks, cache);
+                None
+            }
+        }
+    }
+
+    /// The last prompt row's hidden state `[1, d]` (held by rank `last`) on the ranks that
+    /// produce the first token: broadcast to every rank for a decode split (`everywhere`), else
+    /// sent to rank 0; None on the ranks that do not.
+    fn last_row_where_decoded(&self, link: &mut Link, last: usize, row: Tensor, everywhere: bool) -> Option<Tensor> {
+        let rank = link.comm.rank() as usize;
+        let received = |buf: Vec<f32>| Tensor::from_slice(&buf).view([1, -1]);
+        if everywhere {
+            let mut buf = if rank == last { to_vec(&row) } else { vec![0f32; self.part.dims.hidden] };
+            link.comm.broadcast(last as u32, &mut buf);
+            return Some(received(buf));
+        }
+        if last == 0 || (rank != 0 && rank != last) {
+            return (rank == 0).then_some(row);
+        }
+        if rank == last {
+            link.comm.send(0, &to_vec(&row));
+            return None;
+        }
+        let mut buf = vec![0f32; self.part.dims.hidden];
+        link.comm.recv(last as u32, &mut buf);
+        Some(received(buf))
     }
 
     /// Advances one sequence by one round on this rank's stage.

@@ -275,6 +275,20 @@ fn exactness_holds_for_equal_tokens_and_fails_on_a_real_change() {
 }
 
 #[test]
+fn context_traffic_holds_when_the_bytes_are_the_modelled_ones_and_fails_on_one_more_block() {
+    let mut list = base();
+    let f = finding(&list, "context-ring-moves-what-it-must");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.numbers.iter().any(|n| n.name == "world 4 decoding on rank0: largest block / prompt (cache share)" && n.value == 0.25), "{:?}", f.numbers);
+    let m = list.iter_mut().find(|m| m.layout.strategy == Strategy::Context && m.layout.world == 4).unwrap();
+    let c = decode_mut(m).and_then(|d| d.context.as_mut()).expect("context figures");
+    c.ring_bytes += c.ring_bytes / 3;
+    let f = finding(&list, "context-ring-moves-what-it-must");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.reason.contains("1 of 2 context splits") && f.reason.contains("world 4 decoding on rank0"), "{}", f.reason);
+}
+
+#[test]
 fn findings_json_is_byte_identical_and_every_finding_has_a_verdict_and_numbers() {
     let list = with_device(base());
     let (a, b) = (findings::render::to_json(&compute(&list)), findings::render::to_json(&compute(&list)));

@@ -1,0 +1,66 @@
+//! Context parallelism: each rank holds the keys and values of its own slice of the prompt, and
+//! ring attention passes the blocks around so every query meets every earlier key (the
+//! chapter's "attention becomes a communication pattern"). Checked on what the runs moved and
+//! answered: the ring and the cache's hand-off sent exactly what the algorithm must, and the
+//! answer is the unsplit one.
+
+use super::{Finding, Inconclusive, Inputs};
+use crate::report::facts::DecodeRow;
+
+/// The context splits over more than one rank, in a fixed order.
+fn context_splits(rows: &[DecodeRow]) -> Vec<&DecodeRow> {
+    let mut runs: Vec<&DecodeRow> = rows.iter().filter(|r| r.world > 1 && r.context.is_some()).collect();
+    runs.sort_by(|a, b| (&a.experiment, a.world, &a.run).cmp(&(&b.experiment, b.world, &b.run)));
+    runs
+}
+
+/// The context-parallel traffic finding.
+pub fn finding(inp: &Inputs) -> Finding {
+    let mut f = Finding::new(
+        "context-ring-moves-what-it-must",
+        "Split by tokens, each rank holds only its slice's keys and values; the ring passes them so every query sees every earlier key, and the answer stays the unsplit one.",
+        &["decode.context.ring_bytes", "decode.context.gather_bytes", "answer.exactness.tokens_equal"],
+        "per context split over 2 or more ranks: the busiest ring sender's bytes against what the algorithm must send (every block but the next rank's), the hand-off's bytes against what the decode layout needs, and the tokens against the unsplit model's; HOLDS when every run moved exactly the modelled bytes and kept the tokens, FAILS when one did not; each rank's share of the prompt's cache, reported",
+    );
+    let runs = context_splits(&inp.facts.decode);
+    if runs.is_empty() {
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no context split over 2 or more ranks".into());
+    }
+    let mut wrong = Vec::new();
+    for r in &runs {
+        let Some(c) = r.context.as_ref() else { continue };
+        let label = format!("world {} decoding on {}", r.world, c.decodes_on.name());
+        let prompt: u32 = c.blocks.iter().sum();
+        let largest = c.blocks.iter().copied().max().unwrap_or(0);
+        f.number(
+            &format!("{label}: largest block / prompt (cache share)"),
+            f64::from(largest) / f64::from(prompt.max(1)),
+            "ratio",
+            &[&r.run],
+        );
+        f.number(&format!("{label}: ring bytes / modelled"), c.ring_bytes as f64 / c.ring_bytes_modelled.max(1) as f64, "ratio", &[&r.run]);
+        let handoff_ok = c.gather_bytes_modelled.is_none_or(|m| m == c.gather_bytes);
+        let ok = c.ring_bytes == c.ring_bytes_modelled && handoff_ok && r.tokens_equal == Some(true);
+        f.notes.push(format!(
+            "{label} ({}): blocks {}; ring sent {} B (modelled {} B); hand-off {} B (modelled {}); tokens equal: {}",
+            r.experiment,
+            c.blocks.iter().map(u32::to_string).collect::<Vec<_>>().join(" + "),
+            c.ring_bytes,
+            c.ring_bytes_modelled,
+            c.gather_bytes,
+            c.gather_bytes_modelled.map_or("not recorded".into(), |m| format!("{m} B")),
+            r.tokens_equal.map_or("not recorded", |t| if t { "yes" } else { "NO" })
+        ));
+        if !ok {
+            wrong.push(label);
+        }
+    }
+    if wrong.is_empty() {
+        f.decide(true, format!("all {} context splits moved exactly the modelled bytes and kept the unsplit tokens", runs.len()))
+    } else {
+        f.decide(
+            false,
+            format!("{} of {} context splits moved other bytes or changed the tokens: {}", wrong.len(), runs.len(), wrong.join(", ")),
+        )
+    }
+}
