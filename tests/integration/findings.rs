@@ -279,7 +279,11 @@ fn context_traffic_holds_when_the_bytes_are_the_modelled_ones_and_fails_on_one_m
     let mut list = base();
     let f = finding(&list, "context-ring-moves-what-it-must");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
-    assert!(f.numbers.iter().any(|n| n.name == "world 4 decoding on rank0: largest block / prompt (cache share)" && n.value == 0.25), "{:?}", f.numbers);
+    assert!(
+        f.numbers.iter().any(|n| n.name == "world 4 decoding on rank0: largest block / prompt (cache share)" && n.value == 0.25),
+        "{:?}",
+        f.numbers
+    );
     let m = list.iter_mut().find(|m| m.layout.strategy == Strategy::Context && m.layout.world == 4).unwrap();
     let c = decode_mut(m).and_then(|d| d.context.as_mut()).expect("context figures");
     c.ring_bytes += c.ring_bytes / 3;
