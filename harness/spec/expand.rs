@@ -186,7 +186,14 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
             continue;
         }
         match layout_for(e.kind, &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
-            Ok(layout) => runs.push(make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len())),
+            Ok(layout) => {
+                let run = make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len());
+                // Points that differ only on an axis the strategy ignores (the head of a split
+                // that places none) are the same run: it is planned once.
+                if !runs.iter().any(|r: &RunPlan| r.run_id == run.run_id) {
+                    runs.push(run);
+                }
+            }
             Err((key, message)) => c.report(key, message),
         }
     }

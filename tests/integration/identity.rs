@@ -120,3 +120,22 @@ fn exclude_rules_leave_out_every_listed_value_and_only_where_all_their_axes_matc
     let two = layouts("  - {strategy: pipeline, world: 1}\n  - {link: mpi-shm, strategy: tensor}\n");
     assert_eq!(two.len(), 12 - 2 - 3, "two rules each leave out their own points");
 }
+
+#[test]
+fn points_an_axis_leaves_unchanged_are_planned_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = spec(
+        &dir,
+        "dup",
+        "name: dup\nkind: decode\nmodel: gpt2\nstrategy: context\nworld: 2\nhead: [split, replicated]\n\
+         decode_strategy: [rank0, tensor]\nprompt: {length: 16, seed: 1}\n",
+    );
+    let runs = suite(&[&path]);
+    // rank0 places no head, so its two head values are one run; tensor's are two.
+    assert_eq!(runs.len(), 3, "{:?}", runs.iter().map(|r| r.label()).collect::<Vec<_>>());
+    let ids: BTreeSet<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(runs.iter().map(|r| r.index).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let heads: Vec<_> = runs.iter().map(|r| r.layout.decode.as_ref().map(|d| d.head.name())).collect();
+    assert_eq!(heads, vec![None, Some("split"), Some("replicated")]);
+}
