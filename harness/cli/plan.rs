@@ -32,12 +32,15 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
     Ok(crate::exitcode::OK)
 }
 
-/// The axis values the columns do not show: threads, head placement, decode split, overlap,
-/// sequences in flight.
+/// The axis values the columns do not show: threads, head placement, zig-zag blocks, decode
+/// split, overlap, sequences in flight.
 fn details(r: &RunPlan) -> String {
     let mut parts = vec![format!("threads={}", r.threads_per_rank)];
     if let Some(head) = r.layout.head {
         parts.push(format!("head={}", head.name()));
+    }
+    if r.layout.ranks.iter().any(|s| s.tokens_late.is_some()) {
+        parts.push("blocks=zigzag".into());
     }
     if let Some(d) = &r.layout.decode {
         parts.push(format!("decode={} head={}", d.strategy.name(), d.head.name()));

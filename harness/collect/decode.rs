@@ -16,7 +16,8 @@ use crate::model::reference::Exactness;
 use crate::model::ModelConfig;
 use crate::rank::decode::RankAnswer;
 use crate::rank::records::Record;
-use crate::spec::DecodeLayout;
+use crate::spec::plan::Span;
+use crate::spec::{ContextBlocks, DecodeLayout};
 use crate::spec::{RunPlan, Strategy};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -143,6 +144,14 @@ fn handoff_bytes_modelled(plan: &RunPlan, blocks: &[u32], cfg: &ModelConfig) -> 
     }
 }
 
+/// The busiest rank's causal attention work over the mean: a query at position q meets q + 1
+/// keys, so a chunk [a, b) holds (b(b + 1) − a(a + 1)) / 2 query-key pairs.
+fn causal_imbalance(chunks: &[Vec<Span>]) -> f64 {
+    let pairs = |s: &Span| (u64::from(s.end) * u64::from(s.end + 1) - u64::from(s.start) * u64::from(s.start + 1)) / 2;
+    let per_rank: Vec<u64> = chunks.iter().map(|c| c.iter().map(pairs).sum()).collect();
+    imbalance(&per_rank)
+}
+
 /// A context split's prefill figures: the largest ring sender's bytes beside what the ring
 /// algorithm must send (from the model's config and the layout's blocks), the ring's and the
 /// hand-off's seconds (slowest rank per repetition) and bytes beside what it must send.
@@ -151,7 +160,8 @@ fn context_prefill(plan: &RunPlan, cfg: &ModelConfig, recs: &[Record], sequences
         return Ok(None);
     }
     use crate::rank::decode::{CONTEXT_GATHER, CONTEXT_GATHER_BYTES, CONTEXT_RING, CONTEXT_RING_BYTES};
-    let blocks: Vec<u32> = plan.layout.ranks.iter().map(|r| r.tokens.map_or(0, |s| s.len())).collect();
+    let chunks: Vec<Vec<Span>> = plan.layout.ranks.iter().map(|r| r.prompt_chunks()).collect();
+    let blocks: Vec<u32> = chunks.iter().map(|c| c.iter().map(Span::len).sum()).collect();
     let per_token = 2 * cfg.layers as u64 * cfg.hidden as u64 * 4;
     let prompt: u64 = blocks.iter().map(|&b| u64::from(b)).sum();
     let world = blocks.len();
@@ -169,6 +179,8 @@ fn context_prefill(plan: &RunPlan, cfg: &ModelConfig, recs: &[Record], sequences
         gather_bytes_modelled: Some(handoff_bytes_modelled(plan, &blocks, cfg) * u64::from(sequences)),
         gather: stats(CONTEXT_GATHER)?,
         blocks,
+        cut: if chunks.iter().any(|c| c.len() > 1) { ContextBlocks::Zigzag } else { ContextBlocks::Contiguous },
+        causal_imbalance: Some(causal_imbalance(&chunks)),
     })))
 }
 

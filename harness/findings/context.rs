@@ -29,7 +29,7 @@ pub fn finding(inp: &Inputs) -> Finding {
     let mut wrong = Vec::new();
     for r in &runs {
         let Some(c) = r.context.as_ref() else { continue };
-        let label = format!("world {} decoding on {}", r.world, c.decodes_on.name());
+        let label = format!("world {} {}, decoding on {}", r.world, c.cut.name(), c.decodes_on.name());
         let prompt: u32 = c.blocks.iter().sum();
         let largest = c.blocks.iter().copied().max().unwrap_or(0);
         f.number(

@@ -6,7 +6,7 @@
 
 use crate::collect::stats::Stats;
 use crate::costmodel::link::LinkFit;
-use crate::spec::schema::{DecodeLayout, HeadPlacement, Op, Strategy};
+use crate::spec::schema::{ContextBlocks, DecodeLayout, HeadPlacement, Op, Strategy};
 use crate::table::Table;
 use serde::{Deserialize, Serialize};
 
@@ -264,6 +264,13 @@ pub struct Decode {
 pub struct ContextPrefill {
     /// Prompt tokens of each rank's block, in rank order.
     pub blocks: Vec<u32>,
+    /// How the prompt was cut into the blocks (absent in older manifests: contiguous).
+    #[serde(default = "contiguous")]
+    pub cut: ContextBlocks,
+    /// The causal attention work (query-key pairs a causal mask keeps) of the busiest rank's
+    /// block over the mean, from the layout (1: even).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causal_imbalance: Option<f64>,
     /// Key/value bytes the rank that sent most sent around the ring in a repetition.
     pub ring_bytes: u64,
     /// What the ring algorithm must send, from config.json and the layout: keys and values
@@ -290,6 +297,10 @@ pub struct ContextPrefill {
 
 fn rank0() -> DecodeLayout {
     DecodeLayout::Rank0
+}
+
+fn contiguous() -> ContextBlocks {
+    ContextBlocks::Contiguous
 }
 
 /// An expert-parallel prefill: where the router sent the prompt's tokens and what it cost.

@@ -15,7 +15,7 @@ use tch::{Kind, Tensor};
 
 mod context;
 mod moe;
-pub use context::{KvRing, RingAttention};
+pub use context::{chunk_rows, Chunk, KvRing, RingAttention};
 pub use moe::{Assignment, Choice, Mixture, MoeDims};
 
 /// The sums and gathers a split model needs; [`Alone`] for a model that is not split.

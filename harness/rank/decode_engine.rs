@@ -2,9 +2,9 @@
 //! advances one token; stages pass activations forward and token ids back.
 
 use super::comm::{CommStats, Communicator};
-use super::context::{gather_cache, redistribute_cache, ContextRing, RingTally};
+use super::context::{chunks_of, gather_cache, redistribute_cache, ContextRing, RingTally};
 use super::expert::{ExpertSplit, ExpertTally};
-use crate::model::gpt2::{linear, linear_rows_into, Gpt2Part, KvCache, Mixture, Reduce};
+use crate::model::gpt2::{linear, linear_rows_into, Chunk, Gpt2Part, KvCache, Mixture, Reduce};
 use crate::model::matvec::matvec_rows_into;
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
 use crate::spec::plan::Span;
@@ -24,8 +24,8 @@ pub struct Link<'c> {
     pub stage: u32,
     /// Pipeline stages (1 unless pipeline).
     pub stages: u32,
-    /// The prompt block of each rank (context split).
-    context: Option<Vec<Span>>,
+    /// The prompt block of each rank, as chunks of positions (context split).
+    context: Option<Vec<Vec<Chunk>>>,
     /// The heads of each rank in the tensor decode after a context prefill (`decode_strategy: tensor`).
     decode_heads: Option<Vec<Span>>,
     /// The experts of each rank and what this rank's did (expert split).
@@ -48,7 +48,7 @@ impl<'c> Link<'c> {
         let (stage, stages) = if pipeline { (comm.rank(), comm.size()) } else { (0, 1) };
         let overlap = plan.layout.overlap.filter(|_| tensor);
         let context = (plan.layout.strategy == Strategy::Context)
-            .then(|| plan.layout.ranks.iter().map(|r| r.tokens.unwrap_or(Span::new(0, 0))).collect());
+            .then(|| chunks_of(&plan.layout.ranks.iter().map(|r| r.prompt_chunks()).collect::<Vec<_>>()));
         let experts = (plan.layout.strategy == Strategy::Expert).then(|| {
             let layers = plan.layout.ranks.first().and_then(|r| r.layers).map_or(1, |s| s.len().max(1) as usize);
             ExpertSplit::new(plan.layout.ranks.iter().map(|r| r.experts.unwrap_or(Span::new(0, 0))).collect(), layers)
@@ -224,6 +224,16 @@ pub struct ContextTally {
     pub gather_s: f64,
 }
 
+/// The rank whose block holds the prompt's last position (`len − 1`), and that position's row in
+/// the rank's block (its chunks' rows one after another).
+fn last_position(blocks: &[Vec<Chunk>], len: usize) -> (usize, i64) {
+    blocks
+        .iter()
+        .enumerate()
+        .find_map(|(r, b)| b.iter().zip(crate::model::gpt2::chunk_rows(b)).find(|(c, _)| c.end == len).map(|(_, (at, n))| (r, at + n - 1)))
+        .unwrap_or((0, 0))
+}
+
 /// What a rank decodes: its part, the prompt, sequences in flight and tokens to generate.
 pub struct Engine<'a> {
     part: &'a Gpt2Part,
@@ -333,14 +343,13 @@ impl<'a> Engine<'a> {
         tally: &mut ContextTally,
     ) -> anyhow::Result<Option<KvCache>> {
         let blocks = link.context.clone().unwrap_or_default();
-        let (rank, last) = (link.comm.rank() as usize, blocks.len() - 1);
-        let block = blocks[rank];
-        let ids = &self.prompt[block.start as usize..block.end as usize];
+        let rank = link.comm.rank() as usize;
         let (heads, head_dim) = (self.part.share.heads.len() as usize, self.part.dims.head_dim);
         let mut ring = ContextRing::new(link.comm, &blocks, heads, head_dim);
-        let h = self.part.prefill_block(ids, block.start as usize, cache, &mut ring)?;
+        let h = self.part.prefill_block(&self.prompt, &blocks[rank], cache, &mut ring)?;
         tally.ring += ring.tally;
-        let final_row = h.narrow(0, h.size()[0] - 1, 1);
+        let (last, row) = last_position(&blocks, self.prompt.len());
+        let final_row = h.narrow(0, if rank == last { row } else { 0 }, 1);
         let start = Instant::now();
         let handed = self.hand_off(link, &blocks, cache, tally);
         tally.gather_s += start.elapsed().as_secs_f64();
@@ -359,7 +368,7 @@ impl<'a> Engine<'a> {
     /// Hands a context prefill's cache to the decode layout and counts the bytes this rank sent:
     /// a tensor decode's heads of every block to each rank (returns the decode part's cache), or
     /// every block's rows to rank 0 (into `cache` there; returns None).
-    fn hand_off(&self, link: &mut Link, blocks: &[Span], cache: &mut KvCache, tally: &mut ContextTally) -> Option<KvCache> {
+    fn hand_off(&self, link: &mut Link, blocks: &[Vec<Chunk>], cache: &mut KvCache, tally: &mut ContextTally) -> Option<KvCache> {
         match (link.decode_heads.clone(), self.decode_part) {
             (Some(heads), Some(decode_part)) => {
                 let mut handed = decode_part.new_cache(self.max_len());

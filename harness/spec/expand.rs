@@ -37,6 +37,7 @@ struct Point {
     overlap: u32,
     routing_skew: f64,
     decode_strategy: DecodeLayout,
+    context_blocks: ContextBlocks,
 }
 
 impl Point {
@@ -59,6 +60,7 @@ impl Point {
             Axis::Overlap => self.overlap.to_string(),
             Axis::RoutingSkew => self.routing_skew.to_string(),
             Axis::DecodeStrategy => self.decode_strategy.name().to_string(),
+            Axis::ContextBlocks => self.context_blocks.name().to_string(),
         }
     }
 
@@ -90,7 +92,7 @@ impl MatrixSize {
 
 /// Counts `e`'s matrix (exclusions can only shrink it) without building a point.
 pub fn matrix_size(e: &Experiment) -> MatrixSize {
-    let axes: [(&'static str, usize); 12] = [
+    let axes: [(&'static str, usize); 13] = [
         ("model", e.models.len().max(1)),
         ("strategy", e.strategies.len()),
         ("world", e.worlds.len()),
@@ -103,6 +105,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
         ("overlap", e.overlap.len()),
         ("routing_skew", e.routing_skew.len()),
         ("decode_strategy", e.decode_strategies.len()),
+        ("context_blocks", e.context_blocks.len()),
     ];
     let runs = if e.kind == Kind::Model { 1 } else { axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64)) };
     let largest_axis = axes.iter().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
@@ -111,8 +114,8 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
 }
 
 /// The matrix's points in a fixed order: model, strategy, world, link, threads,
-/// sequences, head, dtype, new_tokens, overlap, routing_skew, decode_strategy (the first varies
-/// slowest).
+/// sequences, head, dtype, new_tokens, overlap, routing_skew, decode_strategy, context_blocks
+/// (the first varies slowest).
 fn points(e: &Experiment) -> Vec<Point> {
     let models: Vec<Option<String>> = if e.models.is_empty() { vec![None] } else { e.models.iter().cloned().map(Some).collect() };
     let mut out = Vec::new();
@@ -128,21 +131,24 @@ fn points(e: &Experiment) -> Vec<Point> {
                                         for &overlap in &e.overlap {
                                             for &routing_skew in &e.routing_skew {
                                                 for &decode_strategy in &e.decode_strategies {
-                                                    let (link, model) = (link.clone(), model.clone());
-                                                    out.push(Point {
-                                                        model,
-                                                        strategy,
-                                                        world,
-                                                        link,
-                                                        threads,
-                                                        sequences,
-                                                        head,
-                                                        dtype,
-                                                        new_tokens,
-                                                        overlap,
-                                                        routing_skew,
-                                                        decode_strategy,
-                                                    });
+                                                    for &context_blocks in &e.context_blocks {
+                                                        let (link, model) = (link.clone(), model.clone());
+                                                        out.push(Point {
+                                                            model,
+                                                            strategy,
+                                                            world,
+                                                            link,
+                                                            threads,
+                                                            sequences,
+                                                            head,
+                                                            dtype,
+                                                            new_tokens,
+                                                            overlap,
+                                                            routing_skew,
+                                                            decode_strategy,
+                                                            context_blocks,
+                                                        });
+                                                    }
                                                 }
                                             }
                                         }
@@ -215,6 +221,7 @@ fn p_layout_input(e: &Experiment, p: &Point) -> super::layout::LayoutInput {
         overlap: p.overlap,
         routing_skew: p.routing_skew,
         decode_strategy: p.decode_strategy,
+        context_blocks: p.context_blocks,
         prompt_tokens,
     }
 }

@@ -2,7 +2,7 @@
 //! that make no sense for the model (with the sizes that would work).
 
 use super::plan::{DecodeSplit, Layout, RankShare, Span};
-use super::schema::{DecodeLayout, HeadPlacement, Kind, Strategy};
+use super::schema::{ContextBlocks, DecodeLayout, HeadPlacement, Kind, Strategy};
 use crate::model::gpt2::MoeDims;
 use crate::model::ModelConfig;
 
@@ -23,6 +23,8 @@ pub struct LayoutInput {
     pub routing_skew: f64,
     /// The layout a context split decodes on.
     pub decode_strategy: DecodeLayout,
+    /// How a context split cuts the prompt.
+    pub context_blocks: ContextBlocks,
     /// Prompt tokens (decode).
     pub prompt_tokens: u32,
 }
@@ -46,7 +48,9 @@ pub fn even_spans(n: u32, parts: u32) -> Vec<Span> {
 }
 
 fn bare(world: u32) -> Vec<RankShare> {
-    (0..world).map(|rank| RankShare { rank, heads: None, ffn: None, layers: None, vocab: None, experts: None, tokens: None }).collect()
+    (0..world)
+        .map(|rank| RankShare { rank, heads: None, ffn: None, layers: None, vocab: None, experts: None, tokens: None, tokens_late: None })
+        .collect()
 }
 
 /// The layout of a run, or `(key, message)` when the split is impossible.
@@ -73,6 +77,15 @@ pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> R
 
 /// The split a context run decodes on (`decode_strategy: tensor`); None for rank 0 alone.
 fn decode_split(p: &LayoutInput, cfg: &ModelConfig) -> Result<Option<DecodeSplit>, (&'static str, String)> {
+    if p.context_blocks == ContextBlocks::Zigzag && p.strategy != Strategy::Context {
+        return Err((
+            "context_blocks",
+            format!(
+                "zigzag cuts a context split's prompt; a {} split has no blocks to cut (use contiguous there, or leave the key out)",
+                p.strategy.name()
+            ),
+        ));
+    }
     if p.decode_strategy == DecodeLayout::Rank0 {
         return Ok(None);
     }
@@ -144,6 +157,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                     vocab: if p.head == HeadPlacement::Split { Some(vocab[r]) } else { all(cfg.vocab) },
                     experts: None,
                     tokens: None,
+                    tokens_late: None,
                 })
                 .collect())
         }
@@ -167,6 +181,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                     vocab: (r as u32 == p.world - 1).then(|| Span::new(0, cfg.vocab)),
                     experts: None,
                     tokens: None,
+                    tokens_late: None,
                 })
                 .collect())
         }
@@ -180,6 +195,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                 vocab: all(cfg.vocab),
                 experts: None,
                 tokens: None,
+                tokens_late: None,
             })
             .collect()),
         Strategy::Context => context_shares(p, cfg),
@@ -223,34 +239,37 @@ fn expert_decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankSh
             vocab: all(cfg.vocab),
             experts: Some(experts),
             tokens: None,
+            tokens_late: None,
         })
         .collect())
 }
 
-/// Context parallelism: every rank holds the whole model and prefills one contiguous block of
-/// the prompt; rank 0, which decodes afterwards, holds the output head.
+/// Context parallelism: every rank holds the whole model and prefills its block of the prompt:
+/// one contiguous block (`contiguous`), or chunks r and 2p − 1 − r of 2p (`zigzag`, which evens
+/// the causal work); rank 0, which decodes afterwards unless a decode split is named, holds the
+/// output head.
 fn context_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {
-    if p.world > p.prompt_tokens {
+    let zigzag = p.context_blocks == ContextBlocks::Zigzag;
+    let chunks = if zigzag { 2 * p.world } else { p.world };
+    if chunks > p.prompt_tokens {
+        let (key, how) = if zigzag { ("context_blocks", "a zig-zag context split") } else { ("world", "a context split") };
         return Err((
-            "world",
-            format!(
-                "a context split over {} ranks needs a prompt of at least {} tokens; the prompt has {}",
-                p.world, p.world, p.prompt_tokens
-            ),
+            key,
+            format!("{how} over {} ranks needs a prompt of at least {chunks} tokens; the prompt has {}", p.world, p.prompt_tokens),
         ));
     }
     let all = |n: u32| Some(Span::new(0, n));
-    Ok(even_spans(p.prompt_tokens, p.world)
-        .into_iter()
-        .enumerate()
-        .map(|(r, block)| RankShare {
+    let spans = even_spans(p.prompt_tokens, chunks);
+    Ok((0..p.world as usize)
+        .map(|r| RankShare {
             rank: r as u32,
             heads: all(cfg.heads),
             ffn: all(cfg.intermediate),
             layers: all(cfg.layers),
             vocab: (r == 0).then(|| Span::new(0, cfg.vocab)),
             experts: None,
-            tokens: Some(block),
+            tokens: Some(spans[r]),
+            tokens_late: zigzag.then(|| spans[spans.len() - 1 - r]),
         })
         .collect())
 }
@@ -270,6 +289,27 @@ fn expert_shares(world: u32) -> Vec<RankShare> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zigzag_split_gives_rank_r_chunks_r_and_2p_minus_1_minus_r() {
+        let cfg = ModelConfig::read(&crate::model::resolve_model("gpt2").dir).unwrap();
+        let input = LayoutInput {
+            strategy: Strategy::Context,
+            world: 2,
+            head: HeadPlacement::Split,
+            sequences: 1,
+            overlap: 0,
+            routing_skew: 0.0,
+            decode_strategy: DecodeLayout::Rank0,
+            context_blocks: ContextBlocks::Zigzag,
+            prompt_tokens: 10,
+        };
+        let shares = context_shares(&input, &cfg).unwrap();
+        let chunks: Vec<Vec<(u32, u32)>> = shares.iter().map(|s| s.prompt_chunks().iter().map(|c| (c.start, c.end)).collect()).collect();
+        assert_eq!(chunks, vec![vec![(0, 3), (8, 10)], vec![(3, 6), (6, 8)]]);
+        let short = LayoutInput { prompt_tokens: 3, ..input };
+        assert_eq!(context_shares(&short, &cfg).unwrap_err().0, "context_blocks");
+    }
 
     #[test]
     fn even_spans_cover_everything_once() {

@@ -53,6 +53,16 @@ pub struct RankShare {
     /// Prompt positions whose prefill this rank computes (context parallelism).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tokens: Option<Span>,
+    /// A zig-zag context split's second chunk of prompt positions (after `tokens`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tokens_late: Option<Span>,
+}
+
+impl RankShare {
+    /// The prompt positions this rank prefills, chunk by chunk in position order (context).
+    pub fn prompt_chunks(&self) -> Vec<Span> {
+        self.tokens.into_iter().chain(self.tokens_late).collect()
+    }
 }
 
 /// The parallel layout of a run: strategy, world size and what each rank holds.

@@ -88,6 +88,18 @@ pub enum DecodeLayout {
 
 crate::named!(DecodeLayout { Rank0 => "rank0", Tensor => "tensor" });
 
+/// How a context split cuts the prompt into the ranks' blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ContextBlocks {
+    /// One contiguous block per rank, in rank order (the last rank's queries see every key).
+    Contiguous,
+    /// The prompt in 2p chunks; rank r holds chunks r and 2p − 1 − r, so every rank has as much
+    /// causal attention work as the others.
+    Zigzag,
+}
+
+crate::named!(ContextBlocks { Contiguous => "contiguous", Zigzag => "zigzag" });
+
 /// Collective operations the `collectives` workload can time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Op {
@@ -169,12 +181,15 @@ pub enum Axis {
     RoutingSkew,
     /// The layout a context split decodes on.
     DecodeStrategy,
+    /// How a context split cuts the prompt into blocks.
+    ContextBlocks,
 }
 
 crate::named!(Axis {
     Model => "model", Strategy => "strategy", World => "world", Link => "link", Threads => "threads",
     Sequences => "sequences", Head => "head", Dtype => "dtype", NewTokens => "new_tokens",
     Overlap => "overlap", RoutingSkew => "routing_skew", DecodeStrategy => "decode_strategy",
+    ContextBlocks => "context_blocks",
 });
 
 /// One `exclude:` rule: a point of the matrix is left out when every axis the rule names
@@ -341,6 +356,8 @@ pub struct Experiment {
     pub routing_skew: Vec<f64>,
     /// Axis: the layout a context split decodes on after its prefill.
     pub decode_strategies: Vec<DecodeLayout>,
+    /// Axis: how a context split cuts the prompt into blocks.
+    pub context_blocks: Vec<ContextBlocks>,
     /// Timed repetitions of the whole workload.
     pub repetitions: u32,
     /// Untimed warm-up repetitions (or iterations, for sweeps).

@@ -343,7 +343,7 @@ fn overlapped_all_reduces_give_the_blocking_splits_answer_and_the_register_the_h
 /// A ring of in-process ranks: each thread passes its key/value block to the next by channel.
 struct ChannelRing {
     rank: usize,
-    blocks: Vec<Span>,
+    blocks: Vec<Vec<std::ops::Range<usize>>>,
     heads: i64,
     head_dim: i64,
     next: std::sync::mpsc::Sender<Vec<f32>>,
@@ -354,19 +354,29 @@ impl KvRing for ChannelRing {
     fn steps(&self) -> usize {
         self.blocks.len() - 1
     }
-    fn pass(&mut self, kv: &Tensor, step: usize) -> (Tensor, usize) {
+    fn pass(&mut self, kv: &Tensor, step: usize) -> (Tensor, Vec<std::ops::Range<usize>>) {
         let world = self.blocks.len();
         self.next.send(Vec::<f32>::try_from(&kv.contiguous().view([-1])).unwrap()).unwrap();
-        let block = self.blocks[(self.rank + world - step % world) % world];
+        let block = self.blocks[(self.rank + world - step % world) % world].clone();
+        let len: usize = block.iter().map(|c| c.len()).sum();
         let values = self.prev.recv().unwrap();
-        (Tensor::from_slice(&values).view([2, self.heads, block.len() as i64, self.head_dim]), block.start as usize)
+        (Tensor::from_slice(&values).view([2, self.heads, len as i64, self.head_dim]), block)
     }
+}
+
+/// Each rank's block as chunks: contiguous (one per rank) or zig-zag (chunks r and 2p − 1 − r of 2p).
+fn context_blocks(len: usize, world: u32, zigzag: bool) -> Vec<Vec<std::ops::Range<usize>>> {
+    let spans = parlab::spec::layout::even_spans(len as u32, if zigzag { 2 * world } else { world });
+    let chunk = |s: &Span| s.start as usize..s.end as usize;
+    (0..world as usize)
+        .map(|r| if zigzag { vec![chunk(&spans[r]), chunk(&spans[spans.len() - 1 - r])] } else { vec![chunk(&spans[r])] })
+        .collect()
 }
 
 /// Prefills `prompt` as a context split over `world` in-process ranks (one thread each, its own
 /// copy of the model): every prompt position's final hidden state, in position order.
-fn ring_prefill(dir: &Path, prompt: &[u32], world: u32) -> Vec<f32> {
-    let blocks = parlab::spec::layout::even_spans(prompt.len() as u32, world);
+fn ring_prefill(dir: &Path, prompt: &[u32], world: u32, zigzag: bool) -> Vec<f32> {
+    let blocks = context_blocks(prompt.len(), world, zigzag);
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..world).map(|_| std::sync::mpsc::channel()).unzip();
     let mut receivers: Vec<Option<_>> = receivers.into_iter().map(Some).collect();
     std::thread::scope(|scope| {
@@ -382,13 +392,22 @@ fn ring_prefill(dir: &Path, prompt: &[u32], world: u32) -> Vec<f32> {
                     let (heads, head_dim) = (dims.heads as i64, dims.head_dim as i64);
                     let mut ring = ChannelRing { rank, blocks: blocks.clone(), heads, head_dim, next, prev };
                     let mut cache = part.new_cache(prompt.len());
-                    let b = blocks[rank];
-                    let h = part.prefill_block(&prompt[b.start as usize..b.end as usize], b.start as usize, &mut cache, &mut ring).unwrap();
+                    let h = part.prefill_block(prompt, &blocks[rank], &mut cache, &mut ring).unwrap();
                     Vec::<f32>::try_from(&h.contiguous().view([-1])).unwrap()
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        // Each rank's rows are its chunks' positions in order; put every row at its position.
+        let rows: Vec<Vec<f32>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let width = rows.iter().map(Vec::len).sum::<usize>() / prompt.len();
+        let mut out = vec![0f32; prompt.len() * width];
+        for (rank, values) in rows.iter().enumerate() {
+            let positions = blocks[rank].iter().flat_map(|c| c.clone());
+            for (i, pos) in positions.enumerate() {
+                out[pos * width..(pos + 1) * width].copy_from_slice(&values[i * width..(i + 1) * width]);
+            }
+        }
+        out
     })
 }
 
@@ -400,12 +419,15 @@ fn ring_attention_prefill_gives_every_prompt_position_the_unsplit_hidden_state()
     let mut cache = part.new_cache(prompt.len());
     let unsplit = part.forward(part.embed(&prompt, 0).unwrap(), &mut cache, &mut Alone);
     let unsplit = Vec::<f32>::try_from(&unsplit.contiguous().view([-1])).unwrap();
-    // 11 tokens over 1, 2, 3 and 4 ranks: even and uneven blocks, and a block of 2.
-    for world in [1, 2, 3, 4] {
-        let ring = ring_prefill(dir.path(), &prompt, world);
-        assert_eq!(ring.len(), unsplit.len());
-        let worst = ring.iter().zip(&unsplit).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        assert!(worst < 1e-4, "world {world}: a prompt position's hidden state differs by {worst}");
+    // 11 tokens over 1, 2, 3 and 4 ranks: even and uneven blocks, and a block of 2; zig-zag
+    // cuts into 2p chunks (down to chunks of 1 token at world 4).
+    for zigzag in [false, true] {
+        for world in [1, 2, 3, 4] {
+            let ring = ring_prefill(dir.path(), &prompt, world, zigzag);
+            assert_eq!(ring.len(), unsplit.len());
+            let worst = ring.iter().zip(&unsplit).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(worst < 1e-4, "world {world} zigzag {zigzag}: a prompt position's hidden state differs by {worst}");
+        }
     }
 }
 
@@ -515,4 +537,47 @@ fn a_context_prefill_handed_to_a_tensor_decode_gives_the_unsplit_tokens_and_move
     let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
     let table = register.split("#### Context-parallel prefill").nth(1).expect("the context table");
     assert_eq!(table.lines().filter(|l| l.starts_with("| cpt |") && l.contains("| tensor |")).count(), 2, "{table}");
+}
+
+#[test]
+fn a_zigzag_context_split_over_mpi_gives_the_unsplit_tokens_and_evens_the_causal_work() {
+    let suite = Suite::new();
+    small_config(&suite.dir.path().join("small"));
+    let spec = decode_spec("cz", "context", "2", "1") + "context_blocks: [contiguous, zigzag]\ndecode_strategy: [rank0, tensor]\n";
+    suite.spec("cz", &spec);
+    assert_eq!(suite.run(&[]), 0);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 4);
+    // Keys and values of one token: 2 x 2 layers x 64 wide x 4 bytes.
+    let per_token = 2 * 2 * 64 * 4;
+    for m in &all {
+        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
+        let ex = &m.answer.as_ref().expect("an answer").exactness;
+        assert!(ex.tokens_equal && ex.prompt_logit_diff < 1e-4 && ex.max_logit_diff < 1e-3, "{:?}: {ex:?}", m.layout.ranks);
+        let c = m.summary.as_ref().and_then(|s| s.decode()).and_then(|d| d.context.clone()).expect("context figures");
+        // 10 tokens either way in blocks of 5: each rank sends its block once around the ring
+        // of 2, and the hand-off moves 5 tokens' worth (rank 1's block, or half the heads of both).
+        assert_eq!(c.blocks, vec![5, 5]);
+        assert_eq!((c.ring_bytes, c.ring_bytes_modelled), (5 * per_token, 5 * per_token));
+        assert_eq!((c.gather_bytes, c.gather_bytes_modelled), (5 * per_token, Some(5 * per_token)));
+        let chunks: Vec<Vec<(u32, u32)>> =
+            m.layout.ranks.iter().map(|r| r.prompt_chunks().iter().map(|s| (s.start, s.end)).collect()).collect();
+        let imbalance = c.causal_imbalance.expect("the causal work");
+        match c.cut {
+            // Causal pairs per rank: 15 and 40 (contiguous), 6 + 19 and 15 + 15 (zig-zag); mean 27.5.
+            parlab::spec::ContextBlocks::Contiguous => {
+                assert_eq!(chunks, vec![vec![(0, 5)], vec![(5, 10)]]);
+                assert!((imbalance - 40.0 / 27.5).abs() < 1e-12, "{imbalance}");
+            }
+            parlab::spec::ContextBlocks::Zigzag => {
+                assert_eq!(chunks, vec![vec![(0, 3), (8, 10)], vec![(3, 6), (6, 8)]]);
+                assert!((imbalance - 30.0 / 27.5).abs() < 1e-12, "{imbalance}");
+            }
+        }
+    }
+    let report = suite.parlab(&["report"]);
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
+    let table = register.split("#### Context-parallel prefill").nth(1).expect("the context table");
+    assert_eq!(table.lines().filter(|l| l.starts_with("| cz |") && l.contains("| zigzag |")).count(), 2, "{table}");
 }

@@ -280,7 +280,9 @@ fn context_traffic_holds_when_the_bytes_are_the_modelled_ones_and_fails_on_one_m
     let f = finding(&list, "context-ring-moves-what-it-must");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
     assert!(
-        f.numbers.iter().any(|n| n.name == "world 4 decoding on rank0: largest block / prompt (cache share)" && n.value == 0.25),
+        f.numbers
+            .iter()
+            .any(|n| n.name == "world 4 contiguous, decoding on rank0: largest block / prompt (cache share)" && n.value == 0.25),
         "{:?}",
         f.numbers
     );
@@ -289,7 +291,7 @@ fn context_traffic_holds_when_the_bytes_are_the_modelled_ones_and_fails_on_one_m
     c.ring_bytes += c.ring_bytes / 3;
     let f = finding(&list, "context-ring-moves-what-it-must");
     assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
-    assert!(f.reason.contains("1 of 2 context splits") && f.reason.contains("world 4 decoding on rank0"), "{}", f.reason);
+    assert!(f.reason.contains("1 of 2 context splits") && f.reason.contains("world 4 contiguous, decoding on rank0"), "{}", f.reason);
 }
 
 #[test]

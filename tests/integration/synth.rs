@@ -271,6 +271,8 @@ fn context_prefill(plan: &RunPlan, i: u64) -> Option<Box<ContextPrefill>> {
         ring_bytes_modelled: ring,
         ring: stat(ring as f64 / 1.5e9, 3, i + 11),
         decodes_on: parlab::spec::DecodeLayout::Rank0,
+        cut: parlab::spec::ContextBlocks::Contiguous,
+        causal_imbalance: None,
         gather_bytes: gathered,
         gather_bytes_modelled: Some(gathered),
         gather: stat(gathered as f64 / 2.0e9, 3, i + 12),

@@ -1,7 +1,7 @@
-//! Context parallelism: each rank prefills one contiguous block of the prompt through every
-//! layer; attention is a ring. A rank starts with its own block's keys and values, then passes
-//! the block it holds to the next rank and receives the previous rank's, world − 1 times, so
-//! every query meets every key block; a causal mask drops the keys after each query and blocks
+//! Context parallelism: each rank prefills its block of the prompt (one contiguous chunk, or
+//! two for a zig-zag split) through every layer; attention is a ring. A rank starts with its
+//! own block's keys and values, then passes the block it holds to the next rank and receives
+//! the previous rank's, world − 1 times, so every query meets every key block; a causal mask drops the keys after each query and blocks
 //! wholly after the rank's queries are passed on without being computed. Softmax is merged
 //! across blocks online (running maximum and sum), as ring attention and flash attention do.
 
@@ -9,14 +9,17 @@ use super::{causal, store_kv, Gpt2Part, KvCache, Layer};
 use crate::model::weights::WeightsError;
 use tch::{Kind, Tensor};
 
+/// Prompt positions, one chunk of a rank's block.
+pub type Chunk = std::ops::Range<usize>;
+
 /// Passes key/value blocks around the ring of ranks that share a prompt.
 pub trait KvRing {
     /// Ring steps after a rank's own block: world − 1.
     fn steps(&self) -> usize;
     /// At `step` (1..=steps) of a layer: sends `kv`, the block held (`[2, heads, len, head_dim]`:
-    /// keys, then values), to the next rank and returns the previous rank's, with the prompt
-    /// position of its first key.
-    fn pass(&mut self, kv: &Tensor, step: usize) -> (Tensor, usize);
+    /// keys, then values, its chunks one after another), to the next rank and returns the
+    /// previous rank's, with the prompt positions of its chunks.
+    fn pass(&mut self, kv: &Tensor, step: usize) -> (Tensor, Vec<Chunk>);
 }
 
 /// The attention of a block of queries over the key blocks added so far.
@@ -62,7 +65,8 @@ impl RingAttention {
     }
 
     /// softmax(q kᵀ · scale) v over every key added: `[heads, Tq, head_dim]`. The first block
-    /// added must hold each query's own position, so no query is left without a key.
+    /// added (and not skipped) must leave no query without a key: it holds each query's own
+    /// position, or only earlier ones.
     pub fn finish(self) -> Tensor {
         let (_, sum, acc) = self.state.expect("ring attention finished before its own block was added");
         acc / sum
@@ -70,15 +74,23 @@ impl RingAttention {
 }
 
 impl Gpt2Part {
-    /// Prefills the prompt block `tokens` at positions `first..` through every layer held, the
-    /// attention a ring over the other ranks' blocks; fills this block's rows of `cache` (the
-    /// other rows stay as they were) and returns the block's hidden states `[T, d]`.
-    pub fn prefill_block(&self, tokens: &[u32], first: usize, cache: &mut KvCache, ring: &mut dyn KvRing) -> Result<Tensor, WeightsError> {
+    /// Prefills this rank's block of `prompt`, the positions `chunks` (in order), through every
+    /// layer held, the attention a ring over the other ranks' blocks; fills the block's rows of
+    /// `cache` (the other rows stay as they were) and returns its hidden states `[T, d]`, the
+    /// chunks' rows one after another.
+    pub fn prefill_block(
+        &self,
+        prompt: &[u32],
+        chunks: &[Chunk],
+        cache: &mut KvCache,
+        ring: &mut dyn KvRing,
+    ) -> Result<Tensor, WeightsError> {
         let _guard = tch::no_grad_guard();
-        let mut h = self.embed(tokens, first)?;
+        let embedded: Vec<Tensor> = chunks.iter().map(|c| self.embed(&prompt[c.clone()], c.start)).collect::<Result<_, _>>()?;
+        let mut h = Tensor::cat(&embedded, 0);
         for (i, layer) in self.layers.iter().enumerate() {
             let (k_cache, v_cache) = (&mut cache.k[i], &mut cache.v[i]);
-            h = self.block_with(layer, h, &mut super::Alone, |part, a| part.ring_attention(layer, a, k_cache, v_cache, first, ring));
+            h = self.block_with(layer, h, &mut super::Alone, |part, a| part.ring_attention(layer, a, k_cache, v_cache, chunks, ring));
         }
         Ok(h)
     }
@@ -89,21 +101,52 @@ impl Gpt2Part {
         a: &Tensor,
         k_cache: &mut Tensor,
         v_cache: &mut Tensor,
-        first: usize,
+        chunks: &[Chunk],
         ring: &mut dyn KvRing,
     ) -> Tensor {
         let (q, k, v) = self.qkv_heads(l, a);
         let t = q.size()[1];
-        store_kv(k_cache, v_cache, first, &k, &v);
-        let mut attention = RingAttention::new(q, first, self.attention_scale(l));
-        attention.add(&k, &v, first);
+        let rows = chunk_rows(chunks);
+        for (c, (at, len)) in chunks.iter().zip(&rows) {
+            store_kv(k_cache, v_cache, c.start, &k.narrow(1, *at, *len), &v.narrow(1, *at, *len));
+        }
+        let scale = self.attention_scale(l);
+        let mut attention: Vec<RingAttention> =
+            chunks.iter().zip(&rows).map(|(c, (at, len))| RingAttention::new(q.narrow(1, *at, *len), c.start, scale)).collect();
+        // Each query chunk meets its own block's chunks first, the earliest first: its own
+        // positions (the diagonal) or wholly earlier keys, so no query starts without a key.
+        add_block(&mut attention, &k, &v, chunks);
         let mut held = Tensor::stack(&[k, v], 0);
         for step in 1..=ring.steps() {
-            let (block, first_key) = ring.pass(&held, step);
-            attention.add(&block.get(0), &block.get(1), first_key);
+            let (block, key_chunks) = ring.pass(&held, step);
+            add_block(&mut attention, &block.get(0), &block.get(1), &key_chunks);
             held = block;
         }
-        let ctx = attention.finish();
-        ctx.transpose(0, 1).contiguous().view([t, -1])
+        let ctx: Vec<Tensor> = attention.into_iter().map(RingAttention::finish).collect();
+        Tensor::cat(&ctx, 1).transpose(0, 1).contiguous().view([t, -1])
+    }
+}
+
+/// Per chunk: (first row, rows) within a block whose chunks lie one after another.
+pub fn chunk_rows(chunks: &[Chunk]) -> Vec<(i64, i64)> {
+    let mut at = 0;
+    chunks
+        .iter()
+        .map(|c| {
+            let row = (at, c.len() as i64);
+            at += c.len() as i64;
+            row
+        })
+        .collect()
+}
+
+/// Adds every chunk of a key/value block (`[heads, len, head_dim]`, chunks one after another)
+/// to every query chunk's attention.
+fn add_block(attention: &mut [RingAttention], k: &Tensor, v: &Tensor, chunks: &[Chunk]) {
+    for (c, (at, len)) in chunks.iter().zip(chunk_rows(chunks)) {
+        let (kc, vc) = (k.narrow(1, at, len), v.narrow(1, at, len));
+        for a in attention.iter_mut() {
+            a.add(&kc, &vc, c.start);
+        }
     }
 }
