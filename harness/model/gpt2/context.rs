@@ -1,9 +1,10 @@
 //! Context parallelism: each rank prefills its block of the prompt (one contiguous chunk, or
 //! two for a zig-zag split) through every layer; attention is a ring. A rank starts with its
 //! own block's keys and values, then passes the block it holds to the next rank and receives
-//! the previous rank's, world − 1 times, so every query meets every key block; a causal mask drops the keys after each query and blocks
-//! wholly after the rank's queries are passed on without being computed. Softmax is merged
-//! across blocks online (running maximum and sum), as ring attention and flash attention do.
+//! the previous rank's, world − 1 times, so every query meets every key block; a causal mask
+//! drops the keys after each query, and chunks wholly after a query chunk are passed on without
+//! being computed for it. Softmax is merged across blocks online (running maximum and sum), as
+//! ring attention and flash attention do.
 
 use super::{causal, store_kv, Gpt2Part, KvCache, Layer};
 use crate::model::weights::WeightsError;
