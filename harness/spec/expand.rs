@@ -186,6 +186,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         c.report("exclude", "every combination of the axes is excluded; this experiment would run nothing");
     }
     let mut runs = Vec::new();
+    let mut planned = std::collections::BTreeSet::new();
     for p in pts {
         let model = p.model.as_ref().and_then(|m| models.get(m).cloned().flatten());
         if p.model.is_some() && model.is_none() {
@@ -196,7 +197,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
                 let run = make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len());
                 // Points that differ only on an axis the strategy ignores (the head of a split
                 // that places none) are the same run: it is planned once.
-                if !runs.iter().any(|r: &RunPlan| r.run_id == run.run_id) {
+                if planned.insert(run.run_id.clone()) {
                     runs.push(run);
                 }
             }

@@ -69,34 +69,42 @@ pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> R
         _ => (bare(p.world), None, None),
     };
     let decode = match model {
-        Some(cfg) if kind == Kind::Decode => decode_split(p, cfg)?,
+        Some(cfg) if kind == Kind::Decode => {
+            context_only(p)?;
+            decode_split(p, cfg)?
+        }
         _ => None,
     };
     Ok(Layout { strategy: p.strategy, world: p.world, head, sequences, overlap: overlap_of(kind, p)?, decode, ranks })
 }
 
-/// The split a context run decodes on (`decode_strategy: tensor`); None for rank 0 alone.
-fn decode_split(p: &LayoutInput, cfg: &ModelConfig) -> Result<Option<DecodeSplit>, (&'static str, String)> {
-    if p.context_blocks == ContextBlocks::Zigzag && p.strategy != Strategy::Context {
-        return Err((
+/// Refuses the context-only keys' other values (`context_blocks: zigzag`, `decode_strategy:
+/// tensor`) on another strategy.
+fn context_only(p: &LayoutInput) -> Result<(), (&'static str, String)> {
+    let name = p.strategy.name();
+    if p.strategy == Strategy::Context {
+        Ok(())
+    } else if p.context_blocks == ContextBlocks::Zigzag {
+        Err((
             "context_blocks",
             format!(
-                "zigzag cuts a context split's prompt; a {} split has no blocks to cut (use contiguous there, or leave the key out)",
-                p.strategy.name()
+                "zigzag cuts a context split's prompt; a {name} split has no blocks to cut (use contiguous there, or leave the key out)"
             ),
-        ));
+        ))
+    } else if p.decode_strategy != DecodeLayout::Rank0 {
+        Err((
+            "decode_strategy",
+            format!("names the layout a context split decodes on; a {name} split decodes on its own layout (use rank0 there, or leave the key out)"),
+        ))
+    } else {
+        Ok(())
     }
+}
+
+/// The split a context run decodes on (`decode_strategy: tensor`); None for rank 0 alone.
+fn decode_split(p: &LayoutInput, cfg: &ModelConfig) -> Result<Option<DecodeSplit>, (&'static str, String)> {
     if p.decode_strategy == DecodeLayout::Rank0 {
         return Ok(None);
-    }
-    if p.strategy != Strategy::Context {
-        return Err((
-            "decode_strategy",
-            format!(
-                "names the layout a context split decodes on; a {} split decodes on its own layout (use rank0 there, or leave the key out)",
-                p.strategy.name()
-            ),
-        ));
     }
     let tensor = LayoutInput { strategy: Strategy::Tensor, ..*p };
     let ranks = decode_shares(&tensor, cfg)
