@@ -41,9 +41,25 @@ fn digest(paths: &[&str]) -> String {
     format!("{:016x}{:016x}", h[0], h[1])
 }
 
+/// Links libtorch_cuda when the torch being built against has it: rustc drops a library none of
+/// whose symbols the program names (tch-rs #980), and without it libtorch sees no GPU. Its CUDA
+/// dependencies come from other wheels, found at run time through its own RUNPATH, hence
+/// `--allow-shlib-undefined`. A CPU-only torch has no libtorch_cuda and links as before.
+fn link_torch_cuda(dir: &str) {
+    if !Path::new(dir).join("libtorch_cuda.so").exists() || std::env::var_os("PARLAB_NO_TORCH_CUDA").is_some() {
+        return;
+    }
+    for arg in ["-Wl,--no-as-needed", "-Wl,--allow-shlib-undefined", &format!("-L{dir}"), "-ltorch_cuda", "-Wl,--as-needed"] {
+        println!("cargo:rustc-link-arg={arg}");
+    }
+    println!("cargo:rustc-env=PARLAB_LINKED_TORCH_CUDA=1");
+}
+
 fn main() {
+    println!("cargo:rerun-if-env-changed=PARLAB_NO_TORCH_CUDA");
     if let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+        link_torch_cuda(&dir);
     }
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])

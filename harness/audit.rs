@@ -138,11 +138,13 @@ impl Answered<'_> {
         &self.answer.exactness
     }
 
-    /// A run of the unsplit computation itself (a one-rank context split computes attention
-    /// another way, so it is a layout like any other, not a reproduction of the reference).
+    /// A run of the unsplit computation itself, on the reference's device (a one-rank context
+    /// split computes attention another way, and a GPU computes with other kernels, so each is
+    /// a layout like any other, not a reproduction of the reference).
     fn is_world_one(&self) -> bool {
         let unsplit = self.m.layout.strategy != crate::spec::Strategy::Context;
-        unsplit && self.m.layout.world == 1 && self.m.layout.sequences.unwrap_or(1) <= 1
+        let on_host = self.m.plan.device == crate::spec::Device::Cpu;
+        unsplit && on_host && self.m.layout.world == 1 && self.m.layout.sequences.unwrap_or(1) <= 1
     }
 }
 

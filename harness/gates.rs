@@ -85,7 +85,7 @@ impl Gates {
         let t = Duration::from_secs(30);
         let torch = format!("{py} -c 'import torch; print(torch.__version__, torch.get_num_threads())'");
         let nccl = format!("{py} -c 'import torch, sys; ok = torch.cuda.is_available(); print(torch.cuda.nccl.version() if ok else \"torch.cuda.is_available() is False\"); sys.exit(0 if ok else 1)'");
-        let commands: [(&str, &str); 11] = [
+        let commands: [(&str, &str); 12] = [
             ("cores", "nproc"),
             ("memory", "grep MemTotal /proc/meminfo"),
             ("cpu_model", "grep -m1 'model name' /proc/cpuinfo"),
@@ -97,13 +97,15 @@ impl Gates {
             ("nccl", &nccl),
             ("gpu_topology", "nvidia-smi topo -m"),
             ("host_device_link", HOST_DEVICE_LINK),
+            ("gpu_details", GPU_DETAILS),
         ];
         // The probes are independent; running them at once keeps `parlab run`'s start short
         // (two of them import torch). The order of the result is the order above.
-        let probes = std::thread::scope(|scope| {
+        let mut probes: Vec<Probe> = std::thread::scope(|scope| {
             let handles: Vec<_> = commands.iter().map(|(name, cmd)| scope.spawn(move || probe(name, cmd, t))).collect();
             handles.into_iter().map(|h| h.join().expect("a probe thread panicked")).collect()
         });
+        probes.push(cuda_probe());
         Gates { probes }
     }
 
@@ -115,6 +117,11 @@ impl Gates {
     /// GPUs listed by `nvidia-smi -L` (0 when it failed).
     pub fn gpus(&self) -> u32 {
         self.get("gpus").filter(|p| p.succeeded()).map_or(0, |p| p.output.lines().filter(|l| l.starts_with("GPU ")).count() as u32)
+    }
+
+    /// CUDA devices parlab's own libtorch sees (0 when the probe failed or was not taken).
+    pub fn cuda_devices(&self) -> u32 {
+        self.get(CUDA_PROBE).filter(|p| p.succeeded()).and_then(|p| cuda_count(&p.output)).unwrap_or(0)
     }
 
     /// True when a GPU answered the PCIe link query (or, for gates saved before that
@@ -146,6 +153,9 @@ impl Gates {
             let name = if self.get("host_device_link").is_some() { "host_device_link" } else { "gpus" };
             reasons.push(format!("needs a host-device link (a GPU): {}", evidence(name)));
         }
+        if requires.cuda && self.cuda_devices() == 0 {
+            reasons.push(format!("needs a CUDA device visible to parlab's libtorch: {}", evidence(CUDA_PROBE)));
+        }
         if let Some(want) = requires.cores.filter(|w| *w > self.cores()) {
             reasons.push(format!("needs {want} cores, found {}: {}", self.cores(), evidence("cores")));
         }
@@ -167,6 +177,32 @@ impl Gates {
             gpus: self.gpus(),
         }
     }
+}
+
+/// True when the build linked libtorch_cuda (the torch it was built against has CUDA; `build.rs`).
+pub const LINKED_TORCH_CUDA: bool = option_env!("PARLAB_LINKED_TORCH_CUDA").is_some();
+
+/// The name of the in-process CUDA probe.
+pub const CUDA_PROBE: &str = "cuda";
+
+/// What the in-process CUDA probe says it ran.
+const CUDA_PROBE_COMMAND: &str = "parlab, in process: tch::Cuda::device_count(), cudnn_is_available()";
+
+/// Each GPU's name, memory, compute capability and driver, as `nvidia-smi` reports them.
+pub const GPU_DETAILS: &str = "nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv,noheader";
+
+/// parlab's own libtorch asked for CUDA devices: what a `device: cuda` rank will find (a torch
+/// without CUDA, or a binary without libtorch_cuda linked, sees none even on a GPU machine).
+pub fn cuda_probe() -> Probe {
+    let devices = tch::Cuda::device_count();
+    let output =
+        format!("CUDA devices: {devices}; cuDNN: {}; libtorch_cuda linked: {}", tch::Cuda::cudnn_is_available(), LINKED_TORCH_CUDA);
+    Probe { name: CUDA_PROBE.into(), command: CUDA_PROBE_COMMAND.into(), exit_code: Some(if devices > 0 { 0 } else { 1 }), output }
+}
+
+/// The device count in a CUDA probe's output.
+fn cuda_count(output: &str) -> Option<u32> {
+    output.strip_prefix("CUDA devices: ")?.split(';').next()?.trim().parse().ok()
 }
 
 /// The PCIe link query that decides whether a host-device link exists.
@@ -232,6 +268,39 @@ mod tests {
         with_gpu.probes[1] = Probe { exit_code: Some(0), output: "GPU 0: NVIDIA H200 (UUID: x)".into(), ..with_gpu.probes[1].clone() };
         with_gpu.probes[2] = Probe { exit_code: Some(0), output: "0, NVIDIA H200, 5, 16".into(), ..with_gpu.probes[2].clone() };
         assert!(with_gpu.unmet(&Requires { host_device_link: true, ..Default::default() }).is_empty());
+    }
+
+    #[test]
+    fn a_cuda_requirement_is_decided_by_parlabs_own_libtorch_not_by_nvidia_smi() {
+        let cuda = Requires { cuda: true, ..Default::default() };
+        let mut gates = no_gpu();
+        // nvidia-smi lists a GPU, but parlab's libtorch sees none (a CPU-only torch): unmet.
+        gates.probes[1] = Probe { exit_code: Some(0), output: "GPU 0: NVIDIA H200 (UUID: x)".into(), ..gates.probes[1].clone() };
+        let reasons = gates.unmet(&cuda);
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert!(reasons[0].contains("not probed"), "{reasons:?}");
+        let probe = |code, output: &str| Probe {
+            name: CUDA_PROBE.into(),
+            command: CUDA_PROBE_COMMAND.into(),
+            exit_code: Some(code),
+            output: output.into(),
+        };
+        gates.probes.push(probe(1, "CUDA devices: 0; cuDNN: false; libtorch_cuda linked: false"));
+        assert_eq!(gates.cuda_devices(), 0);
+        assert!(gates.unmet(&cuda)[0].contains("CUDA devices: 0"), "the reason quotes the probe");
+        *gates.probes.last_mut().unwrap() = probe(0, "CUDA devices: 2; cuDNN: true; libtorch_cuda linked: true");
+        assert_eq!(gates.cuda_devices(), 2);
+        assert!(gates.unmet(&cuda).is_empty());
+    }
+
+    #[test]
+    fn this_machines_cuda_probe_matches_what_libtorch_reports() {
+        let p = cuda_probe();
+        assert_eq!(cuda_count(&p.output), Some(tch::Cuda::device_count() as u32), "{}", p.output);
+        assert_eq!(p.succeeded(), tch::Cuda::device_count() > 0);
+        if !p.succeeded() {
+            println!("no CUDA device visible to libtorch here ({}): the GPU path is skipped on this machine", p.output);
+        }
     }
 
     #[test]

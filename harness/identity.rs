@@ -68,6 +68,9 @@ pub struct IdentityInput<'a> {
     pub warmup: u32,
     /// Where ranks run: launcher and hostfile contents' digest.
     pub placement: Value,
+    /// Where each rank computes: in the run identity, not the answer's (the CPU adds nothing,
+    /// so identities made before devices existed stay as they were).
+    pub device: crate::spec::schema::Device,
 }
 
 /// The answer identity: model, kind and workload only.
@@ -81,7 +84,7 @@ fn answer_material(input: &IdentityInput) -> Value {
 
 /// The run identity: the answer material plus layout, backend, link, threads and repetitions.
 pub fn run_id(input: &IdentityInput) -> String {
-    digest(&json!({
+    let mut material = json!({
         "answer": answer_material(input),
         "layout": input.layout,
         "backend": input.backend,
@@ -90,7 +93,11 @@ pub fn run_id(input: &IdentityInput) -> String {
         "repetitions": input.repetitions,
         "warmup": input.warmup,
         "placement": input.placement,
-    }))
+    });
+    if input.device != crate::spec::schema::Device::Cpu {
+        material["device"] = json!(input.device.name());
+    }
+    digest(&material)
 }
 
 #[cfg(test)]

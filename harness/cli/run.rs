@@ -164,8 +164,8 @@ fn run_one(
     } else if needs_gpu(plan) {
         record.status = Status::NotRun;
         record.reason = Some(
-            "the machine meets the GPU requirements, but this version has no GPU or NCCL workload: its ranks run on CPUs over MPI, \
-             so measuring here would mislabel the result"
+            "the machine meets the GPU requirements, but this version has no NCCL workload, and this run computes nothing on a GPU: \
+             its ranks would run on CPUs over MPI, so measuring here would mislabel the result"
                 .into(),
         );
     } else if plan.kind() == Kind::Model {
@@ -199,9 +199,10 @@ fn prepare_guarded(plan: &RunPlan) -> anyhow::Result<()> {
     }
 }
 
-/// Runs that ask for GPUs, NCCL or a host-device link need a GPU workload this version lacks.
+/// Runs that ask for NCCL, or for GPUs without computing on one (no `device: cuda`, no host-device
+/// copies), need a GPU workload this version lacks: run on CPUs they would be mislabelled.
 fn needs_gpu(plan: &RunPlan) -> bool {
-    plan.requires.gpus.is_some() || plan.requires.nccl || plan.requires.host_device_link
+    plan.requires.nccl || ((plan.requires.gpus.is_some() || plan.requires.host_device_link) && !plan.requires.cuda)
 }
 
 fn base_manifest(plan: &RunPlan, gates: &Gates, started_at: &str) -> Manifest {

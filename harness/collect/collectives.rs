@@ -57,11 +57,14 @@ pub fn summarise(recs: &[Record], plan: &RunPlan) -> Vec<CollectiveRow> {
         .collect()
 }
 
-/// The alpha-beta fit of one op (`costmodel::link::fit_collective`: sizes up to 1 MiB, weighted
-/// by relative error), larger sizes held out and predicted.
+/// The alpha-beta fit of one op (`costmodel::link::fit_collective`, weighted by relative error):
+/// a collective over sizes up to 1 MiB, larger sizes held out and predicted; an operation on
+/// the rank's GPU over every size (below a megabyte a GPU copy or read is all launch and
+/// latency, so a line through those alone says nothing of the bandwidth).
 pub fn fit_of(op: Op, world: u32, rows: &[CollectiveRow]) -> Option<LinkFit> {
     let points: Vec<(u64, f64)> = rows.iter().filter(|r| r.op == op).map(|r| (r.size_bytes, r.fit_time())).collect();
-    fit_collective(op, world, &points, FIT_MAX_BYTES)
+    let largest = points.iter().map(|(s, _)| *s).max().unwrap_or(FIT_MAX_BYTES);
+    fit_collective(op, world, &points, if op.on_device() { largest } else { FIT_MAX_BYTES })
 }
 
 /// What the fits of `rows` were fitted on.

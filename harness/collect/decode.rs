@@ -269,6 +269,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         collectives_per_step: first.collectives_per_step,
         streamed_bytes: streamed,
         matvec_kernel: first.matvec_kernel.clone(),
+        gpu: gpu_of(&answers),
         cpu_features: first.cpu_features.clone(),
         step_definition: "one decode round: every sequence in flight advances one token; slowest rank".into(),
         streamed_bytes_definition:
@@ -288,4 +289,17 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     .map_err(|e| format!("building the summary frame: {e}"))?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
     Ok(Collected { results, summary, answer: Some(answer_of(plan, &answers)?) })
+}
+
+/// The GPUs the ranks computed on (`cuda:0 bfloat16`, each placement once), and how many ranks
+/// shared one; None when every rank computed on the CPU.
+fn gpu_of(answers: &[RankAnswer]) -> Option<String> {
+    let placements: std::collections::BTreeSet<&str> =
+        answers.iter().map(|a| a.placement.as_str()).filter(|p| p.starts_with("cuda")).collect();
+    if placements.is_empty() {
+        return None;
+    }
+    let shared = answers.iter().map(|a| a.gpu_shared_by).max().unwrap_or(1);
+    let sharing = if shared > 1 { format!("; {shared} ranks shared one GPU") } else { String::new() };
+    Some(format!("{}{sharing}", placements.into_iter().collect::<Vec<_>>().join(", ")))
 }

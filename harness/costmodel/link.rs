@@ -21,6 +21,9 @@ pub struct Link {
 /// point-to-point message. Broadcast is a binomial tree (⌈log2 p⌉ hops of the whole message).
 pub fn op_factors(op: Op, world: u32) -> (f64, f64) {
     let p = world as f64;
+    if op.on_device() {
+        return (1.0, 1.0);
+    }
     if world <= 1 {
         return (0.0, 0.0);
     }
@@ -31,7 +34,7 @@ pub fn op_factors(op: Op, world: u32) -> (f64, f64) {
             let hops = p.log2().ceil();
             (hops, hops)
         }
-        Op::PingPong => (1.0, 1.0),
+        _ => (1.0, 1.0),
     }
 }
 
@@ -69,13 +72,16 @@ pub fn alltoall_time(link: Link, bytes: f64, world: u32) -> f64 {
 /// Bytes each rank sends for `op` on a buffer of `bytes` (eq 1.4.2 for all-reduce).
 pub fn wire_bytes_per_rank(op: Op, bytes: f64, world: u32) -> f64 {
     let p = world as f64;
+    if op.on_device() {
+        return bytes;
+    }
     if world <= 1 {
         return 0.0;
     }
     match op {
         Op::AllReduce => 2.0 * (p - 1.0) / p * bytes,
         Op::AllGather | Op::ReduceScatter | Op::AllToAll => (p - 1.0) / p * bytes,
-        Op::Broadcast | Op::PingPong => bytes,
+        _ => bytes,
     }
 }
 

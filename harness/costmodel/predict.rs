@@ -10,7 +10,7 @@ use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
 use crate::spec::plan::Workload;
 use crate::spec::schema::Kind;
-use crate::spec::schema::{Op, Prompt, Strategy};
+use crate::spec::schema::{Device, Op, Prompt, Strategy};
 use crate::table::{Cell, Table};
 use crate::units::{format_bytes, format_gbps, format_seconds};
 use polars::prelude::*;
@@ -182,6 +182,36 @@ pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) ->
         .map(|(m, b)| (b.roofline.per_process_bps, m.run_id.clone()))
 }
 
+/// The GPU memory roofline: the bandwidth of the largest `device-read` measured (its size over
+/// the op's own time), with its run.
+pub fn gpu_read_bandwidth(manifests: &[Manifest]) -> Option<(f64, String)> {
+    collectives(manifests)
+        .flat_map(|(m, c)| c.rows.iter().filter(|r| r.op == Op::DeviceRead).map(move |r| (r.size_bytes, r.fit_time(), &m.run_id)))
+        .filter(|(_, t, _)| *t > 0.0)
+        .max_by(|a, b| (a.0, a.2).cmp(&(b.0, b.2)))
+        .map(|(size, t, run)| (size as f64 / t, run.clone()))
+}
+
+/// The world-1 fits of the operations on a rank's GPU (host-device copies, device read and
+/// copy), each op's first in manifest order, with its run.
+pub fn device_fits(manifests: &[Manifest]) -> BTreeMap<Op, (LinkFit, String)> {
+    let mut out = BTreeMap::new();
+    for (m, c) in collectives(manifests).filter(|(m, _)| m.layout.world == 1) {
+        for fit in c.fits.iter().filter(|f| f.op.on_device()) {
+            out.entry(fit.op).or_insert_with(|| (fit.clone(), m.run_id.clone()));
+        }
+    }
+    out
+}
+
+/// Seconds to stage `bytes` off a GPU and back through pageable host memory (what a GPU rank's
+/// all-reduce over MPI adds), from the measured copy fits; None without both.
+fn staging_s(fits: &BTreeMap<Op, (LinkFit, String)>, bytes: f64) -> Option<f64> {
+    let off = fits.get(&Op::DeviceToHostPageable)?.0.link();
+    let on = fits.get(&Op::HostToDevicePageable)?.0.link();
+    Some(super::link::p2p_time(off, bytes) + super::link::p2p_time(on, bytes))
+}
+
 struct DecodeCase {
     run_id: String,
     world: u32,
@@ -200,11 +230,28 @@ fn bandwidths_by_threads(manifests: &[Manifest]) -> BTreeMap<u32, (f64, String)>
     threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect()
 }
 
-fn decode_case(
-    m: &Manifest,
-    bandwidths: &BTreeMap<u32, (f64, String)>,
-    fits: &BTreeMap<(Op, String), (LinkFit, String)>,
-) -> Option<DecodeCase> {
+/// What a decode prediction draws on: the CPU bandwidths by threads, the GPU roofline, the
+/// 2-rank collective fits and the GPU's copy fits.
+struct Measured {
+    bandwidths: BTreeMap<u32, (f64, String)>,
+    gpu_bandwidth: Option<(f64, String)>,
+    fits: BTreeMap<(Op, String), (LinkFit, String)>,
+    device_fits: BTreeMap<Op, (LinkFit, String)>,
+}
+
+impl Measured {
+    fn of(manifests: &[Manifest]) -> Self {
+        Measured {
+            bandwidths: bandwidths_by_threads(manifests),
+            gpu_bandwidth: gpu_read_bandwidth(manifests),
+            fits: two_rank_fits(manifests),
+            device_fits: device_fits(manifests),
+        }
+    }
+}
+
+fn decode_case(m: &Manifest, measured: &Measured) -> Option<DecodeCase> {
+    let fits = &measured.fits;
     let d = m.summary.as_ref()?.decode()?;
     let Workload::Decode { prompt, new_tokens, dtype, .. } = &m.plan.workload else {
         return None;
@@ -217,7 +264,9 @@ fn decode_case(
     };
     let context = prompt_len + *new_tokens as u64 / 2;
     let world = m.layout.world;
-    let bandwidth = bandwidths.get(&m.plan.threads_per_rank).cloned();
+    let gpu = m.plan.device == Device::Cuda;
+    // A GPU step is bounded by its device memory, never by the host's.
+    let bandwidth = if gpu { measured.gpu_bandwidth.clone() } else { measured.bandwidths.get(&m.plan.threads_per_rank).cloned() };
     // At world 1 a step advances every sequence in flight by one token, one pass each.
     let passes = f64::from(m.layout.sequences.unwrap_or(1).max(1));
     let predicted_step_s =
@@ -228,7 +277,15 @@ fn decode_case(
             let ag = fits.get(&(Op::AllGather, m.plan.link.clone())).unwrap_or(ar);
             let act = (shape.hidden * dtype.bytes()) as f64;
             let logits = (shape.vocab * dtype.bytes()) as f64;
-            Some(2.0 * shape.layers as f64 * allreduce_time(ar.0.link(), act, world) + allgather_time(ag.0.link(), logits, world))
+            let mpi = 2.0 * shape.layers as f64 * allreduce_time(ar.0.link(), act, world) + allgather_time(ag.0.link(), logits, world);
+            // On GPUs each all-reduce's partial goes off the device and its sum back on; the logits' shard goes off.
+            let staged = if gpu {
+                2.0 * shape.layers as f64 * staging_s(&measured.device_fits, act)?
+                    + super::link::p2p_time(measured.device_fits.get(&Op::DeviceToHostPageable)?.0.link(), logits / world as f64)
+            } else {
+                0.0
+            };
+            Some(mpi + staged)
         })
         .flatten();
     Some(DecodeCase {
@@ -236,7 +293,7 @@ fn decode_case(
         world,
         sequences: m.layout.sequences.unwrap_or(1),
         strategy: m.layout.strategy,
-        model: source.name.clone(),
+        model: if gpu { format!("{} (cuda)", source.name) } else { source.name.clone() },
         measured_step_s: d.step_s.median,
         measured_comm_s: Some(d.comm_s.median),
         predicted_step_s,
@@ -247,9 +304,8 @@ fn decode_case(
 /// Predicted against measured decode: the world-1 step from the measured bandwidth, and a
 /// tensor split's communication from the 2-rank collective fits, joined in polars.
 pub fn decode_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictError> {
-    let fits = two_rank_fits(manifests);
-    let bandwidths = bandwidths_by_threads(manifests);
-    let cases: Vec<DecodeCase> = ok_of_kind(manifests, Kind::Decode).filter_map(|m| decode_case(m, &bandwidths, &fits)).collect();
+    let measured = Measured::of(manifests);
+    let cases: Vec<DecodeCase> = ok_of_kind(manifests, Kind::Decode).filter_map(|m| decode_case(m, &measured)).collect();
     let measured = df!(
         "run" => cases.iter().map(|c| c.run_id.as_str()).collect::<Vec<_>>(),
         "model" => cases.iter().map(|c| c.model.as_str()).collect::<Vec<_>>(),
@@ -321,6 +377,15 @@ pub fn decode_table(manifests: &[Manifest]) -> Result<Table, PredictError> {
         })
         .collect();
     let mut provenance: Vec<String> = used.into_iter().collect();
+    if let Some((bw, run)) =
+        gpu_read_bandwidth(manifests).filter(|_| ok_of_kind(manifests, Kind::Decode).any(|m| m.plan.device == Device::Cuda))
+    {
+        provenance.push(format!(
+            "a (cuda) step: GPU memory bandwidth {} measured by device-read in run {} (its largest buffer, the op's own time); its communication adds each all-reduce's copy off the GPU and back (the pageable copy fits)",
+            format_gbps(bw),
+            &run[..12.min(run.len())]
+        ));
+    }
     provenance.push("the bandwidth of a run with the decode run's threads per rank is used when one exists".into());
     provenance.push("a world-1 step with m sequences in flight is m passes over the weights".into());
     provenance.push(

@@ -236,8 +236,12 @@ pub struct Decode {
     pub collectives_per_step: Option<u64>,
     /// Weight bytes read to advance one sequence by one token.
     pub streamed_bytes: u64,
-    /// The matvec kernel that ran.
+    /// The matvec kernel that ran (absent where libtorch computed every step: a GPU).
     pub matvec_kernel: Option<String>,
+    /// The GPU the ranks computed on and its element type (`cuda:0 bfloat16`), with how many
+    /// ranks shared one GPU; absent for a run on the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
     /// The CPU features the ranks saw.
     pub cpu_features: Vec<String>,
     /// What a step is.

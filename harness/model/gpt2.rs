@@ -7,6 +7,7 @@
 
 use super::config::ModelConfig;
 use super::matvec::{matvec, matvec_row};
+use super::placement::Placement;
 use super::row::{self, f32s, f32s_mut};
 use super::weights::{Checkpoint, RowReader, WeightsError};
 use crate::spec::plan::{RankShare, Span};
@@ -41,6 +42,11 @@ pub trait Reduce {
     fn reduced_linear(&mut self, x: &Tensor, w: &Tensor) -> Tensor {
         self.all_reduce(&linear(x, w, None))
     }
+    /// True when partial sums are summed across ranks (false where nothing is split, so a
+    /// row-parallel layer's bias may be added inside its product).
+    fn sums_partials(&self) -> bool {
+        true
+    }
     /// A mixture layer's output `[T, d]` for the normed rows `x` `[T, d]`: computed here, or
     /// with the tokens sent to the ranks that hold their experts and the outputs sent back.
     fn mixture(&mut self, m: &Mixture, x: &Tensor) -> Tensor {
@@ -62,6 +68,9 @@ pub struct Alone;
 impl Reduce for Alone {
     fn all_reduce(&mut self, partial: &Tensor) -> Tensor {
         partial.shallow_clone()
+    }
+    fn sums_partials(&self) -> bool {
+        false
     }
     fn all_reduce_row(&mut self, _partial: &mut [f32]) {}
     fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
@@ -210,6 +219,29 @@ struct Layer {
     mlp: Mlp,
 }
 
+impl Layer {
+    /// The layer's tensors on `p` (a dense layer; a mixture stays on the host, refused on CUDA by the spec).
+    fn placed(self, p: &Placement) -> Layer {
+        let pair = |(w, b): (Tensor, Tensor)| (p.place(w), p.place(b));
+        let mlp = match self.mlp {
+            Mlp::Dense { w_fc, b_fc, w_proj, b_proj } => {
+                Mlp::Dense { w_fc: p.place(w_fc), b_fc: p.place(b_fc), w_proj: p.place(w_proj), b_proj: p.place(b_proj) }
+            }
+            mixture => mixture,
+        };
+        Layer {
+            index: self.index,
+            ln1: pair(self.ln1),
+            w_qkv: p.place(self.w_qkv),
+            b_qkv: p.place(self.b_qkv),
+            w_o: p.place(self.w_o),
+            b_o: p.place(self.b_o),
+            ln2: pair(self.ln2),
+            mlp,
+        }
+    }
+}
+
 /// A block's feed-forward part: GPT-2's MLP (columns `ffn` of it) or a mixture of experts.
 enum Mlp {
     Dense { w_fc: Tensor, b_fc: Tensor, w_proj: Tensor, b_proj: Tensor },
@@ -253,7 +285,7 @@ fn store_kv(k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, k: &Tensor, 
 /// `first_key..`, every key after its query set to −∞ (the causal mask).
 fn causal(scores: Tensor, first_query: usize, first_key: usize) -> Tensor {
     let (tq, tk) = (scores.size()[1], scores.size()[2]);
-    let opts = (Kind::Int64, tch::Device::Cpu);
+    let opts = (Kind::Int64, scores.device());
     let key_pos = Tensor::arange(tk, opts).view([1, tk]) + first_key as i64;
     let query_pos = Tensor::arange(tq, opts).view([tq, 1]) + first_query as i64;
     scores.masked_fill(&key_pos.gt_tensor(&query_pos), f64::NEG_INFINITY)
@@ -265,6 +297,8 @@ pub struct Gpt2Part {
     pub dims: Dims,
     /// What this part holds.
     pub share: PartShare,
+    /// Where its weights, cache and activations live.
+    pub placement: Placement,
     ckpt: Arc<Checkpoint>,
     embed: Option<Embedding>,
     layers: Vec<Layer>,
@@ -306,9 +340,14 @@ fn load_head(ck: &Checkpoint, vocab: Span) -> Result<Head, WeightsError> {
     Ok(Head { ln_f: (ck.full("ln_f.weight")?, ck.full("ln_f.bias")?), weight: ck.rows(name, vocab.start as usize, vocab.end as usize)? })
 }
 
-/// `x Wᵀ + b` for `w` `[out, in]`: parlab's streaming matvec for one row, libtorch's matmul for more.
+/// `x Wᵀ + b` for `w` `[out, in]`: parlab's streaming matvec for one host float32 row,
+/// libtorch's matmul for more rows, libtorch's fused linear on a GPU.
 pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
-    if x.size()[0] == 1 {
+    if w.device() != tch::Device::Cpu {
+        // One fused kernel (addmm) where a step is bound by kernel launches, not bytes.
+        return x.linear(w, b);
+    }
+    if x.size()[0] == 1 && w.kind() == Kind::Float {
         return matvec(x, w, b);
     }
     let y = x.matmul(&w.tr());
@@ -321,18 +360,25 @@ pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
 impl Gpt2Part {
     /// Loads the share `share` of the checkpoint (only the rows and columns it holds are copied).
     pub fn load(ckpt: Arc<Checkpoint>, dims: Dims, share: PartShare) -> Result<Self, WeightsError> {
+        Self::load_on(ckpt, dims, share, Placement::cpu())
+    }
+
+    /// [`Gpt2Part::load`] onto `placement`: read on the host, then every tensor moved and cast
+    /// once (the token table stays a memory-mapped reader; its rows move per lookup).
+    pub fn load_on(ckpt: Arc<Checkpoint>, dims: Dims, share: PartShare, placement: Placement) -> Result<Self, WeightsError> {
         check_shapes(&ckpt, &dims)?;
         let _guard = tch::no_grad_guard();
         let embed = if share.layers.start == 0 {
-            Some(Embedding { wte: ckpt.row_reader("wte.weight")?, wpe: ckpt.full("wpe.weight")? })
+            Some(Embedding { wte: ckpt.row_reader("wte.weight")?, wpe: placement.place(ckpt.full("wpe.weight")?) })
         } else {
             None
         };
         let layers = (share.layers.start as usize..share.layers.end as usize)
-            .map(|l| load_layer(&ckpt, &dims, &share, l))
+            .map(|l| load_layer(&ckpt, &dims, &share, l).map(|layer| layer.placed(&placement)))
             .collect::<Result<Vec<_>, _>>()?;
         let head = share.vocab.map(|v| load_head(&ckpt, v)).transpose()?;
-        Ok(Gpt2Part { dims, share, ckpt, embed, layers, head })
+        let head = head.map(|h| Head { ln_f: (placement.place(h.ln_f.0), placement.place(h.ln_f.1)), weight: placement.place(h.weight) });
+        Ok(Gpt2Part { dims, share, placement, ckpt, embed, layers, head })
     }
 
     /// True when this part embeds tokens (it holds layer 0).
@@ -349,22 +395,25 @@ impl Gpt2Part {
     pub fn new_cache(&self, max_len: usize) -> KvCache {
         let heads = self.share.heads.len() as i64;
         let shape = [heads, max_len as i64, self.dims.head_dim as i64];
-        let make = || self.layers.iter().map(|_| Tensor::zeros(shape, (Kind::Float, tch::Device::Cpu))).collect();
+        let opts = (self.placement.kind, self.placement.device);
+        let make = || self.layers.iter().map(|_| Tensor::zeros(shape, opts)).collect();
         KvCache { k: make(), v: make(), len: 0 }
     }
 
     /// Token and position embeddings of `tokens` at positions `pos..`: `[T, d]`.
     pub fn embed(&self, tokens: &[u32], pos: usize) -> Result<Tensor, WeightsError> {
         let e = self.embed.as_ref().expect("embed called on a part that does not hold layer 0");
-        let wte = self.ckpt.read_rows(&e.wte, tokens)?;
+        let wte = self.placement.place(self.ckpt.read_rows(&e.wte, tokens)?);
         Ok(wte + e.wpe.narrow(0, pos as i64, tokens.len() as i64))
     }
 
     /// Runs the layers held on `h` (`[T, d]`, positions `cache.len..`), filling the cache.
-    /// One row (a decode step) takes [`row`]'s slice path; several (prefill) take libtorch's.
-    pub fn forward(&self, mut h: Tensor, cache: &mut KvCache, comm: &mut dyn Reduce) -> Tensor {
+    /// One row (a decode step) on the host in float32 takes [`row`]'s slice path; several
+    /// (prefill), or any on a GPU, take libtorch's.
+    pub fn forward(&self, h: Tensor, cache: &mut KvCache, comm: &mut dyn Reduce) -> Tensor {
         let _guard = tch::no_grad_guard();
-        if h.size()[0] == 1 {
+        let mut h = self.placement.place(h);
+        if h.size()[0] == 1 && self.placement.rows_on_host() {
             return self.forward_row(&h, cache, comm);
         }
         let pos = cache.len;
@@ -440,15 +489,24 @@ impl Gpt2Part {
         let d = self.dims.hidden as i64;
         let a = h.layer_norm([d], Some(&l.ln1.0), Some(&l.ln1.1), self.dims.eps, false);
         let ctx = attend(self, &a);
-        let h = h + (comm.reduced_linear(&ctx, &l.w_o) + &l.b_o);
+        let h = h + self.reduced_linear_bias(comm, &ctx, &l.w_o, &l.b_o);
         let m = h.layer_norm([d], Some(&l.ln2.0), Some(&l.ln2.1), self.dims.eps, false);
         match &l.mlp {
             Mlp::Dense { w_fc, b_fc, w_proj, b_proj } => {
                 let f = linear(&m, w_fc, Some(b_fc)).gelu(self.dims.gelu);
-                h + (comm.reduced_linear(&f, w_proj) + b_proj)
+                h + self.reduced_linear_bias(comm, &f, w_proj, b_proj)
             }
             Mlp::Mixture(mix) => h + comm.mixture(mix, &m),
         }
+    }
+
+    /// A row-parallel layer's output `x Wᵀ` summed across the ranks, its bias `b` added once
+    /// after the sum; on a GPU with nothing to sum, one fused kernel.
+    fn reduced_linear_bias(&self, comm: &mut dyn Reduce, x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
+        if self.placement.is_cuda() && !comm.sums_partials() {
+            return linear(x, w, Some(b));
+        }
+        comm.reduced_linear(x, w) + b
     }
 
     /// The queries, keys and values of the heads held for rows `a`: each `[heads, T, head_dim]`.
@@ -465,11 +523,18 @@ impl Gpt2Part {
         store_kv(k_cache, v_cache, pos, &k, &v);
         let total = pos as i64 + t;
         let (keys, values) = (k_cache.narrow(1, 0, total), v_cache.narrow(1, 0, total));
+        if self.placement.is_cuda() && (t == 1 || pos == 0) {
+            // One fused kernel where a step is bound by launches: every key for one query row,
+            // or the plain causal mask when the queries are all the positions so far.
+            let ctx = Tensor::scaled_dot_product_attention(&q, &keys, &values, None::<Tensor>, 0.0, t > 1, self.attention_scale(l), false);
+            return ctx.transpose(0, 1).contiguous().view([t, hs * hd]);
+        }
         let mut scores = q.matmul(&keys.transpose(1, 2)) * self.attention_scale(l);
         if t > 1 {
             scores = causal(scores, pos, 0);
         }
-        let probs = scores.softmax(-1, Kind::Float);
+        // Softmax in float32 whatever the element type (as transformers' eager attention), then back.
+        let probs = scores.softmax(-1, Kind::Float).to_kind(values.kind());
         probs.matmul(&values).transpose(0, 1).contiguous().view([t, hs * hd])
     }
 
@@ -511,6 +576,6 @@ impl Gpt2Part {
             .sum();
         let head = self.head.as_ref().map_or(0, |h| numel(&h.weight) + numel(&h.ln_f.0) + numel(&h.ln_f.1));
         let embed = if self.embeds() { 2 * self.dims.hidden as u64 } else { 0 };
-        4 * (layer + head + embed)
+        self.placement.element_bytes() * (layer + head + embed)
     }
 }

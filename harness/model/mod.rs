@@ -4,6 +4,7 @@ pub mod config;
 pub mod gpt2;
 pub mod init;
 pub mod matvec;
+pub mod placement;
 pub mod reference;
 pub mod resolve;
 pub mod rng;

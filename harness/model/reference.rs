@@ -23,9 +23,9 @@ impl Generation {
     }
 }
 
-/// A logits tensor as a vector of f32.
+/// A tensor's values as a vector of f32, copied to the host (and to float32) where it is not there.
 pub fn to_vec(logits: &Tensor) -> Vec<f32> {
-    Vec::<f32>::try_from(&logits.contiguous().view([-1])).expect("f32 logits")
+    Vec::<f32>::try_from(&super::placement::on_host(logits).contiguous().view([-1])).expect("f32 logits")
 }
 
 /// The index of the largest logit (the first, on ties) and the gap to the second largest.

@@ -11,14 +11,14 @@ use tch::{Kind, Tensor};
 
 /// The f32 elements of a contiguous CPU tensor.
 pub fn f32s(t: &Tensor) -> &[f32] {
-    assert!(t.kind() == Kind::Float && t.is_contiguous(), "expected a contiguous f32 tensor");
+    assert!(t.kind() == Kind::Float && t.is_contiguous() && t.device() == tch::Device::Cpu, "expected a contiguous f32 host tensor");
     // SAFETY: a contiguous f32 tensor holds numel f32 values at data_ptr, alive as long as `t`.
     unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) }
 }
 
 /// The f32 elements of a contiguous CPU tensor, writable.
 pub fn f32s_mut(t: &mut Tensor) -> &mut [f32] {
-    assert!(t.kind() == Kind::Float && t.is_contiguous(), "expected a contiguous f32 tensor");
+    assert!(t.kind() == Kind::Float && t.is_contiguous() && t.device() == tch::Device::Cpu, "expected a contiguous f32 host tensor");
     // SAFETY: as `f32s`; `&mut Tensor` makes this the only view handed out through `t`.
     unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel()) }
 }

@@ -2,11 +2,12 @@
 
 use super::config::ModelConfig;
 use super::gpt2::{Dims, Gpt2Part, PartShare};
+use super::placement::Placement;
 use super::reference::{self, Generation};
 use super::rng::SplitMix64;
 use super::weights::Checkpoint;
 use crate::spec::plan::{ModelSource, RunPlan, Weights, Workload};
-use crate::spec::schema::Prompt;
+use crate::spec::schema::{Dtype, Prompt};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -56,6 +57,23 @@ pub fn ensure_weights(model: &ModelSource) -> anyhow::Result<ModelConfig> {
     Ok(cfg)
 }
 
+/// A decode plan's element type (float32 for other plans).
+pub fn dtype(plan: &RunPlan) -> Dtype {
+    match &plan.workload {
+        Workload::Decode { dtype, .. } => *dtype,
+        _ => Dtype::Float32,
+    }
+}
+
+/// libtorch's element type for a spec dtype.
+pub fn torch_kind(dtype: Dtype) -> tch::Kind {
+    match dtype {
+        Dtype::Float32 => tch::Kind::Float,
+        Dtype::Float16 => tch::Kind::Half,
+        Dtype::Bfloat16 => tch::Kind::BFloat16,
+    }
+}
+
 /// A decode plan's routing skew (0 for other plans).
 pub fn routing_skew(plan: &RunPlan) -> f64 {
     match &plan.workload {
@@ -67,10 +85,24 @@ pub fn routing_skew(plan: &RunPlan) -> f64 {
 /// Loads the share `share` (None: the whole model) of a plan's checkpoint, routing a mixture
 /// with `skew`.
 pub fn load_part(model: &ModelSource, cfg: &ModelConfig, share: Option<PartShare>, skew: f64) -> anyhow::Result<Gpt2Part> {
+    load_part_on(model, cfg, share, skew, Placement::cpu())
+}
+
+/// [`load_part`] onto `placement` (a GPU, or half precision).
+pub fn load_part_on(
+    model: &ModelSource,
+    cfg: &ModelConfig,
+    share: Option<PartShare>,
+    skew: f64,
+    placement: Placement,
+) -> anyhow::Result<Gpt2Part> {
     let ckpt = Arc::new(Checkpoint::open(&checkpoint_path(model))?);
     let dims = Dims::from_config(cfg).with_routing_skew(skew);
+    if dims.moe.is_some() && placement != Placement::cpu() {
+        anyhow::bail!("a mixture model computes on the host in float32 only in this version (asked for {})", placement.describe());
+    }
     let share = share.unwrap_or_else(|| PartShare::whole(&dims));
-    Ok(Gpt2Part::load(ckpt, dims, share)?)
+    Ok(Gpt2Part::load_on(ckpt, dims, share, placement)?)
 }
 
 /// The digest of the model code this build computes with (`harness/model` and the lock file):

@@ -84,6 +84,10 @@ impl Case {
         let p = world as usize;
         let (chunk, send_len, recv_len) = match op {
             Op::AllReduce | Op::Broadcast | Op::PingPong => (count, count, count),
+            // Operations on a rank's GPU run in `rank::device_ops`, never through a Case.
+            Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead | Op::DeviceCopy => {
+                (count, count, count)
+            }
             Op::AllGather => ((count / p).max(1), (count / p).max(1), (count / p).max(1) * p),
             Op::ReduceScatter => ((count / p).max(1), (count / p).max(1) * p, (count / p).max(1)),
             Op::AllToAll => ((count / p).max(1), (count / p).max(1) * p, (count / p).max(1) * p),
@@ -104,6 +108,9 @@ impl Case {
     pub fn bytes(&self) -> u64 {
         let floats = match self.op {
             Op::AllReduce | Op::Broadcast | Op::PingPong => self.chunk,
+            Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead | Op::DeviceCopy => {
+                self.chunk
+            }
             _ => self.chunk * self.world as usize,
         };
         (floats * 4) as u64
@@ -148,6 +155,8 @@ impl Case {
             Op::AllToAll => world.all_to_all_into(&self.send[..], &mut self.recv[..]),
             Op::Broadcast => world.process_at_rank(0).broadcast_into(&mut self.recv[..]),
             Op::PingPong => self.ping_pong(world),
+            Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead | Op::DeviceCopy => {
+            }
         }
     }
 
@@ -181,6 +190,9 @@ impl Case {
             Op::AllToAll => Some(a2a_value((i / self.chunk) as u32, self.rank, i % self.chunk)),
             Op::Broadcast => Some(value(0, i)),
             Op::PingPong => (self.rank < 2).then(|| value(0, i)),
+            Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead | Op::DeviceCopy => {
+                None
+            }
         }
     }
 
@@ -208,6 +220,22 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     for repetition in 0..plan.repetitions {
         for &op in &params.ops {
             if op == Op::PingPong && comm.size() < 2 {
+                continue;
+            }
+            if op.on_device() {
+                let rank = comm.rank();
+                super::device_ops::sweep(
+                    plan,
+                    op,
+                    &params.sizes,
+                    params.iterations,
+                    comm.raw(),
+                    rank,
+                    repetition,
+                    &mut sink,
+                    out,
+                    &mut marked,
+                )?;
                 continue;
             }
             for &size in &params.sizes {

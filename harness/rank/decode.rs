@@ -38,6 +38,16 @@ pub struct RankAnswer {
     /// The SIMD features this rank's CPU reports (`model::matvec::cpu_features`).
     #[serde(default)]
     pub cpu_features: Vec<String>,
+    /// Where this rank computed (`Placement::describe`: `cpu float`, `cuda:0 bfloat16`).
+    #[serde(default)]
+    pub placement: String,
+    /// Ranks of this host that shared this rank's GPU (1: a GPU to itself, or the CPU).
+    #[serde(default = "one")]
+    pub gpu_shared_by: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The rank record of a context split's seconds inside the ring per repetition.
@@ -82,9 +92,11 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let rank = comm.rank();
     let share = plan.layout.ranks.get(rank as usize).ok_or_else(|| anyhow::anyhow!("the layout has no rank {rank}"))?;
     let dims = Dims::from_config(&cfg);
-    let part = source::load_part(model, &cfg, Some(PartShare::from_rank(share, &dims)), source::routing_skew(plan))?;
+    let placement = super::device::placement(plan)?;
+    let skew = source::routing_skew(plan);
+    let part = source::load_part_on(model, &cfg, Some(PartShare::from_rank(share, &dims)), skew, placement)?;
     let decode_part = match plan.layout.decode.as_ref().map(|d| d.ranks.get(rank as usize)) {
-        Some(Some(s)) => Some(source::load_part(model, &cfg, Some(PartShare::from_rank(s, &dims)), source::routing_skew(plan))?),
+        Some(Some(s)) => Some(source::load_part_on(model, &cfg, Some(PartShare::from_rank(s, &dims)), skew, placement)?),
         Some(None) => anyhow::bail!("the decode split has no rank {rank}"),
         None => None,
     };
@@ -120,8 +132,10 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         sequences: engine.sequences as u32,
         new_tokens: new_tokens as u32,
         prompt_tokens: engine.prompt.len() as u32,
-        matvec_kernel: Some(kernel.name().into()),
+        matvec_kernel: placement.rows_on_host().then(|| kernel.name().into()),
         cpu_features: crate::model::matvec::cpu_features().into_iter().map(String::from).collect(),
+        placement: placement.describe(),
+        gpu_shared_by: super::device::sharing(&placement),
     };
     crate::manifest::write_atomic(&answer_path(out, rank), serde_json::to_string_pretty(&answer)?.as_bytes())?;
     Ok(())

@@ -6,6 +6,7 @@ use super::context::{chunks_of, gather_cache, redistribute_cache, ContextRing, R
 use super::expert::{ExpertSplit, ExpertTally};
 use crate::model::gpt2::{linear, linear_rows_into, Chunk, Gpt2Part, KvCache, Mixture, Reduce};
 use crate::model::matvec::matvec_rows_into;
+use crate::model::placement::Placement;
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
 use crate::spec::plan::Span;
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
@@ -86,9 +87,15 @@ impl Reduce for Link<'_> {
         if !self.tensor {
             return partial.shallow_clone();
         }
+        // Staged through the host where the partial lives on a GPU: MPI sums host float32 buffers.
         let mut buf = to_vec(partial);
         self.comm.all_reduce_sum(&mut buf);
-        Tensor::from_slice(&buf).view(partial.size().as_slice())
+        let sum = Tensor::from_slice(&buf).view(partial.size().as_slice());
+        Placement { device: partial.device(), kind: partial.kind() }.place(sum)
+    }
+
+    fn sums_partials(&self) -> bool {
+        self.tensor
     }
 
     fn all_reduce_row(&mut self, partial: &mut [f32]) {
@@ -291,6 +298,7 @@ impl<'a> Engine<'a> {
                 None => self.advance(link, &mut caches[s], &mut tokens[s], 0, exact.as_mut())?,
             }
         }
+        self.part.placement.synchronize();
         let prefill_s = start.elapsed().as_secs_f64();
         let experts_prefill = link.experts.as_mut().map(ExpertSplit::take);
         let comm1 = link.comm.stats();
@@ -308,6 +316,7 @@ impl<'a> Engine<'a> {
                     anyhow::bail!("decode step {round} made {made} collectives; a tensor split of this model makes {want}");
                 }
             }
+            self.rounds_part().placement.synchronize();
             steps.push((t0.elapsed().as_secs_f64(), link.comm.stats().seconds - c0));
         }
         drop(single);

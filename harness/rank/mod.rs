@@ -5,6 +5,8 @@ pub mod comm;
 pub mod context;
 pub mod decode;
 pub mod decode_engine;
+pub mod device;
+pub mod device_ops;
 pub mod dispatch;
 pub mod expert;
 pub mod fault;

@@ -4,8 +4,8 @@ use super::facts::Facts;
 use crate::manifest::caveat::Caveat;
 use crate::manifest::{Manifest, Status};
 use crate::spec::plan::Workload;
-use crate::spec::schema::Dtype;
 use crate::spec::schema::Kind;
+use crate::spec::schema::{Dtype, Op};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The caveats, one sentence or short paragraph each, in a fixed order.
@@ -21,6 +21,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     out.extend(noise(facts));
     out.extend(collective_timing(facts));
     out.extend(kernels(&launched));
+    out.extend(gpus(&launched, list));
     out.extend(failed(list));
     out.extend(not_run(list));
     if list.iter().any(|m| m.kind == Kind::Model && m.status == Status::Ok) {
@@ -121,11 +122,29 @@ fn links(launched: &[&Manifest]) -> Option<String> {
         })
         .collect();
     let all_local = links.iter().all(|(_, spread)| !spread);
-    let gpu_measured =
-        launched.iter().any(|m| m.status == Status::Ok && (m.plan.requires.nccl || m.plan.requires.gpus.is_some_and(|g| g > 0)));
-    let tail = if gpu_measured { "" } else { " NCCL, NVLink, InfiniBand and PCIe between devices were not measured." };
+    let tail = format!(" {} were not measured.", unmeasured_fabrics(launched).join(", "));
     let kind = if all_local { ": loopback, not an interconnect" } else { "" };
     Some(format!("The links measured were {}{kind}.{tail}", words.join(" and ")))
+}
+
+/// The fabrics between devices no run measured: NCCL unless an NCCL run succeeded, PCIe
+/// between host and GPU unless a host-device copy sweep did; NVLink and InfiniBand always
+/// (parlab has no workload on them yet).
+fn unmeasured_fabrics(launched: &[&Manifest]) -> Vec<&'static str> {
+    let ok = |pred: &dyn Fn(&Manifest) -> bool| launched.iter().any(|m| m.status == Status::Ok && pred(m));
+    let copies = |m: &Manifest| match &m.plan.workload {
+        Workload::Collectives(c) => c.ops.iter().any(|op| matches!(op, Op::HostToDevice | Op::DeviceToHost)),
+        _ => false,
+    };
+    let mut out = Vec::new();
+    if !ok(&|m: &Manifest| m.plan.requires.nccl) {
+        out.push("NCCL");
+    }
+    out.extend(["NVLink", "InfiniBand"]);
+    if !ok(&copies) {
+        out.push("PCIe between host and GPU");
+    }
+    out
 }
 
 fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
@@ -268,6 +287,39 @@ fn collective_timing(facts: &Facts) -> Option<String> {
         ));
     }
     Some(text)
+}
+
+/// Which decode runs computed on a GPU, where ranks shared one, and each step against its two
+/// floors: the bytes it streams over the measured device-read bandwidth, and the measured
+/// floor of one kernel launch and synchronisation (the device-read fit's α).
+fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
+    let bandwidth = crate::costmodel::predict::gpu_read_bandwidth(list).map(|(bw, _)| bw);
+    let launch_floor = crate::costmodel::predict::device_fits(list).get(&Op::DeviceRead).map(|(fit, _)| fit.alpha_per_step_s);
+    let runs: Vec<String> = launched
+        .iter()
+        .filter_map(|m| {
+            let d = m.summary.as_ref()?.decode()?;
+            let gpu = d.gpu.as_ref()?;
+            let step = d.step_s.median;
+            let bound = bandwidth.map_or(String::new(), |bw| {
+                let b = d.streamed_bytes as f64 / bw;
+                format!("; bandwidth bound {} ({:.0}× below the step)", crate::units::format_seconds(b), step / b)
+            });
+            let floor = launch_floor
+                .filter(|a| *a > 0.0)
+                .map_or(String::new(), |a| format!("; the step is {:.0} launch floors of {}", step / a, crate::units::format_seconds(a)));
+            Some(format!("{} ({gpu}): step {}{bound}{floor}", m.plan.label(), crate::units::format_seconds(step)))
+        })
+        .collect();
+    if runs.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Decode on GPUs: {}. libtorch computes every step there (no parlab row kernel), one kernel per operation; the clock is \
+         read after the device is synchronised; tensors cross between ranks through host memory over MPI (copied off and \
+         back onto the GPU). One sequence at a time a GPU step is bound by kernel launches, not by the bytes it streams.",
+        runs.join("; ")
+    ))
 }
 
 /// Which matvec kernel the decode runs used, on which CPU features (`model::matvec`).

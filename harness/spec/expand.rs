@@ -38,6 +38,7 @@ struct Point {
     routing_skew: f64,
     decode_strategy: DecodeLayout,
     context_blocks: ContextBlocks,
+    device: Device,
 }
 
 impl Point {
@@ -61,6 +62,7 @@ impl Point {
             Axis::RoutingSkew => self.routing_skew.to_string(),
             Axis::DecodeStrategy => self.decode_strategy.name().to_string(),
             Axis::ContextBlocks => self.context_blocks.name().to_string(),
+            Axis::Device => self.device.name().to_string(),
         }
     }
 
@@ -92,7 +94,7 @@ impl MatrixSize {
 
 /// Counts `e`'s matrix (exclusions can only shrink it) without building a point.
 pub fn matrix_size(e: &Experiment) -> MatrixSize {
-    let axes: [(&'static str, usize); 13] = [
+    let axes: [(&'static str, usize); 14] = [
         ("model", e.models.len().max(1)),
         ("strategy", e.strategies.len()),
         ("world", e.worlds.len()),
@@ -106,6 +108,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
         ("routing_skew", e.routing_skew.len()),
         ("decode_strategy", e.decode_strategies.len()),
         ("context_blocks", e.context_blocks.len()),
+        ("device", e.devices.len()),
     ];
     let runs = if e.kind == Kind::Model { 1 } else { axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64)) };
     let largest_axis = axes.iter().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
@@ -114,8 +117,8 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
 }
 
 /// The matrix's points in a fixed order: model, strategy, world, link, threads,
-/// sequences, head, dtype, new_tokens, overlap, routing_skew, decode_strategy, context_blocks
-/// (the first varies slowest).
+/// sequences, head, dtype, new_tokens, overlap, routing_skew, decode_strategy, context_blocks,
+/// device (the first varies slowest).
 fn points(e: &Experiment) -> Vec<Point> {
     let models: Vec<Option<String>> = if e.models.is_empty() { vec![None] } else { e.models.iter().cloned().map(Some).collect() };
     let mut out = Vec::new();
@@ -131,7 +134,9 @@ fn points(e: &Experiment) -> Vec<Point> {
                                         for &overlap in &e.overlap {
                                             for &routing_skew in &e.routing_skew {
                                                 for &decode_strategy in &e.decode_strategies {
-                                                    for &context_blocks in &e.context_blocks {
+                                                    for (&context_blocks, &device) in
+                                                        e.context_blocks.iter().flat_map(|c| e.devices.iter().map(move |d| (c, d)))
+                                                    {
                                                         let (link, model) = (link.clone(), model.clone());
                                                         out.push(Point {
                                                             model,
@@ -147,6 +152,7 @@ fn points(e: &Experiment) -> Vec<Point> {
                                                             routing_skew,
                                                             decode_strategy,
                                                             context_blocks,
+                                                            device,
                                                         });
                                                     }
                                                 }
@@ -192,6 +198,10 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         if p.model.is_some() && model.is_none() {
             continue;
         }
+        if let Some((key, message)) = device_problem(&p, model.as_ref().map(|(_, cfg)| cfg)) {
+            c.report(key, message);
+            continue;
+        }
         match layout_for(e.kind, &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
             Ok(layout) => {
                 let run = make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len());
@@ -209,6 +219,31 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
     } else {
         c.problems.dedup();
         Err(c.problems)
+    }
+}
+
+/// What a point's device cannot run: half precision on the CPU (its row kernels are float32),
+/// and on CUDA the splits whose exchanges read host memory in place (context's ring, expert
+/// dispatch, overlapped all-reduces) or a mixture model.
+fn device_problem(p: &Point, cfg: Option<&ModelConfig>) -> Option<(&'static str, String)> {
+    match p.device {
+        Device::Cpu if p.dtype != Dtype::Float32 => Some((
+            "dtype",
+            format!("{} decodes on CUDA only (device: cuda); the CPU decode computes in float32 (parlab's row kernels)", p.dtype.name()),
+        )),
+        Device::Cpu => None,
+        Device::Cuda if matches!(p.strategy, Strategy::Context | Strategy::Expert) => {
+            Some(("device", format!("cuda runs data, tensor and pipeline splits in this version; {} stays on the CPU", p.strategy.name())))
+        }
+        Device::Cuda if p.overlap > 0 => {
+            Some(("device", "cuda runs blocking all-reduces in this version; overlap needs device: cpu".to_string()))
+        }
+        Device::Cuda
+            if cfg.is_some_and(|c| crate::model::gpt2::MoeDims::from_raw(&c.raw, c.intermediate as usize).ok().flatten().is_some()) =>
+        {
+            Some(("device", "a mixture model decodes on the CPU only in this version".to_string()))
+        }
+        Device::Cuda => None,
     }
 }
 
@@ -274,6 +309,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         repetitions: e.repetitions,
         warmup: e.warmup,
         placement: placement(e),
+        device: p.device,
     };
     RunPlan {
         experiment: e.name.clone(),
@@ -289,13 +325,21 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         repetitions: e.repetitions,
         warmup: e.warmup,
         timeout_s: e.timeout_s,
-        requires: e.requires.clone(),
+        requires: requires_for(e, p.device),
+        device: p.device,
         launcher: e.launcher,
         hostfile: e.hostfile.clone(),
         interface: e.interface.clone(),
         workload,
         layout,
     }
+}
+
+/// The spec's requirements, plus a CUDA device visible to parlab's libtorch for a `device: cuda`
+/// run or a sweep of host-device copies.
+fn requires_for(e: &Experiment, device: Device) -> Requires {
+    let copies = e.collectives.as_ref().is_some_and(|c| c.ops.iter().any(|op| op.on_device()));
+    Requires { cuda: e.requires.cuda || device == Device::Cuda || copies, ..e.requires.clone() }
 }
 
 /// A `kind: model` experiment is one run whose axes are the rows of its tables.
@@ -321,6 +365,7 @@ fn model_run(e: &Experiment) -> RunPlan {
         repetitions: 1,
         warmup: 0,
         placement: serde_json::Value::Null,
+        device: Device::Cpu,
     };
     let catalogue = crate::costmodel::catalogue::catalogue_digest();
     let answer_id = identity::digest(&serde_json::json!({ "answer": identity::answer_id(&input), "catalogue": catalogue }));
@@ -338,6 +383,7 @@ fn model_run(e: &Experiment) -> RunPlan {
         repetitions: 1,
         warmup: 0,
         timeout_s: e.timeout_s,
+        device: Device::Cpu,
         requires: Requires::default(),
         launcher: Launcher::Mpirun,
         hostfile: None,

@@ -189,6 +189,10 @@ impl Workload {
     }
 }
 
+fn is_cpu(d: &Device) -> bool {
+    *d == Device::Cpu
+}
+
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
@@ -224,6 +228,9 @@ pub struct RunPlan {
     pub timeout_s: f64,
     /// What the machine must have.
     pub requires: Requires,
+    /// Where each rank computes (absent in plans written before devices: the CPU).
+    #[serde(default, skip_serializing_if = "is_cpu")]
+    pub device: Device,
     /// mpirun or srun.
     pub launcher: Launcher,
     /// mpirun hostfile.
@@ -248,8 +255,10 @@ impl RunPlan {
         &self.run_id[..12.min(self.run_id.len())]
     }
 
-    /// A one-line description: `decode-tensor #2 tensor world=3 mpi-shm`.
+    /// A one-line description: `decode-tensor #2 tensor world=3 mpi-shm` (` cuda` appended
+    /// for a run on GPUs).
     pub fn label(&self) -> String {
-        format!("{} #{} {} world={} {}", self.experiment, self.index, self.layout.strategy.name(), self.layout.world, self.link)
+        let device = if self.device == Device::Cpu { String::new() } else { format!(" {}", self.device.name()) };
+        format!("{} #{} {} world={} {}{device}", self.experiment, self.index, self.layout.strategy.name(), self.layout.world, self.link)
     }
 }

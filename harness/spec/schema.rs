@@ -115,9 +115,30 @@ pub enum Op {
     Broadcast,
     /// A message from rank 0 to rank 1 and back (half the round trip is reported).
     PingPong,
+    /// Each rank copies a pinned host buffer to its GPU (the host-device link; no MPI).
+    HostToDevice,
+    /// Each rank copies from its GPU into a pinned host buffer.
+    DeviceToHost,
+    /// [`Op::HostToDevice`] from pageable (ordinary) host memory, staged by the driver.
+    HostToDevicePageable,
+    /// [`Op::DeviceToHost`] into pageable host memory.
+    DeviceToHostPageable,
+    /// Each rank reads a buffer in its GPU's memory (a sum): the device memory roofline; its
+    /// fit's α is the launch-and-synchronise floor.
+    DeviceRead,
+    /// Each rank copies a buffer to another in its GPU's memory (bus bytes: read + write).
+    DeviceCopy,
 }
 
-crate::named!(Op { AllReduce => "all-reduce", AllGather => "all-gather", ReduceScatter => "reduce-scatter", AllToAll => "all-to-all", Broadcast => "broadcast", PingPong => "ping-pong" });
+crate::named!(Op {
+    AllReduce => "all-reduce", AllGather => "all-gather", ReduceScatter => "reduce-scatter", AllToAll => "all-to-all",
+    Broadcast => "broadcast", PingPong => "ping-pong", HostToDevice => "host-to-device", DeviceToHost => "device-to-host",
+    HostToDevicePageable => "host-to-device-pageable", DeviceToHostPageable => "device-to-host-pageable",
+    DeviceRead => "device-read", DeviceCopy => "device-copy",
+});
+
+/// The operations between ranks over MPI (the default `ops` of a collectives experiment).
+pub const MPI_OPS: [Op; 6] = [Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::AllToAll, Op::Broadcast, Op::PingPong];
 
 impl Op {
     /// nccl-tests' bus bandwidth factor for `world` ranks (DESIGN.md's measurement rules).
@@ -127,7 +148,18 @@ impl Op {
             Op::AllReduce => 2.0 * (p - 1.0) / p,
             Op::AllGather | Op::ReduceScatter | Op::AllToAll => (p - 1.0) / p,
             Op::Broadcast | Op::PingPong => 1.0,
+            Op::DeviceCopy => 2.0,
+            Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead => 1.0,
         }
+    }
+
+    /// True for an operation on a rank's own GPU (a host-device copy, a device read or copy):
+    /// it needs CUDA, not MPI.
+    pub fn on_device(self) -> bool {
+        matches!(
+            self,
+            Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead | Op::DeviceCopy
+        )
     }
 }
 
@@ -183,14 +215,29 @@ pub enum Axis {
     DecodeStrategy,
     /// How a context split cuts the prompt into blocks.
     ContextBlocks,
+    /// Where each rank computes (CPU or a CUDA device).
+    Device,
 }
 
 crate::named!(Axis {
     Model => "model", Strategy => "strategy", World => "world", Link => "link", Threads => "threads",
     Sequences => "sequences", Head => "head", Dtype => "dtype", NewTokens => "new_tokens",
     Overlap => "overlap", RoutingSkew => "routing_skew", DecodeStrategy => "decode_strategy",
-    ContextBlocks => "context_blocks",
+    ContextBlocks => "context_blocks", Device => "device",
 });
+
+/// Where a rank computes: the CPU (parlab's row kernels for one row, libtorch for more) or a
+/// CUDA device (libtorch throughout; local rank r uses GPU r mod the GPUs it sees).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Device {
+    /// The host's cores.
+    #[default]
+    Cpu,
+    /// A CUDA GPU.
+    Cuda,
+}
+
+crate::named!(Device { Cpu => "cpu", Cuda => "cuda" });
 
 /// One `exclude:` rule: a point of the matrix is left out when every axis the rule names
 /// takes one of the rule's values there (values in their canonical text: `2`, `mpi-tcp`).
@@ -243,6 +290,9 @@ pub struct Requires {
     pub nccl: bool,
     /// A host-device link (a GPU reachable over PCIe) must exist.
     pub host_device_link: bool,
+    /// A CUDA device visible to parlab's own libtorch (set by `device: cuda`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cuda: bool,
     /// At least this many CPU cores.
     pub cores: Option<u32>,
 }
@@ -358,6 +408,8 @@ pub struct Experiment {
     pub decode_strategies: Vec<DecodeLayout>,
     /// Axis: how a context split cuts the prompt into blocks.
     pub context_blocks: Vec<ContextBlocks>,
+    /// Axis: where each rank computes.
+    pub devices: Vec<Device>,
     /// Timed repetitions of the whole workload.
     pub repetitions: u32,
     /// Untimed warm-up repetitions (or iterations, for sweeps).

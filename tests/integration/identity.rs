@@ -139,3 +139,18 @@ fn points_an_axis_leaves_unchanged_are_planned_once() {
     let heads: Vec<_> = runs.iter().map(|r| r.layout.decode.as_ref().map(|d| d.head.name())).collect();
     assert_eq!(heads, vec![None, Some("split"), Some("replicated")]);
 }
+
+#[test]
+fn the_device_changes_the_run_identity_and_never_the_answer_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "kind: decode\nmodel: gpt2\nstrategy: tensor\nworld: 2\nnew_tokens: 4\n";
+    let unnamed = suite(&[&spec(&dir, "unnamed", &format!("name: d\n{base}"))]);
+    let cpu = suite(&[&spec(&dir, "cpu", &format!("name: d\n{base}device: cpu\n"))]);
+    let cuda = suite(&[&spec(&dir, "cuda", &format!("name: d\n{base}device: cuda\n"))]);
+    assert_eq!(unnamed[0].run_id, cpu[0].run_id, "device: cpu leaves identities made before devices as they were");
+    assert_ne!(cpu[0].run_id, cuda[0].run_id, "a run on a GPU is not the CPU run");
+    assert_eq!(cpu[0].answer_id, cuda[0].answer_id, "moving to a GPU must not change what the answer is compared with");
+    assert!(cuda[0].requires.cuda && !cpu[0].requires.cuda);
+    let half = suite(&[&spec(&dir, "half", &format!("name: d\n{base}device: cuda\ndtype: bfloat16\n"))]);
+    assert_ne!(half[0].answer_id, cuda[0].answer_id, "bfloat16 is a different computation");
+}

@@ -224,15 +224,52 @@ fn rendered_sections_match_their_snapshots() {
 #[test]
 fn the_default_suite_has_experiments_this_machine_may_not_run() {
     root();
-    let plans =
-        parlab::spec::load_suite(&[PathBuf::from("experiments/host-device-link.yaml"), PathBuf::from("experiments/nccl-collectives.yaml")])
-            .unwrap();
+    let plans = parlab::spec::load_suite(&[
+        PathBuf::from("experiments/host-device-link.yaml"),
+        PathBuf::from("experiments/nccl-collectives.yaml"),
+        PathBuf::from("experiments/decode-cuda.yaml"),
+        PathBuf::from("experiments/gpu-memory.yaml"),
+    ])
+    .unwrap();
     let gates = crate::synth::gates();
     for plan in &plans {
         let unmet = gates.unmet(&plan.requires);
         assert!(!unmet.is_empty(), "{} would run on a machine without GPUs", plan.experiment);
         assert!(unmet.iter().all(|r| r.contains("nvidia-smi") || r.contains("torch")), "{unmet:?}");
     }
+}
+
+#[test]
+fn a_cuda_run_is_never_launched_where_parlabs_libtorch_sees_no_gpu() {
+    let root = root();
+    if tch::Cuda::device_count() > 0 {
+        eprintln!("skipped: libtorch sees {} CUDA devices here, so a cuda run is launched", tch::Cuda::device_count());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = tmp.path().join("on-gpu.yaml");
+    std::fs::write(&spec, "name: on-gpu\nkind: decode\nmodel: gpt2\nstrategy: [data, tensor]\nworld: 2\ndevice: cuda\nnew_tokens: 4\n")
+        .unwrap();
+    let (manifests, state) = (tmp.path().join("manifests"), tmp.path().join("state"));
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .current_dir(&root)
+        .args(["run", "--no-report"])
+        .arg(&spec)
+        .env("PARLAB_MANIFESTS", &manifests)
+        .env("PARLAB_STATE", &state)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let (list, _) = parlab::manifest::read_all(&manifests);
+    assert_eq!(list.len(), 2, "both cuda runs get a manifest");
+    for m in &list {
+        assert_eq!(m.status, parlab::manifest::Status::NotRun, "{}", m.plan.label());
+        let reason = m.reason.clone().unwrap_or_default();
+        assert!(reason.contains("needs a CUDA device visible to parlab's libtorch") && reason.contains("CUDA devices: 0"), "{reason}");
+        assert!(m.launch.is_none() && m.results.is_none(), "{} was launched", m.plan.label());
+        assert!(m.plan.label().ends_with(" cuda"), "{}", m.plan.label());
+    }
+    assert!(!state.join("checkpoints").exists(), "a NOT_RUN cuda run made a checkpoint");
 }
 
 /// `make bench`: render a register from 10,000 synthetic manifests and print the time.

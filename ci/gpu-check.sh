@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The GPU check. CI has no GPU; a session lent a GPU machine runs this in two halves:
+#
+#   bash ci/gpu-check.sh build [TORCH]   here: builds parlab against torch TORCH (default 2.11.0,
+#                                        the GPU machine's) into .parlab/gpu-dist/ (a stripped,
+#                                        gzipped binary, < 60 MiB; no libtorch: the GPU machine's own is used)
+#   bash ci/gpu-check.sh run             there, from the checkout's root: the GPU suite (ci/gpu-suite/),
+#                                        the register, `parlab audit`, and ci/gpu_check.py's checks
+#                                        against transformers on the same GPU; everything under $OUT
+#
+# tch pins one libtorch per release (tch 0.24: torch 2.11; tch 0.26: torch 2.13), so a binary
+# must be built against the torch of the machine it runs on. The build copies the sources to
+# .parlab/gpu-build/src, pins tch there, and builds with LIBTORCH pointing at the unpacked wheel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DIST=$ROOT/.parlab/gpu-dist
+
+tch_for() {
+  case "$1" in
+    2.11.*) echo 0.24.0 ;;
+    2.13.*) echo 0.26.0 ;;
+    *) echo "gpu-check: no known tch release for torch $1 (known: 2.11.x -> 0.24.0, 2.13.x -> 0.26.0)" >&2; exit 2 ;;
+  esac
+}
+
+build() {
+  local torch=${1:-2.11.0}
+  local tch
+  tch=$(tch_for "$torch")
+  local wheels=$ROOT/.parlab/torch-$torch
+  if [ ! -e "$wheels/torch/lib/libtorch_cpu.so" ]; then
+    mkdir -p "$wheels"
+    echo "gpu-check: downloading the torch $torch wheel (large, once)"
+    .venv/bin/pip download -q --no-deps --disable-pip-version-check "torch==$torch" -d "$wheels"
+    (cd "$wheels" && python3 -m zipfile -e torch-"$torch"-*.whl . >/dev/null && rm -f torch-"$torch"-*.whl)
+  fi
+  local build=$ROOT/.parlab/gpu-build
+  mkdir -p "$build/src"
+  # The tracked and untracked-but-not-ignored sources, as the working tree has them.
+  git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C "$build/src"
+  sed -i -e "s/^tch = .*/tch = \"=$tch\"/" -e "s/^torch-sys = .*/torch-sys = \"=$tch\"/" "$build/src/Cargo.toml"
+  # Start from this checkout's release build: only tch, torch-sys and parlab itself recompile.
+  if [ ! -d "$build/target/release" ] && [ -d target/release ]; then
+    mkdir -p "$build/target" && cp -a target/release "$build/target/"
+  fi
+  (
+    cd "$build/src"
+    unset LIBTORCH_USE_PYTORCH
+    export LIBTORCH=$wheels/torch LIBTORCH_CXX11_ABI=1 LIBTORCH_BYPASS_VERSION_CHECK=0 CARGO_TARGET_DIR=$build/target
+    cargo build --release --bin parlab
+  )
+  mkdir -p "$DIST"
+  strip -o "$DIST/parlab" "$build/target/release/parlab"
+  gzip -f -9 "$DIST/parlab"
+  echo "$torch" >"$DIST/torch-version"
+  ls -l "$DIST"
+  local size
+  size=$(du -sm "$DIST" | cut -f1)
+  [ "$size" -le 60 ] || { echo "gpu-check: $DIST is $size MiB, over the 60 MiB a device call carries" >&2; exit 1; }
+}
+
+run() {
+  OUT=${OUT:-/tmp/parlab-gpu-check}
+  mkdir -p "$OUT"
+  exec > >(tee "$OUT/gpu-check.txt") 2>&1
+  local py=${PARLAB_GPU_PYTHON:-python3}
+  local torchlib
+  torchlib=$("$py" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+  echo "gpu-check: torch $("$py" -c 'import torch; print(torch.__version__)') from $torchlib; binary built for $(cat "$DIST/torch-version")"
+  local bin=/tmp/parlab-gpu/parlab
+  mkdir -p /tmp/parlab-gpu
+  gunzip -c "$DIST/parlab.gz" >"$bin" && chmod +x "$bin"
+  export LD_LIBRARY_PATH=$torchlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PARLAB_PYTHON=$(command -v "$py") PARLAB_MANIFESTS=$OUT/manifests PARLAB_STATE=/tmp/parlab-gpu/state
+  nvidia-smi -L || true
+  ldd "$bin" | grep -E 'torch_cuda|not found' || true
+  "$bin" gates
+  local rc=0
+  "$bin" run ci/gpu-suite --no-report || rc=$?
+  "$bin" report --manifests "$OUT/manifests" --out "$OUT/report" || rc=$?
+  "$bin" audit --manifests "$OUT/manifests" || echo "gpu-check: audit exit $?"
+  "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" || rc=$?
+  # What comes back from a device machine is a few files: the register beside one archive.
+  cp "$OUT/report/evidence.md" "$OUT/evidence.md" 2>/dev/null || true
+  tar czf "$OUT/gpu-run.tgz" -C "$OUT" manifests report && rm -rf "$OUT/manifests" "$OUT/report"
+  echo "gpu-check: exit $rc"
+  return $rc
+}
+
+case "${1:-}" in
+  build) build "${2:-2.11.0}" ;;
+  run) run ;;
+  *) echo "usage: ci/gpu-check.sh build [TORCH_VERSION] | run" >&2; exit 2 ;;
+esac

@@ -1,0 +1,141 @@
+//! Operations on a rank's own GPU, timed the way the collectives are (figures `<op>` per call
+//! and `<op>@block` back to back): copies between host memory and the GPU (the host-device
+//! link, pinned and pageable, both directions), and a read and a copy inside the GPU's memory
+//! (its roofline; the read's α is the floor a kernel launch and synchronisation cost).
+//!
+//! - **Per call** (figure `<op>`): barrier, then one operation timed from its start until the
+//!   device is synchronised: what a step that moves a tensor pays, launch and sync included.
+//! - **Back to back** (figure `<op>@block`, [`super::collectives::blocks_of`] blocks): the
+//!   block's operations are queued without waiting (a pinned host buffer lets a copy to the
+//!   GPU be asynchronous), the device synchronised once, and the block's time divided by its
+//!   calls: the link's or the memory's own time per call, as CUDA events around back-to-back
+//!   calls measure it. A pageable copy to the GPU is synchronous (the driver stages it through
+//!   a pinned bounce buffer), and so is every copy to the host (into a buffer made once), so
+//!   their two figures differ by the barrier only.
+//!
+//! Pinned host buffers come from libtorch's `pin_memory` (a pinned destination from its
+//! cached pinned allocator); the GPU is local rank mod the GPUs libtorch sees. After the calls
+//! and after each block the result is checked: a device buffer's or a read's sum (float64,
+//! exact for the small integers written) against the host's, a host buffer value by value.
+
+use super::collectives::{block_figure, blocks_of, value};
+use super::records::{mark, RecordSink};
+use crate::spec::{Op, RunPlan};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::CommunicatorCollectives as _;
+use std::path::Path;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+/// One op's buffers at one size: the host buffer, the device buffer, and the last result.
+struct DeviceCase {
+    op: Op,
+    gpu: Device,
+    host: Tensor,
+    device: Tensor,
+    result: Tensor,
+    bytes: u64,
+    /// The float64 sum of the values written (what every result must hold).
+    want: f64,
+}
+
+impl DeviceCase {
+    fn new(op: Op, size: u64, rank: u32, gpu: Device) -> Self {
+        let count = ((size / 4) as usize).max(1);
+        let values: Vec<f32> = (0..count).map(|i| value(rank, i)).collect();
+        let want = values.iter().map(|v| f64::from(*v)).sum();
+        let host = Tensor::from_slice(&values);
+        let host = if matches!(op, Op::HostToDevice | Op::DeviceToHost) { host.pin_memory(gpu) } else { host };
+        let device = host.to_device(gpu);
+        let result = match op {
+            Op::DeviceCopy => device.zeros_like(),
+            Op::DeviceToHost => host.zeros_like().pin_memory(gpu),
+            Op::DeviceToHostPageable => host.zeros_like(),
+            _ => device.shallow_clone(),
+        };
+        DeviceCase { op, gpu, host, device, result, bytes: (count * 4) as u64, want }
+    }
+
+    /// Queues one operation; keeps its result. A copy to the host lands in a buffer made once
+    /// (pinned or pageable, as the op says) and waits for itself: libtorch's `copy_` into an
+    /// existing tensor is blocking (tch offers no non-blocking form), and a fresh destination
+    /// per copy would time the allocator and the page faults, not the link.
+    fn call(&mut self) {
+        match self.op {
+            Op::DeviceCopy | Op::DeviceToHost | Op::DeviceToHostPageable => self.result.copy_(&self.device),
+            Op::HostToDevice => self.result = self.host.to_device_(self.gpu, Kind::Float, true, true),
+            Op::HostToDevicePageable => self.result = self.host.to_device_(self.gpu, Kind::Float, false, true),
+            _ => self.result = self.device.sum(Kind::Float),
+        }
+    }
+
+    fn synchronize(&self) {
+        if let Device::Cuda(ordinal) = self.gpu {
+            tch::Cuda::synchronize(ordinal as i64);
+        }
+    }
+
+    /// Seconds of one operation until the device is synchronised.
+    fn timed_call(&mut self) -> f64 {
+        let start = Instant::now();
+        self.call();
+        self.synchronize();
+        start.elapsed().as_secs_f64()
+    }
+
+    /// Fails when the last result does not hold what was sent (a read: within float32 summation).
+    fn check(&self, rank: u32, when: &str) -> anyhow::Result<()> {
+        let got = self.result.sum(Kind::Double).double_value(&[]);
+        let tolerance = if self.op == Op::DeviceRead { 1e-4 * self.want } else { 0.0 };
+        if (got - self.want).abs() > tolerance || got.is_nan() {
+            anyhow::bail!("wrong result: {} of {} B ({when}): rank {rank}: sum {got}, want {}", self.op.name(), self.bytes, self.want);
+        }
+        Ok(())
+    }
+}
+
+/// Times `op` at every size of a sweep on this rank's GPU, recording into `sink`.
+#[allow(clippy::too_many_arguments)]
+pub fn sweep(
+    plan: &RunPlan,
+    op: Op,
+    sizes: &[u64],
+    iterations: u32,
+    world: &SimpleCommunicator,
+    rank: u32,
+    repetition: u32,
+    sink: &mut RecordSink,
+    out: &Path,
+    marked: &mut bool,
+) -> anyhow::Result<()> {
+    let gpu = super::device::gpu_of_rank(plan)?;
+    for &size in sizes {
+        let mut case = DeviceCase::new(op, size, rank, gpu);
+        for _ in 0..plan.warmup {
+            case.timed_call();
+        }
+        for iteration in 0..iterations {
+            world.barrier();
+            if !*marked {
+                mark(out, rank, "first_timed_start_unix");
+                *marked = true;
+            }
+            let seconds = case.timed_call();
+            sink.push(op.name(), case.bytes, repetition, iteration, seconds)?;
+        }
+        case.check(rank, "per call")?;
+        let (blocks, calls) = blocks_of(iterations);
+        for block in 0..blocks {
+            world.barrier();
+            let start = Instant::now();
+            for _ in 0..calls {
+                case.call();
+            }
+            case.synchronize();
+            let seconds = start.elapsed().as_secs_f64();
+            case.check(rank, &format!("back-to-back block {block}"))?;
+            sink.push(&block_figure(op), case.bytes, repetition, block, seconds / f64::from(calls))?;
+        }
+    }
+    Ok(())
+}
