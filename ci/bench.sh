@@ -284,7 +284,60 @@ for j, name in enumerate(["prefill time overlapped / blocking", "decode step ove
 PYEOF
 }
 
-SECTIONS=(bench_collectives bench_overhead bench_report bench_matvec bench_decode bench_decode_avx2 bench_overlap)
+# --- Section: this build against an earlier one (PARLAB_BASELINE_REV, default 8875c2c: the last
+# commit before the device seam and the libtorch_cuda link). The earlier build is made once in
+# .parlab/baseline-REV/ (from a copy of this checkout's release build: only parlab recompiles).
+# The same world-1 GPT-2 decode spec is run by each, interleaved A B A B over $BASELINE_PAIRS
+# pairs; per pair the step median B / A and the whole `parlab run` command's wall time B / A
+# (process start, gates and the ranks' library loading included), then their median, min, max.
+bench_baseline() {
+  local rev=${PARLAB_BASELINE_REV:-8875c2c} pairs=${BASELINE_PAIRS:-7} threads=${DECODE_THREADS:-2}
+  local dir=$PWD/.parlab/baseline-$rev rounds="$WORK/baseline-rounds.txt"
+  section "baseline: this build (B) against $rev (A), world-1 decode, $threads threads, $pairs interleaved pairs"
+  if [ ! -x "$dir/target/release/parlab" ]; then
+    rm -rf "$dir/src" && mkdir -p "$dir/src" "$dir/target"
+    git archive "$rev" | tar -x -C "$dir/src"
+    [ -d "$dir/target/release" ] || cp -a target/release "$dir/target/"
+    (cd "$dir/src" && CARGO_TARGET_DIR="$dir/target" cargo build --release --bin parlab 2>&1 | tail -1)
+  fi
+  cat > "$WORK/base-decode.yaml" <<YAML
+name: bench-baseline-decode
+kind: decode
+model: gpt2
+strategy: tensor
+world: 1
+threads: $threads
+prompt: {length: 32, seed: 1}
+new_tokens: 16
+repetitions: 3
+warmup: 1
+YAML
+  : > "$rounds"
+  for p in $(seq "$pairs"); do
+    local line=""
+    for bin in "$dir/target/release/parlab" "$BIN"; do
+      rm -rf "$WORK/m-base"
+      local t0 t1
+      t0=$("$PY" -c 'import time; print(time.time())')
+      PARLAB_STATE="$WORK/base-state" PARLAB_MANIFESTS="$WORK/m-base" "$bin" run "$WORK/base-decode.yaml" --no-report --force 2>/dev/null
+      t1=$("$PY" -c 'import time; print(time.time())')
+      line="$line $(json_field "$WORK/m-base" 'm["summary"]["decode"]["step_s"]["median"]') $("$PY" -c "print($t1 - $t0)")"
+    done
+    echo "$line" >> "$rounds"
+  done
+  "$PY" - "$rounds" <<'PYEOF'
+import statistics as st, sys
+rows = [[float(x) for x in l.split()] for l in open(sys.argv[1])]
+summ = lambda v: f"{st.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]"
+print(f"{'pair':>4} {'step A':>9} {'step B':>9} {'B/A':>6} {'run A':>7} {'run B':>7} {'B/A':>6}")
+for i, (sa, ra, sb, rb) in enumerate(rows):
+    print(f"{i+1:>4} {sa*1e3:>6.2f} ms {sb*1e3:>6.2f} ms {sb/sa:>6.3f} {ra:>5.2f} s {rb:>5.2f} s {rb/ra:>6.3f}")
+print(f"decode step, this build / baseline:       {summ([r[2] / r[0] for r in rows])}")
+print(f"whole `parlab run`, this build / baseline: {summ([r[3] / r[1] for r in rows])}")
+PYEOF
+}
+
+SECTIONS=(bench_collectives bench_overhead bench_report bench_matvec bench_decode bench_decode_avx2 bench_overlap bench_baseline)
 # `bash ci/bench.sh bench_collectives` runs only the sections named.
 [ "$#" -gt 0 ] && SECTIONS=("$@")
 for s in "${SECTIONS[@]}"; do "$s"; done

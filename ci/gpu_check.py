@@ -5,8 +5,8 @@ Reads the manifests `parlab run ci/gpu-suite` wrote, then with transformers (an 
 nobody here wrote) on the same GPU and the same seeded checkpoint and prompt:
   1. greedy-decodes in float32 and checks that parlab's CUDA float32 tokens, and the CPU run's,
      equal transformers' tokens;
-  2. times transformers' eager decode step (CUDA events, KV cache on, batch 1, the median of the
-     steps after a warm-up) and prints parlab's CUDA step against it (the issue asks <= 0.5x);
+  2. times transformers' eager decode step (CUDA events, KV cache on, batch 1, the median of 59
+     steps after 4 of warm-up) and prints parlab's CUDA step against it (the issue asks <= 0.5x);
   3. prints the bfloat16 run's grade and the 2-rank tensor split's exactness;
   4. checks that the register holds the topology matrix.
 Prints PASS/FAIL per check; exits 1 on any FAIL.
@@ -97,9 +97,12 @@ def main():
     if prompt is None:
         return
     new_tokens = plan["workload"]["new_tokens"]
-    hf_tokens, hf_times = hf_decode(ckpt, prompt, new_tokens, "cuda")
-    hf_step = statistics.median(hf_times[2:] or hf_times)
-    print(f"transformers eager on {torch.cuda.get_device_name(0)}: step median {hf_step * 1e3:.3f} ms over {len(hf_times)} steps")
+    hf_tokens, _ = hf_decode(ckpt, prompt, new_tokens, "cuda")
+    # The step time from a longer generation, its first steps left out as warm-up (the context
+    # grows by 64 positions, which costs a step of this size little).
+    _, hf_times = hf_decode(ckpt, prompt, 64, "cuda")
+    hf_step = statistics.median(hf_times[4:])
+    print(f"transformers eager on {torch.cuda.get_device_name(0)}: step median {hf_step * 1e3:.3f} ms over {len(hf_times) - 4} steps (min {min(hf_times) * 1e3:.3f} ms)")
 
     def tokens(m):
         return (m.get("answer") or {}).get("tokens") or [[]]

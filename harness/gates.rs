@@ -175,7 +175,13 @@ impl Gates {
             openmpi: out("openmpi").lines().next().unwrap_or("").to_string(),
             torch: out("torch").split_whitespace().next().unwrap_or("").to_string(),
             gpus: self.gpus(),
+            topology: crate::topology::compact(&self.topology()),
         }
+    }
+
+    /// The GPU rows of the `gpu_topology` probe (empty where it failed or found no GPU).
+    pub fn topology(&self) -> Vec<crate::topology::GpuRow> {
+        self.get("gpu_topology").filter(|p| p.succeeded()).map_or_else(Vec::new, |p| crate::topology::parse(&p.output))
     }
 }
 

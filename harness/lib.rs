@@ -23,4 +23,5 @@ pub mod rank;
 pub mod report;
 pub mod spec;
 pub mod table;
+pub mod topology;
 pub mod units;

@@ -295,7 +295,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
 /// shared one; None when every rank computed on the CPU.
 fn gpu_of(answers: &[RankAnswer]) -> Option<String> {
     let placements: std::collections::BTreeSet<&str> =
-        answers.iter().map(|a| a.placement.as_str()).filter(|p| p.starts_with("cuda")).collect();
+        answers.iter().filter(|a| a.cuda_device.is_some()).map(|a| a.placement.as_str()).collect();
     if placements.is_empty() {
         return None;
     }

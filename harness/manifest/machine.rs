@@ -21,13 +21,17 @@ pub struct Fingerprint {
     pub openmpi: String,
     /// Operating system (`PRETTY_NAME` of `/etc/os-release`).
     pub os: String,
+    /// How the GPUs connect (`topology::compact` of `nvidia-smi topo -m`; empty without GPUs,
+    /// and then absent from the JSON, so fingerprints made before it keep their ids).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub topology: String,
     /// torch's version.
     pub torch: String,
 }
 
 impl Fingerprint {
     /// Each field as (name, value in words), in name order.
-    fn fields(&self) -> [(&'static str, String); 7] {
+    fn fields(&self) -> [(&'static str, String); 8] {
         [
             ("cores", self.cores.to_string()),
             ("cpu_model", self.cpu_model.clone()),
@@ -35,6 +39,7 @@ impl Fingerprint {
             ("memory_bytes", self.memory_bytes.to_string()),
             ("openmpi", self.openmpi.clone()),
             ("os", self.os.clone()),
+            ("topology", self.topology.clone()),
             ("torch", self.torch.clone()),
         ]
     }

@@ -501,9 +501,10 @@ impl Gpt2Part {
     }
 
     /// A row-parallel layer's output `x Wᵀ` summed across the ranks, its bias `b` added once
-    /// after the sum; on a GPU with nothing to sum, one fused kernel.
+    /// after the sum; where libtorch computes every step (a GPU) and nothing is summed, one
+    /// fused kernel.
     fn reduced_linear_bias(&self, comm: &mut dyn Reduce, x: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
-        if self.placement.is_cuda() && !comm.sums_partials() {
+        if !self.placement.rows_on_host() && !comm.sums_partials() {
             return linear(x, w, Some(b));
         }
         comm.reduced_linear(x, w) + b
@@ -523,9 +524,10 @@ impl Gpt2Part {
         store_kv(k_cache, v_cache, pos, &k, &v);
         let total = pos as i64 + t;
         let (keys, values) = (k_cache.narrow(1, 0, total), v_cache.narrow(1, 0, total));
-        if self.placement.is_cuda() && (t == 1 || pos == 0) {
-            // One fused kernel where a step is bound by launches: every key for one query row,
-            // or the plain causal mask when the queries are all the positions so far.
+        if !self.placement.rows_on_host() && (t == 1 || pos == 0) {
+            // One fused kernel where libtorch computes every step (a GPU, bound by launches):
+            // every key for one query row, or the plain causal mask when the queries are all
+            // the positions so far.
             let ctx = Tensor::scaled_dot_product_attention(&q, &keys, &values, None::<Tensor>, 0.0, t > 1, self.attention_scale(l), false);
             return ctx.transpose(0, 1).contiguous().view([t, hs * hd]);
         }

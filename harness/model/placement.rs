@@ -10,22 +10,32 @@ pub struct Placement {
     pub device: Device,
     /// The element type of weights, cache and activations.
     pub kind: Kind,
+    /// Whether one row on the host in float32 takes parlab's row kernels (else libtorch
+    /// computes every step with the fused operations a GPU takes; false lets the CPU check
+    /// that path against the row kernels).
+    pub row_kernels: bool,
 }
 
 impl Placement {
     /// The host, in float32: one row takes parlab's row kernels, several take libtorch's.
     pub fn cpu() -> Self {
-        Placement { device: Device::Cpu, kind: Kind::Float }
+        Placement { device: Device::Cpu, kind: Kind::Float, row_kernels: true }
+    }
+
+    /// The host in float32 computing every step the way a GPU does (libtorch's fused operations):
+    /// the GPU's code path, checkable where there is no GPU.
+    pub fn cpu_as_gpu() -> Self {
+        Placement { row_kernels: false, ..Self::cpu() }
     }
 
     /// CUDA device `ordinal` in element type `kind`.
     pub fn cuda(ordinal: usize, kind: Kind) -> Self {
-        Placement { device: Device::Cuda(ordinal), kind }
+        Placement { device: Device::Cuda(ordinal), kind, row_kernels: false }
     }
 
     /// True where parlab's row kernels apply (host memory, float32); elsewhere libtorch computes every step.
     pub fn rows_on_host(&self) -> bool {
-        self.device == Device::Cpu && self.kind == Kind::Float
+        self.row_kernels && self.device == Device::Cpu && self.kind == Kind::Float
     }
 
     /// True on a CUDA device.
@@ -53,14 +63,28 @@ impl Placement {
         self.kind.elt_size_in_bytes() as u64
     }
 
-    /// `cpu` or `cuda:N`, with the element type: what the register shows as having run.
+    /// `cpu float32`, `cuda:0 bfloat16`: what the register shows as having run.
     pub fn describe(&self) -> String {
         let device = match self.device {
             Device::Cuda(n) => format!("cuda:{n}"),
             _ => "cpu".to_string(),
         };
-        format!("{device} {:?}", self.kind).to_lowercase()
+        let kind = match self.kind {
+            Kind::Float => "float32".to_string(),
+            Kind::BFloat16 => "bfloat16".to_string(),
+            Kind::Half => "float16".to_string(),
+            other => format!("{other:?}").to_lowercase(),
+        };
+        format!("{device} {kind}")
     }
+}
+
+/// `t` on `like`'s device in `like`'s element type (itself when it already is).
+pub fn like(t: Tensor, like: &Tensor) -> Tensor {
+    if t.device() == like.device() && t.kind() == like.kind() {
+        return t;
+    }
+    t.to_device(like.device()).to_kind(like.kind())
 }
 
 /// A host float32 copy of `t` (for MPI buffers, logits and comparisons); `t` itself when it is one.
@@ -82,12 +106,13 @@ mod tests {
         let t = Tensor::from_slice(&[1.5f32, -2.0]);
         let same = p.place(t.shallow_clone());
         assert_eq!(same.data_ptr(), t.data_ptr(), "a tensor already placed is not copied");
-        let half = Placement { device: Device::Cpu, kind: Kind::BFloat16 };
+        let half = Placement { device: Device::Cpu, kind: Kind::BFloat16, row_kernels: true };
         assert!(!half.rows_on_host());
         let h = half.place(t.shallow_clone());
         assert_eq!(h.kind(), Kind::BFloat16);
         assert_eq!(Vec::<f32>::try_from(&on_host(&h)).unwrap(), vec![1.5, -2.0]);
         assert_eq!(half.element_bytes(), 2);
-        assert_eq!(p.describe(), "cpu float");
+        assert_eq!(p.describe(), "cpu float32");
+        assert_eq!(Placement::cuda(1, Kind::BFloat16).describe(), "cuda:1 bfloat16");
     }
 }

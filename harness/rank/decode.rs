@@ -38,9 +38,12 @@ pub struct RankAnswer {
     /// The SIMD features this rank's CPU reports (`model::matvec::cpu_features`).
     #[serde(default)]
     pub cpu_features: Vec<String>,
-    /// Where this rank computed (`Placement::describe`: `cpu float`, `cuda:0 bfloat16`).
+    /// Where this rank computed, in words (`Placement::describe`: `cpu float32`, `cuda:0 bfloat16`).
     #[serde(default)]
     pub placement: String,
+    /// The CUDA device this rank computed on; None on the CPU.
+    #[serde(default)]
+    pub cuda_device: Option<u32>,
     /// Ranks of this host that shared this rank's GPU (1: a GPU to itself, or the CPU).
     #[serde(default = "one")]
     pub gpu_shared_by: u32,
@@ -135,6 +138,10 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         matvec_kernel: placement.rows_on_host().then(|| kernel.name().into()),
         cpu_features: crate::model::matvec::cpu_features().into_iter().map(String::from).collect(),
         placement: placement.describe(),
+        cuda_device: match placement.device {
+            tch::Device::Cuda(ordinal) => Some(ordinal as u32),
+            _ => None,
+        },
         gpu_shared_by: super::device::sharing(&placement),
     };
     crate::manifest::write_atomic(&answer_path(out, rank), serde_json::to_string_pretty(&answer)?.as_bytes())?;

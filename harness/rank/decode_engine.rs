@@ -6,7 +6,7 @@ use super::context::{chunks_of, gather_cache, redistribute_cache, ContextRing, R
 use super::expert::{ExpertSplit, ExpertTally};
 use crate::model::gpt2::{linear, linear_rows_into, Chunk, Gpt2Part, KvCache, Mixture, Reduce};
 use crate::model::matvec::matvec_rows_into;
-use crate::model::placement::Placement;
+use crate::model::placement;
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
 use crate::spec::plan::Span;
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
@@ -91,7 +91,7 @@ impl Reduce for Link<'_> {
         let mut buf = to_vec(partial);
         self.comm.all_reduce_sum(&mut buf);
         let sum = Tensor::from_slice(&buf).view(partial.size().as_slice());
-        Placement { device: partial.device(), kind: partial.kind() }.place(sum)
+        placement::like(sum, partial)
     }
 
     fn sums_partials(&self) -> bool {

@@ -12,7 +12,7 @@ pub fn placement(plan: &RunPlan) -> anyhow::Result<Placement> {
         Device::Cpu => Ok(Placement::cpu()),
         Device::Cuda => match gpu_of_rank(plan)? {
             tch::Device::Cuda(ordinal) => Ok(Placement::cuda(ordinal, source::torch_kind(source::dtype(plan)))),
-            other => Ok(Placement { device: other, kind: source::torch_kind(source::dtype(plan)) }),
+            other => Ok(Placement { device: other, kind: source::torch_kind(source::dtype(plan)), row_kernels: false }),
         },
     }
 }

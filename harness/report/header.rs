@@ -83,8 +83,8 @@ pub struct MachineSection {
     pub probes: Vec<ProbeView>,
     /// What the probes decide, in sentences.
     pub verdicts: Vec<String>,
-    /// `nvidia-smi topo -m` as it printed (the GPUs' links, CPU and NUMA affinity), where it succeeded.
-    pub topology: Option<String>,
+    /// `nvidia-smi topo -m` read into one row per GPU (empty without GPUs).
+    pub topology: Vec<crate::topology::GpuRow>,
 }
 
 /// Builds the section from the saved gates (`None`: none were saved; `Err`: unreadable).
@@ -99,12 +99,12 @@ pub fn machine(gates: Result<Option<Gates>, String>, list: &[Manifest]) -> Machi
         source: "Recorded by a command and not assumed: the probes `parlab run` ran before launching (saved in `_gates/gates.json` beside the manifests).".into(),
         probes,
         verdicts: verdicts(&gates, list),
-        topology: gates.get("gpu_topology").filter(|p| p.succeeded() && p.output.contains("GPU0")).map(|p| p.output.clone()),
+        topology: gates.topology(),
     }
 }
 
 fn empty(source: String) -> MachineSection {
-    MachineSection { source, probes: Vec::new(), verdicts: Vec::new(), topology: None }
+    MachineSection { source, probes: Vec::new(), verdicts: Vec::new(), topology: Vec::new() }
 }
 
 fn probe_view(p: &Probe) -> ProbeView {
@@ -121,6 +121,9 @@ fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {
     let mut out = vec![format!("{} cores and {} GPUs ({} visible to parlab's libtorch).", g.cores(), g.gpus(), g.cuda_devices())];
     let nccl = g.get("nccl").is_some_and(Probe::succeeded);
     let mut missing = Vec::new();
+    if g.cuda_devices() == 0 {
+        missing.push("CUDA");
+    }
     if g.gpus() < 2 {
         missing.push("multi-GPU");
     }

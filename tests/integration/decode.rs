@@ -581,3 +581,42 @@ fn a_zigzag_context_split_over_mpi_gives_the_unsplit_tokens_and_evens_the_causal
     let table = register.split("#### Context-parallel prefill").nth(1).expect("the context table");
     assert_eq!(table.lines().filter(|l| l.starts_with("| cz |") && l.contains("| zigzag |")).count(), 2, "{table}");
 }
+
+/// The path a GPU rank takes (libtorch for every step: fused linear, scaled-dot-product
+/// attention, the row-parallel bias inside the product), run on the CPU in float32: the same
+/// greedy tokens as the row kernels, logits equal within float32 reordering, for the unsplit
+/// model and for a tensor split's shard (where the bias must wait for the sum).
+#[test]
+fn the_gpu_code_path_run_on_the_cpu_matches_the_row_kernels() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config(dir.path());
+    init::write_checkpoint(&cfg, 5, &dir.path().join("ckpt")).unwrap();
+    let dims = Dims::from_config(&cfg);
+    let load = |placement| {
+        let ckpt = Arc::new(Checkpoint::open(&dir.path().join("ckpt")).unwrap());
+        Gpt2Part::load_on(ckpt, dims.clone(), PartShare::whole(&dims), placement).unwrap()
+    };
+    let rows = load(parlab::model::placement::Placement::cpu());
+    let fused = load(parlab::model::placement::Placement::cpu_as_gpu());
+    let prompt = [3, 17, 42, 5, 99, 7];
+    let (want, got) = (greedy(&rows, &prompt, 8).unwrap(), greedy(&fused, &prompt, 8).unwrap());
+    assert_eq!(got.tokens, want.tokens);
+    let drift = want.logits.iter().zip(&got.logits).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(drift < 1e-3, "the GPU path drifts {drift} from the row kernels");
+    // A shard whose partial sums are summed by a communicator: the bias must not enter the partial.
+    let half = |placement| {
+        let ckpt = Arc::new(Checkpoint::open(&dir.path().join("ckpt")).unwrap());
+        let share = PartShare { heads: Span::new(0, 2), ffn: Span::new(0, 128), ..PartShare::whole(&dims) };
+        Gpt2Part::load_on(ckpt, dims.clone(), share, placement).unwrap()
+    };
+    let (a, b) = (half(parlab::model::placement::Placement::cpu()), half(parlab::model::placement::Placement::cpu_as_gpu()));
+    let mut counts = (Counting::default(), Counting::default());
+    let (mut ca, mut cb) = (a.new_cache(16), b.new_cache(16));
+    let _ = a.forward(a.embed(&prompt, 0).unwrap(), &mut ca, &mut counts.0);
+    let _ = b.forward(b.embed(&prompt, 0).unwrap(), &mut cb, &mut counts.1);
+    let ha = a.forward(a.embed(&[8], prompt.len()).unwrap(), &mut ca, &mut counts.0);
+    let hb = b.forward(b.embed(&[8], prompt.len()).unwrap(), &mut cb, &mut counts.1);
+    let diff = (ha - hb).abs().max().double_value(&[]);
+    assert!(diff < 1e-3, "a split shard's step differs by {diff} between the two paths");
+    assert_eq!(counts.0.reduces, counts.1.reduces, "both paths hand every partial to the communicator");
+}
