@@ -17,8 +17,9 @@ pub struct GpuRow {
     pub numa_affinity: String,
 }
 
-/// The GPU rows of `nvidia-smi topo -m`'s output (NIC rows and the legend left out); empty
-/// when the text holds no matrix.
+/// The GPU rows of `nvidia-smi topo -m`'s output (the header, NIC rows and the legend left
+/// out; the header may start with `GPU0` itself when the output was trimmed); empty when the
+/// text holds no matrix.
 pub fn parse(text: &str) -> Vec<GpuRow> {
     let lines: Vec<String> = text.lines().map(strip_escapes).collect();
     let Some(header) = lines.iter().find(|l| l.split('\t').any(|c| c.trim() == "CPU Affinity")) else {
@@ -28,16 +29,18 @@ pub fn parse(text: &str) -> Vec<GpuRow> {
     let gpus = columns.iter().take_while(|c| is_gpu(c)).count();
     lines
         .iter()
-        .filter(|l| l.split('\t').next().is_some_and(|first| is_gpu(first.trim())))
+        .filter(|l| *l != header && l.split('\t').next().is_some_and(|first| is_gpu(first.trim())))
         .filter_map(|l| {
             let cells: Vec<&str> = l.split('\t').map(str::trim).collect();
             let (name, rest) = cells.split_first()?;
             let rest: Vec<&str> = rest.iter().copied().filter(|c| !c.is_empty()).collect();
+            let at =
+                |column: &str| columns.iter().position(|c| *c == column).and_then(|i| rest.get(i)).map_or(String::new(), |s| s.to_string());
             (rest.len() > gpus).then(|| GpuRow {
                 gpu: name.to_string(),
                 links: rest[..gpus].iter().map(|s| s.to_string()).collect(),
-                cpu_affinity: rest[gpus].to_string(),
-                numa_affinity: rest.get(gpus + 1).map_or(String::new(), |s| s.to_string()),
+                cpu_affinity: at("CPU Affinity"),
+                numa_affinity: at("NUMA Affinity"),
             })
         })
         .collect()
