@@ -10,15 +10,12 @@ use crate::spec::RunPlan;
 pub fn placement(plan: &RunPlan) -> anyhow::Result<Placement> {
     match plan.device {
         Device::Cpu => Ok(Placement::cpu()),
-        Device::Cuda => match gpu_of_rank(plan)? {
-            tch::Device::Cuda(ordinal) => Ok(Placement::cuda(ordinal, source::torch_kind(source::dtype(plan)))),
-            other => Ok(Placement { device: other, kind: source::torch_kind(source::dtype(plan)), row_kernels: false }),
-        },
+        Device::Cuda => Ok(Placement::cuda(gpu_ordinal(plan)?, source::torch_kind(source::dtype(plan)))),
     }
 }
 
 /// The CUDA device this rank uses (local rank mod the GPUs libtorch sees), or an error naming the plan.
-pub fn gpu_of_rank(plan: &RunPlan) -> anyhow::Result<tch::Device> {
+pub fn gpu_ordinal(plan: &RunPlan) -> anyhow::Result<usize> {
     let gpus = tch::Cuda::device_count().max(0) as usize;
     if gpus == 0 {
         anyhow::bail!(
@@ -27,7 +24,7 @@ pub fn gpu_of_rank(plan: &RunPlan) -> anyhow::Result<tch::Device> {
             plan.label()
         );
     }
-    Ok(tch::Device::Cuda(local_rank() % gpus))
+    Ok(local_rank() % gpus)
 }
 
 /// How many ranks of this host share this rank's GPU (1 on the CPU or with a GPU to itself).

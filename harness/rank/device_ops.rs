@@ -108,7 +108,7 @@ pub fn sweep(
     out: &Path,
     marked: &mut bool,
 ) -> anyhow::Result<()> {
-    let gpu = super::device::gpu_of_rank(plan)?;
+    let gpu = Device::Cuda(super::device::gpu_ordinal(plan)?);
     for &size in sizes {
         let mut case = DeviceCase::new(op, size, rank, gpu);
         for _ in 0..plan.warmup {
