@@ -17,7 +17,9 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
         _ => return None,
     };
     let bytes = value * factor;
-    (bytes.is_finite() && bytes >= 0.0 && bytes.fract() == 0.0).then_some(bytes as u64)
+    // 2^64 and above would saturate to u64::MAX: refused, never truncated.
+    let fits = bytes.is_finite() && bytes >= 0.0 && bytes < 18_446_744_073_709_551_616.0;
+    (fits && bytes.fract() == 0.0).then_some(bytes as u64)
 }
 
 /// Parses a duration in seconds: an integer, or a number with a unit (ms, s, m, h).
@@ -93,6 +95,9 @@ mod tests {
         assert_eq!(parse_bytes("1.5KiB"), Some(1536));
         assert_eq!(parse_bytes("12 parsecs"), None);
         assert_eq!(parse_bytes("0.3B"), None);
+        assert_eq!(parse_bytes("16GiB"), Some(16 << 30));
+        assert_eq!(parse_bytes("18446744073709551616"), None, "2^64 does not saturate to u64::MAX");
+        assert_eq!(parse_bytes("99999999999GiB"), None);
     }
 
     #[test]

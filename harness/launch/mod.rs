@@ -50,6 +50,13 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         failure: None,
         foreign_ranks: Vec::new(),
     };
+    let limit = match timeout_duration(plan.timeout_s) {
+        Ok(limit) => limit,
+        Err(why) => {
+            outcome.failure = Some(why);
+            return outcome;
+        }
+    };
     for dir in [out.join(command::RANK_LOGS), out.join(supervise::PID_DIR)] {
         if let Err(e) = std::fs::create_dir_all(&dir) {
             outcome.failure = Some(format!("could not create {}: {e}", dir.display()));
@@ -59,7 +66,7 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
     let start = Instant::now();
     let before = leftovers::rank_processes();
     write_timeline(out, "launch_start_unix");
-    let ended = supervise::run(&cmd, out, Duration::from_secs_f64(plan.timeout_s.max(0.001)));
+    let ended = supervise::run(&cmd, out, limit);
     outcome.wall_s = start.elapsed().as_secs_f64();
     write_timeline(out, "launch_end_unix");
     outcome.foreign_ranks = foreign_during(before, out);
@@ -73,6 +80,16 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         Err(e) => outcome.failure = Some(e.to_string()),
     }
     outcome
+}
+
+/// A plan's `timeout_s` as a duration: more than 0 and at most the spec's limit (validation
+/// refuses anything else; a hand-edited plan gets this reason instead of a panic).
+pub fn timeout_duration(seconds: f64) -> Result<Duration, String> {
+    let max = crate::spec::fields::MAX_TIMEOUT_S;
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(limit) if seconds > 0.0 && seconds <= max => Ok(limit),
+        _ => Err(format!("the plan's timeout of {seconds:e} s is not one parlab can wait for (more than 0, at most {max} s); nothing was launched")),
+    }
 }
 
 /// Rank processes of other runs seen at the launch's start or end (its own ranks excluded).
@@ -124,4 +141,18 @@ pub fn caveats(plan: &RunPlan, cores: u32, ranks: &[crate::manifest::placement::
         out.push(Caveat::LoopbackTcp);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_outside_the_limit_is_a_reason_not_a_panic() {
+        assert_eq!(timeout_duration(90.0), Ok(Duration::from_secs(90)));
+        for bad in [1e300, f64::INFINITY, f64::NAN, -5.0, 0.0, 7.0 * 86400.0 + 1.0] {
+            let why = timeout_duration(bad).unwrap_err();
+            assert!(why.contains("at most 604800 s"), "{bad}: {why}");
+        }
+    }
 }

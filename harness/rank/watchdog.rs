@@ -15,7 +15,8 @@ pub fn start(timeout_s: f64) {
     // SAFETY: getppid has no preconditions.
     let parent = unsafe { libc::getppid() };
     let margin = 2.0 * crate::launch::supervise::GRACE.as_secs_f64() + 5.0;
-    let limit = Duration::from_secs_f64((timeout_s + margin).clamp(1.0, 1e9));
+    // A NaN survives `clamp`; `try_from` refuses it (and anything past 1e9 s) without a panic.
+    let limit = Duration::try_from_secs_f64((timeout_s + margin).clamp(1.0, 1e9)).unwrap_or(Duration::from_secs(1_000_000_000));
     let started = Instant::now();
     let spawned = std::thread::Builder::new().name("parlab-watchdog".into()).spawn(move || loop {
         std::thread::sleep(POLL);

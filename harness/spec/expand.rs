@@ -202,6 +202,10 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
             c.report(key, message);
             continue;
         }
+        if let Some((key, message)) = model.as_ref().and_then(|(_, cfg)| sequence_problem(e, &p, cfg)) {
+            c.report(&key, message);
+            continue;
+        }
         match layout_for(e.kind, &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
             Ok(layout) => {
                 let run = make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len());
@@ -245,6 +249,33 @@ fn device_problem(p: &Point, cfg: Option<&ModelConfig>) -> Option<(&'static str,
         }
         Device::Cuda => None,
     }
+}
+
+/// What a decode point asks of its model that the model cannot give: a prompt token outside
+/// its vocabulary, or a prompt and generation longer than its position table.
+fn sequence_problem(e: &Experiment, p: &Point, cfg: &ModelConfig) -> Option<(String, String)> {
+    let prompt = &e.decode.as_ref()?.prompt;
+    if let Prompt::Tokens(ids) = prompt {
+        if let Some((i, id)) = ids.iter().enumerate().find(|(_, id)| **id >= cfg.vocab) {
+            let message = format!("token {id} is outside the model's vocabulary of {} ids (0 to {})", cfg.vocab, cfg.vocab - 1);
+            return Some((format!("prompt.tokens[{i}]"), message));
+        }
+    }
+    let needed = u64::from(prompt.len()) + u64::from(p.new_tokens);
+    if needed <= u64::from(cfg.max_positions) {
+        return None;
+    }
+    let key = if prompt.len() >= cfg.max_positions { "prompt" } else { "new_tokens" };
+    let holds = match cfg.max_positions {
+        0 => "none (its config.json gives no n_positions or max_position_embeddings)".to_string(),
+        n => format!("{n} (n_positions in its config.json)"),
+    };
+    let message = format!(
+        "a prompt of {} tokens and {} new tokens need {needed} positions; the model holds {holds}",
+        prompt.len(),
+        p.new_tokens
+    );
+    Some((key.to_string(), message))
 }
 
 fn p_layout_input(e: &Experiment, p: &Point) -> super::layout::LayoutInput {

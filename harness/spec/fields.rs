@@ -24,18 +24,78 @@ fn as_list<'v>(c: &mut Checker, key: &str, v: &'v Value) -> Vec<(String, &'v Val
     }
 }
 
-fn uint_value(c: &mut Checker, key: &str, v: &Value, min: u64) -> Option<u64> {
-    match v.as_u64() {
-        Some(n) if n >= min => Some(n),
-        Some(n) => {
-            c.report(key, format!("must be at least {min}, found {n}"));
-            None
-        }
-        None => {
-            c.report(key, format!("expected a whole number ≥ {min}, found {}", describe(v)));
-            None
-        }
+/// The whole numbers a key accepts, `min` to `max` inclusive, kept as a `T` (u32 or u64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds<T> {
+    /// The smallest value accepted.
+    pub min: T,
+    /// The largest value accepted.
+    pub max: T,
+}
+
+impl<T> Bounds<T> {
+    /// The values `min..=max`.
+    pub const fn new(min: T, max: T) -> Self {
+        Bounds { min, max }
     }
+}
+
+/// The most ranks a run may have.
+pub const MAX_WORLD: u32 = 65_536;
+/// The most sequences in flight (pipeline) or per replica (data).
+pub const MAX_SEQUENCES: u32 = 65_536;
+/// The most threads per rank (`threads: N`).
+pub const MAX_THREADS: u32 = 1_024;
+/// The most timed repetitions, warm-ups or timed iterations.
+pub const MAX_REPEATS: u32 = 1_000_000;
+/// The longest `timeout`: 7 days, in seconds (a run that long is a mistake, not a benchmark).
+pub const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+/// The `timeout` of a spec that names none, in seconds.
+pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
+/// The smallest `membw` buffer: one f32.
+pub const MIN_BUFFER_BYTES: u64 = 4;
+
+/// `world`.
+pub const WORLD: Bounds<u32> = Bounds::new(1, MAX_WORLD);
+/// `sequences`.
+pub const SEQUENCES: Bounds<u32> = Bounds::new(1, MAX_SEQUENCES);
+/// `threads: N`.
+pub const THREADS: Bounds<u32> = Bounds::new(1, MAX_THREADS);
+/// `repetitions` and every `iterations`.
+pub const REPEATS: Bounds<u32> = Bounds::new(1, MAX_REPEATS);
+/// `warmup`.
+pub const WARMUP: Bounds<u32> = Bounds::new(0, MAX_REPEATS);
+/// `new_tokens` as read (1 is refused with its reason afterwards; the model's positions cap it).
+pub const NEW_TOKENS: Bounds<u32> = Bounds::new(1, u32::MAX);
+/// `overlap` as read (the layout allows at most `layout::MAX_OVERLAP`).
+pub const OVERLAP: Bounds<u32> = Bounds::new(0, u32::MAX);
+/// A positive count kept in 32 bits (`prompt.length`, dispatch `tokens`, `top_k`, `hidden`, `requires`).
+pub const COUNT32: Bounds<u32> = Bounds::new(1, u32::MAX);
+/// A prompt token id (the model's vocabulary caps it at expansion).
+pub const TOKEN_ID: Bounds<u32> = Bounds::new(0, u32::MAX);
+/// A seed (`weights_seed`, `prompt.seed`).
+pub const SEED: Bounds<u64> = Bounds::new(0, u64::MAX);
+/// `context` of `kind: model`, in tokens.
+pub const CONTEXT: Bounds<u64> = Bounds::new(0, u32::MAX as u64);
+
+/// The value of `v` when it is a whole number within `b`; otherwise reports why, with the range.
+fn uint_value<T>(c: &mut Checker, key: &str, v: &Value, b: Bounds<T>) -> Option<T>
+where
+    T: Copy + Into<u64> + TryFrom<u64> + std::fmt::Display,
+{
+    let (min, max) = (b.min.into(), b.max.into());
+    let found = v.as_u64();
+    let kept = found.filter(|n| (min..=max).contains(n)).and_then(|n| T::try_from(n).ok());
+    if kept.is_none() {
+        let range = format!("(allowed: {min} to {max})");
+        let message = match found {
+            Some(n) if n < min => format!("must be at least {min}, found {n} {range}"),
+            Some(n) => format!("must be at most {max}, found {n} {range}"),
+            None => format!("expected a whole number ≥ {min}, found {} {range}", describe(v)),
+        };
+        c.report(key, message);
+    }
+    kept
 }
 
 /// True for an interface name (letters, digits, `-_.:`, at most 15) or an IPv4 CIDR network.
@@ -88,18 +148,40 @@ impl<'m> Fields<'m> {
         }
     }
 
-    /// A whole number ≥ `min`, or `default` when absent.
-    pub fn uint(&self, c: &mut Checker, key: &str, default: u64, min: u64) -> u64 {
+    /// A whole number within `b`, or `default` when absent (a value out of range is reported).
+    pub fn uint<T>(&self, c: &mut Checker, key: &str, default: T, b: Bounds<T>) -> T
+    where
+        T: Copy + Into<u64> + TryFrom<u64> + std::fmt::Display,
+    {
         match self.get(key) {
             None => default,
-            Some(v) => uint_value(c, key, v, min).unwrap_or(default),
+            Some(v) => uint_value(c, key, v, b).unwrap_or(default),
         }
     }
 
-    /// An axis of whole numbers ≥ `min` (scalar or list).
-    pub fn uint_axis(&self, c: &mut Checker, key: &str, default: Vec<u32>, min: u64) -> Vec<u32> {
+    /// An axis of whole numbers within `b` (scalar or list); every value out of range is reported.
+    pub fn uint_axis(&self, c: &mut Checker, key: &str, default: Vec<u32>, b: Bounds<u32>) -> Vec<u32> {
         let Some(v) = self.get(key) else { return default };
-        as_list(c, key, v).into_iter().filter_map(|(k, v)| uint_value(c, &k, v, min)).filter_map(|n| u32::try_from(n).ok()).collect()
+        as_list(c, key, v).into_iter().filter_map(|(k, v)| uint_value(c, &k, v, b)).collect()
+    }
+
+    /// `new_tokens`: an axis of 2 or more (default 25). The first token comes from the prefill,
+    /// so one token leaves no decode step to time; 1 is refused with that reason.
+    pub fn new_tokens(&self, c: &mut Checker) -> Vec<u32> {
+        let Some(v) = self.get("new_tokens") else { return vec![25] };
+        let mut kept = Vec::new();
+        for (k, v) in as_list(c, "new_tokens", v) {
+            match uint_value(c, &k, v, NEW_TOKENS) {
+                Some(1) => c.report(
+                    &k,
+                    "1 new token is the one the prefill produces, so there is no decode step to time \
+                     (a decode run's figures are per step); give 2 or more",
+                ),
+                Some(n) => kept.push(n),
+                None => {}
+            }
+        }
+        kept
     }
 
     /// An axis of numbers within `±limit` (scalar or list); absent: `[0]`.
@@ -225,9 +307,9 @@ impl<'m> Fields<'m> {
             .filter_map(|(k, v)| match v {
                 Value::String(s) if s == "auto" => Some(Threads::Auto),
                 Value::String(s) if s == "all" => Some(Threads::All),
-                Value::Number(_) => uint_value(c, &k, v, 1).map(|n| Threads::Count(n as u32)),
+                Value::Number(_) => uint_value(c, &k, v, THREADS).map(Threads::Count),
                 other => {
-                    c.report(&k, format!("expected a number ≥ 1, `auto` or `all`, found {}", describe(other)));
+                    c.report(&k, format!("expected a number ≥ 1, `auto` or `all`, found {} (allowed: 1 to {MAX_THREADS})", describe(other)));
                     None
                 }
             })
@@ -250,17 +332,40 @@ impl<'m> Fields<'m> {
         }
     }
 
-    /// `timeout`: seconds or a duration (`90s`, `5m`), default 600 s.
+    /// `timeout`: seconds or a duration (`90s`, `5m`), more than 0 and at most `MAX_TIMEOUT_S`;
+    /// default `DEFAULT_TIMEOUT_S`.
     pub fn timeout(&self, c: &mut Checker) -> f64 {
-        match self.get("timeout") {
-            None => 600.0,
-            Some(Value::Number(n)) if n.as_f64().is_some_and(|s| s > 0.0) => n.as_f64().unwrap_or(600.0),
-            Some(Value::String(s)) if parse_seconds(s).is_some() => parse_seconds(s).unwrap_or(600.0),
-            Some(v) => {
-                c.report("timeout", format!("expected seconds > 0 or a duration like 90s or 5m, found {}", describe(v)));
-                600.0
-            }
+        let Some(v) = self.get("timeout") else { return DEFAULT_TIMEOUT_S };
+        let seconds = match v {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => parse_seconds(s),
+            _ => None,
+        };
+        let limit = format!("at most {MAX_TIMEOUT_S} s (7 days)");
+        match seconds {
+            Some(s) if s > 0.0 && s <= MAX_TIMEOUT_S => return s,
+            Some(s) if s > MAX_TIMEOUT_S => c.report("timeout", format!("must be {limit}, found {}", describe(v))),
+            _ => c.report(
+                "timeout",
+                format!("expected seconds > 0 or a duration like 90s or 5m, found {} (allowed: more than 0, {limit})", describe(v)),
+            ),
         }
+        DEFAULT_TIMEOUT_S
+    }
+
+    /// `buffer` (membw): a byte size, a whole number of f32 values (4 bytes or more, a multiple
+    /// of 4), default 512 MiB.
+    pub fn buffer(&self, c: &mut Checker) -> u64 {
+        let bytes = self.bytes(c, "buffer", 512 << 20);
+        if bytes < MIN_BUFFER_BYTES {
+            c.report(
+                "buffer",
+                format!("a buffer of {bytes} bytes holds no f32 value, so membw would stream nothing; give {MIN_BUFFER_BYTES} bytes or more"),
+            );
+        } else if !bytes.is_multiple_of(4) {
+            c.report("buffer", format!("{bytes} bytes is not a whole number of 4-byte f32 values, which membw streams; give a multiple of 4"));
+        }
+        bytes
     }
 
     /// `requires`: a mapping of gpus, nccl, host_device_link, cores.
@@ -276,8 +381,8 @@ impl<'m> Fields<'m> {
             let key = k.as_str().unwrap_or("?");
             let path = format!("requires.{key}");
             match key {
-                "gpus" => req.gpus = uint_value(c, &path, v, 1).map(|n| n as u32),
-                "cores" => req.cores = uint_value(c, &path, v, 1).map(|n| n as u32),
+                "gpus" => req.gpus = uint_value(c, &path, v, COUNT32),
+                "cores" => req.cores = uint_value(c, &path, v, COUNT32),
                 "nccl" | "host_device_link" => match v.as_bool() {
                     Some(b) if key == "nccl" => req.nccl = b,
                     Some(b) => req.host_device_link = b,
@@ -371,7 +476,7 @@ impl<'m> Fields<'m> {
             Some(_) => self.choice_axis(c, "ops", &choices, Op::AllReduce),
         };
         let sizes = self.sizes(c);
-        CollectiveParams { ops, sizes, iterations: self.uint(c, "iterations", 20, 1) as u32 }
+        CollectiveParams { ops, sizes, iterations: self.uint(c, "iterations", 20, REPEATS) }
     }
 
     /// `sizes`: a list of byte sizes, or a sweep `{from, to, factor}`; default 4 B to 16 MiB by 4.
@@ -397,7 +502,7 @@ impl<'m> Fields<'m> {
         }
         let read = |c: &mut Checker, k: &str| m.get(k).and_then(|v| bytes_value(c, &format!("sizes.{k}"), v));
         let (from, to) = (read(c, "from"), read(c, "to"));
-        let factor = m.get("factor").map_or(Some(2), |v| uint_value(c, "sizes.factor", v, 2));
+        let factor = m.get("factor").map_or(Some(2), |v| uint_value(c, "sizes.factor", v, Bounds::new(2, u64::MAX)));
         match (from, to, factor) {
             (Some(f), Some(t), Some(x)) if f >= 1 && f <= t => sweep(f, t, x),
             (Some(f), Some(t), Some(_)) => {
@@ -435,7 +540,7 @@ impl<'m> Fields<'m> {
                 let ids: Vec<u32> = ids
                     .iter()
                     .enumerate()
-                    .filter_map(|(i, v)| uint_value(c, &format!("prompt.tokens[{i}]"), v, 0).map(|n| n as u32))
+                    .filter_map(|(i, v)| uint_value(c, &format!("prompt.tokens[{i}]"), v, TOKEN_ID))
                     .collect();
                 Prompt::Tokens(ids)
             }
@@ -444,8 +549,8 @@ impl<'m> Fields<'m> {
                 default
             }
             (None, Some(len)) => {
-                let length = uint_value(c, "prompt.length", len, 1).unwrap_or(32) as u32;
-                let seed = m.get("seed").and_then(|v| uint_value(c, "prompt.seed", v, 0)).unwrap_or(0);
+                let length = uint_value(c, "prompt.length", len, COUNT32).unwrap_or(32);
+                let seed = m.get("seed").and_then(|v| uint_value(c, "prompt.seed", v, SEED)).unwrap_or(0);
                 Prompt::Seeded { length, seed }
             }
             (None, None) => {
@@ -457,12 +562,12 @@ impl<'m> Fields<'m> {
 
     /// The `dispatch` kind's parameters.
     pub fn dispatch_params(&self, c: &mut Checker) -> DispatchParams {
-        let tokens = self.uint_axis(c, "tokens", vec![1, 8, 64, 512], 1);
+        let tokens = self.uint_axis(c, "tokens", vec![1, 8, 64, 512], COUNT32);
         DispatchParams {
             tokens,
-            top_k: self.uint(c, "top_k", 2, 1) as u32,
-            hidden: self.uint(c, "hidden", 768, 1) as u32,
-            iterations: self.uint(c, "iterations", 20, 1) as u32,
+            top_k: self.uint(c, "top_k", 2, COUNT32),
+            hidden: self.uint(c, "hidden", 768, COUNT32),
+            iterations: self.uint(c, "iterations", 20, REPEATS),
         }
     }
 
@@ -492,7 +597,7 @@ impl<'m> Fields<'m> {
                     .collect()
             }
         };
-        ModelParams { devices, context: self.uint(c, "context", 4096, 0), imbalance: self.imbalance(c) }
+        ModelParams { devices, context: self.uint(c, "context", 4096, CONTEXT), imbalance: self.imbalance(c) }
     }
 
     /// `imbalance` (kind model): a number from 1 (even routing) to 64, default 1.

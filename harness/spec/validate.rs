@@ -220,12 +220,12 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         path: PathBuf::from(path),
         spec_digest: hex::encode(Sha256::digest(text.as_bytes())),
         models,
-        weights_seed: fields.uint(c, "weights_seed", 0, 0),
+        weights_seed: fields.uint(c, "weights_seed", 0, super::fields::SEED),
         strategies,
-        worlds: fields.uint_axis(c, "world", vec![default_world(kind)], 1),
+        worlds: fields.uint_axis(c, "world", vec![default_world(kind)], super::fields::WORLD),
         links,
         threads: fields.threads(c),
-        sequences: fields.uint_axis(c, "sequences", vec![1], 1),
+        sequences: fields.uint_axis(c, "sequences", vec![1], super::fields::SEQUENCES),
         heads: fields.choice_axis(
             c,
             "head",
@@ -233,8 +233,8 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
             HeadPlacement::Split,
         ),
         dtypes: fields.dtypes(c, kind),
-        new_tokens: fields.uint_axis(c, "new_tokens", vec![25], 1),
-        overlap: fields.uint_axis(c, "overlap", vec![0], 0),
+        new_tokens: fields.new_tokens(c),
+        overlap: fields.uint_axis(c, "overlap", vec![0], super::fields::OVERLAP),
         routing_skew: fields.number_axis(c, "routing_skew", MAX_ROUTING_SKEW),
         decode_strategies: fields.choice_axis(
             c,
@@ -249,8 +249,8 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
             ContextBlocks::Contiguous,
         ),
         devices: fields.choice_axis(c, "device", &[("cpu", Device::Cpu), ("cuda", Device::Cuda)], Device::Cpu),
-        repetitions: fields.uint(c, "repetitions", default_repetitions(kind), 1) as u32,
-        warmup: fields.uint(c, "warmup", default_warmup(kind), 0) as u32,
+        repetitions: fields.uint(c, "repetitions", default_repetitions(kind), super::fields::REPEATS),
+        warmup: fields.uint(c, "warmup", default_warmup(kind), super::fields::WARMUP),
         timeout_s: fields.timeout(c),
         requires: fields.requires(c),
         launcher: fields.launcher(c),
@@ -258,7 +258,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         interface: fields.interface(c),
         exclude: fields.exclude(c),
         collectives: (kind == Kind::Collectives).then(|| fields.collective_params(c)),
-        membw: (kind == Kind::Membw).then(|| MembwParams { buffer_bytes: fields.bytes(c, "buffer", 512 << 20) }),
+        membw: (kind == Kind::Membw).then(|| MembwParams { buffer_bytes: fields.buffer(c) }),
         decode: (kind == Kind::Decode).then(|| DecodeParams { prompt: fields.prompt(c) }),
         dispatch: (kind == Kind::Dispatch).then(|| fields.dispatch_params(c)),
         model: (kind == Kind::Model).then(|| fields.model_params(c)),
@@ -272,7 +272,7 @@ fn default_world(kind: Kind) -> u32 {
     }
 }
 
-fn default_repetitions(kind: Kind) -> u64 {
+fn default_repetitions(kind: Kind) -> u32 {
     match kind {
         Kind::Collectives | Kind::Dispatch | Kind::Model => 1,
         Kind::Membw => 5,
@@ -280,7 +280,7 @@ fn default_repetitions(kind: Kind) -> u64 {
     }
 }
 
-fn default_warmup(kind: Kind) -> u64 {
+fn default_warmup(kind: Kind) -> u32 {
     match kind {
         Kind::Collectives | Kind::Dispatch => 5,
         Kind::Model => 0,
