@@ -62,6 +62,15 @@ impl From<anyhow::Error> for Error {
     }
 }
 
+impl From<crate::report::origin::OriginError> for Error {
+    fn from(e: crate::report::origin::OriginError) -> Self {
+        match e {
+            crate::report::origin::OriginError::OtherStore { .. } => Error::Usage(e.to_string()),
+            crate::report::origin::OriginError::Write { .. } => Error::Failed(e.into()),
+        }
+    }
+}
+
 /// Errors of the parts below the CLI that stop a command with exit 1.
 macro_rules! failed_from {
     ($($t:ty),*) => {$(
@@ -125,6 +134,10 @@ pub enum Command {
         /// Run only runs whose experiment name or label matches NAME|GLOB (`*`, `?`); repeatable.
         #[arg(long, value_name = "NAME|GLOB")]
         only: Vec<String>,
+        /// Render the register into DIR (default: beside the manifests folder: `reports` for
+        /// `manifests`, else `<name>-reports`); a DIR holding another store's register exits 2.
+        #[arg(long, value_name = "DIR", conflicts_with = "no_report")]
+        out: Option<PathBuf>,
     },
     /// Render reports/evidence.md (and figures, CSV tables) from manifests/.
     Report {
@@ -233,8 +246,8 @@ fn dispatch(command: Command) -> Result<i32> {
     match command {
         Command::Validate { paths, max_runs } => validate::run(&paths, max_runs),
         Command::Plan { paths, json, max_runs } => plan::run(&paths, json, max_runs),
-        Command::Run { paths, force, no_report, wait, max_runs, only } => {
-            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only })
+        Command::Run { paths, force, no_report, wait, max_runs, only, out } => {
+            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, out })
         }
         Command::Report { manifests, out, wait, history } => report::run_with_history(&manifests, &out, wait, history.as_deref()),
         Command::Audit { manifests, json } => audit::run(&manifests, json),

@@ -2,6 +2,7 @@
 
 use super::Error;
 use crate::manifest::lock::StoreLock;
+use crate::report::origin;
 use std::path::Path;
 
 /// Renders `out/evidence.md` (and figures and tables) from `manifests`. It only reads the
@@ -14,13 +15,18 @@ pub fn run(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
             manifests.display()
         )));
     }
+    // Refused before the output folder's lock file is touched; `render` checks again under it.
+    origin::check(out, manifests)?;
     render(manifests, out, wait)
 }
 
-/// Renders the register while holding the lock of the output folder `out`.
+/// Renders the register while holding the lock of the output folder `out`; refuses (exit 2) an
+/// `out` holding the register of another manifests folder, and records `manifests` in `out`.
 pub fn render(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
     let _lock = StoreLock::acquire(out, wait).map_err(|e| Error::Usage(e.to_string()))?;
+    origin::check(out, manifests)?;
     let written = crate::report::render_all(manifests, out)?;
+    origin::record(out, manifests)?;
     eprintln!("parlab: wrote {}", written.display());
     Ok(crate::exitcode::OK)
 }

@@ -6,6 +6,7 @@ use crate::launch::{leftovers, signals};
 use crate::manifest::caveat::Caveat;
 use crate::manifest::lock::StoreLock;
 use crate::manifest::{self, Launch, Manifest, Status};
+use crate::report::origin;
 use crate::spec::{load_suite_limited, Kind, RunPlan};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,8 @@ pub struct RunOptions {
     pub max_runs: usize,
     /// Run only the runs whose experiment name or label matches one of these globs.
     pub only: Vec<String>,
+    /// Where to render the register (None: beside the manifests folder).
+    pub out: Option<PathBuf>,
 }
 
 /// Runs every expanded run in order; exit 1 if any failed, 0 otherwise, 128+N on signal N.
@@ -39,6 +42,11 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     let whole_suite = suite.clone();
     let runs = first_of_each_identity(super::select::only(suite, &options.only)?);
     let dir = manifest::manifests_dir();
+    let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
+    if let Some(out) = &out {
+        // Refused before anything runs; the render checks again under the output folder's lock.
+        origin::check(out, &dir)?;
+    }
     let _lock = StoreLock::acquire(&dir, options.wait).map_err(|e| Error::Usage(e.to_string()))?;
     let mut notes = end_leftovers(&dir);
     eprintln!("parlab: probing the machine (gates)");
@@ -75,8 +83,8 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
         return Ok(signals::exit_code(sig));
     }
     retire(&dir, &whole_suite)?;
-    if !options.no_report {
-        super::report::render(&dir, Path::new("reports"), true)?;
+    if let Some(out) = &out {
+        super::report::render(&dir, out, true)?;
     }
     eprintln!("parlab: {total} runs, {failed} failed; manifests in {}", dir.display());
     Ok(if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK })

@@ -13,6 +13,7 @@ pub mod header;
 pub mod markdown;
 pub mod measured;
 pub mod modelled;
+pub mod origin;
 pub mod status;
 pub mod templates;
 

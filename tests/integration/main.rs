@@ -12,6 +12,7 @@ mod manifest_io;
 mod multihost;
 mod nightly;
 mod reliability;
+mod register_store;
 mod report;
 mod slurm;
 mod spec_corpus;

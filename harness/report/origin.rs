@@ -1,0 +1,104 @@
+//! Which manifests folder a register was rendered from: `OUT/.parlab-store` names it, and a
+//! render refuses to replace a register of another store.
+
+use std::path::{Path, PathBuf};
+
+/// The file in an output folder naming the manifests folder its register was rendered from
+/// (relative to the output folder when the two are siblings, else absolute).
+pub const STAMP: &str = ".parlab-store";
+
+/// Why a register could not be rendered into a folder, or its store not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginError {
+    /// The output folder holds the register of another manifests folder.
+    #[error(
+        "{out}: holds the register rendered from {theirs}, not from {ours}; pass --out DIR to render {ours}'s register elsewhere, or remove {out} to replace it"
+    )]
+    OtherStore {
+        /// The output folder.
+        out: PathBuf,
+        /// The manifests folder its stamp names.
+        theirs: PathBuf,
+        /// The manifests folder this render reads.
+        ours: PathBuf,
+    },
+    /// The stamp could not be written.
+    #[error("cannot write {path}: {cause}")]
+    Write {
+        /// The stamp file.
+        path: PathBuf,
+        /// The I/O error (not a `source`, so a chain printer shows it once).
+        cause: std::io::Error,
+    },
+}
+
+/// The register's folder beside the manifests folder `store`: `reports` beside a folder named
+/// `manifests` (so `manifests` gives `reports`), else `<name>-reports` beside it.
+pub fn default_out(store: &Path) -> PathBuf {
+    let named = match store.file_name() {
+        Some(_) => store.to_path_buf(),
+        None => std::path::absolute(store).unwrap_or_else(|_| store.to_path_buf()),
+    };
+    let Some(name) = named.file_name().map(|n| n.to_string_lossy().into_owned()) else { return named.join("reports") };
+    let sibling = if name == "manifests" { "reports".to_string() } else { format!("{name}-reports") };
+    named.with_file_name(sibling)
+}
+
+/// A folder's identity for comparison: its canonical path, or its absolute path if it is gone.
+fn identity(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).or_else(|_| std::path::absolute(path)).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The manifests folder `out`'s register was rendered from, if its stamp says.
+pub fn rendered_from(out: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(out.join(STAMP)).ok()?;
+    let line = text.lines().next().map(str::trim).filter(|l| !l.is_empty())?;
+    Some(out.join(line))
+}
+
+/// Refuses when `out` holds a register rendered from a manifests folder other than `store`
+/// (a folder without a stamp, from before stamps or never rendered, may be written).
+pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
+    match rendered_from(out).map(|p| identity(&p)) {
+        Some(theirs) if theirs != identity(store) => Err(OriginError::OtherStore { out: out.to_path_buf(), theirs, ours: store.to_path_buf() }),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `out`'s stamp naming `store` (`../manifests` when they are siblings).
+pub fn record(out: &Path, store: &Path) -> Result<(), OriginError> {
+    let (out_id, store_id) = (identity(out), identity(store));
+    let text = match (out_id.parent(), store_id.parent(), store_id.file_name()) {
+        (Some(a), Some(b), Some(name)) if a == b => Path::new("..").join(name),
+        _ => store_id.clone(),
+    };
+    let path = out.join(STAMP);
+    crate::manifest::write_atomic(&path, format!("{}\n", text.display()).as_bytes()).map_err(|cause| OriginError::Write { path, cause })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_register_sits_beside_its_store() {
+        assert_eq!(default_out(Path::new("manifests")), PathBuf::from("reports"));
+        assert_eq!(default_out(Path::new("/tmp/x")), PathBuf::from("/tmp/x-reports"));
+        assert_eq!(default_out(Path::new("/srv/run/manifests")), PathBuf::from("/srv/run/reports"));
+    }
+
+    #[test]
+    fn a_register_of_another_store_is_refused_and_its_own_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, out) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("reports"));
+        for d in [&a, &b, &out] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        check(&out, &a).unwrap();
+        record(&out, &a).unwrap();
+        assert_eq!(std::fs::read_to_string(out.join(STAMP)).unwrap(), "../a\n");
+        check(&out, &a).unwrap();
+        let err = check(&out, &b).unwrap_err().to_string();
+        assert!(err.contains(&identity(&a).display().to_string()) && err.contains(&b.display().to_string()), "{err}");
+    }
+}

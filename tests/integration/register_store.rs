@@ -1,0 +1,77 @@
+//! The register stays with its store: `parlab run` renders beside its manifests folder (or into
+//! `--out DIR`), and no render replaces a register rendered from another manifests folder.
+
+use super::launch::{small_collectives, Suite};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn parlab(dir: &Path, args: &[&str], manifests: &Path) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.args(args).current_dir(dir).env("PARLAB_MANIFESTS", manifests).env_remove("PARLAB_FAULT");
+    cmd.output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                files.insert(path.clone(), std::fs::read(&path).unwrap_or_default());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn a_run_on_another_store_from_the_project_root_leaves_reports_byte_identical() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let reports = root.join("reports");
+    let before = snapshot(&reports);
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = tmp.path().join("spec.yaml");
+    std::fs::write(&spec, small_collectives("elsewhere", "60s", "")).unwrap();
+    let store = tmp.path().join("x");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.arg("run").arg(&spec).current_dir(root).env("PARLAB_MANIFESTS", &store).env("PARLAB_STATE", tmp.path().join("state"));
+    let out = cmd.env_remove("PARLAB_FAULT").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(snapshot(&reports) == before, "reports/ changed under a run on {}", store.display());
+    let beside = tmp.path().join("x-reports");
+    assert!(beside.join("evidence.md").is_file(), "the register is rendered beside its store: {}", stderr(&out));
+    assert!(stderr(&out).contains(&beside.join("evidence.md").display().to_string()), "{}", stderr(&out));
+}
+
+#[test]
+fn run_out_renders_there_and_a_register_of_another_store_is_refused_naming_both() {
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    let dir = suite.dir.path();
+    let (a, b, register) = (dir.join("a"), dir.join("b"), dir.join("register"));
+    let first = parlab(dir, &["run", "specs", "--out", "register"], &a);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert!(register.join("evidence.md").is_file() && !dir.join("reports").exists(), "rendered into --out only");
+    let rendered = snapshot(&register);
+    for args in [&["run", "specs", "--out", "register"][..], &["report", "--manifests", "b", "--out", "register"][..]] {
+        std::fs::create_dir_all(&b).unwrap();
+        let out = parlab(dir, args, &b);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let text = stderr(&out);
+        let theirs = format!("register: holds the register rendered from {}, not from ", std::fs::canonicalize(&a).unwrap().display());
+        assert!(text.contains(&theirs) && text.contains("b's register"), "{args:?}: {text}");
+        assert!(snapshot(&register) == rendered, "{args:?} changed the register of another store");
+        std::fs::remove_dir_all(&b).unwrap();
+    }
+    let again = parlab(dir, &["report", "--manifests", "a", "--out", "register"], &a);
+    assert_eq!(again.status.code(), Some(0), "its own store renders again: {}", stderr(&again));
+}
