@@ -18,7 +18,7 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
     };
     let bytes = value * factor;
     // 2^64 and above would saturate to u64::MAX: refused, never truncated.
-    let fits = bytes.is_finite() && bytes >= 0.0 && bytes < 18_446_744_073_709_551_616.0;
+    let fits = (0.0..18_446_744_073_709_551_616.0).contains(&bytes);
     (fits && bytes.fract() == 0.0).then_some(bytes as u64)
 }
 

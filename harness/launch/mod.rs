@@ -88,7 +88,9 @@ pub fn timeout_duration(seconds: f64) -> Result<Duration, String> {
     let max = crate::spec::fields::MAX_TIMEOUT_S;
     match Duration::try_from_secs_f64(seconds) {
         Ok(limit) if seconds > 0.0 && seconds <= max => Ok(limit),
-        _ => Err(format!("the plan's timeout of {seconds:e} s is not one parlab can wait for (more than 0, at most {max} s); nothing was launched")),
+        _ => Err(format!(
+            "the plan's timeout of {seconds:e} s is not one parlab can wait for (more than 0, at most {max} s); nothing was launched"
+        )),
     }
 }
 

@@ -60,7 +60,9 @@ pub fn rendered_from(out: &Path) -> Option<PathBuf> {
 /// (a folder without a stamp, from before stamps or never rendered, may be written).
 pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
     match rendered_from(out).map(|p| identity(&p)) {
-        Some(theirs) if theirs != identity(store) => Err(OriginError::OtherStore { out: out.to_path_buf(), theirs, ours: store.to_path_buf() }),
+        Some(theirs) if theirs != identity(store) => {
+            Err(OriginError::OtherStore { out: out.to_path_buf(), theirs, ours: store.to_path_buf() })
+        }
         _ => Ok(()),
     }
 }

@@ -270,11 +270,8 @@ fn sequence_problem(e: &Experiment, p: &Point, cfg: &ModelConfig) -> Option<(Str
         0 => "none (its config.json gives no n_positions or max_position_embeddings)".to_string(),
         n => format!("{n} (n_positions in its config.json)"),
     };
-    let message = format!(
-        "a prompt of {} tokens and {} new tokens need {needed} positions; the model holds {holds}",
-        prompt.len(),
-        p.new_tokens
-    );
+    let message =
+        format!("a prompt of {} tokens and {} new tokens need {needed} positions; the model holds {holds}", prompt.len(), p.new_tokens);
     Some((key.to_string(), message))
 }
 

@@ -309,7 +309,10 @@ impl<'m> Fields<'m> {
                 Value::String(s) if s == "all" => Some(Threads::All),
                 Value::Number(_) => uint_value(c, &k, v, THREADS).map(Threads::Count),
                 other => {
-                    c.report(&k, format!("expected a number ≥ 1, `auto` or `all`, found {} (allowed: 1 to {MAX_THREADS})", describe(other)));
+                    c.report(
+                        &k,
+                        format!("expected a number ≥ 1, `auto` or `all`, found {} (allowed: 1 to {MAX_THREADS})", describe(other)),
+                    );
                     None
                 }
             })
@@ -360,10 +363,15 @@ impl<'m> Fields<'m> {
         if bytes < MIN_BUFFER_BYTES {
             c.report(
                 "buffer",
-                format!("a buffer of {bytes} bytes holds no f32 value, so membw would stream nothing; give {MIN_BUFFER_BYTES} bytes or more"),
+                format!(
+                    "a buffer of {bytes} bytes holds no f32 value, so membw would stream nothing; give {MIN_BUFFER_BYTES} bytes or more"
+                ),
             );
         } else if !bytes.is_multiple_of(4) {
-            c.report("buffer", format!("{bytes} bytes is not a whole number of 4-byte f32 values, which membw streams; give a multiple of 4"));
+            c.report(
+                "buffer",
+                format!("{bytes} bytes is not a whole number of 4-byte f32 values, which membw streams; give a multiple of 4"),
+            );
         }
         bytes
     }
@@ -537,11 +545,8 @@ impl<'m> Fields<'m> {
                 default
             }
             (Some(Value::Sequence(ids)), None) if !ids.is_empty() => {
-                let ids: Vec<u32> = ids
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, v)| uint_value(c, &format!("prompt.tokens[{i}]"), v, TOKEN_ID))
-                    .collect();
+                let ids: Vec<u32> =
+                    ids.iter().enumerate().filter_map(|(i, v)| uint_value(c, &format!("prompt.tokens[{i}]"), v, TOKEN_ID)).collect();
                 Prompt::Tokens(ids)
             }
             (Some(v), None) => {

@@ -59,8 +59,16 @@ const KEYS: &[(&str, &str, Accepts)] = &[
     ("overlap", "kind: decode\nmodel: gpt2\nstrategy: tensor\nworld: 2\nprompt: {length: 4, seed: 1}\noverlap: {v}\n", whole(0, 64)),
     ("prompt.length", "kind: decode\nmodel: gpt2\nstrategy: data\nnew_tokens: 4\nprompt: {length: {v}}\n", whole(1, 1_020)),
     ("prompt.tokens", "kind: decode\nmodel: gpt2\nstrategy: data\nnew_tokens: 4\nprompt: {tokens: [{v}]}\n", whole(0, 50_256)),
-    ("prompt.seed", "kind: decode\nmodel: gpt2\nstrategy: data\nnew_tokens: 4\nprompt: {length: 4, seed: {v}}\n", whole(0, u64::MAX as i128)),
-    ("weights_seed", "kind: decode\nmodel: gpt2\nstrategy: data\nnew_tokens: 4\nprompt: {length: 4}\nweights_seed: {v}\n", whole(0, u64::MAX as i128)),
+    (
+        "prompt.seed",
+        "kind: decode\nmodel: gpt2\nstrategy: data\nnew_tokens: 4\nprompt: {length: 4, seed: {v}}\n",
+        whole(0, u64::MAX as i128),
+    ),
+    (
+        "weights_seed",
+        "kind: decode\nmodel: gpt2\nstrategy: data\nnew_tokens: 4\nprompt: {length: 4}\nweights_seed: {v}\n",
+        whole(0, u64::MAX as i128),
+    ),
     ("tokens", "kind: dispatch\ntokens: {v}\n", whole(1, U32)),
     ("top_k", "kind: dispatch\ntop_k: {v}\n", whole(1, U32)),
     ("hidden", "kind: dispatch\nhidden: {v}\n", whole(1, U32)),
