@@ -125,6 +125,9 @@ pub enum Command {
         /// Run only runs whose experiment name or label matches NAME|GLOB (`*`, `?`); repeatable.
         #[arg(long, value_name = "NAME|GLOB")]
         only: Vec<String>,
+        /// Launch every run K times (overrides the specs' `launches`; nightly use: 5).
+        #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=100))]
+        launches: Option<u32>,
     },
     /// Render reports/evidence.md (and figures, CSV tables) from manifests/.
     Report {
@@ -158,9 +161,6 @@ pub enum Command {
         /// Tonight's manifests folder.
         #[arg(long, default_value = "manifests")]
         manifests: PathBuf,
-        /// Where a night has no raw samples: the fraction a summary median may worsen before it is REGRESSED.
-        #[arg(long, default_value_t = 0.25)]
-        tolerance: f64,
         /// The smallest relative change of medians that counts as REGRESSED or IMPROVED.
         #[arg(long, default_value_t = 0.10)]
         min_effect: f64,
@@ -233,13 +233,13 @@ fn dispatch(command: Command) -> Result<i32> {
     match command {
         Command::Validate { paths, max_runs } => validate::run(&paths, max_runs),
         Command::Plan { paths, json, max_runs } => plan::run(&paths, json, max_runs),
-        Command::Run { paths, force, no_report, wait, max_runs, only } => {
-            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only })
+        Command::Run { paths, force, no_report, wait, max_runs, only, launches } => {
+            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, launches })
         }
         Command::Report { manifests, out, wait, history } => report::run_with_history(&manifests, &out, wait, history.as_deref()),
         Command::Audit { manifests, json } => audit::run(&manifests, json),
-        Command::Nightly { baseline, manifests, tolerance, min_effect, fdr, junit, summary, json, history } => {
-            let policy = crate::nightly::Policy { tolerance, min_effect, fdr };
+        Command::Nightly { baseline, manifests, min_effect, fdr, junit, summary, json, history } => {
+            let policy = crate::nightly::Policy { min_effect, fdr };
             nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json, history })
         }
         Command::Gates { json } => gates::run(json),

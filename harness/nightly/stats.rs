@@ -1,5 +1,7 @@
-//! The statistics of a night's verdicts: Mann–Whitney U (Mann and Whitney 1947), the smallest
-//! p-value two sample sizes can reach (asv's power guard), and Benjamini–Hochberg (1995).
+//! The statistics of a night's verdicts: Welch's t on the logarithms of per-launch values
+//! (Welch 1947), Benjamini–Hochberg (1995), a scaled median absolute deviation for a figure's
+//! night-to-night noise; Mann–Whitney U (Mann and Whitney 1947) with the smallest p-value two
+//! sample sizes can reach (asv's power guard) for the history's change points.
 
 /// Samples up to this combined size get the exact permutation distribution of U.
 pub const EXACT_MAX_N: usize = 20;
@@ -133,6 +135,125 @@ pub fn erfc(x: f64) -> f64 {
     }
 }
 
+/// Welch's two-sample t-test of `ln b` against `ln a` (unequal variances, Welch–Satterthwaite
+/// degrees of freedom).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TTest {
+    /// t of the difference of mean logarithms, tonight minus baseline.
+    pub t: f64,
+    /// Welch–Satterthwaite degrees of freedom.
+    pub df: f64,
+    /// Two-sided p-value from Student's t distribution with `df` degrees of freedom.
+    pub p: f64,
+}
+
+/// The fewest values a side needs for [`welch_log`]: a variance from at least two degrees of freedom.
+pub const MIN_PER_SIDE: usize = 3;
+
+/// Mean and sample variance of `x`.
+fn mean_var(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    (mean, x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0))
+}
+
+/// Welch's t-test on the logarithms of `a` (baseline) and `b` (tonight): a ratio of geometric
+/// means, so a 1.5× slowdown is the same effect for a microsecond and a second. None when a
+/// side has fewer than [`MIN_PER_SIDE`] positive finite values.
+pub fn welch_log(a: &[f64], b: &[f64]) -> Option<TTest> {
+    let logs = |v: &[f64]| v.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect::<Vec<f64>>();
+    let (a, b) = (logs(a), logs(b));
+    if a.len() < MIN_PER_SIDE || b.len() < MIN_PER_SIDE {
+        return None;
+    }
+    let ((ma, va), (mb, vb)) = (mean_var(&a), mean_var(&b));
+    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
+    let se = (sa + sb).sqrt();
+    if se == 0.0 {
+        let df = (a.len() + b.len() - 2) as f64;
+        return Some(if ma == mb { TTest { t: 0.0, df, p: 1.0 } } else { TTest { t: (mb - ma).signum() * f64::INFINITY, df, p: 0.0 } });
+    }
+    let df = (sa + sb).powi(2) / (sa * sa / (a.len() - 1) as f64 + sb * sb / (b.len() - 1) as f64);
+    let t = (mb - ma) / se;
+    Some(TTest { t, df, p: student_t_two_sided(t, df) })
+}
+
+/// Two-sided p of Student's t with `df` degrees of freedom: I_{df/(df+t²)}(df/2, 1/2).
+pub fn student_t_two_sided(t: f64, df: f64) -> f64 {
+    if !t.is_finite() {
+        return 0.0;
+    }
+    incomplete_beta(df / 2.0, 0.5, df / (df + t * t)).clamp(0.0, 1.0)
+}
+
+/// ln Γ(x) for x > 0 (Lanczos, g = 7, nine coefficients: about 15 significant digits).
+fn ln_gamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    let x = x - 1.0;
+    let sum = G[1..].iter().enumerate().fold(G[0], |s, (i, g)| s + g / (x + i as f64 + 1.0));
+    let t = x + 7.5;
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
+}
+
+/// The regularised incomplete beta function I_x(a, b) (continued fraction, modified Lentz).
+pub fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
+    if x < (a + 1.0) / (a + b + 2.0) {
+        front * beta_fraction(a, b, x) / a
+    } else {
+        1.0 - front * beta_fraction(b, a, 1.0 - x) / b
+    }
+}
+
+/// The continued fraction of I_x(a, b) (Numerical Recipes' `betacf`).
+fn beta_fraction(a: f64, b: f64, x: f64) -> f64 {
+    const TINY: f64 = 1e-300;
+    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
+    let mut c = 1.0;
+    let mut d = 1.0 - qab * x / qap;
+    d = 1.0 / if d.abs() < TINY { TINY } else { d };
+    let mut h = d;
+    for m in 1..300 {
+        let m = f64::from(m);
+        let m2 = 2.0 * m;
+        for aa in [m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))] {
+            d = 1.0 + aa * d;
+            d = 1.0 / if d.abs() < TINY { TINY } else { d };
+            c = 1.0 + aa / c;
+            c = if c.abs() < TINY { TINY } else { c };
+            h *= d * c;
+        }
+        if (d * c - 1.0).abs() < 1e-15 {
+            break;
+        }
+    }
+    h
+}
+
+/// The median absolute deviation of `v` scaled by 1.4826 (a standard deviation for normal
+/// data, robust to a few wild values); None when `v` is empty.
+pub fn scaled_mad(v: &[f64]) -> Option<f64> {
+    let m = median(v)?;
+    let deviations: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    median(&deviations).map(|d| 1.4826 * d)
+}
+
 /// The median of `v` (NaNs dropped); None when empty.
 pub fn median(v: &[f64]) -> Option<f64> {
     crate::collect::stats::Stats::of(v).map(|s| s.median)
@@ -178,6 +299,24 @@ mod tests {
         let t = mann_whitney(&a, &b).unwrap();
         assert!(t.exact && (t.p - brute).abs() < 1e-12, "{} vs {brute}", t.p);
         assert!(t.p < 0.2 && t.p > 0.01, "{}", t.p);
+    }
+
+    #[test]
+    fn student_t_and_welch_match_published_values() {
+        // Two-sided 5% critical values of Student's t: df 10 -> 2.228, df 4 -> 2.776, df 1 -> 12.706.
+        for (t, df) in [(2.228_139, 10.0), (2.776_445, 4.0), (12.706_2, 1.0)] {
+            assert!((student_t_two_sided(t, df) - 0.05).abs() < 1e-4, "t {t} df {df}: {}", student_t_two_sided(t, df));
+        }
+        assert!((student_t_two_sided(0.0, 7.0) - 1.0).abs() < 1e-12);
+        assert!((incomplete_beta(2.0, 3.0, 0.4) - 0.5248).abs() < 1e-4, "I_0.4(2,3) = 0.5248");
+        // Welch by hand: logs 0,0.1,0.2 vs 0.5,0.6,0.7 -> t = 0.5 / sqrt(0.01/3 + 0.01/3) = 6.124, df 4.
+        let e = |v: &[f64]| v.iter().map(|x| x.exp()).collect::<Vec<f64>>();
+        let t = welch_log(&e(&[0.0, 0.1, 0.2]), &e(&[0.5, 0.6, 0.7])).unwrap();
+        assert!((t.t - 6.123_724).abs() < 1e-5 && (t.df - 4.0).abs() < 1e-9, "{t:?}");
+        assert!((t.p - 0.003_6).abs() < 2e-4, "{t:?}");
+        assert!(welch_log(&[1.0, 2.0], &[1.0, 2.0, 3.0]).is_none(), "two launches give no variance worth the name");
+        assert_eq!(welch_log(&[1.0; 3], &[1.0; 4]).unwrap().p, 1.0);
+        assert!((scaled_mad(&[1.0, 2.0, 3.0, 4.0, 100.0]).unwrap() - 1.4826).abs() < 1e-12, "one wild value barely moves it");
     }
 
     #[test]

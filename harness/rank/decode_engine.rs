@@ -317,6 +317,7 @@ impl<'a> Engine<'a> {
                 }
             }
             self.rounds_part().placement.synchronize();
+            super::fault::stretch(t0.elapsed());
             steps.push((t0.elapsed().as_secs_f64(), link.comm.stats().seconds - c0));
         }
         drop(single);

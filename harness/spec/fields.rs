@@ -96,6 +96,17 @@ impl<'m> Fields<'m> {
         }
     }
 
+    /// A whole number from `min` to `max`, or `default` when absent (or out of range, reported).
+    pub fn uint_at_most(&self, c: &mut Checker, key: &str, default: u64, min: u64, max: u64) -> u64 {
+        match self.uint(c, key, default, min) {
+            n if n > max => {
+                c.report(key, format!("must be at most {max}, found {n}"));
+                default
+            }
+            n => n,
+        }
+    }
+
     /// An axis of whole numbers ≥ `min` (scalar or list).
     pub fn uint_axis(&self, c: &mut Checker, key: &str, default: Vec<u32>, min: u64) -> Vec<u32> {
         let Some(v) = self.get(key) else { return default };

@@ -51,7 +51,11 @@ const KIND_KEYS: &[(&str, &[Kind])] = &[
     ("devices", &[Kind::Model]),
     ("context", &[Kind::Model]),
     ("imbalance", &[Kind::Model]),
+    ("launches", &[Kind::Collectives, Kind::Membw, Kind::Decode, Kind::Dispatch]),
 ];
+
+/// The most launches a spec may ask of one run.
+pub const MAX_LAUNCHES: u64 = 100;
 
 /// The keys whose list values the matrix expands ([`Axis`]'s names).
 pub const AXES: &[&str] = &Axis::names();
@@ -251,6 +255,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         devices: fields.choice_axis(c, "device", &[("cpu", Device::Cpu), ("cuda", Device::Cuda)], Device::Cpu),
         repetitions: fields.uint(c, "repetitions", default_repetitions(kind), 1) as u32,
         warmup: fields.uint(c, "warmup", default_warmup(kind), 0) as u32,
+        launches: fields.uint_at_most(c, "launches", 1, 1, MAX_LAUNCHES) as u32,
         timeout_s: fields.timeout(c),
         requires: fields.requires(c),
         launcher: fields.launcher(c),
