@@ -2,9 +2,10 @@
 //!
 //! Actions: `exit:CODE` (the rank exits with CODE before its workload), `signal:SIG` (it sends
 //! itself signal SIG), `hang` (it sleeps forever), `wrong` (its collective results are corrupted
-//! after each operation, so the exact check fails), `slow:FACTOR` (every timed decode step and
-//! collective call takes FACTOR times as long: the rank waits FACTOR − 1 times the measured
-//! time inside the timed region; `:rankN` may be left out, then every rank is slowed).
+//! after each operation, so the exact check fails), `slow:FACTOR` (every timed decode prefill
+//! and step and every timed collective call takes FACTOR times as long: the rank waits
+//! FACTOR − 1 times the measured time inside the timed region; `:rankN` may be left out, then
+//! every rank is slowed).
 //! `@experiment` limits it to one experiment.
 
 use std::sync::OnceLock;

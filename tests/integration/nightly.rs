@@ -620,7 +620,30 @@ fn report_draws_the_history_beside_the_register() {
     assert!(!fresh.path().join("r").exists(), "nothing written");
 }
 
-/// The end-to-end suite: all-reduce over shared memory at 2 ranks (4 B to 16 KiB by ×16) and
+#[test]
+fn a_cached_run_with_fewer_launches_than_asked_is_measured_again() {
+    let suite = super::launch::Suite::new();
+    suite.spec("one", &super::launch::small_collectives("one", "60s", ""));
+    let run = |extra: &[&str]| {
+        let out = suite.parlab(&[&["run", "specs", "--no-report"], extra].concat());
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        suite.manifest("one")
+    };
+    let once = run(&[]);
+    assert_eq!(once.launches.as_ref().map(|l| (l.count, l.figures["all-reduce 4 B median"].len())), Some((1, 1)));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let thrice = run(&["--launches", "3"]);
+    assert_ne!(thrice.started_at, once.started_at, "1 launch cached, 3 asked: measured again");
+    assert_eq!(thrice.run_id, once.run_id, "the same run identity");
+    let l = thrice.launches.as_ref().unwrap();
+    assert_eq!((l.count, l.figures["all-reduce 4096 B median"].len()), (3, 3));
+    assert!(suite.manifests().join(&thrice.run_id).join("launch-2").is_dir() && !suite.manifests().join(&thrice.run_id).join("launch-3").exists());
+    assert_eq!(run(&["--launches", "2"]), thrice, "3 launches cached, 2 asked: skipped");
+    let out = suite.parlab(&["run", "specs", "--no-report", "--launches", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The end-to-end suite: all-reduce over shared memory and TCP at 2 ranks (4 B to 256 KiB by ×16) and
 /// a small seeded GPT-2 (2 layers, width 64) split by tensor at worlds 1 and 2.
 fn e2e_suite() -> super::launch::Suite {
     let suite = super::launch::Suite::new();
@@ -629,13 +652,13 @@ fn e2e_suite() -> super::launch::Suite {
     std::fs::write(model.join("config.json"), super::decode::SMALL).unwrap();
     suite.spec(
         "coll",
-        "name: nightly-coll\nkind: collectives\nworld: 2\nlink: mpi-shm\nops: [all-reduce]\nsizes: [4, 64, 1024, 16384]\n\
-         iterations: 20\nwarmup: 2\nthreads: 1\ntimeout: 60s\n",
+        "name: nightly-coll\nkind: collectives\nworld: 2\nlink: [mpi-shm, mpi-tcp]\nops: [all-reduce]\n\
+         sizes: {from: 4, to: 256KiB, factor: 16}\niterations: 20\nwarmup: 2\nthreads: 1\ntimeout: 60s\n",
     );
     suite.spec(
         "decode",
         "name: nightly-decode\nkind: decode\nmodel: ./small\nstrategy: tensor\nworld: [1, 2]\nlink: mpi-shm\n\
-         prompt: {length: 16, seed: 4}\nnew_tokens: 12\nrepetitions: 3\nwarmup: 1\nthreads: 1\ntimeout: 120s\n",
+         prompt: {length: 16, seed: 4}\nnew_tokens: 12\nrepetitions: 5\nwarmup: 1\nthreads: 1\ntimeout: 120s\n",
     );
     suite
 }
@@ -657,14 +680,20 @@ fn e2e_night(suite: &super::launch::Suite, name: &str, launches: u32, fault: Opt
     dir
 }
 
-/// (REGRESSED, IMPROVED, compared figures, exit code, stdout) of `parlab nightly` on two nights.
-fn e2e_compare(base: &Path, now: &Path) -> (usize, usize, usize, i32, String) {
+/// The verdicts (run, figure, verdict) of `parlab nightly` on two nights, its exit code and its text.
+fn e2e_compare(base: &Path, now: &Path) -> (Vec<(String, String, String)>, i32, String) {
     let out = nightly(base, now, &["--json"]);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let verdicts = value["comparison"]["verdicts"].as_array().unwrap().clone();
-    let count = |v: &str| verdicts.iter().filter(|x| x["verdict"] == v).count();
-    let text = nightly(base, now, &[]);
-    (count("REGRESSED"), count("IMPROVED"), verdicts.len(), text.status.code().unwrap_or(-1), String::from_utf8_lossy(&text.stdout).into())
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let verdicts =
+        value["comparison"]["verdicts"].as_array().unwrap().iter().map(|v| (text(&v["run"]), text(&v["figure"]), text(&v["verdict"]))).collect();
+    let printed = nightly(base, now, &[]);
+    (verdicts, printed.status.code().unwrap_or(-1), String::from_utf8_lossy(&printed.stdout).into())
+}
+
+/// How many of `verdicts` are `verdict`.
+fn count(verdicts: &[(String, String, String)], verdict: &str) -> usize {
+    verdicts.iter().filter(|v| v.2 == verdict).count()
 }
 
 #[test]
@@ -673,29 +702,33 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     let started = std::time::Instant::now();
     let nights: Vec<PathBuf> = (1..=3).map(|n| e2e_night(&suite, &format!("night{n}"), k, None)).collect();
     let slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
-    println!("4 nights of 3 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
+    println!("4 nights of 4 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
     let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
     let launches = manifest.launches.as_ref().expect("per-launch figures");
     assert_eq!((launches.count, launches.figures["decode step median"].len()), (k, k as usize));
+    let samples = nights[0].join(manifest.results.as_ref().unwrap().samples.clone());
+    let frame = parlab::collect::frames::read_parquet(&samples).unwrap();
+    let column = |name: &str| {
+        let c = frame.column(name).unwrap().u32().unwrap().clone();
+        (0..frame.height()).filter_map(|i| c.get(i)).max().unwrap()
+    };
+    assert_eq!((column("launch"), column("repetition")), (k - 1, 5 * k - 1), "every launch's samples kept, repetitions apart");
     let mut quiet = Vec::new();
     for (a, b) in [(0, 1), (1, 2), (0, 2)] {
-        let (regressed, improved, figures, code, text) = e2e_compare(&nights[a], &nights[b]);
-        println!("night {} vs night {}: {figures} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}", a + 1, b + 1);
+        let (verdicts, code, text) = e2e_compare(&nights[a], &nights[b]);
+        let (regressed, improved) = (count(&verdicts, "REGRESSED"), count(&verdicts, "IMPROVED"));
+        println!("night {} vs night {}: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}", a + 1, b + 1, verdicts.len());
         quiet.push((regressed, improved, code, text));
     }
-    let (regressed, improved, figures, code, text) = e2e_compare(&nights[2], &slow);
-    println!("night 3 vs slow:1.5 on decode: {figures} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}");
+    let (verdicts, code, text) = e2e_compare(&nights[2], &slow);
+    let (regressed, improved) = (count(&verdicts, "REGRESSED"), count(&verdicts, "IMPROVED"));
+    println!("night 3 vs slow:1.5 on decode: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}", verdicts.len());
     for (regressed, improved, code, text) in &quiet {
         assert_eq!((*regressed, *improved, *code), (0, 0, 0), "an unchanged build cried wolf:\n{text}");
     }
-    let flagged: Vec<&str> = text.lines().filter(|l| l.starts_with("REGRESSED ")).collect();
-    let decode_figures = 2 * 2;
     assert_eq!(code, 4, "{text}");
-    assert!(flagged.iter().all(|l| l.contains("nightly-decode")), "only the slowed experiment: {flagged:?}");
-    for figure in ["decode step median", "tokens per second median"] {
-        let hits = flagged.iter().filter(|l| l.contains(&format!(": {figure} "))).count();
-        assert_eq!(hits, 2, "{figure} REGRESSED at worlds 1 and 2:\n{text}");
-    }
-    assert_eq!(regressed, decode_figures, "{text}");
-    assert_eq!(improved, 0, "{text}");
+    let decode: Vec<&(String, String, String)> = verdicts.iter().filter(|v| v.0.ends_with("nightly-decode")).collect();
+    assert_eq!(decode.len(), 2 * 2, "step and rate at worlds 1 and 2");
+    assert!(decode.iter().all(|v| v.2 == "REGRESSED"), "every decode figure: {decode:?}");
+    assert_eq!((regressed, improved), (decode.len(), 0), "only the slowed experiment changed:\n{text}");
 }
