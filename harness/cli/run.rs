@@ -300,9 +300,9 @@ fn answers_differ(plan: &RunPlan, out: &Path, launches: u32) -> Option<String> {
             .map(|a| a.into_iter().map(|r| r.tokens).collect::<Vec<_>>())
     };
     let first = tokens(0).ok()?;
-    (1..launches).find(|&n| tokens(n).ok().as_ref() != Some(&first)).map(|n| {
-        format!("launch {} of {launches} generated other tokens than launch 1 (the same run must give one answer)", n + 1)
-    })
+    (1..launches)
+        .find(|&n| tokens(n).ok().as_ref() != Some(&first))
+        .map(|n| format!("launch {} of {launches} generated other tokens than launch 1 (the same run must give one answer)", n + 1))
 }
 
 /// Collects the records of every launch into the results files, the summary and the answer,

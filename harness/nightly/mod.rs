@@ -17,8 +17,8 @@ pub mod outputs;
 pub mod samples;
 pub mod stats;
 
-pub use outputs::render_text;
 use history::{Noise, NoiseBook};
+pub use outputs::render_text;
 use samples::FigureSamples;
 
 /// Which direction of a figure is an improvement.

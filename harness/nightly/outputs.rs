@@ -205,7 +205,9 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
     }
     let shown: Vec<&FigureVerdict> = c.verdicts.iter().filter(|v| v.verdict != Verdict::NoChange).collect();
     if !shown.is_empty() {
-        m.push_str("| verdict | run | figure | before | after | effect | p | q | launches | noise |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        m.push_str(
+            "| verdict | run | figure | before | after | effect | p | q | launches | noise |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        );
         for v in shown {
             let _ = writeln!(
                 m,

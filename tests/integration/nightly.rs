@@ -637,7 +637,10 @@ fn a_cached_run_with_fewer_launches_than_asked_is_measured_again() {
     assert_eq!(thrice.run_id, once.run_id, "the same run identity");
     let l = thrice.launches.as_ref().unwrap();
     assert_eq!((l.count, l.figures["all-reduce 4096 B median"].len()), (3, 3));
-    assert!(suite.manifests().join(&thrice.run_id).join("launch-2").is_dir() && !suite.manifests().join(&thrice.run_id).join("launch-3").exists());
+    assert!(
+        suite.manifests().join(&thrice.run_id).join("launch-2").is_dir()
+            && !suite.manifests().join(&thrice.run_id).join("launch-3").exists()
+    );
     assert_eq!(run(&["--launches", "2"]), thrice, "3 launches cached, 2 asked: skipped");
     let out = suite.parlab(&["run", "specs", "--no-report", "--launches", "0"]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
@@ -685,8 +688,12 @@ fn e2e_compare(base: &Path, now: &Path) -> (Vec<(String, String, String)>, i32, 
     let out = nightly(base, now, &["--json"]);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-    let verdicts =
-        value["comparison"]["verdicts"].as_array().unwrap().iter().map(|v| (text(&v["run"]), text(&v["figure"]), text(&v["verdict"]))).collect();
+    let verdicts = value["comparison"]["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (text(&v["run"]), text(&v["figure"]), text(&v["verdict"])))
+        .collect();
     let printed = nightly(base, now, &[]);
     (verdicts, printed.status.code().unwrap_or(-1), String::from_utf8_lossy(&printed.stdout).into())
 }
