@@ -141,3 +141,39 @@ pub fn figures_and_sizes(records: &[Record]) -> Vec<(String, u64)> {
     }
     seen
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rank::records::RecordSink;
+
+    /// Writes two repetitions of one sample per rank (ranks 0 and 1) into `dir`, `seconds` each.
+    fn write_launch(dir: &Path, seconds: f64) {
+        std::fs::create_dir_all(dir).unwrap();
+        for rank in 0..2 {
+            let mut sink = RecordSink::open(dir, rank).unwrap();
+            for rep in 0..2 {
+                sink.push("decode_step", 0, rep, 0, seconds).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn every_launch_is_read_tagged_and_its_repetitions_kept_apart() {
+        let out = tempfile::tempdir().unwrap();
+        assert_eq!(launches_in(out.path()), 1);
+        for (n, seconds) in [(0, 1.0), (1, 2.0), (2, 3.0)] {
+            write_launch(&launch_dir(out.path(), n), seconds);
+        }
+        assert_eq!(launches_in(out.path()), 3);
+        let recs = records(out.path()).unwrap();
+        assert_eq!(recs.len(), 3 * 2 * 2);
+        for r in &recs {
+            assert_eq!((r.launch, r.seconds), (r.repetition / 2, f64::from(r.launch + 1)), "{r:?}");
+        }
+        let (slowest, _) = per_iteration(&recs, "decode_step", 0);
+        assert_eq!(slowest, vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0], "one sample per launch's repetition");
+        std::fs::create_dir_all(launch_dir(out.path(), 3)).unwrap();
+        assert!(records(out.path()).unwrap_err().contains("launch-3"), "a launch that wrote nothing is an error");
+    }
+}
