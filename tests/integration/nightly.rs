@@ -387,6 +387,15 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     assert!(tests >= 4 && failures == 2, "{tests} tests, {failures} failures: the step and the rate");
     let md = std::fs::read_to_string(&summary).unwrap();
     assert!(md.contains("### Findings") && md.contains("| REGRESSED |"), "{md}");
+    let history = tempfile::tempdir().unwrap();
+    let out = nightly(base.path(), slow.path(), &["--history", history.path().to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "no history yet: no noise estimate, no verdict on timings: {stdout}");
+    assert!(
+        stdout.contains("INSUFFICIENT_EVIDENCE") && stdout.contains("0 nights of this figure, too few for a noise estimate (need 5)"),
+        "{stdout}"
+    );
+    assert_eq!(parlab::nightly::history::read(history.path()).len(), 1, "tonight appended after the comparison");
     let json_out = nightly(base.path(), slow.path(), &["--json"]);
     let value: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     let verdicts = value["comparison"]["verdicts"].as_array().unwrap();
