@@ -692,8 +692,9 @@ fn e2e_night(suite: &super::launch::Suite, name: &str, launches: u32, fault: Opt
     dir
 }
 
-/// The verdicts (run, figure, verdict) of `parlab nightly` on two nights, its exit code and its text.
-fn e2e_compare(base: &Path, now: &Path) -> (Vec<(String, String, String)>, i32, String) {
+/// The verdicts (run, figure, verdict, effect and method) of `parlab nightly` on two nights, its
+/// exit code and its text.
+fn e2e_compare(base: &Path, now: &Path) -> (Vec<(String, String, String, String)>, i32, String) {
     let out = nightly(base, now, &["--json"]);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
@@ -701,14 +702,21 @@ fn e2e_compare(base: &Path, now: &Path) -> (Vec<(String, String, String)>, i32, 
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| (text(&v["run"]), text(&v["figure"]), text(&v["verdict"])))
+        .map(|v| {
+            (
+                text(&v["run"]),
+                text(&v["figure"]),
+                text(&v["verdict"]),
+                format!("effect {} p {}: {}", v["effect"], v["p"], text(&v["method"])),
+            )
+        })
         .collect();
     let printed = nightly(base, now, &[]);
     (verdicts, printed.status.code().unwrap_or(-1), String::from_utf8_lossy(&printed.stdout).into())
 }
 
 /// How many of `verdicts` are `verdict`.
-fn count(verdicts: &[(String, String, String)], verdict: &str) -> usize {
+fn count(verdicts: &[(String, String, String, String)], verdict: &str) -> usize {
     verdicts.iter().filter(|v| v.2 == verdict).count()
 }
 
@@ -743,7 +751,7 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
         assert_eq!((*regressed, *improved, *code), (0, 0, 0), "an unchanged build cried wolf:\n{text}");
     }
     assert_eq!(code, 4, "{text}");
-    let decode: Vec<&(String, String, String)> = verdicts.iter().filter(|v| v.0.ends_with("nightly-decode")).collect();
+    let decode: Vec<&(String, String, String, String)> = verdicts.iter().filter(|v| v.0.ends_with("nightly-decode")).collect();
     assert_eq!(decode.len(), 2 * 2, "step and rate at worlds 1 and 2");
     assert!(decode.iter().all(|v| v.2 == "REGRESSED"), "every decode figure: {decode:?}");
     assert_eq!((regressed, improved), (decode.len(), 0), "only the slowed experiment changed:\n{text}");
