@@ -9,7 +9,7 @@
 #
 # Environment: PARLAB_NIGHTLY_STATE (default .parlab/nightly) holds last-good/, history/ and
 # out/ (junit.xml, summary.md, nightly.json); NIGHTLY_ARGS adds flags to `parlab nightly`
-# (e.g. "--min-effect 0.15 --fdr 0.01"); NIGHTLY_LAUNCHES (default 5) is how many times every
+# (e.g. "--min-effect 0.15 --fdr 0.01"); NIGHTLY_LAUNCHES (default 7) is how many times every
 # run is launched, the replicates the verdicts compare (README "Nightly": choosing k); NIGHTLY_REBASELINE=1 takes tonight as the next
 # baseline even when the comparison failed (see step 4). On GitHub Actions the summary is appended to
 # $GITHUB_STEP_SUMMARY; point the CI's JUnit publisher at out/junit.xml.
@@ -25,7 +25,7 @@ make build >/dev/null || exit 1
 
 # 1. Measure (--force: a night measures again even where the measuring code is unchanged;
 #    each run launched NIGHTLY_LAUNCHES times) and render the register (reports/evidence.md).
-target/release/parlab run --force --launches "${NIGHTLY_LAUNCHES:-5}" experiments
+target/release/parlab run --force --launches "${NIGHTLY_LAUNCHES:-7}" experiments
 run_rc=$?
 [ "$run_rc" -ge 128 ] && exit "$run_rc"
 

@@ -125,7 +125,7 @@ pub enum Command {
         /// Run only runs whose experiment name or label matches NAME|GLOB (`*`, `?`); repeatable.
         #[arg(long, value_name = "NAME|GLOB")]
         only: Vec<String>,
-        /// Launch every run K times (overrides the specs' `launches`; nightly use: 5).
+        /// Launch every run K times (overrides the specs' `launches`; nightly use: 7).
         #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=100))]
         launches: Option<u32>,
     },

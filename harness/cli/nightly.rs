@@ -107,7 +107,7 @@ fn print_text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Pat
         println!("ANSWER CHANGED across layouts: {l}");
     }
     println!(
-        "nightly: {} runs compared with {}, {} findings; figures: {} (Welch's t on per-launch medians, FDR {:.0}%, minimum effect {:.0}%)",
+        "nightly: {} runs compared with {}, {} findings; figures: {} (Yuen-Welch t on per-launch medians, FDR {:.0}%, minimum effect {:.0}%)",
         c.compared,
         baseline.display(),
         c.findings.len(),

@@ -1,7 +1,7 @@
 //! Night-to-night comparison: the same run identities measured again, checked for changed
 //! answers, new failures, missing runs and a changed machine, and every comparable figure
 //! given a verdict from its per-launch medians (the launch is the unit of replication):
-//! Welch's t on their logarithms with a power guard on the launch counts, Benjamini–Hochberg
+//! Yuen's trimmed (Welch) t on their logarithms with a power guard on the launch counts, Benjamini–Hochberg
 //! across the night, a minimum practical effect, and the figure's own night-to-night noise
 //! band learnt from the history.
 
@@ -103,8 +103,9 @@ impl Default for Policy {
     }
 }
 
-/// The launches `parlab run --launches` is documented to use for a nightly.
-pub const NIGHTLY_LAUNCHES: u32 = 5;
+/// The launches a nightly uses (`ci/nightly.sh`: `parlab run --launches 7`): with 7 a night the
+/// trimmed t keeps 5 launches a side after trimming one from each end, up to 8 degrees of freedom.
+pub const NIGHTLY_LAUNCHES: u32 = 7;
 
 /// A figure's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -140,7 +141,7 @@ pub struct FigureVerdict {
     pub effect: f64,
     /// How much worse, oriented by the figure's better direction (negative: better).
     pub worse_by: f64,
-    /// Two-sided p of Welch's t on the logs of the per-launch medians, when tested.
+    /// Two-sided p of Yuen's trimmed t on the logs of the per-launch medians, when tested.
     pub p: Option<f64>,
     /// Benjamini–Hochberg adjusted p-value among the night's tested figures.
     pub q: Option<f64>,
@@ -358,10 +359,10 @@ fn worse_by(better: Better, before: f64, after: f64) -> f64 {
     }
 }
 
-/// Verdicts for every pair: Welch's t where both nights have enough launches, then
+/// Verdicts for every pair: Yuen's trimmed t where both nights have enough launches, then
 /// Benjamini–Hochberg over the tested.
 fn judge(pairs: &[Pair], policy: &Policy, ratio: Option<f64>) -> Vec<FigureVerdict> {
-    let tests: Vec<Option<stats::TTest>> = pairs.iter().map(|p| stats::welch_log(&p.before, &p.after)).collect();
+    let tests: Vec<Option<stats::TTest>> = pairs.iter().map(|p| stats::yuen_log(&p.before, &p.after)).collect();
     let tested: Vec<f64> = tests.iter().flatten().map(|t| t.p).collect();
     let mut q = stats::benjamini_hochberg(&tested).into_iter();
     pairs
@@ -400,7 +401,7 @@ fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy
         return (
             Verdict::InsufficientEvidence,
             format!(
-                "{} vs {} launches: Welch's t needs at least {} launches a night (a manifest without per-launch figures counts as one)",
+                "{} vs {} launches: the t-test needs at least {} launches a night (a manifest without per-launch figures counts as one)",
                 pair.before.len(),
                 pair.after.len(),
                 stats::MIN_PER_SIDE
@@ -410,7 +411,8 @@ fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy
     let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
     let v = if significant { against_noise(&pair.noise, worse, (1.0 + effect).ln()) } else { Verdict::NoChange };
     let how = format!(
-        "Welch's t on log per-launch medians (df {:.1}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%; {}",
+        "Yuen-Welch t on log per-launch medians, {:.0}% trimmed each end (df {:.1}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%; {}",
+        stats::TRIM * 100.0,
         t.df,
         policy.fdr,
         effect * 100.0,

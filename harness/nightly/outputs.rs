@@ -189,7 +189,7 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
     let mut m = format!("## parlab nightly\n\n{} runs compared with `{}`; figures: {}.\n\n", c.compared, baseline, counts_line(c));
     let _ = writeln!(
         m,
-        "Method: per figure, Welch's t on the logs of each launch's median (at least {} launches a night), Benjamini-Hochberg FDR {:.0}%, minimum effect {:.0}%, and outside the figure's night-to-night noise band where a history is kept.{}\n",
+        "Method: per figure, Yuen's trimmed (Welch) t on the logs of each launch's median (at least {} launches a night), Benjamini-Hochberg FDR {:.0}%, minimum effect {:.0}%, and outside the figure's night-to-night noise band where a history is kept.{}\n",
         super::stats::MIN_PER_SIDE,
         c.policy.fdr * 100.0,
         c.policy.min_effect * 100.0,

@@ -1,5 +1,5 @@
-//! The statistics of a night's verdicts: Welch's t on the logarithms of per-launch values
-//! (Welch 1947), Benjamini–Hochberg (1995), a scaled median absolute deviation for a figure's
+//! The statistics of a night's verdicts: Yuen's trimmed (Welch) t on the logarithms of
+//! per-launch values (Yuen 1974, Welch 1947), Benjamini–Hochberg (1995), a scaled median absolute deviation for a figure's
 //! night-to-night noise; Mann–Whitney U (Mann and Whitney 1947) with the smallest p-value two
 //! sample sizes can reach (asv's power guard) for the history's change points.
 
@@ -135,45 +135,57 @@ pub fn erfc(x: f64) -> f64 {
     }
 }
 
-/// Welch's two-sample t-test of `ln b` against `ln a` (unequal variances, Welch–Satterthwaite
-/// degrees of freedom).
+/// Yuen's two-sample trimmed t-test of `ln b` against `ln a` (Welch's t on trimmed means with
+/// winsorised variances and Welch–Satterthwaite degrees of freedom).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TTest {
-    /// t of the difference of mean logarithms, tonight minus baseline.
+    /// t of the difference of trimmed mean logarithms, tonight minus baseline.
     pub t: f64,
-    /// Welch–Satterthwaite degrees of freedom.
+    /// Welch–Satterthwaite degrees of freedom of the values kept after trimming.
     pub df: f64,
     /// Two-sided p-value from Student's t distribution with `df` degrees of freedom.
     pub p: f64,
 }
 
-/// The fewest values a side needs for [`welch_log`]: a variance from at least two degrees of freedom.
+/// The fewest values a side needs for [`yuen_log`]: a variance from at least two degrees of freedom.
 pub const MIN_PER_SIDE: usize = 3;
 
-/// Mean and sample variance of `x`.
-fn mean_var(x: &[f64]) -> (f64, f64) {
-    let n = x.len() as f64;
-    let mean = x.iter().sum::<f64>() / n;
-    (mean, x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0))
+/// The fraction trimmed from each end of a night's launches: one launch of 5 to 9, two of 10 to 14;
+/// none of 3 or 4, where the test is Welch's t itself.
+pub const TRIM: f64 = 0.2;
+
+/// One night's sorted logs reduced for Yuen's test: trimmed mean, the squared standard error
+/// `d` and the values kept `h`.
+fn trimmed(x: &mut [f64]) -> (f64, f64, usize) {
+    x.sort_by(f64::total_cmp);
+    let n = x.len();
+    let g = (TRIM * n as f64).floor() as usize;
+    let h = n - 2 * g;
+    let mean = x[g..n - g].iter().sum::<f64>() / h as f64;
+    let winsorised: Vec<f64> = x.iter().map(|v| v.clamp(x[g], x[n - 1 - g])).collect();
+    let wmean = winsorised.iter().sum::<f64>() / n as f64;
+    let ss: f64 = winsorised.iter().map(|v| (v - wmean).powi(2)).sum();
+    (mean, ss / (h * (h - 1)) as f64, h)
 }
 
-/// Welch's t-test on the logarithms of `a` (baseline) and `b` (tonight): a ratio of geometric
-/// means, so a 1.5× slowdown is the same effect for a microsecond and a second. None when a
-/// side has fewer than [`MIN_PER_SIDE`] positive finite values.
-pub fn welch_log(a: &[f64], b: &[f64]) -> Option<TTest> {
+/// Yuen's trimmed t-test (Yuen 1974) on the logarithms of `a` (baseline) and `b` (tonight): a
+/// ratio of geometric means, so a 1.5× slowdown is the same effect for a microsecond and a
+/// second, with [`TRIM`] of each night's launches trimmed from each end so that one disturbed
+/// launch neither hides nor fakes a change; with 3 or 4 launches nothing is trimmed and it is
+/// Welch's t (Welch 1947). None when a side has fewer than [`MIN_PER_SIDE`] positive finite values.
+pub fn yuen_log(a: &[f64], b: &[f64]) -> Option<TTest> {
     let logs = |v: &[f64]| v.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect::<Vec<f64>>();
-    let (a, b) = (logs(a), logs(b));
+    let (mut a, mut b) = (logs(a), logs(b));
     if a.len() < MIN_PER_SIDE || b.len() < MIN_PER_SIDE {
         return None;
     }
-    let ((ma, va), (mb, vb)) = (mean_var(&a), mean_var(&b));
-    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
-    let se = (sa + sb).sqrt();
+    let ((ma, da, ha), (mb, db, hb)) = (trimmed(&mut a), trimmed(&mut b));
+    let se = (da + db).sqrt();
     if se == 0.0 {
-        let df = (a.len() + b.len() - 2) as f64;
+        let df = (ha + hb - 2) as f64;
         return Some(if ma == mb { TTest { t: 0.0, df, p: 1.0 } } else { TTest { t: (mb - ma).signum() * f64::INFINITY, df, p: 0.0 } });
     }
-    let df = (sa + sb).powi(2) / (sa * sa / (a.len() - 1) as f64 + sb * sb / (b.len() - 1) as f64);
+    let df = (da + db).powi(2) / (da * da / (ha - 1) as f64 + db * db / (hb - 1) as f64);
     let t = (mb - ma) / se;
     Some(TTest { t, df, p: student_t_two_sided(t, df) })
 }
@@ -302,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn student_t_and_welch_match_published_values() {
+    fn student_t_welch_and_yuen_match_published_and_hand_computed_values() {
         // Two-sided 5% critical values of Student's t: df 10 -> 2.228, df 4 -> 2.776, df 1 -> 12.706.
         for (t, df) in [(2.228_139, 10.0), (2.776_445, 4.0), (12.706_2, 1.0)] {
             assert!((student_t_two_sided(t, df) - 0.05).abs() < 1e-4, "t {t} df {df}: {}", student_t_two_sided(t, df));
@@ -311,11 +323,18 @@ mod tests {
         assert!((incomplete_beta(2.0, 3.0, 0.4) - 0.5248).abs() < 1e-4, "I_0.4(2,3) = 0.5248");
         // Welch by hand: logs 0,0.1,0.2 vs 0.5,0.6,0.7 -> t = 0.5 / sqrt(0.01/3 + 0.01/3) = 6.124, df 4.
         let e = |v: &[f64]| v.iter().map(|x| x.exp()).collect::<Vec<f64>>();
-        let t = welch_log(&e(&[0.0, 0.1, 0.2]), &e(&[0.5, 0.6, 0.7])).unwrap();
+        // Three launches a side: nothing trimmed, Welch's t.
+        let t = yuen_log(&e(&[0.0, 0.1, 0.2]), &e(&[0.5, 0.6, 0.7])).unwrap();
         assert!((t.t - 6.123_724).abs() < 1e-5 && (t.df - 4.0).abs() < 1e-9, "{t:?}");
         assert!((t.p - 0.003_6).abs() < 2e-4, "{t:?}");
-        assert!(welch_log(&[1.0, 2.0], &[1.0, 2.0, 3.0]).is_none(), "two launches give no variance worth the name");
-        assert_eq!(welch_log(&[1.0; 3], &[1.0; 4]).unwrap().p, 1.0);
+        // Five a side: one trimmed from each end, so a wild launch (5.0) changes nothing. Winsorised
+        // 0.1,0.1,0.2,0.3,0.3 (variance 0.01), d = 4 x 0.01 / (3 x 2) each side: t = 0.5 / sqrt(2d) = 4.330, df 4.
+        let t = yuen_log(&e(&[0.0, 0.1, 0.2, 0.3, 5.0]), &e(&[0.5, 0.6, 0.7, 0.8, 0.9])).unwrap();
+        assert!((t.t - 4.330_127).abs() < 1e-5 && (t.df - 4.0).abs() < 1e-9, "{t:?}");
+        assert!((t.p - 0.012_35).abs() < 2e-4, "{t:?}");
+        assert_eq!(t, yuen_log(&e(&[-3.0, 0.1, 0.2, 0.3, 0.4]), &e(&[0.5, 0.6, 0.7, 0.8, 0.9])).unwrap(), "either end");
+        assert!(yuen_log(&[1.0, 2.0], &[1.0, 2.0, 3.0]).is_none(), "two launches give no variance worth the name");
+        assert_eq!(yuen_log(&[1.0; 3], &[1.0; 4]).unwrap().p, 1.0);
         assert!((scaled_mad(&[1.0, 2.0, 3.0, 4.0, 100.0]).unwrap() - 1.4826).abs() < 1e-12, "one wild value barely moves it");
     }
 

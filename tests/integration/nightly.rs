@@ -1,4 +1,4 @@
-//! Nightly comparison: verdicts from per-launch medians (Welch's t on logs, the launch-count
+//! Nightly comparison: verdicts from per-launch medians (Yuen's trimmed Welch t on logs, the launch-count
 //! guard, minimum effect, Benjamini–Hochberg, each figure's noise band from the history), old
 //! manifests as one launch, new failures, changed answers and machines, bandwidth
 //! normalisation, the JUnit, markdown and JSON outputs, and real nights end to end.
@@ -79,7 +79,11 @@ fn a_twenty_percent_shift_is_regressed_with_five_launches_and_insufficient_with_
     assert_eq!(v.verdict, Verdict::Regressed, "{v:?}");
     assert!(v.p.unwrap() < 1e-3 && v.q.unwrap() < 0.05 && (v.effect - 0.2).abs() < 0.08, "{v:?}");
     assert_eq!((v.n_before, v.n_after), (5, 5));
-    assert!(v.method.starts_with("Welch's t on log per-launch medians") && v.method.contains("no history"), "{}", v.method);
+    assert!(
+        v.method.starts_with("Yuen-Welch t on log per-launch medians, 20% trimmed each end") && v.method.contains("no history"),
+        "{}",
+        v.method
+    );
     let rate = judged(&night_of(&m, &base), &night_of(&m, &slow));
     assert!(rate.findings.iter().any(|f| matches!(f, Finding::Regressed { figure, .. } if figure == "tokens per second median")));
     let v = step_verdict(&night_of(&m, &base[..2]), &night_of(&m, &slow[..2]));
@@ -163,7 +167,7 @@ fn launch_level_shifts_stay_within_fdr_where_pooled_iterations_cry_wolf() {
         pooled_flagged_nights += usize::from(wolf > 0);
     }
     println!(
-        "{nights} null nights x {figures} figures, {launches} launches with launch-level shifts: per-launch Welch flagged {flagged_nights} nights ({false_verdicts} figures); pooled-iteration Mann-Whitney flagged {pooled_flagged_nights} nights ({pooled_false} figures)"
+        "{nights} null nights x {figures} figures, {launches} launches with launch-level shifts: per-launch Yuen-Welch flagged {flagged_nights} nights ({false_verdicts} figures); pooled-iteration Mann-Whitney flagged {pooled_flagged_nights} nights ({pooled_false} figures)"
     );
     assert!(flagged_nights <= 3, "{flagged_nights} of {nights} nights flagged ({false_verdicts} figures)");
     assert!(pooled_flagged_nights >= nights / 2, "pseudo-replication cries wolf: {pooled_flagged_nights} nights");
@@ -382,7 +386,7 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     let out = nightly(base.path(), slow.path(), &["--junit", junit.to_str().unwrap(), "--summary", summary.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{stdout}");
-    assert!(stdout.contains("REGRESSED") && stdout.contains("Welch's t on log per-launch medians"), "{stdout}");
+    assert!(stdout.contains("REGRESSED") && stdout.contains("Yuen-Welch t on log per-launch medians"), "{stdout}");
     let (tests, failures, _) = parse_junit(&junit);
     assert!(tests >= 4 && failures == 2, "{tests} tests, {failures} failures: the step and the rate");
     let md = std::fs::read_to_string(&summary).unwrap();
@@ -401,7 +405,7 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     let verdicts = value["comparison"]["verdicts"].as_array().unwrap();
     let step = verdicts.iter().find(|v| v["figure"] == "decode step median").unwrap();
     assert_eq!(step["verdict"], "REGRESSED");
-    assert!(step["p"].as_f64().unwrap() < 1e-3 && step["n_before"] == 5 && step["noise"]["noise"] == "not_kept", "{step}");
+    assert!(step["p"].as_f64().unwrap() < 0.05 && step["n_before"] == 5 && step["noise"]["noise"] == "not_kept", "{step}");
     let few_base = tempfile::tempdir().unwrap();
     write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &before[..2], few_base.path());
     write_with_launches(&decode_manifest(0.024, Some(&[1, 2, 3])), &after[..2], few.path());
@@ -722,7 +726,7 @@ fn count(verdicts: &[(String, String, String, String)], verdict: &str) -> usize 
 
 #[test]
 fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_slowdown_is_regressed() {
-    let (suite, k) = (e2e_suite(), 5);
+    let (suite, k) = (e2e_suite(), parlab::nightly::NIGHTLY_LAUNCHES);
     let started = std::time::Instant::now();
     let nights: Vec<PathBuf> = (1..=3).map(|n| e2e_night(&suite, &format!("night{n}"), k, None)).collect();
     let slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
