@@ -9,7 +9,8 @@
 #
 # Environment: PARLAB_NIGHTLY_STATE (default .parlab/nightly) holds last-good/, history/ and
 # out/ (junit.xml, summary.md, nightly.json); NIGHTLY_ARGS adds flags to `parlab nightly`
-# (e.g. "--min-effect 0.15 --fdr 0.01"); NIGHTLY_REBASELINE=1 takes tonight as the next
+# (e.g. "--min-effect 0.15 --fdr 0.01"); NIGHTLY_LAUNCHES (default 7) is how many times every
+# run is launched, the replicates the verdicts compare (README "Nightly": choosing k); NIGHTLY_REBASELINE=1 takes tonight as the next
 # baseline even when the comparison failed (see step 4). On GitHub Actions the summary is appended to
 # $GITHUB_STEP_SUMMARY; point the CI's JUnit publisher at out/junit.xml.
 set -uo pipefail
@@ -22,9 +23,9 @@ mkdir -p "$HISTORY" "$OUT"
 rm -f "$OUT"/junit.xml "$OUT"/summary.md "$OUT"/nightly.json
 make build >/dev/null || exit 1
 
-# 1. Measure (--force: a night measures again even where the measuring code is unchanged)
-#    and render the register (reports/evidence.md).
-target/release/parlab run --force experiments
+# 1. Measure (--force: a night measures again even where the measuring code is unchanged;
+#    each run launched NIGHTLY_LAUNCHES times) and render the register (reports/evidence.md).
+target/release/parlab run --force --launches "${NIGHTLY_LAUNCHES:-7}" experiments
 run_rc=$?
 [ "$run_rc" -ge 128 ] && exit "$run_rc"
 
@@ -32,8 +33,8 @@ run_rc=$?
 target/release/parlab audit --manifests manifests
 audit_rc=$?
 
-# 3. Compare with the last good night (manifests and their results folders, so the raw
-#    samples are there), write JUnit and the summary, append to the history.
+# 3. Compare with the last good night (manifests, with each launch's medians), write JUnit
+#    and the summary; the history gives each figure's noise band, then tonight is appended.
 if ! ls "$LAST_GOOD"/*.json >/dev/null 2>&1; then
   echo "nightly: first night (no last good night in $LAST_GOOD); tonight becomes the baseline if it passes"
   nightly_rc=0

@@ -138,6 +138,9 @@ pub enum Command {
         /// `manifests`, else `<name>-reports`); a DIR holding another store's register exits 2.
         #[arg(long, value_name = "DIR", conflicts_with = "no_report")]
         out: Option<PathBuf>,
+        /// Launch every run K times (overrides the specs' `launches`; nightly use: 7).
+        #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=100))]
+        launches: Option<u32>,
     },
     /// Render reports/evidence.md (and figures, CSV tables) from manifests/.
     Report {
@@ -171,9 +174,6 @@ pub enum Command {
         /// Tonight's manifests folder.
         #[arg(long, default_value = "manifests")]
         manifests: PathBuf,
-        /// Where a night has no raw samples: the fraction a summary median may worsen before it is REGRESSED.
-        #[arg(long, default_value_t = 0.25)]
-        tolerance: f64,
         /// The smallest relative change of medians that counts as REGRESSED or IMPROVED.
         #[arg(long, default_value_t = 0.10)]
         min_effect: f64,
@@ -246,13 +246,13 @@ fn dispatch(command: Command) -> Result<i32> {
     match command {
         Command::Validate { paths, max_runs } => validate::run(&paths, max_runs),
         Command::Plan { paths, json, max_runs } => plan::run(&paths, json, max_runs),
-        Command::Run { paths, force, no_report, wait, max_runs, only, out } => {
-            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, out })
+        Command::Run { paths, force, no_report, wait, max_runs, only, out, launches } => {
+            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, out, launches })
         }
         Command::Report { manifests, out, wait, history } => report::run_with_history(&manifests, &out, wait, history.as_deref()),
         Command::Audit { manifests, json } => audit::run(&manifests, json),
-        Command::Nightly { baseline, manifests, tolerance, min_effect, fdr, junit, summary, json, history } => {
-            let policy = crate::nightly::Policy { tolerance, min_effect, fdr };
+        Command::Nightly { baseline, manifests, min_effect, fdr, junit, summary, json, history } => {
+            let policy = crate::nightly::Policy { min_effect, fdr };
             nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json, history })
         }
         Command::Gates { json } => gates::run(json),

@@ -1,6 +1,7 @@
 //! `parlab nightly`: tonight's manifests against a baseline, and answers across layouts.
 
 use super::Error;
+use crate::nightly::history::NoiseBook;
 use crate::nightly::{compare, compared, outputs, render_text, Finding, Night, Policy};
 use std::path::{Path, PathBuf};
 
@@ -19,9 +20,6 @@ pub struct Outputs {
 
 fn check(policy: &Policy) -> Result<(), Error> {
     let fraction = |v: f64| v.is_finite() && v > 0.0;
-    if !fraction(policy.tolerance) {
-        return Err(Error::Usage(format!("--tolerance {}: expected a finite fraction above 0 (e.g. 0.25)", policy.tolerance)));
-    }
     if !(policy.min_effect.is_finite() && policy.min_effect >= 0.0) {
         return Err(Error::Usage(format!("--min-effect {}: expected a finite fraction of 0 or more (e.g. 0.10)", policy.min_effect)));
     }
@@ -49,10 +47,9 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
     for (night, what) in [(&before, "baseline"), (&after, "tonight")] {
-        if let Some((run, why)) = night.unread.first() {
+        if let (n @ 1.., Some(run)) = night.without_launches() {
             eprintln!(
-                "warning: {} ok runs of the {what} have no readable raw samples (e.g. {run}: {why}); their figures are judged on summary medians",
-                night.unread.len()
+                "warning: {n} ok runs of the {what} have no per-launch figures (e.g. {run}: written before launches were recorded); each counts as one launch, too few to test (INSUFFICIENT_EVIDENCE)"
             );
         }
     }
@@ -66,7 +63,11 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
             manifests.display()
         )));
     }
-    let comparison = compare(&before, &after, policy);
+    let noise = match &outs.history {
+        Some(dir) => NoiseBook::from_entries(&crate::nightly::history::read(dir)),
+        None => NoiseBook::NotKept,
+    };
+    let comparison = compare(&before, &after, policy, &noise);
     let layouts: Vec<String> = crate::audit::audit(&after.manifests)
         .iter()
         .filter(|g| g.changed)
@@ -106,14 +107,13 @@ fn print_text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Pat
         println!("ANSWER CHANGED across layouts: {l}");
     }
     println!(
-        "nightly: {} runs compared with {}, {} findings; figures: {} (FDR {:.0}%, minimum effect {:.0}%, tolerance {:.0}% where samples are missing)",
+        "nightly: {} runs compared with {}, {} findings; figures: {} (Yuen-Welch t on per-launch medians, FDR {:.0}%, minimum effect {:.0}%)",
         c.compared,
         baseline.display(),
         c.findings.len(),
         outputs::counts_line(c),
         c.policy.fdr * 100.0,
-        c.policy.min_effect * 100.0,
-        c.policy.tolerance * 100.0
+        c.policy.min_effect * 100.0
     );
 }
 

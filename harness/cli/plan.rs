@@ -67,6 +67,7 @@ fn plan_json(r: &RunPlan) -> serde_json::Value {
         "link": r.link,
         "threads_per_rank": r.threads_per_rank,
         "repetitions": r.repetitions,
+        "launches": r.launches,
         "workload": r.workload,
         "layout": r.layout,
         "launch": launch_line(r),

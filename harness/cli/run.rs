@@ -31,6 +31,8 @@ pub struct RunOptions {
     pub only: Vec<String>,
     /// Where to render the register (None: beside the manifests folder).
     pub out: Option<PathBuf>,
+    /// Launches of every launched run, overriding the specs' `launches`.
+    pub launches: Option<u32>,
 }
 
 /// Runs every expanded run in order; exit 1 if any failed, 0 otherwise, 128+N on signal N.
@@ -40,7 +42,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     let suite = load_suite_limited(paths, options.max_runs)?;
     let origins = manifest::origins_by_run(&suite);
     let whole_suite = suite.clone();
-    let runs = first_of_each_identity(super::select::only(suite, &options.only)?);
+    let runs = with_launches(first_of_each_identity(super::select::only(suite, &options.only)?), options.launches);
     let dir = manifest::manifests_dir();
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
     if let Some(out) = &out {
@@ -130,6 +132,14 @@ fn end_leftovers(dir: &Path) -> Vec<Caveat> {
     }]
 }
 
+/// The runs with `launches` (when given) for every run that launches processes.
+fn with_launches(mut runs: Vec<RunPlan>, launches: Option<u32>) -> Vec<RunPlan> {
+    if let Some(k) = launches {
+        runs.iter_mut().filter(|r| r.kind() != Kind::Model).for_each(|r| r.launches = k);
+    }
+    runs
+}
+
 /// The suite without repeats of a run identity (two experiments of the same content run once;
 /// the manifest names both).
 fn first_of_each_identity(runs: Vec<RunPlan>) -> Vec<RunPlan> {
@@ -157,7 +167,8 @@ fn run_one(
 ) -> anyhow::Result<Outcome> {
     if !force {
         let path = Manifest::path_for(dir, &plan.run_id);
-        if let Some(cached) = manifest::read_one(&path).ok().filter(crate::manifest::cache::fresh) {
+        let enough = |m: &Manifest| m.launches.as_ref().map_or(1, |l| l.count) >= plan.launches;
+        if let Some(cached) = manifest::read_one(&path).ok().filter(|m| crate::manifest::cache::fresh(m) && enough(m)) {
             refresh_origins(cached, dir, origins)?;
             return Ok(Outcome::Skipped);
         }
@@ -240,9 +251,42 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
     }
     let plan_path = out.join("plan.json");
     manifest::write_atomic(&plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
-    let outcome = crate::launch::launch(plan, &plan_path, &out, gates.cores());
-    let ranks = crate::manifest::placement::read_all(&out);
-    record.caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
+    let launches = plan.launches.max(1);
+    for n in 0..launches {
+        if n > 0 && signals::received().is_some() {
+            record.status = Status::Failed;
+            record.reason = Some(format!("interrupted after {n} of {launches} launches"));
+            return Ok(());
+        }
+        let folder = crate::collect::frames::launch_dir(&out, n);
+        std::fs::create_dir_all(&folder).with_context(|| format!("cannot create {}", folder.display()))?;
+        let failure = launch_once(record, plan, &plan_path, &folder, gates, n == 0);
+        if let Some(failure) = failure {
+            record.status = Status::Failed;
+            record.reason = Some(if launches == 1 { failure } else { format!("launch {} of {launches}: {failure}", n + 1) });
+            return Ok(());
+        }
+    }
+    collect_launches(record, plan, &out, dir, launches);
+    Ok(())
+}
+
+/// Launches the ranks once into `folder`; the first launch fills `record.launch` and the
+/// caveats, later ones add only a note of foreign ranks. Returns why the launch failed, if it did.
+fn launch_once(record: &mut Manifest, plan: &RunPlan, plan_path: &Path, folder: &Path, gates: &Gates, first: bool) -> Option<String> {
+    let outcome = crate::launch::launch(plan, plan_path, folder, gates.cores());
+    let ranks = crate::manifest::placement::read_all(folder);
+    if first {
+        record.caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
+        record.launch = Some(Launch {
+            command: outcome.command.clone(),
+            oversubscribed: outcome.oversubscribed,
+            wall_s: outcome.wall_s,
+            exit_code: outcome.exit_code,
+            transport: with_selected(&outcome.transport, &ranks),
+            ranks,
+        });
+    }
     if !outcome.foreign_ranks.is_empty() {
         record.caveats.push(Caveat::Note {
             text: format!(
@@ -251,29 +295,46 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
             ),
         });
     }
-    record.launch = Some(Launch {
-        command: outcome.command.clone(),
-        oversubscribed: outcome.oversubscribed,
-        wall_s: outcome.wall_s,
-        exit_code: outcome.exit_code,
-        transport: with_selected(&outcome.transport, &ranks),
-        ranks,
-    });
-    if let Some(failure) = outcome.failure {
-        record.status = Status::Failed;
-        record.reason = Some(failure);
-        return Ok(());
+    outcome.failure
+}
+
+/// Why a later launch's generated tokens differ from the first launch's, if they do (decode).
+fn answers_differ(plan: &RunPlan, out: &Path, launches: u32) -> Option<String> {
+    if plan.kind() != Kind::Decode {
+        return None;
     }
-    match crate::collect::collect(plan, &out, dir) {
-        Ok(c) => {
+    let tokens = |n| {
+        crate::collect::decode::rank_answers(&crate::collect::frames::launch_dir(out, n))
+            .map(|a| a.into_iter().map(|r| r.tokens).collect::<Vec<_>>())
+    };
+    let first = tokens(0).ok()?;
+    (1..launches)
+        .find(|&n| tokens(n).ok().as_ref() != Some(&first))
+        .map(|n| format!("launch {} of {launches} generated other tokens than launch 1 (the same run must give one answer)", n + 1))
+}
+
+/// Collects the records of every launch into the results files, the summary and the answer,
+/// and each launch's median per figure.
+fn collect_launches(record: &mut Manifest, plan: &RunPlan, out: &Path, dir: &Path, launches: u32) {
+    if let Some(why) = answers_differ(plan, out, launches) {
+        record.status = Status::Failed;
+        record.reason = Some(why);
+        return;
+    }
+    let collected = crate::collect::collect(plan, out, dir).and_then(|c| {
+        let stats = crate::nightly::samples::per_launch(&c.summary, &crate::collect::frames::records(out)?, launches);
+        Ok((c, stats))
+    });
+    match collected {
+        Ok((c, stats)) => {
             record.results = Some(c.results);
             record.summary = Some(c.summary);
             record.answer = c.answer;
+            record.launches = Some(stats);
         }
         Err(e) => {
             record.status = Status::Failed;
             record.reason = Some(format!("collecting results failed: {e}"));
         }
     }
-    Ok(())
 }

@@ -11,16 +11,46 @@ pub const SAMPLES: &str = "samples.parquet";
 /// File name of a run's per-size summary.
 pub const SUMMARY: &str = "summary.parquet";
 
-/// Reads the ranks' records in `out`; an error when there are none.
-pub fn records(out: &Path) -> Result<Vec<Record>, String> {
-    let records = read_records(out).map_err(|e| format!("reading rank records in {}: {e}", out.display()))?;
-    if records.is_empty() {
-        return Err(format!("no rank wrote any record in {}", out.display()));
+/// The folder launch `launch` (0-based) of a run writes into: the results folder itself for the
+/// first launch (as a run of one launch always did), `out/launch-N` for the others.
+pub fn launch_dir(out: &Path, launch: u32) -> std::path::PathBuf {
+    match launch {
+        0 => out.to_path_buf(),
+        n => out.join(format!("launch-{n}")),
     }
-    Ok(records)
 }
 
-/// Every record as one row: rank, figure, size_bytes, repetition, iteration, seconds.
+/// How many launches wrote folders in `out` (the first, then `launch-1`, `launch-2`, ... in turn).
+pub fn launches_in(out: &Path) -> u32 {
+    (1..).find(|&n| !launch_dir(out, n).is_dir()).unwrap_or(1)
+}
+
+/// Reads the ranks' records of every launch in `out`; an error when a launch wrote none.
+///
+/// Records of launch N are tagged `launch: N` and their repetitions continue after the previous
+/// launches' (launch 1 of a 3-repetition run holds repetitions 3 to 5), so a repetition names
+/// one launch's repetition and every per-repetition reduction keeps the launches apart.
+pub fn records(out: &Path) -> Result<Vec<Record>, String> {
+    let mut all = Vec::new();
+    let mut offset = 0;
+    for launch in 0..launches_in(out) {
+        let dir = launch_dir(out, launch);
+        let mut records = read_records(&dir).map_err(|e| format!("reading rank records in {}: {e}", dir.display()))?;
+        if records.is_empty() {
+            return Err(format!("no rank wrote any record in {}", dir.display()));
+        }
+        let next = offset + records.iter().map(|r| r.repetition + 1).max().unwrap_or(0);
+        for r in &mut records {
+            r.launch = launch;
+            r.repetition += offset;
+        }
+        offset = next;
+        all.append(&mut records);
+    }
+    Ok(all)
+}
+
+/// Every record as one row: rank, figure, size_bytes, repetition, iteration, seconds, launch.
 pub fn samples_frame(records: &[Record]) -> PolarsResult<DataFrame> {
     DataFrame::new_infer_height(vec![
         Column::new("rank".into(), records.iter().map(|r| r.rank).collect::<Vec<u32>>()),
@@ -29,6 +59,7 @@ pub fn samples_frame(records: &[Record]) -> PolarsResult<DataFrame> {
         Column::new("repetition".into(), records.iter().map(|r| r.repetition).collect::<Vec<u32>>()),
         Column::new("iteration".into(), records.iter().map(|r| r.iteration).collect::<Vec<u32>>()),
         Column::new("seconds".into(), records.iter().map(|r| r.seconds).collect::<Vec<f64>>()),
+        Column::new("launch".into(), records.iter().map(|r| r.launch).collect::<Vec<u32>>()),
     ])
 }
 
@@ -109,4 +140,40 @@ pub fn figures_and_sizes(records: &[Record]) -> Vec<(String, u64)> {
         }
     }
     seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rank::records::RecordSink;
+
+    /// Writes two repetitions of one sample per rank (ranks 0 and 1) into `dir`, `seconds` each.
+    fn write_launch(dir: &Path, seconds: f64) {
+        std::fs::create_dir_all(dir).unwrap();
+        for rank in 0..2 {
+            let mut sink = RecordSink::open(dir, rank).unwrap();
+            for rep in 0..2 {
+                sink.push("decode_step", 0, rep, 0, seconds).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn every_launch_is_read_tagged_and_its_repetitions_kept_apart() {
+        let out = tempfile::tempdir().unwrap();
+        assert_eq!(launches_in(out.path()), 1);
+        for (n, seconds) in [(0, 1.0), (1, 2.0), (2, 3.0)] {
+            write_launch(&launch_dir(out.path(), n), seconds);
+        }
+        assert_eq!(launches_in(out.path()), 3);
+        let recs = records(out.path()).unwrap();
+        assert_eq!(recs.len(), 3 * 2 * 2);
+        for r in &recs {
+            assert_eq!((r.launch, r.seconds), (r.repetition / 2, f64::from(r.launch + 1)), "{r:?}");
+        }
+        let (slowest, _) = per_iteration(&recs, "decode_step", 0);
+        assert_eq!(slowest, vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0], "one sample per launch's repetition");
+        std::fs::create_dir_all(launch_dir(out.path(), 3)).unwrap();
+        assert!(records(out.path()).unwrap_err().contains("launch-3"), "a launch that wrote nothing is an error");
+    }
 }

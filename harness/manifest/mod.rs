@@ -176,6 +176,30 @@ pub struct Manifest {
     /// The answer (decode: generated token ids) and exactness figures.
     #[serde(default)]
     pub answer: Option<answer::Answer>,
+    /// Each launch's statistic of every comparable figure (absent in manifests written before
+    /// launches were recorded: `nightly` reads those as one launch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launches: Option<LaunchStats>,
+}
+
+/// The statistic one launch contributes per figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchStatistic {
+    /// The median of the launch's own samples, reduced as the summary's median is.
+    Median,
+}
+
+/// A run's figures launch by launch: what `nightly` compares (the launch is the unit of
+/// replication; a launch's iterations share its placement, caches and neighbours).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchStats {
+    /// How many launches measured the run.
+    pub count: u32,
+    /// What each launch contributes per figure.
+    pub statistic: LaunchStatistic,
+    /// Per comparable figure (the names `nightly::figures` gives), one value per launch in order.
+    pub figures: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
 /// A run's results files, relative to the manifests folder.
@@ -217,6 +241,7 @@ impl Manifest {
             results: None,
             summary: None,
             answer: None,
+            launches: None,
         }
     }
 

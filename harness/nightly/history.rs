@@ -1,6 +1,6 @@
-//! The nightly history: one JSON file per night (every figure's median), a trend figure per
-//! figure across nights, and change points found by binary segmentation with the same
-//! Mann–Whitney test, power guard and minimum effect as a night's verdicts.
+//! The nightly history: one JSON file per night (every figure's median), each figure's
+//! night-to-night noise learnt from it, a trend figure per figure across nights, and change
+//! points found by binary segmentation (Mann–Whitney, asv's power guard, the minimum effect).
 
 use super::{figures, stats, Better, Night, Policy};
 use crate::manifest::Status;
@@ -40,13 +40,14 @@ pub struct Entry {
     pub points: Vec<Point>,
 }
 
-/// Tonight's figures: sample medians where the night has samples, else summary medians.
+/// Tonight's figures: the median of each figure's per-launch values (the summary median for a
+/// manifest written before launches were recorded).
 pub fn points(night: &Night) -> Vec<Point> {
     let mut out = Vec::new();
     for m in night.manifests.iter().filter(|m| m.status == Status::Ok) {
-        let samples = night.samples.get(&m.run_id);
+        let launches = super::samples::of_manifest(m);
         for f in figures(m) {
-            let median = samples.and_then(|s| s.get(&f.name)).and_then(|v| stats::median(v)).unwrap_or(f.value);
+            let median = launches.get(&f.name).and_then(|v| stats::median(v)).unwrap_or(f.value);
             out.push(Point {
                 run_id: m.run_id.clone(),
                 run: super::label(m),
@@ -83,6 +84,92 @@ pub fn read(dir: &Path) -> Vec<Entry> {
         .collect();
     entries.sort_by(|a, b| a.night.cmp(&b.night));
     entries
+}
+
+/// The fewest past nights a figure's noise estimate rests on.
+pub const MIN_NOISE_NIGHTS: usize = 5;
+/// The most recent nights a noise estimate uses (older nights may predate a change of level).
+pub const NOISE_WINDOW: usize = 20;
+/// How many standard deviations of a difference of two nights the noise band spans.
+pub const NOISE_Z: f64 = 3.0;
+
+/// A figure's night-to-night noise, as the history tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "noise")]
+pub enum Noise {
+    /// No history folder was given: the noise band is not applied.
+    NotKept,
+    /// The history holds too few nights of this figure for an estimate.
+    TooFew {
+        /// Past nights of the figure in the history.
+        nights: usize,
+    },
+    /// Estimated from past nights.
+    Estimated {
+        /// 1.4826 × the median absolute deviation of the nights' log values (a relative spread).
+        sigma: f64,
+        /// Past nights it rests on.
+        nights: usize,
+    },
+}
+
+impl Noise {
+    /// The smallest |ln(after / before)| outside the band: [`NOISE_Z`] × √2 × sigma (a
+    /// difference of two nights has √2 times one night's spread); None unless estimated.
+    pub fn band(&self) -> Option<f64> {
+        match self {
+            Noise::Estimated { sigma, .. } => Some(NOISE_Z * std::f64::consts::SQRT_2 * sigma),
+            _ => None,
+        }
+    }
+
+    /// In words, for a verdict line.
+    pub fn describe(&self) -> String {
+        match self {
+            Noise::NotKept => "no history: night-to-night noise not checked".into(),
+            Noise::TooFew { nights } => {
+                format!("history: {nights} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
+            }
+            Noise::Estimated { sigma, nights } => format!(
+                "night-to-night noise ±{:.1}% (scaled MAD of {nights} nights), band ±{:.1}%",
+                sigma.exp_m1() * 100.0,
+                self.band().unwrap_or(0.0).exp_m1() * 100.0
+            ),
+        }
+    }
+}
+
+/// Each figure's past nightly values, for its noise estimate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NoiseBook {
+    /// No history folder: no figure has a noise estimate.
+    NotKept,
+    /// Per (run identity, figure), its past nights' values, oldest first.
+    Nights(BTreeMap<(String, String), Vec<f64>>),
+}
+
+impl NoiseBook {
+    /// The past nights of every figure in `entries` (oldest first, as [`read`] gives them).
+    pub fn from_entries(entries: &[Entry]) -> Self {
+        let mut by: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        for p in entries.iter().flat_map(|e| &e.points) {
+            by.entry((p.run_id.clone(), p.figure.clone())).or_default().push(p.median);
+        }
+        NoiseBook::Nights(by)
+    }
+
+    /// The noise of `figure` of run `run_id`: the scaled MAD of the logs of its last
+    /// [`NOISE_WINDOW`] nights, once there are [`MIN_NOISE_NIGHTS`].
+    pub fn noise(&self, run_id: &str, figure: &str) -> Noise {
+        let NoiseBook::Nights(by) = self else { return Noise::NotKept };
+        let all = by.get(&(run_id.to_string(), figure.to_string())).map_or(&[][..], Vec::as_slice);
+        let logs: Vec<f64> =
+            all[all.len().saturating_sub(NOISE_WINDOW)..].iter().filter(|v| v.is_finite() && **v > 0.0).map(|v| v.ln()).collect();
+        match stats::scaled_mad(&logs) {
+            Some(sigma) if logs.len() >= MIN_NOISE_NIGHTS => Noise::Estimated { sigma, nights: logs.len() },
+            _ => Noise::TooFew { nights: logs.len() },
+        }
+    }
 }
 
 /// One figure's medians across nights.

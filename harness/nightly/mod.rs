@@ -1,8 +1,9 @@
 //! Night-to-night comparison: the same run identities measured again, checked for changed
 //! answers, new failures, missing runs and a changed machine, and every comparable figure
-//! given a verdict from its raw samples (Mann–Whitney U, asv's power guard, a minimum
-//! practical effect, Benjamini–Hochberg across the night); summary medians against
-//! `--tolerance` where a night has no samples.
+//! given a verdict from its per-launch medians (the launch is the unit of replication):
+//! Yuen's trimmed (Welch) t on their logarithms with a power guard on the launch counts, Benjamini–Hochberg
+//! across the night, a minimum practical effect, and the figure's own night-to-night noise
+//! band learnt from the history.
 
 use crate::manifest::{Manifest, Skipped, Status};
 use crate::spec::schema::Kind;
@@ -16,6 +17,7 @@ pub mod outputs;
 pub mod samples;
 pub mod stats;
 
+use history::{Noise, NoiseBook};
 pub use outputs::render_text;
 use samples::FigureSamples;
 
@@ -81,17 +83,14 @@ pub enum Finding {
         after: f64,
         /// How much worse, as a fraction (0.3 = 30 % worse).
         worse_by: f64,
-        /// The test's p-value, when samples were compared.
-        p: Option<f64>,
+        /// The test's p-value.
+        p: f64,
     },
 }
 
 /// The settings a night is judged by.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Policy {
-    /// Where a night has no raw samples: the fraction a summary median may worsen (or improve)
-    /// before it is REGRESSED (or IMPROVED).
-    pub tolerance: f64,
     /// The smallest relative change of medians that counts (0.10 = 10 %).
     pub min_effect: f64,
     /// The false-discovery rate controlled across the night's tested figures.
@@ -100,20 +99,24 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy { tolerance: 0.25, min_effect: 0.10, fdr: 0.05 }
+        Policy { min_effect: 0.10, fdr: 0.05 }
     }
 }
+
+/// The launches a nightly uses (`ci/nightly.sh`: `parlab run --launches 7`): with 7 a night the
+/// trimmed t keeps 5 launches a side after trimming one from each end, up to 8 degrees of freedom.
+pub const NIGHTLY_LAUNCHES: u32 = 7;
 
 /// A figure's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verdict {
-    /// Significantly and practically worse.
+    /// Significantly and practically worse, beyond the figure's noise.
     Regressed,
-    /// Significantly and practically better.
+    /// Significantly and practically better, beyond the figure's noise.
     Improved,
-    /// Not significant, or smaller than the minimum effect.
+    /// Not significant, smaller than the minimum effect, or within the noise band.
     NoChange,
-    /// The sample sizes cannot reach significance at the chosen rate.
+    /// Too few launches to test, or too little history to tell a change from noise.
     InsufficientEvidence,
 }
 
@@ -130,22 +133,24 @@ pub struct FigureVerdict {
     pub figure: String,
     /// The verdict.
     pub verdict: Verdict,
-    /// Baseline median.
+    /// Baseline: the median of its per-launch medians.
     pub before: f64,
-    /// Tonight's median.
+    /// Tonight: the median of its per-launch medians.
     pub after: f64,
-    /// Relative change of medians, after / before - 1.
+    /// Relative change, after / before - 1.
     pub effect: f64,
     /// How much worse, oriented by the figure's better direction (negative: better).
     pub worse_by: f64,
-    /// Two-sided Mann–Whitney p-value, when both nights had samples.
+    /// Two-sided p of Yuen's trimmed t on the logs of the per-launch medians, when tested.
     pub p: Option<f64>,
     /// Benjamini–Hochberg adjusted p-value among the night's tested figures.
     pub q: Option<f64>,
-    /// Baseline samples.
+    /// Baseline launches.
     pub n_before: usize,
-    /// Tonight's samples.
+    /// Tonight's launches.
     pub n_after: usize,
+    /// The figure's night-to-night noise from the history.
+    pub noise: Noise,
     /// How the verdict was reached.
     pub method: String,
     /// Tonight's change after scaling by the nights' memory-bandwidth ratio (decode figures
@@ -185,36 +190,32 @@ pub struct Comparison {
     pub findings: Vec<Finding>,
 }
 
-/// One night's manifests and, per run identity, its figures' raw samples.
+/// One night's manifests; each ok run's figures are its per-launch medians
+/// ([`samples::of_manifest`]).
 #[derive(Debug, Clone, Default)]
 pub struct Night {
     /// The manifests.
     pub manifests: Vec<Manifest>,
-    /// Samples per run identity; a run without an entry is judged on its summary medians.
-    pub samples: BTreeMap<String, FigureSamples>,
-    /// Ok runs whose samples could not be read: (run, why).
-    pub unread: Vec<(String, String)>,
 }
 
 impl Night {
-    /// A night without raw samples.
+    /// A night of these manifests.
     pub fn new(manifests: Vec<Manifest>) -> Self {
-        Night { manifests, samples: BTreeMap::new(), unread: Vec::new() }
+        Night { manifests }
     }
 
-    /// Reads the manifests in `dir` and the samples files their `results` name.
+    /// Reads the manifests in `dir`.
     pub fn load(dir: &Path) -> (Night, Vec<Skipped>) {
         let (manifests, skipped) = crate::manifest::read_all(dir);
-        let (mut samples, mut unread) = (BTreeMap::new(), Vec::new());
-        for m in manifests.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model) {
-            match samples::load(m, dir) {
-                Ok(s) => {
-                    samples.insert(m.run_id.clone(), s);
-                }
-                Err(why) => unread.push((label(m), why)),
-            }
-        }
-        (Night { manifests, samples, unread }, skipped)
+        (Night { manifests }, skipped)
+    }
+
+    /// How many ok launched runs have no per-launch figures (manifests written before launches
+    /// were recorded: each counts as one launch), and one of them.
+    pub fn without_launches(&self) -> (usize, Option<String>) {
+        let old: Vec<&Manifest> =
+            self.manifests.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model && m.launches.is_none()).collect();
+        (old.len(), old.first().map(|m| label(m)))
     }
 }
 
@@ -249,16 +250,18 @@ pub fn bandwidth_ratio(baseline: &[Manifest], current: &[Manifest]) -> Option<f6
 }
 
 /// A figure of one run in both nights, before its verdict.
-struct Pair<'a> {
+struct Pair {
     run: String,
     experiment: String,
-    before: Figure,
-    after: f64,
-    samples: Option<(&'a [f64], &'a [f64])>,
+    figure: Figure,
+    before: Vec<f64>,
+    after: Vec<f64>,
+    noise: Noise,
 }
 
-/// Compares `current` with `baseline` run by run and figure by figure under `policy`.
-pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison {
+/// Compares `current` with `baseline` run by run and figure by figure under `policy`, each
+/// figure's noise band from `noise`.
+pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &NoiseBook) -> Comparison {
     let now: BTreeMap<&str, &Manifest> = current.manifests.iter().map(|m| (m.run_id.as_str(), m)).collect();
     let (mut findings, mut runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut differences, mut differing) = (BTreeSet::new(), 0);
@@ -267,7 +270,7 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison
         let outcome = run_outcome(before, after, &mut findings);
         if let (Some(after), "ok") = (after, outcome.status.as_str()) {
             if outcome.same_machine {
-                pairs.extend(figure_pairs(baseline, current, before, after));
+                pairs.extend(figure_pairs(before, after, noise));
             } else {
                 differing += 1;
                 differences.extend(before.machine.differences(&after.machine));
@@ -286,7 +289,7 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy) -> Comparison
         before: v.before,
         after: v.after,
         worse_by: v.worse_by,
-        p: v.p,
+        p: v.p.unwrap_or(f64::NAN),
     }));
     Comparison {
         compared: compared(&baseline.manifests, &current.manifests),
@@ -329,20 +332,20 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
     outcome("ok", answer, same_machine)
 }
 
-fn figure_pairs<'a>(baseline: &'a Night, current: &'a Night, before: &Manifest, after: &Manifest) -> Vec<Pair<'a>> {
-    let tonight: BTreeMap<String, f64> = figures(after).into_iter().map(|f| (f.name, f.value)).collect();
-    let (sb, sa) = (baseline.samples.get(&before.run_id), current.samples.get(&after.run_id));
+/// The figures of a run in both nights, with their per-launch values and noise.
+fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook) -> Vec<Pair> {
+    let (lb, la): (FigureSamples, FigureSamples) = (samples::of_manifest(before), samples::of_manifest(after));
     figures(before)
         .into_iter()
-        .filter_map(|b| {
-            let after_value = *tonight.get(&b.name)?;
-            let samples = sb.and_then(|s| s.get(&b.name)).zip(sa.and_then(|s| s.get(&b.name)));
+        .filter_map(|f| {
+            let (b, a) = (lb.get(&f.name)?.clone(), la.get(&f.name)?.clone());
             Some(Pair {
                 run: label(after),
                 experiment: after.experiment.clone(),
-                samples: samples.map(|(x, y)| (x.as_slice(), y.as_slice())),
-                after: after_value,
+                noise: noise.noise(&before.run_id, &f.name),
                 before: b,
+                after: a,
+                figure: f,
             })
         })
         .collect()
@@ -356,15 +359,10 @@ fn worse_by(better: Better, before: f64, after: f64) -> f64 {
     }
 }
 
-/// Verdicts for every pair: tests where samples allow, then Benjamini–Hochberg over the tested.
+/// Verdicts for every pair: Yuen's trimmed t where both nights have enough launches, then
+/// Benjamini–Hochberg over the tested.
 fn judge(pairs: &[Pair], policy: &Policy, ratio: Option<f64>) -> Vec<FigureVerdict> {
-    let tests: Vec<Option<stats::UTest>> = pairs
-        .iter()
-        .map(|p| {
-            let (a, b) = p.samples?;
-            (stats::smallest_p(a.len(), b.len()) < policy.fdr).then(|| stats::mann_whitney(a, b)).flatten()
-        })
-        .collect();
+    let tests: Vec<Option<stats::TTest>> = pairs.iter().map(|p| stats::yuen_log(&p.before, &p.after)).collect();
     let tested: Vec<f64> = tests.iter().flatten().map(|t| t.p).collect();
     let mut q = stats::benjamini_hochberg(&tested).into_iter();
     pairs
@@ -372,7 +370,7 @@ fn judge(pairs: &[Pair], policy: &Policy, ratio: Option<f64>) -> Vec<FigureVerdi
         .zip(&tests)
         .map(|(pair, test)| {
             let q = test.map(|_| q.next().unwrap_or(1.0));
-            verdict(pair, *test, q, policy, ratio)
+            verdict(pair, test.zip(q), policy, ratio)
         })
         .collect()
 }
@@ -386,59 +384,61 @@ fn direction(worse: f64) -> Verdict {
     }
 }
 
+/// The verdict of a tested figure whose change is significant and beyond the minimum effect:
+/// held against its noise band.
+fn against_noise(noise: &Noise, worse: f64, log_ratio: f64) -> Verdict {
+    match (noise, noise.band()) {
+        (Noise::NotKept, _) => direction(worse),
+        (_, Some(band)) if log_ratio.abs() > band => direction(worse),
+        (Noise::Estimated { .. }, _) => Verdict::NoChange,
+        (Noise::TooFew { .. }, _) => Verdict::InsufficientEvidence,
+    }
+}
+
 /// The verdict and how it was reached, before the bandwidth check.
-fn raw_verdict(pair: &Pair, test: Option<stats::UTest>, q: Option<f64>, policy: &Policy, worse: f64, effect: f64) -> (Verdict, String) {
-    let (n_before, n_after) = pair.samples.map_or((0, 0), |(a, b)| (a.len(), b.len()));
-    match (pair.samples, test, q) {
-        (None, ..) => {
-            let v = if worse.abs() > policy.tolerance { direction(worse) } else { Verdict::NoChange };
-            (v, format!("summary medians only (no raw samples in one of the nights): tolerance {:.0}%", policy.tolerance * 100.0))
-        }
-        (Some(_), Some(t), Some(q)) => {
-            let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
-            let v = if significant { direction(worse) } else { Verdict::NoChange };
-            let how = if t.exact { "exact" } else { "normal approximation, tie-corrected" };
-            (
-                v,
-                format!(
-                    "Mann-Whitney U ({how}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%",
-                    policy.fdr,
-                    effect * 100.0,
-                    policy.min_effect * 100.0
-                ),
-            )
-        }
-        (Some(_), ..) => (
+fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, worse: f64, effect: f64) -> (Verdict, String) {
+    let Some((t, q)) = tested else {
+        return (
             Verdict::InsufficientEvidence,
             format!(
-                "{n_before} vs {n_after} samples: the smallest reachable p ({:.3}) is not below the FDR {:.2}",
-                stats::smallest_p(n_before, n_after),
-                policy.fdr
+                "{} vs {} launches: the t-test needs at least {} launches a night (a manifest without per-launch figures counts as one)",
+                pair.before.len(),
+                pair.after.len(),
+                stats::MIN_PER_SIDE
             ),
-        ),
-    }
+        );
+    };
+    let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
+    let v = if significant { against_noise(&pair.noise, worse, (1.0 + effect).ln()) } else { Verdict::NoChange };
+    let how = format!(
+        "Yuen-Welch t on log per-launch medians, {:.0}% trimmed each end (df {:.1}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%; {}",
+        stats::TRIM * 100.0,
+        t.df,
+        policy.fdr,
+        effect * 100.0,
+        policy.min_effect * 100.0,
+        pair.noise.describe()
+    );
+    (v, how)
 }
 
 /// Tonight's change of a decode figure after scaling by the bandwidth ratio.
 fn normalised_worse_by(pair: &Pair, before: f64, after: f64, ratio: Option<f64>) -> Option<f64> {
-    let decode = pair.before.name.starts_with("decode step") || pair.before.name.starts_with("tokens per second");
-    let better = pair.before.better;
+    let decode = pair.figure.name.starts_with("decode step") || pair.figure.name.starts_with("tokens per second");
+    let better = pair.figure.better;
     ratio.filter(|_| decode).map(|r| match better {
         Better::Lower => worse_by(better, before, after * r),
         Better::Higher => worse_by(better, before, after / r),
     })
 }
 
-fn verdict(pair: &Pair, test: Option<stats::UTest>, q: Option<f64>, policy: &Policy, ratio: Option<f64>) -> FigureVerdict {
-    let (before, after) = match pair.samples {
-        Some((a, b)) => (stats::median(a).unwrap_or(pair.before.value), stats::median(b).unwrap_or(pair.after)),
-        None => (pair.before.value, pair.after),
-    };
-    let worse = worse_by(pair.before.better, before, after);
+fn verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, ratio: Option<f64>) -> FigureVerdict {
+    let before = stats::median(&pair.before).unwrap_or(pair.figure.value);
+    let after = stats::median(&pair.after).unwrap_or(f64::NAN);
+    let worse = worse_by(pair.figure.better, before, after);
     let effect = after / before - 1.0;
     let normalised = normalised_worse_by(pair, before, after, ratio);
-    let (n_before, n_after) = pair.samples.map_or((0, 0), |(a, b)| (a.len(), b.len()));
-    let (mut verdict, mut method) = raw_verdict(pair, test, q, policy, worse, effect);
+    let (mut verdict, mut method) = raw_verdict(pair, tested, policy, worse, effect);
     if let (Verdict::Regressed | Verdict::Improved, Some(n)) = (verdict, normalised) {
         let still = if verdict == Verdict::Regressed { n >= policy.min_effect } else { -n >= policy.min_effect };
         if !still {
@@ -452,16 +452,17 @@ fn verdict(pair: &Pair, test: Option<stats::UTest>, q: Option<f64>, policy: &Pol
     FigureVerdict {
         run: pair.run.clone(),
         experiment: pair.experiment.clone(),
-        figure: pair.before.name.clone(),
+        figure: pair.figure.name.clone(),
         verdict,
         before,
         after,
         effect,
         worse_by: worse,
-        p: test.map(|t| t.p),
-        q,
-        n_before,
-        n_after,
+        p: tested.map(|t| t.0.p),
+        q: tested.map(|t| t.1),
+        n_before: pair.before.len(),
+        n_after: pair.after.len(),
+        noise: pair.noise,
         method,
         bandwidth_normalised_worse_by: normalised,
     }

@@ -18,11 +18,9 @@ fn finding_line(f: &Finding) -> String {
             "MACHINE DIFFERS for {runs} runs: {}; their timings were not compared (answers were): compare with a baseline from this machine",
             differences.join(", ")
         ),
-        Finding::Regressed { run, figure, before, after, worse_by, p } => format!(
-            "REGRESSED {run}: {figure} {before:.4e} -> {after:.4e} ({:.0}% worse{})",
-            worse_by * 100.0,
-            p.map_or(", summary medians only".to_string(), |p| format!(", p {p:.2e}"))
-        ),
+        Finding::Regressed { run, figure, before, after, worse_by, p } => {
+            format!("REGRESSED {run}: {figure} {before:.4e} -> {after:.4e} ({:.0}% worse, p {p:.2e})", worse_by * 100.0)
+        }
     }
 }
 
@@ -31,10 +29,11 @@ fn num(x: Option<f64>) -> String {
     x.map_or("-".to_string(), |x| format!("{x:.2e}"))
 }
 
-/// One line per verdict: `VERDICT run: figure before -> after (effect, p, q; method)`.
+/// One line per verdict: `VERDICT run: figure before -> after (effect, p, q, launches; method
+/// with the noise estimate)`.
 pub fn verdict_line(v: &FigureVerdict) -> String {
     format!(
-        "{} {}: {} {:.4e} -> {:.4e} (effect {:+.1}%{}, p {}, q {}, n {}/{}; {})",
+        "{} {}: {} {:.4e} -> {:.4e} (effect {:+.1}%{}, p {}, q {}, launches {}/{}; {})",
         v.verdict.name(),
         v.run,
         v.figure,
@@ -190,10 +189,10 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
     let mut m = format!("## parlab nightly\n\n{} runs compared with `{}`; figures: {}.\n\n", c.compared, baseline, counts_line(c));
     let _ = writeln!(
         m,
-        "Method: Mann-Whitney U per figure on the raw samples, Benjamini-Hochberg FDR {:.0}%, minimum effect {:.0}%, asv's power guard; summary medians against a {:.0}% tolerance where samples are missing.{}\n",
+        "Method: per figure, Yuen's trimmed (Welch) t on the logs of each launch's median (at least {} launches a night), Benjamini-Hochberg FDR {:.0}%, minimum effect {:.0}%, and outside the figure's night-to-night noise band where a history is kept.{}\n",
+        super::stats::MIN_PER_SIDE,
         c.policy.fdr * 100.0,
         c.policy.min_effect * 100.0,
-        c.policy.tolerance * 100.0,
         c.bandwidth_ratio.map_or(String::new(), |r| format!(" Memory bandwidth tonight / baseline: {r:.3}."))
     );
     if c.findings.is_empty() && layouts.is_empty() {
@@ -206,11 +205,13 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
     }
     let shown: Vec<&FigureVerdict> = c.verdicts.iter().filter(|v| v.verdict != Verdict::NoChange).collect();
     if !shown.is_empty() {
-        m.push_str("| verdict | run | figure | before | after | effect | p | q | n |\n|---|---|---|---|---|---|---|---|---|\n");
+        m.push_str(
+            "| verdict | run | figure | before | after | effect | p | q | launches | noise |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        );
         for v in shown {
             let _ = writeln!(
                 m,
-                "| {} | {} | {} | {:.4e} | {:.4e} | {:+.1}% | {} | {} | {}/{} |",
+                "| {} | {} | {} | {:.4e} | {:.4e} | {:+.1}% | {} | {} | {}/{} | {} |",
                 v.verdict.name(),
                 v.run,
                 v.figure,
@@ -220,7 +221,8 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
                 num(v.p),
                 num(v.q),
                 v.n_before,
-                v.n_after
+                v.n_after,
+                v.noise.describe()
             );
         }
     }

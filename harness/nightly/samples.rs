@@ -1,49 +1,32 @@
-//! The raw samples behind each comparable figure, read back from a run's `samples.parquet`
-//! and reduced exactly as `collect` reduced them for the summary's medians.
+//! Each launch's statistic per comparable figure: computed from a run's records when it is
+//! collected (the manifest keeps them), and read back from a manifest for a night's verdicts.
 
 use super::figures::comparable;
-use crate::collect::frames::read_parquet;
-use crate::manifest::Manifest;
+use crate::manifest::summary::Summary;
+use crate::manifest::{LaunchStatistic, LaunchStats, Manifest};
 use crate::rank::records::Record;
 use std::collections::BTreeMap;
-use std::path::Path;
 
-/// Samples per figure name (the names [`super::figures`] gives).
+/// Values per figure name (the names [`super::figures`] gives), one per launch.
 pub type FigureSamples = BTreeMap<String, Vec<f64>>;
 
-/// The records of `m`'s samples file in `dir`, or why they cannot be read.
-pub fn read_records(m: &Manifest, dir: &Path) -> Result<Vec<Record>, String> {
-    let rel = &m.results.as_ref().ok_or("the manifest names no samples file")?.samples;
-    let df = read_parquet(&dir.join(rel))?;
-    let err = |e: polars::prelude::PolarsError| format!("{}: {e}", dir.join(rel).display());
-    let rank = df.column("rank").and_then(|c| c.u32().cloned()).map_err(err)?;
-    let figure = df.column("figure").and_then(|c| c.str().cloned()).map_err(err)?;
-    let size = df.column("size_bytes").and_then(|c| c.u64().cloned()).map_err(err)?;
-    let rep = df.column("repetition").and_then(|c| c.u32().cloned()).map_err(err)?;
-    let iter = df.column("iteration").and_then(|c| c.u32().cloned()).map_err(err)?;
-    let secs = df.column("seconds").and_then(|c| c.f64().cloned()).map_err(err)?;
-    Ok((0..df.height())
-        .filter_map(|i| {
-            Some(Record {
-                rank: rank.get(i)?,
-                figure: figure.get(i)?.to_string(),
-                size_bytes: size.get(i)?,
-                repetition: rep.get(i)?,
-                iteration: iter.get(i)?,
-                seconds: secs.get(i)?,
-            })
-        })
-        .collect())
+/// Each launch's median of every comparable figure of `summary`, from the records of all
+/// `launches` (tagged by the collector); a launch without samples of a figure gives it no value.
+pub fn per_launch(summary: &Summary, recs: &[Record], launches: u32) -> LaunchStats {
+    let by_launch: Vec<Vec<Record>> = (0..launches).map(|l| recs.iter().filter(|r| r.launch == l).cloned().collect()).collect();
+    let figures = comparable(summary)
+        .into_iter()
+        .map(|f| (f.name.clone(), by_launch.iter().filter_map(|recs| super::stats::median(&f.samples.read(recs))).collect::<Vec<f64>>()))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    LaunchStats { count: launches, statistic: LaunchStatistic::Median, figures }
 }
 
-/// The samples of every comparable figure of `m`, from its records.
-pub fn figure_samples(m: &Manifest, recs: &[Record]) -> FigureSamples {
-    let mut out: FigureSamples = m.summary.iter().flat_map(comparable).map(|f| (f.name, f.samples.read(recs))).collect();
-    out.retain(|_, v| !v.is_empty());
-    out
-}
-
-/// The samples of `m` in `dir`, or why there are none.
-pub fn load(m: &Manifest, dir: &Path) -> Result<FigureSamples, String> {
-    read_records(m, dir).map(|recs| figure_samples(m, &recs))
+/// The per-launch values of `m`'s comparable figures: its recorded launches, or for a manifest
+/// written before launches were recorded its summary median, as the one launch it stands for.
+pub fn of_manifest(m: &Manifest) -> FigureSamples {
+    match &m.launches {
+        Some(l) => l.figures.clone(),
+        None => super::figures(m).into_iter().map(|f| (f.name, vec![f.value])).collect(),
+    }
 }

@@ -1,5 +1,7 @@
-//! The statistics of a night's verdicts: Mann–Whitney U (Mann and Whitney 1947), the smallest
-//! p-value two sample sizes can reach (asv's power guard), and Benjamini–Hochberg (1995).
+//! The statistics of a night's verdicts: Yuen's trimmed (Welch) t on the logarithms of
+//! per-launch values (Yuen 1974, Welch 1947), Benjamini–Hochberg (1995), a scaled median absolute deviation for a figure's
+//! night-to-night noise; Mann–Whitney U (Mann and Whitney 1947) with the smallest p-value two
+//! sample sizes can reach (asv's power guard) for the history's change points.
 
 /// Samples up to this combined size get the exact permutation distribution of U.
 pub const EXACT_MAX_N: usize = 20;
@@ -133,6 +135,137 @@ pub fn erfc(x: f64) -> f64 {
     }
 }
 
+/// Yuen's two-sample trimmed t-test of `ln b` against `ln a` (Welch's t on trimmed means with
+/// winsorised variances and Welch–Satterthwaite degrees of freedom).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TTest {
+    /// t of the difference of trimmed mean logarithms, tonight minus baseline.
+    pub t: f64,
+    /// Welch–Satterthwaite degrees of freedom of the values kept after trimming.
+    pub df: f64,
+    /// Two-sided p-value from Student's t distribution with `df` degrees of freedom.
+    pub p: f64,
+}
+
+/// The fewest values a side needs for [`yuen_log`]: a variance from at least two degrees of freedom.
+pub const MIN_PER_SIDE: usize = 3;
+
+/// The fraction trimmed from each end of a night's launches: one launch of 5 to 9, two of 10 to 14;
+/// none of 3 or 4, where the test is Welch's t itself.
+pub const TRIM: f64 = 0.2;
+
+/// One night's sorted logs reduced for Yuen's test: trimmed mean, the squared standard error
+/// `d` and the values kept `h`.
+fn trimmed(x: &mut [f64]) -> (f64, f64, usize) {
+    x.sort_by(f64::total_cmp);
+    let n = x.len();
+    let g = (TRIM * n as f64).floor() as usize;
+    let h = n - 2 * g;
+    let mean = x[g..n - g].iter().sum::<f64>() / h as f64;
+    let winsorised: Vec<f64> = x.iter().map(|v| v.clamp(x[g], x[n - 1 - g])).collect();
+    let wmean = winsorised.iter().sum::<f64>() / n as f64;
+    let ss: f64 = winsorised.iter().map(|v| (v - wmean).powi(2)).sum();
+    (mean, ss / (h * (h - 1)) as f64, h)
+}
+
+/// Yuen's trimmed t-test (Yuen 1974) on the logarithms of `a` (baseline) and `b` (tonight): a
+/// ratio of geometric means, so a 1.5× slowdown is the same effect for a microsecond and a
+/// second, with [`TRIM`] of each night's launches trimmed from each end so that one disturbed
+/// launch neither hides nor fakes a change; with 3 or 4 launches nothing is trimmed and it is
+/// Welch's t (Welch 1947). None when a side has fewer than [`MIN_PER_SIDE`] positive finite values.
+pub fn yuen_log(a: &[f64], b: &[f64]) -> Option<TTest> {
+    let logs = |v: &[f64]| v.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect::<Vec<f64>>();
+    let (mut a, mut b) = (logs(a), logs(b));
+    if a.len() < MIN_PER_SIDE || b.len() < MIN_PER_SIDE {
+        return None;
+    }
+    let ((ma, da, ha), (mb, db, hb)) = (trimmed(&mut a), trimmed(&mut b));
+    let se = (da + db).sqrt();
+    if se == 0.0 {
+        let df = (ha + hb - 2) as f64;
+        return Some(if ma == mb { TTest { t: 0.0, df, p: 1.0 } } else { TTest { t: (mb - ma).signum() * f64::INFINITY, df, p: 0.0 } });
+    }
+    let df = (da + db).powi(2) / (da * da / (ha - 1) as f64 + db * db / (hb - 1) as f64);
+    let t = (mb - ma) / se;
+    Some(TTest { t, df, p: student_t_two_sided(t, df) })
+}
+
+/// Two-sided p of Student's t with `df` degrees of freedom: I_{df/(df+t²)}(df/2, 1/2).
+pub fn student_t_two_sided(t: f64, df: f64) -> f64 {
+    if !t.is_finite() {
+        return 0.0;
+    }
+    incomplete_beta(df / 2.0, 0.5, df / (df + t * t)).clamp(0.0, 1.0)
+}
+
+/// ln Γ(x) for x > 0 (Lanczos, g = 7, nine coefficients: about 15 significant digits).
+fn ln_gamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    let x = x - 1.0;
+    let sum = G[1..].iter().enumerate().fold(G[0], |s, (i, g)| s + g / (x + i as f64 + 1.0));
+    let t = x + 7.5;
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
+}
+
+/// The regularised incomplete beta function I_x(a, b) (continued fraction, modified Lentz).
+pub fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
+    if x < (a + 1.0) / (a + b + 2.0) {
+        front * beta_fraction(a, b, x) / a
+    } else {
+        1.0 - front * beta_fraction(b, a, 1.0 - x) / b
+    }
+}
+
+/// The continued fraction of I_x(a, b) (Numerical Recipes' `betacf`).
+fn beta_fraction(a: f64, b: f64, x: f64) -> f64 {
+    const TINY: f64 = 1e-300;
+    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
+    let mut c = 1.0;
+    let mut d = 1.0 - qab * x / qap;
+    d = 1.0 / if d.abs() < TINY { TINY } else { d };
+    let mut h = d;
+    for m in 1..300 {
+        let m = f64::from(m);
+        let m2 = 2.0 * m;
+        for aa in [m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))] {
+            d = 1.0 + aa * d;
+            d = 1.0 / if d.abs() < TINY { TINY } else { d };
+            c = 1.0 + aa / c;
+            c = if c.abs() < TINY { TINY } else { c };
+            h *= d * c;
+        }
+        if (d * c - 1.0).abs() < 1e-15 {
+            break;
+        }
+    }
+    h
+}
+
+/// The median absolute deviation of `v` scaled by 1.4826 (a standard deviation for normal
+/// data, robust to a few wild values); None when `v` is empty.
+pub fn scaled_mad(v: &[f64]) -> Option<f64> {
+    let m = median(v)?;
+    let deviations: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    median(&deviations).map(|d| 1.4826 * d)
+}
+
 /// The median of `v` (NaNs dropped); None when empty.
 pub fn median(v: &[f64]) -> Option<f64> {
     crate::collect::stats::Stats::of(v).map(|s| s.median)
@@ -178,6 +311,31 @@ mod tests {
         let t = mann_whitney(&a, &b).unwrap();
         assert!(t.exact && (t.p - brute).abs() < 1e-12, "{} vs {brute}", t.p);
         assert!(t.p < 0.2 && t.p > 0.01, "{}", t.p);
+    }
+
+    #[test]
+    fn student_t_welch_and_yuen_match_published_and_hand_computed_values() {
+        // Two-sided 5% critical values of Student's t: df 10 -> 2.228, df 4 -> 2.776, df 1 -> 12.706.
+        for (t, df) in [(2.228_139, 10.0), (2.776_445, 4.0), (12.706_2, 1.0)] {
+            assert!((student_t_two_sided(t, df) - 0.05).abs() < 1e-4, "t {t} df {df}: {}", student_t_two_sided(t, df));
+        }
+        assert!((student_t_two_sided(0.0, 7.0) - 1.0).abs() < 1e-12);
+        assert!((incomplete_beta(2.0, 3.0, 0.4) - 0.5248).abs() < 1e-4, "I_0.4(2,3) = 0.5248");
+        // Welch by hand: logs 0,0.1,0.2 vs 0.5,0.6,0.7 -> t = 0.5 / sqrt(0.01/3 + 0.01/3) = 6.124, df 4.
+        let e = |v: &[f64]| v.iter().map(|x| x.exp()).collect::<Vec<f64>>();
+        // Three launches a side: nothing trimmed, Welch's t.
+        let t = yuen_log(&e(&[0.0, 0.1, 0.2]), &e(&[0.5, 0.6, 0.7])).unwrap();
+        assert!((t.t - 6.123_724).abs() < 1e-5 && (t.df - 4.0).abs() < 1e-9, "{t:?}");
+        assert!((t.p - 0.003_6).abs() < 2e-4, "{t:?}");
+        // Five a side: one trimmed from each end, so a wild launch (5.0) changes nothing. Winsorised
+        // 0.1,0.1,0.2,0.3,0.3 (variance 0.01), d = 4 x 0.01 / (3 x 2) each side: t = 0.5 / sqrt(2d) = 4.330, df 4.
+        let t = yuen_log(&e(&[0.0, 0.1, 0.2, 0.3, 5.0]), &e(&[0.5, 0.6, 0.7, 0.8, 0.9])).unwrap();
+        assert!((t.t - 4.330_127).abs() < 1e-5 && (t.df - 4.0).abs() < 1e-9, "{t:?}");
+        assert!((t.p - 0.012_35).abs() < 2e-4, "{t:?}");
+        assert_eq!(t, yuen_log(&e(&[-3.0, 0.1, 0.2, 0.3, 0.4]), &e(&[0.5, 0.6, 0.7, 0.8, 0.9])).unwrap(), "either end");
+        assert!(yuen_log(&[1.0, 2.0], &[1.0, 2.0, 3.0]).is_none(), "two launches give no variance worth the name");
+        assert_eq!(yuen_log(&[1.0; 3], &[1.0; 4]).unwrap().p, 1.0);
+        assert!((scaled_mad(&[1.0, 2.0, 3.0, 4.0, 100.0]).unwrap() - 1.4826).abs() < 1e-12, "one wild value barely moves it");
     }
 
     #[test]

@@ -138,6 +138,7 @@ impl Case {
     pub fn exec(&mut self, world: &SimpleCommunicator) -> f64 {
         let start = mpi::time();
         self.call(world);
+        fault::stretch(std::time::Duration::from_secs_f64((mpi::time() - start).max(0.0)));
         let elapsed = mpi::time() - start;
         if self.op == Op::PingPong {
             elapsed / 2.0
@@ -331,6 +332,7 @@ fn back_to_back(s: &Sweep, case: &mut Case, sink: &mut RecordSink) -> anyhow::Re
         for _ in 0..calls {
             case.call(s.world);
         }
+        fault::stretch(std::time::Duration::from_secs_f64((mpi::time() - start).max(0.0)));
         let elapsed = mpi::time() - start;
         s.check(case, &format!("back-to-back block {block}"))?;
         // Ping-pong's own time is half the round trip (osu_latency's convention).

@@ -299,6 +299,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.part.placement.synchronize();
+        super::fault::stretch(start.elapsed());
         let prefill_s = start.elapsed().as_secs_f64();
         let experts_prefill = link.experts.as_mut().map(ExpertSplit::take);
         let comm1 = link.comm.stats();
@@ -317,6 +318,7 @@ impl<'a> Engine<'a> {
                 }
             }
             self.rounds_part().placement.synchronize();
+            super::fault::stretch(t0.elapsed());
             steps.push((t0.elapsed().as_secs_f64(), link.comm.stats().seconds - c0));
         }
         drop(single);

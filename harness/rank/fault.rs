@@ -2,13 +2,20 @@
 //!
 //! Actions: `exit:CODE` (the rank exits with CODE before its workload), `signal:SIG` (it sends
 //! itself signal SIG), `hang` (it sleeps forever), `wrong` (its collective results are corrupted
-//! after each operation, so the exact check fails). `@experiment` limits it to one experiment.
+//! after each operation, so the exact check fails), `slow:FACTOR` (every timed decode prefill
+//! and step and every timed collective call takes FACTOR times as long: the rank waits
+//! FACTOR − 1 times the measured time inside the timed region; `:rankN` may be left out, then
+//! every rank is slowed).
+//! `@experiment` limits it to one experiment.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The environment variable read (mpirun forwards it with `-x`).
 pub const ENV: &str = crate::launch::command::FAULT_ENV;
 
 /// An injected fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fault {
     /// Exit with this code.
     Exit(i32),
@@ -18,7 +25,12 @@ pub enum Fault {
     Hang,
     /// Corrupt collective results.
     Wrong,
+    /// Stretch every timed step by this factor (above 1).
+    Slow(f64),
 }
+
+/// The largest slowdown factor accepted.
+pub const MAX_SLOWDOWN: f64 = 100.0;
 
 /// Parses a fault text for `rank` in `experiment`; None when it does not apply or is malformed.
 pub fn parse(text: &str, rank: u32, experiment: &str) -> Option<Fault> {
@@ -30,6 +42,9 @@ pub fn parse(text: &str, rank: u32, experiment: &str) -> Option<Fault> {
         return None;
     }
     let parts: Vec<&str> = spec.split(':').collect();
+    if let ["slow", factor] = parts[..] {
+        return slowdown(factor);
+    }
     let target: u32 = parts.last()?.strip_prefix("rank")?.parse().ok()?;
     if target != rank {
         return None;
@@ -39,7 +54,40 @@ pub fn parse(text: &str, rank: u32, experiment: &str) -> Option<Fault> {
         ("signal", 3) => parts[1].parse().ok().map(Fault::Signal),
         ("hang", 2) => Some(Fault::Hang),
         ("wrong", 2) => Some(Fault::Wrong),
+        ("slow", 3) => slowdown(parts[1]),
         _ => None,
+    }
+}
+
+/// A `slow` fault of `factor` (a finite number above 1, at most [`MAX_SLOWDOWN`]).
+fn slowdown(factor: &str) -> Option<Fault> {
+    factor.parse::<f64>().ok().filter(|f| f.is_finite() && *f > 1.0 && *f <= MAX_SLOWDOWN).map(Fault::Slow)
+}
+
+/// This rank's slowdown factor, once armed.
+static SLOWDOWN: OnceLock<f64> = OnceLock::new();
+
+/// Arms a `slow` fault for the rest of the process (other faults leave it unarmed).
+pub fn arm(fault: Option<Fault>) {
+    if let Some(Fault::Slow(factor)) = fault {
+        eprintln!("parlab rank: injected fault: every timed step {factor}x as long");
+        let _ = SLOWDOWN.set(factor);
+    }
+}
+
+/// Inside a timed region that has taken `elapsed` so far: waits (factor − 1) × `elapsed` when a
+/// `slow` fault is armed, so the region measures factor × as long; otherwise returns at once.
+/// Waits under two milliseconds spin (a sleep would overshoot a microsecond collective).
+pub fn stretch(elapsed: Duration) {
+    let Some(factor) = SLOWDOWN.get() else { return };
+    let wait = elapsed.mul_f64(factor - 1.0);
+    if wait >= Duration::from_millis(2) {
+        std::thread::sleep(wait);
+    } else {
+        let until = Instant::now() + wait;
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
     }
 }
 
@@ -71,7 +119,7 @@ pub fn strike(fault: Option<Fault>) {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
         }
-        Some(Fault::Wrong) | None => {}
+        Some(Fault::Wrong | Fault::Slow(_)) | None => {}
     }
 }
 
@@ -88,5 +136,13 @@ mod tests {
         assert_eq!(parse("hang:rank1@slow", 1, "other"), None);
         assert_eq!(parse("wrong:rank1", 1, "x"), Some(Fault::Wrong));
         assert_eq!(parse("explode:rank1", 1, "x"), None);
+        assert_eq!(parse("slow:1.5", 3, "x"), Some(Fault::Slow(1.5)), "every rank");
+        assert_eq!(parse("slow:1.5@decode", 0, "decode"), Some(Fault::Slow(1.5)));
+        assert_eq!(parse("slow:1.5@decode", 0, "collectives"), None);
+        assert_eq!(parse("slow:2:rank1", 1, "x"), Some(Fault::Slow(2.0)));
+        assert_eq!(parse("slow:2:rank1", 0, "x"), None);
+        for bad in ["slow:1", "slow:0.5", "slow:nan", "slow:inf", "slow:1000", "slow", "slow:fast"] {
+            assert_eq!(parse(bad, 0, "x"), None, "{bad}");
+        }
     }
 }

@@ -43,6 +43,7 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     crate::manifest::placement::write(out, comm.rank());
     let fault = fault::from_env(comm.rank(), &plan.experiment);
     fault::strike(fault);
+    fault::arm(fault);
     let result = match plan.kind() {
         Kind::Collectives => collectives::run(plan, &mut comm, out),
         Kind::Membw => membw::run(plan, &mut comm, out),

@@ -19,6 +19,14 @@ pub struct Record {
     pub iteration: u32,
     /// Seconds.
     pub seconds: f64,
+    /// The launch that measured it (0-based; a rank writes none, the collector tags launches
+    /// after the first as it reads their folders).
+    #[serde(default, skip_serializing_if = "is_first_launch")]
+    pub launch: u32,
+}
+
+fn is_first_launch(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The records file of `rank` in `out`.
@@ -41,7 +49,7 @@ impl RecordSink {
 
     /// Writes one sample.
     pub fn push(&mut self, figure: &str, size_bytes: u64, repetition: u32, iteration: u32, seconds: f64) -> std::io::Result<()> {
-        let record = Record { rank: self.rank, figure: figure.into(), size_bytes, repetition, iteration, seconds };
+        let record = Record { rank: self.rank, figure: figure.into(), size_bytes, repetition, iteration, seconds, launch: 0 };
         serde_json::to_writer(&mut self.writer, &record)?;
         self.writer.write_all(b"\n")
     }

@@ -63,6 +63,8 @@ pub const SEQUENCES: Bounds<u32> = Bounds::new(1, MAX_SEQUENCES);
 pub const THREADS: Bounds<u32> = Bounds::new(1, MAX_THREADS);
 /// `repetitions` and every `iterations`.
 pub const REPEATS: Bounds<u32> = Bounds::new(1, MAX_REPEATS);
+/// `launches`: independent launches of a run (the nightly's unit of replication).
+pub const LAUNCHES: Bounds<u32> = Bounds::new(1, super::validate::MAX_LAUNCHES);
 /// `warmup`.
 pub const WARMUP: Bounds<u32> = Bounds::new(0, MAX_REPEATS);
 /// `new_tokens` as read (1 is refused with its reason afterwards; the model's positions cap it).

@@ -189,6 +189,14 @@ impl Workload {
     }
 }
 
+fn one_launch() -> u32 {
+    1
+}
+
+fn is_one_launch(n: &u32) -> bool {
+    *n == 1
+}
+
 fn is_cpu(d: &Device) -> bool {
     *d == Device::Cpu
 }
@@ -224,6 +232,15 @@ pub struct RunPlan {
     pub repetitions: u32,
     /// Warm-up repetitions or iterations.
     pub warmup: u32,
+    /// Independent launches of the run, each a fresh `mpirun` (absent in plans before launches: 1).
+    ///
+    /// Not in the run identity: it says how many times the same thing is measured, not what is
+    /// measured (repetitions and warm-up are inside one launch and change what that launch's
+    /// process state has seen, so they are). A baseline night measured with k launches and a night
+    /// with another k share their run identities and are compared figure by figure; the run
+    /// cache re-measures a cached run that has fewer launches than asked.
+    #[serde(default = "one_launch", skip_serializing_if = "is_one_launch")]
+    pub launches: u32,
     /// Wall-clock limit in seconds.
     pub timeout_s: f64,
     /// What the machine must have.

@@ -414,6 +414,8 @@ pub struct Experiment {
     pub repetitions: u32,
     /// Untimed warm-up repetitions (or iterations, for sweeps).
     pub warmup: u32,
+    /// Independent launches of each run (the nightly's unit of replication; 1 when absent).
+    pub launches: u32,
     /// Wall-clock limit of one run, in seconds.
     pub timeout_s: f64,
     /// What the machine must have.

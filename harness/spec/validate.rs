@@ -51,7 +51,11 @@ const KIND_KEYS: &[(&str, &[Kind])] = &[
     ("devices", &[Kind::Model]),
     ("context", &[Kind::Model]),
     ("imbalance", &[Kind::Model]),
+    ("launches", &[Kind::Collectives, Kind::Membw, Kind::Decode, Kind::Dispatch]),
 ];
+
+/// The most launches a spec may ask of one run.
+pub const MAX_LAUNCHES: u32 = 100;
 
 /// The keys whose list values the matrix expands ([`Axis`]'s names).
 pub const AXES: &[&str] = &Axis::names();
@@ -251,6 +255,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         devices: fields.choice_axis(c, "device", &[("cpu", Device::Cpu), ("cuda", Device::Cuda)], Device::Cpu),
         repetitions: fields.uint(c, "repetitions", default_repetitions(kind), super::fields::REPEATS),
         warmup: fields.uint(c, "warmup", default_warmup(kind), super::fields::WARMUP),
+        launches: fields.uint(c, "launches", 1, super::fields::LAUNCHES),
         timeout_s: fields.timeout(c),
         requires: fields.requires(c),
         launcher: fields.launcher(c),

@@ -66,6 +66,20 @@ fn what_each_rank_holds_is_part_of_the_identity() {
 }
 
 #[test]
+fn launches_change_neither_the_run_nor_the_answer_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "kind: collectives\nworld: 2\n";
+    let one = suite(&[&spec(&dir, "one", &format!("name: one\n{base}"))])[0].clone();
+    let five = suite(&[&spec(&dir, "five", &format!("name: five\n{base}launches: 5\n"))])[0].clone();
+    assert_eq!((one.launches, five.launches), (1, 5));
+    assert_eq!((&one.run_id, &one.answer_id), (&five.run_id, &five.answer_id), "how many times, not what, is measured");
+    let json = serde_json::to_string(&one).unwrap();
+    assert!(!json.contains("launches"), "a plan of one launch is written as before: {json}");
+    let back: RunPlan = serde_json::from_str(&serde_json::to_string(&five).unwrap()).unwrap();
+    assert_eq!(back.launches, 5);
+}
+
+#[test]
 fn link_threads_and_repetitions_change_the_run_but_not_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let variants = ["world: 2\n", "world: 2\nlink: mpi-tcp\n", "world: 2\nthreads: 3\n", "world: 2\nrepetitions: 7\n"];

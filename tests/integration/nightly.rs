@@ -1,16 +1,15 @@
-//! Nightly comparison: verdicts from raw samples (Mann–Whitney U, power guard, minimum effect,
-//! Benjamini–Hochberg), summary medians where samples are missing, new failures, changed
-//! answers and machines, bandwidth normalisation, and the JUnit, markdown and JSON outputs.
+//! Nightly comparison: verdicts from per-launch medians (Yuen's trimmed Welch t on logs, the launch-count
+//! guard, minimum effect, Benjamini–Hochberg, each figure's noise band from the history), old
+//! manifests as one launch, new failures, changed answers and machines, bandwidth
+//! normalisation, the JUnit, markdown and JSON outputs, and real nights end to end.
 
-use parlab::collect::frames::write_results;
 use parlab::manifest::machine::Fingerprint;
-use parlab::manifest::{Manifest, Status};
-use parlab::nightly::samples::FigureSamples;
-use parlab::nightly::{compare, Finding, Night, Policy, Verdict};
-use parlab::rank::records::Record;
+use parlab::manifest::{LaunchStatistic, LaunchStats, Manifest, Status};
+use parlab::nightly::history::{Entry, Noise, NoiseBook, Point, SCHEMA};
+use parlab::nightly::stats::{benjamini_hochberg, mann_whitney, median};
+use parlab::nightly::{compare, Comparison, Finding, Night, Policy, Verdict};
 use parlab::spec::load_suite;
 use parlab::spec::Kind;
-use polars::prelude::*;
 use std::path::{Path, PathBuf};
 
 fn decode_manifest(step_s: f64, tokens: Option<&[u32]>) -> Manifest {
@@ -47,54 +46,66 @@ impl Draw {
     }
 }
 
-/// A night of one decode manifest whose step and rate samples are `steps`.
+/// `m` with per-launch figures: decode step medians `steps`, tokens per second their inverses.
+fn with_launches(m: &Manifest, steps: &[f64]) -> Manifest {
+    let mut m = m.clone();
+    let figures = [
+        ("decode step median".to_string(), steps.to_vec()),
+        ("tokens per second median".to_string(), steps.iter().map(|s| 1.0 / s).collect()),
+    ];
+    m.launches = Some(LaunchStats { count: steps.len() as u32, statistic: LaunchStatistic::Median, figures: figures.into() });
+    m
+}
+
+/// A night of one decode manifest whose launches' step medians are `steps`.
 fn night_of(m: &Manifest, steps: &[f64]) -> Night {
-    let mut samples = FigureSamples::new();
-    samples.insert("decode step median".into(), steps.to_vec());
-    samples.insert("tokens per second median".into(), steps.iter().map(|s| 1.0 / s).collect());
-    let mut night = Night::new(vec![m.clone()]);
-    night.samples.insert(m.run_id.clone(), samples);
-    night
+    Night::new(vec![with_launches(m, steps)])
+}
+
+fn judged(before: &Night, after: &Night) -> Comparison {
+    compare(before, after, &Policy::default(), &NoiseBook::NotKept)
 }
 
 fn step_verdict(before: &Night, after: &Night) -> parlab::nightly::FigureVerdict {
-    let c = compare(before, after, &Policy::default());
-    c.verdicts.into_iter().find(|v| v.figure == "decode step median").expect("a decode step verdict")
+    judged(before, after).verdicts.into_iter().find(|v| v.figure == "decode step median").expect("a decode step verdict")
 }
 
 #[test]
-fn a_twenty_percent_shift_is_regressed_with_thirty_samples_and_insufficient_with_three() {
+fn a_twenty_percent_shift_is_regressed_with_five_launches_and_insufficient_with_two_or_an_old_manifest() {
     let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     let mut draw = Draw(7);
-    let (base, slow) = (draw.lognormal(30, 0.020, 0.1), draw.lognormal(30, 0.024, 0.1));
+    let (base, slow) = (draw.lognormal(5, 0.020, 0.05), draw.lognormal(5, 0.024, 0.05));
     let v = step_verdict(&night_of(&m, &base), &night_of(&m, &slow));
     assert_eq!(v.verdict, Verdict::Regressed, "{v:?}");
-    assert!(v.p.unwrap() < 1e-4 && v.q.unwrap() < 0.05 && (v.effect - 0.2).abs() < 0.08, "{v:?}");
-    assert_eq!((v.n_before, v.n_after), (30, 30));
-    let rate = compare(&night_of(&m, &base), &night_of(&m, &slow), &Policy::default());
-    assert!(rate
-        .findings
-        .iter()
-        .any(|f| matches!(f, Finding::Regressed { figure, p: Some(_), .. } if figure == "tokens per second median")));
-    let v = step_verdict(&night_of(&m, &base[..3]), &night_of(&m, &slow[..3]));
+    assert!(v.p.unwrap() < 1e-3 && v.q.unwrap() < 0.05 && (v.effect - 0.2).abs() < 0.08, "{v:?}");
+    assert_eq!((v.n_before, v.n_after), (5, 5));
+    assert!(
+        v.method.starts_with("Yuen-Welch t on log per-launch medians, 20% trimmed each end") && v.method.contains("no history"),
+        "{}",
+        v.method
+    );
+    let rate = judged(&night_of(&m, &base), &night_of(&m, &slow));
+    assert!(rate.findings.iter().any(|f| matches!(f, Finding::Regressed { figure, .. } if figure == "tokens per second median")));
+    let v = step_verdict(&night_of(&m, &base[..2]), &night_of(&m, &slow[..2]));
     assert_eq!(v.verdict, Verdict::InsufficientEvidence, "{v:?}");
-    assert!(v.method.contains("smallest reachable p (0.100)"), "{}", v.method);
+    assert!(v.method.contains("2 vs 2 launches") && v.method.contains("at least 3"), "{}", v.method);
+    let old = Night::new(vec![m.clone()]);
+    let v = step_verdict(&old, &night_of(&m, &slow));
+    assert_eq!((v.verdict, v.n_before), (Verdict::InsufficientEvidence, 1), "a manifest before launches is one launch: {v:?}");
     let v = step_verdict(&night_of(&m, &slow), &night_of(&m, &base));
     assert_eq!(v.verdict, Verdict::Improved, "the same shift the other way: {v:?}");
     let small: Vec<f64> = base.iter().map(|s| s * 1.05).collect();
-    let exact: Vec<f64> = base.iter().map(|s| s * 1.0).collect();
     assert_eq!(step_verdict(&night_of(&m, &base), &night_of(&m, &small)).verdict, Verdict::NoChange, "5% is below the minimum effect");
-    assert_eq!(step_verdict(&night_of(&m, &base), &night_of(&m, &exact)).verdict, Verdict::NoChange);
+    assert_eq!(step_verdict(&night_of(&m, &base), &night_of(&m, &base)).verdict, Verdict::NoChange);
 }
 
-/// One manifest with `figures` all-reduce sizes, each figure's samples drawn from one distribution.
-fn many_figures(m: &Manifest, figures: usize, draw: &mut Draw) -> Night {
+/// One manifest with `figures` all-reduce sizes, each figure's per-launch values `draw(i)`.
+fn many_figures(m: &Manifest, figures: usize, mut draw: impl FnMut(usize) -> Vec<f64>) -> Night {
     let mut m = m.clone();
     m.summary = Some(crate::synth::allreduce_summary(1..=figures as u64, 1e-4));
-    let samples: FigureSamples = (1..=figures).map(|i| (format!("all-reduce {i} B median"), draw.lognormal(30, 1e-4, 0.3))).collect();
-    let mut night = Night::new(vec![m.clone()]);
-    night.samples.insert(m.run_id.clone(), samples);
-    night
+    let values = (1..=figures).map(|i| (format!("all-reduce {i} B median"), draw(i))).collect();
+    m.launches = Some(LaunchStats { count: 5, statistic: LaunchStatistic::Median, figures: values });
+    Night::new(vec![m])
 }
 
 #[test]
@@ -103,76 +114,163 @@ fn two_hundred_figures_from_one_distribution_stay_within_what_fdr_allows() {
     let (mut draw, nights) = (Draw(2026), 20);
     let (mut flagged_nights, mut false_regressed, mut uncorrected) = (0, 0, 0);
     for _ in 0..nights {
-        let (before, after) = (many_figures(&m, 200, &mut draw), many_figures(&m, 200, &mut draw));
-        let c = compare(&before, &after, &Policy::default());
+        let before = many_figures(&m, 200, |_| draw.lognormal(5, 1e-4, 0.3));
+        let after = many_figures(&m, 200, |_| draw.lognormal(5, 1e-4, 0.3));
+        let c = judged(&before, &after);
         assert_eq!(c.verdicts.len(), 200);
-        let regressed = c.verdicts.iter().filter(|v| v.verdict == Verdict::Regressed).count();
-        false_regressed += regressed;
-        flagged_nights += usize::from(regressed > 0);
-        uncorrected += c.verdicts.iter().filter(|v| v.p.unwrap() < 0.05 && v.worse_by >= 0.10).count();
+        let changed = c.verdicts.iter().filter(|v| matches!(v.verdict, Verdict::Regressed | Verdict::Improved)).count();
+        false_regressed += changed;
+        flagged_nights += usize::from(changed > 0);
+        uncorrected += c.verdicts.iter().filter(|v| v.p.unwrap() < 0.05 && v.effect.abs() >= 0.10).count();
     }
-    println!("{nights} nights x 200 null figures: {flagged_nights} nights flagged, {false_regressed} false REGRESSED; uncorrected p < 0.05 and >= 10% worse: {uncorrected}");
+    println!("{nights} nights x 200 null figures, 5 launches: {flagged_nights} nights flagged, {false_regressed} false verdicts; uncorrected p < 0.05 and >= 10%: {uncorrected}");
     // Under the global null BH at 5% flags any figure on at most 5% of nights (1 of 20 expected).
     assert!(flagged_nights <= 3, "{flagged_nights} of {nights} nights flagged ({false_regressed} figures)");
     // Without the correction the same draws would cry wolf every night.
     assert!(uncorrected > 5 * nights, "uncorrected p < 0.05 would flag {uncorrected}");
 }
 
+/// One launch: `iterations` samples around `median` shifted by the launch's own random offset.
+fn launch_samples(draw: &mut Draw, iterations: usize, median: f64, launch_sigma: f64, within_sigma: f64) -> Vec<f64> {
+    let offset = draw.lognormal(1, 1.0, launch_sigma)[0];
+    draw.lognormal(iterations, median * offset, within_sigma)
+}
+
+#[test]
+fn launch_level_shifts_stay_within_fdr_where_pooled_iterations_cry_wolf() {
+    // As measured on these machines: a launch's small-message latency differs from the next by
+    // up to 1.6x (log-spread 0.15 between launches) while its own iterations vary by 5%.
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let (mut draw, nights, figures, launches, iterations) = (Draw(31), 20, 64, 5, 50);
+    let (mut flagged_nights, mut false_verdicts, mut pooled_flagged_nights, mut pooled_false) = (0, 0, 0, 0);
+    for _ in 0..nights {
+        let mut night = || -> Vec<Vec<Vec<f64>>> {
+            (0..figures).map(|_| (0..launches).map(|_| launch_samples(&mut draw, iterations, 1e-4, 0.15, 0.05)).collect()).collect()
+        };
+        let (before, after) = (night(), night());
+        let medians = |n: &Vec<Vec<Vec<f64>>>, i: usize| n[i - 1].iter().map(|l| median(l).unwrap()).collect::<Vec<f64>>();
+        let c = judged(&many_figures(&m, figures, |i| medians(&before, i)), &many_figures(&m, figures, |i| medians(&after, i)));
+        let changed = c.verdicts.iter().filter(|v| matches!(v.verdict, Verdict::Regressed | Verdict::Improved)).count();
+        false_verdicts += changed;
+        flagged_nights += usize::from(changed > 0);
+        // The old method: Mann-Whitney on every iteration of every launch pooled, BH, 10%.
+        let pooled = |n: &Vec<Vec<Vec<f64>>>, i: usize| n[i].concat();
+        let tests: Vec<(f64, f64)> = (0..figures)
+            .map(|i| {
+                let (a, b) = (pooled(&before, i), pooled(&after, i));
+                (mann_whitney(&a, &b).unwrap().p, median(&b).unwrap() / median(&a).unwrap() - 1.0)
+            })
+            .collect();
+        let q = benjamini_hochberg(&tests.iter().map(|t| t.0).collect::<Vec<f64>>());
+        let wolf = tests.iter().zip(&q).filter(|((_, effect), q)| **q <= 0.05 && effect.abs() >= 0.10).count();
+        pooled_false += wolf;
+        pooled_flagged_nights += usize::from(wolf > 0);
+    }
+    println!(
+        "{nights} null nights x {figures} figures, {launches} launches with launch-level shifts: per-launch Yuen-Welch flagged {flagged_nights} nights ({false_verdicts} figures); pooled-iteration Mann-Whitney flagged {pooled_flagged_nights} nights ({pooled_false} figures)"
+    );
+    assert!(flagged_nights <= 3, "{flagged_nights} of {nights} nights flagged ({false_verdicts} figures)");
+    assert!(pooled_flagged_nights >= nights / 2, "pseudo-replication cries wolf: {pooled_flagged_nights} nights");
+}
+
 #[test]
 fn an_answer_change_is_always_a_finding() {
     let before = decode_manifest(0.020, Some(&[1, 2, 3]));
     let mut draw = Draw(11);
-    let base = draw.lognormal(30, 0.020, 0.1);
+    let base = draw.lognormal(5, 0.020, 0.05);
     let mut other = decode_manifest(0.020, Some(&[1, 2, 4]));
     for (steps, machine) in [
         (base.clone(), Fingerprint::default()),
         (base[..2].to_vec(), Fingerprint::default()),
-        (draw.lognormal(30, 0.030, 0.1), Fingerprint { cores: 64, ..Default::default() }),
+        (draw.lognormal(5, 0.030, 0.05), Fingerprint { cores: 64, ..Default::default() }),
     ] {
         other.machine = machine;
-        let c = compare(&night_of(&before, &base), &night_of(&other, &steps), &Policy::default());
+        let c = judged(&night_of(&before, &base), &night_of(&other, &steps));
         assert!(c.findings.iter().any(|f| matches!(f, Finding::AnswerChanged { .. })), "{:?}", c.findings);
     }
     let changed = decode_manifest(0.020, Some(&[1, 2, 4]));
-    let findings = compare(&Night::new(vec![before.clone()]), &Night::new(vec![changed]), &Policy::default()).findings;
+    let findings = judged(&Night::new(vec![before.clone()]), &Night::new(vec![changed])).findings;
     assert!(matches!(findings[..], [Finding::AnswerChanged { .. }]), "{findings:?}");
     let mut failed = decode_manifest(0.020, None);
     failed.status = Status::Failed;
     failed.reason = Some("rank 1 killed by signal 9".into());
-    match &compare(&Night::new(vec![before]), &Night::new(vec![failed]), &Policy::default()).findings[..] {
+    match &judged(&Night::new(vec![before]), &Night::new(vec![failed])).findings[..] {
         [Finding::NowFailing { reason, .. }] => assert_eq!(reason, "rank 1 killed by signal 9"),
         other => panic!("unexpected {other:?}"),
     }
 }
 
 #[test]
-fn without_samples_the_summary_medians_are_held_to_the_tolerance() {
+fn manifests_without_per_launch_figures_are_one_launch_and_never_a_guess() {
     let before = decode_manifest(0.020, Some(&[1, 2, 3]));
-    let noisy = decode_manifest(0.022, Some(&[1, 2, 3]));
     let slow = decode_manifest(0.030, Some(&[1, 2, 3]));
-    let policy = Policy::default();
-    assert!(compare(&Night::new(vec![before.clone()]), &Night::new(vec![noisy]), &policy).findings.is_empty());
-    let c = compare(&Night::new(vec![before]), &Night::new(vec![slow]), &policy);
-    let figures: Vec<String> = c
-        .findings
-        .iter()
-        .map(|f| match f {
-            Finding::Regressed { figure, worse_by, p: None, .. } => format!("{figure} {worse_by:.2}"),
-            other => panic!("unexpected {other:?}"),
+    let c = judged(&Night::new(vec![before]), &Night::new(vec![slow]));
+    assert!(c.findings.is_empty(), "{:?}", c.findings);
+    assert_eq!(c.verdicts.len(), 2);
+    for v in &c.verdicts {
+        assert_eq!((v.verdict, v.n_before, v.n_after, v.p), (Verdict::InsufficientEvidence, 1, 1, None), "{v:?}");
+        assert!((v.effect - 0.5).abs() < 1e-9 || (v.effect + 1.0 / 3.0).abs() < 1e-9, "the medians are still shown: {v:?}");
+    }
+}
+
+/// A history of `nights` nights of `m`'s decode figures, each night's step median drawn around
+/// 0.020 with log-spread `sigma`.
+fn history_of(m: &Manifest, nights: usize, sigma: f64, draw: &mut Draw) -> Vec<Entry> {
+    (0..nights)
+        .map(|i| {
+            let step = draw.lognormal(1, 0.020, sigma)[0];
+            let point = |figure: &str, median, lower_is_better| Point {
+                run_id: m.run_id.clone(),
+                run: "r".into(),
+                figure: figure.into(),
+                median,
+                lower_is_better,
+            };
+            Entry {
+                schema: SCHEMA.into(),
+                night: format!("2026-11-{:02}T00:00:00Z", i + 1),
+                points: vec![point("decode step median", step, true), point("tokens per second median", 1.0 / step, false)],
+            }
         })
-        .collect();
-    assert_eq!(figures, vec!["decode step median 0.50", "tokens per second median 0.50"]);
-    assert!(c.verdicts.iter().all(|v| v.method.starts_with("summary medians only")), "{:?}", c.verdicts);
+        .collect()
+}
+
+#[test]
+fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_says_so() {
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let mut draw = Draw(41);
+    let (base, slow20, slow50) = (draw.lognormal(5, 0.020, 0.02), draw.lognormal(5, 0.024, 0.02), draw.lognormal(5, 0.030, 0.02));
+    let judge = |after: &[f64], book: &NoiseBook| {
+        let c = compare(&night_of(&m, &base), &night_of(&m, after), &Policy::default(), book);
+        c.verdicts.into_iter().find(|v| v.figure == "decode step median").unwrap()
+    };
+    // A figure that wanders 8% night to night: its band is 3 x sqrt(2) x 8% = 34% in logs.
+    let noisy = NoiseBook::from_entries(&history_of(&m, 12, 0.08, &mut draw));
+    let v = judge(&slow20, &noisy);
+    assert_eq!(v.verdict, Verdict::NoChange, "20% is within an 8%-a-night figure's band: {v:?}");
+    assert!(v.method.contains("scaled MAD of 12 nights"), "{}", v.method);
+    let Noise::Estimated { sigma, nights: 12 } = v.noise else { panic!("{:?}", v.noise) };
+    assert!(sigma > 0.03 && sigma < 0.15, "{sigma}");
+    assert_eq!(judge(&slow50, &noisy).verdict, Verdict::Regressed, "50% leaves the band");
+    let steady = NoiseBook::from_entries(&history_of(&m, 12, 0.01, &mut draw));
+    assert_eq!(judge(&slow20, &steady).verdict, Verdict::Regressed, "20% is far outside a 1%-a-night figure's band");
+    let short = NoiseBook::from_entries(&history_of(&m, 3, 0.01, &mut draw));
+    let v = judge(&slow50, &short);
+    assert_eq!((v.verdict, v.noise), (Verdict::InsufficientEvidence, Noise::TooFew { nights: 3 }), "{v:?}");
+    assert!(v.method.contains("3 nights of this figure, too few for a noise estimate (need 5)"), "{}", v.method);
+    assert_eq!(judge(&base, &short).verdict, Verdict::NoChange, "no change needs no noise estimate");
+    let line = parlab::nightly::outputs::verdict_line(&judge(&slow50, &noisy));
+    assert!(line.starts_with("REGRESSED") && line.contains("band ±") && line.contains("launches 5/5"), "{line}");
 }
 
 #[test]
 fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regression() {
     let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     let mut draw = Draw(5);
-    let (base, slow) = (draw.lognormal(30, 0.020, 0.05), draw.lognormal(30, 0.0235, 0.05));
+    let (base, slow) = (draw.lognormal(5, 0.020, 0.02), draw.lognormal(5, 0.0235, 0.02));
     let mut moved = m.clone();
     moved.machine.cpu_model = "Other CPU".into();
-    let c = compare(&night_of(&m, &base), &night_of(&moved, &slow), &Policy::default());
+    let c = judged(&night_of(&m, &base), &night_of(&moved, &slow));
     assert!(c.verdicts.is_empty(), "timings of another machine are not compared");
     match &c.findings[..] {
         [Finding::MachineDiffers { runs: 1, differences }] => assert_eq!(differences, &["cpu_model: none -> Other CPU"]),
@@ -189,37 +287,18 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
     let (mut before, mut after) = (night_of(&m, &base), night_of(&m, &slow));
     before.manifests.push(membw(18.0e9));
     after.manifests.push(membw(18.0e9 / 1.2));
-    let c = compare(&before, &after, &Policy::default());
+    let c = judged(&before, &after);
     let v = c.verdicts.iter().find(|v| v.figure == "decode step median").unwrap();
     assert!((c.bandwidth_ratio.unwrap() - 1.0 / 1.2).abs() < 1e-12);
     assert_eq!(v.verdict, Verdict::NoChange, "{v:?}");
     assert!(v.method.contains("explained by memory bandwidth") && v.bandwidth_normalised_worse_by.unwrap().abs() < 0.1, "{v:?}");
     after.manifests[1] = membw(18.0e9);
-    assert_eq!(compare(&before, &after, &Policy::default()).verdicts[0].verdict, Verdict::Regressed, "same bandwidth: a regression");
+    assert_eq!(judged(&before, &after).verdicts[0].verdict, Verdict::Regressed, "same bandwidth: a regression");
 }
 
-/// Writes `m` with decode-step samples `steps` (one repetition each, ranks 0 and 1) into `dir`.
-fn write_with_samples(m: &Manifest, steps: &[f64], dir: &Path) {
-    let out = Manifest::results_dir(dir, &m.run_id);
-    std::fs::create_dir_all(&out).unwrap();
-    let recs: Vec<Record> = steps
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| {
-            (0..2).map(move |rank| Record {
-                rank,
-                figure: "decode_step".into(),
-                size_bytes: 0,
-                repetition: i as u32,
-                iteration: 0,
-                seconds: s * (0.9 + 0.1 * f64::from(rank)),
-            })
-        })
-        .collect();
-    let mut summary = DataFrame::new_infer_height(vec![Column::new("step_s".into(), steps.to_vec())]).unwrap();
-    let mut m = m.clone();
-    m.results = Some(write_results(&recs, &mut summary, &out, dir).unwrap());
-    m.write(dir).unwrap();
+/// Writes `m` with per-launch decode step medians `steps` into `dir`.
+fn write_with_launches(m: &Manifest, steps: &[f64], dir: &Path) {
+    with_launches(m, steps).write(dir).unwrap();
 }
 
 fn nightly(base: &Path, now: &Path, extra: &[&str]) -> std::process::Output {
@@ -289,38 +368,47 @@ fn parse_junit(path: &Path) -> (usize, usize, usize) {
 }
 
 #[test]
-fn the_command_judges_real_parquet_samples_and_writes_junit_markdown_and_json() {
+fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     let (base, same, slow, few) =
         (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut draw = Draw(3);
-    let (before, after) = (draw.lognormal(30, 0.020, 0.1), draw.lognormal(30, 0.024, 0.1));
-    write_with_samples(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, base.path());
+    let (before, after) = (draw.lognormal(5, 0.020, 0.03), draw.lognormal(5, 0.024, 0.03));
+    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, base.path());
     let junit = base.path().join("junit.xml");
     let out = nightly(base.path(), base.path(), &["--junit", junit.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "a baseline against itself: {}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 findings"));
     assert_eq!(parse_junit(&junit).1, 0, "no failures");
-    write_with_samples(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, same.path());
+    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, same.path());
     assert_eq!(nightly(base.path(), same.path(), &[]).status.code(), Some(0), "the same samples again");
-    write_with_samples(&decode_manifest(0.024, Some(&[1, 2, 3])), &after, slow.path());
+    write_with_launches(&decode_manifest(0.024, Some(&[1, 2, 3])), &after, slow.path());
     let summary = slow.path().join("summary.md");
     let out = nightly(base.path(), slow.path(), &["--junit", junit.to_str().unwrap(), "--summary", summary.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{stdout}");
-    assert!(stdout.contains("REGRESSED") && stdout.contains("Mann-Whitney U (normal approximation"), "{stdout}");
+    assert!(stdout.contains("REGRESSED") && stdout.contains("Yuen-Welch t on log per-launch medians"), "{stdout}");
     let (tests, failures, _) = parse_junit(&junit);
-    assert!(tests >= 4 && failures == 1, "{tests} tests, {failures} failures");
+    assert!(tests >= 4 && failures == 2, "{tests} tests, {failures} failures: the step and the rate");
     let md = std::fs::read_to_string(&summary).unwrap();
     assert!(md.contains("### Findings") && md.contains("| REGRESSED |"), "{md}");
+    let history = tempfile::tempdir().unwrap();
+    let out = nightly(base.path(), slow.path(), &["--history", history.path().to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "no history yet: no noise estimate, no verdict on timings: {stdout}");
+    assert!(
+        stdout.contains("INSUFFICIENT_EVIDENCE") && stdout.contains("0 nights of this figure, too few for a noise estimate (need 5)"),
+        "{stdout}"
+    );
+    assert_eq!(parlab::nightly::history::read(history.path()).len(), 1, "tonight appended after the comparison");
     let json_out = nightly(base.path(), slow.path(), &["--json"]);
     let value: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     let verdicts = value["comparison"]["verdicts"].as_array().unwrap();
     let step = verdicts.iter().find(|v| v["figure"] == "decode step median").unwrap();
     assert_eq!(step["verdict"], "REGRESSED");
-    assert!(step["p"].as_f64().unwrap() < 1e-3 && step["n_before"] == 30);
+    assert!(step["p"].as_f64().unwrap() < 0.05 && step["n_before"] == 5 && step["noise"]["noise"] == "not_kept", "{step}");
     let few_base = tempfile::tempdir().unwrap();
-    write_with_samples(&decode_manifest(0.020, Some(&[1, 2, 3])), &before[..3], few_base.path());
-    write_with_samples(&decode_manifest(0.024, Some(&[1, 2, 3])), &after[..3], few.path());
+    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &before[..2], few_base.path());
+    write_with_launches(&decode_manifest(0.024, Some(&[1, 2, 3])), &after[..2], few.path());
     let out = nightly(few_base.path(), few.path(), &["--junit", junit.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("INSUFFICIENT_EVIDENCE"));
@@ -333,9 +421,9 @@ fn the_command_exits_3_on_a_changed_answer_and_2_on_a_foreign_baseline_or_bad_fl
     decode_manifest(0.020, Some(&[1, 2, 3])).write(base.path()).unwrap();
     decode_manifest(0.040, Some(&[1, 2, 3])).write(now.path()).unwrap();
     let out = nightly(base.path(), now.path(), &[]);
-    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("REGRESSED"));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("have no readable raw samples"), "the fallback is said");
+    assert_eq!(out.status.code(), Some(0), "one launch a night is no evidence: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("INSUFFICIENT_EVIDENCE"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("have no per-launch figures"), "said: {}", String::from_utf8_lossy(&out.stderr));
     decode_manifest(0.020, Some(&[9, 9, 9])).write(now.path()).unwrap();
     assert_eq!(nightly(base.path(), now.path(), &[]).status.code(), Some(3));
     let mut other = decode_manifest(0.020, Some(&[1, 2, 3]));
@@ -381,7 +469,7 @@ fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_
 #[test]
 fn the_command_appends_to_the_history_folder() {
     let (base, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    write_with_samples(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(10, 0.02, 0.1), base.path());
+    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), base.path());
     for _ in 0..2 {
         let out = nightly(base.path(), base.path(), &["--history", history.path().to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -543,4 +631,165 @@ fn report_draws_the_history_beside_the_register() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
     assert!(!fresh.path().join("r").exists(), "nothing written");
+}
+
+#[test]
+fn a_cached_run_with_fewer_launches_than_asked_is_measured_again() {
+    let suite = super::launch::Suite::new();
+    suite.spec("one", &super::launch::small_collectives("one", "60s", ""));
+    let run = |extra: &[&str]| {
+        let out = suite.parlab(&[&["run", "specs", "--no-report"], extra].concat());
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        suite.manifest("one")
+    };
+    let once = run(&[]);
+    assert_eq!(once.launches.as_ref().map(|l| (l.count, l.figures["all-reduce 4 B median"].len())), Some((1, 1)));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let thrice = run(&["--launches", "3"]);
+    assert_ne!(thrice.started_at, once.started_at, "1 launch cached, 3 asked: measured again");
+    assert_eq!(thrice.run_id, once.run_id, "the same run identity");
+    let l = thrice.launches.as_ref().unwrap();
+    assert_eq!((l.count, l.figures["all-reduce 4096 B median"].len()), (3, 3));
+    assert!(
+        suite.manifests().join(&thrice.run_id).join("launch-2").is_dir()
+            && !suite.manifests().join(&thrice.run_id).join("launch-3").exists()
+    );
+    assert_eq!(run(&["--launches", "2"]), thrice, "3 launches cached, 2 asked: skipped");
+    let out = suite.parlab(&["run", "specs", "--no-report", "--launches", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The end-to-end suite: all-reduce over shared memory and TCP at 2 ranks (4 B to 256 KiB by ×16) and
+/// a small seeded GPT-2 (2 layers, width 64) split by tensor at worlds 1 and 2.
+fn e2e_suite() -> super::launch::Suite {
+    let suite = super::launch::Suite::new();
+    let model = suite.dir.path().join("small");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(model.join("config.json"), super::decode::SMALL).unwrap();
+    suite.spec(
+        "coll",
+        "name: nightly-coll\nkind: collectives\nworld: 2\nlink: [mpi-shm, mpi-tcp]\nops: [all-reduce]\n\
+         sizes: {from: 4, to: 256KiB, factor: 16}\niterations: 20\nwarmup: 2\nthreads: 1\ntimeout: 60s\n",
+    );
+    suite.spec(
+        "decode",
+        "name: nightly-decode\nkind: decode\nmodel: ./small\nstrategy: tensor\nworld: [1, 2]\nlink: mpi-shm\n\
+         prompt: {length: 16, seed: 4}\nnew_tokens: 12\nrepetitions: 5\nwarmup: 1\nthreads: 1\ntimeout: 120s\n",
+    );
+    suite
+}
+
+/// Measures the suite as night `name` with `launches` launches (and `fault`, if any) into its own folder.
+fn e2e_night(suite: &super::launch::Suite, name: &str, launches: u32, fault: Option<&str>) -> PathBuf {
+    let dir = suite.dir.path().join("nights").join(name);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.args(["run", "specs", "--no-report", "--launches", &launches.to_string()])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", &dir)
+        .env("PARLAB_STATE", suite.dir.path().join("state"))
+        .env_remove("PARLAB_FAULT");
+    if let Some(f) = fault {
+        cmd.env("PARLAB_FAULT", f);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "night {name}: {}", String::from_utf8_lossy(&out.stderr));
+    dir
+}
+
+/// One verdict of `parlab nightly --json`, as the end-to-end test reads it.
+struct Judged {
+    run: String,
+    figure: String,
+    verdict: String,
+    /// Effect, p and method, for a failure message.
+    detail: String,
+}
+
+/// A night compared: its verdicts, the exit code and the printed text.
+struct Compared {
+    verdicts: Vec<Judged>,
+    code: i32,
+    text: String,
+}
+
+/// `parlab nightly` on two nights, as JSON (verdicts) and as text (exit code and lines).
+fn e2e_compare(base: &Path, now: &Path) -> Compared {
+    let out = nightly(base, now, &["--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let verdicts = value["comparison"]["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| Judged {
+            run: text(&v["run"]),
+            figure: text(&v["figure"]),
+            verdict: text(&v["verdict"]),
+            detail: format!("effect {} p {}: {}", v["effect"], v["p"], text(&v["method"])),
+        })
+        .collect();
+    let printed = nightly(base, now, &[]);
+    Compared { verdicts, code: printed.status.code().unwrap_or(-1), text: String::from_utf8_lossy(&printed.stdout).into() }
+}
+
+/// How many of `verdicts` are `verdict`.
+fn count(verdicts: &[Judged], verdict: &str) -> usize {
+    verdicts.iter().filter(|v| v.verdict == verdict).count()
+}
+
+#[test]
+fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_slowdown_is_regressed() {
+    let (suite, k) = (e2e_suite(), parlab::nightly::NIGHTLY_LAUNCHES);
+    let started = std::time::Instant::now();
+    let nights: Vec<PathBuf> = (1..=3).map(|n| e2e_night(&suite, &format!("night{n}"), k, None)).collect();
+    let slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
+    println!("4 nights of 4 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
+    let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
+    let launches = manifest.launches.as_ref().expect("per-launch figures");
+    assert_eq!((launches.count, launches.figures["decode step median"].len()), (k, k as usize));
+    let samples = nights[0].join(manifest.results.as_ref().unwrap().samples.clone());
+    let frame = parlab::collect::frames::read_parquet(&samples).unwrap();
+    let column = |name: &str| {
+        let c = frame.column(name).unwrap().u32().unwrap().clone();
+        (0..frame.height()).filter_map(|i| c.get(i)).max().unwrap()
+    };
+    assert_eq!((column("launch"), column("repetition")), (k - 1, 5 * k - 1), "every launch's samples kept, repetitions apart");
+    let mut quiet = Vec::new();
+    for (a, b) in [(0, 1), (1, 2), (0, 2)] {
+        let c = e2e_compare(&nights[a], &nights[b]);
+        let (regressed, improved) = (count(&c.verdicts, "REGRESSED"), count(&c.verdicts, "IMPROVED"));
+        println!(
+            "night {} vs night {}: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {}",
+            a + 1,
+            b + 1,
+            c.verdicts.len(),
+            c.code
+        );
+        quiet.push((regressed, improved, c.code, c.text));
+    }
+    let Compared { verdicts, code, text } = e2e_compare(&nights[2], &slow);
+    let (regressed, improved) = (count(&verdicts, "REGRESSED"), count(&verdicts, "IMPROVED"));
+    println!("night 3 vs slow:1.5 on decode: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}", verdicts.len());
+    for (regressed, improved, code, text) in &quiet {
+        assert_eq!((*regressed, *improved, *code), (0, 0, 0), "an unchanged build cried wolf:\n{text}");
+    }
+    assert_eq!(code, 4, "{text}");
+    let decode: Vec<&Judged> = verdicts.iter().filter(|v| v.run.ends_with("nightly-decode")).collect();
+    let figures: Vec<&str> = decode.iter().map(|v| v.figure.as_str()).collect();
+    assert_eq!(figures, ["decode step median", "tokens per second median"].repeat(2), "step and rate at worlds 1 and 2");
+    let missed: Vec<String> = decode
+        .iter()
+        .filter(|v| v.verdict != "REGRESSED")
+        .map(|v| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail))
+        .collect();
+    assert!(missed.is_empty(), "every decode figure REGRESSED: {missed:#?}");
+    // The unchanged nights above are the test of quiet; here the figures the fault did not touch
+    // are only reported (with 4 real discoveries BH lets a noisy one through at a looser rank).
+    let others: Vec<String> = verdicts
+        .iter()
+        .filter(|v| !v.run.ends_with("nightly-decode") && v.verdict != "NO_CHANGE")
+        .map(|v| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail))
+        .collect();
+    println!("figures the fault did not touch, changed: {others:#?}");
+    assert_eq!(regressed + improved, decode.len() + others.len(), "{text}");
 }

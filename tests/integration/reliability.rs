@@ -283,9 +283,9 @@ fn control_characters_in_a_name_are_printed_escaped() {
     assert!(!text.contains('\0') && text.contains("\\0na\\nme"), "{text:?}");
 }
 
-fn nightly(dir: &Path, baseline: &Path, manifests: &Path, tolerance: &str) -> Output {
+fn nightly(dir: &Path, baseline: &Path, manifests: &Path, min_effect: &str) -> Output {
     let (b, m) = (baseline.to_str().unwrap(), manifests.to_str().unwrap());
-    parlab(dir, &["nightly", "--baseline", b, "--manifests", m, "--tolerance", tolerance], &[])
+    parlab(dir, &["nightly", "--baseline", b, "--manifests", m, "--min-effect", min_effect], &[])
 }
 
 #[test]
@@ -298,19 +298,19 @@ fn nightly_refuses_to_pass_when_nothing_was_compared_and_reports_missing_runs() 
     std::fs::create_dir_all(&empty).unwrap();
     let dir = suite.dir.path();
     for baseline in [empty.as_path(), Path::new("/etc")] {
-        let out = nightly(dir, baseline, &tonight, "0.25");
+        let out = nightly(dir, baseline, &tonight, "0.10");
         assert_eq!(out.status.code(), Some(2), "{}: {}", baseline.display(), stderr(&out));
         assert!(stderr(&out).contains("nothing to compare"), "{}", stderr(&out));
     }
-    for bad in ["nan", "inf", "-0.1", "0"] {
-        assert_eq!(nightly(dir, &tonight, &tonight, bad).status.code(), Some(2), "--tolerance {bad}");
+    for bad in ["nan", "inf", "-0.1"] {
+        assert_eq!(nightly(dir, &tonight, &tonight, bad).status.code(), Some(2), "--min-effect {bad}");
     }
-    assert_eq!(nightly(dir, &tonight, &tonight, "0.25").status.code(), Some(0), "a store against itself");
+    assert_eq!(nightly(dir, &tonight, &tonight, "0.10").status.code(), Some(0), "a store against itself");
     let partial = suite.dir.path().join("partial");
     std::fs::create_dir_all(&partial).unwrap();
     let kept = suite.manifest("one");
     kept.write(&partial).unwrap();
-    let out = nightly(dir, &tonight, &partial, "0.25");
+    let out = nightly(dir, &tonight, &partial, "0.10");
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("MISSING"), "{}", String::from_utf8_lossy(&out.stdout));
 }
