@@ -9,6 +9,9 @@ use std::path::Path;
 /// manifests (each written atomically), so it may run beside a `parlab run`; two renders into
 /// one output folder are kept apart by the output folder's lock.
 pub fn run(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
+    if manifests.exists() && !manifests.is_dir() {
+        return Err(Error::Usage(format!("{}: not a folder; --manifests names the folder the manifests are in", manifests.display())));
+    }
     if !manifests.is_dir() {
         return Err(Error::Usage(format!(
             "{}: no such manifests folder (run `parlab run` first, or pass --manifests DIR)",

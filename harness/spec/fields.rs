@@ -138,6 +138,10 @@ impl<'m> Fields<'m> {
                 );
                 String::new()
             }
+            Some(Value::String(s)) if s.chars().all(|ch| ch == '.') => {
+                c.report("name", format!("`{s}` is a folder's name, not a name (it names files and report rows): use a letter or digit"));
+                String::new()
+            }
             Some(Value::String(s)) if !s.is_empty() && s.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch)) => s.clone(),
             Some(Value::String(s)) => {
                 c.report("name", format!("{} must be letters, digits, - _ . only (it names files and report rows)", printable(s)));

@@ -322,6 +322,11 @@ fn report_on_a_missing_folder_exits_2() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("nowhere: no such manifests folder"));
     assert!(!dir.path().join("reports").exists(), "nothing written");
+    std::fs::write(dir.path().join("a-file"), "{}").unwrap();
+    let out = parlab(dir.path(), &["report", "--manifests", "a-file", "--out", "reports"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a-file: not a folder; --manifests names the folder"), "{}", stderr(&out));
+    assert!(!dir.path().join("reports").exists(), "nothing written");
 }
 
 #[test]
