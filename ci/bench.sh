@@ -144,6 +144,22 @@ bench_report() {
   cargo test --release --test integration report::bench_render_10000_manifests -- --ignored --nocapture --test-threads=1 2>/dev/null | grep -o 'bench:.*'
 }
 
+# The world-1 GPT-2 decode spec the decode sections time: world1_decode_spec NAME THREADS TOKENS REPETITIONS.
+world1_decode_spec() {
+  cat <<YAML
+name: $1
+kind: decode
+model: gpt2
+strategy: tensor
+world: 1
+threads: $2
+prompt: {length: 32, seed: 1}
+new_tokens: $3
+repetitions: $4
+warmup: 1
+YAML
+}
+
 # --- Section: decode (harness/rank/decode.rs). parlab's world-1 GPT-2 decode step against
 # (a) the memory-bandwidth bound: streamed weight bytes / the roofline of a 1-process membw run
 # with the same threads (the higher of parlab's STREAM-class read and libtorch's sum; both are
@@ -168,18 +184,7 @@ buffer: 512MiB
 repetitions: 5
 warmup: 1
 YAML
-  cat > "$WORK/decode1.yaml" <<YAML
-name: bench-decode-1
-kind: decode
-model: gpt2
-strategy: tensor
-world: 1
-threads: $threads
-prompt: {length: 32, seed: 1}
-new_tokens: $tokens
-repetitions: $reps
-warmup: 1
-YAML
+  world1_decode_spec bench-decode-1 "$threads" "$tokens" "$reps" > "$WORK/decode1.yaml"
   : > "$rounds"
   for p in $(seq "$pairs"); do
     rm -rf "$WORK/m-membw1" "$WORK/m-decode1"
@@ -300,18 +305,7 @@ bench_baseline() {
     [ -d "$dir/target/release" ] || cp -a target/release "$dir/target/"
     (cd "$dir/src" && CARGO_TARGET_DIR="$dir/target" cargo build --release --bin parlab 2>&1 | tail -1)
   fi
-  cat > "$WORK/base-decode.yaml" <<YAML
-name: bench-baseline-decode
-kind: decode
-model: gpt2
-strategy: tensor
-world: 1
-threads: $threads
-prompt: {length: 32, seed: 1}
-new_tokens: 16
-repetitions: 3
-warmup: 1
-YAML
+  world1_decode_spec bench-baseline-decode "$threads" 16 3 > "$WORK/base-decode.yaml"
   : > "$rounds"
   for p in $(seq "$pairs"); do
     local line=""

@@ -207,9 +207,12 @@ pub fn device_fits(manifests: &[Manifest]) -> BTreeMap<Op, (LinkFit, String)> {
 /// Seconds to stage `bytes` off a GPU and back through pageable host memory (what a GPU rank's
 /// all-reduce over MPI adds), from the measured copy fits; None without both.
 fn staging_s(fits: &BTreeMap<Op, (LinkFit, String)>, bytes: f64) -> Option<f64> {
-    let off = fits.get(&Op::DeviceToHostPageable)?.0.link();
-    let on = fits.get(&Op::HostToDevicePageable)?.0.link();
-    Some(super::link::p2p_time(off, bytes) + super::link::p2p_time(on, bytes))
+    Some(copy_s(fits, Op::DeviceToHostPageable, bytes)? + copy_s(fits, Op::HostToDevicePageable, bytes)?)
+}
+
+/// Seconds of one measured copy `op` of `bytes` (its fit's α + bytes / β).
+fn copy_s(fits: &BTreeMap<Op, (LinkFit, String)>, op: Op, bytes: f64) -> Option<f64> {
+    Some(super::link::p2p_time(fits.get(&op)?.0.link(), bytes))
 }
 
 struct DecodeCase {
@@ -281,7 +284,7 @@ fn decode_case(m: &Manifest, measured: &Measured) -> Option<DecodeCase> {
             // On GPUs each all-reduce's partial goes off the device and its sum back on; the logits' shard goes off.
             let staged = if gpu {
                 2.0 * shape.layers as f64 * staging_s(&measured.device_fits, act)?
-                    + super::link::p2p_time(measured.device_fits.get(&Op::DeviceToHostPageable)?.0.link(), logits / world as f64)
+                    + copy_s(&measured.device_fits, Op::DeviceToHostPageable, logits / world as f64)?
             } else {
                 0.0
             };

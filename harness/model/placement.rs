@@ -45,17 +45,12 @@ impl Placement {
 
     /// `t` on this device in this element type (itself when it already is).
     pub fn place(&self, t: Tensor) -> Tensor {
-        if t.device() == self.device && t.kind() == self.kind {
-            return t;
-        }
-        t.to_device(self.device).to_kind(self.kind)
+        moved(t, self.device, self.kind)
     }
 
     /// Waits for the device's queued work (a no-op on the CPU), so a clock read after it times the work.
     pub fn synchronize(&self) {
-        if let Device::Cuda(ordinal) = self.device {
-            tch::Cuda::synchronize(ordinal as i64);
-        }
+        synchronize(self.device);
     }
 
     /// Bytes per element.
@@ -81,18 +76,27 @@ impl Placement {
 
 /// `t` on `like`'s device in `like`'s element type (itself when it already is).
 pub fn like(t: Tensor, like: &Tensor) -> Tensor {
-    if t.device() == like.device() && t.kind() == like.kind() {
-        return t;
-    }
-    t.to_device(like.device()).to_kind(like.kind())
+    moved(t, like.device(), like.kind())
 }
 
 /// A host float32 copy of `t` (for MPI buffers, logits and comparisons); `t` itself when it is one.
 pub fn on_host(t: &Tensor) -> Tensor {
-    if t.device() == Device::Cpu && t.kind() == Kind::Float {
-        return t.shallow_clone();
+    moved(t.shallow_clone(), Device::Cpu, Kind::Float)
+}
+
+/// Waits for `device`'s queued work (a no-op on the CPU).
+pub fn synchronize(device: Device) {
+    if let Device::Cuda(ordinal) = device {
+        tch::Cuda::synchronize(ordinal as i64);
     }
-    t.to_device(Device::Cpu).to_kind(Kind::Float)
+}
+
+/// `t` on `device` in `kind`: itself when it already is, else moved and cast once.
+fn moved(t: Tensor, device: Device, kind: Kind) -> Tensor {
+    if t.device() == device && t.kind() == kind {
+        return t;
+    }
+    t.to_device(device).to_kind(kind)
 }
 
 #[cfg(test)]

@@ -70,9 +70,7 @@ impl DeviceCase {
     }
 
     fn synchronize(&self) {
-        if let Device::Cuda(ordinal) = self.gpu {
-            tch::Cuda::synchronize(ordinal as i64);
-        }
+        crate::model::placement::synchronize(self.gpu);
     }
 
     /// Seconds of one operation until the device is synchronised.
