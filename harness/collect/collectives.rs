@@ -14,7 +14,7 @@ use super::stats::Stats;
 use super::Collected;
 use crate::costmodel::link::{fit_collective, LinkFit};
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
-use crate::rank::collectives::block_figure;
+use crate::rank::collectives::{block_figure, in_place_figure};
 use crate::rank::records::Record;
 use crate::spec::{Op, RunPlan};
 use polars::prelude::*;
@@ -24,9 +24,9 @@ use std::path::Path;
 /// Messages up to this size form the fitted ("small-message") regime; larger ones are held out.
 pub const FIT_MAX_BYTES: u64 = 1 << 20;
 
-/// Per (repetition, block): the mean over ranks of an op's back-to-back samples at `size`.
-pub fn block_means(recs: &[Record], op: Op, size: u64) -> Vec<f64> {
-    let figure = block_figure(op);
+/// Per (repetition, block): the mean over ranks of the back-to-back samples of `figure` (an
+/// op's [`block_figure`] or [`in_place_figure`]) at `size`.
+pub fn block_means(recs: &[Record], figure: &str, size: u64) -> Vec<f64> {
     let mut groups: BTreeMap<(u32, u32), (f64, u32)> = BTreeMap::new();
     for r in recs.iter().filter(|r| r.figure == figure && r.size_bytes == size) {
         let e = groups.entry((r.repetition, r.iteration)).or_insert((0.0, 0));
@@ -50,7 +50,8 @@ pub fn summarise(recs: &[Record], plan: &RunPlan) -> Vec<CollectiveRow> {
                 link: plan.link.clone(),
                 time: Stats::of(&slowest)?,
                 spread: Stats::of(&spread)?,
-                op_time: Stats::of(&block_means(recs, op, size)),
+                op_time: Stats::of(&block_means(recs, &block_figure(op), size)),
+                in_place_op_time: Stats::of(&block_means(recs, &in_place_figure(op), size)),
                 wrong: 0,
             })
         })

@@ -108,6 +108,10 @@ pub struct CollectiveRow {
     /// The op's own time: blocks of calls back to back, block / calls, mean over ranks.
     #[serde(rename = "op_time_s", default, skip_serializing_if = "Option::is_none")]
     pub op_time: Option<Stats>,
+    /// The same op in place (the result written over the input; NCCL and nccl-tests time
+    /// both), as `op_time`: blocks of calls back to back. None where only out of place ran.
+    #[serde(rename = "in_place_op_time_s", default, skip_serializing_if = "Option::is_none")]
+    pub in_place_op_time: Option<Stats>,
     /// Wrong results seen by the check.
     pub wrong: u64,
 }

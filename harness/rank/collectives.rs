@@ -54,6 +54,11 @@ pub fn block_figure(op: Op) -> String {
     format!("{}@block", op.name())
 }
 
+/// The figure of an op's back-to-back samples in place (the result over the input; NCCL only).
+pub fn in_place_figure(op: Op) -> String {
+    format!("{}@inplace@block", op.name())
+}
+
 /// The value rank `r` contributes at position `i` (small integers, exact in f32 sums).
 pub fn value(r: u32, i: usize) -> f32 {
     (r + 1) as f32 + (i % 251) as f32

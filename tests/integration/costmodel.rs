@@ -300,6 +300,7 @@ fn allreduce(world: u32, points: &[(u64, f64)]) -> Summary {
         time: flat(t, 20),
         spread: flat(0.0, 20),
         op_time: None,
+        in_place_op_time: None,
         wrong: 0,
     };
     let fits = fit_collective(Op::AllReduce, world, points, 1 << 20).into_iter().collect();

@@ -185,6 +185,7 @@ fn collectives(plan: &RunPlan, ops: &[Op], sizes: &[u64], n: u64, i: u64) -> Sum
                 time: stat(t, n, i + k as u64),
                 spread: stat(t * 0.05, n, i + 7),
                 op_time: None,
+                in_place_op_time: None,
                 wrong: 0,
             });
         }
@@ -429,6 +430,7 @@ pub fn allreduce_summary(sizes: impl Iterator<Item = u64>, time_s: f64) -> Summa
         time: flat(time_s, 30),
         spread: flat(0.0, 30),
         op_time: None,
+        in_place_op_time: None,
         wrong: 0,
     };
     Summary::Collectives(Collectives { rows: sizes.map(row).collect(), fits: Vec::new(), timing: "test".into(), fit_method: "test".into() })
