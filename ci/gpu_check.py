@@ -9,7 +9,12 @@ nobody here wrote) on the same GPU and the same seeded checkpoint and prompt:
      steps after 4 of warm-up) and prints parlab's CUDA step against it as a ratio (RATIO lines;
      timing is never a pass/fail here; the issue aims at <= 0.5x for the world-1 float32 step);
   3. prints the bfloat16 run's grade and the 2-rank tensor split's exactness;
-  4. checks that the register holds the topology matrix.
+  4. checks that the register holds the topology matrix;
+  5. NCCL: the world-1 sweep (1 KiB to 512 MiB, every op out of place and in place) ran with no
+     wrong result and recorded NCCL's version and transport; its all-reduce op times against
+     nccl-tests 2.19.6's on this machine (../shared/device/README.md; RATIO lines); world-2 NCCL
+     runs are NOT_RUN with "1 GPU" in the probe; the world-1 tensor decode over NCCL gives
+     transformers' tokens (checked with the other float32 runs in 1).
 Prints PASS/FAIL per check (tokens, runs, topology) and RATIO/INFO lines; exits 1 on any FAIL.
 """
 import argparse, glob, json, os, statistics, sys
@@ -62,6 +67,47 @@ def hf_decode(ckpt_dir, prompt, new_tokens, device):
             past = out.past_key_values
             tokens.append(nxt)
     return tokens, times
+
+
+# nccl-tests 2.19.6, all_reduce_perf -g 1 on the H200 of ../shared/device/README.md: out-of-place
+# time per size (the figure a world-1 sweep there should meet; 6.5-8.5 us from 8 B to 8 MiB).
+NCCL_TESTS_ANCHORS_US = {32 << 20: 19.6, 512 << 20: 256.8}
+
+
+def check_nccl(runs):
+    nccl = [m for m in runs if m["plan"].get("backend") == "nccl"]
+    sweeps = [m for m in nccl if m["kind"] == "collectives" and m["status"] == "ok"]
+    check(len(sweeps) == 1, f"one NCCL collectives sweep measured (found {len(sweeps)})")
+    for m in sweeps:
+        rows = m["summary"]["collectives"]["rows"]
+        sizes = sorted({r["size_bytes"] for r in rows if r["op"] == "all-reduce"})
+        check(sizes[:1] == [1024] and sizes[-1:] == [512 << 20], f"NCCL all-reduce swept {sizes[0] if sizes else '-'} to {sizes[-1] if sizes else '-'} B")
+        check(all(r["wrong"] == 0 for r in rows), "every NCCL result checked with #wrong 0")
+        in_place = [r for r in rows if r.get("in_place_op_time_s")]
+        check(len(in_place) >= 4 * len(sizes), f"in-place times recorded for {len(in_place)} op-size rows")
+        launch = m.get("launch") or {}
+        check(bool(launch.get("nccl")), "the manifest records each rank's NCCL (version, library, transport)")
+        print("INFO NCCL transport: " + launch.get("transport", ""))
+        for r in rows:
+            if r["op"] != "all-reduce":
+                continue
+            own = (r.get("op_time_s") or {}).get("median")
+            inp = (r.get("in_place_op_time_s") or {}).get("median")
+            line = f'nccl all-reduce {r["size_bytes"]} B: out of place {own * 1e6:.1f} us, in place {inp * 1e6:.1f} us'
+            anchor = NCCL_TESTS_ANCHORS_US.get(r["size_bytes"])
+            if anchor:
+                print(f"RATIO {line} = {own * 1e6 / anchor:.2f}x nccl-tests' {anchor} us")
+            else:
+                print("INFO " + line + (" (nccl-tests there: 6.5-8.5 us up to 8 MiB)" if r["size_bytes"] <= 8 << 20 else ""))
+    for m in nccl:
+        if m["plan"]["layout"]["world"] >= 2:
+            check(m["status"] == "not_run" and "1 GPU" in (m.get("reason") or ""), f'{describe(m)} over NCCL is NOT_RUN with "1 GPU" in the probe: {m.get("reason", "")[:160]}')
+    decode = [m for m in nccl if m["kind"] == "decode" and m["plan"]["layout"]["world"] == 1]
+    check(len(decode) == 1 and decode[0]["status"] == "ok", "the world-1 tensor decode over NCCL ran")
+    for m in decode:
+        s = m.get("summary") or {}
+        s = s.get("decode", s)
+        print(f'INFO {describe(m)} over NCCL: all-reduces per step {s.get("collectives_per_step")}, step median {(s.get("step_s") or {}).get("median", 0) * 1e3:.3f} ms')
 
 
 def main():
@@ -126,6 +172,7 @@ def main():
         # the world-1 float32 step is <= 0.5x).
         aim = " (aim <= 0.5x)" if world == 1 and m["plan"]["workload"].get("dtype") == "float32" else ""
         print("RATIO " + label + aim)
+    check_nccl(runs)
     register = os.path.join(os.path.dirname(args.manifests.rstrip("/")), "report", "evidence.md")
     text = open(register).read() if os.path.exists(register) else ""
     check("GPU0" in text, "the register holds the nvidia-smi topo -m matrix")

@@ -84,8 +84,7 @@ impl Gates {
         let py = venv_python();
         let t = Duration::from_secs(30);
         let torch = format!("{py} -c 'import torch; print(torch.__version__, torch.get_num_threads())'");
-        let nccl = format!("{py} -c 'import torch, sys; ok = torch.cuda.is_available(); print(torch.cuda.nccl.version() if ok else \"torch.cuda.is_available() is False\"); sys.exit(0 if ok else 1)'");
-        let commands: [(&str, &str); 12] = [
+        let commands: [(&str, &str); 11] = [
             ("cores", "nproc"),
             ("memory", "grep MemTotal /proc/meminfo"),
             ("cpu_model", "grep -m1 'model name' /proc/cpuinfo"),
@@ -94,7 +93,6 @@ impl Gates {
             ("openmpi_transports", "ompi_info --parsable | grep -E '^mca:(btl|pml):' | cut -d: -f2,3 | sort -u"),
             ("torch", &torch),
             ("gpus", "nvidia-smi -L"),
-            ("nccl", &nccl),
             ("gpu_topology", "nvidia-smi topo -m"),
             ("host_device_link", HOST_DEVICE_LINK),
             ("gpu_details", GPU_DETAILS),
@@ -106,6 +104,7 @@ impl Gates {
             handles.into_iter().map(|h| h.join().expect("a probe thread panicked")).collect()
         });
         probes.push(cuda_probe());
+        probes.push(crate::nccl::probe());
         Gates { probes }
     }
 
@@ -144,7 +143,9 @@ impl Gates {
         let gpus = self.gpus();
         let evidence = |name: &str| self.get(name).map_or("not probed".to_string(), Probe::evidence);
         if let Some(want) = requires.gpus.filter(|w| *w > gpus) {
-            reasons.push(format!("needs {want} GPUs, found {gpus}: {}", evidence("gpus")));
+            let per_rank = if requires.nccl { " (one per NCCL rank: two ranks cannot share a GPU in one NCCL communicator)" } else { "" };
+            let plural = |n: u32| if n == 1 { "GPU" } else { "GPUs" };
+            reasons.push(format!("needs {want} {}{per_rank}, found {gpus} {}: {}", plural(want), plural(gpus), evidence("gpus")));
         }
         if requires.nccl && !self.get("nccl").is_some_and(Probe::succeeded) {
             reasons.push(format!("needs NCCL: {}", evidence("nccl")));

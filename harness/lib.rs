@@ -18,6 +18,7 @@ pub mod launch;
 pub mod manifest;
 pub mod model;
 pub mod names;
+pub mod nccl;
 pub mod nightly;
 pub mod rank;
 pub mod report;

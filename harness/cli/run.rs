@@ -206,6 +206,15 @@ fn with_selected(requested: &str, ranks: &[crate::manifest::placement::RankPlace
     }
 }
 
+/// The MPI transport line, then what NCCL chose where the link is NCCL.
+fn with_nccl(mpi: String, nccl: &[crate::nccl::RankRecord]) -> String {
+    if nccl.is_empty() {
+        mpi
+    } else {
+        format!("{}; MPI (NCCL's bootstrap and barriers): {mpi}", crate::nccl::describe(nccl))
+    }
+}
+
 /// `rank::prepare`, with a panic (a bug, e.g. in a kernel library) turned into this run's failure
 /// so the rest of the suite still runs.
 fn prepare_guarded(plan: &RunPlan) -> anyhow::Result<()> {
@@ -218,10 +227,12 @@ fn prepare_guarded(plan: &RunPlan) -> anyhow::Result<()> {
     }
 }
 
-/// Runs that ask for NCCL, or for GPUs without computing on one (no `device: cuda`, no host-device
-/// copies), need a GPU workload this version lacks: run on CPUs they would be mislabelled.
+/// Runs that ask for NCCL over an MPI link, or for GPUs without computing on one (no `device:
+/// cuda`, no host-device copies, no NCCL link), need a GPU workload this version lacks: run on
+/// CPUs they would be mislabelled.
 fn needs_gpu(plan: &RunPlan) -> bool {
-    plan.requires.nccl || ((plan.requires.gpus.is_some() || plan.requires.host_device_link) && !plan.requires.cuda)
+    let over_nccl = crate::nccl::Setting::from_name(&plan.link).is_some();
+    (plan.requires.nccl && !over_nccl) || ((plan.requires.gpus.is_some() || plan.requires.host_device_link) && !plan.requires.cuda)
 }
 
 fn base_manifest(plan: &RunPlan, gates: &Gates, started_at: &str) -> Manifest {
@@ -276,6 +287,7 @@ fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> 
 fn launch_once(record: &mut Manifest, plan: &RunPlan, plan_path: &Path, folder: &Path, gates: &Gates, first: bool) -> Option<String> {
     let outcome = crate::launch::launch(plan, plan_path, folder, gates.cores());
     let ranks = crate::manifest::placement::read_all(folder);
+    let nccl = crate::nccl::read_records(folder);
     if first {
         record.caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
         record.launch = Some(Launch {
@@ -283,8 +295,9 @@ fn launch_once(record: &mut Manifest, plan: &RunPlan, plan_path: &Path, folder: 
             oversubscribed: outcome.oversubscribed,
             wall_s: outcome.wall_s,
             exit_code: outcome.exit_code,
-            transport: with_selected(&outcome.transport, &ranks),
+            transport: with_nccl(with_selected(&outcome.transport, &ranks), &nccl),
             ranks,
+            nccl,
         });
     }
     if !outcome.foreign_ranks.is_empty() {

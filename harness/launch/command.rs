@@ -93,6 +93,8 @@ pub fn transport(link: &str, remote: &[String], interface: Option<&str>, env: &d
         }
         return Transport { mca, description: words.join("; ") };
     }
+    // An NCCL link's ranks still meet over MPI (the unique id, barriers): shared memory inside a host.
+    let link = if crate::nccl::Setting::from_name(link).is_some() { "mpi-shm" } else { link };
     let btl = match (link, remote.is_empty()) {
         ("mpi-tcp", _) => "self,tcp",
         (_, true) => "self,vader",

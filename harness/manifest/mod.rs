@@ -125,6 +125,9 @@ pub struct Launch {
     /// Where each rank ran, as the rank saw it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<placement::RankPlacement>,
+    /// On an NCCL link, each rank's NCCL: library, version, environment and chosen transports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nccl: Vec<crate::nccl::RankRecord>,
 }
 
 /// One run's record: identities, layout, machine, status, results and answer.

@@ -121,6 +121,26 @@ impl Case {
         (floats * 4) as u64
     }
 
+    /// The op.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// Values per chunk (the whole message for all-reduce, broadcast, ping-pong).
+    pub fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// What this rank sends.
+    pub fn send_values(&self) -> &[f32] {
+        &self.send
+    }
+
+    /// The exact result this rank must receive (empty where it expects nothing).
+    pub fn expected_values(&self) -> &[f32] {
+        &self.expect
+    }
+
     /// Number of values compared by `wrong`.
     pub fn len(&self) -> usize {
         self.recv.len()
@@ -226,6 +246,13 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     for repetition in 0..plan.repetitions {
         for &op in &params.ops {
             if op == Op::PingPong && comm.size() < 2 {
+                continue;
+            }
+            if comm.nccl().is_some() {
+                for &size in &params.sizes {
+                    let case = Case::new(op, size, comm.rank(), comm.size());
+                    super::nccl_ops::sweep(plan, params.iterations, comm, case, repetition, wrong_fault, &mut sink, out, &mut marked)?;
+                }
                 continue;
             }
             if op.on_device() {

@@ -1,11 +1,13 @@
 //! The communicator ranks use: MPI collectives on f32 buffers that count calls,
-//! bytes and time spent inside them.
+//! bytes and time spent inside them, and, on an NCCL link, NCCL's collectives on the rank's
+//! GPU tensors (MPI then only carries NCCL's unique id and the barriers).
 
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives as _, Destination as _, Root as _, Source as _};
 use std::time::Instant;
+use tch::{Kind, Tensor};
 
 /// Counts of collective calls, bytes and seconds, since the last reset.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -26,19 +28,88 @@ pub struct CommStats {
     pub all_reduce_seconds: f64,
 }
 
-/// MPI_COMM_WORLD with counters.
+/// MPI_COMM_WORLD with counters, and the NCCL communicator of an NCCL link.
 pub struct Communicator {
     world: SimpleCommunicator,
     stats: CommStats,
     /// The all-reduce's send buffer, kept between calls: a fresh megabyte-sized one per
     /// prefill call would be new pages, faulted in and zeroed each time.
     send: Vec<f32>,
+    nccl: Option<crate::nccl::comm::Comm>,
 }
 
 impl Communicator {
     /// Wraps the world communicator of an initialised MPI universe.
     pub fn new(world: SimpleCommunicator) -> Self {
-        Communicator { world, stats: CommStats::default(), send: Vec::new() }
+        Communicator { world, stats: CommStats::default(), send: Vec::new(), nccl: None }
+    }
+
+    /// Carries tensor collectives over `nccl` from now on.
+    pub fn attach_nccl(&mut self, nccl: crate::nccl::comm::Comm) {
+        self.nccl = Some(nccl);
+    }
+
+    /// The NCCL communicator, on an NCCL link.
+    pub fn nccl(&self) -> Option<&crate::nccl::comm::Comm> {
+        self.nccl.as_ref()
+    }
+
+    /// Aborts the NCCL communicator (a failing rank: calls in flight are not waited for).
+    pub fn abort_nccl(&mut self) {
+        if let Some(nccl) = self.nccl.take() {
+            nccl.abort();
+        }
+    }
+
+    /// Destroys the NCCL communicator (a rank that finished).
+    pub fn close_nccl(&mut self) {
+        self.nccl = None;
+    }
+
+    /// Sums a tensor across ranks: over NCCL on the GPU where the link is NCCL (in float32, timed
+    /// to completion: the device is synchronised after the call, as the host-staged path must
+    /// wait for its copies), else staged through host memory for MPI.
+    pub fn all_reduce_tensor(&mut self, partial: &Tensor) -> anyhow::Result<Tensor> {
+        let Some(nccl) = &self.nccl else {
+            let mut buf = crate::model::reference::to_vec(partial);
+            self.all_reduce_sum(&mut buf);
+            let sum = Tensor::from_slice(&buf).view(partial.size().as_slice());
+            return Ok(crate::model::placement::like(sum, partial));
+        };
+        let start = Instant::now();
+        let send = partial.to_device(nccl.device()).to_kind(Kind::Float).contiguous();
+        let sum = send.empty_like();
+        nccl.all_reduce(&send, &sum)?;
+        crate::model::placement::synchronize(nccl.device());
+        let bytes = (send.numel() * 4) as u64;
+        self.stats.all_reduces += 1;
+        self.stats.all_reduce_bytes += bytes;
+        self.stats.all_reduce_seconds += start.elapsed().as_secs_f64();
+        self.account(bytes as usize, start);
+        Ok(sum.to_kind(partial.kind()))
+    }
+
+    /// Concatenates the ranks' `part`s (`counts[r]` values from rank r, in rank order) on every
+    /// rank: over NCCL each part is padded to the longest (NCCL gathers equal blocks) and the
+    /// padding dropped; else through host memory with MPI_Allgatherv.
+    pub fn all_gather_tensor(&mut self, part: &Tensor, counts: &[i32]) -> anyhow::Result<Tensor> {
+        let Some(nccl) = &self.nccl else {
+            let mut out = vec![0f32; counts.iter().map(|&c| c as usize).sum()];
+            self.all_gather_varcount(&crate::model::reference::to_vec(part), counts, &mut out);
+            return Ok(Tensor::from_slice(&out));
+        };
+        let start = Instant::now();
+        let longest = counts.iter().copied().max().unwrap_or(0).max(1) as i64;
+        let flat = part.to_device(nccl.device()).to_kind(Kind::Float).reshape([-1]);
+        let send = flat.constant_pad_nd([0, longest - flat.size()[0]]).contiguous();
+        let gathered = Tensor::zeros([longest * counts.len() as i64], (Kind::Float, nccl.device()));
+        nccl.all_gather(&send, &gathered)?;
+        let pieces: Vec<Tensor> = counts.iter().enumerate().map(|(r, &c)| gathered.narrow(0, r as i64 * longest, i64::from(c))).collect();
+        let out = Tensor::cat(&pieces, 0);
+        crate::model::placement::synchronize(nccl.device());
+        self.stats.all_gathers += 1;
+        self.account((flat.numel() * 4) as usize, start);
+        Ok(out)
     }
 
     /// This rank.

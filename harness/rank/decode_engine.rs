@@ -6,7 +6,6 @@ use super::context::{chunks_of, gather_cache, redistribute_cache, ContextRing, R
 use super::expert::{ExpertSplit, ExpertTally};
 use crate::model::gpt2::{linear, linear_rows_into, Chunk, Gpt2Part, KvCache, Mixture, Reduce};
 use crate::model::matvec::matvec_rows_into;
-use crate::model::placement;
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
 use crate::spec::plan::Span;
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
@@ -31,6 +30,9 @@ pub struct Link<'c> {
     decode_heads: Option<Vec<Span>>,
     /// The experts of each rank and what this rank's did (expert split).
     experts: Option<ExpertSplit>,
+    /// The first failed exchange (an NCCL error inside the model's forward pass, which returns
+    /// tensors): the step ends with it.
+    failure: Option<anyhow::Error>,
 }
 
 impl<'c> Link<'c> {
@@ -54,7 +56,20 @@ impl<'c> Link<'c> {
             let layers = plan.layout.ranks.first().and_then(|r| r.layers).map_or(1, |s| s.len().max(1) as usize);
             ExpertSplit::new(plan.layout.ranks.iter().map(|r| r.experts.unwrap_or(Span::new(0, 0))).collect(), layers)
         });
-        Link { comm, tensor, overlap, vocab_counts, stage, stages, context, decode_heads, experts }
+        Link { comm, tensor, overlap, vocab_counts, stage, stages, context, decode_heads, experts, failure: None }
+    }
+
+    /// The exchange's result, or (keeping its error for [`Link::check`]) `fallback`.
+    fn kept(&mut self, result: anyhow::Result<Tensor>, fallback: &Tensor) -> Tensor {
+        result.unwrap_or_else(|e| {
+            self.failure.get_or_insert(e);
+            fallback.shallow_clone()
+        })
+    }
+
+    /// Fails with the first exchange that failed since the last check.
+    fn check(&mut self) -> anyhow::Result<()> {
+        self.failure.take().map_or(Ok(()), Err)
     }
 
     /// Whether this rank runs the decode rounds (a context split decodes on rank 0 alone unless
@@ -87,11 +102,9 @@ impl Reduce for Link<'_> {
         if !self.tensor {
             return partial.shallow_clone();
         }
-        // Staged through the host where the partial lives on a GPU: MPI sums host float32 buffers.
-        let mut buf = to_vec(partial);
-        self.comm.all_reduce_sum(&mut buf);
-        let sum = Tensor::from_slice(&buf).view(partial.size().as_slice());
-        placement::like(sum, partial)
+        // Over NCCL on the GPU on an NCCL link; else staged through the host for MPI.
+        let sum = self.comm.all_reduce_tensor(partial);
+        self.kept(sum, partial)
     }
 
     fn sums_partials(&self) -> bool {
@@ -109,9 +122,8 @@ impl Reduce for Link<'_> {
             return part.shallow_clone();
         };
         let counts = counts.clone();
-        let mut out = vec![0f32; counts.iter().map(|&c| c as usize).sum()];
-        self.comm.all_gather_varcount(&to_vec(part), &counts, &mut out);
-        Tensor::from_slice(&out)
+        let all = self.comm.all_gather_tensor(part, &counts);
+        self.kept(all, part)
     }
 
     fn reduced_matvec(&mut self, w: &Tensor, x: &[f32]) -> Vec<f32> {
@@ -450,11 +462,14 @@ impl<'a> Engine<'a> {
             Tensor::from_slice(&buf).view([rows as i64, d as i64])
         };
         let h = part.forward(h, cache, link);
+        link.check()?;
         if !last_stage {
             link.comm.send(link.stage + 1, &to_vec(&h));
             return Ok(());
         }
-        let logits = to_vec(&part.logits(&h, link));
+        let logits = part.logits(&h, link);
+        link.check()?;
+        let logits = to_vec(&logits);
         let (tok, _) = top2(&logits);
         if link.stages > 1 && round + 1 < self.new_tokens {
             link.comm.send(0, &[tok as f32]);

@@ -11,6 +11,7 @@ pub mod dispatch;
 pub mod expert;
 pub mod fault;
 pub mod membw;
+pub mod nccl_ops;
 pub mod records;
 pub mod watchdog;
 
@@ -44,20 +45,38 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     let fault = fault::from_env(comm.rank(), &plan.experiment);
     fault::strike(fault);
     fault::arm(fault);
-    let result = match plan.kind() {
+    let result = join_nccl(plan, &mut comm, out).and_then(|()| match plan.kind() {
         Kind::Collectives => collectives::run(plan, &mut comm, out),
         Kind::Membw => membw::run(plan, &mut comm, out),
         Kind::Decode => decode::run(plan, &mut comm, out),
         Kind::Dispatch => dispatch::run(plan, &mut comm, out),
         Kind::Model => Err(anyhow::anyhow!("model runs are arithmetic and launch no ranks")),
-    };
+    });
     if let Err(e) = result {
         let message = format!("{e:#}");
         let _ = std::fs::write(out.join(format!("error-rank{}.txt", comm.rank())), &message);
         eprintln!("parlab rank {}: {message}", comm.rank());
+        comm.abort_nccl();
         comm.raw().abort(1);
     }
+    if let Some(nccl) = comm.nccl() {
+        crate::nccl::write_record(out, &crate::nccl::record(nccl, out));
+    }
+    comm.close_nccl();
     finish(comm, universe, out)
+}
+
+/// On an NCCL link: sets NCCL's environment, joins every rank into one NCCL communicator on
+/// this rank's GPU, and records what NCCL chose (`nccl-rank<N>.json`). Nothing on MPI links.
+fn join_nccl(plan: &RunPlan, comm: &mut comm::Communicator, out: &Path) -> anyhow::Result<()> {
+    let Some(setting) = crate::nccl::Setting::from_name(&plan.link) else { return Ok(()) };
+    crate::nccl::prepare_environment(setting, out, comm.rank());
+    let gpu = device::gpu_ordinal(plan)?;
+    let nccl =
+        crate::nccl::comm::Comm::join(comm.raw(), gpu).map_err(|e| anyhow::anyhow!("{}: joining NCCL on GPU {gpu}: {e}", plan.label()))?;
+    crate::nccl::write_record(out, &crate::nccl::record(&nccl, out));
+    comm.attach_nccl(nccl);
+    Ok(())
 }
 
 /// MPI_Finalize, then leave at once with status 0: `_exit` skips the static destructors of

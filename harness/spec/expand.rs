@@ -198,7 +198,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         if p.model.is_some() && model.is_none() {
             continue;
         }
-        if let Some((key, message)) = device_problem(&p, model.as_ref().map(|(_, cfg)| cfg)) {
+        if let Some((key, message)) = device_problem(&p, model.as_ref().map(|(_, cfg)| cfg)).or_else(|| nccl_problem(e, &p)) {
             c.report(key, message);
             continue;
         }
@@ -248,6 +248,36 @@ fn device_problem(p: &Point, cfg: Option<&ModelConfig>) -> Option<(&'static str,
             Some(("device", "a mixture model decodes on the CPU only in this version".to_string()))
         }
         Device::Cuda => None,
+    }
+}
+
+/// What a point on an NCCL link cannot run: NCCL moves GPU buffers, so a decode over it
+/// computes on CUDA, and this version passes the all-reduces and the logits gather of a tensor
+/// split over it (a data split has no exchange); pipeline sends, expert dispatch and context
+/// rings stay on MPI and are refused rather than mislabelled. Only collectives and decode run.
+fn nccl_problem(e: &Experiment, p: &Point) -> Option<(&'static str, String)> {
+    let setting = crate::nccl::Setting::from_name(&p.link)?;
+    let link = setting.name();
+    match e.kind {
+        Kind::Collectives if e.collectives.as_ref().is_some_and(|c| c.ops.iter().any(|op| op.on_device())) => Some((
+            "ops",
+            format!(
+                "host-device copies and device reads run on one rank's GPU without a link; `link: {link}` is for collectives between GPUs"
+            ),
+        )),
+        Kind::Collectives => None,
+        Kind::Decode if p.device != Device::Cuda => {
+            Some(("link", format!("`link: {link}` moves GPU buffers: a decode over it needs `device: cuda`")))
+        }
+        Kind::Decode if !matches!(p.strategy, Strategy::Tensor | Strategy::Data) => Some((
+            "link",
+            format!(
+                "`link: {link}` carries tensor splits' all-reduces in this version; {} exchanges stay on MPI (use link: mpi-shm)",
+                p.strategy.name()
+            ),
+        )),
+        Kind::Decode => None,
+        other => Some(("link", format!("`link: {link}` runs collectives and decode; {} runs use an MPI link", other.name()))),
     }
 }
 
@@ -331,7 +361,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         model: model.as_ref(),
         workload: &workload,
         layout: &layout,
-        backend: "mpi",
+        backend: backend_of(&p.link),
         link: &p.link,
         threads_per_rank,
         repetitions: e.repetitions,
@@ -348,13 +378,13 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         answer_id: identity::answer_id(&input),
         model,
         link: p.link.clone(),
-        backend: "mpi".into(),
+        backend: backend_of(&p.link).into(),
         threads_per_rank,
         repetitions: e.repetitions,
         warmup: e.warmup,
         launches: e.launches,
         timeout_s: e.timeout_s,
-        requires: requires_for(e, p.device),
+        requires: requires_for(e, p),
         device: p.device,
         launcher: e.launcher,
         hostfile: e.hostfile.clone(),
@@ -365,10 +395,26 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
 }
 
 /// The spec's requirements, plus a CUDA device visible to parlab's libtorch for a `device: cuda`
-/// run or a sweep of host-device copies.
-fn requires_for(e: &Experiment, device: Device) -> Requires {
+/// run or a sweep of host-device copies, and NCCL with one GPU per rank on an NCCL link.
+fn requires_for(e: &Experiment, p: &Point) -> Requires {
     let copies = e.collectives.as_ref().is_some_and(|c| c.ops.iter().any(|op| op.on_device()));
-    Requires { cuda: e.requires.cuda || device == Device::Cuda || copies, ..e.requires.clone() }
+    let nccl = crate::nccl::Setting::from_name(&p.link).is_some();
+    let gpus = if nccl { Some(e.requires.gpus.unwrap_or(0).max(p.world)) } else { e.requires.gpus };
+    Requires {
+        cuda: e.requires.cuda || p.device == Device::Cuda || copies || nccl,
+        nccl: e.requires.nccl || nccl,
+        gpus,
+        ..e.requires.clone()
+    }
+}
+
+/// The library that carries a link's messages (part of the run identity).
+fn backend_of(link: &str) -> &'static str {
+    if crate::nccl::Setting::from_name(link).is_some() {
+        "nccl"
+    } else {
+        "mpi"
+    }
 }
 
 /// A `kind: model` experiment is one run whose axes are the rows of its tables.

@@ -291,7 +291,7 @@ impl<'m> Fields<'m> {
                 Some(s) if valid_refs.contains(&s) => Some(s.to_string()),
                 Some(s) => {
                     let hint = if kind != Kind::Model && !valid.is_empty() {
-                        " (links of models/links.yaml are for kind: model; runs measure mpi-shm or mpi-tcp)"
+                        " (links of models/links.yaml are for kind: model; runs measure over mpi-shm, mpi-tcp, mpi-auto or an NCCL link)"
                     } else {
                         ""
                     };

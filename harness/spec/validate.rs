@@ -65,7 +65,7 @@ pub const AXES: &[&str] = &Axis::names();
 pub const MAX_ROUTING_SKEW: f64 = 20.0;
 
 /// Links the rank runtime can measure.
-pub const MEASURED_LINKS: &[&str] = &["mpi-shm", "mpi-tcp", "mpi-auto"];
+pub const MEASURED_LINKS: &[&str] = &["mpi-shm", "mpi-tcp", "mpi-auto", "nccl", "nccl-no-p2p", "nccl-no-shm", "nccl-no-p2p-no-shm"];
 
 /// Collects problems for one file, each located by key path.
 pub struct Checker<'a> {

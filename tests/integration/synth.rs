@@ -124,6 +124,7 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
         exit_code: Some(0),
         transport: String::new(),
         ranks: Vec::new(),
+        nccl: Vec::new(),
     });
     if i % 23 == 22 {
         m.status = Status::Failed;

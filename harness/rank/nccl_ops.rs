@@ -1,0 +1,244 @@
+//! The `collectives` workload over NCCL, nccl-tests' way: buffers on the rank's GPU, warm-up
+//! calls, then each op at each size timed three ways (figures as the MPI sweep's, so the
+//! collector and the register read both alike):
+//!
+//! - **Per call** (`<op>`): MPI barrier, one NCCL call, the device synchronised; each rank's
+//!   own time (what a step that waits for its collective pays).
+//! - **Back to back, out of place** (`<op>@block`): barrier, a block of calls queued on the
+//!   stream, one synchronisation, block / calls: nccl-tests' own timing (`-n` iterations
+//!   after a barrier, one `cudaStreamSynchronize`; host clock, not CUDA events).
+//! - **Back to back, in place** (`<op>@inplace@block`): the same with the result written over
+//!   the input (nccl-tests' in-place columns): all-reduce and broadcast on one buffer, all-gather
+//!   and reduce-scatter with this rank's block inside the whole buffer. All-to-all and
+//!   ping-pong have no in-place form.
+//!
+//! Every result is checked exactly against the values the MPI sweep expects (`#wrong`): after
+//! each per-call iteration, after each out-of-place block, and before each in-place block on a
+//! freshly filled buffer (repeated in-place reductions grow the values, so the timed block's
+//! own result is not compared). A wrong value fails the run, naming op, size and rank.
+
+use super::collectives::{block_figure, blocks_of, in_place_figure, Case};
+use super::comm::Communicator;
+use super::records::{mark, RecordSink};
+use crate::nccl::comm::Comm;
+use crate::spec::{Op, RunPlan};
+use mpi::traits::CommunicatorCollectives as _;
+use std::path::Path;
+use std::time::Instant;
+use tch::{Kind, Tensor};
+
+/// One op's device buffers at one size.
+struct Buffers {
+    case: Case,
+    send: Tensor,
+    recv: Tensor,
+    /// The in-place buffer (the whole receive size), refilled before each checked call.
+    whole: Tensor,
+}
+
+impl Buffers {
+    fn new(case: Case, nccl: &Comm) -> Self {
+        let device = nccl.device();
+        let send = Tensor::from_slice(case.send_values()).to_device(device);
+        let recv = Tensor::full([case.len() as i64], f64::NAN, (Kind::Float, device));
+        // Reduce-scatter works in place inside its input; the others inside their output.
+        let whole = if case.op() == Op::ReduceScatter { send.zeros_like() } else { recv.zeros_like() };
+        Buffers { case, send, recv, whole }
+    }
+
+    /// One out-of-place call.
+    fn call(&self, nccl: &Comm) -> anyhow::Result<()> {
+        let rank = nccl.rank();
+        match self.case.op() {
+            Op::AllReduce => nccl.all_reduce(&self.send, &self.recv)?,
+            Op::AllGather => nccl.all_gather(&self.send, &self.recv)?,
+            Op::ReduceScatter => nccl.reduce_scatter(&self.send, &self.recv)?,
+            Op::AllToAll => nccl.all_to_all(&self.send, &self.recv)?,
+            Op::Broadcast => nccl.broadcast(&self.send, &self.recv, 0)?,
+            Op::PingPong => match rank {
+                0 => {
+                    nccl.send(&self.send, 1)?;
+                    nccl.recv(&self.recv, 1)?;
+                }
+                1 => {
+                    nccl.recv(&self.recv, 0)?;
+                    nccl.send(&self.recv, 0)?;
+                }
+                _ => {}
+            },
+            other => anyhow::bail!("{} runs on one rank's GPU, not over NCCL", other.name()),
+        }
+        Ok(())
+    }
+
+    /// Whether the op has an in-place form.
+    fn has_in_place(&self) -> bool {
+        matches!(self.case.op(), Op::AllReduce | Op::Broadcast | Op::AllGather | Op::ReduceScatter)
+    }
+
+    /// Refills the in-place buffer: this rank's input where NCCL reads it, NaN elsewhere.
+    fn refill(&self, rank: u32) {
+        let mut whole = self.whole.shallow_clone();
+        match self.case.op() {
+            Op::AllGather => {
+                let _ = whole.fill_(f64::NAN);
+                self.mine(rank).copy_(&self.send);
+            }
+            Op::Broadcast if rank != 0 => {
+                let _ = whole.fill_(f64::NAN);
+            }
+            // All-reduce, broadcast's root, reduce-scatter (the whole input is the buffer).
+            _ => whole.copy_(&self.send),
+        }
+    }
+
+    /// This rank's block of the in-place buffer (all-gather's input, reduce-scatter's output).
+    fn mine(&self, rank: u32) -> Tensor {
+        let chunk = self.case.chunk() as i64;
+        self.whole.narrow(0, i64::from(rank) * chunk, chunk)
+    }
+
+    /// One in-place call on the in-place buffer.
+    fn call_in_place(&self, nccl: &Comm) -> anyhow::Result<()> {
+        match self.case.op() {
+            Op::AllReduce => nccl.all_reduce(&self.whole, &self.whole)?,
+            Op::Broadcast => nccl.broadcast(&self.whole, &self.whole, 0)?,
+            Op::AllGather => nccl.all_gather(&self.mine(nccl.rank()), &self.whole)?,
+            Op::ReduceScatter => nccl.reduce_scatter(&self.whole, &self.mine(nccl.rank()))?,
+            other => anyhow::bail!("{} has no in-place form", other.name()),
+        }
+        Ok(())
+    }
+
+    /// The in-place result as the out-of-place one would hold it.
+    fn in_place_result(&self, rank: u32) -> Tensor {
+        match self.case.op() {
+            Op::ReduceScatter => self.mine(rank),
+            _ => self.whole.shallow_clone(),
+        }
+    }
+}
+
+/// Values of `got` (on the GPU) that differ bitwise from `want`.
+fn wrong(got: &Tensor, want: &[f32], corrupt: bool) -> usize {
+    if want.is_empty() {
+        return 0;
+    }
+    let mut host = Vec::<f32>::try_from(&got.to_device(tch::Device::Cpu).contiguous().view([-1])).unwrap_or_default();
+    if corrupt {
+        if let Some(v) = host.first_mut() {
+            *v += 1.0;
+        }
+    }
+    want.iter().zip(&host).filter(|(w, g)| w.to_bits() != g.to_bits()).count() + want.len().saturating_sub(host.len())
+}
+
+/// What one sweep needs besides its buffers.
+pub struct Sweep<'a> {
+    plan: &'a RunPlan,
+    iterations: u32,
+    repetition: u32,
+    wrong_fault: bool,
+}
+
+/// Sweeps one op at one size over NCCL (warm-up, per call, back to back, in place), checking
+/// every result; records this rank's samples.
+#[allow(clippy::too_many_arguments)]
+pub fn sweep(
+    plan: &RunPlan,
+    iterations: u32,
+    comm: &mut Communicator,
+    case: Case,
+    repetition: u32,
+    wrong_fault: bool,
+    sink: &mut RecordSink,
+    out: &Path,
+    marked: &mut bool,
+) -> anyhow::Result<()> {
+    if case.op() == Op::PingPong && comm.size() < 2 {
+        return Ok(());
+    }
+    let s = Sweep { plan, iterations, repetition, wrong_fault };
+    let nccl = comm.nccl().ok_or_else(|| anyhow::anyhow!("an NCCL sweep without an NCCL communicator"))?;
+    let mut b = Buffers::new(case, nccl);
+    let world = comm.raw();
+    for _ in 0..plan.warmup {
+        world.barrier();
+        b.call(nccl)?;
+    }
+    synchronize(nccl);
+    let timed_here = b.case.timed_here();
+    for iteration in 0..s.iterations {
+        let _ = b.recv.fill_(f64::NAN);
+        world.barrier();
+        if !*marked {
+            mark(out, nccl.rank(), "first_timed_start_unix");
+            *marked = true;
+        }
+        let seconds = timed(nccl, || b.call(nccl))?;
+        check(&s, &b, &b.recv, nccl, &format!("iteration {iteration}"))?;
+        if timed_here {
+            sink.push(b.case.op().name(), b.case.bytes(), s.repetition, iteration, own_time(&b, seconds))?;
+        }
+    }
+    let (blocks, calls) = blocks_of(s.iterations);
+    for block in 0..blocks {
+        let _ = b.recv.fill_(f64::NAN);
+        world.barrier();
+        let seconds = timed(nccl, || (0..calls).try_for_each(|_| b.call(nccl)))?;
+        check(&s, &b, &b.recv, nccl, &format!("back-to-back block {block}"))?;
+        if timed_here {
+            sink.push(&block_figure(b.case.op()), b.case.bytes(), s.repetition, block, own_time(&b, seconds) / f64::from(calls))?;
+        }
+    }
+    if !b.has_in_place() {
+        return Ok(());
+    }
+    for block in 0..blocks {
+        b.refill(nccl.rank());
+        world.barrier();
+        b.call_in_place(nccl)?;
+        check(&s, &b, &b.in_place_result(nccl.rank()), nccl, &format!("in place, before block {block}"))?;
+        world.barrier();
+        let seconds = timed(nccl, || (0..calls).try_for_each(|_| b.call_in_place(nccl)))?;
+        sink.push(&in_place_figure(b.case.op()), b.case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
+    }
+    Ok(())
+}
+
+/// Seconds from the first call queued until the device has finished them.
+fn timed(nccl: &Comm, calls: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    calls()?;
+    synchronize(nccl);
+    super::fault::stretch(start.elapsed());
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn synchronize(nccl: &Comm) {
+    crate::model::placement::synchronize(nccl.device());
+}
+
+/// Ping-pong's own time is half the round trip (osu_latency's convention).
+fn own_time(b: &Buffers, seconds: f64) -> f64 {
+    if b.case.op() == Op::PingPong {
+        seconds / 2.0
+    } else {
+        seconds
+    }
+}
+
+fn check(s: &Sweep, b: &Buffers, got: &Tensor, nccl: &Comm, when: &str) -> anyhow::Result<()> {
+    let _ = s.plan;
+    let n = wrong(got, b.case.expected_values(), s.wrong_fault);
+    if n > 0 {
+        anyhow::bail!(
+            "wrong result: {} of {} B over NCCL ({when}): rank {}: {n} of {} values wrong",
+            b.case.op().name(),
+            b.case.bytes(),
+            nccl.rank(),
+            b.case.expected_values().len()
+        );
+    }
+    Ok(())
+}
