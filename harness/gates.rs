@@ -301,6 +301,20 @@ mod tests {
     }
 
     #[test]
+    fn an_nccl_run_wants_a_gpu_per_rank_and_says_how_many_it_found() {
+        let mut gates = no_gpu();
+        gates.probes[1] = Probe { exit_code: Some(0), output: "GPU 0: NVIDIA H200 (UUID: x)".into(), ..gates.probes[1].clone() };
+        gates.probes.push(Probe { name: "nccl".into(), command: "x".into(), exit_code: Some(0), output: "NCCL 2.28.9".into() });
+        let two = Requires { gpus: Some(2), nccl: true, ..Default::default() };
+        let reasons = gates.unmet(&two);
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert!(reasons[0].starts_with("needs 2 GPUs (one per NCCL rank") && reasons[0].contains("found 1 GPU:"), "{reasons:?}");
+        assert!(gates.unmet(&Requires { gpus: Some(1), nccl: true, ..Default::default() }).is_empty());
+        gates.probes.pop();
+        assert!(gates.unmet(&Requires { nccl: true, ..Default::default() })[0].contains("needs NCCL: not probed"));
+    }
+
+    #[test]
     fn this_machines_cuda_probe_matches_what_libtorch_reports() {
         let p = cuda_probe();
         assert_eq!(cuda_count(&p.output), Some(tch::Cuda::device_count() as u32), "{}", p.output);

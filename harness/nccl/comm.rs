@@ -215,3 +215,22 @@ fn set_device(gpu: usize) -> Result<(), NcclError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_that_is_not_there_is_a_cuda_error_not_a_crash() {
+        if tch::Cuda::device_count() > 0 {
+            assert_eq!(set_device(0), Ok(()), "GPU 0 exists here");
+            return;
+        }
+        match set_device(0) {
+            Err(NcclError::Cuda { call: "cudaSetDevice", code }) => assert_ne!(code, 0),
+            // A build without libtorch_cuda has no CUDA runtime to call.
+            Err(NcclError::MissingSymbol(name)) => assert!(!crate::gates::LINKED_TORCH_CUDA, "{name}"),
+            other => panic!("cudaSetDevice(0) without a GPU: {other:?}"),
+        }
+    }
+}

@@ -16,6 +16,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     out.extend(oversubscribed(&launched));
     out.extend(shared_memory(&launched));
     out.extend(links(&launched));
+    out.extend(nccl_paths(&launched));
     out.extend(exactness(list, facts));
     out.extend(fit_errors(facts));
     out.extend(noise(facts));
@@ -125,6 +126,28 @@ fn links(launched: &[&Manifest]) -> Option<String> {
     let tail = format!(" {} were not measured.", unmeasured_fabrics(launched).join(", "));
     let kind = if all_local { ": loopback, not an interconnect" } else { "" };
     Some(format!("The links measured were {}{kind}.{tail}", words.join(" and ")))
+}
+
+/// What NCCL chose in the NCCL runs that ran, per link and world, from each rank's NCCL log
+/// (so a run with P2P disabled shows its path changed rather than assuming it).
+fn nccl_paths(launched: &[&Manifest]) -> Option<String> {
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for m in launched.iter().filter(|m| m.status == Status::Ok) {
+        let Some(records) = m.launch.as_ref().map(|l| &l.nccl).filter(|r| !r.is_empty()) else { continue };
+        let ranks = records.len() as u32;
+        let chosen: BTreeSet<String> =
+            records.iter().map(|r| if r.unlogged.is_empty() { r.transports.describe(ranks) } else { r.unlogged.clone() }).collect();
+        let settings =
+            records.first().map(|r| r.variables.join(" ")).filter(|v| !v.is_empty()).map(|v| format!(" with {v}")).unwrap_or_default();
+        let version = records.first().map(|r| r.version.as_str()).unwrap_or("");
+        seen.insert(format!(
+            "`{}` at world {} (NCCL {version}{settings}): {}",
+            m.plan.link,
+            m.layout.world,
+            chosen.into_iter().collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    (!seen.is_empty()).then(|| format!("NCCL's own log of the paths it chose: {}.", seen.into_iter().collect::<Vec<_>>().join("; ")))
 }
 
 /// The fabrics between devices no run measured: NCCL unless an NCCL run succeeded, PCIe

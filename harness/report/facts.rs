@@ -32,6 +32,8 @@ pub struct CollRow {
     pub spread: Stats,
     /// The op's own time (back to back, mean over ranks), where measured.
     pub op_time: Option<Stats>,
+    /// The same in place (NCCL runs), where measured.
+    pub in_place_op_time: Option<Stats>,
     /// Slowest rank's median minus the op's own median: the waiting a step pays.
     pub skew: Option<f64>,
     /// Algorithm bandwidth, bytes/s.
@@ -251,6 +253,7 @@ fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
         time: r.time,
         spread: r.spread,
         op_time: r.op_time,
+        in_place_op_time: r.in_place_op_time,
         skew: r.skew_s(),
         algbw: r.algbw_bps(),
         busbw: r.busbw_bps(),

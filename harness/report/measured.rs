@@ -73,7 +73,7 @@ fn collectives(rows: &[CollRow]) -> Vec<Table> {
                 rows: rows.iter().map(coll_cells).collect(),
                 provenance: Vec::new(),
             };
-            with_op_time(table, &rows)
+            with_in_place(with_op_time(table, &rows), &rows)
         })
         .collect()
 }
@@ -96,6 +96,20 @@ fn with_op_time(mut t: Table, rows: &[CollRow]) -> Table {
         cells.insert(at + 1, Cell::opt(r.skew, Cell::Seconds));
     }
     t.caption.push_str(" Median, min – max and p99: the slowest rank per iteration, a barrier before each call (what a step pays). Op time: blocks of back-to-back calls after one barrier, per rank, averaged over ranks (nccl-tests' convention; α and β are fitted on it). Skew: the difference.");
+    t
+}
+
+/// Adds the in-place op time after the out-of-place one, when the rows have it (NCCL runs).
+fn with_in_place(mut t: Table, rows: &[CollRow]) -> Table {
+    if rows.iter().all(|r| r.in_place_op_time.is_none()) {
+        return t;
+    }
+    let at = t.columns.iter().position(|c| c.starts_with("op time")).map_or(t.columns.len(), |p| p + 1);
+    t.columns.insert(at, "in place (back to back, median)".into());
+    for (cells, r) in t.rows.iter_mut().zip(rows) {
+        cells.insert(at, Cell::opt(r.in_place_op_time.map(|s| s.median), Cell::Seconds));
+    }
+    t.caption.push_str(" In place: the same blocks with the result written over the input (nccl-tests' in-place columns; NCCL runs only).");
     t
 }
 

@@ -454,3 +454,43 @@ fn the_overlap_table_sets_each_overlapped_run_against_the_blocking_run_of_its_sp
         assert!(want > 0.0, "the synthetic overlap hides time: {want}");
     }
 }
+
+#[test]
+fn an_nccl_run_is_not_run_by_probe_without_a_gpu_per_rank() {
+    let root = root();
+    if tch::Cuda::device_count() > 0 {
+        eprintln!("skipped: libtorch sees {} CUDA devices here, so an NCCL run may be launched", tch::Cuda::device_count());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = tmp.path().join("over-nccl.yaml");
+    let text = "name: over-nccl\nkind: collectives\nworld: [1, 2]\nlink: [nccl, nccl-no-p2p]\nops: [all-reduce]\nsizes: [1KiB, 1MiB]\n";
+    std::fs::write(&spec, text).unwrap();
+    let (manifests, state) = (tmp.path().join("manifests"), tmp.path().join("state"));
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .current_dir(&root)
+        .args(["run", "--no-report"])
+        .arg(&spec)
+        .env("PARLAB_MANIFESTS", &manifests)
+        .env("PARLAB_STATE", &state)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let (list, _) = parlab::manifest::read_all(&manifests);
+    assert_eq!(list.len(), 4, "every NCCL point gets a manifest");
+    let ids: std::collections::BTreeSet<_> = list.iter().map(|m| m.run_id.clone()).collect();
+    assert_eq!(ids.len(), 4, "the NCCL environment (the link) is part of the run identity");
+    for m in &list {
+        assert_eq!(m.status, parlab::manifest::Status::NotRun, "{}", m.plan.label());
+        assert_eq!(m.plan.backend, "nccl", "{}", m.plan.label());
+        assert!(m.plan.requires.nccl && m.plan.requires.cuda, "{:?}", m.plan.requires);
+        let reason = m.reason.clone().unwrap_or_default();
+        let world = m.plan.layout.world;
+        let gpus = if world == 1 { "needs 1 GPU (one per NCCL rank" } else { "needs 2 GPUs (one per NCCL rank" };
+        assert!(reason.contains(gpus) && reason.contains("CUDA devices: 0"), "{reason}");
+        assert!(m.launch.is_none(), "{} was launched", m.plan.label());
+    }
+    let gates = parlab::gates::load(&manifests).unwrap().expect("gates saved beside the manifests");
+    let probe = gates.get("nccl").expect("an nccl probe");
+    assert_eq!(probe.command, parlab::nccl::PROBE_COMMAND, "NCCL is probed in process, as a rank loads it");
+}
