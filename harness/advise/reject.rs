@@ -117,11 +117,7 @@ pub fn structural(layout: &Layout, shape: &ModelShape, machine: &Machine) -> Opt
 fn misaligned(layout: &Layout, machine: &Machine) -> Option<Rejection> {
     let groups = [layout.tensor.max(layout.expert), layout.devices_per_replica()];
     groups.iter().find_map(|&g| {
-        machine
-            .domains
-            .iter()
-            .find(|d| d.size % g != 0 && g % d.size != 0)
-            .map(|d| Rejection::Misaligned { group: g, domain: d.size })
+        machine.domains.iter().find(|d| d.size % g != 0 && g % d.size != 0).map(|d| Rejection::Misaligned { group: g, domain: d.size })
     })
 }
 

@@ -201,7 +201,15 @@ fn header(advice: &Advice) -> String {
     let domains: Vec<String> = m
         .domains
         .iter()
-        .map(|d| format!("{} devices on {} (α {}, β {})", d.size, d.link.name, format_seconds(d.link.link().alpha_s), format_gbps(d.link.link().beta_bps)))
+        .map(|d| {
+            format!(
+                "{} devices on {} (α {}, β {})",
+                d.size,
+                d.link.name,
+                format_seconds(d.link.link().alpha_s),
+                format_gbps(d.link.link().beta_bps)
+            )
+        })
         .collect();
     format!(
         "# Advice: {} on {} x {} (MODELLED)\n\nWorkload: {}-token prompts, {}-token answers, {} sequence(s) in flight, {}; ranked by {}.\n\nMachine: {} node(s) of {} {} ({}, {}{peak}){}.\n\n",
@@ -245,7 +253,9 @@ pub fn to_markdown(advice: &Advice) -> String {
     t.push_str("\n## Rejected\n\n| layout | why |\n|---|---|\n");
     for r in &advice.rejected {
         let predicted = r.predicted.as_ref().filter(|_| matches!(r.reason, Rejection::TensorAcrossSlowBoundary { .. }));
-        let extra = predicted.map(|p| format!(" (predicted step {}, TTFT {})", format_seconds(p.step_s), format_seconds(p.ttft_s))).unwrap_or_default();
+        let extra = predicted
+            .map(|p| format!(" (predicted step {}, TTFT {})", format_seconds(p.step_s), format_seconds(p.ttft_s)))
+            .unwrap_or_default();
         t.push_str(&format!("| {} | {}{extra} |\n", r.label, rejection_message(&r.reason)));
     }
     t.push_str("\n## Assumptions\n\n");

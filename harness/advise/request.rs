@@ -92,9 +92,10 @@ impl Machine {
         if nodes == 0 || devices_per_node == 0 {
             return Err(topology(format!("--nodes {nodes} --devices-per-node {devices_per_node}: both must be at least 1")));
         }
-        let total = nodes.checked_mul(devices_per_node).filter(|&t| t <= 65_536).ok_or_else(|| {
-            topology(format!("{nodes} nodes of {devices_per_node} devices: more than 65,536 devices"))
-        })?;
+        let total = nodes
+            .checked_mul(devices_per_node)
+            .filter(|&t| t <= 65_536)
+            .ok_or_else(|| topology(format!("{nodes} nodes of {devices_per_node} devices: more than 65,536 devices")))?;
         let mut inner = 1;
         for d in &domains {
             if d.size <= inner || d.size % inner != 0 {
@@ -188,9 +189,7 @@ pub struct Asked {
 }
 
 fn parse_domain(text: &str, catalogue: &Catalogue) -> Result<Domain, AdviseError> {
-    let (size, name) = text
-        .split_once(':')
-        .ok_or_else(|| topology(format!("--domain {text}: expected SIZE:LINK, e.g. 2:nvlink-nv12")))?;
+    let (size, name) = text.split_once(':').ok_or_else(|| topology(format!("--domain {text}: expected SIZE:LINK, e.g. 2:nvlink-nv12")))?;
     let size: u32 = size.trim().parse().map_err(|_| topology(format!("--domain {text}: `{size}` is not a device count")))?;
     let link = catalogue.link(name.trim()).cloned().ok_or_else(|| AdviseError::UnknownLink {
         name: name.trim().to_string(),
@@ -209,12 +208,82 @@ impl Asked {
         })?;
         let domains = self.domains.iter().map(|d| parse_domain(d, catalogue)).collect::<Result<Vec<_>, _>>()?;
         let machine = Machine::new(device, self.nodes, self.devices_per_node, domains)?;
-        let objective = Objective::from_name(&self.objective).ok_or_else(|| {
-            AdviseError::Workload(format!("--objective {}: use {}", self.objective, Objective::names().join(", ")))
-        })?;
+        let objective = Objective::from_name(&self.objective)
+            .ok_or_else(|| AdviseError::Workload(format!("--objective {}: use {}", self.objective, Objective::names().join(", "))))?;
         let dtype = crate::costmodel::parse_dtype(&self.dtype)
             .ok_or_else(|| AdviseError::Workload(format!("--dtype {}: use float32, float16 or bfloat16", self.dtype)))?;
         let workload = Workload::new(self.prompt, self.new_tokens, self.sequences, objective, dtype)?;
         Ok(Request { model, workload, machine })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::costmodel::catalogue::{Provenance, ProvenanceKind};
+
+    fn link(name: &str, latency_us: f64) -> LinkEntry {
+        let p = Provenance { kind: ProvenanceKind::Assumed, source: None, run: None, note: Some("test".into()) };
+        LinkEntry {
+            name: name.into(),
+            description: String::new(),
+            latency_us,
+            bandwidth_gbps: 100.0,
+            latency_provenance: p.clone(),
+            bandwidth_provenance: p,
+        }
+    }
+
+    fn device() -> DeviceEntry {
+        let p = Provenance { kind: ProvenanceKind::Assumed, source: None, run: None, note: Some("test".into()) };
+        DeviceEntry {
+            name: "g".into(),
+            description: String::new(),
+            memory: "80GiB".into(),
+            bandwidth_gbps: 1500.0,
+            memory_provenance: p.clone(),
+            bandwidth_provenance: p,
+            compute_tflops: None,
+            compute_provenance: None,
+        }
+    }
+
+    fn domains(levels: &[(u32, &str)]) -> Vec<Domain> {
+        levels.iter().map(|&(size, name)| Domain { size, link: link(name, 1.0) }).collect()
+    }
+
+    #[test]
+    fn two_nodes_of_two_pairs_find_the_link_between_any_two_devices() {
+        let m = Machine::new(device(), 2, 4, domains(&[(2, "nv"), (4, "sys"), (8, "ib")])).unwrap();
+        assert_eq!(m.devices(), 8);
+        assert_eq!(m.domain_between(0, 1), Some(0));
+        assert_eq!(m.domain_between(1, 2), Some(1));
+        assert_eq!(m.domain_between(3, 4), Some(2));
+        assert_eq!(m.domain_between(5, 5), None);
+        assert_eq!(
+            (m.domain_of_group(1), m.domain_of_group(2), m.domain_of_group(4), m.domain_of_group(8)),
+            (None, Some(0), Some(1), Some(2))
+        );
+        assert!(m.between_nodes(2) && !m.between_nodes(1));
+        assert_eq!(m.link(None).alpha_s, 0.0);
+    }
+
+    #[test]
+    fn a_topology_that_does_not_add_up_is_refused() {
+        let bad =
+            |nodes, per_node, levels: &[(u32, &str)]| Machine::new(device(), nodes, per_node, domains(levels)).unwrap_err().to_string();
+        assert!(bad(1, 4, &[(3, "a"), (4, "b")]).contains("multiple"));
+        assert!(bad(1, 4, &[(2, "a")]).contains("reach 2 devices but the machine has 4"));
+        assert!(bad(2, 4, &[(2, "a"), (8, "b")]).contains("one domain must be the node"));
+        assert!(bad(1, 1, &[(2, "a")]).contains("one device needs no --domain"));
+        assert!(bad(0, 4, &[]).contains("at least 1"));
+        assert!(Machine::new(device(), 1, 1, Vec::new()).is_ok());
+    }
+
+    #[test]
+    fn the_answer_is_read_at_its_mean_and_held_at_its_end() {
+        let w = Workload::new(4032, 128, 1, Objective::Latency, Dtype::Float16).unwrap();
+        assert_eq!((w.mean_decode_context(), w.final_context()), (4096, 4160));
+        assert!(Workload::new(0, 1, 1, Objective::Ttft, Dtype::Float16).is_err());
     }
 }

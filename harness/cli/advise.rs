@@ -72,7 +72,8 @@ impl From<AdviseError> for Error {
 pub fn run(args: &AdviseArgs) -> super::Result<i32> {
     let catalogue = Catalogue::load_default().map_err(|e| AdviseError::Catalogue(e.to_string()))?;
     let advice = advise(args.asked().resolve(&catalogue)?);
-    let text = if args.json { format!("{}\n", serde_json::to_string_pretty(&render::to_json(&advice))?) } else { render::to_markdown(&advice) };
+    let text =
+        if args.json { format!("{}\n", serde_json::to_string_pretty(&render::to_json(&advice))?) } else { render::to_markdown(&advice) };
     super::shape::print_quietly(&text);
     Ok(crate::exitcode::OK)
 }

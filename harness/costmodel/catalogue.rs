@@ -166,9 +166,11 @@ impl DeviceEntry {
             format!("device {}: bandwidth {} GB/s, {}", self.name, self.bandwidth_gbps, self.bandwidth_provenance.describe()),
         ]
         .into_iter()
-        .chain(self.compute_tflops.zip(self.compute_provenance.as_ref()).map(|(t, p)| {
-            format!("device {}: compute {} TFLOP/s, {}", self.name, t, p.describe())
-        }))
+        .chain(
+            self.compute_tflops
+                .zip(self.compute_provenance.as_ref())
+                .map(|(t, p)| format!("device {}: compute {} TFLOP/s, {}", self.name, t, p.describe())),
+        )
         .collect()
     }
 }
@@ -315,6 +317,23 @@ mod tests {
         std::fs::create_dir(dir.path().join("m")).unwrap();
         std::fs::write(dir.path().join("m/config.json"), "{}").unwrap();
         assert_ne!(after_link, digest_of(dir.path()));
+    }
+
+    #[test]
+    fn a_compute_peak_needs_its_provenance() {
+        let dir = tempfile::tempdir().unwrap();
+        let links = "links: []\n";
+        write(dir.path(), links, &format!("{DEVICES}    compute_tflops: 312\n"));
+        let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("device `g`") && err.contains("compute_provenance"), "{err}");
+        write(
+            dir.path(),
+            links,
+            &format!("{DEVICES}    compute_tflops: 312\n    compute_provenance: {{kind: reported, source: a datasheet}}\n"),
+        );
+        let c = Catalogue::load(dir.path()).unwrap();
+        assert_eq!(c.device("g").unwrap().peak_flops(), Some(312e12));
+        assert!(c.device("g").unwrap().provenance_lines()[2].contains("compute 312 TFLOP/s, reported by a datasheet"));
     }
 
     #[test]

@@ -152,11 +152,8 @@ pub fn replica_plan(input: &ReplicaInput) -> ReplicaPlan {
     let compute_s: f64 = decode.iter().map(|d| d.0).sum();
     let comm_s = decode.iter().map(|d| d.1).sum::<f64>() + hops.iter().sum::<f64>() + token_back;
     let step_s = compute_s + comm_s;
-    let busiest = decode
-        .iter()
-        .enumerate()
-        .map(|(i, (mem, comm))| mem + comm + hops.get(i).copied().unwrap_or(token_back))
-        .fold(0.0, f64::max);
+    let busiest =
+        decode.iter().enumerate().map(|(i, (mem, comm))| mem + comm + hops.get(i).copied().unwrap_or(token_back)).fold(0.0, f64::max);
     let round_s = if st.len() > 1 { step_s.max(m as f64 * busiest) } else { m as f64 * step_s };
     let prefill: Vec<(f64, f64, bool)> = st.iter().map(|g| prefill_stage_s(input, g)).collect();
     let prompt_hops: f64 = input.hop_links.iter().map(|l| p2p_time(*l, (input.prompt * s.hidden * sb) as f64)).sum();
@@ -183,7 +180,9 @@ pub fn expert_prefill(input: &ReplicaInput, ranks: u32) -> (f64, f64, bool) {
     let (s, sb, p) = (input.shape, input.dtype_bytes, input.prompt);
     let (b, r) = (&s.breakdown, ranks.max(1) as u64);
     let active = s.experts.map_or(1, |e| e.active as u64);
-    let flops = 2 * p * s.layers * (b.attention_per_layer + active * b.expert_mlp / r) + 2 * s.layers * p * p * s.heads * s.head_dim + 2 * s.head_params();
+    let flops = 2 * p * s.layers * (b.attention_per_layer + active * b.expert_mlp / r)
+        + 2 * s.layers * p * p * s.heads * s.head_dim
+        + 2 * s.head_params();
     let all_experts = s.experts.map_or(0, |e| e.count as u64) * b.expert_mlp * s.layers;
     let stored = s.params - all_experts + all_experts / r;
     let memory = (stored * sb + p * s.kv_bytes_per_token(sb)) as f64 / input.device.bandwidth_bps;
@@ -242,10 +241,15 @@ mod tests {
     fn one_stage_is_the_tensor_plan_and_one_way_tensor_the_pipeline_plan() {
         for tied in [false, true] {
             let s = llama(8, tied);
-            for (t, pp, strategy, m) in [(2, 1, Strategy::Tensor, 1), (4, 1, Strategy::Tensor, 3), (1, 4, Strategy::Pipeline, 1), (1, 2, Strategy::Pipeline, 4)] {
+            for (t, pp, strategy, m) in
+                [(2, 1, Strategy::Tensor, 1), (4, 1, Strategy::Tensor, 3), (1, 4, Strategy::Pipeline, 1), (1, 2, Strategy::Pipeline, 4)]
+            {
                 let got = replica_plan(&replica(&s, t, pp, m));
                 let want = reference(&s, strategy, t * pp, m);
-                assert_eq!((got.stored_bytes_per_device, got.kv_bytes_per_device), (want.stored_bytes_per_device, want.kv_bytes_per_device));
+                assert_eq!(
+                    (got.stored_bytes_per_device, got.kv_bytes_per_device),
+                    (want.stored_bytes_per_device, want.kv_bytes_per_device)
+                );
                 for (g, w) in [(got.step_s, want.step_s), (got.round_s, want.round_s), (got.comm_s, want.comm_s)] {
                     assert!(same(g, w), "tied {tied} t{t} pp{pp}: {g} against {w}");
                 }
