@@ -47,7 +47,7 @@ impl Layout {
 }
 
 fn divisors(n: u32) -> impl Iterator<Item = u32> {
-    (1..=n).filter(move |d| n % d == 0)
+    (1..=n).filter(move |d| n.is_multiple_of(*d))
 }
 
 /// Every layout of `devices` devices for `shape`, replicas-only first, then by tensor and pipeline degree.

@@ -92,23 +92,23 @@ pub fn structural(layout: &Layout, shape: &ModelShape, machine: &Machine) -> Opt
     let t = layout.tensor;
     let t64 = t as u64;
     if t > 1 {
-        if shape.heads % t64 != 0 {
+        if !shape.heads.is_multiple_of(t64) {
             return Some(Rejection::HeadsNotDivisible { heads: shape.heads, tensor: t });
         }
-        if shape.kv_heads % t64 != 0 && t64 % shape.kv_heads != 0 {
+        if !shape.kv_heads.is_multiple_of(t64) && !t64.is_multiple_of(shape.kv_heads) {
             return Some(Rejection::KvHeadsNotDivisible { kv_heads: shape.kv_heads, tensor: t });
         }
         if t64 > shape.kv_heads {
             return Some(Rejection::KvHeadsDuplicated { kv_heads: shape.kv_heads, tensor: t });
         }
-        if shape.intermediate % t64 != 0 {
+        if !shape.intermediate.is_multiple_of(t64) {
             return Some(Rejection::WidthNotDivisible { intermediate: shape.intermediate, tensor: t });
         }
     }
     if layout.pipeline as u64 > shape.layers {
         return Some(Rejection::TooManyStages { layers: shape.layers, pipeline: layout.pipeline });
     }
-    if let Some(e) = shape.experts.filter(|e| layout.expert > 1 && e.count % layout.expert != 0) {
+    if let Some(e) = shape.experts.filter(|e| layout.expert > 1 && !e.count.is_multiple_of(layout.expert)) {
         return Some(Rejection::ExpertsNotDivisible { experts: e.count, expert: layout.expert });
     }
     misaligned(layout, machine)
@@ -117,7 +117,11 @@ pub fn structural(layout: &Layout, shape: &ModelShape, machine: &Machine) -> Opt
 fn misaligned(layout: &Layout, machine: &Machine) -> Option<Rejection> {
     let groups = [layout.tensor.max(layout.expert), layout.devices_per_replica()];
     groups.iter().find_map(|&g| {
-        machine.domains.iter().find(|d| d.size % g != 0 && g % d.size != 0).map(|d| Rejection::Misaligned { group: g, domain: d.size })
+        machine
+            .domains
+            .iter()
+            .find(|d| !d.size.is_multiple_of(g) && !g.is_multiple_of(d.size))
+            .map(|d| Rejection::Misaligned { group: g, domain: d.size })
     })
 }
 

@@ -98,7 +98,7 @@ impl Machine {
             .ok_or_else(|| topology(format!("{nodes} nodes of {devices_per_node} devices: more than 65,536 devices")))?;
         let mut inner = 1;
         for d in &domains {
-            if d.size <= inner || d.size % inner != 0 {
+            if d.size <= inner || !d.size.is_multiple_of(inner) {
                 return Err(topology(format!(
                     "--domain {}:{}: each domain must be larger than the one inside it ({inner}) and a multiple of it",
                     d.size, d.link.name
