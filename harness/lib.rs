@@ -5,6 +5,7 @@
 //! -> `report`, with `model` and `costmodel` as the science both halves share, and
 //! `audit` comparing answers across layouts.
 
+pub mod advise;
 pub mod audit;
 pub mod cli;
 pub mod collect;

@@ -1,5 +1,6 @@
 //! The command line: one file per command, errors mapped to documented exit codes.
 
+mod advise;
 mod audit;
 mod gates;
 mod model;
@@ -210,6 +211,8 @@ pub enum Command {
         #[arg(long, default_value = "float16")]
         dtype: String,
     },
+    /// Advise a split: rank data x tensor x pipeline (x expert) layouts of a model on a machine (MODELLED).
+    Advise(advise::AdviseArgs),
     /// Cost-model tables (`parlab model`), or `parlab model init` to make a seeded checkpoint.
     Model(model::ModelArgs),
     /// Inside a rank: run the plan's workload (started by mpirun, not by people).
@@ -257,6 +260,7 @@ fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Gates { json } => gates::run(json),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),
+        Command::Advise(args) => advise::run(&args),
         Command::Model(args) => model::run(args),
         Command::Rank { plan, out } => rank::run(&plan, &out),
     }

@@ -135,9 +135,20 @@ pub struct DeviceEntry {
     pub memory_provenance: Provenance,
     /// Where the bandwidth came from.
     pub bandwidth_provenance: Provenance,
+    /// Peak dense 16-bit arithmetic, TFLOP/s (what a prefill is bound by); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_tflops: Option<f64>,
+    /// Where the arithmetic peak came from (required with `compute_tflops`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_provenance: Option<Provenance>,
 }
 
 impl DeviceEntry {
+    /// Peak arithmetic in FLOP/s, when the catalogue gives one.
+    pub fn peak_flops(&self) -> Option<f64> {
+        self.compute_tflops.map(|t| t * 1e12)
+    }
+
     /// Capacity in bytes.
     pub fn memory_bytes(&self) -> u64 {
         crate::units::parse_bytes(&self.memory).unwrap_or(0)
@@ -154,6 +165,13 @@ impl DeviceEntry {
             format!("device {}: memory {}, {}", self.name, self.memory, self.memory_provenance.describe()),
             format!("device {}: bandwidth {} GB/s, {}", self.name, self.bandwidth_gbps, self.bandwidth_provenance.describe()),
         ]
+        .into_iter()
+        .chain(
+            self.compute_tflops
+                .zip(self.compute_provenance.as_ref())
+                .map(|(t, p)| format!("device {}: compute {} TFLOP/s, {}", self.name, t, p.describe())),
+        )
+        .collect()
     }
 }
 
@@ -209,6 +227,13 @@ impl Catalogue {
             }
             d.memory_provenance.check().map_err(|m| bad(format!("memory_provenance: {m}")))?;
             d.bandwidth_provenance.check().map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
+            match (d.compute_tflops, &d.compute_provenance) {
+                (Some(t), Some(p)) if t > 0.0 => p.check().map_err(|m| bad(format!("compute_provenance: {m}")))?,
+                (Some(_), Some(_)) => return Err(bad("compute_tflops must be positive".into())),
+                (Some(_), None) => return Err(bad("compute_tflops needs a compute_provenance".into())),
+                (None, Some(_)) => return Err(bad("compute_provenance without compute_tflops".into())),
+                (None, None) => {}
+            }
         }
         Ok(Catalogue { links, devices })
     }
@@ -292,6 +317,23 @@ mod tests {
         std::fs::create_dir(dir.path().join("m")).unwrap();
         std::fs::write(dir.path().join("m/config.json"), "{}").unwrap();
         assert_ne!(after_link, digest_of(dir.path()));
+    }
+
+    #[test]
+    fn a_compute_peak_needs_its_provenance() {
+        let dir = tempfile::tempdir().unwrap();
+        let links = "links: []\n";
+        write(dir.path(), links, &format!("{DEVICES}    compute_tflops: 312\n"));
+        let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("device `g`") && err.contains("compute_provenance"), "{err}");
+        write(
+            dir.path(),
+            links,
+            &format!("{DEVICES}    compute_tflops: 312\n    compute_provenance: {{kind: reported, source: a datasheet}}\n"),
+        );
+        let c = Catalogue::load(dir.path()).unwrap();
+        assert_eq!(c.device("g").unwrap().peak_flops(), Some(312e12));
+        assert!(c.device("g").unwrap().provenance_lines()[2].contains("compute 312 TFLOP/s, reported by a datasheet"));
     }
 
     #[test]

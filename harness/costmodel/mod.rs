@@ -2,6 +2,7 @@
 //! the MODELLED tables, and predictions joined with measurements.
 
 pub mod catalogue;
+pub mod hybrid;
 pub mod link;
 pub mod plan;
 pub mod predict;

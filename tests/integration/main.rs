@@ -1,5 +1,6 @@
 //! parlab's integration tests, one module per concern, in one test binary.
 
+mod advise;
 mod audit;
 mod collectives;
 mod costmodel;

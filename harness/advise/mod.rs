@@ -1,0 +1,115 @@
+//! `parlab advise`: which split to benchmark for a model, a workload and a machine.
+//!
+//! The data flow: `request` (model, workload, machine, checked) -> `layouts` (every
+//! data × tensor × pipeline cut, and expert cuts of a mixture) -> `reject` (typed reasons)
+//! -> `predict` (the cost model) -> `rank` (by the objective, with flip points) -> `render`
+//! (markdown or JSON). Everything is arithmetic (MODELLED), and says so.
+
+pub mod layouts;
+pub mod predict;
+pub mod rank;
+pub mod reject;
+pub mod render;
+pub mod request;
+
+use layouts::Layout;
+use predict::{predict, Prediction};
+use rank::Ranked;
+use reject::Rejection;
+use request::Request;
+use serde::Serialize;
+
+/// The JSON schema name `--json` prints.
+pub const SCHEMA: &str = "parlab.advice/1";
+
+/// How many of the leaders get a flip point.
+pub const FLIPS_FOR_TOP: usize = 3;
+
+/// Errors of the advice's input; each is the user's to fix (exit 2).
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum AdviseError {
+    /// The model could not be read or shaped.
+    #[error("model: {0}")]
+    Model(String),
+    /// The device is not in the catalogue.
+    #[error("--device {name}: not in models/devices.yaml (known: {})", known.join(", "))]
+    UnknownDevice {
+        /// The name given.
+        name: String,
+        /// The catalogue's devices.
+        known: Vec<String>,
+    },
+    /// A link is not in the catalogue.
+    #[error("--domain link `{name}`: not in models/links.yaml (known: {})", known.join(", "))]
+    UnknownLink {
+        /// The name given.
+        name: String,
+        /// The catalogue's links.
+        known: Vec<String>,
+    },
+    /// The machine's domains do not add up.
+    #[error("topology: {0}")]
+    Topology(String),
+    /// The workload's numbers are unusable.
+    #[error("workload: {0}")]
+    Workload(String),
+    /// The catalogue could not be read.
+    #[error("{0}")]
+    Catalogue(String),
+}
+
+/// A layout the advice refuses, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rejected {
+    /// The layout.
+    pub layout: Layout,
+    /// Its name.
+    pub label: String,
+    /// Why.
+    pub reason: Rejection,
+    /// Its prediction where one could be made (a layout that does not fit has none).
+    pub predicted: Option<Prediction>,
+}
+
+/// The advice: ranked layouts, the baseline to measure, and the refused ones.
+pub struct Advice {
+    /// What was asked.
+    pub request: Request,
+    /// Layouts that can run, best first.
+    pub ranked: Vec<Ranked>,
+    /// Whole replicas with nothing split, when they fit: what to measure first.
+    pub baseline: Option<Ranked>,
+    /// Layouts refused, with reasons.
+    pub rejected: Vec<Rejected>,
+}
+
+/// Enumerates, rejects, predicts and ranks the layouts of `request`.
+pub fn advise(request: Request) -> Advice {
+    let (shape, w, m) = (&request.model.shape, &request.workload, &request.machine);
+    let mut rejected = Vec::new();
+    let mut sound = Vec::new();
+    for layout in layouts::enumerate(m.devices(), shape) {
+        let reject = |reason, predicted| Rejected { layout, label: layout.label(), reason, predicted };
+        if let Some(reason) = reject::structural(&layout, shape, m) {
+            rejected.push(reject(reason, None));
+            continue;
+        }
+        let p = predict(&layout, shape, w, m);
+        match reject::fit(&p, m) {
+            Some(reason) => rejected.push(reject(reason, Some(p))),
+            None => sound.push((layout, p)),
+        }
+    }
+    let fitting: Vec<Layout> = sound.iter().map(|(l, _)| *l).collect();
+    let mut ranked = Vec::new();
+    for (layout, p) in sound {
+        match reject::slow_boundary(&layout, m, &fitting) {
+            Some(reason) => rejected.push(Rejected { layout, label: layout.label(), reason, predicted: Some(p) }),
+            None => ranked.push(Ranked { layout, label: layout.label(), predicted: p, flip: None }),
+        }
+    }
+    let mut ranked = rank::rank(ranked, w.objective);
+    rank::add_flips(&mut ranked, FLIPS_FOR_TOP, shape, w, m);
+    let baseline = ranked.iter().find(|r| r.layout.is_replicas_only()).cloned();
+    Advice { request, ranked, baseline, rejected }
+}

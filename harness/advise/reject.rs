@@ -1,0 +1,156 @@
+//! Why a layout cannot be advised, as typed reasons: the shape does not split that way, the
+//! groups do not tile the machine's domains, the weights and cache do not fit, or a tensor
+//! group crosses a slow boundary while a group inside the faster domain would do.
+
+use super::layouts::Layout;
+use super::predict::Prediction;
+use super::request::Machine;
+use crate::costmodel::shape::ModelShape;
+use serde::Serialize;
+
+/// Why a layout is rejected.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Rejection {
+    /// The query heads do not split over the tensor group.
+    HeadsNotDivisible {
+        /// Query heads.
+        heads: u64,
+        /// Tensor degree.
+        tensor: u32,
+    },
+    /// The KV heads neither split over nor replicate evenly onto the tensor group.
+    KvHeadsNotDivisible {
+        /// KV heads.
+        kv_heads: u64,
+        /// Tensor degree.
+        tensor: u32,
+    },
+    /// The feed-forward width does not split over the tensor group.
+    WidthNotDivisible {
+        /// Feed-forward width.
+        intermediate: u64,
+        /// Tensor degree.
+        tensor: u32,
+    },
+    /// A tensor group beyond the KV heads copies the cache instead of splitting it.
+    KvHeadsDuplicated {
+        /// KV heads.
+        kv_heads: u64,
+        /// Tensor degree.
+        tensor: u32,
+    },
+    /// More stages than layers.
+    TooManyStages {
+        /// Layers.
+        layers: u64,
+        /// Stages.
+        pipeline: u32,
+    },
+    /// The experts do not split over the expert group.
+    ExpertsNotDivisible {
+        /// Experts per layer.
+        experts: u32,
+        /// Expert degree.
+        expert: u32,
+    },
+    /// A group straddles a domain unevenly (neither divides the other).
+    Misaligned {
+        /// Devices in the group.
+        group: u32,
+        /// Devices in the domain.
+        domain: u32,
+    },
+    /// Weights plus the cache of every sequence at the end of its answer exceed a device.
+    DoesNotFit {
+        /// Weight bytes on the most loaded device.
+        weights_bytes: u64,
+        /// Cache bytes on it.
+        kv_bytes: u64,
+        /// The device's memory.
+        memory_bytes: u64,
+    },
+    /// A tensor group crosses a slower link while a smaller group inside the faster domain fits.
+    TensorAcrossSlowBoundary {
+        /// Tensor degree.
+        tensor: u32,
+        /// The slow link it crosses.
+        link: String,
+        /// True when that link joins nodes.
+        between_nodes: bool,
+        /// Devices of the faster domain it leaves.
+        inside: u32,
+        /// The faster domain's link.
+        inside_link: String,
+        /// The layout that fits with its tensor group inside.
+        instead: String,
+    },
+}
+
+/// Why `layout` cannot split `shape` over `machine`'s domains, before anything is predicted.
+pub fn structural(layout: &Layout, shape: &ModelShape, machine: &Machine) -> Option<Rejection> {
+    let t = layout.tensor;
+    let t64 = t as u64;
+    if t > 1 {
+        if !shape.heads.is_multiple_of(t64) {
+            return Some(Rejection::HeadsNotDivisible { heads: shape.heads, tensor: t });
+        }
+        if !shape.kv_heads.is_multiple_of(t64) && !t64.is_multiple_of(shape.kv_heads) {
+            return Some(Rejection::KvHeadsNotDivisible { kv_heads: shape.kv_heads, tensor: t });
+        }
+        if t64 > shape.kv_heads {
+            return Some(Rejection::KvHeadsDuplicated { kv_heads: shape.kv_heads, tensor: t });
+        }
+        if !shape.intermediate.is_multiple_of(t64) {
+            return Some(Rejection::WidthNotDivisible { intermediate: shape.intermediate, tensor: t });
+        }
+    }
+    if layout.pipeline as u64 > shape.layers {
+        return Some(Rejection::TooManyStages { layers: shape.layers, pipeline: layout.pipeline });
+    }
+    if let Some(e) = shape.experts.filter(|e| layout.expert > 1 && !e.count.is_multiple_of(layout.expert)) {
+        return Some(Rejection::ExpertsNotDivisible { experts: e.count, expert: layout.expert });
+    }
+    misaligned(layout, machine)
+}
+
+fn misaligned(layout: &Layout, machine: &Machine) -> Option<Rejection> {
+    let groups = [layout.tensor.max(layout.expert), layout.devices_per_replica()];
+    groups.iter().find_map(|&g| {
+        machine
+            .domains
+            .iter()
+            .find(|d| !d.size.is_multiple_of(g) && !g.is_multiple_of(d.size))
+            .map(|d| Rejection::Misaligned { group: g, domain: d.size })
+    })
+}
+
+/// The memory rejection of a prediction that does not fit.
+pub fn fit(prediction: &Prediction, machine: &Machine) -> Option<Rejection> {
+    (!prediction.fits).then(|| Rejection::DoesNotFit {
+        weights_bytes: prediction.weights_bytes_per_device,
+        kv_bytes: prediction.kv_bytes_per_device,
+        memory_bytes: machine.device.memory_bytes(),
+    })
+}
+
+/// The rejection of a tensor group that crosses a slower link, when one of `fitting` (layouts
+/// that fit and split soundly) keeps its tensor group inside the faster domain.
+pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> Option<Rejection> {
+    let outer = machine.domain_of_group(layout.tensor)?;
+    let inner = outer.checked_sub(1)?;
+    let (slow, fast) = (machine.domains[outer].link.link(), machine.domains[inner].link.link());
+    if slow.alpha_s <= fast.alpha_s && slow.beta_bps >= fast.beta_bps {
+        return None;
+    }
+    let inside = machine.domains[inner].size;
+    let instead = fitting.iter().filter(|l| l.tensor <= inside && l.expert == 1).max_by_key(|l| (l.tensor, l.data))?;
+    Some(Rejection::TensorAcrossSlowBoundary {
+        tensor: layout.tensor,
+        link: machine.domains[outer].link.name.clone(),
+        between_nodes: machine.between_nodes(outer),
+        inside,
+        inside_link: machine.domains[inner].link.name.clone(),
+        instead: instead.label(),
+    })
+}

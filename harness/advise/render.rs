@@ -1,0 +1,270 @@
+//! The advice as markdown for people and as JSON (`parlab.advice/1`) for programs. Every
+//! figure leaves the other stages as a number; the words and units are made here.
+
+use super::rank::{Constant, Flip, Ranked};
+use super::reject::Rejection;
+use super::request::Objective;
+use super::{Advice, Rejected, SCHEMA};
+use crate::costmodel::tables::ARITHMETIC;
+use crate::units::{format_bytes, format_gbps, format_seconds, sig3};
+use serde_json::{json, Value};
+
+/// What every piece of advice assumes, in words.
+pub fn assumptions(advice: &Advice) -> Vec<String> {
+    let w = &advice.request.workload;
+    let mut out = vec![
+        ARITHMETIC.to_string(),
+        format!(
+            "A decode step is predicted at the answer's mean context ({} tokens: the prompt and half the answer); memory fits are checked at its end ({} tokens) for every sequence a replica holds.",
+            w.mean_decode_context(),
+            w.final_context()
+        ),
+        "Every layout uses every device. A tensor group is contiguous, its pipeline stages next, replicas outermost; a ring all-reduce pays the slowest link inside its group, a pipeline hop the link between its two stages.".into(),
+        "Sequences in flight on one replica are served in turn (no batching), so throughput favours replicas whenever they fit.".into(),
+        "Time to first token is the prefill of one prompt alone (no queueing): per stage the larger of its arithmetic over the device's peak and its weight read over memory bandwidth, plus its collectives.".into(),
+        "A tensor group that crosses a slower link is refused while a layout keeping its tensor group inside the faster domain fits (chapter 1.4: never TP across SYS; the parallelism chapter: TP inside a node, PP between nodes).".into(),
+    ];
+    match advice.request.machine.device.peak_flops() {
+        Some(_) => out.push("The arithmetic peak is a datasheet peak: a real prefill reaches a fraction of it, so a predicted time to first token is a lower bound.".into()),
+        None => out.push(format!(
+            "Device {} has no compute figure in models/devices.yaml: a prefill is predicted from memory and communication only, a lower bound.",
+            advice.request.machine.device.name
+        )),
+    }
+    out
+}
+
+/// Where every constant came from.
+pub fn provenance(advice: &Advice) -> Vec<String> {
+    let m = &advice.request.machine;
+    let mut out = vec![advice.request.model.provenance.clone()];
+    out.extend(m.device.provenance_lines());
+    let mut seen = Vec::new();
+    for d in &m.domains {
+        if !seen.contains(&d.link.name) {
+            seen.push(d.link.name.clone());
+            out.extend(d.link.provenance_lines());
+        }
+    }
+    out
+}
+
+fn objective_words(o: Objective) -> &'static str {
+    match o {
+        Objective::Latency => "the time of one whole request",
+        Objective::Ttft => "time to first token",
+        Objective::Throughput => "tokens per second",
+    }
+}
+
+/// One rejection in words.
+pub fn rejection_message(r: &Rejection) -> String {
+    match r {
+        Rejection::HeadsNotDivisible { heads, tensor } => format!("{heads} query heads do not split over {tensor} devices"),
+        Rejection::KvHeadsNotDivisible { kv_heads, tensor } => {
+            format!("{kv_heads} KV heads neither split over nor replicate evenly onto {tensor} devices")
+        }
+        Rejection::WidthNotDivisible { intermediate, tensor } => format!("feed-forward width {intermediate} does not split over {tensor} devices"),
+        Rejection::KvHeadsDuplicated { kv_heads, tensor } => format!(
+            "TP={tensor} is beyond the {kv_heads} KV heads: devices would hold copies of the cache instead of splitting it, paying the collectives for no memory"
+        ),
+        Rejection::TooManyStages { layers, pipeline } => format!("{layers} layers do not fill {pipeline} stages"),
+        Rejection::ExpertsNotDivisible { experts, expert } => format!("{experts} experts do not split over {expert} devices"),
+        Rejection::Misaligned { group, domain } => format!("a group of {group} devices straddles domains of {domain} unevenly"),
+        Rejection::DoesNotFit { weights_bytes, kv_bytes, memory_bytes } => format!(
+            "does not fit: {} of weights and {} of KV cache per device against {}",
+            format_bytes(*weights_bytes as f64),
+            format_bytes(*kv_bytes as f64),
+            format_bytes(*memory_bytes as f64)
+        ),
+        Rejection::TensorAcrossSlowBoundary { tensor, link, between_nodes, inside, inside_link, instead } => format!(
+            "its tensor group of {tensor} crosses {link}{} and every all-reduce pays it; {instead} fits with its tensor group inside the {inside} devices joined by {inside_link}",
+            if *between_nodes { " between nodes" } else { "" }
+        ),
+    }
+}
+
+fn constant_words(c: &Constant) -> String {
+    match c {
+        Constant::LinkLatency { link } => format!("{link}'s latency"),
+        Constant::LinkBandwidth { link } => format!("{link}'s bandwidth"),
+        Constant::DeviceBandwidth => "the device's memory bandwidth".into(),
+        Constant::DeviceCompute => "the device's arithmetic peak".into(),
+    }
+}
+
+fn constant_value(c: &Constant, v: f64) -> String {
+    match c {
+        Constant::LinkLatency { .. } => format_seconds(v),
+        Constant::LinkBandwidth { .. } | Constant::DeviceBandwidth => format_gbps(v),
+        Constant::DeviceCompute => format!("{} TFLOP/s", sig3(v / 1e12)),
+    }
+}
+
+/// A flip point in words.
+pub fn flip_message(f: &Flip) -> String {
+    let verb = if f.at > f.now { "rises above" } else { "falls below" };
+    format!(
+        "{} wins when {} {verb} {} (now {})",
+        f.next,
+        constant_words(&f.constant),
+        constant_value(&f.constant, f.at),
+        constant_value(&f.constant, f.now)
+    )
+}
+
+fn ranked_json(r: &Ranked, rank: Option<usize>) -> Value {
+    json!({
+        "rank": rank,
+        "layout": r.layout,
+        "label": r.label,
+        "devices_per_replica": r.layout.devices_per_replica(),
+        "predicted": r.predicted,
+        "flip_searched": r.flip.is_some(),
+        "flip": r.flip.as_ref().and_then(Option::as_ref).map(|f| json!({
+            "constant": f.constant, "now": f.now, "at": f.at, "next": f.next, "message": flip_message(f),
+        })),
+    })
+}
+
+fn rejected_json(r: &Rejected) -> Value {
+    json!({
+        "layout": r.layout,
+        "label": r.label,
+        "reason": r.reason,
+        "message": rejection_message(&r.reason),
+        "predicted": r.predicted,
+    })
+}
+
+/// The advice as `parlab.advice/1` JSON (the shape the README documents).
+pub fn to_json(advice: &Advice) -> Value {
+    let (req, m) = (&advice.request, &advice.request.machine);
+    let (s, w) = (&req.model.shape, &req.workload);
+    json!({
+        "schema": SCHEMA,
+        "model": {
+            "name": req.model.name, "params": s.params, "layers": s.layers, "heads": s.heads, "kv_heads": s.kv_heads,
+            "experts": s.experts.map(|e| e.count), "weights_bytes": s.stored_bytes(w.dtype.bytes()),
+        },
+        "workload": {
+            "prompt_tokens": w.prompt, "new_tokens": w.new_tokens, "sequences": w.sequences,
+            "objective": w.objective, "dtype": w.dtype,
+            "mean_decode_context_tokens": w.mean_decode_context(), "final_context_tokens": w.final_context(),
+        },
+        "machine": {
+            "device": m.device.name, "memory_bytes": m.device.memory_bytes(), "bandwidth_Bps": m.device.bandwidth_bps(),
+            "compute_flops": m.device.peak_flops(), "nodes": m.nodes, "devices_per_node": m.devices_per_node,
+            "devices": m.devices(),
+            "domains": m.domains.iter().enumerate().map(|(i, d)| json!({
+                "size": d.size, "link": d.link.name, "latency_s": d.link.link().alpha_s,
+                "bandwidth_Bps": d.link.link().beta_bps, "between_nodes": m.between_nodes(i),
+            })).collect::<Vec<_>>(),
+        },
+        "ranked": advice.ranked.iter().enumerate().map(|(i, r)| ranked_json(r, Some(i + 1))).collect::<Vec<_>>(),
+        "baseline": advice.baseline.as_ref().map(|b| {
+            let rank = advice.ranked.iter().position(|r| r.layout == b.layout).map(|i| i + 1);
+            ranked_json(b, rank)
+        }),
+        "rejected": advice.rejected.iter().map(rejected_json).collect::<Vec<_>>(),
+        "assumptions": assumptions(advice),
+        "provenance": provenance(advice),
+    })
+}
+
+fn ranked_row(i: usize, r: &Ranked) -> String {
+    let p = &r.predicted;
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        i + 1,
+        r.label,
+        format_seconds(p.step_s),
+        format_seconds(p.ttft_s),
+        format_seconds(p.request_s),
+        sig3(p.tokens_per_s),
+        sig3(p.tokens_per_s_per_device),
+        format_bytes(p.weights_bytes_per_device as f64),
+        format_bytes(p.kv_bytes_per_device as f64),
+        match &r.flip {
+            Some(Some(f)) => flip_message(f),
+            Some(None) => "no single constant within a factor of 10^4 of its value".into(),
+            None => String::new(),
+        },
+    )
+}
+
+fn header(advice: &Advice) -> String {
+    let (req, m) = (&advice.request, &advice.request.machine);
+    let w = &req.workload;
+    let dev = &m.device;
+    let peak = dev.peak_flops().map(|f| format!(", {} TFLOP/s", sig3(f / 1e12))).unwrap_or_default();
+    let domains: Vec<String> = m
+        .domains
+        .iter()
+        .map(|d| {
+            format!(
+                "{} devices on {} (α {}, β {})",
+                d.size,
+                d.link.name,
+                format_seconds(d.link.link().alpha_s),
+                format_gbps(d.link.link().beta_bps)
+            )
+        })
+        .collect();
+    format!(
+        "# Advice: {} on {} x {} (MODELLED)\n\nWorkload: {}-token prompts, {}-token answers, {} sequence(s) in flight, {}; ranked by {}.\n\nMachine: {} node(s) of {} {} ({}, {}{peak}){}.\n\n",
+        req.model.name,
+        m.devices(),
+        dev.name,
+        w.prompt,
+        w.new_tokens,
+        w.sequences,
+        w.dtype.name(),
+        objective_words(w.objective),
+        m.nodes,
+        m.devices_per_node,
+        dev.name,
+        format_bytes(dev.memory_bytes() as f64),
+        format_gbps(dev.bandwidth_bps()),
+        if domains.is_empty() { String::new() } else { format!("; domains: {}", domains.join(", ")) },
+    )
+}
+
+fn verdict(advice: &Advice) -> String {
+    let mut t = match advice.ranked.first() {
+        Some(best) => format!("**Advice:** {}.", best.label),
+        None => "**Advice:** no layout fits this machine.".into(),
+    };
+    match &advice.baseline {
+        Some(b) => t.push_str(&format!(" **Baseline to measure:** {} (whole replicas, no collectives).", b.label)),
+        None => t.push_str(" No baseline of whole replicas: the model does not fit one device."),
+    }
+    t + "\n\n"
+}
+
+/// The advice as markdown.
+pub fn to_markdown(advice: &Advice) -> String {
+    let mut t = header(advice);
+    t.push_str(&verdict(advice));
+    t.push_str("## Ranked\n\n| rank | layout | step | TTFT | request | tokens/s | tokens/s/device | weights/device | KV/device | what would flip it |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (i, r) in advice.ranked.iter().enumerate() {
+        t.push_str(&ranked_row(i, r));
+    }
+    t.push_str("\n## Rejected\n\n| layout | why |\n|---|---|\n");
+    for r in &advice.rejected {
+        let predicted = r.predicted.as_ref().filter(|_| matches!(r.reason, Rejection::TensorAcrossSlowBoundary { .. }));
+        let extra = predicted
+            .map(|p| format!(" (predicted step {}, TTFT {})", format_seconds(p.step_s), format_seconds(p.ttft_s)))
+            .unwrap_or_default();
+        t.push_str(&format!("| {} | {}{extra} |\n", r.label, rejection_message(&r.reason)));
+    }
+    t.push_str("\n## Assumptions\n\n");
+    for a in assumptions(advice) {
+        t.push_str(&format!("- {a}\n"));
+    }
+    t.push_str("\n## Provenance\n\n");
+    for p in provenance(advice) {
+        t.push_str(&format!("- {p}\n"));
+    }
+    t
+}

@@ -1,0 +1,289 @@
+//! What advice is asked for: a model, a workload with an objective, and a machine whose
+//! devices sit in nested domains (pairs on NVLink inside a node, nodes on InfiniBand), each
+//! domain joined by a link of the catalogue. Built and checked here; later stages trust it.
+
+use super::AdviseError;
+use crate::costmodel::catalogue::{Catalogue, DeviceEntry, LinkEntry};
+use crate::costmodel::link::Link;
+use crate::costmodel::plan::Device;
+use crate::costmodel::tables::{load_shape, NamedShape};
+use crate::spec::schema::Dtype;
+
+/// What the layouts are ranked by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Objective {
+    /// The whole of one request: its prefill and every decode step of its answer.
+    Latency,
+    /// Time to first token: the prefill of one prompt.
+    Ttft,
+    /// Tokens per second over every sequence in flight.
+    Throughput,
+}
+
+crate::named!(Objective { Latency => "latency", Ttft => "ttft", Throughput => "throughput" });
+
+/// The traffic to serve.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Workload {
+    /// Prompt tokens of one request.
+    pub prompt: u64,
+    /// Tokens of one answer.
+    pub new_tokens: u64,
+    /// Sequences in flight over the whole machine.
+    pub sequences: u32,
+    /// What to rank by.
+    pub objective: Objective,
+    /// Weights, activations and cache.
+    pub dtype: Dtype,
+}
+
+impl Workload {
+    /// Checks the numbers are usable.
+    pub fn new(prompt: u64, new_tokens: u64, sequences: u32, objective: Objective, dtype: Dtype) -> Result<Self, AdviseError> {
+        if prompt == 0 || new_tokens == 0 || sequences == 0 {
+            return Err(AdviseError::Workload(format!(
+                "--prompt {prompt}, --new-tokens {new_tokens}, --sequences {sequences}: each must be at least 1"
+            )));
+        }
+        Ok(Workload { prompt, new_tokens, sequences, objective, dtype })
+    }
+
+    /// Context a decode step reads on average over the answer (the cache grows linearly).
+    pub fn mean_decode_context(&self) -> u64 {
+        self.prompt + self.new_tokens / 2
+    }
+
+    /// Context each sequence's cache holds at the end of its answer.
+    pub fn final_context(&self) -> u64 {
+        self.prompt + self.new_tokens
+    }
+}
+
+/// Devices `size` at a time joined by one link: a pair on NVLink, a node, the whole machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Domain {
+    /// Devices in each domain of this level.
+    pub size: u32,
+    /// The link joining devices of one domain that no smaller domain joins.
+    pub link: LinkEntry,
+}
+
+/// The machine: one kind of device, counted by node, and its nested domains.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Machine {
+    /// The device every rank has.
+    pub device: DeviceEntry,
+    /// Nodes.
+    pub nodes: u32,
+    /// Devices in each node.
+    pub devices_per_node: u32,
+    /// Domains from the innermost out; the last holds every device.
+    pub domains: Vec<Domain>,
+}
+
+fn topology(message: String) -> AdviseError {
+    AdviseError::Topology(message)
+}
+
+impl Machine {
+    /// Checks that the domains add up: growing sizes, each dividing the next, one of them the
+    /// node when there are several nodes, the last holding every device.
+    pub fn new(device: DeviceEntry, nodes: u32, devices_per_node: u32, domains: Vec<Domain>) -> Result<Self, AdviseError> {
+        if nodes == 0 || devices_per_node == 0 {
+            return Err(topology(format!("--nodes {nodes} --devices-per-node {devices_per_node}: both must be at least 1")));
+        }
+        let total = nodes
+            .checked_mul(devices_per_node)
+            .filter(|&t| t <= 65_536)
+            .ok_or_else(|| topology(format!("{nodes} nodes of {devices_per_node} devices: more than 65,536 devices")))?;
+        let mut inner = 1;
+        for d in &domains {
+            if d.size <= inner || !d.size.is_multiple_of(inner) {
+                return Err(topology(format!(
+                    "--domain {}:{}: each domain must be larger than the one inside it ({inner}) and a multiple of it",
+                    d.size, d.link.name
+                )));
+            }
+            inner = d.size;
+        }
+        if total > 1 && inner != total {
+            return Err(topology(format!(
+                "the domains reach {inner} devices but the machine has {total} ({nodes} nodes of {devices_per_node}); the last --domain must join all {total}"
+            )));
+        }
+        if total == 1 && !domains.is_empty() {
+            return Err(topology("one device needs no --domain".into()));
+        }
+        if nodes > 1 && devices_per_node > 1 && !domains.iter().any(|d| d.size == devices_per_node) {
+            return Err(topology(format!(
+                "no --domain of {devices_per_node} devices: with {nodes} nodes one domain must be the node, joined by the link inside it"
+            )));
+        }
+        Ok(Machine { device, nodes, devices_per_node, domains })
+    }
+
+    /// Devices in the machine.
+    pub fn devices(&self) -> u32 {
+        self.nodes * self.devices_per_node
+    }
+
+    /// The device as the cost model takes it.
+    pub fn cost_device(&self) -> Device {
+        Device { memory_bytes: self.device.memory_bytes(), bandwidth_bps: self.device.bandwidth_bps() }
+    }
+
+    /// Index of the innermost domain holding devices `a` and `b` (None when they are one device).
+    pub fn domain_between(&self, a: u32, b: u32) -> Option<usize> {
+        (a != b).then(|| self.domains.iter().position(|d| a / d.size == b / d.size)).flatten()
+    }
+
+    /// Index of the innermost domain holding a contiguous group of `size` devices (None for one).
+    pub fn domain_of_group(&self, size: u32) -> Option<usize> {
+        (size > 1).then(|| self.domains.iter().position(|d| d.size >= size)).flatten()
+    }
+
+    /// The link of domain `index`; a link that costs nothing for none.
+    pub fn link(&self, index: Option<usize>) -> Link {
+        index.map_or(Link { alpha_s: 0.0, beta_bps: f64::INFINITY }, |i| self.domains[i].link.link())
+    }
+
+    /// True when domain `index` crosses a node boundary.
+    pub fn between_nodes(&self, index: usize) -> bool {
+        self.domains[index].size > self.devices_per_node
+    }
+}
+
+/// A request for advice.
+pub struct Request {
+    /// The model and its shape.
+    pub model: NamedShape,
+    /// The traffic.
+    pub workload: Workload,
+    /// The machine.
+    pub machine: Machine,
+}
+
+/// The words a user gives, before they are looked up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    /// A catalogue name or a config folder.
+    pub model: String,
+    /// A device of `models/devices.yaml`.
+    pub device: String,
+    /// Nodes.
+    pub nodes: u32,
+    /// Devices per node.
+    pub devices_per_node: u32,
+    /// `SIZE:LINK` domains, innermost first.
+    pub domains: Vec<String>,
+    /// Prompt tokens.
+    pub prompt: u64,
+    /// Answer tokens.
+    pub new_tokens: u64,
+    /// Sequences in flight.
+    pub sequences: u32,
+    /// `latency`, `ttft` or `throughput`.
+    pub objective: String,
+    /// A dtype name.
+    pub dtype: String,
+}
+
+fn parse_domain(text: &str, catalogue: &Catalogue) -> Result<Domain, AdviseError> {
+    let (size, name) = text.split_once(':').ok_or_else(|| topology(format!("--domain {text}: expected SIZE:LINK, e.g. 2:nvlink-nv12")))?;
+    let size: u32 = size.trim().parse().map_err(|_| topology(format!("--domain {text}: `{size}` is not a device count")))?;
+    let link = catalogue.link(name.trim()).cloned().ok_or_else(|| AdviseError::UnknownLink {
+        name: name.trim().to_string(),
+        known: catalogue.links.iter().map(|l| l.name.clone()).collect(),
+    })?;
+    Ok(Domain { size, link })
+}
+
+impl Asked {
+    /// Looks every word up in the catalogue and the model folders, and checks the machine adds up.
+    pub fn resolve(&self, catalogue: &Catalogue) -> Result<Request, AdviseError> {
+        let model = load_shape(&self.model).map_err(AdviseError::Model)?;
+        let device = catalogue.device(&self.device).cloned().ok_or_else(|| AdviseError::UnknownDevice {
+            name: self.device.clone(),
+            known: catalogue.devices.iter().map(|d| d.name.clone()).collect(),
+        })?;
+        let domains = self.domains.iter().map(|d| parse_domain(d, catalogue)).collect::<Result<Vec<_>, _>>()?;
+        let machine = Machine::new(device, self.nodes, self.devices_per_node, domains)?;
+        let objective = Objective::from_name(&self.objective)
+            .ok_or_else(|| AdviseError::Workload(format!("--objective {}: use {}", self.objective, Objective::names().join(", "))))?;
+        let dtype = crate::costmodel::parse_dtype(&self.dtype)
+            .ok_or_else(|| AdviseError::Workload(format!("--dtype {}: use float32, float16 or bfloat16", self.dtype)))?;
+        let workload = Workload::new(self.prompt, self.new_tokens, self.sequences, objective, dtype)?;
+        Ok(Request { model, workload, machine })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::costmodel::catalogue::{Provenance, ProvenanceKind};
+
+    fn link(name: &str, latency_us: f64) -> LinkEntry {
+        let p = Provenance { kind: ProvenanceKind::Assumed, source: None, run: None, note: Some("test".into()) };
+        LinkEntry {
+            name: name.into(),
+            description: String::new(),
+            latency_us,
+            bandwidth_gbps: 100.0,
+            latency_provenance: p.clone(),
+            bandwidth_provenance: p,
+        }
+    }
+
+    fn device() -> DeviceEntry {
+        let p = Provenance { kind: ProvenanceKind::Assumed, source: None, run: None, note: Some("test".into()) };
+        DeviceEntry {
+            name: "g".into(),
+            description: String::new(),
+            memory: "80GiB".into(),
+            bandwidth_gbps: 1500.0,
+            memory_provenance: p.clone(),
+            bandwidth_provenance: p,
+            compute_tflops: None,
+            compute_provenance: None,
+        }
+    }
+
+    fn domains(levels: &[(u32, &str)]) -> Vec<Domain> {
+        levels.iter().map(|&(size, name)| Domain { size, link: link(name, 1.0) }).collect()
+    }
+
+    #[test]
+    fn two_nodes_of_two_pairs_find_the_link_between_any_two_devices() {
+        let m = Machine::new(device(), 2, 4, domains(&[(2, "nv"), (4, "sys"), (8, "ib")])).unwrap();
+        assert_eq!(m.devices(), 8);
+        assert_eq!(m.domain_between(0, 1), Some(0));
+        assert_eq!(m.domain_between(1, 2), Some(1));
+        assert_eq!(m.domain_between(3, 4), Some(2));
+        assert_eq!(m.domain_between(5, 5), None);
+        assert_eq!(
+            (m.domain_of_group(1), m.domain_of_group(2), m.domain_of_group(4), m.domain_of_group(8)),
+            (None, Some(0), Some(1), Some(2))
+        );
+        assert!(m.between_nodes(2) && !m.between_nodes(1));
+        assert_eq!(m.link(None).alpha_s, 0.0);
+    }
+
+    #[test]
+    fn a_topology_that_does_not_add_up_is_refused() {
+        let bad =
+            |nodes, per_node, levels: &[(u32, &str)]| Machine::new(device(), nodes, per_node, domains(levels)).unwrap_err().to_string();
+        assert!(bad(1, 4, &[(3, "a"), (4, "b")]).contains("multiple"));
+        assert!(bad(1, 4, &[(2, "a")]).contains("reach 2 devices but the machine has 4"));
+        assert!(bad(2, 4, &[(2, "a"), (8, "b")]).contains("one domain must be the node"));
+        assert!(bad(1, 1, &[(2, "a")]).contains("one device needs no --domain"));
+        assert!(bad(0, 4, &[]).contains("at least 1"));
+        assert!(Machine::new(device(), 1, 1, Vec::new()).is_ok());
+    }
+
+    #[test]
+    fn the_answer_is_read_at_its_mean_and_held_at_its_end() {
+        let w = Workload::new(4032, 128, 1, Objective::Latency, Dtype::Float16).unwrap();
+        assert_eq!((w.mean_decode_context(), w.final_context()), (4096, 4160));
+        assert!(Workload::new(0, 1, 1, Objective::Ttft, Dtype::Float16).is_err());
+    }
+}
