@@ -6,7 +6,6 @@ use super::comm::Communicator;
 use super::decode_engine::{Engine, Link, RepResult};
 use super::records::RecordSink;
 use crate::manifest::summary::Phase;
-use crate::model::gpt2::{Dims, PartShare};
 use crate::model::reference::Exactness;
 use crate::model::{source, ModelConfig};
 use crate::spec::RunPlan;
@@ -94,18 +93,17 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let prompt = source::prompt_ids(prompt, cfg.vocab)?;
     let rank = comm.rank();
     let share = plan.layout.ranks.get(rank as usize).ok_or_else(|| anyhow::anyhow!("the layout has no rank {rank}"))?;
-    let dims = Dims::from_config(&cfg);
     let placement = super::device::placement(plan)?;
     let skew = source::routing_skew(plan);
-    let part = source::load_part_on(model, &cfg, Some(PartShare::from_rank(share, &dims)), skew, placement)?;
+    let part = source::load_part_on(model, &cfg, Some(share), skew, placement)?;
     let decode_part = match plan.layout.decode.as_ref().map(|d| d.ranks.get(rank as usize)) {
-        Some(Some(s)) => Some(source::load_part_on(model, &cfg, Some(PartShare::from_rank(s, &dims)), skew, placement)?),
+        Some(Some(s)) => Some(source::load_part_on(model, &cfg, Some(s), skew, placement)?),
         Some(None) => anyhow::bail!("the decode split has no rank {rank}"),
         None => None,
     };
-    let rounds_part = decode_part.as_ref().unwrap_or(&part);
+    let rounds_part = decode_part.as_deref().unwrap_or(part.as_ref());
     let reference = if rounds_part.has_head() { Some(source::reference_for(plan)?) } else { None };
-    let engine = Engine::new(plan, &part, decode_part.as_ref(), prompt, new_tokens, reference.as_ref());
+    let engine = Engine::new(plan, part.as_ref(), decode_part.as_deref(), prompt, new_tokens, reference.as_ref());
     let mut link = Link::new(plan, comm);
     let mut sink = RecordSink::open(out, rank)?;
     let mut last: Option<RepResult> = None;
