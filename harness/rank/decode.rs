@@ -25,6 +25,10 @@ pub struct RankAnswer {
     pub collectives_per_step: Option<u64>,
     /// Weight bytes this rank reads per decode step of one sequence.
     pub streamed_bytes: u64,
+    /// Bytes of keys and values this rank's cache stores per token of one sequence (absent in
+    /// answers written before it was recorded).
+    #[serde(default)]
+    pub kv_cache_bytes_per_token: Option<u64>,
     /// Sequences this rank decoded in flight.
     pub sequences: u32,
     /// Tokens generated per sequence.
@@ -130,6 +134,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         exactness: exact,
         collectives_per_step: collectives,
         streamed_bytes: rounds_part.streamed_bytes(),
+        kv_cache_bytes_per_token: Some(rounds_part.kv_cache_bytes_per_token()),
         sequences: engine.sequences as u32,
         new_tokens: new_tokens as u32,
         prompt_tokens: engine.prompt.len() as u32,

@@ -8,6 +8,7 @@ mod expert;
 mod findings;
 mod identity;
 mod launch;
+mod llama;
 mod manifest_io;
 mod multihost;
 mod nightly;
