@@ -228,7 +228,10 @@ mod tests {
             "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}))
         .unwrap();
         assert_eq!(d.rope.llama3, Some(s));
-        assert_eq!(d.rope.inv_freq(8)[0], 1.0);
+        let inv = d.rope.inv_freq(8);
+        assert_eq!(inv[0], s.scale(1.0), "position 0's frequency 1 lies between the wavelengths: interpolated");
+        let slowest = 1.0 / 500000f32.powf(0.75);
+        assert!((inv[3] - slowest / 8.0).abs() < 1e-12, "{}", inv[3]);
     }
 
     #[test]
