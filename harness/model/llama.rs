@@ -297,7 +297,7 @@ impl LlamaPart {
         rope::rotate_row(q, angles.0, angles.1);
         rope::rotate_row(k, angles.0, angles.1);
         let mut ctx = vec![0f32; q_len];
-        row::attend_grouped(q, k, v, &self.kv_of, cache, pos, self.scale() as f32, &mut ctx);
+        row::attend_grouped(&row::Position { pos, q, k, v }, &self.kv_of, cache, self.scale() as f32, &mut ctx);
         let o = comm.reduced_matvec(&l.w_o, &ctx);
         add_into(h, &o, l.b_o.as_ref());
         row::rms_norm(h, f32s(&l.post_norm), eps, &mut a);

@@ -358,6 +358,47 @@ mod tests {
         assert_eq!(context_shares(&short, &cfg).unwrap_err().0, "context_blocks");
     }
 
+    fn input(strategy: Strategy, world: u32) -> LayoutInput {
+        LayoutInput {
+            strategy,
+            world,
+            head: HeadPlacement::Split,
+            sequences: 1,
+            overlap: 0,
+            routing_skew: 0.0,
+            decode_strategy: DecodeLayout::Rank0,
+            context_blocks: ContextBlocks::Contiguous,
+            prompt_tokens: 16,
+        }
+    }
+
+    #[test]
+    fn a_gqa_tensor_split_names_each_ranks_kv_heads_split_then_replicated() {
+        // TinyLlama: 32 query heads over 4 key/value heads (8 query heads per key/value head).
+        let cfg = ModelConfig::read(&crate::model::resolve_model("tinyllama-1.1b").dir).unwrap();
+        let kv = |world: u32| -> Vec<(u32, u32)> {
+            let shares = decode_shares(&input(Strategy::Tensor, world), &cfg).unwrap();
+            shares.iter().map(|s| s.kv_heads.map(|k| (k.start, k.end)).unwrap()).collect()
+        };
+        assert_eq!(kv(1), vec![(0, 4)]);
+        assert_eq!(kv(2), vec![(0, 2), (2, 4)]);
+        assert_eq!(kv(4), vec![(0, 1), (1, 2), (2, 3), (3, 4)]);
+        assert_eq!(kv(8), vec![(0, 1), (0, 1), (1, 2), (1, 2), (2, 3), (2, 3), (3, 4), (3, 4)], "replicated past 4 ranks");
+        // GPT-2's layouts (and so its identities) carry no key/value heads.
+        let gpt2 = ModelConfig::read(&crate::model::resolve_model("gpt2").dir).unwrap();
+        assert!(decode_shares(&input(Strategy::Tensor, 2), &gpt2).unwrap().iter().all(|s| s.kv_heads.is_none()));
+    }
+
+    #[test]
+    fn a_llama_context_or_expert_split_is_refused_naming_the_strategy() {
+        let cfg = ModelConfig::read(&crate::model::resolve_model("tinyllama-1.1b").dir).unwrap();
+        for strategy in [Strategy::Context, Strategy::Expert] {
+            let (key, message) = decode_shares(&input(strategy, 2), &cfg).unwrap_err();
+            assert_eq!(key, "strategy");
+            assert!(message.contains("data, tensor and pipeline"), "{message}");
+        }
+    }
+
     #[test]
     fn even_spans_cover_everything_once() {
         let spans = even_spans(12, 5);

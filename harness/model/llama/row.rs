@@ -28,11 +28,23 @@ pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     }
 }
 
-/// Grouped-query attention of one position `pos`: stores the `kv_heads` keys `k` and values `v`
-/// at `pos` in `cache` (`[kv_heads, max_len, head_dim]`), then writes each query head's
-/// softmax(q·k × scale)-weighted sum of its key/value head's values into `ctx`; query head `h`
-/// reads key/value head `kv_of[h]`.
-pub fn attend_grouped(q: &[f32], k: &[f32], v: &[f32], kv_of: &[usize], cache: &mut Cache, pos: usize, scale: f32, ctx: &mut [f32]) {
+/// One position's queries (every query head held), keys and values (every key/value head held).
+pub struct Position<'a> {
+    /// The position.
+    pub pos: usize,
+    /// Queries, one head after another.
+    pub q: &'a [f32],
+    /// Keys, one head after another.
+    pub k: &'a [f32],
+    /// Values, one head after another.
+    pub v: &'a [f32],
+}
+
+/// Grouped-query attention of one position: stores its keys and values at `pos` in `cache`
+/// (`[kv_heads, max_len, head_dim]`), then writes each query head's softmax(q·k × scale)-weighted
+/// sum of its key/value head's values into `ctx`; query head `h` reads key/value head `kv_of[h]`.
+pub fn attend_grouped(at_pos: &Position, kv_of: &[usize], cache: &mut Cache, scale: f32, ctx: &mut [f32]) {
+    let Position { pos, q, k, v } = *at_pos;
     let head_dim = q.len() / kv_of.len();
     let at = |h: usize, p: usize| (h * cache.max_len + p) * head_dim;
     for (j, (kj, vj)) in k.chunks_exact(head_dim).zip(v.chunks_exact(head_dim)).enumerate() {
@@ -75,10 +87,12 @@ mod tests {
         let (mut kc, mut vc) = (vec![0f32; hd * max_len], vec![0f32; hd * max_len]);
         let mut cache = Cache { k: &mut kc, v: &mut vc, max_len };
         let mut ctx = vec![0f32; 2 * hd];
-        attend_grouped(&[1.0, 0.0, 0.0, 1.0], &[1.0, 1.0], &[5.0, 7.0], &[0, 0], &mut cache, 0, 1.0, &mut ctx);
+        let first = Position { pos: 0, q: &[1.0, 0.0, 0.0, 1.0], k: &[1.0, 1.0], v: &[5.0, 7.0] };
+        attend_grouped(&first, &[0, 0], &mut cache, 1.0, &mut ctx);
         // One key: every head's softmax is 1 on it, so each context is that value.
         assert_eq!(ctx, vec![5.0, 7.0, 5.0, 7.0]);
-        attend_grouped(&[10.0, 0.0, 0.0, 10.0], &[1.0, -1.0], &[1.0, 1.0], &[0, 0], &mut cache, 1, 1.0, &mut ctx);
+        let second = Position { pos: 1, q: &[10.0, 0.0, 0.0, 10.0], k: &[1.0, -1.0], v: &[1.0, 1.0] };
+        attend_grouped(&second, &[0, 0], &mut cache, 1.0, &mut ctx);
         // Head 0 scores keys (1,1),(1,-1) at 10, 10: even; head 1 at 10, -10: the first.
         assert!((ctx[0] - 3.0).abs() < 1e-5 && (ctx[2] - 5.0).abs() < 1e-5, "{ctx:?}");
     }
