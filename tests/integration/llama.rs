@@ -168,3 +168,18 @@ fn a_tied_head_reads_the_token_embedding() {
     let want = x.matmul(&embed.tr()).view([-1]);
     assert!(max_diff(&lt, &want) < 1e-3, "tied logits are the normed row against the embedding");
 }
+
+#[test]
+fn decode_specs_name_the_families_parlab_runs_and_refuse_what_it_cannot_compute() {
+    let (source, cfg) = parlab::spec::weights::model_source("tinyllama-1.1b", 0).unwrap();
+    assert_eq!(cfg.family(), Some(parlab::model::config::Family::Llama));
+    assert!(matches!(source.weights, parlab::spec::plan::Weights::Seeded { ref generator, .. } if generator == "parlab-llama-init/1"));
+    let err = parlab::spec::weights::model_source("mixtral-8x7b", 0).unwrap_err();
+    assert!(err.contains("is a mixtral model") && err.contains("gpt2, llama, qwen2, qwen3"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), "llama", "");
+    let text = std::fs::read_to_string(dir.path().join("config.json")).unwrap().replace("llama3", "yarn");
+    std::fs::write(dir.path().join("config.json"), text).unwrap();
+    let err = parlab::spec::weights::model_source(dir.path().to_str().unwrap(), 0).unwrap_err();
+    assert!(err.contains("`rope_scaling` of type \"yarn\""), "{err}");
+}
