@@ -16,6 +16,16 @@ splits unevenly over 2 ranks) this script:
    difference from that reference (manifest answer.exactness.max_logit_diff) is within TOL too;
    it also checks that the checkpoint `parlab run` generated has the same bytes as `model init`'s.
 
+For two Llama-family configs with grouped-query attention (8 query heads over 2 key/value
+heads): a Llama layout with Llama 3's rotary scaling (`rope_scaling` of type llama3, set so every
+branch of it applies to the tiny head width) and a Qwen2 layout (q/k/v biases), it makes the
+checkpoint with `parlab model init`, loads it with transformers' `AutoModelForCausalLM` (float32;
+no missing, unexpected or mismatched keys), and checks that parlab's tokens equal transformers'
+`generate()` (greedy) and its logits are within TOL for world 1, tensor 2 (the key/value heads
+split), tensor 4 and 8 (replicated), pipeline 2 and data 2; that every tensor split makes 2L + 1
+collectives per decode step; and that each rank's KV cache per token is
+2 · layers · (its key/value heads) · head_dim · 4 bytes: halved at tensor 2 and flat beyond.
+
 For a mixture-of-experts config (the tiny one with 4 experts of width 96, top 2) transformers
 has no class, so the reference is transformers' GPT-2 with every block's MLP replaced by a
 mixture written here in plain torch from the checkpoint's tensors (softmax router over every
@@ -38,7 +48,7 @@ import hashlib, json, os, pathlib, shutil, subprocess, sys, tempfile
 import numpy as np
 import torch
 from safetensors.torch import load_file
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 from transformers.activations import ACT2FN
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -50,6 +60,14 @@ PROMPT = {"length": 12, "seed": 3}
 TINY = {"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4, "n_embd": 64,
         "vocab_size": 501, "n_positions": 64, "layer_norm_epsilon": 1e-5, "n_inner": None}
 TINY_MOE = dict(TINY, num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=96)
+TINY_LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+              "hidden_size": 64, "intermediate_size": 128, "vocab_size": 501, "max_position_embeddings": 64,
+              "rms_norm_eps": 1e-5, "hidden_act": "silu", "rope_theta": 10000.0,
+              "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                               "original_max_position_embeddings": 16}}
+TINY_QWEN2 = {"model_type": "qwen2", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+              "hidden_size": 64, "intermediate_size": 128, "vocab_size": 501, "max_position_embeddings": 64,
+              "rms_norm_eps": 1e-6, "hidden_act": "silu", "rope_theta": 1000000.0, "use_sliding_window": False}
 failures = []
 
 
@@ -219,6 +237,68 @@ def crosscheck(label, model_dir, work):
                   f"{key} makes {2 * layers + 1} collectives per decode step")
 
 
+def hf_causal(ckpt):
+    """transformers' own class for the checkpoint's model_type, in float32, checked for unused or missing keys."""
+    model, info = AutoModelForCausalLM.from_pretrained(ckpt, output_loading_info=True, dtype=torch.float32)
+    problems = {k: v for k, v in info.items() if v}
+    check(not problems, f"transformers loads {ckpt} as {type(model).__name__} without missing/unexpected keys {problems or ''}")
+    return model.eval()
+
+
+def llama_crosscheck(label, model_dir, work):
+    print(f"== {label}: {model_dir}", flush=True)
+    cfg = json.loads((model_dir / "config.json").read_text())
+    state, manifests = work / "state", work / "manifests"
+    manifests.mkdir(parents=True)
+    ckpt = work / "init"
+    subprocess.run([str(PARLAB), "model", "init", str(model_dir), "--seed", "0", "--out", str(ckpt)], check=True)
+    runs = [("tensor", 1, 1, None), ("tensor", 2, 1, None), ("tensor", 4, 1, None), ("tensor", 8, 1, None),
+            ("pipeline", 2, 2, None), ("data", 2, 1, None)]
+    found = parlab_runs(model_dir, state, manifests, runs)
+    any_run = next(iter(found.values()), None)
+    if any_run is None:
+        check(False, "parlab wrote manifests")
+        return
+    stem = state / "reference" / f'{any_run["answer_id"]}-{any_run["parlab"]["model"][:12]}'
+    ref = json.loads(stem.with_suffix(".json").read_text())
+    ref_tokens, prompt = ref["tokens"], ref["prompt"]
+    ref_logits = np.fromfile(stem.with_suffix(".f32"), dtype="<f4").reshape(len(ref_tokens), -1)
+    model = hf_causal(str(ckpt))
+    hf_tokens, hf_logits = hf_greedy(str(ckpt), prompt, NEW_TOKENS, model)
+    with torch.no_grad():
+        generated = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(prompt):].tolist()
+    check(generated == hf_tokens, f"transformers' generate() and its full-recompute greedy agree ({generated})")
+    diff = float(np.abs(hf_logits - ref_logits).max())
+    margins = np.sort(hf_logits, axis=1)
+    min_margin = float((margins[:, -1] - margins[:, -2]).min())
+    print(f"   transformers tokens {generated}; smallest top-2 margin {min_margin:.4f}")
+    check(ref_tokens == generated, f"parlab unsplit tokens equal transformers' generate() ({ref_tokens})")
+    check(diff <= TOL, f"parlab unsplit logits within {TOL} of transformers' (largest difference {diff:.2e})")
+    check(TOL < min_margin / 2, f"tolerance {TOL} is below half the smallest top-2 margin {min_margin:.4f}")
+    layers, kv = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    for key in runs:
+        doc = found.get(key)
+        if doc is None or doc["status"] != "ok":
+            check(False, f"{key} ran ok ({doc and doc.get('reason')})")
+            continue
+        ans, decode = doc["answer"], doc["summary"]["decode"]
+        ex = ans["exactness"]
+        check(ans["tokens"] == [generated] and ex["tokens_equal"], f"{key} tokens equal transformers' generate() (every sequence, every rank)")
+        check(ex["max_logit_diff"] <= TOL, f"{key} logits within {TOL} of parlab unsplit (largest {ex['max_logit_diff']:.2e}; "
+              f"so within {ex['max_logit_diff'] + diff:.2e} of transformers)")
+        strategy, world = key[0], key[1]
+        if strategy == "tensor":
+            check(decode["collectives_per_step"] == 2 * layers + 1, f"{key} makes {2 * layers + 1} collectives per decode step")
+            held = [r["kv_heads"]["end"] - r["kv_heads"]["start"] for r in doc["layout"]["ranks"]]
+            check(held == [max(kv // world, 1)] * world, f"{key} layout gives each rank {max(kv // world, 1)} key/value head(s) ({held})")
+        per_rank_layers = layers // world if strategy == "pipeline" else layers
+        per_rank_kv = max(kv // world, 1) if strategy == "tensor" else kv
+        want = [2 * per_rank_layers * per_rank_kv * head_dim * 4] * world
+        check(decode.get("kv_cache_bytes_per_token") == want,
+              f"{key} KV cache per token per rank is {want} bytes ({decode.get('kv_cache_bytes_per_token')})")
+
+
 def main():
     global PARLAB
     if not BUILT.exists():
@@ -238,6 +318,12 @@ def main():
         moe.mkdir()
         (moe / "config.json").write_text(json.dumps(TINY_MOE))
         moe_crosscheck(moe, tmp / "work-moe")
+        for label, cfg in [("tiny Llama (8 heads, 2 KV heads, llama3 rope scaling)", TINY_LLAMA),
+                           ("tiny Qwen2 (8 heads, 2 KV heads, q/k/v biases)", TINY_QWEN2)]:
+            folder = tmp / cfg["model_type"]
+            folder.mkdir()
+            (folder / "config.json").write_text(json.dumps(cfg))
+            llama_crosscheck(label, folder, tmp / f"work-{cfg['model_type']}")
     print(("hf_crosscheck: PASS" if not failures else f"hf_crosscheck: FAIL ({len(failures)} checks failed)"), flush=True)
     return 1 if failures else 0
 

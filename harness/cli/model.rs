@@ -2,6 +2,8 @@
 
 use super::Error;
 use crate::costmodel::{catalogue::Catalogue, tables};
+use crate::model::config::Family;
+use crate::model::llama::LlamaDims;
 use crate::model::{init, resolve_model, ModelConfig};
 use crate::spec::{load_suite, Kind, RunPlan};
 use clap::{Args, Subcommand};
@@ -21,7 +23,7 @@ pub struct ModelArgs {
 /// `parlab model` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ModelAction {
-    /// Write a seeded GPT-2-family checkpoint in Hugging Face's format (config.json + model.safetensors).
+    /// Write a seeded checkpoint (GPT-2 or the Llama family: llama, qwen2, qwen3) in Hugging Face's format (config.json + model.safetensors).
     Init {
         /// A model name under models/ or a folder holding config.json.
         model: String,
@@ -46,14 +48,18 @@ pub fn run(args: ModelArgs) -> super::Result<i32> {
 fn init_checkpoint(model: &str, seed: u64, out: &Path) -> super::Result<i32> {
     let loc = resolve_model(model);
     let cfg = ModelConfig::read(&loc.dir).map_err(|e| Error::Usage(e.to_string()))?;
-    if cfg.model_type != "gpt2" {
+    let Some(family) = cfg.family() else {
         return Err(Error::Usage(format!(
-            "{model} is a {} model; `model init` makes GPT-2-family checkpoints (model_type gpt2)",
-            cfg.model_type
+            "{model} is a {} model; `model init` makes checkpoints of model_type {}",
+            cfg.model_type,
+            Family::runnable_types()
         )));
+    };
+    if family == Family::Llama {
+        LlamaDims::from_config(&cfg).map_err(|e| Error::Usage(format!("{model}: {e}")))?;
     }
     init::replace_checkpoint(&cfg, seed, out)?;
-    eprintln!("parlab: wrote {} ({} recipe, seed {seed})", out.display(), crate::spec::weights::SEEDED_GENERATOR);
+    eprintln!("parlab: wrote {} ({} recipe, seed {seed})", out.display(), crate::spec::weights::seeded_generator(family));
     Ok(crate::exitcode::OK)
 }
 

@@ -268,6 +268,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         tokens_per_s: stats(&rate, "run")?,
         collectives_per_step: first.collectives_per_step,
         streamed_bytes: streamed,
+        kv_cache_bytes_per_token: answers.iter().map(|a| a.kv_cache_bytes_per_token).collect::<Option<Vec<u64>>>().unwrap_or_default(),
         matvec_kernel: first.matvec_kernel.clone(),
         gpu: gpu_of(&answers),
         cpu_features: first.cpu_features.clone(),

@@ -240,6 +240,10 @@ pub struct Decode {
     pub collectives_per_step: Option<u64>,
     /// Weight bytes read to advance one sequence by one token.
     pub streamed_bytes: u64,
+    /// Bytes of keys and values each rank's cache stores per token of one sequence, in rank
+    /// order (empty in manifests written before it was recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kv_cache_bytes_per_token: Vec<u64>,
     /// The matvec kernel that ran (absent where libtorch computed every step: a GPU).
     pub matvec_kernel: Option<String>,
     /// The GPU the ranks computed on and its element type (`cuda:0 bfloat16`), with how many

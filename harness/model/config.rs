@@ -48,6 +48,31 @@ pub struct ModelConfig {
     pub digest: String,
 }
 
+/// The model families parlab loads, splits and decodes, by `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// GPT-2 (and parlab's GPT-2 with a mixture of experts).
+    Gpt2,
+    /// The Llama family: llama, qwen2, qwen3 (`model::llama`).
+    Llama,
+}
+
+impl Family {
+    /// The family of a `model_type`, if parlab runs it.
+    pub fn of(model_type: &str) -> Option<Family> {
+        match model_type {
+            "gpt2" => Some(Family::Gpt2),
+            t if crate::model::llama::LLAMA_TYPES.contains(&t) => Some(Family::Llama),
+            _ => None,
+        }
+    }
+
+    /// The `model_type`s parlab runs, for messages.
+    pub fn runnable_types() -> String {
+        std::iter::once("gpt2").chain(crate::model::llama::LLAMA_TYPES).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// The GELU variants parlab's GPT-2 computes (`activation_function`).
 pub const GPT2_ACTIVATIONS: [&str; 3] = ["gelu_new", "gelu_pytorch_tanh", "gelu"];
 
@@ -112,6 +137,11 @@ impl ModelConfig {
         check_consistent(&raw, &model_type, heads, kv_heads, hidden)?;
         let digest = hex::encode(Sha256::digest(raw.to_string().as_bytes()));
         Ok(ModelConfig { model_type, layers, heads, kv_heads, hidden, intermediate, vocab, max_positions, raw, digest })
+    }
+
+    /// The family parlab runs this model as, if any.
+    pub fn family(&self) -> Option<Family> {
+        Family::of(&self.model_type)
     }
 
     /// The head counts world sizes must divide, as a sorted list of divisors of `heads`.

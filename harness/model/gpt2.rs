@@ -268,6 +268,16 @@ pub struct KvCache {
 }
 
 impl KvCache {
+    /// An empty cache of the given per-layer key and value tensors (`[heads, max_len, head_dim]` each).
+    pub fn from_layers(k: Vec<Tensor>, v: Vec<Tensor>) -> Self {
+        KvCache { k, v, len: 0 }
+    }
+
+    /// Layer `i`'s key and value caches.
+    pub fn layer_mut(&mut self, i: usize) -> (&mut Tensor, &mut Tensor) {
+        (&mut self.k[i], &mut self.v[i])
+    }
+
     /// Every layer's key cache, then every layer's value cache: `[heads, max_len, head_dim]` each.
     pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
         self.k.iter_mut().chain(self.v.iter_mut())
@@ -275,7 +285,7 @@ impl KvCache {
 }
 
 /// Writes keys `k` and values `v` (`[heads, T, head_dim]`) into the caches' positions `pos..pos + T`.
-fn store_kv(k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, k: &Tensor, v: &Tensor) {
+pub(crate) fn store_kv(k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, k: &Tensor, v: &Tensor) {
     let t = k.size()[1];
     k_cache.narrow(1, pos as i64, t).copy_(k);
     v_cache.narrow(1, pos as i64, t).copy_(v);
@@ -283,7 +293,7 @@ fn store_kv(k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, k: &Tensor, 
 
 /// Attention `scores` `[heads, Tq, Tk]` of queries at positions `first_query..` over keys at
 /// `first_key..`, every key after its query set to −∞ (the causal mask).
-fn causal(scores: Tensor, first_query: usize, first_key: usize) -> Tensor {
+pub(crate) fn causal(scores: Tensor, first_query: usize, first_key: usize) -> Tensor {
     let (tq, tk) = (scores.size()[1], scores.size()[2]);
     let opts = (Kind::Int64, scores.device());
     let key_pos = Tensor::arange(tk, opts).view([1, tk]) + first_key as i64;
@@ -579,5 +589,56 @@ impl Gpt2Part {
         let head = self.head.as_ref().map_or(0, |h| numel(&h.weight) + numel(&h.ln_f.0) + numel(&h.ln_f.1));
         let embed = if self.embeds() { 2 * self.dims.hidden as u64 } else { 0 };
         self.placement.element_bytes() * (layer + head + embed)
+    }
+}
+
+impl super::part::DecoderPart for Gpt2Part {
+    fn hidden(&self) -> usize {
+        self.dims.hidden
+    }
+    fn layers_held(&self) -> usize {
+        self.share.layers.len() as usize
+    }
+    fn kv_heads_held(&self) -> usize {
+        self.share.heads.len() as usize
+    }
+    fn head_dim(&self) -> usize {
+        self.dims.head_dim
+    }
+    fn vocab(&self) -> usize {
+        self.dims.vocab
+    }
+    fn placement(&self) -> &Placement {
+        &self.placement
+    }
+    fn embeds(&self) -> bool {
+        Gpt2Part::embeds(self)
+    }
+    fn has_head(&self) -> bool {
+        Gpt2Part::has_head(self)
+    }
+    fn new_cache(&self, max_len: usize) -> KvCache {
+        Gpt2Part::new_cache(self, max_len)
+    }
+    fn embed(&self, tokens: &[u32], pos: usize) -> Result<Tensor, WeightsError> {
+        Gpt2Part::embed(self, tokens, pos)
+    }
+    fn forward(&self, h: Tensor, cache: &mut KvCache, comm: &mut dyn Reduce) -> Tensor {
+        Gpt2Part::forward(self, h, cache, comm)
+    }
+    fn logits(&self, h: &Tensor, comm: &mut dyn Reduce) -> Tensor {
+        Gpt2Part::logits(self, h, comm)
+    }
+    fn streamed_bytes(&self) -> u64 {
+        Gpt2Part::streamed_bytes(self)
+    }
+    fn prefill_block(
+        &self,
+        prompt: &[u32],
+        chunks: &[Chunk],
+        cache: &mut KvCache,
+        ring: &mut dyn KvRing,
+    ) -> Result<Tensor, super::part::PartError> {
+        Ok(Gpt2Part::prefill_block(self, prompt, chunks, cache, ring)?)
     }
 }

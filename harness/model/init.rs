@@ -25,11 +25,18 @@
 //!   `mlp.gate.weight` ~ N(0, 1/d), so router logits of a normed row have std ≈ 1 and the
 //!   experts are chosen about evenly (a run's `routing_skew` then crowds them).
 //!
+//! Llama-family checkpoints (`parlab-llama-init/1`, Hugging Face's `model.layers.N.*` names)
+//! follow the same reasoning: `embed_tokens` ~ N(0, 1), `lm_head` untied ~ N(0, (10/√d)²),
+//! `q_proj` and `k_proj` ~ N(0, (2/√d)²), `v_proj` ~ N(0, 1/d), `o_proj`, `gate_proj`,
+//! `up_proj`, `down_proj` ~ N(0, 1/fan_in), RMSNorm gains (and Qwen3's per-head q/k norms)
+//! 1 + N(0, 0.1²), the biases a config asks for (Qwen2's q/k/v) ~ N(0, 0.02²).
+//!
 //! Each tensor draws from its own splitmix64 stream (seed, tensor name) with Box-Muller
 //! normals, so the bytes depend on the seed and the config only.
 
-use super::config::ModelConfig;
+use super::config::{Family, ModelConfig};
 use super::gpt2::MoeDims;
+use super::llama::LlamaDims;
 use super::rng::SplitMix64;
 use safetensors::tensor::{Dtype as StDtype, TensorView};
 use serde_json::Value;
@@ -97,6 +104,56 @@ fn recipes(cfg: &ModelConfig) -> Vec<Recipe> {
     out
 }
 
+/// The tensors of a Llama-family checkpoint as transformers' `save_pretrained` names them.
+fn llama_recipes(d: &LlamaDims) -> Vec<Recipe> {
+    let (w, f, hd, v) = (d.hidden, d.ffn, d.head_dim, d.vocab);
+    let (q, kv) = (d.heads * hd, d.kv_heads * hd);
+    let inv = |n: usize| 1.0 / (n as f64).sqrt();
+    let gain = |name: String, n: usize| normal(name, vec![n], 1.0, 0.1);
+    let mut out = vec![normal("model.embed_tokens.weight".into(), vec![v, w], 0.0, 1.0)];
+    for l in 0..d.layers {
+        let at = |n: &str| format!("model.layers.{l}.{n}");
+        out.push(gain(at("input_layernorm.weight"), w));
+        out.push(normal(at("self_attn.q_proj.weight"), vec![q, w], 0.0, 2.0 * inv(w)));
+        out.push(normal(at("self_attn.k_proj.weight"), vec![kv, w], 0.0, 2.0 * inv(w)));
+        out.push(normal(at("self_attn.v_proj.weight"), vec![kv, w], 0.0, inv(w)));
+        if d.qkv_bias {
+            for (name, n) in [("q_proj", q), ("k_proj", kv), ("v_proj", kv)] {
+                out.push(normal(at(&format!("self_attn.{name}.bias")), vec![n], 0.0, 0.02));
+            }
+        }
+        if d.qk_norm {
+            out.push(gain(at("self_attn.q_norm.weight"), hd));
+            out.push(gain(at("self_attn.k_norm.weight"), hd));
+        }
+        out.push(normal(at("self_attn.o_proj.weight"), vec![w, q], 0.0, inv(q)));
+        if d.o_bias {
+            out.push(normal(at("self_attn.o_proj.bias"), vec![w], 0.0, 0.02));
+        }
+        out.push(gain(at("post_attention_layernorm.weight"), w));
+        out.push(normal(at("mlp.gate_proj.weight"), vec![f, w], 0.0, inv(w)));
+        out.push(normal(at("mlp.up_proj.weight"), vec![f, w], 0.0, inv(w)));
+        out.push(normal(at("mlp.down_proj.weight"), vec![w, f], 0.0, inv(f)));
+        if d.mlp_bias {
+            for (name, n) in [("gate_proj", f), ("up_proj", f), ("down_proj", w)] {
+                out.push(normal(at(&format!("mlp.{name}.bias")), vec![n], 0.0, 0.02));
+            }
+        }
+    }
+    out.push(gain("model.norm.weight".into(), w));
+    out.push(normal("lm_head.weight".into(), vec![v, w], 0.0, 10.0 * inv(w)));
+    out
+}
+
+/// The recipe of a config's family.
+fn family_recipes(cfg: &ModelConfig) -> anyhow::Result<Vec<Recipe>> {
+    match cfg.family() {
+        Some(Family::Gpt2) => Ok(recipes(cfg)),
+        Some(Family::Llama) => Ok(llama_recipes(&LlamaDims::from_config(cfg).map_err(anyhow::Error::msg)?)),
+        None => anyhow::bail!("parlab makes seeded checkpoints of model_type {}, not {}", Family::runnable_types(), cfg.model_type),
+    }
+}
+
 fn bytes_of(recipe: &Recipe, seed: u64) -> Vec<u8> {
     let mut rng = SplitMix64::for_stream(seed, &recipe.name);
     let n: usize = recipe.shape.iter().product();
@@ -107,11 +164,16 @@ fn bytes_of(recipe: &Recipe, seed: u64) -> Vec<u8> {
     out
 }
 
-/// The config.json a seeded checkpoint carries: the model's, with the head untied.
+/// The config.json a seeded checkpoint carries: the model's, with the head untied (and, for the
+/// Llama family, its element type float32, which transformers otherwise casts to).
 pub fn seeded_config(cfg: &ModelConfig) -> Value {
     let mut raw = cfg.raw.clone();
     if let Some(map) = raw.as_object_mut() {
         map.insert("tie_word_embeddings".into(), Value::Bool(false));
+        if cfg.family() == Some(Family::Llama) {
+            map.remove("dtype");
+            map.insert("torch_dtype".into(), Value::String("float32".into()));
+        }
     }
     raw
 }
@@ -120,7 +182,7 @@ pub fn seeded_config(cfg: &ModelConfig) -> Value {
 pub fn write_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Result<()> {
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create the checkpoint folder {}", dir.display()))?;
-    let recipes = recipes(cfg);
+    let recipes = family_recipes(cfg)?;
     let data: Vec<Vec<u8>> = recipes.iter().map(|r| bytes_of(r, seed)).collect();
     let views = recipes
         .iter()

@@ -1,9 +1,11 @@
-//! Models: where they live, their configuration, GPT-2 split by shares, and weights.
+//! Models: where they live, their configuration, GPT-2 and the Llama family split by shares, and weights.
 
 pub mod config;
 pub mod gpt2;
 pub mod init;
+pub mod llama;
 pub mod matvec;
+pub mod part;
 pub mod placement;
 pub mod reference;
 pub mod resolve;

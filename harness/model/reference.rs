@@ -1,6 +1,7 @@
 //! The unsplit model's greedy answer, and the exactness figures of a split run against it.
 
-use super::gpt2::{Alone, Gpt2Part};
+use super::gpt2::Alone;
+use super::part::DecoderPart;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tch::Tensor;
@@ -44,10 +45,10 @@ pub fn top2(logits: &[f32]) -> (u32, f32) {
 }
 
 /// Greedy decoding of `new_tokens` tokens after `prompt` with an unsplit (or replica) part.
-pub fn greedy(part: &Gpt2Part, prompt: &[u32], new_tokens: usize) -> anyhow::Result<Generation> {
+pub fn greedy(part: &dyn DecoderPart, prompt: &[u32], new_tokens: usize) -> anyhow::Result<Generation> {
     let mut cache = part.new_cache(prompt.len() + new_tokens);
     let mut input = part.embed(prompt, 0)?;
-    let mut gen = Generation { tokens: Vec::new(), logits: Vec::new(), vocab: part.dims.vocab };
+    let mut gen = Generation { tokens: Vec::new(), logits: Vec::new(), vocab: part.vocab() };
     for step in 0..new_tokens {
         let h = part.forward(input.shallow_clone(), &mut cache, &mut Alone);
         let logits = to_vec(&part.logits(&h, &mut Alone));

@@ -175,7 +175,7 @@ pub fn exp_fast(x: f32) -> f32 {
 
 /// In-place softmax: subtracts the largest score before exponentiating.
 #[inline(always)]
-fn softmax(s: &mut [f32]) {
+pub fn softmax(s: &mut [f32]) {
     let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0f32;
     for v in s.iter_mut() {

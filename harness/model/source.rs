@@ -1,12 +1,14 @@
 //! From a decode RunPlan to a loaded model: its checkpoint, prompt, share and reference answer.
 
-use super::config::ModelConfig;
+use super::config::{Family, ModelConfig};
 use super::gpt2::{Dims, Gpt2Part, PartShare};
+use super::llama::{LlamaDims, LlamaPart, LlamaShare};
+use super::part::DecoderPart;
 use super::placement::Placement;
 use super::reference::{self, Generation};
 use super::rng::SplitMix64;
 use super::weights::Checkpoint;
-use crate::spec::plan::{ModelSource, RunPlan, Weights, Workload};
+use crate::spec::plan::{ModelSource, RankShare, RunPlan, Weights, Workload};
 use crate::spec::schema::{Dtype, Prompt};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,25 +86,35 @@ pub fn routing_skew(plan: &RunPlan) -> f64 {
 
 /// Loads the share `share` (None: the whole model) of a plan's checkpoint, routing a mixture
 /// with `skew`.
-pub fn load_part(model: &ModelSource, cfg: &ModelConfig, share: Option<PartShare>, skew: f64) -> anyhow::Result<Gpt2Part> {
+pub fn load_part(model: &ModelSource, cfg: &ModelConfig, share: Option<&RankShare>, skew: f64) -> anyhow::Result<Box<dyn DecoderPart>> {
     load_part_on(model, cfg, share, skew, Placement::cpu())
 }
 
-/// [`load_part`] onto `placement` (a GPU, or half precision).
+/// [`load_part`] onto `placement` (a GPU, or half precision): the model of the config's family.
 pub fn load_part_on(
     model: &ModelSource,
     cfg: &ModelConfig,
-    share: Option<PartShare>,
+    share: Option<&RankShare>,
     skew: f64,
     placement: Placement,
-) -> anyhow::Result<Gpt2Part> {
+) -> anyhow::Result<Box<dyn DecoderPart>> {
     let ckpt = Arc::new(Checkpoint::open(&checkpoint_path(model))?);
-    let dims = Dims::from_config(cfg).with_routing_skew(skew);
-    if dims.moe.is_some() && placement != Placement::cpu() {
-        anyhow::bail!("a mixture model computes on the host in float32 only in this version (asked for {})", placement.describe());
+    match cfg.family() {
+        Some(Family::Gpt2) => {
+            let dims = Dims::from_config(cfg).with_routing_skew(skew);
+            if dims.moe.is_some() && placement != Placement::cpu() {
+                anyhow::bail!("a mixture model computes on the host in float32 only in this version (asked for {})", placement.describe());
+            }
+            let share = share.map_or_else(|| PartShare::whole(&dims), |s| PartShare::from_rank(s, &dims));
+            Ok(Box::new(Gpt2Part::load_on(ckpt, dims, share, placement)?))
+        }
+        Some(Family::Llama) => {
+            let dims = LlamaDims::from_config(cfg).map_err(|e| anyhow::anyhow!("{}: {e}", model.dir.display()))?;
+            let share = share.map_or_else(|| LlamaShare::whole(&dims), |s| LlamaShare::from_rank(s, &dims));
+            Ok(Box::new(LlamaPart::load_on(ckpt, dims, share, placement)?))
+        }
+        None => anyhow::bail!("{} is a {} model; parlab runs model_type {}", model.dir.display(), cfg.model_type, Family::runnable_types()),
     }
-    let share = share.unwrap_or_else(|| PartShare::whole(&dims));
-    Ok(Gpt2Part::load_on(ckpt, dims, share, placement)?)
 }
 
 /// The digest of the model code this build computes with (`harness/model` and the lock file):
@@ -126,7 +138,7 @@ pub fn reference_for(plan: &RunPlan) -> anyhow::Result<Generation> {
     let ids = prompt_ids(prompt, cfg.vocab)?;
     let part = load_part(model, &cfg, None, routing_skew(plan))?;
     Checkpoint::open(&checkpoint_path(model))?.check_finite()?;
-    let gen = reference::greedy(&part, &ids, new_tokens)?;
+    let gen = reference::greedy(part.as_ref(), &ids, new_tokens)?;
     reference::save(&gen, &ids, &stem)?;
     Ok(gen)
 }

@@ -6,7 +6,6 @@ use super::comm::Communicator;
 use super::decode_engine::{Engine, Link, RepResult};
 use super::records::RecordSink;
 use crate::manifest::summary::Phase;
-use crate::model::gpt2::{Dims, PartShare};
 use crate::model::reference::Exactness;
 use crate::model::{source, ModelConfig};
 use crate::spec::RunPlan;
@@ -26,6 +25,10 @@ pub struct RankAnswer {
     pub collectives_per_step: Option<u64>,
     /// Weight bytes this rank reads per decode step of one sequence.
     pub streamed_bytes: u64,
+    /// Bytes of keys and values this rank's cache stores per token of one sequence (absent in
+    /// answers written before it was recorded).
+    #[serde(default)]
+    pub kv_cache_bytes_per_token: Option<u64>,
     /// Sequences this rank decoded in flight.
     pub sequences: u32,
     /// Tokens generated per sequence.
@@ -94,18 +97,17 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let prompt = source::prompt_ids(prompt, cfg.vocab)?;
     let rank = comm.rank();
     let share = plan.layout.ranks.get(rank as usize).ok_or_else(|| anyhow::anyhow!("the layout has no rank {rank}"))?;
-    let dims = Dims::from_config(&cfg);
     let placement = super::device::placement(plan)?;
     let skew = source::routing_skew(plan);
-    let part = source::load_part_on(model, &cfg, Some(PartShare::from_rank(share, &dims)), skew, placement)?;
+    let part = source::load_part_on(model, &cfg, Some(share), skew, placement)?;
     let decode_part = match plan.layout.decode.as_ref().map(|d| d.ranks.get(rank as usize)) {
-        Some(Some(s)) => Some(source::load_part_on(model, &cfg, Some(PartShare::from_rank(s, &dims)), skew, placement)?),
+        Some(Some(s)) => Some(source::load_part_on(model, &cfg, Some(s), skew, placement)?),
         Some(None) => anyhow::bail!("the decode split has no rank {rank}"),
         None => None,
     };
-    let rounds_part = decode_part.as_ref().unwrap_or(&part);
+    let rounds_part = decode_part.as_deref().unwrap_or(part.as_ref());
     let reference = if rounds_part.has_head() { Some(source::reference_for(plan)?) } else { None };
-    let engine = Engine::new(plan, &part, decode_part.as_ref(), prompt, new_tokens, reference.as_ref());
+    let engine = Engine::new(plan, part.as_ref(), decode_part.as_deref(), prompt, new_tokens, reference.as_ref());
     let mut link = Link::new(plan, comm);
     let mut sink = RecordSink::open(out, rank)?;
     let mut last: Option<RepResult> = None;
@@ -132,6 +134,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         exactness: exact,
         collectives_per_step: collectives,
         streamed_bytes: rounds_part.streamed_bytes(),
+        kv_cache_bytes_per_token: Some(rounds_part.kv_cache_bytes_per_token()),
         sequences: engine.sequences as u32,
         new_tokens: new_tokens as u32,
         prompt_tokens: engine.prompt.len() as u32,

@@ -4,8 +4,9 @@
 use super::comm::{CommStats, Communicator};
 use super::context::{chunks_of, gather_cache, redistribute_cache, ContextRing, RingTally};
 use super::expert::{ExpertSplit, ExpertTally};
-use crate::model::gpt2::{linear, linear_rows_into, Chunk, Gpt2Part, KvCache, Mixture, Reduce};
+use crate::model::gpt2::{linear, linear_rows_into, Chunk, KvCache, Mixture, Reduce};
 use crate::model::matvec::matvec_rows_into;
+use crate::model::part::DecoderPart;
 use crate::model::reference::{to_vec, top2, Exactness, Generation};
 use crate::spec::plan::Span;
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
@@ -255,9 +256,9 @@ fn last_position(blocks: &[Vec<Chunk>], len: usize) -> (usize, i64) {
 
 /// What a rank decodes: its part, the prompt, sequences in flight and tokens to generate.
 pub struct Engine<'a> {
-    part: &'a Gpt2Part,
+    part: &'a dyn DecoderPart,
     /// The part the decode rounds use when it is not the prefill's (a context split's tensor decode).
-    decode_part: Option<&'a Gpt2Part>,
+    decode_part: Option<&'a dyn DecoderPart>,
     /// The prompt's token ids.
     pub prompt: Vec<u32>,
     /// Tokens to generate per sequence.
@@ -272,8 +273,8 @@ impl<'a> Engine<'a> {
     /// given, runs the decode rounds after `part`'s prefill.
     pub fn new(
         plan: &RunPlan,
-        part: &'a Gpt2Part,
-        decode_part: Option<&'a Gpt2Part>,
+        part: &'a dyn DecoderPart,
+        decode_part: Option<&'a dyn DecoderPart>,
         prompt: Vec<u32>,
         new_tokens: usize,
         reference: Option<&'a Generation>,
@@ -283,7 +284,7 @@ impl<'a> Engine<'a> {
     }
 
     /// The part the decode rounds run on.
-    pub fn rounds_part(&self) -> &'a Gpt2Part {
+    pub fn rounds_part(&self) -> &'a dyn DecoderPart {
         self.decode_part.unwrap_or(self.part)
     }
 
@@ -296,7 +297,7 @@ impl<'a> Engine<'a> {
         let mut caches: Vec<KvCache> = (0..self.sequences).map(|_| self.part.new_cache(self.max_len())).collect();
         let mut tokens = vec![Vec::new(); self.sequences];
         let mut exact = self.rounds_part().has_head().then(Exactness::default);
-        let expected = link.expected_collectives(self.part.share.layers.len() as usize, self.part.dims.hidden);
+        let expected = link.expected_collectives(self.part.layers_held(), self.part.hidden());
         let start = Instant::now();
         let comm0 = link.comm.stats();
         let mut context = link.context.is_some().then(ContextTally::default);
@@ -310,7 +311,7 @@ impl<'a> Engine<'a> {
                 None => self.advance(link, &mut caches[s], &mut tokens[s], 0, exact.as_mut())?,
             }
         }
-        self.part.placement.synchronize();
+        self.part.placement().synchronize();
         super::fault::stretch(start.elapsed());
         let prefill_s = start.elapsed().as_secs_f64();
         let experts_prefill = link.experts.as_mut().map(ExpertSplit::take);
@@ -329,7 +330,7 @@ impl<'a> Engine<'a> {
                     anyhow::bail!("decode step {round} made {made} collectives; a tensor split of this model makes {want}");
                 }
             }
-            self.rounds_part().placement.synchronize();
+            self.rounds_part().placement().synchronize();
             super::fault::stretch(t0.elapsed());
             steps.push((t0.elapsed().as_secs_f64(), link.comm.stats().seconds - c0));
         }
@@ -367,7 +368,7 @@ impl<'a> Engine<'a> {
     ) -> anyhow::Result<Option<KvCache>> {
         let blocks = link.context.clone().unwrap_or_default();
         let rank = link.comm.rank() as usize;
-        let (heads, head_dim) = (self.part.share.heads.len() as usize, self.part.dims.head_dim);
+        let (heads, head_dim) = (self.part.kv_heads_held(), self.part.head_dim());
         let mut ring = ContextRing::new(link.comm, &blocks, heads, head_dim);
         let h = self.part.prefill_block(&self.prompt, &blocks[rank], cache, &mut ring)?;
         tally.ring += ring.tally;
@@ -413,7 +414,7 @@ impl<'a> Engine<'a> {
         let rank = link.comm.rank() as usize;
         let received = |buf: Vec<f32>| Tensor::from_slice(&buf).view([1, -1]);
         if everywhere {
-            let mut buf = if rank == last { to_vec(&row) } else { vec![0f32; self.part.dims.hidden] };
+            let mut buf = if rank == last { to_vec(&row) } else { vec![0f32; self.part.hidden()] };
             link.comm.broadcast(last as u32, &mut buf);
             return Some(received(buf));
         }
@@ -424,7 +425,7 @@ impl<'a> Engine<'a> {
             link.comm.send(0, &to_vec(&row));
             return None;
         }
-        let mut buf = vec![0f32; self.part.dims.hidden];
+        let mut buf = vec![0f32; self.part.hidden()];
         link.comm.recv(last as u32, &mut buf);
         Some(received(buf))
     }
@@ -439,7 +440,7 @@ impl<'a> Engine<'a> {
         exact: Option<&mut Exactness>,
     ) -> anyhow::Result<()> {
         let part = self.rounds_part();
-        let d = part.dims.hidden;
+        let d = part.hidden();
         let rows = if round == 0 { self.prompt.len() } else { 1 };
         let last_stage = link.stage + 1 == link.stages;
         let h = if link.stage == 0 {

@@ -3,6 +3,7 @@
 
 use super::plan::{DecodeSplit, Layout, RankShare, Span};
 use super::schema::{ContextBlocks, DecodeLayout, HeadPlacement, Kind, Strategy};
+use crate::model::config::Family;
 use crate::model::gpt2::MoeDims;
 use crate::model::ModelConfig;
 
@@ -49,7 +50,17 @@ pub fn even_spans(n: u32, parts: u32) -> Vec<Span> {
 
 fn bare(world: u32) -> Vec<RankShare> {
     (0..world)
-        .map(|rank| RankShare { rank, heads: None, ffn: None, layers: None, vocab: None, experts: None, tokens: None, tokens_late: None })
+        .map(|rank| RankShare {
+            rank,
+            heads: None,
+            kv_heads: None,
+            ffn: None,
+            layers: None,
+            vocab: None,
+            experts: None,
+            tokens: None,
+            tokens_late: None,
+        })
         .collect()
 }
 
@@ -131,7 +142,30 @@ fn overlap_of(kind: Kind, p: &LayoutInput) -> Result<Option<u32>, (&'static str,
     Ok(Some(p.overlap))
 }
 
+/// The key/value heads a rank holding query heads `heads` needs, where the model has fewer
+/// key/value heads than query heads or is of the Llama family (None: GPT-2, whose heads are both).
+fn kv_heads_of(cfg: &ModelConfig, heads: Span) -> Option<Span> {
+    (cfg.family() == Some(Family::Llama) || cfg.kv_heads != cfg.heads)
+        .then(|| crate::model::llama::kv_heads_for(heads, (cfg.heads / cfg.kv_heads) as usize))
+}
+
+/// Refuses the strategies a family does not implement yet.
+fn family_runs(p: &LayoutInput, cfg: &ModelConfig) -> Result<(), (&'static str, String)> {
+    if cfg.family() == Some(Family::Llama) && matches!(p.strategy, Strategy::Context | Strategy::Expert) {
+        return Err((
+            "strategy",
+            format!(
+                "a {} split of a {} model is not implemented in this version (Llama-family models run data, tensor and pipeline splits)",
+                p.strategy.name(),
+                cfg.model_type
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {
+    family_runs(p, cfg)?;
     let all = |n: u32| Some(Span::new(0, n));
     match p.strategy {
         Strategy::Tensor => {
@@ -160,6 +194,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                 .map(|r| RankShare {
                     rank: r as u32,
                     heads: Some(heads[r]),
+                    kv_heads: kv_heads_of(cfg, heads[r]),
                     ffn: Some(ffn[r]),
                     layers: all(cfg.layers),
                     vocab: if p.head == HeadPlacement::Split { Some(vocab[r]) } else { all(cfg.vocab) },
@@ -184,6 +219,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
                 .map(|r| RankShare {
                     rank: r as u32,
                     heads: all(cfg.heads),
+                    kv_heads: None,
                     ffn: all(cfg.intermediate),
                     layers: Some(layers[r]),
                     vocab: (r as u32 == p.world - 1).then(|| Span::new(0, cfg.vocab)),
@@ -198,6 +234,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
             .map(|rank| RankShare {
                 rank,
                 heads: all(cfg.heads),
+                kv_heads: None,
                 ffn: all(cfg.intermediate),
                 layers: all(cfg.layers),
                 vocab: all(cfg.vocab),
@@ -242,6 +279,7 @@ fn expert_decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankSh
         .map(|(r, experts)| RankShare {
             rank: r as u32,
             heads: all(cfg.heads),
+            kv_heads: None,
             ffn: all(cfg.intermediate),
             layers: all(cfg.layers),
             vocab: all(cfg.vocab),
@@ -272,6 +310,7 @@ fn context_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, 
         .map(|r| RankShare {
             rank: r as u32,
             heads: all(cfg.heads),
+            kv_heads: None,
             ffn: all(cfg.intermediate),
             layers: all(cfg.layers),
             vocab: (r == 0).then(|| Span::new(0, cfg.vocab)),
@@ -317,6 +356,47 @@ mod tests {
         assert_eq!(chunks, vec![vec![(0, 3), (8, 10)], vec![(3, 6), (6, 8)]]);
         let short = LayoutInput { prompt_tokens: 3, ..input };
         assert_eq!(context_shares(&short, &cfg).unwrap_err().0, "context_blocks");
+    }
+
+    fn input(strategy: Strategy, world: u32) -> LayoutInput {
+        LayoutInput {
+            strategy,
+            world,
+            head: HeadPlacement::Split,
+            sequences: 1,
+            overlap: 0,
+            routing_skew: 0.0,
+            decode_strategy: DecodeLayout::Rank0,
+            context_blocks: ContextBlocks::Contiguous,
+            prompt_tokens: 16,
+        }
+    }
+
+    #[test]
+    fn a_gqa_tensor_split_names_each_ranks_kv_heads_split_then_replicated() {
+        // TinyLlama: 32 query heads over 4 key/value heads (8 query heads per key/value head).
+        let cfg = ModelConfig::read(&crate::model::resolve_model("tinyllama-1.1b").dir).unwrap();
+        let kv = |world: u32| -> Vec<(u32, u32)> {
+            let shares = decode_shares(&input(Strategy::Tensor, world), &cfg).unwrap();
+            shares.iter().map(|s| s.kv_heads.map(|k| (k.start, k.end)).unwrap()).collect()
+        };
+        assert_eq!(kv(1), vec![(0, 4)]);
+        assert_eq!(kv(2), vec![(0, 2), (2, 4)]);
+        assert_eq!(kv(4), vec![(0, 1), (1, 2), (2, 3), (3, 4)]);
+        assert_eq!(kv(8), vec![(0, 1), (0, 1), (1, 2), (1, 2), (2, 3), (2, 3), (3, 4), (3, 4)], "replicated past 4 ranks");
+        // GPT-2's layouts (and so its identities) carry no key/value heads.
+        let gpt2 = ModelConfig::read(&crate::model::resolve_model("gpt2").dir).unwrap();
+        assert!(decode_shares(&input(Strategy::Tensor, 2), &gpt2).unwrap().iter().all(|s| s.kv_heads.is_none()));
+    }
+
+    #[test]
+    fn a_llama_context_or_expert_split_is_refused_naming_the_strategy() {
+        let cfg = ModelConfig::read(&crate::model::resolve_model("tinyllama-1.1b").dir).unwrap();
+        for strategy in [Strategy::Context, Strategy::Expert] {
+            let (key, message) = decode_shares(&input(strategy, 2), &cfg).unwrap_err();
+            assert_eq!(key, "strategy");
+            assert!(message.contains("data, tensor and pipeline"), "{message}");
+        }
     }
 
     #[test]

@@ -38,6 +38,11 @@ pub struct RankShare {
     /// Attention heads, in every layer it holds.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub heads: Option<Span>,
+    /// Key/value heads, in every layer it holds, where the model has fewer than its query heads
+    /// (grouped-query attention): the ones its query heads read, replicated across ranks once
+    /// the world exceeds them.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kv_heads: Option<Span>,
     /// Columns of the feed-forward width.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ffn: Option<Span>,

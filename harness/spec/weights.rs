@@ -1,6 +1,7 @@
 //! Decides where a run's weights come from: a checkpoint file, or a seeded one parlab makes.
 
 use super::plan::{ModelSource, Weights};
+use crate::model::config::Family;
 use crate::model::{resolve_model, ModelConfig};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -9,6 +10,17 @@ use std::path::{Path, PathBuf};
 
 /// The version of parlab's seeded GPT-2 initialisation; part of a seeded checkpoint's identity.
 pub const SEEDED_GENERATOR: &str = "parlab-gpt2-init/1";
+
+/// The version of parlab's seeded Llama-family initialisation (`model::init`).
+pub const SEEDED_LLAMA_GENERATOR: &str = "parlab-llama-init/1";
+
+/// The seeded generator of a family's checkpoints.
+pub fn seeded_generator(family: Family) -> &'static str {
+    match family {
+        Family::Gpt2 => SEEDED_GENERATOR,
+        Family::Llama => SEEDED_LLAMA_GENERATOR,
+    }
+}
 
 /// Where parlab keeps generated checkpoints and caches (not committed).
 pub fn state_dir() -> PathBuf {
@@ -28,18 +40,18 @@ pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig),
         let known = crate::model::resolve::known_models();
         format!("{e}{}", if known.is_empty() { String::new() } else { format!(" ({})", known.join(", ")) })
     })?;
-    if config.model_type != "gpt2" {
-        return Err(format!(
-            "{name} is a {} model; the decode workload runs GPT-2-family checkpoints (model_type gpt2)",
-            config.model_type
-        ));
+    let family = config.family().ok_or_else(|| {
+        format!("{name} is a {} model; the decode workload runs model_type {}", config.model_type, Family::runnable_types())
+    })?;
+    if family == Family::Llama {
+        crate::model::llama::LlamaDims::from_config(&config).map_err(|e| format!("{name}: {e}"))?;
     }
     let file = loc.dir.join("model.safetensors");
     let weights = if file.is_file() {
         let sha256 = cached_file_digest(&file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
         Weights::Checkpoint { path: file, sha256 }
     } else {
-        Weights::Seeded { seed, generator: SEEDED_GENERATOR.into(), path: seeded_dir(name, seed) }
+        Weights::Seeded { seed, generator: seeded_generator(family).into(), path: seeded_dir(name, seed) }
     };
     let source = ModelSource { name: name.to_string(), dir: loc.dir, config_sha256: config.digest.clone(), weights };
     Ok((source, config))

@@ -9,6 +9,7 @@ mod expert;
 mod findings;
 mod identity;
 mod launch;
+mod llama;
 mod manifest_io;
 mod multihost;
 mod nightly;

@@ -1,0 +1,250 @@
+//! The dimensions and options of a Llama-family config.json (llama, qwen2, qwen3), checked so a
+//! config parlab cannot compute exactly is refused with the key and the reason.
+
+use crate::model::config::ModelConfig;
+use serde_json::Value;
+
+/// The `model_type`s parlab's Llama-family model computes.
+pub const LLAMA_TYPES: [&str; 3] = ["llama", "qwen2", "qwen3"];
+
+/// How rotary position embeddings turn a position into angles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rope {
+    /// `rope_theta`: the base of the frequencies.
+    pub theta: f64,
+    /// Llama 3's frequency scaling (`rope_type: llama3`), if the config names it.
+    pub llama3: Option<Llama3Scaling>,
+}
+
+/// Llama 3's rotary frequency scaling (`rope_scaling` of type `llama3`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Llama3Scaling {
+    /// `factor`: low frequencies are divided by it.
+    pub factor: f64,
+    /// `low_freq_factor`.
+    pub low_freq_factor: f64,
+    /// `high_freq_factor`.
+    pub high_freq_factor: f64,
+    /// `original_max_position_embeddings`.
+    pub original_max_positions: f64,
+}
+
+/// The dimensions and options of a Llama-family model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlamaDims {
+    /// `model_type`.
+    pub model_type: String,
+    /// Residual width.
+    pub hidden: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention when fewer than `heads`).
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Feed-forward (SwiGLU) width.
+    pub ffn: usize,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// RMSNorm epsilon.
+    pub eps: f64,
+    /// Rotary position embeddings.
+    pub rope: Rope,
+    /// Biases on the query, key and value projections (Qwen2; Llama's `attention_bias`).
+    pub qkv_bias: bool,
+    /// A bias on the output projection (Llama's `attention_bias`).
+    pub o_bias: bool,
+    /// Biases on the feed-forward projections (Llama's `mlp_bias`).
+    pub mlp_bias: bool,
+    /// Per-head RMSNorm of queries and keys before the rotation (Qwen3).
+    pub qk_norm: bool,
+    /// The output head is the token embedding (`tie_word_embeddings`).
+    pub tied: bool,
+}
+
+fn number(raw: &Value, key: &str) -> Result<Option<f64>, String> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_f64().map(Some).ok_or_else(|| format!("`{key}` must be a number, found {v}")),
+    }
+}
+
+fn flag(raw: &Value, key: &str, default: bool) -> Result<bool, String> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v.as_bool().ok_or_else(|| format!("`{key}` must be true or false, found {v}")),
+    }
+}
+
+impl Rope {
+    /// Reads `rope_theta` and `rope_scaling` (or transformers 5's `rope_parameters`).
+    fn from_raw(raw: &Value) -> Result<Self, String> {
+        let params = raw.get("rope_parameters").filter(|v| !v.is_null());
+        let scaling = raw.get("rope_scaling").filter(|v| !v.is_null()).or(params);
+        let theta = match params.map(|p| number(p, "rope_theta")).transpose()?.flatten() {
+            Some(t) => t,
+            None => number(raw, "rope_theta")?.unwrap_or(10000.0),
+        };
+        if !(theta.is_finite() && theta > 1.0) {
+            return Err(format!("`rope_theta` must be a number above 1, found {theta}"));
+        }
+        let Some(s) = scaling else { return Ok(Rope { theta, llama3: None }) };
+        let kind = s.get("rope_type").or_else(|| s.get("type")).and_then(Value::as_str).unwrap_or("default");
+        match kind {
+            "default" => Ok(Rope { theta, llama3: None }),
+            "llama3" => Ok(Rope { theta, llama3: Some(Llama3Scaling::from_raw(s)?) }),
+            other => Err(format!("`rope_scaling` of type {other:?} is not one parlab computes (default, llama3)")),
+        }
+    }
+
+    /// The inverse frequencies of a head of width `head_dim` (`head_dim / 2` values), in float32
+    /// as transformers computes them, Llama 3's scaling applied where the config names it.
+    pub fn inv_freq(&self, head_dim: usize) -> Vec<f32> {
+        (0..head_dim / 2)
+            .map(|i| {
+                let exponent = (2 * i) as f32 / head_dim as f32;
+                let f = 1.0 / (self.theta as f32).powf(exponent);
+                self.llama3.map_or(f, |s| s.scale(f))
+            })
+            .collect()
+    }
+}
+
+impl Llama3Scaling {
+    fn from_raw(s: &Value) -> Result<Self, String> {
+        let need = |k: &str| number(s, k)?.ok_or_else(|| format!("`rope_scaling` of type llama3 needs `{k}`"));
+        let out = Llama3Scaling {
+            factor: need("factor")?,
+            low_freq_factor: need("low_freq_factor")?,
+            high_freq_factor: need("high_freq_factor")?,
+            original_max_positions: need("original_max_position_embeddings")?,
+        };
+        if out.factor <= 0.0 || out.high_freq_factor <= out.low_freq_factor || out.low_freq_factor <= 0.0 {
+            return Err("`rope_scaling` of type llama3 needs factor > 0 and high_freq_factor > low_freq_factor > 0".into());
+        }
+        Ok(out)
+    }
+
+    /// One inverse frequency scaled as transformers' `_compute_llama3_parameters` does: long
+    /// wavelengths divided by `factor`, short ones kept, the ones between interpolated.
+    pub fn scale(&self, inv_freq: f32) -> f32 {
+        let old = self.original_max_positions as f32;
+        let (low, high, factor) = (self.low_freq_factor as f32, self.high_freq_factor as f32, self.factor as f32);
+        let wavelen = 2.0 * std::f32::consts::PI / inv_freq;
+        if wavelen > old / low {
+            return inv_freq / factor;
+        }
+        if wavelen < old / high {
+            return inv_freq;
+        }
+        let smooth = (old / wavelen - low) / (high - low);
+        (1.0 - smooth) * inv_freq / factor + smooth * inv_freq
+    }
+}
+
+impl LlamaDims {
+    /// Reads and checks a Llama-family config.
+    pub fn from_config(cfg: &ModelConfig) -> Result<Self, String> {
+        let raw = &cfg.raw;
+        let t = cfg.model_type.as_str();
+        if !LLAMA_TYPES.contains(&t) {
+            return Err(format!("model_type {t:?} is not one of the Llama family parlab computes ({})", LLAMA_TYPES.join(", ")));
+        }
+        let act = raw.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
+        if act != "silu" {
+            return Err(format!("`hidden_act` {act:?} is not the SwiGLU activation parlab computes (silu)"));
+        }
+        if flag(raw, "use_sliding_window", false)? {
+            return Err("`use_sliding_window: true` is not computed by parlab (sliding-window attention)".into());
+        }
+        let head_dim = match raw.get("head_dim").and_then(Value::as_u64) {
+            Some(h) if h > 0 && h % 2 == 0 => h as usize,
+            Some(h) => return Err(format!("`head_dim` must be a positive even number, found {h}")),
+            None => (cfg.hidden / cfg.heads) as usize,
+        };
+        if head_dim % 2 != 0 {
+            return Err(format!("the head width {head_dim} is odd; rotary embeddings rotate pairs"));
+        }
+        let attention_bias = flag(raw, "attention_bias", false)?;
+        Ok(LlamaDims {
+            model_type: t.to_string(),
+            hidden: cfg.hidden as usize,
+            heads: cfg.heads as usize,
+            kv_heads: cfg.kv_heads as usize,
+            head_dim,
+            layers: cfg.layers as usize,
+            ffn: cfg.intermediate as usize,
+            vocab: cfg.vocab as usize,
+            eps: number(raw, "rms_norm_eps")?.unwrap_or(1e-6),
+            rope: Rope::from_raw(raw)?,
+            qkv_bias: t == "qwen2" || attention_bias,
+            o_bias: t != "qwen2" && attention_bias,
+            mlp_bias: flag(raw, "mlp_bias", false)?,
+            qk_norm: t == "qwen3",
+            tied: flag(raw, "tie_word_embeddings", false)?,
+        })
+    }
+
+    /// Query heads per key/value head.
+    pub fn group(&self) -> usize {
+        self.heads / self.kv_heads
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg(extra: Value) -> Result<LlamaDims, String> {
+        let mut v = json!({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+            "hidden_size": 64, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 64});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        LlamaDims::from_config(&ModelConfig::from_value(v)?)
+    }
+
+    #[test]
+    fn a_gqa_llama_config_reads_with_its_defaults() {
+        let d = cfg(json!({})).unwrap();
+        assert_eq!((d.heads, d.kv_heads, d.head_dim, d.group()), (8, 2, 8, 4));
+        assert_eq!(d.rope, Rope { theta: 10000.0, llama3: None });
+        assert!(!d.qkv_bias && !d.qk_norm && !d.tied);
+        let q2 = cfg(json!({"model_type": "qwen2"})).unwrap();
+        assert!(q2.qkv_bias && !q2.o_bias);
+        assert!(cfg(json!({"model_type": "qwen3"})).unwrap().qk_norm);
+    }
+
+    #[test]
+    fn llama3_scaling_keeps_short_wavelengths_divides_long_ones_and_interpolates_between() {
+        let s = Llama3Scaling { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_positions: 16.0 };
+        // wavelengths 2π/f: 1 -> 6.28 (between 4 and 16), 0.1 -> 62.8 (> 16), 10 -> 0.63 (< 4).
+        assert_eq!(s.scale(10.0), 10.0);
+        assert!((s.scale(0.1) - 0.1 / 8.0).abs() < 1e-9);
+        let smooth = (16.0 / (2.0 * std::f32::consts::PI) - 1.0) / 3.0;
+        assert!((s.scale(1.0) - ((1.0 - smooth) / 8.0 + smooth)).abs() < 1e-6);
+        let d = cfg(json!({"rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}))
+        .unwrap();
+        assert_eq!(d.rope.llama3, Some(s));
+        let inv = d.rope.inv_freq(8);
+        assert_eq!(inv[0], s.scale(1.0), "position 0's frequency 1 lies between the wavelengths: interpolated");
+        let slowest = 1.0 / 500000f32.powf(0.75);
+        assert!((inv[3] - slowest / 8.0).abs() < 1e-12, "{}", inv[3]);
+    }
+
+    #[test]
+    fn configs_parlab_cannot_compute_exactly_are_refused_with_the_key() {
+        for (extra, want) in [
+            (json!({"hidden_act": "gelu"}), "`hidden_act` \"gelu\""),
+            (json!({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}), "of type \"yarn\""),
+            (json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}), "needs `low_freq_factor`"),
+            (json!({"model_type": "qwen2", "use_sliding_window": true}), "sliding-window"),
+            (json!({"model_type": "gemma2"}), "not one of the Llama family"),
+        ] {
+            let err = cfg(extra).unwrap_err();
+            assert!(err.contains(want), "{err}");
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The Llama family's split model: the slice path of a decode step against libtorch's, grouped-
+//! query shares (split and replicated key/value heads) whose partial sums add up to the unsplit
+//! model's, a tied head, and the layouts that say which rank holds which key/value head.
+
+use parlab::model::gpt2::{Alone, KvCache, Reduce};
+use parlab::model::init;
+use parlab::model::llama::{kv_heads_for, LlamaDims, LlamaPart, LlamaShare};
+use parlab::model::part::DecoderPart;
+use parlab::model::placement::Placement;
+use parlab::model::weights::Checkpoint;
+use parlab::model::ModelConfig;
+use parlab::spec::plan::Span;
+use std::path::Path;
+use std::sync::Arc;
+use tch::Tensor;
+
+/// 8 query heads over 2 key/value heads, Llama 3's rotary scaling, Qwen2's biases when asked.
+fn config(dir: &Path, model_type: &str, extra: &str) -> ModelConfig {
+    std::fs::create_dir_all(dir).unwrap();
+    let text = format!(
+        r#"{{"model_type": "{model_type}", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "hidden_size": 64, "intermediate_size": 96, "vocab_size": 301, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0, "rope_scaling": {{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}{extra}}}"#
+    );
+    std::fs::write(dir.join("config.json"), text).unwrap();
+    ModelConfig::read(dir).unwrap()
+}
+
+fn part_on(dir: &Path, model_type: &str, placement: Placement, share: impl Fn(&LlamaDims) -> LlamaShare) -> LlamaPart {
+    let cfg = config(dir, model_type, "");
+    init::write_checkpoint(&cfg, 3, &dir.join("ckpt")).unwrap();
+    let dims = LlamaDims::from_config(&ModelConfig::read(&dir.join("ckpt")).unwrap()).unwrap();
+    let s = share(&dims);
+    LlamaPart::load_on(Arc::new(Checkpoint::open(&dir.join("ckpt")).unwrap()), dims, s, placement).unwrap()
+}
+
+fn part(dir: &Path, model_type: &str, share: impl Fn(&LlamaDims) -> LlamaShare) -> LlamaPart {
+    part_on(dir, model_type, Placement::cpu(), share)
+}
+
+/// The hidden rows of `tokens`, fed one at a time (the decode step's path on the host).
+fn row_by_row(p: &LlamaPart, tokens: &[u32], comm: &mut dyn Reduce) -> Vec<Tensor> {
+    let mut cache = p.new_cache(16);
+    tokens.iter().enumerate().map(|(i, &t)| p.forward(p.embed(&[t], i).unwrap(), &mut cache, comm)).collect()
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+    f64::try_from((a - b).abs().max()).unwrap()
+}
+
+#[test]
+fn a_prompt_fed_row_by_row_equals_it_fed_at_once_for_llama_qwen2_and_qwen3() {
+    for model_type in ["llama", "qwen2", "qwen3"] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = part(dir.path(), model_type, LlamaShare::whole);
+        let tokens = [7u32, 300, 9, 1, 42, 5];
+        let at_once = p.forward(p.embed(&tokens, 0).unwrap(), &mut p.new_cache(16), &mut Alone);
+        let rows = Tensor::cat(&row_by_row(&p, &tokens, &mut Alone), 0);
+        let d = max_diff(&at_once, &rows);
+        assert!(d < 1e-4, "{model_type}: the slice path differs from libtorch's by {d}");
+        // The libtorch path of one row (a GPU's, checked on the host) agrees too.
+        let gpu_like = part_on(&dir.path().join("g"), model_type, Placement::cpu_as_gpu(), LlamaShare::whole);
+        let rows_gpu = Tensor::cat(&row_by_row(&gpu_like, &tokens, &mut Alone), 0);
+        assert!(max_diff(&rows_gpu, &rows) < 1e-4, "{model_type}: libtorch's one-row path differs");
+    }
+}
+
+/// Records the partial sums a part hands to each all-reduce and answers with given full sums.
+struct Replay {
+    partials: Vec<Tensor>,
+    answers: Vec<Tensor>,
+}
+
+impl Reduce for Replay {
+    fn all_reduce(&mut self, partial: &Tensor) -> Tensor {
+        let i = self.partials.len();
+        self.partials.push(partial.copy());
+        self.answers.get(i).map_or_else(|| partial.shallow_clone(), Tensor::shallow_clone)
+    }
+    fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
+        part.shallow_clone()
+    }
+}
+
+/// Query heads `heads` (with the key/value heads they read) and feed-forward columns `ffn`.
+fn share(heads: (u32, u32), ffn: (u32, u32)) -> impl Fn(&LlamaDims) -> LlamaShare {
+    move |d| {
+        let heads = Span::new(heads.0, heads.1);
+        LlamaShare { heads, kv_heads: kv_heads_for(heads, d.group()), ffn: Span::new(ffn.0, ffn.1), vocab: None, ..LlamaShare::whole(d) }
+    }
+}
+
+/// Every all-reduce of `parts`, in prefill and at a decode step (each fed the unsplit model's
+/// sums), adds up to the unsplit model's within float32 reordering.
+fn assert_shares_add_up(model_type: &str, parts: &[(u32, u32, u32, u32)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = part(&dir.path().join("w"), model_type, |d| LlamaShare { vocab: None, ..LlamaShare::whole(d) });
+    let (prompt, next) = (whole.embed(&[7, 3, 9, 1], 0).unwrap(), whole.embed(&[5], 4).unwrap());
+    let mut full = Replay { partials: Vec::new(), answers: Vec::new() };
+    let mut cache: KvCache = whole.new_cache(8);
+    let _ = whole.forward(prompt.shallow_clone(), &mut cache, &mut full);
+    let _ = whole.forward(next.shallow_clone(), &mut cache, &mut full);
+    assert_eq!(full.partials.len(), 2 * 2 * 2, "two all-reduces per layer, in prefill and at the step");
+    let mut sums: Vec<Tensor> = full.partials.iter().map(Tensor::zeros_like).collect();
+    for (i, &(h0, h1, f0, f1)) in parts.iter().enumerate() {
+        let p = part(&dir.path().join(i.to_string()), model_type, share((h0, h1), (f0, f1)));
+        let mut r = Replay { partials: Vec::new(), answers: full.partials.iter().map(Tensor::shallow_clone).collect() };
+        let mut cache = p.new_cache(8);
+        let _ = p.forward(prompt.shallow_clone(), &mut cache, &mut r);
+        let _ = p.forward(next.shallow_clone(), &mut cache, &mut r);
+        for (s, part) in sums.iter_mut().zip(&r.partials) {
+            *s += part.view_as(s);
+        }
+    }
+    for (i, (s, w)) in sums.iter().zip(&full.partials).enumerate() {
+        let (diff, scale) = (max_diff(s, w), f64::try_from(w.abs().max()).unwrap());
+        assert!(diff <= 1e-5 * scale.max(1.0), "{model_type} reduction {i}: split partials differ from the whole by {diff}");
+    }
+}
+
+#[test]
+fn partial_sums_of_shares_splitting_the_kv_heads_add_up_to_the_unsplit_model() {
+    // Two ranks: 4 query heads and one key/value head each, uneven feed-forward columns.
+    assert_shares_add_up("llama", &[(0, 4, 0, 40), (4, 8, 40, 96)]);
+    assert_shares_add_up("qwen2", &[(0, 4, 0, 48), (4, 8, 48, 96)]);
+}
+
+#[test]
+fn partial_sums_of_shares_replicating_the_kv_heads_add_up_to_the_unsplit_model() {
+    // Four ranks over two key/value heads: ranks 0 and 1 both hold head 0, ranks 2 and 3 head 1.
+    assert_shares_add_up("llama", &[(0, 2, 0, 24), (2, 4, 24, 48), (4, 6, 48, 72), (6, 8, 72, 96)]);
+    assert_shares_add_up("qwen3", &[(0, 2, 0, 24), (2, 4, 24, 48), (4, 6, 48, 72), (6, 8, 72, 96)]);
+}
+
+#[test]
+fn a_rank_caches_only_the_kv_heads_its_query_heads_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = part(&dir.path().join("w"), "llama", LlamaShare::whole);
+    let quarter = part(&dir.path().join("q"), "llama", share((2, 4), (0, 24)));
+    // 2 (keys, values) x 2 layers x key/value heads x 8 (head width) x 4 bytes.
+    assert_eq!(whole.kv_cache_bytes_per_token(), 2 * 2 * 2 * 8 * 4);
+    assert_eq!(quarter.kv_cache_bytes_per_token(), 2 * 2 * 8 * 4, "one replicated key/value head");
+    assert_eq!(kv_heads_for(Span::new(2, 4), 4), Span::new(0, 1));
+    assert_eq!(kv_heads_for(Span::new(3, 6), 4), Span::new(0, 2), "heads of two groups read both");
+}
+
+#[test]
+fn a_tied_head_reads_the_token_embedding() {
+    // A checkpoint without lm_head under a tied config scores each token by its embedding row.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "llama", r#", "tie_word_embeddings": true"#);
+    init::write_checkpoint(&cfg, 3, &dir.path().join("ckpt")).unwrap();
+    let ck = Checkpoint::open(&dir.path().join("ckpt")).unwrap();
+    let mut dims = LlamaDims::from_config(&cfg).unwrap();
+    assert!(dims.tied);
+    let tied = LlamaPart::load_on(Arc::new(ck), dims.clone(), LlamaShare::whole(&dims), Placement::cpu()).unwrap();
+    dims.tied = false;
+    let ck = Arc::new(Checkpoint::open(&dir.path().join("ckpt")).unwrap());
+    let untied = LlamaPart::load_on(ck.clone(), dims.clone(), LlamaShare::whole(&dims), Placement::cpu()).unwrap();
+    let h = tied.forward(tied.embed(&[4, 8], 0).unwrap(), &mut tied.new_cache(4), &mut Alone);
+    let (lt, lu) = (tied.logits(&h, &mut Alone), untied.logits(&h, &mut Alone));
+    assert!(max_diff(&lt, &lu) > 1.0, "the tied head is not the checkpoint's lm_head");
+    let embed = ck.full("model.embed_tokens.weight").unwrap();
+    let norm = ck.full("model.norm.weight").unwrap();
+    let last = h.narrow(0, 1, 1);
+    let x = &last / (last.pow_tensor_scalar(2).mean_dim(Some([-1i64].as_slice()), true, tch::Kind::Float) + 1e-5).sqrt() * norm;
+    let want = x.matmul(&embed.tr()).view([-1]);
+    assert!(max_diff(&lt, &want) < 1e-3, "tied logits are the normed row against the embedding");
+}
+
+#[test]
+fn decode_specs_name_the_families_parlab_runs_and_refuse_what_it_cannot_compute() {
+    let (source, cfg) = parlab::spec::weights::model_source("tinyllama-1.1b", 0).unwrap();
+    assert_eq!(cfg.family(), Some(parlab::model::config::Family::Llama));
+    assert!(matches!(source.weights, parlab::spec::plan::Weights::Seeded { ref generator, .. } if generator == "parlab-llama-init/1"));
+    let err = parlab::spec::weights::model_source("mixtral-8x7b", 0).unwrap_err();
+    assert!(err.contains("is a mixtral model") && err.contains("gpt2, llama, qwen2, qwen3"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), "llama", "");
+    let text = std::fs::read_to_string(dir.path().join("config.json")).unwrap().replace("llama3", "yarn");
+    std::fs::write(dir.path().join("config.json"), text).unwrap();
+    let err = parlab::spec::weights::model_source(dir.path().to_str().unwrap(), 0).unwrap_err();
+    assert!(err.contains("`rope_scaling` of type \"yarn\""), "{err}");
+}
