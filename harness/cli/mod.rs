@@ -2,6 +2,7 @@
 
 mod audit;
 mod gates;
+mod import;
 mod model;
 mod nightly;
 mod plan;
@@ -210,6 +211,8 @@ pub enum Command {
         #[arg(long, default_value = "float16")]
         dtype: String,
     },
+    /// Read another tool's collective benchmarks (nccl-tests, OSU) into a manifest marked as imported.
+    Import(import::ImportArgs),
     /// Cost-model tables (`parlab model`), or `parlab model init` to make a seeded checkpoint.
     Model(model::ModelArgs),
     /// Inside a rank: run the plan's workload (started by mpirun, not by people).
@@ -257,6 +260,7 @@ fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Gates { json } => gates::run(json),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),
+        Command::Import(args) => import::run(&args),
         Command::Model(args) => model::run(args),
         Command::Rank { plan, out } => rank::run(&plan, &out),
     }
