@@ -273,7 +273,7 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
     let link = link_of(run.tool);
     let rows = rows_of(&run, world, link);
     let run_id = run_id_of(run.tool, sha256, world);
-    let plan = plan_of(&run, world, file, sha256, &run_id, &rows);
+    let plan = plan_of(&run, world, sha256, &run_id, &rows);
     let fits = fit_of(run.op, world, &rows).into_iter().collect();
     let summary = Summary::Collectives(Collectives {
         rows,
@@ -314,8 +314,8 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
 }
 
 /// The plan an imported run is filed under: what ran as far as the output says (its ops,
-/// sizes and iterations; 0 iterations where it does not say), its link and world.
-fn plan_of(run: &ToolRun, world: u32, file: &Path, sha256: &str, run_id: &str, rows: &[CollectiveRow]) -> RunPlan {
+/// sizes and iterations; 0 iterations where it does not say), its link and world; no spec file.
+fn plan_of(run: &ToolRun, world: u32, sha256: &str, run_id: &str, rows: &[CollectiveRow]) -> RunPlan {
     let layout = Layout {
         strategy: Strategy::Data,
         world,
@@ -328,7 +328,8 @@ fn plan_of(run: &ToolRun, world: u32, file: &Path, sha256: &str, run_id: &str, r
     RunPlan {
         experiment: format!("import-{}-{}", run.tool.name(), &sha256[..12]),
         index: 0,
-        spec_path: file.to_path_buf(),
+        // No spec: the file read is the provenance's (a spec path would be read for claims).
+        spec_path: PathBuf::new(),
         spec_sha256: sha256.to_string(),
         run_id: run_id.to_string(),
         answer_id: run_id.to_string(),

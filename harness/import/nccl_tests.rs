@@ -276,8 +276,13 @@ fn device_line(rest: &str) -> Option<ImportedDevice> {
     let rank = after("Rank")?.parse().ok()?;
     let host = after("on")?.to_string();
     let device = after("device")?.parse().ok()?;
-    let name_at = words.iter().position(|w| *w == "device")? + 2;
-    let name = words.get(name_at..).unwrap_or_default().join(" ");
+    // `[0000:19:00] NVIDIA H200` is kept as the JSON's `device_info [device_hex]`: `NVIDIA H200 [0000:19:00]`.
+    let pci_at = words.iter().position(|w| *w == "device")? + 2;
+    let (pci, name) = match words.get(pci_at) {
+        Some(w) if w.starts_with('[') => (Some(*w), words.get(pci_at + 1..).unwrap_or_default().join(" ")),
+        _ => (None, words.get(pci_at..).unwrap_or_default().join(" ")),
+    };
+    let name = pci.map_or(name.clone(), |p| format!("{name} {p}"));
     Some(ImportedDevice { rank, host, device, name })
 }
 
