@@ -354,3 +354,127 @@ fn plan_of(run: &ToolRun, world: u32, sha256: &str, run_id: &str, rows: &[Collec
         layout,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import").join(name)
+    }
+
+    fn rows(m: &Manifest) -> &[CollectiveRow] {
+        &m.summary.as_ref().and_then(Summary::collectives).expect("a collectives summary").rows
+    }
+
+    #[test]
+    fn nccl_tests_json_becomes_rows_in_seconds_with_devices_hosts_and_a_fit() {
+        let m = import(ImportTool::NcclTests, &data("nccl_all_reduce_8gpu.json"), &ImportOptions::default()).unwrap();
+        let i = m.provenance.imported().unwrap();
+        assert_eq!((i.benchmark.as_str(), i.library.as_deref(), i.version.as_deref()), ("all_reduce_perf", Some("NCCL 2.28.9"), None));
+        assert_eq!(i.command.as_deref(), Some("./build/all_reduce_perf -b 8 -e 512M -f 4 -g 1 -c 1 -J ar.json"));
+        assert_eq!((i.devices.len(), i.hosts.clone(), i.warmup, i.iterations, i.checked), (8, vec!["node-a".to_string(), "node-b".into()], Some(5), Some(20), true));
+        assert_eq!(i.devices[5].name, "NVIDIA H200 [0000:1a:00]");
+        let r = rows(&m);
+        assert_eq!((r.len(), r[0].size_bytes, r[13].size_bytes, m.layout.world, m.plan.link.as_str()), (14, 8, 512 << 20, 8, "nccl"));
+        // 22 µs out of place and 22.4 µs in place at 8 bytes, one sample each.
+        assert!((r[0].op_time.unwrap().median - 22.0e-6).abs() < 1e-12 && r[0].op_time.unwrap().n == 1);
+        assert!((r[0].in_place_op_time.unwrap().median - 22.4e-6).abs() < 1e-12);
+        assert_eq!((r[0].spread.n, r[0].wrong), (0, 0));
+        let fit = m.summary.as_ref().and_then(Summary::collectives).unwrap().fit(Op::AllReduce).expect("an all-reduce fit");
+        // The fixture's times are 22 µs + bytes / 180 GB/s: the intercept is 22 µs, and β the bus
+        // bandwidth 1.75 × 180 GB/s.
+        assert!((fit.line.intercept_s - 22.0e-6).abs() < 0.05e-6, "{fit:?}");
+        assert!((fit.beta_bps.unwrap() / 315e9 - 1.0).abs() < 0.01, "{fit:?}");
+    }
+
+    #[test]
+    fn nccl_tests_text_reads_the_header_the_rank_lines_and_both_timings() {
+        let m = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions::default()).unwrap();
+        let i = m.provenance.imported().unwrap();
+        assert_eq!((i.version.as_deref(), i.library.as_deref(), i.benchmark.as_str()), (Some("2.19.6"), Some("NCCL 2.28.9"), "all_gather_perf"));
+        assert_eq!((i.warmup, i.iterations, i.checked, i.format), (Some(5), Some(20), true, ImportFormat::Text));
+        assert_eq!(i.devices[1], ImportedDevice { rank: 1, host: "gpu-01".into(), device: 1, name: "NVIDIA H200 [0000:3b:00]".into() });
+        let r = rows(&m);
+        assert_eq!((r.len(), r[0].op, r[0].size_bytes, r[8].size_bytes), (9, Op::AllGather, 1024, 64 << 20));
+        assert!((r[8].op_time.unwrap().median - 232.70e-6).abs() < 1e-12);
+        assert!((r[8].in_place_op_time.unwrap().median - 233.00e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_same_file_gives_the_same_identity_and_another_world_another() {
+        let a = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions::default()).unwrap();
+        let b = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions { world: Some(2), command: None }).unwrap();
+        assert_eq!(a.run_id, b.run_id);
+        let osu = |w| import(ImportTool::Osu, &data("osu_allreduce_4rank.txt"), &ImportOptions { world: Some(w), command: None }).unwrap().run_id;
+        assert_ne!(osu(4), osu(8));
+        assert_eq!(a.run_id, run_id_of(ImportTool::NcclTests, &sha256_hex(&std::fs::read(data("nccl_all_gather_2gpu.txt")).unwrap()), 2));
+    }
+
+    #[test]
+    fn osu_reads_the_test_from_its_header_and_counts_all_gather_bytes_as_nccl_tests_does() {
+        let ar = import(ImportTool::Osu, &data("osu_allreduce_4rank.txt"), &ImportOptions { world: Some(4), command: Some("mpirun -np 4 osu_allreduce -f".into()) }).unwrap();
+        let i = ar.provenance.imported().unwrap();
+        assert_eq!((i.benchmark.as_str(), i.version.as_deref(), i.command.as_deref()), ("osu_allreduce", Some("v7.3"), Some("mpirun -np 4 osu_allreduce -f")));
+        let r = rows(&ar);
+        assert_eq!((r[0].op, r[0].size_bytes, r[0].link.as_str(), r[0].in_place_op_time), (Op::AllReduce, 4, "mpi", None));
+        assert!((r[0].fit_time() - 3.0e-6).abs() < 1e-12);
+        let ag = import(ImportTool::Osu, &data("osu_allgather_4rank.txt"), &ImportOptions { world: Some(4), command: None }).unwrap();
+        // OSU's 1-byte all-gather is 4 bytes gathered on each of 4 ranks.
+        assert_eq!(rows(&ag).iter().map(|r| r.size_bytes).take(3).collect::<Vec<_>>(), vec![4, 8, 16]);
+        let lat = import(ImportTool::Osu, &data("osu_latency.txt"), &ImportOptions::default()).unwrap();
+        assert_eq!((rows(&lat)[0].op, lat.layout.world, rows(&lat)[0].size_bytes), (Op::PingPong, 2, 0));
+    }
+
+    fn text_problem(tool: ImportTool, text: &str, world: Option<u32>) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out.txt");
+        std::fs::write(&file, text).unwrap();
+        import(tool, &file, &ImportOptions { world, command: None }).unwrap_err().to_string()
+    }
+
+    const NCCL_HEAD: &str = "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809\n# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid  1 on h device  0 [0000:19:00] NVIDIA H200\n#  Rank  1 Group  0 Pid  2 on h device  1 [0000:3b:00] NVIDIA H200\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
+
+    #[test]
+    fn bad_input_names_the_file_and_the_line() {
+        let e = text_problem(ImportTool::NcclTests, "{\"version\": 3, \"args\": [\n", None);
+        assert!(e.contains("out.txt:2: not JSON"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, "{\"version\": 2, \"results\": []}", None);
+        assert!(e.contains("not nccl-tests' JSON format 3 (format version 2)"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, "hello\nworld\n", None);
+        assert!(e.contains("out.txt: not nccl-tests' output"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, NCCL_HEAD, None);
+        assert!(e.contains("no rows"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0   0.11\n"), None);
+        assert!(e.contains("out.txt:6: expected `size count type redop root`"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}        1024   256   float   sum   -1   abc 0.11 0.11 0 9.0 0.11 0.11 0\n"), None);
+        assert!(e.contains("out.txt:6: out-of-place time (µs) `abc` is not a number"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, &NCCL_HEAD.replace("all_reduce_perf", "hypercube_perf"), None);
+        assert!(e.contains("out.txt:2: unknown op: benchmark `hypercube_perf`"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n"), Some(4));
+        assert!(e.contains("the output says 2 ranks ran all_reduce_perf, but --world says 4"), "{e}");
+        let e = text_problem(ImportTool::Osu, "# OSU MPI Barrier Latency Test v7.3\n# Avg Latency(us)\n", None);
+        assert!(e.contains("out.txt:1: unknown op: `Barrier Latency Test`"), "{e}");
+        let e = text_problem(ImportTool::Osu, "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n4  1.5\n", None);
+        assert!(e.contains("does not say how many ranks ran; pass --world N"), "{e}");
+        let e = text_problem(ImportTool::Osu, "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n4  -1.5\n", Some(2));
+        assert!(e.contains("out.txt:3: latency `-1.5` is not a positive number"), "{e}");
+    }
+
+    #[test]
+    fn a_bus_bandwidth_that_disagrees_with_the_world_is_refused() {
+        // busbw = algbw × 2(p−1)/p: 1.5 at 4 ranks, not 1.0 (2 ranks).
+        let row = "     1048576   262144   float   sum   -1   100.0  10.49  15.73  0  100.0  10.49  15.73  0\n";
+        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}{row}"), None);
+        assert!(e.contains("all-reduce over 2 ranks has bus factor 1.000"), "{e}");
+        let several = format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n        1024   512   half   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n");
+        let e = text_problem(ImportTool::NcclTests, &several, None);
+        assert!(e.contains("out.txt:7: results of 2 data type / reduction pairs (float sum, half sum)"), "{e}");
+    }
+
+    #[test]
+    fn nccl_version_codes_read_as_versions() {
+        assert_eq!(nccl_tests::nccl_version(22809), "NCCL 2.28.9");
+        assert_eq!(nccl_tests::nccl_version(2804), "NCCL 2.8.4");
+    }
+}
