@@ -173,10 +173,9 @@ fn world_of(run: &ToolRun, options: &ImportOptions) -> Result<u32, Problem> {
         ))),
         (_, Some(0)) => Err(Problem::file("--world 0: a run has at least 1 rank")),
         (Some(w), _) | (None, Some(w)) => Ok(w),
-        (None, None) => Err(Problem::file(format!(
-            "{}'s output does not say how many ranks ran; pass --world N (the -np it ran with)",
-            run.benchmark
-        ))),
+        (None, None) => {
+            Err(Problem::file(format!("{}'s output does not say how many ranks ran; pass --world N (the -np it ran with)", run.benchmark)))
+        }
     }
 }
 
@@ -323,7 +322,18 @@ fn plan_of(run: &ToolRun, world: u32, sha256: &str, run_id: &str, rows: &[Collec
         sequences: None,
         overlap: None,
         decode: None,
-        ranks: (0..world).map(|rank| RankShare { rank, heads: None, ffn: None, layers: None, vocab: None, experts: None, tokens: None, tokens_late: None }).collect(),
+        ranks: (0..world)
+            .map(|rank| RankShare {
+                rank,
+                heads: None,
+                ffn: None,
+                layers: None,
+                vocab: None,
+                experts: None,
+                tokens: None,
+                tokens_late: None,
+            })
+            .collect(),
     };
     RunPlan {
         experiment: format!("import-{}-{}", run.tool.name(), &sha256[..12]),
@@ -373,7 +383,10 @@ mod tests {
         let i = m.provenance.imported().unwrap();
         assert_eq!((i.benchmark.as_str(), i.library.as_deref(), i.version.as_deref()), ("all_reduce_perf", Some("NCCL 2.28.9"), None));
         assert_eq!(i.command.as_deref(), Some("./build/all_reduce_perf -b 8 -e 512M -f 4 -g 1 -c 1 -J ar.json"));
-        assert_eq!((i.devices.len(), i.hosts.clone(), i.warmup, i.iterations, i.checked), (8, vec!["node-a".to_string(), "node-b".into()], Some(5), Some(20), true));
+        assert_eq!(
+            (i.devices.len(), i.hosts.clone(), i.warmup, i.iterations, i.checked),
+            (8, vec!["node-a".to_string(), "node-b".into()], Some(5), Some(20), true)
+        );
         assert_eq!(i.devices[5].name, "NVIDIA H200 [0000:1a:00]");
         let r = rows(&m);
         assert_eq!((r.len(), r[0].size_bytes, r[13].size_bytes, m.layout.world, m.plan.link.as_str()), (14, 8, 512 << 20, 8, "nccl"));
@@ -392,7 +405,10 @@ mod tests {
     fn nccl_tests_text_reads_the_header_the_rank_lines_and_both_timings() {
         let m = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions::default()).unwrap();
         let i = m.provenance.imported().unwrap();
-        assert_eq!((i.version.as_deref(), i.library.as_deref(), i.benchmark.as_str()), (Some("2.19.6"), Some("NCCL 2.28.9"), "all_gather_perf"));
+        assert_eq!(
+            (i.version.as_deref(), i.library.as_deref(), i.benchmark.as_str()),
+            (Some("2.19.6"), Some("NCCL 2.28.9"), "all_gather_perf")
+        );
         assert_eq!((i.warmup, i.iterations, i.checked, i.format), (Some(5), Some(20), true, ImportFormat::Text));
         assert_eq!(i.devices[1], ImportedDevice { rank: 1, host: "gpu-01".into(), device: 1, name: "NVIDIA H200 [0000:3b:00]".into() });
         let r = rows(&m);
@@ -406,16 +422,25 @@ mod tests {
         let a = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions::default()).unwrap();
         let b = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions { world: Some(2), command: None }).unwrap();
         assert_eq!(a.run_id, b.run_id);
-        let osu = |w| import(ImportTool::Osu, &data("osu_allreduce_4rank.txt"), &ImportOptions { world: Some(w), command: None }).unwrap().run_id;
+        let osu =
+            |w| import(ImportTool::Osu, &data("osu_allreduce_4rank.txt"), &ImportOptions { world: Some(w), command: None }).unwrap().run_id;
         assert_ne!(osu(4), osu(8));
         assert_eq!(a.run_id, run_id_of(ImportTool::NcclTests, &sha256_hex(&std::fs::read(data("nccl_all_gather_2gpu.txt")).unwrap()), 2));
     }
 
     #[test]
     fn osu_reads_the_test_from_its_header_and_counts_all_gather_bytes_as_nccl_tests_does() {
-        let ar = import(ImportTool::Osu, &data("osu_allreduce_4rank.txt"), &ImportOptions { world: Some(4), command: Some("mpirun -np 4 osu_allreduce -f".into()) }).unwrap();
+        let ar = import(
+            ImportTool::Osu,
+            &data("osu_allreduce_4rank.txt"),
+            &ImportOptions { world: Some(4), command: Some("mpirun -np 4 osu_allreduce -f".into()) },
+        )
+        .unwrap();
         let i = ar.provenance.imported().unwrap();
-        assert_eq!((i.benchmark.as_str(), i.version.as_deref(), i.command.as_deref()), ("osu_allreduce", Some("v7.3"), Some("mpirun -np 4 osu_allreduce -f")));
+        assert_eq!(
+            (i.benchmark.as_str(), i.version.as_deref(), i.command.as_deref()),
+            ("osu_allreduce", Some("v7.3"), Some("mpirun -np 4 osu_allreduce -f"))
+        );
         let r = rows(&ar);
         assert_eq!((r[0].op, r[0].size_bytes, r[0].link.as_str(), r[0].in_place_op_time), (Op::AllReduce, 4, "mpi", None));
         assert!((r[0].fit_time() - 3.0e-6).abs() < 1e-12);
@@ -447,11 +472,19 @@ mod tests {
         assert!(e.contains("no rows"), "{e}");
         let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0   0.11\n"), None);
         assert!(e.contains("out.txt:6: expected `size count type redop root`"), "{e}");
-        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}        1024   256   float   sum   -1   abc 0.11 0.11 0 9.0 0.11 0.11 0\n"), None);
+        let e = text_problem(
+            ImportTool::NcclTests,
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   abc 0.11 0.11 0 9.0 0.11 0.11 0\n"),
+            None,
+        );
         assert!(e.contains("out.txt:6: out-of-place time (µs) `abc` is not a number"), "{e}");
         let e = text_problem(ImportTool::NcclTests, &NCCL_HEAD.replace("all_reduce_perf", "hypercube_perf"), None);
         assert!(e.contains("out.txt:2: unknown op: benchmark `hypercube_perf`"), "{e}");
-        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n"), Some(4));
+        let e = text_problem(
+            ImportTool::NcclTests,
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n"),
+            Some(4),
+        );
         assert!(e.contains("the output says 2 ranks ran all_reduce_perf, but --world says 4"), "{e}");
         let e = text_problem(ImportTool::Osu, "# OSU MPI Barrier Latency Test v7.3\n# Avg Latency(us)\n", None);
         assert!(e.contains("out.txt:1: unknown op: `Barrier Latency Test`"), "{e}");

@@ -55,7 +55,8 @@ fn op_of(path: &str) -> Result<(String, Op), String> {
 
 /// `22809` as `NCCL 2.28.9` (codes before 2.9 were major·1000 + minor·100 + patch).
 pub fn nccl_version(code: u64) -> String {
-    let (major, minor, patch) = if code >= 20900 { (code / 10000, code % 10000 / 100, code % 100) } else { (code / 1000, code % 1000 / 100, code % 100) };
+    let (major, minor, patch) =
+        if code >= 20900 { (code / 10000, code % 10000 / 100, code % 100) } else { (code / 1000, code % 1000 / 100, code % 100) };
     format!("NCCL {major}.{minor}.{patch}")
 }
 
@@ -67,7 +68,11 @@ pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
         let said = format.map_or("no `version` key".to_string(), |f| format!("format version {f}"));
         return Err(Problem::file(format!("not nccl-tests' JSON format {JSON_FORMAT} ({said})")));
     }
-    let args: Vec<String> = v.get("args").and_then(Value::as_array).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
+    let args: Vec<String> = v
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
     let binary = args.first().ok_or_else(|| Problem::file("its `args` are empty: the binary (all_reduce_perf, ...) names the op"))?;
     let (benchmark, op) = op_of(binary).map_err(Problem::file)?;
     let config = v.get("config").cloned().unwrap_or(Value::Null);
@@ -134,7 +139,13 @@ fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
         }
         None => (None, 0),
     };
-    Ok(SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: in_us, wrong: out_wrong + in_wrong, bandwidths: Some(bandwidths) })
+    Ok(SizeResult {
+        size_bytes: size,
+        out_of_place_us: out_us,
+        in_place_us: in_us,
+        wrong: out_wrong + in_wrong,
+        bandwidths: Some(bandwidths),
+    })
 }
 
 /// `{time | cpu_time, alg_bw, bus_bw, nwrong}`: µs, wrong elements (0 when null), (algbw, busbw).
@@ -171,7 +182,10 @@ fn one_type_and_redop(pairs: impl Iterator<Item = (String, String)>) -> Result<(
 
 /// The command line as one string, arguments with spaces quoted.
 fn shell_join(args: &[String]) -> String {
-    args.iter().map(|a| if a.contains(char::is_whitespace) || a.is_empty() { format!("'{a}'") } else { a.clone() }).collect::<Vec<_>>().join(" ")
+    args.iter()
+        .map(|a| if a.contains(char::is_whitespace) || a.is_empty() { format!("'{a}'") } else { a.clone() })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// What the `#` lines of the printed output said.
@@ -246,7 +260,11 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     } else if rest.starts_with("Per-Iteration Report") {
         h.per_iteration = true;
     } else if rest.starts_with("Rank") {
-        h.devices.push(device_line(rest).ok_or_else(|| Problem::at(n, "a rank line not in nccl-tests' form `#  Rank R Group G Pid P on HOST device D [PCI] NAME`"))?);
+        h.devices.push(
+            device_line(rest).ok_or_else(|| {
+                Problem::at(n, "a rank line not in nccl-tests' form `#  Rank R Group G Pid P on HOST device D [PCI] NAME`")
+            })?,
+        );
     } else if rest.starts_with("size") && rest.contains("count") {
         h.table = true;
     }
@@ -296,7 +314,11 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
     if w.len() < 5 + 2 * group {
         return Err(Problem::at(
             n,
-            format!("expected `size count type redop root` and {} columns out of place and in place, found {} columns: `{row}`", group, w.len()),
+            format!(
+                "expected `size count type redop root` and {} columns out of place and in place, found {} columns: `{row}`",
+                group,
+                w.len()
+            ),
         ));
     }
     let size: u64 = w[0].parse().map_err(|_| Problem::at(n, format!("size `{}` is not a byte count", w[0])))?;
@@ -320,7 +342,12 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
 
 /// `time algbw busbw #wrong`: µs, GB/s, GB/s, count (None for `N/A`).
 fn text_timing(w: &[&str], n: usize, which: &str) -> Result<(f64, f64, f64, Option<u64>), Problem> {
-    let num = |s: &str, what: &str| s.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).ok_or_else(|| Problem::at(n, format!("{which} {what} `{s}` is not a number")));
+    let num = |s: &str, what: &str| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| Problem::at(n, format!("{which} {what} `{s}` is not a number")))
+    };
     let time = num(w[0], "time (µs)")?;
     if time <= 0.0 {
         return Err(Problem::at(n, format!("{which} time `{}` µs is not positive", w[0])));

@@ -79,7 +79,8 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         if h.benchmark.is_some() {
             return Err(Problem::at(n, "a second `# OSU ...` header: import one benchmark's output per file"));
         }
-        let (name, version) = title.rsplit_once(" v").ok_or_else(|| Problem::at(n, format!("`# {rest}`: expected `# OSU MPI <test> Test vX.Y`")))?;
+        let (name, version) =
+            title.rsplit_once(" v").ok_or_else(|| Problem::at(n, format!("`# {rest}`: expected `# OSU MPI <test> Test vX.Y`")))?;
         // `MPI`, `MPI-CUDA`, `MPI-ROCM`, ...: the word before the test's name.
         let test = name.split_once(' ').map_or("", |(_, t)| t.trim());
         let known = BENCHMARKS.iter().find(|(t, ..)| *t == test).ok_or_else(|| {
@@ -110,7 +111,11 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
         return Err(Problem::at(n, format!("expected `size latency(us)`, found `{row}`")));
     }
     let size: u64 = w[0].parse().map_err(|_| Problem::at(n, format!("size `{}` is not a byte count", w[0])))?;
-    let us: f64 = w[1].parse().ok().filter(|x: &f64| x.is_finite() && *x > 0.0).ok_or_else(|| Problem::at(n, format!("latency `{}` is not a positive number of µs", w[1])))?;
+    let us: f64 = w[1]
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x > 0.0)
+        .ok_or_else(|| Problem::at(n, format!("latency `{}` is not a positive number of µs", w[1])))?;
     let failed = h.validation && w.last().is_some_and(|v| v.eq_ignore_ascii_case("fail"));
     Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None })
 }

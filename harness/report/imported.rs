@@ -47,7 +47,11 @@ impl ImportedRun {
             world: m.layout.world,
             rows: c.rows.clone(),
             view: c.rows.iter().map(|r| coll_row(m, r)).collect(),
-            fits: c.fits.iter().map(|f| Fit { experiment: m.experiment.clone(), link: link.clone(), fit: f.clone(), run: run.clone() }).collect(),
+            fits: c
+                .fits
+                .iter()
+                .map(|f| Fit { experiment: m.experiment.clone(), link: link.clone(), fit: f.clone(), run: run.clone() })
+                .collect(),
             run,
             source,
         })
@@ -125,7 +129,12 @@ fn provenance(run: &ImportedRun) -> Vec<String> {
     let mut out = vec![format!("tool: {} `{}`", s.tool_line(), s.benchmark)];
     out.push(format!("command: {}", s.command.as_deref().map_or("not recorded".into(), |c| format!("`{c}`"))));
     let said = |v: Option<u32>| v.map_or("not stated".to_string(), |n| n.to_string());
-    out.push(format!("warm-up iterations: {}; timed iterations: {}; results checked by the tool: {}", said(s.warmup), said(s.iterations), if s.checked { "yes" } else { "no" }));
+    out.push(format!(
+        "warm-up iterations: {}; timed iterations: {}; results checked by the tool: {}",
+        said(s.warmup),
+        said(s.iterations),
+        if s.checked { "yes" } else { "no" }
+    ));
     if !s.devices.is_empty() {
         let devices: Vec<String> = s.devices.iter().map(|d| format!("rank {} {} device {} {}", d.rank, d.host, d.device, d.name)).collect();
         out.push(format!("devices: {}", devices.join("; ")));
@@ -196,7 +205,10 @@ pub fn caveat(runs: &[ImportedRun]) -> Option<String> {
     if runs.is_empty() {
         return None;
     }
-    let each: Vec<String> = runs.iter().map(|r| format!("{} ({} `{}`, run {})", r.source.benchmark, r.source.tool_line(), r.source.file.display(), r.run)).collect();
+    let each: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{} ({} `{}`, run {})", r.source.benchmark, r.source.tool_line(), r.source.file.display(), r.run))
+        .collect();
     Some(format!(
         "{} collectives runs were imported from other tools' output, not measured by parlab: {}. They ran on machines this register did not probe, with those tools' own timing; they are shown under \"Imported collectives\" and in MODELLED under links marked `(imported: <tool>)`, and no finding rests on them.",
         runs.len(),

@@ -7,6 +7,7 @@ mod decode;
 mod expert;
 mod findings;
 mod identity;
+mod import;
 mod launch;
 mod manifest_io;
 mod multihost;
