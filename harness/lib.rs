@@ -15,6 +15,7 @@ pub mod files;
 pub mod findings;
 pub mod gates;
 pub mod identity;
+pub mod import;
 pub mod launch;
 pub mod manifest;
 pub mod model;

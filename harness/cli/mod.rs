@@ -3,6 +3,7 @@
 mod advise;
 mod audit;
 mod gates;
+mod import;
 mod model;
 mod nightly;
 mod plan;
@@ -213,6 +214,8 @@ pub enum Command {
     },
     /// Advise a split: rank data x tensor x pipeline (x expert) layouts of a model on a machine (MODELLED).
     Advise(advise::AdviseArgs),
+    /// Read another tool's collective benchmarks (nccl-tests, OSU) into a manifest marked as imported.
+    Import(import::ImportArgs),
     /// Cost-model tables (`parlab model`), or `parlab model init` to make a seeded checkpoint.
     Model(model::ModelArgs),
     /// Inside a rank: run the plan's workload (started by mpirun, not by people).
@@ -261,6 +264,7 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Gates { json } => gates::run(json),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),
         Command::Advise(args) => advise::run(&args),
+        Command::Import(args) => import::run(&args),
         Command::Model(args) => model::run(args),
         Command::Rank { plan, out } => rank::run(&plan, &out),
     }

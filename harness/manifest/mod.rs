@@ -13,6 +13,7 @@ pub mod caveat;
 pub mod lock;
 pub mod machine;
 pub mod placement;
+pub mod provenance;
 pub mod retire;
 pub mod summary;
 
@@ -183,6 +184,10 @@ pub struct Manifest {
     /// launches were recorded: `nightly` reads those as one launch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launches: Option<LaunchStats>,
+    /// Where the figures come from: parlab's own launch, or another tool's output read in by
+    /// `parlab import` (absent for a measured run, so older manifests read as measured).
+    #[serde(default, skip_serializing_if = "provenance::Provenance::is_measured")]
+    pub provenance: provenance::Provenance,
 }
 
 /// The statistic one launch contributes per figure.
@@ -245,6 +250,7 @@ impl Manifest {
             summary: None,
             answer: None,
             launches: None,
+            provenance: provenance::Provenance::Measured,
         }
     }
 

@@ -10,8 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The caveats, one sentence or short paragraph each, in a fixed order.
 pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
-    let launched: Vec<&Manifest> =
-        list.iter().filter(|m| m.launch.is_some() || (m.kind != Kind::Model && m.status == Status::Ok)).collect();
+    // Imported runs were launched by another tool elsewhere: their caveat is their own.
+    let launched: Vec<&Manifest> = list
+        .iter()
+        .filter(|m| m.provenance.is_measured() && (m.launch.is_some() || (m.kind != Kind::Model && m.status == Status::Ok)))
+        .collect();
     let mut out = Vec::new();
     out.extend(oversubscribed(&launched));
     out.extend(shared_memory(&launched));
@@ -23,6 +26,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     out.extend(collective_timing(facts));
     out.extend(kernels(&launched));
     out.extend(gpus(&launched, list));
+    out.extend(super::imported::caveat(&facts.imported));
     out.extend(failed(list));
     out.extend(not_run(list));
     if list.iter().any(|m| m.kind == Kind::Model && m.status == Status::Ok) {

@@ -193,6 +193,9 @@ pub struct Facts {
     pub dispatch: Vec<DispatchRow>,
     /// Labels of ok runs that carried no summary the register can read.
     pub unreadable: Vec<String>,
+    /// Collectives read in from other tools by `parlab import`: kept apart from the measured
+    /// rows above, so no table, figure or finding of parlab's own runs mixes them in.
+    pub imported: Vec<super::imported::ImportedRun>,
 }
 
 impl Facts {
@@ -201,6 +204,7 @@ impl Facts {
         let mut f = Facts::default();
         for m in list.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model) {
             match &m.summary {
+                Some(s) if !m.provenance.is_measured() => f.imported.extend(super::imported::ImportedRun::of(m, s)),
                 Some(s) => f.read_one(m, s),
                 None => f.unreadable.push(format!("{} ({})", m.plan.label(), short(&m.run_id))),
             }
@@ -243,7 +247,8 @@ impl Facts {
     }
 }
 
-fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
+/// The register's row of one collective row of `m`.
+pub fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
     CollRow {
         experiment: m.experiment.clone(),
         op: r.op,

@@ -27,12 +27,14 @@ pub struct Header {
 pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
     let n = |s: Status| list.iter().filter(|m| m.status == s).count();
     let modelled = list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok).count();
+    let imported = list.iter().filter(|m| !m.provenance.is_measured()).count();
     let experiments: BTreeSet<&str> = list.iter().map(|m| m.experiment.as_str()).collect();
+    let imported_words = if imported > 0 { format!(", {imported} imported from other tools") } else { String::new() };
     let counts = format!(
-        "{} manifests from {} experiments: {} measured, {} modelled, {} failed, {} not run; {} files skipped",
+        "{} manifests from {} experiments: {} measured{imported_words}, {} modelled, {} failed, {} not run; {} files skipped",
         list.len(),
         experiments.len(),
-        n(Status::Ok) - modelled,
+        n(Status::Ok) - modelled - imported,
         modelled,
         n(Status::Failed),
         n(Status::NotRun),
@@ -55,7 +57,8 @@ pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
 
 fn machines(list: &[Manifest]) -> Vec<String> {
     let mut seen: BTreeMap<String, (usize, &Fingerprint)> = BTreeMap::new();
-    for m in list {
+    // An imported run's machine is described in its own table, not fingerprinted here.
+    for m in list.iter().filter(|m| m.provenance.is_measured()) {
         seen.entry(m.machine.id()).or_insert((0, &m.machine)).0 += 1;
     }
     seen.into_iter().map(|(id, (runs, v))| format!("{} ({id}, {runs} manifests)", v.describe())).collect()

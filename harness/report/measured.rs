@@ -15,6 +15,7 @@ pub fn families(facts: &Facts) -> Vec<Family> {
         tables.extend(fits(&facts.fits));
         out.push(Family::new("Collectives", COLL_INTRO, tables));
     }
+    out.extend(super::imported::family(&facts.imported));
     if !facts.membw.is_empty() {
         out.push(Family::new("Memory bandwidth", MEMBW_INTRO, membw(&facts.membw)));
     }

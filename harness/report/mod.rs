@@ -10,6 +10,7 @@ pub mod facts;
 pub mod figures;
 pub mod fmt;
 pub mod header;
+pub mod imported;
 pub mod markdown;
 pub mod measured;
 pub mod modelled;
@@ -111,7 +112,7 @@ pub fn render(
     let findings = crate::findings::compute(list, &facts);
     let mut families = measured::families(&facts);
     attach_figures(&mut families, &facts);
-    let modelled = modelled::modelled(list, &facts.fits);
+    let modelled = modelled::modelled(list, &facts.fits, &facts.imported);
     let mut ids = Ids::default();
     let mut files = Vec::new();
     let mut view = |t: &Table| ids.view(t, &mut files);

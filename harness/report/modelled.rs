@@ -20,7 +20,7 @@ pub struct Modelled {
 }
 
 /// Collects the modelled tables from `list` and the predicted-vs-measured checks.
-pub fn modelled(list: &[Manifest], fits: &[Fit]) -> Modelled {
+pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::ImportedRun]) -> Modelled {
     let mut out = Modelled::default();
     for m in list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok) {
         out.inputs.push(inputs_line(m));
@@ -30,7 +30,8 @@ pub fn modelled(list: &[Manifest], fits: &[Fit]) -> Modelled {
         }
     }
     out.predicted.extend(heldout(fits));
-    out.predicted.extend(predicted_vs_measured(list));
+    out.predicted.extend(imported_heldout(imported));
+    out.predicted.extend(predicted_vs_measured(&super::imported::labelled(list)));
     out
 }
 
@@ -99,6 +100,16 @@ fn heldout(fits: &[Fit]) -> Option<Table> {
             .collect(),
         provenance: vec!["α and β: least-squares fit to this machine's measured medians (Fitted link constants)".into()],
     })
+}
+
+/// The held-out check of the imported runs' fits, titled as imported.
+fn imported_heldout(imported: &[super::imported::ImportedRun]) -> Option<Table> {
+    let fits: Vec<Fit> = imported.iter().flat_map(|r| r.fits.iter().cloned()).collect();
+    let mut t = heldout(&fits)?;
+    t.id = "modelled-imported-fit-heldout".into();
+    t.title = "Fitted α-β model against held-out sizes of imported runs".into();
+    t.provenance = vec!["α and β: least-squares fit to the imported tools' times (Fitted link constants of imported runs); measured = the tool's time, not parlab's".into()];
+    Some(t)
 }
 
 /// The cost model's predictions joined with the measured runs they predict

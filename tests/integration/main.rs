@@ -8,6 +8,7 @@ mod decode;
 mod expert;
 mod findings;
 mod identity;
+mod import;
 mod launch;
 mod llama;
 mod manifest_io;

@@ -1,0 +1,82 @@
+//! `parlab import nccl-tests|osu FILE`: another tool's collective benchmarks as a manifest
+//! marked as imported, beside parlab's own runs.
+
+use super::Error;
+use crate::import::{import, ImportOptions};
+use crate::manifest::lock::StoreLock;
+use crate::manifest::provenance::ImportTool;
+use crate::manifest::Manifest;
+use std::path::{Path, PathBuf};
+
+/// The tool whose output a file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ToolArg {
+    /// nccl-tests: its `-J` JSON file or its printed table.
+    NcclTests,
+    /// OSU micro-benchmarks: its printed table.
+    Osu,
+}
+
+impl ToolArg {
+    fn tool(self) -> ImportTool {
+        match self {
+            ToolArg::NcclTests => ImportTool::NcclTests,
+            ToolArg::Osu => ImportTool::Osu,
+        }
+    }
+}
+
+/// `parlab import`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The tool that wrote FILE.
+    #[arg(value_enum)]
+    pub tool: ToolArg,
+    /// Its output file.
+    pub file: PathBuf,
+    /// Manifests folder (default: $PARLAB_MANIFESTS or manifests/).
+    #[arg(long, value_name = "DIR")]
+    pub manifests: Option<PathBuf>,
+    /// Ranks the tool ran with, where its output does not say (OSU's collectives); must agree
+    /// with the output where it does.
+    #[arg(long, value_name = "N")]
+    pub world: Option<u32>,
+    /// The command line the tool ran with, recorded where the file does not hold it.
+    #[arg(long, value_name = "TEXT")]
+    pub command: Option<String>,
+    /// If another controller holds the manifests folder, wait for it instead of exiting 2.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// Reads the file, then writes its manifest (replacing the one an earlier import of the same
+/// file wrote) while holding the manifests folder's lock; bad input exits 2 with nothing written.
+pub fn run(args: &ImportArgs) -> super::Result<i32> {
+    let dir = args.manifests.clone().unwrap_or_else(crate::manifest::manifests_dir);
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Usage(format!("{}: not a folder; --manifests names the folder the manifests are in", dir.display())));
+    }
+    let options = ImportOptions { world: args.world, command: args.command.clone() };
+    let manifest = import(args.tool.tool(), &args.file, &options).map_err(|e| Error::Usage(e.to_string()))?;
+    let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;
+    let replaced = Manifest::path_for(&dir, &manifest.run_id).exists();
+    let path = manifest.write(&dir)?;
+    eprintln!("parlab: {}", describe(&manifest, &path, replaced));
+    Ok(crate::exitcode::OK)
+}
+
+/// `imported all_reduce_perf (nccl-tests 2.19.6, NCCL 2.28.9): all-reduce, 27 sizes, world 8, link nccl -> PATH`.
+fn describe(m: &Manifest, path: &Path, replaced: bool) -> String {
+    let Some(i) = m.provenance.imported() else { return path.display().to_string() };
+    let rows = m.summary.as_ref().and_then(|s| s.collectives()).map_or(0, |c| c.rows.len());
+    let op = m.summary.as_ref().and_then(|s| s.collectives()).and_then(|c| c.rows.first()).map_or("-", |r| r.op.name());
+    format!(
+        "imported {} ({}): {op}, {rows} sizes, world {}, link {} -> {}{}; `parlab report` shows it under \"Imported collectives\"",
+        i.benchmark,
+        i.tool_line(),
+        m.layout.world,
+        m.plan.link,
+        path.display(),
+        if replaced { " (replaced the earlier import of the same file)" } else { "" }
+    )
+}

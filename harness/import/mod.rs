@@ -1,0 +1,514 @@
+//! `parlab import`: another tool's collective benchmarks (nccl-tests, OSU micro-benchmarks)
+//! read into a manifest of kind collectives, marked as imported.
+//!
+//! The readers (`nccl_tests`, `osu`) turn a file's text into a [`ToolRun`]: what the tool
+//! printed, in its own units and size convention. [`manifest_of`] turns that into rows in
+//! parlab's units (seconds, bytes in nccl-tests' size convention), the α–β fits of
+//! `collect::collectives::fit_of`, and a manifest whose run identity is a digest of the
+//! tool, the file's bytes and the world: the same file imports to the same manifest.
+
+pub mod nccl_tests;
+pub mod osu;
+
+use crate::collect::collectives::fit_of;
+use crate::collect::stats::Stats;
+use crate::manifest::provenance::{ImportFormat, ImportTool, Imported, ImportedDevice, Provenance};
+use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
+use crate::manifest::{machine::Fingerprint, Manifest, Origin, Status, SCHEMA};
+use crate::spec::plan::{Layout, RankShare, RunPlan, Workload};
+use crate::spec::schema::{CollectiveParams, Device, Launcher, Op, Requires, Strategy};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Why a file could not be imported: a user error (exit 2); nothing is written.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The file could not be read.
+    #[error("{0}")]
+    Read(#[from] crate::files::FileError),
+    /// A line of the file is not what the format says.
+    #[error("{file}:{line}: {message}")]
+    Line {
+        /// The file.
+        file: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// The file as a whole is not usable (no rows, an unknown benchmark, a missing world).
+    #[error("{file}: {message}")]
+    File {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+}
+
+/// What a reader found wrong, before the file's name is attached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// The 1-based line, where one line is at fault.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem at `line`.
+    pub fn at(line: usize, message: impl Into<String>) -> Self {
+        Problem { line: Some(line), message: message.into() }
+    }
+
+    /// A problem of the whole file.
+    pub fn file(message: impl Into<String>) -> Self {
+        Problem { line: None, message: message.into() }
+    }
+
+    fn in_file(self, file: &Path) -> ImportError {
+        match self.line {
+            Some(line) => ImportError::Line { file: file.to_path_buf(), line, message: self.message },
+            None => ImportError::File { file: file.to_path_buf(), message: self.message },
+        }
+    }
+}
+
+/// How a tool counts a message's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeConvention {
+    /// nccl-tests': the larger of a rank's send and receive buffers.
+    NcclTests,
+    /// Each rank's message to one peer (OSU's all-gather and all-to-all): world × it in
+    /// nccl-tests' convention.
+    PerPeer,
+}
+
+/// One message size as the tool reported it, in its units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizeResult {
+    /// Bytes, in the tool's [`SizeConvention`].
+    pub size_bytes: u64,
+    /// The out-of-place time (OSU: the one time), microseconds.
+    pub out_of_place_us: f64,
+    /// The in-place time, microseconds, where the tool timed one.
+    pub in_place_us: Option<f64>,
+    /// Wrong elements (nccl-tests' #wrong, out of place plus in place), or sizes OSU's
+    /// validation failed; 0 where unchecked.
+    pub wrong: u64,
+    /// The algorithm and bus bandwidths the tool printed for the out-of-place time, GB/s.
+    pub bandwidths: Option<(f64, f64)>,
+}
+
+/// A tool's run as its output states it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRun {
+    /// The tool.
+    pub tool: ImportTool,
+    /// Which of its formats.
+    pub format: ImportFormat,
+    /// The tool's version, where stated.
+    pub version: Option<String>,
+    /// The library's version, where stated.
+    pub library: Option<String>,
+    /// The benchmark binary.
+    pub benchmark: String,
+    /// The op it times.
+    pub op: Op,
+    /// How it counts bytes.
+    pub sizes_as: SizeConvention,
+    /// The command line, where the file holds it.
+    pub command: Option<String>,
+    /// The ranks it listed.
+    pub devices: Vec<ImportedDevice>,
+    /// Ranks, where the output implies them (nccl-tests: its device lines; osu_latency: 2).
+    pub world: Option<u32>,
+    /// Warm-up iterations, where stated.
+    pub warmup: Option<u32>,
+    /// Timed iterations, where stated.
+    pub iterations: Option<u32>,
+    /// Whether the tool checked its results.
+    pub checked: bool,
+    /// When it ran, where stated.
+    pub ran_at: Option<String>,
+    /// Every size in file order (a size repeats where the tool ran several cycles).
+    pub sizes: Vec<SizeResult>,
+}
+
+/// What the user adds on the command line to what the file says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImportOptions {
+    /// Ranks (`--world`): required where the output does not say (OSU collectives); must agree
+    /// where it does.
+    pub world: Option<u32>,
+    /// The command line the tool ran with (`--command`), where the file does not hold it.
+    pub command: Option<String>,
+}
+
+/// Reads `file` as `tool`'s output and returns its manifest (nothing is written).
+pub fn import(tool: ImportTool, file: &Path, options: &ImportOptions) -> Result<Manifest, ImportError> {
+    let text = crate::files::read_text(file, crate::files::MANIFEST_LIMIT)?;
+    let run = match tool {
+        ImportTool::NcclTests => nccl_tests::read(&text),
+        ImportTool::Osu => osu::read(&text),
+    }
+    .map_err(|p| p.in_file(file))?;
+    let world = world_of(&run, options).map_err(|p| p.in_file(file))?;
+    check_bus_factor(&run, world).map_err(|p| p.in_file(file))?;
+    Ok(manifest_of(run, world, file, &sha256_hex(text.as_bytes()), options.command.clone()))
+}
+
+/// sha256 of `bytes`, 64 hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The run's ranks: the output's, `--world`'s, and refused where they disagree or neither says.
+fn world_of(run: &ToolRun, options: &ImportOptions) -> Result<u32, Problem> {
+    match (run.world, options.world) {
+        (Some(a), Some(b)) if a != b => Err(Problem::file(format!(
+            "the output says {a} ranks ran {}, but --world says {b}; leave --world out or make it {a}",
+            run.benchmark
+        ))),
+        (_, Some(0)) => Err(Problem::file("--world 0: a run has at least 1 rank")),
+        (Some(w), _) | (None, Some(w)) => Ok(w),
+        (None, None) => {
+            Err(Problem::file(format!("{}'s output does not say how many ranks ran; pass --world N (the -np it ran with)", run.benchmark)))
+        }
+    }
+}
+
+/// Refuses a file whose busbw / algbw is not the op's bus factor at `world` (a wrong world, or
+/// a table of another op): checked where both bandwidths are at least 1 GB/s, within 2 %
+/// (the text format rounds to two decimals).
+fn check_bus_factor(run: &ToolRun, world: u32) -> Result<(), Problem> {
+    let factor = run.op.busbw_factor(world);
+    for s in &run.sizes {
+        let Some((alg, bus)) = s.bandwidths.filter(|(a, b)| *a >= 1.0 && *b >= 1.0) else { continue };
+        if ((bus / alg) - factor).abs() > 0.02 * factor {
+            return Err(Problem::file(format!(
+                "at {} bytes busbw / algbw = {bus} / {alg} = {:.3}, but {} over {world} ranks has bus factor {factor:.3}: the ranks are not {world}",
+                s.size_bytes,
+                bus / alg,
+                run.op.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The sizes in nccl-tests' convention, each with its out-of-place and in-place samples
+/// (seconds) and wrong count, in first-seen order.
+fn per_size(run: &ToolRun, world: u32) -> Vec<(u64, Vec<f64>, Vec<f64>, u64)> {
+    let mut out: Vec<(u64, Vec<f64>, Vec<f64>, u64)> = Vec::new();
+    for s in &run.sizes {
+        let size = match run.sizes_as {
+            SizeConvention::NcclTests => s.size_bytes,
+            SizeConvention::PerPeer => s.size_bytes * u64::from(world),
+        };
+        let at = match out.iter().position(|e| e.0 == size) {
+            Some(i) => i,
+            None => {
+                out.push((size, Vec::new(), Vec::new(), 0));
+                out.len() - 1
+            }
+        };
+        out[at].1.push(s.out_of_place_us * 1e-6);
+        out[at].2.extend(s.in_place_us.map(|t| t * 1e-6));
+        out[at].3 += s.wrong;
+    }
+    out
+}
+
+/// The imported rows: `op_time` and `time` are both the tool's out-of-place time (one sample
+/// per cycle the tool ran: its mean over timed iterations, averaged over ranks), `spread` has
+/// no samples (n = 0: the tools do not report it), `in_place_op_time` the in-place time.
+pub fn rows_of(run: &ToolRun, world: u32, link: &str) -> Vec<CollectiveRow> {
+    per_size(run, world)
+        .into_iter()
+        .filter_map(|(size, out_of_place, in_place, wrong)| {
+            let time = Stats::of(&out_of_place)?;
+            Some(CollectiveRow {
+                op: run.op,
+                size_bytes: size,
+                world,
+                link: link.to_string(),
+                time,
+                spread: Stats::default(),
+                op_time: Some(time),
+                in_place_op_time: Stats::of(&in_place),
+                wrong,
+            })
+        })
+        .collect()
+}
+
+/// The link name an imported run is shown under: `nccl` for nccl-tests, `mpi` for OSU.
+pub fn link_of(tool: ImportTool) -> &'static str {
+    match tool {
+        ImportTool::NcclTests => "nccl",
+        ImportTool::Osu => "mpi",
+    }
+}
+
+/// How an imported run's times were taken, as the summary says it.
+fn timing(tool: ImportTool) -> String {
+    match tool {
+        ImportTool::NcclTests => "imported from nccl-tests: per size, the tool's time (µs in its output) of `iters` calls back to back after warm-up, divided by the calls and averaged over ranks; op_time_s and time_s are both that out-of-place time, one sample per cycle the tool ran (not a distribution of iterations); in_place_op_time_s the in-place time; rank_spread_s not reported by the tool (n = 0); wrong = #wrong out of place plus in place",
+        ImportTool::Osu => "imported from OSU micro-benchmarks: per size, the tool's average latency (µs in its output) over its timed iterations, averaged over ranks (osu_latency: half the round trip); op_time_s and time_s are both that time, one sample; rank_spread_s not reported by the tool (n = 0); no in-place time",
+    }
+    .into()
+}
+
+/// The run identity of an import: the tool, the file's bytes and the world, under a tag no
+/// measured run's identity material has.
+pub fn run_id_of(tool: ImportTool, sha256: &str, world: u32) -> String {
+    crate::identity::digest(&json!({ "imported": { "tool": tool.name(), "file_sha256": sha256, "world": world } }))
+}
+
+/// The manifest of an imported run (status ok, kind collectives, provenance imported).
+pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command: Option<String>) -> Manifest {
+    let link = link_of(run.tool);
+    let rows = rows_of(&run, world, link);
+    let run_id = run_id_of(run.tool, sha256, world);
+    let plan = plan_of(&run, world, sha256, &run_id, &rows);
+    let fits = fit_of(run.op, world, &rows).into_iter().collect();
+    let summary = Summary::Collectives(Collectives {
+        rows,
+        fits,
+        timing: timing(run.tool),
+        fit_method: "costmodel::link::fit_collective on the imported out-of-place time per size".into(),
+    });
+    let mut hosts: Vec<String> = Vec::new();
+    for d in &run.devices {
+        if !hosts.contains(&d.host) {
+            hosts.push(d.host.clone());
+        }
+    }
+    let imported = Imported {
+        tool: run.tool,
+        version: run.version,
+        library: run.library,
+        benchmark: run.benchmark,
+        command: run.command.or(command),
+        devices: run.devices,
+        hosts,
+        warmup: run.warmup,
+        iterations: run.iterations,
+        checked: run.checked,
+        ran_at: run.ran_at,
+        file: file.to_path_buf(),
+        format: run.format,
+        sha256: sha256.to_string(),
+    };
+    let now = crate::manifest::now();
+    let mut m = Manifest::for_plan(&plan, Fingerprint::default(), &now);
+    m.schema = SCHEMA.into();
+    m.origins = vec![Origin::of(&plan)];
+    m.status = Status::Ok;
+    m.summary = Some(summary);
+    m.provenance = Provenance::Imported(Box::new(imported));
+    m
+}
+
+/// The plan an imported run is filed under: what ran as far as the output says (its ops,
+/// sizes and iterations; 0 iterations where it does not say), its link and world; no spec file.
+fn plan_of(run: &ToolRun, world: u32, sha256: &str, run_id: &str, rows: &[CollectiveRow]) -> RunPlan {
+    let layout = Layout {
+        strategy: Strategy::Data,
+        world,
+        head: None,
+        sequences: None,
+        overlap: None,
+        decode: None,
+        ranks: (0..world)
+            .map(|rank| RankShare {
+                rank,
+                heads: None,
+                ffn: None,
+                layers: None,
+                vocab: None,
+                experts: None,
+                tokens: None,
+                tokens_late: None,
+                kv_heads: None,
+            })
+            .collect(),
+    };
+    RunPlan {
+        experiment: format!("import-{}-{}", run.tool.name(), &sha256[..12]),
+        index: 0,
+        // No spec: the file read is the provenance's (a spec path would be read for claims).
+        spec_path: PathBuf::new(),
+        spec_sha256: sha256.to_string(),
+        run_id: run_id.to_string(),
+        answer_id: run_id.to_string(),
+        model: None,
+        link: link_of(run.tool).to_string(),
+        backend: link_of(run.tool).to_string(),
+        threads_per_rank: 1,
+        repetitions: 1,
+        warmup: run.warmup.unwrap_or(0),
+        launches: 1,
+        timeout_s: 0.0,
+        requires: Requires::default(),
+        device: if run.tool == ImportTool::NcclTests { Device::Cuda } else { Device::Cpu },
+        launcher: Launcher::Mpirun,
+        hostfile: None,
+        interface: None,
+        workload: Workload::Collectives(CollectiveParams {
+            ops: vec![run.op],
+            sizes: rows.iter().map(|r| r.size_bytes).collect(),
+            iterations: run.iterations.unwrap_or(0),
+        }),
+        layout,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import").join(name)
+    }
+
+    fn rows(m: &Manifest) -> &[CollectiveRow] {
+        &m.summary.as_ref().and_then(Summary::collectives).expect("a collectives summary").rows
+    }
+
+    #[test]
+    fn nccl_tests_json_becomes_rows_in_seconds_with_devices_hosts_and_a_fit() {
+        let m = import(ImportTool::NcclTests, &data("nccl_all_reduce_8gpu.json"), &ImportOptions::default()).unwrap();
+        let i = m.provenance.imported().unwrap();
+        assert_eq!((i.benchmark.as_str(), i.library.as_deref(), i.version.as_deref()), ("all_reduce_perf", Some("NCCL 2.28.9"), None));
+        assert_eq!(i.command.as_deref(), Some("./build/all_reduce_perf -b 8 -e 512M -f 4 -g 1 -c 1 -J ar.json"));
+        assert_eq!(
+            (i.devices.len(), i.hosts.clone(), i.warmup, i.iterations, i.checked),
+            (8, vec!["node-a".to_string(), "node-b".into()], Some(5), Some(20), true)
+        );
+        assert_eq!(i.devices[5].name, "NVIDIA H200 [0000:1a:00]");
+        let r = rows(&m);
+        assert_eq!((r.len(), r[0].size_bytes, r[13].size_bytes, m.layout.world, m.plan.link.as_str()), (14, 8, 512 << 20, 8, "nccl"));
+        // 22 µs out of place and 22.4 µs in place at 8 bytes, one sample each.
+        assert!((r[0].op_time.unwrap().median - 22.0e-6).abs() < 1e-12 && r[0].op_time.unwrap().n == 1);
+        assert!((r[0].in_place_op_time.unwrap().median - 22.4e-6).abs() < 1e-12);
+        assert_eq!((r[0].spread.n, r[0].wrong), (0, 0));
+        let fit = m.summary.as_ref().and_then(Summary::collectives).unwrap().fit(Op::AllReduce).expect("an all-reduce fit");
+        // The fixture's times are 22 µs + bytes / 180 GB/s: the intercept is 22 µs, and β the bus
+        // bandwidth 1.75 × 180 GB/s.
+        assert!((fit.line.intercept_s - 22.0e-6).abs() < 0.05e-6, "{fit:?}");
+        assert!((fit.beta_bps.unwrap() / 315e9 - 1.0).abs() < 0.01, "{fit:?}");
+    }
+
+    #[test]
+    fn nccl_tests_text_reads_the_header_the_rank_lines_and_both_timings() {
+        let m = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions::default()).unwrap();
+        let i = m.provenance.imported().unwrap();
+        assert_eq!(
+            (i.version.as_deref(), i.library.as_deref(), i.benchmark.as_str()),
+            (Some("2.19.6"), Some("NCCL 2.28.9"), "all_gather_perf")
+        );
+        assert_eq!((i.warmup, i.iterations, i.checked, i.format), (Some(5), Some(20), true, ImportFormat::Text));
+        assert_eq!(i.devices[1], ImportedDevice { rank: 1, host: "gpu-01".into(), device: 1, name: "NVIDIA H200 [0000:3b:00]".into() });
+        let r = rows(&m);
+        assert_eq!((r.len(), r[0].op, r[0].size_bytes, r[8].size_bytes), (9, Op::AllGather, 1024, 64 << 20));
+        assert!((r[8].op_time.unwrap().median - 232.70e-6).abs() < 1e-12);
+        assert!((r[8].in_place_op_time.unwrap().median - 233.00e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_same_file_gives_the_same_identity_and_another_world_another() {
+        let a = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions::default()).unwrap();
+        let b = import(ImportTool::NcclTests, &data("nccl_all_gather_2gpu.txt"), &ImportOptions { world: Some(2), command: None }).unwrap();
+        assert_eq!(a.run_id, b.run_id);
+        let osu =
+            |w| import(ImportTool::Osu, &data("osu_allreduce_4rank.txt"), &ImportOptions { world: Some(w), command: None }).unwrap().run_id;
+        assert_ne!(osu(4), osu(8));
+        assert_eq!(a.run_id, run_id_of(ImportTool::NcclTests, &sha256_hex(&std::fs::read(data("nccl_all_gather_2gpu.txt")).unwrap()), 2));
+    }
+
+    #[test]
+    fn osu_reads_the_test_from_its_header_and_counts_all_gather_bytes_as_nccl_tests_does() {
+        let ar = import(
+            ImportTool::Osu,
+            &data("osu_allreduce_4rank.txt"),
+            &ImportOptions { world: Some(4), command: Some("mpirun -np 4 osu_allreduce -f".into()) },
+        )
+        .unwrap();
+        let i = ar.provenance.imported().unwrap();
+        assert_eq!(
+            (i.benchmark.as_str(), i.version.as_deref(), i.command.as_deref()),
+            ("osu_allreduce", Some("v7.3"), Some("mpirun -np 4 osu_allreduce -f"))
+        );
+        let r = rows(&ar);
+        assert_eq!((r[0].op, r[0].size_bytes, r[0].link.as_str(), r[0].in_place_op_time), (Op::AllReduce, 4, "mpi", None));
+        assert!((r[0].fit_time() - 3.0e-6).abs() < 1e-12);
+        let ag = import(ImportTool::Osu, &data("osu_allgather_4rank.txt"), &ImportOptions { world: Some(4), command: None }).unwrap();
+        // OSU's 1-byte all-gather is 4 bytes gathered on each of 4 ranks.
+        assert_eq!(rows(&ag).iter().map(|r| r.size_bytes).take(3).collect::<Vec<_>>(), vec![4, 8, 16]);
+        let lat = import(ImportTool::Osu, &data("osu_latency.txt"), &ImportOptions::default()).unwrap();
+        assert_eq!((rows(&lat)[0].op, lat.layout.world, rows(&lat)[0].size_bytes), (Op::PingPong, 2, 0));
+    }
+
+    fn text_problem(tool: ImportTool, text: &str, world: Option<u32>) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out.txt");
+        std::fs::write(&file, text).unwrap();
+        import(tool, &file, &ImportOptions { world, command: None }).unwrap_err().to_string()
+    }
+
+    const NCCL_HEAD: &str = "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809\n# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid  1 on h device  0 [0000:19:00] NVIDIA H200\n#  Rank  1 Group  0 Pid  2 on h device  1 [0000:3b:00] NVIDIA H200\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
+
+    #[test]
+    fn bad_input_names_the_file_and_the_line() {
+        let e = text_problem(ImportTool::NcclTests, "{\"version\": 3, \"args\": [\n", None);
+        assert!(e.contains("out.txt:2: not JSON"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, "{\"version\": 2, \"results\": []}", None);
+        assert!(e.contains("not nccl-tests' JSON format 3 (format version 2)"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, "hello\nworld\n", None);
+        assert!(e.contains("out.txt: not nccl-tests' output"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, NCCL_HEAD, None);
+        assert!(e.contains("no rows"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0   0.11\n"), None);
+        assert!(e.contains("out.txt:6: expected `size count type redop root`"), "{e}");
+        let e = text_problem(
+            ImportTool::NcclTests,
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   abc 0.11 0.11 0 9.0 0.11 0.11 0\n"),
+            None,
+        );
+        assert!(e.contains("out.txt:6: out-of-place time (µs) `abc` is not a number"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, &NCCL_HEAD.replace("all_reduce_perf", "hypercube_perf"), None);
+        assert!(e.contains("out.txt:2: unknown op: benchmark `hypercube_perf`"), "{e}");
+        let e = text_problem(
+            ImportTool::NcclTests,
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n"),
+            Some(4),
+        );
+        assert!(e.contains("the output says 2 ranks ran all_reduce_perf, but --world says 4"), "{e}");
+        let e = text_problem(ImportTool::Osu, "# OSU MPI Barrier Latency Test v7.3\n# Avg Latency(us)\n", None);
+        assert!(e.contains("out.txt:1: unknown op: `Barrier Latency Test`"), "{e}");
+        let e = text_problem(ImportTool::Osu, "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n4  1.5\n", None);
+        assert!(e.contains("does not say how many ranks ran; pass --world N"), "{e}");
+        let e = text_problem(ImportTool::Osu, "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n4  -1.5\n", Some(2));
+        assert!(e.contains("out.txt:3: latency `-1.5` is not a positive number"), "{e}");
+    }
+
+    #[test]
+    fn a_bus_bandwidth_that_disagrees_with_the_world_is_refused() {
+        // busbw = algbw × 2(p−1)/p: 1.5 at 4 ranks, not 1.0 (2 ranks).
+        let row = "     1048576   262144   float   sum   -1   100.0  10.49  15.73  0  100.0  10.49  15.73  0\n";
+        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}{row}"), None);
+        assert!(e.contains("all-reduce over 2 ranks has bus factor 1.000"), "{e}");
+        let several = format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n        1024   512   half   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n");
+        let e = text_problem(ImportTool::NcclTests, &several, None);
+        assert!(e.contains("out.txt:7: results of 2 data type / reduction pairs (float sum, half sum)"), "{e}");
+    }
+
+    #[test]
+    fn nccl_version_codes_read_as_versions() {
+        assert_eq!(nccl_tests::nccl_version(22809), "NCCL 2.28.9");
+        assert_eq!(nccl_tests::nccl_version(2804), "NCCL 2.8.4");
+    }
+}

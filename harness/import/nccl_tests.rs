@@ -1,0 +1,360 @@
+//! nccl-tests' output: its `-J` JSON file (format version 3) and the table it prints.
+//!
+//! JSON: `version` (3), `args` (the command line, the binary first), `nccl_version`
+//! (`22809` = 2.28.9), `start_time`, `config` (`warmup_iters`, `iterations`, `validation`,
+//! `devices[]` with `rank`, `hostname`, `device`, `device_hex`, `device_info`), `results[]`
+//! with `size`, `count`, `type`, `redop`, `root`, `out_of_place` and `in_place`, each
+//! `{time, alg_bw, bus_bw, nwrong}` (`cpu_time` with `-C`; `nwrong` null without `-c`).
+//!
+//! Text: `#` lines naming the version (`# nccl-tests version 2.19.6 nccl-headers=22809
+//! nccl-library=22809`), the binary (`# Collective test starting: all_reduce_perf`), the
+//! options (`# nThread 1 nGpus 1 minBytes 8 ... warmup iters: 5 iters: 20 ... validation: 1`)
+//! and each rank (`#  Rank  0 Group  0 Pid 1234 on host1 device  0 [0000:19:00] NVIDIA
+//! H200`), then one row per size: `size count type redop root` and `time algbw busbw #wrong`
+//! out of place then in place (with `-I 1` four per-iteration columns after each), time in
+//! µs, bandwidths in GB/s (1e9 bytes/s), `#wrong` `N/A` without `-c`.
+
+use super::{Problem, SizeConvention, SizeResult, ToolRun};
+use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
+use crate::spec::schema::Op;
+use serde_json::Value;
+
+/// The JSON format version this reader knows.
+pub const JSON_FORMAT: u64 = 3;
+
+/// The nccl-tests binaries parlab reads, and the op each times.
+pub const BENCHMARKS: [(&str, Op); 6] = [
+    ("all_reduce_perf", Op::AllReduce),
+    ("all_gather_perf", Op::AllGather),
+    ("reduce_scatter_perf", Op::ReduceScatter),
+    ("alltoall_perf", Op::AllToAll),
+    ("broadcast_perf", Op::Broadcast),
+    ("sendrecv_perf", Op::PingPong),
+];
+
+/// Reads nccl-tests' output: JSON when it starts with `{`, else the printed table.
+pub fn read(text: &str) -> Result<ToolRun, Problem> {
+    if text.trim_start().starts_with('{') {
+        read_json(text)
+    } else {
+        read_text(text)
+    }
+}
+
+/// The op of the binary `path` names (a path or a bare name).
+fn op_of(path: &str) -> Result<(String, Op), String> {
+    let name = path.rsplit('/').next().unwrap_or(path).to_string();
+    match BENCHMARKS.iter().find(|(b, _)| *b == name) {
+        Some((_, op)) => Ok((name, *op)),
+        None => Err(format!(
+            "unknown op: benchmark `{name}` is not one parlab reads ({})",
+            BENCHMARKS.iter().map(|(b, _)| *b).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// `22809` as `NCCL 2.28.9` (codes before 2.9 were major·1000 + minor·100 + patch).
+pub fn nccl_version(code: u64) -> String {
+    let (major, minor, patch) =
+        if code >= 20900 { (code / 10000, code % 10000 / 100, code % 100) } else { (code / 1000, code % 1000 / 100, code % 100) };
+    format!("NCCL {major}.{minor}.{patch}")
+}
+
+/// Reads the `-J` JSON file.
+pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
+    let v: Value = serde_json::from_str(text).map_err(|e| Problem::at(e.line().max(1), format!("not JSON: {e}")))?;
+    let format = v.get("version").and_then(Value::as_u64);
+    if format != Some(JSON_FORMAT) {
+        let said = format.map_or("no `version` key".to_string(), |f| format!("format version {f}"));
+        return Err(Problem::file(format!("not nccl-tests' JSON format {JSON_FORMAT} ({said})")));
+    }
+    let args: Vec<String> = v
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let binary = args.first().ok_or_else(|| Problem::file("its `args` are empty: the binary (all_reduce_perf, ...) names the op"))?;
+    let (benchmark, op) = op_of(binary).map_err(Problem::file)?;
+    let config = v.get("config").cloned().unwrap_or(Value::Null);
+    let devices = json_devices(&config)?;
+    let results = v.get("results").and_then(Value::as_array).ok_or_else(|| Problem::file("no `results` list"))?;
+    let sizes = results.iter().enumerate().map(|(i, r)| json_result(i, r)).collect::<Result<Vec<_>, _>>()?;
+    one_type_and_redop(results.iter().map(|r| (str_of(r, "type"), str_of(r, "redop"))))?;
+    if sizes.is_empty() {
+        return Err(Problem::file("no rows: `results` is empty"));
+    }
+    let nwrong_known = results.iter().all(|r| r.get("out_of_place").and_then(|o| o.get("nwrong")).is_some_and(Value::is_number));
+    Ok(ToolRun {
+        tool: ImportTool::NcclTests,
+        format: ImportFormat::Json,
+        version: None,
+        library: v.get("nccl_version").and_then(Value::as_u64).map(nccl_version),
+        benchmark,
+        op,
+        sizes_as: SizeConvention::NcclTests,
+        command: Some(shell_join(&args)),
+        world: (!devices.is_empty()).then_some(devices.len() as u32),
+        devices,
+        warmup: config.get("warmup_iters").and_then(Value::as_u64).map(|n| n as u32),
+        iterations: config.get("iterations").and_then(Value::as_u64).map(|n| n as u32),
+        checked: config.get("validation").and_then(Value::as_u64).is_some_and(|c| c != 0) && nwrong_known,
+        ran_at: v.get("start_time").and_then(Value::as_str).map(str::to_string),
+        sizes,
+    })
+}
+
+fn str_of(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").trim().to_string()
+}
+
+fn json_devices(config: &Value) -> Result<Vec<ImportedDevice>, Problem> {
+    let Some(list) = config.get("devices").and_then(Value::as_array) else { return Ok(Vec::new()) };
+    list.iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let num = |k: &str| d.get(k).and_then(Value::as_u64).map(|n| n as u32);
+            let (Some(rank), Some(device)) = (num("rank"), num("device")) else {
+                return Err(Problem::file(format!("config.devices[{i}]: needs integer `rank` and `device`")));
+            };
+            let host = d.get("hostname").or_else(|| d.get("host")).and_then(Value::as_str).unwrap_or("").to_string();
+            let name = match (str_of(d, "device_info"), str_of(d, "device_hex")) {
+                (info, hex) if hex.is_empty() => info,
+                (info, hex) => format!("{info} [{hex}]"),
+            };
+            Ok(ImportedDevice { rank, host, device, name })
+        })
+        .collect()
+}
+
+/// One `results[i]`: its size and both timings.
+fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
+    let at = |msg: &str| Problem::file(format!("results[{i}]: {msg}"));
+    let size = r.get("size").and_then(Value::as_u64).ok_or_else(|| at("needs an integer `size` (bytes)"))?;
+    let out = r.get("out_of_place").filter(|o| !o.is_null()).ok_or_else(|| at("has no `out_of_place` timing"))?;
+    let (out_us, out_wrong, bandwidths) = json_timing(out).map_err(|m| at(&format!("out_of_place: {m}")))?;
+    let (in_us, in_wrong) = match r.get("in_place").filter(|o| !o.is_null()) {
+        Some(ip) => {
+            let (t, w, _) = json_timing(ip).map_err(|m| at(&format!("in_place: {m}")))?;
+            (Some(t), w)
+        }
+        None => (None, 0),
+    };
+    Ok(SizeResult {
+        size_bytes: size,
+        out_of_place_us: out_us,
+        in_place_us: in_us,
+        wrong: out_wrong + in_wrong,
+        bandwidths: Some(bandwidths),
+    })
+}
+
+/// `{time | cpu_time, alg_bw, bus_bw, nwrong}`: µs, wrong elements (0 when null), (algbw, busbw).
+fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), String> {
+    let time = t.get("time").or_else(|| t.get("cpu_time")).ok_or("no `time`")?;
+    let us = time.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| format!("`time` {time} is not a positive number of µs"))?;
+    let bw = |k: &str| t.get(k).and_then(Value::as_f64).ok_or(format!("no numeric `{k}`"));
+    let wrong = match t.get("nwrong") {
+        Some(Value::Number(n)) => n.as_f64().filter(|w| *w >= 0.0).ok_or(format!("`nwrong` {n} is not a count"))? as u64,
+        _ => 0,
+    };
+    Ok((us, wrong, (bw("alg_bw")?, bw("bus_bw")?)))
+}
+
+/// Refuses results of several data types or reduction ops (`-d all`, `-o all`): each would be
+/// a curve of its own, and a collectives row has none of them.
+fn one_type_and_redop(pairs: impl Iterator<Item = (String, String)>) -> Result<(), Problem> {
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for p in pairs {
+        if !seen.contains(&p) {
+            seen.push(p);
+        }
+    }
+    if seen.len() > 1 {
+        let list: Vec<String> = seen.iter().map(|(t, o)| format!("{t} {o}")).collect();
+        return Err(Problem::file(format!(
+            "results of {} data type / reduction pairs ({}); import a run of one (`-d TYPE -o OP`)",
+            seen.len(),
+            list.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The command line as one string, arguments with spaces quoted.
+fn shell_join(args: &[String]) -> String {
+    args.iter()
+        .map(|a| if a.contains(char::is_whitespace) || a.is_empty() { format!("'{a}'") } else { a.clone() })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What the `#` lines of the printed output said.
+#[derive(Default)]
+struct Header {
+    version: Option<String>,
+    library: Option<String>,
+    benchmark: Option<(String, Op)>,
+    warmup: Option<u32>,
+    iterations: Option<u32>,
+    validation: Option<bool>,
+    per_iteration: bool,
+    devices: Vec<ImportedDevice>,
+    table: bool,
+    type_redop: Vec<(String, String)>,
+}
+
+/// Reads the table nccl-tests prints.
+pub fn read_text(text: &str) -> Result<ToolRun, Problem> {
+    let mut h = Header::default();
+    let mut sizes = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let trimmed = line.trim();
+        if let Some(rest) = trimmed.strip_prefix('#') {
+            header_line(&mut h, rest.trim(), n)?;
+        } else if trimmed.starts_with(|c: char| c.is_ascii_digit()) {
+            if h.benchmark.is_none() {
+                return Err(Problem::at(n, "a result row before `# Collective test starting: BINARY`, which names the op: not nccl-tests' output, or the header was cut off"));
+            }
+            sizes.push(text_row(&mut h, trimmed, n)?);
+        }
+        // Other lines (NCCL's INFO and WARN logging, mpirun's messages) are not nccl-tests' table.
+    }
+    let Some((benchmark, op)) = h.benchmark else {
+        return Err(Problem::file("not nccl-tests' output: no `# Collective test starting: BINARY` line"));
+    };
+    if sizes.is_empty() {
+        return Err(Problem::file(format!("no rows: {benchmark}'s output holds no result row")));
+    }
+    let all_checked = sizes.iter().all(|(_, checked)| *checked);
+    Ok(ToolRun {
+        tool: ImportTool::NcclTests,
+        format: ImportFormat::Text,
+        version: h.version,
+        library: h.library,
+        benchmark,
+        op,
+        sizes_as: SizeConvention::NcclTests,
+        command: None,
+        world: (!h.devices.is_empty()).then_some(h.devices.len() as u32),
+        devices: h.devices,
+        warmup: h.warmup,
+        iterations: h.iterations,
+        checked: h.validation.unwrap_or(false) && all_checked,
+        ran_at: None,
+        sizes: sizes.into_iter().map(|(s, _)| s).collect(),
+    })
+}
+
+fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
+    if let Some(v) = rest.strip_prefix("nccl-tests version") {
+        let mut words = v.split_whitespace();
+        h.version = words.next().map(str::to_string);
+        h.library = words.find_map(|w| w.strip_prefix("nccl-library=")).and_then(|c| c.parse().ok()).map(nccl_version);
+    } else if let Some(b) = rest.strip_prefix("Collective test starting:") {
+        h.benchmark = Some(op_of(b.trim()).map_err(|m| Problem::at(n, m))?);
+    } else if rest.starts_with("nThread") {
+        h.warmup = option_value(rest, Some("warmup"), "iters:");
+        h.iterations = option_value(rest, None, "iters:");
+        h.validation = option_value(rest, None, "validation:").map(|v| v != 0);
+    } else if rest.starts_with("Per-Iteration Report") {
+        h.per_iteration = true;
+    } else if rest.starts_with("Rank") {
+        h.devices.push(
+            device_line(rest).ok_or_else(|| {
+                Problem::at(n, "a rank line not in nccl-tests' form `#  Rank R Group G Pid P on HOST device D [PCI] NAME`")
+            })?,
+        );
+    } else if rest.starts_with("size") && rest.contains("count") {
+        h.table = true;
+    }
+    Ok(())
+}
+
+/// The number after the word `key` in the options line, where the word before it is
+/// `qualifier` (`warmup iters: 5`), or, with None, is no word of its own (`iters: 20`, not
+/// `agg iters: 1`).
+fn option_value(text: &str, qualifier: Option<&str>, key: &str) -> Option<u32> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    (1..words.len().saturating_sub(1))
+        .find(|&i| {
+            words[i] == key
+                && match qualifier {
+                    Some(q) => words[i - 1] == q,
+                    None => !matches!(words[i - 1], "warmup" | "agg"),
+                }
+        })
+        .and_then(|i| words[i + 1].parse().ok())
+}
+
+/// `Rank  0 Group  0 Pid  1234 on host1 device  0 [0000:19:00] NVIDIA H200`.
+fn device_line(rest: &str) -> Option<ImportedDevice> {
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let after = |key: &str| words.iter().position(|w| *w == key).and_then(|p| words.get(p + 1)).copied();
+    let rank = after("Rank")?.parse().ok()?;
+    let host = after("on")?.to_string();
+    let device = after("device")?.parse().ok()?;
+    // `[0000:19:00] NVIDIA H200` is kept as the JSON's `device_info [device_hex]`: `NVIDIA H200 [0000:19:00]`.
+    let pci_at = words.iter().position(|w| *w == "device")? + 2;
+    let (pci, name) = match words.get(pci_at) {
+        Some(w) if w.starts_with('[') => (Some(*w), words.get(pci_at + 1..).unwrap_or_default().join(" ")),
+        _ => (None, words.get(pci_at..).unwrap_or_default().join(" ")),
+    };
+    let name = pci.map_or(name.clone(), |p| format!("{name} {p}"));
+    Some(ImportedDevice { rank, host, device, name })
+}
+
+/// One result row, and whether its `#wrong` columns were counted (not `N/A`).
+fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), Problem> {
+    if !h.table {
+        return Err(Problem::at(n, "a result row before the `# size count type redop root time algbw busbw #wrong ...` header"));
+    }
+    let w: Vec<&str> = row.split_whitespace().collect();
+    let group = if h.per_iteration { 8 } else { 4 };
+    if w.len() < 5 + 2 * group {
+        return Err(Problem::at(
+            n,
+            format!(
+                "expected `size count type redop root` and {} columns out of place and in place, found {} columns: `{row}`",
+                group,
+                w.len()
+            ),
+        ));
+    }
+    let size: u64 = w[0].parse().map_err(|_| Problem::at(n, format!("size `{}` is not a byte count", w[0])))?;
+    let pair = (w[2].to_string(), w[3].to_string());
+    if !h.type_redop.contains(&pair) {
+        h.type_redop.push(pair);
+        one_type_and_redop(h.type_redop.iter().cloned()).map_err(|p| Problem::at(n, p.message))?;
+    }
+    let (out_us, alg, bus, out_wrong) = text_timing(&w[5..5 + 4], n, "out-of-place")?;
+    let (in_us, _, _, in_wrong) = text_timing(&w[5 + group..5 + group + 4], n, "in-place")?;
+    let checked = out_wrong.is_some() && in_wrong.is_some();
+    let result = SizeResult {
+        size_bytes: size,
+        out_of_place_us: out_us,
+        in_place_us: Some(in_us),
+        wrong: out_wrong.unwrap_or(0) + in_wrong.unwrap_or(0),
+        bandwidths: Some((alg, bus)),
+    };
+    Ok((result, checked))
+}
+
+/// `time algbw busbw #wrong`: µs, GB/s, GB/s, count (None for `N/A`).
+fn text_timing(w: &[&str], n: usize, which: &str) -> Result<(f64, f64, f64, Option<u64>), Problem> {
+    let num = |s: &str, what: &str| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| Problem::at(n, format!("{which} {what} `{s}` is not a number")))
+    };
+    let time = num(w[0], "time (µs)")?;
+    if time <= 0.0 {
+        return Err(Problem::at(n, format!("{which} time `{}` µs is not positive", w[0])));
+    }
+    let wrong = match w[3] {
+        "N/A" => None,
+        s => Some(num(s, "#wrong")? as u64),
+    };
+    Ok((time, num(w[1], "algbw (GB/s)")?, num(w[2], "busbw (GB/s)")?, wrong))
+}

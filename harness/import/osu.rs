@@ -1,0 +1,121 @@
+//! OSU micro-benchmarks' printed output: a header `# OSU MPI Allreduce Latency Test v7.3`
+//! (`MPI-CUDA` and the like for device buffers), optionally `# Datatype: MPI_CHAR.`, then
+//! `# Size  Avg Latency(us)` (`# Size  Latency (us)` for osu_latency; more columns with `-f`:
+//! min, max, iterations; a `Validation` column with `-c`) and one row per size: bytes, then µs.
+//!
+//! Which benchmark it is comes from the header line. OSU's all-gather and all-to-all sizes
+//! are each rank's message to one peer (nccl-tests counts world × that); its other sizes are
+//! nccl-tests' already. The output does not say how many ranks ran (osu_latency: always 2).
+
+use super::{Problem, SizeConvention, SizeResult, ToolRun};
+use crate::manifest::provenance::{ImportFormat, ImportTool};
+use crate::spec::schema::Op;
+
+/// The OSU tests parlab reads: the test's name in the header, its binary, its op and how it
+/// counts bytes.
+pub const BENCHMARKS: [(&str, &str, Op, SizeConvention); 7] = [
+    ("Allreduce Latency Test", "osu_allreduce", Op::AllReduce, SizeConvention::NcclTests),
+    ("Allgather Latency Test", "osu_allgather", Op::AllGather, SizeConvention::PerPeer),
+    ("Reduce_scatter Latency Test", "osu_reduce_scatter", Op::ReduceScatter, SizeConvention::NcclTests),
+    ("All-to-All Personalized Exchange Latency Test", "osu_alltoall", Op::AllToAll, SizeConvention::PerPeer),
+    ("Alltoall Latency Test", "osu_alltoall", Op::AllToAll, SizeConvention::PerPeer),
+    ("Broadcast Latency Test", "osu_bcast", Op::Broadcast, SizeConvention::NcclTests),
+    ("Latency Test", "osu_latency", Op::PingPong, SizeConvention::NcclTests),
+];
+
+/// What the `#` lines said.
+#[derive(Default)]
+struct Header {
+    benchmark: Option<(&'static str, Op, SizeConvention)>,
+    version: Option<String>,
+    table: bool,
+    datatypes: u32,
+    validation: bool,
+}
+
+/// Reads an OSU benchmark's printed output.
+pub fn read(text: &str) -> Result<ToolRun, Problem> {
+    let mut h = Header::default();
+    let mut sizes = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let trimmed = line.trim();
+        if let Some(rest) = trimmed.strip_prefix('#') {
+            header_line(&mut h, rest.trim(), n)?;
+        } else if trimmed.starts_with(|c: char| c.is_ascii_digit()) {
+            if !h.table {
+                return Err(Problem::at(n, "a result row before the `# OSU MPI ... Test vX.Y` and `# Size ...` header lines"));
+            }
+            sizes.push(row(&h, trimmed, n)?);
+        }
+    }
+    let Some((benchmark, op, sizes_as)) = h.benchmark else {
+        return Err(Problem::file("not OSU micro-benchmarks' output: no `# OSU MPI ... Test vX.Y` line"));
+    };
+    if sizes.is_empty() {
+        return Err(Problem::file(format!("no rows: {benchmark}'s output holds no result row")));
+    }
+    Ok(ToolRun {
+        tool: ImportTool::Osu,
+        format: ImportFormat::Text,
+        version: h.version,
+        library: None,
+        benchmark: benchmark.to_string(),
+        op,
+        sizes_as,
+        command: None,
+        devices: Vec::new(),
+        world: (op == Op::PingPong).then_some(2),
+        warmup: None,
+        iterations: None,
+        checked: h.validation,
+        ran_at: None,
+        sizes,
+    })
+}
+
+fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
+    if let Some(title) = rest.strip_prefix("OSU ") {
+        if h.benchmark.is_some() {
+            return Err(Problem::at(n, "a second `# OSU ...` header: import one benchmark's output per file"));
+        }
+        let (name, version) =
+            title.rsplit_once(" v").ok_or_else(|| Problem::at(n, format!("`# {rest}`: expected `# OSU MPI <test> Test vX.Y`")))?;
+        // `MPI`, `MPI-CUDA`, `MPI-ROCM`, ...: the word before the test's name.
+        let test = name.split_once(' ').map_or("", |(_, t)| t.trim());
+        let known = BENCHMARKS.iter().find(|(t, ..)| *t == test).ok_or_else(|| {
+            let names: Vec<&str> = BENCHMARKS.iter().map(|(_, b, ..)| *b).collect();
+            Problem::at(n, format!("unknown op: `{test}` is not a test parlab reads ({})", names.join(", ")))
+        })?;
+        h.benchmark = Some((known.1, known.2, known.3));
+        h.version = Some(format!("v{}", version.trim()));
+    } else if rest.starts_with("Datatype:") {
+        h.datatypes += 1;
+        if h.datatypes > 1 {
+            return Err(Problem::at(n, "a second `# Datatype:` table: import a run of one data type (`-T`)"));
+        }
+    } else if rest.starts_with("Size") {
+        if !rest.contains("Latency") || !rest.contains("(us)") {
+            return Err(Problem::at(n, format!("`# {rest}`: expected a latency column in µs (`Avg Latency(us)` or `Latency (us)`)")));
+        }
+        h.table = true;
+        h.validation = rest.contains("Validation");
+    }
+    Ok(())
+}
+
+/// `size latency [min max iterations] [Pass|Fail]`.
+fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
+    let w: Vec<&str> = row.split_whitespace().collect();
+    if w.len() < 2 {
+        return Err(Problem::at(n, format!("expected `size latency(us)`, found `{row}`")));
+    }
+    let size: u64 = w[0].parse().map_err(|_| Problem::at(n, format!("size `{}` is not a byte count", w[0])))?;
+    let us: f64 = w[1]
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x > 0.0)
+        .ok_or_else(|| Problem::at(n, format!("latency `{}` is not a positive number of µs", w[1])))?;
+    let failed = h.validation && w.last().is_some_and(|v| v.eq_ignore_ascii_case("fail"));
+    Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None })
+}

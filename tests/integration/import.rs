@@ -1,0 +1,120 @@
+//! `parlab import`: nccl-tests' and OSU's output read in with the built binary, then the
+//! register rendered beside parlab's own runs, imported figures titled and labelled as such;
+//! bad input exits 2 with nothing written.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import").join(name)
+}
+
+fn parlab(args: &[&str], manifests: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_parlab")).args(args).arg("--manifests").arg(manifests).output().unwrap()
+}
+
+fn import(args: &[&str], manifests: &Path) -> Output {
+    let mut all = vec!["import"];
+    all.extend_from_slice(args);
+    parlab(&all, manifests)
+}
+
+fn manifests_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_or_else(|_| Vec::new(), |d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect());
+    v.sort();
+    v
+}
+
+/// The text of the `### title` section of `markdown` up to the next `###` or `##` heading.
+fn family<'a>(markdown: &'a str, title: &str) -> &'a str {
+    let start = markdown.find(&format!("### {title}")).unwrap_or_else(|| panic!("no family {title}"));
+    let rest = &markdown[start + 4..];
+    let end = rest.find("\n### ").or_else(|| rest.find("\n## ")).unwrap_or(rest.len());
+    &rest[..end]
+}
+
+#[test]
+fn imported_runs_sit_beside_measured_ones_titled_and_labelled_as_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    std::fs::create_dir_all(&store).unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests");
+    for f in manifests_in(&fixtures) {
+        std::fs::copy(&f, store.join(f.file_name().unwrap())).unwrap();
+    }
+    let before = manifests_in(&store).len();
+    let json = data("nccl_all_reduce_8gpu.json");
+    for args in [
+        vec!["nccl-tests", json.to_str().unwrap()],
+        vec![
+            "nccl-tests",
+            data("nccl_all_gather_2gpu.txt").to_str().unwrap(),
+            "--command",
+            "mpirun -np 2 all_gather_perf -b 1K -e 64M -f 4",
+        ],
+        vec!["osu", data("osu_allreduce_4rank.txt").to_str().unwrap(), "--world", "4"],
+    ] {
+        let out = import(&args, &store);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(manifests_in(&store).len(), before + 3);
+    // Importing the same file again replaces its manifest.
+    let again = import(&["nccl-tests", json.to_str().unwrap()], &store);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("replaced the earlier import"), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(manifests_in(&store).len(), before + 3);
+
+    let out_dir = dir.path().join("reports");
+    let report =
+        Command::new(env!("CARGO_BIN_EXE_parlab")).args(["report", "--manifests"]).arg(&store).arg("--out").arg(&out_dir).output().unwrap();
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    let md = std::fs::read_to_string(out_dir.join("evidence.md")).unwrap();
+    assert!(md.contains("measured, 3 imported from other tools"), "header counts imports apart");
+    let imported = family(&md, "Imported collectives");
+    assert!(imported.contains("#### all-reduce: imported from all_reduce_perf (nccl-tests (version not stated in its output), NCCL 2.28.9), command `./build/all_reduce_perf -b 8 -e 512M -f 4 -g 1 -c 1 -J ar.json`"), "{imported}");
+    assert!(imported.contains("#### all-gather: imported from all_gather_perf (nccl-tests 2.19.6, NCCL 2.28.9), command `mpirun -np 2 all_gather_perf -b 1K -e 64M -f 4`"), "{imported}");
+    assert!(imported.contains("#### all-reduce: imported from osu_allreduce (osu v7.3), command not recorded"), "{imported}");
+    assert!(imported.contains("8 ranks on 2 hosts (node-a, node-b)"), "{imported}");
+    assert!(
+        imported.contains("| 8 | nccl | 512.0 MiB | 3.00 ms | 3.01 ms |"),
+        "the out-of-place and in-place times of the largest size: {imported}"
+    );
+    assert!(imported.contains("| imported: nccl-tests |") && imported.contains("| unchecked | imported: osu |"), "{imported}");
+    assert!(imported.contains("Fitted link constants of imported runs"), "{imported}");
+    // parlab's own collectives family holds none of the imported rows or links.
+    let measured = family(&md, "Collectives");
+    assert!(!measured.contains("imported") && !measured.contains("| nccl |"), "{measured}");
+    // MODELLED sets each imported run's fit against its own sizes under a link that says so.
+    assert!(md.contains("| all-gather | nccl (imported: nccl-tests) | 2 | 4.0 MiB |"), "MODELLED labels imported links");
+    assert!(md.contains("all-gather over nccl (imported: nccl-tests): fitted on 6 sizes up to 1.0 MiB at 2 ranks"), "its fit's provenance");
+    assert!(md.contains("Fitted α-β model against held-out sizes of imported runs"));
+    assert!(md.contains("3 collectives runs were imported from other tools' output, not measured by parlab"), "the caveat");
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_file_and_line_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let bad = dir.path().join("truncated.json");
+    std::fs::write(&bad, "{\"version\": 3,\n \"args\": [\"all_reduce_perf\"],\n \"results\": [\n").unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["nccl-tests".into(), bad.display().to_string()], format!("{}:4: not JSON", bad.display())),
+        (
+            vec!["osu".into(), data("nccl_all_gather_2gpu.txt").display().to_string()],
+            format!("{}:13: a result row before the `# OSU MPI ... Test vX.Y`", data("nccl_all_gather_2gpu.txt").display()),
+        ),
+        (vec!["osu".into(), data("osu_allgather_4rank.txt").display().to_string()], "pass --world N".into()),
+        (
+            vec!["nccl-tests".into(), data("nccl_all_gather_2gpu.txt").display().to_string(), "--world".into(), "8".into()],
+            "but --world says 8".into(),
+        ),
+    ];
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = import(&args, &store);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&expected), "{args:?}: expected `{expected}` in {stderr}");
+        assert!(manifests_in(&store).is_empty(), "{args:?} wrote a manifest");
+    }
+}
