@@ -108,7 +108,7 @@ impl Communicator {
         let out = Tensor::cat(&pieces, 0);
         crate::model::placement::synchronize(nccl.device());
         self.stats.all_gathers += 1;
-        self.account((flat.numel() * 4) as usize, start);
+        self.account(flat.numel() * 4, start);
         Ok(out)
     }
 

@@ -134,8 +134,7 @@ fn wrong(got: &Tensor, want: &[f32], corrupt: bool) -> usize {
 }
 
 /// What one sweep needs besides its buffers.
-pub struct Sweep<'a> {
-    plan: &'a RunPlan,
+struct Sweep {
     iterations: u32,
     repetition: u32,
     wrong_fault: bool,
@@ -158,7 +157,7 @@ pub fn sweep(
     if case.op() == Op::PingPong && comm.size() < 2 {
         return Ok(());
     }
-    let s = Sweep { plan, iterations, repetition, wrong_fault };
+    let s = Sweep { iterations, repetition, wrong_fault };
     let nccl = comm.nccl().ok_or_else(|| anyhow::anyhow!("an NCCL sweep without an NCCL communicator"))?;
     let mut b = Buffers::new(case, nccl);
     let world = comm.raw();
@@ -229,7 +228,6 @@ fn own_time(b: &Buffers, seconds: f64) -> f64 {
 }
 
 fn check(s: &Sweep, b: &Buffers, got: &Tensor, nccl: &Comm, when: &str) -> anyhow::Result<()> {
-    let _ = s.plan;
     let n = wrong(got, b.case.expected_values(), s.wrong_fault);
     if n > 0 {
         anyhow::bail!(
