@@ -4,9 +4,10 @@
 #   bash ci/gpu-check.sh build [TORCH]   here: builds parlab against torch TORCH (default 2.11.0,
 #                                        the GPU machine's) into .parlab/gpu-dist/ (a stripped,
 #                                        gzipped binary, < 60 MiB; no libtorch: the GPU machine's own is used)
-#   bash ci/gpu-check.sh run             there, from the checkout's root: the GPU suite (ci/gpu-suite/),
+#   bash ci/gpu-check.sh run [SPEC...]   there, from the checkout's root: the GPU suite (ci/gpu-suite/),
 #                                        the register, `parlab audit`, and ci/gpu_check.py's checks
-#                                        against transformers on the same GPU; everything under $OUT
+#                                        against transformers on the same GPU; everything under $OUT.
+#                                        With SPECs, only those runs and the link check (a short rerun)
 #
 # tch pins one libtorch per release (tch 0.24: torch 2.11; tch 0.26: torch 2.13), so a binary
 # must be built against the torch of the machine it runs on. The build copies the sources to
@@ -77,10 +78,14 @@ run() {
   ldd "$bin" | grep -E 'torch_cuda|not found' || true
   "$bin" gates
   local rc=0
-  "$bin" run ci/gpu-suite --no-report || rc=$?
+  local specs=("$@")
+  [ ${#specs[@]} -gt 0 ] || specs=(ci/gpu-suite)
+  "$bin" run "${specs[@]}" --no-report || rc=$?
   "$bin" report --manifests "$OUT/manifests" --out "$OUT/report" || rc=$?
   "$bin" audit --manifests "$OUT/manifests" || echo "gpu-check: audit exit $?"
-  "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" || rc=$?
+  local only=()
+  [ $# -eq 0 ] || only=(--only-link)
+  "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || rc=$?
   # What comes back from a device machine is a few files: the register beside one archive.
   cp "$OUT/report/evidence.md" "$OUT/evidence.md" 2>/dev/null || true
   tar czf "$OUT/gpu-run.tgz" -C "$OUT" manifests report && rm -rf "$OUT/manifests" "$OUT/report"
@@ -90,6 +95,6 @@ run() {
 
 case "${1:-}" in
   build) build "${2:-2.11.0}" ;;
-  run) run ;;
-  *) echo "usage: ci/gpu-check.sh build [TORCH_VERSION] | run" >&2; exit 2 ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: ci/gpu-check.sh build [TORCH_VERSION] | run [SPEC...]" >&2; exit 2 ;;
 esac

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod cli;
 pub mod collect;
 pub mod costmodel;
+pub mod cuda;
 pub mod exitcode;
 pub mod files;
 pub mod findings;

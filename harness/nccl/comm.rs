@@ -23,7 +23,7 @@ impl Comm {
     /// Joins every rank of `world` into one NCCL communicator on GPU `gpu` of each rank.
     pub fn join(world: &SimpleCommunicator, gpu: usize) -> Result<Self, NcclError> {
         let library = library::get()?;
-        set_device(gpu)?;
+        crate::cuda::set_device(gpu).map_err(|e| NcclError::Cuda(e.to_string()))?;
         let mut id = if world.rank() == 0 { library.unique_id()? } else { UniqueId { internal: [0; 128] } };
         let mut bytes: Vec<u8> = id.internal.iter().map(|&b| b as u8).collect();
         world.process_at_rank(0).broadcast_into(&mut bytes[..]);
@@ -198,42 +198,27 @@ fn byte_offset(t: &Tensor, bytes: usize) -> *mut c_void {
     unsafe { (t.data_ptr() as *mut u8).add(bytes) as *mut c_void }
 }
 
-/// Makes GPU `gpu` current for this thread (NCCL joins the current device): `cudaSetDevice`
-/// from the CUDA runtime libtorch_cuda already loaded.
-fn set_device(gpu: usize) -> Result<(), NcclError> {
-    type SetDevice = unsafe extern "C" fn(c_int) -> c_int;
-    let name = c"cudaSetDevice";
-    // SAFETY: dlsym over the global scope with a valid C string.
-    let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-    if address.is_null() {
-        return Err(NcclError::MissingSymbol("cudaSetDevice (the CUDA runtime is not loaded: libtorch_cuda not linked?)".into()));
+/// NCCL on the rank's GPU: nothing staged through the host. Each call is waited for (the
+/// device synchronised after it), so its time is counted as the host-staged path's is.
+impl crate::rank::comm::TensorCollectives for &Comm {
+    fn all_reduce(&mut self, partial: &Tensor) -> anyhow::Result<Tensor> {
+        let send = partial.to_device(self.device()).to_kind(Kind::Float).contiguous();
+        let sum = send.empty_like();
+        Comm::all_reduce(self, &send, &sum)?;
+        crate::model::placement::synchronize(self.device());
+        Ok(sum.to_kind(partial.kind()))
     }
-    // SAFETY: cudaSetDevice's C signature is `cudaError_t cudaSetDevice(int)`.
-    let code = unsafe { std::mem::transmute::<*mut c_void, SetDevice>(address)(gpu as c_int) };
-    if code != 0 {
-        return Err(NcclError::Cuda { call: "cudaSetDevice", code });
-    }
-    Ok(())
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_gpu_that_is_not_there_is_a_cuda_error_not_a_crash() {
-        if tch::Cuda::device_count() > 0 {
-            assert_eq!(set_device(0), Ok(()), "GPU 0 exists here");
-            return;
-        }
-        match set_device(0) {
-            Err(NcclError::Cuda { call: "cudaSetDevice", code }) => assert_ne!(code, 0),
-            // A build without libtorch_cuda has no CUDA runtime to call.
-            Err(NcclError::MissingSymbol(name)) => {
-                let linked = crate::gates::LINKED_TORCH_CUDA;
-                assert!(!linked, "{name}")
-            }
-            other => panic!("cudaSetDevice(0) without a GPU: {other:?}"),
-        }
+    /// Each part padded to the longest (NCCL gathers equal blocks), the padding dropped after.
+    fn all_gather(&mut self, part: &Tensor, counts: &[i32]) -> anyhow::Result<Tensor> {
+        let longest = i64::from(counts.iter().copied().max().unwrap_or(0).max(1));
+        let flat = part.to_device(self.device()).to_kind(Kind::Float).reshape([-1]);
+        let send = flat.constant_pad_nd([0, longest - flat.size()[0]]).contiguous();
+        let gathered = Tensor::zeros([longest * counts.len() as i64], (Kind::Float, self.device()));
+        Comm::all_gather(self, &send, &gathered)?;
+        let pieces: Vec<Tensor> = counts.iter().enumerate().map(|(r, &c)| gathered.narrow(0, r as i64 * longest, i64::from(c))).collect();
+        let out = Tensor::cat(&pieces, 0).to_kind(part.kind());
+        crate::model::placement::synchronize(self.device());
+        Ok(out)
     }
 }

@@ -28,14 +28,9 @@ pub enum NcclError {
         /// NCCL's `ncclGetErrorString`.
         message: String,
     },
-    /// A CUDA runtime call failed.
-    #[error("{call} failed: CUDA error {code}")]
-    Cuda {
-        /// The call.
-        call: &'static str,
-        /// Its `cudaError_t`.
-        code: i32,
-    },
+    /// A CUDA runtime call it needs failed (making the rank's GPU current).
+    #[error("{0}")]
+    Cuda(String),
     /// A buffer NCCL cannot take (wrong device, type, layout or length).
     #[error("{0}")]
     Buffer(String),

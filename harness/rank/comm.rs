@@ -7,7 +7,7 @@ use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator as _, CommunicatorCollectives as _, Destination as _, Root as _, Source as _};
 use std::time::Instant;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 /// Counts of collective calls, bytes and seconds, since the last reset.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -66,50 +66,35 @@ impl Communicator {
         self.nccl = None;
     }
 
-    /// Sums a tensor across ranks: over NCCL on the GPU where the link is NCCL (in float32, timed
-    /// to completion: the device is synchronised after the call, as the host-staged path must
-    /// wait for its copies), else staged through host memory for MPI.
+    /// Sums a tensor across ranks with the link's [`TensorCollectives`] (NCCL on the GPU on an
+    /// NCCL link, else staged through host memory for MPI), counted as one all-reduce.
     pub fn all_reduce_tensor(&mut self, partial: &Tensor) -> anyhow::Result<Tensor> {
-        let Some(nccl) = &self.nccl else {
-            let mut buf = crate::model::reference::to_vec(partial);
-            self.all_reduce_sum(&mut buf);
-            let sum = Tensor::from_slice(&buf).view(partial.size().as_slice());
-            return Ok(crate::model::placement::like(sum, partial));
-        };
         let start = Instant::now();
-        let send = partial.to_device(nccl.device()).to_kind(Kind::Float).contiguous();
-        let sum = send.empty_like();
-        nccl.all_reduce(&send, &sum)?;
-        crate::model::placement::synchronize(nccl.device());
-        let bytes = (send.numel() * 4) as u64;
+        let sum = self.tensors().all_reduce(partial)?;
+        let bytes = (partial.numel() * 4) as u64;
         self.stats.all_reduces += 1;
         self.stats.all_reduce_bytes += bytes;
         self.stats.all_reduce_seconds += start.elapsed().as_secs_f64();
         self.account(bytes as usize, start);
-        Ok(sum.to_kind(partial.kind()))
+        Ok(sum)
     }
 
     /// Concatenates the ranks' `part`s (`counts[r]` values from rank r, in rank order) on every
-    /// rank: over NCCL each part is padded to the longest (NCCL gathers equal blocks) and the
-    /// padding dropped; else through host memory with MPI_Allgatherv.
+    /// rank with the link's [`TensorCollectives`], counted as one all-gather.
     pub fn all_gather_tensor(&mut self, part: &Tensor, counts: &[i32]) -> anyhow::Result<Tensor> {
-        let Some(nccl) = &self.nccl else {
-            let mut out = vec![0f32; counts.iter().map(|&c| c as usize).sum()];
-            self.all_gather_varcount(&crate::model::reference::to_vec(part), counts, &mut out);
-            return Ok(Tensor::from_slice(&out));
-        };
         let start = Instant::now();
-        let longest = counts.iter().copied().max().unwrap_or(0).max(1) as i64;
-        let flat = part.to_device(nccl.device()).to_kind(Kind::Float).reshape([-1]);
-        let send = flat.constant_pad_nd([0, longest - flat.size()[0]]).contiguous();
-        let gathered = Tensor::zeros([longest * counts.len() as i64], (Kind::Float, nccl.device()));
-        nccl.all_gather(&send, &gathered)?;
-        let pieces: Vec<Tensor> = counts.iter().enumerate().map(|(r, &c)| gathered.narrow(0, r as i64 * longest, i64::from(c))).collect();
-        let out = Tensor::cat(&pieces, 0);
-        crate::model::placement::synchronize(nccl.device());
+        let all = self.tensors().all_gather(part, counts)?;
         self.stats.all_gathers += 1;
-        self.account(flat.numel() * 4, start);
-        Ok(out)
+        self.account(part.numel() * 4, start);
+        Ok(all)
+    }
+
+    /// The collectives on tensors this rank's link carries them with.
+    fn tensors(&mut self) -> Box<dyn TensorCollectives + '_> {
+        match &self.nccl {
+            Some(nccl) => Box::new(nccl),
+            None => Box::new(HostStaged { world: &self.world, send: &mut self.send }),
+        }
     }
 
     /// This rank.
@@ -268,6 +253,42 @@ impl Communicator {
         let mut received = PartitionMut::new(recv, recv_counts, &recv_displs[..]);
         self.world.all_to_all_varcount_into(&partition, &mut received);
         self.account(std::mem::size_of_val(send), start);
+    }
+}
+
+/// Collectives on a rank's tensors, wherever they live: the seam between a split model's
+/// exchanges and the library that carries them (MPI through host memory, or NCCL on the GPU).
+/// Implementations move data only; [`Communicator`] counts the calls, bytes and seconds.
+pub trait TensorCollectives {
+    /// Sums `partial` across ranks; the sum has its shape, kind and device.
+    fn all_reduce(&mut self, partial: &Tensor) -> anyhow::Result<Tensor>;
+    /// Concatenates the ranks' flat `part`s (`counts[r]` values from rank r) in rank order.
+    fn all_gather(&mut self, part: &Tensor, counts: &[i32]) -> anyhow::Result<Tensor>;
+}
+
+/// MPI on host float32 buffers: a tensor on a GPU is copied off it, summed or gathered, and
+/// the result copied back ("a transfer through the host").
+struct HostStaged<'c> {
+    world: &'c SimpleCommunicator,
+    send: &'c mut Vec<f32>,
+}
+
+impl TensorCollectives for HostStaged<'_> {
+    fn all_reduce(&mut self, partial: &Tensor) -> anyhow::Result<Tensor> {
+        let mut buf = crate::model::reference::to_vec(partial);
+        self.send.clear();
+        self.send.extend_from_slice(&buf);
+        self.world.all_reduce_into(&self.send[..], &mut buf[..], SystemOperation::sum());
+        let sum = Tensor::from_slice(&buf).view(partial.size().as_slice());
+        Ok(crate::model::placement::like(sum, partial))
+    }
+
+    fn all_gather(&mut self, part: &Tensor, counts: &[i32]) -> anyhow::Result<Tensor> {
+        let mut out = vec![0f32; counts.iter().map(|&c| c as usize).sum()];
+        let displs = displacements(counts);
+        let mut partition = PartitionMut::new(&mut out[..], counts, &displs[..]);
+        self.world.all_gather_varcount_into(&crate::model::reference::to_vec(part)[..], &mut partition);
+        Ok(Tensor::from_slice(&out))
     }
 }
 

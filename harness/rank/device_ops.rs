@@ -3,8 +3,10 @@
 //! link, pinned and pageable, both directions), and a read and a copy inside the GPU's memory
 //! (its roofline; the read's α is the floor a kernel launch and synchronisation cost).
 //!
-//! - **Per call** (figure `<op>`): barrier, then one operation timed from its start until the
-//!   device is synchronised: what a step that moves a tensor pays, launch and sync included.
+//! - **Per call** (figure `<op>`): barrier, then one operation between two CUDA events on the
+//!   stream it runs on, the end event waited for: the device's own time for the call, as
+//!   PyTorch's `torch.cuda.Event` pair around one call measures it (the method of the anchors
+//!   in `../shared/device/`), without the host's synchronisation cost.
 //! - **Back to back** (figure `<op>@block`, [`super::collectives::blocks_of`] blocks): the
 //!   block's operations are queued without waiting (a pinned host buffer lets a copy to the
 //!   GPU be asynchronous), the device synchronised once, and the block's time divided by its
@@ -20,6 +22,7 @@
 
 use super::collectives::{block_figure, blocks_of, value};
 use super::records::{mark, RecordSink};
+use crate::cuda::EventTimer;
 use crate::spec::{Op, RunPlan};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::CommunicatorCollectives as _;
@@ -73,12 +76,9 @@ impl DeviceCase {
         crate::model::placement::synchronize(self.gpu);
     }
 
-    /// Seconds of one operation until the device is synchronised.
-    fn timed_call(&mut self) -> f64 {
-        let start = Instant::now();
-        self.call();
-        self.synchronize();
-        start.elapsed().as_secs_f64()
+    /// Seconds of one operation between two CUDA events.
+    fn timed_call(&mut self, timer: &EventTimer) -> anyhow::Result<f64> {
+        Ok(timer.time(|| self.call())?)
     }
 
     /// Fails when the last result does not hold what was sent (a read: within float32 summation).
@@ -106,11 +106,13 @@ pub fn sweep(
     out: &Path,
     marked: &mut bool,
 ) -> anyhow::Result<()> {
-    let gpu = Device::Cuda(super::device::gpu_ordinal(plan)?);
+    let ordinal = super::device::gpu_ordinal(plan)?;
+    crate::cuda::set_device(ordinal)?;
+    let (gpu, timer) = (Device::Cuda(ordinal), EventTimer::new()?);
     for &size in sizes {
         let mut case = DeviceCase::new(op, size, rank, gpu);
         for _ in 0..plan.warmup {
-            case.timed_call();
+            case.timed_call(&timer)?;
         }
         for iteration in 0..iterations {
             world.barrier();
@@ -118,7 +120,7 @@ pub fn sweep(
                 mark(out, rank, "first_timed_start_unix");
                 *marked = true;
             }
-            let seconds = case.timed_call();
+            let seconds = case.timed_call(&timer)?;
             sink.push(op.name(), case.bytes, repetition, iteration, seconds)?;
         }
         case.check(rank, "per call")?;
