@@ -11,9 +11,8 @@
 //!   block's operations are queued without waiting (a pinned host buffer lets a copy to the
 //!   GPU be asynchronous), the device synchronised once, and the block's time divided by its
 //!   calls: the link's or the memory's own time per call, as CUDA events around back-to-back
-//!   calls measure it. A pageable copy to the GPU is synchronous (the driver stages it through
-//!   a pinned bounce buffer), and so is every copy to the host (into a buffer made once), so
-//!   their two figures differ by the barrier only.
+//!   calls measure it. A pageable copy is synchronous either way (the driver stages it through
+//!   a pinned bounce buffer); pinned copies both ways are queued without waiting.
 //!
 //! Pinned host buffers come from libtorch's `pin_memory` (a pinned destination from its
 //! cached pinned allocator); the GPU is local rank mod the GPUs libtorch sees. After the calls
@@ -60,25 +59,33 @@ impl DeviceCase {
     }
 
     /// Queues one operation; keeps its result. A copy to the host lands in a buffer made once
-    /// (pinned or pageable, as the op says) and waits for itself: libtorch's `copy_` into an
-    /// existing tensor is blocking (tch offers no non-blocking form), and a fresh destination
-    /// per copy would time the allocator and the page faults, not the link.
-    fn call(&mut self) {
+    /// (a fresh destination per copy would time the allocator and the page faults, not the
+    /// link): into pinned memory without waiting (`_copy_from` with non_blocking, what PyTorch's
+    /// `copy_(non_blocking=True)` does, as the anchors' copies were made), into pageable memory
+    /// waiting for itself (the driver stages it through a bounce buffer).
+    fn call(&mut self) -> anyhow::Result<()> {
         match self.op {
-            Op::DeviceCopy | Op::DeviceToHost | Op::DeviceToHostPageable => self.result.copy_(&self.device),
+            Op::DeviceToHost => {
+                let _landing_in_result = self.device.f_internal_copy_from(&self.result, true)?;
+            }
+            Op::DeviceCopy | Op::DeviceToHostPageable => self.result.copy_(&self.device),
             Op::HostToDevice => self.result = self.host.to_device_(self.gpu, Kind::Float, true, true),
             Op::HostToDevicePageable => self.result = self.host.to_device_(self.gpu, Kind::Float, false, true),
             _ => self.result = self.device.sum(Kind::Float),
         }
+        Ok(())
     }
 
     fn synchronize(&self) {
         crate::model::placement::synchronize(self.gpu);
     }
 
-    /// Seconds of one operation between two CUDA events.
+    /// Seconds of one operation between two CUDA events (the end event waited for, so a copy
+    /// to pinned host memory has landed before its result is read).
     fn timed_call(&mut self, timer: &EventTimer) -> anyhow::Result<f64> {
-        Ok(timer.time(|| self.call())?)
+        let mut called = Ok(());
+        let seconds = timer.time(|| called = self.call())?;
+        called.map(|()| seconds)
     }
 
     /// Fails when the last result does not hold what was sent (a read: within float32 summation).
@@ -129,7 +136,7 @@ pub fn sweep(
             world.barrier();
             let start = Instant::now();
             for _ in 0..calls {
-                case.call();
+                case.call()?;
             }
             case.synchronize();
             let seconds = start.elapsed().as_secs_f64();
