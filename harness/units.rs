@@ -1,6 +1,6 @@
 //! Byte sizes and durations as people write them in specs, and fixed formats for the register.
 
-/// Parses a byte size: an integer, or a number with a unit (B, KB, MB, GB, KiB, MiB, GiB).
+/// Parses a byte size: an integer, or a number with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB).
 pub fn parse_bytes(text: &str) -> Option<u64> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
@@ -14,6 +14,8 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
         "kib" => 1024.0,
         "mib" => 1024.0 * 1024.0,
         "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" => 1e12,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
         _ => return None,
     };
     let bytes = value * factor;

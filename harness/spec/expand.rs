@@ -193,6 +193,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
     }
     let mut runs = Vec::new();
     let mut planned = std::collections::BTreeSet::new();
+    let limit = super::resources::Limit::current();
     for p in pts {
         let model = p.model.as_ref().and_then(|m| models.get(m).cloned().flatten());
         if p.model.is_some() && model.is_none() {
@@ -208,6 +209,10 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         }
         match layout_for(e.kind, &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
             Ok(layout) => {
+                if let Some((key, message)) = memory_problem(e, &model, &layout, limit) {
+                    c.report(key, message);
+                    continue;
+                }
                 let run = make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len());
                 // Points that differ only on an axis the strategy ignores (the head of a split
                 // that places none) are the same run: it is planned once.
@@ -249,6 +254,27 @@ fn device_problem(p: &Point, cfg: Option<&ModelConfig>) -> Option<(&'static str,
         }
         Device::Cuda => None,
     }
+}
+
+/// Why a point would need more memory than the machine has (`spec::resources`), checked
+/// before anything is allocated; nothing where the limit is unknown.
+fn memory_problem(
+    e: &Experiment,
+    model: &Option<(ModelSource, ModelConfig)>,
+    layout: &Layout,
+    limit: Option<super::resources::Limit>,
+) -> Option<(&'static str, String)> {
+    use super::resources::{collectives_need, decode_need, membw_need, refusal};
+    let limit = limit?;
+    let need = match e.kind {
+        Kind::Decode => model.as_ref().and_then(|(m, cfg)| decode_need(cfg, &m.weights, layout))?,
+        // Copies and reads on a rank's GPU keep their large buffers in the GPU's memory.
+        Kind::Collectives if e.collectives.as_ref()?.ops.iter().any(|op| op.on_device()) => return None,
+        Kind::Collectives => collectives_need(e.collectives.as_ref()?, layout.world),
+        Kind::Membw => membw_need(e.membw.as_ref()?, layout.world),
+        Kind::Dispatch | Kind::Model => return None,
+    };
+    refusal(e.kind, &need, &limit)
 }
 
 /// What a point on an NCCL link cannot run: NCCL moves GPU buffers, so a decode over it

@@ -7,6 +7,7 @@ pub mod layout;
 pub mod locate;
 pub mod plan;
 pub mod problem;
+pub mod resources;
 pub mod schema;
 pub mod validate;
 pub mod weights;

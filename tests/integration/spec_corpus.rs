@@ -133,3 +133,16 @@ fn the_readmes_example_specs_validate() {
     let out = parlab().args(["validate"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn a_memory_refusal_is_lifted_by_the_override_and_never_allocates() {
+    let spec = Path::new("tests/specs/bad/77-buffer-past-memory.yaml");
+    let refused = parlab().arg("validate").arg(spec).env_remove("PARLAB_MAX_MEMORY").output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
+    let allowed = parlab().arg("validate").arg(spec).env("PARLAB_MAX_MEMORY", "16TiB").output().unwrap();
+    assert_eq!(allowed.status.code(), Some(0), "{}", String::from_utf8_lossy(&allowed.stderr));
+    let lower = parlab().arg("validate").arg("tests/specs/good/matrix.yaml").env("PARLAB_MAX_MEMORY", "1KiB").output().unwrap();
+    let stderr = String::from_utf8_lossy(&lower.stderr);
+    assert_eq!(lower.status.code(), Some(2), "a limit below the suite's needs refuses it: {stderr}");
+    assert!(stderr.contains("PARLAB_MAX_MEMORY allows 1.0 KiB"), "{stderr}");
+}

@@ -1,0 +1,143 @@
+//! What a run needs from the machine's memory, checked when the plan is made, before anything
+//! is allocated or launched: a seeded checkpoint the controller generates (the whole model in
+//! float32), the ranks' weights (one copy per data-parallel replica), a collective sweep's
+//! buffers (send, receive and the expected result per rank) and a memory-bandwidth buffer per
+//! process. A run that needs more than the machine has is refused (exit 2) with both numbers;
+//! `PARLAB_MAX_MEMORY` (bytes or a size such as `512GiB`) raises the limit for a user who knows
+//! better (e.g. swap, or a spec planned on one machine for another).
+
+use super::plan::{Layout, Weights};
+use super::schema::{CollectiveParams, Kind, MembwParams, Strategy};
+use crate::model::ModelConfig;
+
+/// The variable that overrides the machine's memory as the limit.
+pub const MAX_MEMORY_ENV: &str = "PARLAB_MAX_MEMORY";
+
+/// The memory a plan may use: `PARLAB_MAX_MEMORY` if set and readable, else the machine's
+/// total (`/proc/meminfo` MemTotal), else None (no check where neither is known).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    /// Bytes.
+    pub bytes: u64,
+    /// Where the figure came from.
+    pub source: LimitSource,
+}
+
+/// Where a memory limit came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitSource {
+    /// The machine's MemTotal.
+    Machine,
+    /// `PARLAB_MAX_MEMORY`.
+    Override,
+}
+
+impl Limit {
+    /// The limit in force for this process.
+    pub fn current() -> Option<Limit> {
+        if let Some(bytes) = std::env::var(MAX_MEMORY_ENV).ok().and_then(|v| crate::units::parse_bytes(&v)) {
+            return Some(Limit { bytes, source: LimitSource::Override });
+        }
+        let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let kib: u64 = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?.split_whitespace().nth(1)?.parse().ok()?;
+        Some(Limit { bytes: kib.saturating_mul(1024), source: LimitSource::Machine })
+    }
+
+    fn describe(&self) -> String {
+        match self.source {
+            LimitSource::Machine => format!("this machine has {} (MemTotal)", size(self.bytes)),
+            LimitSource::Override => format!("{MAX_MEMORY_ENV} allows {}", size(self.bytes)),
+        }
+    }
+}
+
+fn size(bytes: u64) -> String {
+    crate::units::format_bytes(bytes as f64)
+}
+
+/// The bytes a run needs at its peak and what they are for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    /// Bytes.
+    pub bytes: u64,
+    /// What for, in words.
+    pub what: String,
+}
+
+/// A decode run's peak: generating its seeded checkpoint in the controller, or its ranks'
+/// weights (float32 on the host; one copy per data-parallel replica), whichever is larger.
+pub fn decode_need(cfg: &ModelConfig, weights: &Weights, layout: &Layout) -> Option<Need> {
+    let shape = crate::costmodel::shape::shape_from_config(cfg).ok()?;
+    let model = shape.stored_bytes(4);
+    let replicas = if layout.strategy == Strategy::Data { u64::from(layout.world) } else { 1 };
+    let ranks = model.saturating_mul(replicas);
+    let generated = matches!(weights, Weights::Seeded { .. });
+    let need = if generated && model >= ranks {
+        Need { bytes: model, what: format!("a seeded checkpoint of {} float32 parameters generated in memory", shape.params) }
+    } else {
+        let copies = if replicas > 1 { format!(" × {replicas} data-parallel replicas") } else { String::new() };
+        Need { bytes: ranks, what: format!("the ranks' float32 weights ({} parameters{copies})", shape.params) }
+    };
+    Some(need)
+}
+
+/// A collective sweep's peak: three buffers of its largest size (send, receive, expected) per rank.
+pub fn collectives_need(params: &CollectiveParams, world: u32) -> Need {
+    let largest = params.sizes.iter().copied().max().unwrap_or(0);
+    Need {
+        bytes: largest.saturating_mul(3).saturating_mul(u64::from(world)),
+        what: format!("3 buffers of {} per rank × {world} ranks", size(largest)),
+    }
+}
+
+/// A memory-bandwidth run's buffers: one per process.
+pub fn membw_need(params: &MembwParams, world: u32) -> Need {
+    Need {
+        bytes: params.buffer_bytes.saturating_mul(u64::from(world)),
+        what: format!("a buffer of {} per process × {world}", size(params.buffer_bytes)),
+    }
+}
+
+/// The key to blame and the message, when `need` exceeds `limit`.
+pub fn refusal(kind: Kind, need: &Need, limit: &Limit) -> Option<(&'static str, String)> {
+    if need.bytes <= limit.bytes {
+        return None;
+    }
+    let key = match kind {
+        Kind::Decode => "model",
+        Kind::Membw => "buffer",
+        _ => "sizes",
+    };
+    Some((
+        key,
+        format!(
+            "this run needs about {} of memory ({}), {}: refused before anything is allocated (set {MAX_MEMORY_ENV} to a larger size to run it anyway)",
+            size(need.bytes),
+            need.what,
+            limit.describe()
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_need_past_the_limit_names_both_numbers_and_the_override() {
+        let limit = Limit { bytes: 24 << 30, source: LimitSource::Machine };
+        let params = CollectiveParams { ops: vec![], sizes: vec![1 << 10, 1 << 40], iterations: 1 };
+        let need = collectives_need(&params, 2);
+        assert_eq!(need.bytes, 6 << 40);
+        let (key, message) = refusal(Kind::Collectives, &need, &limit).expect("6 TiB is past 24 GiB");
+        assert_eq!(key, "sizes");
+        assert!(message.contains("6.0 TiB") && message.contains("24.0 GiB") && message.contains(MAX_MEMORY_ENV), "{message}");
+        assert_eq!(refusal(Kind::Collectives, &collectives_need(&CollectiveParams { sizes: vec![1 << 20], ..params }, 2), &limit), None);
+    }
+
+    #[test]
+    fn sizes_past_u64_saturate_instead_of_wrapping_under_the_limit() {
+        let params = MembwParams { buffer_bytes: u64::MAX / 2 };
+        assert_eq!(membw_need(&params, 4).bytes, u64::MAX);
+    }
+}
