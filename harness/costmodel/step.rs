@@ -584,11 +584,25 @@ fn not_stream_bound(unsplit: Option<&Unsplit>, error: f64) -> Option<FailedAssum
 
 /// Why a step outside tolerance is not a model error, if an assumption is known to fail: an
 /// oversubscribed launch first, then overlapped pieces that did not hide (measured slower),
-/// then an unsplit run of the same model that streamed well below its roofline.
+/// then the communication's failed assumption where the measured communication in place of
+/// the predicted brings the step within tolerance, then an unsplit run of the same model that
+/// streamed well below its roofline.
 fn step_assumption(m: &Manifest, p: &StepPrediction, unsplit: Option<&Unsplit>) -> Option<FailedAssumption> {
     oversubscribed(m)
         .or_else(|| p.overlap.filter(|_| p.error < 0.0).map(|pieces| FailedAssumption::NoProgressThread { pieces }))
+        .or_else(|| communication_explains(p))
         .or_else(|| not_stream_bound(unsplit, p.error))
+}
+
+/// The communication's failed assumption, when the step predicted with the measured
+/// communication in place of the predicted one is within tolerance.
+fn communication_explains(p: &StepPrediction) -> Option<FailedAssumption> {
+    let Outcome::AssumptionFailed(a) = &p.comm_outcome else {
+        return None;
+    };
+    let predicted_comm = p.comm.as_ref().map_or(0.0, Comm::total_s) * f64::from(p.sequences);
+    let with_measured = p.matched().step_s - predicted_comm + p.measured_comm_s;
+    ((with_measured - p.measured_step_s).abs() <= TOLERANCE * p.measured_step_s).then(|| a.clone())
 }
 
 /// Why communication outside tolerance is not a model error: an oversubscribed launch, then
@@ -646,8 +660,8 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
         .map(|(m, p)| {
             let unsplit = unsplit_for(p, &m.experiment, &runs);
             let mut p = p.clone();
-            p.outcome = judge(Some(p.error), |_| step_assumption(m, &p, unsplit.as_ref()));
             p.comm_outcome = judge(p.comm_error(), |e| comm_assumption(m, &p, e, unsplit.as_ref()));
+            p.outcome = judge(Some(p.error), |_| step_assumption(m, &p, unsplit.as_ref()));
             p
         })
         .collect()

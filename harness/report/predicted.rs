@@ -171,7 +171,7 @@ fn provenance(manifests: &[Manifest], predictions: &[StepPrediction]) -> Vec<Str
     }
     let skews: BTreeSet<String> = predictions.iter().filter_map(|p| p.comm.as_ref()?.skew.as_ref()).map(skew_line).collect();
     out.extend(skews);
-    out.push(format!("tolerance ±{:.0} %: past it the row names the first of these that holds: an oversubscribed launch (its caveat), overlapped pieces measured slower than predicted, an unsplit run of the model itself outside the tolerance in the same direction", TOLERANCE * 100.0));
+    out.push(format!("tolerance ±{:.0} %: past it the row names the first of these that holds: an oversubscribed launch (its caveat), overlapped pieces measured slower than predicted, the communication's own failed assumption where the measured communication in place of the predicted brings the step within tolerance, an unsplit run of the model itself outside the tolerance in the same direction", TOLERANCE * 100.0));
     out.push(strategy_line(predictions));
     out
 }
