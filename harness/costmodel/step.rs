@@ -14,7 +14,7 @@ use crate::manifest::summary::{CollectiveRow, Collectives, Decode, Membw, Phase}
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
 use crate::spec::plan::Workload;
-use crate::spec::schema::{DecodeLayout, Device as RankDevice, HeadPlacement, Kind, Op, Prompt, Strategy};
+use crate::spec::schema::{ContextBlocks, DecodeLayout, Device as RankDevice, HeadPlacement, Kind, Op, Prompt, Strategy};
 use std::collections::BTreeMap;
 
 /// The relative error past which a row names the assumption that failed.
@@ -68,6 +68,12 @@ pub enum FailedAssumption {
         fastest_rank_per_call_s: f64,
         /// The run's median per call on the slowest rank.
         slowest_rank_per_call_s: f64,
+    },
+    /// The model shares a context split's prefill evenly among the ranks; the cut gave the
+    /// busiest rank more causal attention work than the mean.
+    EvenPrefillWork {
+        /// The busiest rank's query-key pairs over the mean.
+        causal_imbalance: f64,
     },
     /// The model takes a step to be its bytes over the memory roofline; the unsplit run of the
     /// same model streamed well below it, so the time per token is not the weight stream alone.
@@ -667,6 +673,112 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
         .collect()
 }
 
+/// A context split's prefill, predicted: the unsplit prefill's time shared evenly by the ranks,
+/// plus the ring's and the cache hand-off's α–β time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillPrediction {
+    /// The measured run.
+    pub run_id: String,
+    /// Model name.
+    pub model: String,
+    /// Ranks.
+    pub world: u32,
+    /// How the prompt was cut.
+    pub cut: ContextBlocks,
+    /// The layout the cache was handed to.
+    pub decodes_on: DecodeLayout,
+    /// Measured prefill (median).
+    pub measured_s: f64,
+    /// Measured ring seconds (median, waiting included).
+    pub measured_ring_s: f64,
+    /// Measured hand-off seconds (median).
+    pub measured_handoff_s: f64,
+    /// The unsplit prefill over the world.
+    pub compute_s: f64,
+    /// The ring: L(p − 1) messages, the busiest sender's modelled bytes.
+    pub ring_s: f64,
+    /// The hand-off of the cache to the decode layout.
+    pub handoff_s: f64,
+    /// The unsplit run whose prefill is shared.
+    pub unsplit_run: String,
+    /// (predicted − measured) / measured.
+    pub error: f64,
+    /// Within tolerance, or which assumption failed.
+    pub outcome: Outcome,
+}
+
+impl PrefillPrediction {
+    /// Compute plus ring plus hand-off.
+    pub fn predicted_s(&self) -> f64 {
+        self.compute_s + self.ring_s + self.handoff_s
+    }
+}
+
+/// The ring's seconds: L(p − 1) point-to-point messages carrying `bytes` in all.
+pub fn ring_s(link: Link, layers: u64, world: u32, bytes: f64) -> f64 {
+    (layers * u64::from(world.saturating_sub(1))) as f64 * link.alpha_s + bytes / link.beta_bps
+}
+
+/// The hand-off's seconds of `bytes` (every rank's together): to rank 0, p − 1 messages it
+/// receives all of; to a tensor split, 2L all-to-alls (keys and values of each layer), each
+/// rank sending its p-th.
+pub fn handoff_s(on: DecodeLayout, p2p: Link, all_to_all: Link, layers: u64, world: u32, bytes: f64) -> f64 {
+    let others = f64::from(world.saturating_sub(1));
+    match on {
+        DecodeLayout::Rank0 => others * p2p.alpha_s + bytes / p2p.beta_bps,
+        DecodeLayout::Tensor => 2.0 * layers as f64 * others * all_to_all.alpha_s + bytes / f64::from(world.max(1)) / all_to_all.beta_bps,
+    }
+}
+
+/// Every ok context split over several ranks with a prefill prediction, in manifest order
+/// (None for one without an unsplit context run of its model and prompt, or a link fit).
+pub fn predict_prefills(manifests: &[Manifest]) -> Vec<PrefillPrediction> {
+    let inp = Inputs::of(manifests);
+    let context: Vec<&Manifest> = ok_of_kind(manifests, Kind::Decode).filter(|m| m.layout.strategy == Strategy::Context).collect();
+    context.iter().filter(|m| m.layout.world > 1).filter_map(|m| predict_prefill(&inp, m, &context)).collect()
+}
+
+fn prompt_tokens(m: &Manifest) -> Option<u32> {
+    Some(m.summary.as_ref()?.decode()?.prompt_tokens)
+}
+
+fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<PrefillPrediction> {
+    let d = m.summary.as_ref()?.decode()?;
+    let c = d.context.as_ref()?;
+    let source = m.plan.model.as_ref()?;
+    let same_model = |u: &&&Manifest| {
+        u.layout.world == 1 && u.plan.model.as_ref().map(|s| &s.name) == Some(&source.name) && prompt_tokens(u) == Some(d.prompt_tokens)
+    };
+    let unsplit = context.iter().filter(same_model).min_by_key(|u| (u.experiment != m.experiment, u.run_id.clone()))?;
+    let unsplit_prefill = unsplit.summary.as_ref()?.decode()?.prefill_s.median;
+    let layers = ModelConfig::read(&source.dir).ok()?.layers as u64;
+    let p2p = inp.link(Op::PingPong, &m.plan.link).or_else(|| inp.link(Op::AllReduce, &m.plan.link))?;
+    let all_to_all = inp.link(Op::AllToAll, &m.plan.link).unwrap_or(p2p);
+    let handoff_bytes = c.gather_bytes_modelled.unwrap_or(c.gather_bytes) as f64;
+    let mut p = PrefillPrediction {
+        run_id: m.run_id.clone(),
+        model: source.name.clone(),
+        world: m.layout.world,
+        cut: c.cut,
+        decodes_on: c.decodes_on,
+        measured_s: d.prefill_s.median,
+        measured_ring_s: c.ring.median,
+        measured_handoff_s: c.gather.median,
+        compute_s: unsplit_prefill / f64::from(m.layout.world),
+        ring_s: ring_s(p2p, layers, m.layout.world, c.ring_bytes_modelled as f64),
+        handoff_s: handoff_s(c.decodes_on, p2p, all_to_all, layers, m.layout.world, handoff_bytes),
+        unsplit_run: unsplit.run_id.clone(),
+        error: 0.0,
+        outcome: Outcome::Within,
+    };
+    p.error = (p.predicted_s() - p.measured_s) / p.measured_s;
+    let uneven = c.causal_imbalance.filter(|i| *i > 1.0 + 1e-9 && p.error < 0.0);
+    p.outcome = judge(Some(p.error), |_| {
+        oversubscribed(m).or_else(|| uneven.map(|causal_imbalance| FailedAssumption::EvenPrefillWork { causal_imbalance }))
+    });
+    Some(p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -827,5 +939,18 @@ mod tests {
         let u = Unsplit { achieved_bps: 5e9, roofline_bps: 20e9, run: "r".into(), error: -0.75 };
         assert!(not_stream_bound(Some(&u), -0.5).is_some());
         assert!(not_stream_bound(Some(&u), 0.5).is_none(), "an unsplit run too slow does not explain one too fast");
+    }
+
+    #[test]
+    fn ring_and_hand_off_from_the_link() {
+        let link = Link { alpha_s: 1e-5, beta_bps: 1e9 };
+        let a2a = Link { alpha_s: 2e-5, beta_bps: 2e9 };
+        // 12 layers over 4 ranks: 36 messages and 1 MB: 360 µs + 1 ms.
+        assert!(close(ring_s(link, 12, 4, 1e6), 36.0 * 1e-5 + 1e-3));
+        assert_eq!(ring_s(link, 12, 1, 0.0), 0.0);
+        // To rank 0: 3 messages, all 3 MB received there.
+        assert!(close(handoff_s(DecodeLayout::Rank0, link, a2a, 12, 4, 3e6), 3.0 * 1e-5 + 3e-3));
+        // To a tensor split: 24 all-to-alls of 3 steps, each rank sending a quarter of 3 MB.
+        assert!(close(handoff_s(DecodeLayout::Tensor, link, a2a, 12, 4, 3e6), 72.0 * 2e-5 + 0.75e6 / 2e9));
     }
 }

@@ -107,5 +107,6 @@ fn heldout(fits: &[Fit]) -> Option<Table> {
 fn predicted_vs_measured(list: &[Manifest]) -> Vec<Table> {
     let mut tables = crate::costmodel::predict::predicted_vs_measured(list);
     tables.extend(super::predicted::decode_table(list));
+    tables.extend(super::predicted::context_prefill_table(list));
     tables
 }

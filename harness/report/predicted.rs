@@ -4,7 +4,9 @@
 //! This module only words the typed predictions.
 
 use super::facts::short;
-use crate::costmodel::step::{predict_steps, FailedAssumption, Hypothesis, Matches, Outcome, Skew, StepPrediction, TOLERANCE};
+use crate::costmodel::step::{
+    predict_prefills, predict_steps, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew, StepPrediction, TOLERANCE,
+};
 use crate::manifest::Manifest;
 use crate::spec::schema::Strategy;
 use crate::table::{Cell, Table};
@@ -136,6 +138,9 @@ pub fn assumption_text(a: &FailedAssumption) -> String {
             format_seconds(*fastest_rank_per_call_s),
             format_seconds(*predicted_per_call_s)
         ),
+        FailedAssumption::EvenPrefillWork { causal_imbalance } => format!(
+            "even prefill work: the cut gave the busiest rank {causal_imbalance:.2}× the mean causal attention work (query-key pairs), and the ring waits for it"
+        ),
         FailedAssumption::NotStreamBound { achieved_bps, roofline_bps, run } => format!(
             "not bound by the weight stream: the unsplit run {} moved its bytes at {} against the {} roofline (per-token compute and framework time are not modelled)",
             short(run),
@@ -207,4 +212,50 @@ fn strategy_line(predictions: &[StepPrediction]) -> String {
         parts.push("context: the decode layout after the prefill (rank 0 alone, or a tensor split)");
     }
     format!("rounds: {}", parts.join("; "))
+}
+
+/// The context splits' prefills as a register table (None without one to predict).
+pub fn context_prefill_table(manifests: &[Manifest]) -> Option<Table> {
+    let mut predictions = predict_prefills(manifests);
+    if predictions.is_empty() {
+        return None;
+    }
+    predictions.sort_by(|a, b| {
+        (&a.model, a.world, a.cut.name(), a.decodes_on.name(), &a.run_id).cmp(&(
+            &b.model,
+            b.world,
+            b.cut.name(),
+            b.decodes_on.name(),
+            &b.run_id,
+        ))
+    });
+    let unsplit: BTreeSet<String> = predictions.iter().map(|p| short(&p.unsplit_run)).collect();
+    Some(Table {
+        id: "predicted-context-prefill".into(),
+        title: "Context prefill: predicted from the unsplit prefill and the link fits, against measurement".into(),
+        caption: "MODELLED against MEASURED: a context split's prefill predicted as the unsplit prefill of the same model and prompt shared evenly by the ranks, plus the ring (L(p − 1) point-to-point messages carrying the busiest sender's modelled key/value bytes) and the hand-off of the cache (to rank 0: p − 1 messages it receives all of; to a tensor split: 2L all-to-alls, each rank sending its p-th), with the 2-rank point-to-point (else all-reduce) and all-to-all fits. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known.".into(),
+        columns: ["model", "world", "cut", "decodes on", "prefill measured", "prefill predicted", "error", "ring measured", "ring predicted", "hand-off measured", "hand-off predicted", "assumption not holding"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect(),
+        rows: predictions.iter().map(prefill_row).collect(),
+        provenance: vec![format!("the unsplit prefill: run {}", unsplit.into_iter().collect::<Vec<_>>().join(", ")), "ring and hand-off measured: seconds inside them, waiting for neighbours included (slowest rank)".into()],
+    })
+}
+
+fn prefill_row(p: &PrefillPrediction) -> Vec<Cell> {
+    vec![
+        Cell::text(&p.model),
+        Cell::Count(p.world.into()),
+        Cell::text(p.cut.name()),
+        Cell::text(p.decodes_on.name()),
+        Cell::Seconds(p.measured_s),
+        Cell::Seconds(p.predicted_s()),
+        Cell::Change(p.error),
+        Cell::Seconds(p.measured_ring_s),
+        Cell::Seconds(p.ring_s),
+        Cell::Seconds(p.measured_handoff_s),
+        Cell::Seconds(p.handoff_s),
+        outcome_cell(&p.outcome),
+    ]
 }

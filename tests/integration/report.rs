@@ -548,4 +548,21 @@ fn every_decode_run_in_the_register_has_a_predicted_step_a_hypothesis_and_past_2
         assert_eq!(error.abs() > TOLERANCE, !assumption.starts_with("– (within"), "{assumption} at {error}");
         assert!(!assumption.starts_with("none known"), "{row:?}");
     }
+
+    // Every context split over several ranks has its prefill predicted from the unsplit one.
+    let context = decode.iter().filter(|m| m.layout.strategy == parlab::spec::Strategy::Context && m.layout.world > 1).count();
+    let prefills = parlab::costmodel::step::predict_prefills(&list);
+    assert!(context >= 2);
+    assert_eq!(prefills.len(), context, "one prefill prediction per context split");
+    let unsplit = list
+        .iter()
+        .find(|m| m.layout.strategy == parlab::spec::Strategy::Context && m.layout.world == 1 && m.status == Status::Ok)
+        .and_then(|m| m.summary.as_ref()?.decode())
+        .expect("the unsplit context run");
+    for p in &prefills {
+        assert!((p.compute_s - unsplit.prefill_s.median / p.world as f64).abs() < 1e-15);
+        assert!(p.ring_s > 0.0 && p.handoff_s > 0.0);
+        assert_eq!(p.outcome == Outcome::Within, p.error.abs() <= TOLERANCE, "{p:?}");
+    }
+    assert_eq!(report::predicted::context_prefill_table(&list).expect("the prefill table").rows.len(), context);
 }
