@@ -370,8 +370,9 @@ fn planned(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, bandwid
 
 /// How a run's strategy decodes, for the prediction.
 enum Decoder {
-    /// One rank (or one replica) with the whole model, `passes` passes per round.
-    Whole { passes: u32 },
+    /// `replicas` ranks streaming the whole model at once, `passes` passes each per round
+    /// (data replicas; one rank; a context split's rank 0 decoding alone).
+    Whole { passes: u32, replicas: u32 },
     /// A tensor split with this head and these overlap pieces.
     Tensor { head: HeadPlacement, pieces: Option<u32> },
     /// Layer stages with sequences in flight.
@@ -383,13 +384,13 @@ enum Decoder {
 fn decoder(m: &Manifest, d: &Decode) -> Decoder {
     let seqs = m.layout.sequences.unwrap_or(1).max(1);
     match (m.layout.strategy, m.layout.world) {
-        (_, 1) | (Strategy::Data, _) => Decoder::Whole { passes: seqs },
+        (_, 1) | (Strategy::Data, _) => Decoder::Whole { passes: seqs, replicas: m.layout.world },
         (Strategy::Tensor, _) => Decoder::Tensor { head: m.layout.head.unwrap_or(HeadPlacement::Split), pieces: m.layout.overlap },
         (Strategy::Pipeline, _) => Decoder::Pipeline,
         (Strategy::Expert, _) => Decoder::Expert { imbalance: d.experts.as_ref().map_or(1.0, |e| e.overall_imbalance().max(1.0)) },
         (Strategy::Context, _) => match &m.layout.decode {
             Some(split) => Decoder::Tensor { head: split.head, pieces: None },
-            None => Decoder::Whole { passes: seqs },
+            None => Decoder::Whole { passes: seqs, replicas: 1 },
         },
     }
 }
@@ -397,7 +398,7 @@ fn decoder(m: &Manifest, d: &Decode) -> Decoder {
 /// Ranks that stream at once in a round of this decoder.
 fn active_ranks(dec: &Decoder, world: u32, sequences: u32) -> u32 {
     match dec {
-        Decoder::Whole { .. } => world,
+        Decoder::Whole { replicas, .. } => *replicas,
         Decoder::Pipeline => world.min(sequences.max(1)),
         _ => world,
     }
@@ -407,7 +408,7 @@ fn active_ranks(dec: &Decoder, world: u32, sequences: u32) -> u32 {
 fn round(inp: &Inputs, r: &RunShape, dec: &Decoder, bandwidth_bps: f64, comm: Option<&Comm>) -> Option<Step> {
     let comm_s = comm.map_or(0.0, Comm::total_s);
     match dec {
-        Decoder::Whole { passes } => {
+        Decoder::Whole { passes, .. } => {
             let t1 = single_device_step_s(r.shape, r.dtype_bytes, r.context, bandwidth_bps);
             Some(Step { compute_s: *passes as f64 * t1, comm_s: 0.0, step_s: *passes as f64 * t1 })
         }
@@ -496,75 +497,85 @@ fn bandwidths(inp: &Inputs, m: &Manifest, active: u32) -> Option<(f64, f64)> {
     Some((own, own.min(total / f64::from(active.max(1)))))
 }
 
+/// The head placement and the decode layout that tell a run's split apart.
+fn layout_details(m: &Manifest) -> (Option<HeadPlacement>, Option<DecodeLayout>) {
+    match (&m.layout.decode, m.layout.strategy) {
+        (Some(split), _) => (Some(split.head), Some(DecodeLayout::Tensor)),
+        (None, Strategy::Context) => (None, Some(DecodeLayout::Rank0)),
+        (None, s) => (m.layout.head.filter(|_| s == Strategy::Tensor && m.layout.world > 1), None),
+    }
+}
+
+/// What a decode run's prediction is computed from (None: not a decode workload).
+fn run_shape<'s>(m: &Manifest, shape: &'s ModelShape) -> Option<RunShape<'s>> {
+    let Workload::Decode { prompt, new_tokens, dtype, .. } = &m.plan.workload else {
+        return None;
+    };
+    Some(RunShape {
+        shape,
+        dtype_bytes: dtype.bytes(),
+        context: mean_context(prompt, *new_tokens),
+        world: m.layout.world,
+        sequences: m.layout.sequences.unwrap_or(1).max(1),
+        link: m.plan.link.clone(),
+    })
+}
+
 /// The prediction of one decode run, before its outcome is judged (None: its model or a
 /// constant it needs is missing).
 fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
     let d = m.summary.as_ref()?.decode()?;
-    let Workload::Decode { prompt, new_tokens, dtype, .. } = &m.plan.workload else {
-        return None;
-    };
     let source = m.plan.model.as_ref()?;
     let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
+    let r = run_shape(m, &shape)?;
     let cuda = m.plan.device == RankDevice::Cuda;
     let dec = decoder(m, d);
-    let world = m.layout.world;
-    let sequences = m.layout.sequences.unwrap_or(1).max(1);
-    let active =
-        if let (Strategy::Context, Decoder::Whole { .. }) = (m.layout.strategy, &dec) { 1 } else { active_ranks(&dec, world, sequences) };
-    let r = RunShape {
-        shape: &shape,
-        dtype_bytes: dtype.bytes(),
-        context: mean_context(prompt, *new_tokens),
-        world,
-        sequences,
-        link: m.plan.link.clone(),
-    };
+    let active = active_ranks(&dec, r.world, r.sequences);
     let comm = comm_of(inp, &r, &dec, cuda);
     let (own_bw, shared_bw) = bandwidths(inp, m, active)?;
     let own = round(inp, &r, &dec, own_bw, comm.as_ref())?;
     let shared = round(inp, &r, &dec, shared_bw, comm.as_ref())?;
-    let measured_step_s = d.step_s.median;
-    let matches = matching(own.step_s, shared.step_s, measured_step_s);
-    let (head, decodes_on) = match (&m.layout.decode, m.layout.strategy) {
-        (Some(split), _) => (Some(split.head), Some(DecodeLayout::Tensor)),
-        (None, Strategy::Context) => (None, Some(DecodeLayout::Rank0)),
-        (None, _) => (m.layout.head.filter(|_| m.layout.strategy == Strategy::Tensor && world > 1), None),
-    };
+    let (head, decodes_on) = layout_details(m);
     let mut p = StepPrediction {
         run_id: m.run_id.clone(),
         model: source.name.clone(),
         cuda,
         strategy: m.layout.strategy,
-        world,
-        sequences,
+        world: r.world,
+        sequences: r.sequences,
         threads: m.plan.threads_per_rank,
         head,
         overlap: m.layout.overlap,
         decodes_on,
-        imbalance: match dec {
-            Decoder::Expert { imbalance } => Some(imbalance),
-            _ => None,
-        },
+        imbalance: if let Decoder::Expert { imbalance } = dec { Some(imbalance) } else { None },
         active_ranks: active,
         bandwidth_bps: (own_bw, shared_bw),
-        measured_step_s,
+        measured_step_s: d.step_s.median,
         measured_comm_s: d.comm_s.median,
         own,
         shared,
         comm,
-        matches,
+        matches: matching(own.step_s, shared.step_s, d.step_s.median),
         error: 0.0,
         outcome: Outcome::Within,
         comm_outcome: Outcome::Within,
         measured_per_call_s: d.all_reduces.iter().find(|a| a.phase == Phase::Decode).map(|a| (a.time.median, a.fastest_rank.median)),
     };
-    p.error = (p.matched().step_s - measured_step_s) / measured_step_s;
-    let matched = *p.matched();
-    if let (Decoder::Pipeline, Some(c)) = (&dec, p.comm.as_mut()) {
-        // Each stage computes m stage-times a round and waits the rest for the other stages.
-        c.wait_s = (matched.step_s - c.alpha_beta_s - f64::from(sequences) * matched.compute_s / f64::from(world)).max(0.0);
+    p.error = (p.matched().step_s - p.measured_step_s) / p.measured_step_s;
+    if let Decoder::Pipeline = dec {
+        add_stage_wait(&mut p);
     }
     Some(p)
+}
+
+/// A pipeline stage computes m stage-times a round and waits the rest of it for the other
+/// stages (with the matching hypothesis): that waiting joins its predicted communication.
+fn add_stage_wait(p: &mut StepPrediction) {
+    let matched = *p.matched();
+    let (m, world) = (f64::from(p.sequences), f64::from(p.world));
+    if let Some(c) = p.comm.as_mut() {
+        c.wait_s = (matched.step_s - c.alpha_beta_s - m * matched.compute_s / world).max(0.0);
+    }
 }
 
 /// The launch's oversubscription, if its manifest records one.
@@ -884,16 +895,17 @@ mod tests {
         let inp = inputs(&[]);
         // 146 304 streamed values (152 640 − the untied embedding + one row) × 2 bytes + 16 tokens × 256 KV bytes.
         let bytes = 146_304.0 * 2.0 + 16.0 * 256.0;
-        let own = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1 }, 1e9, None).unwrap();
+        let own = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, 1e9, None).unwrap();
         assert!(close(own.step_s, bytes / 1e9));
         // One memory system of 1.5 GB/s for two replicas: 0.75 GB/s each.
-        let shared = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1 }, 0.75e9, None).unwrap();
+        let shared = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, 0.75e9, None).unwrap();
         assert!(close(shared.step_s, bytes / 0.75e9));
         assert_eq!(matching(own.step_s, shared.step_s, 3.9e-4), Matches::One(Hypothesis::SharedMemory));
         assert_eq!(matching(own.step_s, shared.step_s, 3.0e-4), Matches::One(Hypothesis::OwnBandwidth));
         assert_eq!(matching(own.step_s, own.step_s, 1.0), Matches::Both);
         // Three sequences on one rank: three passes.
-        let three = round(&inp, &run(&s, 1, 3), &Decoder::Whole { passes: 3 }, 1e9, None).unwrap();
+        let three = round(&inp, &run(&s, 1, 3), &Decoder::Whole { passes: 3, replicas: 1 }, 1e9, None).unwrap();
+        assert_eq!(active_ranks(&Decoder::Whole { passes: 1, replicas: 2 }, 2, 1), 2);
         assert!(close(three.step_s, 3.0 * bytes / 1e9));
     }
 
