@@ -19,7 +19,7 @@ pub fn decode_table(manifests: &[Manifest]) -> Option<Table> {
     if predictions.is_empty() {
         return None;
     }
-    predictions.sort_by(|a, b| order_key(a).partial_cmp(&order_key(b)).unwrap_or(std::cmp::Ordering::Equal));
+    predictions.sort_by_key(order_key);
     Some(Table {
         id: "predicted-decode".into(),
         title: "Decode: predicted from measured bandwidth and collective fits, against measurement".into(),
