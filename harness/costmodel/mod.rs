@@ -8,6 +8,7 @@ pub mod plan;
 pub mod predict;
 pub mod safetensors_header;
 pub mod shape;
+pub mod step;
 pub mod tables;
 
 use crate::manifest::summary::{ModelTables, Summary};

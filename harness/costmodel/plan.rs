@@ -190,7 +190,7 @@ fn data_plan(input: &PlanInput) -> Plan {
 }
 
 /// Streamed values of one block for one token (only the routed experts of a mixture).
-fn streamed_block(s: &ModelShape) -> u64 {
+pub(crate) fn streamed_block(s: &ModelShape) -> u64 {
     let b = &s.breakdown;
     let idle = s.experts.map_or(0, |e| (e.count - e.active) as u64 * b.expert_mlp);
     b.attention_per_layer + b.mlp_per_layer - idle

@@ -15,6 +15,7 @@ pub mod markdown;
 pub mod measured;
 pub mod modelled;
 pub mod origin;
+pub mod predicted;
 pub mod status;
 pub mod templates;
 

@@ -113,7 +113,11 @@ fn imported_heldout(imported: &[super::imported::ImportedRun]) -> Option<Table> 
 }
 
 /// The cost model's predictions joined with the measured runs they predict
-/// (`crate::costmodel::predict`: collectives at other sizes and world sizes, decode steps).
+/// (`crate::costmodel::predict`: collectives at other sizes and world sizes; `super::predicted`:
+/// every decode run).
 fn predicted_vs_measured(list: &[Manifest]) -> Vec<Table> {
-    crate::costmodel::predict::predicted_vs_measured(list)
+    let mut tables = crate::costmodel::predict::predicted_vs_measured(list);
+    tables.extend(super::predicted::decode_table(list));
+    tables.extend(super::predicted::context_prefill_table(list));
+    tables
 }

@@ -393,28 +393,29 @@ fn predictions_joined_with_measurements() {
     let (_, _, e_big) = get(2, 4194304);
     assert!(e_big < -0.8, "{e_big}");
 
-    let decode = predict::decode_frame(&manifests).unwrap();
-    assert_eq!(decode.height(), 2);
+    let steps = parlab::costmodel::step::predict_steps(&manifests);
+    assert_eq!(steps.len(), 2, "every decode run has a prediction");
     let g = shape("gpt2");
-    let step = decode.column("predicted_step_s").unwrap().f64().unwrap().clone();
-    let comm = decode.column("predicted_comm_s").unwrap().f64().unwrap().clone();
-    let world = decode.column("world").unwrap().u32().unwrap().clone();
-    let i1 = (0..2).find(|&i| world.get(i) == Some(1)).unwrap();
+    let one = steps.iter().find(|p| p.world == 1).unwrap();
     // World 1: streamed float32 weights plus the KV cache at the mean context (32 + 25/2 = 44 tokens), over 21 GB/s.
     let expected = (g.streamed_bytes(4) + 44 * g.kv_bytes_per_token(4)) as f64 / 21e9;
-    assert!((step.get(i1).unwrap() - expected).abs() < 1e-12);
+    assert!((one.own.step_s - expected).abs() < 1e-12);
     assert_eq!(format!("{:.1}", expected * 1e3), "23.7");
-    // World 2: 24 all-reduces of 3 KiB and one all-gather of the logits with the fitted link.
-    let i2 = 1 - i1;
+    assert_eq!(one.matches, parlab::costmodel::step::Matches::Both, "one rank: both hypotheses predict the same step");
+    // World 2: 24 all-reduces of 3 KiB and one all-gather of the logits with the fitted link (no op time: no skew).
+    let two = steps.iter().find(|p| p.world == 2).unwrap();
     let l = fit.link();
     let want = 24.0 * allreduce_time(l, 3072.0, 2) + allgather_time(l, 50257.0 * 4.0, 2);
-    assert!((comm.get(i2).unwrap() - want).abs() < 1e-12);
-    let err = decode.column("comm_error").unwrap().f64().unwrap().get(i2).unwrap();
-    assert!(err < 0.0, "the model is optimistic about communication ({err})");
+    let comm = two.comm.as_ref().unwrap();
+    assert!((comm.alpha_beta_s - want).abs() < 1e-12);
+    assert_eq!(comm.skew_s, 0.0);
+    assert!(two.comm_error().unwrap() < 0.0, "the model is optimistic about communication");
 
     let tables = predict::predicted_vs_measured(&manifests);
-    assert_eq!(tables.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["predicted-collectives", "predicted-decode"]);
-    assert!(tables[1].provenance[0].contains("measured: from run"));
+    assert_eq!(tables.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["predicted-collectives"]);
+    let decode = parlab::report::predicted::decode_table(&manifests).unwrap();
+    assert_eq!(decode.id, "predicted-decode");
+    assert!(decode.provenance[0].contains("one process alone, median roofline) from run"), "{:?}", decode.provenance);
     let entry = predict::measured_link_entry(&manifests, parlab::spec::schema::Op::AllReduce, "mpi-tcp").unwrap();
     assert!((entry.latency_us - fit.alpha_per_step_s * 1e6).abs() < 1e-9);
     assert!(entry.provenance_lines()[0].contains("measured: from run"));

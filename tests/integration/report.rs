@@ -494,3 +494,75 @@ fn an_nccl_run_is_not_run_by_probe_without_a_gpu_per_rank() {
     let probe = gates.get("nccl").expect("an nccl probe");
     assert_eq!(probe.command, parlab::nccl::PROBE_COMMAND, "NCCL is probed in process, as a rank loads it");
 }
+
+#[test]
+fn every_decode_run_in_the_register_has_a_predicted_step_a_hypothesis_and_past_25_percent_an_assumption() {
+    use parlab::costmodel::step::{predict_steps, FailedAssumption, Outcome, TOLERANCE};
+    use parlab::manifest::summary::Summary;
+    let mut list = crate::synth::fixtures().unwrap();
+    // A context split that decodes on rank 0 communicates nothing per step (as real runs record);
+    // the synthetic generator gives every multi-rank run communication, so take it out here.
+    for m in list.iter_mut().filter(|m| m.layout.strategy == parlab::spec::Strategy::Context) {
+        if let Some(Summary::Decode(d)) = m.summary.as_mut() {
+            d.step_s.median -= d.comm_s.median;
+            d.comm_s = crate::synth::flat(0.0, d.comm_s.n);
+        }
+    }
+    let decode: Vec<&Manifest> = list.iter().filter(|m| m.kind == Kind::Decode && m.status == Status::Ok).collect();
+    assert!(decode.len() >= 6, "the synthetic suite decodes tensor and context splits at worlds 1, 2 and 4");
+    let predictions = predict_steps(&list);
+    assert_eq!(predictions.len(), decode.len(), "one prediction per measured decode run");
+    for p in &predictions {
+        assert!(p.own.step_s > 0.0 && p.shared.step_s > 0.0 && p.shared.step_s >= p.own.step_s, "{}: {:?} {:?}", p.run_id, p.own, p.shared);
+        let matched = p.matched().step_s;
+        assert!((p.error - (matched - p.measured_step_s) / p.measured_step_s).abs() < 1e-12);
+        match (&p.outcome, p.error.abs() > TOLERANCE) {
+            (Outcome::Within, false) | (Outcome::AssumptionFailed(_), true) => {}
+            (other, past) => panic!("{} world {} error {:.3} (past 25 %: {past}): {other:?}", p.run_id, p.world, p.error),
+        }
+    }
+    let kinds = |world: u32, overlap: Option<u32>| -> Vec<&Outcome> {
+        predictions
+            .iter()
+            .filter(|p| p.world == world && p.overlap == overlap && p.strategy == parlab::spec::Strategy::Tensor)
+            .map(|p| &p.outcome)
+            .collect()
+    };
+    assert!(kinds(4, None)
+        .iter()
+        .all(|o| matches!(o, Outcome::AssumptionFailed(FailedAssumption::Oversubscribed { ranks: 4, cores: 2, .. }))));
+    assert!(kinds(2, Some(4)).iter().all(|o| matches!(o, Outcome::AssumptionFailed(FailedAssumption::NoProgressThread { pieces: 4 }))));
+    assert!(kinds(2, None).iter().all(|o| matches!(o, Outcome::AssumptionFailed(FailedAssumption::CallsAsInIsolation { .. }))));
+
+    let table = report::predicted::decode_table(&list).expect("the table");
+    assert_eq!(table.rows.len(), decode.len(), "a row per decode run");
+    let col = |name: &str| table.columns.iter().position(|c| c == name).unwrap_or_else(|| panic!("column {name}"));
+    for row in &table.rows {
+        for name in ["predicted, own bandwidth", "predicted, shared memory"] {
+            assert!(matches!(row[col(name)], parlab::table::Cell::Seconds(s) if s > 0.0), "{name}: {row:?}");
+        }
+        let parlab::table::Cell::Text(hypothesis) = &row[col("matches")] else { panic!("matches: {row:?}") };
+        assert!(["own bandwidth", "shared memory", "both (same prediction)"].contains(&hypothesis.as_str()));
+        let parlab::table::Cell::Change(error) = row[col("error")] else { panic!("error: {row:?}") };
+        let parlab::table::Cell::Text(assumption) = &row[col("assumption not holding (step)")] else { panic!("{row:?}") };
+        assert_eq!(error.abs() > TOLERANCE, !assumption.starts_with("– (within"), "{assumption} at {error}");
+        assert!(!assumption.starts_with("none known"), "{row:?}");
+    }
+
+    // Every context split over several ranks has its prefill predicted from the unsplit one.
+    let context = decode.iter().filter(|m| m.layout.strategy == parlab::spec::Strategy::Context && m.layout.world > 1).count();
+    let prefills = parlab::costmodel::step::predict_prefills(&list);
+    assert!(context >= 2);
+    assert_eq!(prefills.len(), context, "one prefill prediction per context split");
+    let unsplit = list
+        .iter()
+        .find(|m| m.layout.strategy == parlab::spec::Strategy::Context && m.layout.world == 1 && m.status == Status::Ok)
+        .and_then(|m| m.summary.as_ref()?.decode())
+        .expect("the unsplit context run");
+    for p in &prefills {
+        assert!((p.compute_s - unsplit.prefill_s.median / p.world as f64).abs() < 1e-15);
+        assert!(p.ring_s > 0.0 && p.handoff_s > 0.0);
+        assert_eq!(p.outcome == Outcome::Within, p.error.abs() <= TOLERANCE, "{p:?}");
+    }
+    assert_eq!(report::predicted::context_prefill_table(&list).expect("the prefill table").rows.len(), context);
+}

@@ -1,0 +1,968 @@
+//! Every measured decode run predicted by the cost model: its step under both bandwidth
+//! hypotheses (each rank its own memory bandwidth; one memory system all ranks share), its
+//! communication as the α–β time plus the arrival skew measured at its world and link, the
+//! hypothesis the measurement matches, and, where the error passes [`TOLERANCE`], the
+//! assumption of the model known not to hold for the run. Typed values only: the register
+//! words them (`report::predicted`).
+
+use super::link::{allgather_time, allreduce_time, p2p_time, Link, LinkFit};
+use super::plan::{plan, single_device_step_s, streamed_block, Device, PlanInput};
+use super::predict::{device_fits, gpu_read_bandwidth, single_process_bandwidth, two_rank_fits};
+use super::shape::{shape_from_config, ModelShape};
+use crate::manifest::caveat::Caveat;
+use crate::manifest::summary::{CollectiveRow, Collectives, Decode, Membw, Phase};
+use crate::manifest::{Manifest, Status};
+use crate::model::ModelConfig;
+use crate::spec::plan::Workload;
+use crate::spec::schema::{ContextBlocks, DecodeLayout, Device as RankDevice, HeadPlacement, Kind, Op, Prompt, Strategy};
+use std::collections::BTreeMap;
+
+/// The relative error past which a row names the assumption that failed.
+pub const TOLERANCE: f64 = 0.25;
+
+/// Where the bytes of a step come from when several ranks stream at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Hypothesis {
+    /// Each rank streams at the bandwidth one process measured alone.
+    OwnBandwidth,
+    /// The ranks streaming at once share the highest aggregate any membw run measured.
+    SharedMemory,
+}
+
+/// Which hypothesis the measured step is nearer to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matches {
+    /// One hypothesis predicts the step more closely (ratio nearer 1).
+    One(Hypothesis),
+    /// Both predict the same step: one rank streams, or the share is not below a rank's own.
+    Both,
+}
+
+/// An assumption of the model that is known not to hold for a run, with what shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FailedAssumption {
+    /// The model gives every rank its cores; here ranks × threads exceed the cores, so ranks
+    /// wait for a core, which no bandwidth or link term contains.
+    Oversubscribed {
+        /// Ranks.
+        ranks: u32,
+        /// Threads per rank.
+        threads: u32,
+        /// Cores of the machine.
+        cores: u32,
+    },
+    /// The model hides every piece of an overlapped all-reduce but the last behind compute;
+    /// Open MPI has no progress thread, so a non-blocking all-reduce advances only inside MPI calls.
+    NoProgressThread {
+        /// Pieces each all-reduce was cut into.
+        pieces: u32,
+    },
+    /// The model takes a collective inside a step to cost what it cost in the collectives runs
+    /// (α–β plus their arrival skew, ranks released together by a barrier); the run's own
+    /// all-reduces took longer per call: on the rank that arrived last (the call itself) and
+    /// on the slowest (the call and the wait for the last rank).
+    CallsAsInIsolation {
+        /// Predicted seconds of one call (α–β plus skew).
+        predicted_per_call_s: f64,
+        /// The run's median per call on the rank that waited least.
+        fastest_rank_per_call_s: f64,
+        /// The run's median per call on the slowest rank.
+        slowest_rank_per_call_s: f64,
+    },
+    /// The model shares a context split's prefill evenly among the ranks; the cut gave the
+    /// busiest rank more causal attention work than the mean.
+    EvenPrefillWork {
+        /// The busiest rank's query-key pairs over the mean.
+        causal_imbalance: f64,
+    },
+    /// The model takes a step to be its bytes over the memory roofline; the unsplit run of the
+    /// same model streamed well below it, so the time per token is not the weight stream alone.
+    NotStreamBound {
+        /// The unsplit run's bytes per step over its measured step.
+        achieved_bps: f64,
+        /// The roofline it was predicted with.
+        roofline_bps: f64,
+        /// The unsplit run.
+        run: String,
+    },
+}
+
+/// How a prediction compares with its measurement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Within [`TOLERANCE`].
+    Within,
+    /// Outside it, where an assumption is known not to hold.
+    AssumptionFailed(FailedAssumption),
+    /// Outside it with no assumption known to fail: an error of the model.
+    ModelError,
+}
+
+/// A predicted decode round, split as the measurement is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    /// Memory time of the round (the busiest rank's bytes over its bandwidth).
+    pub compute_s: f64,
+    /// Communication of the round.
+    pub comm_s: f64,
+    /// One decode round: every sequence in flight advances one token.
+    pub step_s: f64,
+}
+
+/// Waiting for the last rank to arrive, measured by a collectives run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skew {
+    /// Slowest-rank median minus the op's own median, per call (at least 0).
+    pub skew_s: f64,
+    /// The collective it was measured on.
+    pub op: Op,
+    /// The world it was measured at (the run's own where measured, else the nearest).
+    pub world: u32,
+    /// The message size it was measured at (the nearest to the run's message).
+    pub size_bytes: u64,
+    /// The collectives run.
+    pub run: String,
+}
+
+/// A run's communication per round: the α–β time of its collectives and their waiting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comm {
+    /// Collectives (or messages) per round.
+    pub calls: u64,
+    /// Their α–β time, fitted at 2 ranks and predicted at the run's world.
+    pub alpha_beta_s: f64,
+    /// Their arrival skew (calls × the measured skew of one call); 0 where none was measured.
+    pub skew_s: f64,
+    /// Waiting for other ranks' compute the round's structure implies (a pipeline stage
+    /// waiting for the others, with the matching hypothesis); 0 for collectives.
+    pub wait_s: f64,
+    /// The skew measurement used (None: no collectives run timed the op's own time).
+    pub skew: Option<Skew>,
+}
+
+impl Comm {
+    /// α–β plus skew plus the implied waiting.
+    pub fn total_s(&self) -> f64 {
+        self.alpha_beta_s + self.skew_s + self.wait_s
+    }
+
+    /// α–β plus skew of one call.
+    pub fn per_call_s(&self) -> f64 {
+        (self.alpha_beta_s + self.skew_s) / self.calls.max(1) as f64
+    }
+}
+
+/// One measured decode run and what the cost model predicts for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepPrediction {
+    /// The measured run.
+    pub run_id: String,
+    /// Model name.
+    pub model: String,
+    /// Computed on a GPU.
+    pub cuda: bool,
+    /// The split.
+    pub strategy: Strategy,
+    /// Ranks.
+    pub world: u32,
+    /// Sequences in flight (per replica for data).
+    pub sequences: u32,
+    /// Threads per rank.
+    pub threads: u32,
+    /// Output head placement of the split that decodes.
+    pub head: Option<HeadPlacement>,
+    /// Pieces of an overlapped all-reduce.
+    pub overlap: Option<u32>,
+    /// The layout a context split decodes on.
+    pub decodes_on: Option<DecodeLayout>,
+    /// An expert split's measured routing imbalance (busiest rank's pairs over the mean).
+    pub imbalance: Option<f64>,
+    /// Ranks streaming at once in a round.
+    pub active_ranks: u32,
+    /// Bandwidth per rank under each hypothesis: (own, shared), bytes per second.
+    pub bandwidth_bps: (f64, f64),
+    /// Measured round (median).
+    pub measured_step_s: f64,
+    /// Measured communication per round (median).
+    pub measured_comm_s: f64,
+    /// Predicted with each rank's own bandwidth.
+    pub own: Step,
+    /// Predicted with one shared memory system.
+    pub shared: Step,
+    /// The predicted communication (None: a round has none).
+    pub comm: Option<Comm>,
+    /// The hypothesis the measurement matches.
+    pub matches: Matches,
+    /// (predicted − measured) / measured of the matching prediction.
+    pub error: f64,
+    /// Within tolerance, or which assumption failed.
+    pub outcome: Outcome,
+    /// The same for the communication (Within where none is predicted).
+    pub comm_outcome: Outcome,
+    /// The run's own decode all-reduces per call: (slowest rank, fastest rank) medians.
+    pub measured_per_call_s: Option<(f64, f64)>,
+}
+
+impl StepPrediction {
+    /// The prediction of the matching hypothesis.
+    pub fn matched(&self) -> &Step {
+        match self.matches {
+            Matches::One(Hypothesis::SharedMemory) => &self.shared,
+            _ => &self.own,
+        }
+    }
+
+    /// (predicted − measured) / measured of the communication, where some is predicted.
+    pub fn comm_error(&self) -> Option<f64> {
+        let c = self.comm.as_ref().filter(|c| c.total_s() > 0.0)?;
+        (self.measured_comm_s > 0.0).then(|| (c.total_s() - self.measured_comm_s) / self.measured_comm_s)
+    }
+}
+
+/// The bandwidths a decode prediction draws on, with their runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bandwidths {
+    /// One process streaming alone, by threads (the roofline, median).
+    pub own_by_threads: BTreeMap<u32, (f64, String)>,
+    /// The highest aggregate any membw run drew: what one memory system gives all ranks.
+    pub shared_total: Option<(f64, String)>,
+    /// A GPU's memory roofline (device-read).
+    pub gpu: Option<(f64, String)>,
+}
+
+/// Everything measured that the predictions draw on.
+pub struct Inputs<'a> {
+    /// Bandwidths.
+    pub bandwidths: Bandwidths,
+    fits: BTreeMap<(Op, String), (LinkFit, String)>,
+    device_fits: BTreeMap<Op, (LinkFit, String)>,
+    /// Every collective row measured at several ranks, with its run.
+    rows: Vec<(&'a str, &'a CollectiveRow)>,
+}
+
+fn ok_of_kind(manifests: &[Manifest], kind: Kind) -> impl Iterator<Item = &Manifest> + '_ {
+    manifests.iter().filter(move |m| m.kind == kind && m.status == Status::Ok)
+}
+
+impl<'a> Inputs<'a> {
+    /// Gathers the measured constants from `manifests`.
+    pub fn of(manifests: &'a [Manifest]) -> Self {
+        let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, Kind::Decode).map(|m| m.plan.threads_per_rank).collect();
+        let own_by_threads = threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect();
+        let membw: Vec<(&Manifest, &Membw)> =
+            ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary.as_ref()?.membw()?))).collect();
+        let shared_total = membw
+            .iter()
+            .map(|(m, b)| (b.roofline.aggregate_bps, m.run_id.clone()))
+            .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
+        let collectives: Vec<(&Manifest, &Collectives)> =
+            ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary.as_ref()?.collectives()?))).collect();
+        let rows = collectives.iter().flat_map(|(m, c)| c.rows.iter().map(move |r| (m.run_id.as_str(), r))).collect();
+        Inputs {
+            bandwidths: Bandwidths { own_by_threads, shared_total, gpu: gpu_read_bandwidth(manifests) },
+            fits: two_rank_fits(manifests),
+            device_fits: device_fits(manifests),
+            rows,
+        }
+    }
+
+    /// The fitted link of `op` over `link` (2 ranks).
+    fn link(&self, op: Op, link: &str) -> Option<Link> {
+        self.fits.get(&(op, link.to_string())).map(|(f, _)| f.link())
+    }
+
+    /// The skew of one `op` call of `bytes` at `world` over `link`: the run's world where a
+    /// collectives run timed it, else the nearest world; the size nearest `bytes`.
+    pub fn skew(&self, op: Op, world: u32, link: &str, bytes: f64) -> Option<Skew> {
+        let rows: Vec<(&str, &CollectiveRow)> =
+            self.rows.iter().copied().filter(|(_, r)| r.op == op && r.link == link && r.world > 1 && r.op_time.is_some()).collect();
+        let nearest_world = rows.iter().map(|(_, r)| r.world).min_by_key(|w| (w.abs_diff(world), u32::MAX - w))?;
+        let distance = |size: u64| (size.max(1) as f64 / bytes.max(1.0)).ln().abs();
+        let (run, r) = rows
+            .into_iter()
+            .filter(|(_, r)| r.world == nearest_world)
+            .min_by(|a, b| distance(a.1.size_bytes).total_cmp(&distance(b.1.size_bytes)).then_with(|| a.0.cmp(b.0)))?;
+        Some(Skew { skew_s: r.skew_s()?.max(0.0), op, world: r.world, size_bytes: r.size_bytes, run: run.to_string() })
+    }
+}
+
+/// What one run's prediction is computed from.
+struct RunShape<'s> {
+    shape: &'s ModelShape,
+    dtype_bytes: u64,
+    context: u64,
+    world: u32,
+    sequences: u32,
+    link: String,
+}
+
+/// Values one tensor rank streams per token: its share of every block, the norms, its share of
+/// the head (all of it when replicated) and one row of each lookup table.
+pub fn tensor_rank_params(s: &ModelShape, world: u32, head: HeadPlacement) -> u64 {
+    let (b, p) = (&s.breakdown, world as u64);
+    let rows = s.hidden * if b.position > 0 { 2 } else { 1 };
+    let head_share = match head {
+        HeadPlacement::Split => s.head_params() / p,
+        HeadPlacement::Replicated => s.head_params(),
+    };
+    s.layers * streamed_block(s) / p + s.layers * b.norms_per_layer + b.final_norm + head_share + rows
+}
+
+/// A tensor rank's memory time per token at `bandwidth_bps`: its weights and its KV heads.
+pub fn tensor_compute_s(s: &ModelShape, world: u32, head: HeadPlacement, dtype_bytes: u64, context: u64, bandwidth_bps: f64) -> f64 {
+    let kv = s.kv_share(world as u64, dtype_bytes).bytes_per_token_per_device;
+    (tensor_rank_params(s, world, head) * dtype_bytes + context * kv) as f64 / bandwidth_bps
+}
+
+/// A tensor split's collectives per token: 2L all-reduces of one row (each cut into `pieces`,
+/// of which only the last is exposed when overlapped), and the logits' all-gather when the
+/// head is split; each call pays the measured skew.
+fn tensor_comm(inp: &Inputs, r: &RunShape, head: HeadPlacement, pieces: Option<u32>) -> Option<Comm> {
+    let ar = inp.link(Op::AllReduce, &r.link)?;
+    let ag = inp.link(Op::AllGather, &r.link).unwrap_or(ar);
+    let row = (r.shape.hidden * r.dtype_bytes) as f64;
+    let all_reduces = 2 * r.shape.layers;
+    let exposed = row / f64::from(pieces.unwrap_or(1).max(1));
+    let mut alpha_beta_s = all_reduces as f64 * allreduce_time(ar, exposed, r.world);
+    let skew = inp.skew(Op::AllReduce, r.world, &r.link, row);
+    let mut skew_s = all_reduces as f64 * skew.as_ref().map_or(0.0, |k| k.skew_s);
+    let mut calls = all_reduces;
+    if head == HeadPlacement::Split {
+        let logits = (r.shape.vocab * r.dtype_bytes) as f64;
+        alpha_beta_s += allgather_time(ag, logits, r.world);
+        skew_s += inp.skew(Op::AllGather, r.world, &r.link, logits).map_or(0.0, |k| k.skew_s);
+        calls += 1;
+    }
+    Some(Comm { calls, alpha_beta_s, skew_s, wait_s: 0.0, skew })
+}
+
+/// A GPU rank's extra copies per token: each all-reduce's partial off the device and the sum
+/// back on, and the logits' shard off (the pageable copy fits).
+fn staging_s(inp: &Inputs, r: &RunShape) -> Option<f64> {
+    let copy = |op: Op, bytes: f64| Some(p2p_time(inp.device_fits.get(&op)?.0.link(), bytes));
+    let row = (r.shape.hidden * r.dtype_bytes) as f64;
+    let logits = (r.shape.vocab * r.dtype_bytes) as f64;
+    let per_all_reduce = copy(Op::DeviceToHostPageable, row)? + copy(Op::HostToDevicePageable, row)?;
+    Some(2.0 * r.shape.layers as f64 * per_all_reduce + copy(Op::DeviceToHostPageable, logits / r.world as f64)?)
+}
+
+/// The cost model's plan of `strategy` for this run at `bandwidth_bps` per rank over `link`.
+fn planned(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, bandwidth_bps: f64, link: Link, imbalance: f64) -> Option<Step> {
+    let input = PlanInput {
+        shape: r.shape,
+        dtype_bytes: r.dtype_bytes,
+        device: Device { memory_bytes: u64::MAX, bandwidth_bps },
+        link,
+        strategy,
+        world,
+        context: r.context,
+        sequences,
+        imbalance,
+    };
+    let p = plan(&input).ok()?;
+    // A pipeline's compute is one pass through its stages (sequences overlap in them); an
+    // expert split serves its sequences in turn.
+    Some(match strategy {
+        Strategy::Pipeline => Step { compute_s: p.compute_s, comm_s: p.comm_s, step_s: p.round_s },
+        _ => Step { compute_s: p.round_s - f64::from(sequences) * p.comm_s, comm_s: f64::from(sequences) * p.comm_s, step_s: p.round_s },
+    })
+}
+
+/// How a run's strategy decodes, for the prediction.
+enum Decoder {
+    /// `replicas` ranks streaming the whole model at once, `passes` passes each per round
+    /// (data replicas; one rank; a context split's rank 0 decoding alone).
+    Whole { passes: u32, replicas: u32 },
+    /// A tensor split with this head and these overlap pieces.
+    Tensor { head: HeadPlacement, pieces: Option<u32> },
+    /// Layer stages with sequences in flight.
+    Pipeline,
+    /// Experts split, with the measured imbalance.
+    Expert { imbalance: f64 },
+}
+
+fn decoder(m: &Manifest, d: &Decode) -> Decoder {
+    let seqs = m.layout.sequences.unwrap_or(1).max(1);
+    match (m.layout.strategy, m.layout.world) {
+        (_, 1) | (Strategy::Data, _) => Decoder::Whole { passes: seqs, replicas: m.layout.world },
+        (Strategy::Tensor, _) => Decoder::Tensor { head: m.layout.head.unwrap_or(HeadPlacement::Split), pieces: m.layout.overlap },
+        (Strategy::Pipeline, _) => Decoder::Pipeline,
+        (Strategy::Expert, _) => Decoder::Expert { imbalance: d.experts.as_ref().map_or(1.0, |e| e.overall_imbalance().max(1.0)) },
+        (Strategy::Context, _) => match &m.layout.decode {
+            Some(split) => Decoder::Tensor { head: split.head, pieces: None },
+            None => Decoder::Whole { passes: seqs, replicas: 1 },
+        },
+    }
+}
+
+/// Ranks that stream at once in a round of this decoder.
+fn active_ranks(dec: &Decoder, world: u32, sequences: u32) -> u32 {
+    match dec {
+        Decoder::Whole { replicas, .. } => *replicas,
+        Decoder::Pipeline => world.min(sequences.max(1)),
+        _ => world,
+    }
+}
+
+/// The round of `dec` with `bandwidth_bps` per rank.
+fn round(inp: &Inputs, r: &RunShape, dec: &Decoder, bandwidth_bps: f64, comm: Option<&Comm>) -> Option<Step> {
+    let comm_s = comm.map_or(0.0, Comm::total_s);
+    match dec {
+        Decoder::Whole { passes, .. } => {
+            let t1 = single_device_step_s(r.shape, r.dtype_bytes, r.context, bandwidth_bps);
+            Some(Step { compute_s: *passes as f64 * t1, comm_s: 0.0, step_s: *passes as f64 * t1 })
+        }
+        Decoder::Tensor { head, .. } => {
+            let compute_s = f64::from(r.sequences) * tensor_compute_s(r.shape, r.world, *head, r.dtype_bytes, r.context, bandwidth_bps);
+            let comm_s = f64::from(r.sequences) * comm_s;
+            Some(Step { compute_s, comm_s, step_s: compute_s + comm_s })
+        }
+        Decoder::Pipeline => {
+            let link = inp.link(Op::PingPong, &r.link).or_else(|| inp.link(Op::AllReduce, &r.link))?;
+            planned(r, Strategy::Pipeline, r.world, r.sequences, bandwidth_bps, link, 1.0)
+        }
+        Decoder::Expert { imbalance } => {
+            let link = inp.link(Op::AllToAll, &r.link)?;
+            let step = planned(r, Strategy::Expert, r.world, r.sequences, bandwidth_bps, link, *imbalance)?;
+            let skew = comm.map_or(0.0, |c| c.skew_s) * f64::from(r.sequences);
+            Some(Step { comm_s: step.comm_s + skew, step_s: step.step_s + skew, ..step })
+        }
+    }
+}
+
+/// The communication a round of `dec` pays, where it has collectives.
+fn comm_of(inp: &Inputs, r: &RunShape, dec: &Decoder, cuda: bool) -> Option<Comm> {
+    match dec {
+        Decoder::Tensor { head, pieces } => {
+            let mut comm = tensor_comm(inp, r, *head, *pieces)?;
+            if cuda {
+                comm.alpha_beta_s += staging_s(inp, r)?;
+            }
+            Some(comm)
+        }
+        Decoder::Expert { imbalance } => {
+            let link = inp.link(Op::AllToAll, &r.link)?;
+            let e = r.shape.experts?;
+            let dispatch = (e.active as u64 * r.shape.hidden * r.dtype_bytes) as f64 * imbalance;
+            let calls = 2 * r.shape.layers;
+            let skew = inp.skew(Op::AllToAll, r.world, &r.link, dispatch);
+            Some(Comm {
+                calls,
+                alpha_beta_s: calls as f64 * super::link::alltoall_time(link, dispatch, r.world),
+                skew_s: calls as f64 * skew.as_ref().map_or(0.0, |k| k.skew_s),
+                wait_s: 0.0,
+                skew,
+            })
+        }
+        Decoder::Pipeline => {
+            let link = inp.link(Op::PingPong, &r.link).or_else(|| inp.link(Op::AllReduce, &r.link))?;
+            let hops = (r.world - 1) as f64 * p2p_time(link, (r.shape.hidden * r.dtype_bytes) as f64) + p2p_time(link, 4.0);
+            Some(Comm { calls: r.world as u64, alpha_beta_s: hops, skew_s: 0.0, wait_s: 0.0, skew: None })
+        }
+        Decoder::Whole { .. } => None,
+    }
+}
+
+/// Tokens of context a step reads on average: the prompt and half the new tokens.
+fn mean_context(prompt: &Prompt, new_tokens: u32) -> u64 {
+    let prompt_len = match prompt {
+        Prompt::Tokens(t) => t.len() as u64,
+        Prompt::Seeded { length, .. } => *length as u64,
+    };
+    prompt_len + new_tokens as u64 / 2
+}
+
+/// The nearer of the two predictions to `measured` (by ratio), or both when they coincide.
+pub fn matching(own: f64, shared: f64, measured: f64) -> Matches {
+    if (own - shared).abs() <= 1e-9 * own.abs().max(shared.abs()) {
+        return Matches::Both;
+    }
+    let off = |p: f64| (p / measured).ln().abs();
+    if off(shared) < off(own) {
+        Matches::One(Hypothesis::SharedMemory)
+    } else {
+        Matches::One(Hypothesis::OwnBandwidth)
+    }
+}
+
+/// A run's bandwidth per rank under each hypothesis: (own, shared).
+fn bandwidths(inp: &Inputs, m: &Manifest, active: u32) -> Option<(f64, f64)> {
+    let b = &inp.bandwidths;
+    if m.plan.device == RankDevice::Cuda {
+        let gpu = b.gpu.as_ref()?.0;
+        return Some((gpu, gpu / f64::from(active.max(1))));
+    }
+    let own = b.own_by_threads.get(&m.plan.threads_per_rank)?.0;
+    let total = b.shared_total.as_ref().map_or(own, |(t, _)| *t);
+    Some((own, own.min(total / f64::from(active.max(1)))))
+}
+
+/// The head placement and the decode layout that tell a run's split apart.
+fn layout_details(m: &Manifest) -> (Option<HeadPlacement>, Option<DecodeLayout>) {
+    match (&m.layout.decode, m.layout.strategy) {
+        (Some(split), _) => (Some(split.head), Some(DecodeLayout::Tensor)),
+        (None, Strategy::Context) => (None, Some(DecodeLayout::Rank0)),
+        (None, s) => (m.layout.head.filter(|_| s == Strategy::Tensor && m.layout.world > 1), None),
+    }
+}
+
+/// What a decode run's prediction is computed from (None: not a decode workload).
+fn run_shape<'s>(m: &Manifest, shape: &'s ModelShape) -> Option<RunShape<'s>> {
+    let Workload::Decode { prompt, new_tokens, dtype, .. } = &m.plan.workload else {
+        return None;
+    };
+    Some(RunShape {
+        shape,
+        dtype_bytes: dtype.bytes(),
+        context: mean_context(prompt, *new_tokens),
+        world: m.layout.world,
+        sequences: m.layout.sequences.unwrap_or(1).max(1),
+        link: m.plan.link.clone(),
+    })
+}
+
+/// The prediction of one decode run, before its outcome is judged (None: its model or a
+/// constant it needs is missing).
+fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
+    let d = m.summary.as_ref()?.decode()?;
+    let source = m.plan.model.as_ref()?;
+    let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
+    let r = run_shape(m, &shape)?;
+    let cuda = m.plan.device == RankDevice::Cuda;
+    let dec = decoder(m, d);
+    let active = active_ranks(&dec, r.world, r.sequences);
+    let comm = comm_of(inp, &r, &dec, cuda);
+    let (own_bw, shared_bw) = bandwidths(inp, m, active)?;
+    let own = round(inp, &r, &dec, own_bw, comm.as_ref())?;
+    let shared = round(inp, &r, &dec, shared_bw, comm.as_ref())?;
+    let (head, decodes_on) = layout_details(m);
+    let mut p = StepPrediction {
+        run_id: m.run_id.clone(),
+        model: source.name.clone(),
+        cuda,
+        strategy: m.layout.strategy,
+        world: r.world,
+        sequences: r.sequences,
+        threads: m.plan.threads_per_rank,
+        head,
+        overlap: m.layout.overlap,
+        decodes_on,
+        imbalance: if let Decoder::Expert { imbalance } = dec { Some(imbalance) } else { None },
+        active_ranks: active,
+        bandwidth_bps: (own_bw, shared_bw),
+        measured_step_s: d.step_s.median,
+        measured_comm_s: d.comm_s.median,
+        own,
+        shared,
+        comm,
+        matches: matching(own.step_s, shared.step_s, d.step_s.median),
+        error: 0.0,
+        outcome: Outcome::Within,
+        comm_outcome: Outcome::Within,
+        measured_per_call_s: d.all_reduces.iter().find(|a| a.phase == Phase::Decode).map(|a| (a.time.median, a.fastest_rank.median)),
+    };
+    p.error = (p.matched().step_s - p.measured_step_s) / p.measured_step_s;
+    if let Decoder::Pipeline = dec {
+        add_stage_wait(&mut p);
+    }
+    Some(p)
+}
+
+/// A pipeline stage computes m stage-times a round and waits the rest of it for the other
+/// stages (with the matching hypothesis): that waiting joins its predicted communication.
+fn add_stage_wait(p: &mut StepPrediction) {
+    let matched = *p.matched();
+    let (m, world) = (f64::from(p.sequences), f64::from(p.world));
+    if let Some(c) = p.comm.as_mut() {
+        c.wait_s = (matched.step_s - c.alpha_beta_s - m * matched.compute_s / world).max(0.0);
+    }
+}
+
+/// The launch's oversubscription, if its manifest records one.
+fn oversubscribed(m: &Manifest) -> Option<FailedAssumption> {
+    m.caveats.iter().find_map(|c| match c {
+        Caveat::Oversubscribed { ranks, threads, cores } => {
+            Some(FailedAssumption::Oversubscribed { ranks: *ranks, threads: *threads, cores: *cores })
+        }
+        _ => None,
+    })
+}
+
+/// The unsplit run's evidence that a step is not its bytes over the roofline, when it missed
+/// in the direction of `error` too.
+fn not_stream_bound(unsplit: Option<&Unsplit>, error: f64) -> Option<FailedAssumption> {
+    let u = unsplit?;
+    (u.error.abs() > TOLERANCE && u.error.signum() == error.signum()).then(|| FailedAssumption::NotStreamBound {
+        achieved_bps: u.achieved_bps,
+        roofline_bps: u.roofline_bps,
+        run: u.run.clone(),
+    })
+}
+
+/// Why a step outside tolerance is not a model error, if an assumption is known to fail: an
+/// oversubscribed launch first, then overlapped pieces that did not hide (measured slower),
+/// then the communication's failed assumption where the measured communication in place of
+/// the predicted brings the step within tolerance, then an unsplit run of the same model that
+/// streamed well below its roofline.
+fn step_assumption(m: &Manifest, p: &StepPrediction, unsplit: Option<&Unsplit>) -> Option<FailedAssumption> {
+    oversubscribed(m)
+        .or_else(|| p.overlap.filter(|_| p.error < 0.0).map(|pieces| FailedAssumption::NoProgressThread { pieces }))
+        .or_else(|| communication_explains(p))
+        .or_else(|| not_stream_bound(unsplit, p.error))
+}
+
+/// The communication's failed assumption, when the step predicted with the measured
+/// communication in place of the predicted one is within tolerance.
+fn communication_explains(p: &StepPrediction) -> Option<FailedAssumption> {
+    let Outcome::AssumptionFailed(a) = &p.comm_outcome else {
+        return None;
+    };
+    let predicted_comm = p.comm.as_ref().map_or(0.0, Comm::total_s) * f64::from(p.sequences);
+    let with_measured = p.matched().step_s - predicted_comm + p.measured_comm_s;
+    ((with_measured - p.measured_step_s).abs() <= TOLERANCE * p.measured_step_s).then(|| a.clone())
+}
+
+/// Why communication outside tolerance is not a model error: an oversubscribed launch, then
+/// the run's own all-reduces slower per call than the collectives runs (measured slower),
+/// then (a pipeline's waiting, an expert split's exchange) the compute it waits for not
+/// streaming at the roofline.
+fn comm_assumption(m: &Manifest, p: &StepPrediction, error: f64, unsplit: Option<&Unsplit>) -> Option<FailedAssumption> {
+    let per_call = p.comm.as_ref().map(Comm::per_call_s);
+    let calls = match (per_call, p.measured_per_call_s) {
+        (Some(predicted), Some((slowest, fastest))) if error < 0.0 => Some(FailedAssumption::CallsAsInIsolation {
+            predicted_per_call_s: predicted,
+            fastest_rank_per_call_s: fastest,
+            slowest_rank_per_call_s: slowest,
+        }),
+        _ => None,
+    };
+    oversubscribed(m).or(calls).or_else(|| not_stream_bound(unsplit, error).filter(|_| p.strategy != Strategy::Tensor))
+}
+
+/// The outcome of an error against the tolerance, with the assumption that explains it.
+fn judge(error: Option<f64>, assumption: impl FnOnce(f64) -> Option<FailedAssumption>) -> Outcome {
+    match error.filter(|e| e.abs() > TOLERANCE) {
+        None => Outcome::Within,
+        Some(e) => assumption(e).map_or(Outcome::ModelError, Outcome::AssumptionFailed),
+    }
+}
+
+/// An unsplit run: its bytes per step over the measured step, the roofline, the run, its error.
+struct Unsplit {
+    achieved_bps: f64,
+    roofline_bps: f64,
+    run: String,
+    error: f64,
+}
+
+/// The unsplit one-sequence run a prediction is checked against: of the same model and device,
+/// the same experiment's where there is one, else the one predicted best (the most favourable
+/// evidence that a step is its bytes over the roofline).
+fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [(&Manifest, StepPrediction)]) -> Option<Unsplit> {
+    let candidates: Vec<&'p (&Manifest, StepPrediction)> =
+        all.iter().filter(|(_, u)| u.world == 1 && u.sequences == 1 && u.model == p.model && u.cuda == p.cuda).collect();
+    let same = candidates.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
+    let best = || candidates.iter().min_by(|a, b| a.1.error.abs().total_cmp(&b.1.error.abs()).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
+    let (_, u) = same.or_else(best)?;
+    let roofline_bps = u.bandwidth_bps.0;
+    Some(Unsplit { achieved_bps: roofline_bps * u.own.step_s / u.measured_step_s, roofline_bps, run: u.run_id.clone(), error: u.error })
+}
+
+/// Every ok decode run of `manifests` with the cost model's prediction, in manifest order.
+pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
+    let inp = Inputs::of(manifests);
+    let runs: Vec<(&Manifest, StepPrediction)> =
+        ok_of_kind(manifests, Kind::Decode).filter_map(|m| Some((m, predict_run(&inp, m)?))).collect();
+    runs.iter()
+        .map(|(m, p)| {
+            let unsplit = unsplit_for(p, &m.experiment, &runs);
+            let mut p = p.clone();
+            p.comm_outcome = judge(p.comm_error(), |e| comm_assumption(m, &p, e, unsplit.as_ref()));
+            p.outcome = judge(Some(p.error), |_| step_assumption(m, &p, unsplit.as_ref()));
+            p
+        })
+        .collect()
+}
+
+/// A context split's prefill, predicted: the unsplit prefill's time shared evenly by the ranks,
+/// plus the ring's and the cache hand-off's α–β time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillPrediction {
+    /// The measured run.
+    pub run_id: String,
+    /// Model name.
+    pub model: String,
+    /// Ranks.
+    pub world: u32,
+    /// How the prompt was cut.
+    pub cut: ContextBlocks,
+    /// The layout the cache was handed to.
+    pub decodes_on: DecodeLayout,
+    /// Measured prefill (median).
+    pub measured_s: f64,
+    /// Measured ring seconds (median, waiting included).
+    pub measured_ring_s: f64,
+    /// Measured hand-off seconds (median).
+    pub measured_handoff_s: f64,
+    /// The unsplit prefill over the world.
+    pub compute_s: f64,
+    /// The ring: L(p − 1) messages, the busiest sender's modelled bytes.
+    pub ring_s: f64,
+    /// The hand-off of the cache to the decode layout.
+    pub handoff_s: f64,
+    /// The unsplit run whose prefill is shared.
+    pub unsplit_run: String,
+    /// (predicted − measured) / measured.
+    pub error: f64,
+    /// Within tolerance, or which assumption failed.
+    pub outcome: Outcome,
+}
+
+impl PrefillPrediction {
+    /// Compute plus ring plus hand-off.
+    pub fn predicted_s(&self) -> f64 {
+        self.compute_s + self.ring_s + self.handoff_s
+    }
+}
+
+/// The ring's seconds: L(p − 1) point-to-point messages carrying `bytes` in all.
+pub fn ring_s(link: Link, layers: u64, world: u32, bytes: f64) -> f64 {
+    (layers * u64::from(world.saturating_sub(1))) as f64 * link.alpha_s + bytes / link.beta_bps
+}
+
+/// The hand-off's seconds of `bytes` (every rank's together): to rank 0, p − 1 messages it
+/// receives all of; to a tensor split, 2L all-to-alls (keys and values of each layer), each
+/// rank sending its p-th.
+pub fn handoff_s(on: DecodeLayout, p2p: Link, all_to_all: Link, layers: u64, world: u32, bytes: f64) -> f64 {
+    let others = f64::from(world.saturating_sub(1));
+    match on {
+        DecodeLayout::Rank0 => others * p2p.alpha_s + bytes / p2p.beta_bps,
+        DecodeLayout::Tensor => 2.0 * layers as f64 * others * all_to_all.alpha_s + bytes / f64::from(world.max(1)) / all_to_all.beta_bps,
+    }
+}
+
+/// Every ok context split over several ranks with a prefill prediction, in manifest order
+/// (None for one without an unsplit context run of its model and prompt, or a link fit).
+pub fn predict_prefills(manifests: &[Manifest]) -> Vec<PrefillPrediction> {
+    let inp = Inputs::of(manifests);
+    let context: Vec<&Manifest> = ok_of_kind(manifests, Kind::Decode).filter(|m| m.layout.strategy == Strategy::Context).collect();
+    context.iter().filter(|m| m.layout.world > 1).filter_map(|m| predict_prefill(&inp, m, &context)).collect()
+}
+
+fn prompt_tokens(m: &Manifest) -> Option<u32> {
+    Some(m.summary.as_ref()?.decode()?.prompt_tokens)
+}
+
+fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<PrefillPrediction> {
+    let d = m.summary.as_ref()?.decode()?;
+    let c = d.context.as_ref()?;
+    let source = m.plan.model.as_ref()?;
+    let same_model = |u: &&&Manifest| {
+        u.layout.world == 1 && u.plan.model.as_ref().map(|s| &s.name) == Some(&source.name) && prompt_tokens(u) == Some(d.prompt_tokens)
+    };
+    let unsplit = context.iter().filter(same_model).min_by_key(|u| (u.experiment != m.experiment, u.run_id.clone()))?;
+    let unsplit_prefill = unsplit.summary.as_ref()?.decode()?.prefill_s.median;
+    let layers = ModelConfig::read(&source.dir).ok()?.layers as u64;
+    let p2p = inp.link(Op::PingPong, &m.plan.link).or_else(|| inp.link(Op::AllReduce, &m.plan.link))?;
+    let all_to_all = inp.link(Op::AllToAll, &m.plan.link).unwrap_or(p2p);
+    let handoff_bytes = c.gather_bytes_modelled.unwrap_or(c.gather_bytes) as f64;
+    let mut p = PrefillPrediction {
+        run_id: m.run_id.clone(),
+        model: source.name.clone(),
+        world: m.layout.world,
+        cut: c.cut,
+        decodes_on: c.decodes_on,
+        measured_s: d.prefill_s.median,
+        measured_ring_s: c.ring.median,
+        measured_handoff_s: c.gather.median,
+        compute_s: unsplit_prefill / f64::from(m.layout.world),
+        ring_s: ring_s(p2p, layers, m.layout.world, c.ring_bytes_modelled as f64),
+        handoff_s: handoff_s(c.decodes_on, p2p, all_to_all, layers, m.layout.world, handoff_bytes),
+        unsplit_run: unsplit.run_id.clone(),
+        error: 0.0,
+        outcome: Outcome::Within,
+    };
+    p.error = (p.predicted_s() - p.measured_s) / p.measured_s;
+    let uneven = c.causal_imbalance.filter(|i| *i > 1.0 + 1e-9 && p.error < 0.0);
+    p.outcome = judge(Some(p.error), |_| {
+        oversubscribed(m).or_else(|| uneven.map(|causal_imbalance| FailedAssumption::EvenPrefillWork { causal_imbalance }))
+    });
+    Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::stats::Stats;
+    use serde_json::json;
+
+    /// 4 layers, width 64, 8 heads (2 KV heads of 8), feed-forward 128, vocabulary 100:
+    /// attention 10 240, MLP 24 576 and norms 128 values a layer; head 6 400; 152 640 in all.
+    fn llama() -> ModelShape {
+        let v = json!({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+            "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 100});
+        shape_from_config(&ModelConfig::from_value(v).unwrap()).unwrap()
+    }
+
+    fn fit(op: Op, alpha: f64, beta: f64) -> LinkFit {
+        LinkFit {
+            op,
+            world: 2,
+            line: crate::costmodel::link::Line { intercept_s: 0.0, slope_s_per_byte: 0.0 },
+            alpha_per_step_s: alpha,
+            beta_bps: Some(beta),
+            fit_max_bytes: 1 << 20,
+            fitted_points: 5,
+            heldout: Vec::new(),
+        }
+    }
+
+    fn stats(median: f64) -> Stats {
+        Stats { median, min: median, max: median, p99: median, n: 20 }
+    }
+
+    /// A collective row whose slowest rank waits `skew` seconds more than the op's own time.
+    fn row(op: Op, world: u32, size_bytes: u64, own: f64, skew: f64) -> CollectiveRow {
+        CollectiveRow {
+            op,
+            size_bytes,
+            world,
+            link: "mpi-shm".into(),
+            time: stats(own + skew),
+            spread: stats(0.0),
+            op_time: Some(stats(own)),
+            in_place_op_time: None,
+            wrong: 0,
+        }
+    }
+
+    /// α = 10 µs, β = 1 GB/s for every op over mpi-shm; an all-reduce skew of 1 µs at 2 and 4 ranks.
+    fn inputs(rows: &[CollectiveRow]) -> Inputs<'_> {
+        let fits = [Op::AllReduce, Op::AllGather, Op::AllToAll, Op::PingPong]
+            .into_iter()
+            .map(|op| ((op, "mpi-shm".to_string()), (fit(op, 1e-5, 1e9), "fits".to_string())))
+            .collect();
+        Inputs {
+            bandwidths: Bandwidths { own_by_threads: BTreeMap::new(), shared_total: None, gpu: None },
+            fits,
+            device_fits: BTreeMap::new(),
+            rows: rows.iter().map(|r| ("coll", r)).collect(),
+        }
+    }
+
+    fn run(shape: &ModelShape, world: u32, sequences: u32) -> RunShape<'_> {
+        RunShape { shape, dtype_bytes: 2, context: 16, world, sequences, link: "mpi-shm".into() }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-12 * b.abs().max(1e-300)
+    }
+
+    #[test]
+    fn tensor_rank_streams_its_share_and_the_head_by_placement() {
+        let s = llama();
+        // 4 × 34 816 / 2 block values + 4 × 128 norms + 64 final norm + 64 lookup row, and the head:
+        assert_eq!(tensor_rank_params(&s, 2, HeadPlacement::Split), 69_632 + 512 + 64 + 3_200 + 64);
+        assert_eq!(tensor_rank_params(&s, 2, HeadPlacement::Replicated), 69_632 + 512 + 64 + 6_400 + 64);
+        // One KV head of 8 per rank: 2 × 4 layers × 8 × 2 bytes = 128 bytes a token, 16 tokens.
+        let t = tensor_compute_s(&s, 2, HeadPlacement::Split, 2, 16, 1e9);
+        assert!(close(t, (73_472.0 * 2.0 + 2_048.0) / 1e9), "{t}");
+    }
+
+    #[test]
+    fn tensor_communication_is_alpha_beta_plus_the_measured_skew() {
+        let s = llama();
+        let rows = [row(Op::AllReduce, 2, 128, 3e-6, 1e-6), row(Op::AllReduce, 4, 128, 5e-6, 4e-6)];
+        let inp = inputs(&rows);
+        let comm = tensor_comm(&inp, &run(&s, 2, 1), HeadPlacement::Split, None).unwrap();
+        // 8 all-reduces of 128 bytes: 2α + 128/β each; the logits' all-gather of 200 bytes: α + 100/β.
+        assert!(close(comm.alpha_beta_s, 8.0 * (2e-5 + 128e-9) + (1e-5 + 100e-9)), "{}", comm.alpha_beta_s);
+        assert!(close(comm.skew_s, 8.0 * 1e-6));
+        assert_eq!((comm.calls, comm.skew.as_ref().unwrap().world), (9, 2));
+        // Replicated head: no all-gather. World 3 has no run: the nearest world (4, the larger at a tie) gives the skew.
+        let three = tensor_comm(&inp, &run(&s, 3, 1), HeadPlacement::Replicated, None).unwrap();
+        assert_eq!((three.calls, three.skew.as_ref().unwrap().world), (8, 4));
+        assert!(close(three.alpha_beta_s, 8.0 * (4e-5 + 4.0 / 3.0 * 128e-9)));
+        assert!(close(three.skew_s, 8.0 * 4e-6));
+        // Four overlapped pieces: only the last piece (32 bytes) is exposed.
+        let overlapped = tensor_comm(&inp, &run(&s, 2, 1), HeadPlacement::Replicated, Some(4)).unwrap();
+        assert!(close(overlapped.alpha_beta_s, 8.0 * (2e-5 + 32e-9)));
+    }
+
+    #[test]
+    fn data_replicas_under_both_hypotheses() {
+        let s = llama();
+        let inp = inputs(&[]);
+        // 146 304 streamed values (152 640 − the untied embedding + one row) × 2 bytes + 16 tokens × 256 KV bytes.
+        let bytes = 146_304.0 * 2.0 + 16.0 * 256.0;
+        let own = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, 1e9, None).unwrap();
+        assert!(close(own.step_s, bytes / 1e9));
+        // One memory system of 1.5 GB/s for two replicas: 0.75 GB/s each.
+        let shared = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, 0.75e9, None).unwrap();
+        assert!(close(shared.step_s, bytes / 0.75e9));
+        assert_eq!(matching(own.step_s, shared.step_s, 3.9e-4), Matches::One(Hypothesis::SharedMemory));
+        assert_eq!(matching(own.step_s, shared.step_s, 3.0e-4), Matches::One(Hypothesis::OwnBandwidth));
+        assert_eq!(matching(own.step_s, own.step_s, 1.0), Matches::Both);
+        // Three sequences on one rank: three passes.
+        let three = round(&inp, &run(&s, 1, 3), &Decoder::Whole { passes: 3, replicas: 1 }, 1e9, None).unwrap();
+        assert_eq!(active_ranks(&Decoder::Whole { passes: 1, replicas: 2 }, 2, 1), 2);
+        assert!(close(three.step_s, 3.0 * bytes / 1e9));
+    }
+
+    #[test]
+    fn pipeline_round_with_sequences_in_flight() {
+        let s = llama();
+        let inp = inputs(&[]);
+        // Two stages of two layers: (2 × 34 944 + 64) and (2 × 34 944 + 64 + 6 400) values, 2 × 64 KV bytes a token each.
+        let (first, last) = ((69_952.0 * 2.0 + 2_048.0) / 1e9, (76_352.0 * 2.0 + 2_048.0) / 1e9);
+        let (hop, back) = (1e-5 + 128e-9, 1e-5 + 4e-9);
+        let one = round(&inp, &run(&s, 2, 1), &Decoder::Pipeline, 1e9, None).unwrap();
+        assert!(close(one.step_s, first + last + hop + back), "{}", one.step_s);
+        // Four sequences: four times the busiest stage with its send.
+        let four = round(&inp, &run(&s, 2, 4), &Decoder::Pipeline, 1e9, None).unwrap();
+        assert!(close(four.step_s, 4.0 * (last + back)), "{}", four.step_s);
+        assert_eq!(active_ranks(&Decoder::Pipeline, 4, 2), 2);
+        assert_eq!(active_ranks(&Decoder::Pipeline, 2, 8), 2);
+    }
+
+    #[test]
+    fn expert_exchange_grows_with_the_measured_imbalance() {
+        let v = json!({"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 100, "num_local_experts": 8, "num_experts_per_tok": 2});
+        let s = shape_from_config(&ModelConfig::from_value(v).unwrap()).unwrap();
+        let rows = [row(Op::AllToAll, 4, 512, 3e-5, 2e-6)];
+        let inp = inputs(&rows);
+        let comm = comm_of(&inp, &run(&s, 4, 1), &Decoder::Expert { imbalance: 1.5 }, false).unwrap();
+        // 2 × 64 × 2 bytes routed, × 1.5: 384 bytes; all-to-all over 4: 3α + 3/4 × 384/β; 2L = 4 of them.
+        assert!(close(comm.alpha_beta_s, 4.0 * (3e-5 + 288e-9)), "{}", comm.alpha_beta_s);
+        assert!(close(comm.skew_s, 4.0 * 2e-6));
+        let step = round(&inp, &run(&s, 4, 1), &Decoder::Expert { imbalance: 1.5 }, 1e9, Some(&comm)).unwrap();
+        assert!(close(step.comm_s, comm.total_s()), "{} {}", step.comm_s, comm.total_s());
+        assert!(close(step.step_s, step.compute_s + comm.total_s()));
+    }
+
+    #[test]
+    fn tolerance_decides_between_within_an_assumption_and_a_model_error() {
+        assert_eq!(judge(Some(-0.2), |_| None), Outcome::Within);
+        assert_eq!(judge(None, |_| None), Outcome::Within);
+        assert_eq!(judge(Some(0.3), |_| None), Outcome::ModelError);
+        let over = FailedAssumption::Oversubscribed { ranks: 4, threads: 1, cores: 2 };
+        assert_eq!(judge(Some(-0.6), |_| Some(over.clone())), Outcome::AssumptionFailed(over));
+        let u = Unsplit { achieved_bps: 5e9, roofline_bps: 20e9, run: "r".into(), error: -0.75 };
+        assert!(not_stream_bound(Some(&u), -0.5).is_some());
+        assert!(not_stream_bound(Some(&u), 0.5).is_none(), "an unsplit run too slow does not explain one too fast");
+    }
+
+    #[test]
+    fn ring_and_hand_off_from_the_link() {
+        let link = Link { alpha_s: 1e-5, beta_bps: 1e9 };
+        let a2a = Link { alpha_s: 2e-5, beta_bps: 2e9 };
+        // 12 layers over 4 ranks: 36 messages and 1 MB: 360 µs + 1 ms.
+        assert!(close(ring_s(link, 12, 4, 1e6), 36.0 * 1e-5 + 1e-3));
+        assert_eq!(ring_s(link, 12, 1, 0.0), 0.0);
+        // To rank 0: 3 messages, all 3 MB received there.
+        assert!(close(handoff_s(DecodeLayout::Rank0, link, a2a, 12, 4, 3e6), 3.0 * 1e-5 + 3e-3));
+        // To a tensor split: 24 all-to-alls of 3 steps, each rank sending a quarter of 3 MB.
+        assert!(close(handoff_s(DecodeLayout::Tensor, link, a2a, 12, 4, 3e6), 72.0 * 2e-5 + 0.75e6 / 2e9));
+    }
+}

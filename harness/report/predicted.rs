@@ -1,0 +1,261 @@
+//! The register's predicted-against-measured decode table: every measured decode run with the
+//! cost model's step under both bandwidth hypotheses (`costmodel::step`), the one the
+//! measurement matches, the error, and past the tolerance the assumption that did not hold.
+//! This module only words the typed predictions.
+
+use super::facts::short;
+use crate::costmodel::step::{
+    predict_prefills, predict_steps, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew, StepPrediction, TOLERANCE,
+};
+use crate::manifest::Manifest;
+use crate::spec::schema::Strategy;
+use crate::table::{Cell, Table};
+use crate::units::{format_bytes, format_gbps, format_seconds};
+use std::collections::BTreeSet;
+
+/// The decode predictions as a register table (None without a decode run to predict).
+pub fn decode_table(manifests: &[Manifest]) -> Option<Table> {
+    let mut predictions = predict_steps(manifests);
+    if predictions.is_empty() {
+        return None;
+    }
+    predictions.sort_by_key(order_key);
+    Some(Table {
+        id: "predicted-decode".into(),
+        title: "Decode: predicted from measured bandwidth and collective fits, against measurement".into(),
+        caption: CAPTION.into(),
+        columns: COLUMNS.iter().map(|c| c.to_string()).collect(),
+        rows: predictions.iter().map(row).collect(),
+        provenance: provenance(manifests, &predictions),
+    })
+}
+
+const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured (shared memory); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past ±25 % the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
+
+const COLUMNS: [&str; 15] = [
+    "model",
+    "strategy",
+    "layout",
+    "world",
+    "seqs",
+    "step measured",
+    "predicted, own bandwidth",
+    "predicted, shared memory",
+    "matches",
+    "error",
+    "comm measured",
+    "comm predicted (α–β + skew)",
+    "comm error",
+    "assumption not holding (step)",
+    "assumption not holding (comm)",
+];
+
+fn order_key(p: &StepPrediction) -> (String, &'static str, u32, String, u32, String) {
+    (model_name(p), p.strategy.name(), p.world, layout(p), p.sequences, p.run_id.clone())
+}
+
+fn model_name(p: &StepPrediction) -> String {
+    if p.cuda {
+        format!("{} (cuda)", p.model)
+    } else {
+        p.model.clone()
+    }
+}
+
+/// The layout details that tell runs of one strategy and world apart.
+fn layout(p: &StepPrediction) -> String {
+    let mut parts = Vec::new();
+    if let Some(on) = p.decodes_on {
+        parts.push(format!("decodes on {}", on.name()));
+    }
+    if let Some(h) = p.head {
+        parts.push(format!("head {}", h.name()));
+    }
+    if let Some(k) = p.overlap {
+        parts.push(format!("overlap {k}"));
+    }
+    if let Some(i) = p.imbalance {
+        parts.push(format!("imbalance {i:.2}"));
+    }
+    if parts.is_empty() {
+        "–".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn row(p: &StepPrediction) -> Vec<Cell> {
+    vec![
+        Cell::text(model_name(p)),
+        Cell::text(p.strategy.name()),
+        Cell::text(layout(p)),
+        Cell::Count(p.world.into()),
+        Cell::Count(p.sequences.into()),
+        Cell::Seconds(p.measured_step_s),
+        Cell::Seconds(p.own.step_s),
+        Cell::Seconds(p.shared.step_s),
+        Cell::text(matches_name(p.matches)),
+        Cell::Change(p.error),
+        Cell::Seconds(p.measured_comm_s),
+        Cell::opt(p.comm.as_ref().map(|c| c.total_s()), Cell::Seconds),
+        Cell::opt(p.comm_error(), Cell::Change),
+        outcome_cell(&p.outcome),
+        if p.comm_error().is_some() { outcome_cell(&p.comm_outcome) } else { Cell::Missing },
+    ]
+}
+
+/// The hypothesis a measurement matches, in words.
+pub fn matches_name(m: Matches) -> &'static str {
+    match m {
+        Matches::One(Hypothesis::OwnBandwidth) => "own bandwidth",
+        Matches::One(Hypothesis::SharedMemory) => "shared memory",
+        Matches::Both => "both (same prediction)",
+    }
+}
+
+fn outcome_cell(o: &Outcome) -> Cell {
+    match o {
+        Outcome::Within => Cell::text("– (within 25 %)"),
+        Outcome::AssumptionFailed(a) => Cell::text(assumption_text(a)),
+        Outcome::ModelError => Cell::text("none known: a model error"),
+    }
+}
+
+/// A failed assumption in words, with the figures that show it.
+pub fn assumption_text(a: &FailedAssumption) -> String {
+    match a {
+        FailedAssumption::Oversubscribed { ranks, threads, cores } => format!(
+            "oversubscribed: {ranks} ranks × {threads} thread{} on {cores} cores (ranks wait for a core; the model gives each rank its own)",
+            if *threads == 1 { "" } else { "s" }
+        ),
+        FailedAssumption::NoProgressThread { pieces } => format!(
+            "no progress thread: the model hides {} of {pieces} pieces of each all-reduce behind compute, but Open MPI advances a non-blocking all-reduce only inside MPI calls",
+            pieces.saturating_sub(1)
+        ),
+        FailedAssumption::CallsAsInIsolation { predicted_per_call_s, fastest_rank_per_call_s, slowest_rank_per_call_s } => format!(
+            "calls as in isolation: the run's all-reduces took {} per call on the slowest rank and {} on the rank that waited least (the call itself), against {} from the collectives runs",
+            format_seconds(*slowest_rank_per_call_s),
+            format_seconds(*fastest_rank_per_call_s),
+            format_seconds(*predicted_per_call_s)
+        ),
+        FailedAssumption::EvenPrefillWork { causal_imbalance } => format!(
+            "even prefill work: the cut gave the busiest rank {causal_imbalance:.2}× the mean causal attention work (query-key pairs), and the ring waits for it"
+        ),
+        FailedAssumption::NotStreamBound { achieved_bps, roofline_bps, run } => format!(
+            "not bound by the weight stream: the unsplit run {} moved its bytes at {} against the {} roofline (per-token compute and framework time are not modelled)",
+            short(run),
+            format_gbps(*achieved_bps),
+            format_gbps(*roofline_bps)
+        ),
+    }
+}
+
+fn provenance(manifests: &[Manifest], predictions: &[StepPrediction]) -> Vec<String> {
+    let inputs = crate::costmodel::step::Inputs::of(manifests);
+    let b = &inputs.bandwidths;
+    let mut out: Vec<String> = b
+        .own_by_threads
+        .iter()
+        .map(|(threads, (bps, run))| {
+            format!(
+                "own bandwidth at {threads} thread(s) per rank: {} (one process alone, median roofline) from run {}",
+                format_gbps(*bps),
+                short(run)
+            )
+        })
+        .collect();
+    if let Some((bps, run)) = &b.shared_total {
+        out.push(format!(
+            "shared memory: {} in all (the highest aggregate of any membw run, run {}), divided among the ranks that stream at once, never above a rank's own",
+            format_gbps(*bps),
+            short(run)
+        ));
+    }
+    if let Some((bps, run)) = b.gpu.as_ref().filter(|_| predictions.iter().any(|p| p.cuda)) {
+        out.push(format!("a (cuda) run: the GPU's memory bandwidth {} (device-read, run {}); its all-reduces add the pageable copies off the GPU and back", format_gbps(*bps), short(run)));
+    }
+    let skews: BTreeSet<String> = predictions.iter().filter_map(|p| p.comm.as_ref()?.skew.as_ref()).map(skew_line).collect();
+    out.extend(skews);
+    out.push(format!("tolerance ±{:.0} %: past it the row names the first of these that holds: an oversubscribed launch (its caveat), overlapped pieces measured slower than predicted, the communication's own failed assumption where the measured communication in place of the predicted brings the step within tolerance, an unsplit run of the model itself outside the tolerance in the same direction", TOLERANCE * 100.0));
+    out.push(strategy_line(predictions));
+    out
+}
+
+fn skew_line(s: &Skew) -> String {
+    format!(
+        "skew of {} at world {} ({} message, nearest measured size): {} per call, slowest-rank median − the op's own median, run {}",
+        s.op.name(),
+        s.world,
+        format_bytes(s.size_bytes as f64),
+        format_seconds(s.skew_s),
+        short(&s.run)
+    )
+}
+
+fn strategy_line(predictions: &[StepPrediction]) -> String {
+    let present: BTreeSet<&str> = predictions.iter().map(|p| p.strategy.name()).collect();
+    let mut parts = Vec::new();
+    let has = |s: Strategy| present.contains(s.name());
+    if has(Strategy::Data) || predictions.iter().any(|p| p.world == 1) {
+        parts.push("one rank or a data replica: m passes over the whole model per round");
+    }
+    if has(Strategy::Tensor) {
+        parts.push("tensor: each rank's share of the blocks and KV heads (the head whole when replicated), 2L all-reduces of one row and the logits' all-gather when the head is split; overlapped: only the last of k pieces exposed");
+    }
+    if has(Strategy::Pipeline) {
+        parts.push("pipeline: max(one pass through the stages and their hops, m × the busiest stage), min(m, p) stages streaming at once");
+    }
+    if has(Strategy::Expert) {
+        parts.push("expert: the busiest rank's routed experts at the measured prefill imbalance, 2L all-to-alls");
+    }
+    if has(Strategy::Context) {
+        parts.push("context: the decode layout after the prefill (rank 0 alone, or a tensor split)");
+    }
+    format!("rounds: {}", parts.join("; "))
+}
+
+/// The context splits' prefills as a register table (None without one to predict).
+pub fn context_prefill_table(manifests: &[Manifest]) -> Option<Table> {
+    let mut predictions = predict_prefills(manifests);
+    if predictions.is_empty() {
+        return None;
+    }
+    predictions.sort_by(|a, b| {
+        (&a.model, a.world, a.cut.name(), a.decodes_on.name(), &a.run_id).cmp(&(
+            &b.model,
+            b.world,
+            b.cut.name(),
+            b.decodes_on.name(),
+            &b.run_id,
+        ))
+    });
+    let unsplit: BTreeSet<String> = predictions.iter().map(|p| short(&p.unsplit_run)).collect();
+    Some(Table {
+        id: "predicted-context-prefill".into(),
+        title: "Context prefill: predicted from the unsplit prefill and the link fits, against measurement".into(),
+        caption: "MODELLED against MEASURED: a context split's prefill predicted as the unsplit prefill of the same model and prompt shared evenly by the ranks, plus the ring (L(p − 1) point-to-point messages carrying the busiest sender's modelled key/value bytes) and the hand-off of the cache (to rank 0: p − 1 messages it receives all of; to a tensor split: 2L all-to-alls, each rank sending its p-th), with the 2-rank point-to-point (else all-reduce) and all-to-all fits. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known.".into(),
+        columns: ["model", "world", "cut", "decodes on", "prefill measured", "prefill predicted", "error", "ring measured", "ring predicted", "hand-off measured", "hand-off predicted", "assumption not holding"]
+            .iter()
+            .map(|c| c.to_string())
+            .collect(),
+        rows: predictions.iter().map(prefill_row).collect(),
+        provenance: vec![format!("the unsplit prefill: run {}", unsplit.into_iter().collect::<Vec<_>>().join(", ")), "ring and hand-off measured: seconds inside them, waiting for neighbours included (slowest rank)".into()],
+    })
+}
+
+fn prefill_row(p: &PrefillPrediction) -> Vec<Cell> {
+    vec![
+        Cell::text(&p.model),
+        Cell::Count(p.world.into()),
+        Cell::text(p.cut.name()),
+        Cell::text(p.decodes_on.name()),
+        Cell::Seconds(p.measured_s),
+        Cell::Seconds(p.predicted_s()),
+        Cell::Change(p.error),
+        Cell::Seconds(p.measured_ring_s),
+        Cell::Seconds(p.ring_s),
+        Cell::Seconds(p.measured_handoff_s),
+        Cell::Seconds(p.handoff_s),
+        outcome_cell(&p.outcome),
+    ]
+}
