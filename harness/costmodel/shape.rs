@@ -253,6 +253,12 @@ impl ModelShape {
         2 * self.layers * self.kv_heads * self.head_dim * bytes_per_value
     }
 
+    /// All-reduces a tensor split makes per decode token: two per block (after attention and
+    /// after the feed-forward), whatever the world and however the KV heads share out.
+    pub fn tensor_all_reduces_per_token(&self) -> u64 {
+        2 * self.layers
+    }
+
     /// How the KV cache shares out under tensor parallelism over `world` devices.
     pub fn kv_share(&self, world: u64, bytes_per_value: u64) -> KvShare {
         let sharded_over = world.min(self.kv_heads);

@@ -11,6 +11,7 @@ pub mod claims;
 pub mod context;
 pub mod exactness;
 pub mod expert;
+pub mod kv_cap;
 pub mod membw;
 pub mod overlap;
 pub mod pipeline;
@@ -181,6 +182,7 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.push(overlap::finding(&inputs));
     out.push(expert::finding(&inputs));
     out.push(context::finding(&inputs));
+    out.push(kv_cap::finding(&inputs));
     out.extend(break_even::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out
