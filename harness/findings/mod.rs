@@ -15,6 +15,7 @@ pub mod kv_cap;
 pub mod membw;
 pub mod overlap;
 pub mod pipeline;
+pub mod precision;
 pub mod regimes;
 pub mod render;
 
@@ -183,6 +184,7 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.push(expert::finding(&inputs));
     out.push(context::finding(&inputs));
     out.push(kv_cap::finding(&inputs));
+    out.push(precision::finding(&inputs));
     out.extend(break_even::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out
