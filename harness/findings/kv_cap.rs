@@ -118,9 +118,9 @@ fn checks(s: &Series) -> Option<Vec<WorldCheck>> {
     Some(out)
 }
 
-/// Whether a world's record matches the cap and the 2L all-reduces.
+/// Whether a world's record matches the cap and, past one rank, the 2L all-reduces.
 fn world_holds(c: &WorldCheck, two_l: f64) -> bool {
-    let all_reduces_ok = c.all_reduces.is_some_and(|a| a == two_l);
+    let all_reduces_ok = c.world == 1 || c.all_reduces.is_some_and(|a| a == two_l);
     !c.uneven && c.cache == c.predicted && c.capped_fall == Some(c.cache) && all_reduces_ok
 }
 
@@ -175,21 +175,25 @@ fn report_world(f: &mut Finding, s: &Series, c: &WorldCheck, two_l: f64) {
     let run = [c.run.as_str()];
     f.number(&format!("{at}: KV cache per rank per token, measured"), c.cache as f64, "B", &run);
     f.number(&format!("{at}: KV cache per rank per token, cost model"), c.predicted as f64, "B", &[]);
-    if let Some(a) = c.all_reduces {
+    if let Some(a) = c.all_reduces.filter(|_| c.world > 1) {
         f.number(&format!("{at}: all-reduces per decode token"), a, "count", &run);
     }
     f.number(&format!("{at}: communication per step (median)"), c.comm_s, "s", &run);
     let kv = s.shape.kv_heads;
     let copies = u64::from(c.world).div_ceil(kv);
     f.notes.push(format!(
-        "{at}{}: {} B per rank{} (cost model {} B; world 1 / min(p, {kv}) = {}), each KV head on {copies} rank{}; {} all-reduces per token (2L = {two_l}); communication {:.3} ms a step: {}",
+        "{at}{}: {} B per rank{} (cost model {} B; world 1 / min(p, {kv}) = {}), each KV head on {copies} rank{}; {}; communication {:.3} ms a step: {}",
         if c.oversubscribed { " (oversubscribed: more ranks than cores)" } else { "" },
         c.cache,
         if c.uneven { ", uneven across ranks" } else { "" },
         c.predicted,
         c.capped_fall.map_or("not computable".into(), |v| format!("{v} B")),
         if copies == 1 { "" } else { "s" },
-        c.all_reduces.map_or("not recorded".into(), |a| format!("{a}")),
+        match c.all_reduces {
+            _ if c.world == 1 => "one rank: nothing to all-reduce".to_string(),
+            Some(a) => format!("{a} all-reduces per token (2L = {two_l})"),
+            None => "all-reduces per token not recorded".into(),
+        },
         c.comm_s * 1e3,
         if world_holds(c, two_l) { "as predicted" } else { "OFF the prediction" }
     ));
@@ -201,7 +205,7 @@ fn summary(s: &Series, checks: &[WorldCheck]) -> String {
     let at = |p: u64| checks.iter().find(|c| u64::from(c.world) == p).map(|c| c.cache);
     let beyond: Vec<String> = checks.iter().filter(|c| u64::from(c.world) > kv).map(|c| format!("{} B at {}", c.cache, c.world)).collect();
     format!(
-        "{}: the KV cache per rank went from {} B at world 1 to {} at {kv} ranks (its {kv} KV heads) and {} ranks past them, as the cost model predicts, with {} all-reduces per token (2L) at every world",
+        "{}: the KV cache per rank went from {} B at world 1 to {} at {kv} ranks (its {kv} KV heads) and {} ranks past them, as the cost model predicts, with {} all-reduces per token (2L) at every world past one",
         s.label,
         at(1).unwrap_or(0),
         at(kv).map_or("(no run)".into(), |b| format!("{b} B")),

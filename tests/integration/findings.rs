@@ -452,6 +452,11 @@ fn kv_head_cap_holds_when_the_cache_stops_falling_at_the_kv_heads_and_fails_othe
         assert_eq!(kv_cap_number(&f, &format!("world {world}: all-reduces per decode token")), 4.0);
     }
     assert!(f.notes.iter().any(|n| n.contains("world 8 (oversubscribed") && n.contains("each KV head on 4 ranks")), "{:?}", f.notes);
+    // One rank has nothing to all-reduce: its count is neither needed nor reported.
+    decode_mut(list.iter_mut().find(|m| m.layout.world == 1).unwrap()).unwrap().all_reduces.clear();
+    let f = finding(&list, "kv-head-cap");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(!f.numbers.iter().any(|n| n.name.contains("world 1: all-reduces")), "{:?}", f.numbers);
     // A cache that kept falling as 1/p past the 2 key/value heads contradicts the cap.
     let eight = list.iter_mut().find(|m| m.layout.world == 8).unwrap();
     decode_mut(eight).unwrap().kv_cache_bytes_per_token = vec![32; 8];
