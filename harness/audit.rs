@@ -41,6 +41,9 @@ pub enum Cause {
     NoisyReference,
     /// A divergence at a robust step: the layout changed the answer.
     RealChange,
+    /// A half-precision run left the float32 reference at a robust step: its rounding, not its
+    /// layout, is what the precision audit (`crate::precision`) grades against its float32 twin.
+    HalfPrecision,
 }
 
 /// One run's graded verdict against the unsplit reference.
@@ -136,6 +139,11 @@ impl Answered<'_> {
 
     fn exact(&self) -> &AnswerExactness {
         &self.answer.exactness
+    }
+
+    /// True for a decode in bfloat16 or float16 (graded against the float32 reference).
+    fn in_half_precision(&self) -> bool {
+        matches!(&self.m.plan.workload, crate::spec::plan::Workload::Decode { dtype, .. } if *dtype != crate::spec::schema::Dtype::Float32)
     }
 
     /// A run of the unsplit computation itself, on the reference's device (a one-rank context
@@ -246,6 +254,8 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
         Cause::NearTie
     } else if ctx.self_differs {
         Cause::NoisyReference
+    } else if a.in_half_precision() {
+        Cause::HalfPrecision
     } else {
         Cause::RealChange
     };
@@ -285,6 +295,7 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
             match l.cause {
                 Some(Cause::NearTie) => "explained by a near-tie (not counted as a change)",
                 Some(Cause::NoisyReference) => "the reference differs from itself (run-to-run noise)",
+                Some(Cause::HalfPrecision) => "half precision's rounding (graded by the precision audit against its float32 twin)",
                 _ => "a REAL CHANGE at a robust step",
             }
         ),

@@ -3,7 +3,8 @@
 //! The modules follow the data flow: `spec` (parse, validate, expand) -> `identity` ->
 //! `gates` -> `launch` (mpirun) -> `rank` (code inside a rank) -> `collect` -> `manifest`
 //! -> `report`, with `model` and `costmodel` as the science both halves share, and
-//! `audit` comparing answers across layouts.
+//! `audit` comparing answers across layouts (and `precision` half-precision answers with their
+//! float32 twins).
 
 pub mod advise;
 pub mod audit;
@@ -23,6 +24,7 @@ pub mod model;
 pub mod names;
 pub mod nccl;
 pub mod nightly;
+pub mod precision;
 pub mod rank;
 pub mod report;
 pub mod spec;

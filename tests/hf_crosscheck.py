@@ -16,15 +16,20 @@ splits unevenly over 2 ranks) this script:
    difference from that reference (manifest answer.exactness.max_logit_diff) is within TOL too;
    it also checks that the checkpoint `parlab run` generated has the same bytes as `model init`'s.
 
-For two Llama-family configs with grouped-query attention (8 query heads over 2 key/value
+For three Llama-family configs with grouped-query attention (8 query heads over 2 key/value
 heads): a Llama layout with Llama 3's rotary scaling (`rope_scaling` of type llama3, set so every
-branch of it applies to the tiny head width) and a Qwen2 layout (q/k/v biases), it makes the
+branch of it applies to the tiny head width), a Qwen2 layout (q/k/v biases) and a Qwen3 layout
+(per-head q/k RMSNorm, `head_dim` 16 where hidden / heads is 8), it makes the
 checkpoint with `parlab model init`, loads it with transformers' `AutoModelForCausalLM` (float32;
 no missing, unexpected or mismatched keys), and checks that parlab's tokens equal transformers'
 `generate()` (greedy) and its logits are within TOL for world 1, tensor 2 (the key/value heads
 split), tensor 4 and 8 (replicated), pipeline 2 and data 2; that every tensor split makes 2L + 1
 collectives per decode step; and that each rank's KV cache per token is
 2 · layers · (its key/value heads) · head_dim · 4 bytes: halved at tensor 2 and flat beyond.
+The same checks run on a tied-head Llama given as a checkpoint folder, as transformers saves one
+(config.json `tie_word_embeddings: true`, no `lm_head.weight`; the seeded input table scaled by
+1/4 so the tokens vary): transformers' head must be the embedding table, and parlab's tokens and
+logits must match it. Each Llama-family answer must have more than half its tokens distinct.
 
 For a mixture-of-experts config (the tiny one with 4 experts of width 96, top 2) transformers
 has no class, so the reference is transformers' GPT-2 with every block's MLP replaced by a
@@ -47,7 +52,7 @@ import hashlib, json, os, pathlib, shutil, subprocess, sys, tempfile
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 from transformers.activations import ACT2FN
 
@@ -68,6 +73,11 @@ TINY_LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_head
 TINY_QWEN2 = {"model_type": "qwen2", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
               "hidden_size": 64, "intermediate_size": 128, "vocab_size": 501, "max_position_embeddings": 64,
               "rms_norm_eps": 1e-6, "hidden_act": "silu", "rope_theta": 1000000.0, "use_sliding_window": False}
+# Qwen3: per-head RMSNorm on queries and keys, and a head width (16) that is not hidden / heads (8).
+TINY_QWEN3 = {"model_type": "qwen3", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+              "head_dim": 16, "hidden_size": 64, "intermediate_size": 128, "vocab_size": 501, "max_position_embeddings": 64,
+              "rms_norm_eps": 1e-6, "hidden_act": "silu", "rope_theta": 1000000.0, "use_sliding_window": False,
+              "attention_bias": False, "tie_word_embeddings": False}
 failures = []
 
 
@@ -245,13 +255,39 @@ def hf_causal(ckpt):
     return model.eval()
 
 
+def tied_checkpoint(config, folder, embed_scale=0.25):
+    """A checkpoint folder of a tied-embedding Llama as transformers saves one: `parlab model init`'s
+    tensors without `lm_head.weight`, and config.json saying `tie_word_embeddings: true`. The input
+    table is scaled by `embed_scale`: at the seeded N(0, 1) the current token's own row leads the
+    residual stream and a tied head picks that token again at every step (a check that proves
+    little); scaled down, the blocks lead and the tokens vary."""
+    seed_dir = folder.parent / (folder.name + "-config")
+    seed_dir.mkdir(parents=True)
+    (seed_dir / "config.json").write_text(json.dumps(config))
+    subprocess.run([str(PARLAB), "model", "init", str(seed_dir), "--seed", "0", "--out", str(folder)], check=True)
+    tensors = load_file(str(folder / "model.safetensors"))
+    check("lm_head.weight" in tensors, "the seeded checkpoint has an lm_head to drop")
+    del tensors["lm_head.weight"]
+    tensors["model.embed_tokens.weight"] = tensors["model.embed_tokens.weight"] * embed_scale
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["tie_word_embeddings"] = True
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
 def llama_crosscheck(label, model_dir, work):
+    """Checks parlab against transformers on `model_dir`: a config folder (seeded on first use, like
+    `parlab model init`'s) or a checkpoint folder with its own model.safetensors."""
     print(f"== {label}: {model_dir}", flush=True)
     cfg = json.loads((model_dir / "config.json").read_text())
     state, manifests = work / "state", work / "manifests"
     manifests.mkdir(parents=True)
     ckpt = work / "init"
-    subprocess.run([str(PARLAB), "model", "init", str(model_dir), "--seed", "0", "--out", str(ckpt)], check=True)
+    if (model_dir / "model.safetensors").exists():
+        ckpt = model_dir
+    else:
+        subprocess.run([str(PARLAB), "model", "init", str(model_dir), "--seed", "0", "--out", str(ckpt)], check=True)
     runs = [("tensor", 1, 1, None), ("tensor", 2, 1, None), ("tensor", 4, 1, None), ("tensor", 8, 1, None),
             ("pipeline", 2, 2, None), ("data", 2, 1, None)]
     found = parlab_runs(model_dir, state, manifests, runs)
@@ -264,6 +300,9 @@ def llama_crosscheck(label, model_dir, work):
     ref_tokens, prompt = ref["tokens"], ref["prompt"]
     ref_logits = np.fromfile(stem.with_suffix(".f32"), dtype="<f4").reshape(len(ref_tokens), -1)
     model = hf_causal(str(ckpt))
+    tied = model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    check(tied == bool(cfg.get("tie_word_embeddings", False)),
+          f"transformers' head is {'tied to' if tied else 'apart from'} embed_tokens, as config.json says")
     hf_tokens, hf_logits = hf_greedy(str(ckpt), prompt, NEW_TOKENS, model)
     with torch.no_grad():
         generated = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(prompt):].tolist()
@@ -272,11 +311,12 @@ def llama_crosscheck(label, model_dir, work):
     margins = np.sort(hf_logits, axis=1)
     min_margin = float((margins[:, -1] - margins[:, -2]).min())
     print(f"   transformers tokens {generated}; smallest top-2 margin {min_margin:.4f}")
+    check(len(set(generated)) > NEW_TOKENS // 2, f"the tokens vary ({len(set(generated))} distinct of {NEW_TOKENS}), so equal tokens say something")
     check(ref_tokens == generated, f"parlab unsplit tokens equal transformers' generate() ({ref_tokens})")
     check(diff <= TOL, f"parlab unsplit logits within {TOL} of transformers' (largest difference {diff:.2e})")
     check(TOL < min_margin / 2, f"tolerance {TOL} is below half the smallest top-2 margin {min_margin:.4f}")
     layers, kv = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
-    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     for key in runs:
         doc = found.get(key)
         if doc is None or doc["status"] != "ok":
@@ -319,11 +359,14 @@ def main():
         (moe / "config.json").write_text(json.dumps(TINY_MOE))
         moe_crosscheck(moe, tmp / "work-moe")
         for label, cfg in [("tiny Llama (8 heads, 2 KV heads, llama3 rope scaling)", TINY_LLAMA),
-                           ("tiny Qwen2 (8 heads, 2 KV heads, q/k/v biases)", TINY_QWEN2)]:
+                           ("tiny Qwen2 (8 heads, 2 KV heads, q/k/v biases)", TINY_QWEN2),
+                           ("tiny Qwen3 (8 heads, 2 KV heads, q/k norms, head width 16 = 2 x hidden / heads)", TINY_QWEN3)]:
             folder = tmp / cfg["model_type"]
             folder.mkdir()
             (folder / "config.json").write_text(json.dumps(cfg))
             llama_crosscheck(label, folder, tmp / f"work-{cfg['model_type']}")
+        tied = tied_checkpoint(dict(TINY_LLAMA, tie_word_embeddings=True), tmp / "llama-tied")
+        llama_crosscheck("tiny Llama with its head tied to embed_tokens (a checkpoint without lm_head)", tied, tmp / "work-llama-tied")
     print(("hf_crosscheck: PASS" if not failures else f"hf_crosscheck: FAIL ({len(failures)} checks failed)"), flush=True)
     return 1 if failures else 0
 

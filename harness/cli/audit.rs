@@ -10,15 +10,18 @@ pub fn run(manifests: &Path, as_json: bool) -> super::Result<i32> {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
     let groups = crate::audit::audit(&list);
+    let precision = crate::precision::audit(&list);
     if as_json {
         let doc = json!({
             "fragile_factor": crate::audit::FRAGILE_FACTOR,
             "changed": groups.iter().any(|g| g.changed),
             "groups": groups,
+            "precision": precision,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", crate::audit::render_text(&groups));
+        print!("{}", crate::precision::render_text(&precision));
     }
     Ok(if groups.iter().any(|g| g.changed) { crate::exitcode::AUDIT_ANSWER_CHANGED } else { crate::exitcode::OK })
 }

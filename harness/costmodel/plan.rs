@@ -219,7 +219,7 @@ fn tensor_plan(input: &PlanInput) -> Plan {
             compute_s,
             comm_s,
             round_s: input.sequences as f64 * (compute_s + comm_s),
-            collectives: 2 * s.layers + 1,
+            collectives: s.tensor_all_reduces_per_token() + 1,
             wire,
         },
     )

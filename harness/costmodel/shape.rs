@@ -4,7 +4,8 @@
 //! Families: GPT-2; the Llama layout (Llama-2/3/3.1/3.2, TinyLlama, Mistral, Mixtral,
 //! Qwen2); Gemma and Gemma-2 (tied embeddings by default, Gemma-2 with four norms per
 //! block); Phi-3 (fused qkv and gate-up projections: the same count as separate ones);
-//! Qwen3 (per-head q and k norms).
+//! Qwen3 (per-head q and k norms) and its mixture Qwen3-MoE (`qwen3_moe`: a router and
+//! `num_experts` SwiGLU experts of `moe_intermediate_size` in every block).
 
 use crate::model::ModelConfig;
 use serde::Serialize;
@@ -14,14 +15,19 @@ use serde_json::Value;
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ShapeError {
     /// No parameter formula for this `model_type`.
-    #[error(
-        "model_type `{0}` has no parameter formula (known families: gpt2, llama, mistral, mixtral, qwen2, qwen3, gemma, gemma2, phi3)"
-    )]
+    #[error("model_type `{0}` has no parameter formula; parlab counts model_type {list} exactly", list = SUPPORTED_MODEL_TYPES.join(", "))]
     UnknownFamily(String),
+    /// A layout of a known `model_type` the formula does not count exactly.
+    #[error("{0}")]
+    Unsupported(String),
     /// The configuration's numbers are inconsistent.
     #[error("{0}")]
     Inconsistent(String),
 }
+
+/// The `model_type`s whose parameters the formula counts exactly.
+pub const SUPPORTED_MODEL_TYPES: [&str; 10] =
+    ["gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "phi3"];
 
 /// The layout families the formula knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -116,7 +122,7 @@ fn family_of(model_type: &str) -> Result<Family, ShapeError> {
         "llama" | "mistral" | "mixtral" | "qwen2" => Family::Llama,
         "gemma" | "gemma2" => Family::Gemma,
         "phi3" => Family::Phi3,
-        "qwen3" => Family::Qwen3,
+        "qwen3" | "qwen3_moe" => Family::Qwen3,
         other => return Err(ShapeError::UnknownFamily(other.to_string())),
     })
 }
@@ -133,7 +139,8 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
     if heads % kv != 0 {
         return Err(ShapeError::Inconsistent(format!("{heads} query heads are not a multiple of {kv} KV heads")));
     }
-    let experts = uint(raw, &["num_local_experts"])
+    every_layer_a_mixture(cfg)?;
+    let experts = uint(raw, &["num_local_experts", "num_experts"])
         .filter(|&e| e > 1)
         .map(|count| Experts { count: count as u32, active: uint(raw, &["num_experts_per_tok"]).unwrap_or(2) as u32 });
     let tied = match family {
@@ -162,6 +169,22 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
     shape.breakdown = breakdown(&shape, cfg);
     shape.params = total(&shape.breakdown, shape.layers);
     Ok(shape)
+}
+
+/// Qwen3-MoE may keep some blocks dense (`mlp_only_layers`, `decoder_sparse_step` above 1);
+/// the formula counts one block layout for every layer, so those configs are refused.
+fn every_layer_a_mixture(cfg: &ModelConfig) -> Result<(), ShapeError> {
+    if cfg.model_type != "qwen3_moe" {
+        return Ok(());
+    }
+    let step = uint(&cfg.raw, &["decoder_sparse_step"]).unwrap_or(1);
+    let dense = cfg.raw.get("mlp_only_layers").and_then(Value::as_array).map_or(0, Vec::len);
+    if step != 1 || dense > 0 {
+        return Err(ShapeError::Unsupported(format!(
+            "qwen3_moe with dense blocks among the mixtures (decoder_sparse_step {step}, {dense} mlp_only_layers): the formula counts configs whose every block is a mixture"
+        )));
+    }
+    Ok(())
 }
 
 fn breakdown(s: &ModelShape, cfg: &ModelConfig) -> ParamBreakdown {
@@ -251,6 +274,12 @@ impl ModelShape {
     /// KV cache bytes per token of context: keys and values of every KV head of every layer.
     pub fn kv_bytes_per_token(&self, bytes_per_value: u64) -> u64 {
         2 * self.layers * self.kv_heads * self.head_dim * bytes_per_value
+    }
+
+    /// All-reduces a tensor split makes per decode token: two per block (after attention and
+    /// after the feed-forward), whatever the world and however the KV heads share out.
+    pub fn tensor_all_reduces_per_token(&self) -> u64 {
+        2 * self.layers
     }
 
     /// How the KV cache shares out under tensor parallelism over `world` devices.
@@ -370,10 +399,30 @@ mod tests {
     }
 
     #[test]
-    fn unknown_family_is_refused() {
+    fn unknown_family_is_refused_naming_every_supported_model_type() {
         let v = json!({"model_type": "gpt_neox", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 4});
-        let err = shape_from_config(&ModelConfig::from_value(v).unwrap()).unwrap_err();
-        assert!(err.to_string().contains("gpt_neox"));
+        let err = shape_from_config(&ModelConfig::from_value(v).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("`gpt_neox` has no parameter formula"), "{err}");
+        assert!(err.ends_with("gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma, gemma2, phi3 exactly"), "{err}");
+        for t in SUPPORTED_MODEL_TYPES {
+            assert!(family_of(t).is_ok(), "{t} is listed as supported but has no family");
+        }
+        assert!(family_of("qwen2_moe").is_err(), "shared experts are not counted");
+    }
+
+    #[test]
+    fn qwen3_moe_counts_a_router_and_every_expert_in_every_block() {
+        let moe = json!({"model_type": "qwen3_moe", "head_dim": 2, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 6});
+        let m = shape(tiny_llama(moe.clone()));
+        let dense = shape(tiny_llama(json!({"model_type": "qwen3", "head_dim": 2})));
+        // Per block: the dense 3 x 8 x 12 feed-forward becomes 4 experts of 3 x 8 x 6 and a 4 x 8 router.
+        assert_eq!(m.params - dense.params, 2 * (4 * 3 * 8 * 6 + 4 * 8 - 3 * 8 * 12));
+        assert_eq!(m.experts, Some(Experts { count: 4, active: 2 }));
+        assert_eq!(m.family, Family::Qwen3);
+        let mut mixed = tiny_llama(moe);
+        mixed["mlp_only_layers"] = json!([0]);
+        let err = shape_from_config(&ModelConfig::from_value(mixed).unwrap()).unwrap_err().to_string();
+        assert!(err.contains("mlp_only_layers") && err.contains("every block is a mixture"), "{err}");
     }
 
     #[test]

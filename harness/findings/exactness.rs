@@ -108,6 +108,9 @@ fn note(name: &str, l: &Layout) -> String {
     let plural = if prompts == 1 { "" } else { "s" };
     match (w.verdict, w.cause) {
         (Grade::Diverged, Some(Cause::RealChange)) => format!("{name}: CHANGED the answer ({})", crate::audit::layout_line(w)),
+        (Grade::Diverged, Some(Cause::HalfPrecision)) => {
+            format!("{name}: diverged in half precision, graded by the precision audit ({})", crate::audit::layout_line(w))
+        }
         (Grade::Diverged, _) => format!("{name}: diverged, explained by a near-tie or noise ({})", crate::audit::layout_line(w)),
         (g, _) => format!(
             "{name}: shown not to change the answer over {prompts} checked prompt{plural} (runs: {}, worst {}{})",

@@ -11,9 +11,11 @@ pub mod claims;
 pub mod context;
 pub mod exactness;
 pub mod expert;
+pub mod kv_cap;
 pub mod membw;
 pub mod overlap;
 pub mod pipeline;
+pub mod precision;
 pub mod regimes;
 pub mod render;
 
@@ -181,6 +183,8 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.push(overlap::finding(&inputs));
     out.push(expert::finding(&inputs));
     out.push(context::finding(&inputs));
+    out.push(kv_cap::finding(&inputs));
+    out.push(precision::finding(&inputs));
     out.extend(break_even::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out

@@ -5,6 +5,7 @@ use parlab::audit::{audit, Cause, Grade};
 use parlab::manifest::answer::Answer;
 use parlab::manifest::Manifest;
 use parlab::model::reference::StepCheck;
+use parlab::precision::PrecisionGrade;
 use parlab::spec::schema::Strategy;
 use parlab::spec::Kind;
 use serde_json::Value;
@@ -165,4 +166,74 @@ fn without_a_world_one_run_differing_tokens_still_change_the_answer() {
     let l = g.layouts.iter().find(|l| l.layout.starts_with("tensor world 4 ")).unwrap();
     assert_eq!((l.verdict, l.step, l.cause), (Grade::Diverged, Some(2), Some(Cause::RealChange)));
     assert_eq!(g.reference_reproducible, None, "no world-1 run: noise unknown");
+}
+
+/// A bfloat16 copy of the world-2 tensor run (its twin), whose tokens leave the twin's from
+/// step `k` (None: never) and whose logits drift `drift` from the float32 reference; the twin's
+/// margin at every step is `twin_margin`.
+fn with_half_twin(k: Option<usize>, drift: f64, twin_margin: f64) -> Vec<Manifest> {
+    let mut list = base();
+    with_steps(&mut list, &[]);
+    let twin = decode_at(&mut list, 2);
+    for s in &mut answer(twin).exactness.steps {
+        s.margin = twin_margin;
+    }
+    let mut half = twin.clone();
+    if let parlab::spec::plan::Workload::Decode { dtype, .. } = &mut half.plan.workload {
+        *dtype = parlab::spec::schema::Dtype::Bfloat16;
+    }
+    (half.run_id, half.answer_id) = (format!("{:064x}", 0xbf16), format!("{:064x}", 0xbf17));
+    let a = answer(&mut half);
+    for s in &mut a.exactness.steps {
+        s.drift = Some(drift);
+    }
+    a.exactness.max_logit_diff = drift;
+    if let Some(k) = k {
+        for t in a.tokens[0].iter_mut().skip(k) {
+            *t += 1;
+        }
+    }
+    list.push(half);
+    list
+}
+
+#[test]
+fn a_half_precision_answer_is_graded_against_its_float32_twin() {
+    let rows = parlab::precision::audit(&with_half_twin(None, 0.3, 0.5));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!((r.grade, r.equal_steps, r.steps, r.dtype.as_str()), (PrecisionGrade::TokensEqual, 25, 25, "bfloat16"));
+    assert_eq!(r.drift, 0.3);
+    assert_eq!(r.twin.as_deref(), Some(&decode_at(&mut base(), 2).run_id[..12]));
+    // Leaving the twin at step 7, where the float32 margin 0.5 is within 2 x 0.3: a near-tie.
+    let r = &parlab::precision::audit(&with_half_twin(Some(7), 0.3, 0.5))[0];
+    assert_eq!((r.grade, r.equal_steps, r.twin_margin), (PrecisionGrade::NearTie, 7, Some(0.5)));
+    // The same step with a drift of 0.1: the margin was wider than bf16 could close.
+    let r = &parlab::precision::audit(&with_half_twin(Some(7), 0.1, 0.5))[0];
+    assert_eq!(r.grade, PrecisionGrade::Moved);
+    assert!(parlab::precision::line(r).contains("tokens equal up to step 7 of 25"), "{}", parlab::precision::line(r));
+    // Without its twin the run is listed, not graded.
+    let mut list = with_half_twin(None, 0.3, 0.5);
+    list.retain(|m| !(m.layout.world == 2 && m.layout.strategy == Strategy::Tensor && m.run_id != format!("{:064x}", 0xbf16)));
+    assert_eq!(parlab::precision::audit(&list)[0].grade, PrecisionGrade::NoTwin);
+}
+
+#[test]
+fn the_precision_audit_is_a_finding_and_in_audits_json_without_changing_its_exit_code() {
+    let finding = |list: &[Manifest]| {
+        let facts = parlab::report::facts::Facts::read(list);
+        parlab::findings::compute(list, &facts).into_iter().find(|f| f.id == "precision-audit").unwrap()
+    };
+    let f = finding(&with_half_twin(Some(7), 0.3, 0.5));
+    assert_eq!(f.verdict, parlab::findings::Verdict::Holds, "{f:?}");
+    assert!(f.numbers.iter().any(|n| n.name.ends_with("float32 top-2 margin at step 7") && n.value == 0.5), "{:?}", f.numbers);
+    let f = finding(&with_half_twin(Some(7), 0.1, 0.5));
+    assert_eq!(f.verdict, parlab::findings::Verdict::Fails, "{f:?}");
+    assert_eq!(finding(&base()).inconclusive, Some(parlab::findings::Inconclusive::MissingRuns));
+    let (code, doc) = run_audit(&with_half_twin(Some(7), 0.1, 0.5));
+    assert_eq!(code, 0, "bf16 rounding is not a layout changing the answer: {doc}");
+    assert_eq!(doc["precision"][0]["grade"], "MOVED", "{doc}");
+    let half = doc["groups"].as_array().unwrap().iter().flat_map(|g| g["layouts"].as_array().unwrap()).find(|l| l["run"] == "000000000000");
+    assert_eq!(half.unwrap()["cause"], "half_precision", "{doc}");
+    assert_eq!(doc["precision"][0]["equal_steps"], 7);
 }

@@ -56,6 +56,7 @@ fn parameter_counts_of_the_catalogue_models_are_exact() {
         ("llama-3.1-8b", 8_030_261_248),
         // Mixtral-8x7B's published total ("46.7B"): 8 experts of 3 x 4096 x 14336 per layer.
         ("mixtral-8x7b", 46_702_792_704),
+        ("qwen3-30b-a3b", 30_532_122_624),
     ];
     for (name, params) in expected {
         assert_eq!(shape(name).params, params, "{name}");
@@ -83,6 +84,7 @@ fn formula_agrees_with_transformers_on_the_meta_device() {
         "qwen3-1.7b",
         "llama-3.1-8b",
         "mixtral-8x7b",
+        "qwen3-30b-a3b",
     ];
     let script = "import sys, torch\nfrom transformers import AutoConfig, AutoModelForCausalLM\nfor d in sys.argv[1:]:\n    c = AutoConfig.from_pretrained(d)\n    with torch.device('meta'):\n        m = AutoModelForCausalLM.from_config(c)\n    print(sum(p.numel() for p in m.parameters()))\n";
     let dirs: Vec<PathBuf> = names.iter().map(|n| root().join("models").join(n)).collect();
@@ -105,6 +107,25 @@ fn mixtral_streams_only_its_two_routed_experts() {
     // a decode step reads one of its rows: 12,879,925,248 - 32,000 x 4,096 + 4,096.
     assert_eq!(s.streamed_params(), 12_748_857_344);
     assert_eq!(s.experts.map(|e| (e.count, e.active)), Some((8, 2)));
+}
+
+#[test]
+fn qwen3_30b_a3b_is_counted_exactly_and_matches_its_published_totals() {
+    let s = shape("qwen3-30b-a3b");
+    // Per block: attention 2048 x 4096 x 2 + 2 x 2048 x 512, q/k norms 2 x 128, two RMSNorms, a
+    // 128 x 2048 router and 128 experts of 3 x 2048 x 768; 48 blocks, untied 151,936-row tables.
+    let block = 2 * 2048 * 4096 + 2 * 2048 * 512 + 2 * 128 + 2 * 2048 + 128 * 2048 + 128 * 3 * 2048 * 768;
+    assert_eq!(s.params, 48 * block + 2 * 151_936 * 2048 + 2048);
+    assert_eq!(s.params, 30_532_122_624);
+    // The model card: 30.5B parameters, 29.9B of them outside the two embedding tables, 3.3B
+    // activated (a decode step's 8 routed experts, counted with the whole input table).
+    let table = 151_936 * 2048;
+    assert_eq!(format!("{:.1}", s.params as f64 / 1e9), "30.5");
+    assert_eq!(format!("{:.1}", (s.params - 2 * table) as f64 / 1e9), "29.9");
+    assert_eq!(s.experts.map(|e| (e.count, e.active)), Some((128, 8)));
+    assert_eq!(s.streamed_params(), 3_041_869_824);
+    let activated = s.streamed_params() + table - 2048;
+    assert!((3.3e9..3.4e9).contains(&(activated as f64)), "{activated}");
 }
 
 #[test]

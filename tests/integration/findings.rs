@@ -2,7 +2,7 @@
 
 use parlab::collect::stats::Stats;
 use parlab::findings::{self, Finding, Inconclusive, Verdict};
-use parlab::manifest::summary::{Collectives, Decode, Summary};
+use parlab::manifest::summary::{Collectives, Decode, Phase, PhaseAllReduce, Summary};
 use parlab::manifest::Manifest;
 use parlab::report::facts::Facts;
 use parlab::spec::plan::Workload;
@@ -400,4 +400,86 @@ fn overlap_holds_when_every_overlapped_prefill_is_shorter_and_fails_when_one_is_
     assert!(f.notes.iter().any(|n| n.contains("LONGER")), "{:?}", f.notes);
     list.retain(|m| m.layout.overlap.is_none());
     assert_eq!(finding(&list, "overlap-hides-communication").inconclusive, Some(Inconclusive::MissingRuns));
+}
+
+/// Tensor splits of a grouped-query model (8 query heads over 2 key/value heads, 2 layers,
+/// head width 8) at worlds 1, 2, 4 and 8, each rank's KV cache per token computed from its
+/// layout's key/value heads, and 2L all-reduces per decode token.
+fn gqa_splits(dir: &std::path::Path) -> Vec<Manifest> {
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "hidden_size": 64, "intermediate_size": 96, "vocab_size": 301, "max_position_embeddings": 64}"#,
+    )
+    .unwrap();
+    let text = format!(
+        "name: synth-gqa\nkind: decode\nmodel: {}\nstrategy: tensor\nworld: [1, 2, 4, 8]\nprompt: {{length: 8, seed: 1}}\nnew_tokens: 6\nthreads: 1\n",
+        dir.display()
+    );
+    let exp = parlab::spec::validate::validate(&dir.join("gqa.yaml"), &text).unwrap();
+    let plans = parlab::spec::expand::expand(&exp, &text, 2).unwrap();
+    let mut list = crate::synth::manifests(&plans, 0, false);
+    for m in &mut list {
+        let per_rank: Vec<u64> = m.layout.ranks.iter().map(|r| 2 * 2 * u64::from(r.kv_heads.unwrap().len()) * 8 * 4).collect();
+        let d = decode_mut(m).unwrap();
+        d.kv_cache_bytes_per_token = per_rank;
+        d.all_reduces = vec![PhaseAllReduce {
+            phase: Phase::Decode,
+            size_bytes: 64 * 4,
+            calls: 2 * 2 * 5,
+            time: stat(2e-6),
+            fastest_rank: stat(1e-6),
+            total: None,
+        }];
+    }
+    list
+}
+
+fn kv_cap_number(f: &Finding, name: &str) -> f64 {
+    f.numbers.iter().find(|n| n.name.ends_with(name)).unwrap_or_else(|| panic!("no number {name}: {:?}", f.numbers)).value
+}
+
+#[test]
+fn kv_head_cap_holds_when_the_cache_stops_falling_at_the_kv_heads_and_fails_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = gqa_splits(dir.path());
+    let f = finding(&list, "kv-head-cap");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert_eq!(kv_cap_number(&f, "world 1: KV cache per rank per token, measured"), 256.0);
+    for world in [2, 4, 8] {
+        assert_eq!(kv_cap_number(&f, &format!("world {world}: KV cache per rank per token, measured")), 128.0);
+        assert_eq!(kv_cap_number(&f, &format!("world {world}: KV cache per rank per token, cost model")), 128.0);
+        assert_eq!(kv_cap_number(&f, &format!("world {world}: all-reduces per decode token")), 4.0);
+    }
+    assert!(f.notes.iter().any(|n| n.contains("world 8 (oversubscribed") && n.contains("each KV head on 4 ranks")), "{:?}", f.notes);
+    // One rank has nothing to all-reduce: its count is neither needed nor reported.
+    decode_mut(list.iter_mut().find(|m| m.layout.world == 1).unwrap()).unwrap().all_reduces.clear();
+    let f = finding(&list, "kv-head-cap");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(!f.numbers.iter().any(|n| n.name.contains("world 1: all-reduces")), "{:?}", f.numbers);
+    // A cache that kept falling as 1/p past the 2 key/value heads contradicts the cap.
+    let eight = list.iter_mut().find(|m| m.layout.world == 8).unwrap();
+    decode_mut(eight).unwrap().kv_cache_bytes_per_token = vec![32; 8];
+    let f = finding(&list, "kv-head-cap");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.reason.contains("world 8"), "{}", f.reason);
+    // So does a split that saved an all-reduce per layer.
+    let mut list = gqa_splits(dir.path());
+    let four = list.iter_mut().find(|m| m.layout.world == 4).unwrap();
+    decode_mut(four).unwrap().all_reduces[0].calls = 2 * 5;
+    let f = finding(&list, "kv-head-cap");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.reason.contains("world 4") && !f.reason.contains("world 8"), "{}", f.reason);
+}
+
+#[test]
+fn kv_head_cap_needs_a_world_past_the_kv_heads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = gqa_splits(dir.path());
+    list.retain(|m| m.layout.world <= 2);
+    let f = finding(&list, "kv-head-cap");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::MissingRuns)), "{f:?}");
+    // GPT-2 has as many key/value heads as heads: the cap cannot be observed on it.
+    let f = finding(&base(), "kv-head-cap");
+    assert_eq!(f.inconclusive, Some(Inconclusive::MissingRuns), "{f:?}");
 }

@@ -183,3 +183,31 @@ fn decode_specs_name_the_families_parlab_runs_and_refuse_what_it_cannot_compute(
     let err = parlab::spec::weights::model_source(dir.path().to_str().unwrap(), 0).unwrap_err();
     assert!(err.contains("`rope_scaling` of type \"yarn\""), "{err}");
 }
+
+#[test]
+fn bfloat16_through_libtorchs_path_keeps_the_float32_answer_within_its_rounding() {
+    // The GPU's code path in bfloat16, computed on the host (libtorch has bf16 CPU kernels), for
+    // each family: greedy tokens against float32, and logits within bf16's reach.
+    use parlab::model::reference::greedy;
+    for model_type in ["llama", "qwen2", "qwen3"] {
+        let dir = tempfile::tempdir().unwrap();
+        let f32_part = part(&dir.path().join("f"), model_type, LlamaShare::whole);
+        let bf16 = Placement { kind: tch::Kind::BFloat16, ..Placement::cpu_as_gpu() };
+        let half = part_on(&dir.path().join("h"), model_type, bf16, LlamaShare::whole);
+        assert_eq!(
+            half.kv_cache_bytes_per_token() * 2,
+            f32_part.kv_cache_bytes_per_token(),
+            "{model_type}: a bf16 cache is half the bytes"
+        );
+        let prompt = [7u32, 300, 9, 1, 42, 5];
+        let (a, b) = (greedy(&f32_part, &prompt, 6).unwrap(), greedy(&half, &prompt, 6).unwrap());
+        let first = a.tokens.iter().zip(&b.tokens).position(|(x, y)| x != y).unwrap_or(a.tokens.len());
+        let vocab = a.vocab;
+        let drift = a.logits[..first * vocab].iter().zip(&b.logits).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        let scale = a.logits.iter().fold(0f32, |m, x| m.max(x.abs()));
+        eprintln!("{model_type}: bf16 tokens equal for {first} of {} steps, drift {drift:.3e}, logits up to {scale:.1}", a.tokens.len());
+        assert!(first >= 1, "{model_type}: bf16 changed the prompt's token ({:?} vs {:?})", a.tokens, b.tokens);
+        assert!(drift > 0.0, "{model_type}: bf16 logits are bitwise float32's: the part did not compute in bf16");
+        assert!(drift < 0.1 * scale, "{model_type}: bf16 drift {drift} against logits up to {scale}");
+    }
+}
