@@ -1,8 +1,8 @@
 //! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run; then the register.
 
+use super::rounds::{self, Launching};
 use super::Error;
 use crate::gates::Gates;
-use super::rounds::{self, Launching};
 use crate::launch::progress::Progress;
 use crate::launch::{leftovers, signals};
 use crate::manifest::caveat::Caveat;

@@ -93,7 +93,12 @@ pub const NOISE_WINDOW: usize = 20;
 /// How many standard deviations of a difference of two nights the noise band spans.
 pub const NOISE_Z: f64 = 3.0;
 
-/// A figure's night-to-night noise, as the history tells it.
+/// How many standard deviations of a difference of two nights the noise floor from the launches
+/// spans (without a history, the launch-to-launch spread stands in for the night-to-night one).
+pub const LAUNCH_FLOOR_Z: f64 = 3.0;
+
+/// A figure's night-to-night noise, as the history tells it (or, without a history, as the
+/// two nights' own launches bound it).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "noise")]
 pub enum Noise {
@@ -103,6 +108,15 @@ pub enum Noise {
     TooFew {
         /// Past nights of the figure in the history.
         nights: usize,
+    },
+    /// No history folder: the floor is the launch-to-launch spread of the two nights' launches
+    /// (launched in rounds, a night's launches sample the whole night, so its drift is in it).
+    FromLaunches {
+        /// 1.4826 × the median absolute deviation of the launches' log values from their own
+        /// night's median, both nights pooled (a relative spread).
+        sigma: f64,
+        /// Launches it rests on (both nights).
+        launches: usize,
     },
     /// Estimated from past nights.
     Estimated {
@@ -116,10 +130,31 @@ pub enum Noise {
 impl Noise {
     /// The smallest |ln(after / before)| outside the band: [`NOISE_Z`] × √2 × sigma (a
     /// difference of two nights has √2 times one night's spread); None unless estimated.
+    /// [`LAUNCH_FLOOR_Z`] × √2 × sigma from the launches.
     pub fn band(&self) -> Option<f64> {
         match self {
             Noise::Estimated { sigma, .. } => Some(NOISE_Z * std::f64::consts::SQRT_2 * sigma),
+            Noise::FromLaunches { sigma, .. } => Some(LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * sigma),
             _ => None,
+        }
+    }
+
+    /// Without a history: the floor from the launches of both nights (`before`, `after`: one
+    /// value per launch), when each night has enough launches for the t-test; otherwise
+    /// [`Noise::NotKept`].
+    pub fn from_launches(before: &[f64], after: &[f64]) -> Noise {
+        if before.len().min(after.len()) < stats::MIN_PER_SIDE {
+            return Noise::NotKept;
+        }
+        let deviations = |v: &[f64]| -> Vec<f64> {
+            let logs: Vec<f64> = v.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect();
+            let m = stats::median(&logs).unwrap_or(0.0);
+            logs.iter().map(|x| (x - m).abs()).collect()
+        };
+        let pooled = [deviations(before), deviations(after)].concat();
+        match stats::median(&pooled) {
+            Some(d) => Noise::FromLaunches { sigma: 1.4826 * d, launches: before.len() + after.len() },
+            None => Noise::NotKept,
         }
     }
 
@@ -127,6 +162,11 @@ impl Noise {
     pub fn describe(&self) -> String {
         match self {
             Noise::NotKept => "no history: night-to-night noise not checked".into(),
+            Noise::FromLaunches { sigma, launches } => format!(
+                "no history: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of {launches} launches of both nights), band ±{:.1}%",
+                sigma.exp_m1() * 100.0,
+                self.band().unwrap_or(0.0).exp_m1() * 100.0
+            ),
             Noise::TooFew { nights } => {
                 format!("history: {nights} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
             }

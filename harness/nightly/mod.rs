@@ -342,7 +342,10 @@ fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook) -> Vec<P
             Some(Pair {
                 run: label(after),
                 experiment: after.experiment.clone(),
-                noise: noise.noise(&before.run_id, &f.name),
+                noise: match noise.noise(&before.run_id, &f.name) {
+                    Noise::NotKept => Noise::from_launches(&b, &a),
+                    kept => kept,
+                },
                 before: b,
                 after: a,
                 figure: f,
@@ -390,7 +393,7 @@ fn against_noise(noise: &Noise, worse: f64, log_ratio: f64) -> Verdict {
     match (noise, noise.band()) {
         (Noise::NotKept, _) => direction(worse),
         (_, Some(band)) if log_ratio.abs() > band => direction(worse),
-        (Noise::Estimated { .. }, _) => Verdict::NoChange,
+        (Noise::Estimated { .. } | Noise::FromLaunches { .. }, _) => Verdict::NoChange,
         (Noise::TooFew { .. }, _) => Verdict::InsufficientEvidence,
     }
 }
