@@ -1,4 +1,5 @@
-//! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run; then the register.
+//! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run (a run of k launches
+//! launched once in each of k rounds of the suite); then the register.
 
 use super::rounds::{self, Launching};
 use super::Error;
@@ -21,7 +22,7 @@ enum Outcome<'a> {
     /// manifest is written.
     Written(Status),
     /// Launched once; more launches follow in later rounds.
-    Launching(Launching<'a>),
+    Launching(Box<Launching<'a>>),
 }
 
 /// How `parlab run` was asked to behave.
@@ -72,8 +73,8 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
         progress.start(i, &plan.label());
         let run_origins = origins.get(&plan.run_id).map_or(&[][..], Vec::as_slice);
         match run_one(i, plan, run_origins, &gates, &dir, options.force, &mut notes) {
-            Ok(Outcome::Launching(run)) if !run.has_ended() => launching.push(run),
-            Ok(Outcome::Launching(run)) => tally.ended(run, &dir, &progress)?,
+            Ok(Outcome::Launching(run)) if !run.has_ended() => launching.push(*run),
+            Ok(Outcome::Launching(run)) => tally.ended(*run, &dir, &progress)?,
             Ok(Outcome::Skipped) => tally.finished(i, plan, None, &progress),
             Ok(Outcome::Written(status)) => tally.finished(i, plan, Some(status), &progress),
             Err(e) => return Err(abandon(launching, e, &dir, &progress, &mut tally).into()),
@@ -269,7 +270,7 @@ fn run_one<'a>(
         let mut run = Launching::begin(index, plan, record, dir)?;
         run.launch_next(gates)?;
         run.note(notes);
-        return Ok(Outcome::Launching(run));
+        return Ok(Outcome::Launching(Box::new(run)));
     }
     record.finished_at = manifest::now();
     record.write(dir)?;

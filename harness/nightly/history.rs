@@ -358,3 +358,21 @@ pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io
     crate::manifest::write_atomic(&dir.join("trends.md"), md.as_bytes())?;
     Ok(all.into_iter().filter(|s| !s.change_points.is_empty()).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Noise, LAUNCH_FLOOR_Z};
+
+    #[test]
+    fn the_floor_from_the_launches_is_the_pooled_scaled_mad_of_each_nights_logs() {
+        let night = |level: f64| [-0.2, -0.1, 0.0, 0.1, 0.2].map(|d: f64| level * d.exp());
+        // Each night's deviations from its own median: 0.2, 0.1, 0, 0.1, 0.2; pooled median 0.1,
+        // whatever the nights' levels.
+        let Noise::FromLaunches { sigma, launches } = Noise::from_launches(&night(1.0), &night(3.0)) else { panic!() };
+        assert_eq!(launches, 10);
+        assert!((sigma - 0.14826).abs() < 1e-9, "{sigma}");
+        let band = Noise::FromLaunches { sigma, launches }.band().unwrap();
+        assert!((band - LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * 0.14826).abs() < 1e-9, "{band}");
+        assert_eq!(Noise::from_launches(&night(1.0)[..2], &night(1.0)), Noise::NotKept, "too few launches for a floor");
+    }
+}

@@ -3,7 +3,8 @@
 //! given a verdict from its per-launch medians (the launch is the unit of replication):
 //! Yuen's trimmed (Welch) t on their logarithms with a power guard on the launch counts, Benjamini–Hochberg
 //! across the night, a minimum practical effect, and the figure's own night-to-night noise
-//! band learnt from the history.
+//! band learnt from the history (without a history, a floor from the two nights' launch-to-launch
+//! spread).
 
 use crate::manifest::{Manifest, Skipped, Status};
 use crate::spec::schema::Kind;
@@ -388,7 +389,7 @@ fn direction(worse: f64) -> Verdict {
 }
 
 /// The verdict of a tested figure whose change is significant and beyond the minimum effect:
-/// held against its noise band.
+/// held against its noise band (the history's, or the floor from the launches without one).
 fn against_noise(noise: &Noise, worse: f64, log_ratio: f64) -> Verdict {
     match (noise, noise.band()) {
         (Noise::NotKept, _) => direction(worse),
