@@ -109,13 +109,13 @@ pub enum Noise {
         /// Past nights of the figure in the history.
         nights: usize,
     },
-    /// No history folder: the floor is the launch-to-launch spread of the two nights' launches
+    /// No history folder: the floor is the launch-to-launch spread of the baseline's launches
     /// (launched in rounds, a night's launches sample the whole night, so its drift is in it).
     FromLaunches {
-        /// 1.4826 × the median absolute deviation of the launches' log values from their own
-        /// night's median, both nights pooled (a relative spread).
+        /// 1.4826 × the median absolute deviation of the baseline's per-launch log values (a
+        /// relative spread).
         sigma: f64,
-        /// Launches it rests on (both nights).
+        /// Baseline launches it rests on.
         launches: usize,
     },
     /// Estimated from past nights.
@@ -139,21 +139,17 @@ impl Noise {
         }
     }
 
-    /// Without a history: the floor from the launches of both nights (`before`, `after`: one
-    /// value per launch), when each night has enough launches for the t-test; otherwise
+    /// Without a history: the floor from the baseline's launches (`before`: one value per
+    /// launch; tonight's are not used, so a change that scatters tonight's launches cannot widen
+    /// its own floor), when both nights have enough launches for the t-test; otherwise
     /// [`Noise::NotKept`].
     pub fn from_launches(before: &[f64], after: &[f64]) -> Noise {
         if before.len().min(after.len()) < stats::MIN_PER_SIDE {
             return Noise::NotKept;
         }
-        let deviations = |v: &[f64]| -> Vec<f64> {
-            let logs: Vec<f64> = v.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect();
-            let m = stats::median(&logs).unwrap_or(0.0);
-            logs.iter().map(|x| (x - m).abs()).collect()
-        };
-        let pooled = [deviations(before), deviations(after)].concat();
-        match stats::median(&pooled) {
-            Some(d) => Noise::FromLaunches { sigma: 1.4826 * d, launches: before.len() + after.len() },
+        let logs: Vec<f64> = before.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect();
+        match stats::scaled_mad(&logs) {
+            Some(sigma) => Noise::FromLaunches { sigma, launches: logs.len() },
             None => Noise::NotKept,
         }
     }
@@ -163,7 +159,7 @@ impl Noise {
         match self {
             Noise::NotKept => "no history: night-to-night noise not checked".into(),
             Noise::FromLaunches { sigma, launches } => format!(
-                "no history: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of {launches} launches of both nights), band ±{:.1}%",
+                "no history: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of the baseline's {launches} launches), band ±{:.1}%",
                 sigma.exp_m1() * 100.0,
                 self.band().unwrap_or(0.0).exp_m1() * 100.0
             ),
@@ -364,15 +360,15 @@ mod tests {
     use super::{Noise, LAUNCH_FLOOR_Z};
 
     #[test]
-    fn the_floor_from_the_launches_is_the_pooled_scaled_mad_of_each_nights_logs() {
-        let night = |level: f64| [-0.2, -0.1, 0.0, 0.1, 0.2].map(|d: f64| level * d.exp());
-        // Each night's deviations from its own median: 0.2, 0.1, 0, 0.1, 0.2; pooled median 0.1,
-        // whatever the nights' levels.
-        let Noise::FromLaunches { sigma, launches } = Noise::from_launches(&night(1.0), &night(3.0)) else { panic!() };
-        assert_eq!(launches, 10);
+    fn the_floor_from_the_launches_is_the_scaled_mad_of_the_baselines_logs() {
+        let night = |level: f64, spread: f64| [-2.0, -1.0, 0.0, 1.0, 2.0].map(|d: f64| level * (d * spread).exp());
+        // The baseline's deviations from its median: 0.2, 0.1, 0, 0.1, 0.2 (median 0.1), whatever
+        // its level; tonight's scatter does not widen the floor.
+        let Noise::FromLaunches { sigma, launches } = Noise::from_launches(&night(1.0, 0.1), &night(3.0, 0.5)) else { panic!() };
+        assert_eq!(launches, 5);
         assert!((sigma - 0.14826).abs() < 1e-9, "{sigma}");
         let band = Noise::FromLaunches { sigma, launches }.band().unwrap();
         assert!((band - LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * 0.14826).abs() < 1e-9, "{band}");
-        assert_eq!(Noise::from_launches(&night(1.0)[..2], &night(1.0)), Noise::NotKept, "too few launches for a floor");
+        assert_eq!(Noise::from_launches(&night(1.0, 0.1)[..2], &night(1.0, 0.1)), Noise::NotKept, "too few launches for a floor");
     }
 }
