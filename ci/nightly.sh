@@ -24,7 +24,8 @@ rm -f "$OUT"/junit.xml "$OUT"/summary.md "$OUT"/nightly.json
 make build >/dev/null || exit 1
 
 # 1. Measure (--force: a night measures again even where the measuring code is unchanged;
-#    each run launched NIGHTLY_LAUNCHES times) and render the register (reports/evidence.md).
+#    each run launched NIGHTLY_LAUNCHES times, once per round of the suite) and render the
+#    register (reports/evidence.md).
 target/release/parlab run --force --launches "${NIGHTLY_LAUNCHES:-7}" experiments
 run_rc=$?
 [ "$run_rc" -ge 128 ] && exit "$run_rc"

@@ -9,6 +9,7 @@ mod nightly;
 mod plan;
 mod rank;
 mod report;
+mod rounds;
 mod run;
 mod select;
 mod shape;

@@ -1,20 +1,28 @@
-//! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run; then the register.
+//! `parlab run`: gates -> skip or launch -> collect -> manifest, run by run (a run of k launches
+//! launched once in each of k rounds of the suite); then the register.
 
+use super::rounds::{self, Launching};
 use super::Error;
 use crate::gates::Gates;
+use crate::launch::progress::Progress;
 use crate::launch::{leftovers, signals};
 use crate::manifest::caveat::Caveat;
 use crate::manifest::lock::StoreLock;
-use crate::manifest::{self, Launch, Manifest, Status};
+use crate::manifest::{self, Manifest, Status};
 use crate::report::origin;
 use crate::spec::{load_suite_limited, Kind, RunPlan};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
-/// What became of one run.
-enum Outcome {
+/// What became of one run after its first round.
+enum Outcome<'a> {
+    /// Cached: already measured by this measuring code.
     Skipped,
+    /// Decided without launching (NOT_RUN, modelled) or ended after its first launch: its
+    /// manifest is written.
     Written(Status),
+    /// Launched once; more launches follow in later rounds.
+    Launching(Box<Launching<'a>>),
 }
 
 /// How `parlab run` was asked to behave.
@@ -55,30 +63,29 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     let gates = Gates::probe_machine();
     crate::gates::save(&gates, &dir)?;
     let total = runs.len();
-    let (mut failed, mut finished) = (0, 0);
-    let progress = crate::launch::progress::Progress::new(total as u64);
+    let mut tally = Tally::default();
+    let progress = Progress::new(total as u64);
+    let mut launching = Vec::new();
     for (i, plan) in runs.iter().enumerate() {
         if signals::received().is_some() {
             break;
         }
         progress.start(i, &plan.label());
-        let outcome = run_one(plan, origins.get(&plan.run_id).map_or(&[][..], Vec::as_slice), &gates, &dir, options.force, &mut notes)?;
-        finished += 1;
-        let word = match outcome {
-            Outcome::Skipped => "skipped (already measured by this measuring code; --force reruns)",
-            Outcome::Written(Status::Ok) => "ok",
-            Outcome::Written(Status::NotRun) => "not run",
-            Outcome::Written(Status::Failed) => {
-                failed += 1;
-                "FAILED"
-            }
-        };
-        progress.finish(i, &plan.label(), word);
+        let run_origins = origins.get(&plan.run_id).map_or(&[][..], Vec::as_slice);
+        match run_one(i, plan, run_origins, &gates, &dir, options.force, &mut notes) {
+            Ok(Outcome::Launching(run)) if !run.has_ended() => launching.push(*run),
+            Ok(Outcome::Launching(run)) => tally.ended(*run, &dir, &progress)?,
+            Ok(Outcome::Skipped) => tally.finished(i, plan, None, &progress),
+            Ok(Outcome::Written(status)) => tally.finished(i, plan, Some(status), &progress),
+            Err(e) => return Err(abandon(launching, e, &dir, &progress, &mut tally).into()),
+        }
     }
+    run_rounds(launching, &gates, &dir, &progress, &mut tally)?;
+    let (failed, finished) = (tally.failed, tally.finished);
     progress.done();
     if let Some(sig) = signals::received() {
         eprintln!(
-            "parlab: interrupted by {} after {finished} of {total} runs; the launch in progress was ended and recorded failed; manifests in {} are kept",
+            "parlab: interrupted by {} after {finished} of {total} runs; the launch in progress was ended and recorded failed, as were the runs whose launches had not all run; manifests in {} are kept",
             signals::name(sig),
             dir.display()
         );
@@ -157,14 +164,84 @@ fn refresh_origins(mut cached: Manifest, dir: &Path, origins: &[manifest::Origin
     Ok(())
 }
 
-fn run_one(
-    plan: &RunPlan,
+/// Rounds 2 to k: every run still launching is launched once a round, in suite order, and
+/// written once it has ended; on a termination signal, the runs not ended are written failed.
+fn run_rounds(mut launching: Vec<Launching<'_>>, gates: &Gates, dir: &Path, progress: &Progress, tally: &mut Tally) -> anyhow::Result<()> {
+    let rounds = launching.iter().map(Launching::launches).max().unwrap_or(1);
+    for round in 2..=rounds {
+        if launching.is_empty() || signals::received().is_some() {
+            break;
+        }
+        progress.round(round, rounds, launching.len());
+        rounds::round(&mut launching, gates)?;
+        let (ended, going): (Vec<_>, Vec<_>) = launching.into_iter().partition(Launching::has_ended);
+        launching = going;
+        for run in ended {
+            tally.ended(run, dir, progress)?;
+        }
+    }
+    for mut run in launching {
+        run.interrupt();
+        tally.ended(run, dir, progress)?;
+    }
+    Ok(())
+}
+
+/// Writes the runs still launching failed (their launches so far kept) when the suite stops
+/// on `error`; returns the error.
+fn abandon(launching: Vec<Launching<'_>>, error: anyhow::Error, dir: &Path, progress: &Progress, tally: &mut Tally) -> anyhow::Error {
+    for mut run in launching {
+        run.abandon(&format!("{error:#}"));
+        if let Err(e) = tally.ended(run, dir, progress) {
+            eprintln!("parlab: {e:#}");
+        }
+    }
+    error
+}
+
+/// Runs finished and failed so far, as the progress lines report them.
+#[derive(Default)]
+struct Tally {
+    finished: usize,
+    failed: usize,
+}
+
+impl Tally {
+    /// Counts and reports run `index`: skipped (`None`) or written with `status`.
+    fn finished(&mut self, index: usize, plan: &RunPlan, status: Option<Status>, progress: &Progress) {
+        self.finished += 1;
+        let word = match status {
+            None => "skipped (already measured by this measuring code; --force reruns)",
+            Some(Status::Ok) => "ok",
+            Some(Status::NotRun) => "not run",
+            Some(Status::Failed) => {
+                self.failed += 1;
+                "FAILED"
+            }
+        };
+        progress.finish(index, &plan.label(), word);
+    }
+
+    /// Writes an ended launched run's manifest, then counts and reports it.
+    fn ended(&mut self, mut run: Launching<'_>, dir: &Path, progress: &Progress) -> anyhow::Result<()> {
+        run.record.finished_at = manifest::now();
+        run.record.write(dir)?;
+        self.finished(run.index, run.plan, Some(run.record.status), progress);
+        Ok(())
+    }
+}
+
+/// The first round of one run: skipped when cached, written when it launches nothing (NOT_RUN,
+/// modelled), otherwise launched once (the first launched run also gets `notes`).
+fn run_one<'a>(
+    index: usize,
+    plan: &'a RunPlan,
     origins: &[manifest::Origin],
     gates: &Gates,
     dir: &Path,
     force: bool,
     notes: &mut Vec<Caveat>,
-) -> anyhow::Result<Outcome> {
+) -> anyhow::Result<Outcome<'a>> {
     if !force {
         let path = Manifest::path_for(dir, &plan.run_id);
         let enough = |m: &Manifest| m.launches.as_ref().map_or(1, |l| l.count) >= plan.launches;
@@ -190,41 +267,14 @@ fn run_one(
     } else if plan.kind() == Kind::Model {
         fill_modelled(&mut record, plan);
     } else {
-        execute(&mut record, plan, dir, gates)?;
-        record.caveats.append(notes);
+        let mut run = Launching::begin(index, plan, record, dir)?;
+        run.launch_next(gates)?;
+        run.note(notes);
+        return Ok(Outcome::Launching(Box::new(run)));
     }
     record.finished_at = manifest::now();
     record.write(dir)?;
     Ok(Outcome::Written(record.status))
-}
-
-/// The requested transport, plus what rank 0's Open MPI selected when the ranks recorded it.
-fn with_selected(requested: &str, ranks: &[crate::manifest::placement::RankPlacement]) -> String {
-    match ranks.first().filter(|r| !r.transport.is_empty()) {
-        Some(r) => format!("{requested}; selected by Open MPI in rank 0: {}", r.transport),
-        None => requested.to_string(),
-    }
-}
-
-/// The MPI transport line, then what NCCL chose where the link is NCCL.
-fn with_nccl(mpi: String, nccl: &[crate::nccl::RankRecord]) -> String {
-    if nccl.is_empty() {
-        mpi
-    } else {
-        format!("{}; MPI (NCCL's bootstrap and barriers): {mpi}", crate::nccl::describe(nccl))
-    }
-}
-
-/// `rank::prepare`, with a panic (a bug, e.g. in a kernel library) turned into this run's failure
-/// so the rest of the suite still runs.
-fn prepare_guarded(plan: &RunPlan) -> anyhow::Result<()> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::rank::prepare(plan))) {
-        Ok(result) => result,
-        Err(payload) => {
-            let what = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()));
-            anyhow::bail!("internal error (a bug in parlab, please report it): {}", what.unwrap_or_else(|| "panic".into()))
-        }
-    }
 }
 
 /// Runs that ask for NCCL over an MPI link, or for GPUs without computing on one (no `device:
@@ -245,109 +295,6 @@ fn fill_modelled(record: &mut Manifest, plan: &RunPlan) {
         Err(e) => {
             record.status = Status::Failed;
             record.reason = Some(e);
-        }
-    }
-}
-
-fn execute(record: &mut Manifest, plan: &RunPlan, dir: &Path, gates: &Gates) -> anyhow::Result<()> {
-    let out = Manifest::results_dir(dir, &plan.run_id);
-    if out.exists() {
-        std::fs::remove_dir_all(&out).with_context(|| format!("cannot remove the old results folder {}", out.display()))?;
-    }
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create the results folder {}", out.display()))?;
-    if let Err(e) = prepare_guarded(plan) {
-        record.status = Status::Failed;
-        record.reason = Some(format!("preparing the run failed: {e:#}"));
-        return Ok(());
-    }
-    let plan_path = out.join("plan.json");
-    manifest::write_atomic(&plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
-    let launches = plan.launches.max(1);
-    for n in 0..launches {
-        if n > 0 && signals::received().is_some() {
-            record.status = Status::Failed;
-            record.reason = Some(format!("interrupted after {n} of {launches} launches"));
-            return Ok(());
-        }
-        let folder = crate::collect::frames::launch_dir(&out, n);
-        std::fs::create_dir_all(&folder).with_context(|| format!("cannot create {}", folder.display()))?;
-        let failure = launch_once(record, plan, &plan_path, &folder, gates, n == 0);
-        if let Some(failure) = failure {
-            record.status = Status::Failed;
-            record.reason = Some(if launches == 1 { failure } else { format!("launch {} of {launches}: {failure}", n + 1) });
-            return Ok(());
-        }
-    }
-    collect_launches(record, plan, &out, dir, launches);
-    Ok(())
-}
-
-/// Launches the ranks once into `folder`; the first launch fills `record.launch` and the
-/// caveats, later ones add only a note of foreign ranks. Returns why the launch failed, if it did.
-fn launch_once(record: &mut Manifest, plan: &RunPlan, plan_path: &Path, folder: &Path, gates: &Gates, first: bool) -> Option<String> {
-    let outcome = crate::launch::launch(plan, plan_path, folder, gates.cores());
-    let ranks = crate::manifest::placement::read_all(folder);
-    let nccl = crate::nccl::read_records(folder);
-    if first {
-        record.caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
-        record.launch = Some(Launch {
-            command: outcome.command.clone(),
-            oversubscribed: outcome.oversubscribed,
-            wall_s: outcome.wall_s,
-            exit_code: outcome.exit_code,
-            transport: with_nccl(with_selected(&outcome.transport, &ranks), &nccl),
-            ranks,
-            nccl,
-        });
-    }
-    if !outcome.foreign_ranks.is_empty() {
-        record.caveats.push(Caveat::Note {
-            text: format!(
-                "other parlab ranks ran on this machine during this run (pids {}); its timings may be disturbed",
-                leftovers::pid_list(&outcome.foreign_ranks)
-            ),
-        });
-    }
-    outcome.failure
-}
-
-/// Why a later launch's generated tokens differ from the first launch's, if they do (decode).
-fn answers_differ(plan: &RunPlan, out: &Path, launches: u32) -> Option<String> {
-    if plan.kind() != Kind::Decode {
-        return None;
-    }
-    let tokens = |n| {
-        crate::collect::decode::rank_answers(&crate::collect::frames::launch_dir(out, n))
-            .map(|a| a.into_iter().map(|r| r.tokens).collect::<Vec<_>>())
-    };
-    let first = tokens(0).ok()?;
-    (1..launches)
-        .find(|&n| tokens(n).ok().as_ref() != Some(&first))
-        .map(|n| format!("launch {} of {launches} generated other tokens than launch 1 (the same run must give one answer)", n + 1))
-}
-
-/// Collects the records of every launch into the results files, the summary and the answer,
-/// and each launch's median per figure.
-fn collect_launches(record: &mut Manifest, plan: &RunPlan, out: &Path, dir: &Path, launches: u32) {
-    if let Some(why) = answers_differ(plan, out, launches) {
-        record.status = Status::Failed;
-        record.reason = Some(why);
-        return;
-    }
-    let collected = crate::collect::collect(plan, out, dir).and_then(|c| {
-        let stats = crate::nightly::samples::per_launch(&c.summary, &crate::collect::frames::records(out)?, launches);
-        Ok((c, stats))
-    });
-    match collected {
-        Ok((c, stats)) => {
-            record.results = Some(c.results);
-            record.summary = Some(c.summary);
-            record.answer = c.answer;
-            record.launches = Some(stats);
-        }
-        Err(e) => {
-            record.status = Status::Failed;
-            record.reason = Some(format!("collecting results failed: {e}"));
         }
     }
 }

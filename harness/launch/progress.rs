@@ -39,6 +39,15 @@ impl Progress {
         }
     }
 
+    /// Announces round `round` of `rounds`, in which `runs` runs are launched once more.
+    pub fn round(&self, round: u32, rounds: u32, runs: usize) {
+        let line = format!("round {round} of {rounds}: launching {runs} runs once more");
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
     /// Clears the bar.
     pub fn done(&self) {
         if let Some(bar) = &self.bar {

@@ -93,7 +93,12 @@ pub const NOISE_WINDOW: usize = 20;
 /// How many standard deviations of a difference of two nights the noise band spans.
 pub const NOISE_Z: f64 = 3.0;
 
-/// A figure's night-to-night noise, as the history tells it.
+/// How many standard deviations of a difference of two nights the noise floor from the launches
+/// spans (without a history, the launch-to-launch spread stands in for the night-to-night one).
+pub const LAUNCH_FLOOR_Z: f64 = 3.0;
+
+/// A figure's night-to-night noise, as the history tells it (or, without a history, as the
+/// two nights' own launches bound it).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "noise")]
 pub enum Noise {
@@ -103,6 +108,15 @@ pub enum Noise {
     TooFew {
         /// Past nights of the figure in the history.
         nights: usize,
+    },
+    /// No history folder: the floor is the launch-to-launch spread of the baseline's launches
+    /// (launched in rounds, a night's launches sample the whole night, so its drift is in it).
+    FromLaunches {
+        /// 1.4826 × the median absolute deviation of the baseline's per-launch log values (a
+        /// relative spread).
+        sigma: f64,
+        /// Baseline launches it rests on.
+        launches: usize,
     },
     /// Estimated from past nights.
     Estimated {
@@ -116,10 +130,27 @@ pub enum Noise {
 impl Noise {
     /// The smallest |ln(after / before)| outside the band: [`NOISE_Z`] × √2 × sigma (a
     /// difference of two nights has √2 times one night's spread); None unless estimated.
+    /// [`LAUNCH_FLOOR_Z`] × √2 × sigma from the launches.
     pub fn band(&self) -> Option<f64> {
         match self {
             Noise::Estimated { sigma, .. } => Some(NOISE_Z * std::f64::consts::SQRT_2 * sigma),
+            Noise::FromLaunches { sigma, .. } => Some(LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * sigma),
             _ => None,
+        }
+    }
+
+    /// Without a history: the floor from the baseline's launches (`before`: one value per
+    /// launch; tonight's are not used, so a change that scatters tonight's launches cannot widen
+    /// its own floor), when both nights have enough launches for the t-test; otherwise
+    /// [`Noise::NotKept`].
+    pub fn from_launches(before: &[f64], after: &[f64]) -> Noise {
+        if before.len().min(after.len()) < stats::MIN_PER_SIDE {
+            return Noise::NotKept;
+        }
+        let logs: Vec<f64> = before.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect();
+        match stats::scaled_mad(&logs) {
+            Some(sigma) => Noise::FromLaunches { sigma, launches: logs.len() },
+            None => Noise::NotKept,
         }
     }
 
@@ -127,6 +158,11 @@ impl Noise {
     pub fn describe(&self) -> String {
         match self {
             Noise::NotKept => "no history: night-to-night noise not checked".into(),
+            Noise::FromLaunches { sigma, launches } => format!(
+                "no history: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of the baseline's {launches} launches), band ±{:.1}%",
+                sigma.exp_m1() * 100.0,
+                self.band().unwrap_or(0.0).exp_m1() * 100.0
+            ),
             Noise::TooFew { nights } => {
                 format!("history: {nights} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
             }
@@ -317,4 +353,22 @@ pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io
     }
     crate::manifest::write_atomic(&dir.join("trends.md"), md.as_bytes())?;
     Ok(all.into_iter().filter(|s| !s.change_points.is_empty()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Noise, LAUNCH_FLOOR_Z};
+
+    #[test]
+    fn the_floor_from_the_launches_is_the_scaled_mad_of_the_baselines_logs() {
+        let night = |level: f64, spread: f64| [-2.0, -1.0, 0.0, 1.0, 2.0].map(|d: f64| level * (d * spread).exp());
+        // The baseline's deviations from its median: 0.2, 0.1, 0, 0.1, 0.2 (median 0.1), whatever
+        // its level; tonight's scatter does not widen the floor.
+        let Noise::FromLaunches { sigma, launches } = Noise::from_launches(&night(1.0, 0.1), &night(3.0, 0.5)) else { panic!() };
+        assert_eq!(launches, 5);
+        assert!((sigma - 0.14826).abs() < 1e-9, "{sigma}");
+        let band = Noise::FromLaunches { sigma, launches }.band().unwrap();
+        assert!((band - LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * 0.14826).abs() < 1e-9, "{band}");
+        assert_eq!(Noise::from_launches(&night(1.0, 0.1)[..2], &night(1.0, 0.1)), Noise::NotKept, "too few launches for a floor");
+    }
 }

@@ -3,7 +3,8 @@
 //! given a verdict from its per-launch medians (the launch is the unit of replication):
 //! Yuen's trimmed (Welch) t on their logarithms with a power guard on the launch counts, Benjamini–Hochberg
 //! across the night, a minimum practical effect, and the figure's own night-to-night noise
-//! band learnt from the history.
+//! band learnt from the history (without a history, a floor from the two nights' launch-to-launch
+//! spread).
 
 use crate::manifest::{Manifest, Skipped, Status};
 use crate::spec::schema::Kind;
@@ -342,7 +343,10 @@ fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook) -> Vec<P
             Some(Pair {
                 run: label(after),
                 experiment: after.experiment.clone(),
-                noise: noise.noise(&before.run_id, &f.name),
+                noise: match noise.noise(&before.run_id, &f.name) {
+                    Noise::NotKept => Noise::from_launches(&b, &a),
+                    kept => kept,
+                },
                 before: b,
                 after: a,
                 figure: f,
@@ -385,12 +389,12 @@ fn direction(worse: f64) -> Verdict {
 }
 
 /// The verdict of a tested figure whose change is significant and beyond the minimum effect:
-/// held against its noise band.
+/// held against its noise band (the history's, or the floor from the launches without one).
 fn against_noise(noise: &Noise, worse: f64, log_ratio: f64) -> Verdict {
     match (noise, noise.band()) {
         (Noise::NotKept, _) => direction(worse),
         (_, Some(band)) if log_ratio.abs() > band => direction(worse),
-        (Noise::Estimated { .. }, _) => Verdict::NoChange,
+        (Noise::Estimated { .. } | Noise::FromLaunches { .. }, _) => Verdict::NoChange,
         (Noise::TooFew { .. }, _) => Verdict::InsufficientEvidence,
     }
 }

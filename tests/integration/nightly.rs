@@ -173,6 +173,96 @@ fn launch_level_shifts_stay_within_fdr_where_pooled_iterations_cry_wolf() {
     assert!(pooled_flagged_nights >= nights / 2, "pseudo-replication cries wolf: {pooled_flagged_nights} nights");
 }
 
+/// A night on a machine whose level drifts: `episodes` stretches of equal length, each with its
+/// own log offset (spread `drift`), every launch also off by `within`. Figure `i`'s launch `l`
+/// runs in slot `l * figures + i` in rounds, `i * launches + l` back to back.
+fn drifting_night(draw: &mut Draw, figures: usize, launches: usize, in_rounds: bool, drift: f64, within: f64) -> Vec<Vec<f64>> {
+    let episodes = 8;
+    let levels = draw.lognormal(episodes, 1.0, drift);
+    let slots = figures * launches;
+    let at = |slot: usize| levels[slot * episodes / slots];
+    (0..figures)
+        .map(|i| {
+            (0..launches)
+                .map(|l| {
+                    let slot = if in_rounds { l * figures + i } else { i * launches + l };
+                    1e-4 * at(slot) * draw.lognormal(1, 1.0, within)[0]
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Nights flagged and figures flagged among `nights` null pairs of drifting nights: with the
+/// verdicts as judged (the floor from the launches applied) and with significance and the
+/// minimum effect alone (the floor left out).
+fn drifting_pairs(draw: &mut Draw, nights: usize, in_rounds: bool) -> ((usize, usize), (usize, usize)) {
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let (figures, launches) = (64, parlab::nightly::NIGHTLY_LAUNCHES as usize);
+    let (mut judged_flags, mut unfloored_flags) = ((0, 0), (0, 0));
+    for _ in 0..nights {
+        let (before, after) = (
+            drifting_night(draw, figures, launches, in_rounds, 0.15, 0.03),
+            drifting_night(draw, figures, launches, in_rounds, 0.15, 0.03),
+        );
+        let night = |n: &Vec<Vec<f64>>| {
+            let mut night = many_figures(&m, figures, |i| n[i - 1].clone());
+            night.manifests[0].launches.as_mut().unwrap().count = launches as u32;
+            night
+        };
+        let c = judged(&night(&before), &night(&after));
+        let flagged = c.verdicts.iter().filter(|v| matches!(v.verdict, Verdict::Regressed | Verdict::Improved)).count();
+        let unfloored = c.verdicts.iter().filter(|v| v.q.unwrap() <= 0.05 && v.effect.abs() >= 0.10).count();
+        judged_flags = (judged_flags.0 + usize::from(flagged > 0), judged_flags.1 + flagged);
+        unfloored_flags = (unfloored_flags.0 + usize::from(unfloored > 0), unfloored_flags.1 + unfloored);
+    }
+    (judged_flags, unfloored_flags)
+}
+
+#[test]
+fn a_machine_drifting_within_the_night_cries_wolf_back_to_back_and_not_in_rounds() {
+    // The level moves by 15% (log-spread) from one stretch of the night to the next while each
+    // launch varies by 3% around it: back to back, a figure's 7 launches share one stretch and
+    // agree, so two nights differ by a whole stretch's offset that looks hugely significant; in
+    // rounds, they sample every stretch and the drift is in their spread.
+    let (mut draw, nights) = (Draw(2031), 20);
+    let (serial, serial_unfloored) = drifting_pairs(&mut draw, nights, false);
+    let (rounds, rounds_unfloored) = drifting_pairs(&mut draw, nights, true);
+    println!(
+        "{nights} null pairs of drifting nights, 64 figures x 7 launches: back to back {} nights ({} figures) flagged, {} ({}) without the floor; \
+         in rounds {} ({}) flagged, {} ({}) without the floor",
+        serial.0, serial.1, serial_unfloored.0, serial_unfloored.1, rounds.0, rounds.1, rounds_unfloored.0, rounds_unfloored.1
+    );
+    // Back to back, neither the t-test nor the floor (the launches agree, so it is narrow) helps.
+    assert!(serial_unfloored.0 >= nights / 2 && serial.0 >= nights / 2, "back to back cries wolf: {serial:?} {serial_unfloored:?}");
+    // In rounds every figure averages the same stretches, so a night's figures move together by
+    // the stretches' mean; the floor (the stretches are in the launch spread) keeps them quiet.
+    assert!(rounds.0 <= 3, "in rounds with the floor, within what FDR allows (1 of 20 expected): {rounds:?}");
+    assert!(rounds_unfloored.1 > rounds.1, "without the floor the drift shows through: {rounds:?} {rounds_unfloored:?}");
+}
+
+#[test]
+fn the_floor_from_the_launches_keeps_a_real_change_and_says_what_it_used() {
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let k = parlab::nightly::NIGHTLY_LAUNCHES as usize;
+    let mut draw = Draw(1531);
+    let (base, slow) = (draw.lognormal(k, 0.020, 0.05), draw.lognormal(k, 0.030, 0.05));
+    let v = step_verdict(&night_of(&m, &base), &night_of(&m, &slow));
+    assert_eq!(v.verdict, Verdict::Regressed, "1.5x against a 5% launch spread: {v:?}");
+    let Noise::FromLaunches { sigma, launches } = v.noise else { panic!("{:?}", v.noise) };
+    assert!(launches == k && sigma > 0.02 && sigma < 0.10, "{sigma} from {launches}");
+    assert!(v.method.contains(&format!("scaled MAD of the baseline's {k} launches")) && v.method.contains("band ±"), "{}", v.method);
+    // Launches scattered by 8%: a 1.3x change is significant across the launches but inside
+    // the floor (3 x sqrt(2) x 8% = 34% in logs), as a night-level shift of that spread could be.
+    let (wide, wide_slow) = (draw.lognormal(k, 0.020, 0.08), draw.lognormal(k, 0.026, 0.08));
+    let v = step_verdict(&night_of(&m, &wide), &night_of(&m, &wide_slow));
+    assert!(v.q.unwrap() <= 0.05 && v.effect >= 0.10, "significant and beyond the minimum effect: {v:?}");
+    assert_eq!(v.verdict, Verdict::NoChange, "inside the floor: {v:?}");
+    // Too few launches for the test: no floor either, and the line says so.
+    let v = step_verdict(&night_of(&m, &base[..2]), &night_of(&m, &slow[..2]));
+    assert_eq!((v.verdict, v.noise), (Verdict::InsufficientEvidence, Noise::NotKept), "{v:?}");
+}
+
 #[test]
 fn an_answer_change_is_always_a_finding() {
     let before = decode_manifest(0.020, Some(&[1, 2, 3]));
@@ -405,7 +495,8 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     let verdicts = value["comparison"]["verdicts"].as_array().unwrap();
     let step = verdicts.iter().find(|v| v["figure"] == "decode step median").unwrap();
     assert_eq!(step["verdict"], "REGRESSED");
-    assert!(step["p"].as_f64().unwrap() < 0.05 && step["n_before"] == 5 && step["noise"]["noise"] == "not_kept", "{step}");
+    assert!(step["p"].as_f64().unwrap() < 0.05 && step["n_before"] == 5 && step["noise"]["noise"] == "from_launches", "{step}");
+    assert!(step["method"].as_str().unwrap().contains("noise floor from the launches"), "{step}");
     let few_base = tempfile::tempdir().unwrap();
     write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &before[..2], few_base.path());
     write_with_launches(&decode_manifest(0.024, Some(&[1, 2, 3])), &after[..2], few.path());
@@ -659,6 +750,40 @@ fn a_cached_run_with_fewer_launches_than_asked_is_measured_again() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+#[test]
+fn launches_run_in_rounds_and_a_run_failing_in_round_one_is_not_launched_again() {
+    let suite = super::launch::Suite::new();
+    suite.spec("a", &super::launch::small_collectives("a", "60s", ""));
+    suite.spec("b", &super::launch::small_collectives("b", "60s", "").replace("sizes: [4, 4096]", "sizes: [8, 64]"));
+    suite.spec("c", &super::launch::small_collectives("c", "60s", "").replace("sizes: [4, 4096]", "sizes: [16, 256]"));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.args(["run", "specs", "--no-report", "--launches", "3"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_FAULT", "exit:3:rank1@b");
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "one run failed: {stderr}");
+    assert!(stderr.contains("round 2 of 3: launching 2 runs once more") && stderr.contains("round 3 of 3"), "{stderr}");
+    let b = suite.manifest("b");
+    assert_eq!(b.status, Status::Failed);
+    assert!(b.reason.as_deref().unwrap_or("").starts_with("launch 1 of 3: rank 1 exited with status 3"), "{:?}", b.reason);
+    assert!(!suite.manifests().join(&b.run_id).join("launch-1").exists(), "a failed run is not launched again");
+    // Each launch's records are written as it ends: every run's launch r ends before any run's launch r + 1.
+    let ended = |name: &str, launch: u32| {
+        let m = suite.manifest(name);
+        assert_eq!((m.status, m.launches.as_ref().map(|l| l.count)), (Status::Ok, Some(3)), "{name}");
+        let folder = parlab::collect::frames::launch_dir(&suite.manifests().join(&m.run_id), launch);
+        std::fs::metadata(folder.join("records-rank0.jsonl")).unwrap().modified().unwrap()
+    };
+    for round in 0..2 {
+        let last = ended("a", round).max(ended("c", round));
+        let next = ended("a", round + 1).min(ended("c", round + 1));
+        assert!(last < next, "round {} ended before round {} began", round + 1, round + 2);
+    }
+    assert!(ended("a", 0) < ended("c", 0) && ended("c", 0) < ended("a", 1), "a, then c, then a again: interleaved");
+}
+
 /// The end-to-end suite: all-reduce over shared memory and TCP at 2 ranks (4 B to 256 KiB by ×16) and
 /// a small seeded GPT-2 (2 layers, width 64) split by tensor at worlds 1 and 2.
 fn e2e_suite() -> super::launch::Suite {
@@ -770,16 +895,17 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     let Compared { verdicts, code, text } = e2e_compare(&nights[2], &slow);
     let (regressed, improved) = (count(&verdicts, "REGRESSED"), count(&verdicts, "IMPROVED"));
     println!("night 3 vs slow:1.5 on decode: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}", verdicts.len());
-    // Unchanged nights: the decode figures never move. Small collectives can: on this kind of
-    // machine their latency shifts from one night to the next by up to 1.6x with every launch
-    // of the night agreeing (measured: 64 B -13%, 1 KiB +59%), a night-level effect launches
-    // cannot see. Without a history folder nightly says it did not check that noise, and such a
-    // flag must say so; with one, the figure's own night-to-night spread is the band it must clear.
-    for c in &quiet {
-        let flagged: Vec<&Judged> = c.verdicts.iter().filter(|v| v.verdict == "REGRESSED" || v.verdict == "IMPROVED").collect();
-        assert!(flagged.iter().all(|v| !v.run.ends_with("nightly-decode")), "an unchanged build cried wolf on decode:\n{}", c.text);
-        let unqualified: Vec<&&Judged> = flagged.iter().filter(|v| !v.detail.contains("not_kept")).collect();
-        assert!(unqualified.is_empty(), "a flag without its noise caveat:\n{}", c.text);
+    // Unchanged nights are quiet: launched in rounds, each night's launches sample the whole
+    // night, and without a history a change must also clear the floor from the launches.
+    for (c, (a, b)) in quiet.iter().zip([(1, 2), (2, 3), (1, 3)]) {
+        let flagged: Vec<String> = c
+            .verdicts
+            .iter()
+            .filter(|v| v.verdict == "REGRESSED" || v.verdict == "IMPROVED")
+            .map(|v| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail))
+            .collect();
+        assert!(flagged.is_empty() && c.code == 0, "night {a} vs night {b}, an unchanged build, exit {}: {flagged:#?}", c.code);
+        assert!(c.verdicts.iter().all(|v| v.detail.contains("from_launches")), "every figure judged with the floor from its launches");
     }
     assert_eq!(code, 4, "{text}");
     let decode: Vec<&Judged> = verdicts.iter().filter(|v| v.run.ends_with("nightly-decode")).collect();

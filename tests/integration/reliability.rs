@@ -88,6 +88,55 @@ fn interrupted_by(sig: i32, code: i32) {
 }
 
 #[test]
+fn an_interrupt_between_rounds_writes_the_runs_still_launching_failed_and_keeps_their_launches() {
+    let suite = Suite::new();
+    // "done" is launched once in round 1 before "hung" hangs there; with 2 launches each it is
+    // still launching when the signal comes.
+    suite.spec("a-done", &small_collectives("done", "60s", "").replace("sizes: [4, 4096]", "sizes: [8, 64]"));
+    suite.spec("b-hung", &small_collectives("hung", "60s", ""));
+    let mut child = Command::new(PARLAB)
+        .args(["run", "specs", "--no-report", "--launches", "2"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_FAULT", "hang:rank1@hung")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_ranks_of(&suite, "hung");
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let hung = suite.manifest("hung");
+    assert_eq!(hung.status, Status::Failed);
+    assert!(hung.reason.as_deref().unwrap_or("").starts_with("launch 1 of 2: interrupted"), "{:?}", hung.reason);
+    let done = suite.manifest("done");
+    assert_eq!((done.status, done.reason.as_deref()), (Status::Failed, Some("interrupted after 1 of 2 launches")));
+    let results = suite.manifests().join(&done.run_id);
+    assert!(results.join("records-rank0.jsonl").is_file(), "its first launch's records are kept");
+    assert!(!results.join("launch-1").exists(), "no second launch after the signal");
+}
+
+/// Waits until both ranks of experiment `name` run (rank processes naming its results folder).
+fn wait_for_ranks_of(suite: &Suite, name: &str) {
+    let folder = || {
+        std::fs::read_dir(suite.manifests())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| std::fs::read_to_string(p.join("plan.json")).is_ok_and(|t| t.contains(&format!("\"experiment\": \"{name}\""))))
+    };
+    let running = || {
+        folder().is_some_and(|f| {
+            let needle = f.display().to_string();
+            processes_mentioning(suite.dir.path()).iter().filter(|p| is_rank(p) && p.contains(&needle)).count() >= 2
+        })
+    };
+    assert!(wait_until(Duration::from_secs(60), running), "the ranks of {name} never started");
+}
+
+#[test]
 fn sigint_ends_the_launch_records_it_interrupted_and_exits_130() {
     interrupted_by(libc::SIGINT, 130);
 }

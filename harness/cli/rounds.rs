@@ -1,0 +1,223 @@
+//! `parlab run`'s launches in rounds (asv's `rounds`): a run of k launches is launched once
+//! per round, every launched run of the suite in each round, so a run's launches are spread
+//! over the whole suite's time and a slow drift of the machine shows in every run's
+//! launch-to-launch spread instead of shifting one run. A [`Launching`] run holds its manifest
+//! between its first and its last launch; its manifest is written once it has ended.
+
+use crate::gates::Gates;
+use crate::launch::{leftovers, signals};
+use crate::manifest::caveat::Caveat;
+use crate::manifest::{self, Launch, Manifest, Status};
+use crate::spec::{Kind, RunPlan};
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+/// A launched run between its first and its last launch.
+pub(super) struct Launching<'a> {
+    /// The run's position in the suite (for the progress lines).
+    pub index: usize,
+    /// The run.
+    pub plan: &'a RunPlan,
+    /// Its manifest so far (complete once the run has ended).
+    pub record: Manifest,
+    /// The manifests folder.
+    dir: PathBuf,
+    /// Its results folder (the first launch's records; `launch-N` folders for the others).
+    out: PathBuf,
+    /// The plan the ranks read.
+    plan_path: PathBuf,
+    /// Launches done so far.
+    done: u32,
+    /// Whether the run has ended (failed, or collected after its last launch).
+    ended: bool,
+}
+
+impl<'a> Launching<'a> {
+    /// Empties the run's results folder and writes its plan; a run whose preparation failed
+    /// (weights, a panic in a kernel library) has ended failed before its first launch.
+    pub fn begin(index: usize, plan: &'a RunPlan, mut record: Manifest, dir: &Path) -> anyhow::Result<Self> {
+        let out = Manifest::results_dir(dir, &plan.run_id);
+        if out.exists() {
+            std::fs::remove_dir_all(&out).with_context(|| format!("cannot remove the old results folder {}", out.display()))?;
+        }
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create the results folder {}", out.display()))?;
+        let plan_path = out.join("plan.json");
+        let mut ended = false;
+        if let Err(e) = prepare_guarded(plan) {
+            record.status = Status::Failed;
+            record.reason = Some(format!("preparing the run failed: {e:#}"));
+            ended = true;
+        } else {
+            manifest::write_atomic(&plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
+        }
+        Ok(Launching { index, plan, record, dir: dir.to_path_buf(), out, plan_path, done: 0, ended })
+    }
+
+    /// The launches the run asks for (at least 1).
+    pub fn launches(&self) -> u32 {
+        self.plan.launches.max(1)
+    }
+
+    /// Whether the run has ended: failed, or collected after its last launch.
+    pub fn has_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Launches the run once more (nothing once it has ended); a failed launch ends it failed,
+    /// the last launch ends it collected.
+    pub fn launch_next(&mut self, gates: &Gates) -> anyhow::Result<()> {
+        if self.ended {
+            return Ok(());
+        }
+        let (n, launches) = (self.done, self.launches());
+        let folder = crate::collect::frames::launch_dir(&self.out, n);
+        std::fs::create_dir_all(&folder).with_context(|| format!("cannot create {}", folder.display()))?;
+        let failure = launch_once(&mut self.record, self.plan, &self.plan_path, &folder, gates, n == 0);
+        self.done += 1;
+        if let Some(failure) = failure {
+            self.fail(if launches == 1 { failure } else { format!("launch {} of {launches}: {failure}", n + 1) });
+        } else if self.done == launches {
+            collect_launches(&mut self.record, self.plan, &self.out, &self.dir, launches);
+            self.ended = true;
+        }
+        Ok(())
+    }
+
+    /// Ends a run the controller was interrupted before it could finish: failed, saying how many
+    /// of its launches ran (their records stay in the results folder).
+    pub fn interrupt(&mut self) {
+        if !self.ended {
+            self.fail(format!("interrupted after {} of {} launches", self.done, self.launches()));
+        }
+    }
+
+    /// Ends a run the suite could not go on with (`why`: the error that stopped it): failed,
+    /// saying how many of its launches ran.
+    pub fn abandon(&mut self, why: &str) {
+        if !self.ended {
+            self.fail(format!("parlab stopped after {} of {} launches: {why}", self.done, self.launches()));
+        }
+    }
+
+    /// Adds `notes` to the run's caveats (after its first launch, which sets them).
+    pub fn note(&mut self, notes: &mut Vec<Caveat>) {
+        self.record.caveats.append(notes);
+    }
+
+    fn fail(&mut self, reason: String) {
+        self.record.status = Status::Failed;
+        self.record.reason = Some(reason);
+        self.ended = true;
+    }
+}
+
+/// Launches the next round: every run of `launching` that has not ended, once, in suite
+/// order; stops early when a termination signal arrives.
+pub(super) fn round(launching: &mut [Launching<'_>], gates: &Gates) -> anyhow::Result<()> {
+    for run in launching.iter_mut().filter(|r| !r.has_ended()) {
+        if signals::received().is_some() {
+            break;
+        }
+        run.launch_next(gates)?;
+    }
+    Ok(())
+}
+
+/// `rank::prepare`, with a panic (a bug, e.g. in a kernel library) turned into this run's failure
+/// so the rest of the suite still runs.
+fn prepare_guarded(plan: &RunPlan) -> anyhow::Result<()> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::rank::prepare(plan))) {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()));
+            anyhow::bail!("internal error (a bug in parlab, please report it): {}", what.unwrap_or_else(|| "panic".into()))
+        }
+    }
+}
+
+/// The requested transport, plus what rank 0's Open MPI selected when the ranks recorded it.
+fn with_selected(requested: &str, ranks: &[crate::manifest::placement::RankPlacement]) -> String {
+    match ranks.first().filter(|r| !r.transport.is_empty()) {
+        Some(r) => format!("{requested}; selected by Open MPI in rank 0: {}", r.transport),
+        None => requested.to_string(),
+    }
+}
+
+/// The MPI transport line, then what NCCL chose where the link is NCCL.
+fn with_nccl(mpi: String, nccl: &[crate::nccl::RankRecord]) -> String {
+    if nccl.is_empty() {
+        mpi
+    } else {
+        format!("{}; MPI (NCCL's bootstrap and barriers): {mpi}", crate::nccl::describe(nccl))
+    }
+}
+
+/// Launches the ranks once into `folder`; the first launch fills `record.launch` and the
+/// caveats, later ones add only a note of foreign ranks. Returns why the launch failed, if it did.
+fn launch_once(record: &mut Manifest, plan: &RunPlan, plan_path: &Path, folder: &Path, gates: &Gates, first: bool) -> Option<String> {
+    let outcome = crate::launch::launch(plan, plan_path, folder, gates.cores());
+    let ranks = crate::manifest::placement::read_all(folder);
+    let nccl = crate::nccl::read_records(folder);
+    if first {
+        record.caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
+        record.launch = Some(Launch {
+            command: outcome.command.clone(),
+            oversubscribed: outcome.oversubscribed,
+            wall_s: outcome.wall_s,
+            exit_code: outcome.exit_code,
+            transport: with_nccl(with_selected(&outcome.transport, &ranks), &nccl),
+            ranks,
+            nccl,
+        });
+    }
+    if !outcome.foreign_ranks.is_empty() {
+        record.caveats.push(Caveat::Note {
+            text: format!(
+                "other parlab ranks ran on this machine during this run (pids {}); its timings may be disturbed",
+                leftovers::pid_list(&outcome.foreign_ranks)
+            ),
+        });
+    }
+    outcome.failure
+}
+
+/// Why a later launch's generated tokens differ from the first launch's, if they do (decode).
+fn answers_differ(plan: &RunPlan, out: &Path, launches: u32) -> Option<String> {
+    if plan.kind() != Kind::Decode {
+        return None;
+    }
+    let tokens = |n| {
+        crate::collect::decode::rank_answers(&crate::collect::frames::launch_dir(out, n))
+            .map(|a| a.into_iter().map(|r| r.tokens).collect::<Vec<_>>())
+    };
+    let first = tokens(0).ok()?;
+    (1..launches)
+        .find(|&n| tokens(n).ok().as_ref() != Some(&first))
+        .map(|n| format!("launch {} of {launches} generated other tokens than launch 1 (the same run must give one answer)", n + 1))
+}
+
+/// Collects the records of every launch into the results files, the summary and the answer,
+/// and each launch's median per figure.
+fn collect_launches(record: &mut Manifest, plan: &RunPlan, out: &Path, dir: &Path, launches: u32) {
+    if let Some(why) = answers_differ(plan, out, launches) {
+        record.status = Status::Failed;
+        record.reason = Some(why);
+        return;
+    }
+    let collected = crate::collect::collect(plan, out, dir).and_then(|c| {
+        let stats = crate::nightly::samples::per_launch(&c.summary, &crate::collect::frames::records(out)?, launches);
+        Ok((c, stats))
+    });
+    match collected {
+        Ok((c, stats)) => {
+            record.results = Some(c.results);
+            record.summary = Some(c.summary);
+            record.answer = c.answer;
+            record.launches = Some(stats);
+        }
+        Err(e) => {
+            record.status = Status::Failed;
+            record.reason = Some(format!("collecting results failed: {e}"));
+        }
+    }
+}
