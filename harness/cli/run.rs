@@ -260,8 +260,9 @@ fn run_one<'a>(
     } else if needs_gpu(plan) {
         record.status = Status::NotRun;
         record.reason = Some(
-            "the machine meets the GPU requirements, but this version has no NCCL workload, and this run computes nothing on a GPU: \
-             its ranks would run on CPUs over MPI, so measuring here would mislabel the result"
+            "the machine meets the GPU requirements, but this run's link is MPI and it computes nothing on a GPU (an NCCL link \
+             carries NCCL; `device: cuda` computes on the GPU): its ranks would run on CPUs over MPI, so measuring here would \
+             mislabel the result"
                 .into(),
         );
     } else if plan.kind() == Kind::Model {

@@ -129,7 +129,15 @@ fn every_edge_value_of_every_numeric_key_is_refused_or_planned_exactly() {
             let file = dir.path().join("edge.yaml");
             std::fs::write(&file, format!("name: edge\n{}", template.replace("{v}", v))).unwrap();
             let planned = parlab::spec::load_suite(&[file]);
-            assert_eq!(planned.is_ok(), honourable(v, *accepts), "{name}: {v}: {:?}", planned.err().map(|p| p.to_string()));
+            // A value the spec honours may still need more memory than this machine has: that
+            // refusal alone (`spec::resources`) counts as planned exactly, elsewhere it would be.
+            let for_memory_only = planned.as_ref().err().is_some_and(|p| p.0.iter().all(|x| x.message.contains("of memory (")));
+            assert_eq!(
+                planned.is_ok() || for_memory_only,
+                honourable(v, *accepts),
+                "{name}: {v}: {:?}",
+                planned.err().map(|p| p.to_string())
+            );
         }
     }
 }
