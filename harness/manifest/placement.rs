@@ -59,22 +59,33 @@ fn file_for(out: &Path, rank: u32) -> PathBuf {
 
 /// Writes this rank's placement into `out` (best effort: a failure only loses the record).
 pub fn write(out: &Path, rank: u32) {
-    if let Ok(text) = serde_json::to_string(&RankPlacement::current(rank)) {
-        let _ = crate::manifest::write_atomic(&file_for(out, rank), text.as_bytes());
-    }
+    write_rank_record(&file_for(out, rank), &RankPlacement::current(rank));
 }
 
 /// The placements the ranks of a run wrote into `out`, by rank.
 pub fn read_all(out: &Path) -> Vec<RankPlacement> {
-    let Ok(entries) = std::fs::read_dir(out) else { return Vec::new() };
-    let mut found: Vec<RankPlacement> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("placement-rank") && n.ends_with(".json")))
-        .filter_map(|e| crate::files::read_text(&e.path(), 1 << 16).ok())
-        .filter_map(|t| serde_json::from_str(&t).ok())
-        .collect();
-    found.sort_by_key(|r: &RankPlacement| r.rank);
+    let mut found: Vec<RankPlacement> = read_rank_records(out, "placement-rank", 1 << 16);
+    found.sort_by_key(|r| r.rank);
     found
+}
+
+/// Writes one rank's JSON record atomically (best effort: a failure only loses the record).
+pub fn write_rank_record(path: &Path, record: &impl Serialize) {
+    if let Ok(text) = serde_json::to_string(record) {
+        let _ = crate::manifest::write_atomic(path, text.as_bytes());
+    }
+}
+
+/// The JSON records `<prefix>*.json` the ranks of a run wrote into `out` (at most `limit` bytes
+/// each), in no particular order; unreadable or malformed ones are skipped.
+pub fn read_rank_records<T: serde::de::DeserializeOwned>(out: &Path, prefix: &str, limit: u64) -> Vec<T> {
+    let Ok(entries) = std::fs::read_dir(out) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(prefix) && n.ends_with(".json")))
+        .filter_map(|e| crate::files::read_text(&e.path(), limit).ok())
+        .filter_map(|t| serde_json::from_str(&t).ok())
+        .collect()
 }
 
 /// Ranks per host, hosts in first-rank order.

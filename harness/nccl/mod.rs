@@ -161,21 +161,13 @@ fn record_path(out: &Path, rank: u32) -> PathBuf {
 
 /// Writes a rank's record into `out` (best effort, as the placement is).
 pub fn write_record(out: &Path, record: &RankRecord) {
-    if let Ok(text) = serde_json::to_string(record) {
-        let _ = crate::manifest::write_atomic(&record_path(out, record.rank), text.as_bytes());
-    }
+    crate::manifest::placement::write_rank_record(&record_path(out, record.rank), record);
 }
 
 /// The records the ranks of a run wrote into `out`, by rank.
 pub fn read_records(out: &Path) -> Vec<RankRecord> {
-    let Ok(entries) = std::fs::read_dir(out) else { return Vec::new() };
-    let mut found: Vec<RankRecord> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("nccl-rank") && n.ends_with(".json")))
-        .filter_map(|e| crate::files::read_text(&e.path(), 1 << 20).ok())
-        .filter_map(|t| serde_json::from_str(&t).ok())
-        .collect();
-    found.sort_by_key(|r: &RankRecord| r.rank);
+    let mut found: Vec<RankRecord> = crate::manifest::placement::read_rank_records(out, "nccl-rank", 1 << 20);
+    found.sort_by_key(|r| r.rank);
     found
 }
 

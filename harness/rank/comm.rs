@@ -138,9 +138,7 @@ impl Communicator {
     /// Sums `buf` across ranks in place.
     pub fn all_reduce_sum(&mut self, buf: &mut [f32]) {
         let start = Instant::now();
-        self.send.clear();
-        self.send.extend_from_slice(buf);
-        self.world.all_reduce_into(&self.send[..], buf, SystemOperation::sum());
+        sum_in_place(&self.world, &mut self.send, buf);
         self.stats.all_reduces += 1;
         self.stats.all_reduce_bytes += std::mem::size_of_val(buf) as u64;
         self.stats.all_reduce_seconds += start.elapsed().as_secs_f64();
@@ -276,9 +274,7 @@ struct HostStaged<'c> {
 impl TensorCollectives for HostStaged<'_> {
     fn all_reduce(&mut self, partial: &Tensor) -> anyhow::Result<Tensor> {
         let mut buf = crate::model::reference::to_vec(partial);
-        self.send.clear();
-        self.send.extend_from_slice(&buf);
-        self.world.all_reduce_into(&self.send[..], &mut buf[..], SystemOperation::sum());
+        sum_in_place(self.world, self.send, &mut buf);
         let sum = Tensor::from_slice(&buf).view(partial.size().as_slice());
         Ok(crate::model::placement::like(sum, partial))
     }
@@ -290,6 +286,13 @@ impl TensorCollectives for HostStaged<'_> {
         self.world.all_gather_varcount_into(&crate::model::reference::to_vec(part)[..], &mut partition);
         Ok(Tensor::from_slice(&out))
     }
+}
+
+/// Sums `buf` across ranks in place (MPI_Allreduce), through `send`, a buffer kept between calls.
+fn sum_in_place(world: &SimpleCommunicator, send: &mut Vec<f32>, buf: &mut [f32]) {
+    send.clear();
+    send.extend_from_slice(buf);
+    world.all_reduce_into(&send[..], buf, SystemOperation::sum());
 }
 
 /// Offsets of consecutive blocks of `counts` elements.

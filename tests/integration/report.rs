@@ -239,6 +239,22 @@ fn the_default_suite_has_experiments_this_machine_may_not_run() {
     }
 }
 
+/// `parlab run --no-report SPEC` from `root` into `tmp`'s manifests and state folders, which
+/// must exit 0; returns those folders.
+fn run_without_a_register(root: &Path, spec: &Path, tmp: &Path) -> (PathBuf, PathBuf) {
+    let (manifests, state) = (tmp.join("manifests"), tmp.join("state"));
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .current_dir(root)
+        .args(["run", "--no-report"])
+        .arg(spec)
+        .env("PARLAB_MANIFESTS", &manifests)
+        .env("PARLAB_STATE", &state)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    (manifests, state)
+}
+
 #[test]
 fn a_cuda_run_is_never_launched_where_parlabs_libtorch_sees_no_gpu() {
     let root = root();
@@ -250,16 +266,7 @@ fn a_cuda_run_is_never_launched_where_parlabs_libtorch_sees_no_gpu() {
     let spec = tmp.path().join("on-gpu.yaml");
     std::fs::write(&spec, "name: on-gpu\nkind: decode\nmodel: gpt2\nstrategy: [data, tensor]\nworld: 2\ndevice: cuda\nnew_tokens: 4\n")
         .unwrap();
-    let (manifests, state) = (tmp.path().join("manifests"), tmp.path().join("state"));
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .current_dir(&root)
-        .args(["run", "--no-report"])
-        .arg(&spec)
-        .env("PARLAB_MANIFESTS", &manifests)
-        .env("PARLAB_STATE", &state)
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let (manifests, state) = run_without_a_register(&root, &spec, tmp.path());
     let (list, _) = parlab::manifest::read_all(&manifests);
     assert_eq!(list.len(), 2, "both cuda runs get a manifest");
     for m in &list {
@@ -466,16 +473,7 @@ fn an_nccl_run_is_not_run_by_probe_without_a_gpu_per_rank() {
     let spec = tmp.path().join("over-nccl.yaml");
     let text = "name: over-nccl\nkind: collectives\nworld: [1, 2]\nlink: [nccl, nccl-no-p2p]\nops: [all-reduce]\nsizes: [1KiB, 1MiB]\n";
     std::fs::write(&spec, text).unwrap();
-    let (manifests, state) = (tmp.path().join("manifests"), tmp.path().join("state"));
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .current_dir(&root)
-        .args(["run", "--no-report"])
-        .arg(&spec)
-        .env("PARLAB_MANIFESTS", &manifests)
-        .env("PARLAB_STATE", &state)
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let (manifests, _state) = run_without_a_register(&root, &spec, tmp.path());
     let (list, _) = parlab::manifest::read_all(&manifests);
     assert_eq!(list.len(), 4, "every NCCL point gets a manifest");
     let ids: std::collections::BTreeSet<_> = list.iter().map(|m| m.run_id.clone()).collect();
