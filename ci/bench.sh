@@ -98,10 +98,9 @@ PYEOF
   done
 }
 
-# --- Section: parlab's own overhead per run (launch -> first timed iteration; last iteration -> manifest).
-bench_overhead() {
-  section "overhead: a 2-rank all-reduce run (4 B, 5 iterations), timeline of one run"
-  cat > "$WORK/tiny.yaml" <<YAML
+# The one-run spec the overhead and start-up sections time: a 2-rank all-reduce of 4 B, 5 iterations.
+tiny_spec() {
+  cat <<YAML
 name: bench-overhead
 kind: collectives
 world: 2
@@ -111,6 +110,12 @@ sizes: [4]
 iterations: 5
 warmup: 1
 YAML
+}
+
+# --- Section: parlab's own overhead per run (launch -> first timed iteration; last iteration -> manifest).
+bench_overhead() {
+  section "overhead: a 2-rank all-reduce run (4 B, 5 iterations), timeline of one run"
+  tiny_spec > "$WORK/tiny.yaml"
   local start end
   start=$("$PY" -c 'import time; print(time.time())')
   PARLAB_MANIFESTS="$WORK/m-tiny" "$BIN" run "$WORK/tiny.yaml" --no-report --force 2>/dev/null
@@ -137,19 +142,63 @@ print(f"{'parlab overhead per run (the two spans above)':<58} {over:8.3f} s  (ai
 PYEOF
 }
 
+# --- Section: start-up (harness/gates/cache.rs). A one-run `parlab run` of the overhead section's
+# spec with the gates cache cold (A: `--reprobe`, every probe runs, one imports torch in Python)
+# and warm (B: the probes cached for this machine and boot), interleaved A B A B over
+# $START_PAIRS pairs. Per launch: the whole command's wall time, the run's own recorded time
+# (timeline.txt: launch start -> launcher exited) and their difference, what parlab spends
+# around the run (process start, spec, gates, manifest); per pair the ratios B / A; then their
+# median, min and max.
+bench_start() {
+  local pairs=${START_PAIRS:-5} rounds="$WORK/start-rounds.txt"
+  section "start-up: one-run \`parlab run\` (2-rank all-reduce, 4 B), gates cache cold (A, --reprobe) against warm (B), $pairs interleaved pairs (aim: warm < 1 s beyond the run)"
+  tiny_spec > "$WORK/start.yaml"
+  : > "$rounds"
+  for p in $(seq "$pairs"); do
+    local line=""
+    for cache in cold warm; do
+      local t0 t1 reprobe=()
+      [ "$cache" = cold ] && reprobe=(--reprobe)
+      rm -rf "$WORK/m-start"
+      t0=$(date +%s.%N)
+      PARLAB_STATE="$WORK/start-state" PARLAB_MANIFESTS="$WORK/m-start" "$BIN" run "$WORK/start.yaml" --no-report --force "${reprobe[@]}" 2>/dev/null
+      t1=$(date +%s.%N)
+      line="$line $t0 $t1 $(awk '/^launch_start_unix/ {s = $2} /^launch_end_unix/ {e = $2} END {printf "%.6f", e - s}' "$WORK"/m-start/*/timeline.txt)"
+    done
+    echo "$line" >> "$rounds"
+  done
+  "$PY" - "$rounds" <<'PYEOF'
+import statistics as st, sys
+rows = [[float(x) for x in l.split()] for l in open(sys.argv[1])]
+summ = lambda v: f"{st.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]"
+# per launch: (wall, run, beyond the run)
+launch = lambda t0, t1, run: (t1 - t0, run, t1 - t0 - run)
+pairs = [(launch(*r[0:3]), launch(*r[3:6])) for r in rows]
+print(f"{'pair':>4} {'A wall':>8} {'A run':>7} {'A beyond':>9} {'B wall':>8} {'B run':>7} {'B beyond':>9} {'wall B/A':>9} {'beyond B/A':>11}")
+for i, (a, b) in enumerate(pairs):
+    print(f"{i+1:>4} {a[0]:>6.3f} s {a[1]:>5.3f} s {a[2]:>7.3f} s {b[0]:>6.3f} s {b[1]:>5.3f} s {b[2]:>7.3f} s {b[0]/a[0]:>9.3f} {b[2]/a[2]:>11.3f}")
+print(f"whole command, cold cache (A):          {summ([a[0] for a, _ in pairs])} s")
+print(f"whole command, warm cache (B):          {summ([b[0] for _, b in pairs])} s")
+print(f"beyond the run, cold cache (A):         {summ([a[2] for a, _ in pairs])} s")
+print(f"beyond the run, warm cache (B):         {summ([b[2] for _, b in pairs])} s  (aim < 1 s)")
+print(f"whole command, warm / cold:             {summ([b[0] / a[0] for a, b in pairs])}")
+print(f"beyond the run, warm / cold:            {summ([b[2] / a[2] for a, b in pairs])}")
+PYEOF
+}
+
 # --- Section: report. The evidence register rendered from 10,000 synthetic manifests
-# (tests/integration/synth.rs) by `report::render_all`; aim: under 2 s, modest memory.
+# (tests/integration/synth.rs) by `report::render_all`; aim: under 1 s, modest memory.
 bench_report() {
-  section "report: render_all of 10,000 synthetic manifests (aim < 2 s)"
+  section "report: render_all of 10,000 synthetic manifests (aim < 1 s)"
   cargo test --release --test integration report::bench_render_10000_manifests -- --ignored --nocapture --test-threads=1 2>/dev/null | grep -o 'bench:.*'
 }
 
-# The world-1 GPT-2 decode spec the decode sections time: world1_decode_spec NAME THREADS TOKENS REPETITIONS.
+# The world-1 decode spec the decode sections time: world1_decode_spec NAME THREADS TOKENS REPETITIONS [MODEL].
 world1_decode_spec() {
   cat <<YAML
 name: $1
 kind: decode
-model: gpt2
+model: ${5:-gpt2}
 strategy: tensor
 world: 1
 threads: $2
@@ -168,13 +217,15 @@ YAML
 # (membw, parlab, transformers; membw, parlab, transformers; ...) over $DECODE_PAIRS rounds and
 # every ratio is taken within its round, then summarised as median [min, max].
 # PARLAB_MATVEC_KERNEL, if set, forces parlab's kernel (bench_decode_avx2 sets it to avx2).
+# DECODE_MODEL (default gpt2) is any model parlab and transformers' AutoModelForCausalLM both load;
+# bench_decode_llama sets it to TinyLlama-1.1B's shape.
 bench_decode() {
-  local threads=${DECODE_THREADS:-2} tokens=16 reps=3 pairs=${DECODE_PAIRS:-5}
+  local model=${DECODE_MODEL:-gpt2} threads=${DECODE_THREADS:-2} tokens=${DECODE_TOKENS:-16} reps=3 pairs=${DECODE_PAIRS:-5}
   local kernel=${PARLAB_MATVEC_KERNEL:-best}
-  section "decode: GPT-2 (seeded checkpoint) world 1, $threads threads, $tokens tokens, $reps repetitions, $pairs interleaved rounds, kernel $kernel"
+  section "decode: $model (seeded checkpoint) world 1, $threads threads, $tokens tokens, $reps repetitions, $pairs interleaved rounds, kernel $kernel"
   printf 'CPU: %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   printf 'CPU SIMD flags: %s\n' "$(grep -m1 -E '^(flags|Features)' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx2|fma|sse2|asimd|neon|sve)$' | sort -u | tr '\n' ' ')"
-  local state="$WORK/decode-state" rounds="$WORK/decode-rounds-$kernel.txt"
+  local state="$WORK/decode-state-$model" rounds="$WORK/decode-rounds-$model-$kernel.txt"
   cat > "$WORK/membw1.yaml" <<YAML
 name: bench-membw-1
 kind: membw
@@ -184,7 +235,7 @@ buffer: 512MiB
 repetitions: 5
 warmup: 1
 YAML
-  world1_decode_spec bench-decode-1 "$threads" "$tokens" "$reps" > "$WORK/decode1.yaml"
+  world1_decode_spec bench-decode-1 "$threads" "$tokens" "$reps" "$model" > "$WORK/decode1.yaml"
   : > "$rounds"
   for p in $(seq "$pairs"); do
     rm -rf "$WORK/m-membw1" "$WORK/m-decode1"
@@ -192,7 +243,7 @@ YAML
     PARLAB_STATE="$state" PARLAB_MANIFESTS="$WORK/m-decode1" "$BIN" run "$WORK/decode1.yaml" --no-report --force 2>/dev/null
     local answer ckpt hf
     answer=$(json_field "$WORK/m-decode1" 'm["answer_id"] + "-" + m["parlab"]["model"][:12]')
-    ckpt=$(ls -d "$state"/checkpoints/gpt2-seed*)
+    ckpt=$(ls -d "$state"/checkpoints/*-seed* | head -1)
     hf=$("$PY" tests/bench/hf_decode_step.py "$ckpt" "$state/reference/$answer.json" "$threads" "$tokens" "$reps" 2>/dev/null)
     "$PY" - "$WORK/m-membw1" "$WORK/m-decode1" "$hf" >> "$rounds" <<'PYEOF'
 import glob, json, sys
@@ -231,6 +282,13 @@ bench_decode_avx2() {
   else
     section "decode with the AVX2 kernel forced: skipped, this CPU has no AVX2+FMA"
   fi
+}
+
+# --- Section: decode of the Llama family at a real shape: TinyLlama-1.1B's (22 layers, width 2048,
+# 32 heads over 4 KV heads; seeded, 4.4 GB in float32) against the same memory bound and
+# transformers' LlamaForCausalLM, 8 tokens, $DECODE_LLAMA_PAIRS (default 3) interleaved rounds.
+bench_decode_llama() {
+  DECODE_MODEL=tinyllama-1.1b DECODE_TOKENS=8 DECODE_PAIRS=${DECODE_LLAMA_PAIRS:-3} bench_decode
 }
 
 # --- Section: matvec kernels (harness/model/matvec.rs). Every kernel this CPU supports, its
@@ -331,7 +389,7 @@ print(f"whole `parlab run`, this build / baseline: {summ([r[3] / r[1] for r in r
 PYEOF
 }
 
-SECTIONS=(bench_collectives bench_overhead bench_report bench_matvec bench_decode bench_decode_avx2 bench_overlap bench_baseline)
+SECTIONS=(bench_collectives bench_overhead bench_start bench_report bench_matvec bench_decode bench_decode_avx2 bench_decode_llama bench_overlap bench_baseline)
 # `bash ci/bench.sh bench_collectives` runs only the sections named.
 [ "$#" -gt 0 ] && SECTIONS=("$@")
 for s in "${SECTIONS[@]}"; do "$s"; done

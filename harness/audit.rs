@@ -86,7 +86,7 @@ pub struct LayoutVerdict {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnswerGroup {
     /// The shared answer identity.
-    pub answer_id: String,
+    pub answer_id: crate::identity::AnswerId,
     /// The experiments involved.
     pub experiments: Vec<String>,
     /// Short run identities of the runs compared (status ok, with an answer).
@@ -117,10 +117,10 @@ pub struct AnswerGroup {
 
 /// Groups ok runs with answers by answer identity and grades each layout.
 pub fn audit(manifests: &[Manifest]) -> Vec<AnswerGroup> {
-    let mut groups: BTreeMap<&str, Vec<Answered>> = BTreeMap::new();
+    let mut groups: BTreeMap<&crate::identity::AnswerId, Vec<Answered>> = BTreeMap::new();
     for m in manifests.iter().filter(|m| m.status == Status::Ok) {
         if let Some(answer) = &m.answer {
-            groups.entry(m.answer_id.as_str()).or_default().push(Answered { m, answer });
+            groups.entry(&m.answer_id).or_default().push(Answered { m, answer });
         }
     }
     groups.into_iter().map(|(id, runs)| group(id, &runs)).collect()
@@ -179,7 +179,7 @@ fn first_difference(a: &Answered, reference: Option<&[u32]>) -> Option<usize> {
     recorded.into_iter().chain(from_tokens).min()
 }
 
-fn group(answer_id: &str, answers: &[Answered]) -> AnswerGroup {
+fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered]) -> AnswerGroup {
     let refr = reference(answers);
     let reference_run = answers.iter().find(|a| a.is_world_one());
     let self_drift = reference_run.map(|a| a.exact().max_logit_diff);
@@ -197,13 +197,13 @@ fn group(answer_id: &str, answers: &[Answered]) -> AnswerGroup {
     experiments.sort();
     experiments.dedup();
     AnswerGroup {
-        answer_id: answer_id.to_string(),
+        answer_id: answer_id.clone(),
         experiments,
-        runs: answers.iter().map(|a| short(&a.m.run_id)).collect(),
+        runs: answers.iter().map(|a| a.m.run_id.short().to_string()).collect(),
         changed: layouts.iter().any(|l| l.real_change),
         max_logit_diff: answers.iter().map(|a| a.exact().max_logit_diff).reduce(f64::max),
         min_top2_margin: min_margin,
-        reference_run: reference_run.map(|a| short(&a.m.run_id)),
+        reference_run: reference_run.map(|a| a.m.run_id.short().to_string()),
         reference_decodes: reference_run.map_or(1, |a| 1 + a.m.plan.warmup + a.m.plan.repetitions),
         reference_reproducible: reproducible,
         reference_self_drift: self_drift,
@@ -225,7 +225,7 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
     let k = first_difference(a, ctx.refr.tokens.as_deref());
     let diverged = k.is_some() || !a.exact().tokens_equal || a.tokens().len() > 1;
     let mut v = LayoutVerdict {
-        run: short(&a.m.run_id),
+        run: a.m.run_id.short().to_string(),
         experiment: a.m.experiment.clone(),
         family: a.m.layout.strategy.name().to_string(),
         layout: layout_words(a.m),
@@ -270,10 +270,6 @@ pub fn layout_words(m: &Manifest) -> String {
     let head = l.head.map(|h| format!(" head {}", h.name())).unwrap_or_default();
     let seqs = l.sequences.filter(|&s| s > 1).map(|s| format!(" {s} sequences")).unwrap_or_default();
     format!("{} world {}{head}{seqs} over {}", l.strategy.name(), l.world, m.plan.link)
-}
-
-fn short(run_id: &str) -> String {
-    run_id.chars().take(12).collect()
 }
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
@@ -325,7 +321,7 @@ pub fn render_text(groups: &[AnswerGroup]) -> String {
         };
         out.push_str(&format!(
             "{} ({}): {} runs: {verdict}; largest logit difference {}; smallest top-2 margin {}; {noise}{fragile}\n",
-            &g.answer_id[..12.min(g.answer_id.len())],
+            g.answer_id.short(),
             g.experiments.join(", "),
             g.runs.len(),
             opt(g.max_logit_diff, |v| format!("{v:.2e}")),

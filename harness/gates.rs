@@ -8,6 +8,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub mod cache;
+
 /// One probe: the command, how it exited, what it printed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
@@ -67,15 +69,66 @@ pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
 }
 
 /// Every probe parlab records, in a fixed order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Gates {
     /// The probes.
     pub probes: Vec<Probe>,
+    /// When the probes ran and whether this command took them from the cache (absent in gates
+    /// saved before the cache existed).
+    #[serde(default, skip_serializing_if = "Provenance::is_unrecorded")]
+    pub provenance: Provenance,
 }
+
+/// When a command's gates were probed, and whether by this command or an earlier one (cached).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum Provenance {
+    /// Not recorded (gates saved before the cache existed, or built by hand).
+    #[default]
+    Unrecorded,
+    /// Probed by this command.
+    Probed {
+        /// When (RFC 3339 UTC).
+        probed_at: String,
+    },
+    /// Probed by an earlier command and read from the gates cache (`gates::cache`).
+    Cached {
+        /// When they were probed (RFC 3339 UTC).
+        probed_at: String,
+        /// The cache file.
+        file: PathBuf,
+    },
+}
+
+impl Provenance {
+    /// True for [`Provenance::Unrecorded`].
+    pub fn is_unrecorded(&self) -> bool {
+        matches!(self, Provenance::Unrecorded)
+    }
+
+    /// When the probes ran, where recorded.
+    pub fn probed_at(&self) -> Option<&str> {
+        match self {
+            Provenance::Unrecorded => None,
+            Provenance::Probed { probed_at } | Provenance::Cached { probed_at, .. } => Some(probed_at),
+        }
+    }
+
+    /// What a decision quoting a cached probe adds to its evidence (empty unless cached).
+    pub fn label(&self) -> String {
+        match self {
+            Provenance::Cached { probed_at, .. } => format!(" (probed at {probed_at}, cached; `--reprobe` probes again)"),
+            _ => String::new(),
+        }
+    }
+}
+
+/// The Python the torch probe starts when `PARLAB_PYTHON` is unset.
+pub const DEFAULT_PYTHON: &str = ".venv/bin/python";
 
 /// The Python interpreter of the project's virtual environment (for torch probes).
 pub fn venv_python() -> String {
-    std::env::var("PARLAB_PYTHON").unwrap_or_else(|_| ".venv/bin/python".into())
+    std::env::var("PARLAB_PYTHON").unwrap_or_else(|_| DEFAULT_PYTHON.into())
 }
 
 impl Gates {
@@ -105,7 +158,7 @@ impl Gates {
         });
         probes.push(cuda_probe());
         probes.push(crate::nccl::probe());
-        Gates { probes }
+        Gates { probes, provenance: Provenance::Unrecorded }
     }
 
     /// The probe named `name`.
@@ -141,7 +194,8 @@ impl Gates {
     pub fn unmet(&self, requires: &Requires) -> Vec<String> {
         let mut reasons = Vec::new();
         let gpus = self.gpus();
-        let evidence = |name: &str| self.get(name).map_or("not probed".to_string(), Probe::evidence);
+        let label = self.provenance.label();
+        let evidence = |name: &str| self.get(name).map_or("not probed".to_string(), |p| format!("{}{label}", p.evidence()));
         if let Some(want) = requires.gpus.filter(|w| *w > gpus) {
             let per_rank = if requires.nccl { " (one per NCCL rank: two ranks cannot share a GPU in one NCCL communicator)" } else { "" };
             let plural = |n: u32| if n == 1 { "GPU" } else { "GPUs" };
@@ -263,6 +317,7 @@ mod tests {
                 p("gpus", "nvidia-smi -L", 127, "sh: 1: nvidia-smi: not found"),
                 p("host_device_link", HOST_DEVICE_LINK, 127, "sh: 1: nvidia-smi: not found"),
             ],
+            provenance: Provenance::Unrecorded,
         }
     }
 
@@ -275,6 +330,21 @@ mod tests {
         with_gpu.probes[1] = Probe { exit_code: Some(0), output: "GPU 0: NVIDIA H200 (UUID: x)".into(), ..with_gpu.probes[1].clone() };
         with_gpu.probes[2] = Probe { exit_code: Some(0), output: "0, NVIDIA H200, 5, 16".into(), ..with_gpu.probes[2].clone() };
         assert!(with_gpu.unmet(&Requires { host_device_link: true, ..Default::default() }).is_empty());
+    }
+
+    #[test]
+    fn a_decision_on_cached_probes_says_when_they_were_probed_and_that_they_were_cached() {
+        let link = Requires { host_device_link: true, ..Default::default() };
+        let mut gates = no_gpu();
+        gates.provenance = Provenance::Probed { probed_at: "2026-12-04T19:00:00Z".into() };
+        assert!(!gates.unmet(&link)[0].contains("cached"), "{:?}", gates.unmet(&link));
+        gates.provenance = Provenance::Cached { probed_at: "2026-12-04T19:00:00Z".into(), file: "state/gates/cache.json".into() };
+        let reason = &gates.unmet(&link)[0];
+        assert!(reason.contains("exit 127"), "{reason}");
+        assert!(reason.ends_with("(probed at 2026-12-04T19:00:00Z, cached; `--reprobe` probes again)"), "{reason}");
+        let json = serde_json::to_string(&gates).unwrap();
+        assert_eq!(serde_json::from_str::<Gates>(&json).unwrap(), gates, "the provenance is saved with the gates");
+        assert!(!serde_json::to_string(&no_gpu()).unwrap().contains("provenance"), "gates without one are saved as before");
     }
 
     #[test]

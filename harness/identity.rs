@@ -6,9 +6,103 @@
 //! backend, link, threads and repetitions: runs that share it must give one answer.
 
 use crate::spec::plan::{Layout, ModelSource, Weights, Workload};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+
+/// How many hex digits of a digest the register and messages show.
+pub const SHORT_LEN: usize = 12;
+
+/// The first 12 hex digits of a digest (all of it when shorter), as the register shows it.
+pub fn short(digest: &str) -> &str {
+    digest.get(..SHORT_LEN).unwrap_or(digest)
+}
+
+/// A sha256 identity in hex, serialised as the bare string (so manifests keep their shape).
+macro_rules! hex_identity {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Wraps a digest already computed (read back from a manifest, a plan or a name).
+            pub fn new(hex: impl Into<String>) -> Self {
+                $name(hex.into())
+            }
+
+            /// The first 12 hex digits, as the register shows it.
+            pub fn short(&self) -> &str {
+                short(&self.0)
+            }
+
+            /// The whole digest.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<std::path::Path> for $name {
+            fn as_ref(&self) -> &std::path::Path {
+                std::path::Path::new(&self.0)
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(hex: String) -> Self {
+                $name(hex)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+    };
+}
+
+hex_identity!(
+    /// A run identity: the digest of everything that can change what is computed or measured.
+    RunId
+);
+
+hex_identity!(
+    /// An answer identity: the digest of model, kind and workload; runs sharing it must agree.
+    AnswerId
+);
 
 /// The canonical encoding: JSON with object keys sorted and no whitespace.
 pub fn canonical_json<T: Serialize>(value: &T) -> String {
@@ -74,8 +168,8 @@ pub struct IdentityInput<'a> {
 }
 
 /// The answer identity: model, kind and workload only.
-pub fn answer_id(input: &IdentityInput) -> String {
-    digest(&answer_material(input))
+pub fn answer_id(input: &IdentityInput) -> AnswerId {
+    AnswerId(digest(&answer_material(input)))
 }
 
 fn answer_material(input: &IdentityInput) -> Value {
@@ -83,7 +177,7 @@ fn answer_material(input: &IdentityInput) -> Value {
 }
 
 /// The run identity: the answer material plus layout, backend, link, threads and repetitions.
-pub fn run_id(input: &IdentityInput) -> String {
+pub fn run_id(input: &IdentityInput) -> RunId {
     let mut material = json!({
         "answer": answer_material(input),
         "layout": input.layout,
@@ -97,12 +191,23 @@ pub fn run_id(input: &IdentityInput) -> String {
     if input.device != crate::spec::schema::Device::Cpu {
         material["device"] = json!(input.device.name());
     }
-    digest(&material)
+    RunId(digest(&material))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_identity_serialises_as_its_bare_digest_and_shows_12_hex() {
+        let hex = "0123456789abcdef".repeat(4);
+        let id = RunId::new(hex.clone());
+        assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{hex}\""));
+        assert_eq!(serde_json::from_str::<RunId>(&format!("\"{hex}\"")).unwrap(), id);
+        assert_eq!(id.short(), "0123456789ab");
+        assert_eq!(AnswerId::new("abc").short(), "abc", "a digest shorter than 12 is shown whole, not a panic");
+        assert_eq!(short("ab€€€€€"), "ab€€€€€", "a cut inside a character shows the whole text, not a panic");
+    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {

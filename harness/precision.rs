@@ -112,8 +112,8 @@ fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
         (Some(_), Some(_)) => PrecisionGrade::Moved,
     };
     PrecisionRow {
-        run: short(&half.run_id),
-        twin: twin.map(|t| short(&t.run_id)),
+        run: half.run_id.short().to_string(),
+        twin: twin.map(|t| t.run_id.short().to_string()),
         experiment: half.experiment.clone(),
         layout: format!("{} on {}", crate::audit::layout_words(half), half.plan.device.name()),
         dtype: dtype_of(half).map_or("float32", |d| d.name()).to_string(),
@@ -124,10 +124,6 @@ fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
         twin_drift: twin_exact.map(|e| e.max_logit_diff),
         twin_margin,
     }
-}
-
-fn short(run_id: &str) -> String {
-    run_id.chars().take(12).collect()
 }
 
 /// One line for a half-precision run.

@@ -23,13 +23,19 @@ branch of it applies to the tiny head width), a Qwen2 layout (q/k/v biases) and 
 checkpoint with `parlab model init`, loads it with transformers' `AutoModelForCausalLM` (float32;
 no missing, unexpected or mismatched keys), and checks that parlab's tokens equal transformers'
 `generate()` (greedy) and its logits are within TOL for world 1, tensor 2 (the key/value heads
-split), tensor 4 and 8 (replicated), pipeline 2 and data 2; that every tensor split makes 2L + 1
+split), tensor 4 and 8 (replicated), pipeline 2, data 2 and context 2 (ring-attention prefill
+over the key/value heads, decoding on rank 0 and as a tensor split); that every tensor split makes 2L + 1
 collectives per decode step; and that each rank's KV cache per token is
 2 · layers · (its key/value heads) · head_dim · 4 bytes: halved at tensor 2 and flat beyond.
 The same checks run on a tied-head Llama given as a checkpoint folder, as transformers saves one
 (config.json `tie_word_embeddings: true`, no `lm_head.weight`; the seeded input table scaled by
 1/4 so the tokens vary): transformers' head must be the embedding table, and parlab's tokens and
 logits must match it. Each Llama-family answer must have more than half its tokens distinct.
+A Mixtral layout (the same attention, 4 SwiGLU experts of width 96 and top-2 routing in place of
+the MLP, Hugging Face's `block_sparse_moe` names) gets the same checks, transformers'
+`MixtralForCausalLM` as the reference, and one run more: an expert split over 2 ranks (each
+rank holding 2 experts, its layout saying which); its tensor splits divide every expert's
+width as the SwiGLU's, so they too make 2L + 1 collectives per step.
 
 For a mixture-of-experts config (the tiny one with 4 experts of width 96, top 2) transformers
 has no class, so the reference is transformers' GPT-2 with every block's MLP replaced by a
@@ -78,6 +84,11 @@ TINY_QWEN3 = {"model_type": "qwen3", "num_hidden_layers": 2, "num_attention_head
               "head_dim": 16, "hidden_size": 64, "intermediate_size": 128, "vocab_size": 501, "max_position_embeddings": 64,
               "rms_norm_eps": 1e-6, "hidden_act": "silu", "rope_theta": 1000000.0, "use_sliding_window": False,
               "attention_bias": False, "tie_word_embeddings": False}
+# Mixtral: Llama's blocks with a mixture of 4 SwiGLU experts (width 96, top 2) in place of the MLP.
+TINY_MIXTRAL = {"model_type": "mixtral", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+                "hidden_size": 64, "intermediate_size": 96, "vocab_size": 501, "max_position_embeddings": 64,
+                "rms_norm_eps": 1e-5, "hidden_act": "silu", "rope_theta": 1000000.0, "sliding_window": None,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "router_jitter_noise": 0.0, "tie_word_embeddings": False}
 failures = []
 
 
@@ -289,7 +300,10 @@ def llama_crosscheck(label, model_dir, work):
     else:
         subprocess.run([str(PARLAB), "model", "init", str(model_dir), "--seed", "0", "--out", str(ckpt)], check=True)
     runs = [("tensor", 1, 1, None), ("tensor", 2, 1, None), ("tensor", 4, 1, None), ("tensor", 8, 1, None),
-            ("pipeline", 2, 2, None), ("data", 2, 1, None)]
+            ("pipeline", 2, 2, None), ("data", 2, 1, None), ("context", 2, 1, None), ("context", 2, 1, "tensor")]
+    experts = cfg.get("num_local_experts")
+    if experts:
+        runs.append(("expert", 2, 1, None))
     found = parlab_runs(model_dir, state, manifests, runs)
     any_run = next(iter(found.values()), None)
     if any_run is None:
@@ -328,12 +342,18 @@ def llama_crosscheck(label, model_dir, work):
         check(ex["max_logit_diff"] <= TOL, f"{key} logits within {TOL} of parlab unsplit (largest {ex['max_logit_diff']:.2e}; "
               f"so within {ex['max_logit_diff'] + diff:.2e} of transformers)")
         strategy, world = key[0], key[1]
-        if strategy == "tensor":
+        if strategy == "tensor" or key[3] == "tensor":
             check(decode["collectives_per_step"] == 2 * layers + 1, f"{key} makes {2 * layers + 1} collectives per decode step")
+        if strategy == "tensor":
             held = [r["kv_heads"]["end"] - r["kv_heads"]["start"] for r in doc["layout"]["ranks"]]
             check(held == [max(kv // world, 1)] * world, f"{key} layout gives each rank {max(kv // world, 1)} key/value head(s) ({held})")
+        if strategy == "expert":
+            held = [(r["experts"]["start"], r["experts"]["end"]) for r in doc["layout"]["ranks"]]
+            share = experts // world
+            check(held == [(r * share, (r + 1) * share) for r in range(world)], f"{key} layout gives each rank {share} experts ({held})")
         per_rank_layers = layers // world if strategy == "pipeline" else layers
-        per_rank_kv = max(kv // world, 1) if strategy == "tensor" else kv
+        # A context split decoding as a tensor split records its decode part's cache: the tensor share.
+        per_rank_kv = max(kv // world, 1) if strategy == "tensor" or key[3] == "tensor" else kv
         want = [2 * per_rank_layers * per_rank_kv * head_dim * 4] * world
         check(decode.get("kv_cache_bytes_per_token") == want,
               f"{key} KV cache per token per rank is {want} bytes ({decode.get('kv_cache_bytes_per_token')})")
@@ -360,7 +380,8 @@ def main():
         moe_crosscheck(moe, tmp / "work-moe")
         for label, cfg in [("tiny Llama (8 heads, 2 KV heads, llama3 rope scaling)", TINY_LLAMA),
                            ("tiny Qwen2 (8 heads, 2 KV heads, q/k/v biases)", TINY_QWEN2),
-                           ("tiny Qwen3 (8 heads, 2 KV heads, q/k norms, head width 16 = 2 x hidden / heads)", TINY_QWEN3)]:
+                           ("tiny Qwen3 (8 heads, 2 KV heads, q/k norms, head width 16 = 2 x hidden / heads)", TINY_QWEN3),
+                           ("tiny Mixtral (8 heads, 2 KV heads, 4 SwiGLU experts of width 96, top 2)", TINY_MIXTRAL)]:
             folder = tmp / cfg["model_type"]
             folder.mkdir()
             (folder / "config.json").write_text(json.dumps(cfg))

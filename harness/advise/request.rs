@@ -201,7 +201,7 @@ fn parse_domain(text: &str, catalogue: &Catalogue) -> Result<Domain, AdviseError
 impl Asked {
     /// Looks every word up in the catalogue and the model folders, and checks the machine adds up.
     pub fn resolve(&self, catalogue: &Catalogue) -> Result<Request, AdviseError> {
-        let model = load_shape(&self.model).map_err(AdviseError::Model)?;
+        let model = load_shape(&self.model).map_err(|e| AdviseError::Model(e.to_string()))?;
         let device = catalogue.device(&self.device).cloned().ok_or_else(|| AdviseError::UnknownDevice {
             name: self.device.clone(),
             known: catalogue.devices.iter().map(|d| d.name.clone()).collect(),

@@ -9,7 +9,6 @@ mod nightly;
 mod plan;
 mod rank;
 mod report;
-mod rounds;
 mod run;
 mod select;
 mod shape;
@@ -144,6 +143,9 @@ pub enum Command {
         /// Launch every run K times (overrides the specs' `launches`; nightly use: 7).
         #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=100))]
         launches: Option<u32>,
+        /// Probe the machine again instead of using the gates cached for this machine and boot.
+        #[arg(long)]
+        reprobe: bool,
     },
     /// Render reports/evidence.md (and figures, CSV tables) from manifests/.
     Report {
@@ -196,11 +198,14 @@ pub enum Command {
         #[arg(long)]
         history: Option<PathBuf>,
     },
-    /// Probe what this machine can do and print each probe's command and output.
+    /// Print what this machine can do: each probe's command and output (cached for this machine and boot).
     Gates {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Probe the machine again instead of using the gates cached for this machine and boot.
+        #[arg(long)]
+        reprobe: bool,
     },
     /// Print a model's shape: parameters, stored and streamed bytes, KV cache per token.
     Shape {
@@ -253,8 +258,8 @@ fn dispatch(command: Command) -> Result<i32> {
     match command {
         Command::Validate { paths, max_runs } => validate::run(&paths, max_runs),
         Command::Plan { paths, json, max_runs } => plan::run(&paths, json, max_runs),
-        Command::Run { paths, force, no_report, wait, max_runs, only, out, launches } => {
-            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, out, launches })
+        Command::Run { paths, force, no_report, wait, max_runs, only, out, launches, reprobe } => {
+            run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, out, launches, reprobe })
         }
         Command::Report { manifests, out, wait, history } => report::run_with_history(&manifests, &out, wait, history.as_deref()),
         Command::Audit { manifests, json } => audit::run(&manifests, json),
@@ -262,7 +267,7 @@ fn dispatch(command: Command) -> Result<i32> {
             let policy = crate::nightly::Policy { min_effect, fdr };
             nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json, history })
         }
-        Command::Gates { json } => gates::run(json),
+        Command::Gates { json, reprobe } => gates::run(json, reprobe),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),
         Command::Advise(args) => advise::run(&args),
         Command::Import(args) => import::run(&args),

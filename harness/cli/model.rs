@@ -76,7 +76,7 @@ fn print_tables(paths: &[PathBuf]) -> super::Result<i32> {
     }
     let catalogue = Catalogue::load_default().map_err(|e| Error::Usage(e.to_string()))?;
     for run in &runs {
-        let model_run = tables::ModelRun::from_workload(&run.workload, &catalogue).map_err(Error::Usage)?;
+        let model_run = tables::ModelRun::from_workload(&run.workload, &catalogue).map_err(|e| Error::Usage(e.to_string()))?;
         let mut text = format!("## {} (MODELLED, run {})\n\n", run.experiment, run.short_id());
         for t in model_run.tables() {
             text.push_str(&crate::report::markdown::table(&t, &[]));

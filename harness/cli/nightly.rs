@@ -71,7 +71,7 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
     let layouts: Vec<String> = crate::audit::audit(&after.manifests)
         .iter()
         .filter(|g| g.changed)
-        .map(|g| format!("answer {} ({})", &g.answer_id[..12], g.experiments.join(", ")))
+        .map(|g| format!("answer {} ({})", g.answer_id.short(), g.experiments.join(", ")))
         .collect();
     if let Some(path) = &outs.junit {
         write(path, &outputs::junit(&comparison, &layouts, &crate::manifest::now()))?;

@@ -24,7 +24,7 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
                 r.layout.world,
                 r.link,
                 r.short_id(),
-                &r.answer_id[..12],
+                r.answer_id.short(),
                 details(r)
             );
         }

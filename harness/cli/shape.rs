@@ -69,7 +69,7 @@ pub(super) fn print_quietly(text: &str) {
 /// `parlab shape`: prints the shape of `model` (a name under models/ or a folder) as text or JSON.
 pub fn run(model: &str, as_json: bool, dtype: &str) -> super::Result<i32> {
     let dt = parse_dtype(dtype).ok_or_else(|| Error::Usage(format!("--dtype {dtype}: unknown; use float32, float16 or bfloat16")))?;
-    let named = load_shape(model).map_err(Error::Usage)?;
+    let named = load_shape(model).map_err(|e| Error::Usage(e.to_string()))?;
     let dir = crate::model::resolve_model(model).dir;
     let ck = count_checkpoint(&dir, named.shape.params, named.shape.tied_embeddings)?;
     let text = if as_json {

@@ -11,7 +11,7 @@
 
 use super::frames::{figures_and_sizes, per_iteration, records, write_results};
 use super::stats::Stats;
-use super::Collected;
+use super::{CollectError, Collected};
 use crate::costmodel::link::{fit_collective, LinkFit};
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
 use crate::rank::collectives::{block_figure, in_place_figure};
@@ -104,10 +104,10 @@ fn frame(rows: &[CollectiveRow], plan: &RunPlan) -> PolarsResult<DataFrame> {
 const TIMING: &str = "time_s: barrier before every iteration, each rank times its call with MPI_Wtime, the slowest rank per iteration (waiting included); op_time_s: after a barrier each rank times a block of calls back to back (up to 50; about `iterations` calls in at least 3 blocks), block / calls, averaged over ranks, median over blocks (nccl-tests' convention; barrier-exit skew divided by the block length); skew = median time_s - median op_time_s; the fit is on op_time_s";
 
 /// Summarises a collectives run and writes its results files.
-pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
+pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, CollectError> {
     let recs = records(out)?;
     let rows = summarise(&recs, plan);
-    let mut summary_frame = frame(&rows, plan).map_err(|e| format!("building the summary frame: {e}"))?;
+    let mut summary_frame = frame(&rows, plan).map_err(CollectError::summary_frame)?;
     let results = write_results(&recs, &mut summary_frame, out, manifests)?;
     let mut ops: Vec<Op> = rows.iter().map(|r| r.op).collect();
     ops.dedup();

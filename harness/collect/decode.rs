@@ -9,7 +9,7 @@
 
 use super::frames::{per_iteration, records, write_results};
 use super::stats::Stats;
-use super::Collected;
+use super::{CollectError, Collected};
 use crate::manifest::answer::Answer;
 use crate::manifest::summary::{imbalance, ContextPrefill, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
 use crate::model::reference::Exactness;
@@ -24,18 +24,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Reads every `answer-rank<N>.json` in `out`, in rank order.
-pub fn rank_answers(out: &Path) -> Result<Vec<RankAnswer>, String> {
+pub fn rank_answers(out: &Path) -> Result<Vec<RankAnswer>, CollectError> {
     let mut answers = Vec::new();
     for rank in 0.. {
         let path = crate::rank::decode::answer_path(out, rank);
         if !path.is_file() {
             break;
         }
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        answers.push(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?);
+        let text = std::fs::read_to_string(&path).map_err(|cause| CollectError::ReadAnswer { path: path.clone(), cause })?;
+        answers.push(serde_json::from_str(&text).map_err(|cause| CollectError::ParseAnswer { path, cause })?);
     }
     if answers.is_empty() {
-        return Err(format!("no rank wrote an answer in {}", out.display()));
+        return Err(CollectError::NoAnswer { dir: out.into() });
     }
     Ok(answers)
 }
@@ -77,7 +77,7 @@ pub fn tokens_per_s(recs: &[Record], tokens_per_rep: f64) -> Vec<f64> {
 }
 
 /// The manifest's `answer`: distinct token lists and the merged exactness figures.
-pub fn answer_of(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Answer, String> {
+pub fn answer_of(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Answer, CollectError> {
     let holders: Vec<&RankAnswer> = answers.iter().filter(|a| a.tokens.is_some()).collect();
     let mut exact: Option<Exactness> = None;
     let mut distinct: Vec<Vec<u32>> = Vec::new();
@@ -94,7 +94,7 @@ pub fn answer_of(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Answer, Strin
             }
         }
     }
-    let exact = exact.ok_or_else(|| "no rank reported logits to compare".to_string())?;
+    let exact = exact.ok_or(CollectError::NoLogits)?;
     let sequences: usize = holders.iter().map(|a| a.tokens.as_ref().map_or(0, Vec::len)).sum();
     let reference = format!(
         "unsplit GPT-2 (world 1, tch), same checkpoint, prompt and new_tokens; cached as {}",
@@ -123,9 +123,9 @@ fn phase_all_reduces(recs: &[Record]) -> Vec<PhaseAllReduce> {
 }
 
 /// The config.json of a decode run's model.
-fn model_config(plan: &RunPlan) -> Result<ModelConfig, String> {
-    let model = plan.model.as_ref().ok_or("a decode run without a model")?;
-    ModelConfig::read(&model.dir).map_err(|e| e.to_string())
+fn model_config(plan: &RunPlan) -> Result<ModelConfig, CollectError> {
+    let model = plan.model.as_ref().ok_or(CollectError::NoModel)?;
+    Ok(ModelConfig::read(&model.dir)?)
 }
 
 /// What handing a context split's cache to its decode layout must send, all ranks together, per
@@ -155,7 +155,12 @@ fn causal_imbalance(chunks: &[Vec<Span>]) -> f64 {
 /// A context split's prefill figures: the largest ring sender's bytes beside what the ring
 /// algorithm must send (from the model's config and the layout's blocks), the ring's and the
 /// hand-off's seconds (slowest rank per repetition) and bytes beside what it must send.
-fn context_prefill(plan: &RunPlan, cfg: &ModelConfig, recs: &[Record], sequences: u32) -> Result<Option<Box<ContextPrefill>>, String> {
+fn context_prefill(
+    plan: &RunPlan,
+    cfg: &ModelConfig,
+    recs: &[Record],
+    sequences: u32,
+) -> Result<Option<Box<ContextPrefill>>, CollectError> {
     if plan.layout.strategy != Strategy::Context {
         return Ok(None);
     }
@@ -169,7 +174,7 @@ fn context_prefill(plan: &RunPlan, cfg: &ModelConfig, recs: &[Record], sequences
     let ring_bytes_modelled = if world > 1 { (0..world).map(sent).max().unwrap_or(0) * per_token * u64::from(sequences) } else { 0 };
     let first = |figure: &str| per_iteration(recs, figure, 0).0.first().copied().unwrap_or(0.0) as u64;
     let gather_bytes: u64 = recs.iter().filter(|r| r.figure == CONTEXT_GATHER_BYTES && r.repetition == 0).map(|r| r.seconds as u64).sum();
-    let stats = |figure: &str| Stats::of(&per_iteration(recs, figure, 0).0).ok_or_else(|| format!("no {figure} records"));
+    let stats = |figure: &'static str| Stats::of(&per_iteration(recs, figure, 0).0).ok_or(CollectError::NoPrefillRecords { figure });
     Ok(Some(Box::new(ContextPrefill {
         ring_bytes: first(CONTEXT_RING_BYTES),
         ring_bytes_modelled,
@@ -203,14 +208,14 @@ fn expert_prefill(
     recs: &[Record],
     prompt_tokens: u32,
     sequences: u32,
-) -> Result<Option<Box<ExpertPrefill>>, String> {
+) -> Result<Option<Box<ExpertPrefill>>, CollectError> {
     if plan.layout.strategy != Strategy::Expert {
         return Ok(None);
     }
     use crate::rank::decode::{EXPERT_ASSIGNED, EXPERT_FIGURES};
     let world = plan.layout.world;
     let experts: Vec<u32> = plan.layout.ranks.iter().map(|r| r.experts.map_or(0, |s| s.len())).collect();
-    let moe = crate::model::gpt2::MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize)?.ok_or("an expert run of a dense model")?;
+    let moe = crate::model::gpt2::MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize)?.ok_or(CollectError::DenseExpertRun)?;
     let mut assigned = vec![vec![0u64; world as usize]; cfg.layers as usize];
     for r in recs.iter().filter(|r| r.figure == EXPERT_ASSIGNED && r.repetition == 0) {
         if let Some(cell) = assigned.get_mut(r.iteration as usize).and_then(|l| l.get_mut(r.rank as usize)) {
@@ -235,7 +240,7 @@ fn expert_prefill(
 }
 
 /// Summarises a decode run and writes its results files.
-pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
+pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, CollectError> {
     let recs = records(out)?;
     let answers = rank_answers(out)?;
     let (steps, _) = per_iteration(&recs, "decode_step", 0);
@@ -245,7 +250,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let first = &answers[0];
     let replicas = if plan.layout.strategy == Strategy::Data { plan.layout.world } else { 1 };
     let rate = tokens_per_s(&recs, tokens_per_repetition(plan.layout.strategy, plan.layout.world, first.sequences, first.new_tokens));
-    let stats = |v: &[f64], what: &str| Stats::of(v).ok_or_else(|| format!("no {what} samples in {}", out.display()));
+    let stats = |v: &[f64], figure: &'static str| Stats::of(v).ok_or_else(|| CollectError::NoSamples { figure, dir: out.into() });
     // Data replicas each stream a whole model, and a context split decodes on rank 0 alone
     // unless it names a decode split. An expert split's ranks each hold the attention and the
     // head whole: one rank's bytes.
@@ -287,7 +292,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         Column::new("comm_s".into(), comms[..n].to_vec()),
         Column::new("compute_s".into(), computes[..n].to_vec()),
     ])
-    .map_err(|e| format!("building the summary frame: {e}"))?;
+    .map_err(CollectError::summary_frame)?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
     Ok(Collected { results, summary, answer: Some(answer_of(plan, &answers)?) })
 }

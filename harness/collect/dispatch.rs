@@ -2,16 +2,16 @@
 
 use super::frames::{figures_and_sizes, per_iteration, records, write_results};
 use super::stats::Stats;
-use super::Collected;
+use super::{CollectError, Collected};
 use crate::manifest::summary::{Dispatch, DispatchRow, Summary};
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;
 use std::path::Path;
 
 /// Summarises a dispatch run and writes its results files.
-pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
+pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, CollectError> {
     let Workload::Dispatch(params) = &plan.workload else {
-        return Err("a dispatch run needs dispatch parameters".into());
+        return Err(CollectError::NoDispatchParameters);
     };
     let recs = records(out)?;
     let row_bytes = params.top_k as u64 * params.hidden as u64 * 4;
@@ -34,7 +34,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         Column::new("n".into(), rows.iter().map(|r| r.2.n).collect::<Vec<u64>>()),
         Column::new("spread_median_s".into(), rows.iter().map(|r| r.3.median).collect::<Vec<f64>>()),
     ])
-    .map_err(|e| format!("building the summary frame: {e}"))?;
+    .map_err(CollectError::summary_frame)?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
     let summary = Summary::Dispatch(Dispatch {
         rows: rows

@@ -1,6 +1,7 @@
 //! Records as polars frames, and the parquet results files of a run.
 
-use crate::manifest::ResultFiles;
+use super::CollectError;
+use crate::manifest::{ResultFiles, ResultsProblem};
 use crate::rank::records::{read_records, Record};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -30,15 +31,16 @@ pub fn launches_in(out: &Path) -> u32 {
 /// Records of launch N are tagged `launch: N` and their repetitions continue after the previous
 /// launches' (launch 1 of a 3-repetition run holds repetitions 3 to 5), so a repetition names
 /// one launch's repetition and every per-repetition reduction keeps the launches apart.
-pub fn records(out: &Path) -> Result<Vec<Record>, String> {
+pub fn records(out: &Path) -> Result<Vec<Record>, CollectError> {
     let mut all = Vec::new();
     let mut offset = 0;
     for launch in 0..launches_in(out) {
         let dir = launch_dir(out, launch);
-        let mut records = read_records(&dir).map_err(|e| format!("reading rank records in {}: {e}", dir.display()))?;
-        if records.is_empty() {
-            return Err(format!("no rank wrote any record in {}", dir.display()));
-        }
+        let mut records = match read_records(&dir) {
+            Ok(records) if records.is_empty() => return Err(CollectError::NoRecords { dir }),
+            Ok(records) => records,
+            Err(cause) => return Err(CollectError::ReadRecords { dir, cause }),
+        };
         let next = offset + records.iter().map(|r| r.repetition + 1).max().unwrap_or(0);
         for r in &mut records {
             r.launch = launch;
@@ -65,13 +67,13 @@ pub fn samples_frame(records: &[Record]) -> PolarsResult<DataFrame> {
 
 /// Writes `frame` as parquet to `path` through a temporary file renamed into place; on failure
 /// (a full disk) the temporary file is removed and `path` is left as it was.
-pub fn write_parquet(frame: &mut DataFrame, path: &Path) -> Result<(), String> {
+pub fn write_parquet(frame: &mut DataFrame, path: &Path) -> Result<(), CollectError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("results");
     let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
     let written = std::fs::File::create(&tmp)
-        .map_err(|e| format!("creating {}: {e}", tmp.display()))
-        .and_then(|file| ParquetWriter::new(file).finish(frame).map_err(|e| format!("writing {}: {e}", path.display())))
-        .and_then(|_| std::fs::rename(&tmp, path).map_err(|e| format!("renaming into {}: {e}", path.display())));
+        .map_err(|cause| CollectError::CreateResults { path: tmp.clone(), cause })
+        .and_then(|file| ParquetWriter::new(file).finish(frame).map_err(|cause| CollectError::WriteParquet { path: path.into(), cause }))
+        .and_then(|_| std::fs::rename(&tmp, path).map_err(|cause| CollectError::RenameResults { path: path.into(), cause }));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -79,17 +81,17 @@ pub fn write_parquet(frame: &mut DataFrame, path: &Path) -> Result<(), String> {
 }
 
 /// The results files a manifest names that are missing or not parquet files: `(path, why)`.
-pub fn unreadable_results(results: Option<&ResultFiles>, manifests: &Path) -> Vec<(std::path::PathBuf, String)> {
+pub fn unreadable_results(results: Option<&ResultFiles>, manifests: &Path) -> Vec<(std::path::PathBuf, ResultsProblem)> {
     let files = results.into_iter().flat_map(ResultFiles::paths);
     files.map(|rel| manifests.join(rel)).filter_map(|path| parquet_problem(&path).map(|why| (path, why))).collect()
 }
 
 /// Why `path` is not a readable parquet file (magic `PAR1` at both ends), if it is not.
-fn parquet_problem(path: &Path) -> Option<String> {
+fn parquet_problem(path: &Path) -> Option<ResultsProblem> {
     use std::io::{Read, Seek, SeekFrom};
     let size = match crate::files::check_regular(path, u64::MAX) {
         Ok(size) => size,
-        Err(e) => return Some(format!("results file {}", e.reason())),
+        Err(e) => return Some(ResultsProblem::Unreadable(e)),
     };
     let mut ends = [[0u8; 4]; 2];
     let read = std::fs::File::open(path).and_then(|mut f| {
@@ -97,19 +99,18 @@ fn parquet_problem(path: &Path) -> Option<String> {
         f.seek(SeekFrom::End(-4))?;
         f.read_exact(&mut ends[1])
     });
-    (size < 12 || read.is_err() || ends != [*b"PAR1"; 2])
-        .then(|| "results file is not a parquet file (truncated or overwritten)".to_string())
+    (size < 12 || read.is_err() || ends != [*b"PAR1"; 2]).then_some(ResultsProblem::NotParquet)
 }
 
 /// Reads a parquet file back into a frame.
-pub fn read_parquet(path: &Path) -> Result<DataFrame, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
-    ParquetReader::new(file).finish().map_err(|e| format!("reading {}: {e}", path.display()))
+pub fn read_parquet(path: &Path) -> Result<DataFrame, CollectError> {
+    let file = std::fs::File::open(path).map_err(|cause| CollectError::OpenParquet { path: path.into(), cause })?;
+    ParquetReader::new(file).finish().map_err(|cause| CollectError::ReadParquet { path: path.into(), cause })
 }
 
 /// Writes samples and summary into `out`; returns `manifest.results` (paths relative to `manifests`).
-pub fn write_results(records: &[Record], summary: &mut DataFrame, out: &Path, manifests: &Path) -> Result<ResultFiles, String> {
-    let mut samples = samples_frame(records).map_err(|e| format!("building the samples frame: {e}"))?;
+pub fn write_results(records: &[Record], summary: &mut DataFrame, out: &Path, manifests: &Path) -> Result<ResultFiles, CollectError> {
+    let mut samples = samples_frame(records).map_err(|cause| CollectError::Frame { what: "samples", cause })?;
     write_parquet(&mut samples, &out.join(SAMPLES))?;
     write_parquet(summary, &out.join(SUMMARY))?;
     let rel = |name: &str| {
@@ -174,6 +175,9 @@ mod tests {
         let (slowest, _) = per_iteration(&recs, "decode_step", 0);
         assert_eq!(slowest, vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0], "one sample per launch's repetition");
         std::fs::create_dir_all(launch_dir(out.path(), 3)).unwrap();
-        assert!(records(out.path()).unwrap_err().contains("launch-3"), "a launch that wrote nothing is an error");
+        match records(out.path()) {
+            Err(CollectError::NoRecords { dir }) => assert_eq!(dir, launch_dir(out.path(), 3), "the launch that wrote nothing"),
+            other => panic!("a launch that wrote nothing is an error, got {other:?}"),
+        }
     }
 }

@@ -5,7 +5,7 @@
 
 use super::frames::{records, write_results};
 use super::stats::Stats;
-use super::Collected;
+use super::{CollectError, Collected};
 use crate::manifest::summary::{Membw, Roofline, RooflineSource, StreamRead, Summary};
 use crate::rank::membw::STREAM_FIGURE;
 use crate::rank::records::Record;
@@ -36,11 +36,11 @@ const TORCH_METHOD: &str = "tch f32 tensor.sum() per rank, timed from a common s
 const STREAM_METHOD: &str = "parlab's STREAM-class read (model::matvec::read_threaded with the best kernel here: SIMD, several accumulators, four streams per thread) of the same buffer by threads_per_rank threads (the caller and the matvec pool, taking chunks as they come free), timed like the libtorch sum; the two kernels alternate order per repetition";
 
 /// Summarises a membw run and writes its results files.
-pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, String> {
+pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, CollectError> {
     let recs = records(out)?;
     let bw = bandwidths(&recs, "membw");
     let (Some((agg, per)), aggregate) = (stats(&bw), bw.iter().map(|b| b.1).collect::<Vec<f64>>()) else {
-        return Err(format!("no membw samples in {}", out.display()));
+        return Err(CollectError::NoSamples { figure: "membw", dir: out.into() });
     };
     let stream_bw = bandwidths(&recs, STREAM_FIGURE);
     let stream = stats(&stream_bw);
@@ -61,7 +61,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         Column::new("per_process_max_Bps".into(), bw.iter().map(|b| b.2.iter().copied().fold(0.0, f64::max)).collect::<Vec<f64>>()),
         Column::new("stream_aggregate_Bps".into(), per_rep(&bw, &stream_bw)),
     ])
-    .map_err(|e| format!("building the summary frame: {e}"))?;
+    .map_err(CollectError::summary_frame)?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
     let stream = stream.map(|(aggregate, per_process)| StreamRead {
         aggregate,

@@ -62,12 +62,26 @@ pub struct Provenance {
     pub note: Option<String>,
 }
 
+/// What a constant's provenance lacks for its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProvenanceProblem {
+    /// `reported` without a source.
+    #[error("`reported` needs a `source`")]
+    NoSource,
+    /// `measured` without the run.
+    #[error("`measured` needs the `run` whose fit gave it")]
+    NoRun,
+    /// `assumed` without a note.
+    #[error("`assumed` needs a `note` saying why")]
+    NoNote,
+}
+
 impl Provenance {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ProvenanceProblem> {
         match self.kind {
-            ProvenanceKind::Reported if self.source.is_none() => Err("`reported` needs a `source`".into()),
-            ProvenanceKind::Measured if self.run.is_none() => Err("`measured` needs the `run` whose fit gave it".into()),
-            ProvenanceKind::Assumed if self.note.is_none() => Err("`assumed` needs a `note` saying why".into()),
+            ProvenanceKind::Reported if self.source.is_none() => Err(ProvenanceProblem::NoSource),
+            ProvenanceKind::Measured if self.run.is_none() => Err(ProvenanceProblem::NoRun),
+            ProvenanceKind::Assumed if self.note.is_none() => Err(ProvenanceProblem::NoNote),
             _ => Ok(()),
         }
     }

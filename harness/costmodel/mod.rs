@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 use shape::ModelShape;
 
 /// The modelled tables of a `kind: model` run, as the manifest's summary.
-pub fn tables_for_plan(plan: &RunPlan) -> Result<Summary, String> {
-    let catalogue = catalogue::Catalogue::load_default().map_err(|e| e.to_string())?;
+pub fn tables_for_plan(plan: &RunPlan) -> Result<Summary, tables::TablesError> {
+    let catalogue = catalogue::Catalogue::load_default()?;
     let run = tables::ModelRun::from_workload(&plan.workload, &catalogue)?;
     Ok(Summary::Model(ModelTables { tables: run.tables() }))
 }

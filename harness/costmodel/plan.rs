@@ -106,33 +106,63 @@ pub fn pp_bytes_per_token(hidden: u64, stages: u32, dtype_bytes: u64) -> u64 {
     stages.saturating_sub(1) as u64 * hidden * dtype_bytes
 }
 
-/// Why the decode cost model has no context-parallel plan.
-const CONTEXT_IS_PREFILL: &str = "context parallelism splits a prompt's prefill; a decode step has one token to split";
+/// Why a strategy over a number of devices cannot run a model in the decode cost model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanProblem {
+    /// No devices or no sequences.
+    #[error("world and sequences must be at least 1")]
+    Empty,
+    /// The model's heads or widths do not split over the devices (the shape's reason).
+    #[error("{0}")]
+    TensorSplit(String),
+    /// Fewer layers than pipeline stages.
+    #[error("{layers} layers do not fill {stages} stages")]
+    TooFewLayers {
+        /// The model's layers.
+        layers: u64,
+        /// The stages asked for.
+        stages: u64,
+    },
+    /// Context parallelism splits a prefill, not a decode step.
+    #[error("context parallelism splits a prompt's prefill; a decode step has one token to split")]
+    ContextIsPrefill,
+    /// An expert split of a model without experts.
+    #[error("dense model: no experts to place")]
+    DenseModel,
+    /// The experts do not divide among the devices.
+    #[error("{experts} experts do not split over {devices} devices")]
+    ExpertsDoNotSplit {
+        /// Experts per layer.
+        experts: u32,
+        /// Devices.
+        devices: u64,
+    },
+}
 
 /// Why `strategy` over `world` devices cannot run this model, if it cannot.
-pub fn plan_problem(input: &PlanInput) -> Option<String> {
+pub fn plan_problem(input: &PlanInput) -> Option<PlanProblem> {
     let (s, p) = (input.shape, input.world as u64);
     if input.world == 0 || input.sequences == 0 {
-        return Some("world and sequences must be at least 1".into());
+        return Some(PlanProblem::Empty);
     }
     if input.world == 1 {
         return None;
     }
     match input.strategy {
         Strategy::Data => None,
-        Strategy::Tensor => s.tensor_split_problem(p),
-        Strategy::Pipeline => (p > s.layers).then(|| format!("{} layers do not fill {p} stages", s.layers)),
-        Strategy::Context => Some(CONTEXT_IS_PREFILL.into()),
+        Strategy::Tensor => s.tensor_split_problem(p).map(PlanProblem::TensorSplit),
+        Strategy::Pipeline => (p > s.layers).then_some(PlanProblem::TooFewLayers { layers: s.layers, stages: p }),
+        Strategy::Context => Some(PlanProblem::ContextIsPrefill),
         Strategy::Expert => match s.experts {
-            None => Some("dense model: no experts to place".into()),
-            Some(e) if !(e.count as u64).is_multiple_of(p) => Some(format!("{} experts do not split over {p} devices", e.count)),
+            None => Some(PlanProblem::DenseModel),
+            Some(e) if !(e.count as u64).is_multiple_of(p) => Some(PlanProblem::ExpertsDoNotSplit { experts: e.count, devices: p }),
             Some(_) => None,
         },
     }
 }
 
 /// The plan of `input`, or why it cannot run.
-pub fn plan(input: &PlanInput) -> Result<Plan, String> {
+pub fn plan(input: &PlanInput) -> Result<Plan, PlanProblem> {
     if let Some(problem) = plan_problem(input) {
         return Err(problem);
     }
@@ -141,7 +171,7 @@ pub fn plan(input: &PlanInput) -> Result<Plan, String> {
         (_, Strategy::Tensor) => tensor_plan(input),
         (_, Strategy::Pipeline) => pipeline_plan(input),
         (_, Strategy::Expert) => expert_plan(input),
-        (_, Strategy::Context) => return Err(CONTEXT_IS_PREFILL.into()),
+        (_, Strategy::Context) => return Err(PlanProblem::ContextIsPrefill),
     })
 }
 
@@ -384,7 +414,7 @@ mod tests {
         let expected_comm = 8.0 * allreduce_time(Link { alpha_s: 1e-5, beta_bps: 1e9 }, 128.0, 2)
             + allgather_time(Link { alpha_s: 1e-5, beta_bps: 1e9 }, 200.0, 2);
         assert!((two.comm_s - expected_comm).abs() < 1e-15);
-        assert!(plan(&input(&s, Strategy::Tensor, 3, 1)).unwrap_err().contains("heads"));
+        assert!(matches!(plan(&input(&s, Strategy::Tensor, 3, 1)), Err(PlanProblem::TensorSplit(why)) if why.contains("heads")));
     }
 
     #[test]
@@ -396,13 +426,14 @@ mod tests {
         assert!(pp1.tokens_per_s <= one.tokens_per_s);
         assert!(pp4.tokens_per_s > 1.5 * pp1.tokens_per_s);
         assert!(pp1.stored_bytes_per_device < one.stored_bytes_per_device);
-        assert!(plan(&input(&s, Strategy::Pipeline, 16, 1)).is_err());
+        assert_eq!(plan(&input(&s, Strategy::Pipeline, 16, 1)).unwrap_err(), PlanProblem::TooFewLayers { layers: s.layers, stages: 16 });
     }
 
     #[test]
     fn expert_strategy_refuses_dense_models() {
         let s = llama(2);
-        assert!(plan(&input(&s, Strategy::Expert, 2, 1)).unwrap_err().contains("dense"));
+        assert_eq!(plan(&input(&s, Strategy::Expert, 2, 1)).unwrap_err(), PlanProblem::DenseModel);
+        assert_eq!(PlanProblem::DenseModel.to_string(), "dense model: no experts to place");
     }
 
     #[test]

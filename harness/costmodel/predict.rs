@@ -3,6 +3,7 @@
 //! draw on (`step` predicts every decode run from them).
 
 use super::link::{collective_time, LinkFit};
+use crate::identity::RunId;
 use crate::manifest::summary::{Collectives, Membw};
 use crate::manifest::{Manifest, Status};
 use crate::spec::schema::Kind;
@@ -34,7 +35,7 @@ pub struct MeasuredCollective {
     /// Median seconds per iteration.
     pub median_s: f64,
     /// The run it came from.
-    pub run_id: String,
+    pub run_id: RunId,
 }
 
 fn ok_of_kind(manifests: &[Manifest], kind: Kind) -> impl Iterator<Item = &Manifest> + '_ {
@@ -69,7 +70,7 @@ pub fn measured_collectives(manifests: &[Manifest]) -> Vec<MeasuredCollective> {
 }
 
 /// The 2-rank fit of each (op, link) as its run stored it (the first run of each in manifest order).
-pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, String), (LinkFit, String)> {
+pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, String), (LinkFit, RunId)> {
     let mut out = BTreeMap::new();
     for (m, c) in collectives(manifests).filter(|(m, _)| m.layout.world == 2) {
         for fit in &c.fits {
@@ -149,7 +150,7 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
                 op.name(),
                 f.fitted_points,
                 format_bytes(f.fit_max_bytes as f64),
-                &run[..12.min(run.len())],
+                run.short(),
                 format_seconds(f.line.intercept_s),
                 format_seconds(f.alpha_per_step_s)
             )
@@ -168,7 +169,7 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
 /// The membw bandwidth of one process streaming alone (median), with its run; with
 /// `threads`, a run with that many threads is preferred (a decode step is compared with
 /// the bandwidth its own thread count can draw).
-pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) -> Option<(f64, String)> {
+pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) -> Option<(f64, RunId)> {
     let alone: Vec<(&Manifest, &Membw)> = membw_runs(manifests).filter(|(_, b)| b.processes == 1).collect();
     let matching: Vec<(&Manifest, &Membw)> = alone.iter().copied().filter(|(_, b)| threads == Some(b.threads)).collect();
     let pool = if matching.is_empty() { alone } else { matching };
@@ -180,7 +181,7 @@ pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) ->
 
 /// The GPU memory roofline: the bandwidth of the largest `device-read` measured (its size over
 /// the op's own time), with its run.
-pub fn gpu_read_bandwidth(manifests: &[Manifest]) -> Option<(f64, String)> {
+pub fn gpu_read_bandwidth(manifests: &[Manifest]) -> Option<(f64, RunId)> {
     collectives(manifests)
         .flat_map(|(m, c)| c.rows.iter().filter(|r| r.op == Op::DeviceRead).map(move |r| (r.size_bytes, r.fit_time(), &m.run_id)))
         .filter(|(_, t, _)| *t > 0.0)
@@ -190,7 +191,7 @@ pub fn gpu_read_bandwidth(manifests: &[Manifest]) -> Option<(f64, String)> {
 
 /// The world-1 fits of the operations on a rank's GPU (host-device copies, device read and
 /// copy), each op's first in manifest order, with its run.
-pub fn device_fits(manifests: &[Manifest]) -> BTreeMap<Op, (LinkFit, String)> {
+pub fn device_fits(manifests: &[Manifest]) -> BTreeMap<Op, (LinkFit, RunId)> {
     let mut out = BTreeMap::new();
     for (m, c) in collectives(manifests).filter(|(m, _)| m.layout.world == 1) {
         for fit in c.fits.iter().filter(|f| f.op.on_device()) {
@@ -223,7 +224,7 @@ pub fn measured_link_entry(manifests: &[Manifest], op: Op, link: &str) -> Option
     let measured = |what: &str| Provenance {
         kind: ProvenanceKind::Measured,
         source: None,
-        run: Some(run.clone()),
+        run: Some(run.to_string()),
         note: Some(format!("{what} of the 2-rank {} fit up to {} B", op.name(), fit.fit_max_bytes)),
     };
     Some(LinkEntry {

@@ -9,6 +9,7 @@ use super::link::{allgather_time, allreduce_time, p2p_time, Link, LinkFit};
 use super::plan::{plan, single_device_step_s, streamed_block, Device, PlanInput};
 use super::predict::{device_fits, gpu_read_bandwidth, single_process_bandwidth, two_rank_fits};
 use super::shape::{shape_from_config, ModelShape};
+use crate::identity::RunId;
 use crate::manifest::caveat::Caveat;
 use crate::manifest::summary::{CollectiveRow, Collectives, Decode, Membw, Phase};
 use crate::manifest::{Manifest, Status};
@@ -156,7 +157,7 @@ impl Comm {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepPrediction {
     /// The measured run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Model name.
     pub model: String,
     /// Computed on a GPU.
@@ -223,21 +224,35 @@ impl StepPrediction {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bandwidths {
     /// One process streaming alone, by threads (the roofline, median).
-    pub own_by_threads: BTreeMap<u32, (f64, String)>,
+    pub own_by_threads: BTreeMap<u32, (f64, RunId)>,
     /// The highest aggregate any membw run drew: what one memory system gives all ranks.
-    pub shared_total: Option<(f64, String)>,
+    pub shared_total: Option<(f64, RunId)>,
     /// A GPU's memory roofline (device-read).
-    pub gpu: Option<(f64, String)>,
+    pub gpu: Option<(f64, RunId)>,
 }
 
 /// Everything measured that the predictions draw on.
 pub struct Inputs<'a> {
     /// Bandwidths.
     pub bandwidths: Bandwidths,
-    fits: BTreeMap<(Op, String), (LinkFit, String)>,
-    device_fits: BTreeMap<Op, (LinkFit, String)>,
-    /// Every collective row measured at several ranks, with its run.
-    rows: Vec<(&'a str, &'a CollectiveRow)>,
+    fits: BTreeMap<(Op, String), (LinkFit, RunId)>,
+    device_fits: BTreeMap<Op, (LinkFit, RunId)>,
+    /// Every collective row measured at several ranks with the op's own time, with its run,
+    /// by op and link (in manifest order within each).
+    rows: SkewRows<'a>,
+}
+
+/// Collective rows with their runs, by (op, link).
+type SkewRows<'a> = BTreeMap<(Op, &'a str), Vec<(&'a str, &'a CollectiveRow)>>;
+
+/// The rows a skew can be read from (several ranks, the op's own time measured), grouped by
+/// (op, link) so a prediction looks up its own instead of scanning every row.
+fn skew_rows<'a>(rows: impl Iterator<Item = (&'a str, &'a CollectiveRow)>) -> SkewRows<'a> {
+    let mut by_op_link = SkewRows::new();
+    for (run, r) in rows.filter(|(_, r)| r.world > 1 && r.op_time.is_some()) {
+        by_op_link.entry((r.op, r.link.as_str())).or_default().push((run, r));
+    }
+    by_op_link
 }
 
 fn ok_of_kind(manifests: &[Manifest], kind: Kind) -> impl Iterator<Item = &Manifest> + '_ {
@@ -257,7 +272,7 @@ impl<'a> Inputs<'a> {
             .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
         let collectives: Vec<(&Manifest, &Collectives)> =
             ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary.as_ref()?.collectives()?))).collect();
-        let rows = collectives.iter().flat_map(|(m, c)| c.rows.iter().map(move |r| (m.run_id.as_str(), r))).collect();
+        let rows = skew_rows(collectives.iter().flat_map(|(m, c)| c.rows.iter().map(move |r| (m.run_id.as_str(), r))));
         Inputs {
             bandwidths: Bandwidths { own_by_threads, shared_total, gpu: gpu_read_bandwidth(manifests) },
             fits: two_rank_fits(manifests),
@@ -274,12 +289,12 @@ impl<'a> Inputs<'a> {
     /// The skew of one `op` call of `bytes` at `world` over `link`: the run's world where a
     /// collectives run timed it, else the nearest world; the size nearest `bytes`.
     pub fn skew(&self, op: Op, world: u32, link: &str, bytes: f64) -> Option<Skew> {
-        let rows: Vec<(&str, &CollectiveRow)> =
-            self.rows.iter().copied().filter(|(_, r)| r.op == op && r.link == link && r.world > 1 && r.op_time.is_some()).collect();
+        let rows = self.rows.get(&(op, link))?;
         let nearest_world = rows.iter().map(|(_, r)| r.world).min_by_key(|w| (w.abs_diff(world), u32::MAX - w))?;
         let distance = |size: u64| (size.max(1) as f64 / bytes.max(1.0)).ln().abs();
         let (run, r) = rows
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|(_, r)| r.world == nearest_world)
             .min_by(|a, b| distance(a.1.size_bytes).total_cmp(&distance(b.1.size_bytes)).then_with(|| a.0.cmp(b.0)))?;
         Some(Skew { skew_s: r.skew_s()?.max(0.0), op, world: r.world, size_bytes: r.size_bytes, run: run.to_string() })
@@ -665,7 +680,7 @@ fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [(&Manifest, S
     let best = || candidates.iter().min_by(|a, b| a.1.error.abs().total_cmp(&b.1.error.abs()).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
     let (_, u) = same.or_else(best)?;
     let roofline_bps = u.bandwidth_bps.0;
-    Some(Unsplit { achieved_bps: roofline_bps * u.own.step_s / u.measured_step_s, roofline_bps, run: u.run_id.clone(), error: u.error })
+    Some(Unsplit { achieved_bps: roofline_bps * u.own.step_s / u.measured_step_s, roofline_bps, run: u.run_id.to_string(), error: u.error })
 }
 
 /// Every ok decode run of `manifests` with the cost model's prediction, in manifest order.
@@ -689,7 +704,7 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrefillPrediction {
     /// The measured run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Model name.
     pub model: String,
     /// Ranks.
@@ -711,7 +726,7 @@ pub struct PrefillPrediction {
     /// The hand-off of the cache to the decode layout.
     pub handoff_s: f64,
     /// The unsplit run whose prefill is shared.
-    pub unsplit_run: String,
+    pub unsplit_run: RunId,
     /// (predicted − measured) / measured.
     pub error: f64,
     /// Within tolerance, or which assumption failed.
@@ -840,13 +855,13 @@ mod tests {
     fn inputs(rows: &[CollectiveRow]) -> Inputs<'_> {
         let fits = [Op::AllReduce, Op::AllGather, Op::AllToAll, Op::PingPong]
             .into_iter()
-            .map(|op| ((op, "mpi-shm".to_string()), (fit(op, 1e-5, 1e9), "fits".to_string())))
+            .map(|op| ((op, "mpi-shm".to_string()), (fit(op, 1e-5, 1e9), RunId::new("fits"))))
             .collect();
         Inputs {
             bandwidths: Bandwidths { own_by_threads: BTreeMap::new(), shared_total: None, gpu: None },
             fits,
             device_fits: BTreeMap::new(),
-            rows: rows.iter().map(|r| ("coll", r)).collect(),
+            rows: skew_rows(rows.iter().map(|r| ("coll", r))),
         }
     }
 

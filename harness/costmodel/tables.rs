@@ -2,12 +2,14 @@
 //! break-even latencies, link constants, traffic, bubbles and KV sharing. Every figure
 //! comes from the functions of this module's siblings; captions say it is arithmetic.
 
+use super::catalogue::CatalogueError;
 use super::catalogue::{Catalogue, DeviceEntry, LinkEntry};
 use super::link::{allreduce_time, crossover_bytes, op_factors};
 use super::plan::{
     self, alpha_star_tp2, bubble_fraction, pp_bytes_per_token, single_device_step_s, tp_break_even_allreduce_s, Device, PlanInput,
+    PlanProblem,
 };
-use super::shape::{shape_from_config, ModelShape};
+use super::shape::{shape_from_config, ModelShape, ShapeError};
 use crate::model::{resolve_model, ModelConfig};
 use crate::spec::plan::Workload;
 use crate::spec::schema::{Dtype, Op, Strategy};
@@ -16,6 +18,34 @@ use crate::units::{format_bytes, format_gbps, format_seconds};
 
 /// What every modelled table says about itself.
 pub const ARITHMETIC: &str = "Arithmetic, not measurement (MODELLED): a roofline of memory-bound decode and the alpha-beta link model; it ignores overlap of communication with compute, batching, activations and the sampling step.";
+
+/// Why the MODELLED tables of a run could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TablesError {
+    /// The run is not a `kind: model` run.
+    #[error("not a `kind: model` run")]
+    NotModelRun,
+    /// The cost model's catalogue could not be read.
+    #[error(transparent)]
+    Catalogue(#[from] CatalogueError),
+    /// A model's config.json could not be read.
+    #[error(transparent)]
+    Config(#[from] crate::model::ModelError),
+    /// A model's config could not be shaped.
+    #[error("{name}: {cause}")]
+    Shape {
+        /// The model as the spec names it.
+        name: String,
+        /// Why it has no shape.
+        cause: ShapeError,
+    },
+    /// A device the spec names is not in the catalogue.
+    #[error("device `{0}` is not in models/devices.yaml")]
+    UnknownDevice(String),
+    /// A link the spec names is not in the catalogue.
+    #[error("link `{0}` is not in models/links.yaml")]
+    UnknownLink(String),
+}
 
 /// A model of the spec, read and shaped.
 pub struct NamedShape {
@@ -50,30 +80,33 @@ pub struct ModelRun {
 }
 
 /// Reads a model by name or folder and computes its shape.
-pub fn load_shape(name: &str) -> Result<NamedShape, String> {
+pub fn load_shape(name: &str) -> Result<NamedShape, TablesError> {
     let loc = resolve_model(name);
-    let cfg = ModelConfig::read(&loc.dir).map_err(|e| e.to_string())?;
-    let shape = shape_from_config(&cfg).map_err(|e| format!("{name}: {e}"))?;
-    let provenance =
-        format!("model {name}: shape from {} (sha256 {}), parameters by formula", loc.dir.join("config.json").display(), &cfg.digest[..12]);
+    let cfg = ModelConfig::read(&loc.dir)?;
+    let shape = shape_from_config(&cfg).map_err(|cause| TablesError::Shape { name: name.to_string(), cause })?;
+    let provenance = format!(
+        "model {name}: shape from {} (sha256 {}), parameters by formula",
+        loc.dir.join("config.json").display(),
+        crate::identity::short(&cfg.digest)
+    );
     Ok(NamedShape { name: name.to_string(), shape, provenance })
 }
 
 impl ModelRun {
     /// Resolves a `kind: model` workload.
-    pub fn from_workload(w: &Workload, catalogue: &Catalogue) -> Result<Self, String> {
+    pub fn from_workload(w: &Workload, catalogue: &Catalogue) -> Result<Self, TablesError> {
         let Workload::Model { params, models, strategies, worlds, links, sequences, dtypes } = w else {
-            return Err("not a `kind: model` run".into());
+            return Err(TablesError::NotModelRun);
         };
         let models = models.iter().map(|m| load_shape(m)).collect::<Result<Vec<_>, _>>()?;
         let devices = params
             .devices
             .iter()
-            .map(|d| catalogue.device(d).cloned().ok_or_else(|| format!("device `{d}` is not in models/devices.yaml")))
+            .map(|d| catalogue.device(d).cloned().ok_or_else(|| TablesError::UnknownDevice(d.clone())))
             .collect::<Result<Vec<_>, _>>()?;
         let links = links
             .iter()
-            .map(|l| catalogue.link(l).cloned().ok_or_else(|| format!("link `{l}` is not in models/links.yaml")))
+            .map(|l| catalogue.link(l).cloned().ok_or_else(|| TablesError::UnknownLink(l.clone())))
             .collect::<Result<Vec<_>, _>>()?;
         let dtypes = if dtypes.is_empty() { vec![Dtype::Float16] } else { dtypes.clone() };
         let sequences = if sequences.is_empty() { vec![1] } else { sequences.clone() };
@@ -275,7 +308,7 @@ impl ModelRun {
                             let label = if p == 1 { "single device".to_string() } else { st.name().to_string() };
                             match plan::plan(&input) {
                                 Ok(pl) => rows.push(plan_row(&m.name, dt, &label, p, seq, &pl)),
-                                Err(why) if why.starts_with("dense model") => {
+                                Err(PlanProblem::DenseModel) => {
                                     dense.insert(m.name.clone());
                                 }
                                 Err(why) => {

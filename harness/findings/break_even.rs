@@ -6,7 +6,7 @@
 use super::{Finding, Inconclusive, Inputs};
 use crate::costmodel::catalogue::Catalogue;
 use crate::costmodel::plan::{single_device_step_s, tp_break_even_allreduce_s};
-use crate::costmodel::tables::ModelRun;
+use crate::costmodel::tables::{ModelRun, TablesError};
 use crate::manifest::Status;
 use crate::report::facts::CollRow;
 use crate::spec::schema::Kind;
@@ -32,12 +32,12 @@ pub struct BreakEven {
 }
 
 /// The break-even of every model of the ok `kind: model` runs (first device and dtype of each run).
-pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, String> {
+pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, TablesError> {
     let runs: Vec<_> = inp.list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok).collect();
     if runs.is_empty() {
         return Ok(Vec::new());
     }
-    let catalogue = Catalogue::load_default().map_err(|e| e.to_string())?;
+    let catalogue = Catalogue::load_default()?;
     let mut out: BTreeMap<String, BreakEven> = BTreeMap::new();
     for m in runs {
         let run = ModelRun::from_workload(&m.plan.workload, &catalogue)?;
@@ -53,7 +53,7 @@ pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, String> {
                 device: device.name.clone(),
                 message_bytes: (s.hidden * dtype.bytes()) as f64,
                 affordable_s: tp_break_even_allreduce_s(t1, 2, s.layers),
-                run: super::short(&m.run_id),
+                run: m.run_id.short().to_string(),
             });
         }
     }

@@ -5,7 +5,7 @@ use super::{Finding, Inconclusive, Inputs};
 use crate::manifest::summary::Summary;
 use crate::manifest::{Manifest, Status};
 use crate::report::facts::Stats;
-use crate::spec::claims::{parse, Claim};
+use crate::spec::claims::{parse, Claim, Rule};
 use crate::spec::schema::Op;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -123,7 +123,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
         }
         stats.extend(found);
         tokens.extend(answer_tokens.cloned());
-        ids.push(super::short(&m.run_id));
+        ids.push(m.run_id.short().to_string());
     }
     if ids.is_empty() {
         return None;
@@ -153,13 +153,13 @@ fn claim_text(c: &Claim) -> String {
         let sel = words(&c.select);
         let against = c.reference.as_ref().map_or_else(|| format!("{}", c.value.unwrap_or(f64::NAN)), |r| format!("that of {}", words(r)));
         let tol = crate::report::fmt::percent(c.tolerance, false);
-        match c.rule.as_str() {
-            "equal_tokens" => {
+        match c.rule {
+            Rule::EqualTokens => {
                 format!("The runs of {sel} generate the same tokens as those of {against}.")
             }
-            "less" => format!("The {} of {sel} is below {against} (tolerance {tol}).", c.figure),
-            "greater" => format!("The {} of {sel} is above {against} (tolerance {tol}).", c.figure),
-            _ => format!("The {} of {sel} is within ±{tol} of {against}.", c.figure),
+            Rule::Less => format!("The {} of {sel} is below {against} (tolerance {tol}).", c.figure),
+            Rule::Greater => format!("The {} of {sel} is above {against} (tolerance {tol}).", c.figure),
+            Rule::RatioWithin => format!("The {} of {sel} is within ±{tol} of {against}.", c.figure),
         }
         .replace("those of that of", "those of")
     })
@@ -167,7 +167,8 @@ fn claim_text(c: &Claim) -> String {
 
 fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
     let against = c.reference.as_ref().map_or_else(|| format!("value {}", c.value.unwrap_or(f64::NAN)), words);
-    let rule = format!("{} on the median {} of [{}] against [{against}], tolerance {}", c.rule, c.figure, words(&c.select), c.tolerance);
+    let rule =
+        format!("{} on the median {} of [{}] against [{against}], tolerance {}", c.rule.name(), c.figure, words(&c.select), c.tolerance);
     let f = Finding::new(&c.id, &claim_text(c), &[c.figure.as_str()], &format!("declared in the spec: {rule}"));
     let Some(sel) = measure(runs, &c.figure, &c.select) else {
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no run matches {}", words(&c.select)));
@@ -179,7 +180,7 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
         },
         None => None,
     };
-    if c.rule == "equal_tokens" {
+    if c.rule == Rule::EqualTokens {
         equal_tokens(f, &sel, reference.as_ref())
     } else {
         compare(f, c, &sel, reference.as_ref())
@@ -218,10 +219,10 @@ fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measure
     };
     let ratio = sel.stat.median / base;
     f.number("selected / reference", ratio, "ratio", &both(sel, reference));
-    let holds = match c.rule.as_str() {
-        "less" => ratio < 1.0 + c.tolerance,
-        "greater" => ratio > 1.0 - c.tolerance,
-        _ => (ratio - 1.0).abs() <= c.tolerance,
+    let holds = match c.rule {
+        Rule::Less => ratio < 1.0 + c.tolerance,
+        Rule::Greater => ratio > 1.0 - c.tolerance,
+        Rule::RatioWithin | Rule::EqualTokens => (ratio - 1.0).abs() <= c.tolerance,
     };
-    f.decide(holds, format!("selected / reference = {ratio:.3} ({} {})", c.rule.replace('_', " "), c.tolerance))
+    f.decide(holds, format!("selected / reference = {ratio:.3} ({} {})", c.rule.name().replace('_', " "), c.tolerance))
 }

@@ -51,13 +51,14 @@ pub fn finding(inp: &Inputs) -> Finding {
             );
         }
         let more = se.overall_imbalance() > ee.overall_imbalance();
-        let outcome = match side(&even.prefill, skewed.prefill.median) {
+        let against_even = side(&even.prefill, skewed.prefill.median);
+        let outcome = match against_even {
             Side::Below => "slower",
             Side::Above => "FASTER",
             Side::Straddles => "within the even run's range",
         };
-        slower += usize::from(more && outcome == "slower");
-        faster += usize::from(more && outcome == "FASTER");
+        slower += usize::from(more && against_even == Side::Below);
+        faster += usize::from(more && against_even == Side::Above);
         f.notes.push(format!(
             "{label} ({}): imbalance {:.2} against {:.2} even; prefill {:.0} ms against {:.0} ms ({:.0}–{:.0} ms): {outcome}",
             skewed.experiment,

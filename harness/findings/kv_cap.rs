@@ -72,7 +72,7 @@ fn gqa_tensor(m: &Manifest) -> Option<GqaRun<'_>> {
     }
     let key = (m.experiment.clone(), source.name.clone(), dtype.name().to_string());
     let oversubscribed = m.launch.as_ref().is_some_and(|l| l.oversubscribed);
-    Some(GqaRun { key, shape, dtype_bytes: dtype.bytes(), run: CapRun { run: super::short(&m.run_id), decode, oversubscribed } })
+    Some(GqaRun { key, shape, dtype_bytes: dtype.bytes(), run: CapRun { run: m.run_id.short().to_string(), decode, oversubscribed } })
 }
 
 /// Every series of grouped-query tensor splits, in a fixed order (the first run of each world).

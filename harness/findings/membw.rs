@@ -5,6 +5,7 @@
 
 use super::{by_world, side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::{DecodeRow, MembwRow, Stats};
+use crate::spec::schema::{HeadPlacement, Strategy};
 use crate::units::format_seconds;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -54,7 +55,7 @@ pub fn finding(inp: &Inputs) -> Finding {
 /// with the T_1 of the same prompt and generation. The experiment with a world-1 run and the
 /// most world sizes is taken (ties: the first by name).
 fn one_experiment(rows: &[DecodeRow]) -> Vec<&DecodeRow> {
-    let runs = rows.iter().filter(|d| d.strategy == "tensor" && d.sequences == 1 && d.head != "replicated");
+    let runs = rows.iter().filter(|d| d.strategy == Strategy::Tensor && d.sequences == 1 && d.head != Some(HeadPlacement::Replicated));
     let mut by_experiment: BTreeMap<&str, Vec<&DecodeRow>> = BTreeMap::new();
     for d in runs {
         by_experiment.entry(d.experiment.as_str()).or_default().push(d);
@@ -125,7 +126,7 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
 }
 
 fn replicas(f: &mut Finding, inp: &Inputs) {
-    let rows = by_world(inp.facts.decode.iter().filter(|d| d.strategy == "data"), |d| d.world);
+    let rows = by_world(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data), |d| d.world);
     let (Some(one), Some((&p, top))) = (rows.get(&1), rows.iter().next_back().filter(|(&p, _)| p > 1)) else {
         return;
     };

@@ -153,7 +153,7 @@ pub struct Inputs<'a> {
     /// Answers graded by layout.
     pub audit: Vec<AnswerGroup>,
     /// The 2-rank fit of each (op, link), with its run.
-    pub fits: BTreeMap<(Op, String), (LinkFit, String)>,
+    pub fits: BTreeMap<(Op, String), (LinkFit, crate::identity::RunId)>,
 }
 
 impl<'a> Inputs<'a> {
@@ -167,7 +167,7 @@ impl<'a> Inputs<'a> {
         self.fits
             .iter()
             .filter(|((op, _), _)| *op == Op::AllReduce)
-            .map(|((_, link), (fit, run))| (link.clone(), fit, short(run)))
+            .map(|((_, link), (fit, run))| (link.clone(), fit, run.short().to_string()))
             .collect()
     }
 }
@@ -188,11 +188,6 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.extend(break_even::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out
-}
-
-/// The first 12 hex digits of a run identity.
-pub fn short(run: &str) -> String {
-    run.chars().take(12).collect()
 }
 
 /// The stats of one row per world size (the first row of each world, in manifest order).

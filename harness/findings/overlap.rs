@@ -40,13 +40,14 @@ pub fn finding(inp: &Inputs) -> Finding {
             "ratio",
             &runs,
         );
-        let outcome = match side(&blocking, overlapped.median) {
+        let against_blocking = side(&blocking, overlapped.median);
+        let outcome = match against_blocking {
             Side::Above => "shorter",
             Side::Below => "LONGER",
             Side::Straddles => "within the blocking run's range",
         };
-        shorter += usize::from(outcome == "shorter");
-        longer += usize::from(outcome == "LONGER");
+        shorter += usize::from(against_blocking == Side::Above);
+        longer += usize::from(against_blocking == Side::Below);
         f.notes.push(format!(
             "world {} ({}): prefill {:.0} ms overlapped against {:.0} ms blocking ({:.0}–{:.0} ms): {outcome}",
             on.world,

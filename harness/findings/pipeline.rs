@@ -4,6 +4,7 @@
 
 use super::{by_world, Finding, Inconclusive, Inputs, TOLERANCE};
 use crate::report::facts::{DecodeRow, Stats};
+use crate::spec::schema::Strategy;
 
 /// The pipeline finding.
 pub fn finding(inp: &Inputs) -> Finding {
@@ -13,7 +14,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         &["decode.tokens_per_s (pipeline)", "decode.tokens_per_s (data)"],
         &format!("(1) at every p > 1 with one sequence, the median tokens/s is at most one stage's max; (2) the best median tokens/s with m >= p > 1 is at most the replicas' best median × (1 + {TOLERANCE}) (own bandwidth per stage would give p × one stage)"),
     );
-    let pipe: Vec<&DecodeRow> = inp.facts.decode.iter().filter(|d| d.strategy == "pipeline").collect();
+    let pipe: Vec<&DecodeRow> = inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Pipeline).collect();
     let single = by_world(pipe.iter().copied().filter(|d| d.sequences == 1), |d| d.world);
     let Some(one) = single.get(&1).copied() else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no one-stage pipeline run with one sequence".into());
@@ -49,7 +50,7 @@ pub fn finding(inp: &Inputs) -> Finding {
 
 fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats) -> Finding {
     let full = best(pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)));
-    let replicas = best(inp.facts.decode.iter().filter(|d| d.strategy == "data"));
+    let replicas = best(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {
         return f.inconclusive(
             Inconclusive::MissingRuns,

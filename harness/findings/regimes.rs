@@ -42,7 +42,7 @@ pub fn decode_sizes(list: &[Manifest]) -> Vec<Sizes> {
         let label = format!("{} {}, {t}-token prompt", model.name, dtype.name());
         let e =
             out.entry(label.clone()).or_insert_with(|| Sizes { label, decode_bytes: ds, prefill_bytes: ds * t as f64, runs: Vec::new() });
-        e.runs.push(super::short(&m.run_id));
+        e.runs.push(m.run_id.short().to_string());
     }
     out.into_values().collect()
 }

@@ -337,13 +337,13 @@ fn plan_of(run: &ToolRun, world: u32, sha256: &str, run_id: &str, rows: &[Collec
             .collect(),
     };
     RunPlan {
-        experiment: format!("import-{}-{}", run.tool.name(), &sha256[..12]),
+        experiment: format!("import-{}-{}", run.tool.name(), crate::identity::short(sha256)),
         index: 0,
         // No spec: the file read is the provenance's (a spec path would be read for claims).
         spec_path: PathBuf::new(),
         spec_sha256: sha256.to_string(),
-        run_id: run_id.to_string(),
-        answer_id: run_id.to_string(),
+        run_id: crate::identity::RunId::new(run_id),
+        answer_id: crate::identity::AnswerId::new(run_id),
         model: None,
         link: link_of(run.tool).to_string(),
         backend: link_of(run.tool).to_string(),
@@ -426,7 +426,10 @@ mod tests {
         let osu =
             |w| import(ImportTool::Osu, &data("osu_allreduce_4rank.txt"), &ImportOptions { world: Some(w), command: None }).unwrap().run_id;
         assert_ne!(osu(4), osu(8));
-        assert_eq!(a.run_id, run_id_of(ImportTool::NcclTests, &sha256_hex(&std::fs::read(data("nccl_all_gather_2gpu.txt")).unwrap()), 2));
+        assert_eq!(
+            a.run_id.as_str(),
+            run_id_of(ImportTool::NcclTests, &sha256_hex(&std::fs::read(data("nccl_all_gather_2gpu.txt")).unwrap()), 2)
+        );
     }
 
     #[test]

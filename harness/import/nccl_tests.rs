@@ -41,16 +41,38 @@ pub fn read(text: &str) -> Result<ToolRun, Problem> {
     }
 }
 
+/// A benchmark binary parlab does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown op: benchmark `{name}` is not one parlab reads ({})", BENCHMARKS.iter().map(|(b, _)| *b).collect::<Vec<_>>().join(", "))]
+pub struct UnknownBenchmark {
+    /// The binary's file name.
+    pub name: String,
+}
+
 /// The op of the binary `path` names (a path or a bare name).
-fn op_of(path: &str) -> Result<(String, Op), String> {
+fn op_of(path: &str) -> Result<(String, Op), UnknownBenchmark> {
     let name = path.rsplit('/').next().unwrap_or(path).to_string();
     match BENCHMARKS.iter().find(|(b, _)| *b == name) {
         Some((_, op)) => Ok((name, *op)),
-        None => Err(format!(
-            "unknown op: benchmark `{name}` is not one parlab reads ({})",
-            BENCHMARKS.iter().map(|(b, _)| *b).collect::<Vec<_>>().join(", ")
-        )),
+        None => Err(UnknownBenchmark { name }),
     }
+}
+
+/// What is wrong with one timing object of the JSON output.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TimingProblem {
+    /// Neither `time` nor `cpu_time`.
+    #[error("no `time`")]
+    NoTime,
+    /// The time is not a positive number.
+    #[error("`time` {0} is not a positive number of µs")]
+    BadTime(Value),
+    /// A bandwidth is missing or not a number.
+    #[error("no numeric `{0}`")]
+    NoBandwidth(&'static str),
+    /// `nwrong` is not a count.
+    #[error("`nwrong` {0} is not a count")]
+    BadWrong(serde_json::Number),
 }
 
 /// `22809` as `NCCL 2.28.9` (codes before 2.9 were major·1000 + minor·100 + patch).
@@ -74,7 +96,7 @@ pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
         .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     let binary = args.first().ok_or_else(|| Problem::file("its `args` are empty: the binary (all_reduce_perf, ...) names the op"))?;
-    let (benchmark, op) = op_of(binary).map_err(Problem::file)?;
+    let (benchmark, op) = op_of(binary).map_err(|e| Problem::file(e.to_string()))?;
     let config = v.get("config").cloned().unwrap_or(Value::Null);
     let devices = json_devices(&config)?;
     let results = v.get("results").and_then(Value::as_array).ok_or_else(|| Problem::file("no `results` list"))?;
@@ -149,12 +171,12 @@ fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
 }
 
 /// `{time | cpu_time, alg_bw, bus_bw, nwrong}`: µs, wrong elements (0 when null), (algbw, busbw).
-fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), String> {
-    let time = t.get("time").or_else(|| t.get("cpu_time")).ok_or("no `time`")?;
-    let us = time.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| format!("`time` {time} is not a positive number of µs"))?;
-    let bw = |k: &str| t.get(k).and_then(Value::as_f64).ok_or(format!("no numeric `{k}`"));
+fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), TimingProblem> {
+    let time = t.get("time").or_else(|| t.get("cpu_time")).ok_or(TimingProblem::NoTime)?;
+    let us = time.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| TimingProblem::BadTime(time.clone()))?;
+    let bw = |k: &'static str| t.get(k).and_then(Value::as_f64).ok_or(TimingProblem::NoBandwidth(k));
     let wrong = match t.get("nwrong") {
-        Some(Value::Number(n)) => n.as_f64().filter(|w| *w >= 0.0).ok_or(format!("`nwrong` {n} is not a count"))? as u64,
+        Some(Value::Number(n)) => n.as_f64().filter(|w| *w >= 0.0).ok_or_else(|| TimingProblem::BadWrong(n.clone()))? as u64,
         _ => 0,
     };
     Ok((us, wrong, (bw("alg_bw")?, bw("bus_bw")?)))
@@ -252,7 +274,7 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         h.version = words.next().map(str::to_string);
         h.library = words.find_map(|w| w.strip_prefix("nccl-library=")).and_then(|c| c.parse().ok()).map(nccl_version);
     } else if let Some(b) = rest.strip_prefix("Collective test starting:") {
-        h.benchmark = Some(op_of(b.trim()).map_err(|m| Problem::at(n, m))?);
+        h.benchmark = Some(op_of(b.trim()).map_err(|e| Problem::at(n, e.to_string()))?);
     } else if rest.starts_with("nThread") {
         h.warmup = option_value(rest, Some("warmup"), "iters:");
         h.iterations = option_value(rest, None, "iters:");

@@ -1,10 +1,11 @@
-//! Why a run failed, in words: which rank, its exit status or signal, and its last stderr lines.
+//! Why a run failed, in words: which rank, its exit status or signal, and its own error line.
 
+use super::cause;
 use super::command::RANK_LOGS;
 use super::supervise::Ended;
 use std::path::{Path, PathBuf};
 
-/// Lines of a rank's stderr quoted in a failure.
+/// Lines of the launcher's stderr quoted in a failure no rank explains.
 pub const TAIL_LINES: usize = 5;
 
 /// What mpirun's own stderr says about the first rank that failed.
@@ -147,13 +148,6 @@ pub fn rank_stderr(out: &Path, rank: u32) -> Option<PathBuf> {
     std::fs::read_dir(&logs).ok()?.flatten().map(|job| job.path().join(format!("rank.{rank}")).join("stderr")).find(|p| p.is_file())
 }
 
-/// The last `n` non-empty lines of `rank`'s stderr, joined by ` | `.
-pub fn stderr_tail(out: &Path, rank: u32, n: usize) -> Option<String> {
-    let text = std::fs::read_to_string(rank_stderr(out, rank)?).ok()?;
-    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty()).collect();
-    (!lines.is_empty()).then(|| lines[lines.len().saturating_sub(n)..].join(" | "))
-}
-
 /// The message a rank left in `error-rank<N>.txt` before aborting (a wrong result, a workload error).
 pub fn rank_errors(out: &Path) -> Vec<(u32, String)> {
     let Ok(entries) = std::fs::read_dir(out) else { return Vec::new() };
@@ -170,7 +164,8 @@ pub fn rank_errors(out: &Path) -> Vec<(u32, String)> {
 }
 
 /// The failure text of a launch, or None when it succeeded.
-pub fn explain(ended: &Ended, out: &Path, timeout_s: f64, launcher: &str) -> Option<String> {
+pub fn explain(ended: &Ended, out: &Path, plan: &crate::spec::RunPlan, launcher: &str) -> Option<String> {
+    let timeout_s = plan.timeout_s;
     let errors = rank_errors(out);
     let mpirun_err = std::fs::read_to_string(out.join("launcher.stderr")).unwrap_or_default();
     let parsed = parse_mpirun(&mpirun_err);
@@ -195,21 +190,27 @@ pub fn explain(ended: &Ended, out: &Path, timeout_s: f64, launcher: &str) -> Opt
         ),
     };
     let mut parts = vec![head];
-    parts.extend(errors.iter().map(|(r, m)| format!("rank {r} reported: {m}")));
-    let mut tail_ranks: Vec<u32> = parsed.iter().map(RankEnd::rank).chain(errors.iter().map(|(r, _)| *r)).collect();
+    let unreached = super::unreached::explain(plan.hostfile.as_deref(), out, plan.layout.world, launcher, &mpirun_err);
+    let launcher_explained = unreached.is_some();
+    parts.extend(unreached);
+    parts.extend(errors.iter().map(|(r, m)| format!("rank {r} reported: {}", cause::without_noise(m))));
+    let mut cause_ranks: Vec<u32> = parsed.iter().map(RankEnd::rank).chain(errors.iter().map(|(r, _)| *r)).collect();
     if let Ended::TimedOut { running } | Ended::Interrupted { running, .. } = ended {
-        tail_ranks.extend(running);
+        cause_ranks.extend(running);
     }
-    tail_ranks.sort_unstable();
-    tail_ranks.dedup();
-    for rank in tail_ranks {
-        let reported = |tail: &str| errors.iter().any(|(r, m)| *r == rank && tail.ends_with(m.as_str()));
-        if let Some(tail) = stderr_tail(out, rank, TAIL_LINES).filter(|t| !reported(t)) {
-            parts.push(format!("last stderr lines of rank {rank}: {tail}"));
+    cause_ranks.sort_unstable();
+    cause_ranks.dedup();
+    for rank in cause_ranks {
+        let reported = |line: &str| {
+            errors.iter().any(|(r, m)| *r == rank && m.lines().filter(|l| !cause::is_noise(l)).any(|l| line.ends_with(l.trim())))
+        };
+        if let Some(found) = cause::of_rank(out, rank).filter(|c| !reported(&c.line)) {
+            parts.push(format!("rank {rank}'s error line ({}): {}", found.log.display(), found.line));
         }
     }
-    if parsed.is_none() && errors.is_empty() && !matches!(ended, Ended::TimedOut { .. } | Ended::Interrupted { .. }) {
-        let tail: Vec<&str> = mpirun_err.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("----")).collect();
+    let quiet = launcher_explained || matches!(ended, Ended::TimedOut { .. } | Ended::Interrupted { .. });
+    if parsed.is_none() && errors.is_empty() && !quiet {
+        let tail: Vec<&str> = mpirun_err.lines().filter(|l| !cause::is_noise(l) && !l.starts_with("----")).collect();
         if !tail.is_empty() {
             parts.push(format!("{launcher} stderr: {}", tail[tail.len().saturating_sub(TAIL_LINES)..].join(" | ")));
         }

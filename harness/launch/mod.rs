@@ -1,12 +1,13 @@
 //! Launching ranks: mpirun/srun command lines, supervision, timeouts, process-group kill.
 
+pub mod cause;
 pub mod command;
 pub mod failure;
 pub mod hosts;
 pub mod leftovers;
-pub mod progress;
 pub mod signals;
 pub mod supervise;
+pub mod unreached;
 
 use crate::manifest::caveat::Caveat;
 use crate::spec::RunPlan;
@@ -26,7 +27,7 @@ pub struct LaunchOutcome {
     pub transport: String,
     /// The launcher's exit code, when it exited by itself.
     pub exit_code: Option<i32>,
-    /// Why the run failed (which rank, status or signal, last stderr lines), if it did.
+    /// Why the run failed (which rank, status or signal, its own error line), if it did.
     pub failure: Option<String>,
     /// Ranks of other parlab stores that ran on this machine during the launch (a caveat).
     pub foreign_ranks: Vec<leftovers::RankProcess>,
@@ -53,7 +54,7 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
     let limit = match timeout_duration(plan.timeout_s) {
         Ok(limit) => limit,
         Err(why) => {
-            outcome.failure = Some(why);
+            outcome.failure = Some(why.to_string());
             return outcome;
         }
     };
@@ -75,22 +76,31 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
             if let supervise::Ended::Exited(code) = ended {
                 outcome.exit_code = Some(code);
             }
-            outcome.failure = failure::explain(&ended, out, plan.timeout_s, &cmd.program);
+            outcome.failure = failure::explain(&ended, out, plan, &cmd.program);
         }
         Err(e) => outcome.failure = Some(e.to_string()),
     }
     outcome
 }
 
+/// A plan's `timeout_s` that parlab cannot wait for (a hand-edited plan; validation refuses it).
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error(
+    "the plan's timeout of {seconds:e} s is not one parlab can wait for (more than 0, at most {} s); nothing was launched",
+    crate::spec::fields::MAX_TIMEOUT_S
+)]
+pub struct BadTimeout {
+    /// The plan's `timeout_s`.
+    pub seconds: f64,
+}
+
 /// A plan's `timeout_s` as a duration: more than 0 and at most the spec's limit (validation
 /// refuses anything else; a hand-edited plan gets this reason instead of a panic).
-pub fn timeout_duration(seconds: f64) -> Result<Duration, String> {
+pub fn timeout_duration(seconds: f64) -> Result<Duration, BadTimeout> {
     let max = crate::spec::fields::MAX_TIMEOUT_S;
     match Duration::try_from_secs_f64(seconds) {
         Ok(limit) if seconds > 0.0 && seconds <= max => Ok(limit),
-        _ => Err(format!(
-            "the plan's timeout of {seconds:e} s is not one parlab can wait for (more than 0, at most {max} s); nothing was launched"
-        )),
+        _ => Err(BadTimeout { seconds }),
     }
 }
 
@@ -154,7 +164,8 @@ mod tests {
         assert_eq!(timeout_duration(90.0), Ok(Duration::from_secs(90)));
         for bad in [1e300, f64::INFINITY, f64::NAN, -5.0, 0.0, 7.0 * 86400.0 + 1.0] {
             let why = timeout_duration(bad).unwrap_err();
-            assert!(why.contains("at most 604800 s"), "{bad}: {why}");
+            assert!(why.seconds.to_bits() == bad.to_bits(), "{bad}: {why:?}");
+            assert!(why.to_string().contains("at most 604800 s"), "{bad}: {why}");
         }
     }
 }

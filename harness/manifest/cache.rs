@@ -23,7 +23,7 @@ pub fn older_build_caveat(list: &[Manifest]) -> Option<String> {
         .iter()
         .map(|m| match m.parlab.measuring.as_str() {
             "" => "none recorded".to_string(),
-            d => d.chars().take(12).collect(),
+            d => crate::identity::short(d).to_string(),
         })
         .collect();
     Some(format!(

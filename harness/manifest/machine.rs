@@ -58,7 +58,7 @@ impl Fingerprint {
     /// The sha256 (12 hex) of the fingerprint's canonical JSON.
     pub fn id(&self) -> String {
         let text = serde_json::to_string(self).unwrap_or_default();
-        hex::encode(Sha256::digest(text.as_bytes()))[..12].to_string()
+        crate::identity::short(&hex::encode(Sha256::digest(text.as_bytes()))).to_string()
     }
 
     /// One line for the register: CPU, cores, memory, OS, Open MPI, torch, GPUs.

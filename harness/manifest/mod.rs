@@ -13,6 +13,7 @@ pub mod caveat;
 pub mod lock;
 pub mod machine;
 pub mod placement;
+pub mod plausible;
 pub mod provenance;
 pub mod retire;
 pub mod summary;
@@ -52,8 +53,8 @@ impl Origin {
 }
 
 /// The origins of every run identity in `runs`, in suite order.
-pub fn origins_by_run(runs: &[RunPlan]) -> std::collections::BTreeMap<String, Vec<Origin>> {
-    let mut map: std::collections::BTreeMap<String, Vec<Origin>> = std::collections::BTreeMap::new();
+pub fn origins_by_run(runs: &[RunPlan]) -> std::collections::BTreeMap<crate::identity::RunId, Vec<Origin>> {
+    let mut map: std::collections::BTreeMap<crate::identity::RunId, Vec<Origin>> = std::collections::BTreeMap::new();
     for r in runs {
         let list = map.entry(r.run_id.clone()).or_default();
         let o = Origin::of(r);
@@ -137,9 +138,9 @@ pub struct Manifest {
     /// Format version.
     pub schema: String,
     /// Run identity.
-    pub run_id: String,
+    pub run_id: crate::identity::RunId,
     /// Answer identity.
-    pub answer_id: String,
+    pub answer_id: crate::identity::AnswerId,
     /// Experiment name (the first of `origins`).
     pub experiment: String,
     /// Every experiment of the last suite that expanded to this run identity, with its spec
@@ -307,12 +308,60 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// A manifest file that could not be used, and why.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct Skipped {
     /// The file.
     pub path: PathBuf,
     /// Why it was skipped.
-    pub reason: String,
+    pub reason: ReadError,
+}
+
+/// Why a file in the manifests folder is not read as a manifest (the caller names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be read (not a regular file, too large, an I/O error).
+    #[error("{}", .0.reason())]
+    Unreadable(crate::files::FileError),
+    /// The file is not JSON.
+    #[error("not valid JSON ({0})")]
+    NotJson(serde_json::Error),
+    /// The file has no `schema` key.
+    #[error("not a parlab manifest (no `schema` key)")]
+    NoSchema,
+    /// An older parlab wrote it; it is not migrated.
+    #[error("written by an older parlab ({tag}: {lacked}); `parlab run` re-measures it (or delete it); it is not migrated because its figures were not stored as the values this parlab reads")]
+    OlderSchema {
+        /// The older format tag.
+        tag: &'static str,
+        /// What that format lacked.
+        lacked: &'static str,
+    },
+    /// A schema tag this parlab does not know.
+    #[error("schema `{0}` is not {SCHEMA}")]
+    ForeignSchema(String),
+    /// The JSON does not have the manifest's shape.
+    #[error("malformed manifest ({0})")]
+    Malformed(serde_json::Error),
+    /// A number no measurement gives (non-finite, a negative time, an absurd magnitude).
+    #[error(transparent)]
+    Implausible(#[from] plausible::Implausible),
+    /// The file is named for another run.
+    #[error("file name does not match its run_id {0}")]
+    MisnamedFile(crate::identity::RunId),
+    /// A results file the manifest names is missing or not a parquet file.
+    #[error(transparent)]
+    Results(#[from] ResultsProblem),
+}
+
+/// Why a results file a manifest names cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsProblem {
+    /// It is missing, not a regular file, or unreadable.
+    #[error("results file {}", .0.reason())]
+    Unreadable(crate::files::FileError),
+    /// It lacks parquet's magic bytes at either end.
+    #[error("results file is not a parquet file (truncated or overwritten)")]
+    NotParquet,
 }
 
 /// Every readable manifest in `dir` (sorted by experiment, then plan index), and the files skipped.
@@ -327,8 +376,10 @@ pub fn read_all(dir: &Path) -> (Vec<Manifest>, Vec<Skipped>) {
         .filter(|p| !p.is_dir() && p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    for path in files {
-        match read_one(&path) {
+    // Read in parallel, kept in file order.
+    let read = crate::parallel::map(&files, |path| read_one(path));
+    for (path, result) in files.into_iter().zip(read) {
+        match result {
             Ok(m) => manifests.push(m),
             Err(reason) => skipped.push(Skipped { path, reason }),
         }
@@ -338,27 +389,32 @@ pub fn read_all(dir: &Path) -> (Vec<Manifest>, Vec<Skipped>) {
 }
 
 /// Reads one manifest, refusing foreign or corrupt files with a reason.
-pub fn read_one(path: &Path) -> Result<Manifest, String> {
-    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).map_err(|e| e.reason())?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| format!("not valid JSON ({e})"))?;
+pub fn read_one(path: &Path) -> Result<Manifest, ReadError> {
+    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).map_err(ReadError::Unreadable)?;
+    let manifest = parse_checked(&text)?;
+    let expected = format!("{}.json", manifest.run_id);
+    if path.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
+        return Err(ReadError::MisnamedFile(manifest.run_id));
+    }
+    Ok(manifest)
+}
+
+/// Parses a manifest's text, refusing another schema, an implausible number or a malformed file
+/// with a reason (through a JSON value, which the plausibility check walks).
+fn parse_checked(text: &str) -> Result<Manifest, ReadError> {
+    let value: Value = serde_json::from_str(text).map_err(ReadError::NotJson)?;
     match value.get("schema").and_then(Value::as_str) {
         Some(SCHEMA) => {}
         Some(old) => {
             return Err(match OLDER_SCHEMAS.iter().find(|(tag, _)| *tag == old) {
-                Some((tag, lacked)) => format!(
-                    "written by an older parlab ({tag}: {lacked}); `parlab run` re-measures it (or delete it); it is not migrated because its figures were not stored as the values this parlab reads"
-                ),
-                None => format!("schema `{old}` is not {SCHEMA}"),
+                Some(&(tag, lacked)) => ReadError::OlderSchema { tag, lacked },
+                None => ReadError::ForeignSchema(old.to_string()),
             })
         }
-        None => return Err("not a parlab manifest (no `schema` key)".into()),
+        None => return Err(ReadError::NoSchema),
     }
-    let manifest: Manifest = serde_json::from_value(value).map_err(|e| format!("malformed manifest ({e})"))?;
-    let expected = format!("{}.json", manifest.run_id);
-    if path.file_name().and_then(|n| n.to_str()) != Some(expected.as_str()) {
-        return Err(format!("file name does not match its run_id {}", manifest.run_id));
-    }
-    Ok(manifest)
+    plausible::check(&value)?;
+    serde_json::from_value(value).map_err(ReadError::Malformed)
 }
 
 /// The current time as RFC 3339 UTC with seconds.

@@ -37,7 +37,7 @@ pub fn retire_superseded(dir: &Path, suite: &[RunPlan]) -> std::io::Result<Vec<S
             std::fs::rename(&results, target)?;
         }
         std::fs::rename(Manifest::path_for(dir, &m.run_id), Manifest::path_for(&into, &m.run_id))?;
-        moved.push(format!("{} {}", m.experiment, &m.run_id[..12.min(m.run_id.len())]));
+        moved.push(format!("{} {}", m.experiment, m.run_id.short()));
     }
     Ok(moved)
 }

@@ -13,13 +13,136 @@ pub enum ModelError {
         /// The path that was looked up.
         path: PathBuf,
     },
-    /// config.json could not be read or parsed.
-    #[error("{path}: {message}")]
+    /// config.json could not be read (not a regular file, too large, an I/O error).
+    #[error(transparent)]
+    Unreadable(#[from] crate::files::FileError),
+    /// config.json is not JSON.
+    #[error("{path}: not valid JSON: {cause}")]
+    NotJson {
+        /// The config file.
+        path: PathBuf,
+        /// The parser's complaint.
+        cause: serde_json::Error,
+    },
+    /// config.json parsed, but a value in it is wrong.
+    #[error("{path}: {problem}")]
     BadConfig {
         /// The config file.
         path: PathBuf,
-        /// What went wrong.
-        message: String,
+        /// What is wrong in it.
+        problem: ConfigError,
+    },
+}
+
+/// What is wrong with a value in a config.json (the file is named by [`ModelError`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// A size is not a positive integer.
+    #[error("`{key}` must be a positive integer, found {found}")]
+    NotPositive {
+        /// The key.
+        key: String,
+        /// The value found.
+        found: Value,
+    },
+    /// A size does not fit in 32 bits.
+    #[error("`{key}` {value} is too large (at most {})", u32::MAX)]
+    TooLarge {
+        /// The key.
+        key: &'static str,
+        /// The value found.
+        value: u64,
+    },
+    /// None of the keys a size may have is present.
+    #[error("config.json has none of {names:?}")]
+    Absent {
+        /// The keys looked for.
+        names: Vec<&'static str>,
+    },
+    /// The heads do not divide the width.
+    #[error("the width {hidden} is not a multiple of the {heads} attention heads")]
+    WidthNotDivisible {
+        /// Width of the residual stream.
+        hidden: u32,
+        /// Attention heads.
+        heads: u32,
+    },
+    /// The key/value heads do not divide the heads.
+    #[error("the {heads} attention heads are not a multiple of the {kv_heads} key/value heads")]
+    KvHeadsNotDivisible {
+        /// Attention heads.
+        heads: u32,
+        /// Key/value heads.
+        kv_heads: u32,
+    },
+    /// A GPT-2 activation parlab does not compute (the JSON text found, empty if not a string).
+    #[error("`activation_function` {found} is not one parlab's GPT-2 computes ({})", GPT2_ACTIVATIONS.join(", "))]
+    Activation {
+        /// The value found, as JSON.
+        found: String,
+    },
+    /// A value that must be a number is not.
+    #[error("`{key}` must be a number, found {found}")]
+    NotNumber {
+        /// The key.
+        key: String,
+        /// The value found.
+        found: Value,
+    },
+    /// A value that must be a boolean is not.
+    #[error("`{key}` must be true or false, found {found}")]
+    NotFlag {
+        /// The key.
+        key: String,
+        /// The value found.
+        found: Value,
+    },
+    /// `rope_theta` is not a finite number above 1.
+    #[error("`rope_theta` must be a number above 1, found {0}")]
+    RopeTheta(f64),
+    /// A rotary scaling type parlab does not compute.
+    #[error("`rope_scaling` of type {0:?} is not one parlab computes (default, llama3)")]
+    RopeType(String),
+    /// Llama 3 rotary scaling lacks a key.
+    #[error("`rope_scaling` of type llama3 needs `{0}`")]
+    Llama3Missing(String),
+    /// Llama 3 rotary scaling factors out of order.
+    #[error("`rope_scaling` of type llama3 needs factor > 0 and high_freq_factor > low_freq_factor > 0")]
+    Llama3Factors,
+    /// A `model_type` outside the Llama family read as one.
+    #[error("model_type {model_type:?} is not one of the Llama family parlab computes ({})", crate::model::llama::LLAMA_TYPES.join(", "))]
+    NotLlama {
+        /// The config's `model_type`.
+        model_type: String,
+    },
+    /// A feed-forward activation other than SwiGLU.
+    #[error("`hidden_act` {0:?} is not the SwiGLU activation parlab computes (silu)")]
+    HiddenAct(String),
+    /// Sliding-window attention.
+    #[error("`use_sliding_window: true` is not computed by parlab (sliding-window attention)")]
+    SlidingWindow,
+    /// `head_dim` is zero or odd.
+    #[error("`head_dim` must be a positive even number, found {0}")]
+    HeadDim(u64),
+    /// The derived head width is odd.
+    #[error("the head width {0} is odd; rotary embeddings rotate pairs")]
+    OddHeadWidth(usize),
+    /// Mixtral's sliding-window attention.
+    #[error("`sliding_window` {0} is not computed by parlab (sliding-window attention; use null)")]
+    MixtralSlidingWindow(Value),
+    /// A mixtral config without experts.
+    #[error("a mixtral config needs `num_local_experts` (its experts per layer)")]
+    MixtralWithoutExperts,
+    /// Experts in a config of a dense Llama-family type.
+    #[error("`num_local_experts` is read for model_type mixtral; parlab computes {0} dense")]
+    ExpertsOfDenseType(String),
+    /// More experts per token than experts.
+    #[error("`num_experts_per_tok` {top_k} is more than the {experts} experts (`num_local_experts`)")]
+    TopKAboveExperts {
+        /// Experts per token.
+        top_k: usize,
+        /// Experts per layer.
+        experts: usize,
     },
 }
 
@@ -78,50 +201,55 @@ pub const GPT2_ACTIVATIONS: [&str; 3] = ["gelu_new", "gelu_pytorch_tanh", "gelu"
 
 /// The shape rules `parlab shape` and transformers apply: heads divide the width (unless
 /// `head_dim` is given), KV heads divide the heads, and GPT-2 uses an activation parlab computes.
-fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hidden: u32) -> Result<(), String> {
+fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hidden: u32) -> Result<(), ConfigError> {
     if raw.get("head_dim").is_none() && !hidden.is_multiple_of(heads) {
-        return Err(format!("the width {hidden} is not a multiple of the {heads} attention heads"));
+        return Err(ConfigError::WidthNotDivisible { hidden, heads });
     }
     if !heads.is_multiple_of(kv_heads) {
-        return Err(format!("the {heads} attention heads are not a multiple of the {kv_heads} key/value heads"));
+        return Err(ConfigError::KvHeadsNotDivisible { heads, kv_heads });
     }
     if model_type == "gpt2" {
         crate::model::gpt2::MoeDims::from_raw(raw, 1)?;
         let act = raw.get("activation_function").map_or(Some("gelu_new"), Value::as_str);
         if !act.is_some_and(|a| GPT2_ACTIVATIONS.contains(&a)) {
             let found = raw.get("activation_function").map_or(String::new(), Value::to_string);
-            return Err(format!("`activation_function` {found} is not one parlab's GPT-2 computes ({})", GPT2_ACTIVATIONS.join(", ")));
+            return Err(ConfigError::Activation { found });
         }
     }
     Ok(())
 }
 
 impl ModelConfig {
+    /// True when the config declares a mixture of experts (`num_local_experts`) that reads
+    /// cleanly; a malformed mixture counts as dense here and is reported where it is read.
+    pub fn is_mixture(&self) -> bool {
+        matches!(crate::model::moe::MoeDims::from_raw(&self.raw, self.intermediate as usize), Ok(Some(_)))
+    }
+
     /// Reads `dir/config.json`.
     pub fn read(dir: &Path) -> Result<Self, ModelError> {
         let path = dir.join("config.json");
         if !path.exists() {
             return Err(ModelError::Missing { path: dir.to_path_buf() });
         }
-        let text = crate::files::read_text(&path, crate::files::TEXT_LIMIT)
-            .map_err(|e| ModelError::BadConfig { path: path.clone(), message: e.reason() })?;
-        let raw: Value = serde_json::from_str(&text)
-            .map_err(|e| ModelError::BadConfig { path: path.clone(), message: format!("not valid JSON: {e}") })?;
-        Self::from_value(raw).map_err(|message| ModelError::BadConfig { path, message })
+        let text = crate::files::read_text(&path, crate::files::TEXT_LIMIT)?;
+        let raw: Value = serde_json::from_str(&text).map_err(|cause| ModelError::NotJson { path: path.clone(), cause })?;
+        Self::from_value(raw).map_err(|problem| ModelError::BadConfig { path, problem })
     }
 
     /// Builds the dimensions from a parsed config.json.
-    pub fn from_value(raw: Value) -> Result<Self, String> {
-        let size = |names: &[&'static str]| -> Result<Option<u32>, String> {
+    pub fn from_value(raw: Value) -> Result<Self, ConfigError> {
+        let size = |names: &[&'static str]| -> Result<Option<u32>, ConfigError> {
             let Some((key, v)) = names.iter().find_map(|n| raw.get(*n).map(|v| (*n, v))) else { return Ok(None) };
-            let n = v.as_u64().ok_or_else(|| format!("`{key}` must be a positive integer, found {v}"))?;
-            let n = u32::try_from(n).map_err(|_| format!("`{key}` {n} is too large (at most {})", u32::MAX))?;
+            let not_positive = || ConfigError::NotPositive { key: key.to_string(), found: v.clone() };
+            let n = v.as_u64().ok_or_else(not_positive)?;
+            let n = u32::try_from(n).map_err(|_| ConfigError::TooLarge { key, value: n })?;
             if n == 0 {
-                return Err(format!("`{key}` must be a positive integer, found 0"));
+                return Err(not_positive());
             }
             Ok(Some(n))
         };
-        let need = |names: &[&'static str]| size(names)?.ok_or_else(|| format!("config.json has none of {names:?}"));
+        let need = |names: &[&'static str]| size(names)?.ok_or_else(|| ConfigError::Absent { names: names.to_vec() });
         let model_type = raw.get("model_type").and_then(Value::as_str).unwrap_or("gpt2").to_string();
         let layers = need(&["n_layer", "num_hidden_layers"])?;
         let heads = need(&["n_head", "num_attention_heads"])?;
@@ -170,13 +298,14 @@ mod tests {
     #[test]
     fn heads_that_do_not_divide_the_width_are_refused() {
         let err = ModelConfig::from_value(gpt2(json!({"n_head": 5}))).unwrap_err();
-        assert_eq!(err, "the width 64 is not a multiple of the 5 attention heads");
+        assert_eq!(err, ConfigError::WidthNotDivisible { hidden: 64, heads: 5 });
+        assert_eq!(err.to_string(), "the width 64 is not a multiple of the 5 attention heads");
     }
 
     #[test]
     fn kv_heads_must_divide_the_heads() {
         let err = ModelConfig::from_value(gpt2(json!({"model_type": "llama", "num_key_value_heads": 3}))).unwrap_err();
-        assert!(err.contains("not a multiple of the 3 key/value heads"), "{err}");
+        assert_eq!(err, ConfigError::KvHeadsNotDivisible { heads: 4, kv_heads: 3 });
     }
 
     #[test]
@@ -187,14 +316,14 @@ mod tests {
             (json!({"n_layer": 2.5}), "`n_layer` must be a positive integer, found 2.5"),
             (json!({"n_embd": 4294967360u64}), "`n_embd` 4294967360 is too large (at most 4294967295)"),
         ] {
-            assert_eq!(ModelConfig::from_value(gpt2(extra)).unwrap_err(), want);
+            assert_eq!(ModelConfig::from_value(gpt2(extra)).unwrap_err().to_string(), want);
         }
     }
 
     #[test]
     fn a_gpt2_activation_parlab_does_not_compute_is_refused() {
         let err = ModelConfig::from_value(gpt2(json!({"activation_function": "relu"}))).unwrap_err();
-        assert!(err.contains("\"relu\" is not one parlab's GPT-2 computes"), "{err}");
+        assert_eq!(err, ConfigError::Activation { found: "\"relu\"".into() });
         assert!(ModelConfig::from_value(gpt2(json!({"activation_function": "gelu"}))).is_ok());
     }
 }

@@ -15,9 +15,8 @@ use std::sync::Arc;
 use tch::{Kind, Tensor};
 
 mod context;
-mod moe;
-pub use context::{chunk_rows, Chunk, KvRing, RingAttention};
-pub use moe::{Assignment, Choice, Mixture, MoeDims};
+pub use super::moe::{Assignment, Choice, ExpertKind, Mixture, MoeDims};
+pub use context::{chunk_rows, ring_context, Chunk, KvRing, QueryHeads, RingAttention};
 
 /// The sums and gathers a split model needs; [`Alone`] for a model that is not split.
 pub trait Reduce {
@@ -129,11 +128,8 @@ impl Dims {
     }
 
     /// The same dimensions with a run's routing skew (ignored by a dense model).
-    pub fn with_routing_skew(mut self, skew: f64) -> Self {
-        if let Some(m) = self.moe.as_mut() {
-            m.skew = skew;
-        }
-        self
+    pub fn with_routing_skew(self, skew: f64) -> Self {
+        Self { moe: self.moe.map(|m| MoeDims { skew, ..m }), ..self }
     }
 }
 
@@ -159,7 +155,7 @@ pub fn check_shapes(ckpt: &Checkpoint, d: &Dims) -> Result<(), WeightsError> {
         ckpt.expect_shape(&t("attn.c_proj.weight"), &[w, w])?;
         ckpt.expect_shape(&t("attn.c_proj.bias"), &[w])?;
         if let Some(m) = &d.moe {
-            moe::check_shapes(ckpt, m, l, w)?;
+            super::moe::check_shapes(ckpt, m, &t("mlp"), ExpertKind::Gpt2Mlp { gelu: d.gelu }, w)?;
             continue;
         }
         ckpt.expect_shape(&t("mlp.c_fc.weight"), &[w, f])?;
@@ -333,7 +329,7 @@ fn load_layer(ck: &Checkpoint, d: &Dims, s: &PartShare, l: usize) -> Result<Laye
         b_o: ck.full(&p("attn.c_proj.bias"))?,
         ln2: ln("ln_2")?,
         mlp: match &d.moe {
-            Some(m) => Mlp::Mixture(Mixture::load(ck, m, l, s.experts, d.gelu)?),
+            Some(m) => Mlp::Mixture(Mixture::load(ck, m, &p("mlp"), s.experts, ExpertKind::Gpt2Mlp { gelu: d.gelu })?),
             None => Mlp::Dense {
                 w_fc: out_in(ck.columns(&p("mlp.c_fc.weight"), &[(f0, f1)])?),
                 b_fc: ck.elements(&p("mlp.c_fc.bias"), &[(f0, f1)])?,
@@ -566,11 +562,7 @@ impl Gpt2Part {
     fn mlp_streamed(mlp: &Mlp) -> u64 {
         match mlp {
             Mlp::Dense { w_fc, b_fc, w_proj, b_proj } => [w_fc, b_fc, w_proj, b_proj].iter().map(|t| t.numel() as u64).sum(),
-            Mlp::Mixture(m) => {
-                let (router, experts) = m.numel();
-                let held = m.held().len().max(1) as u64;
-                router + experts / held * held.min(m.dims().top_k as u64)
-            }
+            Mlp::Mixture(m) => m.streamed_numel(),
         }
     }
 

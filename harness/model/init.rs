@@ -29,7 +29,9 @@
 //! follow the same reasoning: `embed_tokens` ~ N(0, 1), `lm_head` untied ~ N(0, (10/√d)²),
 //! `q_proj` and `k_proj` ~ N(0, (2/√d)²), `v_proj` ~ N(0, 1/d), `o_proj`, `gate_proj`,
 //! `up_proj`, `down_proj` ~ N(0, 1/fan_in), RMSNorm gains (and Qwen3's per-head q/k norms)
-//! 1 + N(0, 0.1²), the biases a config asks for (Qwen2's q/k/v) ~ N(0, 0.02²).
+//! 1 + N(0, 0.1²), the biases a config asks for (Qwen2's q/k/v) ~ N(0, 0.02²). A Mixtral
+//! config's blocks draw, in place of the MLP, the router `block_sparse_moe.gate.weight` ~ N(0, 1/d)
+//! and per expert `w1`, `w3` ~ N(0, 1/d), `w2` ~ N(0, 1/intermediate_size).
 //!
 //! Each tensor draws from its own splitmix64 stream (seed, tensor name) with Box-Muller
 //! normals, so the bytes depend on the seed and the config only.
@@ -131,6 +133,16 @@ fn llama_recipes(d: &LlamaDims) -> Vec<Recipe> {
             out.push(normal(at("self_attn.o_proj.bias"), vec![w], 0.0, 0.02));
         }
         out.push(gain(at("post_attention_layernorm.weight"), w));
+        if let Some(m) = &d.moe {
+            out.push(normal(at("block_sparse_moe.gate.weight"), vec![m.experts, w], 0.0, inv(w)));
+            for e in 0..m.experts {
+                let expert = |n: &str| at(&format!("block_sparse_moe.experts.{e}.{n}.weight"));
+                out.push(normal(expert("w1"), vec![f, w], 0.0, inv(w)));
+                out.push(normal(expert("w3"), vec![f, w], 0.0, inv(w)));
+                out.push(normal(expert("w2"), vec![w, f], 0.0, inv(f)));
+            }
+            continue;
+        }
         out.push(normal(at("mlp.gate_proj.weight"), vec![f, w], 0.0, inv(w)));
         out.push(normal(at("mlp.up_proj.weight"), vec![f, w], 0.0, inv(w)));
         out.push(normal(at("mlp.down_proj.weight"), vec![w, f], 0.0, inv(f)));

@@ -1,15 +1,21 @@
-//! The Llama family by shares (llama, qwen2, qwen3): RMSNorm, rotary position embeddings,
-//! grouped-query attention, SwiGLU, read from Hugging Face's tensor names.
+//! The Llama family by shares (llama, qwen2, qwen3, mixtral): RMSNorm, rotary position
+//! embeddings, grouped-query attention, SwiGLU (or Mixtral's mixture of SwiGLU experts, see
+//! [`crate::model::moe`]), read from Hugging Face's tensor names.
 //!
 //! A tensor split divides the query heads and the feed-forward width by ranks as GPT-2's does.
 //! Query head `h` reads key/value head `h / (heads / kv_heads)`, so a rank holds the key/value
 //! heads its query heads need: a share of them while the world divides them, one replicated
 //! head beyond. Row-parallel outputs (`o_proj`, `down_proj`) go through the same [`Reduce`] as
-//! GPT-2's: two all-reduces per layer. One row on the host in float32 (a decode step) runs on
+//! GPT-2's: two all-reduces per layer. Mixtral's experts are split by columns as the SwiGLU is
+//! (every rank routes its rows the same way with the whole router, computes its columns of the
+//! chosen experts, and the weighted partial outputs are summed by the layer's second
+//! all-reduce); in an expert split the ranks holding the experts compute them (`rank::expert`,
+//! through [`Reduce::mixture`]). One row on the host in float32 (a decode step) runs on
 //! slices with parlab's matvec kernels; several rows (prefill), or any on a GPU, on libtorch.
 
-use super::gpt2::{causal, linear, store_kv, Chunk, KvCache, KvRing, Reduce};
+use super::gpt2::{causal, chunk_rows, linear, ring_context, store_kv, Alone, Chunk, KvCache, KvRing, QueryHeads, Reduce};
 use super::matvec::matvec_row;
+use super::moe::{self, ExpertKind, Mixture};
 use super::part::{DecoderPart, PartError};
 use super::placement::Placement;
 use super::row::{f32s, f32s_mut, Cache};
@@ -36,6 +42,8 @@ pub struct LlamaShare {
     pub layers: Span,
     /// Rows of the output head, if this part produces logits.
     pub vocab: Option<Span>,
+    /// Experts held in every mixture layer (an empty span for a dense model).
+    pub experts: Span,
 }
 
 /// The key/value heads query heads `heads` read: `[first / group, ceil(end / group))`.
@@ -48,7 +56,15 @@ impl LlamaShare {
     /// The whole model.
     pub fn whole(d: &LlamaDims) -> Self {
         let all = |n: usize| Span::new(0, n as u32);
-        LlamaShare { heads: all(d.heads), kv_heads: all(d.kv_heads), ffn: all(d.ffn), layers: all(d.layers), vocab: Some(all(d.vocab)) }
+        let experts = all(d.moe.as_ref().map_or(0, |m| m.experts));
+        LlamaShare {
+            heads: all(d.heads),
+            kv_heads: all(d.kv_heads),
+            ffn: all(d.ffn),
+            layers: all(d.layers),
+            vocab: Some(all(d.vocab)),
+            experts,
+        }
     }
 
     /// A rank's share from the plan's layout (absent spans mean everything, except the vocabulary).
@@ -61,8 +77,14 @@ impl LlamaShare {
             ffn: share.ffn.unwrap_or(w.ffn),
             layers: share.layers.unwrap_or(w.layers),
             vocab: share.vocab,
+            experts: share.experts.unwrap_or(w.experts),
         }
     }
+}
+
+/// The prefix of layer `l`'s mixture tensors (Mixtral's names).
+fn mixture_prefix(l: usize) -> String {
+    at(l, "block_sparse_moe")
 }
 
 /// The name of layer `l`'s tensor `name`.
@@ -88,11 +110,18 @@ pub fn check_shapes(ck: &Checkpoint, d: &LlamaDims) -> Result<(), WeightsError> 
             ("self_attn.k_proj.weight", vec![kv, w]),
             ("self_attn.v_proj.weight", vec![kv, w]),
             ("self_attn.o_proj.weight", vec![w, q]),
-            ("mlp.gate_proj.weight", vec![f, w]),
-            ("mlp.up_proj.weight", vec![f, w]),
-            ("mlp.down_proj.weight", vec![w, f]),
         ] {
             ck.expect_shape(&at(l, name), &shape)?;
+        }
+        match &d.moe {
+            Some(m) => moe::check_shapes(ck, m, &mixture_prefix(l), ExpertKind::SwiGlu { columns: Span::new(0, f as u32) }, w)?,
+            None => {
+                for (name, shape) in
+                    [("mlp.gate_proj.weight", vec![f, w]), ("mlp.up_proj.weight", vec![f, w]), ("mlp.down_proj.weight", vec![w, f])]
+                {
+                    ck.expect_shape(&at(l, name), &shape)?;
+                }
+            }
         }
         let optional = [
             (d.qkv_bias, "self_attn.q_proj.bias", q),
@@ -101,9 +130,9 @@ pub fn check_shapes(ck: &Checkpoint, d: &LlamaDims) -> Result<(), WeightsError> 
             (d.o_bias, "self_attn.o_proj.bias", w),
             (d.qk_norm, "self_attn.q_norm.weight", hd),
             (d.qk_norm, "self_attn.k_norm.weight", hd),
-            (d.mlp_bias, "mlp.gate_proj.bias", f),
-            (d.mlp_bias, "mlp.up_proj.bias", f),
-            (d.mlp_bias, "mlp.down_proj.bias", w),
+            (d.mlp_bias && d.moe.is_none(), "mlp.gate_proj.bias", f),
+            (d.mlp_bias && d.moe.is_none(), "mlp.up_proj.bias", f),
+            (d.mlp_bias && d.moe.is_none(), "mlp.down_proj.bias", w),
         ];
         for (_, name, n) in optional.iter().filter(|o| o.0) {
             ck.expect_shape(&at(l, name), &[*n])?;
@@ -124,19 +153,56 @@ struct Layer {
     w_o: Tensor,
     b_o: Option<Tensor>,
     post_norm: Tensor,
-    /// The held gate rows, then up rows: `[2 ffn, d]`.
-    w_gate_up: Tensor,
-    b_gate_up: Option<Tensor>,
-    /// Columns of the held feed-forward width: `[d, ffn]`.
-    w_down: Tensor,
-    b_down: Option<Tensor>,
+    ffn: Ffn,
+}
+
+/// A block's feed-forward part: the held columns of a SwiGLU, or Mixtral's mixture of experts.
+enum Ffn {
+    SwiGlu {
+        /// The held gate rows, then up rows: `[2 ffn, d]`.
+        w_gate_up: Tensor,
+        b_gate_up: Option<Tensor>,
+        /// Columns of the held feed-forward width: `[d, ffn]`.
+        w_down: Tensor,
+        b_down: Option<Tensor>,
+    },
+    Mixture(Mixture),
+}
+
+impl Ffn {
+    /// Parameters one decode step of one token reads.
+    fn streamed_numel(&self) -> u64 {
+        match self {
+            Ffn::SwiGlu { w_gate_up, b_gate_up, w_down, b_down } => {
+                [Some(w_gate_up), b_gate_up.as_ref(), Some(w_down), b_down.as_ref()].into_iter().flatten().map(|t| t.numel() as u64).sum()
+            }
+            Ffn::Mixture(m) => m.streamed_numel(),
+        }
+    }
+
+    /// The tensors on `p` (a mixture stays on the host, refused on CUDA by the spec).
+    fn placed(self, p: &Placement) -> Ffn {
+        match self {
+            Ffn::SwiGlu { w_gate_up, b_gate_up, w_down, b_down } => Ffn::SwiGlu {
+                w_gate_up: p.place(w_gate_up),
+                b_gate_up: b_gate_up.map(|t| p.place(t)),
+                w_down: p.place(w_down),
+                b_down: b_down.map(|t| p.place(t)),
+            },
+            mixture => mixture,
+        }
+    }
 }
 
 impl Layer {
-    fn tensors(&self) -> impl Iterator<Item = &Tensor> {
-        [&self.input_norm, &self.w_qkv, &self.w_o, &self.post_norm, &self.w_gate_up, &self.w_down]
+    /// Parameters one decode step of one token reads.
+    fn streamed_numel(&self) -> u64 {
+        let attention: u64 = [&self.input_norm, &self.w_qkv, &self.w_o, &self.post_norm]
             .into_iter()
-            .chain([&self.b_qkv, &self.q_norm, &self.k_norm, &self.b_o, &self.b_gate_up, &self.b_down].into_iter().flatten())
+            .chain([&self.b_qkv, &self.q_norm, &self.k_norm, &self.b_o].into_iter().flatten())
+            .map(|t| t.numel() as u64)
+            .sum();
+        attention + self.ffn.streamed_numel()
     }
 
     fn placed(self, p: &Placement) -> Layer {
@@ -150,10 +216,7 @@ impl Layer {
             w_o: p.place(self.w_o),
             b_o: opt(self.b_o),
             post_norm: p.place(self.post_norm),
-            w_gate_up: p.place(self.w_gate_up),
-            b_gate_up: opt(self.b_gate_up),
-            w_down: p.place(self.w_down),
-            b_down: opt(self.b_down),
+            ffn: self.ffn.placed(p),
         }
     }
 }
@@ -162,7 +225,6 @@ fn load_layer(ck: &Checkpoint, d: &LlamaDims, s: &LlamaShare, l: usize) -> Resul
     let hd = d.head_dim;
     let (q0, q1) = (s.heads.start as usize * hd, s.heads.end as usize * hd);
     let (k0, k1) = (s.kv_heads.start as usize * hd, s.kv_heads.end as usize * hd);
-    let (f0, f1) = (s.ffn.start as usize, s.ffn.end as usize);
     let rows = |name: &str, a: usize, b: usize| ck.rows(&at(l, name), a, b);
     let qkv = |suffix: &str| -> Result<Tensor, WeightsError> {
         let parts = [
@@ -171,9 +233,6 @@ fn load_layer(ck: &Checkpoint, d: &LlamaDims, s: &LlamaShare, l: usize) -> Resul
             rows(&format!("self_attn.v_proj.{suffix}"), k0, k1)?,
         ];
         Ok(Tensor::cat(&parts, 0))
-    };
-    let gate_up = |suffix: &str| -> Result<Tensor, WeightsError> {
-        Ok(Tensor::cat(&[rows(&format!("mlp.gate_proj.{suffix}"), f0, f1)?, rows(&format!("mlp.up_proj.{suffix}"), f0, f1)?], 0))
     };
     let full = |name: &str| ck.full(&at(l, name));
     Ok(Layer {
@@ -185,10 +244,25 @@ fn load_layer(ck: &Checkpoint, d: &LlamaDims, s: &LlamaShare, l: usize) -> Resul
         w_o: ck.columns(&at(l, "self_attn.o_proj.weight"), &[(q0, q1)])?,
         b_o: d.o_bias.then(|| full("self_attn.o_proj.bias")).transpose()?,
         post_norm: full("post_attention_layernorm.weight")?,
+        ffn: match &d.moe {
+            Some(m) => Ffn::Mixture(Mixture::load(ck, m, &mixture_prefix(l), s.experts, ExpertKind::SwiGlu { columns: s.ffn })?),
+            None => load_swiglu(ck, d, s, l)?,
+        },
+    })
+}
+
+/// Layer `l`'s SwiGLU feed-forward columns `s.ffn`.
+fn load_swiglu(ck: &Checkpoint, d: &LlamaDims, s: &LlamaShare, l: usize) -> Result<Ffn, WeightsError> {
+    let (f0, f1) = (s.ffn.start as usize, s.ffn.end as usize);
+    let gate_up = |suffix: &str| -> Result<Tensor, WeightsError> {
+        let rows = |name: &str| ck.rows(&at(l, &format!("mlp.{name}.{suffix}")), f0, f1);
+        Ok(Tensor::cat(&[rows("gate_proj")?, rows("up_proj")?], 0))
+    };
+    Ok(Ffn::SwiGlu {
         w_gate_up: gate_up("weight")?,
         b_gate_up: d.mlp_bias.then(|| gate_up("bias")).transpose()?,
         w_down: ck.columns(&at(l, "mlp.down_proj.weight"), &[(f0, f1)])?,
-        b_down: d.mlp_bias.then(|| full("mlp.down_proj.bias")).transpose()?,
+        b_down: d.mlp_bias.then(|| ck.full(&at(l, "mlp.down_proj.bias"))).transpose()?,
     })
 }
 
@@ -301,27 +375,70 @@ impl LlamaPart {
         let o = comm.reduced_matvec(&l.w_o, &ctx);
         add_into(h, &o, l.b_o.as_ref());
         row::rms_norm(h, f32s(&l.post_norm), eps, &mut a);
-        let mut gu = matvec_row(&l.w_gate_up, &a, l.b_gate_up.as_ref().map(f32s));
-        let (gate, up) = gu.split_at_mut(self.share.ffn.len() as usize);
-        row::silu_mul(gate, up);
-        let down = comm.reduced_matvec(&l.w_down, gate);
-        add_into(h, &down, l.b_down.as_ref());
+        match &l.ffn {
+            Ffn::SwiGlu { w_gate_up, b_gate_up, w_down, b_down } => {
+                let mut gu = matvec_row(w_gate_up, &a, b_gate_up.as_ref().map(f32s));
+                let (gate, up) = gu.split_at_mut(self.share.ffn.len() as usize);
+                row::silu_mul(gate, up);
+                let down = comm.reduced_matvec(w_down, gate);
+                add_into(h, &down, b_down.as_ref());
+            }
+            Ffn::Mixture(m) => {
+                let mut y = f32s(&comm.mixture(m, &Tensor::from_slice(&a).view([1, -1])).contiguous()).to_vec();
+                comm.all_reduce_row(&mut y);
+                add_into(h, &y, None);
+            }
+        }
     }
 
     fn block(&self, l: &Layer, h: Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize, comm: &mut dyn Reduce) -> Tensor {
+        self.block_with(l, h, comm, |part, a| part.attention(l, a, k_cache, v_cache, pos))
+    }
+
+    /// One block on rows `h`, the attention context of the normed rows computed by `attend`.
+    fn block_with(&self, l: &Layer, h: Tensor, comm: &mut dyn Reduce, attend: impl FnOnce(&Self, &Tensor) -> Tensor) -> Tensor {
         let a = rms_norm(&h, &l.input_norm, self.dims.eps);
-        let ctx = self.attention(l, &a, k_cache, v_cache, pos);
+        let ctx = attend(self, &a);
         let h = h + with_bias(comm.reduced_linear(&ctx, &l.w_o), l.b_o.as_ref());
         let m = rms_norm(&h, &l.post_norm, self.dims.eps);
-        let gu = linear(&m, &l.w_gate_up, l.b_gate_up.as_ref());
-        let f = self.share.ffn.len() as i64;
-        let act = gu.narrow(1, 0, f).silu() * gu.narrow(1, f, f);
-        h + with_bias(comm.reduced_linear(&act, &l.w_down), l.b_down.as_ref())
+        match &l.ffn {
+            Ffn::SwiGlu { w_gate_up, b_gate_up, w_down, b_down } => {
+                let gu = linear(&m, w_gate_up, b_gate_up.as_ref());
+                let f = self.share.ffn.len() as i64;
+                let act = gu.narrow(1, 0, f).silu() * gu.narrow(1, f, f);
+                h + with_bias(comm.reduced_linear(&act, w_down), b_down.as_ref())
+            }
+            Ffn::Mixture(mix) => {
+                let partial = comm.mixture(mix, &m);
+                h + comm.all_reduce(&partial)
+            }
+        }
     }
 
     /// Queries `[heads, T, hd]` and keys, values `[kv_heads, T, hd]` of rows `a` at positions
     /// `pos..`, normed (Qwen3) and rotated.
     fn qkv_heads(&self, l: &Layer, a: &Tensor, pos: usize) -> (Tensor, Tensor, Tensor) {
+        let (q, k, v) = self.qkv_unrotated(l, a);
+        (rope::rotate(&q, &self.inv_freq.1, pos), rope::rotate(&k, &self.inv_freq.1, pos), v)
+    }
+
+    /// [`LlamaPart::qkv_heads`] of a block whose rows are the prompt positions `chunks`, one chunk
+    /// after another (each chunk rotated from its own first position).
+    fn qkv_chunks(&self, l: &Layer, a: &Tensor, chunks: &[Chunk]) -> (Tensor, Tensor, Tensor) {
+        let (q, k, v) = self.qkv_unrotated(l, a);
+        let rotated = |x: &Tensor| {
+            let parts: Vec<Tensor> = chunks
+                .iter()
+                .zip(chunk_rows(chunks))
+                .map(|(c, (at, len))| rope::rotate(&x.narrow(1, at, len), &self.inv_freq.1, c.start))
+                .collect();
+            Tensor::cat(&parts, 1)
+        };
+        (rotated(&q), rotated(&k), v)
+    }
+
+    /// Queries `[heads, T, hd]` and keys, values `[kv_heads, T, hd]` of rows `a`, normed (Qwen3).
+    fn qkv_unrotated(&self, l: &Layer, a: &Tensor) -> (Tensor, Tensor, Tensor) {
         let (t, hd) = (a.size()[0], self.dims.head_dim as i64);
         let (hs, ks) = (self.share.heads.len() as i64, self.share.kv_heads.len() as i64);
         let qkv = linear(a, &l.w_qkv, l.b_qkv.as_ref());
@@ -331,7 +448,12 @@ impl LlamaPart {
             q = rms_norm(&q, qn, self.dims.eps);
             k = rms_norm(&k, kn, self.dims.eps);
         }
-        (rope::rotate(&q, &self.inv_freq.1, pos), rope::rotate(&k, &self.inv_freq.1, pos), v.contiguous())
+        (q, k, v.contiguous())
+    }
+
+    /// The key/value head (among those held) of each query head held, as an index tensor.
+    fn kv_index(&self, device: tch::Device) -> Tensor {
+        Tensor::from_slice(&self.kv_of.iter().map(|&j| j as i64).collect::<Vec<_>>()).to_device(device)
     }
 
     fn attention(&self, l: &Layer, a: &Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize) -> Tensor {
@@ -339,7 +461,7 @@ impl LlamaPart {
         let t = a.size()[0];
         store_kv(k_cache, v_cache, pos, &k, &v);
         let total = pos as i64 + t;
-        let index = Tensor::from_slice(&self.kv_of.iter().map(|&j| j as i64).collect::<Vec<_>>()).to_device(k_cache.device());
+        let index = self.kv_index(k_cache.device());
         let keys = k_cache.narrow(1, 0, total).index_select(0, &index);
         let values = v_cache.narrow(1, 0, total).index_select(0, &index);
         let mut scores = q.matmul(&keys.transpose(1, 2)) * self.scale();
@@ -429,13 +551,24 @@ impl DecoderPart for LlamaPart {
 
     fn streamed_bytes(&self) -> u64 {
         let numel = |t: &Tensor| t.numel() as u64;
-        let layers: u64 = self.layers.iter().flat_map(Layer::tensors).map(numel).sum();
+        let layers: u64 = self.layers.iter().map(Layer::streamed_numel).sum();
         let head = self.head.as_ref().map_or(0, |h| numel(&h.weight) + numel(&h.norm));
         let embed = if self.embeds() { self.dims.hidden as u64 } else { 0 };
         self.placement.element_bytes() * (layers + head + embed)
     }
 
-    fn prefill_block(&self, _: &[u32], _: &[Chunk], _: &mut KvCache, _: &mut dyn KvRing) -> Result<Tensor, PartError> {
-        Err(PartError::Unsupported { family: "llama", what: "a context-parallel prefill" })
+    fn prefill_block(&self, prompt: &[u32], chunks: &[Chunk], cache: &mut KvCache, ring: &mut dyn KvRing) -> Result<Tensor, PartError> {
+        let _guard = tch::no_grad_guard();
+        let embedded: Vec<Tensor> = chunks.iter().map(|c| self.embed(&prompt[c.clone()], c.start)).collect::<Result<_, _>>()?;
+        let mut h = Tensor::cat(&embedded, 0);
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (k_cache, v_cache) = cache.layer_mut(i);
+            h = self.block_with(layer, h, &mut Alone, |part, a| {
+                let (q, k, v) = part.qkv_chunks(layer, a, chunks);
+                let heads = QueryHeads { scale: part.scale(), kv_index: Some(part.kv_index(k.device())) };
+                ring_context(&q, (k, v), (k_cache, v_cache), chunks, ring, &heads)
+            });
+        }
+        Ok(h)
     }
 }

@@ -5,6 +5,7 @@ pub mod gpt2;
 pub mod init;
 pub mod llama;
 pub mod matvec;
+pub mod moe;
 pub mod part;
 pub mod placement;
 pub mod reference;
@@ -14,5 +15,5 @@ pub mod row;
 pub mod source;
 pub mod weights;
 
-pub use config::{ModelConfig, ModelError};
+pub use config::{ConfigError, ModelConfig, ModelError};
 pub use resolve::{resolve_model, ModelLocation};

@@ -6,20 +6,12 @@ use super::placement::Placement;
 use super::weights::WeightsError;
 use tch::Tensor;
 
-/// Errors of a model part outside loading: a family that does not compute what was asked.
+/// Errors of a model part outside loading.
 #[derive(Debug, thiserror::Error)]
 pub enum PartError {
     /// Reading weights failed.
     #[error(transparent)]
     Weights(#[from] WeightsError),
-    /// The family has no implementation of this computation.
-    #[error("{family} models do not implement {what} in this version")]
-    Unsupported {
-        /// The family (`llama`).
-        family: &'static str,
-        /// What was asked (`a context-parallel prefill`).
-        what: &'static str,
-    },
 }
 
 /// A share of one model family's decoder (immutable; its KV cache is a separate [`KvCache`]).

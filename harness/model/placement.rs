@@ -22,6 +22,12 @@ impl Placement {
         Placement { device: Device::Cpu, kind: Kind::Float, row_kernels: true }
     }
 
+    /// The host in element type `kind`: float32 takes the row kernels for one row; half
+    /// precision is computed by libtorch's operations (the row kernels are float32).
+    pub fn cpu_in(kind: Kind) -> Self {
+        Placement { kind, row_kernels: kind == Kind::Float, ..Self::cpu() }
+    }
+
     /// The host in float32 computing every step the way a GPU does (libtorch's fused operations):
     /// the GPU's code path, checkable where there is no GPU.
     pub fn cpu_as_gpu() -> Self {

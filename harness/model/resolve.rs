@@ -16,13 +16,44 @@ pub fn models_root() -> PathBuf {
     std::env::var_os("PARLAB_MODELS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("models"))
 }
 
+/// True when a spec's `model:` is a folder path (a slash, a leading `.`, or absolute), not a
+/// name under `models_root()`.
+pub fn is_path(name: &str) -> bool {
+    name.contains('/') || name.starts_with('.') || Path::new(name).is_absolute()
+}
+
+/// A relative `model:` path found only relative to the working folder (where parlab read model
+/// paths before they followed the spec, as `hostfile:` does).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{name}` is read relative to the spec's folder, where {} does not exist; it exists relative to the working folder (where parlab read model paths before they followed the spec, as `hostfile:` does), as {}: write the path relative to the spec's folder, or the absolute path", .from_spec.display(), .from_working_folder.display())]
+pub struct OnlyFromWorkingFolder {
+    /// The spec's text.
+    pub name: String,
+    /// Where it is read now: joined to the spec's folder.
+    pub from_spec: PathBuf,
+    /// Where it exists: from the working folder, made absolute.
+    pub from_working_folder: PathBuf,
+}
+
+/// A spec's `model:` as the model is then known: a name unchanged, an absolute path unchanged,
+/// a relative path joined to the spec's folder `spec_dir` (as `hostfile:` is). A relative path
+/// that exists only relative to the working folder (where parlab read model paths before) is
+/// refused naming both candidates, never picked silently.
+pub fn in_spec(name: &str, spec_dir: &Path) -> Result<String, OnlyFromWorkingFolder> {
+    if !is_path(name) || Path::new(name).is_absolute() {
+        return Ok(name.to_string());
+    }
+    let joined: PathBuf = spec_dir.join(name).components().filter(|c| *c != std::path::Component::CurDir).collect();
+    if joined.exists() || !Path::new(name).exists() {
+        return Ok(joined.display().to_string());
+    }
+    let from_working_folder = std::fs::canonicalize(name).unwrap_or_else(|_| PathBuf::from(name));
+    Err(OnlyFromWorkingFolder { name: name.to_string(), from_spec: joined, from_working_folder })
+}
+
 /// A name without a slash is looked up under `models_root()`; anything else is a path.
 pub fn resolve_model(name: &str) -> ModelLocation {
-    let dir = if name.contains('/') || name.starts_with('.') || Path::new(name).is_absolute() {
-        PathBuf::from(name)
-    } else {
-        models_root().join(name)
-    };
+    let dir = if is_path(name) { PathBuf::from(name) } else { models_root().join(name) };
     ModelLocation { name: name.to_string(), dir }
 }
 
@@ -37,4 +68,32 @@ pub fn known_models() -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_model_path_is_read_from_the_spec_folder_and_a_working_folder_one_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let specs = root.path().join("specs");
+        std::fs::create_dir_all(specs.join("beside")).unwrap();
+        std::fs::create_dir_all(root.path().join("elsewhere")).unwrap();
+        assert_eq!(in_spec("gpt2", &specs).unwrap(), "gpt2", "a name stays a name");
+        assert_eq!(in_spec("/abs/model", &specs).unwrap(), "/abs/model");
+        assert_eq!(in_spec("./beside", &specs).unwrap(), specs.join("beside").display().to_string());
+        assert_eq!(in_spec("./missing", &specs).unwrap(), specs.join("missing").display().to_string(), "the reader names it");
+        let cwd = std::env::current_dir().unwrap();
+        let here = tempfile::tempdir_in(&cwd).unwrap();
+        let name = format!("./{}", here.path().file_name().unwrap().to_string_lossy());
+        let err = in_spec(&name, &specs).unwrap_err();
+        assert_eq!(
+            (err.from_spec.clone(), err.from_working_folder.clone()),
+            (specs.join(name.trim_start_matches("./")), here.path().canonicalize().unwrap())
+        );
+        let err = err.to_string();
+        assert!(err.contains(&specs.join(name.trim_start_matches("./")).display().to_string()), "the spec-relative candidate: {err}");
+        assert!(err.contains(&here.path().canonicalize().unwrap().display().to_string()), "the working-folder candidate: {err}");
+    }
 }

@@ -102,19 +102,26 @@ pub fn load_part_on(
     match cfg.family() {
         Some(Family::Gpt2) => {
             let dims = Dims::from_config(cfg).with_routing_skew(skew);
-            if dims.moe.is_some() && placement != Placement::cpu() {
-                anyhow::bail!("a mixture model computes on the host in float32 only in this version (asked for {})", placement.describe());
-            }
+            host_only_mixture(dims.moe.is_some(), &placement)?;
             let share = share.map_or_else(|| PartShare::whole(&dims), |s| PartShare::from_rank(s, &dims));
             Ok(Box::new(Gpt2Part::load_on(ckpt, dims, share, placement)?))
         }
         Some(Family::Llama) => {
-            let dims = LlamaDims::from_config(cfg).map_err(|e| anyhow::anyhow!("{}: {e}", model.dir.display()))?;
+            let dims = LlamaDims::from_config(cfg).map_err(|e| anyhow::anyhow!("{}: {e}", model.dir.display()))?.with_routing_skew(skew);
+            host_only_mixture(dims.moe.is_some(), &placement)?;
             let share = share.map_or_else(|| LlamaShare::whole(&dims), |s| LlamaShare::from_rank(s, &dims));
             Ok(Box::new(LlamaPart::load_on(ckpt, dims, share, placement)?))
         }
         None => anyhow::bail!("{} is a {} model; parlab runs model_type {}", model.dir.display(), cfg.model_type, Family::runnable_types()),
     }
+}
+
+/// Refuses a mixture model anywhere but the host in float32 (its experts compute on slices).
+fn host_only_mixture(mixture: bool, placement: &Placement) -> anyhow::Result<()> {
+    if mixture && *placement != Placement::cpu() {
+        anyhow::bail!("a mixture model computes on the host in float32 only in this version (asked for {})", placement.describe());
+    }
+    Ok(())
 }
 
 /// The digest of the model code this build computes with (`harness/model` and the lock file):
@@ -123,7 +130,7 @@ pub const MODEL_DIGEST: &str = env!("PARLAB_MODEL_DIGEST");
 
 /// Where the reference answer of an answer identity is cached, for this build's model code.
 pub fn reference_stem(answer_id: &str) -> PathBuf {
-    crate::spec::weights::state_dir().join("reference").join(format!("{answer_id}-{}", &MODEL_DIGEST[..12]))
+    crate::spec::weights::state_dir().join("reference").join(format!("{answer_id}-{}", crate::identity::short(MODEL_DIGEST)))
 }
 
 /// The unsplit model's greedy answer for a plan: cached under `.parlab/reference/`, computed if missing.

@@ -84,12 +84,23 @@ fn load() -> Result<Library, NcclError> {
     Err(NcclError::NotLoadable(failures.join("; ")))
 }
 
-fn open(name: &str) -> Result<*mut c_void, String> {
-    let c_name = CString::new(name).map_err(|e| e.to_string())?;
+/// Why `dlopen` of a library name failed: the loader's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum OpenError {
+    /// The name holds a NUL byte.
+    #[error("{0}")]
+    BadName(String),
+    /// The loader refused it (its `dlerror` text).
+    #[error("{0}")]
+    Loader(String),
+}
+
+fn open(name: &str) -> Result<*mut c_void, OpenError> {
+    let c_name = CString::new(name).map_err(|e| OpenError::BadName(e.to_string()))?;
     // SAFETY: dlopen with a valid C string; the handle is kept for the process's life.
     let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if handle.is_null() {
-        return Err(last_dl_error());
+        return Err(OpenError::Loader(last_dl_error()));
     }
     Ok(handle)
 }

@@ -27,9 +27,25 @@ pub enum Samples {
     },
 }
 
+/// What a comparable figure measures, where the comparison treats kinds differently (decode
+/// figures are scaled by the night's memory-bandwidth ratio).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FigureKind {
+    /// A collective's time at one size.
+    Collective,
+    /// The aggregate memory bandwidth.
+    Bandwidth,
+    /// A decode step or the tokens per second of a decode run.
+    Decode,
+    /// An expert dispatch's time at one token count.
+    Dispatch,
+}
+
 /// One comparable figure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comparable {
+    /// What it measures.
+    pub kind: FigureKind,
     /// Its name (`all-reduce 4096 B median`, `decode step median`).
     pub name: String,
     /// The summary's median.
@@ -54,7 +70,7 @@ impl Samples {
 
 /// Every comparable figure of `summary` (medians only: ranges are noise).
 pub fn comparable(summary: &Summary) -> Vec<Comparable> {
-    let figure = |name: String, median: f64, better, samples| Comparable { name, median, better, samples };
+    let figure = |kind, name: String, median: f64, better, samples| Comparable { kind, name, median, better, samples };
     let per_iteration = |figure: &str, size_bytes| Samples::PerIteration { figure: figure.into(), size_bytes };
     match summary {
         Summary::Collectives(c) => c
@@ -62,13 +78,16 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
             .iter()
             .map(|r| {
                 let name = format!("{} {} B median", r.op.name(), r.size_bytes);
-                figure(name, r.time.median, Better::Lower, per_iteration(r.op.name(), r.size_bytes))
+                figure(FigureKind::Collective, name, r.time.median, Better::Lower, per_iteration(r.op.name(), r.size_bytes))
             })
             .collect(),
-        Summary::Membw(b) => vec![figure("aggregate bandwidth median".into(), b.aggregate.median, Better::Higher, Samples::Bandwidth)],
+        Summary::Membw(b) => {
+            vec![figure(FigureKind::Bandwidth, "aggregate bandwidth median".into(), b.aggregate.median, Better::Higher, Samples::Bandwidth)]
+        }
         Summary::Decode(d) => vec![
-            figure("decode step median".into(), d.step_s.median, Better::Lower, per_iteration("decode_step", 0)),
+            figure(FigureKind::Decode, "decode step median".into(), d.step_s.median, Better::Lower, per_iteration("decode_step", 0)),
             figure(
+                FigureKind::Decode,
                 "tokens per second median".into(),
                 d.tokens_per_s.median,
                 Better::Higher,
@@ -79,7 +98,13 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
             .rows
             .iter()
             .map(|r| {
-                figure(format!("dispatch {} tokens median", r.tokens), r.time.median, Better::Lower, per_iteration("dispatch", r.bytes))
+                figure(
+                    FigureKind::Dispatch,
+                    format!("dispatch {} tokens median", r.tokens),
+                    r.time.median,
+                    Better::Lower,
+                    per_iteration("dispatch", r.bytes),
+                )
             })
             .collect(),
         Summary::Model(_) => Vec::new(),

@@ -18,7 +18,7 @@ pub const MIN_SEGMENT: usize = 4;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// Run identity.
-    pub run_id: String,
+    pub run_id: crate::identity::RunId,
     /// Short run identity and experiment.
     pub run: String,
     /// The figure.
@@ -189,7 +189,7 @@ impl NoiseBook {
     pub fn from_entries(entries: &[Entry]) -> Self {
         let mut by: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
         for p in entries.iter().flat_map(|e| &e.points) {
-            by.entry((p.run_id.clone(), p.figure.clone())).or_default().push(p.median);
+            by.entry((p.run_id.to_string(), p.figure.clone())).or_default().push(p.median);
         }
         NoiseBook::Nights(by)
     }
@@ -228,7 +228,7 @@ pub fn series(entries: &[Entry], policy: &Policy) -> Vec<Series> {
     let mut by: BTreeMap<(String, String), Series> = BTreeMap::new();
     for e in entries {
         for p in &e.points {
-            let s = by.entry((p.run_id.clone(), p.figure.clone())).or_insert_with(|| Series {
+            let s = by.entry((p.run_id.to_string(), p.figure.clone())).or_insert_with(|| Series {
                 run: p.run.clone(),
                 figure: p.figure.clone(),
                 nights: Vec::new(),

@@ -18,6 +18,7 @@ pub mod outputs;
 pub mod samples;
 pub mod stats;
 
+use figures::FigureKind;
 use history::{Noise, NoiseBook};
 pub use outputs::render_text;
 use samples::FigureSamples;
@@ -35,6 +36,9 @@ pub enum Better {
 /// One comparable figure of a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Figure {
+    /// What it measures (not written: `name` says it to people).
+    #[serde(skip)]
+    pub kind: FigureKind,
     /// What it is (`all-reduce 4096 B median`, `decode step median`).
     pub name: String,
     /// Its value (seconds, bytes/s or tokens/s).
@@ -159,6 +163,31 @@ pub struct FigureVerdict {
     pub bandwidth_normalised_worse_by: Option<f64>,
 }
 
+/// What became of a baseline run tonight (serialised `ok`, `now_failing`, `missing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// It ran and is ok.
+    Ok,
+    /// It ran and did not succeed.
+    NowFailing,
+    /// Tonight has no manifest of it.
+    Missing,
+}
+
+/// How a baseline run's answer compares tonight (serialised `same`, `changed`, `none`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerOutcome {
+    /// The same tokens.
+    Same,
+    /// Other tokens.
+    Changed,
+    /// No tokens to compare.
+    None,
+}
+
+crate::named!(RunStatus { Ok => "ok", NowFailing => "now_failing", Missing => "missing" });
+crate::named!(AnswerOutcome { Same => "same", Changed => "changed", None => "none" });
+
 /// What happened to one baseline run tonight.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunOutcome {
@@ -166,10 +195,10 @@ pub struct RunOutcome {
     pub run: String,
     /// Experiment name.
     pub experiment: String,
-    /// `ok`, `now_failing` or `missing`.
-    pub status: String,
-    /// `same`, `changed` or `none` (no tokens to compare).
-    pub answer: String,
+    /// Whether it ran and succeeded.
+    pub status: RunStatus,
+    /// Whether its answer is the baseline's.
+    pub answer: AnswerOutcome,
     /// Whether the machine fingerprints match.
     pub same_machine: bool,
 }
@@ -226,12 +255,12 @@ pub fn figures(m: &Manifest) -> Vec<Figure> {
         .iter()
         .flat_map(figures::comparable)
         .filter(|f| f.median.is_finite() && f.median > 0.0)
-        .map(|f| Figure { name: f.name, value: f.median, better: f.better })
+        .map(|f| Figure { kind: f.kind, name: f.name, value: f.median, better: f.better })
         .collect()
 }
 
 fn label(m: &Manifest) -> String {
-    format!("{} {}", &m.run_id[..12.min(m.run_id.len())], m.experiment)
+    format!("{} {}", m.run_id.short(), m.experiment)
 }
 
 /// How many run identities of `baseline` have a manifest in `current` too.
@@ -269,7 +298,7 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
     for before in baseline.manifests.iter().filter(|m| m.status == Status::Ok) {
         let after = now.get(before.run_id.as_str()).copied();
         let outcome = run_outcome(before, after, &mut findings);
-        if let (Some(after), "ok") = (after, outcome.status.as_str()) {
+        if let (Some(after), RunStatus::Ok) = (after, outcome.status) {
             if outcome.same_machine {
                 pairs.extend(figure_pairs(before, after, noise));
             } else {
@@ -305,32 +334,32 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
 /// What became of a baseline run tonight; pushes its hard findings (missing, now failing,
 /// changed answer).
 fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<Finding>) -> RunOutcome {
-    let outcome = |status: &str, answer: &str, same_machine| RunOutcome {
+    let outcome = |status, answer, same_machine| RunOutcome {
         run: label(before),
         experiment: before.experiment.clone(),
-        status: status.into(),
-        answer: answer.into(),
+        status,
+        answer,
         same_machine,
     };
     let Some(after) = after else {
         findings.push(Finding::Missing { run: label(before) });
-        return outcome("missing", "none", true);
+        return outcome(RunStatus::Missing, AnswerOutcome::None, true);
     };
     let same_machine = before.machine.differences(&after.machine).is_empty();
     if after.status != Status::Ok {
         let reason = after.reason.clone().unwrap_or_else(|| format!("{:?}", after.status));
         findings.push(Finding::NowFailing { run: label(after), reason });
-        return outcome("now_failing", "none", same_machine);
+        return outcome(RunStatus::NowFailing, AnswerOutcome::None, same_machine);
     }
     let answer = match before.answer.as_ref().map(|a| &a.tokens) {
         Some(t) if Some(t) != after.answer.as_ref().map(|a| &a.tokens) => {
             findings.push(Finding::AnswerChanged { run: label(after) });
-            "changed"
+            AnswerOutcome::Changed
         }
-        Some(_) => "same",
-        None => "none",
+        Some(_) => AnswerOutcome::Same,
+        None => AnswerOutcome::None,
     };
-    outcome("ok", answer, same_machine)
+    outcome(RunStatus::Ok, answer, same_machine)
 }
 
 /// The figures of a run in both nights, with their per-launch values and noise.
@@ -428,7 +457,7 @@ fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy
 
 /// Tonight's change of a decode figure after scaling by the bandwidth ratio.
 fn normalised_worse_by(pair: &Pair, before: f64, after: f64, ratio: Option<f64>) -> Option<f64> {
-    let decode = pair.figure.name.starts_with("decode step") || pair.figure.name.starts_with("tokens per second");
+    let decode = pair.figure.kind == FigureKind::Decode;
     let better = pair.figure.better;
     ratio.filter(|_| decode).map(|r| match better {
         Better::Lower => worse_by(better, before, after * r),

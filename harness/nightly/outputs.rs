@@ -1,6 +1,6 @@
 //! A night's comparison as text lines, JUnit XML, a markdown summary and JSON.
 
-use super::{Comparison, FigureVerdict, Finding, Verdict};
+use super::{Comparison, FigureVerdict, Finding, RunStatus, Verdict};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -85,10 +85,29 @@ pub fn xml_escape(s: &str) -> String {
     out
 }
 
-/// A JUnit test case: classname, name, and an optional (`failure` | `skipped`, message).
+/// How a JUnit test case did, when not passed: its element and message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CaseOutcome {
+    /// `<failure>`.
+    Failure,
+    /// `<skipped>`.
+    Skipped,
+}
+
+impl CaseOutcome {
+    /// The JUnit element's name.
+    fn element(self) -> &'static str {
+        match self {
+            CaseOutcome::Failure => "failure",
+            CaseOutcome::Skipped => "skipped",
+        }
+    }
+}
+
+/// A JUnit test case: classname, name, and an optional (outcome, message).
 struct Case {
     name: String,
-    outcome: Option<(&'static str, String)>,
+    outcome: Option<(CaseOutcome, String)>,
     out: String,
 }
 
@@ -102,16 +121,16 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
         let status = finding_for(&r.run, |f| matches!(f, Finding::Missing { .. } | Finding::NowFailing { .. }));
         let answer = finding_for(&r.run, |f| matches!(f, Finding::AnswerChanged { .. }));
         let suite = suites.entry(r.experiment.clone()).or_default();
-        let fail = |f: Option<&Finding>| f.map(|f| ("failure", finding_line(f)));
-        suite.push(Case { name: format!("{} status", r.run), outcome: fail(status), out: r.status.clone() });
-        if r.status == "ok" {
-            suite.push(Case { name: format!("{} answer", r.run), outcome: fail(answer), out: r.answer.clone() });
+        let fail = |f: Option<&Finding>| f.map(|f| (CaseOutcome::Failure, finding_line(f)));
+        suite.push(Case { name: format!("{} status", r.run), outcome: fail(status), out: r.status.name().into() });
+        if r.status == RunStatus::Ok {
+            suite.push(Case { name: format!("{} answer", r.run), outcome: fail(answer), out: r.answer.name().into() });
         }
     }
     for v in &c.verdicts {
         let outcome = match v.verdict {
-            Verdict::Regressed => Some(("failure", verdict_line(v))),
-            Verdict::InsufficientEvidence => Some(("skipped", verdict_line(v))),
+            Verdict::Regressed => Some((CaseOutcome::Failure, verdict_line(v))),
+            Verdict::InsufficientEvidence => Some((CaseOutcome::Skipped, verdict_line(v))),
             _ => None,
         };
         suites.entry(v.experiment.clone()).or_default().push(Case {
@@ -122,12 +141,12 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
     }
     let night = suites.entry("parlab nightly".into()).or_default();
     for f in c.findings.iter().filter(|f| matches!(f, Finding::MachineDiffers { .. })) {
-        night.push(Case { name: "machine fingerprint".into(), outcome: Some(("failure", finding_line(f))), out: String::new() });
+        night.push(Case { name: "machine fingerprint".into(), outcome: Some((CaseOutcome::Failure, finding_line(f))), out: String::new() });
     }
     for l in layouts {
         night.push(Case {
             name: format!("answer across layouts: {l}"),
-            outcome: Some(("failure", format!("ANSWER CHANGED across layouts: {l}"))),
+            outcome: Some((CaseOutcome::Failure, format!("ANSWER CHANGED across layouts: {l}"))),
             out: String::new(),
         });
     }
@@ -140,11 +159,11 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
 /// machine; skipped for insufficient evidence. `layouts` are answers that changed across layouts.
 pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
     let suites = cases(c, layouts);
-    let count = |cs: &[Case], kind: &str| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == kind)).count();
+    let count = |cs: &[Case], kind: CaseOutcome| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == kind)).count();
     let all: Vec<&Case> = suites.values().flatten().collect();
     let (fail, skip) = (
-        all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == "failure")).count(),
-        all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == "skipped")).count(),
+        all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == CaseOutcome::Failure)).count(),
+        all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == CaseOutcome::Skipped)).count(),
     );
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -158,16 +177,16 @@ pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"0\" timestamp=\"{}\">",
             xml_escape(name),
             cs.len(),
-            count(cs, "failure"),
-            count(cs, "skipped"),
+            count(cs, CaseOutcome::Failure),
+            count(cs, CaseOutcome::Skipped),
             xml_escape(timestamp)
         );
         for k in cs {
             let _ =
                 write!(x, "    <testcase classname=\"parlab.nightly.{}\" name=\"{}\" time=\"0\">", xml_escape(name), xml_escape(&k.name));
             if let Some((kind, msg)) = &k.outcome {
-                let _ = write!(x, "<{kind} message=\"{}\"", xml_escape(msg));
-                let _ = if *kind == "failure" {
+                let _ = write!(x, "<{} message=\"{}\"", kind.element(), xml_escape(msg));
+                let _ = if *kind == CaseOutcome::Failure {
                     write!(x, " type=\"{}\">{}</failure>", msg.split(' ').next().unwrap_or(""), xml_escape(msg))
                 } else {
                     write!(x, "/>")

@@ -47,7 +47,8 @@ impl<'c> Link<'c> {
         };
         let split = tensor && head == Some(HeadPlacement::Split);
         let vocab_counts = split.then(|| decode_ranks.iter().map(|r| r.vocab.map_or(0, |s| s.len() as i32)).collect());
-        let decode_heads = decode.map(|d| d.ranks.iter().map(|r| r.heads.unwrap_or(Span::new(0, 0))).collect());
+        // The cache a tensor decode holds: each rank's key/value heads (a query head's own for GPT-2).
+        let decode_heads = decode.map(|d| d.ranks.iter().map(|r| r.kv_heads.or(r.heads).unwrap_or(Span::new(0, 0))).collect());
         let pipeline = plan.layout.strategy == Strategy::Pipeline;
         let (stage, stages) = if pipeline { (comm.rank(), comm.size()) } else { (0, 1) };
         let overlap = plan.layout.overlap.filter(|_| tensor);
@@ -244,6 +245,11 @@ pub struct ContextTally {
     pub gather_s: f64,
 }
 
+/// Seconds counted by the communicator as a duration (never negative).
+fn seconds(counted: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(counted.max(0.0))
+}
+
 /// The rank whose block holds the prompt's last position (`len − 1`), and that position's row in
 /// the rank's block (its chunks' rows one after another).
 fn last_position(blocks: &[Vec<Chunk>], len: usize) -> (usize, i64) {
@@ -312,7 +318,7 @@ impl<'a> Engine<'a> {
             }
         }
         self.part.placement().synchronize();
-        super::fault::stretch(start.elapsed());
+        super::fault::stretch_own_work(start.elapsed(), seconds(link.comm.stats().seconds - comm0.seconds));
         let prefill_s = start.elapsed().as_secs_f64();
         let experts_prefill = link.experts.as_mut().map(ExpertSplit::take);
         let comm1 = link.comm.stats();
@@ -331,7 +337,7 @@ impl<'a> Engine<'a> {
                 }
             }
             self.rounds_part().placement().synchronize();
-            super::fault::stretch(t0.elapsed());
+            super::fault::stretch_own_work(t0.elapsed(), seconds(link.comm.stats().seconds - c0));
             steps.push((t0.elapsed().as_secs_f64(), link.comm.stats().seconds - c0));
         }
         drop(single);

@@ -6,10 +6,11 @@ use crate::model::source;
 use crate::spec::schema::Device;
 use crate::spec::RunPlan;
 
-/// The placement of this rank's part: the host in float32, or its CUDA device in the plan's dtype.
+/// The placement of this rank's part: the host (float32 on parlab's row kernels; half precision
+/// through libtorch's operations), or its CUDA device in the plan's dtype.
 pub fn placement(plan: &RunPlan) -> anyhow::Result<Placement> {
     match plan.device {
-        Device::Cpu => Ok(Placement::cpu()),
+        Device::Cpu => Ok(Placement::cpu_in(source::torch_kind(source::dtype(plan)))),
         Device::Cuda => Ok(Placement::cuda(gpu_ordinal(plan)?, source::torch_kind(source::dtype(plan)))),
     }
 }

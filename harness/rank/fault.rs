@@ -91,6 +91,14 @@ pub fn stretch(elapsed: Duration) {
     }
 }
 
+/// [`stretch`] for a rank's own work in a region that also communicated: `elapsed` less the
+/// `communicating` time (which includes waiting for other ranks) is stretched, so a slowed split
+/// run is slowed by the factor on every rank's compute, and one rank's stretch is not stretched
+/// again by the rank that waited for it.
+pub fn stretch_own_work(elapsed: Duration, communicating: Duration) {
+    stretch(elapsed.saturating_sub(communicating));
+}
+
 /// The fault the environment asks of `rank` in `experiment`.
 pub fn from_env(rank: u32, experiment: &str) -> Option<Fault> {
     std::env::var(ENV).ok().and_then(|t| parse(&t, rank, experiment))

@@ -55,7 +55,7 @@ fn shared_identities(list: &[Manifest]) -> Option<String> {
         .filter(|m| m.origins.len() > 1)
         .map(|m| {
             let names: Vec<String> = m.origins.iter().map(|o| format!("`{}` #{} ({})", o.experiment, o.index, o.spec.display())).collect();
-            format!("run {} is {}", super::facts::short(&m.run_id), names.join(" and "))
+            format!("run {} is {}", m.run_id.short(), names.join(" and "))
         })
         .collect();
     (!shared.is_empty()).then(|| {
@@ -176,7 +176,7 @@ fn unmeasured_fabrics(launched: &[&Manifest]) -> Vec<&'static str> {
 
 fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
     let models: BTreeSet<&str> = facts.decode.iter().map(|r| r.model.as_str()).filter(|m| !m.is_empty()).collect();
-    let dtypes: BTreeSet<&str> = facts.decode.iter().map(|r| r.dtype.as_str()).filter(|d| !d.is_empty()).collect();
+    let dtypes: BTreeSet<&str> = facts.decode.iter().filter_map(|r| r.dtype).map(Dtype::name).collect();
     let mut modelled: BTreeSet<String> = BTreeSet::new();
     for m in list.iter().filter(|m| m.kind == Kind::Model) {
         if let Workload::Model { models: names, .. } = &m.plan.workload {
@@ -190,18 +190,28 @@ fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
             "No decode run was measured: exactness of a split (tokens equal, logit differences) is not shown for any model.".into(),
         );
     }
-    let changed: Vec<String> = facts
-        .decode
-        .iter()
-        .filter(|r| r.tokens_equal == Some(false))
-        .map(|r| format!("{} world {} ({})", r.strategy, r.world, r.run))
-        .collect();
+    let changed = |float32: bool| -> Vec<String> {
+        facts
+            .decode
+            .iter()
+            .filter(|r| r.tokens_equal == Some(false) && (r.dtype.unwrap_or(Dtype::Float32) == Dtype::Float32) == float32)
+            .map(|r| format!("{} world {} ({})", r.strategy.name(), r.world, r.run))
+            .collect()
+    };
+    let (layouts, precision) = (changed(true), changed(false));
     let mut s = String::new();
-    if !changed.is_empty() {
+    if !layouts.is_empty() {
         s.push_str(&format!(
             "{} decode layouts changed the answer (tokens differ from the unsplit reference): {}. ",
-            changed.len(),
-            changed.join(", ")
+            layouts.len(),
+            layouts.join(", ")
+        ));
+    }
+    if !precision.is_empty() {
+        s.push_str(&format!(
+            "{} half-precision runs left the float32 reference's tokens: {} (the precision audit tells rounding from layout, against each run's float32 twin). ",
+            precision.len(),
+            precision.join(", ")
         ));
     }
     s += &format!(
@@ -258,16 +268,18 @@ fn failed(list: &[Manifest]) -> Option<String> {
 }
 
 fn not_run(list: &[Manifest]) -> Option<String> {
-    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    // Keyed by the register's wording (its order), with whether any requirement was declared.
+    let mut by: BTreeMap<String, (usize, bool)> = BTreeMap::new();
     for m in list.iter().filter(|m| m.status == Status::NotRun) {
-        *by.entry(super::status::requires_text(&m.plan.requires)).or_default() += 1;
+        let declared = !super::status::requirements(&m.plan.requires).is_empty();
+        by.entry(super::status::requires_text(&m.plan.requires)).or_insert((0, declared)).0 += 1;
     }
     if by.is_empty() {
         return None;
     }
     let parts: Vec<String> = by
         .iter()
-        .map(|(r, n)| if r == "–" { format!("{n} not implemented or otherwise skipped") } else { format!("{n} needing {r}") })
+        .map(|(r, &(n, declared))| if declared { format!("{n} needing {r}") } else { format!("{n} not implemented or otherwise skipped") })
         .collect();
     Some(format!("Not measured at all: {} (NOT_RUN, each with the probe that decided it).", parts.join("; ")))
 }

@@ -4,14 +4,9 @@
 use crate::costmodel::link::LinkFit;
 use crate::manifest::summary::{CollectiveRow, Summary};
 use crate::manifest::{Manifest, Status};
-use crate::spec::schema::{Kind, Op};
+use crate::spec::schema::{Dtype, HeadPlacement, Kind, Op, Strategy};
 
 pub use crate::collect::stats::Stats;
-
-/// The first 12 hex digits of a run identity.
-pub fn short(run_id: &str) -> String {
-    run_id.chars().take(12).collect()
-}
 
 /// One collective measurement: an op at a size, world and link.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,14 +88,14 @@ pub struct DecodeRow {
     pub experiment: String,
     /// Model name.
     pub model: String,
-    /// Dtype name.
-    pub dtype: String,
+    /// Dtype (None: not a decode workload).
+    pub dtype: Option<Dtype>,
     /// Strategy.
-    pub strategy: String,
+    pub strategy: Strategy,
     /// Ranks.
     pub world: u32,
-    /// Head placement.
-    pub head: String,
+    /// Head placement (None: the split places none).
+    pub head: Option<HeadPlacement>,
     /// Sequences in flight.
     pub sequences: u64,
     /// Link.
@@ -138,6 +133,16 @@ pub struct DecodeRow {
 }
 
 impl DecodeRow {
+    /// The head placement as the register shows it (`-` where the split places none).
+    pub fn head_name(&self) -> &'static str {
+        self.head.map_or("-", HeadPlacement::name)
+    }
+
+    /// The dtype as the register shows it (empty where the workload has none).
+    pub fn dtype_name(&self) -> &'static str {
+        self.dtype.map_or("", Dtype::name)
+    }
+
     /// Seconds inside the all-reduces of `phase` in a repetition (slowest rank, median).
     pub fn all_reduce_total(&self, phase: crate::manifest::summary::Phase) -> Option<f64> {
         self.all_reduces.iter().find(|a| a.phase == phase).and_then(|a| a.total.map(|t| t.median))
@@ -154,11 +159,17 @@ impl DecodeRow {
 
 /// Each overlapped tensor run with the blocking run of the same split (experiment, world,
 /// head, sequences, link), in a fixed order: (blocking, overlapped).
-pub fn overlap_pairs(rows: &[DecodeRow]) -> Vec<(&DecodeRow, &DecodeRow)> {
-    let split = |r: &DecodeRow| (r.experiment.clone(), r.world, r.head.clone(), r.sequences, r.link.clone());
+pub fn overlap_pairs<'r>(rows: &'r [DecodeRow]) -> Vec<(&'r DecodeRow, &'r DecodeRow)> {
+    let split = |r: &'r DecodeRow| (r.experiment.as_str(), r.world, r.head, r.sequences, r.link.as_str());
+    // The first blocking run of each split, looked up once per overlapped run.
+    let mut blocking = std::collections::HashMap::new();
+    for r in rows.iter().filter(|r| r.overlap.is_none()) {
+        blocking.entry(split(r)).or_insert(r);
+    }
     let mut overlapped: Vec<&DecodeRow> = rows.iter().filter(|r| r.overlap.is_some()).collect();
-    overlapped.sort_by_key(|r| (r.experiment.clone(), r.world, r.link.clone(), r.overlap, r.run.clone()));
-    overlapped.into_iter().filter_map(|on| Some((rows.iter().find(|r| r.overlap.is_none() && split(r) == split(on))?, on))).collect()
+    let order = |r: &&'r DecodeRow| (r.experiment.as_str(), r.world, r.link.as_str(), r.overlap, r.run.as_str());
+    overlapped.sort_by(|a, b| order(a).cmp(&order(b)));
+    overlapped.into_iter().filter_map(|on| Some((*blocking.get(&split(on))?, on))).collect()
 }
 
 /// One dispatch measurement.
@@ -206,14 +217,14 @@ impl Facts {
             match &m.summary {
                 Some(s) if !m.provenance.is_measured() => f.imported.extend(super::imported::ImportedRun::of(m, s)),
                 Some(s) => f.read_one(m, s),
-                None => f.unreadable.push(format!("{} ({})", m.plan.label(), short(&m.run_id))),
+                None => f.unreadable.push(format!("{} ({})", m.plan.label(), m.run_id.short())),
             }
         }
         f
     }
 
     fn read_one(&mut self, m: &Manifest, summary: &Summary) {
-        let run = short(&m.run_id);
+        let run = m.run_id.short().to_string();
         let experiment = m.experiment.clone();
         match summary {
             Summary::Collectives(c) => {
@@ -264,23 +275,23 @@ pub fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
         busbw: r.busbw_bps(),
         factor: r.busbw_factor(),
         wrong: r.wrong,
-        run: short(&m.run_id),
+        run: m.run_id.short().to_string(),
     }
 }
 
 fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
     let exact = m.answer.as_ref().map(|a| &a.exactness);
     let dtype = match &m.plan.workload {
-        crate::spec::plan::Workload::Decode { dtype, .. } => dtype.name().to_string(),
-        _ => String::new(),
+        crate::spec::plan::Workload::Decode { dtype, .. } => Some(*dtype),
+        _ => None,
     };
     DecodeRow {
         experiment: m.experiment.clone(),
         model: m.plan.model.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
         dtype,
-        strategy: d.strategy.name().into(),
+        strategy: d.strategy,
         world: d.world,
-        head: d.head.map_or("-".into(), |h| h.name().into()),
+        head: d.head,
         sequences: u64::from(d.sequences),
         link: m.plan.link.clone(),
         step: d.step_s,
@@ -297,7 +308,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         max_logit_diff: exact.map(|e| e.max_logit_diff),
         min_top2_margin: exact.and_then(|e| e.min_top2_margin),
         repetitions: m.plan.repetitions,
-        run: short(&m.run_id),
+        run: m.run_id.short().to_string(),
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::facts::{CollRow, DecodeRow, Fit};
 use super::fmt::slug;
+use crate::spec::schema::HeadPlacement;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -203,18 +204,18 @@ fn axes(s: &mut String, xlabel: &str, ylabel: &str) {
 
 /// Decode step time per layout split into compute and communication, one figure per (experiment, strategy, link).
 pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
-    let mut groups: BTreeMap<(String, String, String), Vec<&DecodeRow>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, &str, String), Vec<&DecodeRow>> = BTreeMap::new();
     for r in rows {
-        groups.entry((r.experiment.clone(), r.strategy.clone(), r.link.clone())).or_default().push(r);
+        groups.entry((r.experiment.clone(), r.strategy.name(), r.link.clone())).or_default().push(r);
     }
     groups
         .into_iter()
         .map(|((experiment, strategy, link), mut bars)| {
             bars.sort_by(|a, b| {
-                (a.world, &a.head, a.sequences, a.overlap, &a.run).cmp(&(b.world, &b.head, b.sequences, b.overlap, &b.run))
+                (a.world, a.head_name(), a.sequences, a.overlap, &a.run).cmp(&(b.world, b.head_name(), b.sequences, b.overlap, &b.run))
             });
             Figure {
-                file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(&strategy), slug(&link)),
+                file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(strategy), slug(&link)),
                 alt: format!(
                     "decode step time per world size, compute and communication stacked ({strategy}, {link}, experiment {experiment})"
                 ),
@@ -356,7 +357,7 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
         if many_per_world {
             // A second, smaller line keeps neighbouring labels apart: head placement, sequences
             // and the overlap pieces.
-            let head = if b.head == "replicated" { "repl" } else { b.head.as_str() };
+            let head = if b.head == Some(HeadPlacement::Replicated) { "repl" } else { b.head_name() };
             let overlap = b.overlap.map_or(String::new(), |n| format!(" ov{n}"));
             let _ = writeln!(
                 s,

@@ -98,8 +98,14 @@ pub fn machine(gates: Result<Option<Gates>, String>, list: &[Manifest]) -> Machi
         Err(e) => return empty(format!("The saved gates could not be read: {e}.")),
     };
     let probes = gates.probes.iter().map(probe_view).collect();
+    let cached = match &gates.provenance {
+        crate::gates::Provenance::Cached { probed_at, .. } => {
+            format!("; probed at {probed_at} and reused from the gates cache of this machine and boot")
+        }
+        _ => String::new(),
+    };
     MachineSection {
-        source: "Recorded by a command and not assumed: the probes `parlab run` ran before launching (saved in `_gates/gates.json` beside the manifests).".into(),
+        source: format!("Recorded by a command and not assumed: the probes `parlab run` ran before launching (saved in `_gates/gates.json` beside the manifests{cached})."),
         probes,
         verdicts: verdicts(&gates, list),
         topology: gates.topology(),

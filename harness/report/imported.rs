@@ -3,8 +3,8 @@
 //! command line, and a `source` column on every row; in MODELLED their link reads
 //! `<link> (imported: <tool>)`, so no table mixes them with parlab's measurements unsaid.
 
-use super::facts::{coll_row, short, CollRow, Fit};
-use super::{fmt, Family};
+use super::facts::{coll_row, CollRow, Fit};
+use super::{fmt, Family, FamilyKind};
 use crate::manifest::provenance::Imported;
 use crate::manifest::summary::{CollectiveRow, Summary};
 use crate::manifest::Manifest;
@@ -41,7 +41,7 @@ impl ImportedRun {
         let source = m.provenance.imported()?.clone();
         let c = summary.collectives()?;
         let link = label(&m.plan.link, &source);
-        let run = short(&m.run_id);
+        let run = m.run_id.short().to_string();
         Some(ImportedRun {
             experiment: m.experiment.clone(),
             world: m.layout.world,
@@ -70,7 +70,7 @@ pub fn family(runs: &[ImportedRun]) -> Option<Family> {
     }
     let mut tables: Vec<Table> = runs.iter().map(table).collect();
     tables.extend(fits(runs));
-    Some(Family::new(TITLE, INTRO, tables))
+    Some(Family::new(FamilyKind::Imported, TITLE, INTRO, tables))
 }
 
 fn table(run: &ImportedRun) -> Table {

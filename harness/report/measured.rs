@@ -2,7 +2,7 @@
 
 use super::facts::{CollRow, DecodeRow, DispatchRow, Facts, Fit, MembwRow};
 use super::fmt;
-use super::Family;
+use super::{Family, FamilyKind};
 use crate::manifest::summary::Phase;
 use crate::table::{Cell, Table};
 use std::collections::BTreeMap;
@@ -13,11 +13,11 @@ pub fn families(facts: &Facts) -> Vec<Family> {
     if !facts.collectives.is_empty() || !facts.fits.is_empty() {
         let mut tables = collectives(&facts.collectives);
         tables.extend(fits(&facts.fits));
-        out.push(Family::new("Collectives", COLL_INTRO, tables));
+        out.push(Family::new(FamilyKind::Collectives, "Collectives", COLL_INTRO, tables));
     }
     out.extend(super::imported::family(&facts.imported));
     if !facts.membw.is_empty() {
-        out.push(Family::new("Memory bandwidth", MEMBW_INTRO, membw(&facts.membw)));
+        out.push(Family::new(FamilyKind::Membw, "Memory bandwidth", MEMBW_INTRO, membw(&facts.membw)));
     }
     if !facts.decode.is_empty() {
         let mut tables = decode(&facts.decode);
@@ -25,10 +25,10 @@ pub fn families(facts: &Facts) -> Vec<Family> {
         tables.extend(overlap_hidden(&facts.decode));
         tables.extend(context_prefill(&facts.decode));
         tables.extend(expert_prefill(&facts.decode));
-        out.push(Family::new("Decode", DECODE_INTRO, tables));
+        out.push(Family::new(FamilyKind::Decode, "Decode", DECODE_INTRO, tables));
     }
     if !facts.dispatch.is_empty() {
-        out.push(Family::new("Expert dispatch", DISPATCH_INTRO, dispatch(&facts.dispatch)));
+        out.push(Family::new(FamilyKind::Dispatch, "Expert dispatch", DISPATCH_INTRO, dispatch(&facts.dispatch)));
     }
     out
 }
@@ -235,7 +235,9 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
         .into_iter()
         .map(|(experiment, mut rows)| {
             rows.sort_by_key(decode_key);
-            let model = rows.first().map(|r| format!("{} {}", r.model, r.dtype)).unwrap_or_default();
+            let mixed = rows.iter().any(|r| r.dtype_name() != rows[0].dtype_name());
+            let model =
+                rows.first().map(|r| if mixed { r.model.clone() } else { format!("{} {}", r.model, r.dtype_name()) }).unwrap_or_default();
             let table = Table {
                 id: format!("measured-{}", fmt::slug(&experiment)),
                 title: format!("decode (experiment `{experiment}`, {})", model.trim()),
@@ -261,9 +263,23 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
                 rows: rows.iter().map(decode_cells).collect(),
                 provenance: Vec::new(),
             };
-            with_overlap(table, &rows)
+            with_dtype(with_overlap(table, &rows), &rows, mixed)
         })
         .collect()
+}
+
+/// Adds the dtype column when an experiment's runs compute in more than one precision.
+fn with_dtype(mut t: Table, rows: &[DecodeRow], mixed: bool) -> Table {
+    if !mixed {
+        return t;
+    }
+    let at = t.columns.iter().position(|c| c == "link").map_or(0, |i| i + 1);
+    t.columns.insert(at, "dtype".into());
+    for (cells, r) in t.rows.iter_mut().zip(rows) {
+        cells.insert(at, Cell::text(r.dtype_name()));
+    }
+    t.caption.push_str(" dtype: the precision the run computed in; a half-precision run's exactness columns compare it with the float32 reference (the precision audit grades it against its float32 twin).");
+    t
 }
 
 /// Adds the overlap column when an experiment's runs overlap their all-reduces.
@@ -280,15 +296,15 @@ fn with_overlap(mut t: Table, rows: &[DecodeRow]) -> Table {
     t
 }
 
-fn decode_key(r: &DecodeRow) -> (String, u32, String, u64, String, Option<u32>, String) {
-    (r.strategy.clone(), r.world, r.head.clone(), r.sequences, r.link.clone(), r.overlap, r.run.clone())
+fn decode_key(r: &DecodeRow) -> (&'static str, u32, &'static str, u64, String, Option<u32>, &'static str, String) {
+    (r.strategy.name(), r.world, r.head_name(), r.sequences, r.link.clone(), r.overlap, r.dtype_name(), r.run.clone())
 }
 
 fn decode_cells(r: &DecodeRow) -> Vec<Cell> {
     vec![
-        Cell::text(&r.strategy),
+        Cell::text(r.strategy.name()),
         Cell::Count(r.world.into()),
-        Cell::text(&r.head),
+        Cell::text(r.head_name()),
         Cell::Count(r.sequences),
         Cell::text(&r.link),
         Cell::Seconds(r.step.median),
@@ -313,7 +329,7 @@ fn all_reduce_phases(rows: &[DecodeRow], fits: &[Fit]) -> Option<Table> {
     if split.is_empty() {
         return None;
     }
-    split.sort_by_key(|r| (r.experiment.clone(), r.world, r.head.clone(), r.sequences, r.link.clone(), r.run.clone()));
+    split.sort_by_key(|r| (r.experiment.clone(), r.world, r.head_name(), r.sequences, r.link.clone(), r.run.clone()));
     let fit_for =
         |r: &DecodeRow| fits.iter().find(|f| f.fit.op == crate::spec::schema::Op::AllReduce && f.fit.world == r.world && f.link == r.link);
     let mut cells = Vec::new();
@@ -324,7 +340,7 @@ fn all_reduce_phases(rows: &[DecodeRow], fits: &[Fit]) -> Option<Table> {
             cells.push(vec![
                 Cell::text(&r.experiment),
                 Cell::Count(r.world.into()),
-                Cell::text(&r.head),
+                Cell::text(r.head_name()),
                 Cell::text(&r.link),
                 Cell::text(a.phase.name()),
                 Cell::Bytes(a.size_bytes as f64),

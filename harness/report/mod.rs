@@ -51,9 +51,26 @@ pub enum ReportError {
     Table(String),
 }
 
+/// Which measured family a group of tables is; decides its figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyKind {
+    /// Collectives measured by parlab.
+    Collectives,
+    /// Collectives other tools measured (`parlab import`).
+    Imported,
+    /// Memory bandwidth.
+    Membw,
+    /// Decode.
+    Decode,
+    /// Expert dispatch.
+    Dispatch,
+}
+
 /// A group of measured tables and figures (collectives, membw, decode, dispatch).
 #[derive(Debug, Clone)]
 pub struct Family {
+    /// Which family it is.
+    pub kind: FamilyKind,
     /// Heading.
     pub title: String,
     /// What the tables show and how the figures were computed.
@@ -66,8 +83,8 @@ pub struct Family {
 
 impl Family {
     /// A family without figures.
-    pub fn new(title: &str, intro: &str, tables: Vec<Table>) -> Family {
-        Family { title: title.into(), intro: intro.into(), tables, figures: Vec::new() }
+    pub fn new(kind: FamilyKind, title: &str, intro: &str, tables: Vec<Table>) -> Family {
+        Family { kind, title: title.into(), intro: intro.into(), tables, figures: Vec::new() }
     }
 }
 
@@ -87,10 +104,8 @@ pub struct Rendered {
 /// Renders `out/evidence.md` from `manifests`, with `out/figures/*.svg` and `out/tables/*.csv`; returns its path.
 pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
     let (list, mut skipped) = crate::manifest::read_all(manifests);
-    for m in &list {
-        let bad = crate::collect::frames::unreadable_results(m.results.as_ref(), manifests);
-        skipped.extend(bad.into_iter().map(|(path, reason)| crate::manifest::Skipped { path, reason }));
-    }
+    let bad = crate::parallel::map(&list, |m| crate::collect::frames::unreadable_results(m.results.as_ref(), manifests));
+    skipped.extend(bad.into_iter().flatten().map(|(path, reason)| crate::manifest::Skipped { path, reason: reason.into() }));
     for s in &skipped {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
@@ -114,25 +129,44 @@ pub fn render(
     let mut families = measured::families(&facts);
     attach_figures(&mut families, &facts);
     let modelled = modelled::modelled(list, &facts.fits, &facts.imported);
-    let mut ids = Ids::default();
+    let failed = status::failed(list);
+    let not_run = status::not_run(list);
+    // Every table in the register's order: ids are given in that order, the views (CSV,
+    // parquet, markdown) are built in parallel.
+    let ordered: Vec<(&Table, String)> = {
+        let tables: Vec<&Table> = families
+            .iter()
+            .flat_map(|f| &f.tables)
+            .chain(&failed)
+            .chain(&modelled.tables)
+            .chain(&modelled.predicted)
+            .chain(&not_run)
+            .collect();
+        let ids = unique_ids(&tables);
+        tables.into_iter().zip(ids).collect()
+    };
     let mut files = Vec::new();
-    let mut view = |t: &Table| ids.view(t, &mut files);
+    let mut views = crate::parallel::map(&ordered, |(t, id)| table_view(t, id)).into_iter().map(|(view, data)| {
+        files.extend(data);
+        view
+    });
     let measured: Vec<FamilyView> = families
         .iter()
         .map(|f| FamilyView {
             title: f.title.clone(),
             intro: f.intro.clone(),
-            tables: f.tables.iter().map(&mut view).collect(),
+            tables: views.by_ref().take(f.tables.len()).collect(),
             figures: f.figures.iter().map(|g| FigureView { file: g.file.clone(), alt: g.alt.clone() }).collect(),
         })
         .collect();
-    let failed = status::failed(list).map(|t| view(&t));
+    let failed = failed.and_then(|_| views.next());
     let modelled_view = ModelledView {
         inputs: modelled.inputs.clone(),
-        tables: modelled.tables.iter().map(&mut view).collect(),
-        predicted: modelled.predicted.iter().map(&mut view).collect(),
+        tables: views.by_ref().take(modelled.tables.len()).collect(),
+        predicted: views.by_ref().take(modelled.predicted.len()).collect(),
     };
-    let not_run = status::not_run(list).map(|t| view(&t));
+    let not_run = not_run.and_then(|_| views.next());
+    drop(views);
     let register = RegisterView {
         header: header::header(list, skipped),
         findings: crate::findings::render::views(&findings),
@@ -151,13 +185,13 @@ pub fn render(
 
 fn attach_figures(families: &mut [Family], facts: &facts::Facts) {
     for f in families.iter_mut() {
-        match f.title.as_str() {
-            "Collectives" => f.figures = figures::collectives(&facts.collectives, &facts.fits),
-            "Decode" => {
+        match f.kind {
+            FamilyKind::Collectives => f.figures = figures::collectives(&facts.collectives, &facts.fits),
+            FamilyKind::Decode => {
                 f.figures = figures::decode(&facts.decode);
                 f.figures.extend(figures::expert_imbalance(&facts.decode));
             }
-            _ => {}
+            FamilyKind::Imported | FamilyKind::Membw | FamilyKind::Dispatch => {}
         }
     }
 }
@@ -169,42 +203,51 @@ fn render_markdown(register: &RegisterView, dir: &Path) -> Result<String, Report
     engine.render(templates::MAIN, &context).map_err(err)
 }
 
-/// Unique table ids (a repeated id gets `-2`, `-3`, ...), and the CSV of each table viewed.
-#[derive(Default)]
-struct Ids {
-    used: BTreeSet<String>,
+/// A table's data file (`tables/<id>.csv` or `.parquet`, its bytes), or why it could not be made.
+type DataFile = Result<(String, Vec<u8>), String>;
+
+/// Unique table ids, in the order of `tables` (a repeated id gets `-2`, `-3`, ...).
+fn unique_ids(tables: &[&Table]) -> Vec<String> {
+    let mut used = BTreeSet::new();
+    tables
+        .iter()
+        .map(|t| {
+            let base = if t.id.is_empty() { "table".to_string() } else { fmt::slug(&t.id) };
+            let mut id = base.clone();
+            let mut n = 1;
+            while !used.insert(id.clone()) {
+                n += 1;
+                id = format!("{base}-{n}");
+            }
+            id
+        })
+        .collect()
 }
 
-impl Ids {
-    fn view(&mut self, t: &Table, files: &mut Vec<Result<(String, Vec<u8>), String>>) -> TableView {
-        let base = if t.id.is_empty() { "table".to_string() } else { fmt::slug(&t.id) };
-        let mut id = base.clone();
-        let mut n = 1;
-        while !self.used.insert(id.clone()) {
-            n += 1;
-            id = format!("{base}-{n}");
-        }
-        let csv = format!("tables/{id}.csv");
-        let parquet = format!("tables/{id}.parquet");
-        let mixed = t.mixed_columns();
-        if !mixed.is_empty() {
-            files.push(Err(format!("table {id}: columns {} mix quantities", mixed.join(", "))));
-        }
-        let (csv_text, parquet_bytes) = csv::data_files(t);
-        files.push(Ok((csv.clone(), csv_text.into_bytes())));
-        files.push(parquet_bytes.map(|bytes| (parquet.clone(), bytes)));
-        let rows = markdown::cells(t);
-        TableView {
-            id,
-            title: t.title.clone(),
-            caption: t.caption.clone(),
-            columns: t.columns.clone(),
-            markdown: markdown::block(t, &rows, &[csv.clone(), parquet]),
-            rows,
-            provenance: t.provenance.clone(),
-            csv,
-        }
+/// The view of table `t` under `id`, and its data files (CSV, parquet) or why one could not be made.
+fn table_view(t: &Table, id: &str) -> (TableView, Vec<DataFile>) {
+    let mut files = Vec::new();
+    let csv = format!("tables/{id}.csv");
+    let parquet = format!("tables/{id}.parquet");
+    let mixed = t.mixed_columns();
+    if !mixed.is_empty() {
+        files.push(Err(format!("table {id}: columns {} mix quantities", mixed.join(", "))));
     }
+    let (csv_text, parquet_bytes) = csv::data_files(t);
+    files.push(Ok((csv.clone(), csv_text.into_bytes())));
+    files.push(parquet_bytes.map(|bytes| (parquet.clone(), bytes)));
+    let rows = markdown::cells(t);
+    let view = TableView {
+        id: id.to_string(),
+        title: t.title.clone(),
+        caption: t.caption.clone(),
+        columns: t.columns.clone(),
+        markdown: markdown::block(t, &rows, &[csv.clone(), parquet]),
+        rows,
+        provenance: t.provenance.clone(),
+        csv,
+    };
+    (view, files)
 }
 
 /// Writes the register, figures and tables under `out`, replacing earlier figures and tables.

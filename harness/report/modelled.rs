@@ -1,7 +1,7 @@
 //! MODELLED: the cost model's tables (manifests of kind `model`), their inputs and
 //! provenance, and where a model predicts a measurement, both and the error.
 
-use super::facts::{short, Fit};
+use super::facts::Fit;
 use crate::costmodel::link::Heldout;
 use crate::manifest::{Manifest, Status};
 use crate::spec::plan::Workload;
@@ -26,7 +26,7 @@ pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::Im
         out.inputs.push(inputs_line(m));
         match m.summary.as_ref().and_then(|s| s.model()) {
             Some(model) => out.tables.extend(model.tables.iter().cloned()),
-            None => out.inputs.push(format!("`{}` ({}): it carries no model tables", m.experiment, short(&m.run_id))),
+            None => out.inputs.push(format!("`{}` ({}): it carries no model tables", m.experiment, m.run_id.short())),
         }
     }
     out.predicted.extend(heldout(fits));
@@ -37,7 +37,7 @@ pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::Im
 
 fn inputs_line(m: &Manifest) -> String {
     let Workload::Model { params, models, strategies, worlds, links, sequences, dtypes } = &m.plan.workload else {
-        return format!("`{}` ({})", m.experiment, short(&m.run_id));
+        return format!("`{}` ({})", m.experiment, m.run_id.short());
     };
     let join = |v: Vec<String>| {
         if v.is_empty() {
@@ -49,7 +49,7 @@ fn inputs_line(m: &Manifest) -> String {
     format!(
         "`{}` ({}): models {}; strategies {}; worlds {}; links {}; devices {}; sequences {}; dtypes {}; context {} tokens",
         m.experiment,
-        short(&m.run_id),
+        m.run_id.short(),
         join(models.clone()),
         join(strategies.iter().map(|s| s.name().to_string()).collect()),
         join(worlds.iter().map(u32::to_string).collect()),

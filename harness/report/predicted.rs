@@ -3,10 +3,10 @@
 //! measurement matches, the error, and past the tolerance the assumption that did not hold.
 //! This module only words the typed predictions.
 
-use super::facts::short;
 use crate::costmodel::step::{
     predict_prefills, predict_steps, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew, StepPrediction, TOLERANCE,
 };
+use crate::identity::short;
 use crate::manifest::Manifest;
 use crate::spec::schema::Strategy;
 use crate::table::{Cell, Table};
@@ -50,7 +50,7 @@ const COLUMNS: [&str; 15] = [
     "assumption not holding (comm)",
 ];
 
-fn order_key(p: &StepPrediction) -> (String, &'static str, u32, String, u32, String) {
+fn order_key(p: &StepPrediction) -> (String, &'static str, u32, String, u32, crate::identity::RunId) {
     (model_name(p), p.strategy.name(), p.world, layout(p), p.sequences, p.run_id.clone())
 }
 
@@ -229,7 +229,7 @@ pub fn context_prefill_table(manifests: &[Manifest]) -> Option<Table> {
             &b.run_id,
         ))
     });
-    let unsplit: BTreeSet<String> = predictions.iter().map(|p| short(&p.unsplit_run)).collect();
+    let unsplit: BTreeSet<String> = predictions.iter().map(|p| short(&p.unsplit_run).to_string()).collect();
     Some(Table {
         id: "predicted-context-prefill".into(),
         title: "Context prefill: predicted from the unsplit prefill and the link fits, against measurement".into(),

@@ -1,12 +1,21 @@
 //! Runs that did not produce figures: NOT_RUN (a probe said no) and failed runs.
 
-use super::facts::short;
 use crate::manifest::{Manifest, Status};
 use crate::spec::schema::Requires;
 use crate::table::{Cell, Table};
 
 /// What a spec's `requires` asks for, in words (`–` when nothing).
 pub fn requires_text(r: &Requires) -> String {
+    let parts = requirements(r);
+    if parts.is_empty() {
+        "–".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Each requirement a spec declares, as the register words it (empty: none).
+pub fn requirements(r: &Requires) -> Vec<String> {
     let mut parts = Vec::new();
     if let Some(g) = r.gpus {
         parts.push(format!("gpus ≥ {g}"));
@@ -20,11 +29,7 @@ pub fn requires_text(r: &Requires) -> String {
     if let Some(c) = r.cores {
         parts.push(format!("cores ≥ {c}"));
     }
-    if parts.is_empty() {
-        "–".into()
-    } else {
-        parts.join(", ")
-    }
+    parts
 }
 
 fn row_label(m: &Manifest) -> String {
@@ -40,7 +45,7 @@ pub fn not_run(list: &[Manifest]) -> Option<Table> {
             vec![
                 Cell::text(&m.experiment),
                 Cell::text(row_label(m)),
-                Cell::text(short(&m.run_id)),
+                Cell::text(m.run_id.short().to_string()),
                 Cell::text(requires_text(&m.plan.requires)),
                 Cell::text(m.reason.as_deref().unwrap_or("no reason recorded")),
             ]
@@ -70,7 +75,7 @@ pub fn failed(list: &[Manifest]) -> Option<Table> {
             vec![
                 Cell::text(&m.experiment),
                 Cell::text(row_label(m)),
-                Cell::text(short(&m.run_id)),
+                Cell::text(m.run_id.short().to_string()),
                 Cell::text(exit),
                 Cell::text(m.reason.as_deref().unwrap_or("no reason recorded")),
             ]

@@ -4,7 +4,7 @@
 //! evaluated into findings by `findings::claims`.
 
 use super::schema::Kind;
-use super::validate::{describe, unknown_choice, unknown_key, Checker};
+use super::validate::{describe, nearest, unknown_choice_near, unknown_key, Checker};
 use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
 
@@ -14,8 +14,23 @@ pub const CLAIM_KEYS: &[&str] = &["id", "claim", "figure", "select", "reference"
 /// Axes a selection may name.
 pub const SELECT_AXES: &[&str] = &["world", "strategy", "head", "sequences", "link", "threads", "op", "size"];
 
+/// How a claim compares its selection with the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// The selection's median is below the reference's (within the tolerance).
+    Less,
+    /// The selection's median is above the reference's (within the tolerance).
+    Greater,
+    /// The ratio of the medians is within the tolerance of 1.
+    RatioWithin,
+    /// The selected runs generate the reference's tokens.
+    EqualTokens,
+}
+
+crate::named!(Rule { Less => "less", Greater => "greater", RatioWithin => "ratio_within", EqualTokens => "equal_tokens" });
+
 /// Rules a claim may use.
-pub const RULES: &[&str] = &["less", "greater", "ratio_within", "equal_tokens"];
+pub const RULES: &[&str] = &Rule::names();
 
 /// Figures, with the kinds whose manifests carry them.
 pub const FIGURES: &[(&str, &[Kind])] = &[
@@ -47,8 +62,8 @@ pub struct Claim {
     pub reference: Option<BTreeMap<String, String>>,
     /// A fixed reference value in SI units, when there is no reference selection.
     pub value: Option<f64>,
-    /// `less`, `greater`, `ratio_within` or `equal_tokens`.
-    pub rule: String,
+    /// How the selection is compared.
+    pub rule: Rule,
     /// Relative tolerance (default 0).
     pub tolerance: f64,
 }
@@ -81,14 +96,14 @@ fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &s
         }
     }
     let figure = figure(c, key, m, kind);
-    let rule = word(c, &format!("{key}.rule"), m.get("rule"), RULES);
+    let rule = word(c, &format!("{key}.rule"), m.get("rule"), RULES).and_then(|w| Rule::from_name(&w));
     let select = selection(c, &format!("{key}.select"), m.get("select")).unwrap_or_default();
     let reference = m.get("reference").and_then(|r| selection(c, &format!("{key}.reference"), Some(r)));
     let value = m.get("value").and_then(|v| number(c, &format!("{key}.value"), v));
     let tolerance = m.get("tolerance").and_then(|v| number(c, &format!("{key}.tolerance"), v)).unwrap_or(0.0);
-    let missing = match rule.as_deref() {
-        Some("less" | "greater") => reference.is_none() && value.is_none(),
-        Some(_) => reference.is_none(),
+    let missing = match rule {
+        Some(Rule::Less | Rule::Greater) => reference.is_none() && value.is_none(),
+        Some(Rule::RatioWithin | Rule::EqualTokens) => reference.is_none(),
         None => false,
     };
     if missing {
@@ -97,7 +112,7 @@ fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &s
             "this rule compares with a reference; add `reference:` (axis values) or, for less/greater, `value:`",
         );
     }
-    if rule.as_deref() == Some("equal_tokens") && figure.as_deref().is_some_and(|f| f != "tokens") {
+    if rule == Some(Rule::EqualTokens) && figure.as_deref().is_some_and(|f| f != "tokens") {
         c.report(&format!("{key}.figure"), "rule equal_tokens compares `tokens`; set `figure: tokens`");
     }
     if c.problems.len() > before {
@@ -150,14 +165,8 @@ fn word(c: &mut Checker, key: &str, v: Option<&Value>, valid: &[&str]) -> Option
 
 /// "unknown value" with the nearest valid name, or one the value starts (or is the start of).
 fn suggest(value: &str, valid: &[&str]) -> String {
-    let message = unknown_choice(value, valid);
-    let prefix = valid.iter().find(|v| value.starts_with(**v) || v.starts_with(value));
-    match prefix {
-        Some(p) if !message.contains("did you mean") => {
-            format!("unknown value `{value}`; did you mean `{p}`? (one of {})", valid.join(", "))
-        }
-        _ => message,
-    }
+    let prefix = valid.iter().copied().find(|v| value.starts_with(*v) || v.starts_with(value));
+    unknown_choice_near(value, valid, nearest(value, valid).or(prefix))
 }
 
 fn number(c: &mut Checker, key: &str, v: &Value) -> Option<f64> {
@@ -213,5 +222,28 @@ pub fn parse(path: &std::path::Path, text: &str) -> Result<Vec<Claim>, Vec<super
         Ok(claims)
     } else {
         Err(c.problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(text: &str) -> Result<Vec<Claim>, Vec<crate::spec::Problem>> {
+        parse(std::path::Path::new("spec.yaml"), text)
+    }
+
+    #[test]
+    fn a_rule_is_read_into_its_variant_and_a_near_miss_is_suggested() {
+        let spec = "name: x\nkind: decode\nclaims:\n  - figure: tokens\n    rule: equal_tokens\n    select: {world: 2}\n    reference: {world: 1}\n";
+        let read = claims(spec).unwrap();
+        assert_eq!(read[0].rule, Rule::EqualTokens);
+        let typo = claims(&spec.replace("equal_tokens", "equal_token")).unwrap_err();
+        assert!(typo[0].message.contains("did you mean `equal_tokens`?"), "{}", typo[0].message);
+        // A value that is only the start of a rule is suggested too (by prefix, beyond the edit distance).
+        let prefix = claims(&spec.replace("equal_tokens", "ratio")).unwrap_err();
+        assert!(prefix[0].message.contains("did you mean `ratio_within`?"), "{}", prefix[0].message);
+        let far = claims(&spec.replace("equal_tokens", "zzz")).unwrap_err();
+        assert!(far[0].message.contains("expected one of less, greater, ratio_within, equal_tokens"), "{}", far[0].message);
     }
 }

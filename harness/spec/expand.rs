@@ -183,7 +183,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
     }
     let mut models: BTreeMap<String, Option<(ModelSource, ModelConfig)>> = BTreeMap::new();
     for name in &e.models {
-        let source = super::weights::model_source(name, e.weights_seed).map_err(|m| c.report("model", m)).ok();
+        let source = super::weights::model_source(name, e.weights_seed).map_err(|m| c.report("model", m.to_string())).ok();
         models.insert(name.clone(), source);
     }
     let all = points(e);
@@ -213,6 +213,10 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
                     c.report(key, message);
                     continue;
                 }
+                if let Some(message) = model.as_ref().and_then(|(m, cfg)| disk_problem(cfg, &m.weights)) {
+                    c.report("model", message);
+                    continue;
+                }
                 let run = make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len());
                 // Points that differ only on an axis the strategy ignores (the head of a split
                 // that places none) are the same run: it is planned once.
@@ -220,7 +224,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
                     runs.push(run);
                 }
             }
-            Err((key, message)) => c.report(key, message),
+            Err(e) => c.report(e.key(), e.to_string()),
         }
     }
     if c.problems.is_empty() {
@@ -231,15 +235,14 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
     }
 }
 
-/// What a point's device cannot run: half precision on the CPU (its row kernels are float32),
-/// and on CUDA the splits whose exchanges read host memory in place (context's ring, expert
-/// dispatch, overlapped all-reduces) or a mixture model.
+/// What a point cannot run in half precision (the splits whose exchanges read host memory as
+/// float32 in place: context's ring, expert dispatch, overlapped all-reduces; a mixture model),
+/// and on CUDA the same splits in any precision.
 fn device_problem(p: &Point, cfg: Option<&ModelConfig>) -> Option<(&'static str, String)> {
     match p.device {
-        Device::Cpu if p.dtype != Dtype::Float32 => Some((
-            "dtype",
-            format!("{} decodes on CUDA only (device: cuda); the CPU decode computes in float32 (parlab's row kernels)", p.dtype.name()),
-        )),
+        Device::Cpu if p.dtype != Dtype::Float32 => {
+            float32_only(p, cfg).map(|why| ("dtype", format!("{} {why}; use dtype: float32", p.dtype.name())))
+        }
         Device::Cpu => None,
         Device::Cuda if matches!(p.strategy, Strategy::Context | Strategy::Expert) => {
             Some(("device", format!("cuda runs data, tensor and pipeline splits in this version; {} stays on the CPU", p.strategy.name())))
@@ -247,12 +250,23 @@ fn device_problem(p: &Point, cfg: Option<&ModelConfig>) -> Option<(&'static str,
         Device::Cuda if p.overlap > 0 => {
             Some(("device", "cuda runs blocking all-reduces in this version; overlap needs device: cpu".to_string()))
         }
-        Device::Cuda
-            if cfg.is_some_and(|c| crate::model::gpt2::MoeDims::from_raw(&c.raw, c.intermediate as usize).ok().flatten().is_some()) =>
-        {
+        Device::Cuda if cfg.is_some_and(ModelConfig::is_mixture) => {
             Some(("device", "a mixture model decodes on the CPU only in this version".to_string()))
         }
         Device::Cuda => None,
+    }
+}
+
+/// Why a point's layout computes in float32 only, if it does.
+fn float32_only(p: &Point, cfg: Option<&ModelConfig>) -> Option<&'static str> {
+    if matches!(p.strategy, Strategy::Context | Strategy::Expert) {
+        Some("is not offered for context and expert splits (their exchanges read host float32 in place)")
+    } else if p.overlap > 0 {
+        Some("is not offered with overlapped all-reduces (they sum host float32 in place)")
+    } else if cfg.is_some_and(ModelConfig::is_mixture) {
+        Some("is not offered for a mixture model (it computes in float32 on the host)")
+    } else {
+        None
     }
 }
 
@@ -275,6 +289,13 @@ fn memory_problem(
         Kind::Dispatch | Kind::Model => return None,
     };
     refusal(e.kind, &need, &limit)
+}
+
+/// Why a decode point's seeded checkpoint would not fit on its filesystem (`spec::disk`),
+/// checked before anything is written; nothing where the free space is unknown.
+fn disk_problem(cfg: &ModelConfig, weights: &super::plan::Weights) -> Option<String> {
+    let need = super::disk::checkpoint_need(cfg, weights)?;
+    super::disk::refusal(&need, &super::disk::DiskLimit::for_folder(&need.folder)?)
 }
 
 /// What a point on an NCCL link cannot run: NCCL moves GPU buffers, so a decode over it
@@ -475,8 +496,8 @@ fn model_run(e: &Experiment) -> RunPlan {
         index: 0,
         spec_path: e.path.clone(),
         spec_sha256: e.spec_digest.clone(),
-        run_id: answer_id.clone(),
-        answer_id,
+        run_id: identity::RunId::new(answer_id.clone()),
+        answer_id: identity::AnswerId::new(answer_id),
         model: None,
         link: String::new(),
         backend: "arithmetic".into(),

@@ -251,7 +251,8 @@ impl<'m> Fields<'m> {
     }
 
     /// `model`: required for decode and model kinds; names or folders.
-    pub fn models(&self, c: &mut Checker, kind: Kind) -> Vec<String> {
+    /// A relative folder path is read against the spec's folder (`model::resolve::in_spec`).
+    pub fn models(&self, c: &mut Checker, kind: Kind, spec: &Path) -> Vec<String> {
         let Some(v) = self.get("model") else {
             if matches!(kind, Kind::Decode | Kind::Model) {
                 c.report("model", "missing; name a model under models/ (e.g. gpt2) or a folder holding config.json");
@@ -261,7 +262,9 @@ impl<'m> Fields<'m> {
         as_list(c, "model", v)
             .into_iter()
             .filter_map(|(k, v)| match v.as_str() {
-                Some(s) if !s.is_empty() => Some(s.to_string()),
+                Some(s) if !s.is_empty() => crate::model::resolve::in_spec(s, spec.parent().unwrap_or(Path::new("")))
+                    .map_err(|why| c.report(&k, why.to_string()))
+                    .ok(),
                 _ => {
                     c.report(&k, format!("expected a model name (a folder under models/) or a folder path, found {}", describe(v)));
                     None

@@ -30,6 +30,163 @@ pub struct LayoutInput {
     pub prompt_tokens: u32,
 }
 
+/// What needs a mixture-of-experts model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MixtureNeed {
+    /// A routing skew (spec key `routing_skew`).
+    RoutingSkew,
+    /// An expert split (spec key `strategy`).
+    ExpertSplit,
+}
+
+impl MixtureNeed {
+    /// The spec key that asked for the mixture.
+    fn key(self) -> &'static str {
+        match self {
+            MixtureNeed::RoutingSkew => "routing_skew",
+            MixtureNeed::ExpertSplit => "strategy",
+        }
+    }
+
+    /// How a message names it.
+    fn what(self) -> &'static str {
+        match self {
+            MixtureNeed::RoutingSkew => "routing_skew",
+            MixtureNeed::ExpertSplit => "an expert split",
+        }
+    }
+}
+
+/// What an overlap refusal tells the user to do instead.
+const OVERLAP_FIX: &str = "use 0 there (an exclude: rule can leave the point out)";
+
+/// Why a split is impossible for the model; [`LayoutError::key`] names the spec key to fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LayoutError {
+    /// `context_blocks: zigzag` on a strategy other than context.
+    #[error("zigzag cuts a context split's prompt; a {} split has no blocks to cut (use contiguous there, or leave the key out)", strategy.name())]
+    ZigzagOffContext {
+        /// The run's strategy.
+        strategy: Strategy,
+    },
+    /// A `decode_strategy` other than rank0 on a strategy other than context.
+    #[error("names the layout a context split decodes on; a {} split decodes on its own layout (use rank0 there, or leave the key out)", strategy.name())]
+    DecodeStrategyOffContext {
+        /// The run's strategy.
+        strategy: Strategy,
+    },
+    /// The tensor decode after a context prefill is impossible.
+    #[error("tensor decode after the context prefill: {0}")]
+    TensorDecode(Box<LayoutError>),
+    /// Overlap asked of a run that makes no all-reduce to cut.
+    #[error("{pieces} pieces cut a tensor split's all-reduces, and a {} run makes none; {OVERLAP_FIX}", strategy.name())]
+    OverlapWithoutAllReduce {
+        /// The pieces asked for.
+        pieces: u32,
+        /// The run's strategy.
+        strategy: Strategy,
+    },
+    /// Overlap asked of a one-rank tensor split.
+    #[error("{pieces} pieces need a tensor split over 2 or more ranks, and world 1 sums nothing; {OVERLAP_FIX}")]
+    OverlapOnOneRank {
+        /// The pieces asked for.
+        pieces: u32,
+    },
+    /// More overlap pieces than allowed.
+    #[error("{pieces} pieces are more than the {MAX_OVERLAP} allowed; {OVERLAP_FIX}")]
+    OverlapTooFine {
+        /// The pieces asked for.
+        pieces: u32,
+    },
+    /// A tensor split of a GPT-2 mixture (its experts are not split by columns).
+    #[error("a tensor split of a GPT-2 mixture is not implemented in this version (its experts are not split by columns); use expert, data or pipeline")]
+    Gpt2MixtureTensor,
+    /// Overlapped all-reduces on a mixture model.
+    #[error("{pieces} pieces cut a dense model's all-reduces; a mixture model's are not cut in this version (use 0)")]
+    OverlapOnMixture {
+        /// The pieces asked for.
+        pieces: u32,
+    },
+    /// A tensor split that does not divide the heads.
+    #[error("a tensor split over {world} ranks does not divide the model's {heads} attention heads; world sizes that do: {}", divisors.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))]
+    HeadsNotDivided {
+        /// Ranks.
+        world: u32,
+        /// The model's attention heads.
+        heads: u32,
+        /// The world sizes that divide them.
+        divisors: Vec<u32>,
+    },
+    /// A tensor split that does not divide the feed-forward width.
+    #[error("a tensor split over {world} ranks does not divide the feed-forward width {ffn}")]
+    FfnNotDivided {
+        /// Ranks.
+        world: u32,
+        /// The feed-forward width.
+        ffn: u32,
+    },
+    /// More pipeline stages than layers.
+    #[error("a pipeline of {world} stages needs at least {world} layers; the model has {layers} (use world ≤ {layers})")]
+    TooFewLayers {
+        /// Stages.
+        world: u32,
+        /// The model's layers.
+        layers: u32,
+    },
+    /// A dense model where a mixture is needed.
+    #[error("{} needs a mixture-of-experts model (config.json with `num_local_experts`); this model is dense", need.what())]
+    NeedsMixture {
+        /// What needed it.
+        need: MixtureNeed,
+    },
+    /// The model's mixture keys are wrong.
+    #[error(transparent)]
+    Config(#[from] crate::model::ConfigError),
+    /// More ranks than experts.
+    #[error("an expert split over {world} ranks leaves ranks without an expert; the model has {experts} (use world ≤ {experts})")]
+    TooFewExperts {
+        /// Ranks.
+        world: u32,
+        /// The model's experts per layer.
+        experts: usize,
+    },
+    /// A prompt shorter than the context split's blocks.
+    #[error("{} over {world} ranks needs a prompt of at least {chunks} tokens; the prompt has {prompt}", if *zigzag { "a zig-zag context split" } else { "a context split" })]
+    PromptTooShort {
+        /// Ranks.
+        world: u32,
+        /// The blocks the prompt is cut into.
+        chunks: u32,
+        /// Prompt tokens.
+        prompt: u32,
+        /// Whether the split is zig-zag.
+        zigzag: bool,
+    },
+}
+
+impl LayoutError {
+    /// The spec key the error is reported at.
+    pub fn key(&self) -> &'static str {
+        match self {
+            LayoutError::ZigzagOffContext { .. } => "context_blocks",
+            LayoutError::DecodeStrategyOffContext { .. } | LayoutError::TensorDecode(_) => "decode_strategy",
+            LayoutError::OverlapWithoutAllReduce { .. }
+            | LayoutError::OverlapOnOneRank { .. }
+            | LayoutError::OverlapTooFine { .. }
+            | LayoutError::OverlapOnMixture { .. } => "overlap",
+            LayoutError::Gpt2MixtureTensor => "strategy",
+            LayoutError::NeedsMixture { need } => need.key(),
+            LayoutError::Config(_) => "model",
+            LayoutError::PromptTooShort { zigzag: true, .. } => "context_blocks",
+            LayoutError::HeadsNotDivided { .. }
+            | LayoutError::FfnNotDivided { .. }
+            | LayoutError::TooFewLayers { .. }
+            | LayoutError::TooFewExperts { .. }
+            | LayoutError::PromptTooShort { zigzag: false, .. } => "world",
+        }
+    }
+}
+
 /// The most pieces an all-reduce may be cut into.
 pub const MAX_OVERLAP: u32 = 64;
 
@@ -64,12 +221,15 @@ fn bare(world: u32) -> Vec<RankShare> {
         .collect()
 }
 
-/// The layout of a run, or `(key, message)` when the split is impossible.
-pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> Result<Layout, (&'static str, String)> {
+/// The layout of a run, or why the split is impossible.
+pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> Result<Layout, LayoutError> {
     let (ranks, head, sequences) = match (kind, model) {
         (Kind::Decode, Some(cfg)) => {
             if p.routing_skew != 0.0 {
-                mixture_of(cfg, "routing_skew")?;
+                mixture_of(cfg, MixtureNeed::RoutingSkew)?;
+            }
+            if p.overlap > 0 && cfg.is_mixture() {
+                return Err(LayoutError::OverlapOnMixture { pieces: p.overlap });
             }
             // A context split's prefill holds the whole model (its decode split, if any, names
             // its head), and every rank of an expert split holds the whole head: no placement.
@@ -91,53 +251,43 @@ pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> R
 
 /// Refuses the context-only keys' other values (`context_blocks: zigzag`, `decode_strategy:
 /// tensor`) on another strategy.
-fn context_only(p: &LayoutInput) -> Result<(), (&'static str, String)> {
-    let name = p.strategy.name();
-    if p.strategy == Strategy::Context {
+fn context_only(p: &LayoutInput) -> Result<(), LayoutError> {
+    let strategy = p.strategy;
+    if strategy == Strategy::Context {
         Ok(())
     } else if p.context_blocks == ContextBlocks::Zigzag {
-        Err((
-            "context_blocks",
-            format!(
-                "zigzag cuts a context split's prompt; a {name} split has no blocks to cut (use contiguous there, or leave the key out)"
-            ),
-        ))
+        Err(LayoutError::ZigzagOffContext { strategy })
     } else if p.decode_strategy != DecodeLayout::Rank0 {
-        Err((
-            "decode_strategy",
-            format!("names the layout a context split decodes on; a {name} split decodes on its own layout (use rank0 there, or leave the key out)"),
-        ))
+        Err(LayoutError::DecodeStrategyOffContext { strategy })
     } else {
         Ok(())
     }
 }
 
 /// The split a context run decodes on (`decode_strategy: tensor`); None for rank 0 alone.
-fn decode_split(p: &LayoutInput, cfg: &ModelConfig) -> Result<Option<DecodeSplit>, (&'static str, String)> {
+fn decode_split(p: &LayoutInput, cfg: &ModelConfig) -> Result<Option<DecodeSplit>, LayoutError> {
     if p.decode_strategy == DecodeLayout::Rank0 {
         return Ok(None);
     }
     let tensor = LayoutInput { strategy: Strategy::Tensor, ..*p };
-    let ranks = decode_shares(&tensor, cfg)
-        .map_err(|(_, message)| ("decode_strategy", format!("tensor decode after the context prefill: {message}")))?;
+    let ranks = decode_shares(&tensor, cfg).map_err(|e| LayoutError::TensorDecode(Box::new(e)))?;
     Ok(Some(DecodeSplit { strategy: Strategy::Tensor, head: p.head, ranks }))
 }
 
 /// The layout's overlap: refused where there is no all-reduce to overlap.
-fn overlap_of(kind: Kind, p: &LayoutInput) -> Result<Option<u32>, (&'static str, String)> {
+fn overlap_of(kind: Kind, p: &LayoutInput) -> Result<Option<u32>, LayoutError> {
     if p.overlap == 0 {
         return Ok(None);
     }
-    let refuse =
-        |why: String| Err(("overlap", format!("{} pieces {why}; use 0 there (an exclude: rule can leave the point out)", p.overlap)));
+    let pieces = p.overlap;
     if kind != Kind::Decode || p.strategy != Strategy::Tensor {
-        return refuse(format!("cut a tensor split's all-reduces, and a {} run makes none", p.strategy.name()));
+        return Err(LayoutError::OverlapWithoutAllReduce { pieces, strategy: p.strategy });
     }
     if p.world < 2 {
-        return refuse("need a tensor split over 2 or more ranks, and world 1 sums nothing".into());
+        return Err(LayoutError::OverlapOnOneRank { pieces });
     }
-    if p.overlap > MAX_OVERLAP {
-        return refuse(format!("are more than the {MAX_OVERLAP} allowed"));
+    if pieces > MAX_OVERLAP {
+        return Err(LayoutError::OverlapTooFine { pieces });
     }
     Ok(Some(p.overlap))
 }
@@ -149,43 +299,25 @@ fn kv_heads_of(cfg: &ModelConfig, heads: Span) -> Option<Span> {
         .then(|| crate::model::llama::kv_heads_for(heads, (cfg.heads / cfg.kv_heads) as usize))
 }
 
-/// Refuses the strategies a family does not implement yet.
-fn family_runs(p: &LayoutInput, cfg: &ModelConfig) -> Result<(), (&'static str, String)> {
-    if cfg.family() == Some(Family::Llama) && matches!(p.strategy, Strategy::Context | Strategy::Expert) {
-        return Err((
-            "strategy",
-            format!(
-                "a {} split of a {} model is not implemented in this version (Llama-family models run data, tensor and pipeline splits)",
-                p.strategy.name(),
-                cfg.model_type
-            ),
-        ));
+/// Refuses the splits a family does not implement yet (an expert split of a dense model is
+/// refused by [`expert_decode_shares`]).
+fn family_runs(p: &LayoutInput, cfg: &ModelConfig) -> Result<(), LayoutError> {
+    if cfg.family() == Some(Family::Gpt2) && p.strategy == Strategy::Tensor && cfg.is_mixture() {
+        return Err(LayoutError::Gpt2MixtureTensor);
     }
     Ok(())
 }
 
-fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {
+fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, LayoutError> {
     family_runs(p, cfg)?;
     let all = |n: u32| Some(Span::new(0, n));
     match p.strategy {
         Strategy::Tensor => {
             if !cfg.heads.is_multiple_of(p.world) {
-                let ok: Vec<String> = cfg.head_divisors().iter().map(u32::to_string).collect();
-                return Err((
-                    "world",
-                    format!(
-                        "a tensor split over {} ranks does not divide the model's {} attention heads; world sizes that do: {}",
-                        p.world,
-                        cfg.heads,
-                        ok.join(", ")
-                    ),
-                ));
+                return Err(LayoutError::HeadsNotDivided { world: p.world, heads: cfg.heads, divisors: cfg.head_divisors() });
             }
             if !cfg.intermediate.is_multiple_of(p.world) {
-                return Err((
-                    "world",
-                    format!("a tensor split over {} ranks does not divide the feed-forward width {}", p.world, cfg.intermediate),
-                ));
+                return Err(LayoutError::FfnNotDivided { world: p.world, ffn: cfg.intermediate });
             }
             let heads = even_spans(cfg.heads, p.world);
             let ffn = even_spans(cfg.intermediate, p.world);
@@ -206,13 +338,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
         }
         Strategy::Pipeline => {
             if p.world > cfg.layers {
-                return Err((
-                    "world",
-                    format!(
-                        "a pipeline of {} stages needs at least {} layers; the model has {} (use world ≤ {})",
-                        p.world, p.world, cfg.layers, cfg.layers
-                    ),
-                ));
+                return Err(LayoutError::TooFewLayers { world: p.world, layers: cfg.layers });
             }
             let layers = even_spans(cfg.layers, p.world);
             Ok((0..p.world as usize)
@@ -248,29 +374,16 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (
 }
 
 /// The mixture of a config, or the message refusing what needs one.
-fn mixture_of(cfg: &ModelConfig, what: &str) -> Result<MoeDims, (&'static str, String)> {
-    match MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize) {
-        Ok(Some(m)) => Ok(m),
-        Ok(None) => Err((
-            if what == "routing_skew" { "routing_skew" } else { "strategy" },
-            format!("{what} needs a mixture-of-experts model (config.json with `num_local_experts`); this model is dense"),
-        )),
-        Err(message) => Err(("model", message)),
-    }
+fn mixture_of(cfg: &ModelConfig, need: MixtureNeed) -> Result<MoeDims, LayoutError> {
+    MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize)?.ok_or(LayoutError::NeedsMixture { need })
 }
 
 /// Expert parallelism: every rank holds the attention and the output head whole and one
 /// contiguous share of each mixture layer's experts.
-fn expert_decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {
-    let m = mixture_of(cfg, "an expert split")?;
+fn expert_decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, LayoutError> {
+    let m = mixture_of(cfg, MixtureNeed::ExpertSplit)?;
     if p.world as usize > m.experts {
-        return Err((
-            "world",
-            format!(
-                "an expert split over {} ranks leaves ranks without an expert; the model has {} (use world ≤ {})",
-                p.world, m.experts, m.experts
-            ),
-        ));
+        return Err(LayoutError::TooFewExperts { world: p.world, experts: m.experts });
     }
     let all = |n: u32| Some(Span::new(0, n));
     Ok(even_spans(m.experts as u32, p.world)
@@ -294,15 +407,11 @@ fn expert_decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankSh
 /// one contiguous block (`contiguous`), or chunks r and 2p − 1 − r of 2p (`zigzag`, which evens
 /// the causal work); rank 0, which decodes afterwards unless a decode split is named, holds the
 /// output head.
-fn context_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, (&'static str, String)> {
+fn context_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, LayoutError> {
     let zigzag = p.context_blocks == ContextBlocks::Zigzag;
     let chunks = if zigzag { 2 * p.world } else { p.world };
     if chunks > p.prompt_tokens {
-        let (key, how) = if zigzag { ("context_blocks", "a zig-zag context split") } else { ("world", "a context split") };
-        return Err((
-            key,
-            format!("{how} over {} ranks needs a prompt of at least {chunks} tokens; the prompt has {}", p.world, p.prompt_tokens),
-        ));
+        return Err(LayoutError::PromptTooShort { world: p.world, chunks, prompt: p.prompt_tokens, zigzag });
     }
     let all = |n: u32| Some(Span::new(0, n));
     let spans = even_spans(p.prompt_tokens, chunks);
@@ -355,7 +464,11 @@ mod tests {
         let chunks: Vec<Vec<(u32, u32)>> = shares.iter().map(|s| s.prompt_chunks().iter().map(|c| (c.start, c.end)).collect()).collect();
         assert_eq!(chunks, vec![vec![(0, 3), (8, 10)], vec![(3, 6), (6, 8)]]);
         let short = LayoutInput { prompt_tokens: 3, ..input };
-        assert_eq!(context_shares(&short, &cfg).unwrap_err().0, "context_blocks");
+        let err = context_shares(&short, &cfg).unwrap_err();
+        assert_eq!(err, LayoutError::PromptTooShort { world: 2, chunks: 4, prompt: 3, zigzag: true });
+        assert_eq!(err.key(), "context_blocks");
+        let contiguous = LayoutInput { context_blocks: ContextBlocks::Contiguous, prompt_tokens: 1, ..input };
+        assert_eq!(context_shares(&contiguous, &cfg).unwrap_err().key(), "world");
     }
 
     fn input(strategy: Strategy, world: u32) -> LayoutInput {
@@ -390,13 +503,40 @@ mod tests {
     }
 
     #[test]
-    fn a_llama_context_or_expert_split_is_refused_naming_the_strategy() {
+    fn a_llama_context_split_holds_the_whole_model_and_an_expert_split_of_a_dense_llama_is_refused() {
         let cfg = ModelConfig::read(&crate::model::resolve_model("tinyllama-1.1b").dir).unwrap();
-        for strategy in [Strategy::Context, Strategy::Expert] {
-            let (key, message) = decode_shares(&input(strategy, 2), &cfg).unwrap_err();
-            assert_eq!(key, "strategy");
-            assert!(message.contains("data, tensor and pipeline"), "{message}");
-        }
+        let shares = decode_shares(&input(Strategy::Context, 2), &cfg).unwrap();
+        let tokens: Vec<Option<Span>> = shares.iter().map(|s| s.tokens).collect();
+        assert_eq!(tokens, vec![Some(Span::new(0, 8)), Some(Span::new(8, 16))]);
+        assert!(shares.iter().all(|s| s.heads == Some(Span::new(0, 32)) && s.kv_heads.is_none()), "every rank the whole model");
+        let err = decode_shares(&input(Strategy::Expert, 2), &cfg).unwrap_err();
+        assert_eq!((err.key(), err), ("strategy", LayoutError::NeedsMixture { need: MixtureNeed::ExpertSplit }));
+    }
+
+    #[test]
+    fn a_mixtral_expert_split_gives_each_rank_a_share_of_the_experts_and_the_rest_whole() {
+        let cfg = ModelConfig::read(&crate::model::resolve_model("mixtral-8x7b").dir).unwrap();
+        let shares = decode_shares(&input(Strategy::Expert, 2), &cfg).unwrap();
+        let experts: Vec<(u32, u32)> = shares.iter().map(|s| s.experts.map(|e| (e.start, e.end)).unwrap()).collect();
+        assert_eq!(experts, vec![(0, 4), (4, 8)]);
+        assert!(shares.iter().all(|s| s.heads == Some(Span::new(0, 32)) && s.layers == Some(Span::new(0, 32))));
+        let err = decode_shares(&input(Strategy::Expert, 16), &cfg).unwrap_err();
+        assert_eq!(err.key(), "world");
+        assert!(err.to_string().contains("the model has 8 (use world ≤ 8)"), "{err}");
+        assert!(decode_shares(&input(Strategy::Context, 2), &cfg).is_ok(), "a mixtral context split prefills with the whole model");
+    }
+
+    #[test]
+    fn a_tensor_split_of_a_gpt2_mixture_and_overlap_on_any_mixture_are_refused_by_name() {
+        let gpt2_moe = ModelConfig::read(&crate::model::resolve_model("gpt2-moe").dir).unwrap();
+        let err = decode_shares(&input(Strategy::Tensor, 2), &gpt2_moe).unwrap_err();
+        assert_eq!((err.key(), err), ("strategy", LayoutError::Gpt2MixtureTensor));
+        let mixtral = ModelConfig::read(&crate::model::resolve_model("mixtral-8x7b").dir).unwrap();
+        let ffn: Vec<Option<Span>> = decode_shares(&input(Strategy::Tensor, 2), &mixtral).unwrap().iter().map(|s| s.ffn).collect();
+        assert_eq!(ffn, vec![Some(Span::new(0, 7168)), Some(Span::new(7168, 14336))], "every expert's columns split as a SwiGLU's");
+        let overlapped = LayoutInput { overlap: 2, ..input(Strategy::Tensor, 2) };
+        let err = layout_for(Kind::Decode, &overlapped, Some(&mixtral)).unwrap_err();
+        assert_eq!((err.key(), err), ("overlap", LayoutError::OverlapOnMixture { pieces: 2 }));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Experiment specs: parse -> validate -> expand (matrix) -> RunPlan.
 
 pub mod claims;
+pub mod disk;
 pub mod expand;
 pub mod fields;
 pub mod layout;

@@ -222,9 +222,9 @@ pub struct RunPlan {
     /// sha256 of the spec file.
     pub spec_sha256: String,
     /// sha256 of everything that can change what is computed or measured.
-    pub run_id: String,
+    pub run_id: crate::identity::RunId,
     /// sha256 of the same without layout, link, backend and repetitions.
-    pub answer_id: String,
+    pub answer_id: crate::identity::AnswerId,
     /// The model, for decode and model runs.
     pub model: Option<ModelSource>,
     /// The link (`mpi-shm`, `mpi-tcp`).
@@ -274,7 +274,7 @@ impl RunPlan {
 
     /// The first 12 hex digits of the run identity, as the register shows it.
     pub fn short_id(&self) -> &str {
-        &self.run_id[..12.min(self.run_id.len())]
+        self.run_id.short()
     }
 
     /// A one-line description: `decode-tensor #2 tensor world=3 mpi-shm` (` cuda` appended

@@ -179,13 +179,19 @@ pub fn unknown_key(key: &str, valid: &[&str]) -> String {
 
 /// "unknown value" with the nearest valid value as the fix.
 pub fn unknown_choice(value: &str, valid: &[&str]) -> String {
-    match nearest(value, valid) {
+    unknown_choice_near(value, valid, nearest(value, valid))
+}
+
+/// The message for an unknown value, suggesting `near` (a valid name) when there is one.
+pub fn unknown_choice_near(value: &str, valid: &[&str], near: Option<&str>) -> String {
+    match near {
         Some(n) => format!("unknown value `{value}`; did you mean `{n}`? (one of {})", valid.join(", ")),
         None => format!("unknown value `{value}`; expected one of {}", valid.join(", ")),
     }
 }
 
-fn nearest<'v>(word: &str, valid: &[&'v str]) -> Option<&'v str> {
+/// The valid name within a small edit distance of `word`, if any.
+pub fn nearest<'v>(word: &str, valid: &[&'v str]) -> Option<&'v str> {
     valid
         .iter()
         .map(|v| (strsim::damerau_levenshtein(&word.to_ascii_lowercase(), v), *v))
@@ -216,7 +222,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         _ => vec![Strategy::Data],
     };
     let strategies = fields.strategies(c, kind, default_strategy);
-    let models = fields.models(c, kind);
+    let models = fields.models(c, kind, path);
     let links = fields.links(c, kind);
     Experiment {
         name,

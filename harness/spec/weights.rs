@@ -33,22 +33,56 @@ pub fn seeded_dir(name: &str, seed: u64) -> PathBuf {
     state_dir().join("checkpoints").join(format!("{safe}-seed{seed}"))
 }
 
+/// Why a spec's model cannot be run: its folder, its config or its checkpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The model's config.json could not be read; `known` lists the models there are.
+    #[error("{cause}{}", if known.is_empty() { String::new() } else { format!(" ({})", known.join(", ")) })]
+    Config {
+        /// Why the config could not be read.
+        cause: crate::model::ModelError,
+        /// The models under models/.
+        known: Vec<String>,
+    },
+    /// The model's family is not one parlab decodes.
+    #[error("{name} is a {model_type} model; the decode workload runs model_type {}", Family::runnable_types())]
+    NotRunnable {
+        /// The model as the spec names it.
+        name: String,
+        /// Its `model_type`.
+        model_type: String,
+    },
+    /// A Llama-family config parlab cannot compute exactly.
+    #[error("{name}: {cause}")]
+    Llama {
+        /// The model as the spec names it.
+        name: String,
+        /// What is wrong in its config.
+        cause: crate::model::ConfigError,
+    },
+    /// The checkpoint could not be read for its digest.
+    #[error("{}: cannot read: {cause}", path.display())]
+    Checkpoint {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+}
+
 /// Resolves `name`, reads its config, and picks its weights.
-pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig), String> {
+pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig), SourceError> {
     let loc = resolve_model(name);
-    let config = ModelConfig::read(&loc.dir).map_err(|e| {
-        let known = crate::model::resolve::known_models();
-        format!("{e}{}", if known.is_empty() { String::new() } else { format!(" ({})", known.join(", ")) })
-    })?;
-    let family = config.family().ok_or_else(|| {
-        format!("{name} is a {} model; the decode workload runs model_type {}", config.model_type, Family::runnable_types())
-    })?;
+    let config =
+        ModelConfig::read(&loc.dir).map_err(|cause| SourceError::Config { cause, known: crate::model::resolve::known_models() })?;
+    let family =
+        config.family().ok_or_else(|| SourceError::NotRunnable { name: name.to_string(), model_type: config.model_type.clone() })?;
     if family == Family::Llama {
-        crate::model::llama::LlamaDims::from_config(&config).map_err(|e| format!("{name}: {e}"))?;
+        crate::model::llama::LlamaDims::from_config(&config).map_err(|cause| SourceError::Llama { name: name.to_string(), cause })?;
     }
     let file = loc.dir.join("model.safetensors");
     let weights = if file.is_file() {
-        let sha256 = cached_file_digest(&file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+        let sha256 = cached_file_digest(&file).map_err(|cause| SourceError::Checkpoint { path: file.clone(), cause })?;
         Weights::Checkpoint { path: file, sha256 }
     } else {
         Weights::Seeded { seed, generator: seeded_generator(family).into(), path: seeded_dir(name, seed) }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Times Hugging Face transformers' own GPT-2 decode step (float32, greedy, KV cache) on a checkpoint.
+"""Times Hugging Face transformers' own decode step (GPT-2 or the Llama family, by the checkpoint's config) (float32, greedy, KV cache) on a checkpoint.
 
 Usage: hf_decode_step.py CHECKPOINT_DIR REFERENCE_JSON THREADS NEW_TOKENS REPETITIONS
 REFERENCE_JSON is parlab's cached reference (`$PARLAB_STATE/reference/<answer_id>-<model digest>.json`), which
@@ -9,14 +9,14 @@ seconds (prefill excluded) and checks that the greedy tokens equal the reference
 import json, statistics, sys, time
 
 import torch
-from transformers import GPT2LMHeadModel
+from transformers import AutoModelForCausalLM
 
 
 def main():
     ckpt, ref_path, threads, new_tokens, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     torch.set_num_threads(threads)
     ref = json.load(open(ref_path))
-    model = GPT2LMHeadModel.from_pretrained(ckpt).eval()
+    model = AutoModelForCausalLM.from_pretrained(ckpt, torch_dtype=torch.float32).eval()
     steps, tokens = [], []
     with torch.no_grad():
         for rep in range(reps + 1):  # the first repetition warms up

@@ -182,7 +182,7 @@ fn with_half_twin(k: Option<usize>, drift: f64, twin_margin: f64) -> Vec<Manifes
     if let parlab::spec::plan::Workload::Decode { dtype, .. } = &mut half.plan.workload {
         *dtype = parlab::spec::schema::Dtype::Bfloat16;
     }
-    (half.run_id, half.answer_id) = (format!("{:064x}", 0xbf16), format!("{:064x}", 0xbf17));
+    (half.run_id, half.answer_id) = (format!("{:064x}", 0xbf16).into(), format!("{:064x}", 0xbf17).into());
     let a = answer(&mut half);
     for s in &mut a.exactness.steps {
         s.drift = Some(drift);
@@ -214,7 +214,7 @@ fn a_half_precision_answer_is_graded_against_its_float32_twin() {
     assert!(parlab::precision::line(r).contains("tokens equal up to step 7 of 25"), "{}", parlab::precision::line(r));
     // Without its twin the run is listed, not graded.
     let mut list = with_half_twin(None, 0.3, 0.5);
-    list.retain(|m| !(m.layout.world == 2 && m.layout.strategy == Strategy::Tensor && m.run_id != format!("{:064x}", 0xbf16)));
+    list.retain(|m| !(m.layout.world == 2 && m.layout.strategy == Strategy::Tensor && m.run_id.as_str() != format!("{:064x}", 0xbf16)));
     assert_eq!(parlab::precision::audit(&list)[0].grade, PrecisionGrade::NoTwin);
 }
 

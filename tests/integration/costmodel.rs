@@ -441,3 +441,22 @@ fn predictions_joined_with_measurements() {
     assert!((entry.latency_us - fit.alpha_per_step_s * 1e6).abs() < 1e-9);
     assert!(entry.provenance_lines()[0].contains("measured: from run"));
 }
+
+#[test]
+fn a_seeded_mixtral_checkpoint_holds_exactly_the_parameters_the_formula_counts() {
+    // `parlab model init`'s tensors (Hugging Face's names, which transformers loads without a
+    // missing or unexpected key: tests/hf_crosscheck.py) against the formula `parlab shape` uses.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = parlab::model::ModelConfig::from_value(serde_json::json!({"model_type": "mixtral", "num_hidden_layers": 2,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 64, "intermediate_size": 96, "vocab_size": 501,
+        "max_position_embeddings": 64, "num_local_experts": 4, "num_experts_per_tok": 2}))
+    .unwrap();
+    parlab::model::init::write_checkpoint(&cfg, 1, dir.path()).unwrap();
+    let s = load_shape(dir.path().to_str().unwrap()).unwrap().shape;
+    // Per layer: q, o 64x64, k, v 16x64, router 4x64, 4 experts of 3 x 96 x 64, two norms;
+    // embedding and head 501x64, the final norm.
+    let layer = 2 * 64 * 64 + 2 * 16 * 64 + 4 * 64 + 4 * 3 * 96 * 64 + 2 * 64;
+    assert_eq!(s.params, 2 * layer + 2 * 501 * 64 + 64);
+    let c = count_checkpoint(dir.path(), s.params, s.tied_embeddings).unwrap().unwrap();
+    assert_eq!((c.stored_values, c.unexplained), (s.params, 0));
+}

@@ -5,6 +5,7 @@
 use super::launch::Suite;
 use parlab::manifest::Status;
 use parlab::model::gpt2::{Alone, Dims, Gpt2Part, KvRing, PartShare, Reduce, RingAttention};
+use parlab::model::part::DecoderPart;
 use parlab::model::reference::{greedy, Exactness, Generation};
 use parlab::model::weights::Checkpoint;
 use parlab::model::{init, ModelConfig};
@@ -25,7 +26,7 @@ fn small_config(dir: &Path) -> ModelConfig {
 
 fn decode_spec(name: &str, strategy: &str, world: &str, sequences: &str) -> String {
     format!(
-        "name: {name}\nkind: decode\nmodel: ./small\nstrategy: {strategy}\nworld: {world}\nsequences: {sequences}\n\
+        "name: {name}\nkind: decode\nmodel: ../small\nstrategy: {strategy}\nworld: {world}\nsequences: {sequences}\n\
          link: mpi-shm\nprompt: {{length: 10, seed: 4}}\nnew_tokens: 7\nrepetitions: 2\nwarmup: 1\nthreads: 1\ntimeout: 120s\n"
     )
 }
@@ -374,8 +375,8 @@ fn context_blocks(len: usize, world: u32, zigzag: bool) -> Vec<Vec<std::ops::Ran
 }
 
 /// Prefills `prompt` as a context split over `world` in-process ranks (one thread each, its own
-/// copy of the model): every prompt position's final hidden state, in position order.
-fn ring_prefill(dir: &Path, prompt: &[u32], world: u32, zigzag: bool) -> Vec<f32> {
+/// copy of the model from `load`): every prompt position's final hidden state, in position order.
+pub(crate) fn ring_prefill(prompt: &[u32], world: u32, zigzag: bool, load: &(dyn Fn() -> Box<dyn DecoderPart> + Sync)) -> Vec<f32> {
     let blocks = context_blocks(prompt.len(), world, zigzag);
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..world).map(|_| std::sync::mpsc::channel()).unzip();
     let mut receivers: Vec<Option<_>> = receivers.into_iter().map(Some).collect();
@@ -386,10 +387,8 @@ fn ring_prefill(dir: &Path, prompt: &[u32], world: u32, zigzag: bool) -> Vec<f32
                 let prev = receivers[rank].take().unwrap();
                 let blocks = blocks.clone();
                 scope.spawn(move || {
-                    let dims = Dims::from_config(&ModelConfig::read(dir).unwrap());
-                    let ckpt = Arc::new(Checkpoint::open(&dir.join("ckpt")).unwrap());
-                    let part = Gpt2Part::load(ckpt, dims.clone(), PartShare::whole(&dims)).unwrap();
-                    let (heads, head_dim) = (dims.heads as i64, dims.head_dim as i64);
+                    let part = load();
+                    let (heads, head_dim) = (part.kv_heads_held() as i64, part.head_dim() as i64);
                     let mut ring = ChannelRing { rank, blocks: blocks.clone(), heads, head_dim, next, prev };
                     let mut cache = part.new_cache(prompt.len());
                     let h = part.prefill_block(prompt, &blocks[rank], &mut cache, &mut ring).unwrap();
@@ -423,7 +422,12 @@ fn ring_attention_prefill_gives_every_prompt_position_the_unsplit_hidden_state()
     // cuts into 2p chunks (down to chunks of 1 token at world 4).
     for zigzag in [false, true] {
         for world in [1, 2, 3, 4] {
-            let ring = ring_prefill(dir.path(), &prompt, world, zigzag);
+            let load = || -> Box<dyn DecoderPart> {
+                let dims = Dims::from_config(&ModelConfig::read(dir.path()).unwrap());
+                let ckpt = Arc::new(Checkpoint::open(&dir.path().join("ckpt")).unwrap());
+                Box::new(Gpt2Part::load(ckpt, dims.clone(), PartShare::whole(&dims)).unwrap())
+            };
+            let ring = ring_prefill(&prompt, world, zigzag, &load);
             assert_eq!(ring.len(), unsplit.len());
             let worst = ring.iter().zip(&unsplit).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
             assert!(worst < 1e-4, "world {world} zigzag {zigzag}: a prompt position's hidden state differs by {worst}");

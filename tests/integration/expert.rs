@@ -5,7 +5,7 @@
 
 use super::launch::Suite;
 use parlab::manifest::Status;
-use parlab::model::gpt2::{Assignment, Mixture, MoeDims};
+use parlab::model::gpt2::{Assignment, ExpertKind, Mixture, MoeDims};
 use parlab::model::weights::Checkpoint;
 use parlab::model::{init, ModelConfig};
 use parlab::spec::plan::Span;
@@ -30,7 +30,7 @@ fn layer0_mixture(dir: &Path, skew: f64) -> (Mixture, Tensor) {
     let ckpt = Checkpoint::open(&dir.join("model.safetensors")).unwrap();
     let mut dims = MoeDims::from_raw(&cfg.raw, 256).unwrap().expect("a mixture config");
     dims.skew = skew;
-    let mixture = Mixture::load(&ckpt, &dims, 0, Span::new(0, 4), "tanh").unwrap();
+    let mixture = Mixture::load(&ckpt, &dims, "h.0.mlp", Span::new(0, 4), ExpertKind::Gpt2Mlp { gelu: "tanh" }).unwrap();
     tch::manual_seed(5);
     (mixture, Tensor::randn([12, 64], (tch::Kind::Float, tch::Device::Cpu)))
 }
@@ -87,7 +87,7 @@ fn an_expert_split_over_mpi_gives_the_unsplit_answer_and_a_known_routings_imbala
     small_moe(&suite.dir.path().join("small-moe"));
     suite.spec(
         "ep",
-        "name: ep\nkind: decode\nmodel: ./small-moe\nstrategy: expert\nworld: [1, 2]\nrouting_skew: [0, 20]\n\
+        "name: ep\nkind: decode\nmodel: ../small-moe\nstrategy: expert\nworld: [1, 2]\nrouting_skew: [0, 20]\n\
          link: mpi-shm\nprompt: {length: 10, seed: 4}\nnew_tokens: 6\nrepetitions: 2\nwarmup: 1\nthreads: 1\ntimeout: 120s\n",
     );
     assert_eq!(suite.run(&[]), 0);

@@ -92,7 +92,7 @@ fn shared_bandwidth_compares_worlds_of_one_experiment_only() {
     let mut extra: Vec<Manifest> =
         list.iter().filter(|m| m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world <= 2).cloned().collect();
     for (i, m) in extra.iter_mut().enumerate() {
-        (m.experiment, m.run_id) = ("aa-long-prompt".into(), format!("{:064x}", i + 1));
+        (m.experiment, m.run_id) = ("aa-long-prompt".into(), format!("{:064x}", i + 1).into());
         let slow = if m.layout.world == 1 { 0.5 } else { 0.001 };
         if let Some(d) = decode_mut(m) {
             d.compute_s = stat(slow);
@@ -164,7 +164,7 @@ fn regimes_hold_when_prefill_crosses_s_star_and_fail_when_it_does_not() {
 /// A decode manifest like `base` under another layout, with its own run identity and tokens/s.
 fn decode_like(base: &Manifest, strategy: Strategy, world: u32, sequences: u32, tokens_per_s: f64) -> Manifest {
     let mut m = base.clone();
-    m.run_id = format!("{:064x}", ((world as u64) << 32) | ((sequences as u64) << 8) | (strategy as u64 + 1));
+    m.run_id = format!("{:064x}", ((world as u64) << 32) | ((sequences as u64) << 8) | (strategy as u64 + 1)).into();
     m.plan.run_id = m.run_id.clone();
     m.layout.strategy = strategy;
     m.layout.world = world;

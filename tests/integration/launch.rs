@@ -286,3 +286,47 @@ fn mpi_auto_records_the_transport_open_mpi_selected() {
     assert_eq!(launch.ranks.len(), 2);
     assert!(launch.ranks.iter().all(|r| r.pid > 0 && !r.cores.is_empty() && !r.transport.is_empty()), "{:?}", launch.ranks);
 }
+
+#[test]
+fn a_rank_that_cannot_allocate_is_failed_with_its_own_error_line_not_backtrace_frames() {
+    let suite = Suite::new();
+    // 1 EiB per buffer: past any machine, allowed past the plan-time memory check on purpose.
+    suite.spec("huge", &small_collectives("huge", "60s", "").replace("sizes: [4, 4096]", "sizes: [1152921504606846976]"));
+    assert_eq!(suite.run(&[("PARLAB_MAX_MEMORY", "8000000TiB")]), 1);
+    let reason = suite.manifest("huge").reason.unwrap();
+    assert!(reason.contains("memory allocation of 1152921504606846976 bytes failed"), "the rank's cause: {reason}");
+    assert!(reason.contains("ranklogs/") && reason.contains("/stderr"), "the log it came from: {reason}");
+    for frame in ["Process received signal", "libc.so", "stack backtrace", "End of error message", "0x"] {
+        assert!(!reason.contains(frame), "no backtrace frame ({frame}): {reason}");
+    }
+    assert!(suite.leftovers().is_empty(), "processes left behind: {:?}", suite.leftovers());
+}
+
+/// The failed manifest of a two-rank run whose hostfile names only `host`.
+fn run_on_unreachable(host: &str, timeout: &str) -> String {
+    let suite = Suite::new();
+    std::fs::create_dir_all(suite.dir.path().join("specs")).unwrap();
+    std::fs::write(suite.dir.path().join("specs/hosts"), format!("{host} slots=2\n")).unwrap();
+    suite.spec("far", &small_collectives("far", timeout, "hostfile: hosts\n"));
+    assert_eq!(suite.run(&[]), 1);
+    let m = suite.manifest("far");
+    assert_eq!(m.status, Status::Failed);
+    assert!(suite.leftovers().is_empty(), "processes left behind: {:?}", suite.leftovers());
+    m.reason.unwrap()
+}
+
+#[test]
+fn a_hostfile_host_that_does_not_resolve_is_named_with_sshs_own_line() {
+    let reason = run_on_unreachable("nosuchhost.invalid", "20s");
+    assert!(reason.contains("from which no rank reported: nosuchhost.invalid"), "{reason}");
+    assert!(reason.contains("ssh: Could not resolve hostname nosuchhost"), "{reason}");
+    assert!(!reason.contains("ORTE was unable") && !reason.contains("lack of authority"), "no boilerplate: {reason}");
+}
+
+#[test]
+fn a_hostfile_host_that_never_answers_is_named_at_the_timeout() {
+    // A private address nothing answers on here: ssh waits for it past the 3 s timeout (where a
+    // network refuses it at once, mpirun exits 255 instead; the host must be named either way).
+    let reason = run_on_unreachable("10.255.255.1", "3s");
+    assert!(reason.contains("from which no rank reported: 10.255.255.1"), "{reason}");
+}

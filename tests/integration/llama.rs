@@ -1,6 +1,7 @@
 //! The Llama family's split model: the slice path of a decode step against libtorch's, grouped-
 //! query shares (split and replicated key/value heads) whose partial sums add up to the unsplit
-//! model's, a tied head, and the layouts that say which rank holds which key/value head.
+//! model's, a tied head, and the layouts that say which rank holds which key/value head; and
+//! Mixtral's layout: its mixture of SwiGLU experts split by expert columns adds up the same way.
 
 use parlab::model::gpt2::{Alone, KvCache, Reduce};
 use parlab::model::init;
@@ -14,9 +15,12 @@ use std::path::Path;
 use std::sync::Arc;
 use tch::Tensor;
 
-/// 8 query heads over 2 key/value heads, Llama 3's rotary scaling, Qwen2's biases when asked.
+/// 8 query heads over 2 key/value heads, Llama 3's rotary scaling, Qwen2's biases when asked;
+/// for mixtral, 4 experts of the feed-forward width, top 2.
 fn config(dir: &Path, model_type: &str, extra: &str) -> ModelConfig {
     std::fs::create_dir_all(dir).unwrap();
+    let extra =
+        if model_type == "mixtral" { format!(r#", "num_local_experts": 4, "num_experts_per_tok": 2{extra}"#) } else { extra.into() };
     let text = format!(
         r#"{{"model_type": "{model_type}", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
         "hidden_size": 64, "intermediate_size": 96, "vocab_size": 301, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
@@ -50,8 +54,8 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
 }
 
 #[test]
-fn a_prompt_fed_row_by_row_equals_it_fed_at_once_for_llama_qwen2_and_qwen3() {
-    for model_type in ["llama", "qwen2", "qwen3"] {
+fn a_prompt_fed_row_by_row_equals_it_fed_at_once_for_llama_qwen2_qwen3_and_mixtral() {
+    for model_type in ["llama", "qwen2", "qwen3", "mixtral"] {
         let dir = tempfile::tempdir().unwrap();
         let p = part(dir.path(), model_type, LlamaShare::whole);
         let tokens = [7u32, 300, 9, 1, 42, 5];
@@ -134,6 +138,28 @@ fn partial_sums_of_shares_replicating_the_kv_heads_add_up_to_the_unsplit_model()
 }
 
 #[test]
+fn partial_sums_of_mixtral_shares_splitting_every_experts_columns_add_up_to_the_unsplit_model() {
+    // The mixture's output is the layer's second all-reduce: each rank's columns of the chosen experts.
+    assert_shares_add_up("mixtral", &[(0, 4, 0, 40), (4, 8, 40, 96)]);
+    assert_shares_add_up("mixtral", &[(0, 2, 0, 24), (2, 4, 24, 48), (4, 6, 48, 72), (6, 8, 72, 96)]);
+}
+
+#[test]
+fn a_mixtral_part_holds_the_experts_of_its_share_and_streams_only_the_routed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = part(&dir.path().join("w"), "mixtral", LlamaShare::whole);
+    let half = part(&dir.path().join("h"), "mixtral", |d| LlamaShare { experts: Span::new(2, 4), ..LlamaShare::whole(d) });
+    let tokens = [7u32, 300, 9];
+    let at_once = |p: &LlamaPart| p.forward(p.embed(&tokens, 0).unwrap(), &mut p.new_cache(8), &mut Alone);
+    assert!(max_diff(&at_once(&whole), &at_once(&half)) > 1e-2, "a part without experts 0 and 1 computes a different mixture");
+    // Per layer a step reads the router (4 x 64) and 2 of the experts held (3 x 96 x 64 each),
+    // whether the part holds 4 experts or 2; the rest is the same.
+    assert_eq!(whole.streamed_bytes(), half.streamed_bytes());
+    let quarter = part(&dir.path().join("q"), "mixtral", |d| LlamaShare { experts: Span::new(3, 4), ..LlamaShare::whole(d) });
+    assert_eq!(whole.streamed_bytes() - quarter.streamed_bytes(), 4 * 2 * 3 * 96 * 64, "one expert fewer in each of 2 layers");
+}
+
+#[test]
 fn a_rank_caches_only_the_kv_heads_its_query_heads_read() {
     let dir = tempfile::tempdir().unwrap();
     let whole = part(&dir.path().join("w"), "llama", LlamaShare::whole);
@@ -143,6 +169,42 @@ fn a_rank_caches_only_the_kv_heads_its_query_heads_read() {
     assert_eq!(quarter.kv_cache_bytes_per_token(), 2 * 2 * 8 * 4, "one replicated key/value head");
     assert_eq!(kv_heads_for(Span::new(2, 4), 4), Span::new(0, 1));
     assert_eq!(kv_heads_for(Span::new(3, 6), 4), Span::new(0, 2), "heads of two groups read both");
+}
+
+#[test]
+fn a_ring_attention_prefill_of_the_llama_family_gives_every_position_the_unsplit_hidden_state() {
+    // Grouped-query keys passed round the ring, rotary positions per chunk: 11 tokens over 1 to 4
+    // ranks, contiguous and zig-zag (chunks of one token at world 4).
+    // The ranks here are threads of one process, and parlab's matvec pool serves one caller at a
+    // time (a rank is a process of its own); a mixture's expert that gets one row runs a matvec,
+    // so every matvec runs on its caller's thread while this test runs.
+    struct OneThreadMatvec;
+    impl Drop for OneThreadMatvec {
+        fn drop(&mut self) {
+            parlab::model::matvec::set_threads(0);
+        }
+    }
+    parlab::model::matvec::set_threads(1);
+    let _restore = OneThreadMatvec;
+    for model_type in ["llama", "qwen3", "mixtral"] {
+        let dir = tempfile::tempdir().unwrap();
+        let whole = part(dir.path(), model_type, LlamaShare::whole);
+        let prompt: Vec<u32> = (0..11).map(|i| (i * 37 + 5) % 301).collect();
+        let unsplit = whole.forward(whole.embed(&prompt, 0).unwrap(), &mut whole.new_cache(11), &mut Alone);
+        let unsplit = Vec::<f32>::try_from(&unsplit.contiguous().view([-1])).unwrap();
+        let dims = whole.dims.clone();
+        let load = || -> Box<dyn DecoderPart> {
+            let ckpt = Arc::new(Checkpoint::open(&dir.path().join("ckpt")).unwrap());
+            Box::new(LlamaPart::load_on(ckpt, dims.clone(), LlamaShare::whole(&dims), Placement::cpu()).unwrap())
+        };
+        for zigzag in [false, true] {
+            for world in [1, 2, 3, 4] {
+                let ring = crate::decode::ring_prefill(&prompt, world, zigzag, &load);
+                let worst = ring.iter().zip(&unsplit).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(worst < 1e-4, "{model_type} world {world} zigzag {zigzag}: a position's hidden state differs by {worst}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -174,14 +236,19 @@ fn decode_specs_name_the_families_parlab_runs_and_refuse_what_it_cannot_compute(
     let (source, cfg) = parlab::spec::weights::model_source("tinyllama-1.1b", 0).unwrap();
     assert_eq!(cfg.family(), Some(parlab::model::config::Family::Llama));
     assert!(matches!(source.weights, parlab::spec::plan::Weights::Seeded { ref generator, .. } if generator == "parlab-llama-init/1"));
-    let err = parlab::spec::weights::model_source("mixtral-8x7b", 0).unwrap_err();
-    assert!(err.contains("is a mixtral model") && err.contains("gpt2, llama, qwen2, qwen3"), "{err}");
+    let (source, cfg) = parlab::spec::weights::model_source("mixtral-8x7b", 0).unwrap();
+    assert_eq!(cfg.family(), Some(parlab::model::config::Family::Llama));
+    assert!(matches!(source.weights, parlab::spec::plan::Weights::Seeded { ref generator, .. } if generator == "parlab-llama-init/1"));
+    use parlab::spec::weights::SourceError;
+    let err = parlab::spec::weights::model_source("gemma-2-2b", 0).unwrap_err();
+    assert!(matches!(&err, SourceError::NotRunnable { model_type, .. } if model_type == "gemma2"), "{err:?}");
+    assert!(err.to_string().contains("gpt2, llama, qwen2, qwen3, mixtral"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     config(dir.path(), "llama", "");
     let text = std::fs::read_to_string(dir.path().join("config.json")).unwrap().replace("llama3", "yarn");
     std::fs::write(dir.path().join("config.json"), text).unwrap();
     let err = parlab::spec::weights::model_source(dir.path().to_str().unwrap(), 0).unwrap_err();
-    assert!(err.contains("`rope_scaling` of type \"yarn\""), "{err}");
+    assert!(matches!(&err, SourceError::Llama { cause: parlab::model::ConfigError::RopeType(t), .. } if t == "yarn"), "{err:?}");
 }
 
 #[test]
@@ -210,4 +277,39 @@ fn bfloat16_through_libtorchs_path_keeps_the_float32_answer_within_its_rounding(
         assert!(drift > 0.0, "{model_type}: bf16 logits are bitwise float32's: the part did not compute in bf16");
         assert!(drift < 0.1 * scale, "{model_type}: bf16 drift {drift} against logits up to {scale}");
     }
+}
+
+#[test]
+fn half_precision_decodes_on_the_host_and_the_precision_audit_grades_it_against_its_float32_twin() {
+    // dtype bfloat16 / float16 on the CPU: libtorch's operations compute in half precision (the
+    // row kernels are float32), unsplit and split by tensor; each half-precision run has a float32
+    // twin, and `parlab audit --json` grades it.
+    let suite = super::launch::Suite::new();
+    let tiny = suite.dir.path().join("tiny");
+    config(&tiny, "llama", "");
+    suite.spec(
+        "half",
+        &format!(
+            "name: half\nkind: decode\nmodel: {}\nstrategy: tensor\nworld: [1, 2]\ndtype: [float32, bfloat16, float16]\n\
+             link: mpi-shm\nprompt: {{length: 8, seed: 2}}\nnew_tokens: 6\nrepetitions: 1\nwarmup: 0\nthreads: 1\ntimeout: 120s\n",
+            tiny.display()
+        ),
+    );
+    assert_eq!(suite.run(&[]), 0, "six runs ok");
+    let out = suite.parlab(&["audit", "--json", "--manifests", suite.manifests().to_str().unwrap()]);
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = audit["precision"].as_array().expect("precision rows");
+    let mut dtypes: Vec<&str> = rows.iter().map(|r| r["dtype"].as_str().unwrap()).collect();
+    dtypes.sort();
+    assert_eq!(dtypes, ["bfloat16", "bfloat16", "float16", "float16"]);
+    assert_eq!(rows.len(), 4, "bfloat16 and float16 at worlds 1 and 2, each with its float32 twin: {rows:#?}");
+    for r in rows {
+        let grade = r["grade"].as_str().unwrap();
+        assert!(
+            ["TOKENS_EQUAL", "NEAR_TIE"].contains(&grade),
+            "a seeded model's half-precision answer keeps its twin's tokens or leaves them at a near-tie: {r:#}"
+        );
+        assert!(r["drift"].as_f64().unwrap() > 0.0, "half precision drifts from float32: {r:#}");
+    }
+    assert!(rows.iter().all(|r| r["twin"].is_string()), "every half-precision run found its float32 twin");
 }

@@ -17,6 +17,7 @@ mod nightly;
 mod register_store;
 mod reliability;
 mod report;
+mod runner;
 mod slurm;
 mod spec_corpus;
 mod spec_fuzz;

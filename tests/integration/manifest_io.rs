@@ -1,6 +1,6 @@
 //! Manifests: atomic writes, round trips, and corrupt or foreign files skipped.
 
-use parlab::manifest::{self, Manifest, Status};
+use parlab::manifest::{self, Manifest, ReadError, Status};
 use parlab::spec::load_suite;
 use std::path::PathBuf;
 
@@ -41,16 +41,18 @@ fn corrupt_and_foreign_files_are_skipped_with_reasons() {
     std::fs::write(dir.path().join("foreign.json"), "{\"hello\": \"world\"}").unwrap();
     std::fs::write(dir.path().join("future.json"), "{\"schema\": \"parlab.manifest/9\"}").unwrap();
     let mut renamed = m.clone();
-    renamed.run_id = "0".repeat(64);
+    renamed.run_id = "0".repeat(64).into();
     std::fs::write(dir.path().join("misnamed.json"), serde_json::to_string(&renamed).unwrap()).unwrap();
     let (list, skipped) = manifest::read_all(dir.path());
     assert_eq!(list.len(), 1);
     let reasons: Vec<String> = skipped.iter().map(|s| format!("{}: {}", s.path.file_name().unwrap().to_string_lossy(), s.reason)).collect();
     assert_eq!(skipped.len(), 4, "{reasons:?}");
-    assert!(reasons.iter().any(|r| r.starts_with("truncated.json: not valid JSON")), "{reasons:?}");
-    assert!(reasons.iter().any(|r| r.starts_with("foreign.json: not a parlab manifest")), "{reasons:?}");
-    assert!(reasons.iter().any(|r| r.starts_with("future.json: schema `parlab.manifest/9`")), "{reasons:?}");
-    assert!(reasons.iter().any(|r| r.starts_with("misnamed.json: file name does not match")), "{reasons:?}");
+    let reason = |name: &str| &skipped.iter().find(|s| s.path.file_name().unwrap() == name).expect(name).reason;
+    assert!(matches!(reason("truncated.json"), ReadError::NotJson(_)), "{reasons:?}");
+    assert!(matches!(reason("foreign.json"), ReadError::NoSchema), "{reasons:?}");
+    assert!(matches!(reason("future.json"), ReadError::ForeignSchema(s) if s == "parlab.manifest/9"), "{reasons:?}");
+    assert!(matches!(reason("misnamed.json"), ReadError::MisnamedFile(id) if *id == renamed.run_id), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.starts_with("future.json: schema `parlab.manifest/9` is not parlab.manifest/")), "{reasons:?}");
 }
 
 #[test]
@@ -70,8 +72,8 @@ fn an_older_format_manifest_is_refused_with_what_to_do() {
         let (list, skipped) = manifest::read_all(dir.path());
         assert!(list.is_empty());
         let reason = &skipped[0].reason;
-        assert!(reason.contains("older parlab") && reason.contains(old) && reason.contains(lacked), "{reason}");
-        assert!(reason.contains("`parlab run` re-measures it"), "{reason}");
+        assert!(matches!(reason, ReadError::OlderSchema { tag, lacked: l } if *tag == old && *l == lacked), "{reason:?}");
+        assert!(reason.to_string().contains("`parlab run` re-measures it"), "{reason}");
     }
 }
 

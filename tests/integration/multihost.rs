@@ -79,7 +79,7 @@ fn runs_across_two_hosts_record_both_hosts_keep_the_answer_and_leave_nothing_beh
     std::fs::write(dir.join("small/config.json"), SMALL).unwrap();
     suite.spec(
         "split",
-        "name: split\nkind: decode\nmodel: ./small\nstrategy: tensor\nworld: 2\nlink: mpi-tcp\nhostfile: ../hosts2\n\
+        "name: split\nkind: decode\nmodel: ../small\nstrategy: tensor\nworld: 2\nlink: mpi-tcp\nhostfile: ../hosts2\n\
          prompt: {length: 5, seed: 4}\nnew_tokens: 4\nrepetitions: 1\nwarmup: 0\nthreads: 1\ntimeout: 120s\n",
     );
     // The user's own Open MPI interface setting carries the shm run's TCP between hosts.

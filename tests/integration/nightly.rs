@@ -368,7 +368,7 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
     }
     let membw = |bw: f64| {
         let mut b = decode_manifest(0.020, None);
-        b.run_id = "b".repeat(64);
+        b.run_id = "b".repeat(64).into();
         b.experiment = "membw".into();
         b.answer = None;
         b.summary = Some(crate::synth::membw_summary(bw));
@@ -518,7 +518,7 @@ fn the_command_exits_3_on_a_changed_answer_and_2_on_a_foreign_baseline_or_bad_fl
     decode_manifest(0.020, Some(&[9, 9, 9])).write(now.path()).unwrap();
     assert_eq!(nightly(base.path(), now.path(), &[]).status.code(), Some(3));
     let mut other = decode_manifest(0.020, Some(&[1, 2, 3]));
-    other.run_id = "c".repeat(64);
+    other.run_id = "c".repeat(64).into();
     other.write(foreign.path()).unwrap();
     let out = nightly(foreign.path(), now.path(), &[]);
     assert_eq!(out.status.code(), Some(2), "a foreign baseline");
@@ -798,8 +798,8 @@ fn e2e_suite() -> super::launch::Suite {
     );
     suite.spec(
         "decode",
-        "name: nightly-decode\nkind: decode\nmodel: ./small\nstrategy: tensor\nworld: [1, 2]\nlink: mpi-shm\n\
-         prompt: {length: 16, seed: 4}\nnew_tokens: 12\nrepetitions: 5\nwarmup: 1\nthreads: 1\ntimeout: 120s\n",
+        "name: nightly-decode\nkind: decode\nmodel: ../small\nstrategy: tensor\nworld: [1, 2]\nlink: mpi-shm\n\
+         prompt: {length: 16, seed: 4}\nnew_tokens: 12\nrepetitions: 9\nwarmup: 1\nthreads: 1\ntimeout: 120s\n",
     );
     suite
 }
@@ -881,7 +881,7 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
         let c = frame.column(name).unwrap().u32().unwrap().clone();
         (0..frame.height()).filter_map(|i| c.get(i)).max().unwrap()
     };
-    assert_eq!((column("launch"), column("repetition")), (k - 1, 5 * k - 1), "every launch's samples kept, repetitions apart");
+    assert_eq!((column("launch"), column("repetition")), (k - 1, 9 * k - 1), "every launch's samples kept, repetitions apart");
     let mut quiet = Vec::new();
     for (a, b) in [(0, 1), (1, 2), (0, 2)] {
         let c = e2e_compare(&nights[a], &nights[b]);
@@ -914,12 +914,11 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     let decode: Vec<&Judged> = verdicts.iter().filter(|v| v.run.ends_with("nightly-decode")).collect();
     let figures: Vec<&str> = decode.iter().map(|v| v.figure.as_str()).collect();
     assert_eq!(figures, ["decode step median", "tokens per second median"].repeat(2), "step and rate at worlds 1 and 2");
-    // The slowdown is found: a decode step is REGRESSED (the world-1 step was in every one of the
-    // nine runs measured while this test was written), and no decode figure moves the other way. A split
-    // decode slowed by the fault can collapse on a loaded machine (the `slow` fault stretches
-    // each rank by its step's elapsed time, which includes waiting for the other rank's stretch;
-    // 3 of 7 slowed world-2 launches collapsed at load 3.3), so its figures must point the slowed
-    // way but may stay NO_CHANGE when their launches split into two groups.
+    // The slowdown is found: a decode step is REGRESSED and no decode figure moves the other way.
+    // Every decode figure REGRESSED (the issue's aim) is not yet reliable: without a history the
+    // floor comes from the baseline night's launches, and a baseline whose world-2 launches
+    // scatter (±19.7% at load 1.1 in one `make test`) widens the band past a +90% change with
+    // q 0.001, which then stays NO_CHANGE. Such figures must still point the slowed way.
     let slowed_way = |v: &Judged| if v.figure.starts_with("tokens") { v.effect < 0.0 } else { v.effect > 0.0 };
     let wrong_way: Vec<String> = decode
         .iter()

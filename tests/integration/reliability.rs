@@ -256,7 +256,7 @@ fn a_wrong_shaped_tensor_fails_its_run_naming_the_tensor_and_both_shapes_and_the
     let suite = Suite::new();
     checkpoint(&suite.dir.path().join("bad"), SMALL);
     alter_tensor(&suite.dir.path().join("bad"), "transformer.h.0.attn.c_proj.weight", Some(vec![64, 63]));
-    suite.spec("a-bad", &decode_spec("a-bad", "./bad"));
+    suite.spec("a-bad", &decode_spec("a-bad", "../bad"));
     suite.spec("b-healthy", &small_collectives("b-healthy", "60s", ""));
     let code = suite.run(&[]);
     assert_eq!(code, 1, "a failed run, not a panic (101)");
@@ -272,7 +272,7 @@ fn nan_weights_name_the_tensor() {
     let suite = Suite::new();
     checkpoint(&suite.dir.path().join("nan"), SMALL);
     alter_tensor(&suite.dir.path().join("nan"), "transformer.h.1.mlp.c_fc.weight", None);
-    suite.spec("nan", &decode_spec("nan", "./nan"));
+    suite.spec("nan", &decode_spec("nan", "../nan"));
     assert_eq!(suite.run(&[("PARLAB_STATE", suite.dir.path().join("state").to_str().unwrap())]), 1);
     let reason = suite.manifest("nan").reason.unwrap_or_default();
     assert!(reason.contains("h.1.mlp.c_fc.weight") && reason.contains("NaN"), "{reason}");
@@ -284,7 +284,7 @@ fn a_config_whose_heads_do_not_divide_the_width_is_refused_by_validate() {
     let dir = suite.dir.path().join("odd");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), SMALL.replace("\"n_head\": 4", "\"n_head\": 5")).unwrap();
-    suite.spec("odd", &decode_spec("odd", "./odd"));
+    suite.spec("odd", &decode_spec("odd", "../odd"));
     let out = parlab(suite.dir.path(), &["validate", "specs"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("config.json") && stderr(&out).contains("not a multiple of the 5 attention heads"), "{}", stderr(&out));
@@ -296,7 +296,7 @@ fn a_matrix_of_ten_million_runs_is_refused_before_expanding() {
     checkpoint(&suite.dir.path().join("small"), SMALL);
     let list = |n: u32| format!("[{}]", (1..=n).map(|i| i.to_string()).collect::<Vec<_>>().join(", "));
     let spec = format!(
-        "name: bomb\nkind: decode\nmodel: ./small\nstrategy: [data, tensor, pipeline]\nworld: {}\nthreads: {}\nsequences: {}\n\
+        "name: bomb\nkind: decode\nmodel: ../small\nstrategy: [data, tensor, pipeline]\nworld: {}\nthreads: {}\nsequences: {}\n\
          link: [mpi-shm, mpi-tcp]\nnew_tokens: {}\nprompt: {{length: 5, seed: 1}}\n",
         list(4),
         list(20),
@@ -387,11 +387,11 @@ fn fifos_and_devices_are_refused_as_hostfiles_configs_and_manifests_without_hang
     let fifo_model = suite.dir.path().join("fifo-model");
     std::fs::create_dir_all(&fifo_model).unwrap();
     mkfifo(&fifo_model.join("config.json"));
-    suite.spec("fifo-model", &decode_spec("fifo-model", "./fifo-model"));
+    suite.spec("fifo-model", &decode_spec("fifo-model", "../fifo-model"));
     let zero_model = suite.dir.path().join("zero-model");
     std::fs::create_dir_all(&zero_model).unwrap();
     std::os::unix::fs::symlink("/dev/zero", zero_model.join("config.json")).unwrap();
-    suite.spec("zero-model", &decode_spec("zero-model", "./zero-model"));
+    suite.spec("zero-model", &decode_spec("zero-model", "../zero-model"));
     let out = parlab(suite.dir.path(), &["validate", "specs"], &[]);
     assert_eq!(out.status.code(), Some(2));
     let text = stderr(&out);
@@ -409,7 +409,7 @@ fn fifos_and_devices_are_refused_as_hostfiles_configs_and_manifests_without_hang
 fn validate_and_plan_write_nothing_into_the_state_folder() {
     let suite = Suite::new();
     checkpoint(&suite.dir.path().join("small"), SMALL);
-    suite.spec("d", &decode_spec("d", "./small"));
+    suite.spec("d", &decode_spec("d", "../small"));
     let state = suite.dir.path().join("state");
     for cmd in ["validate", "plan"] {
         let out = parlab(suite.dir.path(), &[cmd, "specs"], &[("PARLAB_STATE", state.to_str().unwrap())]);
@@ -572,4 +572,65 @@ fn a_changed_spec_moves_its_old_runs_out_of_the_register_and_keeps_them() {
     assert!(kept.join(&old.run_id).join("samples.parquet").is_file(), "with its results");
     let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
     assert!(register.contains(&new.run_id[..12]) && !register.contains(&old.run_id[..12]), "only the current run is in the register");
+}
+
+/// A decode spec of the GPT-2 config `config` (written to `dir/m/config.json`), in `dir/specs`.
+fn weightless_suite(dir: &Path, config: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("m")).unwrap();
+    std::fs::write(dir.join("m/config.json"), config).unwrap();
+    std::fs::create_dir_all(dir.join("specs")).unwrap();
+    let spec = dir.join("specs/w.yaml");
+    std::fs::write(&spec, "name: w\nkind: decode\nmodel: ../m\nstrategy: tensor\nworld: 2\nprompt: {length: 4}\nnew_tokens: 4\n").unwrap();
+    spec
+}
+
+#[test]
+fn a_seeded_checkpoint_past_the_free_disk_of_a_small_filesystem_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 530 thousand parameters: a 2.1 MB checkpoint, nothing for memory.
+    let config = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4, "n_embd": 128,
+        "vocab_size": 1000, "n_positions": 64, "layer_norm_epsilon": 1e-05}"#;
+    weightless_suite(dir.path(), config);
+    let state = dir.path().join("state");
+    let disk = SmallDisk::mount(&state, 1024).expect("mounting a 1 MiB tmpfs needs root (CI and this project's machines run as root)");
+    let manifests = dir.path().join("manifests");
+    let env = [("PARLAB_STATE", state.to_str().unwrap()), ("PARLAB_MANIFESTS", manifests.to_str().unwrap()), ("PARLAB_MAX_DISK", "")];
+    let out = parlab(dir.path(), &["run", "specs", "--no-report"], &env);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("this run writes a seeded checkpoint of about 2.0 MiB")
+            || err.contains("this run writes a seeded checkpoint of about 2.1 MiB"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{}/checkpoints/", state.display())) && err.contains("1.0 MiB free"),
+        "the folder and the free figure: {err}"
+    );
+    assert!(std::fs::read_dir(&disk.0).unwrap().next().is_none(), "nothing written into the small filesystem");
+    drop(disk);
+    let roomy = SmallDisk::mount(&state, 8192).unwrap();
+    let out = parlab(dir.path(), &["validate", "specs"], &env);
+    assert_eq!(out.status.code(), Some(0), "8 MiB free holds it: {}", stderr(&out));
+    drop(roomy);
+}
+
+#[test]
+fn a_seeded_checkpoint_past_any_disk_is_refused_at_validate_once_memory_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 51 trillion parameters: 206 TB, past any disk; memory is allowed by the override.
+    let config = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 1000, "n_head": 64, "n_embd": 65536,
+        "vocab_size": 1000, "n_positions": 64, "layer_norm_epsilon": 1e-05}"#;
+    weightless_suite(dir.path(), config);
+    let state = dir.path().join("state");
+    let env = [("PARLAB_STATE", state.to_str().unwrap()), ("PARLAB_MAX_MEMORY", "8000000TiB")];
+    let started = Instant::now();
+    let out = parlab(dir.path(), &["validate", "specs"], &env);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("model: this run writes a seeded checkpoint of about") && err.contains("float32 parameters) into"), "{err}");
+    assert!(err.contains("free (") && err.contains("by statvfs") && err.contains("PARLAB_MAX_DISK"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30) && !state.exists(), "refused at once, nothing written");
+    let allowed = parlab(dir.path(), &["validate", "specs"], &[env[0], env[1], ("PARLAB_MAX_DISK", "1000TB")]);
+    assert_eq!(allowed.status.code(), Some(0), "the override lifts it: {}", stderr(&allowed));
 }

@@ -20,6 +20,17 @@ fn updating() -> bool {
     std::env::var("PARLAB_UPDATE_SNAPSHOTS").is_ok_and(|v| v == "1")
 }
 
+/// `parlab report --manifests DIR --out OUT`, its output captured.
+fn report_into(manifests: &std::path::Path, out: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["report", "--manifests"])
+        .arg(manifests)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 /// The fixture manifests folder, regenerated first when updating snapshots.
 fn fixtures() -> PathBuf {
     static REGENERATE: Once = Once::new();
@@ -151,13 +162,7 @@ fn corrupt_and_foreign_manifests_are_skipped_with_a_warning() {
     std::fs::write(dir.path().join("garbage.json"), "{ not json").unwrap();
     std::fs::write(dir.path().join("foreign.json"), r#"{"hello": "world"}"#).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .args(["report", "--manifests"])
-        .arg(dir.path())
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let run = report_into(dir.path(), out.path());
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "parlab report failed: {stderr}");
     assert!(stderr.contains("warning: skipped") && stderr.contains("garbage.json") && stderr.contains("foreign.json"), "{stderr}");
@@ -196,6 +201,51 @@ fn an_unmet_requirement_is_not_run_and_quotes_the_probe() {
         let machine = section(&text, "what-this-machine");
         assert!(machine.contains("| gpus | `nvidia-smi -L` |"), "the saved gates are not shown:\n{machine}");
     }
+}
+
+/// `parlab run` probes once per machine and boot: a second run decides its NOT_RUN on the cached
+/// probes and says so on stderr and in the NOT_RUN reason; `--reprobe` probes again.
+#[test]
+fn a_second_run_uses_the_cached_gates_and_labels_its_not_run_decision() {
+    let gpus = parlab::gates::probe("gpus", "nvidia-smi -L", std::time::Duration::from_secs(30));
+    if gpus.succeeded() && gpus.output.lines().filter(|l| l.starts_with("GPU ")).count() >= 8 {
+        eprintln!("skipped: this machine has 8 GPUs, so `requires: {{gpus: 8}}` is met");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = tmp.path().join("eight-gpus.yaml");
+    std::fs::write(
+        &spec,
+        "name: eight-gpus\nkind: collectives\nworld: 2\nlink: mpi-shm\nrequires: {gpus: 8}\nops: [all-reduce]\nsizes: [4]\n",
+    )
+    .unwrap();
+    let manifests = tmp.path().join("manifests");
+    let run = |extra: &[&str]| {
+        let _ = std::fs::remove_dir_all(&manifests);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .current_dir(root())
+            .args(["run", "--no-report"])
+            .args(extra)
+            .arg(&spec)
+            .env("PARLAB_MANIFESTS", &manifests)
+            .env("PARLAB_STATE", tmp.path().join("state"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let (list, _) = manifest::read_all(&manifests);
+        assert_eq!(list.len(), 1, "{stderr}");
+        (stderr, list[0].reason.clone().unwrap_or_default())
+    };
+    let (stderr, reason) = run(&[]);
+    assert!(stderr.contains("probing the machine (gates; no cached probes yet)"), "{stderr}");
+    assert!(reason.contains("needs 8 GPUs") && !reason.contains("cached"), "{reason}");
+    let (stderr, reason) = run(&[]);
+    assert!(stderr.contains("parlab: gates: using the probes taken at"), "{stderr}");
+    assert!(reason.contains("needs 8 GPUs") && reason.contains(", cached; `--reprobe` probes again)"), "{reason}");
+    let (stderr, reason) = run(&["--reprobe"]);
+    assert!(stderr.contains("probing the machine (gates; --reprobe)"), "{stderr}");
+    assert!(reason.contains("needs 8 GPUs") && !reason.contains("cached"), "{reason}");
 }
 
 #[test]
@@ -285,14 +335,16 @@ fn a_cuda_run_is_never_launched_where_parlabs_libtorch_sees_no_gpu() {
 fn bench_render_10000_manifests() {
     root();
     let n: usize = std::env::var("PARLAB_BENCH_MANIFESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let dir = tempfile::tempdir().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    // PARLAB_BENCH_STORE keeps the synthetic store (to render it with two builds and compare).
+    let dir = std::env::var_os("PARLAB_BENCH_STORE").map_or_else(|| temp.path().to_path_buf(), std::path::PathBuf::from);
     let plans = crate::synth::plans().unwrap();
-    crate::synth::write_all(dir.path(), &crate::synth::manifests(&plans, n, true)).unwrap();
-    parlab::gates::save(&crate::synth::gates(), dir.path()).unwrap();
+    crate::synth::write_all(&dir, &crate::synth::manifests(&plans, n, true)).unwrap();
+    parlab::gates::save(&crate::synth::gates(), &dir).unwrap();
     let out = tempfile::tempdir().unwrap();
     let rss_before = peak_rss_kib();
     let start = std::time::Instant::now();
-    let path = report::render_all(dir.path(), out.path()).unwrap();
+    let path = report::render_all(&dir, out.path()).unwrap();
     let seconds = start.elapsed().as_secs_f64();
     let size = std::fs::metadata(&path).unwrap().len();
     println!(
@@ -302,10 +354,10 @@ fn bench_render_10000_manifests() {
         rss_before / 1024
     );
     let t = std::time::Instant::now();
-    let (list, skipped) = manifest::read_all(dir.path());
+    let (list, skipped) = manifest::read_all(&dir);
     let read = t.elapsed().as_secs_f64();
     let t = std::time::Instant::now();
-    let r = report::render(&list, &skipped, parlab::gates::load(dir.path()), Path::new(report::templates::DIR)).unwrap();
+    let r = report::render(&list, &skipped, parlab::gates::load(&dir), Path::new(report::templates::DIR)).unwrap();
     let render = t.elapsed().as_secs_f64();
     let t = std::time::Instant::now();
     report::write(&r, out.path()).unwrap();
@@ -563,4 +615,39 @@ fn every_decode_run_in_the_register_has_a_predicted_step_a_hypothesis_and_past_2
         assert_eq!(p.outcome == Outcome::Within, p.error.abs() <= TOLERANCE, "{p:?}");
     }
     assert_eq!(report::predicted::context_prefill_table(&list).expect("the prefill table").rows.len(), context);
+}
+
+/// Writes the fixture `m` into `dir` with the JSON number at `pointer` replaced by `number`
+/// (written as text, so `1e999` reaches the reader as written).
+fn write_with_number(dir: &Path, m: &Manifest, pointer: &str, number: &str) {
+    let mut value = serde_json::to_value(m).unwrap();
+    *value.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer} in {}", m.experiment)) = serde_json::json!("@NUMBER@");
+    let text = serde_json::to_string(&value).unwrap().replace("\"@NUMBER@\"", number);
+    std::fs::write(dir.join(format!("{}.json", m.run_id)), text).unwrap();
+}
+
+#[test]
+fn a_manifest_with_an_implausible_number_is_skipped_with_the_reason_and_never_rendered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (list, _) = manifest::read_all(&fixtures());
+    let ok_of = |kind: Kind| list.iter().filter(move |m| m.kind == kind && m.status == Status::Ok);
+    let mut decodes = ok_of(Kind::Decode);
+    write_with_number(dir.path(), decodes.next().unwrap(), "/summary/decode/step_s/median", "1e308");
+    write_with_number(dir.path(), decodes.next().unwrap(), "/summary/decode/step_s/median", "1e999");
+    write_with_number(dir.path(), ok_of(Kind::Collectives).next().unwrap(), "/summary/collectives/rows/0/time_s/min", "-3.0");
+    crate::synth::write_all(dir.path(), &[ok_of(Kind::Membw).next().unwrap().clone()]).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = report_into(dir.path(), out.path());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "parlab report failed: {stderr}");
+    assert!(stderr.contains("implausible number at summary.decode.step_s.median: 1e+308 (more than 1e15 s)"), "{stderr}");
+    assert!(stderr.contains("implausible number at summary.collectives.rows[0].time_s.min: -3.0 (a negative time)"), "{stderr}");
+    assert!(stderr.contains("not valid JSON (number out of range"), "1e999 is refused by the JSON reader: {stderr}");
+    let register = std::fs::read_to_string(out.path().join("evidence.md")).unwrap();
+    let header = section(&register, "header");
+    assert!(header.contains("1 manifests") && header.contains("3 files skipped"), "{header}");
+    let longest_digits = register.split(|c: char| !c.is_ascii_digit()).map(str::len).max().unwrap_or(0);
+    assert!(longest_digits < 30, "a number of {longest_digits} digits in the register");
+    let audit = std::process::Command::new(env!("CARGO_BIN_EXE_parlab")).args(["audit", "--manifests"]).arg(dir.path()).output().unwrap();
+    assert!(String::from_utf8_lossy(&audit.stderr).contains("implausible number at summary.decode.step_s.median"), "audit skips it too");
 }

@@ -63,7 +63,7 @@ fn srun_runs_collectives_and_a_tensor_decode_with_the_unsplit_tokens() {
     suite.spec("coll", &small_collectives("coll", "60s", "launcher: srun\n"));
     suite.spec(
         "tp",
-        "name: tp\nkind: decode\nmodel: ./small\nstrategy: tensor\nworld: [1, 2]\nsequences: 1\nlink: mpi-shm\n\
+        "name: tp\nkind: decode\nmodel: ../small\nstrategy: tensor\nworld: [1, 2]\nsequences: 1\nlink: mpi-shm\n\
          prompt: {length: 10, seed: 4}\nnew_tokens: 7\nrepetitions: 1\nwarmup: 0\nthreads: 1\ntimeout: 120s\nlauncher: srun\n",
     );
     let state = suite.dir.path().join("state");

@@ -146,3 +146,26 @@ fn a_memory_refusal_is_lifted_by_the_override_and_never_allocates() {
     assert_eq!(lower.status.code(), Some(2), "a limit below the suite's needs refuses it: {stderr}");
     assert!(stderr.contains("PARLAB_MAX_MEMORY allows 1.0 KiB"), "{stderr}");
 }
+
+#[test]
+fn a_relative_model_path_is_read_from_the_spec_files_folder_whatever_the_working_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = dir.path().join("specs");
+    std::fs::create_dir_all(specs.join("tiny")).unwrap();
+    std::fs::write(
+        specs.join("tiny/config.json"),
+        r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 50, "n_positions": 16, "layer_norm_epsilon": 1e-05}"#,
+    )
+    .unwrap();
+    let spec = "name: beside\nkind: decode\nmodel: ./tiny\nstrategy: tensor\nworld: 2\nprompt: {length: 4}\nnew_tokens: 4\n";
+    std::fs::write(specs.join("beside.yaml"), spec).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .arg("plan")
+        .arg(specs.join("beside.yaml"))
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("beside"), "{}", String::from_utf8_lossy(&out.stdout));
+}

@@ -59,6 +59,7 @@ pub fn gates() -> Gates {
             p("nccl", "python -c 'import torch; ...'", 1, "torch.cuda.is_available() is False"),
             p("host_device_link", parlab::gates::HOST_DEVICE_LINK, 127, "sh: 1: nvidia-smi: not found"),
         ],
+        ..Default::default()
     }
 }
 
@@ -99,7 +100,7 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
     if renamed {
         plan.experiment = format!("{}-{}", base.experiment, (i / 97) % 8);
         plan.index = i;
-        plan.run_id = hex::encode(Sha256::digest(format!("{}/{i}", base.run_id)));
+        plan.run_id = hex::encode(Sha256::digest(format!("{}/{i}", base.run_id))).into();
     }
     let mut m = Manifest::for_plan(&plan, gates.fingerprint(), &timestamp(60 * i as i64));
     m.parlab = Tool {
@@ -325,7 +326,7 @@ fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
     let mut plan = base.clone();
     plan.experiment = "synth-costmodel".into();
     plan.index = 0;
-    plan.run_id = hex::encode(Sha256::digest(format!("{}/model", base.run_id)));
+    plan.run_id = hex::encode(Sha256::digest(format!("{}/model", base.run_id))).into();
     plan.workload = Workload::Model {
         params: parlab::spec::schema::ModelParams { devices: vec!["rtx-12gb".into()], context: 4096, imbalance: 1.0 },
         models: vec!["gpt2".into(), "llama-3.1-8b".into()],

@@ -106,26 +106,56 @@ impl Gpt2Part {
         ring: &mut dyn KvRing,
     ) -> Tensor {
         let (q, k, v) = self.qkv_heads(l, a);
-        let t = q.size()[1];
-        let rows = chunk_rows(chunks);
-        for (c, (at, len)) in chunks.iter().zip(&rows) {
-            store_kv(k_cache, v_cache, c.start, &k.narrow(1, *at, *len), &v.narrow(1, *at, *len));
-        }
-        let scale = self.attention_scale(l);
-        let mut attention: Vec<RingAttention> =
-            chunks.iter().zip(&rows).map(|(c, (at, len))| RingAttention::new(q.narrow(1, *at, *len), c.start, scale)).collect();
-        // Each query chunk meets its own block's chunks first, the earliest first: its own
-        // positions (the diagonal) or wholly earlier keys, so no query starts without a key.
-        add_block(&mut attention, &k, &v, chunks);
-        let mut held = Tensor::stack(&[k, v], 0);
-        for step in 1..=ring.steps() {
-            let (block, key_chunks) = ring.pass(&held, step);
-            add_block(&mut attention, &block.get(0), &block.get(1), &key_chunks);
-            held = block;
-        }
-        let ctx: Vec<Tensor> = attention.into_iter().map(RingAttention::finish).collect();
-        Tensor::cat(&ctx, 1).transpose(0, 1).contiguous().view([t, -1])
+        let heads = QueryHeads { scale: self.attention_scale(l), kv_index: None };
+        ring_context(&q, (k, v), (k_cache, v_cache), chunks, ring, &heads)
     }
+}
+
+/// How a block's query heads read the keys: the score scale, and for grouped-query attention
+/// the key/value head (among those held) of each query head.
+pub struct QueryHeads {
+    /// The factor scores are multiplied by.
+    pub scale: f64,
+    /// Per query head, the index of its key/value head (None: one each, in order).
+    pub kv_index: Option<Tensor>,
+}
+
+impl QueryHeads {
+    /// Keys or values `[kv_heads, T, head_dim]` laid out per query head.
+    fn expand(&self, kv: &Tensor) -> Tensor {
+        self.kv_index.as_ref().map_or_else(|| kv.shallow_clone(), |i| kv.index_select(0, i))
+    }
+}
+
+/// Ring attention of a block's queries `q` (`[heads, T, head_dim]`, rows of `chunks` one after
+/// another) with its keys and values `kv` (`[kv_heads, T, head_dim]` each), which are stored into
+/// `cache` at the chunks' positions and passed round the ring: `[T, heads · head_dim]`.
+pub fn ring_context(
+    q: &Tensor,
+    kv: (Tensor, Tensor),
+    cache: (&mut Tensor, &mut Tensor),
+    chunks: &[Chunk],
+    ring: &mut dyn KvRing,
+    heads: &QueryHeads,
+) -> Tensor {
+    let ((k, v), t) = (kv, q.size()[1]);
+    let rows = chunk_rows(chunks);
+    for (c, (at, len)) in chunks.iter().zip(&rows) {
+        store_kv(cache.0, cache.1, c.start, &k.narrow(1, *at, *len), &v.narrow(1, *at, *len));
+    }
+    let mut attention: Vec<RingAttention> =
+        chunks.iter().zip(&rows).map(|(c, (at, len))| RingAttention::new(q.narrow(1, *at, *len), c.start, heads.scale)).collect();
+    // Each query chunk meets its own block's chunks first, the earliest first: its own
+    // positions (the diagonal) or wholly earlier keys, so no query starts without a key.
+    add_block(&mut attention, &heads.expand(&k), &heads.expand(&v), chunks);
+    let mut held = Tensor::stack(&[k, v], 0);
+    for step in 1..=ring.steps() {
+        let (block, key_chunks) = ring.pass(&held, step);
+        add_block(&mut attention, &heads.expand(&block.get(0)), &heads.expand(&block.get(1)), &key_chunks);
+        held = block;
+    }
+    let ctx: Vec<Tensor> = attention.into_iter().map(RingAttention::finish).collect();
+    Tensor::cat(&ctx, 1).transpose(0, 1).contiguous().view([t, -1])
 }
 
 /// Per chunk: (first row, rows) within a block whose chunks lie one after another.

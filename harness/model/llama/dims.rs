@@ -1,11 +1,13 @@
-//! The dimensions and options of a Llama-family config.json (llama, qwen2, qwen3), checked so a
-//! config parlab cannot compute exactly is refused with the key and the reason.
+//! The dimensions and options of a Llama-family config.json (llama, qwen2, qwen3, and mixtral:
+//! Llama's blocks with a mixture of SwiGLU experts for the feed-forward), checked so a config
+//! parlab cannot compute exactly is refused with the key and the reason.
 
-use crate::model::config::ModelConfig;
+use crate::model::config::{ConfigError, ModelConfig};
+use crate::model::moe::MoeDims;
 use serde_json::Value;
 
 /// The `model_type`s parlab's Llama-family model computes.
-pub const LLAMA_TYPES: [&str; 3] = ["llama", "qwen2", "qwen3"];
+pub const LLAMA_TYPES: [&str; 4] = ["llama", "qwen2", "qwen3", "mixtral"];
 
 /// How rotary position embeddings turn a position into angles.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,25 +64,28 @@ pub struct LlamaDims {
     pub qk_norm: bool,
     /// The output head is the token embedding (`tie_word_embeddings`).
     pub tied: bool,
+    /// Mixtral's mixture of SwiGLU experts in place of every feed-forward block
+    /// (`num_local_experts` of width `intermediate_size`, `num_experts_per_tok`).
+    pub moe: Option<MoeDims>,
 }
 
-fn number(raw: &Value, key: &str) -> Result<Option<f64>, String> {
+fn number(raw: &Value, key: &str) -> Result<Option<f64>, ConfigError> {
     match raw.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_f64().map(Some).ok_or_else(|| format!("`{key}` must be a number, found {v}")),
+        Some(v) => v.as_f64().map(Some).ok_or_else(|| ConfigError::NotNumber { key: key.into(), found: v.clone() }),
     }
 }
 
-fn flag(raw: &Value, key: &str, default: bool) -> Result<bool, String> {
+fn flag(raw: &Value, key: &str, default: bool) -> Result<bool, ConfigError> {
     match raw.get(key) {
         None | Some(Value::Null) => Ok(default),
-        Some(v) => v.as_bool().ok_or_else(|| format!("`{key}` must be true or false, found {v}")),
+        Some(v) => v.as_bool().ok_or_else(|| ConfigError::NotFlag { key: key.into(), found: v.clone() }),
     }
 }
 
 impl Rope {
     /// Reads `rope_theta` and `rope_scaling` (or transformers 5's `rope_parameters`).
-    fn from_raw(raw: &Value) -> Result<Self, String> {
+    fn from_raw(raw: &Value) -> Result<Self, ConfigError> {
         let params = raw.get("rope_parameters").filter(|v| !v.is_null());
         let scaling = raw.get("rope_scaling").filter(|v| !v.is_null()).or(params);
         let theta = match params.map(|p| number(p, "rope_theta")).transpose()?.flatten() {
@@ -88,14 +93,14 @@ impl Rope {
             None => number(raw, "rope_theta")?.unwrap_or(10000.0),
         };
         if !(theta.is_finite() && theta > 1.0) {
-            return Err(format!("`rope_theta` must be a number above 1, found {theta}"));
+            return Err(ConfigError::RopeTheta(theta));
         }
         let Some(s) = scaling else { return Ok(Rope { theta, llama3: None }) };
         let kind = s.get("rope_type").or_else(|| s.get("type")).and_then(Value::as_str).unwrap_or("default");
         match kind {
             "default" => Ok(Rope { theta, llama3: None }),
             "llama3" => Ok(Rope { theta, llama3: Some(Llama3Scaling::from_raw(s)?) }),
-            other => Err(format!("`rope_scaling` of type {other:?} is not one parlab computes (default, llama3)")),
+            other => Err(ConfigError::RopeType(other.into())),
         }
     }
 
@@ -113,8 +118,8 @@ impl Rope {
 }
 
 impl Llama3Scaling {
-    fn from_raw(s: &Value) -> Result<Self, String> {
-        let need = |k: &str| number(s, k)?.ok_or_else(|| format!("`rope_scaling` of type llama3 needs `{k}`"));
+    fn from_raw(s: &Value) -> Result<Self, ConfigError> {
+        let need = |k: &str| number(s, k)?.ok_or_else(|| ConfigError::Llama3Missing(k.into()));
         let out = Llama3Scaling {
             factor: need("factor")?,
             low_freq_factor: need("low_freq_factor")?,
@@ -122,7 +127,7 @@ impl Llama3Scaling {
             original_max_positions: need("original_max_position_embeddings")?,
         };
         if out.factor <= 0.0 || out.high_freq_factor <= out.low_freq_factor || out.low_freq_factor <= 0.0 {
-            return Err("`rope_scaling` of type llama3 needs factor > 0 and high_freq_factor > low_freq_factor > 0".into());
+            return Err(ConfigError::Llama3Factors);
         }
         Ok(out)
     }
@@ -146,26 +151,37 @@ impl Llama3Scaling {
 
 impl LlamaDims {
     /// Reads and checks a Llama-family config.
-    pub fn from_config(cfg: &ModelConfig) -> Result<Self, String> {
+    pub fn from_config(cfg: &ModelConfig) -> Result<Self, ConfigError> {
         let raw = &cfg.raw;
         let t = cfg.model_type.as_str();
         if !LLAMA_TYPES.contains(&t) {
-            return Err(format!("model_type {t:?} is not one of the Llama family parlab computes ({})", LLAMA_TYPES.join(", ")));
+            return Err(ConfigError::NotLlama { model_type: t.into() });
         }
         let act = raw.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
         if act != "silu" {
-            return Err(format!("`hidden_act` {act:?} is not the SwiGLU activation parlab computes (silu)"));
+            return Err(ConfigError::HiddenAct(act.into()));
         }
         if flag(raw, "use_sliding_window", false)? {
-            return Err("`use_sliding_window: true` is not computed by parlab (sliding-window attention)".into());
+            return Err(ConfigError::SlidingWindow);
+        }
+        let moe = MoeDims::from_raw(raw, cfg.intermediate as usize)?;
+        if t == "mixtral" {
+            if let Some(window) = raw.get("sliding_window").filter(|v| !v.is_null()) {
+                return Err(ConfigError::MixtralSlidingWindow(window.clone()));
+            }
+            if moe.is_none() {
+                return Err(ConfigError::MixtralWithoutExperts);
+            }
+        } else if moe.is_some() {
+            return Err(ConfigError::ExpertsOfDenseType(t.to_string()));
         }
         let head_dim = match raw.get("head_dim").and_then(Value::as_u64) {
             Some(h) if h > 0 && h % 2 == 0 => h as usize,
-            Some(h) => return Err(format!("`head_dim` must be a positive even number, found {h}")),
+            Some(h) => return Err(ConfigError::HeadDim(h)),
             None => (cfg.hidden / cfg.heads) as usize,
         };
         if head_dim % 2 != 0 {
-            return Err(format!("the head width {head_dim} is odd; rotary embeddings rotate pairs"));
+            return Err(ConfigError::OddHeadWidth(head_dim));
         }
         let attention_bias = flag(raw, "attention_bias", false)?;
         Ok(LlamaDims {
@@ -184,7 +200,13 @@ impl LlamaDims {
             mlp_bias: flag(raw, "mlp_bias", false)?,
             qk_norm: t == "qwen3",
             tied: flag(raw, "tie_word_embeddings", false)?,
+            moe,
         })
+    }
+
+    /// The same dimensions with a run's routing skew (ignored by a dense model).
+    pub fn with_routing_skew(self, skew: f64) -> Self {
+        Self { moe: self.moe.map(|m| MoeDims { skew, ..m }), ..self }
     }
 
     /// Query heads per key/value head.
@@ -198,7 +220,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn cfg(extra: Value) -> Result<LlamaDims, String> {
+    fn cfg(extra: Value) -> Result<LlamaDims, ConfigError> {
         let mut v = json!({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
             "hidden_size": 64, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 64});
         v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
@@ -214,6 +236,14 @@ mod tests {
         let q2 = cfg(json!({"model_type": "qwen2"})).unwrap();
         assert!(q2.qkv_bias && !q2.o_bias);
         assert!(cfg(json!({"model_type": "qwen3"})).unwrap().qk_norm);
+    }
+
+    #[test]
+    fn a_mixtral_config_reads_its_experts_of_the_feed_forward_width() {
+        let d = cfg(json!({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": null})).unwrap();
+        let m = d.moe.expect("a mixtral config has a mixture");
+        assert_eq!((m.experts, m.top_k, m.width, m.skew), (4, 2, 128, 0.0));
+        assert_eq!(cfg(json!({})).unwrap().moe, None);
     }
 
     #[test]
@@ -237,14 +267,22 @@ mod tests {
     #[test]
     fn configs_parlab_cannot_compute_exactly_are_refused_with_the_key() {
         for (extra, want) in [
-            (json!({"hidden_act": "gelu"}), "`hidden_act` \"gelu\""),
-            (json!({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}), "of type \"yarn\""),
-            (json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}), "needs `low_freq_factor`"),
-            (json!({"model_type": "qwen2", "use_sliding_window": true}), "sliding-window"),
-            (json!({"model_type": "gemma2"}), "not one of the Llama family"),
+            (json!({"hidden_act": "gelu"}), ConfigError::HiddenAct("gelu".into())),
+            (json!({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}), ConfigError::RopeType("yarn".into())),
+            (json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}), ConfigError::Llama3Missing("low_freq_factor".into())),
+            (json!({"model_type": "qwen2", "use_sliding_window": true}), ConfigError::SlidingWindow),
+            (json!({"model_type": "gemma2"}), ConfigError::NotLlama { model_type: "gemma2".into() }),
+            (json!({"model_type": "mixtral"}), ConfigError::MixtralWithoutExperts),
+            (json!({"model_type": "mixtral", "num_local_experts": 4, "sliding_window": 32}), ConfigError::MixtralSlidingWindow(json!(32))),
+            (
+                json!({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 5}),
+                ConfigError::TopKAboveExperts { top_k: 5, experts: 4 },
+            ),
+            (json!({"num_local_experts": 4}), ConfigError::ExpertsOfDenseType("llama".into())),
         ] {
-            let err = cfg(extra).unwrap_err();
-            assert!(err.contains(want), "{err}");
+            assert_eq!(cfg(extra).unwrap_err(), want);
         }
+        let err = cfg(json!({"hidden_act": "gelu"})).unwrap_err().to_string();
+        assert_eq!(err, "`hidden_act` \"gelu\" is not the SwiGLU activation parlab computes (silu)");
     }
 }

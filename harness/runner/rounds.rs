@@ -1,11 +1,11 @@
-//! `parlab run`'s launches in rounds (asv's `rounds`): a run of k launches is launched once
+//! A suite's launches in rounds (asv's `rounds`): a run of k launches is launched once
 //! per round, every launched run of the suite in each round, so a run's launches are spread
 //! over the whole suite's time and a slow drift of the machine shows in every run's
 //! launch-to-launch spread instead of shifting one run. A [`Launching`] run holds its manifest
 //! between its first and its last launch; its manifest is written once it has ended.
 
 use crate::gates::Gates;
-use crate::launch::{leftovers, signals};
+use crate::launch::leftovers;
 use crate::manifest::caveat::Caveat;
 use crate::manifest::{self, Launch, Manifest, Status};
 use crate::spec::{Kind, RunPlan};
@@ -56,6 +56,11 @@ impl<'a> Launching<'a> {
     /// The launches the run asks for (at least 1).
     pub fn launches(&self) -> u32 {
         self.plan.launches.max(1)
+    }
+
+    /// Launches done so far.
+    pub fn done(&self) -> u32 {
+        self.done
     }
 
     /// Whether the run has ended: failed, or collected after its last launch.
@@ -109,18 +114,6 @@ impl<'a> Launching<'a> {
         self.record.reason = Some(reason);
         self.ended = true;
     }
-}
-
-/// Launches the next round: every run of `launching` that has not ended, once, in suite
-/// order; stops early when a termination signal arrives.
-pub(super) fn round(launching: &mut [Launching<'_>], gates: &Gates) -> anyhow::Result<()> {
-    for run in launching.iter_mut().filter(|r| !r.has_ended()) {
-        if signals::received().is_some() {
-            break;
-        }
-        run.launch_next(gates)?;
-    }
-    Ok(())
 }
 
 /// `rank::prepare`, with a panic (a bug, e.g. in a kernel library) turned into this run's failure

@@ -1,0 +1,336 @@
+//! The run lifecycle, in the library: for every run of a suite, gates → cache → launch (a run
+//! of k launches once in each of k rounds) → collect → manifest, announcing each step as an
+//! [`Event`] to a [`Reporter`]. `parlab run` parses its arguments, calls [`run_suite`] with the
+//! [`console::Console`] reporter and renders the register; tests call it with a [`Recorder`].
+
+pub mod console;
+pub mod events;
+mod rounds;
+
+pub use events::{Event, Recorder, Reporter, RunEnd};
+
+use crate::gates::cache::{self, Reprobe};
+use crate::gates::Gates;
+use crate::launch::{leftovers, signals};
+use crate::manifest::caveat::Caveat;
+use crate::manifest::lock::StoreLock;
+use crate::manifest::{self, Manifest, Status};
+use crate::spec::{Kind, RunPlan};
+use anyhow::Context;
+use rounds::Launching;
+use std::path::Path;
+
+/// How the runner treats a suite.
+#[derive(Debug, Clone, Default)]
+pub struct RunnerOptions {
+    /// Rerun runs whose manifests already say ok.
+    pub force: bool,
+    /// Wait for another controller's lock on the store instead of refusing.
+    pub wait: bool,
+    /// Launches of every launched run, overriding the specs' `launches`.
+    pub launches: Option<u32>,
+    /// Probe the machine even when the gates cache holds this machine's and boot's probes.
+    pub reprobe: bool,
+}
+
+/// What a suite came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuiteEnd {
+    /// Every run was taken: `failed` of `runs` failed.
+    Finished {
+        /// Runs in the suite.
+        runs: usize,
+        /// Runs that failed.
+        failed: usize,
+    },
+    /// A termination signal stopped the suite after `finished` of `runs` runs.
+    Interrupted {
+        /// The signal.
+        signal: i32,
+        /// Runs taken before it.
+        finished: usize,
+        /// Runs in the suite.
+        runs: usize,
+    },
+}
+
+/// Why the runner could not take the suite.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// Another controller holds the store (exit 2 unless `wait`).
+    #[error("{0}")]
+    StoreLocked(String),
+    /// The gates could not be saved into the store.
+    #[error("cannot save the machine's gates into {path}: {source}")]
+    Gates {
+        /// The gates file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing a manifest or a results folder failed, or a launch could not start.
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
+/// Takes `selected` (runs of `suite`, the whole suite as loaded) into the manifests folder
+/// `dir`: the store's lock, leftover ranks ended, the gates probed, every run's first round,
+/// the later rounds, then the manifests of runs `suite` no longer expands to retired.
+pub fn run_suite(
+    suite: &[RunPlan],
+    selected: Vec<RunPlan>,
+    dir: &Path,
+    options: &RunnerOptions,
+    reporter: &dyn Reporter,
+) -> Result<SuiteEnd, RunnerError> {
+    let origins = manifest::origins_by_run(suite);
+    let runs = with_launches(first_of_each_identity(selected), options.launches);
+    let _lock = StoreLock::acquire(dir, options.wait).map_err(|e| RunnerError::StoreLocked(e.to_string()))?;
+    let mut notes = end_leftovers(dir, reporter);
+    let (obtained, file) = cache::obtain(if options.reprobe { Reprobe::Always } else { Reprobe::IfChanged });
+    reporter.event(&Event::GatesObtained { notes: &obtained.notes(&file) });
+    let gates = obtained.gates;
+    crate::gates::save(&gates, dir).map_err(|source| RunnerError::Gates { path: crate::gates::saved_path(dir), source })?;
+    let mut suite_run = SuiteRun { dir, gates: &gates, reporter, finished: 0, failed: 0 };
+    reporter.event(&Event::SuiteStarted { runs: runs.len() });
+    let mut launching = Vec::new();
+    for (index, plan) in runs.iter().enumerate() {
+        if signals::received().is_some() {
+            break;
+        }
+        let label = plan.label();
+        reporter.event(&Event::RunStarted { index, label: &label });
+        let run_origins = origins.get(&plan.run_id).map_or(&[][..], Vec::as_slice);
+        match suite_run.first_round(index, plan, run_origins, options.force, &mut notes) {
+            Ok(FirstRound::Launching(run)) if !run.has_ended() => launching.push(*run),
+            Ok(FirstRound::Launching(run)) => suite_run.ended(*run)?,
+            Ok(FirstRound::Cached) => suite_run.count(index, plan, RunEnd::Cached),
+            Ok(FirstRound::Written(status)) => suite_run.count(index, plan, status.into()),
+            Err(e) => {
+                let e = suite_run.abandon(launching, e);
+                reporter.event(&Event::SuiteEnded);
+                return Err(e.into());
+            }
+        }
+    }
+    suite_run.later_rounds(launching)?;
+    reporter.event(&Event::SuiteEnded);
+    if let Some(signal) = signals::received() {
+        return Ok(SuiteEnd::Interrupted { signal, finished: suite_run.finished, runs: runs.len() });
+    }
+    retire(dir, suite, reporter)?;
+    Ok(SuiteEnd::Finished { runs: runs.len(), failed: suite_run.failed })
+}
+
+/// What became of one run after its first round.
+enum FirstRound<'a> {
+    /// Already measured by this measuring code.
+    Cached,
+    /// Decided without launching (NOT_RUN, modelled) or ended after its first launch: its
+    /// manifest is written.
+    Written(Status),
+    /// Launched once; more launches follow in later rounds.
+    Launching(Box<Launching<'a>>),
+}
+
+/// A suite being taken: where manifests go, the gates, the reporter and the counts so far.
+struct SuiteRun<'s> {
+    dir: &'s Path,
+    gates: &'s Gates,
+    reporter: &'s dyn Reporter,
+    finished: usize,
+    failed: usize,
+}
+
+impl SuiteRun<'_> {
+    /// Counts run `index` and announces how it ended.
+    fn count(&mut self, index: usize, plan: &RunPlan, end: RunEnd) {
+        self.finished += 1;
+        if end == RunEnd::Failed {
+            self.failed += 1;
+        }
+        self.reporter.event(&Event::RunEnded { index, label: &plan.label(), end });
+    }
+
+    /// Writes an ended launched run's manifest, then counts it.
+    fn ended(&mut self, mut run: Launching<'_>) -> anyhow::Result<()> {
+        run.record.finished_at = manifest::now();
+        run.record.write(self.dir)?;
+        self.count(run.index, run.plan, run.record.status.into());
+        Ok(())
+    }
+
+    /// The first round of one run: cached, written when it launches nothing (NOT_RUN,
+    /// modelled), otherwise launched once (the first launched run also gets `notes`).
+    fn first_round<'a>(
+        &mut self,
+        index: usize,
+        plan: &'a RunPlan,
+        origins: &[manifest::Origin],
+        force: bool,
+        notes: &mut Vec<Caveat>,
+    ) -> anyhow::Result<FirstRound<'a>> {
+        if !force {
+            if let Some(cached) = cached(plan, self.dir) {
+                refresh_origins(cached, self.dir, origins)?;
+                return Ok(FirstRound::Cached);
+            }
+        }
+        let mut record = Manifest::for_plan(plan, self.gates.fingerprint(), &manifest::now());
+        record.set_origins(origins);
+        let unmet = self.gates.unmet(&plan.requires);
+        if !unmet.is_empty() {
+            record.status = Status::NotRun;
+            record.reason = Some(unmet.join("; "));
+        } else if needs_gpu(plan) {
+            record.status = Status::NotRun;
+            record.reason = Some(GPU_WORKLOAD_MISSING.into());
+        } else if plan.kind() == Kind::Model {
+            fill_modelled(&mut record, plan);
+        } else {
+            let mut run = Launching::begin(index, plan, record, self.dir)?;
+            self.launch(&mut run)?;
+            run.note(notes);
+            return Ok(FirstRound::Launching(Box::new(run)));
+        }
+        record.finished_at = manifest::now();
+        record.write(self.dir)?;
+        Ok(FirstRound::Written(record.status))
+    }
+
+    /// Launches `run` once more, announcing it.
+    fn launch(&self, run: &mut Launching<'_>) -> anyhow::Result<()> {
+        if !run.has_ended() {
+            let label = run.plan.label();
+            self.reporter.event(&Event::Launched { index: run.index, label: &label, launch: run.done() + 1, launches: run.launches() });
+        }
+        run.launch_next(self.gates)
+    }
+
+    /// Rounds 2 to k: every run still launching is launched once a round, in suite order, and
+    /// written once it has ended; on a termination signal, the runs not ended are written failed.
+    fn later_rounds(&mut self, mut launching: Vec<Launching<'_>>) -> anyhow::Result<()> {
+        let rounds = launching.iter().map(Launching::launches).max().unwrap_or(1);
+        for round in 2..=rounds {
+            if launching.is_empty() || signals::received().is_some() {
+                break;
+            }
+            self.reporter.event(&Event::RoundStarted { round, rounds, runs: launching.len() });
+            for run in launching.iter_mut() {
+                if signals::received().is_some() {
+                    break;
+                }
+                self.launch(run)?;
+            }
+            let (ended, going): (Vec<_>, Vec<_>) = launching.into_iter().partition(Launching::has_ended);
+            launching = going;
+            for run in ended {
+                self.ended(run)?;
+            }
+        }
+        for mut run in launching {
+            run.interrupt();
+            self.ended(run)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the runs still launching failed (their launches so far kept) when the suite stops
+    /// on `error`; returns the error.
+    fn abandon(&mut self, launching: Vec<Launching<'_>>, error: anyhow::Error) -> anyhow::Error {
+        for mut run in launching {
+            run.abandon(&format!("{error:#}"));
+            if let Err(e) = self.ended(run) {
+                eprintln!("parlab: {e:#}");
+            }
+        }
+        error
+    }
+}
+
+/// The NOT_RUN reason of a run whose GPU requirements are met but which computes nothing on a GPU.
+const GPU_WORKLOAD_MISSING: &str =
+    "the machine meets the GPU requirements, but this run's link is MPI and it computes nothing on a GPU (an NCCL link \
+     carries NCCL; `device: cuda` computes on the GPU): its ranks would run on CPUs over MPI, so measuring here would \
+     mislabel the result";
+
+/// The run's manifest when this measuring code already measured it with enough launches.
+fn cached(plan: &RunPlan, dir: &Path) -> Option<Manifest> {
+    let enough = |m: &Manifest| m.launches.as_ref().map_or(1, |l| l.count) >= plan.launches;
+    manifest::read_one(&Manifest::path_for(dir, &plan.run_id)).ok().filter(|m| manifest::cache::fresh(m) && enough(m))
+}
+
+/// Moves the manifests of the suite's experiments that their specs no longer expand to out of
+/// the register's way, announcing which.
+fn retire(dir: &Path, suite: &[RunPlan], reporter: &dyn Reporter) -> anyhow::Result<()> {
+    let into = manifest::retire::superseded_dir(dir);
+    let moved =
+        manifest::retire::retire_superseded(dir, suite).with_context(|| format!("moving superseded manifests into {}", into.display()))?;
+    if !moved.is_empty() {
+        reporter.event(&Event::Retired { runs: &moved, into: &into });
+    }
+    Ok(())
+}
+
+/// Ends ranks an earlier controller on this store left running (this controller holds the
+/// store's lock, so no live controller owns them); returns the caveat for the next launched run.
+fn end_leftovers(dir: &Path, reporter: &dyn Reporter) -> Vec<Caveat> {
+    let (ours, _) = leftovers::split_by_store(leftovers::rank_processes(), dir);
+    if ours.is_empty() {
+        return Vec::new();
+    }
+    let pids: Vec<u32> = ours.iter().map(|r| r.pid).collect();
+    reporter.event(&Event::LeftoversEnded { pids: &pids, store: dir });
+    leftovers::end(&pids);
+    vec![Caveat::Note {
+        text: format!(
+            "before this run parlab ended {} leftover ranks of an earlier controller on this store (pids {})",
+            pids.len(),
+            leftovers::pid_list(&ours)
+        ),
+    }]
+}
+
+/// The runs with `launches` (when given) for every run that launches processes.
+fn with_launches(mut runs: Vec<RunPlan>, launches: Option<u32>) -> Vec<RunPlan> {
+    if let Some(k) = launches {
+        runs.iter_mut().filter(|r| r.kind() != Kind::Model).for_each(|r| r.launches = k);
+    }
+    runs
+}
+
+/// The suite without repeats of a run identity (two experiments of the same content run once;
+/// the manifest names both).
+fn first_of_each_identity(runs: Vec<RunPlan>) -> Vec<RunPlan> {
+    let mut seen = std::collections::BTreeSet::new();
+    runs.into_iter().filter(|r| seen.insert(r.run_id.clone())).collect()
+}
+
+/// A cached manifest whose origins differ from the suite's (an experiment renamed, or a
+/// second one of the same content) is rewritten with the suite's; its figures are kept.
+fn refresh_origins(mut cached: Manifest, dir: &Path, origins: &[manifest::Origin]) -> anyhow::Result<()> {
+    if cached.origins != origins {
+        cached.set_origins(origins);
+        cached.write(dir)?;
+    }
+    Ok(())
+}
+
+/// Runs that ask for NCCL over an MPI link, or for GPUs without computing on one (no `device:
+/// cuda`, no host-device copies, no NCCL link), need a GPU workload this version lacks: run on
+/// CPUs they would be mislabelled.
+fn needs_gpu(plan: &RunPlan) -> bool {
+    let over_nccl = crate::nccl::Setting::from_name(&plan.link).is_some();
+    (plan.requires.nccl && !over_nccl) || ((plan.requires.gpus.is_some() || plan.requires.host_device_link) && !plan.requires.cuda)
+}
+
+/// A `kind: model` run's tables from the cost model (failed with the cost model's reason).
+fn fill_modelled(record: &mut Manifest, plan: &RunPlan) {
+    match crate::costmodel::tables_for_plan(plan) {
+        Ok(summary) => record.summary = Some(summary),
+        Err(e) => {
+            record.status = Status::Failed;
+            record.reason = Some(e.to_string());
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The library's runner (`parlab::runner::run_suite`) fed to a recording reporter: the events
+//! of a suite that launches nothing (a modelled run and a run the machine's gates refuse).
+//! Launched runs are tested through the binary (`launch`, `nightly`): a rank is the binary.
+
+use parlab::runner::{run_suite, Recorder, RunnerError, RunnerOptions, SuiteEnd};
+
+/// A modelled run and a GPU collectives run, as one suite from a temporary folder.
+fn suite(dir: &std::path::Path) -> Vec<parlab::spec::RunPlan> {
+    std::fs::write(
+        dir.join("a-modelled.yaml"),
+        "name: runner-modelled\nkind: model\nmodel: gpt2\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\ncontext: 1024\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b-gpu.yaml"),
+        "name: runner-gpu\nkind: collectives\nworld: 1\nlink: mpi-shm\nops: [device-read]\nsizes: [64KiB]\niterations: 2\n",
+    )
+    .unwrap();
+    parlab::spec::load_suite_limited(&[dir.to_path_buf()], 100).unwrap()
+}
+
+#[test]
+fn the_runner_announces_every_step_and_a_second_pass_finds_the_modelled_run_cached() {
+    if parlab::gates::Gates::probe_machine().unmet(&suite(tempfile::tempdir().unwrap().path())[1].requires).is_empty() {
+        println!("skipped: this machine has a GPU, so the GPU run would launch (the runner's launches are tested through the binary)");
+        return;
+    }
+    let (specs, store) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let runs = suite(specs.path());
+    assert_eq!(runs.len(), 2);
+    let pass = |recorder: &Recorder| run_suite(&runs, runs.clone(), store.path(), &RunnerOptions::default(), recorder).unwrap();
+    let first = Recorder::default();
+    assert_eq!(pass(&first), SuiteEnd::Finished { runs: 2, failed: 0 });
+    let kinds: Vec<String> = first.lines().iter().map(|l| l.split([' ', '{']).next().unwrap().to_string()).collect();
+    assert_eq!(
+        kinds,
+        ["GatesObtained", "SuiteStarted", "RunStarted", "RunEnded", "RunStarted", "RunEnded", "SuiteEnded"],
+        "{:#?}",
+        first.lines()
+    );
+    let ends = |r: &Recorder| {
+        r.lines()
+            .into_iter()
+            .filter(|l| l.starts_with("RunEnded"))
+            .map(|l| l.rsplit("end: ").next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ends(&first), ["Ok }", "NotRun }"]);
+    assert!(store.path().join(format!("{}.json", runs[0].run_id)).is_file(), "the modelled run's manifest is written");
+    let second = Recorder::default();
+    pass(&second);
+    assert_eq!(ends(&second), ["Cached }", "NotRun }"], "a modelled run already written is cached; a NOT_RUN is decided again");
+}
+
+#[test]
+fn a_store_another_controller_holds_is_refused_as_locked() {
+    let (specs, store) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let runs = suite(specs.path());
+    let _held = parlab::manifest::lock::StoreLock::acquire(store.path(), false).unwrap();
+    let recorder = Recorder::default();
+    match run_suite(&runs, runs.clone(), store.path(), &RunnerOptions::default(), &recorder) {
+        Err(RunnerError::StoreLocked(message)) => assert!(message.contains(&store.path().display().to_string()), "{message}"),
+        other => panic!("expected the store to be locked: {other:?}"),
+    }
+    assert!(recorder.lines().is_empty(), "nothing starts on a locked store: {:?}", recorder.lines());
+}
