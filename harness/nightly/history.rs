@@ -97,6 +97,26 @@ pub const NOISE_Z: f64 = 3.0;
 /// spans (without a history, the launch-to-launch spread stands in for the night-to-night one).
 pub const LAUNCH_FLOOR_Z: f64 = 3.0;
 
+/// One of the two nights compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NightSide {
+    /// The baseline night.
+    Baseline,
+    /// Tonight.
+    Tonight,
+}
+
+impl NightSide {
+    /// In words, for a verdict line.
+    pub fn words(self) -> &'static str {
+        match self {
+            NightSide::Baseline => "the baseline",
+            NightSide::Tonight => "tonight",
+        }
+    }
+}
+
 /// A figure's night-to-night noise, as the history tells it (or, without a history, as the
 /// two nights' own launches bound it).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -109,14 +129,17 @@ pub enum Noise {
         /// Past nights of the figure in the history.
         nights: usize,
     },
-    /// No history folder: the floor is the launch-to-launch spread of the baseline's launches
-    /// (launched in rounds, a night's launches sample the whole night, so its drift is in it).
+    /// No history folder: the floor is the launch-to-launch spread of the quieter night's
+    /// launches (launched in rounds, a night's launches sample the whole night, so its drift is
+    /// in it).
     FromLaunches {
-        /// 1.4826 × the median absolute deviation of the baseline's per-launch log values (a
-        /// relative spread).
+        /// 1.4826 × the median absolute deviation of the quieter night's per-launch log values
+        /// (a relative spread).
         sigma: f64,
-        /// Baseline launches it rests on.
+        /// Launches of that night it rests on.
         launches: usize,
+        /// Which night's launches scattered less.
+        from: NightSide,
     },
     /// Estimated from past nights.
     Estimated {
@@ -139,18 +162,24 @@ impl Noise {
         }
     }
 
-    /// Without a history: the floor from the baseline's launches (`before`: one value per
-    /// launch; tonight's are not used, so a change that scatters tonight's launches cannot widen
-    /// its own floor), when both nights have enough launches for the t-test; otherwise
-    /// [`Noise::NotKept`].
+    /// Without a history: the floor from the launches of whichever night scattered less
+    /// (`before`, `after`: one value per launch), when both nights have enough launches for the
+    /// t-test; otherwise [`Noise::NotKept`]. The smaller spread: a change that scatters
+    /// tonight's launches cannot widen its own floor, and a baseline night that scattered cannot
+    /// hide a change that a quiet night shows.
     pub fn from_launches(before: &[f64], after: &[f64]) -> Noise {
         if before.len().min(after.len()) < stats::MIN_PER_SIDE {
             return Noise::NotKept;
         }
-        let logs: Vec<f64> = before.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect();
-        match stats::scaled_mad(&logs) {
-            Some(sigma) => Noise::FromLaunches { sigma, launches: logs.len() },
-            None => Noise::NotKept,
+        let spread = |values: &[f64]| {
+            let logs: Vec<f64> = values.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect();
+            stats::scaled_mad(&logs).map(|sigma| (sigma, logs.len()))
+        };
+        match (spread(before), spread(after)) {
+            (Some((b, _)), Some((a, na))) if a < b => Noise::FromLaunches { sigma: a, launches: na, from: NightSide::Tonight },
+            (Some((sigma, launches)), _) => Noise::FromLaunches { sigma, launches, from: NightSide::Baseline },
+            (None, Some((sigma, launches))) => Noise::FromLaunches { sigma, launches, from: NightSide::Tonight },
+            (None, None) => Noise::NotKept,
         }
     }
 
@@ -158,9 +187,10 @@ impl Noise {
     pub fn describe(&self) -> String {
         match self {
             Noise::NotKept => "no history: night-to-night noise not checked".into(),
-            Noise::FromLaunches { sigma, launches } => format!(
-                "no history: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of the baseline's {launches} launches), band ±{:.1}%",
+            Noise::FromLaunches { sigma, launches, from } => format!(
+                "no history: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of {}'s {launches} launches, the night that scattered less), band ±{:.1}%",
                 sigma.exp_m1() * 100.0,
+                from.words(),
                 self.band().unwrap_or(0.0).exp_m1() * 100.0
             ),
             Noise::TooFew { nights } => {
@@ -357,17 +387,24 @@ pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io
 
 #[cfg(test)]
 mod tests {
-    use super::{Noise, LAUNCH_FLOOR_Z};
+    use super::{NightSide, Noise, LAUNCH_FLOOR_Z};
 
     #[test]
-    fn the_floor_from_the_launches_is_the_scaled_mad_of_the_baselines_logs() {
+    fn the_floor_from_the_launches_is_the_scaled_mad_of_the_quieter_nights_logs() {
         let night = |level: f64, spread: f64| [-2.0, -1.0, 0.0, 1.0, 2.0].map(|d: f64| level * (d * spread).exp());
-        // The baseline's deviations from its median: 0.2, 0.1, 0, 0.1, 0.2 (median 0.1), whatever
-        // its level; tonight's scatter does not widen the floor.
-        let Noise::FromLaunches { sigma, launches } = Noise::from_launches(&night(1.0, 0.1), &night(3.0, 0.5)) else { panic!() };
-        assert_eq!(launches, 5);
+        // The quieter night's deviations from its median: 0.2, 0.1, 0, 0.1, 0.2 (median 0.1),
+        // whatever its level: tonight's scatter does not widen the floor, nor the baseline's.
+        let floor = |before: &[f64], after: &[f64]| match Noise::from_launches(before, after) {
+            Noise::FromLaunches { sigma, launches, from } => (sigma, launches, from),
+            other => panic!("{other:?}"),
+        };
+        let (sigma, launches, from) = floor(&night(1.0, 0.1), &night(3.0, 0.5));
+        assert_eq!((launches, from), (5, NightSide::Baseline));
         assert!((sigma - 0.14826).abs() < 1e-9, "{sigma}");
-        let band = Noise::FromLaunches { sigma, launches }.band().unwrap();
+        let (sigma, _, from) = floor(&night(3.0, 0.5), &night(1.0, 0.1));
+        assert_eq!(from, NightSide::Tonight, "a scattered baseline does not widen the floor");
+        assert!((sigma - 0.14826).abs() < 1e-9, "{sigma}");
+        let band = Noise::FromLaunches { sigma, launches, from }.band().unwrap();
         assert!((band - LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * 0.14826).abs() < 1e-9, "{band}");
         assert_eq!(Noise::from_launches(&night(1.0, 0.1)[..2], &night(1.0, 0.1)), Noise::NotKept, "too few launches for a floor");
     }
