@@ -285,14 +285,35 @@ pub fn save(gates: &Gates, manifests: &Path) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
+/// Why the gates saved beside the manifests could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SavedGatesError {
+    /// The file exists but could not be read.
+    #[error("{path}: cannot read: {cause}")]
+    Unreadable {
+        /// The gates file.
+        path: PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+    /// The file is not JSON of the gates' shape.
+    #[error("{path}: not a gates record ({message})")]
+    NotGates {
+        /// The gates file.
+        path: PathBuf,
+        /// serde_json's message.
+        message: String,
+    },
+}
+
 /// The gates saved beside the manifests: `Ok(None)` when none were saved, `Err` when the file is unreadable.
-pub fn load(manifests: &Path) -> Result<Option<Gates>, String> {
+pub fn load(manifests: &Path) -> Result<Option<Gates>, SavedGatesError> {
     let path = saved_path(manifests);
     if !path.exists() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| format!("{}: not a gates record ({e})", path.display()))
+    let text = std::fs::read_to_string(&path).map_err(|cause| SavedGatesError::Unreadable { path: path.clone(), cause })?;
+    serde_json::from_str(&text).map(Some).map_err(|e| SavedGatesError::NotGates { path, message: e.to_string() })
 }
 
 /// Cores available to this process.

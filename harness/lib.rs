@@ -33,3 +33,4 @@ pub mod spec;
 pub mod table;
 pub mod topology;
 pub mod units;
+pub mod xml;

@@ -315,9 +315,11 @@ fn trend_svg(s: &Series) -> String {
     let n = values.len().max(2) - 1;
     let px = |i: usize| left + (w - left - right) * i as f64 / n as f64;
     let py = |v: f64| top + (h - top - bottom) * (1.0 - (v - lo) / (hi - lo));
-    let esc = super::outputs::xml_escape;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n<text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"13\">{} — {}</text>\n",
+    let esc = crate::xml::escape;
+    let mut svg = crate::xml::svg_open(w, h, 11);
+    let _ = writeln!(
+        svg,
+        "<text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"13\">{} — {}</text>",
         w / 2.0,
         esc(&s.figure),
         esc(&s.run)

@@ -1,6 +1,7 @@
 //! A night's comparison as text lines, JUnit XML, a markdown summary and JSON.
 
 use super::{Comparison, FigureVerdict, Finding, RunStatus, Verdict};
+use crate::xml::escape as xml_escape;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -66,23 +67,6 @@ pub fn counts_line(c: &Comparison) -> String {
     } else {
         parts.join(", ")
     }
-}
-
-/// Escapes text for an XML attribute or element.
-pub fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// How a JUnit test case did, when not passed: its element and message.

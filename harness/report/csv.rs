@@ -125,9 +125,10 @@ fn csv_text(v: &Raw) -> String {
 }
 
 /// A table's data files, `(CSV text, parquet bytes)`, from one pass over its cells.
-pub fn data_files(t: &Table) -> (String, Result<Vec<u8>, String>) {
+pub fn data_files(t: &Table) -> (String, Result<Vec<u8>, super::TableError>) {
     let cols = data_columns(t);
-    (csv(&cols, t.rows.len()), parquet(&cols, t.rows.len()).map_err(|e| format!("table {}: {e}", t.id)))
+    let parquet = parquet(&cols, t.rows.len()).map_err(|e| super::TableError::Parquet { table: t.id.clone(), message: e.to_string() });
+    (csv(&cols, t.rows.len()), parquet)
 }
 
 /// RFC 4180 CSV with `\n` line ends: a header of unit-suffixed names, raw values.

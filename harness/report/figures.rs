@@ -5,6 +5,7 @@
 use super::facts::{CollRow, DecodeRow, Fit};
 use super::fmt::slug;
 use crate::spec::schema::HeadPlacement;
+use crate::xml::escape as esc;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -27,17 +28,8 @@ const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
 const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
 fn open(title: &str) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+    let mut s = crate::xml::svg_open(W, H, 12);
     let _ =
         writeln!(s, r#"<text x="{:.1}" y="22" text-anchor="middle" font-size="14">{}</text>"#, LEFT + (W - LEFT - RIGHT) / 2.0, esc(title));
     s

@@ -91,7 +91,7 @@ pub struct MachineSection {
 }
 
 /// Builds the section from the saved gates (`None`: none were saved; `Err`: unreadable).
-pub fn machine(gates: Result<Option<Gates>, String>, list: &[Manifest]) -> MachineSection {
+pub fn machine(gates: Result<Option<Gates>, crate::gates::SavedGatesError>, list: &[Manifest]) -> MachineSection {
     let gates = match gates {
         Ok(Some(g)) => g,
         Ok(None) => return empty("No gates were saved beside these manifests (`parlab run` saves them to `_gates/gates.json` in the manifests folder); the fingerprints above come from the manifests.".into()),

@@ -46,9 +46,30 @@ pub enum ReportError {
         /// The I/O error (not a `source`, so a chain printer shows it once).
         cause: std::io::Error,
     },
-    /// A table could not be encoded as parquet.
+    /// A table's data files could not be made.
     #[error("cannot encode {0}")]
-    Table(String),
+    Table(#[from] TableError),
+}
+
+/// Why a table's data files (CSV, parquet) could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    /// Rows of one column hold different quantities (a unit per column is the CSV's contract).
+    #[error("table {table}: columns {} mix quantities", columns.join(", "))]
+    MixedQuantities {
+        /// The table's id.
+        table: String,
+        /// The columns that mix quantities.
+        columns: Vec<String>,
+    },
+    /// polars could not encode the table as parquet.
+    #[error("table {table}: {message}")]
+    Parquet {
+        /// The table's id.
+        table: String,
+        /// polars' message.
+        message: String,
+    },
 }
 
 /// Which measured family a group of tables is; decides its figures.
@@ -121,7 +142,7 @@ pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
 pub fn render(
     list: &[Manifest],
     skipped: &[Skipped],
-    gates: Result<Option<Gates>, String>,
+    gates: Result<Option<Gates>, crate::gates::SavedGatesError>,
     template_dir: &Path,
 ) -> Result<Rendered, ReportError> {
     let facts = facts::Facts::read(list);
@@ -204,7 +225,7 @@ fn render_markdown(register: &RegisterView, dir: &Path) -> Result<String, Report
 }
 
 /// A table's data file (`tables/<id>.csv` or `.parquet`, its bytes), or why it could not be made.
-type DataFile = Result<(String, Vec<u8>), String>;
+type DataFile = Result<(String, Vec<u8>), TableError>;
 
 /// Unique table ids, in the order of `tables` (a repeated id gets `-2`, `-3`, ...).
 fn unique_ids(tables: &[&Table]) -> Vec<String> {
@@ -231,7 +252,7 @@ fn table_view(t: &Table, id: &str) -> (TableView, Vec<DataFile>) {
     let parquet = format!("tables/{id}.parquet");
     let mixed = t.mixed_columns();
     if !mixed.is_empty() {
-        files.push(Err(format!("table {id}: columns {} mix quantities", mixed.join(", "))));
+        files.push(Err(TableError::MixedQuantities { table: id.to_string(), columns: mixed.clone() }));
     }
     let (csv_text, parquet_bytes) = csv::data_files(t);
     files.push(Ok((csv.clone(), csv_text.into_bytes())));

@@ -925,13 +925,20 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     let decode: Vec<&Judged> = verdicts.iter().filter(|v| v.run.ends_with("nightly-decode")).collect();
     let figures: Vec<&str> = decode.iter().map(|v| v.figure.as_str()).collect();
     assert_eq!(figures, ["decode step median", "tokens per second median"].repeat(2), "step and rate at worlds 1 and 2");
-    // The slowdown is found: every decode figure (step and rate, worlds 1 and 2) REGRESSED.
-    let missed: Vec<String> = decode
-        .iter()
-        .filter(|v| v.verdict != "REGRESSED")
-        .map(|v| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail))
-        .collect();
-    assert!(missed.is_empty(), "every decode figure REGRESSED under slow:1.5: {missed:#?}");
+    // The slowdown is found: both decode steps REGRESSED, a tokens/s REGRESSED, and every decode
+    // figure moved the slowed way. A rate can stay NO_CHANGE on a loaded machine: it is each
+    // repetition's tokens over its whole elapsed time, so a stalled step (a rank descheduled
+    // while its peer polls) scatters it where the step's median shrugs the stall off (measured
+    // under load 3.5-7.9: steps 100 of 100 REGRESSED, rates 90 of 100; README, Nightly).
+    let line = |v: &&Judged| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail);
+    let steps_missed: Vec<String> =
+        decode.iter().filter(|v| v.figure == "decode step median" && v.verdict != "REGRESSED").map(line).collect();
+    assert!(steps_missed.is_empty(), "every decode step REGRESSED under slow:1.5: {steps_missed:#?}");
+    let slowed_way = |v: &Judged| if v.figure.starts_with("tokens") { v.effect < 0.0 } else { v.effect > 0.0 };
+    let wrong_way: Vec<String> = decode.iter().filter(|v| v.verdict == "IMPROVED" || !slowed_way(v)).map(line).collect();
+    assert!(wrong_way.is_empty(), "every decode figure moves the slowed way: {wrong_way:#?}");
+    let rates: Vec<&&Judged> = decode.iter().filter(|v| v.figure.starts_with("tokens")).collect();
+    assert!(rates.iter().any(|v| v.verdict == "REGRESSED"), "a tokens/s REGRESSED: {:#?}", rates.iter().map(line).collect::<Vec<_>>());
     // The unchanged nights above are the test of quiet; here the figures the fault did not touch
     // are only reported (with 4 real discoveries BH lets a noisy one through at a looser rank).
     let others: Vec<String> = verdicts
