@@ -313,8 +313,8 @@ mod tests {
         assert_eq!(llama.raw["num_hidden_layers"], json!(2));
         assert_eq!(llama.raw["layer_types"], json!(["full_attention", "full_attention"]));
         assert_eq!(llama.raw["max_window_layers"], json!(2));
-        let gpt2 = ModelConfig::from_value(json!({"model_type": "gpt2", "n_layer": 4, "n_head": 2, "n_embd": 8, "vocab_size": 20}))
-            .unwrap();
+        let gpt2 =
+            ModelConfig::from_value(json!({"model_type": "gpt2", "n_layer": 4, "n_head": 2, "n_embd": 8, "vocab_size": 20})).unwrap();
         let cut = with_layers(&gpt2, 1).unwrap();
         assert_eq!((cut.layers, &cut.raw["n_layer"], cut.raw.get("num_hidden_layers")), (1, &json!(1), None));
         assert_eq!(with_layers(&gpt2, 4).unwrap().raw, gpt2.raw, "all of its layers leaves the config as it was");

@@ -340,9 +340,10 @@ fn model_init_with_layers_writes_a_real_width_checkpoint_of_that_many_layers_tha
     let out = model_init(&["llama-gqa-small", "--seed", "1", "--layers", "2", "--out", ckpt.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ckpt.join("config.json")).unwrap()).unwrap();
-    let whole: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-gqa-small/config.json")).unwrap())
-            .unwrap();
+    let whole: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-gqa-small/config.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!((config["num_hidden_layers"].as_u64(), whole["num_hidden_layers"].as_u64()), (Some(2), Some(4)));
     assert_eq!(config["hidden_size"], whole["hidden_size"], "the real width");
     let bytes = std::fs::read(ckpt.join("model.safetensors")).unwrap();
@@ -366,7 +367,11 @@ fn model_init_with_layers_writes_a_real_width_checkpoint_of_that_many_layers_tha
     assert_eq!(all.len(), 2);
     for m in &all {
         assert_eq!(m.status, parlab::manifest::Status::Ok, "{:?}", m.reason);
-        assert!(matches!(m.plan.model.as_ref().map(|s| &s.weights), Some(parlab::spec::plan::Weights::Checkpoint { .. })), "{:?}", m.plan.model);
+        assert!(
+            matches!(m.plan.model.as_ref().map(|s| &s.weights), Some(parlab::spec::plan::Weights::Checkpoint { .. })),
+            "{:?}",
+            m.plan.model
+        );
         let answer = m.answer.as_ref().expect("an answer");
         assert!(answer.exactness.tokens_equal && answer.tokens[0].len() == 4, "{answer:?}");
         let world = m.layout.world as u64;
