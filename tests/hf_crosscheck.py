@@ -37,6 +37,19 @@ the MLP, Hugging Face's `block_sparse_moe` names) gets the same checks, transfor
 rank holding 2 experts, its layout saying which); its tensor splits divide every expert's
 width as the SwiGLU's, so they too make 2L + 1 collectives per step.
 
+bfloat16, for the Llama and Qwen2 layouts: parlab decodes in bfloat16 (libtorch's operations on
+the CPU) at world 1, tensor 2, 4 and 8, pipeline 2 and data 2, beside the float32 runs above, its
+twins. parlab's own precision audit (`parlab audit --json`, its `precision` rows) must pair each
+with its twin and grade it TOKENS_EQUAL or NEAR_TIE (a token changed only where float32's top-2
+margin was below the audit's `fragile_factor` x the bf16 drift), with a drift above 0 (it did
+compute in bf16). transformers loads the checkpoint with dtype=torch.bfloat16 and generate()s;
+parlab's bf16 tokens must equal those up to the first step where transformers' float32 top-2
+margin is a near tie by the same rule, the drift being the larger of parlab's (from the audit)
+and transformers' own (its bf16 logits along float32's tokens against its float32 logits): past
+a near tie either rounding may pick either token, so bitwise or full-length equality is not
+asked. The context split, overlapped all-reduces and the Mixtral layout compute in float32 only:
+a bfloat16 spec of each must be refused before launch (exit 2, the reason, no manifest).
+
 For a mixture-of-experts config (the tiny one with 4 experts of width 96, top 2) transformers
 has no class, so the reference is transformers' GPT-2 with every block's MLP replaced by a
 mixture written here in plain torch from the checkpoint's tensors (softmax router over every
@@ -52,7 +65,8 @@ logits by about 1e-5 relative, i.e. ~1e-4 here; a real mistake (a bias added twi
 layer-norm parameter, a wrong head slice) moves them by 1e-2 to 10. TOL also stays below half
 the smallest top-2 margin printed, so it cannot hide a changed token.
 
-Prints PASS/FAIL per check and exits 1 on any failure. About a minute on 2 cores.
+Prints PASS/FAIL per check and exits 1 on any failure. About three minutes on 2 cores (measured
+2026-12-04 on a shared 2-core machine: 149 s without the bfloat16 checks, 189 s with them).
 """
 import hashlib, json, os, pathlib, shutil, subprocess, sys, tempfile
 
@@ -89,6 +103,12 @@ TINY_MIXTRAL = {"model_type": "mixtral", "num_hidden_layers": 2, "num_attention_
                 "hidden_size": 64, "intermediate_size": 96, "vocab_size": 501, "max_position_embeddings": 64,
                 "rms_norm_eps": 1e-5, "hidden_act": "silu", "rope_theta": 1000000.0, "sliding_window": None,
                 "num_local_experts": 4, "num_experts_per_tok": 2, "router_jitter_noise": 0.0, "tie_word_embeddings": False}
+# bfloat16 (parlab computes it through libtorch on the CPU) at every layout it is offered for.
+HALF_LAYOUTS = [("tensor", 1, 1, None), ("tensor", 2, 1, None), ("tensor", 4, 1, None), ("tensor", 8, 1, None),
+                ("pipeline", 2, 2, None), ("data", 2, 1, None)]
+HALF_GRADES = ("TOKENS_EQUAL", "NEAR_TIE")  # the precision audit's passing grades
+HALF_RUNS, HALF_REFUSED = "bfloat16 runs", "bfloat16 refused"
+half_steps_compared = []  # per bfloat16 run: the steps its tokens were held to transformers' bfloat16 tokens
 failures = []
 
 
@@ -191,17 +211,25 @@ def moe_crosscheck(model_dir, work):
                   f"skew {skew}: {key} tokens equal the torch mixture's, logits within {TOL} of parlab unsplit ({ex and ex['max_logit_diff']})")
 
 
+def decode_spec(model_dir, name, strategy, world, sequences, decode, extra=None):
+    """A decode spec (as JSON, which is YAML) of the cross-check's prompt and token count."""
+    spec = {"name": name, "kind": "decode", "model": str(model_dir),
+            "strategy": strategy, "world": world, "sequences": sequences, "link": "mpi-shm",
+            "prompt": PROMPT, "new_tokens": NEW_TOKENS, "repetitions": 1, "warmup": 0, "timeout": "5m", **(extra or {})}
+    if decode:
+        spec["decode_strategy"] = decode
+    return json.dumps(spec)
+
+
 def parlab_runs(model_dir, state, manifests, runs, extra=None):
+    """Runs `runs` through `parlab run`; returns the manifests of the spec's dtype (float32 unless
+    `extra` says otherwise) in `manifests`, by (strategy, world, sequences, decode strategy)."""
+    dtype = (extra or {}).get("dtype", "float32")
     spec_dir = pathlib.Path(tempfile.mkdtemp(dir=state.parent))
     paths = []
     for i, (strategy, world, sequences, decode) in enumerate(runs):
-        spec = {"name": f"crosscheck-{strategy}-{world}-{i}", "kind": "decode", "model": str(model_dir),
-                "strategy": strategy, "world": world, "sequences": sequences, "link": "mpi-shm",
-                "prompt": PROMPT, "new_tokens": NEW_TOKENS, "repetitions": 1, "warmup": 0, "timeout": "5m", **(extra or {})}
-        if decode:
-            spec["decode_strategy"] = decode
         path = spec_dir / f"{i}.yaml"
-        path.write_text(json.dumps(spec))  # JSON is YAML
+        path.write_text(decode_spec(model_dir, f"crosscheck-{strategy}-{world}-{dtype}-{i}", strategy, world, sequences, decode, extra))
         paths.append(str(path))
     env = dict(os.environ, PARLAB_STATE=str(state), PARLAB_MANIFESTS=str(manifests))
     proc = subprocess.run([str(PARLAB), "run", "--no-report", *paths], env=env, capture_output=True, text=True)
@@ -209,9 +237,76 @@ def parlab_runs(model_dir, state, manifests, runs, extra=None):
     found = {}
     for m in sorted(manifests.glob("*.json")):
         doc = json.loads(m.read_text())
+        if doc["plan"]["workload"].get("dtype", "float32") != dtype:
+            continue
         layout = doc["layout"]
         found[(layout["strategy"], layout["world"], layout.get("sequences"), (layout.get("decode") or {}).get("strategy"))] = doc
     return found
+
+
+def refused_in_half(model_dir, work, what, strategy, world, extra=None):
+    """A bfloat16 spec parlab computes in float32 only (a context or expert split, overlapped
+    all-reduces, a mixture model) must be refused before anything runs: exit 2, the reason, no manifest."""
+    work.mkdir(parents=True, exist_ok=True)
+    spec = work / f"refused-{strategy}-{world}-{len(list(work.glob('refused-*.yaml')))}.yaml"
+    spec.write_text(decode_spec(model_dir, f"refused-{strategy}-{world}", strategy, world, 1, None, dict(extra or {}, dtype="bfloat16")))
+    manifests = work / (spec.stem + "-manifests")
+    env = dict(os.environ, PARLAB_STATE=str(work / "refused-state"), PARLAB_MANIFESTS=str(manifests))
+    proc = subprocess.run([str(PARLAB), "run", "--no-report", str(spec)], env=env, capture_output=True, text=True)
+    reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no reason given"
+    wrote = sorted(manifests.glob("*.json")) if manifests.exists() else []
+    check(proc.returncode == 2 and "bfloat16" in reason and "use dtype: float32" in reason and not wrote,
+          f"bfloat16 {what} is refused with exit 2 (got {proc.returncode}) and its reason, writing no manifest ({reason})")
+
+
+def half_crosscheck(model_dir, ckpt, work, twins, prompt, f32_tokens, f32_logits):
+    """bfloat16 beside float32 at every layout parlab computes it in: each parlab answer graded by
+    parlab's own precision audit against its float32 twin (TOKENS_EQUAL or NEAR_TIE pass), and its
+    tokens equal to transformers' bfloat16 generate() up to the first step at which transformers'
+    float32 top-2 margin is a near tie by the audit's rule (below fragile_factor x the bf16 drift)."""
+    state, manifests = work / "state", work / "manifests"
+    found = parlab_runs(model_dir, state, manifests, HALF_LAYOUTS, {"dtype": "bfloat16"})
+    proc = subprocess.run([str(PARLAB), "audit", "--json", "--manifests", str(manifests)], capture_output=True, text=True)
+    check(proc.returncode == 0, f"parlab audit over the float32 and bfloat16 runs exits 0 (got {proc.returncode}: {proc.stderr.strip()[-300:]})")
+    if proc.returncode != 0:
+        return
+    audit = json.loads(proc.stdout)
+    factor, rows = audit["fragile_factor"], {r["run"]: r for r in audit["precision"]}
+    check(len(rows) == len(HALF_LAYOUTS), f"the precision audit grades {len(HALF_LAYOUTS)} bfloat16 runs ({len(rows)})")
+    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.bfloat16).eval()
+    check(all(p.dtype == torch.bfloat16 for p in model.parameters()), "transformers holds every weight in bfloat16")
+    with torch.no_grad():
+        hf_half = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(prompt):].tolist()
+        # bfloat16's logits along float32's tokens, so each step compares with float32's own.
+        along = model(torch.tensor([prompt + f32_tokens[:-1]])).logits[0, len(prompt) - 1:].float().numpy()
+    hf_drift = float(np.abs(along - f32_logits).max())
+    top2 = np.sort(f32_logits, axis=1)
+    margins = top2[:, -1] - top2[:, -2]
+    print(f"   transformers bfloat16 tokens {hf_half}; its drift from float32 along float32's tokens {hf_drift:.3e}; "
+          f"float32 top-2 margins {np.round(margins, 3).tolist()}", flush=True)
+    for key in HALF_LAYOUTS:
+        doc = found.get(key)
+        if doc is None or doc["status"] != "ok":
+            check(False, f"bfloat16 {key} ran ok ({doc and doc.get('reason')})")
+            continue
+        row, twin = rows.get(doc["run_id"][:12]), twins.get(key)
+        check(row is not None and twin is not None and row["twin"] == twin["run_id"][:12],
+              f"bfloat16 {key}: the precision audit pairs it with the float32 run of its layout ({row and row['twin']})")
+        if row is None:
+            continue
+        margin = "n/a" if row["twin_margin"] is None else f"{row['twin_margin']:.3e}"
+        check(row["grade"] in HALF_GRADES and row["drift"] > 0,
+              f"bfloat16 {key}: graded {row['grade']} (tokens equal to float32's for {row['equal_steps']} of {row['steps']} steps, "
+              f"the float32 margin there {margin}; drift from float32 {row['drift']:.2e}, above 0 so it computed in bf16)")
+        drift = max(row["drift"], hf_drift)
+        upto = next((k for k, m in enumerate(margins) if m < factor * drift), NEW_TOKENS)
+        half_steps_compared.append(upto)
+        seqs = doc["answer"]["tokens"]
+        agree = min(next((k for k, (a, b) in enumerate(zip(s, hf_half)) if a != b), NEW_TOKENS) for s in seqs)
+        check(all(s[:upto] == hf_half[:upto] for s in seqs),
+              f"bfloat16 {key}: tokens equal transformers' bfloat16 generate() for the first {upto} of {NEW_TOKENS} steps (each "
+              f"sequence), up to the first float32 top-2 margin below {factor} x drift {drift:.2e} ({[s[:upto] for s in seqs]}; "
+              f"in fact equal for {agree})")
 
 
 def crosscheck(label, model_dir, work):
@@ -287,9 +382,11 @@ def tied_checkpoint(config, folder, embed_scale=0.25):
     return folder
 
 
-def llama_crosscheck(label, model_dir, work):
+def llama_crosscheck(label, model_dir, work, half=None):
     """Checks parlab against transformers on `model_dir`: a config folder (seeded on first use, like
-    `parlab model init`'s) or a checkpoint folder with its own model.safetensors."""
+    `parlab model init`'s) or a checkpoint folder with its own model.safetensors. `half`: HALF_RUNS
+    adds the bfloat16 runs beside their float32 twins (and the context split and overlapped
+    all-reduces refused in bf16); HALF_REFUSED checks a mixture's bfloat16 specs are refused."""
     print(f"== {label}: {model_dir}", flush=True)
     cfg = json.loads((model_dir / "config.json").read_text())
     state, manifests = work / "state", work / "manifests"
@@ -357,6 +454,13 @@ def llama_crosscheck(label, model_dir, work):
         want = [2 * per_rank_layers * per_rank_kv * head_dim * 4] * world
         check(decode.get("kv_cache_bytes_per_token") == want,
               f"{key} KV cache per token per rank is {want} bytes ({decode.get('kv_cache_bytes_per_token')})")
+    if half == HALF_RUNS:
+        half_crosscheck(model_dir, str(ckpt), work, found, prompt, generated, hf_logits)
+        refused_in_half(model_dir, work, "context 2", "context", 2)
+        refused_in_half(model_dir, work, "tensor 2 with overlapped all-reduces", "tensor", 2, {"overlap": 2})
+    elif half == HALF_REFUSED:
+        refused_in_half(model_dir, work, "on a mixture (tensor 2)", "tensor", 2)
+        refused_in_half(model_dir, work, "on a mixture (expert 2)", "expert", 2)
 
 
 def main():
@@ -378,14 +482,16 @@ def main():
         moe.mkdir()
         (moe / "config.json").write_text(json.dumps(TINY_MOE))
         moe_crosscheck(moe, tmp / "work-moe")
-        for label, cfg in [("tiny Llama (8 heads, 2 KV heads, llama3 rope scaling)", TINY_LLAMA),
-                           ("tiny Qwen2 (8 heads, 2 KV heads, q/k/v biases)", TINY_QWEN2),
-                           ("tiny Qwen3 (8 heads, 2 KV heads, q/k norms, head width 16 = 2 x hidden / heads)", TINY_QWEN3),
-                           ("tiny Mixtral (8 heads, 2 KV heads, 4 SwiGLU experts of width 96, top 2)", TINY_MIXTRAL)]:
+        for label, cfg, half in [("tiny Llama (8 heads, 2 KV heads, llama3 rope scaling)", TINY_LLAMA, HALF_RUNS),
+                                 ("tiny Qwen2 (8 heads, 2 KV heads, q/k/v biases)", TINY_QWEN2, HALF_RUNS),
+                                 ("tiny Qwen3 (8 heads, 2 KV heads, q/k norms, head width 16 = 2 x hidden / heads)", TINY_QWEN3, None),
+                                 ("tiny Mixtral (8 heads, 2 KV heads, 4 SwiGLU experts of width 96, top 2)", TINY_MIXTRAL, HALF_REFUSED)]:
             folder = tmp / cfg["model_type"]
             folder.mkdir()
             (folder / "config.json").write_text(json.dumps(cfg))
-            llama_crosscheck(label, folder, tmp / f"work-{cfg['model_type']}")
+            llama_crosscheck(label, folder, tmp / f"work-{cfg['model_type']}", half)
+        check(max(half_steps_compared, default=0) > 0,
+              f"the bfloat16 token comparisons with transformers hold some run to at least one step (steps held: {half_steps_compared})")
         tied = tied_checkpoint(dict(TINY_LLAMA, tie_word_embeddings=True), tmp / "llama-tied")
         llama_crosscheck("tiny Llama with its head tied to embed_tokens (a checkpoint without lm_head)", tied, tmp / "work-llama-tied")
     print(("hf_crosscheck: PASS" if not failures else f"hf_crosscheck: FAIL ({len(failures)} checks failed)"), flush=True)

@@ -23,7 +23,8 @@ pub struct ModelArgs {
 /// `parlab model` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ModelAction {
-    /// Write a seeded checkpoint (GPT-2 or the Llama family: llama, qwen2, qwen3) in Hugging Face's format (config.json + model.safetensors).
+    /// Write a seeded checkpoint (GPT-2 or the Llama family: llama, qwen2, qwen3, mixtral) in Hugging Face's format
+    /// (config.json + model.safetensors), at the model's real shape or cut to its first `--layers N` blocks.
     Init {
         /// A model name under models/ or a folder holding config.json.
         model: String,
@@ -33,21 +34,29 @@ pub enum ModelAction {
         /// Output folder.
         #[arg(long)]
         out: PathBuf,
+        /// Keep only the first N transformer blocks (1 to the model's count), at the real width;
+        /// config.json records N.
+        #[arg(long, value_name = "N")]
+        layers: Option<u32>,
     },
 }
 
 /// Runs `parlab model`.
 pub fn run(args: ModelArgs) -> super::Result<i32> {
     match args.action {
-        Some(ModelAction::Init { model, seed, out }) => init_checkpoint(&model, seed, &out),
+        Some(ModelAction::Init { model, seed, out, layers }) => init_checkpoint(&model, seed, &out, layers),
         None => print_tables(&args.paths),
     }
 }
 
-/// `parlab model init`: writes a seeded checkpoint for `model` into `out`.
-fn init_checkpoint(model: &str, seed: u64, out: &Path) -> super::Result<i32> {
+/// `parlab model init`: writes a seeded checkpoint for `model` (cut to `layers` if given) into `out`.
+fn init_checkpoint(model: &str, seed: u64, out: &Path, layers: Option<u32>) -> super::Result<i32> {
     let loc = resolve_model(model);
-    let cfg = ModelConfig::read(&loc.dir).map_err(|e| Error::Usage(e.to_string()))?;
+    let whole = ModelConfig::read(&loc.dir).map_err(|e| Error::Usage(e.to_string()))?;
+    let cfg = match layers {
+        Some(n) => init::with_layers(&whole, n).map_err(|e| Error::Usage(format!("{model}: {e}")))?,
+        None => whole,
+    };
     let Some(family) = cfg.family() else {
         return Err(Error::Usage(format!(
             "{model} is a {} model; `model init` makes checkpoints of model_type {}",
@@ -59,7 +68,12 @@ fn init_checkpoint(model: &str, seed: u64, out: &Path) -> super::Result<i32> {
         LlamaDims::from_config(&cfg).map_err(|e| Error::Usage(format!("{model}: {e}")))?;
     }
     init::replace_checkpoint(&cfg, seed, out)?;
-    eprintln!("parlab: wrote {} ({} recipe, seed {seed})", out.display(), crate::spec::weights::seeded_generator(family));
+    eprintln!(
+        "parlab: wrote {} ({} recipe, seed {seed}, {} layers)",
+        out.display(),
+        crate::spec::weights::seeded_generator(family),
+        cfg.layers
+    );
     Ok(crate::exitcode::OK)
 }
 

@@ -34,9 +34,11 @@
 //! and per expert `w1`, `w3` ~ N(0, 1/d), `w2` ~ N(0, 1/intermediate_size).
 //!
 //! Each tensor draws from its own splitmix64 stream (seed, tensor name) with Box-Muller
-//! normals, so the bytes depend on the seed and the config only.
+//! normals, so the bytes depend on the seed and the config only; a checkpoint cut to its first
+//! N layers ([`with_layers`], `parlab model init --layers N`) holds the same bytes in every
+//! tensor it keeps as the whole model's.
 
-use super::config::{Family, ModelConfig};
+use super::config::{ConfigError, Family, ModelConfig};
 use super::gpt2::MoeDims;
 use super::llama::LlamaDims;
 use super::rng::SplitMix64;
@@ -44,6 +46,62 @@ use safetensors::tensor::{Dtype as StDtype, TensorView};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
+
+/// Why a config cannot be cut to the number of layers asked for.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LayersError {
+    /// Zero layers asked for.
+    #[error("--layers 0: a checkpoint needs at least one layer (give 1 to {has})")]
+    Zero {
+        /// Layers the model has.
+        has: u32,
+    },
+    /// More layers asked for than the model has.
+    #[error("--layers {asked}: the model has {has} layers (give 1 to {has})")]
+    MoreThanModel {
+        /// Layers asked for.
+        asked: u32,
+        /// Layers the model has.
+        has: u32,
+    },
+    /// The cut config no longer reads (not expected: only layer counts change).
+    #[error("the config cut to {layers} layers does not read: {problem}")]
+    Config {
+        /// Layers asked for.
+        layers: u32,
+        /// What the config reader said.
+        problem: ConfigError,
+    },
+}
+
+/// The keys a config.json counts its layers with, in the order `ModelConfig::from_value` reads them.
+const LAYER_KEYS: [&str; 2] = ["n_layer", "num_hidden_layers"];
+
+/// `cfg` at its real shape but with its first `layers` transformer blocks only: the layer count
+/// rewritten under the key the config uses (`n_layer` for GPT-2, `num_hidden_layers` for the
+/// Llama family), a per-layer `layer_types` list cut to match and `max_window_layers` capped at it.
+pub fn with_layers(cfg: &ModelConfig, layers: u32) -> Result<ModelConfig, LayersError> {
+    let has = cfg.layers;
+    if layers == 0 {
+        return Err(LayersError::Zero { has });
+    }
+    if layers > has {
+        return Err(LayersError::MoreThanModel { asked: layers, has });
+    }
+    let mut raw = cfg.raw.clone();
+    if let Some(map) = raw.as_object_mut() {
+        if let Some(key) = LAYER_KEYS.iter().find(|k| map.contains_key(**k)) {
+            map.insert((*key).to_string(), Value::from(layers));
+        }
+        if let Some(Value::Array(types)) = map.get_mut("layer_types") {
+            types.truncate(layers as usize);
+        }
+        if let Some(window) = map.get("max_window_layers").and_then(Value::as_u64) {
+            map.insert("max_window_layers".into(), Value::from(window.min(u64::from(layers))));
+        }
+    }
+    ModelConfig::from_value(raw).map_err(|problem| LayersError::Config { layers, problem })
+}
 
 /// One tensor of the recipe: its name, shape and how each element is drawn (mean, std).
 struct Recipe {
@@ -234,4 +292,57 @@ pub fn replace_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::R
     }
     std::fs::rename(&tmp, dir).map_err(|e| anyhow::anyhow!("{}: cannot move the new checkpoint into place: {e}", dir.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tiny_llama() -> ModelConfig {
+        ModelConfig::from_value(json!({"model_type": "llama", "num_hidden_layers": 3, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "hidden_size": 16, "intermediate_size": 32, "vocab_size": 50,
+            "max_position_embeddings": 32, "max_window_layers": 3, "layer_types": ["full_attention", "full_attention", "full_attention"]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_cut_config_counts_its_layers_under_the_key_it_had() {
+        let llama = with_layers(&tiny_llama(), 2).unwrap();
+        assert_eq!(llama.layers, 2);
+        assert_eq!(llama.raw["num_hidden_layers"], json!(2));
+        assert_eq!(llama.raw["layer_types"], json!(["full_attention", "full_attention"]));
+        assert_eq!(llama.raw["max_window_layers"], json!(2));
+        let gpt2 =
+            ModelConfig::from_value(json!({"model_type": "gpt2", "n_layer": 4, "n_head": 2, "n_embd": 8, "vocab_size": 20})).unwrap();
+        let cut = with_layers(&gpt2, 1).unwrap();
+        assert_eq!((cut.layers, &cut.raw["n_layer"], cut.raw.get("num_hidden_layers")), (1, &json!(1), None));
+        assert_eq!(with_layers(&gpt2, 4).unwrap().raw, gpt2.raw, "all of its layers leaves the config as it was");
+    }
+
+    #[test]
+    fn zero_layers_or_more_than_the_model_has_are_refused() {
+        assert_eq!(with_layers(&tiny_llama(), 0).unwrap_err(), LayersError::Zero { has: 3 });
+        assert_eq!(with_layers(&tiny_llama(), 4).unwrap_err(), LayersError::MoreThanModel { asked: 4, has: 3 });
+        assert!(with_layers(&tiny_llama(), 4).unwrap_err().to_string().contains("the model has 3 layers"));
+    }
+
+    #[test]
+    fn a_cut_checkpoint_keeps_the_whole_models_bytes_in_the_tensors_it_keeps() {
+        let whole = tempfile::tempdir().unwrap();
+        let cut = tempfile::tempdir().unwrap();
+        write_checkpoint(&tiny_llama(), 5, whole.path()).unwrap();
+        write_checkpoint(&with_layers(&tiny_llama(), 1).unwrap(), 5, cut.path()).unwrap();
+        let (whole_bytes, cut_bytes) =
+            (std::fs::read(whole.path().join("model.safetensors")).unwrap(), std::fs::read(cut.path().join("model.safetensors")).unwrap());
+        let (whole_st, cut_st) =
+            (safetensors::SafeTensors::deserialize(&whole_bytes).unwrap(), safetensors::SafeTensors::deserialize(&cut_bytes).unwrap());
+        let cut_names = cut_st.names();
+        assert!(cut_names.iter().all(|n| !n.starts_with("model.layers.1.") && !n.starts_with("model.layers.2.")));
+        assert!(cut_names.iter().any(|n| n.starts_with("model.layers.0.")));
+        assert_eq!(cut_names.len() + 2 * cut_names.iter().filter(|n| n.starts_with("model.layers.0.")).count(), whole_st.names().len());
+        for name in cut_names {
+            assert_eq!(cut_st.tensor(name).unwrap().data(), whole_st.tensor(name).unwrap().data(), "{name}");
+        }
+    }
 }

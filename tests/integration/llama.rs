@@ -313,3 +313,84 @@ fn half_precision_decodes_on_the_host_and_the_precision_audit_grades_it_against_
     }
     assert!(rows.iter().all(|r| r["twin"].is_string()), "every half-precision run found its float32 twin");
 }
+
+/// `parlab model init <name> ...` run from the repository root (so the name is read under models/).
+fn model_init(args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.args(["model", "init"]).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS");
+    cmd.output().unwrap()
+}
+
+/// The layer indices of `model.layers.N.*` tensors and how many tensors each holds.
+fn tensors_per_layer(names: &[String]) -> std::collections::BTreeMap<usize, usize> {
+    let mut per = std::collections::BTreeMap::new();
+    for n in names {
+        if let Some(l) = n.strip_prefix("model.layers.").and_then(|r| r.split('.').next()).and_then(|l| l.parse().ok()) {
+            *per.entry(l).or_insert(0) += 1;
+        }
+    }
+    per
+}
+
+#[test]
+fn model_init_with_layers_writes_a_real_width_checkpoint_of_that_many_layers_that_decodes() {
+    // llama-gqa-small: 4 layers, width 512, 8 heads over 2 KV heads of width 64; cut to 2.
+    let suite = super::launch::Suite::new();
+    let ckpt = suite.dir.path().join("ckpt");
+    let out = model_init(&["llama-gqa-small", "--seed", "1", "--layers", "2", "--out", ckpt.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ckpt.join("config.json")).unwrap()).unwrap();
+    let whole: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-gqa-small/config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!((config["num_hidden_layers"].as_u64(), whole["num_hidden_layers"].as_u64()), (Some(2), Some(4)));
+    assert_eq!(config["hidden_size"], whole["hidden_size"], "the real width");
+    let bytes = std::fs::read(ckpt.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let names: Vec<String> = st.names().into_iter().cloned().collect();
+    let per = tensors_per_layer(&names);
+    assert_eq!(per.keys().copied().collect::<Vec<_>>(), [0, 1], "exactly layers 0 and 1: {names:?}");
+    assert!(per.values().all(|n| *n == 9), "each layer's 9 tensors (2 norms, q/k/v/o, gate/up/down): {per:?}");
+    assert_eq!(names.len(), 2 * 9 + 3, "and embed_tokens, norm, lm_head");
+    assert_eq!(st.tensor("model.layers.1.self_attn.k_proj.weight").unwrap().shape(), [2 * 64, 512]);
+
+    // A decode on the written folder: its weights, not a seeded stand-in; the KV cache per token
+    // counts 2 layers (2 · layers · KV heads · 64 · 4 bytes: 2 KV heads unsplit, 1 per rank at tensor 2).
+    suite.spec(
+        "cut",
+        "name: cut\nkind: decode\nmodel: ../ckpt\nstrategy: tensor\nworld: [1, 2]\nlink: mpi-shm\n\
+         prompt: {length: 6, seed: 2}\nnew_tokens: 4\nrepetitions: 1\nwarmup: 0\nthreads: 1\ntimeout: 120s\n",
+    );
+    assert_eq!(suite.run(&[("PARLAB_STATE", suite.dir.path().join("state").to_str().unwrap())]), 0);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 2);
+    for m in &all {
+        assert_eq!(m.status, parlab::manifest::Status::Ok, "{:?}", m.reason);
+        assert!(
+            matches!(m.plan.model.as_ref().map(|s| &s.weights), Some(parlab::spec::plan::Weights::Checkpoint { .. })),
+            "{:?}",
+            m.plan.model
+        );
+        let answer = m.answer.as_ref().expect("an answer");
+        assert!(answer.exactness.tokens_equal && answer.tokens[0].len() == 4, "{answer:?}");
+        let world = m.layout.world as u64;
+        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        assert_eq!(d.kv_cache_bytes_per_token, vec![2 * 2 * (2 / world) * 64 * 4; world as usize], "world {world}");
+    }
+}
+
+#[test]
+fn model_init_refuses_zero_layers_or_more_than_the_model_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("ckpt");
+    let has = ModelConfig::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tinyllama-1.1b")).unwrap().layers;
+    let (zero, above) = (format!("at least one layer (give 1 to {has})"), format!("the model has {has} layers (give 1 to {has})"));
+    for (layers, says) in [("0".to_string(), zero), ((has + 1).to_string(), above)] {
+        let out = model_init(&["tinyllama-1.1b", "--layers", &layers, "--out", out_dir.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(parlab::exitcode::USER_ERROR), "--layers {layers}: {stderr}");
+        assert!(stderr.contains("tinyllama-1.1b") && stderr.contains(says.as_str()), "--layers {layers}: {stderr}");
+        assert!(!out_dir.exists(), "nothing written for --layers {layers}");
+    }
+}
