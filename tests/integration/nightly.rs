@@ -937,7 +937,7 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     let slowed_way = |v: &Judged| if v.figure.starts_with("tokens") { v.effect < 0.0 } else { v.effect > 0.0 };
     let wrong_way: Vec<String> = decode.iter().filter(|v| v.verdict == "IMPROVED" || !slowed_way(v)).map(line).collect();
     assert!(wrong_way.is_empty(), "every decode figure moves the slowed way: {wrong_way:#?}");
-    let rates: Vec<&&Judged> = decode.iter().filter(|v| v.figure.starts_with("tokens")).collect();
+    let rates: Vec<&Judged> = decode.iter().copied().filter(|v| v.figure.starts_with("tokens")).collect();
     assert!(rates.iter().any(|v| v.verdict == "REGRESSED"), "a tokens/s REGRESSED: {:#?}", rates.iter().map(line).collect::<Vec<_>>());
     // The unchanged nights above are the test of quiet; here the figures the fault did not touch
     // are only reported (with 4 real discoveries BH lets a noisy one through at a looser rank).
