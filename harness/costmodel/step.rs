@@ -264,8 +264,7 @@ impl<'a> Inputs<'a> {
     pub fn of(manifests: &'a [Manifest]) -> Self {
         let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, Kind::Decode).map(|m| m.plan.threads_per_rank).collect();
         let own_by_threads = threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect();
-        let membw: Vec<(&Manifest, &Membw)> =
-            ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect();
+        let membw: Vec<(&Manifest, &Membw)> = ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect();
         let shared_total = membw
             .iter()
             .map(|(m, b)| (b.roofline.aggregate_bps, m.run_id.clone()))

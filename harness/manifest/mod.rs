@@ -102,10 +102,10 @@ pub enum Outcome {
         #[serde(default)]
         results: Option<ResultFiles>,
         /// What the run measured (or computed), typed by kind.
-        summary: summary::Summary,
+        summary: Box<summary::Summary>,
         /// The answer (decode: generated token ids) and exactness figures.
         #[serde(default)]
-        answer: Option<answer::Answer>,
+        answer: Option<Box<answer::Answer>>,
         /// Each launch's statistic of every comparable figure (absent in manifests written
         /// before launches were recorded: `nightly` reads those as one launch).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,7 +120,7 @@ pub enum Outcome {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         launch: Option<Launch>,
     },
-    /// Not launched: a requirement is unmet.
+    /// Not launched: a requirement is unmet (or, launched here, the run would be mislabelled).
     NotRun {
         /// The unmet requirements, as the probes that decided them say (empty when an older
         /// manifest recorded none).
@@ -162,7 +162,7 @@ impl Outcome {
 
     /// An ok run that launched nothing (modelled, imported): its summary alone.
     pub fn computed(summary: summary::Summary) -> Self {
-        Outcome::Ok { launch: None, results: None, summary, answer: None, launches: None }
+        Outcome::Ok { launch: None, results: None, summary: Box::new(summary), answer: None, launches: None }
     }
 }
 
@@ -346,7 +346,7 @@ impl Manifest {
     /// The summary of an ok run.
     pub fn summary(&self) -> Option<&summary::Summary> {
         match &self.outcome {
-            Outcome::Ok { summary, .. } => Some(summary),
+            Outcome::Ok { summary, .. } => Some(&**summary),
             _ => None,
         }
     }
@@ -354,7 +354,7 @@ impl Manifest {
     /// The summary of an ok run, to change.
     pub fn summary_mut(&mut self) -> Option<&mut summary::Summary> {
         match &mut self.outcome {
-            Outcome::Ok { summary, .. } => Some(summary),
+            Outcome::Ok { summary, .. } => Some(&mut **summary),
             _ => None,
         }
     }
@@ -362,7 +362,7 @@ impl Manifest {
     /// The answer of an ok run that has one (decode).
     pub fn answer(&self) -> Option<&answer::Answer> {
         match &self.outcome {
-            Outcome::Ok { answer, .. } => answer.as_ref(),
+            Outcome::Ok { answer, .. } => answer.as_deref(),
             _ => None,
         }
     }
@@ -370,7 +370,7 @@ impl Manifest {
     /// The answer of an ok run that has one, to change.
     pub fn answer_mut(&mut self) -> Option<&mut answer::Answer> {
         match &mut self.outcome {
-            Outcome::Ok { answer, .. } => answer.as_mut(),
+            Outcome::Ok { answer, .. } => answer.as_deref_mut(),
             _ => None,
         }
     }

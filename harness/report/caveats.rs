@@ -70,9 +70,7 @@ fn shared_identities(list: &[Manifest]) -> Option<String> {
 fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
     let over: Vec<&&Manifest> = launched
         .iter()
-        .filter(|m| {
-            m.launch().is_some_and(|l| l.oversubscribed) || m.caveats.iter().any(|c| matches!(c, Caveat::Oversubscribed { .. }))
-        })
+        .filter(|m| m.launch().is_some_and(|l| l.oversubscribed) || m.caveats.iter().any(|c| matches!(c, Caveat::Oversubscribed { .. })))
         .collect();
     let first = over.first()?;
     let worst = over.iter().map(|m| m.layout.world * m.plan.threads_per_rank).max().unwrap_or(0);

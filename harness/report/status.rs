@@ -68,9 +68,8 @@ pub fn failed(list: &[Manifest]) -> Option<Table> {
         .iter()
         .filter(|m| m.status() == Status::Failed)
         .map(|m| {
-            let exit = m
-                .launch()
-                .map_or("not launched".to_string(), |l| l.exit_code.map_or("no exit code".into(), |c| format!("exit {c}")));
+            let exit =
+                m.launch().map_or("not launched".to_string(), |l| l.exit_code.map_or("no exit code".into(), |c| format!("exit {c}")));
             vec![
                 Cell::text(&m.experiment),
                 Cell::text(row_label(m)),

@@ -179,7 +179,7 @@ impl SuiteRun<'_> {
         }
         let started_at = manifest::now();
         let Some(outcome) = self.decided(plan) else {
-            let mut run = Launching::begin(index, plan, origins, self.gates.fingerprint(), self.dir)?;
+            let mut run = Launching::begin(index, plan, origins, self.gates.fingerprint(), started_at, self.dir)?;
             self.launch(&mut run)?;
             run.note(notes);
             return Ok(FirstRound::Launching(Box::new(run)));

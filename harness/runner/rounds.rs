@@ -43,10 +43,17 @@ pub(super) struct Launching<'a> {
 }
 
 impl<'a> Launching<'a> {
-    /// Empties the run's results folder and writes its plan; a run whose preparation failed
-    /// (weights, a panic in a kernel library) has ended failed before its first launch.
-    pub fn begin(index: usize, plan: &'a RunPlan, origins: &[Origin], machine: Fingerprint, dir: &Path) -> anyhow::Result<Self> {
-        let started_at = manifest::now();
+    /// Empties the run's results folder and writes its plan (for a run of `origins` on
+    /// `machine`, started at `started_at`); a run whose preparation failed (weights, a panic in
+    /// a kernel library) has ended failed before its first launch.
+    pub fn begin(
+        index: usize,
+        plan: &'a RunPlan,
+        origins: &[Origin],
+        machine: Fingerprint,
+        started_at: String,
+        dir: &Path,
+    ) -> anyhow::Result<Self> {
         let out = Manifest::results_dir(dir, &plan.run_id);
         if out.exists() {
             std::fs::remove_dir_all(&out).with_context(|| format!("cannot remove the old results folder {}", out.display()))?;
@@ -234,7 +241,8 @@ fn collect_launches(launch: Option<Launch>, plan: &RunPlan, out: &Path, dir: &Pa
     });
     match collected {
         Ok((c, stats)) => {
-            Outcome::Ok { launch, results: Some(c.results), summary: c.summary, answer: c.answer, launches: Some(stats) }
+            let (summary, answer) = (Box::new(c.summary), c.answer.map(Box::new));
+            Outcome::Ok { launch, results: Some(c.results), summary, answer, launches: Some(stats) }
         }
         Err(e) => Outcome::Failed { reason: format!("collecting results failed: {e}"), launch },
     }

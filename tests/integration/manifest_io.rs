@@ -103,7 +103,8 @@ fn a_run_identity_names_every_experiment_that_produced_it_and_follows_renames() 
 /// `results`, `summary`, `answer` fields, nulls written out on every run).
 fn previous_shape() -> Vec<(PathBuf, serde_json::Value)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
     files.sort();
     files.into_iter().map(|p| (p.clone(), serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap())).collect()
 }

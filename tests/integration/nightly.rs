@@ -17,7 +17,7 @@ fn decode_manifest(step_s: f64, tokens: Option<&[u32]>) -> Manifest {
     let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(1);
     let summary = crate::synth::decode_summary(step_s, 1.0 / step_s);
     let answer = tokens.map(|t| crate::synth::answer(t.to_vec(), 9.2e-5, 0.31));
-    let outcome = Outcome::Ok { launch: None, results: None, summary, answer, launches: None };
+    let outcome = Outcome::Ok { launch: None, results: None, summary: Box::new(summary), answer: answer.map(Box::new), launches: None };
     let mut m = Manifest::for_plan(&plan, Fingerprint::default(), "2026-12-01T00:00:00Z", outcome);
     m.kind = Kind::Decode;
     m.finished_at = "2026-12-01T00:01:00Z".into();

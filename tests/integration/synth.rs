@@ -141,7 +141,7 @@ fn outcome(plan: &RunPlan, i: usize, gates: &Gates) -> Outcome {
         return Outcome::Failed { reason, launch: Some(launch) };
     }
     let (summary, answer) = figures(plan, i as u64);
-    Outcome::Ok { launch: Some(launch), results: None, summary, answer, launches: None }
+    Outcome::Ok { launch: Some(launch), results: None, summary: Box::new(summary), answer: answer.map(Box::new), launches: None }
 }
 
 /// Generated figures of synthetic run `i` of `plan` (a `kind: model` plan gets no tables here).
