@@ -119,33 +119,49 @@ fn the_same_manifests_give_a_byte_identical_register() {
     }
 }
 
+/// The manifests in `list` written into a new folder, with the gates of `src`; `previous`:
+/// in the previous shape (a failed or NOT_RUN run also writes `"results"`, `"summary"` and
+/// `"answer"` as null), else as this parlab writes them.
+fn written(list: &[Manifest], src: &Path, previous: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for m in list {
+        let path = m.write(dir.path()).unwrap();
+        if previous && m.status() != Status::Ok {
+            let mut value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            for key in ["results", "summary", "answer"] {
+                value[key] = serde_json::Value::Null;
+            }
+            std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+        }
+    }
+    std::fs::create_dir_all(dir.path().join("_gates")).unwrap();
+    std::fs::copy(src.join("_gates/gates.json"), dir.path().join("_gates/gates.json")).unwrap();
+    dir
+}
+
 #[test]
-fn manifests_rewritten_in_the_outcome_shape_give_the_same_register() {
+fn manifests_of_the_previous_and_the_outcome_shape_give_the_same_register() {
     let src = fixtures();
     let (list, skipped) = manifest::read_all(&src);
     assert!(skipped.is_empty(), "{skipped:?}");
-    let rewritten = tempfile::tempdir().unwrap();
-    for m in &list {
-        m.write(rewritten.path()).unwrap();
-    }
-    std::fs::create_dir_all(rewritten.path().join("_gates")).unwrap();
-    std::fs::copy(src.join("_gates/gates.json"), rewritten.path().join("_gates/gates.json")).unwrap();
+    let (previous, outcome) = (written(&list, &src, true), written(&list, &src, false));
     let not_run = list.iter().find(|m| m.status() == Status::NotRun).expect("a NOT_RUN fixture");
     let keys = |dir: &Path| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(Manifest::path_for(dir, &not_run.run_id)).unwrap()).unwrap()
     };
-    assert!(keys(&src).get("summary").is_some() && keys(rewritten.path()).get("summary").is_none(), "the rewrite is of the new shape");
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    report::render_all(&src, a.path()).unwrap();
-    report::render_all(rewritten.path(), b.path()).unwrap();
-    let visible = |dir: &Path| -> Vec<(PathBuf, Vec<u8>)> {
-        files_under(dir).into_iter().filter(|(p, _)| !p.to_string_lossy().starts_with('.')).collect()
+    assert!(keys(previous.path()).get("summary").is_some() && keys(outcome.path()).get("summary").is_none(), "two shapes");
+    let visible = |manifests: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        let out = tempfile::tempdir().unwrap();
+        report::render_all(manifests, out.path()).unwrap();
+        files_under(out.path()).into_iter().filter(|(p, _)| !p.to_string_lossy().starts_with('.')).collect()
     };
-    let (fa, fb) = (visible(a.path()), visible(b.path()));
+    let (fa, fb, fc) = (visible(&src), visible(previous.path()), visible(outcome.path()));
     assert!(fa.iter().any(|(p, _)| p == Path::new("evidence.md")) && fa.iter().any(|(p, _)| p.starts_with("tables")));
-    assert_eq!(fa.iter().map(|f| &f.0).collect::<Vec<_>>(), fb.iter().map(|f| &f.0).collect::<Vec<_>>());
-    for ((path, x), (_, y)) in fa.iter().zip(&fb) {
-        assert!(x == y, "{} differs between the previous and the outcome shape of the same manifests", path.display());
+    for other in [&fb, &fc] {
+        assert_eq!(fa.iter().map(|f| &f.0).collect::<Vec<_>>(), other.iter().map(|f| &f.0).collect::<Vec<_>>());
+        for ((path, x), (_, y)) in fa.iter().zip(other) {
+            assert!(x == y, "{} differs between the committed fixtures and a rewrite of them", path.display());
+        }
     }
 }
 
