@@ -118,8 +118,8 @@ pub struct AnswerGroup {
 /// Groups ok runs with answers by answer identity and grades each layout.
 pub fn audit(manifests: &[Manifest]) -> Vec<AnswerGroup> {
     let mut groups: BTreeMap<&crate::identity::AnswerId, Vec<Answered>> = BTreeMap::new();
-    for m in manifests.iter().filter(|m| m.status == Status::Ok) {
-        if let Some(answer) = &m.answer {
+    for m in manifests.iter().filter(|m| m.status() == Status::Ok) {
+        if let Some(answer) = m.answer() {
             groups.entry(&m.answer_id).or_default().push(Answered { m, answer });
         }
     }

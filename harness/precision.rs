@@ -60,7 +60,7 @@ pub struct PrecisionRow {
 
 /// The runs whose dtype is not float32, each with its twin, in manifest order.
 pub fn audit(manifests: &[Manifest]) -> Vec<PrecisionRow> {
-    let answered: Vec<&Manifest> = manifests.iter().filter(|m| m.status == Status::Ok && m.answer.is_some()).collect();
+    let answered: Vec<&Manifest> = manifests.iter().filter(|m| m.status() == Status::Ok && m.answer().is_some()).collect();
     answered
         .iter()
         .filter(|m| dtype_of(m).is_some_and(|d| d != Dtype::Float32))
@@ -96,14 +96,14 @@ fn is_twin(half: &Manifest, m: &Manifest) -> bool {
 }
 
 fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
-    let answer = half.answer.as_ref().map(|a| (a.tokens.first().cloned().unwrap_or_default(), &a.exactness));
+    let answer = half.answer().map(|a| (a.tokens.first().cloned().unwrap_or_default(), &a.exactness));
     let (tokens, exact) = answer.unzip();
     let tokens = tokens.unwrap_or_default();
-    let twin_tokens = twin.and_then(|t| t.answer.as_ref()).and_then(|a| a.tokens.first().cloned());
+    let twin_tokens = twin.and_then(|t| t.answer()).and_then(|a| a.tokens.first().cloned());
     let k = twin_tokens.as_ref().and_then(|t| tokens.iter().zip(t).position(|(a, b)| a != b));
     let equal_steps = k.unwrap_or(tokens.len());
     let drift = exact.map_or(0.0, |e| e.steps.iter().take(equal_steps).filter_map(|s| s.drift).fold(e.prompt_logit_diff, f64::max));
-    let twin_exact = twin.and_then(|t| t.answer.as_ref()).map(|a| &a.exactness);
+    let twin_exact = twin.and_then(|t| t.answer()).map(|a| &a.exactness);
     let twin_margin = k.and_then(|k| twin_exact.and_then(|e| e.steps.get(k)).map(|s| s.margin));
     let grade = match (twin_tokens, k) {
         (None, _) => PrecisionGrade::NoTwin,

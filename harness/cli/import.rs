@@ -68,8 +68,8 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
 /// `imported all_reduce_perf (nccl-tests 2.19.6, NCCL 2.28.9): all-reduce, 27 sizes, world 8, link nccl -> PATH`.
 fn describe(m: &Manifest, path: &Path, replaced: bool) -> String {
     let Some(i) = m.provenance.imported() else { return path.display().to_string() };
-    let rows = m.summary.as_ref().and_then(|s| s.collectives()).map_or(0, |c| c.rows.len());
-    let op = m.summary.as_ref().and_then(|s| s.collectives()).and_then(|c| c.rows.first()).map_or("-", |r| r.op.name());
+    let rows = m.summary().and_then(|s| s.collectives()).map_or(0, |c| c.rows.len());
+    let op = m.summary().and_then(|s| s.collectives()).and_then(|c| c.rows.first()).map_or("-", |r| r.op.name());
     format!(
         "imported {} ({}): {op}, {rows} sizes, world {}, link {} -> {}{}; `parlab report` shows it under \"Imported collectives\"",
         i.benchmark,

@@ -39,17 +39,17 @@ pub struct MeasuredCollective {
 }
 
 fn ok_of_kind(manifests: &[Manifest], kind: Kind) -> impl Iterator<Item = &Manifest> + '_ {
-    manifests.iter().filter(move |m| m.kind == kind && m.status == Status::Ok)
+    manifests.iter().filter(move |m| m.kind == kind && m.status() == Status::Ok)
 }
 
 /// The ok collectives summaries, with their manifests.
 fn collectives(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &Collectives)> + '_ {
-    ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary.as_ref()?.collectives()?)))
+    ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary()?.collectives()?)))
 }
 
 /// The ok memory-bandwidth summaries, with their manifests.
 fn membw_runs(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &Membw)> + '_ {
-    ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary.as_ref()?.membw()?)))
+    ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?)))
 }
 
 /// Every measured collective in the `collectives` manifests, at the time fits are fitted on

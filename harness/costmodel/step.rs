@@ -256,7 +256,7 @@ fn skew_rows<'a>(rows: impl Iterator<Item = (&'a str, &'a CollectiveRow)>) -> Sk
 }
 
 fn ok_of_kind(manifests: &[Manifest], kind: Kind) -> impl Iterator<Item = &Manifest> + '_ {
-    manifests.iter().filter(move |m| m.kind == kind && m.status == Status::Ok)
+    manifests.iter().filter(move |m| m.kind == kind && m.status() == Status::Ok)
 }
 
 impl<'a> Inputs<'a> {
@@ -264,14 +264,13 @@ impl<'a> Inputs<'a> {
     pub fn of(manifests: &'a [Manifest]) -> Self {
         let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, Kind::Decode).map(|m| m.plan.threads_per_rank).collect();
         let own_by_threads = threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect();
-        let membw: Vec<(&Manifest, &Membw)> =
-            ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary.as_ref()?.membw()?))).collect();
+        let membw: Vec<(&Manifest, &Membw)> = ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect();
         let shared_total = membw
             .iter()
             .map(|(m, b)| (b.roofline.aggregate_bps, m.run_id.clone()))
             .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
         let collectives: Vec<(&Manifest, &Collectives)> =
-            ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary.as_ref()?.collectives()?))).collect();
+            ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary()?.collectives()?))).collect();
         let rows = skew_rows(collectives.iter().flat_map(|(m, c)| c.rows.iter().map(move |r| (m.run_id.as_str(), r))));
         Inputs {
             bandwidths: Bandwidths { own_by_threads, shared_total, gpu: gpu_read_bandwidth(manifests) },
@@ -539,7 +538,7 @@ fn run_shape<'s>(m: &Manifest, shape: &'s ModelShape) -> Option<RunShape<'s>> {
 /// The prediction of one decode run, before its outcome is judged (None: its model or a
 /// constant it needs is missing).
 fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
-    let d = m.summary.as_ref()?.decode()?;
+    let d = m.summary()?.decode()?;
     let source = m.plan.model.as_ref()?;
     let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
     let r = run_shape(m, &shape)?;
@@ -765,18 +764,18 @@ pub fn predict_prefills(manifests: &[Manifest]) -> Vec<PrefillPrediction> {
 }
 
 fn prompt_tokens(m: &Manifest) -> Option<u32> {
-    Some(m.summary.as_ref()?.decode()?.prompt_tokens)
+    Some(m.summary()?.decode()?.prompt_tokens)
 }
 
 fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<PrefillPrediction> {
-    let d = m.summary.as_ref()?.decode()?;
+    let d = m.summary()?.decode()?;
     let c = d.context.as_ref()?;
     let source = m.plan.model.as_ref()?;
     let same_model = |u: &&&Manifest| {
         u.layout.world == 1 && u.plan.model.as_ref().map(|s| &s.name) == Some(&source.name) && prompt_tokens(u) == Some(d.prompt_tokens)
     };
     let unsplit = context.iter().filter(same_model).min_by_key(|u| (u.experiment != m.experiment, u.run_id.clone()))?;
-    let unsplit_prefill = unsplit.summary.as_ref()?.decode()?.prefill_s.median;
+    let unsplit_prefill = unsplit.summary()?.decode()?.prefill_s.median;
     let layers = ModelConfig::read(&source.dir).ok()?.layers as u64;
     let p2p = inp.link(Op::PingPong, &m.plan.link).or_else(|| inp.link(Op::AllReduce, &m.plan.link))?;
     let all_to_all = inp.link(Op::AllToAll, &m.plan.link).unwrap_or(p2p);

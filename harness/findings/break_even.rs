@@ -33,7 +33,7 @@ pub struct BreakEven {
 
 /// The break-even of every model of the ok `kind: model` runs (first device and dtype of each run).
 pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, TablesError> {
-    let runs: Vec<_> = inp.list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok).collect();
+    let runs: Vec<_> = inp.list.iter().filter(|m| m.kind == Kind::Model && m.status() == Status::Ok).collect();
     if runs.is_empty() {
         return Ok(Vec::new());
     }

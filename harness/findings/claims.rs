@@ -18,7 +18,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
         let Ok(text) = std::fs::read_to_string(path) else {
             continue;
         };
-        let runs: Vec<&Manifest> = inp.list.iter().filter(|m| &m.plan.spec_path == path && m.status == Status::Ok).collect();
+        let runs: Vec<&Manifest> = inp.list.iter().filter(|m| &m.plan.spec_path == path && m.status() == Status::Ok).collect();
         match parse(path, &text) {
             Ok(claims) => out.extend(claims.iter().map(|c| evaluate(c, &runs))),
             Err(problems) => {
@@ -84,7 +84,7 @@ fn row_matches(op: Option<Op>, size: u64, select: &BTreeMap<String, String>) -> 
 /// The stats of `figure` in one manifest (collectives and dispatch: every matching row).
 fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Vec<Stats> {
     let plain = |x: f64| Stats { median: x, min: x, max: x, p99: x, n: 1 };
-    let Some(summary) = &m.summary else {
+    let Some(summary) = m.summary() else {
         return Vec::new();
     };
     match (summary, figure) {
@@ -116,7 +116,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     let mut tokens = Vec::new();
     for m in runs.iter().filter(|m| run_matches(m, select)) {
         let found = stats_of(m, figure, select);
-        let answer_tokens = m.answer.as_ref().map(|a| &a.tokens).filter(|_| figure == "tokens");
+        let answer_tokens = m.answer().map(|a| &a.tokens).filter(|_| figure == "tokens");
         let has_tokens = answer_tokens.is_some();
         if found.is_empty() && !has_tokens {
             continue;

@@ -60,8 +60,8 @@ struct GqaRun<'a> {
 
 /// An ok tensor decode of a model with fewer key/value heads than query heads.
 fn gqa_tensor(m: &Manifest) -> Option<GqaRun<'_>> {
-    let decode = m.summary.as_ref()?.decode()?;
-    if m.status != Status::Ok || decode.strategy != Strategy::Tensor {
+    let decode = m.summary()?.decode()?;
+    if m.status() != Status::Ok || decode.strategy != Strategy::Tensor {
         return None;
     }
     let Workload::Decode { dtype, .. } = &m.plan.workload else { return None };
@@ -71,7 +71,7 @@ fn gqa_tensor(m: &Manifest) -> Option<GqaRun<'_>> {
         return None;
     }
     let key = (m.experiment.clone(), source.name.clone(), dtype.name().to_string());
-    let oversubscribed = m.launch.as_ref().is_some_and(|l| l.oversubscribed);
+    let oversubscribed = m.launch().is_some_and(|l| l.oversubscribed);
     Some(GqaRun { key, shape, dtype_bytes: dtype.bytes(), run: CapRun { run: m.run_id.short().to_string(), decode, oversubscribed } })
 }
 

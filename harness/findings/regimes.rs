@@ -28,7 +28,7 @@ pub struct Sizes {
 pub fn decode_sizes(list: &[Manifest]) -> Vec<Sizes> {
     let mut hidden: BTreeMap<std::path::PathBuf, Option<u64>> = BTreeMap::new();
     let mut out: BTreeMap<String, Sizes> = BTreeMap::new();
-    for m in list.iter().filter(|m| m.kind == Kind::Decode && m.status == Status::Ok) {
+    for m in list.iter().filter(|m| m.kind == Kind::Decode && m.status() == Status::Ok) {
         let (Some(model), Workload::Decode { prompt, dtype, .. }) = (&m.plan.model, &m.plan.workload) else {
             continue;
         };

@@ -14,7 +14,7 @@ use crate::collect::collectives::fit_of;
 use crate::collect::stats::Stats;
 use crate::manifest::provenance::{ImportFormat, ImportTool, Imported, ImportedDevice, Provenance};
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
-use crate::manifest::{machine::Fingerprint, Manifest, Origin, Status, SCHEMA};
+use crate::manifest::{machine::Fingerprint, Manifest, Origin, Outcome, SCHEMA};
 use crate::spec::plan::{Layout, RankShare, RunPlan, Workload};
 use crate::spec::schema::{CollectiveParams, Device, Launcher, Op, Requires, Strategy};
 use serde_json::json;
@@ -303,11 +303,9 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
         sha256: sha256.to_string(),
     };
     let now = crate::manifest::now();
-    let mut m = Manifest::for_plan(&plan, Fingerprint::default(), &now);
+    let mut m = Manifest::for_plan(&plan, Fingerprint::default(), &now, Outcome::computed(summary));
     m.schema = SCHEMA.into();
     m.origins = vec![Origin::of(&plan)];
-    m.status = Status::Ok;
-    m.summary = Some(summary);
     m.provenance = Provenance::Imported(Box::new(imported));
     m
 }
@@ -375,7 +373,7 @@ mod tests {
     }
 
     fn rows(m: &Manifest) -> &[CollectiveRow] {
-        &m.summary.as_ref().and_then(Summary::collectives).expect("a collectives summary").rows
+        &m.summary().and_then(Summary::collectives).expect("a collectives summary").rows
     }
 
     #[test]
@@ -395,7 +393,7 @@ mod tests {
         assert!((r[0].op_time.unwrap().median - 22.0e-6).abs() < 1e-12 && r[0].op_time.unwrap().n == 1);
         assert!((r[0].in_place_op_time.unwrap().median - 22.4e-6).abs() < 1e-12);
         assert_eq!((r[0].spread.n, r[0].wrong), (0, 0));
-        let fit = m.summary.as_ref().and_then(Summary::collectives).unwrap().fit(Op::AllReduce).expect("an all-reduce fit");
+        let fit = m.summary().and_then(Summary::collectives).unwrap().fit(Op::AllReduce).expect("an all-reduce fit");
         // The fixture's times are 22 µs + bytes / 180 GB/s: the intercept is 22 µs, and β the bus
         // bandwidth 1.75 × 180 GB/s.
         assert!((fit.line.intercept_s - 22.0e-6).abs() < 0.05e-6, "{fit:?}");

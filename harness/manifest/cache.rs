@@ -8,13 +8,13 @@ use std::collections::BTreeSet;
 
 /// Whether `m` is ok and was measured by this build's measuring code.
 pub fn fresh(m: &Manifest) -> bool {
-    m.status == Status::Ok && m.parlab.measuring == MEASURING_DIGEST
+    m.status() == Status::Ok && m.parlab.measuring == MEASURING_DIGEST
 }
 
 /// The register's caveat for ok, launched runs measured by other measuring code, if any.
 pub fn older_build_caveat(list: &[Manifest]) -> Option<String> {
     let older: Vec<&Manifest> =
-        list.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model && m.parlab.measuring != MEASURING_DIGEST).collect();
+        list.iter().filter(|m| m.status() == Status::Ok && m.kind != Kind::Model && m.parlab.measuring != MEASURING_DIGEST).collect();
     if older.is_empty() {
         return None;
     }

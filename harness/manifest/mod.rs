@@ -77,6 +77,95 @@ pub enum Status {
     NotRun,
 }
 
+/// How a run ended, with exactly what that ending carries: the one place a manifest says it.
+///
+/// In the JSON it is flattened into the manifest and tagged by `status`:
+///
+/// - `"status": "ok"`: `launch` (launched runs only; absent for modelled and imported runs),
+///   `results` (null when the run has no results files), `summary`, `answer` (null but for
+///   decode) and `launches` (absent in manifests written before launches were recorded);
+/// - `"status": "failed"`: `reason`, and `launch` when it launched (the first launch's);
+/// - `"status": "not_run"`: `reason` (the unmet requirements, as the probes decided them).
+///
+/// Manifests of the previous shape, which also wrote `"results": null`, `"summary": null`
+/// and `"answer": null` on failed and not_run runs, read the same (the nulls are ignored);
+/// a failed or not_run run with a null or absent `reason` reads with none recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Ran (or was modelled, or imported) and produced a summary.
+    Ok {
+        /// Launch details, for launched runs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        launch: Option<Launch>,
+        /// The results files, for runs that wrote them.
+        #[serde(default)]
+        results: Option<ResultFiles>,
+        /// What the run measured (or computed), typed by kind.
+        summary: Box<summary::Summary>,
+        /// The answer (decode: generated token ids) and exactness figures.
+        #[serde(default)]
+        answer: Option<Box<answer::Answer>>,
+        /// Each launch's statistic of every comparable figure (absent in manifests written
+        /// before launches were recorded: `nightly` reads those as one launch).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        launches: Option<LaunchStats>,
+    },
+    /// Launched (or prepared, or modelled) and failed: crash, signal, timeout, wrong result.
+    Failed {
+        /// Why it failed (empty when an older manifest recorded none).
+        #[serde(default, deserialize_with = "text_or_null")]
+        reason: String,
+        /// The first launch's details, when it launched.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        launch: Option<Launch>,
+    },
+    /// Not launched: a requirement is unmet (or, launched here, the run would be mislabelled).
+    NotRun {
+        /// The unmet requirements, as the probes that decided them say (empty when an older
+        /// manifest recorded none).
+        #[serde(default, deserialize_with = "text_or_null")]
+        reason: String,
+    },
+}
+
+/// A string that older manifests may have written as null.
+fn text_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
+impl Outcome {
+    /// The ending's plain tag.
+    pub fn status(&self) -> Status {
+        match self {
+            Outcome::Ok { .. } => Status::Ok,
+            Outcome::Failed { .. } => Status::Failed,
+            Outcome::NotRun { .. } => Status::NotRun,
+        }
+    }
+
+    /// Why it failed or did not run (None for ok, and where none was recorded).
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Outcome::Ok { .. } => None,
+            Outcome::Failed { reason, .. } | Outcome::NotRun { reason } => Some(reason.as_str()).filter(|r| !r.is_empty()),
+        }
+    }
+
+    /// The first launch's details, for launched runs.
+    pub fn launch(&self) -> Option<&Launch> {
+        match self {
+            Outcome::Ok { launch, .. } | Outcome::Failed { launch, .. } => launch.as_ref(),
+            Outcome::NotRun { .. } => None,
+        }
+    }
+
+    /// An ok run that launched nothing (modelled, imported): its summary alone.
+    pub fn computed(summary: summary::Summary) -> Self {
+        Outcome::Ok { launch: None, results: None, summary: Box::new(summary), answer: None, launches: None }
+    }
+}
+
 /// parlab's own version and commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tool {
@@ -132,7 +221,7 @@ pub struct Launch {
     pub nccl: Vec<crate::nccl::RankRecord>,
 }
 
-/// One run's record: identities, layout, machine, status, results and answer.
+/// One run's record: identities, layout, machine, and how it ended ([`Outcome`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// Format version.
@@ -149,11 +238,9 @@ pub struct Manifest {
     pub origins: Vec<Origin>,
     /// Experiment kind (the workload's own; kept beside it for readers of the JSON).
     pub kind: Kind,
-    /// How the run ended.
-    pub status: Status,
-    /// Why it failed or did not run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    /// How the run ended, with what that ending carries (flattened: `status` and its keys).
+    #[serde(flatten)]
+    pub outcome: Outcome,
     /// The canonical layout.
     pub layout: Layout,
     /// The full plan the ranks ran.
@@ -166,25 +253,9 @@ pub struct Manifest {
     pub started_at: String,
     /// When the run ended.
     pub finished_at: String,
-    /// Launch details, for launched runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub launch: Option<Launch>,
     /// Caveats the machine imposes on this run's figures.
     #[serde(default)]
     pub caveats: Vec<caveat::Caveat>,
-    /// The results files, once collected.
-    #[serde(default)]
-    pub results: Option<ResultFiles>,
-    /// What the run measured (or computed), typed by kind; None until it has results.
-    #[serde(default)]
-    pub summary: Option<summary::Summary>,
-    /// The answer (decode: generated token ids) and exactness figures.
-    #[serde(default)]
-    pub answer: Option<answer::Answer>,
-    /// Each launch's statistic of every comparable figure (absent in manifests written before
-    /// launches were recorded: `nightly` reads those as one launch).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub launches: Option<LaunchStats>,
     /// Where the figures come from: parlab's own launch, or another tool's output read in by
     /// `parlab import` (absent for a measured run, so older manifests read as measured).
     #[serde(default, skip_serializing_if = "provenance::Provenance::is_measured")]
@@ -228,8 +299,8 @@ impl ResultFiles {
 }
 
 impl Manifest {
-    /// A manifest of `plan` with status ok and empty results, to be filled in as the run goes.
-    pub fn for_plan(plan: &RunPlan, machine: machine::Fingerprint, started_at: &str) -> Self {
+    /// A manifest of `plan` that ended with `outcome` (origins: the plan's own; no caveats).
+    pub fn for_plan(plan: &RunPlan, machine: machine::Fingerprint, started_at: &str, outcome: Outcome) -> Self {
         Manifest {
             schema: SCHEMA.into(),
             run_id: plan.run_id.clone(),
@@ -237,21 +308,78 @@ impl Manifest {
             experiment: plan.experiment.clone(),
             origins: vec![Origin::of(plan)],
             kind: plan.kind(),
-            status: Status::Ok,
-            reason: None,
+            outcome,
             layout: plan.layout.clone(),
             plan: plan.clone(),
             parlab: Tool::current(),
             machine,
             started_at: started_at.into(),
             finished_at: started_at.into(),
-            launch: None,
             caveats: Vec::new(),
-            results: None,
-            summary: None,
-            answer: None,
-            launches: None,
             provenance: provenance::Provenance::Measured,
+        }
+    }
+
+    /// How the run ended (the outcome's tag).
+    pub fn status(&self) -> Status {
+        self.outcome.status()
+    }
+
+    /// Why it failed or did not run (None for ok, and where none was recorded).
+    pub fn reason(&self) -> Option<&str> {
+        self.outcome.reason()
+    }
+
+    /// The first launch's details, for launched runs.
+    pub fn launch(&self) -> Option<&Launch> {
+        self.outcome.launch()
+    }
+
+    /// The results files of an ok run that wrote them.
+    pub fn results(&self) -> Option<&ResultFiles> {
+        match &self.outcome {
+            Outcome::Ok { results, .. } => results.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The summary of an ok run.
+    pub fn summary(&self) -> Option<&summary::Summary> {
+        match &self.outcome {
+            Outcome::Ok { summary, .. } => Some(&**summary),
+            _ => None,
+        }
+    }
+
+    /// The summary of an ok run, to change.
+    pub fn summary_mut(&mut self) -> Option<&mut summary::Summary> {
+        match &mut self.outcome {
+            Outcome::Ok { summary, .. } => Some(&mut **summary),
+            _ => None,
+        }
+    }
+
+    /// The answer of an ok run that has one (decode).
+    pub fn answer(&self) -> Option<&answer::Answer> {
+        match &self.outcome {
+            Outcome::Ok { answer, .. } => answer.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The answer of an ok run that has one, to change.
+    pub fn answer_mut(&mut self) -> Option<&mut answer::Answer> {
+        match &mut self.outcome {
+            Outcome::Ok { answer, .. } => answer.as_deref_mut(),
+            _ => None,
+        }
+    }
+
+    /// Each launch's figures, for an ok run that recorded them.
+    pub fn launches(&self) -> Option<&LaunchStats> {
+        match &self.outcome {
+            Outcome::Ok { launches, .. } => launches.as_ref(),
+            _ => None,
         }
     }
 

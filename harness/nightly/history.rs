@@ -44,7 +44,7 @@ pub struct Entry {
 /// manifest written before launches were recorded).
 pub fn points(night: &Night) -> Vec<Point> {
     let mut out = Vec::new();
-    for m in night.manifests.iter().filter(|m| m.status == Status::Ok) {
+    for m in night.manifests.iter().filter(|m| m.status() == Status::Ok) {
         let launches = super::samples::of_manifest(m);
         for f in figures(m) {
             let median = launches.get(&f.name).and_then(|v| stats::median(v)).unwrap_or(f.value);

@@ -244,15 +244,15 @@ impl Night {
     /// were recorded: each counts as one launch), and one of them.
     pub fn without_launches(&self) -> (usize, Option<String>) {
         let old: Vec<&Manifest> =
-            self.manifests.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model && m.launches.is_none()).collect();
+            self.manifests.iter().filter(|m| m.status() == Status::Ok && m.kind != Kind::Model && m.launches().is_none()).collect();
         (old.len(), old.first().map(|m| label(m)))
     }
 }
 
 /// The comparable figures in a manifest's summary (medians only: ranges are noise).
 pub fn figures(m: &Manifest) -> Vec<Figure> {
-    m.summary
-        .iter()
+    m.summary()
+        .into_iter()
         .flat_map(figures::comparable)
         .filter(|f| f.median.is_finite() && f.median > 0.0)
         .map(|f| Figure { kind: f.kind, name: f.name, value: f.median, better: f.better })
@@ -271,11 +271,11 @@ pub fn compared(baseline: &[Manifest], current: &[Manifest]) -> usize {
 
 /// Tonight's membw aggregate over the baseline's, the median over membw runs ok in both nights.
 pub fn bandwidth_ratio(baseline: &[Manifest], current: &[Manifest]) -> Option<f64> {
-    let bw = |m: &Manifest| Some(m.summary.as_ref()?.membw()?.aggregate.median).filter(|v| *v > 0.0);
+    let bw = |m: &Manifest| Some(m.summary()?.membw()?.aggregate.median).filter(|v| *v > 0.0);
     let now: BTreeMap<&str, f64> =
-        current.iter().filter(|m| m.status == Status::Ok).filter_map(|m| Some((m.run_id.as_str(), bw(m)?))).collect();
+        current.iter().filter(|m| m.status() == Status::Ok).filter_map(|m| Some((m.run_id.as_str(), bw(m)?))).collect();
     let ratios: Vec<f64> =
-        baseline.iter().filter(|m| m.status == Status::Ok).filter_map(|m| Some(now.get(m.run_id.as_str())? / bw(m)?)).collect();
+        baseline.iter().filter(|m| m.status() == Status::Ok).filter_map(|m| Some(now.get(m.run_id.as_str())? / bw(m)?)).collect();
     stats::median(&ratios)
 }
 
@@ -295,7 +295,7 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
     let now: BTreeMap<&str, &Manifest> = current.manifests.iter().map(|m| (m.run_id.as_str(), m)).collect();
     let (mut findings, mut runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut differences, mut differing) = (BTreeSet::new(), 0);
-    for before in baseline.manifests.iter().filter(|m| m.status == Status::Ok) {
+    for before in baseline.manifests.iter().filter(|m| m.status() == Status::Ok) {
         let after = now.get(before.run_id.as_str()).copied();
         let outcome = run_outcome(before, after, &mut findings);
         if let (Some(after), RunStatus::Ok) = (after, outcome.status) {
@@ -346,13 +346,13 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
         return outcome(RunStatus::Missing, AnswerOutcome::None, true);
     };
     let same_machine = before.machine.differences(&after.machine).is_empty();
-    if after.status != Status::Ok {
-        let reason = after.reason.clone().unwrap_or_else(|| format!("{:?}", after.status));
+    if after.status() != Status::Ok {
+        let reason = after.reason().map_or_else(|| format!("{:?}", after.status()), str::to_string);
         findings.push(Finding::NowFailing { run: label(after), reason });
         return outcome(RunStatus::NowFailing, AnswerOutcome::None, same_machine);
     }
-    let answer = match before.answer.as_ref().map(|a| &a.tokens) {
-        Some(t) if Some(t) != after.answer.as_ref().map(|a| &a.tokens) => {
+    let answer = match before.answer().map(|a| &a.tokens) {
+        Some(t) if Some(t) != after.answer().map(|a| &a.tokens) => {
             findings.push(Finding::AnswerChanged { run: label(after) });
             AnswerOutcome::Changed
         }

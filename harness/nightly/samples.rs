@@ -25,7 +25,7 @@ pub fn per_launch(summary: &Summary, recs: &[Record], launches: u32) -> LaunchSt
 /// The per-launch values of `m`'s comparable figures: its recorded launches, or for a manifest
 /// written before launches were recorded its summary median, as the one launch it stands for.
 pub fn of_manifest(m: &Manifest) -> FigureSamples {
-    match &m.launches {
+    match m.launches() {
         Some(l) => l.figures.clone(),
         None => super::figures(m).into_iter().map(|f| (f.name, vec![f.value])).collect(),
     }

@@ -13,7 +13,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     // Imported runs were launched by another tool elsewhere: their caveat is their own.
     let launched: Vec<&Manifest> = list
         .iter()
-        .filter(|m| m.provenance.is_measured() && (m.launch.is_some() || (m.kind != Kind::Model && m.status == Status::Ok)))
+        .filter(|m| m.provenance.is_measured() && (m.launch().is_some() || (m.kind != Kind::Model && m.status() == Status::Ok)))
         .collect();
     let mut out = Vec::new();
     out.extend(oversubscribed(&launched));
@@ -29,7 +29,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     out.extend(super::imported::caveat(&facts.imported));
     out.extend(failed(list));
     out.extend(not_run(list));
-    if list.iter().any(|m| m.kind == Kind::Model && m.status == Status::Ok) {
+    if list.iter().any(|m| m.kind == Kind::Model && m.status() == Status::Ok) {
         out.push("MODELLED tables are arithmetic from the cost model's inputs (shapes, device and link constants, some of them assumed; see each table's provenance), not measurements.".into());
     }
     if !facts.unreadable.is_empty() {
@@ -70,9 +70,7 @@ fn shared_identities(list: &[Manifest]) -> Option<String> {
 fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
     let over: Vec<&&Manifest> = launched
         .iter()
-        .filter(|m| {
-            m.launch.as_ref().is_some_and(|l| l.oversubscribed) || m.caveats.iter().any(|c| matches!(c, Caveat::Oversubscribed { .. }))
-        })
+        .filter(|m| m.launch().is_some_and(|l| l.oversubscribed) || m.caveats.iter().any(|c| matches!(c, Caveat::Oversubscribed { .. })))
         .collect();
     let first = over.first()?;
     let worst = over.iter().map(|m| m.layout.world * m.plan.threads_per_rank).max().unwrap_or(0);
@@ -86,7 +84,7 @@ fn oversubscribed(launched: &[&Manifest]) -> Option<String> {
 
 /// Hosts a run's ranks recorded (1 when they recorded none: older manifests, early failures).
 fn host_count(m: &Manifest) -> usize {
-    let ranks = m.launch.as_ref().map_or(&[][..], |l| &l.ranks[..]);
+    let ranks = m.launch().map_or(&[][..], |l| &l.ranks[..]);
     crate::manifest::placement::by_host(ranks).len().max(1)
 }
 
@@ -136,8 +134,8 @@ fn links(launched: &[&Manifest]) -> Option<String> {
 /// (so a run with P2P disabled shows its path changed rather than assuming it).
 fn nccl_paths(launched: &[&Manifest]) -> Option<String> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
-    for m in launched.iter().filter(|m| m.status == Status::Ok) {
-        let Some(records) = m.launch.as_ref().map(|l| &l.nccl).filter(|r| !r.is_empty()) else { continue };
+    for m in launched.iter().filter(|m| m.status() == Status::Ok) {
+        let Some(records) = m.launch().map(|l| &l.nccl).filter(|r| !r.is_empty()) else { continue };
         let ranks = records.len() as u32;
         let chosen: BTreeSet<String> =
             records.iter().map(|r| if r.unlogged.is_empty() { r.transports.describe(ranks) } else { r.unlogged.clone() }).collect();
@@ -158,7 +156,7 @@ fn nccl_paths(launched: &[&Manifest]) -> Option<String> {
 /// between host and GPU unless a host-device copy sweep did; NVLink and InfiniBand always
 /// (parlab has no workload on them yet).
 fn unmeasured_fabrics(launched: &[&Manifest]) -> Vec<&'static str> {
-    let ok = |pred: &dyn Fn(&Manifest) -> bool| launched.iter().any(|m| m.status == Status::Ok && pred(m));
+    let ok = |pred: &dyn Fn(&Manifest) -> bool| launched.iter().any(|m| m.status() == Status::Ok && pred(m));
     let copies = |m: &Manifest| match &m.plan.workload {
         Workload::Collectives(c) => c.ops.iter().any(|op| matches!(op, Op::HostToDevice | Op::DeviceToHost)),
         _ => false,
@@ -256,7 +254,7 @@ fn noise(facts: &Facts) -> Option<String> {
 }
 
 fn failed(list: &[Manifest]) -> Option<String> {
-    let failed: Vec<&Manifest> = list.iter().filter(|m| m.status == Status::Failed).collect();
+    let failed: Vec<&Manifest> = list.iter().filter(|m| m.status() == Status::Failed).collect();
     (!failed.is_empty()).then(|| {
         let names: BTreeSet<&str> = failed.iter().map(|m| m.experiment.as_str()).collect();
         format!(
@@ -270,7 +268,7 @@ fn failed(list: &[Manifest]) -> Option<String> {
 fn not_run(list: &[Manifest]) -> Option<String> {
     // Keyed by the register's wording (its order), with whether any requirement was declared.
     let mut by: BTreeMap<String, (usize, bool)> = BTreeMap::new();
-    for m in list.iter().filter(|m| m.status == Status::NotRun) {
+    for m in list.iter().filter(|m| m.status() == Status::NotRun) {
         let declared = !super::status::requirements(&m.plan.requires).is_empty();
         by.entry(super::status::requires_text(&m.plan.requires)).or_insert((0, declared)).0 += 1;
     }
@@ -337,7 +335,7 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
     let runs: Vec<String> = launched
         .iter()
         .filter_map(|m| {
-            let d = m.summary.as_ref()?.decode()?;
+            let d = m.summary()?.decode()?;
             let gpu = d.gpu.as_ref()?;
             let step = d.step_s.median;
             let bound = bandwidth.map_or(String::new(), |bw| {
@@ -364,7 +362,7 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
 /// Which matvec kernel the decode runs used, on which CPU features (`model::matvec`).
 fn kernels(launched: &[&Manifest]) -> Option<String> {
     let mut seen: BTreeSet<String> = BTreeSet::new();
-    for d in launched.iter().filter_map(|m| m.summary.as_ref()?.decode()) {
+    for d in launched.iter().filter_map(|m| m.summary()?.decode()) {
         if let Some(k) = &d.matvec_kernel {
             let features = if d.cpu_features.is_empty() { "none reported".into() } else { d.cpu_features.join(", ") };
             seen.insert(format!("{k} (CPU features {features})"));

@@ -3,7 +3,7 @@
 
 use crate::costmodel::link::LinkFit;
 use crate::manifest::summary::{CollectiveRow, Summary};
-use crate::manifest::{Manifest, Status};
+use crate::manifest::Manifest;
 use crate::spec::schema::{Dtype, HeadPlacement, Kind, Op, Strategy};
 
 pub use crate::collect::stats::Stats;
@@ -213,11 +213,11 @@ impl Facts {
     /// Reads the rows of every ok, launched manifest.
     pub fn read(list: &[Manifest]) -> Facts {
         let mut f = Facts::default();
-        for m in list.iter().filter(|m| m.status == Status::Ok && m.kind != Kind::Model) {
-            match &m.summary {
-                Some(s) if !m.provenance.is_measured() => f.imported.extend(super::imported::ImportedRun::of(m, s)),
-                Some(s) => f.read_one(m, s),
-                None => f.unreadable.push(format!("{} ({})", m.plan.label(), m.run_id.short())),
+        for (m, s) in list.iter().filter(|m| m.kind != Kind::Model).filter_map(|m| Some((m, m.summary()?))) {
+            if m.provenance.is_measured() {
+                f.read_one(m, s);
+            } else {
+                f.imported.extend(super::imported::ImportedRun::of(m, s));
             }
         }
         f
@@ -280,7 +280,7 @@ pub fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
 }
 
 fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
-    let exact = m.answer.as_ref().map(|a| &a.exactness);
+    let exact = m.answer().map(|a| &a.exactness);
     let dtype = match &m.plan.workload {
         crate::spec::plan::Workload::Decode { dtype, .. } => Some(*dtype),
         _ => None,

@@ -25,8 +25,8 @@ pub struct Header {
 
 /// Builds the header from the manifests and the skipped files.
 pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
-    let n = |s: Status| list.iter().filter(|m| m.status == s).count();
-    let modelled = list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok).count();
+    let n = |s: Status| list.iter().filter(|m| m.status() == s).count();
+    let modelled = list.iter().filter(|m| m.kind == Kind::Model && m.status() == Status::Ok).count();
     let imported = list.iter().filter(|m| !m.provenance.is_measured()).count();
     let experiments: BTreeSet<&str> = list.iter().map(|m| m.experiment.as_str()).collect();
     let imported_words = if imported > 0 { format!(", {imported} imported from other tools") } else { String::new() };
@@ -142,7 +142,7 @@ fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {
     if !g.has_host_device_link() {
         missing.push("host-device link");
     }
-    let not_run = list.iter().filter(|m| m.status == Status::NotRun).count();
+    let not_run = list.iter().filter(|m| m.status() == Status::NotRun).count();
     if !missing.is_empty() {
         out.push(format!(
             "So {} runs are NOT_RUN on this machine ({not_run} such runs in these manifests, listed under NOT_RUN).",

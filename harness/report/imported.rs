@@ -190,7 +190,7 @@ pub fn labelled(list: &[Manifest]) -> Cow<'_, [Manifest]> {
             .map(|mut m| {
                 if let Some(source) = m.provenance.imported().cloned() {
                     m.plan.link = label(&m.plan.link, &source);
-                    if let Some(Summary::Collectives(c)) = m.summary.as_mut() {
+                    if let Some(Summary::Collectives(c)) = m.summary_mut() {
                         c.rows.iter_mut().for_each(|r| r.link = label(&r.link, &source));
                     }
                 }

@@ -125,7 +125,7 @@ pub struct Rendered {
 /// Renders `out/evidence.md` from `manifests`, with `out/figures/*.svg` and `out/tables/*.csv`; returns its path.
 pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
     let (list, mut skipped) = crate::manifest::read_all(manifests);
-    let bad = crate::parallel::map(&list, |m| crate::collect::frames::unreadable_results(m.results.as_ref(), manifests));
+    let bad = crate::parallel::map(&list, |m| crate::collect::frames::unreadable_results(m.results(), manifests));
     skipped.extend(bad.into_iter().flatten().map(|(path, reason)| crate::manifest::Skipped { path, reason: reason.into() }));
     for s in &skipped {
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);

@@ -22,9 +22,9 @@ pub struct Modelled {
 /// Collects the modelled tables from `list` and the predicted-vs-measured checks.
 pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::ImportedRun]) -> Modelled {
     let mut out = Modelled::default();
-    for m in list.iter().filter(|m| m.kind == Kind::Model && m.status == Status::Ok) {
+    for m in list.iter().filter(|m| m.kind == Kind::Model && m.status() == Status::Ok) {
         out.inputs.push(inputs_line(m));
-        match m.summary.as_ref().and_then(|s| s.model()) {
+        match m.summary().and_then(|s| s.model()) {
             Some(model) => out.tables.extend(model.tables.iter().cloned()),
             None => out.inputs.push(format!("`{}` ({}): it carries no model tables", m.experiment, m.run_id.short())),
         }

@@ -40,14 +40,14 @@ fn row_label(m: &Manifest) -> String {
 pub fn not_run(list: &[Manifest]) -> Option<Table> {
     let rows: Vec<Vec<Cell>> = list
         .iter()
-        .filter(|m| m.status == Status::NotRun)
+        .filter(|m| m.status() == Status::NotRun)
         .map(|m| {
             vec![
                 Cell::text(&m.experiment),
                 Cell::text(row_label(m)),
                 Cell::text(m.run_id.short().to_string()),
                 Cell::text(requires_text(&m.plan.requires)),
-                Cell::text(m.reason.as_deref().unwrap_or("no reason recorded")),
+                Cell::text(m.reason().unwrap_or("no reason recorded")),
             ]
         })
         .collect();
@@ -66,18 +66,16 @@ pub fn not_run(list: &[Manifest]) -> Option<Table> {
 pub fn failed(list: &[Manifest]) -> Option<Table> {
     let rows: Vec<Vec<Cell>> = list
         .iter()
-        .filter(|m| m.status == Status::Failed)
+        .filter(|m| m.status() == Status::Failed)
         .map(|m| {
-            let exit = m
-                .launch
-                .as_ref()
-                .map_or("not launched".to_string(), |l| l.exit_code.map_or("no exit code".into(), |c| format!("exit {c}")));
+            let exit =
+                m.launch().map_or("not launched".to_string(), |l| l.exit_code.map_or("no exit code".into(), |c| format!("exit {c}")));
             vec![
                 Cell::text(&m.experiment),
                 Cell::text(row_label(m)),
                 Cell::text(m.run_id.short().to_string()),
                 Cell::text(exit),
-                Cell::text(m.reason.as_deref().unwrap_or("no reason recorded")),
+                Cell::text(m.reason().unwrap_or("no reason recorded")),
             ]
         })
         .collect();

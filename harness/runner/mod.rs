@@ -14,7 +14,7 @@ use crate::gates::Gates;
 use crate::launch::{leftovers, signals};
 use crate::manifest::caveat::Caveat;
 use crate::manifest::lock::StoreLock;
-use crate::manifest::{self, Manifest, Status};
+use crate::manifest::{self, Manifest, Outcome, Status};
 use crate::spec::{Kind, RunPlan};
 use anyhow::Context;
 use rounds::Launching;
@@ -153,10 +153,11 @@ impl SuiteRun<'_> {
     }
 
     /// Writes an ended launched run's manifest, then counts it.
-    fn ended(&mut self, mut run: Launching<'_>) -> anyhow::Result<()> {
-        run.record.finished_at = manifest::now();
-        run.record.write(self.dir)?;
-        self.count(run.index, run.plan, run.record.status.into());
+    fn ended(&mut self, run: Launching<'_>) -> anyhow::Result<()> {
+        let (index, plan) = (run.index, run.plan);
+        let record = run.finish();
+        record.write(self.dir)?;
+        self.count(index, plan, record.status().into());
         Ok(())
     }
 
@@ -176,26 +177,33 @@ impl SuiteRun<'_> {
                 return Ok(FirstRound::Cached);
             }
         }
-        let mut record = Manifest::for_plan(plan, self.gates.fingerprint(), &manifest::now());
-        record.set_origins(origins);
-        let unmet = self.gates.unmet(&plan.requires);
-        if !unmet.is_empty() {
-            record.status = Status::NotRun;
-            record.reason = Some(unmet.join("; "));
-        } else if needs_gpu(plan) {
-            record.status = Status::NotRun;
-            record.reason = Some(GPU_WORKLOAD_MISSING.into());
-        } else if plan.kind() == Kind::Model {
-            fill_modelled(&mut record, plan);
-        } else {
-            let mut run = Launching::begin(index, plan, record, self.dir)?;
+        let started_at = manifest::now();
+        let Some(outcome) = self.decided(plan) else {
+            let mut run = Launching::begin(index, plan, origins, self.gates.fingerprint(), started_at, self.dir)?;
             self.launch(&mut run)?;
             run.note(notes);
             return Ok(FirstRound::Launching(Box::new(run)));
-        }
+        };
+        let mut record = Manifest::for_plan(plan, self.gates.fingerprint(), &started_at, outcome);
+        record.set_origins(origins);
         record.finished_at = manifest::now();
         record.write(self.dir)?;
-        Ok(FirstRound::Written(record.status))
+        Ok(FirstRound::Written(record.status()))
+    }
+
+    /// How a run ends without launching (NOT_RUN: a requirement unmet or no GPU workload;
+    /// modelled: the cost model's tables), or None for a run to launch.
+    fn decided(&self, plan: &RunPlan) -> Option<Outcome> {
+        let unmet = self.gates.unmet(&plan.requires);
+        if !unmet.is_empty() {
+            Some(Outcome::NotRun { reason: unmet.join("; ") })
+        } else if needs_gpu(plan) {
+            Some(Outcome::NotRun { reason: GPU_WORKLOAD_MISSING.into() })
+        } else if plan.kind() == Kind::Model {
+            Some(modelled(plan))
+        } else {
+            None
+        }
     }
 
     /// Launches `run` once more, announcing it.
@@ -256,7 +264,7 @@ const GPU_WORKLOAD_MISSING: &str =
 
 /// The run's manifest when this measuring code already measured it with enough launches.
 fn cached(plan: &RunPlan, dir: &Path) -> Option<Manifest> {
-    let enough = |m: &Manifest| m.launches.as_ref().map_or(1, |l| l.count) >= plan.launches;
+    let enough = |m: &Manifest| m.launches().map_or(1, |l| l.count) >= plan.launches;
     manifest::read_one(&Manifest::path_for(dir, &plan.run_id)).ok().filter(|m| manifest::cache::fresh(m) && enough(m))
 }
 
@@ -324,13 +332,10 @@ fn needs_gpu(plan: &RunPlan) -> bool {
     (plan.requires.nccl && !over_nccl) || ((plan.requires.gpus.is_some() || plan.requires.host_device_link) && !plan.requires.cuda)
 }
 
-/// A `kind: model` run's tables from the cost model (failed with the cost model's reason).
-fn fill_modelled(record: &mut Manifest, plan: &RunPlan) {
+/// How a `kind: model` run ends: ok with the cost model's tables, or failed with its reason.
+fn modelled(plan: &RunPlan) -> Outcome {
     match crate::costmodel::tables_for_plan(plan) {
-        Ok(summary) => record.summary = Some(summary),
-        Err(e) => {
-            record.status = Status::Failed;
-            record.reason = Some(e.to_string());
-        }
+        Ok(summary) => Outcome::computed(summary),
+        Err(e) => Outcome::Failed { reason: e.to_string(), launch: None },
     }
 }

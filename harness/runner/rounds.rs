@@ -1,13 +1,15 @@
 //! A suite's launches in rounds (asv's `rounds`): a run of k launches is launched once
 //! per round, every launched run of the suite in each round, so a run's launches are spread
 //! over the whole suite's time and a slow drift of the machine shows in every run's
-//! launch-to-launch spread instead of shifting one run. A [`Launching`] run holds its manifest
-//! between its first and its last launch; its manifest is written once it has ended.
+//! launch-to-launch spread instead of shifting one run. A [`Launching`] run holds what its
+//! manifest will say between its first and its last launch; the manifest is built, with the
+//! run's [`Outcome`], once it has ended.
 
 use crate::gates::Gates;
 use crate::launch::leftovers;
 use crate::manifest::caveat::Caveat;
-use crate::manifest::{self, Launch, Manifest, Status};
+use crate::manifest::machine::Fingerprint;
+use crate::manifest::{self, Launch, Manifest, Origin, Outcome};
 use crate::spec::{Kind, RunPlan};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -18,8 +20,16 @@ pub(super) struct Launching<'a> {
     pub index: usize,
     /// The run.
     pub plan: &'a RunPlan,
-    /// Its manifest so far (complete once the run has ended).
-    pub record: Manifest,
+    /// The experiments its identity came from.
+    origins: Vec<Origin>,
+    /// The machine it runs on.
+    machine: Fingerprint,
+    /// When its first round started.
+    started_at: String,
+    /// The first launch's details, once it launched.
+    launch: Option<Launch>,
+    /// Caveats on its figures (the first launch sets them; notes are added).
+    caveats: Vec<Caveat>,
     /// The manifests folder.
     dir: PathBuf,
     /// Its results folder (the first launch's records; `launch-N` folders for the others).
@@ -28,29 +38,36 @@ pub(super) struct Launching<'a> {
     plan_path: PathBuf,
     /// Launches done so far.
     done: u32,
-    /// Whether the run has ended (failed, or collected after its last launch).
-    ended: bool,
+    /// How the run ended, once it has (failed, or collected after its last launch).
+    ended: Option<Outcome>,
 }
 
 impl<'a> Launching<'a> {
-    /// Empties the run's results folder and writes its plan; a run whose preparation failed
-    /// (weights, a panic in a kernel library) has ended failed before its first launch.
-    pub fn begin(index: usize, plan: &'a RunPlan, mut record: Manifest, dir: &Path) -> anyhow::Result<Self> {
+    /// Empties the run's results folder and writes its plan (for a run of `origins` on
+    /// `machine`, started at `started_at`); a run whose preparation failed (weights, a panic in
+    /// a kernel library) has ended failed before its first launch.
+    pub fn begin(
+        index: usize,
+        plan: &'a RunPlan,
+        origins: &[Origin],
+        machine: Fingerprint,
+        started_at: String,
+        dir: &Path,
+    ) -> anyhow::Result<Self> {
         let out = Manifest::results_dir(dir, &plan.run_id);
         if out.exists() {
             std::fs::remove_dir_all(&out).with_context(|| format!("cannot remove the old results folder {}", out.display()))?;
         }
         std::fs::create_dir_all(&out).with_context(|| format!("cannot create the results folder {}", out.display()))?;
         let plan_path = out.join("plan.json");
-        let mut ended = false;
+        let mut ended = None;
         if let Err(e) = prepare_guarded(plan) {
-            record.status = Status::Failed;
-            record.reason = Some(format!("preparing the run failed: {e:#}"));
-            ended = true;
+            ended = Some(Outcome::Failed { reason: format!("preparing the run failed: {e:#}"), launch: None });
         } else {
             manifest::write_atomic(&plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
         }
-        Ok(Launching { index, plan, record, dir: dir.to_path_buf(), out, plan_path, done: 0, ended })
+        let (origins, launch, caveats) = (origins.to_vec(), None, Vec::new());
+        Ok(Launching { index, plan, origins, machine, started_at, launch, caveats, dir: dir.to_path_buf(), out, plan_path, done: 0, ended })
     }
 
     /// The launches the run asks for (at least 1).
@@ -65,25 +82,37 @@ impl<'a> Launching<'a> {
 
     /// Whether the run has ended: failed, or collected after its last launch.
     pub fn has_ended(&self) -> bool {
-        self.ended
+        self.ended.is_some()
+    }
+
+    /// The run's manifest, finished now: how it ended (a run not ended reads as interrupted).
+    pub fn finish(mut self) -> Manifest {
+        let outcome = match self.ended.take() {
+            Some(outcome) => outcome,
+            None => Outcome::Failed { reason: self.interrupted(), launch: self.launch.take() },
+        };
+        let mut record = Manifest::for_plan(self.plan, self.machine, &self.started_at, outcome);
+        record.set_origins(&self.origins);
+        record.caveats = self.caveats;
+        record.finished_at = manifest::now();
+        record
     }
 
     /// Launches the run once more (nothing once it has ended); a failed launch ends it failed,
     /// the last launch ends it collected.
     pub fn launch_next(&mut self, gates: &Gates) -> anyhow::Result<()> {
-        if self.ended {
+        if self.has_ended() {
             return Ok(());
         }
         let (n, launches) = (self.done, self.launches());
         let folder = crate::collect::frames::launch_dir(&self.out, n);
         std::fs::create_dir_all(&folder).with_context(|| format!("cannot create {}", folder.display()))?;
-        let failure = launch_once(&mut self.record, self.plan, &self.plan_path, &folder, gates, n == 0);
+        let failure = launch_once(&mut self.launch, &mut self.caveats, self.plan, &self.plan_path, &folder, gates, n == 0);
         self.done += 1;
         if let Some(failure) = failure {
             self.fail(if launches == 1 { failure } else { format!("launch {} of {launches}: {failure}", n + 1) });
         } else if self.done == launches {
-            collect_launches(&mut self.record, self.plan, &self.out, &self.dir, launches);
-            self.ended = true;
+            self.ended = Some(collect_launches(self.launch.take(), self.plan, &self.out, &self.dir, launches));
         }
         Ok(())
     }
@@ -91,28 +120,31 @@ impl<'a> Launching<'a> {
     /// Ends a run the controller was interrupted before it could finish: failed, saying how many
     /// of its launches ran (their records stay in the results folder).
     pub fn interrupt(&mut self) {
-        if !self.ended {
-            self.fail(format!("interrupted after {} of {} launches", self.done, self.launches()));
+        if !self.has_ended() {
+            self.fail(self.interrupted());
         }
+    }
+
+    /// The reason of a run interrupted now.
+    fn interrupted(&self) -> String {
+        format!("interrupted after {} of {} launches", self.done, self.launches())
     }
 
     /// Ends a run the suite could not go on with (`why`: the error that stopped it): failed,
     /// saying how many of its launches ran.
     pub fn abandon(&mut self, why: &str) {
-        if !self.ended {
+        if !self.has_ended() {
             self.fail(format!("parlab stopped after {} of {} launches: {why}", self.done, self.launches()));
         }
     }
 
     /// Adds `notes` to the run's caveats (after its first launch, which sets them).
     pub fn note(&mut self, notes: &mut Vec<Caveat>) {
-        self.record.caveats.append(notes);
+        self.caveats.append(notes);
     }
 
     fn fail(&mut self, reason: String) {
-        self.record.status = Status::Failed;
-        self.record.reason = Some(reason);
-        self.ended = true;
+        self.ended = Some(Outcome::Failed { reason, launch: self.launch.take() });
     }
 }
 
@@ -145,15 +177,23 @@ fn with_nccl(mpi: String, nccl: &[crate::nccl::RankRecord]) -> String {
     }
 }
 
-/// Launches the ranks once into `folder`; the first launch fills `record.launch` and the
-/// caveats, later ones add only a note of foreign ranks. Returns why the launch failed, if it did.
-fn launch_once(record: &mut Manifest, plan: &RunPlan, plan_path: &Path, folder: &Path, gates: &Gates, first: bool) -> Option<String> {
+/// Launches the ranks once into `folder`; the first launch fills `launch` and `caveats`, later
+/// ones add only a note of foreign ranks. Returns why the launch failed, if it did.
+fn launch_once(
+    launch: &mut Option<Launch>,
+    caveats: &mut Vec<Caveat>,
+    plan: &RunPlan,
+    plan_path: &Path,
+    folder: &Path,
+    gates: &Gates,
+    first: bool,
+) -> Option<String> {
     let outcome = crate::launch::launch(plan, plan_path, folder, gates.cores());
     let ranks = crate::manifest::placement::read_all(folder);
     let nccl = crate::nccl::read_records(folder);
     if first {
-        record.caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
-        record.launch = Some(Launch {
+        *caveats = crate::launch::caveats(plan, gates.cores(), &ranks);
+        *launch = Some(Launch {
             command: outcome.command.clone(),
             oversubscribed: outcome.oversubscribed,
             wall_s: outcome.wall_s,
@@ -164,7 +204,7 @@ fn launch_once(record: &mut Manifest, plan: &RunPlan, plan_path: &Path, folder: 
         });
     }
     if !outcome.foreign_ranks.is_empty() {
-        record.caveats.push(Caveat::Note {
+        caveats.push(Caveat::Note {
             text: format!(
                 "other parlab ranks ran on this machine during this run (pids {}); its timings may be disturbed",
                 leftovers::pid_list(&outcome.foreign_ranks)
@@ -189,13 +229,11 @@ fn answers_differ(plan: &RunPlan, out: &Path, launches: u32) -> Option<String> {
         .map(|n| format!("launch {} of {launches} generated other tokens than launch 1 (the same run must give one answer)", n + 1))
 }
 
-/// Collects the records of every launch into the results files, the summary and the answer,
-/// and each launch's median per figure.
-fn collect_launches(record: &mut Manifest, plan: &RunPlan, out: &Path, dir: &Path, launches: u32) {
-    if let Some(why) = answers_differ(plan, out, launches) {
-        record.status = Status::Failed;
-        record.reason = Some(why);
-        return;
+/// How a run that launched every time ended: ok with the results files, the summary, the
+/// answer and each launch's median per figure collected from every launch's records, or failed.
+fn collect_launches(launch: Option<Launch>, plan: &RunPlan, out: &Path, dir: &Path, launches: u32) -> Outcome {
+    if let Some(reason) = answers_differ(plan, out, launches) {
+        return Outcome::Failed { reason, launch };
     }
     let collected = crate::collect::collect(plan, out, dir).and_then(|c| {
         let stats = crate::nightly::samples::per_launch(&c.summary, &crate::collect::frames::records(out)?, launches);
@@ -203,14 +241,9 @@ fn collect_launches(record: &mut Manifest, plan: &RunPlan, out: &Path, dir: &Pat
     });
     match collected {
         Ok((c, stats)) => {
-            record.results = Some(c.results);
-            record.summary = Some(c.summary);
-            record.answer = c.answer;
-            record.launches = Some(stats);
+            let (summary, answer) = (Box::new(c.summary), c.answer.map(Box::new));
+            Outcome::Ok { launch, results: Some(c.results), summary, answer, launches: Some(stats) }
         }
-        Err(e) => {
-            record.status = Status::Failed;
-            record.reason = Some(format!("collecting results failed: {e}"));
-        }
+        Err(e) => Outcome::Failed { reason: format!("collecting results failed: {e}"), launch },
     }
 }

@@ -17,7 +17,7 @@ fn base() -> Vec<Manifest> {
 }
 
 fn answer(m: &mut Manifest) -> &mut Answer {
-    m.answer.as_mut().expect("a decode run with an answer")
+    m.answer_mut().expect("a decode run with an answer")
 }
 
 fn decode_at(list: &mut [Manifest], world: u32) -> &mut Manifest {
@@ -28,7 +28,7 @@ fn decode_at(list: &mut [Manifest], world: u32) -> &mut Manifest {
 /// except `margins` (step, reference margin).
 fn with_steps(list: &mut [Manifest], margins: &[(usize, f64)]) {
     let reference = answer(decode_at(list, 1)).tokens[0].clone();
-    for a in list.iter_mut().filter(|m| m.kind == Kind::Decode).filter_map(|m| m.answer.as_mut()) {
+    for a in list.iter_mut().filter(|m| m.kind == Kind::Decode).filter_map(|m| m.answer_mut()) {
         let own = a.tokens[0].clone();
         a.exactness.steps = reference
             .iter()
@@ -156,7 +156,7 @@ fn a_rank_records_each_steps_margins_drift_and_the_references_token() {
 fn without_a_world_one_run_differing_tokens_still_change_the_answer() {
     let mut list = base();
     list.retain(|m| !(m.kind == Kind::Decode && m.layout.world == 1));
-    for a in list.iter_mut().filter(|m| m.kind == Kind::Decode).filter_map(|m| m.answer.as_mut()) {
+    for a in list.iter_mut().filter(|m| m.kind == Kind::Decode).filter_map(|m| m.answer_mut()) {
         (a.exactness.steps, a.exactness.first_difference) = (Vec::new(), None);
     }
     assert!(!audit(&list).iter().any(|g| g.changed), "equal tokens");

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The results file `pick` chooses of a run, read as a frame.
-fn samples(suite: &Suite, results: &Option<ResultFiles>, pick: fn(&ResultFiles) -> &Path) -> polars::prelude::DataFrame {
-    let files = results.as_ref().expect("results files");
+fn samples(suite: &Suite, results: Option<&ResultFiles>, pick: fn(&ResultFiles) -> &Path) -> polars::prelude::DataFrame {
+    let files = results.expect("results files");
     read_parquet(&suite.manifests().join(pick(files))).unwrap()
 }
 
@@ -43,14 +43,14 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
     let (all, _) = parlab::manifest::read_all(&suite.manifests());
     assert_eq!(all.len(), 2);
     for m in &all {
-        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-        let command = &m.launch.as_ref().unwrap().command;
+        assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+        let command = &m.launch().unwrap().command;
         let btl = if m.plan.link == "mpi-tcp" { "--mca btl self,tcp" } else { "--mca btl self,vader" };
         assert!(command.contains(btl), "{command}");
-        let coll = m.summary.as_ref().and_then(|s| s.collectives()).expect("a collectives summary");
+        let coll = m.summary().and_then(|s| s.collectives()).expect("a collectives summary");
         let rows = &coll.rows;
         assert_eq!(rows.len(), parlab::spec::MPI_OPS.len() * 3, "every MPI op (the default) at every size");
-        let s = samples(&suite, &m.results, |f| &f.samples);
+        let s = samples(&suite, m.results(), |f| &f.samples);
         // 5 ops timed on both ranks, ping-pong on rank 0 only: 3 sizes x (4 iterations + the blocks).
         let blocks = parlab::rank::collectives::blocks_of(4).0 as usize;
         assert_eq!(s.height(), (5 * 2 + 1) * 3 * (4 + blocks));
@@ -102,7 +102,7 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
             assert!((algbw - size / median).abs() <= 1e-9 * algbw);
             assert!((row.busbw_bps() - algbw * row.op.busbw_factor(2)).abs() <= 1e-9 * algbw);
         }
-        let summary = samples(&suite, &m.results, |f| &f.summary);
+        let summary = samples(&suite, m.results(), |f| &f.summary);
         assert_eq!(summary.height(), rows.len());
         let fit = coll.fit(Op::AllReduce).expect("an all-reduce fit");
         assert!(fit.alpha_per_step_s.is_finite());
@@ -125,20 +125,20 @@ fn membw_reports_aggregate_and_per_process_bandwidth() {
     suite.spec("bw", "name: bw\nkind: membw\nworld: 2\nthreads: 1\nbuffer: 16MiB\nrepetitions: 3\nwarmup: 1\ntimeout: 120s\n");
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("bw");
-    assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-    let bw = serde_json::to_value(m.summary.as_ref().unwrap()).unwrap()["membw"].clone();
+    assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+    let bw = serde_json::to_value(m.summary().unwrap()).unwrap()["membw"].clone();
     assert_eq!(bw["processes"], 2);
     assert_eq!(bw["buffer_bytes"], 16 << 20);
     assert_eq!(bw["aggregate_Bps"]["n"], 3);
     assert_eq!(bw["per_process_Bps"]["n"], 6);
-    let s = samples(&suite, &m.results, |f| &f.samples);
+    let s = samples(&suite, m.results(), |f| &f.samples);
     let (secs, reps, figures) = (column_f64(&s, "seconds"), column_f64(&s, "repetition"), column_str(&s, "figure"));
     assert_eq!(s.height(), 2 * 3 * 2, "two ranks, three repetitions, two kernels");
     let aggregate0 = |figure: &str| {
         let slowest = (0..s.height()).filter(|&i| reps[i] == 0.0 && figures[i] == figure).map(|i| secs[i]).fold(0.0, f64::max);
         2.0 * (16u64 << 20) as f64 / slowest
     };
-    let summary = samples(&suite, &m.results, |f| &f.summary);
+    let summary = samples(&suite, m.results(), |f| &f.summary);
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
     assert!(close(column_f64(&summary, "aggregate_Bps")[0], aggregate0("membw")));
     assert!(close(column_f64(&summary, "stream_aggregate_Bps")[0], aggregate0("membw_stream")));
@@ -161,8 +161,8 @@ fn dispatch_round_trips_tokens_to_experts() {
     );
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("ep");
-    assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-    let rows = &m.summary.as_ref().and_then(|s| s.dispatch()).expect("a dispatch summary").rows;
+    assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+    let rows = &m.summary().and_then(|s| s.dispatch()).expect("a dispatch summary").rows;
     let tokens: Vec<u64> = rows.iter().map(|r| r.tokens).collect();
     assert_eq!(tokens, vec![1, 8]);
     assert_eq!(rows[1].bytes, 8 * 2 * 64 * 4);

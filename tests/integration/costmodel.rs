@@ -10,7 +10,7 @@ use parlab::costmodel::shape::ModelShape;
 use parlab::costmodel::tables::load_shape;
 use parlab::costmodel::{predict, tables_for_plan};
 use parlab::manifest::summary::{CollectiveRow, Collectives, Summary};
-use parlab::manifest::Manifest;
+use parlab::manifest::{Manifest, Outcome};
 use parlab::spec::schema::{Op, Strategy};
 use parlab::spec::RunPlan;
 use parlab::table::Cell;
@@ -339,9 +339,8 @@ fn tensor_decode(world: u32, step_s: f64, comm_s: f64) -> Summary {
 }
 
 fn manifest(plan: RunPlan, summary: Summary) -> Manifest {
-    let mut m = Manifest::for_plan(&plan, Default::default(), "2026-01-01T00:00:00Z");
+    let mut m = Manifest::for_plan(&plan, Default::default(), "2026-01-01T00:00:00Z", Outcome::computed(summary));
     m.finished_at = "2026-01-01T00:01:00Z".into();
-    m.summary = Some(summary);
     m
 }
 

@@ -42,20 +42,20 @@ fn tensor_pipeline_and_data_splits_give_the_unsplit_tokens() {
     assert_eq!(suite.run(&[("PARLAB_STATE", state.to_str().unwrap())]), 0);
     let (all, _) = parlab::manifest::read_all(&suite.manifests());
     assert_eq!(all.len(), 5);
-    let first = all[0].answer.as_ref().expect("an answer").tokens.clone();
+    let first = all[0].answer().expect("an answer").tokens.clone();
     let tokens = &first[0];
     assert_eq!(tokens.len(), 7);
     assert!(tokens.iter().any(|t| *t != tokens[0]), "greedy decoding of the seeded model is not one repeated token: {tokens:?}");
     for m in &all {
-        assert_eq!(m.status, Status::Ok, "{} {:?}", m.experiment, m.reason);
-        let answer = m.answer.as_ref().expect("an answer");
+        assert_eq!(m.status(), Status::Ok, "{} {:?}", m.experiment, m.reason());
+        let answer = m.answer().expect("an answer");
         assert_eq!(answer.tokens, first, "{} world {} changed the answer", m.experiment, m.layout.world);
         let ex = &answer.exactness;
         assert!(ex.tokens_equal, "{ex:?}");
         assert!(ex.max_logit_diff < 1e-3, "{ex:?}");
         assert!(ex.prompt_logit_diff <= ex.max_logit_diff);
         assert!(ex.min_top2_margin.unwrap() > 0.0);
-        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        let d = m.summary().and_then(|s| s.decode()).expect("a decode summary");
         let seqs = m.layout.sequences.unwrap() as usize;
         assert_eq!(ex.sequences_checked, seqs * if m.layout.strategy.name() == "pipeline" { 1 } else { m.layout.world as usize });
         assert_eq!(d.step_s.n, 2 * 6, "2 repetitions x 6 decode rounds");
@@ -290,17 +290,17 @@ fn a_forced_matvec_kernel_is_recorded_and_an_unknown_one_is_refused() {
         fresh();
         assert_eq!(suite.run(&[("PARLAB_STATE", state), (KERNEL_ENV, kernel.name())]), 0);
         let m = suite.manifest("k");
-        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+        let d = m.summary().and_then(|s| s.decode()).expect("a decode summary");
         assert_eq!(d.matvec_kernel.as_deref(), Some(kernel.name()));
-        assert!(m.answer.as_ref().expect("an answer").exactness.tokens_equal, "{} kernel", kernel.name());
+        assert!(m.answer().expect("an answer").exactness.tokens_equal, "{} kernel", kernel.name());
         assert!(!d.cpu_features.is_empty() || !cfg!(target_arch = "x86_64"), "{:?}", d.cpu_features);
     }
     fresh();
     assert_ne!(suite.run(&[("PARLAB_STATE", state), (KERNEL_ENV, "sse9")]), 0);
     let m = suite.manifest("k");
-    assert_eq!(m.status, Status::Failed);
-    let reason = m.reason.unwrap_or_default();
+    assert_eq!(m.status(), Status::Failed);
+    let reason = m.reason().unwrap_or_default();
     assert!(reason.contains("PARLAB_MATVEC_KERNEL=\"sse9\" is not a matvec kernel"), "{reason}");
 }
 
@@ -318,11 +318,11 @@ fn overlapped_all_reduces_give_the_blocking_splits_answer_and_the_register_the_h
         other => panic!("one blocking and one 3-piece run, found {other:?}"),
     };
     assert_ne!(blocking.run_id, overlapped.run_id, "overlap is part of the layout, so of the run identity");
-    let answer = |m: &parlab::manifest::Manifest| m.answer.clone().expect("an answer");
+    let answer = |m: &parlab::manifest::Manifest| m.answer().cloned().expect("an answer");
     assert_eq!(answer(blocking).tokens, answer(overlapped).tokens);
     let ex = answer(overlapped).exactness;
     assert!(ex.tokens_equal && ex.max_logit_diff < 1e-3, "{ex:?}");
-    let d = overlapped.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+    let d = overlapped.summary().and_then(|s| s.decode()).expect("a decode summary");
     assert_eq!(d.overlap, Some(3));
     // Each of the 4 all-reduces (2 layers x 2) in 3 pieces, plus the logits gather.
     assert_eq!(d.collectives_per_step, Some(4 * 3 + 1));
@@ -467,10 +467,10 @@ fn a_context_split_over_mpi_gives_the_unsplit_tokens_and_moves_what_the_ring_mus
     // Keys and values of one token: 2 x 2 layers x 64 wide x 4 bytes.
     let per_token = 2 * 2 * 64 * 4;
     for m in &all {
-        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-        let ex = &m.answer.as_ref().expect("an answer").exactness;
+        assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+        let ex = &m.answer().expect("an answer").exactness;
         assert!(ex.tokens_equal && ex.prompt_logit_diff < 1e-4 && ex.max_logit_diff < 1e-3, "world {}: {ex:?}", m.layout.world);
-        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        let d = m.summary().and_then(|s| s.decode()).expect("a decode summary");
         assert_eq!(d.step_s.n, 2 * 6, "rank 0 decodes 6 rounds in each of 2 repetitions");
         let c = d.context.as_ref().expect("context figures");
         // 10 prompt tokens: rank r sends every block but rank r + 1's; rank 0 gathers the others.
@@ -507,10 +507,10 @@ fn a_context_prefill_handed_to_a_tensor_decode_gives_the_unsplit_tokens_and_move
     // Keys and values of one token and head: 2 x 2 layers x 16 wide x 4 bytes; 4 heads.
     let per_token_head = 2 * 2 * 16 * 4;
     for m in &all {
-        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-        let ex = &m.answer.as_ref().expect("an answer").exactness;
+        assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+        let ex = &m.answer().expect("an answer").exactness;
         assert!(ex.tokens_equal && ex.prompt_logit_diff < 1e-4 && ex.max_logit_diff < 1e-3, "{:?}: {ex:?}", m.layout.decode);
-        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        let d = m.summary().and_then(|s| s.decode()).expect("a decode summary");
         let c = d.context.as_ref().expect("context figures");
         assert_eq!(c.blocks, vec![5, 5]);
         match &m.layout.decode {
@@ -555,10 +555,10 @@ fn a_zigzag_context_split_over_mpi_gives_the_unsplit_tokens_and_evens_the_causal
     // Keys and values of one token: 2 x 2 layers x 64 wide x 4 bytes.
     let per_token = 2 * 2 * 64 * 4;
     for m in &all {
-        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-        let ex = &m.answer.as_ref().expect("an answer").exactness;
+        assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+        let ex = &m.answer().expect("an answer").exactness;
         assert!(ex.tokens_equal && ex.prompt_logit_diff < 1e-4 && ex.max_logit_diff < 1e-3, "{:?}: {ex:?}", m.layout.ranks);
-        let c = m.summary.as_ref().and_then(|s| s.decode()).and_then(|d| d.context.clone()).expect("context figures");
+        let c = m.summary().and_then(|s| s.decode()).and_then(|d| d.context.clone()).expect("context figures");
         // 10 tokens either way in blocks of 5: each rank sends its block once around the ring
         // of 2, and the hand-off moves 5 tokens' worth (rank 1's block, or half the heads of both).
         assert_eq!(c.blocks, vec![5, 5]);

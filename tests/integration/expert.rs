@@ -94,10 +94,10 @@ fn an_expert_split_over_mpi_gives_the_unsplit_answer_and_a_known_routings_imbala
     let (all, _) = parlab::manifest::read_all(&suite.manifests());
     assert_eq!(all.len(), 4);
     for m in &all {
-        assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-        let ex = &m.answer.as_ref().expect("an answer").exactness;
+        assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+        let ex = &m.answer().expect("an answer").exactness;
         assert!(ex.tokens_equal && ex.max_logit_diff < 1e-3, "world {}: {ex:?}", m.layout.world);
-        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        let d = m.summary().and_then(|s| s.decode()).expect("a decode summary");
         let e = d.experts.as_ref().expect("expert figures");
         // 10 prompt tokens, 2 experts each: 20 pairs per layer, over every rank.
         assert!(e.assigned.iter().all(|l| l.iter().sum::<u64>() == 20), "{:?}", e.assigned);

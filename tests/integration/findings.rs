@@ -34,7 +34,7 @@ fn stat(median: f64) -> Stats {
 
 /// The decode summary of a manifest, to change.
 fn decode_mut(m: &mut Manifest) -> Option<&mut Decode> {
-    match m.summary.as_mut() {
+    match m.summary_mut() {
         Some(Summary::Decode(d)) => Some(d),
         _ => None,
     }
@@ -42,14 +42,14 @@ fn decode_mut(m: &mut Manifest) -> Option<&mut Decode> {
 
 /// The collectives summary of a manifest, to change.
 fn collectives_mut(m: &mut Manifest) -> Option<&mut Collectives> {
-    match m.summary.as_mut() {
+    match m.summary_mut() {
         Some(Summary::Collectives(c)) => Some(c),
         _ => None,
     }
 }
 
 fn tensor_decode(list: &mut [Manifest]) -> impl Iterator<Item = &mut Manifest> {
-    list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.summary.is_some())
+    list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.summary().is_some())
 }
 
 /// Sets every tensor run's non-communication time to `t1 / world^power`.
@@ -253,7 +253,7 @@ fn break_even_holds_when_only_the_larger_model_pays_and_fails_otherwise() {
 /// Changes the world-2 tensor run's tokens from step `k` on.
 fn diverge_from(list: &mut [Manifest], k: usize) -> String {
     let m = tensor_decode(list).find(|m| m.layout.world == 2).unwrap();
-    let answer = m.answer.as_mut().expect("an answer");
+    let answer = m.answer_mut().expect("an answer");
     for t in answer.tokens[0].iter_mut().skip(k) {
         *t += 1;
     }
@@ -337,7 +337,7 @@ fn a_declared_claim_is_evaluated_into_a_finding_both_ways() {
     let mut list = with_claims(dir.path(), "less");
     assert_eq!(finding(&list, "split-slower").verdict, Verdict::Fails);
     let m = tensor_decode(&mut list).find(|m| m.layout.world == 4).unwrap();
-    m.answer.as_mut().expect("an answer").tokens[0][3] = 1;
+    m.answer_mut().expect("an answer").tokens[0][3] = 1;
     assert_eq!(finding(&list, "same-tokens").verdict, Verdict::Fails);
 }
 

@@ -97,10 +97,10 @@ fn failed_with(suite: &Suite, fault: &str, timeout: &str) -> Manifest {
     let code = suite.run(&[("PARLAB_FAULT", fault)]);
     assert_eq!(code, 1, "a failed run makes `parlab run` exit 1");
     let healthy = suite.manifest("healthy");
-    assert_eq!(healthy.status, Status::Ok, "the rest of the suite completes: {:?}", healthy.reason);
+    assert_eq!(healthy.status(), Status::Ok, "the rest of the suite completes: {:?}", healthy.reason());
     assert!(suite.leftovers().is_empty(), "processes left behind: {:?}", suite.leftovers());
     let faulty = suite.manifest("faulty");
-    assert_eq!(faulty.status, Status::Failed);
+    assert_eq!(faulty.status(), Status::Failed);
     faulty
 }
 
@@ -108,7 +108,7 @@ fn failed_with(suite: &Suite, fault: &str, timeout: &str) -> Manifest {
 fn a_rank_that_exits_non_zero_fails_its_run_only() {
     let suite = Suite::new();
     let m = failed_with(&suite, "exit:3:rank1@faulty", "60s");
-    let reason = m.reason.unwrap();
+    let reason = m.reason().unwrap();
     assert!(reason.contains("rank 1 exited with status 3"), "{reason}");
     assert!(reason.contains("injected fault: exiting with status 3"), "stderr tail quoted: {reason}");
 }
@@ -117,7 +117,7 @@ fn a_rank_that_exits_non_zero_fails_its_run_only() {
 fn a_rank_killed_by_a_signal_is_named_with_its_signal() {
     let suite = Suite::new();
     let m = failed_with(&suite, "signal:9:rank1@faulty", "60s");
-    let reason = m.reason.unwrap();
+    let reason = m.reason().unwrap();
     assert!(reason.contains("rank 1 was killed by signal 9"), "{reason}");
 }
 
@@ -126,10 +126,10 @@ fn a_hanging_rank_is_killed_at_the_timeout() {
     let suite = Suite::new();
     // 6 s leaves a loaded 2-core machine time to start both ranks before the deadline.
     let m = failed_with(&suite, "hang:rank1@faulty", "6s");
-    let reason = m.reason.unwrap();
+    let reason = m.reason().unwrap();
     assert!(reason.contains("timed out after 6 s"), "{reason}");
     assert!(reason.contains("ranks still running: 0, 1") || reason.contains("ranks still running: 1"), "{reason}");
-    let launch = m.launch.unwrap();
+    let launch = m.launch().unwrap();
     assert!(launch.wall_s >= 6.0, "it ran until the timeout: {}", launch.wall_s);
 }
 
@@ -137,7 +137,7 @@ fn a_hanging_rank_is_killed_at_the_timeout() {
 fn a_wrong_collective_result_fails_the_run_with_the_op_size_and_rank() {
     let suite = Suite::new();
     let m = failed_with(&suite, "wrong:rank1@faulty", "60s");
-    let reason = m.reason.unwrap();
+    let reason = m.reason().unwrap();
     assert!(reason.contains("wrong result: all-reduce of 4 B"), "{reason}");
     assert!(reason.contains("rank 1: 1 of 1 values wrong"), "{reason}");
 }
@@ -150,8 +150,8 @@ fn a_local_hostfile_with_two_slots_runs() {
     suite.spec("hosted", &small_collectives("hosted", "60s", "hostfile: hosts\n"));
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("hosted");
-    assert_eq!(m.status, Status::Ok, "{:?}", m.reason);
-    let command = m.launch.unwrap().command;
+    assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+    let command = m.launch().unwrap().command.clone();
     assert!(command.contains("--hostfile") && command.contains("specs/hosts"), "{command}");
     assert!(!command.contains("--oversubscribe"), "two slots hold two ranks: {command}");
 }
@@ -279,7 +279,7 @@ fn mpi_auto_records_the_transport_open_mpi_selected() {
     suite.spec("auto", &small_collectives("auto", "60s", "link: mpi-auto\n"));
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("auto");
-    let launch = m.launch.unwrap();
+    let launch = m.launch().unwrap();
     assert!(!launch.command.contains("--mca pml") && !launch.command.contains("--mca btl "), "{}", launch.command);
     assert!(launch.transport.starts_with("pml and btl chosen by Open MPI"), "{}", launch.transport);
     assert!(launch.transport.contains("selected by Open MPI in rank 0: pml "), "{}", launch.transport);
@@ -293,7 +293,8 @@ fn a_rank_that_cannot_allocate_is_failed_with_its_own_error_line_not_backtrace_f
     // 1 EiB per buffer: past any machine, allowed past the plan-time memory check on purpose.
     suite.spec("huge", &small_collectives("huge", "60s", "").replace("sizes: [4, 4096]", "sizes: [1152921504606846976]"));
     assert_eq!(suite.run(&[("PARLAB_MAX_MEMORY", "8000000TiB")]), 1);
-    let reason = suite.manifest("huge").reason.unwrap();
+    let huge = suite.manifest("huge");
+    let reason = huge.reason().unwrap();
     assert!(reason.contains("memory allocation of 1152921504606846976 bytes failed"), "the rank's cause: {reason}");
     assert!(reason.contains("ranklogs/") && reason.contains("/stderr"), "the log it came from: {reason}");
     for frame in ["Process received signal", "libc.so", "stack backtrace", "End of error message", "0x"] {
@@ -310,9 +311,9 @@ fn run_on_unreachable(host: &str, timeout: &str) -> String {
     suite.spec("far", &small_collectives("far", timeout, "hostfile: hosts\n"));
     assert_eq!(suite.run(&[]), 1);
     let m = suite.manifest("far");
-    assert_eq!(m.status, Status::Failed);
+    assert_eq!(m.status(), Status::Failed);
     assert!(suite.leftovers().is_empty(), "processes left behind: {:?}", suite.leftovers());
-    m.reason.unwrap()
+    m.reason().unwrap().to_string()
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Manifests: atomic writes, round trips, and corrupt or foreign files skipped.
 
-use parlab::manifest::{self, Manifest, ReadError, Status};
+use parlab::manifest::{self, Manifest, Outcome, ReadError};
 use parlab::spec::load_suite;
 use std::path::PathBuf;
 
@@ -8,9 +8,7 @@ fn sample_manifest() -> Manifest {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(0);
     let machine = parlab::manifest::machine::Fingerprint { cores: 2, ..Default::default() };
-    let mut m = Manifest::for_plan(&plan, machine, "2026-12-02T00:00:00Z");
-    m.status = Status::NotRun;
-    m.reason = Some("needs 2 GPUs".into());
+    let mut m = Manifest::for_plan(&plan, machine, "2026-12-02T00:00:00Z", Outcome::NotRun { reason: "needs 2 GPUs".into() });
     m.finished_at = "2026-12-02T00:00:01Z".into();
     m
 }
@@ -99,4 +97,104 @@ fn a_run_identity_names_every_experiment_that_produced_it_and_follows_renames() 
     assert_eq!(all[0].experiment, "renamed", "a cached run takes the suite's new name");
     assert_eq!(all[0].origins.len(), 1);
     assert_eq!(all[0].started_at, measured_at, "renaming does not re-measure");
+}
+
+/// The committed fixtures (as committed, of the previous shape: loose `status`, `reason`,
+/// `results`, `summary`, `answer` fields, nulls written out on every run).
+fn previous_shape() -> Vec<(PathBuf, serde_json::Value)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests");
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+    files.sort();
+    files.into_iter().map(|p| (p.clone(), serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap())).collect()
+}
+
+#[test]
+fn manifests_of_the_previous_shape_read_with_the_outcome_they_recorded() {
+    let mut seen = std::collections::BTreeSet::new();
+    for (path, raw) in previous_shape() {
+        let m = manifest::read_one(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(serde_json::to_value(m.status()).unwrap(), raw["status"], "{}", path.display());
+        seen.insert(format!("{:?}", m.status()));
+        assert_eq!(m.reason(), raw["reason"].as_str(), "{}", path.display());
+        assert_eq!(serde_json::to_value(m.summary()).unwrap(), raw["summary"], "{}", path.display());
+        assert_eq!(serde_json::to_value(m.answer()).unwrap(), raw["answer"], "{}", path.display());
+        assert_eq!(serde_json::to_value(m.launch()).unwrap(), raw.get("launch").cloned().unwrap_or_default(), "{}", path.display());
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["Failed", "NotRun", "Ok"], "the fixtures hold every ending");
+}
+
+/// The first fixture that ended `status`, as JSON, and the file name it must have.
+fn fixture_ending(status: &str) -> (String, serde_json::Value) {
+    let (path, raw) = previous_shape().into_iter().find(|(_, v)| v["status"] == status).expect(status);
+    (path.file_name().unwrap().to_string_lossy().into_owned(), raw)
+}
+
+/// Reads `value` as the manifest file `name`.
+fn read_value(name: &str, value: &serde_json::Value) -> Result<Manifest, ReadError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(value).unwrap()).unwrap();
+    manifest::read_one(&path)
+}
+
+#[test]
+fn null_and_absent_keys_of_the_previous_shape_read_and_an_ok_run_without_a_summary_is_refused() {
+    let (name, mut ok) = fixture_ending("ok");
+    ok["reason"] = serde_json::Value::Null;
+    ok["answer"] = serde_json::Value::Null;
+    ok.as_object_mut().unwrap().remove("launches");
+    let m = read_value(&name, &ok).unwrap();
+    assert!(matches!(&m.outcome, Outcome::Ok { answer: None, launches: None, .. }), "{:?}", m.outcome);
+    assert_eq!(serde_json::to_value(m.summary()).unwrap(), ok["summary"]);
+
+    let (name, mut not_run) = fixture_ending("not_run");
+    not_run["reason"] = serde_json::Value::Null;
+    for key in ["results", "summary", "answer"] {
+        not_run[key] = serde_json::Value::Null;
+    }
+    let m = read_value(&name, &not_run).unwrap();
+    assert_eq!((m.status(), m.reason(), m.launch().is_none()), (manifest::Status::NotRun, None, true));
+
+    let (name, mut failed) = fixture_ending("failed");
+    failed.as_object_mut().unwrap().remove("reason");
+    for key in ["results", "summary", "answer"] {
+        failed[key] = serde_json::Value::Null;
+    }
+    let m = read_value(&name, &failed).unwrap();
+    assert_eq!((m.status(), m.reason(), m.launch().is_some()), (manifest::Status::Failed, None, true));
+
+    let (name, mut hollow) = fixture_ending("ok");
+    hollow["summary"] = serde_json::Value::Null;
+    assert!(matches!(read_value(&name, &hollow), Err(ReadError::Malformed(_))), "an ok run must carry its summary");
+}
+
+#[test]
+fn each_outcome_round_trips_with_only_its_own_keys() {
+    let (name, raw) = fixture_ending("ok");
+    let ok = read_value(&name, &raw).unwrap().outcome;
+    assert!(ok.launch().is_some(), "a launched ok run");
+    let launch = ok.launch().cloned();
+    let failed = Outcome::Failed { reason: "rank 1 was killed by signal 9".into(), launch };
+    let not_run = Outcome::NotRun { reason: "needs 2 GPUs".into() };
+    let cases = [
+        (ok, "ok", &["launch", "results", "summary", "answer"][..], &["reason"][..]),
+        (failed, "failed", &["reason", "launch"][..], &["results", "summary", "answer", "launches"][..]),
+        (not_run, "not_run", &["reason"][..], &["launch", "results", "summary", "answer", "launches"][..]),
+    ];
+    for (outcome, tag, present, absent) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = sample_manifest();
+        m.outcome = outcome;
+        let path = m.write(dir.path()).unwrap();
+        assert_eq!(manifest::read_one(&path).unwrap(), m, "{tag} round trip");
+        let text: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(text["status"], tag);
+        for key in present {
+            assert!(text.get(key).is_some(), "{tag} lacks {key}: {text}");
+        }
+        for key in absent {
+            assert!(text.get(key).is_none(), "{tag} carries {key}");
+        }
+    }
 }

@@ -59,7 +59,7 @@ fn run(suite: &Suite, extra: &[(&str, &str)]) -> i32 {
 }
 
 fn hosts_of(m: &parlab::manifest::Manifest) -> BTreeSet<String> {
-    m.launch.as_ref().map(|l| l.ranks.iter().map(|r| r.host.clone()).collect()).unwrap_or_default()
+    m.launch().map(|l| l.ranks.iter().map(|r| r.host.clone()).collect()).unwrap_or_default()
 }
 
 const SMALL: &str = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4,
@@ -88,18 +88,18 @@ fn runs_across_two_hosts_record_both_hosts_keep_the_answer_and_leave_nothing_beh
     let both: BTreeSet<String> = [this.clone(), HOST_B.to_string()].into();
     for name in ["tcp", "shm", "split"] {
         let m = suite.manifest(name);
-        assert_eq!(m.status, Status::Ok, "{name}: {:?}", m.reason);
+        assert_eq!(m.status(), Status::Ok, "{name}: {:?}", m.reason());
         assert_eq!(hosts_of(&m), both, "{name}: ranks on both hosts");
-        let launch = m.launch.as_ref().unwrap();
+        let launch = m.launch().unwrap();
         assert!(!launch.command.contains("btl_tcp_if_include lo"), "{name}: {}", launch.command);
         assert!(m.caveats.iter().any(|c| matches!(c, Caveat::SeveralHosts { .. })), "{name}: {:?}", m.caveats);
         assert!(!m.caveats.contains(&Caveat::SharedMemory), "{name}: {:?}", m.caveats);
     }
-    assert!(suite.manifest("tcp").launch.unwrap().transport.contains(&format!("TCP over {SUBNET} (the spec's interface")));
-    let shm = suite.manifest("shm").launch.unwrap().transport;
+    assert!(suite.manifest("tcp").launch().unwrap().transport.contains(&format!("TCP over {SUBNET} (the spec's interface")));
+    let shm = suite.manifest("shm").launch().unwrap().transport.clone();
     assert!(shm.contains("btl self,vader,tcp") && shm.contains("OMPI_MCA_btl_tcp_if_include from the environment"), "{shm}");
     assert!(shm.contains("selected by Open MPI in rank 0: pml ob1; btl self,tcp,vader"), "{shm}");
-    assert!(suite.manifest("split").answer.expect("an answer").exactness.tokens_equal);
+    assert!(suite.manifest("split").answer().expect("an answer").exactness.tokens_equal);
 
     // A rank killed on host B: the run fails naming the host, and nothing is left on either host.
     suite.spec(
@@ -109,7 +109,8 @@ fn runs_across_two_hosts_record_both_hosts_keep_the_answer_and_leave_nothing_beh
             .replace("sizes: [4, 4096]", "sizes: [16]"),
     );
     assert_eq!(run(&suite, &[("PARLAB_FAULT", "signal:9:rank3@killed")]), 1);
-    let reason = suite.manifest("killed").reason.unwrap_or_default();
+    let killed = suite.manifest("killed");
+    let reason = killed.reason().unwrap_or_default();
     assert!(reason.contains(&format!("rank 3 on host {HOST_B} was killed by signal 9")), "{reason}");
     let until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < until && !(suite.leftovers().is_empty() && hosts.processes_in_b().is_empty()) {

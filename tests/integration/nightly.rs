@@ -4,7 +4,7 @@
 //! normalisation, the JUnit, markdown and JSON outputs, and real nights end to end.
 
 use parlab::manifest::machine::Fingerprint;
-use parlab::manifest::{LaunchStatistic, LaunchStats, Manifest, Status};
+use parlab::manifest::{LaunchStatistic, LaunchStats, Manifest, Outcome, Status};
 use parlab::nightly::history::{Entry, Noise, NoiseBook, Point, SCHEMA};
 use parlab::nightly::stats::{benjamini_hochberg, mann_whitney, median};
 use parlab::nightly::{compare, Comparison, Finding, Night, Policy, Verdict};
@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 fn decode_manifest(step_s: f64, tokens: Option<&[u32]>) -> Manifest {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let plan = load_suite(&[PathBuf::from("tests/specs/good/matrix.yaml")]).unwrap().remove(1);
-    let mut m = Manifest::for_plan(&plan, Fingerprint::default(), "2026-12-01T00:00:00Z");
+    let summary = crate::synth::decode_summary(step_s, 1.0 / step_s);
+    let answer = tokens.map(|t| crate::synth::answer(t.to_vec(), 9.2e-5, 0.31));
+    let outcome = Outcome::Ok { launch: None, results: None, summary: Box::new(summary), answer: answer.map(Box::new), launches: None };
+    let mut m = Manifest::for_plan(&plan, Fingerprint::default(), "2026-12-01T00:00:00Z", outcome);
     m.kind = Kind::Decode;
     m.finished_at = "2026-12-01T00:01:00Z".into();
-    m.summary = Some(crate::synth::decode_summary(step_s, 1.0 / step_s));
-    m.answer = tokens.map(|t| crate::synth::answer(t.to_vec(), 9.2e-5, 0.31));
     m
 }
 
@@ -53,8 +54,16 @@ fn with_launches(m: &Manifest, steps: &[f64]) -> Manifest {
         ("decode step median".to_string(), steps.to_vec()),
         ("tokens per second median".to_string(), steps.iter().map(|s| 1.0 / s).collect()),
     ];
-    m.launches = Some(LaunchStats { count: steps.len() as u32, statistic: LaunchStatistic::Median, figures: figures.into() });
+    set_launches(&mut m, LaunchStats { count: steps.len() as u32, statistic: LaunchStatistic::Median, figures: figures.into() });
     m
+}
+
+/// Records `stats` as ok manifest `m`'s launches.
+fn set_launches(m: &mut Manifest, stats: LaunchStats) {
+    match &mut m.outcome {
+        Outcome::Ok { launches, .. } => *launches = Some(stats),
+        other => panic!("launches on a manifest that did not end ok: {other:?}"),
+    }
 }
 
 /// A night of one decode manifest whose launches' step medians are `steps`.
@@ -102,9 +111,9 @@ fn a_twenty_percent_shift_is_regressed_with_five_launches_and_insufficient_with_
 /// One manifest with `figures` all-reduce sizes, each figure's per-launch values `draw(i)`.
 fn many_figures(m: &Manifest, figures: usize, mut draw: impl FnMut(usize) -> Vec<f64>) -> Night {
     let mut m = m.clone();
-    m.summary = Some(crate::synth::allreduce_summary(1..=figures as u64, 1e-4));
+    *m.summary_mut().expect("an ok manifest") = crate::synth::allreduce_summary(1..=figures as u64, 1e-4);
     let values = (1..=figures).map(|i| (format!("all-reduce {i} B median"), draw(i))).collect();
-    m.launches = Some(LaunchStats { count: 5, statistic: LaunchStatistic::Median, figures: values });
+    set_launches(&mut m, LaunchStats { count: 5, statistic: LaunchStatistic::Median, figures: values });
     Night::new(vec![m])
 }
 
@@ -207,7 +216,8 @@ fn drifting_pairs(draw: &mut Draw, nights: usize, in_rounds: bool) -> ((usize, u
         );
         let night = |n: &Vec<Vec<f64>>| {
             let mut night = many_figures(&m, figures, |i| n[i - 1].clone());
-            night.manifests[0].launches.as_mut().unwrap().count = launches as u32;
+            let stats = night.manifests[0].launches().cloned().expect("per-launch figures");
+            set_launches(&mut night.manifests[0], LaunchStats { count: launches as u32, ..stats });
             night
         };
         let c = judged(&night(&before), &night(&after));
@@ -293,8 +303,7 @@ fn an_answer_change_is_always_a_finding() {
     let findings = judged(&Night::new(vec![before.clone()]), &Night::new(vec![changed])).findings;
     assert!(matches!(findings[..], [Finding::AnswerChanged { .. }]), "{findings:?}");
     let mut failed = decode_manifest(0.020, None);
-    failed.status = Status::Failed;
-    failed.reason = Some("rank 1 killed by signal 9".into());
+    failed.outcome = Outcome::Failed { reason: "rank 1 killed by signal 9".into(), launch: None };
     match &judged(&Night::new(vec![before]), &Night::new(vec![failed])).findings[..] {
         [Finding::NowFailing { reason, .. }] => assert_eq!(reason, "rank 1 killed by signal 9"),
         other => panic!("unexpected {other:?}"),
@@ -381,8 +390,7 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
         let mut b = decode_manifest(0.020, None);
         b.run_id = "b".repeat(64).into();
         b.experiment = "membw".into();
-        b.answer = None;
-        b.summary = Some(crate::synth::membw_summary(bw));
+        b.outcome = Outcome::computed(crate::synth::membw_summary(bw));
         b
     };
     let (mut before, mut after) = (night_of(&m, &base), night_of(&m, &slow));
@@ -745,12 +753,12 @@ fn a_cached_run_with_fewer_launches_than_asked_is_measured_again() {
         suite.manifest("one")
     };
     let once = run(&[]);
-    assert_eq!(once.launches.as_ref().map(|l| (l.count, l.figures["all-reduce 4 B median"].len())), Some((1, 1)));
+    assert_eq!(once.launches().map(|l| (l.count, l.figures["all-reduce 4 B median"].len())), Some((1, 1)));
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let thrice = run(&["--launches", "3"]);
     assert_ne!(thrice.started_at, once.started_at, "1 launch cached, 3 asked: measured again");
     assert_eq!(thrice.run_id, once.run_id, "the same run identity");
-    let l = thrice.launches.as_ref().unwrap();
+    let l = thrice.launches().unwrap();
     assert_eq!((l.count, l.figures["all-reduce 4096 B median"].len()), (3, 3));
     assert!(
         suite.manifests().join(&thrice.run_id).join("launch-2").is_dir()
@@ -777,13 +785,13 @@ fn launches_run_in_rounds_and_a_run_failing_in_round_one_is_not_launched_again()
     assert_eq!(out.status.code(), Some(1), "one run failed: {stderr}");
     assert!(stderr.contains("round 2 of 3: launching 2 runs once more") && stderr.contains("round 3 of 3"), "{stderr}");
     let b = suite.manifest("b");
-    assert_eq!(b.status, Status::Failed);
-    assert!(b.reason.as_deref().unwrap_or("").starts_with("launch 1 of 3: rank 1 exited with status 3"), "{:?}", b.reason);
+    assert_eq!(b.status(), Status::Failed);
+    assert!(b.reason().unwrap_or("").starts_with("launch 1 of 3: rank 1 exited with status 3"), "{:?}", b.reason());
     assert!(!suite.manifests().join(&b.run_id).join("launch-1").exists(), "a failed run is not launched again");
     // Each launch's records are written as it ends: every run's launch r ends before any run's launch r + 1.
     let ended = |name: &str, launch: u32| {
         let m = suite.manifest(name);
-        assert_eq!((m.status, m.launches.as_ref().map(|l| l.count)), (Status::Ok, Some(3)), "{name}");
+        assert_eq!((m.status(), m.launches().map(|l| l.count)), (Status::Ok, Some(3)), "{name}");
         let folder = parlab::collect::frames::launch_dir(&suite.manifests().join(&m.run_id), launch);
         std::fs::metadata(folder.join("records-rank0.jsonl")).unwrap().modified().unwrap()
     };
@@ -884,9 +892,9 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     let slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
     println!("4 nights of 4 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
     let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
-    let launches = manifest.launches.as_ref().expect("per-launch figures");
+    let launches = manifest.launches().expect("per-launch figures");
     assert_eq!((launches.count, launches.figures["decode step median"].len()), (k, k as usize));
-    let samples = nights[0].join(manifest.results.as_ref().unwrap().samples.clone());
+    let samples = nights[0].join(manifest.results().unwrap().samples.clone());
     let frame = parlab::collect::frames::read_parquet(&samples).unwrap();
     let column = |name: &str| {
         let c = frame.column(name).unwrap().u32().unwrap().clone();

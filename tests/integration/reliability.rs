@@ -81,8 +81,8 @@ fn interrupted_by(sig: i32, code: i32) {
     assert_eq!(status.code(), Some(code), "exit status after signal {sig}");
     assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
     let hung = suite.manifest("hung");
-    assert_eq!(hung.status, Status::Failed);
-    assert!(hung.reason.as_deref().unwrap_or("").starts_with("interrupted"), "{:?}", hung.reason);
+    assert_eq!(hung.status(), Status::Failed);
+    assert!(hung.reason().unwrap_or("").starts_with("interrupted"), "{:?}", hung.reason());
     let (all, _) = parlab::manifest::read_all(&suite.manifests());
     assert!(all.iter().all(|m| m.experiment != "later"), "the suite stops at the interrupted run");
 }
@@ -108,10 +108,10 @@ fn an_interrupt_between_rounds_writes_the_runs_still_launching_failed_and_keeps_
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert_eq!(child.wait().unwrap().code(), Some(130));
     let hung = suite.manifest("hung");
-    assert_eq!(hung.status, Status::Failed);
-    assert!(hung.reason.as_deref().unwrap_or("").starts_with("launch 1 of 2: interrupted"), "{:?}", hung.reason);
+    assert_eq!(hung.status(), Status::Failed);
+    assert!(hung.reason().unwrap_or("").starts_with("launch 1 of 2: interrupted"), "{:?}", hung.reason());
     let done = suite.manifest("done");
-    assert_eq!((done.status, done.reason.as_deref()), (Status::Failed, Some("interrupted after 1 of 2 launches")));
+    assert_eq!((done.status(), done.reason()), (Status::Failed, Some("interrupted after 1 of 2 launches")));
     let results = suite.manifests().join(&done.run_id);
     assert!(results.join("records-rank0.jsonl").is_file(), "its first launch's records are kept");
     assert!(!results.join("launch-1").exists(), "no second launch after the signal");
@@ -155,8 +155,8 @@ fn a_controller_killed_by_sigkill_leaves_no_rank_and_the_next_run_completes() {
     child.wait().unwrap();
     assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
     assert_eq!(suite.run(&[]), 0, "a second run completes the suite");
-    assert_eq!(suite.manifest("hung").status, Status::Ok);
-    assert_eq!(suite.manifest("later").status, Status::Ok);
+    assert_eq!(suite.manifest("hung").status(), Status::Ok);
+    assert_eq!(suite.manifest("later").status(), Status::Ok);
 }
 
 #[test]
@@ -261,10 +261,10 @@ fn a_wrong_shaped_tensor_fails_its_run_naming_the_tensor_and_both_shapes_and_the
     let code = suite.run(&[]);
     assert_eq!(code, 1, "a failed run, not a panic (101)");
     let bad = suite.manifest("a-bad");
-    assert_eq!(bad.status, Status::Failed);
-    let reason = bad.reason.unwrap_or_default();
+    assert_eq!(bad.status(), Status::Failed);
+    let reason = bad.reason().unwrap_or_default();
     assert!(reason.contains("h.0.attn.c_proj.weight") && reason.contains("[64, 63]") && reason.contains("[64, 64]"), "{reason}");
-    assert_eq!(suite.manifest("b-healthy").status, Status::Ok);
+    assert_eq!(suite.manifest("b-healthy").status(), Status::Ok);
 }
 
 #[test]
@@ -274,7 +274,8 @@ fn nan_weights_name_the_tensor() {
     alter_tensor(&suite.dir.path().join("nan"), "transformer.h.1.mlp.c_fc.weight", None);
     suite.spec("nan", &decode_spec("nan", "../nan"));
     assert_eq!(suite.run(&[("PARLAB_STATE", suite.dir.path().join("state").to_str().unwrap())]), 1);
-    let reason = suite.manifest("nan").reason.unwrap_or_default();
+    let nan = suite.manifest("nan");
+    let reason = nan.reason().unwrap_or_default();
     assert!(reason.contains("h.1.mlp.c_fc.weight") && reason.contains("NaN"), "{reason}");
 }
 
@@ -506,7 +507,7 @@ fn a_garbage_results_file_is_warned_about_in_the_register_header() {
     suite.spec("one", &small_collectives("one", "60s", ""));
     assert_eq!(suite.run(&[]), 0);
     let m = suite.manifest("one");
-    let samples = suite.manifests().join(&m.results.expect("results files").samples);
+    let samples = suite.manifests().join(&m.results().expect("results files").samples);
     std::fs::write(&samples, b"not parquet at all").unwrap();
     let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "reports"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -566,7 +567,7 @@ fn a_changed_spec_moves_its_old_runs_out_of_the_register_and_keeps_them() {
     assert!(stderr(&out).contains(&format!("sweep {}", &old.run_id[..12])), "{}", stderr(&out));
     let new = suite.manifest("sweep");
     assert_ne!(new.run_id, old.run_id);
-    assert_eq!(suite.manifest("other").status, Status::Ok, "another experiment's run stays");
+    assert_eq!(suite.manifest("other").status(), Status::Ok, "another experiment's run stays");
     let kept = suite.manifests().join("superseded");
     assert!(kept.join(format!("{}.json", old.run_id)).is_file(), "the old manifest is kept");
     assert!(kept.join(&old.run_id).join("samples.parquet").is_file(), "with its results");

@@ -93,7 +93,7 @@ fn fixture_manifests_match_the_schema() {
     let (list, skipped) = manifest::read_all(&fixtures());
     assert!(skipped.is_empty(), "fixtures no longer match the manifest schema: {skipped:?} (regenerate with PARLAB_UPDATE_SNAPSHOTS=1)");
     for status in [Status::Ok, Status::Failed, Status::NotRun] {
-        assert!(list.iter().any(|m| m.status == status), "fixtures lack a {status:?} manifest");
+        assert!(list.iter().any(|m| m.status() == status), "fixtures lack a {status:?} manifest");
     }
     assert!(list.iter().any(|m| m.kind == Kind::Model));
 }
@@ -116,6 +116,52 @@ fn the_same_manifests_give_a_byte_identical_register() {
     assert_eq!(fa.iter().map(|f| &f.0).collect::<Vec<_>>(), fb.iter().map(|f| &f.0).collect::<Vec<_>>());
     for ((path, x), (_, y)) in fa.iter().zip(&fb) {
         assert!(x == y, "{} differs between two renders of the same manifests", path.display());
+    }
+}
+
+/// The manifests in `list` written into a new folder, with the gates of `src`; `previous`:
+/// in the previous shape (a failed or NOT_RUN run also writes `"results"`, `"summary"` and
+/// `"answer"` as null), else as this parlab writes them.
+fn written(list: &[Manifest], src: &Path, previous: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for m in list {
+        let path = m.write(dir.path()).unwrap();
+        if previous && m.status() != Status::Ok {
+            let mut value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            for key in ["results", "summary", "answer"] {
+                value[key] = serde_json::Value::Null;
+            }
+            std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+        }
+    }
+    std::fs::create_dir_all(dir.path().join("_gates")).unwrap();
+    std::fs::copy(src.join("_gates/gates.json"), dir.path().join("_gates/gates.json")).unwrap();
+    dir
+}
+
+#[test]
+fn manifests_of_the_previous_and_the_outcome_shape_give_the_same_register() {
+    let src = fixtures();
+    let (list, skipped) = manifest::read_all(&src);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let (previous, outcome) = (written(&list, &src, true), written(&list, &src, false));
+    let not_run = list.iter().find(|m| m.status() == Status::NotRun).expect("a NOT_RUN fixture");
+    let keys = |dir: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(Manifest::path_for(dir, &not_run.run_id)).unwrap()).unwrap()
+    };
+    assert!(keys(previous.path()).get("summary").is_some() && keys(outcome.path()).get("summary").is_none(), "two shapes");
+    let visible = |manifests: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        let out = tempfile::tempdir().unwrap();
+        report::render_all(manifests, out.path()).unwrap();
+        files_under(out.path()).into_iter().filter(|(p, _)| !p.to_string_lossy().starts_with('.')).collect()
+    };
+    let (fa, fb, fc) = (visible(&src), visible(previous.path()), visible(outcome.path()));
+    assert!(fa.iter().any(|(p, _)| p == Path::new("evidence.md")) && fa.iter().any(|(p, _)| p.starts_with("tables")));
+    for other in [&fb, &fc] {
+        assert_eq!(fa.iter().map(|f| &f.0).collect::<Vec<_>>(), other.iter().map(|f| &f.0).collect::<Vec<_>>());
+        for ((path, x), (_, y)) in fa.iter().zip(other) {
+            assert!(x == y, "{} differs between the committed fixtures and a rewrite of them", path.display());
+        }
     }
 }
 
@@ -142,11 +188,11 @@ fn the_register_references_figures_and_tables_that_exist() {
 fn a_failed_run_is_shown_with_its_reason() {
     let dir = fixtures();
     let (list, _) = manifest::read_all(&dir);
-    let failed: Vec<&Manifest> = list.iter().filter(|m| m.status == Status::Failed).collect();
+    let failed: Vec<&Manifest> = list.iter().filter(|m| m.status() == Status::Failed).collect();
     assert!(!failed.is_empty());
     let measured = section(&rendered(&dir).markdown, "measured");
     for m in failed {
-        let reason = m.reason.as_deref().unwrap();
+        let reason = m.reason().unwrap();
         assert!(measured.contains(&m.run_id[..12]), "failed run {} missing", &m.run_id[..12]);
         assert!(measured.contains(&report::fmt::escape(reason)), "reason `{reason}` missing from:\n{measured}");
     }
@@ -235,7 +281,7 @@ fn a_second_run_uses_the_cached_gates_and_labels_its_not_run_decision() {
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         let (list, _) = manifest::read_all(&manifests);
         assert_eq!(list.len(), 1, "{stderr}");
-        (stderr, list[0].reason.clone().unwrap_or_default())
+        (stderr, list[0].reason().unwrap_or_default().to_string())
     };
     let (stderr, reason) = run(&[]);
     assert!(stderr.contains("probing the machine (gates; no cached probes yet)"), "{stderr}");
@@ -320,10 +366,10 @@ fn a_cuda_run_is_never_launched_where_parlabs_libtorch_sees_no_gpu() {
     let (list, _) = parlab::manifest::read_all(&manifests);
     assert_eq!(list.len(), 2, "both cuda runs get a manifest");
     for m in &list {
-        assert_eq!(m.status, parlab::manifest::Status::NotRun, "{}", m.plan.label());
-        let reason = m.reason.clone().unwrap_or_default();
+        assert_eq!(m.status(), parlab::manifest::Status::NotRun, "{}", m.plan.label());
+        let reason = m.reason().unwrap_or_default();
         assert!(reason.contains("needs a CUDA device visible to parlab's libtorch") && reason.contains("CUDA devices: 0"), "{reason}");
-        assert!(m.launch.is_none() && m.results.is_none(), "{} was launched", m.plan.label());
+        assert!(m.launch().is_none() && m.results().is_none(), "{} was launched", m.plan.label());
         assert!(m.plan.label().ends_with(" cuda"), "{}", m.plan.label());
     }
     assert!(!state.join("checkpoints").exists(), "a NOT_RUN cuda run made a checkpoint");
@@ -531,14 +577,14 @@ fn an_nccl_run_is_not_run_by_probe_without_a_gpu_per_rank() {
     let ids: std::collections::BTreeSet<_> = list.iter().map(|m| m.run_id.clone()).collect();
     assert_eq!(ids.len(), 4, "the NCCL environment (the link) is part of the run identity");
     for m in &list {
-        assert_eq!(m.status, parlab::manifest::Status::NotRun, "{}", m.plan.label());
+        assert_eq!(m.status(), parlab::manifest::Status::NotRun, "{}", m.plan.label());
         assert_eq!(m.plan.backend, "nccl", "{}", m.plan.label());
         assert!(m.plan.requires.nccl && m.plan.requires.cuda, "{:?}", m.plan.requires);
-        let reason = m.reason.clone().unwrap_or_default();
+        let reason = m.reason().unwrap_or_default();
         let world = m.plan.layout.world;
         let gpus = if world == 1 { "needs 1 GPU (one per NCCL rank" } else { "needs 2 GPUs (one per NCCL rank" };
         assert!(reason.contains(gpus) && reason.contains("CUDA devices: 0"), "{reason}");
-        assert!(m.launch.is_none(), "{} was launched", m.plan.label());
+        assert!(m.launch().is_none(), "{} was launched", m.plan.label());
     }
     let gates = parlab::gates::load(&manifests).unwrap().expect("gates saved beside the manifests");
     let probe = gates.get("nccl").expect("an nccl probe");
@@ -553,12 +599,12 @@ fn every_decode_run_in_the_register_has_a_predicted_step_a_hypothesis_and_past_2
     // A context split that decodes on rank 0 communicates nothing per step (as real runs record);
     // the synthetic generator gives every multi-rank run communication, so take it out here.
     for m in list.iter_mut().filter(|m| m.layout.strategy == parlab::spec::Strategy::Context) {
-        if let Some(Summary::Decode(d)) = m.summary.as_mut() {
+        if let Some(Summary::Decode(d)) = m.summary_mut() {
             d.step_s.median -= d.comm_s.median;
             d.comm_s = crate::synth::flat(0.0, d.comm_s.n);
         }
     }
-    let decode: Vec<&Manifest> = list.iter().filter(|m| m.kind == Kind::Decode && m.status == Status::Ok).collect();
+    let decode: Vec<&Manifest> = list.iter().filter(|m| m.kind == Kind::Decode && m.status() == Status::Ok).collect();
     assert!(decode.len() >= 6, "the synthetic suite decodes tensor and context splits at worlds 1, 2 and 4");
     let predictions = predict_steps(&list);
     assert_eq!(predictions.len(), decode.len(), "one prediction per measured decode run");
@@ -606,8 +652,8 @@ fn every_decode_run_in_the_register_has_a_predicted_step_a_hypothesis_and_past_2
     assert_eq!(prefills.len(), context, "one prefill prediction per context split");
     let unsplit = list
         .iter()
-        .find(|m| m.layout.strategy == parlab::spec::Strategy::Context && m.layout.world == 1 && m.status == Status::Ok)
-        .and_then(|m| m.summary.as_ref()?.decode())
+        .find(|m| m.layout.strategy == parlab::spec::Strategy::Context && m.layout.world == 1 && m.status() == Status::Ok)
+        .and_then(|m| m.summary()?.decode())
         .expect("the unsplit context run");
     for p in &prefills {
         assert!((p.compute_s - unsplit.prefill_s.median / p.world as f64).abs() < 1e-15);
@@ -630,7 +676,7 @@ fn write_with_number(dir: &Path, m: &Manifest, pointer: &str, number: &str) {
 fn a_manifest_with_an_implausible_number_is_skipped_with_the_reason_and_never_rendered() {
     let dir = tempfile::tempdir().unwrap();
     let (list, _) = manifest::read_all(&fixtures());
-    let ok_of = |kind: Kind| list.iter().filter(move |m| m.kind == kind && m.status == Status::Ok);
+    let ok_of = |kind: Kind| list.iter().filter(move |m| m.kind == kind && m.status() == Status::Ok);
     let mut decodes = ok_of(Kind::Decode);
     write_with_number(dir.path(), decodes.next().unwrap(), "/summary/decode/step_s/median", "1e308");
     write_with_number(dir.path(), decodes.next().unwrap(), "/summary/decode/step_s/median", "1e999");

@@ -45,7 +45,7 @@ fn nothing_left(suite: &Suite) {
 }
 
 fn launched_by_srun(m: &Manifest) {
-    let command = &m.launch.as_ref().expect("launch recorded").command;
+    let command = &m.launch().expect("launch recorded").command;
     assert!(command.contains(&format!("srun -n {} ", m.layout.world)), "{command}");
     if std::env::var_os("SLURM_MPI_TYPE").is_none() {
         assert!(command.contains("--mpi=pmix"), "{command}");
@@ -71,7 +71,7 @@ fn srun_runs_collectives_and_a_tensor_decode_with_the_unsplit_tokens() {
     let (all, _) = read_all(&suite.manifests());
     assert_eq!(all.len(), 3, "collectives at 2, decode at 1 and 2");
     for m in &all {
-        assert_eq!(m.status, Status::Ok, "{} world {}: {:?}", m.experiment, m.layout.world, m.reason);
+        assert_eq!(m.status(), Status::Ok, "{} world {}: {:?}", m.experiment, m.layout.world, m.reason());
         launched_by_srun(m);
     }
     let coll = suite.manifest("coll");
@@ -82,7 +82,7 @@ fn srun_runs_collectives_and_a_tensor_decode_with_the_unsplit_tokens() {
     let decode: Vec<&Manifest> = all.iter().filter(|m| m.experiment == "tp").collect();
     let unsplit = decode.iter().find(|m| m.layout.world == 1).expect("the world-1 run");
     let split = decode.iter().find(|m| m.layout.world == 2).expect("the world-2 run");
-    let (unsplit, split) = (unsplit.answer.as_ref().expect("an answer"), split.answer.as_ref().expect("an answer"));
+    let (unsplit, split) = (unsplit.answer().expect("an answer"), split.answer().expect("an answer"));
     assert_eq!(unsplit.tokens[0].len(), 7, "{unsplit:?}");
     assert_eq!(split.tokens, unsplit.tokens, "the tensor split under srun changed the tokens");
     assert!(split.exactness.tokens_equal, "{:?}", split.exactness);
@@ -97,8 +97,8 @@ fn a_hanging_rank_under_srun_is_killed_at_the_timeout_leaving_nothing() {
     suite.spec("hang", &small_collectives("hang", "6s", "launcher: srun\n"));
     assert_eq!(suite.run(&[("PARLAB_FAULT", "hang:rank1@hang")]), 1, "a failed run makes `parlab run` exit 1");
     let m = suite.manifest("hang");
-    assert_eq!(m.status, Status::Failed);
-    let reason = m.reason.clone().unwrap_or_default();
+    assert_eq!(m.status(), Status::Failed);
+    let reason = m.reason().unwrap_or_default();
     assert!(reason.contains("timed out after 6 s"), "{reason}");
     launched_by_srun(&m);
     nothing_left(&suite);
@@ -112,8 +112,8 @@ fn a_rank_killed_under_srun_fails_its_run_leaving_nothing() {
     suite.spec("killed", &small_collectives("killed", "60s", "launcher: srun\n"));
     assert_eq!(suite.run(&[("PARLAB_FAULT", "signal:9:rank1@killed")]), 1, "a failed run makes `parlab run` exit 1");
     let m = suite.manifest("killed");
-    assert_eq!(m.status, Status::Failed);
-    let reason = m.reason.clone().unwrap_or_default();
+    assert_eq!(m.status(), Status::Failed);
+    let reason = m.reason().unwrap_or_default();
     assert!(reason.contains("rank 1 was killed by signal 9 (Killed)"), "{reason}");
     launched_by_srun(&m);
     nothing_left(&suite);

@@ -10,7 +10,7 @@ use parlab::manifest::summary::{
     CollectiveRow, Collectives, ContextPrefill, Decode, Dispatch, DispatchRow, Membw, ModelTables, Phase, PhaseAllReduce, Roofline,
     RooflineSource, Summary,
 };
-use parlab::manifest::{Launch, Manifest, Status, Tool};
+use parlab::manifest::{Launch, Manifest, Outcome, Status, Tool};
 use parlab::spec::plan::Workload;
 use parlab::spec::schema::Op;
 use parlab::spec::{Kind, RunPlan};
@@ -102,23 +102,31 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
         plan.index = i;
         plan.run_id = hex::encode(Sha256::digest(format!("{}/{i}", base.run_id))).into();
     }
-    let mut m = Manifest::for_plan(&plan, gates.fingerprint(), &timestamp(60 * i as i64));
-    m.parlab = Tool {
-        version: "0.1.0".into(),
-        commit: "synthetic".into(),
-        measuring: parlab::manifest::MEASURING_DIGEST.into(),
-        model: String::new(),
-    };
+    let outcome = outcome(&plan, i, gates);
+    let launched = outcome.launch().is_some();
+    let mut m = Manifest::for_plan(&plan, gates.fingerprint(), &timestamp(60 * i as i64), outcome);
+    m.parlab = synthetic_tool();
     m.finished_at = timestamp(60 * i as i64 + 30);
+    if launched {
+        m.caveats = parlab::launch::caveats(&plan, gates.cores(), &[]);
+    }
+    m
+}
+
+/// The parlab that "wrote" the synthetic manifests.
+fn synthetic_tool() -> Tool {
+    Tool { version: "0.1.0".into(), commit: "synthetic".into(), measuring: parlab::manifest::MEASURING_DIGEST.into(), model: String::new() }
+}
+
+/// How synthetic run `i` of `plan` ended: NOT_RUN when the gates refuse its requirements,
+/// failed (killed) when `i % 23 == 22`, else ok with generated figures.
+fn outcome(plan: &RunPlan, i: usize, gates: &Gates) -> Outcome {
     let unmet = gates.unmet(&plan.requires);
     if !unmet.is_empty() {
-        m.status = Status::NotRun;
-        m.reason = Some(unmet.join("; "));
-        return m;
+        return Outcome::NotRun { reason: unmet.join("; ") };
     }
-    m.caveats = parlab::launch::caveats(&plan, gates.cores(), &[]);
     let world = plan.layout.world;
-    m.launch = Some(Launch {
+    let mut launch = Launch {
         command: format!("mpirun --allow-run-as-root -np {world} parlab rank --plan manifests/{}/plan.json", &plan.run_id[..12]),
         oversubscribed: world * plan.threads_per_rank > gates.cores(),
         wall_s: 2.0 + world as f64,
@@ -126,23 +134,23 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
         transport: String::new(),
         ranks: Vec::new(),
         nccl: Vec::new(),
-    });
+    };
     if i % 23 == 22 {
-        m.status = Status::Failed;
-        m.reason = Some(format!("rank {} was killed by signal 9 (SIGKILL) after 0.8 s; last stderr: out of memory", world - 1));
-        if let Some(l) = m.launch.as_mut() {
-            l.exit_code = Some(137);
-        }
-        return m;
+        launch.exit_code = Some(137);
+        let reason = format!("rank {} was killed by signal 9 (SIGKILL) after 0.8 s; last stderr: out of memory", world - 1);
+        return Outcome::Failed { reason, launch: Some(launch) };
     }
-    let i = i as u64;
+    let (summary, answer) = figures(plan, i as u64);
+    Outcome::Ok { launch: Some(launch), results: None, summary: Box::new(summary), answer: answer.map(Box::new), launches: None }
+}
+
+/// Generated figures of synthetic run `i` of `plan` (a `kind: model` plan gets no tables here).
+fn figures(plan: &RunPlan, i: u64) -> (Summary, Option<Answer>) {
+    let world = plan.layout.world;
     match &plan.workload {
-        Workload::Collectives(c) => m.summary = Some(collectives(&plan, &c.ops, &c.sizes, c.iterations as u64, i)),
-        Workload::Decode { new_tokens, .. } => {
-            let (summary, answer) = decode(&plan, *new_tokens, i);
-            (m.summary, m.answer) = (Some(summary), answer);
-        }
-        Workload::Membw(p) => m.summary = Some(membw(&plan, p.buffer_bytes, i)),
+        Workload::Collectives(c) => (collectives(plan, &c.ops, &c.sizes, c.iterations as u64, i), None),
+        Workload::Decode { new_tokens, .. } => decode(plan, *new_tokens, i),
+        Workload::Membw(p) => (membw(plan, p.buffer_bytes, i), None),
         Workload::Dispatch(p) => {
             let rows = p
                 .tokens
@@ -161,11 +169,10 @@ fn manifest(base: &RunPlan, i: usize, renamed: bool, gates: &Gates) -> Manifest 
                     }
                 })
                 .collect();
-            m.summary = Some(Summary::Dispatch(Dispatch { rows, timing: "synthetic".into() }));
+            (Summary::Dispatch(Dispatch { rows, timing: "synthetic".into() }), None)
         }
-        Workload::Model { .. } => {}
+        Workload::Model { .. } => (Summary::Model(ModelTables { tables: Vec::new() }), None),
     }
-    m
 }
 
 /// Times on an α-β line (sizes above 1 MiB 1.9× slower, so the held-out check has something to
@@ -336,14 +343,6 @@ fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
         sequences: vec![1],
         dtypes: vec![parlab::spec::schema::Dtype::Float16],
     };
-    let gates = gates();
-    let mut m = manifest(&plan, i, false, &gates);
-    m.kind = Kind::Model;
-    m.caveats.clear();
-    m.launch = None;
-    m.status = Status::Ok;
-    m.reason = None;
-    m.answer = None;
     let bw = 303e9;
     let rows = [(1u32, 0.0), (2, 54e-6), (4, 54e-6)]
         .iter()
@@ -360,7 +359,10 @@ fn model_manifest(base: &RunPlan, i: usize) -> Manifest {
         rows,
         provenance: vec!["303 GB/s: device memory bandwidth (synthetic fixture)".into(), "54 µs: link latency (synthetic fixture)".into()],
     };
-    m.summary = Some(Summary::Model(ModelTables { tables: vec![table] }));
+    let summary = Summary::Model(ModelTables { tables: vec![table] });
+    let mut m = Manifest::for_plan(&plan, gates().fingerprint(), &timestamp(60 * i as i64), Outcome::computed(summary));
+    m.parlab = synthetic_tool();
+    m.finished_at = timestamp(60 * i as i64 + 30);
     m
 }
 
@@ -379,13 +381,13 @@ pub fn write_all(dir: &Path, list: &[Manifest]) -> std::io::Result<()> {
 /// launched run marked failed with its reason.
 pub fn fixtures() -> Result<Vec<Manifest>, String> {
     let mut list = manifests(&plans()?, 0, true);
-    let m = list.iter_mut().rev().find(|m| m.kind == Kind::Membw && m.status == Status::Ok).ok_or("no membw run to fail")?;
-    m.status = Status::Failed;
-    m.reason = Some(format!("rank {} exited with status 1: membw: cannot allocate 64.0 MiB (out of memory)", m.layout.world - 1));
-    m.summary = None;
-    if let Some(l) = m.launch.as_mut() {
+    let m = list.iter_mut().rev().find(|m| m.kind == Kind::Membw && m.status() == Status::Ok).ok_or("no membw run to fail")?;
+    let mut launch = m.launch().cloned();
+    if let Some(l) = launch.as_mut() {
         l.exit_code = Some(1);
     }
+    let reason = format!("rank {} exited with status 1: membw: cannot allocate 64.0 MiB (out of memory)", m.layout.world - 1);
+    m.outcome = Outcome::Failed { reason, launch };
     Ok(list)
 }
 
