@@ -366,16 +366,16 @@ fn model_init_with_layers_writes_a_real_width_checkpoint_of_that_many_layers_tha
     let (all, _) = parlab::manifest::read_all(&suite.manifests());
     assert_eq!(all.len(), 2);
     for m in &all {
-        assert_eq!(m.status, parlab::manifest::Status::Ok, "{:?}", m.reason);
+        assert_eq!(m.status(), parlab::manifest::Status::Ok, "{:?}", m.reason());
         assert!(
             matches!(m.plan.model.as_ref().map(|s| &s.weights), Some(parlab::spec::plan::Weights::Checkpoint { .. })),
             "{:?}",
             m.plan.model
         );
-        let answer = m.answer.as_ref().expect("an answer");
+        let answer = m.answer().expect("an answer");
         assert!(answer.exactness.tokens_equal && answer.tokens[0].len() == 4, "{answer:?}");
         let world = m.layout.world as u64;
-        let d = m.summary.as_ref().and_then(|s| s.decode()).expect("a decode summary");
+        let d = m.summary().and_then(|s| s.decode()).expect("a decode summary");
         assert_eq!(d.kv_cache_bytes_per_token, vec![2 * 2 * (2 / world) * 64 * 4; world as usize], "world {world}");
     }
 }
