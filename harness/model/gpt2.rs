@@ -96,14 +96,33 @@ pub struct Dims {
     pub positions: usize,
     /// Layer-norm epsilon.
     pub eps: f64,
-    /// tch's GELU approximation: `tanh` (gelu_new) or `none` (exact gelu).
-    pub gelu: &'static str,
+    /// The GELU the config asks for: `gelu_new` (tanh approximation) or exact `gelu`.
+    pub gelu: Gelu,
     /// `scale_attn_weights`.
     pub scale_attn: bool,
     /// `scale_attn_by_inverse_layer_idx`.
     pub scale_by_layer: bool,
     /// The mixture of experts that replaces every feed-forward block, if the config has one.
     pub moe: Option<MoeDims>,
+}
+
+/// GPT-2's activation: `activation_function` in its config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gelu {
+    /// `gelu_new`: the tanh approximation (GPT-2's own).
+    Tanh,
+    /// `gelu`: the exact error-function form.
+    Exact,
+}
+
+impl Gelu {
+    /// libtorch's `approximate` argument of `gelu` for it.
+    pub fn tch_approximate(self) -> &'static str {
+        match self {
+            Gelu::Tanh => "tanh",
+            Gelu::Exact => "none",
+        }
+    }
 }
 
 impl Dims {
@@ -120,7 +139,7 @@ impl Dims {
             vocab: cfg.vocab as usize,
             positions: cfg.max_positions as usize,
             eps: cfg.raw.get("layer_norm_epsilon").and_then(|v| v.as_f64()).unwrap_or(1e-5),
-            gelu: if act == "gelu" { "none" } else { "tanh" },
+            gelu: if act == "gelu" { Gelu::Exact } else { Gelu::Tanh },
             scale_attn: flag("scale_attn_weights", true),
             scale_by_layer: flag("scale_attn_by_inverse_layer_idx", false),
             moe: MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize).ok().flatten(),
@@ -470,10 +489,10 @@ impl Gpt2Part {
 
     /// The block's activation in place: the tanh form on slices; exact GELU (erf) through libtorch.
     fn gelu_row(&self, f: &mut [f32]) {
-        if self.dims.gelu == "tanh" {
+        if self.dims.gelu == Gelu::Tanh {
             return row::gelu_tanh(f);
         }
-        let exact = Tensor::from_slice(f).gelu(self.dims.gelu);
+        let exact = Tensor::from_slice(f).gelu(self.dims.gelu.tch_approximate());
         f.copy_from_slice(f32s(&exact));
     }
 
@@ -499,7 +518,7 @@ impl Gpt2Part {
         let m = h.layer_norm([d], Some(&l.ln2.0), Some(&l.ln2.1), self.dims.eps, false);
         match &l.mlp {
             Mlp::Dense { w_fc, b_fc, w_proj, b_proj } => {
-                let f = linear(&m, w_fc, Some(b_fc)).gelu(self.dims.gelu);
+                let f = linear(&m, w_fc, Some(b_fc)).gelu(self.dims.gelu.tch_approximate());
                 h + self.reduced_linear_bias(comm, &f, w_proj, b_proj)
             }
             Mlp::Mixture(mix) => h + comm.mixture(mix, &m),

@@ -63,11 +63,10 @@ impl MoeDims {
 /// How a mixture's experts compute, and so which tensors each one has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExpertKind {
-    /// A GPT-2 MLP with biases, `c_fc` then `c_proj`, with tch's GELU approximation
-    /// (`tanh` or `none`).
+    /// A GPT-2 MLP with biases, `c_fc` then `c_proj`, with the config's GELU.
     Gpt2Mlp {
-        /// tch's GELU approximation.
-        gelu: &'static str,
+        /// The GELU the config asks for.
+        gelu: super::gpt2::Gelu,
     },
     /// Mixtral's SwiGLU expert without biases, `w2(silu(w1 x) * w3 x)`, holding the columns
     /// `columns` of its width (a tensor split's share; each rank's output is then a partial sum).
@@ -105,7 +104,7 @@ pub fn check_shapes(ckpt: &Checkpoint, m: &MoeDims, prefix: &str, kind: ExpertKi
 /// One expert's matrices `[out, in]`.
 enum Expert {
     /// A GPT-2 MLP and tch's GELU approximation.
-    Gpt2Mlp { w_fc: Tensor, b_fc: Tensor, w_proj: Tensor, b_proj: Tensor, gelu: &'static str },
+    Gpt2Mlp { w_fc: Tensor, b_fc: Tensor, w_proj: Tensor, b_proj: Tensor, gelu: super::gpt2::Gelu },
     /// A SwiGLU expert: gate rows then up rows `[2 f, d]`, and down `[d, f]`.
     SwiGlu { w_gate_up: Tensor, w_down: Tensor },
 }
@@ -137,7 +136,7 @@ impl Expert {
     fn forward(&self, rows: &Tensor) -> Tensor {
         match self {
             Expert::Gpt2Mlp { w_fc, b_fc, w_proj, b_proj, gelu } => {
-                linear(&linear(rows, w_fc, Some(b_fc)).gelu(gelu), w_proj, Some(b_proj))
+                linear(&linear(rows, w_fc, Some(b_fc)).gelu(gelu.tch_approximate()), w_proj, Some(b_proj))
             }
             Expert::SwiGlu { w_gate_up, w_down } => {
                 let gu = linear(rows, w_gate_up, None);

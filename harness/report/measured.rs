@@ -47,6 +47,34 @@ fn group<T: Clone, K: Ord>(rows: &[T], key: impl Fn(&T) -> K) -> BTreeMap<K, Vec
     map
 }
 
+/// A collective table's columns; the op time and skew go in after the p99 ([`AFTER_P99`]).
+const COLLECTIVE_COLUMNS: [&str; 12] =
+    ["world", "link", "size", "median", "min – max", "p99", "n", "algbw", "busbw", "busbw factor", "wrong", "run"];
+/// Where a collective table's optional op-time columns go: after its p99.
+const AFTER_P99: usize = 6;
+
+/// A decode table's columns; the dtype and overlap go in after the link ([`AFTER_LINK`]).
+const DECODE_COLUMNS: [&str; 16] = [
+    "strategy",
+    "world",
+    "head",
+    "seqs",
+    "link",
+    "step median",
+    "step min – max",
+    "comm median",
+    "compute median",
+    "prefill median",
+    "tokens/s",
+    "collectives/step",
+    "tokens equal",
+    "max logit diff",
+    "min top-2 margin",
+    "run",
+];
+/// Where a decode table's optional dtype and overlap columns go: after its link.
+const AFTER_LINK: usize = 5;
+
 fn collectives(rows: &[CollRow]) -> Vec<Table> {
     let groups = group(rows, |r| (r.experiment.clone(), super::facts::op_order(r.op), r.op.name()));
     groups
@@ -57,20 +85,7 @@ fn collectives(rows: &[CollRow]) -> Vec<Table> {
                 id: format!("measured-{}-{}", fmt::slug(&experiment), fmt::slug(op)),
                 title: format!("{op} (experiment `{experiment}`)"),
                 caption: format!("{op}: time per iteration by world size, link and message size; measured."),
-                columns: cols(&[
-                    "world",
-                    "link",
-                    "size",
-                    "median",
-                    "min – max",
-                    "p99",
-                    "n",
-                    "algbw",
-                    "busbw",
-                    "busbw factor",
-                    "wrong",
-                    "run",
-                ]),
+                columns: cols(&COLLECTIVE_COLUMNS),
                 rows: rows.iter().map(coll_cells).collect(),
                 provenance: Vec::new(),
             };
@@ -89,7 +104,7 @@ fn with_op_time(mut t: Table, rows: &[CollRow]) -> Table {
     if rows.iter().all(|r| r.op_time.is_none()) {
         return t;
     }
-    let at = t.columns.iter().position(|c| c == "p99").map_or(t.columns.len(), |p| p + 1);
+    let at = AFTER_P99;
     t.columns.insert(at, "op time (back to back, median)".into());
     t.columns.insert(at + 1, "skew (median − op time)".into());
     for (cells, r) in t.rows.iter_mut().zip(rows) {
@@ -105,7 +120,8 @@ fn with_in_place(mut t: Table, rows: &[CollRow]) -> Table {
     if rows.iter().all(|r| r.in_place_op_time.is_none()) {
         return t;
     }
-    let at = t.columns.iter().position(|c| c.starts_with("op time")).map_or(t.columns.len(), |p| p + 1);
+    // After the op time (which `with_op_time` put at AFTER_P99 when any row has one).
+    let at = if rows.iter().any(|r| r.op_time.is_some()) { AFTER_P99 + 1 } else { t.columns.len() };
     t.columns.insert(at, "in place (back to back, median)".into());
     for (cells, r) in t.rows.iter_mut().zip(rows) {
         cells.insert(at, Cell::opt(r.in_place_op_time.map(|s| s.median), Cell::Seconds));
@@ -242,24 +258,7 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
                 id: format!("measured-{}", fmt::slug(&experiment)),
                 title: format!("decode (experiment `{experiment}`, {})", model.trim()),
                 caption: "Per decode step; tokens/s over the whole generation; measured.".into(),
-                columns: cols(&[
-                    "strategy",
-                    "world",
-                    "head",
-                    "seqs",
-                    "link",
-                    "step median",
-                    "step min – max",
-                    "comm median",
-                    "compute median",
-                    "prefill median",
-                    "tokens/s",
-                    "collectives/step",
-                    "tokens equal",
-                    "max logit diff",
-                    "min top-2 margin",
-                    "run",
-                ]),
+                columns: cols(&DECODE_COLUMNS),
                 rows: rows.iter().map(decode_cells).collect(),
                 provenance: Vec::new(),
             };
@@ -273,7 +272,7 @@ fn with_dtype(mut t: Table, rows: &[DecodeRow], mixed: bool) -> Table {
     if !mixed {
         return t;
     }
-    let at = t.columns.iter().position(|c| c == "link").map_or(0, |i| i + 1);
+    let at = AFTER_LINK;
     t.columns.insert(at, "dtype".into());
     for (cells, r) in t.rows.iter_mut().zip(rows) {
         cells.insert(at, Cell::text(r.dtype_name()));
@@ -287,7 +286,7 @@ fn with_overlap(mut t: Table, rows: &[DecodeRow]) -> Table {
     if rows.iter().all(|r| r.overlap.is_none()) {
         return t;
     }
-    let at = t.columns.iter().position(|c| c == "link").map_or(0, |i| i + 1);
+    let at = AFTER_LINK;
     t.columns.insert(at, "overlap".into());
     for (cells, r) in t.rows.iter_mut().zip(rows) {
         cells.insert(at, Cell::Count(r.overlap.unwrap_or(0).into()));
@@ -605,4 +604,15 @@ fn dispatch(rows: &[DispatchRow]) -> Vec<Table> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn optional_columns_go_in_after_the_columns_they_belong_to() {
+        assert_eq!(COLLECTIVE_COLUMNS[AFTER_P99 - 1], "p99");
+        assert_eq!(DECODE_COLUMNS[AFTER_LINK - 1], "link");
+    }
 }

@@ -30,7 +30,8 @@ fn layer0_mixture(dir: &Path, skew: f64) -> (Mixture, Tensor) {
     let ckpt = Checkpoint::open(&dir.join("model.safetensors")).unwrap();
     let mut dims = MoeDims::from_raw(&cfg.raw, 256).unwrap().expect("a mixture config");
     dims.skew = skew;
-    let mixture = Mixture::load(&ckpt, &dims, "h.0.mlp", Span::new(0, 4), ExpertKind::Gpt2Mlp { gelu: "tanh" }).unwrap();
+    let mixture =
+        Mixture::load(&ckpt, &dims, "h.0.mlp", Span::new(0, 4), ExpertKind::Gpt2Mlp { gelu: parlab::model::gpt2::Gelu::Tanh }).unwrap();
     tch::manual_seed(5);
     (mixture, Tensor::randn([12, 64], (tch::Kind::Float, tch::Device::Cpu)))
 }
