@@ -3,7 +3,6 @@
 use crate::spec::plan::{Layout, RunPlan};
 use crate::spec::schema::Kind;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -528,10 +527,21 @@ pub fn read_one(path: &Path) -> Result<Manifest, ReadError> {
 }
 
 /// Parses a manifest's text, refusing another schema, an implausible number or a malformed file
-/// with a reason (through a JSON value, which the plausibility check walks).
+/// with a reason: the schema read first, the numbers checked as a stream, then the typed parse
+/// (no JSON tree is built).
 fn parse_checked(text: &str) -> Result<Manifest, ReadError> {
-    let value: Value = serde_json::from_str(text).map_err(ReadError::NotJson)?;
-    match value.get("schema").and_then(Value::as_str) {
+    /// The one key read before the rest.
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        schema: Option<std::borrow::Cow<'a, str>>,
+    }
+    let head = match serde_json::from_str::<Head>(text) {
+        Ok(head) => head.schema,
+        // JSON but not an object (or a schema that is not a string): no schema to go by.
+        Err(_) => serde_json::from_str::<serde::de::IgnoredAny>(text).map(|_| None).map_err(ReadError::NotJson)?,
+    };
+    match head.as_deref() {
         Some(SCHEMA) => {}
         Some(old) => {
             return Err(match OLDER_SCHEMAS.iter().find(|(tag, _)| *tag == old) {
@@ -541,8 +551,11 @@ fn parse_checked(text: &str) -> Result<Manifest, ReadError> {
         }
         None => return Err(ReadError::NoSchema),
     }
-    plausible::check(&value)?;
-    serde_json::from_value(value).map_err(ReadError::Malformed)
+    plausible::check_text(text).map_err(|problem| match problem {
+        plausible::TextProblem::Implausible(found) => ReadError::Implausible(found),
+        plausible::TextProblem::NotJson(e) => ReadError::NotJson(e),
+    })?;
+    serde_json::from_str(text).map_err(ReadError::Malformed)
 }
 
 /// The current time as RFC 3339 UTC with seconds.

@@ -7,7 +7,11 @@
 //! and the fitted link constants under `fits` (a fit's intercept may be negative, its bandwidth
 //! near unbounded) are exempt.
 
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
 use serde_json::Value;
+use std::borrow::Cow;
+use std::cell::RefCell;
 
 /// The most seconds a figure may hold (about 32 million years).
 pub const MAX_SECONDS: f64 = 1e15;
@@ -67,24 +71,147 @@ impl Implausible {
 }
 
 /// Ok, or the first implausible number with its key path (`summary.decode.step_s.median: -3`).
-/// Paths are built only on the way out of an error, so a plausible manifest allocates nothing.
 pub fn check(manifest: &Value) -> Result<(), Implausible> {
-    walk(manifest, Unit::Other)
+    match check_text(&manifest.to_string()) {
+        Err(TextProblem::Implausible(found)) => Err(found),
+        // A JSON value's own text is JSON.
+        Ok(()) | Err(TextProblem::NotJson(_)) => Ok(()),
+    }
 }
 
-fn walk(value: &Value, unit: Unit) -> Result<(), Implausible> {
-    match value {
-        Value::Object(map) => map.iter().filter(|(k, _)| !EXEMPT.contains(&k.as_str())).try_for_each(|(key, inner)| {
-            let inner_unit = if STATS_KEYS.contains(&key.as_str()) { unit } else { unit_of(key) };
-            walk(inner, inner_unit).map_err(|e| e.under(key))
-        }),
-        Value::Array(items) => {
-            items.iter().enumerate().try_for_each(|(i, inner)| walk(inner, unit).map_err(|e| e.under(&format!("[{i}]"))))
+/// Why a manifest's text fails [`check_text`].
+#[derive(Debug, thiserror::Error)]
+pub enum TextProblem {
+    /// A number no run can have measured.
+    #[error(transparent)]
+    Implausible(#[from] Implausible),
+    /// The text is not JSON (a syntax error, a number out of range).
+    #[error("{0}")]
+    NotJson(serde_json::Error),
+}
+
+/// [`check`] of a manifest's JSON text, read as a stream without building a tree (the manifest
+/// reader's path). Paths are built only on the way out of an error, so a plausible manifest
+/// allocates nothing but the keys that carry escapes.
+pub fn check_text(text: &str) -> Result<(), TextProblem> {
+    let found = RefCell::new(None);
+    let mut reader = serde_json::Deserializer::from_str(text);
+    let walked = Walk { unit: Unit::Other, found: &found }.deserialize(&mut reader).and_then(|()| reader.end());
+    match (found.into_inner(), walked) {
+        (Some(implausible), _) => Err(TextProblem::Implausible(implausible)),
+        (None, Err(e)) => Err(TextProblem::NotJson(e)),
+        (None, Ok(())) => Ok(()),
+    }
+}
+
+/// The walk over one JSON value whose numbers take `unit`; the first implausible number is
+/// left in `found` (and the walk stopped by an error).
+struct Walk<'f> {
+    unit: Unit,
+    found: &'f RefCell<Option<Implausible>>,
+}
+
+impl Walk<'_> {
+    /// Stops the walk at an implausible number.
+    fn number<E: de::Error>(&self, x: f64, written: impl FnOnce() -> String) -> Result<(), E> {
+        number(x, self.unit).map_err(|why| {
+            *self.found.borrow_mut() = Some(Implausible { path: String::new(), number: written(), why });
+            E::custom("implausible number")
+        })
+    }
+
+    /// Adds `key` in front of the found number's path on the way out.
+    fn under<E>(&self, key: &str, e: E) -> E {
+        let mut found = self.found.borrow_mut();
+        if let Some(f) = found.take() {
+            *found = Some(f.under(key));
         }
-        Value::Number(n) => {
-            number(n.as_f64().unwrap_or(f64::NAN), unit).map_err(|why| Implausible { path: String::new(), number: n.to_string(), why })
+        e
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.number(v as f64, || v.to_string())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.number(v as f64, || v.to_string())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        self.number(v, || serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            match seq.next_element_seed(Walk { unit: self.unit, found: self.found }) {
+                Ok(Some(())) => i += 1,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(self.under(&format!("[{i}]"), e)),
+            }
         }
-        _ => Ok(()),
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(Key(key)) = map.next_key()? {
+            if EXEMPT.contains(&key.as_ref()) {
+                map.next_value::<de::IgnoredAny>()?;
+                continue;
+            }
+            let unit = if STATS_KEYS.contains(&key.as_ref()) { self.unit } else { unit_of(&key) };
+            map.next_value_seed(Walk { unit, found: self.found }).map_err(|e| self.under(&key, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// A map key, borrowed from the text where it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
     }
 }
 

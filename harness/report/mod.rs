@@ -146,10 +146,16 @@ pub fn render(
     template_dir: &Path,
 ) -> Result<Rendered, ReportError> {
     let facts = facts::Facts::read(list);
-    let findings = crate::findings::compute(list, &facts);
-    let mut families = measured::families(&facts);
-    attach_figures(&mut families, &facts);
-    let modelled = modelled::modelled(list, &facts.fits, &facts.imported);
+    // The modelled tables (the largest single stage) beside the findings and measured families.
+    let ((findings, families), modelled) = crate::parallel::both(
+        || {
+            let findings = crate::findings::compute(list, &facts);
+            let mut families = measured::families(&facts);
+            attach_figures(&mut families, &facts);
+            (findings, families)
+        },
+        || modelled::modelled(list, &facts.fits, &facts.imported),
+    );
     let failed = status::failed(list);
     let not_run = status::not_run(list);
     // Every table in the register's order: ids are given in that order, the views (CSV,
