@@ -74,7 +74,7 @@ pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, String), (LinkFit,
     let mut out = BTreeMap::new();
     for (m, c) in collectives(manifests).filter(|(m, _)| m.layout.world == 2) {
         for fit in &c.fits {
-            out.entry((fit.op, m.plan.link.clone())).or_insert_with(|| (fit.clone(), m.run_id.clone()));
+            out.entry((fit.op, m.plan.link.name().to_string())).or_insert_with(|| (fit.clone(), m.run_id.clone()));
         }
     }
     out

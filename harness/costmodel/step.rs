@@ -531,7 +531,7 @@ fn run_shape<'s>(m: &Manifest, shape: &'s ModelShape) -> Option<RunShape<'s>> {
         context: mean_context(prompt, *new_tokens),
         world: m.layout.world,
         sequences: m.layout.sequences.unwrap_or(1).max(1),
-        link: m.plan.link.clone(),
+        link: m.plan.link.name().to_string(),
     })
 }
 
@@ -777,8 +777,9 @@ fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<
     let unsplit = context.iter().filter(same_model).min_by_key(|u| (u.experiment != m.experiment, u.run_id.clone()))?;
     let unsplit_prefill = unsplit.summary()?.decode()?.prefill_s.median;
     let layers = ModelConfig::read(&source.dir).ok()?.layers as u64;
-    let p2p = inp.link(Op::PingPong, &m.plan.link).or_else(|| inp.link(Op::AllReduce, &m.plan.link))?;
-    let all_to_all = inp.link(Op::AllToAll, &m.plan.link).unwrap_or(p2p);
+    let link = m.plan.link.name();
+    let p2p = inp.link(Op::PingPong, link).or_else(|| inp.link(Op::AllReduce, link))?;
+    let all_to_all = inp.link(Op::AllToAll, link).unwrap_or(p2p);
     let handoff_bytes = c.gather_bytes_modelled.unwrap_or(c.gather_bytes) as f64;
     let mut p = PrefillPrediction {
         run_id: m.run_id.clone(),

@@ -229,7 +229,7 @@ impl Facts {
         match summary {
             Summary::Collectives(c) => {
                 self.collectives.extend(c.rows.iter().map(|r| coll_row(m, r)));
-                let fit = |f: &LinkFit| Fit { experiment: experiment.clone(), link: m.plan.link.clone(), fit: f.clone(), run: run.clone() };
+                let fit = |f: &LinkFit| Fit { experiment: experiment.clone(), link: m.plan.link.name().to_string(), fit: f.clone(), run: run.clone() };
                 self.fits.extend(c.fits.iter().map(fit));
             }
             Summary::Membw(b) => self.membw.push(MembwRow {
@@ -293,7 +293,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         world: d.world,
         head: d.head,
         sequences: u64::from(d.sequences),
-        link: m.plan.link.clone(),
+        link: m.plan.link.name().to_string(),
         step: d.step_s,
         comm: d.comm_s,
         compute: d.compute_s,

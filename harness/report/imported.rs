@@ -40,7 +40,7 @@ impl ImportedRun {
     pub fn of(m: &Manifest, summary: &Summary) -> Option<ImportedRun> {
         let source = m.provenance.imported()?.clone();
         let c = summary.collectives()?;
-        let link = label(&m.plan.link, &source);
+        let link = label(m.plan.link.name(), &source);
         let run = m.run_id.short().to_string();
         Some(ImportedRun {
             experiment: m.experiment.clone(),
@@ -189,7 +189,7 @@ pub fn labelled(list: &[Manifest]) -> Cow<'_, [Manifest]> {
             .cloned()
             .map(|mut m| {
                 if let Some(source) = m.provenance.imported().cloned() {
-                    m.plan.link = label(&m.plan.link, &source);
+                    m.plan.link = crate::spec::link::Link::Named(label(m.plan.link.name(), &source));
                     if let Some(Summary::Collectives(c)) = m.summary_mut() {
                         c.rows.iter_mut().for_each(|r| r.link = label(&r.link, &source));
                     }

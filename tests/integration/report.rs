@@ -578,7 +578,7 @@ fn an_nccl_run_is_not_run_by_probe_without_a_gpu_per_rank() {
     assert_eq!(ids.len(), 4, "the NCCL environment (the link) is part of the run identity");
     for m in &list {
         assert_eq!(m.status(), parlab::manifest::Status::NotRun, "{}", m.plan.label());
-        assert_eq!(m.plan.backend, "nccl", "{}", m.plan.label());
+        assert_eq!(m.plan.backend, parlab::spec::link::Backend::Nccl, "{}", m.plan.label());
         assert!(m.plan.requires.nccl && m.plan.requires.cuda, "{:?}", m.plan.requires);
         let reason = m.reason().unwrap_or_default();
         let world = m.plan.layout.world;
