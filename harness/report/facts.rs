@@ -229,7 +229,12 @@ impl Facts {
         match summary {
             Summary::Collectives(c) => {
                 self.collectives.extend(c.rows.iter().map(|r| coll_row(m, r)));
-                let fit = |f: &LinkFit| Fit { experiment: experiment.clone(), link: m.plan.link.name().to_string(), fit: f.clone(), run: run.clone() };
+                let fit = |f: &LinkFit| Fit {
+                    experiment: experiment.clone(),
+                    link: m.plan.link.name().to_string(),
+                    fit: f.clone(),
+                    run: run.clone(),
+                };
                 self.fits.extend(c.fits.iter().map(fit));
             }
             Summary::Membw(b) => self.membw.push(MembwRow {
