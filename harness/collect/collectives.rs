@@ -47,7 +47,7 @@ pub fn summarise(recs: &[Record], plan: &RunPlan) -> Vec<CollectiveRow> {
                 op,
                 size_bytes: size,
                 world: plan.layout.world,
-                link: plan.link.name().to_string(),
+                link: plan.link.clone(),
                 time: Stats::of(&slowest)?,
                 spread: Stats::of(&spread)?,
                 op_time: Stats::of(&block_means(recs, &block_figure(op), size)),

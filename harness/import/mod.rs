@@ -225,7 +225,7 @@ fn per_size(run: &ToolRun, world: u32) -> Vec<(u64, Vec<f64>, Vec<f64>, u64)> {
 /// The imported rows: `op_time` and `time` are both the tool's out-of-place time (one sample
 /// per cycle the tool ran: its mean over timed iterations, averaged over ranks), `spread` has
 /// no samples (n = 0: the tools do not report it), `in_place_op_time` the in-place time.
-pub fn rows_of(run: &ToolRun, world: u32, link: &str) -> Vec<CollectiveRow> {
+pub fn rows_of(run: &ToolRun, world: u32, link: &Link) -> Vec<CollectiveRow> {
     per_size(run, world)
         .into_iter()
         .filter_map(|(size, out_of_place, in_place, wrong)| {
@@ -234,7 +234,7 @@ pub fn rows_of(run: &ToolRun, world: u32, link: &str) -> Vec<CollectiveRow> {
                 op: run.op,
                 size_bytes: size,
                 world,
-                link: link.to_string(),
+                link: link.clone(),
                 time,
                 spread: Stats::default(),
                 op_time: Some(time),
@@ -271,7 +271,7 @@ pub fn run_id_of(tool: ImportTool, sha256: &str, world: u32) -> String {
 /// The manifest of an imported run (status ok, kind collectives, provenance imported).
 pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command: Option<String>) -> Manifest {
     let link = link_of(run.tool);
-    let rows = rows_of(&run, world, link.name());
+    let rows = rows_of(&run, world, &link);
     let run_id = run_id_of(run.tool, sha256, world);
     let plan = plan_of(&run, world, sha256, &run_id, &rows);
     let fits = fit_of(run.op, world, &rows).into_iter().collect();
@@ -445,7 +445,7 @@ mod tests {
             ("osu_allreduce", Some("v7.3"), Some("mpirun -np 4 osu_allreduce -f"))
         );
         let r = rows(&ar);
-        assert_eq!((r[0].op, r[0].size_bytes, r[0].link.as_str(), r[0].in_place_op_time), (Op::AllReduce, 4, "mpi", None));
+        assert_eq!((r[0].op, r[0].size_bytes, r[0].link.name(), r[0].in_place_op_time), (Op::AllReduce, 4, "mpi", None));
         assert!((r[0].fit_time() - 3.0e-6).abs() < 1e-12);
         let ag = import(ImportTool::Osu, &data("osu_allgather_4rank.txt"), &ImportOptions { world: Some(4), command: None }).unwrap();
         // OSU's 1-byte all-gather is 4 bytes gathered on each of 4 ranks.

@@ -190,7 +190,7 @@ fn collectives(plan: &RunPlan, ops: &[Op], sizes: &[u64], n: u64, i: u64) -> Sum
                 op,
                 size_bytes: size,
                 world: plan.layout.world,
-                link: plan.link.name().to_string(),
+                link: plan.link.clone(),
                 time: stat(t, n, i + k as u64),
                 spread: stat(t * 0.05, n, i + 7),
                 op_time: None,
