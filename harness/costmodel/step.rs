@@ -843,7 +843,7 @@ mod tests {
             op,
             size_bytes,
             world,
-            link: "mpi-shm".into(),
+            link: LinkName::MpiShm,
             time: stats(own + skew),
             spread: stats(0.0),
             op_time: Some(stats(own)),
