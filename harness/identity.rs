@@ -151,9 +151,9 @@ pub struct IdentityInput<'a> {
     /// The parallel layout.
     pub layout: &'a Layout,
     /// The communication backend.
-    pub backend: &'a str,
+    pub backend: crate::spec::link::Backend,
     /// The link.
-    pub link: &'a str,
+    pub link: &'a crate::spec::link::Link,
     /// Threads per rank.
     pub threads_per_rank: u32,
     /// Timed repetitions.

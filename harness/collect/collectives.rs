@@ -81,7 +81,7 @@ fn frame(rows: &[CollectiveRow], plan: &RunPlan) -> PolarsResult<DataFrame> {
         Column::new("op".into(), rows.iter().map(|r| r.op.name()).collect::<Vec<_>>()),
         Column::new("size_bytes".into(), rows.iter().map(|r| r.size_bytes).collect::<Vec<u64>>()),
         Column::new("world".into(), vec![world; rows.len()]),
-        Column::new("link".into(), vec![plan.link.as_str(); rows.len()]),
+        Column::new("link".into(), vec![plan.link.name(); rows.len()]),
         Column::new("median_s".into(), f(&|r| r.time.median)),
         Column::new("min_s".into(), f(&|r| r.time.min)),
         Column::new("max_s".into(), f(&|r| r.time.max)),

@@ -6,6 +6,7 @@ use super::link::{collective_time, LinkFit};
 use crate::identity::RunId;
 use crate::manifest::summary::{Collectives, Membw};
 use crate::manifest::{Manifest, Status};
+use crate::spec::link::Link;
 use crate::spec::schema::Kind;
 use crate::spec::schema::Op;
 use crate::table::{Cell, Table};
@@ -27,7 +28,7 @@ pub struct MeasuredCollective {
     /// Operation.
     pub op: Op,
     /// Link (`mpi-shm`, `mpi-tcp`).
-    pub link: String,
+    pub link: Link,
     /// Ranks.
     pub world: u32,
     /// Message size.
@@ -70,7 +71,7 @@ pub fn measured_collectives(manifests: &[Manifest]) -> Vec<MeasuredCollective> {
 }
 
 /// The 2-rank fit of each (op, link) as its run stored it (the first run of each in manifest order).
-pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, String), (LinkFit, RunId)> {
+pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, Link), (LinkFit, RunId)> {
     let mut out = BTreeMap::new();
     for (m, c) in collectives(manifests).filter(|(m, _)| m.layout.world == 2) {
         for fit in &c.fits {
@@ -86,7 +87,7 @@ pub fn collectives_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictErr
     let fits = two_rank_fits(manifests);
     let m = df!(
         "op" => measured.iter().map(|r| r.op.name()).collect::<Vec<_>>(),
-        "link" => measured.iter().map(|r| r.link.as_str()).collect::<Vec<_>>(),
+        "link" => measured.iter().map(|r| r.link.name()).collect::<Vec<_>>(),
         "world" => measured.iter().map(|r| r.world).collect::<Vec<_>>(),
         "size_bytes" => measured.iter().map(|r| r.size_bytes).collect::<Vec<_>>(),
         "run" => measured.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
@@ -102,7 +103,7 @@ pub fn collectives_frame(manifests: &[Manifest]) -> Result<DataFrame, PredictErr
         .collect();
     let p = df!(
         "op" => predicted.iter().map(|(r, _, _)| r.op.name()).collect::<Vec<_>>(),
-        "link" => predicted.iter().map(|(r, _, _)| r.link.as_str()).collect::<Vec<_>>(),
+        "link" => predicted.iter().map(|(r, _, _)| r.link.name()).collect::<Vec<_>>(),
         "world" => predicted.iter().map(|(r, _, _)| r.world).collect::<Vec<_>>(),
         "size_bytes" => predicted.iter().map(|(r, _, _)| r.size_bytes).collect::<Vec<_>>(),
         "run" => predicted.iter().map(|(r, _, _)| r.run_id.as_str()).collect::<Vec<_>>(),
@@ -220,7 +221,7 @@ pub fn predicted_vs_measured(manifests: &[Manifest]) -> Vec<Table> {
 pub fn measured_link_entry(manifests: &[Manifest], op: Op, link: &str) -> Option<super::catalogue::LinkEntry> {
     use super::catalogue::{LinkEntry, Provenance, ProvenanceKind};
     let fits = two_rank_fits(manifests);
-    let (fit, run) = fits.get(&(op, link.to_string()))?;
+    let (fit, run) = fits.get(&(op, Link::from_name(link)))?;
     let measured = |what: &str| Provenance {
         kind: ProvenanceKind::Measured,
         source: None,

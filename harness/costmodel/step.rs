@@ -14,6 +14,7 @@ use crate::manifest::caveat::Caveat;
 use crate::manifest::summary::{CollectiveRow, Collectives, Decode, Membw, Phase};
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
+use crate::spec::link::Link as LinkName;
 use crate::spec::plan::Workload;
 use crate::spec::schema::{ContextBlocks, DecodeLayout, Device as RankDevice, HeadPlacement, Kind, Op, Prompt, Strategy};
 use std::collections::BTreeMap;
@@ -235,7 +236,7 @@ pub struct Bandwidths {
 pub struct Inputs<'a> {
     /// Bandwidths.
     pub bandwidths: Bandwidths,
-    fits: BTreeMap<(Op, String), (LinkFit, RunId)>,
+    fits: BTreeMap<(Op, LinkName), (LinkFit, RunId)>,
     device_fits: BTreeMap<Op, (LinkFit, RunId)>,
     /// Every collective row measured at several ranks with the op's own time, with its run,
     /// by op and link (in manifest order within each).
@@ -243,14 +244,14 @@ pub struct Inputs<'a> {
 }
 
 /// Collective rows with their runs, by (op, link).
-type SkewRows<'a> = BTreeMap<(Op, &'a str), Vec<(&'a str, &'a CollectiveRow)>>;
+type SkewRows<'a> = BTreeMap<(Op, &'a LinkName), Vec<(&'a str, &'a CollectiveRow)>>;
 
 /// The rows a skew can be read from (several ranks, the op's own time measured), grouped by
 /// (op, link) so a prediction looks up its own instead of scanning every row.
 fn skew_rows<'a>(rows: impl Iterator<Item = (&'a str, &'a CollectiveRow)>) -> SkewRows<'a> {
     let mut by_op_link = SkewRows::new();
     for (run, r) in rows.filter(|(_, r)| r.world > 1 && r.op_time.is_some()) {
-        by_op_link.entry((r.op, r.link.as_str())).or_default().push((run, r));
+        by_op_link.entry((r.op, &r.link)).or_default().push((run, r));
     }
     by_op_link
 }
@@ -281,13 +282,13 @@ impl<'a> Inputs<'a> {
     }
 
     /// The fitted link of `op` over `link` (2 ranks).
-    fn link(&self, op: Op, link: &str) -> Option<Link> {
-        self.fits.get(&(op, link.to_string())).map(|(f, _)| f.link())
+    fn link(&self, op: Op, link: &LinkName) -> Option<Link> {
+        self.fits.get(&(op, link.clone())).map(|(f, _)| f.link())
     }
 
     /// The skew of one `op` call of `bytes` at `world` over `link`: the run's world where a
     /// collectives run timed it, else the nearest world; the size nearest `bytes`.
-    pub fn skew(&self, op: Op, world: u32, link: &str, bytes: f64) -> Option<Skew> {
+    pub fn skew(&self, op: Op, world: u32, link: &LinkName, bytes: f64) -> Option<Skew> {
         let rows = self.rows.get(&(op, link))?;
         let nearest_world = rows.iter().map(|(_, r)| r.world).min_by_key(|w| (w.abs_diff(world), u32::MAX - w))?;
         let distance = |size: u64| (size.max(1) as f64 / bytes.max(1.0)).ln().abs();
@@ -307,7 +308,7 @@ struct RunShape<'s> {
     context: u64,
     world: u32,
     sequences: u32,
-    link: String,
+    link: LinkName,
 }
 
 /// Values one tensor rank streams per token: its share of every block, the norms, its share of
@@ -777,8 +778,9 @@ fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<
     let unsplit = context.iter().filter(same_model).min_by_key(|u| (u.experiment != m.experiment, u.run_id.clone()))?;
     let unsplit_prefill = unsplit.summary()?.decode()?.prefill_s.median;
     let layers = ModelConfig::read(&source.dir).ok()?.layers as u64;
-    let p2p = inp.link(Op::PingPong, &m.plan.link).or_else(|| inp.link(Op::AllReduce, &m.plan.link))?;
-    let all_to_all = inp.link(Op::AllToAll, &m.plan.link).unwrap_or(p2p);
+    let link = &m.plan.link;
+    let p2p = inp.link(Op::PingPong, link).or_else(|| inp.link(Op::AllReduce, link))?;
+    let all_to_all = inp.link(Op::AllToAll, link).unwrap_or(p2p);
     let handoff_bytes = c.gather_bytes_modelled.unwrap_or(c.gather_bytes) as f64;
     let mut p = PrefillPrediction {
         run_id: m.run_id.clone(),
@@ -841,7 +843,7 @@ mod tests {
             op,
             size_bytes,
             world,
-            link: "mpi-shm".into(),
+            link: LinkName::MpiShm,
             time: stats(own + skew),
             spread: stats(0.0),
             op_time: Some(stats(own)),
@@ -854,7 +856,7 @@ mod tests {
     fn inputs(rows: &[CollectiveRow]) -> Inputs<'_> {
         let fits = [Op::AllReduce, Op::AllGather, Op::AllToAll, Op::PingPong]
             .into_iter()
-            .map(|op| ((op, "mpi-shm".to_string()), (fit(op, 1e-5, 1e9), RunId::new("fits"))))
+            .map(|op| ((op, LinkName::MpiShm), (fit(op, 1e-5, 1e9), RunId::new("fits"))))
             .collect();
         Inputs {
             bandwidths: Bandwidths { own_by_threads: BTreeMap::new(), shared_total: None, gpu: None },
@@ -865,7 +867,7 @@ mod tests {
     }
 
     fn run(shape: &ModelShape, world: u32, sequences: u32) -> RunShape<'_> {
-        RunShape { shape, dtype_bytes: 2, context: 16, world, sequences, link: "mpi-shm".into() }
+        RunShape { shape, dtype_bytes: 2, context: 16, world, sequences, link: LinkName::MpiShm }
     }
 
     fn close(a: f64, b: f64) -> bool {

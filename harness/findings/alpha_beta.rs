@@ -5,6 +5,7 @@ use super::{Finding, Inconclusive, Inputs, TOLERANCE};
 use crate::costmodel::link::{collective_time, LinkFit};
 use crate::report::facts::CollRow;
 use crate::report::fmt::percent;
+use crate::spec::link::Link;
 use crate::spec::schema::Op;
 use crate::units::format_bytes;
 use std::collections::BTreeMap;
@@ -40,14 +41,14 @@ struct Tally {
     runs: Vec<String>,
 }
 
-fn link_finding(inp: &Inputs, link: &str, fit: &LinkFit, run: &str) -> Finding {
-    let mut f = claim(&format!("alpha-beta-{link}"), link);
+fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding {
+    let mut f = claim(&format!("alpha-beta-{link}"), link.name());
     f.number("α (2-rank all-reduce fit)", fit.alpha_per_step_s, "s", &[run]);
     if let Some(b) = fit.beta_bps {
         f.number("β (2-rank all-reduce fit)", b, "B/s", &[run]);
     }
     let rows =
-        inp.facts.collectives.iter().filter(|r| r.op == Op::AllReduce && r.link == link && (r.world != 2 || r.size > fit.fit_max_bytes));
+        inp.facts.collectives.iter().filter(|r| r.op == Op::AllReduce && r.link == *link && (r.world != 2 || r.size > fit.fit_max_bytes));
     let mut regions: BTreeMap<Region, Tally> = BTreeMap::new();
     for r in rows {
         let t = regions.entry((r.world, r.size > fit.fit_max_bytes)).or_default();

@@ -73,7 +73,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
     };
     let mut links: BTreeMap<&str, Vec<&CollRow>> = BTreeMap::new();
     for r in inp.facts.collectives.iter().filter(|r| r.op == Op::AllReduce && r.world == 2) {
-        links.entry(r.link.as_str()).or_default().push(r);
+        links.entry(r.link.name()).or_default().push(r);
     }
     if links.is_empty() {
         return vec![

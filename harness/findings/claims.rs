@@ -61,7 +61,7 @@ fn layout_value(m: &Manifest, axis: &str) -> Option<String> {
         "strategy" => l.strategy.name().to_string(),
         "head" => l.head?.name().to_string(),
         "sequences" => l.sequences.unwrap_or(1).to_string(),
-        "link" => m.plan.link.clone(),
+        "link" => m.plan.link.name().to_string(),
         "threads" => m.plan.threads_per_rank.to_string(),
         _ => return None,
     })

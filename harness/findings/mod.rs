@@ -23,6 +23,7 @@ use crate::audit::AnswerGroup;
 use crate::costmodel::link::LinkFit;
 use crate::manifest::Manifest;
 use crate::report::facts::{Facts, Stats};
+use crate::spec::link::Link;
 use crate::spec::schema::Op;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -153,7 +154,7 @@ pub struct Inputs<'a> {
     /// Answers graded by layout.
     pub audit: Vec<AnswerGroup>,
     /// The 2-rank fit of each (op, link), with its run.
-    pub fits: BTreeMap<(Op, String), (LinkFit, crate::identity::RunId)>,
+    pub fits: BTreeMap<(Op, Link), (LinkFit, crate::identity::RunId)>,
 }
 
 impl<'a> Inputs<'a> {
@@ -163,7 +164,7 @@ impl<'a> Inputs<'a> {
     }
 
     /// The links with a 2-rank all-reduce fit, and the fit with its run (12 hex).
-    pub fn allreduce_fits(&self) -> Vec<(String, &LinkFit, String)> {
+    pub fn allreduce_fits(&self) -> Vec<(Link, &LinkFit, String)> {
         self.fits
             .iter()
             .filter(|((op, _), _)| *op == Op::AllReduce)

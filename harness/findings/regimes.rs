@@ -55,7 +55,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
         return vec![claim("regimes", "any link")
             .inconclusive(Inconclusive::MissingRuns, "missing runs: no 2-rank all-reduce fit to give α and β".into())];
     }
-    fits.into_iter().map(|(link, fit, run)| link_finding(&link, fit, &run, &sizes)).collect()
+    fits.into_iter().map(|(link, fit, run)| link_finding(link.name(), fit, &run, &sizes)).collect()
 }
 
 fn claim(id: &str, link: &str) -> Finding {

@@ -15,6 +15,7 @@ use crate::collect::stats::Stats;
 use crate::manifest::provenance::{ImportFormat, ImportTool, Imported, ImportedDevice, Provenance};
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
 use crate::manifest::{machine::Fingerprint, Manifest, Origin, Outcome, SCHEMA};
+use crate::spec::link::Link;
 use crate::spec::plan::{Layout, RankShare, RunPlan, Workload};
 use crate::spec::schema::{CollectiveParams, Device, Launcher, Op, Requires, Strategy};
 use serde_json::json;
@@ -224,7 +225,7 @@ fn per_size(run: &ToolRun, world: u32) -> Vec<(u64, Vec<f64>, Vec<f64>, u64)> {
 /// The imported rows: `op_time` and `time` are both the tool's out-of-place time (one sample
 /// per cycle the tool ran: its mean over timed iterations, averaged over ranks), `spread` has
 /// no samples (n = 0: the tools do not report it), `in_place_op_time` the in-place time.
-pub fn rows_of(run: &ToolRun, world: u32, link: &str) -> Vec<CollectiveRow> {
+pub fn rows_of(run: &ToolRun, world: u32, link: &Link) -> Vec<CollectiveRow> {
     per_size(run, world)
         .into_iter()
         .filter_map(|(size, out_of_place, in_place, wrong)| {
@@ -233,7 +234,7 @@ pub fn rows_of(run: &ToolRun, world: u32, link: &str) -> Vec<CollectiveRow> {
                 op: run.op,
                 size_bytes: size,
                 world,
-                link: link.to_string(),
+                link: link.clone(),
                 time,
                 spread: Stats::default(),
                 op_time: Some(time),
@@ -245,10 +246,10 @@ pub fn rows_of(run: &ToolRun, world: u32, link: &str) -> Vec<CollectiveRow> {
 }
 
 /// The link name an imported run is shown under: `nccl` for nccl-tests, `mpi` for OSU.
-pub fn link_of(tool: ImportTool) -> &'static str {
+pub fn link_of(tool: ImportTool) -> Link {
     match tool {
-        ImportTool::NcclTests => "nccl",
-        ImportTool::Osu => "mpi",
+        ImportTool::NcclTests => Link::Nccl(crate::nccl::Setting::Default),
+        ImportTool::Osu => Link::Named("mpi".into()),
     }
 }
 
@@ -270,7 +271,7 @@ pub fn run_id_of(tool: ImportTool, sha256: &str, world: u32) -> String {
 /// The manifest of an imported run (status ok, kind collectives, provenance imported).
 pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command: Option<String>) -> Manifest {
     let link = link_of(run.tool);
-    let rows = rows_of(&run, world, link);
+    let rows = rows_of(&run, world, &link);
     let run_id = run_id_of(run.tool, sha256, world);
     let plan = plan_of(&run, world, sha256, &run_id, &rows);
     let fits = fit_of(run.op, world, &rows).into_iter().collect();
@@ -343,8 +344,8 @@ fn plan_of(run: &ToolRun, world: u32, sha256: &str, run_id: &str, rows: &[Collec
         run_id: crate::identity::RunId::new(run_id),
         answer_id: crate::identity::AnswerId::new(run_id),
         model: None,
-        link: link_of(run.tool).to_string(),
-        backend: link_of(run.tool).to_string(),
+        link: link_of(run.tool),
+        backend: link_of(run.tool).backend(),
         threads_per_rank: 1,
         repetitions: 1,
         warmup: run.warmup.unwrap_or(0),
@@ -388,7 +389,7 @@ mod tests {
         );
         assert_eq!(i.devices[5].name, "NVIDIA H200 [0000:1a:00]");
         let r = rows(&m);
-        assert_eq!((r.len(), r[0].size_bytes, r[13].size_bytes, m.layout.world, m.plan.link.as_str()), (14, 8, 512 << 20, 8, "nccl"));
+        assert_eq!((r.len(), r[0].size_bytes, r[13].size_bytes, m.layout.world, m.plan.link.name()), (14, 8, 512 << 20, 8, "nccl"));
         // 22 µs out of place and 22.4 µs in place at 8 bytes, one sample each.
         assert!((r[0].op_time.unwrap().median - 22.0e-6).abs() < 1e-12 && r[0].op_time.unwrap().n == 1);
         assert!((r[0].in_place_op_time.unwrap().median - 22.4e-6).abs() < 1e-12);
@@ -444,7 +445,7 @@ mod tests {
             ("osu_allreduce", Some("v7.3"), Some("mpirun -np 4 osu_allreduce -f"))
         );
         let r = rows(&ar);
-        assert_eq!((r[0].op, r[0].size_bytes, r[0].link.as_str(), r[0].in_place_op_time), (Op::AllReduce, 4, "mpi", None));
+        assert_eq!((r[0].op, r[0].size_bytes, r[0].link.name(), r[0].in_place_op_time), (Op::AllReduce, 4, "mpi", None));
         assert!((r[0].fit_time() - 3.0e-6).abs() < 1e-12);
         let ag = import(ImportTool::Osu, &data("osu_allgather_4rank.txt"), &ImportOptions { world: Some(4), command: None }).unwrap();
         // OSU's 1-byte all-gather is 4 bytes gathered on each of 4 ranks.

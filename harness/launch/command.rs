@@ -1,5 +1,6 @@
 //! The launcher command line of a run: `mpirun -np N ... parlab rank ...` or `srun -n N ...`.
 
+use crate::spec::link::Link;
 use crate::spec::{Launcher, RunPlan};
 use std::path::Path;
 
@@ -81,10 +82,10 @@ pub struct Transport {
 /// spec's `interface`, else the user's `OMPI_MCA_btl_tcp_if_include`/`_exclude` (left in
 /// force, never overridden), else loopback (one host) or Open MPI's default (several hosts).
 /// `mpi-auto` sets nothing and lets Open MPI pick (UCX, OFI or ob1). `env` reads a variable.
-pub fn transport(link: &str, remote: &[String], interface: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Transport {
+pub fn transport(link: &Link, remote: &[String], interface: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Transport {
     let mut mca: Vec<(String, String)> = Vec::new();
     let mut words: Vec<String> = Vec::new();
-    if link == "mpi-auto" {
+    if *link == Link::MpiAuto {
         words.push("pml and btl chosen by Open MPI (parlab passes neither)".into());
         for key in ["pml", "btl"] {
             if let Some(v) = env(&format!("OMPI_MCA_{key}")) {
@@ -94,9 +95,9 @@ pub fn transport(link: &str, remote: &[String], interface: Option<&str>, env: &d
         return Transport { mca, description: words.join("; ") };
     }
     // An NCCL link's ranks still meet over MPI (the unique id, barriers): shared memory inside a host.
-    let link = if crate::nccl::Setting::from_name(link).is_some() { "mpi-shm" } else { link };
+    let link = if link.nccl().is_some() { &Link::MpiShm } else { link };
     let btl = match (link, remote.is_empty()) {
-        ("mpi-tcp", _) => "self,tcp",
+        (Link::MpiTcp, _) => "self,tcp",
         (_, true) => "self,vader",
         (_, false) => "self,vader,tcp",
     };

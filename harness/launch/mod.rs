@@ -10,6 +10,7 @@ pub mod supervise;
 pub mod unreached;
 
 use crate::manifest::caveat::Caveat;
+use crate::spec::link::Link;
 use crate::spec::RunPlan;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -149,7 +150,7 @@ pub fn caveats(plan: &RunPlan, cores: u32, ranks: &[crate::manifest::placement::
     if plan.layout.world > 1 && hosts.len() <= 1 {
         out.push(Caveat::SharedMemory);
     }
-    if plan.link == "mpi-tcp" && hosts.len() <= 1 {
+    if plan.link == Link::MpiTcp && hosts.len() <= 1 {
         out.push(Caveat::LoopbackTcp);
     }
     out

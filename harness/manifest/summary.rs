@@ -97,8 +97,8 @@ pub struct CollectiveRow {
     pub size_bytes: u64,
     /// Ranks.
     pub world: u32,
-    /// Link name.
-    pub link: String,
+    /// Link (any name an older manifest or an import holds is kept).
+    pub link: crate::spec::link::Link,
     /// Per iteration (barrier before each call), the slowest rank's time, waiting included.
     #[serde(rename = "time_s")]
     pub time: Stats,

@@ -52,11 +52,6 @@ pub enum Setting {
 crate::named!(Setting { Default => "nccl", NoP2p => "nccl-no-p2p", NoShm => "nccl-no-shm", NoP2pNoShm => "nccl-no-p2p-no-shm" });
 
 impl Setting {
-    /// The setting of a link name, or None for an MPI link.
-    pub fn of_link(link: &str) -> Option<Setting> {
-        Setting::from_name(link)
-    }
-
     /// The variables it sets.
     pub fn variables(self) -> Vec<(&'static str, &'static str)> {
         match self {
@@ -189,10 +184,11 @@ mod tests {
 
     #[test]
     fn link_names_carry_the_nccl_environment() {
-        assert_eq!(Setting::of_link("nccl"), Some(Setting::Default));
-        assert_eq!(Setting::of_link("nccl-no-p2p").unwrap().variables(), vec![("NCCL_P2P_DISABLE", "1")]);
-        assert_eq!(Setting::of_link("nccl-no-p2p-no-shm").unwrap().variables().len(), 2);
-        assert_eq!(Setting::of_link("mpi-shm"), None);
+        let of = |name: &str| crate::spec::link::Link::from_name(name).nccl();
+        assert_eq!(of("nccl"), Some(Setting::Default));
+        assert_eq!(of("nccl-no-p2p").unwrap().variables(), vec![("NCCL_P2P_DISABLE", "1")]);
+        assert_eq!(of("nccl-no-p2p-no-shm").unwrap().variables().len(), 2);
+        assert_eq!(of("mpi-shm"), None);
     }
 
     #[test]

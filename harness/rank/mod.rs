@@ -69,7 +69,7 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
 /// On an NCCL link: sets NCCL's environment, joins every rank into one NCCL communicator on
 /// this rank's GPU, and records what NCCL chose (`nccl-rank<N>.json`). Nothing on MPI links.
 fn join_nccl(plan: &RunPlan, comm: &mut comm::Communicator, out: &Path) -> anyhow::Result<()> {
-    let Some(setting) = crate::nccl::Setting::from_name(&plan.link) else { return Ok(()) };
+    let Some(setting) = plan.link.nccl() else { return Ok(()) };
     crate::nccl::prepare_environment(setting, out, comm.rank());
     let gpu = device::gpu_ordinal(plan)?;
     let nccl =

@@ -3,6 +3,7 @@
 use super::facts::Facts;
 use crate::manifest::caveat::Caveat;
 use crate::manifest::{Manifest, Status};
+use crate::spec::link::Link;
 use crate::spec::plan::Workload;
 use crate::spec::schema::Kind;
 use crate::spec::schema::{Dtype, Op};
@@ -109,18 +110,18 @@ fn shared_memory(launched: &[&Manifest]) -> Option<String> {
 }
 
 fn links(launched: &[&Manifest]) -> Option<String> {
-    let links: BTreeSet<(&str, bool)> =
-        launched.iter().filter(|m| m.layout.world > 1).map(|m| (m.plan.link.as_str(), host_count(m) > 1)).collect();
+    let links: BTreeSet<(&Link, bool)> =
+        launched.iter().filter(|m| m.layout.world > 1).map(|m| (&m.plan.link, host_count(m) > 1)).collect();
     if links.is_empty() {
         return None;
     }
     let words: Vec<String> = links
         .iter()
         .map(|l| match *l {
-            ("mpi-shm", false) => "`mpi-shm` (Open MPI's shared-memory transport inside one machine)".to_string(),
-            ("mpi-shm", true) => "`mpi-shm` across hosts (shared memory inside a host, TCP between hosts)".to_string(),
-            ("mpi-tcp", false) => "`mpi-tcp` (TCP over loopback)".to_string(),
-            ("mpi-tcp", true) => "`mpi-tcp` across hosts (TCP between them)".to_string(),
+            (Link::MpiShm, false) => "`mpi-shm` (Open MPI's shared-memory transport inside one machine)".to_string(),
+            (Link::MpiShm, true) => "`mpi-shm` across hosts (shared memory inside a host, TCP between hosts)".to_string(),
+            (Link::MpiTcp, false) => "`mpi-tcp` (TCP over loopback)".to_string(),
+            (Link::MpiTcp, true) => "`mpi-tcp` across hosts (TCP between them)".to_string(),
             (other, _) => format!("`{other}`"),
         })
         .collect();

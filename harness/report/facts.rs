@@ -4,6 +4,7 @@
 use crate::costmodel::link::LinkFit;
 use crate::manifest::summary::{CollectiveRow, Summary};
 use crate::manifest::Manifest;
+use crate::spec::link::Link;
 use crate::spec::schema::{Dtype, HeadPlacement, Kind, Op, Strategy};
 
 pub use crate::collect::stats::Stats;
@@ -17,8 +18,8 @@ pub struct CollRow {
     pub op: Op,
     /// Ranks.
     pub world: u32,
-    /// Link name.
-    pub link: String,
+    /// Link.
+    pub link: Link,
     /// Message size in bytes.
     pub size: u64,
     /// Time per iteration (slowest rank).
@@ -49,7 +50,7 @@ pub struct Fit {
     /// Experiment.
     pub experiment: String,
     /// Link.
-    pub link: String,
+    pub link: Link,
     /// The fit as collect stored it.
     pub fit: LinkFit,
     /// Run identity (12 hex).
@@ -99,7 +100,7 @@ pub struct DecodeRow {
     /// Sequences in flight.
     pub sequences: u64,
     /// Link.
-    pub link: String,
+    pub link: Link,
     /// Step time.
     pub step: Stats,
     /// Communication time per step.
@@ -160,14 +161,14 @@ impl DecodeRow {
 /// Each overlapped tensor run with the blocking run of the same split (experiment, world,
 /// head, sequences, link), in a fixed order: (blocking, overlapped).
 pub fn overlap_pairs<'r>(rows: &'r [DecodeRow]) -> Vec<(&'r DecodeRow, &'r DecodeRow)> {
-    let split = |r: &'r DecodeRow| (r.experiment.as_str(), r.world, r.head, r.sequences, r.link.as_str());
+    let split = |r: &'r DecodeRow| (r.experiment.as_str(), r.world, r.head, r.sequences, &r.link);
     // The first blocking run of each split, looked up once per overlapped run.
     let mut blocking = std::collections::HashMap::new();
     for r in rows.iter().filter(|r| r.overlap.is_none()) {
         blocking.entry(split(r)).or_insert(r);
     }
     let mut overlapped: Vec<&DecodeRow> = rows.iter().filter(|r| r.overlap.is_some()).collect();
-    let order = |r: &&'r DecodeRow| (r.experiment.as_str(), r.world, r.link.as_str(), r.overlap, r.run.as_str());
+    let order = |r: &&'r DecodeRow| (r.experiment.as_str(), r.world, &r.link, r.overlap, r.run.as_str());
     overlapped.sort_by(|a, b| order(a).cmp(&order(b)));
     overlapped.into_iter().filter_map(|on| Some((*blocking.get(&split(on))?, on))).collect()
 }

@@ -4,6 +4,7 @@
 
 use super::facts::{CollRow, DecodeRow, Fit};
 use super::fmt::slug;
+use crate::spec::link::Link;
 use crate::spec::schema::HeadPlacement;
 use crate::xml::escape as esc;
 use std::collections::BTreeMap;
@@ -72,7 +73,7 @@ fn decade_seconds(k: i32) -> String {
 }
 
 /// (experiment, op order, op, link): one collectives figure.
-type FigureKey = (String, usize, String, String);
+type FigureKey = (String, usize, String, Link);
 
 /// Latency against message size, one figure per (experiment, op, link).
 pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
@@ -95,7 +96,7 @@ pub fn collectives(rows: &[CollRow], fits: &[Fit]) -> Vec<Figure> {
             let svg = latency_svg(&format!("{op} on {link} ({experiment})"), &series, &lines);
             let with_fit = if lines.keys().any(|w| series.contains_key(w)) { ", with the fitted α-β line" } else { "" };
             Figure {
-                file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(&op), slug(&link)),
+                file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(&op), slug(link.name())),
                 alt: format!("{op} latency against message size on {link}, per world size{with_fit} (experiment {experiment})"),
                 svg,
             }
@@ -196,7 +197,7 @@ fn axes(s: &mut String, xlabel: &str, ylabel: &str) {
 
 /// Decode step time per layout split into compute and communication, one figure per (experiment, strategy, link).
 pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
-    let mut groups: BTreeMap<(String, &str, String), Vec<&DecodeRow>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, &str, Link), Vec<&DecodeRow>> = BTreeMap::new();
     for r in rows {
         groups.entry((r.experiment.clone(), r.strategy.name(), r.link.clone())).or_default().push(r);
     }
@@ -207,7 +208,7 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
                 (a.world, a.head_name(), a.sequences, a.overlap, &a.run).cmp(&(b.world, b.head_name(), b.sequences, b.overlap, &b.run))
             });
             Figure {
-                file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(strategy), slug(&link)),
+                file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(strategy), slug(link.name())),
                 alt: format!(
                     "decode step time per world size, compute and communication stacked ({strategy}, {link}, experiment {experiment})"
                 ),
@@ -223,7 +224,7 @@ type PointsByWorld = BTreeMap<u32, Vec<(f64, f64)>>;
 /// Prefill time against routing imbalance, one point per expert split and one series per
 /// world size: one figure per (experiment, link) with expert runs.
 pub fn expert_imbalance(rows: &[DecodeRow]) -> Vec<Figure> {
-    let mut groups: BTreeMap<(String, String), PointsByWorld> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, Link), PointsByWorld> = BTreeMap::new();
     for r in rows {
         if let Some(e) = &r.experts {
             let series = groups.entry((r.experiment.clone(), r.link.clone())).or_default();
@@ -235,7 +236,7 @@ pub fn expert_imbalance(rows: &[DecodeRow]) -> Vec<Figure> {
         .map(|((experiment, link), mut series)| {
             series.values_mut().for_each(|v| v.sort_by(|a, b| a.0.total_cmp(&b.0)));
             Figure {
-                file: format!("figures/{}-imbalance-{}.svg", slug(&experiment), slug(&link)),
+                file: format!("figures/{}-imbalance-{}.svg", slug(&experiment), slug(link.name())),
                 alt: format!("prefill time against routing imbalance, one series per world size ({link}, experiment {experiment})"),
                 svg: scatter_svg(&format!("expert split: prefill against imbalance on {link} ({experiment})"), &series),
             }

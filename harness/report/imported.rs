@@ -8,6 +8,7 @@ use super::{fmt, Family, FamilyKind};
 use crate::manifest::provenance::Imported;
 use crate::manifest::summary::{CollectiveRow, Summary};
 use crate::manifest::Manifest;
+use crate::spec::link::Link;
 use crate::table::{Cell, Table};
 use std::borrow::Cow;
 
@@ -59,8 +60,8 @@ impl ImportedRun {
 }
 
 /// `nccl (imported: nccl-tests)`: the link of an imported run wherever it sits among measured ones.
-pub fn label(link: &str, source: &Imported) -> String {
-    format!("{link} (imported: {})", source.tool.name())
+pub fn label(link: &Link, source: &Imported) -> Link {
+    Link::Named(format!("{link} (imported: {})", source.tool.name()))
 }
 
 /// The imported family, when any run was imported.
@@ -100,7 +101,8 @@ fn table(run: &ImportedRun) -> Table {
 }
 
 fn cells(run: &ImportedRun, r: &CollectiveRow, v: &CollRow, has_in_place: bool) -> Vec<Cell> {
-    let mut out = vec![Cell::Count(r.world.into()), Cell::text(&r.link), Cell::Bytes(r.size_bytes as f64), Cell::Seconds(r.fit_time())];
+    let mut out =
+        vec![Cell::Count(r.world.into()), Cell::text(r.link.name()), Cell::Bytes(r.size_bytes as f64), Cell::Seconds(r.fit_time())];
     if has_in_place {
         out.push(Cell::opt(r.in_place_op_time.map(|s| s.median), Cell::Seconds));
     }
@@ -163,7 +165,7 @@ fn fits(runs: &[ImportedRun]) -> Option<Table> {
                     Cell::text(&f.experiment),
                     Cell::text(f.fit.op.name()),
                     Cell::Count(f.fit.world.into()),
-                    Cell::text(&f.link),
+                    Cell::text(f.link.name()),
                     Cell::Seconds(f.fit.line.intercept_s),
                     Cell::Seconds(f.fit.alpha_per_step_s),
                     Cell::opt(f.fit.beta_bps, Cell::BytesPerSec),

@@ -4,6 +4,7 @@ use super::facts::{CollRow, DecodeRow, DispatchRow, Facts, Fit, MembwRow};
 use super::fmt;
 use super::{Family, FamilyKind};
 use crate::manifest::summary::Phase;
+use crate::spec::link::Link;
 use crate::table::{Cell, Table};
 use std::collections::BTreeMap;
 
@@ -133,7 +134,7 @@ fn with_in_place(mut t: Table, rows: &[CollRow]) -> Table {
 fn coll_cells(r: &CollRow) -> Vec<Cell> {
     vec![
         Cell::Count(r.world.into()),
-        Cell::text(&r.link),
+        Cell::text(r.link.name()),
         Cell::Bytes(r.size as f64),
         Cell::Seconds(r.time.median),
         Cell::range(r.time.min, r.time.max, Cell::Seconds),
@@ -173,7 +174,7 @@ fn fits(fits: &[Fit]) -> Vec<Table> {
                     Cell::text(&f.experiment),
                     Cell::text(f.fit.op.name()),
                     Cell::Count(f.fit.world.into()),
-                    Cell::text(&f.link),
+                    Cell::text(f.link.name()),
                     Cell::Seconds(f.fit.line.intercept_s),
                     Cell::Seconds(f.fit.alpha_per_step_s),
                     Cell::opt(f.fit.beta_bps, Cell::BytesPerSec),
@@ -295,7 +296,7 @@ fn with_overlap(mut t: Table, rows: &[DecodeRow]) -> Table {
     t
 }
 
-fn decode_key(r: &DecodeRow) -> (&'static str, u32, &'static str, u64, String, Option<u32>, &'static str, String) {
+fn decode_key(r: &DecodeRow) -> (&'static str, u32, &'static str, u64, Link, Option<u32>, &'static str, String) {
     (r.strategy.name(), r.world, r.head_name(), r.sequences, r.link.clone(), r.overlap, r.dtype_name(), r.run.clone())
 }
 
@@ -305,7 +306,7 @@ fn decode_cells(r: &DecodeRow) -> Vec<Cell> {
         Cell::Count(r.world.into()),
         Cell::text(r.head_name()),
         Cell::Count(r.sequences),
-        Cell::text(&r.link),
+        Cell::text(r.link.name()),
         Cell::Seconds(r.step.median),
         Cell::range(r.step.min, r.step.max, Cell::Seconds),
         Cell::Seconds(r.comm.median),
@@ -340,7 +341,7 @@ fn all_reduce_phases(rows: &[DecodeRow], fits: &[Fit]) -> Option<Table> {
                 Cell::text(&r.experiment),
                 Cell::Count(r.world.into()),
                 Cell::text(r.head_name()),
-                Cell::text(&r.link),
+                Cell::text(r.link.name()),
                 Cell::text(a.phase.name()),
                 Cell::Bytes(a.size_bytes as f64),
                 Cell::Count(a.calls),
@@ -391,7 +392,7 @@ fn overlap_hidden(rows: &[DecodeRow]) -> Option<Table> {
             cells.push(vec![
                 Cell::text(&on.experiment),
                 Cell::Count(on.world.into()),
-                Cell::text(&on.link),
+                Cell::text(on.link.name()),
                 Cell::text(phase.name()),
                 Cell::Count(on.overlap.unwrap_or(0).into()),
                 Cell::Seconds(blocking),
@@ -454,7 +455,7 @@ fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
             Some(vec![
                 Cell::text(&r.experiment),
                 Cell::Count(r.world.into()),
-                Cell::text(&r.link),
+                Cell::text(r.link.name()),
                 Cell::text(blocks.join(" + ")),
                 Cell::text(c.cut.name()),
                 Cell::opt(c.causal_imbalance, Cell::Number),

@@ -89,7 +89,7 @@ fn heldout(fits: &[Fit]) -> Option<Table> {
                     Cell::text(&f.experiment),
                     Cell::text(f.fit.op.name()),
                     Cell::Count(f.fit.world.into()),
-                    Cell::text(&f.link),
+                    Cell::text(f.link.name()),
                     Cell::Bytes(h.size_bytes as f64),
                     Cell::Seconds(h.predicted_s),
                     Cell::Seconds(h.measured_s),

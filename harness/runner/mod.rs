@@ -328,7 +328,7 @@ fn refresh_origins(mut cached: Manifest, dir: &Path, origins: &[manifest::Origin
 /// cuda`, no host-device copies, no NCCL link), need a GPU workload this version lacks: run on
 /// CPUs they would be mislabelled.
 fn needs_gpu(plan: &RunPlan) -> bool {
-    let over_nccl = crate::nccl::Setting::from_name(&plan.link).is_some();
+    let over_nccl = plan.link.nccl().is_some();
     (plan.requires.nccl && !over_nccl) || ((plan.requires.gpus.is_some() || plan.requires.host_device_link) && !plan.requires.cuda)
 }
 

@@ -3,6 +3,7 @@
 //! run against its model (heads a tensor split must divide, layers a pipeline needs).
 
 use super::layout::layout_for;
+use super::link::Link;
 use super::plan::*;
 use super::problem::Problem;
 use super::schema::*;
@@ -28,7 +29,7 @@ struct Point {
     model: Option<String>,
     strategy: Strategy,
     world: u32,
-    link: String,
+    link: Link,
     threads: Threads,
     sequences: u32,
     head: HeadPlacement,
@@ -48,7 +49,7 @@ impl Point {
             Axis::Model => self.model.clone().unwrap_or_default(),
             Axis::Strategy => self.strategy.name().to_string(),
             Axis::World => self.world.to_string(),
-            Axis::Link => self.link.clone(),
+            Axis::Link => self.link.name().to_string(),
             Axis::Threads => match self.threads {
                 Threads::Count(n) => n.to_string(),
                 Threads::Auto => "auto".into(),
@@ -137,7 +138,7 @@ fn points(e: &Experiment) -> Vec<Point> {
                                                     for (&context_blocks, &device) in
                                                         e.context_blocks.iter().flat_map(|c| e.devices.iter().map(move |d| (c, d)))
                                                     {
-                                                        let (link, model) = (link.clone(), model.clone());
+                                                        let (link, model) = (Link::from_name(link), model.clone());
                                                         out.push(Point {
                                                             model,
                                                             strategy,
@@ -303,7 +304,7 @@ fn disk_problem(cfg: &ModelConfig, weights: &super::plan::Weights) -> Option<Str
 /// split over it (a data split has no exchange); pipeline sends, expert dispatch and context
 /// rings stay on MPI and are refused rather than mislabelled. Only collectives and decode run.
 fn nccl_problem(e: &Experiment, p: &Point) -> Option<(&'static str, String)> {
-    let setting = crate::nccl::Setting::from_name(&p.link)?;
+    let setting = p.link.nccl()?;
     let link = setting.name();
     match e.kind {
         Kind::Collectives if e.collectives.as_ref().is_some_and(|c| c.ops.iter().any(|op| op.on_device())) => Some((
@@ -408,7 +409,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         model: model.as_ref(),
         workload: &workload,
         layout: &layout,
-        backend: backend_of(&p.link),
+        backend: p.link.backend(),
         link: &p.link,
         threads_per_rank,
         repetitions: e.repetitions,
@@ -425,7 +426,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         answer_id: identity::answer_id(&input),
         model,
         link: p.link.clone(),
-        backend: backend_of(&p.link).into(),
+        backend: p.link.backend(),
         threads_per_rank,
         repetitions: e.repetitions,
         warmup: e.warmup,
@@ -445,22 +446,13 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
 /// run or a sweep of host-device copies, and NCCL with one GPU per rank on an NCCL link.
 fn requires_for(e: &Experiment, p: &Point) -> Requires {
     let copies = e.collectives.as_ref().is_some_and(|c| c.ops.iter().any(|op| op.on_device()));
-    let nccl = crate::nccl::Setting::from_name(&p.link).is_some();
+    let nccl = p.link.nccl().is_some();
     let gpus = if nccl { Some(e.requires.gpus.unwrap_or(0).max(p.world)) } else { e.requires.gpus };
     Requires {
         cuda: e.requires.cuda || p.device == Device::Cuda || copies || nccl,
         nccl: e.requires.nccl || nccl,
         gpus,
         ..e.requires.clone()
-    }
-}
-
-/// The library that carries a link's messages (part of the run identity).
-fn backend_of(link: &str) -> &'static str {
-    if crate::nccl::Setting::from_name(link).is_some() {
-        "nccl"
-    } else {
-        "mpi"
     }
 }
 
@@ -481,8 +473,8 @@ fn model_run(e: &Experiment) -> RunPlan {
         model: None,
         workload: &workload,
         layout: &layout,
-        backend: "arithmetic",
-        link: "",
+        backend: Link::Absent.backend(),
+        link: &Link::Absent,
         threads_per_rank: 1,
         repetitions: 1,
         warmup: 0,
@@ -499,8 +491,8 @@ fn model_run(e: &Experiment) -> RunPlan {
         run_id: identity::RunId::new(answer_id.clone()),
         answer_id: identity::AnswerId::new(answer_id),
         model: None,
-        link: String::new(),
-        backend: "arithmetic".into(),
+        link: Link::Absent,
+        backend: Link::Absent.backend(),
         threads_per_rank: 1,
         repetitions: 1,
         warmup: 0,

@@ -1,7 +1,7 @@
 //! Readers for each spec field: scalar-or-list axes, sizes, prompts, requirements.
 
 use super::schema::*;
-use super::validate::{describe, unknown_choice, unknown_key, Checker, AXES, MEASURED_LINKS};
+use super::validate::{describe, unknown_choice, unknown_key, Checker, AXES};
 use crate::units::{parse_bytes, parse_seconds};
 use serde_yaml::{Mapping, Value};
 use std::path::{Path, PathBuf};
@@ -275,7 +275,7 @@ impl<'m> Fields<'m> {
 
     /// `link`: measured links for launched kinds; catalogue links for the cost model.
     pub fn links(&self, c: &mut Checker, kind: Kind) -> Vec<String> {
-        let default = if kind == Kind::Model { Vec::new() } else { vec!["mpi-shm".to_string()] };
+        let default = if kind == Kind::Model { Vec::new() } else { vec![super::link::Link::MpiShm.name().to_string()] };
         let Some(v) = self.get("link") else {
             if kind == Kind::Model {
                 c.report("link", "missing; name links from models/links.yaml (e.g. gloo-loopback, nvswitch)");
@@ -285,7 +285,7 @@ impl<'m> Fields<'m> {
         let valid: Vec<String> = if kind == Kind::Model {
             crate::costmodel::catalogue::link_names()
         } else {
-            MEASURED_LINKS.iter().map(|s| s.to_string()).collect()
+            super::link::Link::measured().iter().map(|l| l.name().to_string()).collect()
         };
         let valid_refs: Vec<&str> = valid.iter().map(String::as_str).collect();
         as_list(c, "link", v)

@@ -5,6 +5,7 @@ pub mod disk;
 pub mod expand;
 pub mod fields;
 pub mod layout;
+pub mod link;
 pub mod locate;
 pub mod plan;
 pub mod problem;

@@ -1,5 +1,6 @@
 //! A RunPlan: one expanded run, everything a rank needs, and its two identities.
 
+use super::link::{Backend, Link};
 use super::schema::*;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -227,10 +228,10 @@ pub struct RunPlan {
     pub answer_id: crate::identity::AnswerId,
     /// The model, for decode and model runs.
     pub model: Option<ModelSource>,
-    /// The link (`mpi-shm`, `mpi-tcp`).
-    pub link: String,
+    /// The link (`mpi-shm`, `mpi-tcp`, an NCCL setting; none for a `kind: model` run).
+    pub link: Link,
     /// The communication backend.
-    pub backend: String,
+    pub backend: Backend,
     /// Threads each rank may use.
     pub threads_per_rank: u32,
     /// Timed repetitions.

@@ -64,9 +64,6 @@ pub const AXES: &[&str] = &Axis::names();
 /// same experts; more only loses float precision).
 pub const MAX_ROUTING_SKEW: f64 = 20.0;
 
-/// Links the rank runtime can measure.
-pub const MEASURED_LINKS: &[&str] = &["mpi-shm", "mpi-tcp", "mpi-auto", "nccl", "nccl-no-p2p", "nccl-no-shm", "nccl-no-p2p-no-shm"];
-
 /// Collects problems for one file, each located by key path.
 pub struct Checker<'a> {
     file: &'a Path,

@@ -45,7 +45,7 @@ fn every_op_runs_checked_on_both_links_and_the_summary_matches_the_samples() {
     for m in &all {
         assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
         let command = &m.launch().unwrap().command;
-        let btl = if m.plan.link == "mpi-tcp" { "--mca btl self,tcp" } else { "--mca btl self,vader" };
+        let btl = if m.plan.link == parlab::spec::link::Link::MpiTcp { "--mca btl self,tcp" } else { "--mca btl self,vader" };
         assert!(command.contains(btl), "{command}");
         let coll = m.summary().and_then(|s| s.collectives()).expect("a collectives summary");
         let rows = &coll.rows;

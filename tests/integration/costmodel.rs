@@ -392,7 +392,7 @@ fn predictions_joined_with_measurements() {
     let df = predict::collectives_frame(&manifests).unwrap();
     assert_eq!(df.height(), 11 + 2 + 1, "every measured collective has a prediction");
     let fits = predict::two_rank_fits(&manifests);
-    let (fit, _) = &fits[&(parlab::spec::schema::Op::AllReduce, "mpi-tcp".to_string())];
+    let (fit, _) = &fits[&(parlab::spec::schema::Op::AllReduce, parlab::spec::link::Link::MpiTcp)];
     // The intercept is the flat small-message time; α is half of it (2(p-1) = 2 steps at p = 2).
     assert!((fit.line.intercept_s - 118.7e-6).abs() < 2e-6, "{}", fit.line.intercept_s);
     let get = |world: u32, size: u64| {

@@ -107,8 +107,8 @@ fn shared_bandwidth_compares_worlds_of_one_experiment_only() {
 /// Sets every all-reduce time over `link` outside the 2-rank fit to `factor` × the fit's prediction.
 fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
     let fits = parlab::costmodel::predict::two_rank_fits(list);
-    let (fit, _) = fits.get(&(Op::AllReduce, link.to_string())).unwrap().clone();
-    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link == link) {
+    let (fit, _) = fits.get(&(Op::AllReduce, parlab::spec::link::Link::from_name(link))).unwrap().clone();
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link.name() == link) {
         let Some(c) = collectives_mut(m) else {
             continue;
         };
@@ -216,7 +216,7 @@ fn with_device(mut list: Vec<Manifest>) -> Vec<Manifest> {
 }
 
 fn scale_allreduce(list: &mut [Manifest], link: &str, factor: f64) {
-    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link == link) {
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link.name() == link) {
         let Some(c) = collectives_mut(m) else {
             continue;
         };

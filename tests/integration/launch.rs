@@ -191,7 +191,7 @@ fn mpirun_lines_carry_link_threads_root_and_oversubscription() {
 fn transport_with(link: &str, remote: &[&str], interface: Option<&str>, env: &[(&str, &str)]) -> parlab::launch::command::Transport {
     let remote: Vec<String> = remote.iter().map(|h| h.to_string()).collect();
     let lookup = |k: &str| env.iter().find(|(name, _)| *name == k).map(|(_, v)| v.to_string());
-    parlab::launch::command::transport(link, &remote, interface, &lookup)
+    parlab::launch::command::transport(&link.into(), &remote, interface, &lookup)
 }
 
 fn mca_text(t: &parlab::launch::command::Transport) -> String {

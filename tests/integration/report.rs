@@ -551,7 +551,7 @@ fn the_overlap_table_sets_each_overlapped_run_against_the_blocking_run_of_its_sp
         let run = |name: &str| facts.decode.iter().find(|r| r.run == text(row, name)).expect("the run");
         let (off, on) = (run("blocking run"), run("overlapped run"));
         assert!(off.overlap.is_none() && on.overlap == Some(4));
-        assert_eq!((off.experiment.as_str(), off.world, off.link.as_str()), (on.experiment.as_str(), on.world, on.link.as_str()));
+        assert_eq!((off.experiment.as_str(), off.world, &off.link), (on.experiment.as_str(), on.world, &on.link));
         let phase = text(row, "phase");
         let total = |r: &report::facts::DecodeRow| r.all_reduces.iter().find(|a| a.phase.name() == phase).unwrap().total.unwrap().median;
         let want = (total(off) - total(on)) / total(off);
@@ -578,7 +578,7 @@ fn an_nccl_run_is_not_run_by_probe_without_a_gpu_per_rank() {
     assert_eq!(ids.len(), 4, "the NCCL environment (the link) is part of the run identity");
     for m in &list {
         assert_eq!(m.status(), parlab::manifest::Status::NotRun, "{}", m.plan.label());
-        assert_eq!(m.plan.backend, "nccl", "{}", m.plan.label());
+        assert_eq!(m.plan.backend, parlab::spec::link::Backend::Nccl, "{}", m.plan.label());
         assert!(m.plan.requires.nccl && m.plan.requires.cuda, "{:?}", m.plan.requires);
         let reason = m.reason().unwrap_or_default();
         let world = m.plan.layout.world;

@@ -179,7 +179,7 @@ fn figures(plan: &RunPlan, i: u64) -> (Summary, Option<Answer>) {
 /// find), fitted by `collect`'s own `fit_of`, as real rows are.
 fn collectives(plan: &RunPlan, ops: &[Op], sizes: &[u64], n: u64, i: u64) -> Summary {
     let p = plan.layout.world as f64;
-    let (alpha, beta) = if plan.link == "mpi-tcp" { (9e-6, 1.2e9) } else { (1.6e-6, 8e9) };
+    let (alpha, beta) = if plan.link == parlab::spec::link::Link::MpiTcp { (9e-6, 1.2e9) } else { (1.6e-6, 8e9) };
     let slow = |size: u64| if size > 1 << 20 { 1.9 } else { 1.0 };
     let time = |size: u64, k: u64| (2.0 * (p - 1.0) * alpha + size as f64 / beta) * (1.0 + 0.1 * jitter(i, k)) * slow(size);
     let mut rows = Vec::new();
