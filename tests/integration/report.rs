@@ -217,12 +217,21 @@ fn corrupt_and_foreign_manifests_are_skipped_with_a_warning() {
     assert!(header.contains("garbage.json: not valid JSON"), "{header}");
 }
 
+/// Whether this machine has 8 GPUs (then `requires: {gpus: 8}` is met and the NOT_RUN tests
+/// below say they are skipped).
+fn eight_gpus_here() -> bool {
+    let gpus = parlab::gates::probe("gpus", "nvidia-smi -L", std::time::Duration::from_secs(30));
+    let eight = gpus.succeeded() && gpus.output.lines().filter(|l| l.starts_with("GPU ")).count() >= 8;
+    if eight {
+        eprintln!("skipped: this machine has 8 GPUs, so `requires: {{gpus: 8}}` is met");
+    }
+    eight
+}
+
 #[test]
 fn an_unmet_requirement_is_not_run_and_quotes_the_probe() {
     let root = root();
-    let gpus = parlab::gates::probe("gpus", "nvidia-smi -L", std::time::Duration::from_secs(30));
-    if gpus.succeeded() && gpus.output.lines().filter(|l| l.starts_with("GPU ")).count() >= 8 {
-        eprintln!("skipped: this machine has 8 GPUs, so `requires: {{gpus: 8}}` is met");
+    if eight_gpus_here() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -253,9 +262,7 @@ fn an_unmet_requirement_is_not_run_and_quotes_the_probe() {
 /// probes and says so on stderr and in the NOT_RUN reason; `--reprobe` probes again.
 #[test]
 fn a_second_run_uses_the_cached_gates_and_labels_its_not_run_decision() {
-    let gpus = parlab::gates::probe("gpus", "nvidia-smi -L", std::time::Duration::from_secs(30));
-    if gpus.succeeded() && gpus.output.lines().filter(|l| l.starts_with("GPU ")).count() >= 8 {
-        eprintln!("skipped: this machine has 8 GPUs, so `requires: {{gpus: 8}}` is met");
+    if eight_gpus_here() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
