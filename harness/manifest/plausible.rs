@@ -9,7 +9,6 @@
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use serde_json::Value;
 use std::borrow::Cow;
 use std::cell::RefCell;
 
@@ -70,15 +69,6 @@ impl Implausible {
     }
 }
 
-/// Ok, or the first implausible number with its key path (`summary.decode.step_s.median: -3`).
-pub fn check(manifest: &Value) -> Result<(), Implausible> {
-    match check_text(&manifest.to_string()) {
-        Err(TextProblem::Implausible(found)) => Err(found),
-        // A JSON value's own text is JSON.
-        Ok(()) | Err(TextProblem::NotJson(_)) => Ok(()),
-    }
-}
-
 /// Why a manifest's text fails [`check_text`].
 #[derive(Debug, thiserror::Error)]
 pub enum TextProblem {
@@ -90,8 +80,8 @@ pub enum TextProblem {
     NotJson(serde_json::Error),
 }
 
-/// [`check`] of a manifest's JSON text, read as a stream without building a tree (the manifest
-/// reader's path). Paths are built only on the way out of an error, so a plausible manifest
+/// Ok, or the first implausible number of a manifest's JSON text with its key path
+/// (`summary.decode.step_s.median: -3`), read as a stream without building a tree. Paths are built only on the way out of an error, so a plausible manifest
 /// allocates nothing but the keys that carry escapes.
 pub fn check_text(text: &str) -> Result<(), TextProblem> {
     let found = RefCell::new(None);
@@ -232,7 +222,15 @@ fn number(x: f64, unit: Unit) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    /// [`check_text`] of a JSON value's text (always JSON): Ok, or the implausible number.
+    fn check(manifest: &Value) -> Result<(), Implausible> {
+        match check_text(&manifest.to_string()) {
+            Err(TextProblem::Implausible(found)) => Err(found),
+            Ok(()) | Err(TextProblem::NotJson(_)) => Ok(()),
+        }
+    }
 
     #[test]
     fn measured_looking_numbers_pass() {
