@@ -64,10 +64,15 @@ pub fn check_regular(path: &Path, limit: u64) -> Result<u64, FileError> {
     Ok(meta.len())
 }
 
-/// Reads a regular text file of at most `limit` bytes.
+/// Reads a regular text file of at most `limit` bytes, less a leading UTF-8 byte-order mark
+/// (editors on Windows write one; YAML allows it, JSON and the tools' tables do not carry it).
 pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
     check_regular(path, limit)?;
-    std::fs::read_to_string(path).map_err(|cause| FileError::Io { path: path.into(), action: "read", cause })
+    let text = std::fs::read_to_string(path).map_err(|cause| FileError::Io { path: path.into(), action: "read", cause })?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
 }
 
 fn file_type_name(t: &std::fs::FileType) -> &'static str {
@@ -82,5 +87,20 @@ fn file_type_name(t: &std::fs::FileType) -> &'static str {
         "a socket"
     } else {
         "not a file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leading_byte_order_mark_is_not_part_of_the_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("spec.yaml");
+        std::fs::write(&f, "\u{feff}name: bom\n").unwrap();
+        assert_eq!(read_text(&f, 1 << 10).unwrap(), "name: bom\n");
+        std::fs::write(&f, "name: \u{feff}\n").unwrap();
+        assert_eq!(read_text(&f, 1 << 10).unwrap(), "name: \u{feff}\n", "only a leading mark");
     }
 }

@@ -85,9 +85,37 @@ pub fn sig3(value: f64) -> String {
     format!("{value:.decimals$}")
 }
 
+/// At most four significant figures, trailing zeros dropped: a constant as a person would
+/// write it (`54`, `1.2`, `7.787`), whether typed into a catalogue or fitted.
+pub fn sig4(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    let digits = value.abs().log10().floor() as i32;
+    let decimals = (3 - digits).clamp(0, 9) as usize;
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn four_significant_figures_read_as_typed() {
+        let cases = [(54.0, "54"), (1.2, "1.2"), (1500.0, "1500"), (1.6577650102808463, "1.658"), (7.786666853, "7.787")];
+        for (value, text) in cases {
+            assert_eq!(sig4(value), text);
+        }
+        assert_eq!(
+            (sig4(123456.0), sig4(0.000123456), sig4(-2.5), sig4(0.0)),
+            ("123456".into(), "0.0001235".into(), "-2.5".into(), "0".into())
+        );
+    }
 
     #[test]
     fn parses_sizes_people_write() {

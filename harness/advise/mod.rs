@@ -8,16 +8,20 @@
 pub mod layouts;
 pub mod predict;
 pub mod rank;
+pub mod record;
 pub mod reject;
 pub mod render;
 pub mod request;
 
+use crate::costmodel::catalogue::Catalogue;
+use crate::costmodel::measured_links::{link_entries, IMPORTED_SUFFIX, MEASURED_SUFFIX};
 use layouts::Layout;
 use predict::{predict, Prediction};
 use rank::Ranked;
 use reject::Rejection;
 use request::Request;
 use serde::Serialize;
+use std::path::Path;
 
 /// The JSON schema name `--json` prints.
 pub const SCHEMA: &str = "parlab.advice/1";
@@ -40,7 +44,7 @@ pub enum AdviseError {
         known: Vec<String>,
     },
     /// A link is not in the catalogue.
-    #[error("--domain link `{name}`: not in models/links.yaml (known: {})", known.join(", "))]
+    #[error("--domain link `{name}`: not in models/links.yaml (known: {}){}", known.join(", "), measured_hint(name))]
     UnknownLink {
         /// The name given.
         name: String,
@@ -56,6 +60,59 @@ pub enum AdviseError {
     /// The catalogue could not be read.
     #[error("{0}")]
     Catalogue(String),
+    /// `--links-from` is not a folder of manifests.
+    #[error("--links-from {}: not a folder (give a store of manifests, e.g. manifests/)", .0.display())]
+    NotAStore(std::path::PathBuf),
+    /// A measured link's name is taken by the catalogue.
+    #[error("--links-from: models/links.yaml already has a link named `{0}`; rename it there")]
+    LinkNameTaken(String),
+}
+
+/// What a measured link's name needs, for a name that looks like one.
+fn measured_hint(name: &str) -> &'static str {
+    if name.ends_with(MEASURED_SUFFIX) || name.ends_with(IMPORTED_SUFFIX) {
+        "; a measured link needs --links-from DIR holding a collectives run over it (an all-reduce at 2 ranks or more)"
+    } else {
+        ""
+    }
+}
+
+/// The answer to a `kind: advise` run's question, as its summary; an error where the
+/// question cannot be asked any more (the catalogue or the model changed since it was planned).
+pub fn answer_plan(plan: &crate::spec::plan::RunPlan) -> Result<crate::manifest::summary::Summary, AdviseError> {
+    let crate::spec::plan::Workload::Advise { model, params } = &plan.workload else {
+        return Err(AdviseError::Workload(format!("{} is not a kind: advise run", plan.label())));
+    };
+    let catalogue = Catalogue::load_default().map_err(|e| AdviseError::Catalogue(e.to_string()))?;
+    let advice = advise(request::Asked::of_spec(model, params).resolve(&catalogue)?);
+    Ok(crate::manifest::summary::Summary::Advice(record::advised(&advice, &plan.experiment)))
+}
+
+/// Adds to `catalogue` every link the manifests in `store` measured or imported
+/// (`costmodel::measured_links`). Unreadable manifests are skipped with a warning, as
+/// `parlab report` skips them.
+pub fn add_store_links(catalogue: &mut Catalogue, store: &Path) -> Result<(), AdviseError> {
+    if !store.is_dir() {
+        return Err(AdviseError::NotAStore(store.to_path_buf()));
+    }
+    let (manifests, skipped) = crate::manifest::read_all(store);
+    for s in &skipped {
+        eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
+    }
+    let entries = link_entries(&manifests);
+    if entries.is_empty() {
+        eprintln!(
+            "warning: --links-from {}: no ok collectives run with an all-reduce fit of 2 ranks or more; no measured link added",
+            store.display()
+        );
+    }
+    for entry in entries {
+        if catalogue.link(&entry.name).is_some() {
+            return Err(AdviseError::LinkNameTaken(entry.name));
+        }
+        catalogue.links.push(entry);
+    }
+    Ok(())
 }
 
 /// A layout the advice refuses, and why.

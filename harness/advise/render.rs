@@ -172,6 +172,15 @@ pub fn to_json(advice: &Advice) -> Value {
     })
 }
 
+/// What would flip a ranked layout, in words (None for one below the top whose flip was not searched).
+pub fn flip_words(r: &Ranked) -> Option<String> {
+    match &r.flip {
+        Some(Some(f)) => Some(flip_message(f)),
+        Some(None) => Some("no single constant within a factor of 10^4 of its value".into()),
+        None => None,
+    }
+}
+
 fn ranked_row(i: usize, r: &Ranked) -> String {
     let p = &r.predicted;
     format!(
@@ -185,11 +194,7 @@ fn ranked_row(i: usize, r: &Ranked) -> String {
         sig3(p.tokens_per_s_per_device),
         format_bytes(p.weights_bytes_per_device as f64),
         format_bytes(p.kv_bytes_per_device as f64),
-        match &r.flip {
-            Some(Some(f)) => flip_message(f),
-            Some(None) => "no single constant within a factor of 10^4 of its value".into(),
-            None => String::new(),
-        },
+        flip_words(r).unwrap_or_default(),
     )
 }
 

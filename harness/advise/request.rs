@@ -7,20 +7,13 @@ use crate::costmodel::catalogue::{Catalogue, DeviceEntry, LinkEntry};
 use crate::costmodel::link::Link;
 use crate::costmodel::plan::Device;
 use crate::costmodel::tables::{load_shape, NamedShape};
-use crate::spec::schema::Dtype;
+use crate::spec::schema::{AdviseParams, Dtype};
 
-/// What the layouts are ranked by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Objective {
-    /// The whole of one request: its prefill and every decode step of its answer.
-    Latency,
-    /// Time to first token: the prefill of one prompt.
-    Ttft,
-    /// Tokens per second over every sequence in flight.
-    Throughput,
-}
+pub use crate::spec::schema::Objective;
 
-crate::named!(Objective { Latency => "latency", Ttft => "ttft", Throughput => "throughput" });
+/// The longest context (prompt plus answer) advice is given for: 2^24 tokens, past any model's
+/// window today, and short enough that every byte count of the cost model fits in 64 bits.
+pub const MAX_CONTEXT: u64 = 1 << 24;
 
 /// The traffic to serve.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,6 +36,11 @@ impl Workload {
         if prompt == 0 || new_tokens == 0 || sequences == 0 {
             return Err(AdviseError::Workload(format!(
                 "--prompt {prompt}, --new-tokens {new_tokens}, --sequences {sequences}: each must be at least 1"
+            )));
+        }
+        if prompt.checked_add(new_tokens).is_none_or(|n| n > MAX_CONTEXT) {
+            return Err(AdviseError::Workload(format!(
+                "--prompt {prompt} --new-tokens {new_tokens}: a request's context (prompt plus answer) is at most {MAX_CONTEXT} tokens"
             )));
         }
         Ok(Workload { prompt, new_tokens, sequences, objective, dtype })
@@ -189,7 +187,8 @@ pub struct Asked {
 }
 
 fn parse_domain(text: &str, catalogue: &Catalogue) -> Result<Domain, AdviseError> {
-    let (size, name) = text.split_once(':').ok_or_else(|| topology(format!("--domain {text}: expected SIZE:LINK, e.g. 2:nvlink-nv12")))?;
+    let expected = || topology(format!("--domain {text}: expected SIZE:LINK, e.g. 2:nvlink-nv12"));
+    let (size, name) = text.split_once(':').filter(|(_, name)| !name.trim().is_empty()).ok_or_else(expected)?;
     let size: u32 = size.trim().parse().map_err(|_| topology(format!("--domain {text}: `{size}` is not a device count")))?;
     let link = catalogue.link(name.trim()).cloned().ok_or_else(|| AdviseError::UnknownLink {
         name: name.trim().to_string(),
@@ -198,7 +197,38 @@ fn parse_domain(text: &str, catalogue: &Catalogue) -> Result<Domain, AdviseError
     Ok(Domain { size, link })
 }
 
+/// Refuses a request longer than the model's position table (where its config.json says).
+fn check_window(model: &NamedShape, w: &Workload) -> Result<(), AdviseError> {
+    let max = u64::from(model.max_positions);
+    if max == 0 || w.final_context() <= max {
+        return Ok(());
+    }
+    Err(AdviseError::Workload(format!(
+        "--prompt {} --new-tokens {}: a request of {} tokens, but {} holds {max} positions (n_positions or max_position_embeddings in its config.json)",
+        w.prompt,
+        w.new_tokens,
+        w.final_context(),
+        model.name
+    )))
+}
+
 impl Asked {
+    /// The question a `kind: advise` spec asks of `model`.
+    pub fn of_spec(model: &str, p: &AdviseParams) -> Self {
+        Asked {
+            model: model.to_string(),
+            device: p.device.clone(),
+            nodes: p.nodes,
+            devices_per_node: p.devices_per_node,
+            domains: p.domains.clone(),
+            prompt: p.prompt_tokens,
+            new_tokens: p.new_tokens,
+            sequences: p.sequences,
+            objective: p.objective.name().to_string(),
+            dtype: p.dtype.name().to_string(),
+        }
+    }
+
     /// Looks every word up in the catalogue and the model folders, and checks the machine adds up.
     pub fn resolve(&self, catalogue: &Catalogue) -> Result<Request, AdviseError> {
         let model = load_shape(&self.model).map_err(|e| AdviseError::Model(e.to_string()))?;
@@ -213,6 +243,7 @@ impl Asked {
         let dtype = crate::costmodel::parse_dtype(&self.dtype)
             .ok_or_else(|| AdviseError::Workload(format!("--dtype {}: use float32, float16 or bfloat16", self.dtype)))?;
         let workload = Workload::new(self.prompt, self.new_tokens, self.sequences, objective, dtype)?;
+        check_window(&model, &workload)?;
         Ok(Request { model, workload, machine })
     }
 }
@@ -285,5 +316,14 @@ mod tests {
         let w = Workload::new(4032, 128, 1, Objective::Latency, Dtype::Float16).unwrap();
         assert_eq!((w.mean_decode_context(), w.final_context()), (4096, 4160));
         assert!(Workload::new(0, 1, 1, Objective::Ttft, Dtype::Float16).is_err());
+    }
+
+    #[test]
+    fn a_context_past_max_context_is_refused_not_wrapped() {
+        let too_long =
+            |prompt, new_tokens| Workload::new(prompt, new_tokens, 1, Objective::Latency, Dtype::Float16).unwrap_err().to_string();
+        assert!(too_long(u64::MAX, 2).contains("--prompt 18446744073709551615 --new-tokens 2: a request's context"), "overflow");
+        assert!(too_long(MAX_CONTEXT, 1).contains("is at most 16777216 tokens"));
+        assert!(Workload::new(MAX_CONTEXT - 1, 1, 1, Objective::Latency, Dtype::Float16).is_ok());
     }
 }

@@ -3,9 +3,10 @@
 
 use super::Error;
 use crate::advise::request::Asked;
-use crate::advise::{advise, render, AdviseError};
+use crate::advise::{add_store_links, advise, render, AdviseError};
 use crate::costmodel::catalogue::Catalogue;
 use clap::Args;
+use std::path::PathBuf;
 
 /// Arguments of `parlab advise`.
 #[derive(Debug, Args)]
@@ -40,6 +41,10 @@ pub struct AdviseArgs {
     /// Bytes per value of weights, activations and cache.
     #[arg(long, default_value = "float16")]
     pub dtype: String,
+    /// A store of manifests whose collectives runs offer their links to `--domain`: one parlab
+    /// measured as `LINK-measured` (`nccl-measured`), one imported as `LINK-imported`.
+    #[arg(long, value_name = "DIR")]
+    pub links_from: Option<PathBuf>,
     /// Print `parlab.advice/1` JSON instead of markdown.
     #[arg(long)]
     pub json: bool,
@@ -70,7 +75,10 @@ impl From<AdviseError> for Error {
 
 /// Runs `parlab advise`.
 pub fn run(args: &AdviseArgs) -> super::Result<i32> {
-    let catalogue = Catalogue::load_default().map_err(|e| AdviseError::Catalogue(e.to_string()))?;
+    let mut catalogue = Catalogue::load_default().map_err(|e| AdviseError::Catalogue(e.to_string()))?;
+    if let Some(store) = &args.links_from {
+        add_store_links(&mut catalogue, store)?;
+    }
     let advice = advise(args.asked().resolve(&catalogue)?);
     let text =
         if args.json { format!("{}\n", serde_json::to_string_pretty(&render::to_json(&advice))?) } else { render::to_markdown(&advice) };

@@ -67,7 +67,9 @@ impl From<anyhow::Error> for Error {
 impl From<crate::report::origin::OriginError> for Error {
     fn from(e: crate::report::origin::OriginError) -> Self {
         match e {
-            crate::report::origin::OriginError::OtherStore { .. } => Error::Usage(e.to_string()),
+            crate::report::origin::OriginError::OtherStore { .. } | crate::report::origin::OriginError::IsTheStore { .. } => {
+                Error::Usage(e.to_string())
+            }
             crate::report::origin::OriginError::Write { .. } => Error::Failed(e.into()),
         }
     }
@@ -84,7 +86,16 @@ macro_rules! failed_from {
     )*};
 }
 
-failed_from!(std::io::Error, serde_json::Error, crate::costmodel::safetensors_header::HeaderError);
+failed_from!(std::io::Error, serde_json::Error);
+
+impl From<crate::costmodel::safetensors_header::HeaderError> for Error {
+    fn from(e: crate::costmodel::safetensors_header::HeaderError) -> Self {
+        match e {
+            crate::costmodel::safetensors_header::HeaderError::Format { .. } => Error::Usage(format!("error: {e}")),
+            crate::costmodel::safetensors_header::HeaderError::Io { .. } => Error::Failed(e.into()),
+        }
+    }
+}
 
 /// parlab: declarative benchmarks and an evidence register for distributed LLM inference.
 #[derive(Debug, Parser)]
@@ -234,6 +245,17 @@ pub enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+/// Refuses the folder `flag` names when it is a file or missing (`what`: "baseline manifests folder").
+fn existing_folder(dir: &std::path::Path, flag: &str, what: &str) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Usage(format!("{}: not a folder; {flag} names the folder the manifests are in", dir.display())));
+    }
+    if !dir.is_dir() {
+        return Err(Error::Usage(format!("{}: no such {what}", dir.display())));
+    }
+    Ok(())
 }
 
 /// Parses arguments, runs the command, and returns the exit code.

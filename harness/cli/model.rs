@@ -51,6 +51,7 @@ pub fn run(args: ModelArgs) -> super::Result<i32> {
 
 /// `parlab model init`: writes a seeded checkpoint for `model` (cut to `layers` if given) into `out`.
 fn init_checkpoint(model: &str, seed: u64, out: &Path, layers: Option<u32>) -> super::Result<i32> {
+    init::check_out(out).map_err(|e| Error::Usage(e.to_string()))?;
     let loc = resolve_model(model);
     let whole = ModelConfig::read(&loc.dir).map_err(|e| Error::Usage(e.to_string()))?;
     let cfg = match layers {
@@ -67,6 +68,7 @@ fn init_checkpoint(model: &str, seed: u64, out: &Path, layers: Option<u32>) -> s
     if family == Family::Llama {
         LlamaDims::from_config(&cfg).map_err(|e| Error::Usage(format!("{model}: {e}")))?;
     }
+    check_room(model, &cfg, out)?;
     init::replace_checkpoint(&cfg, seed, out)?;
     eprintln!(
         "parlab: wrote {} ({} recipe, seed {seed}, {} layers)",
@@ -75,6 +77,24 @@ fn init_checkpoint(model: &str, seed: u64, out: &Path, layers: Option<u32>) -> s
         cfg.layers
     );
     Ok(crate::exitcode::OK)
+}
+
+/// Refuses a checkpoint that would not fit: generated whole in memory (every parameter in
+/// float32) and then written into `out`'s filesystem; checked before anything is allocated.
+fn check_room(model: &str, cfg: &ModelConfig, out: &Path) -> super::Result<()> {
+    use crate::spec::{disk, resources};
+    let shape = crate::costmodel::shape::shape_from_config(cfg).map_err(|e| Error::Usage(format!("{model}: {e}")))?;
+    let bytes = shape.stored_bytes(4);
+    let what = format!("a seeded checkpoint of {} float32 parameters generated in memory", shape.params);
+    let memory = resources::Limit::current().and_then(|limit| resources::refusal(Kind::Decode, &resources::Need { bytes, what }, &limit));
+    if let Some((_, message)) = memory {
+        return Err(Error::Usage(format!("{model}: {message}")));
+    }
+    let need = disk::DiskNeed { bytes, params: shape.params, folder: out.to_path_buf() };
+    match disk::DiskLimit::for_folder(out).and_then(|limit| disk::refusal(&need, &limit)) {
+        Some(message) => Err(Error::Usage(format!("{model}: {message}"))),
+        None => Ok(()),
+    }
 }
 
 /// The `kind: model` runs of the specs under `paths` (default: experiments/), read by the one spec loader.

@@ -33,14 +33,34 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     crate::manifest::write_atomic(path, text.as_bytes()).map_err(Into::into)
 }
 
+/// Refuses output paths that cannot be written before anything is compared or written: a
+/// `--junit` or `--summary` file that is a folder or whose folder is missing, a `--history`
+/// folder that is a file.
+fn check_outputs(outs: &Outputs) -> Result<(), Error> {
+    for (flag, path) in [("--junit", &outs.junit), ("--summary", &outs.summary)] {
+        let Some(path) = path else { continue };
+        if path.is_dir() {
+            return Err(Error::Usage(format!("{flag} {}: a folder; {flag} names the file to write", path.display())));
+        }
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(Error::Usage(format!("{flag} {}: no such folder {}", path.display(), parent.display())));
+        }
+    }
+    match &outs.history {
+        Some(dir) if dir.exists() && !dir.is_dir() => {
+            Err(Error::Usage(format!("--history {}: not a folder; --history names the nightly history folder", dir.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
 pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> super::Result<i32> {
     check(policy)?;
-    for (dir, what) in [(baseline, "baseline"), (manifests, "tonight's")] {
-        if !dir.is_dir() {
-            return Err(Error::Usage(format!("{}: no such {what} manifests folder", dir.display())));
-        }
-    }
+    check_outputs(outs)?;
+    super::existing_folder(baseline, "--baseline", "baseline manifests folder")?;
+    super::existing_folder(manifests, "--manifests", "tonight's manifests folder")?;
     let (before, skipped_before) = Night::load(baseline);
     let (after, skipped_after) = Night::load(manifests);
     for s in skipped_before.iter().chain(&skipped_after) {

@@ -16,13 +16,18 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
             "#", "experiment", "strategy", "world", "link", "run_id", "answer_id"
         );
         for (i, r) in runs.iter().enumerate() {
+            let (strategy, world, link) = if r.kind().launches_ranks() {
+                (r.layout.strategy.name().to_string(), r.layout.world.to_string(), r.link.to_string())
+            } else {
+                (r.kind().name().to_string(), "–".to_string(), "–".to_string())
+            };
             println!(
                 "{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12} {}",
                 i + 1,
                 format!("{}#{}", r.experiment, r.index),
-                r.layout.strategy.name(),
-                r.layout.world,
-                r.link,
+                strategy,
+                world,
+                link,
                 r.short_id(),
                 r.answer_id.short(),
                 details(r)
@@ -35,6 +40,9 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
 /// The axis values the columns do not show: threads, head placement, zig-zag blocks, decode
 /// split, overlap, sequences in flight.
 fn details(r: &RunPlan) -> String {
+    if !r.kind().launches_ranks() {
+        return "arithmetic: nothing is launched".into();
+    }
     let mut parts = vec![format!("threads={}", r.threads_per_rank)];
     if let Some(head) = r.layout.head {
         parts.push(format!("head={}", head.name()));
@@ -78,7 +86,7 @@ fn plan_json(r: &RunPlan) -> serde_json::Value {
 /// environment it would have), and Open MPI's transport selection in words. Model runs launch nothing.
 fn launch_line(r: &RunPlan) -> serde_json::Value {
     use crate::launch::command;
-    if r.kind() == crate::spec::Kind::Model {
+    if !r.kind().launches_ranks() {
         return serde_json::Value::Null;
     }
     let out = crate::manifest::Manifest::results_dir(&crate::manifest::manifests_dir(), &r.run_id);

@@ -167,6 +167,6 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         Kind::Collectives => collectives::collect(plan, out, manifests),
         Kind::Membw => membw::collect(plan, out, manifests),
         Kind::Dispatch => dispatch::collect(plan, out, manifests),
-        Kind::Model => Err(CollectError::ModelRun),
+        Kind::Model | Kind::Advise => Err(CollectError::ModelRun),
     }
 }

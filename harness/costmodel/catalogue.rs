@@ -3,6 +3,7 @@
 
 use super::link::Link;
 use crate::model::resolve::models_root;
+use crate::units::sig4;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -127,8 +128,8 @@ impl LinkEntry {
     /// Provenance lines for both constants.
     pub fn provenance_lines(&self) -> Vec<String> {
         vec![
-            format!("link {}: latency {} µs, {}", self.name, self.latency_us, self.latency_provenance.describe()),
-            format!("link {}: bandwidth {} GB/s, {}", self.name, self.bandwidth_gbps, self.bandwidth_provenance.describe()),
+            format!("link {}: latency {} µs, {}", self.name, sig4(self.latency_us), self.latency_provenance.describe()),
+            format!("link {}: bandwidth {} GB/s, {}", self.name, sig4(self.bandwidth_gbps), self.bandwidth_provenance.describe()),
         ]
     }
 }
@@ -177,13 +178,13 @@ impl DeviceEntry {
     pub fn provenance_lines(&self) -> Vec<String> {
         vec![
             format!("device {}: memory {}, {}", self.name, self.memory, self.memory_provenance.describe()),
-            format!("device {}: bandwidth {} GB/s, {}", self.name, self.bandwidth_gbps, self.bandwidth_provenance.describe()),
+            format!("device {}: bandwidth {} GB/s, {}", self.name, sig4(self.bandwidth_gbps), self.bandwidth_provenance.describe()),
         ]
         .into_iter()
         .chain(
             self.compute_tflops
                 .zip(self.compute_provenance.as_ref())
-                .map(|(t, p)| format!("device {}: compute {} TFLOP/s, {}", self.name, t, p.describe())),
+                .map(|(t, p)| format!("device {}: compute {} TFLOP/s, {}", self.name, sig4(t), p.describe())),
         )
         .collect()
     }

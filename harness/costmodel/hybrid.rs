@@ -8,7 +8,7 @@
 //! Overlap of communication with compute and batching are not modelled.
 
 use super::link::{allgather_time, allreduce_time, alltoall_time, p2p_time, Link};
-use super::plan::Device;
+use super::plan::{cache_bytes, streamed_block, Device};
 use super::shape::ModelShape;
 use crate::spec::layout::even_spans;
 use serde::Serialize;
@@ -79,13 +79,6 @@ struct Stage {
     last: bool,
 }
 
-/// Streamed values of one block for one token (only the routed experts of a mixture).
-fn active_block(s: &ModelShape) -> u64 {
-    let b = &s.breakdown;
-    let idle = s.experts.map_or(0, |e| (e.count - e.active) as u64 * b.expert_mlp);
-    b.attention_per_layer + b.mlp_per_layer - idle
-}
-
 fn stages(s: &ModelShape, tensor: u32, count: u32, sb: u64) -> Vec<Stage> {
     let (b, t) = (&s.breakdown, tensor as u64);
     let spans = even_spans(s.layers as u32, count);
@@ -99,7 +92,7 @@ fn stages(s: &ModelShape, tensor: u32, count: u32, sb: u64) -> Vec<Stage> {
         .map(|(i, span)| {
             let n = span.len() as u64;
             let mut stored = n * (b.attention_per_layer + b.mlp_per_layer) / t + n * b.norms_per_layer;
-            let mut streamed = n * active_block(s) / t + n * b.norms_per_layer;
+            let mut streamed = n * streamed_block(s) / t + n * b.norms_per_layer;
             if i == 0 {
                 stored += b.embedding / t + b.position;
                 streamed += rows;
@@ -108,7 +101,7 @@ fn stages(s: &ModelShape, tensor: u32, count: u32, sb: u64) -> Vec<Stage> {
                 stored += b.final_norm + head_here / t;
                 streamed += b.final_norm + s.head_params() / t;
             }
-            let flops_per_prompt_token = 2 * n * active_block(s) / t;
+            let flops_per_prompt_token = 2 * n * streamed_block(s) / t;
             Stage { layers: n, stored, streamed, flops_per_prompt_token, kv_per_token: n * kv_layer, last: i == last }
         })
         .collect()
@@ -117,7 +110,7 @@ fn stages(s: &ModelShape, tensor: u32, count: u32, sb: u64) -> Vec<Stage> {
 /// Decode time of one stage for one token: its memory read and its tensor collectives.
 fn decode_stage_s(input: &ReplicaInput, g: &Stage) -> (f64, f64) {
     let (s, sb) = (input.shape, input.dtype_bytes);
-    let memory = (g.streamed * sb + input.decode_context * g.kv_per_token) as f64 / input.device.bandwidth_bps;
+    let memory = ((g.streamed * sb) as f64 + input.decode_context as f64 * g.kv_per_token as f64) / input.device.bandwidth_bps;
     let mut comm = 2.0 * g.layers as f64 * allreduce_time(input.tensor_link, (s.hidden * sb) as f64, input.tensor);
     if g.last {
         comm += allgather_time(input.tensor_link, (s.vocab * sb) as f64, input.tensor);
@@ -127,13 +120,14 @@ fn decode_stage_s(input: &ReplicaInput, g: &Stage) -> (f64, f64) {
 
 /// Prefill of one prompt on one stage: (time, communication, bound by arithmetic).
 fn prefill_stage_s(input: &ReplicaInput, g: &Stage) -> (f64, f64, bool) {
-    let (s, sb, p, t) = (input.shape, input.dtype_bytes, input.prompt, input.tensor as u64);
-    let attention = 2 * g.layers * p * p * s.heads * s.head_dim / t;
-    let logits = if g.last { 2 * s.head_params() / t } else { 0 };
-    let flops = (g.flops_per_prompt_token * p + attention + logits) as f64;
-    let memory = (g.stored * sb + p * g.kv_per_token) as f64 / input.device.bandwidth_bps;
+    // In floating point: a long prompt's attention (quadratic in it) passes 64 bits.
+    let (s, sb, p, t) = (input.shape, input.dtype_bytes, input.prompt as f64, input.tensor as u64);
+    let attention = 2.0 * (g.layers * s.heads * s.head_dim) as f64 * p * p / t as f64;
+    let logits = if g.last { (2 * s.head_params() / t) as f64 } else { 0.0 };
+    let flops = g.flops_per_prompt_token as f64 * p + attention + logits;
+    let memory = ((g.stored * sb) as f64 + p * g.kv_per_token as f64) / input.device.bandwidth_bps;
     let arithmetic = input.peak_flops.map_or(0.0, |peak| flops / peak);
-    let activation = (p * s.hidden * sb) as f64;
+    let activation = p * (s.hidden * sb) as f64;
     let mut comm = 2.0 * g.layers as f64 * allreduce_time(input.tensor_link, activation, input.tensor);
     if g.last {
         comm += allgather_time(input.tensor_link, (s.vocab * sb) as f64, input.tensor);
@@ -156,13 +150,13 @@ pub fn replica_plan(input: &ReplicaInput) -> ReplicaPlan {
         decode.iter().enumerate().map(|(i, (mem, comm))| mem + comm + hops.get(i).copied().unwrap_or(token_back)).fold(0.0, f64::max);
     let round_s = if st.len() > 1 { step_s.max(m as f64 * busiest) } else { m as f64 * step_s };
     let prefill: Vec<(f64, f64, bool)> = st.iter().map(|g| prefill_stage_s(input, g)).collect();
-    let prompt_hops: f64 = input.hop_links.iter().map(|l| p2p_time(*l, (input.prompt * s.hidden * sb) as f64)).sum();
+    let prompt_hops: f64 = input.hop_links.iter().map(|l| p2p_time(*l, input.prompt as f64 * (s.hidden * sb) as f64)).sum();
     let stored = st.iter().map(|g| g.stored).max().unwrap_or(0) * sb;
-    let kv = st.iter().map(|g| g.kv_per_token).max().unwrap_or(0) * input.kv_context * m;
+    let kv = cache_bytes(m, input.kv_context, st.iter().map(|g| g.kv_per_token).max().unwrap_or(0));
     ReplicaPlan {
         stored_bytes_per_device: stored,
         kv_bytes_per_device: kv,
-        fits: stored + kv <= input.device.memory_bytes,
+        fits: stored.saturating_add(kv) <= input.device.memory_bytes,
         compute_s,
         comm_s,
         step_s,
@@ -177,17 +171,17 @@ pub fn replica_plan(input: &ReplicaInput) -> ReplicaPlan {
 /// (time, communication, bound by arithmetic). Each device runs every token's attention and its
 /// even share of the routed experts; two all-to-alls of the routed rows per layer.
 pub fn expert_prefill(input: &ReplicaInput, ranks: u32) -> (f64, f64, bool) {
-    let (s, sb, p) = (input.shape, input.dtype_bytes, input.prompt);
+    let (s, sb, p) = (input.shape, input.dtype_bytes, input.prompt as f64);
     let (b, r) = (&s.breakdown, ranks.max(1) as u64);
     let active = s.experts.map_or(1, |e| e.active as u64);
-    let flops = 2 * p * s.layers * (b.attention_per_layer + active * b.expert_mlp / r)
-        + 2 * s.layers * p * p * s.heads * s.head_dim
-        + 2 * s.head_params();
+    let flops = 2.0 * p * (s.layers * (b.attention_per_layer + active * b.expert_mlp / r)) as f64
+        + 2.0 * (s.layers * s.heads * s.head_dim) as f64 * p * p
+        + (2 * s.head_params()) as f64;
     let all_experts = s.experts.map_or(0, |e| e.count as u64) * b.expert_mlp * s.layers;
     let stored = s.params - all_experts + all_experts / r;
-    let memory = (stored * sb + p * s.kv_bytes_per_token(sb)) as f64 / input.device.bandwidth_bps;
-    let arithmetic = input.peak_flops.map_or(0.0, |peak| flops as f64 / peak);
-    let rows = (p * active * s.hidden * sb) as f64;
+    let memory = ((stored * sb) as f64 + p * s.kv_bytes_per_token(sb) as f64) / input.device.bandwidth_bps;
+    let arithmetic = input.peak_flops.map_or(0.0, |peak| flops / peak);
+    let rows = p * (active * s.hidden * sb) as f64;
     let comm = 2.0 * s.layers as f64 * alltoall_time(input.tensor_link, rows, ranks);
     (arithmetic.max(memory) + comm, comm, arithmetic > memory)
 }

@@ -4,6 +4,7 @@
 pub mod catalogue;
 pub mod hybrid;
 pub mod link;
+pub mod measured_links;
 pub mod plan;
 pub mod predict;
 pub mod safetensors_header;

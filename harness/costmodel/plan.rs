@@ -72,7 +72,7 @@ pub struct Plan {
 
 /// Time per token of one sequence on one device holding the whole model.
 pub fn single_device_step_s(shape: &ModelShape, dtype_bytes: u64, context: u64, bandwidth_bps: f64) -> f64 {
-    (shape.streamed_bytes(dtype_bytes) + context * shape.kv_bytes_per_token(dtype_bytes)) as f64 / bandwidth_bps
+    (shape.streamed_bytes(dtype_bytes) as f64 + context as f64 * shape.kv_bytes_per_token(dtype_bytes) as f64) / bandwidth_bps
 }
 
 /// The largest all-reduce time at which tensor parallelism over `world` devices still
@@ -185,12 +185,18 @@ struct Parts {
     wire: f64,
 }
 
+/// The KV cache of `sequences` at `context` tokens of `per_token` bytes each, saturating at
+/// `u64::MAX`: a cache past the largest byte count fits no device (it must not wrap to one that does).
+pub(crate) fn cache_bytes(sequences: u64, context: u64, per_token: u64) -> u64 {
+    sequences.saturating_mul(context).saturating_mul(per_token)
+}
+
 fn finish(input: &PlanInput, p: Parts) -> Plan {
     let step_s = p.compute_s + p.comm_s;
     Plan {
         stored_bytes_per_device: p.stored,
         kv_bytes_per_device: p.kv,
-        fits: p.stored + p.kv <= input.device.memory_bytes,
+        fits: p.stored.saturating_add(p.kv) <= input.device.memory_bytes,
         compute_s: p.compute_s,
         comm_s: p.comm_s,
         step_s,
@@ -209,7 +215,7 @@ fn data_plan(input: &PlanInput) -> Plan {
         input,
         Parts {
             stored: s.stored_bytes(input.dtype_bytes),
-            kv: per_replica * input.context * s.kv_bytes_per_token(input.dtype_bytes),
+            kv: cache_bytes(per_replica, input.context, s.kv_bytes_per_token(input.dtype_bytes)),
             compute_s: t1,
             comm_s: 0.0,
             round_s: per_replica as f64 * t1,
@@ -226,6 +232,36 @@ pub(crate) fn streamed_block(s: &ModelShape) -> u64 {
     b.attention_per_layer + b.mlp_per_layer - idle
 }
 
+/// Per device, a split whose devices all work on every token (tensor, expert): values held and
+/// streamed per token (not bytes), KV bytes per token of context, and its communication per token.
+struct Lockstep {
+    stored: u64,
+    streamed: u64,
+    kv_per_token: u64,
+    comm_s: f64,
+    collectives: u64,
+    wire: f64,
+}
+
+/// The plan of a lockstep split: a step is its memory time plus its communication, the
+/// sequences in flight take their steps in turn, and every device holds every sequence's cache.
+fn lockstep_plan(input: &PlanInput, l: Lockstep) -> Plan {
+    let sb = input.dtype_bytes;
+    let compute_s = ((l.streamed * sb) as f64 + input.context as f64 * l.kv_per_token as f64) / input.device.bandwidth_bps;
+    finish(
+        input,
+        Parts {
+            stored: l.stored * sb,
+            kv: cache_bytes(input.sequences as u64, input.context, l.kv_per_token),
+            compute_s,
+            comm_s: l.comm_s,
+            round_s: input.sequences as f64 * (compute_s + l.comm_s),
+            collectives: l.collectives,
+            wire: l.wire,
+        },
+    )
+}
+
 fn tensor_plan(input: &PlanInput) -> Plan {
     let (s, sb, p) = (input.shape, input.dtype_bytes, input.world as u64);
     let b = &s.breakdown;
@@ -234,21 +270,18 @@ fn tensor_plan(input: &PlanInput) -> Plan {
     let stored = split_blocks + replicated + b.embedding / p + b.head / p;
     let rows = s.hidden * if b.position > 0 { 2 } else { 1 };
     let streamed = s.layers * streamed_block(s) / p + s.layers * b.norms_per_layer + b.final_norm + s.head_params() / p + rows;
-    let kv_token = s.kv_share(p, sb).bytes_per_token_per_device;
-    let compute_s = (streamed * sb + input.context * kv_token) as f64 / input.device.bandwidth_bps;
     let activation = (s.hidden * sb) as f64;
     let logits = (s.vocab * sb) as f64;
     let comm_s =
         2.0 * s.layers as f64 * allreduce_time(input.link, activation, input.world) + allgather_time(input.link, logits, input.world);
     let wire = tp_wire_bytes_per_token(s.hidden, s.layers, input.world, sb) + wire_bytes_per_rank(Op::AllGather, logits, input.world);
-    finish(
+    lockstep_plan(
         input,
-        Parts {
-            stored: stored * sb,
-            kv: input.sequences as u64 * input.context * kv_token,
-            compute_s,
+        Lockstep {
+            stored,
+            streamed,
+            kv_per_token: s.kv_share(p, sb).bytes_per_token_per_device,
             comm_s,
-            round_s: input.sequences as f64 * (compute_s + comm_s),
             collectives: s.tensor_all_reduces_per_token() + 1,
             wire,
         },
@@ -292,7 +325,7 @@ fn pipeline_plan(input: &PlanInput) -> Plan {
     let (s, sb, m) = (input.shape, input.dtype_bytes, input.sequences as u64);
     let st = stages(s, input.world, sb);
     let bw = input.device.bandwidth_bps;
-    let times: Vec<f64> = st.iter().map(|g| (g.streamed * sb + input.context * g.kv_per_token) as f64 / bw).collect();
+    let times: Vec<f64> = st.iter().map(|g| ((g.streamed * sb) as f64 + input.context as f64 * g.kv_per_token as f64) / bw).collect();
     let hop = p2p_time(input.link, (s.hidden * sb) as f64);
     let token_back = p2p_time(input.link, 4.0);
     let boundaries = (input.world - 1) as f64;
@@ -300,7 +333,7 @@ fn pipeline_plan(input: &PlanInput) -> Plan {
     let comm_s = boundaries * hop + token_back;
     let busiest = times.iter().enumerate().map(|(i, t)| t + if i + 1 < times.len() { hop } else { token_back }).fold(0.0, f64::max);
     let stored = st.iter().map(|g| g.stored).max().unwrap_or(0) * sb;
-    let kv = st.iter().map(|g| g.kv_per_token).max().unwrap_or(0) * input.context * m;
+    let kv = cache_bytes(m, input.context, st.iter().map(|g| g.kv_per_token).max().unwrap_or(0));
     finish(
         input,
         Parts {
@@ -326,18 +359,14 @@ fn expert_plan(input: &PlanInput) -> Plan {
     let even_share = e.active as f64 / p as f64;
     let routed_here = ((even_share * input.imbalance).ceil() as u64).clamp(1, (e.active as u64).min(e.count as u64 / p));
     let streamed = s.streamed_params() - s.layers * (e.active as u64 - routed_here) * b.expert_mlp;
-    let kv_token = s.kv_bytes_per_token(sb);
-    let compute_s = (streamed * sb + input.context * kv_token) as f64 / input.device.bandwidth_bps;
     let dispatch = (e.active as u64 * s.hidden * sb) as f64 * input.imbalance;
-    let comm_s = 2.0 * s.layers as f64 * alltoall_time(input.link, dispatch, input.world);
-    finish(
+    lockstep_plan(
         input,
-        Parts {
-            stored: stored * sb,
-            kv: input.sequences as u64 * input.context * kv_token,
-            compute_s,
-            comm_s,
-            round_s: input.sequences as f64 * (compute_s + comm_s),
+        Lockstep {
+            stored,
+            streamed,
+            kv_per_token: s.kv_bytes_per_token(sb),
+            comm_s: 2.0 * s.layers as f64 * alltoall_time(input.link, dispatch, input.world),
             collectives: 2 * s.layers,
             wire: 2.0 * s.layers as f64 * wire_bytes_per_rank(Op::AllToAll, dispatch, input.world),
         },
@@ -368,6 +397,19 @@ mod tests {
             context: 16,
             sequences,
             imbalance: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_cache_past_64_bits_saturates_and_does_not_fit_instead_of_wrapping() {
+        // Llama-3.1-8B's cache: 128 KiB per token; 2^32 - 1 tokens × 65,536 sequences pass 2^64 bytes.
+        let v = json!({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256});
+        let s = shape_from_config(&ModelConfig::from_value(v).unwrap()).unwrap();
+        for strategy in [Strategy::Data, Strategy::Tensor, Strategy::Pipeline] {
+            let p = plan(&PlanInput { context: u64::from(u32::MAX), ..input(&s, strategy, 1, 65_536) }).unwrap();
+            assert_eq!((p.kv_bytes_per_device, p.fits), (u64::MAX, false), "{strategy:?}");
+            assert!(p.step_s.is_finite() && p.step_s > 100.0, "{strategy:?}: {}", p.step_s);
         }
     }
 

@@ -215,25 +215,3 @@ pub fn predicted_vs_measured(manifests: &[Manifest]) -> Vec<Table> {
         Vec::new()
     })
 }
-
-/// A catalogue link measured here: α and β from the 2-rank fit of `op` over `link`,
-/// with provenance naming the run (for `models/links.yaml`).
-pub fn measured_link_entry(manifests: &[Manifest], op: Op, link: &str) -> Option<super::catalogue::LinkEntry> {
-    use super::catalogue::{LinkEntry, Provenance, ProvenanceKind};
-    let fits = two_rank_fits(manifests);
-    let (fit, run) = fits.get(&(op, Link::from_name(link)))?;
-    let measured = |what: &str| Provenance {
-        kind: ProvenanceKind::Measured,
-        source: None,
-        run: Some(run.to_string()),
-        note: Some(format!("{what} of the 2-rank {} fit up to {} B", op.name(), fit.fit_max_bytes)),
-    };
-    Some(LinkEntry {
-        name: format!("{link}-measured"),
-        description: format!("{link} as measured by parlab ({} at 2 ranks)", op.name()),
-        latency_us: fit.alpha_per_step_s * 1e6,
-        bandwidth_gbps: fit.beta_bps? / 1e9,
-        latency_provenance: measured("α"),
-        bandwidth_provenance: measured("β"),
-    })
-}

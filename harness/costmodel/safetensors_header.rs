@@ -38,7 +38,10 @@ pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
     let bad = |m: String| HeaderError::Format { path: path.into(), message: m };
     let mut f = std::fs::File::open(path).map_err(io)?;
     let mut len = [0u8; 8];
-    f.read_exact(&mut len).map_err(|_| bad("shorter than 8 bytes".into()))?;
+    f.read_exact(&mut len).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => bad("shorter than 8 bytes".into()),
+        _ => io(e),
+    })?;
     let n = u64::from_le_bytes(len);
     if n > MAX_HEADER {
         return Err(bad(format!("header length {n} is implausible")));
@@ -50,10 +53,23 @@ pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
     let mut out = BTreeMap::new();
     for (name, t) in obj.iter().filter(|(k, _)| *k != "__metadata__") {
         let shape = t.get("shape").and_then(Value::as_array).ok_or_else(|| bad(format!("tensor {name} has no shape")))?;
-        let count = shape.iter().map(|d| d.as_u64().unwrap_or(0)).product();
+        let count = values_of(shape).map_err(|m| bad(format!("tensor {name}: {m}")))?;
         out.insert(name.clone(), count);
     }
     Ok(out)
+}
+
+/// The values a tensor of `shape` holds: every dimension a count, their product within 2^63.
+fn values_of(shape: &[Value]) -> Result<u64, String> {
+    let mut count: u64 = 1;
+    for d in shape {
+        let n = d.as_u64().ok_or_else(|| format!("shape entry {d} is not a count"))?;
+        count = count.checked_mul(n).filter(|&c| c <= i64::MAX as u64).ok_or_else(|| {
+            let dims: Vec<String> = shape.iter().map(Value::to_string).collect();
+            format!("shape [{}] holds more than 2^63 values", dims.join(", "))
+        })?;
+    }
+    Ok(count)
 }
 
 /// One reason the checkpoint's count differs from the formula.
@@ -129,7 +145,9 @@ pub fn count_checkpoint(dir: &Path, formula_params: u64, tied: bool) -> Result<O
     for f in &files {
         tensors.extend(read_header(f)?);
     }
-    let stored: u64 = tensors.values().sum();
+    let stored = tensors.values().try_fold(0u64, |sum, &n| sum.checked_add(n).filter(|&s| s <= i64::MAX as u64)).ok_or_else(|| {
+        HeaderError::Format { path: dir.to_path_buf(), message: "its tensors hold more than 2^63 values together".into() }
+    })?;
     let mut explained = Vec::new();
     let buffers: Vec<(&String, &u64)> = tensors.iter().filter(|(n, _)| is_buffer(n)).collect();
     if !buffers.is_empty() {
@@ -218,5 +236,36 @@ mod tests {
         let f = dir.path().join("x.safetensors");
         std::fs::write(&f, b"\x05\0\0\0\0\0\0\0nope!").unwrap();
         assert!(read_header(&f).unwrap_err().to_string().contains("not JSON"));
+    }
+
+    /// Writes a safetensors file whose header is `header` and whose data is 4 bytes.
+    fn with_header(path: &Path, header: &str) {
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(header.as_bytes());
+        bytes.extend([0u8; 4]);
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn refuses_a_shape_that_is_not_counts_or_wraps_past_64_bits() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("model.safetensors");
+        for (shape, says) in [
+            ("[-1, 5]", "tensor wte: shape entry -1 is not a count"),
+            ("[2.5]", "tensor wte: shape entry 2.5 is not a count"),
+            ("[1099511627776, 1099511627776]", "tensor wte: shape [1099511627776, 1099511627776] holds more than 2^63 values"),
+        ] {
+            with_header(&f, &format!(r#"{{"wte": {{"dtype": "F32", "shape": {shape}, "data_offsets": [0, 4]}}}}"#));
+            let err = read_header(&f).unwrap_err();
+            assert!(matches!(err, HeaderError::Format { .. }) && err.to_string().ends_with(&format!("({says})")), "{err}");
+        }
+        let half = 1u64 << 62;
+        let t = |n: &str| format!(r#""{n}": {{"dtype": "F32", "shape": [{half}], "data_offsets": [0, 4]}}"#);
+        with_header(&f, &format!("{{{}, {}}}", t("a"), t("b")));
+        let err = count_checkpoint(dir.path(), 1, false).unwrap_err();
+        assert!(err.to_string().ends_with("(its tensors hold more than 2^63 values together)"), "{err}");
+        std::fs::remove_file(&f).unwrap();
+        std::fs::create_dir(&f).unwrap();
+        assert!(matches!(read_header(&f).unwrap_err(), HeaderError::Io { .. }), "a folder is not read as a short file");
     }
 }

@@ -23,7 +23,33 @@ pub enum ShapeError {
     /// The configuration's numbers are inconsistent.
     #[error("{0}")]
     Inconsistent(String),
+    /// A size key is present but not a positive integer (null counts as absent).
+    #[error("`{key}` must be a positive integer, found {found}")]
+    NotPositive {
+        /// The key.
+        key: &'static str,
+        /// The value found.
+        found: Value,
+    },
+    /// A flag the count reads is present but not true, false or null.
+    #[error("`{key}` must be true or false, found {found}")]
+    NotFlag {
+        /// The key.
+        key: &'static str,
+        /// The value found.
+        found: Value,
+    },
+    /// The parameters, by a generous estimate, pass what parlab counts.
+    #[error("about {estimate:.3e} parameters: more than parlab counts (at most {MAX_PARAMS}, 2^50)")]
+    TooLarge {
+        /// The estimate.
+        estimate: f64,
+    },
 }
+
+/// The most parameters a shape may have: a thousand times today's largest models, and far
+/// enough below 2^64 that every byte and flop count of the cost model fits.
+pub const MAX_PARAMS: u64 = 1 << 50;
 
 /// The `model_type`s whose parameters the formula counts exactly.
 pub const SUPPORTED_MODEL_TYPES: [&str; 10] =
@@ -112,6 +138,57 @@ fn uint(raw: &Value, names: &[&str]) -> Option<u64> {
     names.iter().find_map(|n| raw.get(*n).and_then(Value::as_u64))
 }
 
+/// The positive integer at `key`: None when absent or null, refused when anything else.
+fn positive(raw: &Value, key: &'static str) -> Result<Option<u64>, ShapeError> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().filter(|&n| n > 0).map(Some).ok_or_else(|| ShapeError::NotPositive { key, found: v.clone() }),
+    }
+}
+
+/// The mixture a config declares (`num_local_experts` or `num_experts` above 1), its experts
+/// per token at most its experts.
+fn experts_of(raw: &Value) -> Result<Option<Experts>, ShapeError> {
+    let count = match positive(raw, "num_local_experts")? {
+        Some(n) => Some(n),
+        None => positive(raw, "num_experts")?,
+    };
+    let Some(count) = count.filter(|&e| e > 1) else { return Ok(None) };
+    let active = positive(raw, "num_experts_per_tok")?.unwrap_or(2);
+    if active > count {
+        return Err(ShapeError::Inconsistent(format!("`num_experts_per_tok` {active} is more than the {count} experts")));
+    }
+    let count = u32::try_from(count)
+        .map_err(|_| ShapeError::Inconsistent(format!("{count} experts is more than parlab counts (at most {})", u32::MAX)))?;
+    Ok(Some(Experts { count, active: active as u32 }))
+}
+
+/// Refuses a shape whose parameters pass [`MAX_PARAMS`] by a generous estimate, made in
+/// floating point before the exact count so that the exact count cannot overflow.
+fn check_size(s: &ModelShape, positions: u32) -> Result<(), ShapeError> {
+    let f = |n: u64| n as f64;
+    let (d, i, e) = (f(s.hidden), f(s.intermediate), f(s.experts.map_or(1, |x| u64::from(x.count))));
+    let q = f(s.heads).max(f(s.kv_heads)) * f(s.head_dim);
+    let per_layer = 8.0 * d * q.max(d) + 8.0 * d * i * e + 8.0 * (q + d + e);
+    let estimate = f(s.layers) * per_layer + 2.0 * f(s.vocab) * d + (f(u64::from(positions)) + 2.0) * d;
+    if estimate > MAX_PARAMS as f64 {
+        return Err(ShapeError::TooLarge { estimate });
+    }
+    Ok(())
+}
+
+/// The flags the count reads; each must be a boolean (or null, read as absent).
+const FLAGS: [&str; 3] = ["tie_word_embeddings", "attention_bias", "mlp_bias"];
+
+/// Refuses a flag of [`FLAGS`] that is neither a boolean nor null (`"yes"` read as absent
+/// counted a head the decode, which refuses it, never loads).
+fn check_flags(raw: &Value) -> Result<(), ShapeError> {
+    match FLAGS.iter().find_map(|&key| raw.get(key).filter(|v| !v.is_boolean() && !v.is_null()).map(|v| (key, v))) {
+        Some((key, found)) => Err(ShapeError::NotFlag { key, found: found.clone() }),
+        None => Ok(()),
+    }
+}
+
 fn flag(raw: &Value, name: &str) -> Option<bool> {
     raw.get(name).and_then(Value::as_bool)
 }
@@ -132,7 +209,7 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
     let family = family_of(&cfg.model_type)?;
     let raw = &cfg.raw;
     let (d, heads, kv) = (cfg.hidden as u64, cfg.heads as u64, cfg.kv_heads as u64);
-    let head_dim = uint(raw, &["head_dim"]).unwrap_or(d / heads);
+    let head_dim = positive(raw, "head_dim")?.unwrap_or(d / heads);
     if family == Family::Gpt2 && d % heads != 0 {
         return Err(ShapeError::Inconsistent(format!("hidden {d} is not a multiple of {heads} heads")));
     }
@@ -140,9 +217,8 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
         return Err(ShapeError::Inconsistent(format!("{heads} query heads are not a multiple of {kv} KV heads")));
     }
     every_layer_a_mixture(cfg)?;
-    let experts = uint(raw, &["num_local_experts", "num_experts"])
-        .filter(|&e| e > 1)
-        .map(|count| Experts { count: count as u32, active: uint(raw, &["num_experts_per_tok"]).unwrap_or(2) as u32 });
+    check_flags(raw)?;
+    let experts = experts_of(raw)?;
     let tied = match family {
         Family::Gpt2 => true,
         Family::Gemma => flag(raw, "tie_word_embeddings").unwrap_or(true),
@@ -158,7 +234,10 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
         head_dim,
         hidden: d,
         // A mixture's expert width where the config names one apart (Qwen-MoE's key).
-        intermediate: experts.and_then(|_| uint(raw, &["moe_intermediate_size"])).unwrap_or(cfg.intermediate as u64),
+        intermediate: match experts {
+            Some(_) => positive(raw, "moe_intermediate_size")?.unwrap_or(cfg.intermediate as u64),
+            None => cfg.intermediate as u64,
+        },
         vocab: cfg.vocab as u64,
         tied_embeddings: tied,
         norms_per_block,
@@ -166,6 +245,7 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
         breakdown: ParamBreakdown::default(),
         params: 0,
     };
+    check_size(&shape, cfg.max_positions)?;
     shape.breakdown = breakdown(&shape, cfg);
     shape.params = total(&shape.breakdown, shape.layers);
     Ok(shape)
@@ -431,5 +511,39 @@ mod tests {
         let dense = shape(tiny_llama(json!({})));
         assert_eq!(m.params - dense.params, 2 * (3 * 288 + 8 * 4));
         assert_eq!(m.params - m.streamed_params() - (80 - 8), 2 * 2 * 288);
+    }
+
+    #[test]
+    fn a_size_key_that_is_not_a_positive_integer_is_refused_not_ignored() {
+        let err = |extra: Value| shape_from_config(&ModelConfig::from_value(tiny_llama(extra)).unwrap()).unwrap_err().to_string();
+        assert_eq!(err(json!({"head_dim": -1})), "`head_dim` must be a positive integer, found -1");
+        assert_eq!(err(json!({"head_dim": 0})), "`head_dim` must be a positive integer, found 0");
+        assert_eq!(
+            err(json!({"model_type": "mixtral", "num_local_experts": 0})),
+            "`num_local_experts` must be a positive integer, found 0"
+        );
+        assert_eq!(
+            err(json!({"model_type": "mixtral", "num_local_experts": 2, "num_experts_per_tok": 5})),
+            "`num_experts_per_tok` 5 is more than the 2 experts"
+        );
+        let moe = json!({"model_type": "qwen3_moe", "num_experts": 4, "moe_intermediate_size": 0});
+        assert_eq!(err(moe), "`moe_intermediate_size` must be a positive integer, found 0");
+        assert_eq!(shape(tiny_llama(json!({"head_dim": null}))).head_dim, 2, "null is absent");
+        assert_eq!(err(json!({"tie_word_embeddings": "yes"})), "`tie_word_embeddings` must be true or false, found \"yes\"");
+        assert_eq!(err(json!({"mlp_bias": 1})), "`mlp_bias` must be true or false, found 1");
+        assert!(!shape(tiny_llama(json!({"attention_bias": null}))).tied_embeddings, "null is absent");
+    }
+
+    #[test]
+    fn a_shape_past_what_parlab_counts_is_refused_not_wrapped() {
+        let max = u64::from(u32::MAX);
+        let widest = json!({"num_hidden_layers": max, "hidden_size": max, "intermediate_size": max,
+            "num_attention_heads": max, "num_key_value_heads": max, "vocab_size": max});
+        let gpt2 = json!({"model_type": "gpt2", "n_embd": 4294967040u64, "n_head": 1, "n_layer": 12, "vocab_size": 50257});
+        for config in [tiny_llama(widest), gpt2] {
+            let err = shape_from_config(&ModelConfig::from_value(config).unwrap()).unwrap_err();
+            assert!(matches!(err, ShapeError::TooLarge { .. }), "{err}");
+            assert!(err.to_string().contains("more than parlab counts (at most 1125899906842624, 2^50)"), "{err}");
+        }
     }
 }

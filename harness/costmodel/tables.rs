@@ -55,6 +55,10 @@ pub struct NamedShape {
     pub shape: ModelShape,
     /// Where its numbers came from.
     pub provenance: String,
+    /// The longest sequence its position table holds (0: its config.json does not say).
+    pub max_positions: u32,
+    /// sha256 of its config.json (canonical JSON), the shape's identity.
+    pub config_digest: String,
 }
 
 /// The inputs of a `kind: model` run, resolved against the catalogue and the model folders.
@@ -89,7 +93,7 @@ pub fn load_shape(name: &str) -> Result<NamedShape, TablesError> {
         loc.dir.join("config.json").display(),
         crate::identity::short(&cfg.digest)
     );
-    Ok(NamedShape { name: name.to_string(), shape, provenance })
+    Ok(NamedShape { name: name.to_string(), shape, provenance, max_positions: cfg.max_positions, config_digest: cfg.digest })
 }
 
 impl ModelRun {
@@ -181,7 +185,7 @@ impl ModelRun {
                     Cell::Bytes(s.stored_bytes(b) as f64),
                     Cell::Bytes(s.streamed_bytes(b) as f64),
                     Cell::Bytes(s.kv_bytes_per_token(b) as f64),
-                    Cell::Bytes((self.context * s.kv_bytes_per_token(b)) as f64),
+                    Cell::Bytes(self.context as f64 * s.kv_bytes_per_token(b) as f64),
                 ]);
             }
         }
@@ -210,7 +214,7 @@ impl ModelRun {
                     Cell::Count(share.copies_of_each_head),
                     Cell::Flag(share.capped),
                     Cell::Bytes(share.bytes_per_token_per_device as f64),
-                    Cell::Bytes((self.context * share.bytes_per_token_per_device) as f64),
+                    Cell::Bytes(self.context as f64 * share.bytes_per_token_per_device as f64),
                 ]);
             }
         }

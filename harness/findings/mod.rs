@@ -5,6 +5,7 @@
 //! model; a finding whose runs are missing, or whose measurements cannot separate the
 //! predictions, is INCONCLUSIVE and says which. One file per finding.
 
+pub mod advice;
 pub mod alpha_beta;
 pub mod break_even;
 pub mod claims;
@@ -187,6 +188,7 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.push(kv_cap::finding(&inputs));
     out.push(precision::finding(&inputs));
     out.extend(break_even::findings(&inputs));
+    out.extend(advice::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out
 }

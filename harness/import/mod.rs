@@ -15,6 +15,7 @@ use crate::collect::stats::Stats;
 use crate::manifest::provenance::{ImportFormat, ImportTool, Imported, ImportedDevice, Provenance};
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
 use crate::manifest::{machine::Fingerprint, Manifest, Origin, Outcome, SCHEMA};
+use crate::spec::fields::MAX_WORLD;
 use crate::spec::link::Link;
 use crate::spec::plan::{Layout, RankShare, RunPlan, Workload};
 use crate::spec::schema::{CollectiveParams, Device, Launcher, Op, Requires, Strategy};
@@ -157,6 +158,7 @@ pub fn import(tool: ImportTool, file: &Path, options: &ImportOptions) -> Result<
     .map_err(|p| p.in_file(file))?;
     let world = world_of(&run, options).map_err(|p| p.in_file(file))?;
     check_bus_factor(&run, world).map_err(|p| p.in_file(file))?;
+    check_sizes(&run, world).map_err(|p| p.in_file(file))?;
     Ok(manifest_of(run, world, file, &sha256_hex(text.as_bytes()), options.command.clone()))
 }
 
@@ -173,6 +175,7 @@ fn world_of(run: &ToolRun, options: &ImportOptions) -> Result<u32, Problem> {
             run.benchmark
         ))),
         (_, Some(0)) => Err(Problem::file("--world 0: a run has at least 1 rank")),
+        (_, Some(w)) if w > MAX_WORLD => Err(Problem::file(format!("--world {w}: a run has at most {MAX_WORLD} ranks"))),
         (Some(w), _) | (None, Some(w)) => Ok(w),
         (None, None) => {
             Err(Problem::file(format!("{}'s output does not say how many ranks ran; pass --world N (the -np it ran with)", run.benchmark)))
@@ -197,6 +200,21 @@ fn check_bus_factor(run: &ToolRun, world: u32) -> Result<(), Problem> {
         }
     }
     Ok(())
+}
+
+/// Refuses a per-peer size (OSU's all-gather, all-to-all) whose bytes over `world` ranks do
+/// not fit in 64 bits.
+fn check_sizes(run: &ToolRun, world: u32) -> Result<(), Problem> {
+    if run.sizes_as != SizeConvention::PerPeer {
+        return Ok(());
+    }
+    match run.sizes.iter().find(|s| s.size_bytes.checked_mul(u64::from(world)).is_none()) {
+        Some(s) => Err(Problem::file(format!(
+            "size {} bytes per peer × {world} ranks passes 2^64 bytes: not a message size parlab counts",
+            s.size_bytes
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The sizes in nccl-tests' convention, each with its out-of-place and in-place samples
@@ -468,7 +486,9 @@ mod tests {
         let e = text_problem(ImportTool::NcclTests, "{\"version\": 3, \"args\": [\n", None);
         assert!(e.contains("out.txt:2: not JSON"), "{e}");
         let e = text_problem(ImportTool::NcclTests, "{\"version\": 2, \"results\": []}", None);
-        assert!(e.contains("not nccl-tests' JSON format 3 (format version 2)"), "{e}");
+        assert!(e.contains("not nccl-tests' JSON format 3 (`version` 2)"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, "{\"version\": \"three\", \"results\": []}", None);
+        assert!(e.contains("not nccl-tests' JSON format 3 (`version` \"three\")"), "a key that is there is not `no version key`: {e}");
         let e = text_problem(ImportTool::NcclTests, "hello\nworld\n", None);
         assert!(e.contains("out.txt: not nccl-tests' output"), "{e}");
         let e = text_problem(ImportTool::NcclTests, NCCL_HEAD, None);
@@ -495,6 +515,8 @@ mod tests {
         assert!(e.contains("does not say how many ranks ran; pass --world N"), "{e}");
         let e = text_problem(ImportTool::Osu, "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n4  -1.5\n", Some(2));
         assert!(e.contains("out.txt:3: latency `-1.5` is not a positive number"), "{e}");
+        let e = text_problem(ImportTool::Osu, "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n-8  1.5\n", Some(2));
+        assert!(e.contains("out.txt:3: size `-8` is not a byte count"), "a negative size is not skipped as noise: {e}");
     }
 
     #[test]

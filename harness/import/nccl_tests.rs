@@ -85,9 +85,9 @@ pub fn nccl_version(code: u64) -> String {
 /// Reads the `-J` JSON file.
 pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
     let v: Value = serde_json::from_str(text).map_err(|e| Problem::at(e.line().max(1), format!("not JSON: {e}")))?;
-    let format = v.get("version").and_then(Value::as_u64);
-    if format != Some(JSON_FORMAT) {
-        let said = format.map_or("no `version` key".to_string(), |f| format!("format version {f}"));
+    let format = v.get("version");
+    if format.and_then(Value::as_u64) != Some(JSON_FORMAT) {
+        let said = format.map_or("no `version` key".to_string(), |f| format!("`version` {f}"));
         return Err(Problem::file(format!("not nccl-tests' JSON format {JSON_FORMAT} ({said})")));
     }
     let args: Vec<String> = v

@@ -42,7 +42,7 @@ pub fn read(text: &str) -> Result<ToolRun, Problem> {
         let trimmed = line.trim();
         if let Some(rest) = trimmed.strip_prefix('#') {
             header_line(&mut h, rest.trim(), n)?;
-        } else if trimmed.starts_with(|c: char| c.is_ascii_digit()) {
+        } else if is_row(trimmed) {
             if !h.table {
                 return Err(Problem::at(n, "a result row before the `# OSU MPI ... Test vX.Y` and `# Size ...` header lines"));
             }
@@ -72,6 +72,12 @@ pub fn read(text: &str) -> Result<ToolRun, Problem> {
         ran_at: None,
         sizes,
     })
+}
+
+/// A result row: a size first, digits (a sign before them is read, to be refused); other
+/// lines (an MPI library's warnings) are not the table's.
+fn is_row(line: &str) -> bool {
+    line.trim_start_matches(['-', '+']).starts_with(|c: char| c.is_ascii_digit())
 }
 
 fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {

@@ -3,7 +3,6 @@
 //! name already covers the spec, the model config and the weights.
 
 use super::{Manifest, Status, MEASURING_DIGEST};
-use crate::spec::schema::Kind;
 use std::collections::BTreeSet;
 
 /// Whether `m` is ok and was measured by this build's measuring code.
@@ -14,7 +13,7 @@ pub fn fresh(m: &Manifest) -> bool {
 /// The register's caveat for ok, launched runs measured by other measuring code, if any.
 pub fn older_build_caveat(list: &[Manifest]) -> Option<String> {
     let older: Vec<&Manifest> =
-        list.iter().filter(|m| m.status() == Status::Ok && m.kind != Kind::Model && m.parlab.measuring != MEASURING_DIGEST).collect();
+        list.iter().filter(|m| m.status() == Status::Ok && m.kind.launches_ranks() && m.parlab.measuring != MEASURING_DIGEST).collect();
     if older.is_empty() {
         return None;
     }

@@ -452,8 +452,8 @@ pub enum ReadError {
     /// The file is not JSON.
     #[error("not valid JSON ({0})")]
     NotJson(serde_json::Error),
-    /// The file has no `schema` key.
-    #[error("not a parlab manifest (no `schema` key)")]
+    /// The file has no `schema` key, or one that is not a string.
+    #[error("not a parlab manifest (no `schema` string such as \"{SCHEMA}\")")]
     NoSchema,
     /// An older parlab wrote it; it is not migrated.
     #[error("written by an older parlab ({tag}: {lacked}); `parlab run` re-measures it (or delete it); it is not migrated because its figures were not stored as the values this parlab reads")]

@@ -24,6 +24,8 @@ pub enum Summary {
     Dispatch(Dispatch),
     /// The cost model's tables.
     Model(ModelTables),
+    /// `parlab advise`'s answer to a `kind: advise` question.
+    Advice(Advised),
 }
 
 impl Summary {
@@ -63,6 +65,14 @@ impl Summary {
     pub fn model(&self) -> Option<&ModelTables> {
         match self {
             Summary::Model(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The advice, if this is an advise run's summary.
+    pub fn advice(&self) -> Option<&Advised> {
+        match self {
+            Summary::Advice(a) => Some(a),
             _ => None,
         }
     }
@@ -470,6 +480,27 @@ pub struct DispatchRow {
 pub struct ModelTables {
     /// The tables, typed cells.
     pub tables: Vec<Table>,
+}
+
+/// The answer of a `kind: advise` run: the layouts by label, best first, those refused, and
+/// both as tables of typed cells for the register.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Advised {
+    /// Labels of the layouts that can run (`TP=2 x DP=2`), best first.
+    pub ranked: Vec<String>,
+    /// The layouts refused, with why.
+    pub rejected: Vec<RefusedLayout>,
+    /// The ranking and the refusals as the register shows them.
+    pub tables: Vec<Table>,
+}
+
+/// A layout the advice refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefusedLayout {
+    /// Its label.
+    pub label: String,
+    /// Why, in words.
+    pub why: String,
 }
 
 #[cfg(test)]

@@ -53,6 +53,12 @@ pub enum ConfigError {
         /// The value found.
         value: u64,
     },
+    /// The file is JSON but not an object of keys.
+    #[error("expected a JSON object of keys, found {0}")]
+    NotObject(&'static str),
+    /// `model_type` is present but not a string.
+    #[error("`model_type` must be a string such as \"llama\", found {0}")]
+    ModelType(Value),
     /// None of the keys a size may have is present.
     #[error("config.json has none of {names:?}")]
     Absent {
@@ -219,6 +225,27 @@ fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hi
     Ok(())
 }
 
+/// The config's `model_type` (gpt2 when absent); a file that is not an object, or a
+/// `model_type` that is not a string, is refused.
+fn model_type_of(raw: &Value) -> Result<String, ConfigError> {
+    let kind = match raw {
+        Value::Object(_) => None,
+        Value::Array(_) => Some("an array"),
+        Value::String(_) => Some("a string"),
+        Value::Number(_) => Some("a number"),
+        Value::Bool(_) => Some("a boolean"),
+        Value::Null => Some("null"),
+    };
+    if let Some(kind) = kind {
+        return Err(ConfigError::NotObject(kind));
+    }
+    match raw.get("model_type") {
+        None => Ok("gpt2".into()),
+        Some(Value::String(t)) => Ok(t.clone()),
+        Some(other) => Err(ConfigError::ModelType(other.clone())),
+    }
+}
+
 impl ModelConfig {
     /// True when the config declares a mixture of experts (`num_local_experts`) that reads
     /// cleanly; a malformed mixture counts as dense here and is reported where it is read.
@@ -250,7 +277,7 @@ impl ModelConfig {
             Ok(Some(n))
         };
         let need = |names: &[&'static str]| size(names)?.ok_or_else(|| ConfigError::Absent { names: names.to_vec() });
-        let model_type = raw.get("model_type").and_then(Value::as_str).unwrap_or("gpt2").to_string();
+        let model_type = model_type_of(&raw)?;
         let layers = need(&["n_layer", "num_hidden_layers"])?;
         let heads = need(&["n_head", "num_attention_heads"])?;
         let hidden = need(&["n_embd", "hidden_size"])?;
@@ -325,5 +352,15 @@ mod tests {
         let err = ModelConfig::from_value(gpt2(json!({"activation_function": "relu"}))).unwrap_err();
         assert_eq!(err, ConfigError::Activation { found: "\"relu\"".into() });
         assert!(ModelConfig::from_value(gpt2(json!({"activation_function": "gelu"}))).is_ok());
+    }
+
+    #[test]
+    fn a_config_that_is_not_an_object_or_whose_model_type_is_not_a_string_is_refused() {
+        assert_eq!(ModelConfig::from_value(json!([1, 2])).unwrap_err().to_string(), "expected a JSON object of keys, found an array");
+        let err = ModelConfig::from_value(gpt2(json!({"model_type": 5}))).unwrap_err();
+        assert_eq!(err.to_string(), "`model_type` must be a string such as \"llama\", found 5");
+        let mut untyped = gpt2(json!({}));
+        untyped.as_object_mut().unwrap().remove("model_type");
+        assert_eq!(ModelConfig::from_value(untyped).unwrap().model_type, "gpt2", "an absent model_type is GPT-2's");
     }
 }

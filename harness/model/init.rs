@@ -45,7 +45,7 @@ use super::rng::SplitMix64;
 use safetensors::tensor::{Dtype as StDtype, TensorView};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Why a config cannot be cut to the number of layers asked for.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -72,6 +72,50 @@ pub enum LayersError {
         /// What the config reader said.
         problem: ConfigError,
     },
+}
+
+/// Why `parlab model init --out` cannot take a checkpoint: it replaces its folder whole, so
+/// only a new folder, an empty one or one holding a checkpoint alone is taken.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum OutError {
+    /// A path with no folder name of its own (`.`, `..`, `/`).
+    #[error("--out {}: name a folder of the checkpoint's own (e.g. {}/ckpt); the one named would be replaced whole", .0.display(), .0.display())]
+    NoName(PathBuf),
+    /// A file, not a folder.
+    #[error("--out {}: a file is there; name a new or empty folder", .0.display())]
+    NotFolder(PathBuf),
+    /// A folder holding more than a checkpoint.
+    #[error("--out {}: holds {found}; model init replaces only a new or empty folder or one holding config.json and model.safetensors alone", path.display())]
+    Occupied {
+        /// The folder.
+        path: PathBuf,
+        /// What else it holds (a name, or why it could not be listed).
+        found: String,
+    },
+}
+
+/// The files a checkpoint folder holds.
+const CHECKPOINT_FILES: [&str; 2] = ["config.json", "model.safetensors"];
+
+/// Checks that writing a checkpoint into `out` (replacing the folder) loses nothing else.
+pub fn check_out(out: &Path) -> Result<(), OutError> {
+    if out.file_name().is_none() {
+        return Err(OutError::NoName(out.to_path_buf()));
+    }
+    if !out.exists() {
+        return Ok(());
+    }
+    if !out.is_dir() {
+        return Err(OutError::NotFolder(out.to_path_buf()));
+    }
+    let occupied = |found: String| OutError::Occupied { path: out.to_path_buf(), found };
+    for entry in std::fs::read_dir(out).map_err(|e| occupied(format!("what cannot be listed ({e})")))? {
+        let name = entry.map_err(|e| occupied(format!("what cannot be listed ({e})")))?.file_name();
+        if !CHECKPOINT_FILES.iter().any(|f| name == *f) {
+            return Err(occupied(format!("`{}`", name.to_string_lossy())));
+        }
+    }
+    Ok(())
 }
 
 /// The keys a config.json counts its layers with, in the order `ModelConfig::from_value` reads them.
@@ -318,6 +362,28 @@ mod tests {
         let cut = with_layers(&gpt2, 1).unwrap();
         assert_eq!((cut.layers, &cut.raw["n_layer"], cut.raw.get("num_hidden_layers")), (1, &json!(1), None));
         assert_eq!(with_layers(&gpt2, 4).unwrap().raw, gpt2.raw, "all of its layers leaves the config as it was");
+    }
+
+    #[test]
+    fn out_is_refused_where_replacing_it_would_lose_anything_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let (new, file, held) = (dir.path().join("new"), dir.path().join("file"), dir.path().join("held"));
+        std::fs::write(&file, "").unwrap();
+        std::fs::create_dir(&held).unwrap();
+        for f in CHECKPOINT_FILES {
+            std::fs::write(held.join(f), "").unwrap();
+        }
+        assert_eq!((check_out(&new), check_out(&held), check_out(dir.path().join("held/.").as_path())), (Ok(()), Ok(()), Ok(())));
+        assert_eq!(check_out(&file), Err(OutError::NotFolder(file.clone())));
+        for bare in [".", "..", "/", "sub/.."] {
+            assert_eq!(check_out(Path::new(bare)), Err(OutError::NoName(bare.into())), "{bare}");
+        }
+        std::fs::write(held.join("notes.txt"), "mine").unwrap();
+        let err = check_out(&held).unwrap_err();
+        assert_eq!(err, OutError::Occupied { path: held.clone(), found: "`notes.txt`".into() });
+        assert!(err.to_string().ends_with(
+            "holds `notes.txt`; model init replaces only a new or empty folder or one holding config.json and model.safetensors alone"
+        ));
     }
 
     #[test]

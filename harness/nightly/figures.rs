@@ -107,6 +107,6 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
                 )
             })
             .collect(),
-        Summary::Model(_) => Vec::new(),
+        Summary::Model(_) | Summary::Advice(_) => Vec::new(),
     }
 }

@@ -7,7 +7,6 @@
 //! spread).
 
 use crate::manifest::{Manifest, Skipped, Status};
-use crate::spec::schema::Kind;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -244,7 +243,7 @@ impl Night {
     /// were recorded: each counts as one launch), and one of them.
     pub fn without_launches(&self) -> (usize, Option<String>) {
         let old: Vec<&Manifest> =
-            self.manifests.iter().filter(|m| m.status() == Status::Ok && m.kind != Kind::Model && m.launches().is_none()).collect();
+            self.manifests.iter().filter(|m| m.status() == Status::Ok && m.kind.launches_ranks() && m.launches().is_none()).collect();
         (old.len(), old.first().map(|m| label(m)))
     }
 }

@@ -50,7 +50,7 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
         Kind::Membw => membw::run(plan, &mut comm, out),
         Kind::Decode => decode::run(plan, &mut comm, out),
         Kind::Dispatch => dispatch::run(plan, &mut comm, out),
-        Kind::Model => Err(anyhow::anyhow!("model runs are arithmetic and launch no ranks")),
+        Kind::Model | Kind::Advise => Err(anyhow::anyhow!("model and advise runs are arithmetic and launch no ranks")),
     });
     if let Err(e) = result {
         let message = format!("{e:#}");

@@ -14,7 +14,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     // Imported runs were launched by another tool elsewhere: their caveat is their own.
     let launched: Vec<&Manifest> = list
         .iter()
-        .filter(|m| m.provenance.is_measured() && (m.launch().is_some() || (m.kind != Kind::Model && m.status() == Status::Ok)))
+        .filter(|m| m.provenance.is_measured() && (m.launch().is_some() || (m.kind.launches_ranks() && m.status() == Status::Ok)))
         .collect();
     let mut out = Vec::new();
     out.extend(oversubscribed(&launched));
@@ -30,7 +30,7 @@ pub fn caveats(list: &[Manifest], facts: &Facts) -> Vec<String> {
     out.extend(super::imported::caveat(&facts.imported));
     out.extend(failed(list));
     out.extend(not_run(list));
-    if list.iter().any(|m| m.kind == Kind::Model && m.status() == Status::Ok) {
+    if list.iter().any(|m| !m.kind.launches_ranks() && m.status() == Status::Ok) {
         out.push("MODELLED tables are arithmetic from the cost model's inputs (shapes, device and link constants, some of them assumed; see each table's provenance), not measurements.".into());
     }
     if !facts.unreadable.is_empty() {

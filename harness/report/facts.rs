@@ -5,7 +5,7 @@ use crate::costmodel::link::LinkFit;
 use crate::manifest::summary::{CollectiveRow, Summary};
 use crate::manifest::Manifest;
 use crate::spec::link::Link;
-use crate::spec::schema::{Dtype, HeadPlacement, Kind, Op, Strategy};
+use crate::spec::schema::{Dtype, HeadPlacement, Op, Strategy};
 
 pub use crate::collect::stats::Stats;
 
@@ -214,7 +214,7 @@ impl Facts {
     /// Reads the rows of every ok, launched manifest.
     pub fn read(list: &[Manifest]) -> Facts {
         let mut f = Facts::default();
-        for (m, s) in list.iter().filter(|m| m.kind != Kind::Model).filter_map(|m| Some((m, m.summary()?))) {
+        for (m, s) in list.iter().filter(|m| m.kind.launches_ranks()).filter_map(|m| Some((m, m.summary()?))) {
             if m.provenance.is_measured() {
                 f.read_one(m, s);
             } else {
@@ -254,7 +254,7 @@ impl Facts {
                 time: r.time,
                 run: run.clone(),
             })),
-            Summary::Model(_) => self.unreadable.push(format!("{} ({}): a model summary", m.plan.label(), run)),
+            Summary::Model(_) | Summary::Advice(_) => self.unreadable.push(format!("{} ({}): a model summary", m.plan.label(), run)),
         }
     }
 }

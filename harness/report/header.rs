@@ -4,7 +4,6 @@
 use crate::gates::{Gates, Probe};
 use crate::manifest::machine::Fingerprint;
 use crate::manifest::{Manifest, Skipped, Status};
-use crate::spec::schema::Kind;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,7 +25,7 @@ pub struct Header {
 /// Builds the header from the manifests and the skipped files.
 pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
     let n = |s: Status| list.iter().filter(|m| m.status() == s).count();
-    let modelled = list.iter().filter(|m| m.kind == Kind::Model && m.status() == Status::Ok).count();
+    let modelled = list.iter().filter(|m| !m.kind.launches_ranks() && m.status() == Status::Ok).count();
     let imported = list.iter().filter(|m| !m.provenance.is_measured()).count();
     let experiments: BTreeSet<&str> = list.iter().map(|m| m.experiment.as_str()).collect();
     let imported_words = if imported > 0 { format!(", {imported} imported from other tools") } else { String::new() };

@@ -4,6 +4,7 @@
 //! `<link> (imported: <tool>)`, so no table mixes them with parlab's measurements unsaid.
 
 use super::facts::{coll_row, CollRow, Fit};
+use super::measured::{fit_cells, FIT_COLUMNS};
 use super::{fmt, Family, FamilyKind};
 use crate::manifest::provenance::Imported;
 use crate::manifest::summary::{CollectiveRow, Summary};
@@ -157,22 +158,12 @@ fn fits(runs: &[ImportedRun]) -> Option<Table> {
         id: "imported-collective-fits".into(),
         title: "Fitted link constants of imported runs".into(),
         caption: "The same least-squares line as for measured runs (intercept + slope × bytes through the tool's times up to the size shown; α = intercept / steps, β = factor / slope), fitted on imported figures: the link constants of the machines those tools ran on, not of this one.".into(),
-        columns: ["experiment", "op", "world", "link", "intercept", "α per step", "β", "fitted up to", "source", "run"].iter().map(|s| s.to_string()).collect(),
+        columns: [&FIT_COLUMNS[..], &["source", "run"]].concat().iter().map(|s| s.to_string()).collect(),
         rows: fits
             .iter()
             .map(|(r, f)| {
-                vec![
-                    Cell::text(&f.experiment),
-                    Cell::text(f.fit.op.name()),
-                    Cell::Count(f.fit.world.into()),
-                    Cell::text(f.link.name()),
-                    Cell::Seconds(f.fit.line.intercept_s),
-                    Cell::Seconds(f.fit.alpha_per_step_s),
-                    Cell::opt(f.fit.beta_bps, Cell::BytesPerSec),
-                    Cell::Bytes(f.fit.fit_max_bytes as f64),
-                    Cell::text(format!("imported: {} {}", r.source.tool.name(), r.source.benchmark)),
-                    Cell::text(&f.run),
-                ]
+                let source = Cell::text(format!("imported: {} {}", r.source.tool.name(), r.source.benchmark));
+                [fit_cells(f), vec![source, Cell::text(&f.run)]].concat()
             })
             .collect(),
         provenance: runs.iter().map(|r| format!("run {}: {} `{}`, {}", r.run, r.source.tool_line(), r.source.benchmark, r.source.command.as_deref().unwrap_or("command not recorded"))).collect(),

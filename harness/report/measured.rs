@@ -166,25 +166,27 @@ fn fits(fits: &[Fit]) -> Vec<Table> {
         id: "measured-collective-fits".into(),
         title: "Fitted link constants".into(),
         caption: "Least-squares line time = intercept + slope × bytes through the measured medians up to the size shown (the figures draw this line); α = intercept / steps and β = factor / slope read it as the ring model's per-step latency and link bandwidth (all-reduce: 2(p−1) steps, factor 2(p−1)/p). The held-out sizes above it are checked in MODELLED.".into(),
-        columns: cols(&["experiment", "op", "world", "link", "intercept", "α per step", "β", "fitted up to", "run"]),
-        rows: fits
-            .iter()
-            .map(|f| {
-                vec![
-                    Cell::text(&f.experiment),
-                    Cell::text(f.fit.op.name()),
-                    Cell::Count(f.fit.world.into()),
-                    Cell::text(f.link.name()),
-                    Cell::Seconds(f.fit.line.intercept_s),
-                    Cell::Seconds(f.fit.alpha_per_step_s),
-                    Cell::opt(f.fit.beta_bps, Cell::BytesPerSec),
-                    Cell::Bytes(f.fit.fit_max_bytes as f64),
-                    Cell::text(&f.run),
-                ]
-            })
-            .collect(),
+        columns: cols(&[&FIT_COLUMNS[..], &["run"]].concat()),
+        rows: fits.iter().map(|f| [fit_cells(f), vec![Cell::text(&f.run)]].concat()).collect(),
         provenance: Vec::new(),
     }]
+}
+
+/// The columns of a link fit's own cells, before a table's trailing ones (measured and imported fits).
+pub(super) const FIT_COLUMNS: [&str; 8] = ["experiment", "op", "world", "link", "intercept", "α per step", "β", "fitted up to"];
+
+/// A link fit's cells under [`FIT_COLUMNS`].
+pub(super) fn fit_cells(f: &Fit) -> Vec<Cell> {
+    vec![
+        Cell::text(&f.experiment),
+        Cell::text(f.fit.op.name()),
+        Cell::Count(f.fit.world.into()),
+        Cell::text(f.link.name()),
+        Cell::Seconds(f.fit.line.intercept_s),
+        Cell::Seconds(f.fit.alpha_per_step_s),
+        Cell::opt(f.fit.beta_bps, Cell::BytesPerSec),
+        Cell::Bytes(f.fit.fit_max_bytes as f64),
+    ]
 }
 
 fn membw(rows: &[MembwRow]) -> Vec<Table> {

@@ -5,7 +5,6 @@ use super::facts::Fit;
 use crate::costmodel::link::Heldout;
 use crate::manifest::{Manifest, Status};
 use crate::spec::plan::Workload;
-use crate::spec::schema::Kind;
 use crate::table::{Cell, Table};
 
 /// The MODELLED section's content.
@@ -22,10 +21,11 @@ pub struct Modelled {
 /// Collects the modelled tables from `list` and the predicted-vs-measured checks.
 pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::ImportedRun]) -> Modelled {
     let mut out = Modelled::default();
-    for m in list.iter().filter(|m| m.kind == Kind::Model && m.status() == Status::Ok) {
+    for m in list.iter().filter(|m| !m.kind.launches_ranks() && m.status() == Status::Ok) {
         out.inputs.push(inputs_line(m));
-        match m.summary().and_then(|s| s.model()) {
-            Some(model) => out.tables.extend(model.tables.iter().cloned()),
+        let tables = m.summary().and_then(|s| s.model().map(|t| &t.tables).or_else(|| s.advice().map(|a| &a.tables)));
+        match tables {
+            Some(tables) => out.tables.extend(tables.iter().cloned()),
             None => out.inputs.push(format!("`{}` ({}): it carries no model tables", m.experiment, m.run_id.short())),
         }
     }
@@ -36,6 +36,22 @@ pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::Im
 }
 
 fn inputs_line(m: &Manifest) -> String {
+    if let Workload::Advise { model, params } = &m.plan.workload {
+        return format!(
+            "`{}` ({}): advice for {model} on {} node(s) of {} {} (domains {}); {} prompt tokens, {} new, {} sequence(s), {}, by {}",
+            m.experiment,
+            m.run_id.short(),
+            params.nodes,
+            params.devices_per_node,
+            params.device,
+            if params.domains.is_empty() { "–".to_string() } else { params.domains.join(", ") },
+            params.prompt_tokens,
+            params.new_tokens,
+            params.sequences,
+            params.dtype.name(),
+            params.objective.name()
+        );
+    }
     let Workload::Model { params, models, strategies, worlds, links, sequences, dtypes } = &m.plan.workload else {
         return format!("`{}` ({})", m.experiment, m.run_id.short());
     };

@@ -22,6 +22,12 @@ pub enum OriginError {
         /// The manifests folder this render reads.
         ours: PathBuf,
     },
+    /// The output folder is the manifests folder itself.
+    #[error("{out}: is the manifests folder itself; the register's files (findings.json, ...) would be read back as foreign manifests; pass --out DIR beside it")]
+    IsTheStore {
+        /// The output folder.
+        out: PathBuf,
+    },
     /// The stamp could not be written.
     #[error("cannot write {path}: {cause}")]
     Write {
@@ -59,6 +65,9 @@ pub fn rendered_from(out: &Path) -> Option<PathBuf> {
 /// Refuses when `out` holds a register rendered from a manifests folder other than `store`
 /// (a folder without a stamp, from before stamps or never rendered, may be written).
 pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
+    if identity(out) == identity(store) {
+        return Err(OriginError::IsTheStore { out: out.to_path_buf() });
+    }
     match rendered_from(out).map(|p| identity(&p)) {
         Some(theirs) if theirs != identity(store) => {
             Err(OriginError::OtherStore { out: out.to_path_buf(), theirs, ours: store.to_path_buf() })

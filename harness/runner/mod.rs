@@ -199,8 +199,8 @@ impl SuiteRun<'_> {
             Some(Outcome::NotRun { reason: unmet.join("; ") })
         } else if needs_gpu(plan) {
             Some(Outcome::NotRun { reason: GPU_WORKLOAD_MISSING.into() })
-        } else if plan.kind() == Kind::Model {
-            Some(modelled(plan))
+        } else if !plan.kind().launches_ranks() {
+            Some(arithmetic(plan))
         } else {
             None
         }
@@ -302,7 +302,7 @@ fn end_leftovers(dir: &Path, reporter: &dyn Reporter) -> Vec<Caveat> {
 /// The runs with `launches` (when given) for every run that launches processes.
 fn with_launches(mut runs: Vec<RunPlan>, launches: Option<u32>) -> Vec<RunPlan> {
     if let Some(k) = launches {
-        runs.iter_mut().filter(|r| r.kind() != Kind::Model).for_each(|r| r.launches = k);
+        runs.iter_mut().filter(|r| r.kind().launches_ranks()).for_each(|r| r.launches = k);
     }
     runs
 }
@@ -332,10 +332,15 @@ fn needs_gpu(plan: &RunPlan) -> bool {
     (plan.requires.nccl && !over_nccl) || ((plan.requires.gpus.is_some() || plan.requires.host_device_link) && !plan.requires.cuda)
 }
 
-/// How a `kind: model` run ends: ok with the cost model's tables, or failed with its reason.
-fn modelled(plan: &RunPlan) -> Outcome {
-    match crate::costmodel::tables_for_plan(plan) {
+/// How a run of arithmetic ends: ok with what it computed (the cost model's tables for
+/// `kind: model`, the advice for `kind: advise`), or failed with why it could not be.
+fn arithmetic(plan: &RunPlan) -> Outcome {
+    let computed = match plan.kind() {
+        Kind::Advise => crate::advise::answer_plan(plan).map_err(|e| e.to_string()),
+        _ => crate::costmodel::tables_for_plan(plan).map_err(|e| e.to_string()),
+    };
+    match computed {
         Ok(summary) => Outcome::computed(summary),
-        Err(e) => Outcome::Failed { reason: e.to_string(), launch: None },
+        Err(reason) => Outcome::Failed { reason, launch: None },
     }
 }

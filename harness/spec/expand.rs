@@ -9,7 +9,7 @@ use super::problem::Problem;
 use super::schema::*;
 use super::validate::Checker;
 use crate::identity::{self, IdentityInput};
-use crate::model::{resolve_model, ModelConfig};
+use crate::model::ModelConfig;
 use serde_yaml::Value;
 use std::collections::BTreeMap;
 
@@ -111,7 +111,11 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
         ("context_blocks", e.context_blocks.len()),
         ("device", e.devices.len()),
     ];
-    let runs = if e.kind == Kind::Model { 1 } else { axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64)) };
+    let runs = if matches!(e.kind(), Kind::Model | Kind::Advise) {
+        1
+    } else {
+        axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64))
+    };
     let largest_axis = axes.iter().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
     let factors: Vec<String> = axes.iter().filter(|(_, len)| *len > 1).map(|(k, len)| format!("{k} {len}")).collect();
     MatrixSize { runs, largest_axis, factors: if factors.is_empty() { "one point".into() } else { factors.join(" x ") } }
@@ -174,13 +178,26 @@ fn points(e: &Experiment) -> Vec<Point> {
 /// Expands `e` into runs; `text` is the spec's text, for locating problems.
 pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Vec<Problem>> {
     let mut c = Checker::new(&e.path, text);
-    if e.kind == Kind::Model {
-        for m in &e.models {
-            if let Err(err) = ModelConfig::read(&resolve_model(m).dir) {
-                c.report("model", err.to_string());
+    match &e.params {
+        KindParams::Model(params) => {
+            let mut folder_configs = Vec::new();
+            for m in &e.models {
+                match crate::costmodel::tables::load_shape(m) {
+                    // A model named under models/ is in the catalogue's digest already.
+                    Ok(shape) if crate::model::resolve::is_path(m) => folder_configs.push(shape.config_digest),
+                    Ok(_) => {}
+                    Err(err) => c.report("model", err.to_string()),
+                }
             }
+            return if c.problems.is_empty() { Ok(vec![model_run(e, params, &folder_configs)]) } else { Err(c.problems) };
         }
-        return if c.problems.is_empty() { Ok(vec![model_run(e)]) } else { Err(c.problems) };
+        KindParams::Advise(params) => {
+            return match advise_run(e, params.as_ref(), &mut c) {
+                Some(run) if c.problems.is_empty() => Ok(vec![run]),
+                _ => Err(c.problems),
+            };
+        }
+        _ => {}
     }
     let mut models: BTreeMap<String, Option<(ModelSource, ModelConfig)>> = BTreeMap::new();
     for name in &e.models {
@@ -208,7 +225,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
             c.report(&key, message);
             continue;
         }
-        match layout_for(e.kind, &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
+        match layout_for(e.kind(), &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
             Ok(layout) => {
                 if let Some((key, message)) = memory_problem(e, &model, &layout, limit) {
                     c.report(key, message);
@@ -281,15 +298,15 @@ fn memory_problem(
 ) -> Option<(&'static str, String)> {
     use super::resources::{collectives_need, decode_need, membw_need, refusal};
     let limit = limit?;
-    let need = match e.kind {
-        Kind::Decode => model.as_ref().and_then(|(m, cfg)| decode_need(cfg, &m.weights, layout))?,
+    let need = match &e.params {
+        KindParams::Decode(_) => model.as_ref().and_then(|(m, cfg)| decode_need(cfg, &m.weights, layout))?,
         // Copies and reads on a rank's GPU keep their large buffers in the GPU's memory.
-        Kind::Collectives if e.collectives.as_ref()?.ops.iter().any(|op| op.on_device()) => return None,
-        Kind::Collectives => collectives_need(e.collectives.as_ref()?, layout.world),
-        Kind::Membw => membw_need(e.membw.as_ref()?, layout.world),
-        Kind::Dispatch | Kind::Model => return None,
+        KindParams::Collectives(c) if c.has_device_ops() => return None,
+        KindParams::Collectives(c) => collectives_need(c, layout.world),
+        KindParams::Membw(m) => membw_need(m, layout.world),
+        KindParams::Dispatch(_) | KindParams::Model(_) | KindParams::Advise(_) => return None,
     };
-    refusal(e.kind, &need, &limit)
+    refusal(e.kind(), &need, &limit)
 }
 
 /// Why a decode point's seeded checkpoint would not fit on its filesystem (`spec::disk`),
@@ -306,8 +323,8 @@ fn disk_problem(cfg: &ModelConfig, weights: &super::plan::Weights) -> Option<Str
 fn nccl_problem(e: &Experiment, p: &Point) -> Option<(&'static str, String)> {
     let setting = p.link.nccl()?;
     let link = setting.name();
-    match e.kind {
-        Kind::Collectives if e.collectives.as_ref().is_some_and(|c| c.ops.iter().any(|op| op.on_device())) => Some((
+    match e.kind() {
+        Kind::Collectives if e.collectives().is_some_and(CollectiveParams::has_device_ops) => Some((
             "ops",
             format!(
                 "host-device copies and device reads run on one rank's GPU without a link; `link: {link}` is for collectives between GPUs"
@@ -332,7 +349,7 @@ fn nccl_problem(e: &Experiment, p: &Point) -> Option<(&'static str, String)> {
 /// What a decode point asks of its model that the model cannot give: a prompt token outside
 /// its vocabulary, or a prompt and generation longer than its position table.
 fn sequence_problem(e: &Experiment, p: &Point, cfg: &ModelConfig) -> Option<(String, String)> {
-    let prompt = &e.decode.as_ref()?.prompt;
+    let prompt = e.prompt()?;
     if let Prompt::Tokens(ids) = prompt {
         if let Some((i, id)) = ids.iter().enumerate().find(|(_, id)| **id >= cfg.vocab) {
             let message = format!("token {id} is outside the model's vocabulary of {} ids (0 to {})", cfg.vocab, cfg.vocab - 1);
@@ -354,7 +371,7 @@ fn sequence_problem(e: &Experiment, p: &Point, cfg: &ModelConfig) -> Option<(Str
 }
 
 fn p_layout_input(e: &Experiment, p: &Point) -> super::layout::LayoutInput {
-    let prompt_tokens = e.decode.as_ref().map_or(0, |d| d.prompt.len());
+    let prompt_tokens = e.prompt().map_or(0, Prompt::len);
     super::layout::LayoutInput {
         strategy: p.strategy,
         world: p.world,
@@ -377,17 +394,14 @@ fn threads_for(threads: Threads, world: u32, cores: u32) -> u32 {
 }
 
 fn workload_for(e: &Experiment, p: &Point) -> Workload {
-    match e.kind {
-        Kind::Collectives => Workload::Collectives(e.collectives.clone().expect("collectives params")),
-        Kind::Membw => Workload::Membw(e.membw.clone().expect("membw params")),
-        Kind::Decode => Workload::Decode {
-            prompt: e.decode.as_ref().expect("decode params").prompt.clone(),
-            new_tokens: p.new_tokens,
-            dtype: p.dtype,
-            routing_skew: p.routing_skew,
-        },
-        Kind::Dispatch => Workload::Dispatch(e.dispatch.clone().expect("dispatch params")),
-        Kind::Model => unreachable!("model runs are built by model_run"),
+    match &e.params {
+        KindParams::Collectives(c) => Workload::Collectives(c.clone()),
+        KindParams::Membw(m) => Workload::Membw(m.clone()),
+        KindParams::Decode(d) => {
+            Workload::Decode { prompt: d.prompt.clone(), new_tokens: p.new_tokens, dtype: p.dtype, routing_skew: p.routing_skew }
+        }
+        KindParams::Dispatch(d) => Workload::Dispatch(d.clone()),
+        KindParams::Model(_) | KindParams::Advise(_) => unreachable!("runs of arithmetic are built by arithmetic_run"),
     }
 }
 
@@ -405,7 +419,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
     let workload = workload_for(e, p);
     let threads_per_rank = threads_for(p.threads, p.world, cores);
     let input = IdentityInput {
-        kind: e.kind.name(),
+        kind: e.kind().name(),
         model: model.as_ref(),
         workload: &workload,
         layout: &layout,
@@ -445,7 +459,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
 /// The spec's requirements, plus a CUDA device visible to parlab's libtorch for a `device: cuda`
 /// run or a sweep of host-device copies, and NCCL with one GPU per rank on an NCCL link.
 fn requires_for(e: &Experiment, p: &Point) -> Requires {
-    let copies = e.collectives.as_ref().is_some_and(|c| c.ops.iter().any(|op| op.on_device()));
+    let copies = e.collectives().is_some_and(CollectiveParams::has_device_ops);
     let nccl = p.link.nccl().is_some();
     let gpus = if nccl { Some(e.requires.gpus.unwrap_or(0).max(p.world)) } else { e.requires.gpus };
     Requires {
@@ -456,10 +470,11 @@ fn requires_for(e: &Experiment, p: &Point) -> Requires {
     }
 }
 
-/// A `kind: model` experiment is one run whose axes are the rows of its tables.
-fn model_run(e: &Experiment) -> RunPlan {
+/// A `kind: model` experiment is one run whose axes are the rows of its tables; `folder_configs` are the config digests of its models
+/// given as folders, so an edited config.json outside models/ is a new run.
+fn model_run(e: &Experiment, params: &ModelParams, folder_configs: &[String]) -> RunPlan {
     let workload = Workload::Model {
-        params: e.model.clone().expect("model params"),
+        params: params.clone(),
         models: e.models.clone(),
         strategies: e.strategies.clone(),
         worlds: e.worlds.clone(),
@@ -467,9 +482,42 @@ fn model_run(e: &Experiment) -> RunPlan {
         sequences: e.sequences.clone(),
         dtypes: e.dtypes.clone(),
     };
+    let configs = (!folder_configs.is_empty()).then(|| identity::digest(&folder_configs));
+    arithmetic_run(e, workload, configs.as_deref())
+}
+
+/// A `kind: advise` experiment is one run: the question, answered by `advise` when it runs;
+/// a question `parlab advise` would refuse (an unknown model, a topology that does not add
+/// up) is a problem of the spec.
+fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) -> Option<RunPlan> {
+    // No parameters: validation has said what they lack.
+    let (model, params) = (e.models.first()?.clone(), params?.clone());
+    let catalogue = crate::costmodel::catalogue::Catalogue::load_default().map_err(|err| c.report("machine", err.to_string())).ok()?;
+    let request = match crate::advise::request::Asked::of_spec(&model, &params).resolve(&catalogue) {
+        Ok(request) => request,
+        // The key names what `AdviseError::Model`'s own `model:` prefix would repeat.
+        Err(crate::advise::AdviseError::Model(why)) => {
+            c.report("model", why);
+            return None;
+        }
+        Err(err) => {
+            c.report("machine", err.to_string());
+            return None;
+        }
+    };
+    let before = c.problems.len();
+    super::advise::expected_layouts(c, &params.expect, &request);
+    // The advice is the model's shape's: a config.json changed since is another question.
+    let shape = Some(request.model.config_digest.as_str());
+    (c.problems.len() == before).then(|| arithmetic_run(e, Workload::Advise { model, params }, shape))
+}
+
+/// The one run of an experiment of arithmetic (nothing launched): its identity is the
+/// workload's and the catalogue's (and the model config's digest, `model_config`, where given).
+fn arithmetic_run(e: &Experiment, workload: Workload, model_config: Option<&str>) -> RunPlan {
     let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, overlap: None, decode: None, ranks: vec![] };
     let input = IdentityInput {
-        kind: e.kind.name(),
+        kind: e.kind().name(),
         model: None,
         workload: &workload,
         layout: &layout,
@@ -482,7 +530,11 @@ fn model_run(e: &Experiment) -> RunPlan {
         device: Device::Cpu,
     };
     let catalogue = crate::costmodel::catalogue::catalogue_digest();
-    let answer_id = identity::digest(&serde_json::json!({ "answer": identity::answer_id(&input), "catalogue": catalogue }));
+    let mut of = serde_json::json!({ "answer": identity::answer_id(&input), "catalogue": catalogue });
+    if let Some(config) = model_config {
+        of["model_config"] = config.into();
+    }
+    let answer_id = identity::digest(&of);
     RunPlan {
         experiment: e.name.clone(),
         index: 0,

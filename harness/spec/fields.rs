@@ -81,7 +81,7 @@ pub const SEED: Bounds<u64> = Bounds::new(0, u64::MAX);
 pub const CONTEXT: Bounds<u64> = Bounds::new(0, u32::MAX as u64);
 
 /// The value of `v` when it is a whole number within `b`; otherwise reports why, with the range.
-fn uint_value<T>(c: &mut Checker, key: &str, v: &Value, b: Bounds<T>) -> Option<T>
+pub(super) fn uint_value<T>(c: &mut Checker, key: &str, v: &Value, b: Bounds<T>) -> Option<T>
 where
     T: Copy + Into<u64> + TryFrom<u64> + std::fmt::Display,
 {
@@ -173,13 +173,14 @@ impl<'m> Fields<'m> {
 
     /// `new_tokens`: an axis of 2 or more (default 25). The first token comes from the prefill,
     /// so one token leaves no decode step to time; 1 is refused with that reason (and kept in the
-    /// axis, so the matrix is counted as written; a spec with a problem plans nothing).
-    pub fn new_tokens(&self, c: &mut Checker) -> Vec<u32> {
+    /// axis, so the matrix is counted as written; a spec with a problem plans nothing). An
+    /// advice times nothing: 1 asks for the prefill alone, as `parlab advise --new-tokens 1` does.
+    pub fn new_tokens(&self, c: &mut Checker, kind: Kind) -> Vec<u32> {
         let Some(v) = self.get("new_tokens") else { return vec![25] };
         let mut kept = Vec::new();
         for (k, v) in as_list(c, "new_tokens", v) {
             let Some(n) = uint_value(c, &k, v, NEW_TOKENS) else { continue };
-            if n == 1 {
+            if n == 1 && kind != Kind::Advise {
                 c.report(
                     &k,
                     "1 new token is the one the prefill produces, so there is no decode step to time \
@@ -254,7 +255,7 @@ impl<'m> Fields<'m> {
     /// A relative folder path is read against the spec's folder (`model::resolve::in_spec`).
     pub fn models(&self, c: &mut Checker, kind: Kind, spec: &Path) -> Vec<String> {
         let Some(v) = self.get("model") else {
-            if matches!(kind, Kind::Decode | Kind::Model) {
+            if matches!(kind, Kind::Decode | Kind::Model | Kind::Advise) {
                 c.report("model", "missing; name a model under models/ (e.g. gpt2) or a folder holding config.json");
             }
             return Vec::new();
@@ -332,7 +333,7 @@ impl<'m> Fields<'m> {
     /// `dtype`: an axis of float32, float16, bfloat16 (a decode point in half precision needs
     /// `device: cuda`; checked per point in `expand`).
     pub fn dtypes(&self, c: &mut Checker, kind: Kind) -> Vec<Dtype> {
-        let default = if kind == Kind::Model { Dtype::Float16 } else { Dtype::Float32 };
+        let default = if matches!(kind, Kind::Model | Kind::Advise) { Dtype::Float16 } else { Dtype::Float32 };
         let choices = [("float32", Dtype::Float32), ("float16", Dtype::Float16), ("bfloat16", Dtype::Bfloat16)];
         self.choice_axis(c, "dtype", &choices, default)
     }

@@ -308,9 +308,26 @@ fn family_runs(p: &LayoutInput, cfg: &ModelConfig) -> Result<(), LayoutError> {
     Ok(())
 }
 
+/// Rank `rank`'s share when it holds the whole model (every head, feed-forward column, layer
+/// and vocabulary row; no expert share, no prompt block): a data-parallel replica, and what the
+/// other splits change.
+fn whole_model(rank: u32, cfg: &ModelConfig) -> RankShare {
+    let all = |n: u32| Some(Span::new(0, n));
+    RankShare {
+        rank,
+        heads: all(cfg.heads),
+        kv_heads: None,
+        ffn: all(cfg.intermediate),
+        layers: all(cfg.layers),
+        vocab: all(cfg.vocab),
+        experts: None,
+        tokens: None,
+        tokens_late: None,
+    }
+}
+
 fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, LayoutError> {
     family_runs(p, cfg)?;
-    let all = |n: u32| Some(Span::new(0, n));
     match p.strategy {
         Strategy::Tensor => {
             if !cfg.heads.is_multiple_of(p.world) {
@@ -324,15 +341,11 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, L
             let vocab = even_spans(cfg.vocab, p.world);
             Ok((0..p.world as usize)
                 .map(|r| RankShare {
-                    rank: r as u32,
                     heads: Some(heads[r]),
                     kv_heads: kv_heads_of(cfg, heads[r]),
                     ffn: Some(ffn[r]),
-                    layers: all(cfg.layers),
-                    vocab: if p.head == HeadPlacement::Split { Some(vocab[r]) } else { all(cfg.vocab) },
-                    experts: None,
-                    tokens: None,
-                    tokens_late: None,
+                    vocab: if p.head == HeadPlacement::Split { Some(vocab[r]) } else { Some(Span::new(0, cfg.vocab)) },
+                    ..whole_model(r as u32, cfg)
                 })
                 .collect())
         }
@@ -343,32 +356,14 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, L
             let layers = even_spans(cfg.layers, p.world);
             Ok((0..p.world as usize)
                 .map(|r| RankShare {
-                    rank: r as u32,
-                    heads: all(cfg.heads),
-                    kv_heads: None,
-                    ffn: all(cfg.intermediate),
                     layers: Some(layers[r]),
                     vocab: (r as u32 == p.world - 1).then(|| Span::new(0, cfg.vocab)),
-                    experts: None,
-                    tokens: None,
-                    tokens_late: None,
+                    ..whole_model(r as u32, cfg)
                 })
                 .collect())
         }
         Strategy::Expert => expert_decode_shares(p, cfg),
-        Strategy::Data => Ok((0..p.world)
-            .map(|rank| RankShare {
-                rank,
-                heads: all(cfg.heads),
-                kv_heads: None,
-                ffn: all(cfg.intermediate),
-                layers: all(cfg.layers),
-                vocab: all(cfg.vocab),
-                experts: None,
-                tokens: None,
-                tokens_late: None,
-            })
-            .collect()),
+        Strategy::Data => Ok((0..p.world).map(|rank| whole_model(rank, cfg)).collect()),
         Strategy::Context => context_shares(p, cfg),
     }
 }
@@ -385,21 +380,10 @@ fn expert_decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankSh
     if p.world as usize > m.experts {
         return Err(LayoutError::TooFewExperts { world: p.world, experts: m.experts });
     }
-    let all = |n: u32| Some(Span::new(0, n));
     Ok(even_spans(m.experts as u32, p.world)
         .into_iter()
         .enumerate()
-        .map(|(r, experts)| RankShare {
-            rank: r as u32,
-            heads: all(cfg.heads),
-            kv_heads: None,
-            ffn: all(cfg.intermediate),
-            layers: all(cfg.layers),
-            vocab: all(cfg.vocab),
-            experts: Some(experts),
-            tokens: None,
-            tokens_late: None,
-        })
+        .map(|(r, experts)| RankShare { experts: Some(experts), ..whole_model(r as u32, cfg) })
         .collect())
 }
 
@@ -413,19 +397,13 @@ fn context_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, 
     if chunks > p.prompt_tokens {
         return Err(LayoutError::PromptTooShort { world: p.world, chunks, prompt: p.prompt_tokens, zigzag });
     }
-    let all = |n: u32| Some(Span::new(0, n));
     let spans = even_spans(p.prompt_tokens, chunks);
     Ok((0..p.world as usize)
         .map(|r| RankShare {
-            rank: r as u32,
-            heads: all(cfg.heads),
-            kv_heads: None,
-            ffn: all(cfg.intermediate),
-            layers: all(cfg.layers),
             vocab: (r == 0).then(|| Span::new(0, cfg.vocab)),
-            experts: None,
             tokens: Some(spans[r]),
             tokens_late: zigzag.then(|| spans[spans.len() - 1 - r]),
+            ..whole_model(r as u32, cfg)
         })
         .collect())
 }

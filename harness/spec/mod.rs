@@ -1,5 +1,6 @@
 //! Experiment specs: parse -> validate -> expand (matrix) -> RunPlan.
 
+pub mod advise;
 pub mod claims;
 pub mod disk;
 pub mod expand;
@@ -36,14 +37,16 @@ pub fn spec_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problems> {
                 .flatten()
                 .flatten()
                 .map(|e| e.path())
-                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                // Not only regular files: a FIFO or a dangling link named .yaml is read, and
+                // refused naming what it is, rather than skipped without a word.
+                .filter(|p| !p.is_dir() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
                 .collect();
             found.sort();
             if found.is_empty() {
                 problems.push(file_problem(&path, "folder holds no .yaml specs"));
             }
             files.extend(found);
-        } else if path.is_file() {
+        } else if path.exists() {
             files.push(path);
         } else {
             problems.push(file_problem(&path, "no such file or folder"));

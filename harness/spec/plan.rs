@@ -180,6 +180,13 @@ pub enum Workload {
         /// Dtypes.
         dtypes: Vec<Dtype>,
     },
+    /// One `parlab advise` question (one run per spec; the advice enumerates the layouts).
+    Advise {
+        /// The model (a name or a folder).
+        model: String,
+        /// The machine, the traffic and the expected answer.
+        params: AdviseParams,
+    },
 }
 
 impl Workload {
@@ -191,6 +198,7 @@ impl Workload {
             Workload::Decode { .. } => Kind::Decode,
             Workload::Dispatch(_) => Kind::Dispatch,
             Workload::Model { .. } => Kind::Model,
+            Workload::Advise { .. } => Kind::Advise,
         }
     }
 }
@@ -279,8 +287,11 @@ impl RunPlan {
     }
 
     /// A one-line description: `decode-tensor #2 tensor world=3 mpi-shm` (` cuda` appended
-    /// for a run on GPUs).
+    /// for a run on GPUs); a run of arithmetic names its kind: `modelled #0 model`.
     pub fn label(&self) -> String {
+        if !self.kind().launches_ranks() {
+            return format!("{} #{} {}", self.experiment, self.index, self.kind().name());
+        }
         let device = if self.device == Device::Cpu { String::new() } else { format!(" {}", self.device.name()) };
         format!("{} #{} {} world={} {}{device}", self.experiment, self.index, self.layout.strategy.name(), self.layout.world, self.link)
     }

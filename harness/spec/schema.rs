@@ -16,11 +16,25 @@ pub enum Kind {
     Dispatch,
     /// The cost model's arithmetic: no processes are launched.
     Model,
+    /// `parlab advise`'s ranking of the layouts of one model on one machine (arithmetic).
+    Advise,
 }
 
-crate::named!(Kind { Collectives => "collectives", Membw => "membw", Decode => "decode", Dispatch => "dispatch", Model => "model" });
+crate::named!(Kind {
+    Collectives => "collectives",
+    Membw => "membw",
+    Decode => "decode",
+    Dispatch => "dispatch",
+    Model => "model",
+    Advise => "advise",
+});
 
 impl Kind {
+    /// True for a kind whose runs launch rank processes; false for arithmetic (model, advise).
+    pub fn launches_ranks(self) -> bool {
+        !matches!(self, Kind::Model | Kind::Advise)
+    }
+
     /// The strategies that make sense for this kind.
     pub fn strategies(self) -> &'static [Strategy] {
         match self {
@@ -28,6 +42,7 @@ impl Kind {
             Kind::Decode => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Expert, Strategy::Context],
             Kind::Dispatch => &[Strategy::Expert],
             Kind::Model => &[Strategy::Data, Strategy::Tensor, Strategy::Pipeline, Strategy::Expert],
+            Kind::Advise => &[],
         }
     }
 }
@@ -319,6 +334,13 @@ pub struct CollectiveParams {
     pub iterations: u32,
 }
 
+impl CollectiveParams {
+    /// True when an operation runs on each rank's own GPU (host-device copies, device reads).
+    pub fn has_device_ops(&self) -> bool {
+        self.ops.iter().any(|op| op.on_device())
+    }
+}
+
 /// Parameters of the `membw` workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MembwParams {
@@ -359,6 +381,65 @@ pub struct ModelParams {
     pub imbalance: f64,
 }
 
+/// What the layouts of `parlab advise` are ranked by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Objective {
+    /// The whole of one request: its prefill and every decode step of its answer.
+    Latency,
+    /// Time to first token: the prefill of one prompt.
+    Ttft,
+    /// Tokens per second over every sequence in flight.
+    Throughput,
+}
+
+crate::named!(Objective { Latency => "latency", Ttft => "ttft", Throughput => "throughput" });
+
+/// `kind: advise` parameters: the machine and the traffic of one `parlab advise` question,
+/// and what its answer is expected to be (a source's advice, checked as a finding).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdviseParams {
+    /// A device of `models/devices.yaml`.
+    pub device: String,
+    /// Nodes.
+    pub nodes: u32,
+    /// Devices in each node.
+    pub devices_per_node: u32,
+    /// `SIZE:LINK` domains, innermost first, links of `models/links.yaml`.
+    pub domains: Vec<String>,
+    /// Prompt tokens of one request.
+    pub prompt_tokens: u64,
+    /// Tokens of one answer.
+    pub new_tokens: u64,
+    /// Sequences in flight over the machine.
+    pub sequences: u32,
+    /// What the layouts are ranked by.
+    pub objective: Objective,
+    /// Bytes per value of weights, activations and cache.
+    pub dtype: Dtype,
+    /// The answer a source gives, if the spec states it.
+    #[serde(default, skip_serializing_if = "Expectation::is_empty")]
+    pub expect: Expectation,
+}
+
+/// The advice a source gives (`expect:` of a `kind: advise` spec): layout labels as
+/// `parlab advise` prints them (`TP=2 x DP=2`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expectation {
+    /// The layout ranked first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Layouts refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<String>,
+}
+
+impl Expectation {
+    /// True when the spec states no expected answer.
+    pub fn is_empty(&self) -> bool {
+        self.leader.is_none() && self.rejected.is_empty()
+    }
+}
+
 fn even_routing() -> f64 {
     1.0
 }
@@ -372,8 +453,6 @@ fn is_even_routing(x: &f64) -> bool {
 pub struct Experiment {
     /// The experiment's name (unique across the suite).
     pub name: String,
-    /// What it measures.
-    pub kind: Kind,
     /// The spec file it came from.
     pub path: PathBuf,
     /// sha256 of the spec file's bytes.
@@ -428,14 +507,60 @@ pub struct Experiment {
     pub interface: Option<String>,
     /// Combinations of axis values to leave out.
     pub exclude: Vec<ExcludeRule>,
-    /// `collectives` parameters.
-    pub collectives: Option<CollectiveParams>,
-    /// `membw` parameters.
-    pub membw: Option<MembwParams>,
-    /// `decode` parameters.
-    pub decode: Option<DecodeParams>,
-    /// `dispatch` parameters.
-    pub dispatch: Option<DispatchParams>,
-    /// `model` parameters.
-    pub model: Option<ModelParams>,
+    /// The kind's own parameters.
+    pub params: KindParams,
+}
+
+/// What an experiment measures or computes, with that kind's own parameters.
+#[derive(Debug, Clone)]
+pub enum KindParams {
+    /// Collective sweeps.
+    Collectives(CollectiveParams),
+    /// Memory streaming.
+    Membw(MembwParams),
+    /// Split decoding.
+    Decode(DecodeParams),
+    /// Expert dispatch.
+    Dispatch(DispatchParams),
+    /// The cost model's tables.
+    Model(ModelParams),
+    /// One `parlab advise` question; None where its keys had problems (validation reported them).
+    Advise(Option<AdviseParams>),
+}
+
+impl KindParams {
+    /// The kind these parameters belong to.
+    pub fn kind(&self) -> Kind {
+        match self {
+            KindParams::Collectives(_) => Kind::Collectives,
+            KindParams::Membw(_) => Kind::Membw,
+            KindParams::Decode(_) => Kind::Decode,
+            KindParams::Dispatch(_) => Kind::Dispatch,
+            KindParams::Model(_) => Kind::Model,
+            KindParams::Advise(_) => Kind::Advise,
+        }
+    }
+}
+
+impl Experiment {
+    /// What it measures or computes.
+    pub fn kind(&self) -> Kind {
+        self.params.kind()
+    }
+
+    /// The sweep of a collectives experiment.
+    pub fn collectives(&self) -> Option<&CollectiveParams> {
+        match &self.params {
+            KindParams::Collectives(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The prompt of a decode experiment.
+    pub fn prompt(&self) -> Option<&Prompt> {
+        match &self.params {
+            KindParams::Decode(d) => Some(&d.prompt),
+            _ => None,
+        }
+    }
 }

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// Keys any experiment may have.
-const COMMON_KEYS: &[&str] = &[
+pub const COMMON_KEYS: &[&str] = &[
     "name",
     "kind",
     "description",
@@ -29,18 +29,18 @@ const COMMON_KEYS: &[&str] = &[
 
 /// Keys that belong to one kind, with that kind.
 const KIND_KEYS: &[(&str, &[Kind])] = &[
-    ("model", &[Kind::Decode, Kind::Model]),
+    ("model", &[Kind::Decode, Kind::Model, Kind::Advise]),
     ("weights_seed", &[Kind::Decode]),
     ("prompt", &[Kind::Decode]),
-    ("new_tokens", &[Kind::Decode]),
-    ("sequences", &[Kind::Decode, Kind::Model]),
+    ("new_tokens", &[Kind::Decode, Kind::Advise]),
+    ("sequences", &[Kind::Decode, Kind::Model, Kind::Advise]),
     ("head", &[Kind::Decode]),
     ("overlap", &[Kind::Decode]),
     ("routing_skew", &[Kind::Decode]),
     ("decode_strategy", &[Kind::Decode]),
     ("context_blocks", &[Kind::Decode]),
     ("device", &[Kind::Decode]),
-    ("dtype", &[Kind::Decode, Kind::Model]),
+    ("dtype", &[Kind::Decode, Kind::Model, Kind::Advise]),
     ("ops", &[Kind::Collectives]),
     ("sizes", &[Kind::Collectives]),
     ("iterations", &[Kind::Collectives, Kind::Dispatch]),
@@ -51,6 +51,10 @@ const KIND_KEYS: &[(&str, &[Kind])] = &[
     ("devices", &[Kind::Model]),
     ("context", &[Kind::Model]),
     ("imbalance", &[Kind::Model]),
+    ("machine", &[Kind::Advise]),
+    ("prompt_tokens", &[Kind::Advise]),
+    ("objective", &[Kind::Advise]),
+    ("expect", &[Kind::Advise]),
     ("launches", &[Kind::Collectives, Kind::Membw, Kind::Decode, Kind::Dispatch]),
 ];
 
@@ -218,12 +222,11 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         Kind::Model => Kind::Model.strategies().to_vec(),
         _ => vec![Strategy::Data],
     };
-    let strategies = fields.strategies(c, kind, default_strategy);
+    let strategies = if kind == Kind::Advise { Vec::new() } else { fields.strategies(c, kind, default_strategy) };
     let models = fields.models(c, kind, path);
     let links = fields.links(c, kind);
-    Experiment {
+    let mut e = Experiment {
         name,
-        kind,
         path: PathBuf::from(path),
         spec_digest: hex::encode(Sha256::digest(text.as_bytes())),
         models,
@@ -240,7 +243,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
             HeadPlacement::Split,
         ),
         dtypes: fields.dtypes(c, kind),
-        new_tokens: fields.new_tokens(c),
+        new_tokens: fields.new_tokens(c, kind),
         overlap: fields.uint_axis(c, "overlap", vec![0], super::fields::OVERLAP),
         routing_skew: fields.number_axis(c, "routing_skew", MAX_ROUTING_SKEW),
         decode_strategies: fields.choice_axis(
@@ -265,11 +268,26 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         hostfile: fields.hostfile(c, path),
         interface: fields.interface(c),
         exclude: fields.exclude(c),
-        collectives: (kind == Kind::Collectives).then(|| fields.collective_params(c)),
-        membw: (kind == Kind::Membw).then(|| MembwParams { buffer_bytes: fields.buffer(c) }),
-        decode: (kind == Kind::Decode).then(|| DecodeParams { prompt: fields.prompt(c) }),
-        dispatch: (kind == Kind::Dispatch).then(|| fields.dispatch_params(c)),
-        model: (kind == Kind::Model).then(|| fields.model_params(c)),
+        params: kind_params(c, &fields, kind),
+    };
+    if kind == Kind::Advise {
+        // Parameters with a problem are left out, so expansion asks no half-read question.
+        let before = c.problems.len();
+        let params = super::advise::params(c, map, &e);
+        e.params = KindParams::Advise((c.problems.len() == before).then_some(params));
+    }
+    e
+}
+
+/// The kind's own keys (an advice's are read once the axes it shares are: `advise::params`).
+fn kind_params(c: &mut Checker, fields: &super::fields::Fields, kind: Kind) -> KindParams {
+    match kind {
+        Kind::Collectives => KindParams::Collectives(fields.collective_params(c)),
+        Kind::Membw => KindParams::Membw(MembwParams { buffer_bytes: fields.buffer(c) }),
+        Kind::Decode => KindParams::Decode(DecodeParams { prompt: fields.prompt(c) }),
+        Kind::Dispatch => KindParams::Dispatch(fields.dispatch_params(c)),
+        Kind::Model => KindParams::Model(fields.model_params(c)),
+        Kind::Advise => KindParams::Advise(None),
     }
 }
 
@@ -282,7 +300,7 @@ fn default_world(kind: Kind) -> u32 {
 
 fn default_repetitions(kind: Kind) -> u32 {
     match kind {
-        Kind::Collectives | Kind::Dispatch | Kind::Model => 1,
+        Kind::Collectives | Kind::Dispatch | Kind::Model | Kind::Advise => 1,
         Kind::Membw => 5,
         Kind::Decode => 3,
     }
@@ -291,7 +309,7 @@ fn default_repetitions(kind: Kind) -> u32 {
 fn default_warmup(kind: Kind) -> u32 {
     match kind {
         Kind::Collectives | Kind::Dispatch => 5,
-        Kind::Model => 0,
+        Kind::Model | Kind::Advise => 0,
         _ => 1,
     }
 }

@@ -60,6 +60,15 @@ pub enum SourceError {
         /// What is wrong in its config.
         cause: crate::model::ConfigError,
     },
+    /// A config whose shape parlab does not count (a size key that is not a positive integer,
+    /// parameters past 2^50).
+    #[error("{name}: {cause}")]
+    Shape {
+        /// The model as the spec names it.
+        name: String,
+        /// What is wrong in its shape.
+        cause: crate::costmodel::shape::ShapeError,
+    },
     /// The checkpoint could not be read for its digest.
     #[error("{}: cannot read: {cause}", path.display())]
     Checkpoint {
@@ -80,6 +89,7 @@ pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig),
     if family == Family::Llama {
         crate::model::llama::LlamaDims::from_config(&config).map_err(|cause| SourceError::Llama { name: name.to_string(), cause })?;
     }
+    crate::costmodel::shape::shape_from_config(&config).map_err(|cause| SourceError::Shape { name: name.to_string(), cause })?;
     let file = loc.dir.join("model.safetensors");
     let weights = if file.is_file() {
         let sha256 = cached_file_digest(&file).map_err(|cause| SourceError::Checkpoint { path: file.clone(), cause })?;

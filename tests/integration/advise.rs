@@ -344,13 +344,14 @@ fn json_output_matches_the_documented_shape() {
 #[test]
 fn bad_input_exits_2_naming_what_is_wrong() {
     let base = ["advise", "llama-3.1-8b", "--device", "a100-80gb", "--devices-per-node", "4", "--prompt", "128", "--new-tokens", "8"];
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["--domain", "4:nvswitch", "--objective", "speed"], "--objective speed"),
         (&["--domain", "4:warp-drive"], "warp-drive"),
         (&["--domain", "3:nvswitch"], "the domains reach 3 devices but the machine has 4"),
         (&["--domain", "2:nvswitch"], "the last --domain must join all 4"),
         (&["--domain", "4:nvswitch", "--domain", "2:nvswitch"], "larger than the one inside it"),
         (&["--domain", "4"], "expected SIZE:LINK"),
+        (&["--domain", "4:"], "--domain 4:: expected SIZE:LINK"),
         (&[], "the machine has 4"),
         (&["--domain", "4:nvswitch", "--sequences", "0"], "each must be at least 1"),
         (&["--domain", "4:nvswitch", "--dtype", "int3"], "--dtype int3"),
@@ -390,4 +391,232 @@ fn bad_input_exits_2_naming_what_is_wrong() {
     ]);
     assert_eq!(no_node_domain.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&no_node_domain.stderr).contains("one domain must be the node"));
+}
+
+/// The all-reduce fit (α per step in µs, β in GB/s) of the world-`world` `link` fixture manifest.
+fn fixture_fit(link: &str, world: u64) -> (String, f64, f64) {
+    let dir = root().join("tests/fixtures/manifests");
+    for entry in std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "json")) {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(entry.path()).unwrap()).unwrap();
+        let fits = &v["summary"]["collectives"]["fits"];
+        if v["kind"] == "collectives" && v["status"] == "ok" && v["plan"]["link"] == link && v["layout"]["world"] == world {
+            let fit = fits.as_array().unwrap().iter().find(|f| f["op"] == "all-reduce").unwrap();
+            let run = v["run_id"].as_str().unwrap().to_string();
+            return (run, fit["alpha_per_step_s"].as_f64().unwrap() * 1e6, fit["beta_Bps"].as_f64().unwrap() / 1e9);
+        }
+    }
+    panic!("no {link} world-{world} collectives fixture")
+}
+
+#[test]
+fn links_a_store_measured_are_offered_to_domains_with_their_runs_named() {
+    let store = root().join("tests/fixtures/manifests");
+    let args = |domains: &[&str]| {
+        let mut a = vec!["advise", "gpt2", "--device", "a100-80gb", "--devices-per-node", "4", "--prompt", "512", "--new-tokens", "64"];
+        a.extend_from_slice(domains);
+        a.extend_from_slice(&["--links-from", store.to_str().unwrap(), "--json"]);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let argv = args(&["--domain", "2:mpi-shm-measured", "--domain", "4:mpi-tcp-measured"]);
+    let out = parlab(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The store holds mpi-shm at 2 and 4 ranks: the 2-rank fit is taken, as for mpi-tcp.
+    for (i, link) in ["mpi-shm", "mpi-tcp"].into_iter().enumerate() {
+        let (run, alpha_us, beta_gbps) = fixture_fit(link, 2);
+        let d = &v["machine"]["domains"][i];
+        assert_eq!(d["link"], format!("{link}-measured"));
+        assert!((d["latency_s"].as_f64().unwrap() * 1e6 - alpha_us).abs() < 1e-9 * alpha_us.max(1.0), "{d}");
+        assert!((d["bandwidth_Bps"].as_f64().unwrap() / 1e9 - beta_gbps).abs() < 1e-9 * beta_gbps, "{d}");
+        let provenance: Vec<&str> = v["provenance"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+        let line = format!(
+            "link {link}-measured: bandwidth {} GB/s, measured: from run {run} (β of the 2-rank all-reduce fit",
+            parlab::units::sig4(beta_gbps)
+        );
+        assert!(provenance.iter().any(|p| p.starts_with(&line)), "{line} not in {provenance:#?}");
+    }
+    // A measured name that the store does not hold is refused with the names it does.
+    let argv = args(&["--domain", "2:nccl-measured", "--domain", "4:mpi-tcp-measured"]);
+    let out = parlab(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`nccl-measured`: not in models/links.yaml") && err.contains("mpi-shm-measured, mpi-tcp-measured"), "{err}");
+    assert!(err.contains("a measured link needs --links-from DIR holding a collectives run over it"), "{err}");
+    // A store without a collectives run says so, and adds nothing.
+    let empty = tempfile::tempdir().unwrap();
+    let mut argv = args(&["--domain", "4:mpi-tcp-measured"]);
+    let at = argv.iter().position(|a| a == "--links-from").unwrap() + 1;
+    argv[at] = empty.path().to_string_lossy().into_owned();
+    let out = parlab(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no ok collectives run with an all-reduce fit of 2 ranks or more; no measured link added"), "{err}");
+    // A store that is not a folder.
+    let out = parlab(&["advise", "gpt2", "--device", "a100-80gb", "--prompt", "1", "--new-tokens", "1", "--links-from", "README.md"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--links-from README.md: not a folder"), "{err}");
+}
+
+#[test]
+fn a_link_another_tool_measured_is_offered_as_imported_naming_the_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_str().unwrap();
+    let json = root().join("tests/data/import/nccl_all_reduce_8gpu.json");
+    let out = parlab(&["import", "nccl-tests", json.to_str().unwrap(), "--manifests", store]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = parlab(&[
+        "advise",
+        "llama-3.1-8b",
+        "--device",
+        "a100-80gb",
+        "--devices-per-node",
+        "8",
+        "--domain",
+        "8:nccl-imported",
+        "--prompt",
+        "2048",
+        "--new-tokens",
+        "128",
+        "--links-from",
+        store,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("link nccl-imported: bandwidth") && text.contains("reported by all_reduce_perf (nccl-tests)"), "{text}");
+    assert!(text.contains("of the 8-rank all-reduce fit"), "{text}");
+}
+
+#[test]
+fn advise_specs_answer_in_the_register_and_their_expected_answers_are_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, out) = (dir.path().join("manifests"), dir.path().join("reports"));
+    // The suite's three questions, and one whose expectation is wrong: the chapter's exercise
+    // with TP=4 expected first.
+    let wrong = dir.path().join("wrong.yaml");
+    let exercise = std::fs::read_to_string(root().join("experiments/advice-chapter-1-4.yaml")).unwrap();
+    let wrong_text = exercise
+        .replace("name: chapter-1-4-design-exercise", "name: expects-tp4")
+        .replace("leader: TP=2 x DP=2", "leader: TP=4 x DP=1")
+        .replace("rejected: [TP=4 x DP=1]", "rejected: [TP=2 x DP=2]");
+    std::fs::write(&wrong, wrong_text).unwrap();
+    let specs = ["advice-chapter-1-4.yaml", "advice-two-nodes.yaml", "advice-kv-head-cap.yaml"].map(|f| root().join("experiments").join(f));
+    let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .arg("run")
+        .args(&specs)
+        .arg(&wrong)
+        .arg("--out")
+        .arg(&out)
+        .env("PARLAB_MANIFESTS", &store)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let console = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(console.contains("chapter-1-4-design-exercise #0 advise: ok"), "a run of arithmetic is labelled by its kind:\n{console}");
+    let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
+    for id in ["chapter-1-4-design-exercise", "two-nodes-of-four", "kv-head-cap-sixteen-devices"] {
+        assert!(md.contains(&format!("### HOLDS: advice-{id}")), "advice-{id} does not hold:\n{md}");
+        assert!(md.contains(&format!("#### Advice `{id}`: the layouts to benchmark")), "{id}'s table");
+    }
+    assert!(md.contains("### FAILS: advice-expects-tp4"), "{md}");
+    assert!(
+        md.contains("it differs: TP=2 x DP=2 ranks first, TP=4 x DP=1 is not ranked (refused: its tensor group of 4 crosses pcie-sys")
+            && md.contains("TP=2 x DP=2 is not refused (it ranks 1)"),
+        "the failing finding names what differs:\n{md}"
+    );
+    assert!(md.contains("| 1 | TP=2 x DP=2 | 5.93 ms | 167 ms | 1.94 s | 169 |"), "the same ranking as `parlab advise` prints");
+    assert!(md.contains("0 measured, 4 modelled, 0 failed, 0 not run"), "advice is counted as modelled");
+    // The manifest keeps the question (the workload) and the answer (the summary).
+    let manifest = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| serde_json::from_str::<Value>(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .find(|v| v["experiment"] == "kv-head-cap-sixteen-devices")
+        .unwrap();
+    assert_eq!(manifest["plan"]["workload"]["kind"], "advise");
+    assert_eq!(manifest["plan"]["workload"]["params"]["expect"]["rejected"][0], "TP=16 x DP=1");
+    let refused = manifest["summary"]["advice"]["rejected"].as_array().unwrap();
+    assert!(
+        refused.iter().any(|r| r["label"] == "TP=16 x DP=1" && r["why"].as_str().unwrap().contains("beyond the 8 KV heads")),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_context_past_64_bits_or_the_models_window_is_refused_and_a_cache_saturates() {
+    for (prompt, new_tokens) in [("18446744073709551615", "2"), ("16777216", "1"), ("4294967295", "4294967295")] {
+        let out = parlab(&["advise", "gpt2", "--device", "a100-80gb", "--prompt", prompt, "--new-tokens", new_tokens]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{prompt}: {err}");
+        assert!(err.contains(&format!("--prompt {prompt} --new-tokens {new_tokens}")) && err.contains("at most 16777216 tokens"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    let past_window = parlab(&["advise", "gpt2", "--device", "a100-80gb", "--prompt", "1020", "--new-tokens", "10"]);
+    let err = String::from_utf8_lossy(&past_window.stderr);
+    assert_eq!(past_window.status.code(), Some(2), "{err}");
+    assert!(err.contains("--prompt 1020 --new-tokens 10: a request of 1030 tokens, but gpt2 holds 1024 positions"), "{err}");
+    // 131,072 cache bytes per token × 101,000 tokens × 2^32 - 1 sequences passes 64 bits.
+    let args = ["--prompt", "100000", "--new-tokens", "1000", "--sequences", "4294967295", "--json"];
+    let out = parlab(&[&["advise", "llama-3.1-8b", "--device", "a100-80gb"][..], &args[..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let only = &v["rejected"][0];
+    assert_eq!((only["label"].as_str(), only["reason"]["kind"].as_str()), (Some("TP=1 x DP=1"), Some("does_not_fit")), "{only}");
+    assert_eq!(only["reason"]["kv_bytes"].as_u64(), Some(u64::MAX), "saturated, not wrapped under the memory: {only}");
+}
+
+#[test]
+fn an_advise_spec_whose_model_has_no_config_names_the_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("advice.yaml");
+    let text = "name: no-config\nkind: advise\nmodel: models\nmachine:\n  device: a100-80gb\nprompt_tokens: 64\nnew_tokens: 8\n";
+    std::fs::write(&spec, text).unwrap();
+    let out = parlab(&["validate", spec.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(":3:1: model: models/models: no such model folder") && !err.contains("model: model:"), "{err}");
+}
+
+#[test]
+fn an_advise_spec_may_ask_for_one_new_token_as_parlab_advise_does() {
+    // A decode run needs a second token to time a step; an advice times nothing, and one new
+    // token asks for the prefill alone (`parlab advise --new-tokens 1`).
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("advice.yaml");
+    let text =
+        "name: first-token\nkind: advise\nmodel: gpt2\nmachine:\n  device: a100-80gb\nprompt_tokens: 64\nnew_tokens: 1\nobjective: ttft\n";
+    std::fs::write(&spec, text).unwrap();
+    let out = parlab(&["validate", spec.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn an_advise_or_model_run_is_another_question_once_its_models_config_changes() {
+    // Arithmetic on a model's shape: a config.json edited since a run, in a folder outside
+    // models/ (whose configs the catalogue's digest covers), must not leave the old answer
+    // standing as "already measured".
+    let advise = "kind: advise\nmachine:\n  device: a100-80gb\nprompt_tokens: 64\nnew_tokens: 8\n";
+    let model = "kind: model\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\ncontext: 1024\n";
+    for question in [advise, model] {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("tiny");
+        std::fs::create_dir(&folder).unwrap();
+        let config = std::fs::read_to_string(root().join("models/gpt2/config.json")).unwrap();
+        std::fs::write(folder.join("config.json"), &config).unwrap();
+        let spec = dir.path().join("arithmetic.yaml");
+        std::fs::write(&spec, format!("name: shaped\nmodel: {}\n{question}", folder.display())).unwrap();
+        let run_id = || {
+            let out = parlab(&["plan", "--json", spec.to_str().unwrap()]);
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            v[0]["run_id"].as_str().unwrap().to_string()
+        };
+        let before = run_id();
+        assert_eq!(before, run_id(), "the same question has the same identity: {question}");
+        std::fs::write(folder.join("config.json"), config.replace("\"n_layer\": 12", "\"n_layer\": 24")).unwrap();
+        assert_ne!(before, run_id(), "a model of 24 layers asks another question than one of 12: {question}");
+    }
 }

@@ -271,6 +271,22 @@ fn shape_command_prints_json() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+#[test]
+fn shape_of_a_folder_whose_checkpoint_header_is_malformed_exits_2_naming_the_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(root().join("models/gpt2/config.json"), dir.path().join("config.json")).unwrap();
+    let header = r#"{"wte.weight": {"dtype": "F32", "shape": [1099511627776, 1099511627776], "data_offsets": [0, 4]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes.extend([0u8; 4]);
+    std::fs::write(dir.path().join("model.safetensors"), bytes).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab")).arg("shape").arg(dir.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("model.safetensors: not a safetensors file (tensor wte.weight: shape [1099511627776, 1099511627776] holds more than 2^63 values)"), "{stderr}");
+    assert!(out.stdout.is_empty(), "no shape printed beside a wrapped count of 0 values");
+}
+
 fn write_spec(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -436,7 +452,8 @@ fn predictions_joined_with_measurements() {
     let decode = parlab::report::predicted::decode_table(&manifests).unwrap();
     assert_eq!(decode.id, "predicted-decode");
     assert!(decode.provenance[0].contains("one process alone, median roofline) from run"), "{:?}", decode.provenance);
-    let entry = predict::measured_link_entry(&manifests, parlab::spec::schema::Op::AllReduce, "mpi-tcp").unwrap();
+    let entries = parlab::costmodel::measured_links::link_entries(&manifests);
+    let entry = entries.iter().find(|e| e.name == "mpi-tcp-measured").unwrap();
     assert!((entry.latency_us - fit.alpha_per_step_s * 1e6).abs() < 1e-9);
     assert!(entry.provenance_lines()[0].contains("measured: from run"));
 }

@@ -109,12 +109,49 @@ fn bad_input_exits_2_naming_the_file_and_line_and_writes_nothing() {
             "but --world says 8".into(),
         ),
     ];
+    assert_refused(cases, &store);
+}
+
+/// Each import of `cases` (arguments, a part of its message) exits 2 with that message and
+/// writes nothing into `store`.
+fn assert_refused(cases: Vec<(Vec<String>, String)>, store: &Path) {
     for (args, expected) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = import(&args, &store);
+        let out = import(&args, store);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(&expected), "{args:?}: expected `{expected}` in {stderr}");
-        assert!(manifests_in(&store).is_empty(), "{args:?} wrote a manifest");
+        assert!(manifests_in(store).is_empty(), "{args:?} wrote a manifest");
     }
+}
+
+#[test]
+fn a_world_or_a_size_past_what_parlab_counts_exits_2_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let huge = dir.path().join("osu_allgather_huge.txt");
+    let text = std::fs::read_to_string(data("osu_allgather_4rank.txt")).unwrap();
+    let first_row = text.lines().find(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
+    let size = first_row.split_whitespace().next().unwrap();
+    std::fs::write(&huge, text.replacen(first_row, &first_row.replacen(size, &u64::MAX.to_string(), 1), 1)).unwrap();
+    let osu = data("osu_allreduce_4rank.txt").display().to_string();
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["osu".into(), osu, "--world".into(), "4294967295".into()], "--world 4294967295: a run has at most 65536 ranks".into()),
+        (
+            vec!["osu".into(), huge.display().to_string(), "--world".into(), "4".into()],
+            format!("{}: size {} bytes per peer × 4 ranks passes 2^64 bytes", huge.display(), u64::MAX),
+        ),
+    ];
+    assert_refused(cases, &store);
+}
+
+#[test]
+fn a_file_saved_with_a_byte_order_mark_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let bom = dir.path().join("osu_allreduce_bom.txt");
+    std::fs::write(&bom, format!("\u{feff}{}", std::fs::read_to_string(data("osu_allreduce_4rank.txt")).unwrap())).unwrap();
+    let out = import(&["osu", bom.to_str().unwrap(), "--world", "4"], &store);
+    assert_eq!(out.status.code(), Some(0), "was `no # OSU MPI ... Test line`: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(manifests_in(&store).len(), 1);
 }

@@ -394,3 +394,53 @@ fn model_init_refuses_zero_layers_or_more_than_the_model_has() {
         assert!(!out_dir.exists(), "nothing written for --layers {layers}");
     }
 }
+
+#[test]
+fn model_init_refuses_a_checkpoint_past_memory_disk_or_what_parlab_counts_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("ckpt");
+    let wide = dir.path().join("wide");
+    std::fs::create_dir(&wide).unwrap();
+    let config = r#"{"model_type": "gpt2", "n_embd": 4294967040, "n_head": 1, "n_layer": 12, "vocab_size": 50257}"#;
+    std::fs::write(wide.join("config.json"), config).unwrap();
+    let cases = [
+        ("gpt2", "1MiB", "1TiB", "PARLAB_MAX_MEMORY allows 1.0 MiB"),
+        ("gpt2", "1TiB", "1MiB", "PARLAB_MAX_DISK allows 1.0 MiB"),
+        (wide.to_str().unwrap(), "1TiB", "1TiB", "more than parlab counts"),
+    ];
+    for (model, memory, disk, says) in cases {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+        cmd.args(["model", "init", model, "--out", out_dir.to_str().unwrap()]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        let out = cmd.env_remove("PARLAB_MODELS").env("PARLAB_MAX_MEMORY", memory).env("PARLAB_MAX_DISK", disk).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(parlab::exitcode::USER_ERROR), "{model}: {stderr}");
+        assert!(stderr.contains(model) && stderr.contains(says), "{model}: expected `{says}` in {stderr}");
+        assert!(!out_dir.exists(), "nothing written for {model}");
+    }
+}
+
+#[test]
+fn model_init_never_replaces_a_folder_holding_anything_but_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mine, ckpt) = (dir.path().join("mine"), dir.path().join("ckpt"));
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+    std::fs::write(dir.path().join("precious.txt"), "mine").unwrap();
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-gqa-small");
+    let init = |out: &str| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+        cmd.args(["model", "init"]).arg(&model).args(["--layers", "1", "--out", out]).current_dir(dir.path()).output().unwrap()
+    };
+    for (out, says) in [(".", "--out .: name a folder of the checkpoint's own"), ("mine", "--out mine: holds `notes.txt`")] {
+        let o = init(out);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "--out {out}: {stderr}");
+        assert!(stderr.contains(says), "--out {out}: expected `{says}` in {stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(mine.join("notes.txt")).unwrap(), "mine", "the folder's file is kept");
+    assert_eq!(std::fs::read_to_string(dir.path().join("precious.txt")).unwrap(), "mine", "the working folder is kept");
+    assert_eq!(init("ckpt").status.code(), Some(0));
+    let o = init("ckpt");
+    assert_eq!(o.status.code(), Some(0), "a checkpoint model init wrote is replaced: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(ckpt.join("model.safetensors").is_file());
+}

@@ -37,6 +37,7 @@ fn corrupt_and_foreign_files_are_skipped_with_reasons() {
     m.write(dir.path()).unwrap();
     std::fs::write(dir.path().join("truncated.json"), "{\"schema\": \"parlab.manifest/1\", \"run_").unwrap();
     std::fs::write(dir.path().join("foreign.json"), "{\"hello\": \"world\"}").unwrap();
+    std::fs::write(dir.path().join("numbered.json"), "{\"schema\": 5}").unwrap();
     std::fs::write(dir.path().join("future.json"), "{\"schema\": \"parlab.manifest/9\"}").unwrap();
     let mut renamed = m.clone();
     renamed.run_id = "0".repeat(64).into();
@@ -44,10 +45,13 @@ fn corrupt_and_foreign_files_are_skipped_with_reasons() {
     let (list, skipped) = manifest::read_all(dir.path());
     assert_eq!(list.len(), 1);
     let reasons: Vec<String> = skipped.iter().map(|s| format!("{}: {}", s.path.file_name().unwrap().to_string_lossy(), s.reason)).collect();
-    assert_eq!(skipped.len(), 4, "{reasons:?}");
+    assert_eq!(skipped.len(), 5, "{reasons:?}");
     let reason = |name: &str| &skipped.iter().find(|s| s.path.file_name().unwrap() == name).expect(name).reason;
     assert!(matches!(reason("truncated.json"), ReadError::NotJson(_)), "{reasons:?}");
     assert!(matches!(reason("foreign.json"), ReadError::NoSchema), "{reasons:?}");
+    assert!(matches!(reason("numbered.json"), ReadError::NoSchema), "{reasons:?}");
+    let numbered = reasons.iter().find(|r| r.starts_with("numbered.json")).unwrap();
+    assert!(numbered.ends_with(&format!("not a parlab manifest (no `schema` string such as \"{}\")", manifest::SCHEMA)), "{numbered}");
     assert!(matches!(reason("future.json"), ReadError::ForeignSchema(s) if s == "parlab.manifest/9"), "{reasons:?}");
     assert!(matches!(reason("misnamed.json"), ReadError::MisnamedFile(id) if *id == renamed.run_id), "{reasons:?}");
     assert!(reasons.iter().any(|r| r.starts_with("future.json: schema `parlab.manifest/9` is not parlab.manifest/")), "{reasons:?}");

@@ -548,6 +548,36 @@ fn the_command_exits_3_on_a_changed_answer_and_2_on_a_foreign_baseline_or_bad_fl
 }
 
 #[test]
+fn output_paths_that_cannot_be_written_exit_2_before_anything_is_written() {
+    let (base, now, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(base.path()).unwrap();
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(now.path()).unwrap();
+    let (folder, file) = (out.path().join("folder"), out.path().join("file"));
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(&file, "").unwrap();
+    let missing = out.path().join("no-such-folder/junit.xml");
+    let summary = out.path().join("summary.md");
+    let cases: [(&str, &Path, String); 4] = [
+        ("--junit", &folder, format!("--junit {}: a folder", folder.display())),
+        ("--junit", &missing, format!("no such folder {}", out.path().join("no-such-folder").display())),
+        ("--summary", &folder, format!("--summary {}: a folder", folder.display())),
+        ("--history", &file, format!("--history {}: not a folder", file.display())),
+    ];
+    for (flag, path, says) in cases {
+        let path = path.to_str().unwrap();
+        let mut extra = vec![flag, path];
+        if flag != "--summary" {
+            extra.extend(["--summary", summary.to_str().unwrap()]);
+        }
+        let o = nightly(base.path(), now.path(), &extra);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {path}: {stderr}");
+        assert!(stderr.contains(&says), "{flag} {path}: expected `{says}` in {stderr}");
+        assert!(!summary.exists(), "{flag} {path}: the summary was written before the refusal");
+    }
+}
+
+#[test]
 fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_noise() {
     use parlab::nightly::history::{append, change_points, read, write_trends};
     let policy = Policy::default();

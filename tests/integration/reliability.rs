@@ -185,28 +185,63 @@ fn a_second_controller_is_refused_with_the_holders_pid_and_touches_nothing() {
 
 #[test]
 fn leftover_ranks_of_an_earlier_controller_are_ended_and_the_next_manifest_says_so() {
-    // A rank an earlier controller left behind on this store: `parlab rank` with its `--out` in
-    // the store, blocked reading its plan (a FIFO nobody writes), so only a controller can end it.
+    // Ranks an earlier controller left behind on this store: the launcher line `parlab run`
+    // builds, started here without a controller, its rank 1 hanging (so rank 0 waits in its
+    // all-reduce) and its results folder in the store, so only a controller can end them (or,
+    // should this test fail first, their own 60 s timeout).
     let suite = Suite::new();
     suite.spec("later", &small_collectives("later", "60s", ""));
+    let earlier_specs = suite.dir.path().join("earlier-specs");
+    std::fs::create_dir_all(&earlier_specs).unwrap();
+    std::fs::write(earlier_specs.join("earlier.yaml"), small_collectives("earlier", "60s", "")).unwrap();
+    let plan = parlab::spec::load_suite(&[earlier_specs]).unwrap().remove(0);
     let out = suite.manifests().join("earlier-run");
     std::fs::create_dir_all(&out).unwrap();
-    assert!(Command::new("mkfifo").arg(out.join("plan.json")).status().unwrap().success());
-    let mut leftover = Command::new(PARLAB)
-        .args(["rank", "--plan"])
-        .arg(out.join("plan.json"))
-        .arg("--out")
-        .arg(&out)
-        .stderr(Stdio::null())
+    let plan_path = out.join("plan.json");
+    std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
+    let machine = parlab::launch::command::Machine {
+        cores: 2,
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        root: unsafe { libc::geteuid() } == 0,
+        fault: Some("hang:rank1@earlier".into()),
+        forwarded: Vec::new(),
+    };
+    let line = parlab::launch::command::build(&plan, &plan_path, &out, Path::new(PARLAB), &machine);
+    let leftover = Command::new(&line.program)
+        .args(&line.args)
+        .envs(line.env.iter().map(|(k, v)| (k, v)))
+        .env("PARLAB_FAULT", "hang:rank1@earlier")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || rank_count(suite.dir.path()) == 1), "the leftover rank runs");
+    // Each rank writes its pid file as it starts, before MPI.
+    assert!(wait_until(Duration::from_secs(60), || rank_pids(&out).len() == 2), "the leftover ranks run: {:?}", rank_pids(&out));
+    let pids = rank_pids(&out);
+    assert_eq!(rank_count(suite.dir.path()), 2, "both are `parlab rank` processes of this store");
     assert_eq!(suite.run(&[]), 0);
-    let ended = leftover.try_wait().unwrap();
-    assert!(ended.is_some_and(|s| s.code().is_none()), "the leftover was ended by a signal: {ended:?}");
+    assert!(pids.iter().all(|&p| !alive(p)), "the leftover ranks were ended: {pids:?}");
+    let launcher = leftover.wait_with_output().unwrap();
+    let told = format!("{}{}", String::from_utf8_lossy(&launcher.stdout), String::from_utf8_lossy(&launcher.stderr));
+    assert!(!launcher.status.success() && told.contains("signal 15"), "mpirun saw its ranks ended by SIGTERM: {told}");
     let m = suite.manifest("later");
-    let note = format!("ended 1 leftover ranks of an earlier controller on this store (pids {})", leftover.id());
-    assert!(m.caveats.iter().any(|c| c.to_string().contains(&note)), "{:?}", m.caveats);
+    let listed = pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let note = format!("ended 2 leftover ranks of an earlier controller on this store (pids {listed})");
+    assert!(m.caveats.iter().any(|c| c.to_string().contains(&note)), "{note}: {:?}", m.caveats);
+}
+
+/// The pids the ranks of a results folder wrote under `out/pids/`, in order.
+fn rank_pids(out: &Path) -> Vec<u32> {
+    let mut pids: Vec<u32> =
+        std::fs::read_dir(out.join("pids")).into_iter().flatten().flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    pids.sort();
+    pids
+}
+
+/// Whether process `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
 }
 
 /// A small GPT-2 checkpoint folder written by `parlab model init`, from `config`.
@@ -377,6 +412,40 @@ fn report_on_a_missing_folder_exits_2() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("a-file: not a folder; --manifests names the folder"), "{}", stderr(&out));
     assert!(!dir.path().join("reports").exists(), "nothing written");
+}
+
+#[test]
+fn report_into_the_manifests_folder_itself_exits_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    std::fs::create_dir(&store).unwrap();
+    for out in ["manifests", "./manifests/"] {
+        let o = parlab(dir.path(), &["report", "--manifests", "manifests", "--out", out], &[]);
+        assert_eq!(o.status.code(), Some(2), "--out {out}: {}", stderr(&o));
+        assert!(stderr(&o).contains("is the manifests folder itself"), "--out {out}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read_dir(&store).unwrap().count(), 0, "findings.json and the register would be read back as foreign manifests");
+}
+
+#[test]
+fn audit_and_nightly_on_a_missing_folder_or_a_file_exit_2_instead_of_passing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a-file"), "{}").unwrap();
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["audit", "--manifests", "nowhere"], "nowhere: no such manifests folder"),
+        (&["audit", "--manifests", "a-file"], "a-file: not a folder; --manifests names the folder"),
+        (&["nightly", "--baseline", "a-file", "--manifests", "empty"], "a-file: not a folder; --baseline names the folder"),
+        (&["nightly", "--baseline", "nowhere", "--manifests", "empty"], "nowhere: no such baseline manifests folder"),
+        (&["nightly", "--baseline", "empty", "--manifests", "a-file"], "a-file: not a folder; --manifests names the folder"),
+    ];
+    for (args, says) in cases {
+        let out = parlab(dir.path(), args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: expected `{says}` in {}", stderr(&out));
+    }
+    let out = parlab(dir.path(), &["audit", "--manifests", "empty"], &[]);
+    assert_eq!(out.status.code(), Some(0), "an empty store has nothing to compare: {}", stderr(&out));
 }
 
 #[test]
@@ -634,4 +703,16 @@ fn a_seeded_checkpoint_past_any_disk_is_refused_at_validate_once_memory_is_allow
     assert!(started.elapsed() < Duration::from_secs(30) && !state.exists(), "refused at once, nothing written");
     let allowed = parlab(dir.path(), &["validate", "specs"], &[env[0], env[1], ("PARLAB_MAX_DISK", "1000TB")]);
     assert_eq!(allowed.status.code(), Some(0), "the override lifts it: {}", stderr(&allowed));
+}
+
+#[test]
+fn rank_names_a_plan_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("foreign.json"), "{}").unwrap();
+    for (plan, says) in [("missing.json", "missing.json: cannot"), ("foreign.json", "foreign.json: not a run plan written by `parlab run`")]
+    {
+        let out = parlab(dir.path(), &["rank", "--plan", plan, "--out", "records"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{plan}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{plan}: expected `{says}` in {}", stderr(&out));
+    }
 }

@@ -144,7 +144,7 @@ fn outcome(plan: &RunPlan, i: usize, gates: &Gates) -> Outcome {
     Outcome::Ok { launch: Some(launch), results: None, summary: Box::new(summary), answer: answer.map(Box::new), launches: None }
 }
 
-/// Generated figures of synthetic run `i` of `plan` (a `kind: model` plan gets no tables here).
+/// Generated figures of synthetic run `i` of `plan` (a `kind: model` or `kind: advise` plan gets no tables here).
 fn figures(plan: &RunPlan, i: u64) -> (Summary, Option<Answer>) {
     let world = plan.layout.world;
     match &plan.workload {
@@ -171,7 +171,7 @@ fn figures(plan: &RunPlan, i: u64) -> (Summary, Option<Answer>) {
                 .collect();
             (Summary::Dispatch(Dispatch { rows, timing: "synthetic".into() }), None)
         }
-        Workload::Model { .. } => (Summary::Model(ModelTables { tables: Vec::new() }), None),
+        Workload::Model { .. } | Workload::Advise { .. } => (Summary::Model(ModelTables { tables: Vec::new() }), None),
     }
 }
 

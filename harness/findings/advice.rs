@@ -1,0 +1,80 @@
+//! A source's advice checked against `parlab advise`'s: a `kind: advise` spec that states
+//! `expect:` (the layout a chapter says to run first, the ones it says never to run) gets a
+//! finding that HOLDS when the arithmetic ranks the same layout first and refuses every
+//! layout named, and FAILS naming what differs.
+
+use super::{Finding, Inputs};
+use crate::manifest::summary::Advised;
+use crate::manifest::{Manifest, Status};
+use crate::spec::plan::Workload;
+use crate::spec::schema::Expectation;
+
+/// One finding per ok `kind: advise` run whose spec states an expected answer, in manifest order.
+pub fn findings(inp: &Inputs) -> Vec<Finding> {
+    inp.list.iter().filter_map(expected).map(|(m, expect, advised)| finding(m, expect, advised)).collect()
+}
+
+/// An ok advise run with an expectation, and its advice.
+fn expected(m: &Manifest) -> Option<(&Manifest, &Expectation, &Advised)> {
+    let Workload::Advise { params, .. } = &m.plan.workload else { return None };
+    let advised = m.summary()?.advice()?;
+    (m.status() == Status::Ok && !params.expect.is_empty()).then_some((m, &params.expect, advised))
+}
+
+/// The claim in words: what the spec says the answer is.
+fn claim(m: &Manifest, e: &Expectation) -> String {
+    let mut parts = Vec::new();
+    if let Some(leader) = &e.leader {
+        parts.push(format!("{leader} is the layout to run first"));
+    }
+    if !e.rejected.is_empty() {
+        parts.push(format!("{} should not be run", e.rejected.join(", ")));
+    }
+    format!("For the question of `{}`: {} (the answer its spec expects).", m.experiment, parts.join("; "))
+}
+
+fn finding(m: &Manifest, e: &Expectation, advised: &Advised) -> Finding {
+    let mut f = Finding::new(
+        &format!("advice-{}", m.experiment),
+        &claim(m, e),
+        &["advice.ranked", "advice.rejected"],
+        "parlab advise's arithmetic on the same model, machine and traffic: HOLDS when its first-ranked layout is expect.leader and every layout of expect.rejected is refused; FAILS otherwise",
+    );
+    let run = m.run_id.short();
+    let mut differs = Vec::new();
+    if let Some(leader) = &e.leader {
+        let rank = advised.ranked.iter().position(|l| l == leader).map_or(0, |i| i + 1);
+        f.number(&format!("rank of {leader}"), rank as f64, "", &[run]);
+        match advised.ranked.first() {
+            Some(first) if first == leader => f.notes.push(format!("{leader} ranks first")),
+            Some(first) if rank > 0 => differs.push(format!("{first} ranks first, {leader} ranks {rank}")),
+            Some(first) => differs.push(format!("{first} ranks first, {leader} is not ranked{}", refusal(advised, leader))),
+            None => differs.push("no layout can run".into()),
+        }
+    }
+    for label in &e.rejected {
+        match advised.rejected.iter().find(|r| &r.label == label) {
+            Some(r) => f.notes.push(format!("{label} refused: {}", r.why)),
+            None => differs.push(format!("{label} is not refused{}", ranked_at(advised, label))),
+        }
+    }
+    let reason = if differs.is_empty() {
+        "the arithmetic gives the expected answer".to_string()
+    } else {
+        format!("it differs: {}", differs.join("; "))
+    };
+    f.decide(differs.is_empty(), reason)
+}
+
+/// ` (refused: why)` when the advice refused `label`.
+fn refusal(advised: &Advised, label: &str) -> String {
+    advised.rejected.iter().find(|r| r.label == label).map(|r| format!(" (refused: {})", r.why)).unwrap_or_default()
+}
+
+/// ` (it ranks N)` when the advice ranked `label`; ` (no such layout)` when it has none.
+fn ranked_at(advised: &Advised, label: &str) -> String {
+    match advised.ranked.iter().position(|l| l == label) {
+        Some(i) => format!(" (it ranks {})", i + 1),
+        None => " (no such layout on this machine)".into(),
+    }
+}
