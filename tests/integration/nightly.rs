@@ -914,13 +914,58 @@ fn count(verdicts: &[Judged], verdict: &str) -> usize {
     verdicts.iter().filter(|v| v.verdict == verdict).count()
 }
 
+/// The REGRESSED and IMPROVED verdicts of a comparison, as lines for a message.
+fn flagged(c: &Compared) -> Vec<String> {
+    c.verdicts
+        .iter()
+        .filter(|v| v.verdict == "REGRESSED" || v.verdict == "IMPROVED")
+        .map(|v| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail))
+        .collect()
+}
+
+/// Three unchanged nights of `suite` (attempt `attempt`) and their three pairwise comparisons.
+fn unchanged_nights(suite: &super::launch::Suite, k: u32, attempt: u32) -> (Vec<PathBuf>, Vec<Compared>) {
+    let nights: Vec<PathBuf> = (1..=3).map(|n| e2e_night(suite, &format!("try{attempt}-night{n}"), k, None)).collect();
+    let compared = [(0, 1), (1, 2), (0, 2)]
+        .iter()
+        .map(|&(a, b)| {
+            let c = e2e_compare(&nights[a], &nights[b]);
+            let (regressed, improved) = (count(&c.verdicts, "REGRESSED"), count(&c.verdicts, "IMPROVED"));
+            println!(
+                "try {attempt}: night {} vs night {}: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {}",
+                a + 1,
+                b + 1,
+                c.verdicts.len(),
+                c.code
+            );
+            c
+        })
+        .collect();
+    (nights, compared)
+}
+
 #[test]
 fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_slowdown_is_regressed() {
     let (suite, k) = (e2e_suite(), parlab::nightly::NIGHTLY_LAUNCHES);
     let started = std::time::Instant::now();
-    let nights: Vec<PathBuf> = (1..=3).map(|n| e2e_night(&suite, &format!("night{n}"), k, None)).collect();
+    // Unchanged nights are quiet: launched in rounds, each night's launches sample the whole
+    // night, and without a history a change must also clear the floor from the launches. A
+    // test night lasts about 11 s, and this kind of machine (a 2-vCPU VM) switches between
+    // regimes lasting about 5 to 15 s in which the same all-reduce takes 1.4 to 2.8 times as
+    // long (README, Nightly, "A machine that changes regime"); two nights in different regimes differ by
+    // that, which no method without a history can tell from a change of code. So a flagged
+    // pair is measured once more, as three fresh nights; the build the issue was about
+    // (iterations as samples) flagged 7-18 figures in every pair and fails both tries.
+    let (mut nights, mut quiet) = unchanged_nights(&suite, k, 1);
+    if quiet.iter().any(|c| !flagged(c).is_empty()) {
+        println!(
+            "try 1 flagged an unchanged build: {:#?}\nmeasuring three fresh nights",
+            quiet.iter().flat_map(flagged).collect::<Vec<_>>()
+        );
+        (nights, quiet) = unchanged_nights(&suite, k, 2);
+    }
     let slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
-    println!("4 nights of 4 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
+    println!("nights of 4 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
     let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
     let launches = manifest.launches().expect("per-launch figures");
     assert_eq!((launches.count, launches.figures["decode step median"].len()), (k, k as usize));
@@ -931,34 +976,14 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
         (0..frame.height()).filter_map(|i| c.get(i)).max().unwrap()
     };
     assert_eq!((column("launch"), column("repetition")), (k - 1, 9 * k - 1), "every launch's samples kept, repetitions apart");
-    let mut quiet = Vec::new();
-    for (a, b) in [(0, 1), (1, 2), (0, 2)] {
-        let c = e2e_compare(&nights[a], &nights[b]);
-        let (regressed, improved) = (count(&c.verdicts, "REGRESSED"), count(&c.verdicts, "IMPROVED"));
-        println!(
-            "night {} vs night {}: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {}",
-            a + 1,
-            b + 1,
-            c.verdicts.len(),
-            c.code
-        );
-        quiet.push(c);
+    for (c, (a, b)) in quiet.iter().zip([(1, 2), (2, 3), (1, 3)]) {
+        let flagged = flagged(c);
+        assert!(flagged.is_empty() && c.code == 0, "night {a} vs night {b}, an unchanged build, exit {}: {flagged:#?}", c.code);
+        assert!(c.verdicts.iter().all(|v| v.detail.contains("from_launches")), "every figure judged with the floor from its launches");
     }
     let Compared { verdicts, code, text } = e2e_compare(&nights[2], &slow);
     let (regressed, improved) = (count(&verdicts, "REGRESSED"), count(&verdicts, "IMPROVED"));
     println!("night 3 vs slow:1.5 on decode: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}", verdicts.len());
-    // Unchanged nights are quiet: launched in rounds, each night's launches sample the whole
-    // night, and without a history a change must also clear the floor from the launches.
-    for (c, (a, b)) in quiet.iter().zip([(1, 2), (2, 3), (1, 3)]) {
-        let flagged: Vec<String> = c
-            .verdicts
-            .iter()
-            .filter(|v| v.verdict == "REGRESSED" || v.verdict == "IMPROVED")
-            .map(|v| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail))
-            .collect();
-        assert!(flagged.is_empty() && c.code == 0, "night {a} vs night {b}, an unchanged build, exit {}: {flagged:#?}", c.code);
-        assert!(c.verdicts.iter().all(|v| v.detail.contains("from_launches")), "every figure judged with the floor from its launches");
-    }
     assert_eq!(code, 4, "{text}");
     let decode: Vec<&Judged> = verdicts.iter().filter(|v| v.run.ends_with("nightly-decode")).collect();
     let figures: Vec<&str> = decode.iter().map(|v| v.figure.as_str()).collect();
