@@ -220,7 +220,7 @@ fn leftover_ranks_of_an_earlier_controller_are_ended_and_the_next_manifest_says_
     let pids = rank_pids(&out);
     assert_eq!(rank_count(suite.dir.path()), 2, "both are `parlab rank` processes of this store");
     assert_eq!(suite.run(&[]), 0);
-    assert!(pids.iter().all(|&p| !alive(p)), "the leftover ranks were ended: {pids:?}");
+    assert!(pids.iter().all(|&p| !parlab::launch::supervise::alive(p)), "the leftover ranks were ended: {pids:?}");
     let launcher = leftover.wait_with_output().unwrap();
     let told = format!("{}{}", String::from_utf8_lossy(&launcher.stdout), String::from_utf8_lossy(&launcher.stderr));
     assert!(!launcher.status.success() && told.contains("signal 15"), "mpirun saw its ranks ended by SIGTERM: {told}");
@@ -232,16 +232,9 @@ fn leftover_ranks_of_an_earlier_controller_are_ended_and_the_next_manifest_says_
 
 /// The pids the ranks of a results folder wrote under `out/pids/`, in order.
 fn rank_pids(out: &Path) -> Vec<u32> {
-    let mut pids: Vec<u32> =
-        std::fs::read_dir(out.join("pids")).into_iter().flatten().flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    let mut pids: Vec<u32> = parlab::launch::supervise::pid_files(out).into_iter().map(|(pid, _)| pid).collect();
     pids.sort();
     pids
-}
-
-/// Whether process `pid` exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| !s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
 }
 
 /// A small GPT-2 checkpoint folder written by `parlab model init`, from `config`.
