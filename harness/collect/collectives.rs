@@ -10,9 +10,9 @@
 //!   waiting for the slowest rank.
 
 use super::frames::{figures_and_sizes, per_iteration, records, write_results};
-use super::stats::Stats;
 use super::{CollectError, Collected};
 use crate::costmodel::link::{fit_collective, LinkFit};
+use crate::manifest::stats::Stats;
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
 use crate::rank::collectives::{block_figure, in_place_figure};
 use crate::rank::records::Record;

@@ -8,11 +8,11 @@
 //! several lists and `tokens_equal: false`.
 
 use super::frames::{per_iteration, records, write_results};
-use super::stats::Stats;
 use super::{CollectError, Collected};
 use crate::manifest::answer::Answer;
+use crate::manifest::answer::Exactness;
+use crate::manifest::stats::Stats;
 use crate::manifest::summary::{imbalance, ContextPrefill, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
-use crate::model::reference::Exactness;
 use crate::model::ModelConfig;
 use crate::rank::decode::RankAnswer;
 use crate::rank::records::Record;

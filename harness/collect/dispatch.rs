@@ -1,8 +1,8 @@
 //! Dispatch results: the expert all-to-all there and back, per token count.
 
 use super::frames::{figures_and_sizes, per_iteration, records, write_results};
-use super::stats::Stats;
 use super::{CollectError, Collected};
+use crate::manifest::stats::Stats;
 use crate::manifest::summary::{Dispatch, DispatchRow, Summary};
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;

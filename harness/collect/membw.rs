@@ -4,8 +4,8 @@
 //! higher of the two medians: the bandwidth a decode step is judged against.
 
 use super::frames::{records, write_results};
-use super::stats::Stats;
 use super::{CollectError, Collected};
+use crate::manifest::stats::Stats;
 use crate::manifest::summary::{Membw, Roofline, RooflineSource, StreamRead, Summary};
 use crate::rank::membw::STREAM_FIGURE;
 use crate::rank::records::Record;

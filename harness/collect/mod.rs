@@ -10,7 +10,6 @@ pub mod decode;
 pub mod dispatch;
 pub mod frames;
 pub mod membw;
-pub mod stats;
 
 use crate::manifest::answer::Answer;
 use crate::manifest::summary::Summary;

@@ -809,7 +809,7 @@ fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::stats::Stats;
+    use crate::manifest::stats::Stats;
     use serde_json::json;
 
     /// 4 layers, width 64, 8 heads (2 KV heads of 8), feed-forward 128, vocabulary 100:

@@ -11,8 +11,8 @@ pub mod nccl_tests;
 pub mod osu;
 
 use crate::collect::collectives::fit_of;
-use crate::collect::stats::Stats;
 use crate::manifest::provenance::{ImportFormat, ImportTool, Imported, ImportedDevice, Provenance};
+use crate::manifest::stats::Stats;
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
 use crate::manifest::{machine::Fingerprint, Manifest, Origin, Outcome, SCHEMA};
 use crate::spec::fields::MAX_WORLD;

@@ -15,6 +15,7 @@ pub mod placement;
 pub mod plausible;
 pub mod provenance;
 pub mod retire;
+pub mod stats;
 pub mod summary;
 
 /// The manifest format's version tag. Version 2: typed table cells, a typed kind, and the

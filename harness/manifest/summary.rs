@@ -4,8 +4,8 @@
 //! In the manifest's JSON the variant is the one key of `summary` (`{"decode": {...}}`);
 //! field names carry their SI unit (`_s`, `_bytes`, `_Bps`).
 
-use crate::collect::stats::Stats;
 use crate::costmodel::link::LinkFit;
+use crate::manifest::stats::Stats;
 use crate::spec::schema::{ContextBlocks, DecodeLayout, HeadPlacement, Op, Strategy};
 use crate::table::Table;
 use serde::{Deserialize, Serialize};

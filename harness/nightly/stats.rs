@@ -268,7 +268,7 @@ pub fn scaled_mad(v: &[f64]) -> Option<f64> {
 
 /// The median of `v` (NaNs dropped); None when empty.
 pub fn median(v: &[f64]) -> Option<f64> {
-    crate::collect::stats::Stats::of(v).map(|s| s.median)
+    crate::manifest::stats::Stats::of(v).map(|s| s.median)
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 use super::comm::Communicator;
 use super::decode_engine::{Engine, Link, RepResult};
 use super::records::RecordSink;
+use crate::manifest::answer::Exactness;
 use crate::manifest::summary::Phase;
-use crate::model::reference::Exactness;
 use crate::model::{source, ModelConfig};
 use crate::spec::RunPlan;
 use serde::{Deserialize, Serialize};

@@ -4,10 +4,11 @@
 use super::comm::{CommStats, Communicator};
 use super::context::{chunks_of, gather_cache, redistribute_cache, ContextRing, RingTally};
 use super::expert::{ExpertSplit, ExpertTally};
+use crate::manifest::answer::Exactness;
 use crate::model::gpt2::{linear, linear_rows_into, Chunk, KvCache, Mixture, Reduce};
 use crate::model::matvec::matvec_rows_into;
 use crate::model::part::DecoderPart;
-use crate::model::reference::{to_vec, top2, Exactness, Generation};
+use crate::model::reference::{to_vec, top2, Generation};
 use crate::spec::plan::Span;
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
 use std::time::Instant;

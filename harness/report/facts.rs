@@ -7,7 +7,7 @@ use crate::manifest::Manifest;
 use crate::spec::link::Link;
 use crate::spec::schema::{Dtype, HeadPlacement, Op, Strategy};
 
-pub use crate::collect::stats::Stats;
+pub use crate::manifest::stats::Stats;
 
 /// One collective measurement: an op at a size, world and link.
 #[derive(Debug, Clone, PartialEq)]

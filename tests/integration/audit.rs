@@ -3,8 +3,8 @@
 
 use parlab::audit::{audit, Cause, Grade};
 use parlab::manifest::answer::Answer;
+use parlab::manifest::answer::StepCheck;
 use parlab::manifest::Manifest;
-use parlab::model::reference::StepCheck;
 use parlab::precision::PrecisionGrade;
 use parlab::spec::schema::Strategy;
 use parlab::spec::Kind;
@@ -135,7 +135,8 @@ fn a_reference_that_differs_from_itself_is_reported_as_noise() {
 
 #[test]
 fn a_rank_records_each_steps_margins_drift_and_the_references_token() {
-    use parlab::model::reference::{Exactness, Generation};
+    use parlab::manifest::answer::Exactness;
+    use parlab::model::reference::Generation;
     let reference = Generation { tokens: vec![0, 2, 1], logits: vec![3.0, 1.0, 0.0, 0.0, 1.0, 1.5, 0.0, 2.0, 1.0], vocab: 3 };
     let mut e = Exactness::default();
     e.observe(&reference, 0, &[3.0, 1.25, 0.0]);

@@ -3,10 +3,11 @@
 //! tokens; the collective count of a tensor-split step; the seeded checkpoint's format.
 
 use super::launch::Suite;
+use parlab::manifest::answer::Exactness;
 use parlab::manifest::Status;
 use parlab::model::gpt2::{Alone, Dims, Gpt2Part, KvRing, PartShare, Reduce, RingAttention};
 use parlab::model::part::DecoderPart;
-use parlab::model::reference::{greedy, Exactness, Generation};
+use parlab::model::reference::{greedy, Generation};
 use parlab::model::weights::Checkpoint;
 use parlab::model::{init, ModelConfig};
 use parlab::spec::plan::Span;

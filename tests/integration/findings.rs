@@ -1,7 +1,7 @@
 //! Findings computed on fixtures, each flipped both ways by changing the figures it rests on.
 
-use parlab::collect::stats::Stats;
 use parlab::findings::{self, Finding, Inconclusive, Verdict};
+use parlab::manifest::stats::Stats;
 use parlab::manifest::summary::{Collectives, Decode, Phase, PhaseAllReduce, Summary};
 use parlab::manifest::Manifest;
 use parlab::report::facts::Facts;

@@ -3,9 +3,9 @@
 //! measured). Used by the integration tests and `ci/bench.sh`; not part of the parlab library.
 
 use parlab::collect::collectives::fit_of;
-use parlab::collect::stats::Stats;
 use parlab::gates::{Gates, Probe};
 use parlab::manifest::answer::{Answer, AnswerExactness};
+use parlab::manifest::stats::Stats;
 use parlab::manifest::summary::{
     CollectiveRow, Collectives, ContextPrefill, Decode, Dispatch, DispatchRow, Membw, ModelTables, Phase, PhaseAllReduce, Roofline,
     RooflineSource, Summary,
