@@ -130,7 +130,7 @@ fn points(e: &Experiment) -> Vec<Point> {
     for model in &models {
         for &strategy in &e.strategies {
             for &world in &e.worlds {
-                for link in &e.links {
+                for link in e.links.measured() {
                     for &threads in &e.threads {
                         for &sequences in &e.sequences {
                             for &head in &e.heads {
@@ -142,7 +142,7 @@ fn points(e: &Experiment) -> Vec<Point> {
                                                     for (&context_blocks, &device) in
                                                         e.context_blocks.iter().flat_map(|c| e.devices.iter().map(move |d| (c, d)))
                                                     {
-                                                        let (link, model) = (Link::from_name(link), model.clone());
+                                                        let (link, model) = (link.clone(), model.clone());
                                                         out.push(Point {
                                                             model,
                                                             strategy,
@@ -478,7 +478,7 @@ fn model_run(e: &Experiment, params: &ModelParams, folder_configs: &[String]) ->
         models: e.models.clone(),
         strategies: e.strategies.clone(),
         worlds: e.worlds.clone(),
-        links: e.links.clone(),
+        links: e.links.catalogue().to_vec(),
         sequences: e.sequences.clone(),
         dtypes: e.dtypes.clone(),
     };

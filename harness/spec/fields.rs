@@ -275,21 +275,22 @@ impl<'m> Fields<'m> {
     }
 
     /// `link`: measured links for launched kinds; catalogue links for the cost model.
-    pub fn links(&self, c: &mut Checker, kind: Kind) -> Vec<String> {
-        let default = if kind == Kind::Model { Vec::new() } else { vec![super::link::Link::MpiShm.name().to_string()] };
+    pub fn links(&self, c: &mut Checker, kind: Kind) -> LinkAxis {
+        use super::link::Link;
         let Some(v) = self.get("link") else {
             if kind == Kind::Model {
                 c.report("link", "missing; name links from models/links.yaml (e.g. gloo-loopback, nvswitch)");
+                return LinkAxis::Catalogue(Vec::new());
             }
-            return default;
+            return LinkAxis::Measured(vec![Link::MpiShm]);
         };
         let valid: Vec<String> = if kind == Kind::Model {
             crate::costmodel::catalogue::link_names()
         } else {
-            super::link::Link::measured().iter().map(|l| l.name().to_string()).collect()
+            Link::measured().iter().map(|l| l.name().to_string()).collect()
         };
         let valid_refs: Vec<&str> = valid.iter().map(String::as_str).collect();
-        as_list(c, "link", v)
+        let names: Vec<String> = as_list(c, "link", v)
             .into_iter()
             .filter_map(|(k, v)| match v.as_str() {
                 Some(s) if valid_refs.contains(&s) => Some(s.to_string()),
@@ -307,7 +308,12 @@ impl<'m> Fields<'m> {
                     None
                 }
             })
-            .collect()
+            .collect();
+        if kind == Kind::Model {
+            LinkAxis::Catalogue(names)
+        } else {
+            LinkAxis::Measured(names.iter().filter_map(|n| Link::measured_named(n)).collect())
+        }
     }
 
     /// `threads`: per rank, a number, `auto` (cores / ranks) or `all`.

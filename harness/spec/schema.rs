@@ -448,6 +448,47 @@ fn is_even_routing(x: &f64) -> bool {
     *x == 1.0
 }
 
+/// The `link` axis: the links launched runs measure over, or, for `kind: model`, the names of
+/// the catalogue links (`models/links.yaml`, data) its tables compare.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkAxis {
+    /// Links runs measure over.
+    Measured(Vec<super::link::Link>),
+    /// Names of `models/links.yaml` links.
+    Catalogue(Vec<String>),
+}
+
+impl LinkAxis {
+    /// How many links the axis holds.
+    pub fn len(&self) -> usize {
+        match self {
+            LinkAxis::Measured(links) => links.len(),
+            LinkAxis::Catalogue(names) => names.len(),
+        }
+    }
+
+    /// True when the axis holds no link.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The links runs measure over (none on a catalogue axis).
+    pub fn measured(&self) -> &[super::link::Link] {
+        match self {
+            LinkAxis::Measured(links) => links,
+            LinkAxis::Catalogue(_) => &[],
+        }
+    }
+
+    /// The catalogue links' names (none on a measured axis).
+    pub fn catalogue(&self) -> &[String] {
+        match self {
+            LinkAxis::Catalogue(names) => names,
+            LinkAxis::Measured(_) => &[],
+        }
+    }
+}
+
 /// A validated experiment: scalars and the list-valued axes the matrix expands.
 #[derive(Debug, Clone)]
 pub struct Experiment {
@@ -466,7 +507,7 @@ pub struct Experiment {
     /// Axis: world sizes.
     pub worlds: Vec<u32>,
     /// Axis: links.
-    pub links: Vec<String>,
+    pub links: LinkAxis,
     /// Axis: threads per rank.
     pub threads: Vec<Threads>,
     /// Axis: sequences in flight (pipeline) or per replica.
