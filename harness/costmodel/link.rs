@@ -2,8 +2,9 @@
 //! collectives over them (ring algorithms, equations 1.4.1-1.4.4), the bytes each rank
 //! puts on the wire, and a least-squares fit of the two constants from measurements.
 
+pub use crate::manifest::fit::{Heldout, Line, LinkFit};
 use crate::spec::schema::Op;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// A link: `alpha_s` seconds per message plus bytes over `beta_bps`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -100,22 +101,6 @@ pub fn busbw(op: Op, algbw_bps: f64, world: u32) -> f64 {
     algbw_bps * op.busbw_factor(world)
 }
 
-/// A straight line `seconds = intercept + slope · bytes`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    /// Seconds at zero bytes: the time of an empty message of the fitted op at its world.
-    pub intercept_s: f64,
-    /// Seconds per byte of message.
-    pub slope_s_per_byte: f64,
-}
-
-impl Line {
-    /// The line's time for a message of `bytes` (a negative slope counts as flat).
-    pub fn at(&self, bytes: f64) -> f64 {
-        self.intercept_s + self.slope_s_per_byte.max(0.0) * bytes
-    }
-}
-
 /// Least-squares line through `(bytes, seconds)`, each point weighted by 1/seconds², so the
 /// fit minimises relative error (sizes spanning 4 B to 16 MB would otherwise be decided by
 /// the largest alone). None with fewer than two distinct sizes.
@@ -137,53 +122,10 @@ pub fn fit_line(points: &[(f64, f64)]) -> Option<Line> {
     Some(Line { intercept_s: (sy - slope * sx) / sw, slope_s_per_byte: slope })
 }
 
-/// A held-out size: what the fit predicts against what was measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Heldout {
-    /// Message size.
-    pub size_bytes: u64,
-    /// Fitted prediction (seconds).
-    pub predicted_s: f64,
-    /// Measured median (seconds).
-    pub measured_s: f64,
-    /// (predicted - measured) / measured.
-    pub error: f64,
-}
-
-/// The link constants fitted from one collective at one world size: the one fit type of
-/// parlab (collect stores it, figures draw `line`, tables show it, predictions use `link`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LinkFit {
-    /// The operation fitted.
-    pub op: Op,
-    /// Ranks.
-    pub world: u32,
-    /// The fitted line through the measured points: what figures draw and what held-out
-    /// sizes are predicted with.
-    pub line: Line,
-    /// The link's latency per ring step: the line's intercept over the op's step count.
-    pub alpha_per_step_s: f64,
-    /// The link's bandwidth: the op's bandwidth factor over the line's slope; None when the
-    /// slope is not positive (time flat in size).
-    #[serde(rename = "beta_Bps")]
-    pub beta_bps: Option<f64>,
-    /// Largest size used in the fit.
-    pub fit_max_bytes: u64,
-    /// Sizes in the fit.
-    pub fitted_points: usize,
-    /// Larger sizes, predicted and compared.
-    pub heldout: Vec<Heldout>,
-}
-
 impl LinkFit {
     /// The fitted link (an unbounded bandwidth when the slope was not positive).
     pub fn link(&self) -> Link {
         Link { alpha_s: self.alpha_per_step_s, beta_bps: self.beta_bps.unwrap_or(f64::INFINITY) }
-    }
-
-    /// The fitted line's time of a message of `bytes` at the fitted world.
-    pub fn predict(&self, bytes: f64) -> f64 {
-        self.line.at(bytes)
     }
 }
 

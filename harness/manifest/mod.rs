@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 pub mod answer;
 pub mod cache;
 pub mod caveat;
+pub mod fit;
 pub mod lock;
 pub mod machine;
 pub mod placement;

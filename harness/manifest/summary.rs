@@ -4,7 +4,7 @@
 //! In the manifest's JSON the variant is the one key of `summary` (`{"decode": {...}}`);
 //! field names carry their SI unit (`_s`, `_bytes`, `_Bps`).
 
-use crate::costmodel::link::LinkFit;
+use super::fit::LinkFit;
 use crate::manifest::stats::Stats;
 use crate::spec::schema::{ContextBlocks, DecodeLayout, HeadPlacement, Op, Strategy};
 use crate::table::Table;
