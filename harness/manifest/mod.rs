@@ -177,7 +177,7 @@ pub struct Tool {
     /// Digest of the measuring code ([`MEASURING_DIGEST`]); empty in manifests of older builds.
     #[serde(default)]
     pub measuring: String,
-    /// Digest of the model code ([`crate::model::source::MODEL_DIGEST`]): its first 12 hex name
+    /// Digest of the model code ([`MODEL_DIGEST`]): its first 12 hex name
     /// the cached reference (`reference/<answer_id>-<12 hex>`); empty in manifests of older builds.
     #[serde(default)]
     pub model: String,
@@ -188,6 +188,10 @@ pub struct Tool {
 /// re-measures a run whose manifest records another.
 pub const MEASURING_DIGEST: &str = env!("PARLAB_MEASURING_DIGEST");
 
+/// The digest of the model code this build computes with (`harness/model` and the lock file,
+/// `build.rs`): a cached reference answer computed by other model code is not reused.
+pub const MODEL_DIGEST: &str = env!("PARLAB_MODEL_DIGEST");
+
 impl Tool {
     /// This binary's version, commit, measuring-code and model-code digests.
     pub fn current() -> Self {
@@ -195,7 +199,7 @@ impl Tool {
             version: env!("CARGO_PKG_VERSION").into(),
             commit: env!("PARLAB_GIT_COMMIT").into(),
             measuring: MEASURING_DIGEST.into(),
-            model: crate::model::source::MODEL_DIGEST.into(),
+            model: MODEL_DIGEST.into(),
         }
     }
 }

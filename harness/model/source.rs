@@ -8,6 +8,7 @@ use super::placement::Placement;
 use super::reference::{self, Generation};
 use super::rng::SplitMix64;
 use super::weights::Checkpoint;
+use crate::manifest::MODEL_DIGEST;
 use crate::spec::plan::{ModelSource, RankShare, RunPlan, Weights, Workload};
 use crate::spec::schema::{Dtype, Prompt};
 use std::path::PathBuf;
@@ -123,10 +124,6 @@ fn host_only_mixture(mixture: bool, placement: &Placement) -> anyhow::Result<()>
     }
     Ok(())
 }
-
-/// The digest of the model code this build computes with (`harness/model` and the lock file):
-/// a reference computed by other model code is not reused.
-pub const MODEL_DIGEST: &str = env!("PARLAB_MODEL_DIGEST");
 
 /// Where the reference answer of an answer identity is cached, for this build's model code.
 pub fn reference_stem(answer_id: &str) -> PathBuf {
