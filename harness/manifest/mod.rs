@@ -21,7 +21,7 @@ pub mod summary;
 
 /// The manifest format's version tag. Version 2: typed table cells, a typed kind, and the
 /// experiments a run identity came from (`origins`). Version 3: a typed summary per kind
-/// (`summary::Summary`) with one fit type (`costmodel::link::LinkFit`).
+/// (`summary::Summary`) with one fit type (`fit::LinkFit`).
 pub const SCHEMA: &str = "parlab.manifest/3";
 
 /// Older format tags `read_one` refuses, each with what it lacked.
