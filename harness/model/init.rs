@@ -92,6 +92,14 @@ pub enum OutError {
         /// What else it holds (a name, or why it could not be listed).
         found: String,
     },
+    /// The folder the model itself is read from: replacing it would lose the input.
+    #[error("--out {}: is the folder the model is read from ({}); name another folder for the checkpoint", out.display(), model.display())]
+    IsModel {
+        /// The folder named.
+        out: PathBuf,
+        /// The model's folder.
+        model: PathBuf,
+    },
 }
 
 /// The files a checkpoint folder holds.
@@ -116,6 +124,15 @@ pub fn check_out(out: &Path) -> Result<(), OutError> {
         }
     }
     Ok(())
+}
+
+/// Refuses an `out` that is `model_dir` itself, however spelt: the checkpoint would replace
+/// the config.json (and weights) it is made from.
+pub fn check_not_model(out: &Path, model_dir: &Path) -> Result<(), OutError> {
+    match (out.canonicalize(), model_dir.canonicalize()) {
+        (Ok(a), Ok(b)) if a == b => Err(OutError::IsModel { out: out.to_path_buf(), model: model_dir.to_path_buf() }),
+        _ => Ok(()),
+    }
 }
 
 /// The keys a config.json counts its layers with, in the order `ModelConfig::from_value` reads them.

@@ -444,3 +444,24 @@ fn model_init_never_replaces_a_folder_holding_anything_but_a_checkpoint() {
     assert_eq!(o.status.code(), Some(0), "a checkpoint model init wrote is replaced: {}", String::from_utf8_lossy(&o.stderr));
     assert!(ckpt.join("model.safetensors").is_file());
 }
+
+#[test]
+fn model_init_never_replaces_the_folder_it_reads_the_model_from() {
+    // `--out` naming the model's own folder replaced its config.json with the cut one (and any
+    // real weights beside it with seeded ones): the input was lost to the output.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("gpt2");
+    std::fs::create_dir(&model).unwrap();
+    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/gpt2/config.json")).unwrap();
+    std::fs::write(model.join("config.json"), &config).unwrap();
+    let spelt_otherwise = dir.path().join("gpt2/../gpt2");
+    for out in [&model, &spelt_otherwise] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+        let o = cmd.args(["model", "init"]).arg(&model).args(["--layers", "1", "--out"]).arg(out).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "--out {}: {stderr}", out.display());
+        assert!(stderr.contains("is the folder the model is read from"), "--out {}: {stderr}", out.display());
+        assert_eq!(std::fs::read_to_string(model.join("config.json")).unwrap(), config, "the model's config.json is kept");
+        assert!(!model.join("model.safetensors").exists(), "nothing written");
+    }
+}
