@@ -620,3 +620,27 @@ fn an_advise_or_model_run_is_another_question_once_its_models_config_changes() {
         assert_ne!(before, run_id(), "a model of 24 layers asks another question than one of 12: {question}");
     }
 }
+
+#[test]
+fn a_renamed_advise_experiment_is_tabled_under_its_new_name() {
+    // The cached manifest takes the new name (see "Identities"); its tables kept the old one,
+    // so the register showed `Advice `first`` beside the finding `advice-renamed`.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, out, spec) = (dir.path().join("manifests"), dir.path().join("reports"), dir.path().join("advice.yaml"));
+    let text = "kind: advise\nmodel: gpt2\nmachine:\n  device: a100-80gb\n  devices_per_node: 2\n  domains: [2:nvlink-nv12]\n\
+                prompt_tokens: 64\nnew_tokens: 8\nexpect:\n  leader: TP=2 x DP=1\n";
+    for name in ["first", "renamed"] {
+        std::fs::write(&spec, format!("name: {name}\n{text}")).unwrap();
+        let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()])
+            .env("PARLAB_MANIFESTS", &store)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    }
+    let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
+    assert!(md.contains("advice-renamed") && md.contains("#### Advice `renamed`: the layouts to benchmark"), "{md}");
+    assert!(md.contains("#### Advice `renamed`: layouts refused") && !md.contains("`first`"), "{md}");
+    assert!(out.join("tables/advice-renamed.csv").is_file() && !out.join("tables/advice-first.csv").exists());
+}
