@@ -57,6 +57,16 @@ pub enum AdviseError {
     /// The workload's numbers are unusable.
     #[error("workload: {0}")]
     Workload(String),
+    /// A request (prompt plus answer) longer than advice is given for, or than the model holds.
+    #[error("workload: --prompt {prompt} --new-tokens {new_tokens}: {why}")]
+    Context {
+        /// Prompt tokens.
+        prompt: u64,
+        /// Answer tokens.
+        new_tokens: u64,
+        /// Why it is too long.
+        why: String,
+    },
     /// The catalogue could not be read.
     #[error("{0}")]
     Catalogue(String),

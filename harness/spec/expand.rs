@@ -500,6 +500,11 @@ fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) ->
             c.report("model", why);
             return None;
         }
+        // The request's length is the spec's `prompt_tokens` and `new_tokens`, not a flag's.
+        Err(crate::advise::AdviseError::Context { prompt, new_tokens, why }) => {
+            c.report("prompt_tokens", format!("prompt_tokens {prompt} and new_tokens {new_tokens}: {why}"));
+            return None;
+        }
         Err(err) => {
             c.report("machine", err.to_string());
             return None;
