@@ -270,13 +270,18 @@ impl Catalogue {
 }
 
 /// Names of the links declared in the catalogue.
-pub fn link_names() -> Vec<String> {
-    Catalogue::load_default().map(|c| c.links.into_iter().map(|l| l.name).collect()).unwrap_or_default()
+pub fn link_names() -> Result<Vec<String>, CatalogueError> {
+    Catalogue::load_default().map(|c| c.links.into_iter().map(|l| l.name).collect())
 }
 
 /// Names of the devices declared in the catalogue.
-pub fn device_names() -> Vec<String> {
-    Catalogue::load_default().map(|c| c.devices.into_iter().map(|d| d.name).collect()).unwrap_or_default()
+pub fn device_names() -> Result<Vec<String>, CatalogueError> {
+    Catalogue::load_default().map(|c| c.devices.into_iter().map(|d| d.name).collect())
+}
+
+/// What a spec's key naming catalogue entries is told when the catalogue cannot be read.
+pub fn unreadable(e: &CatalogueError) -> String {
+    format!("cannot be checked: the catalogue cannot be read: {e}")
 }
 
 /// sha256 of the catalogue files and the model configurations under `models_root()`,

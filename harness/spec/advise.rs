@@ -104,7 +104,14 @@ fn mapping<'m>(c: &mut Checker, map: &'m Mapping, key: &str, valid: &[&str], req
 }
 
 fn device(c: &mut Checker, machine: Option<&Mapping>) -> String {
-    let known = crate::costmodel::catalogue::device_names();
+    let known = match (machine.and_then(|m| m.get("device")), crate::costmodel::catalogue::device_names()) {
+        (_, Ok(known)) => known,
+        (None, Err(_)) => Vec::new(),
+        (Some(_), Err(e)) => {
+            c.report("machine.device", crate::costmodel::catalogue::unreadable(&e));
+            return String::new();
+        }
+    };
     let refs: Vec<&str> = known.iter().map(String::as_str).collect();
     match machine.map(|m| m.get("device")) {
         None => String::new(),
@@ -135,8 +142,6 @@ fn count(c: &mut Checker, machine: Option<&Mapping>, path: &str) -> u32 {
 
 /// `machine.domains`: `SIZE:LINK` strings, each link in the catalogue.
 fn domains(c: &mut Checker, machine: Option<&Mapping>) -> Vec<String> {
-    let links = crate::costmodel::catalogue::link_names();
-    let refs: Vec<&str> = links.iter().map(String::as_str).collect();
     let items = match machine.and_then(|m| m.get("domains")) {
         None => return Vec::new(),
         Some(Value::Sequence(items)) => items,
@@ -145,6 +150,14 @@ fn domains(c: &mut Checker, machine: Option<&Mapping>) -> Vec<String> {
             return Vec::new();
         }
     };
+    let links = match crate::costmodel::catalogue::link_names() {
+        Ok(links) => links,
+        Err(e) => {
+            c.report("machine.domains", crate::costmodel::catalogue::unreadable(&e));
+            return Vec::new();
+        }
+    };
+    let refs: Vec<&str> = links.iter().map(String::as_str).collect();
     let mut out = Vec::new();
     for (i, v) in items.iter().enumerate() {
         let key = format!("machine.domains[{i}]");

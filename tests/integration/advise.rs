@@ -644,3 +644,38 @@ fn a_renamed_advise_experiment_is_tabled_under_its_new_name() {
     assert!(md.contains("#### Advice `renamed`: layouts refused") && !md.contains("`first`"), "{md}");
     assert!(out.join("tables/advice-renamed.csv").is_file() && !out.join("tables/advice-first.csv").exists());
 }
+
+#[test]
+fn a_spec_naming_catalogue_entries_says_when_the_catalogue_cannot_be_read() {
+    // With models/links.yaml unreadable (malformed, or run from another folder), a spec's
+    // device and links were each "unknown value `a100-80gb`; expected one of " and nothing
+    // after it: the catalogue's own problem was never said.
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    std::fs::copy(root().join("models/devices.yaml"), models.join("devices.yaml")).unwrap();
+    std::fs::write(models.join("links.yaml"), "links: [oops\n").unwrap();
+    let gpt2 = model("gpt2");
+    let advise = format!(
+        "name: a\nkind: advise\nmodel: {gpt2}\nmachine:\n  device: a100-80gb\n  devices_per_node: 2\n  domains: [2:nvswitch]\nprompt_tokens: 8\nnew_tokens: 2\n"
+    );
+    let modelled = format!("name: m\nkind: model\nmodel: {gpt2}\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\n");
+    for (file, text, keys) in
+        [("a.yaml", advise, &["machine.device", "machine.domains"][..]), ("m.yaml", modelled, &["devices", "link"][..])]
+    {
+        let spec = dir.path().join(file);
+        std::fs::write(&spec, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .args(["validate", spec.to_str().unwrap()])
+            .env("PARLAB_MODELS", &models)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{file}: {err}");
+        assert!(!err.contains("expected one of \n") && !err.trim_end().ends_with("expected one of"), "{file}: {err}");
+        for key in keys {
+            let line = err.lines().find(|l| l.contains(&format!(": {key}: "))).unwrap_or_else(|| panic!("{file}: no {key} in {err}"));
+            assert!(line.contains("links.yaml") && line.contains("the catalogue"), "{file}: {line}");
+        }
+    }
+}
