@@ -473,17 +473,29 @@ fn requires_for(e: &Experiment, p: &Point) -> Requires {
 /// A `kind: model` experiment is one run whose axes are the rows of its tables; `folder_configs` are the config digests of its models
 /// given as folders, so an edited config.json outside models/ is a new run.
 fn model_run(e: &Experiment, params: &ModelParams, folder_configs: &[String]) -> RunPlan {
+    // A value listed twice asks nothing more (its rows would print twice): kept once, in order.
     let workload = Workload::Model {
-        params: params.clone(),
-        models: e.models.clone(),
-        strategies: e.strategies.clone(),
-        worlds: e.worlds.clone(),
-        links: e.links.clone(),
-        sequences: e.sequences.clone(),
-        dtypes: e.dtypes.clone(),
+        params: ModelParams { devices: once(&params.devices), ..params.clone() },
+        models: once(&e.models),
+        strategies: once(&e.strategies),
+        worlds: once(&e.worlds),
+        links: once(&e.links),
+        sequences: once(&e.sequences),
+        dtypes: once(&e.dtypes),
     };
     let configs = (!folder_configs.is_empty()).then(|| identity::digest(&folder_configs));
     arithmetic_run(e, workload, configs.as_deref())
+}
+
+/// `values` with each value's repeats after its first left out.
+fn once<T: PartialEq + Clone>(values: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(values.len());
+    for v in values {
+        if !out.contains(v) {
+            out.push(v.clone());
+        }
+    }
+    out
 }
 
 /// A `kind: advise` experiment is one run: the question, answered by `advise` when it runs;
