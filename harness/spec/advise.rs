@@ -208,6 +208,7 @@ fn expectation(c: &mut Checker, expect: Option<&Mapping>) -> Expectation {
             None
         }
     };
+    let before = c.problems.len();
     let leader = m.get("leader").and_then(|v| label(c, "expect.leader", v));
     let rejected = match m.get("rejected") {
         None => Vec::new(),
@@ -222,7 +223,13 @@ fn expectation(c: &mut Checker, expect: Option<&Mapping>) -> Expectation {
             format!("`{}` is also expect.leader; one layout cannot be both run first and never run", rejected[i]),
         );
     }
-    if leader.is_none() && rejected.is_empty() {
+    for (i, r) in rejected.iter().enumerate() {
+        if let Some(first) = rejected[..i].iter().position(|earlier| earlier == r) {
+            c.report(&format!("expect.rejected[{i}]"), format!("`{r}` is listed twice (also expect.rejected[{first}])"));
+        }
+    }
+    // A key given but malformed has been reported; "states nothing" is for an empty `expect:`.
+    if leader.is_none() && rejected.is_empty() && c.problems.len() == before {
         c.report("expect", "states nothing; give `leader:` and/or `rejected:`, or remove it");
     }
     Expectation { leader, rejected }
