@@ -339,6 +339,8 @@ pub fn ensure_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Re
 
 /// Writes the seeded checkpoint into a temp folder next to `dir`, then moves it into place.
 pub fn replace_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Result<()> {
+    // `ckpt/.` is `ckpt`: a folder cannot be renamed onto a path ending in `.`.
+    let dir: &Path = &dir.components().collect::<PathBuf>();
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint");
     let tmp = dir.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     if tmp.exists() {

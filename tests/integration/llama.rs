@@ -465,3 +465,22 @@ fn model_init_never_replaces_the_folder_it_reads_the_model_from() {
         assert!(!model.join("model.safetensors").exists(), "nothing written");
     }
 }
+
+#[test]
+fn model_init_replaces_a_checkpoint_named_with_a_trailing_dot() {
+    // `--out ckpt/.` passed the checks as `ckpt`, then the old checkpoint was deleted and the
+    // move into `ckpt/.` failed (exit 1, "Invalid argument"), the new one left in `.ckpt.tmp-PID`.
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let init = |out: &Path| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+        cmd.args(["model", "init", "llama-gqa-small", "--layers", "1", "--out"]).arg(out);
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS").output().unwrap()
+    };
+    assert_eq!(init(&ckpt).status.code(), Some(0));
+    let o = init(&ckpt.join("."));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(ckpt.join("config.json").is_file() && ckpt.join("model.safetensors").is_file(), "the checkpoint is in place");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left, ["ckpt"], "nothing left beside it");
+}
