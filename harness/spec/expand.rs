@@ -487,6 +487,20 @@ fn model_run(e: &Experiment, params: &ModelParams, folder_configs: &[String]) ->
     arithmetic_run(e, workload, configs.as_deref())
 }
 
+/// `workload` as an arithmetic run's identity reads it: a model given as a folder stands for
+/// its config.json (whose digest the identity holds), not for where the folder lies, as a
+/// launched run's model is its config and weights, not its folder.
+fn without_folders(workload: &Workload) -> Workload {
+    let placeless = |m: &String| if crate::model::resolve::is_path(m) { "(a folder: its config.json)".to_string() } else { m.clone() };
+    let mut w = workload.clone();
+    match &mut w {
+        Workload::Advise { model, .. } => *model = placeless(model),
+        Workload::Model { models, .. } => *models = models.iter().map(placeless).collect(),
+        _ => {}
+    }
+    w
+}
+
 /// `values` with each value's repeats after its first left out.
 fn once<T: PartialEq + Clone>(values: &[T]) -> Vec<T> {
     let mut out: Vec<T> = Vec::with_capacity(values.len());
@@ -532,11 +546,12 @@ fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) ->
 /// The one run of an experiment of arithmetic (nothing launched): its identity is the
 /// workload's and the catalogue's (and the model config's digest, `model_config`, where given).
 fn arithmetic_run(e: &Experiment, workload: Workload, model_config: Option<&str>) -> RunPlan {
+    let placeless = without_folders(&workload);
     let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, overlap: None, decode: None, ranks: vec![] };
     let input = IdentityInput {
         kind: e.kind().name(),
         model: None,
-        workload: &workload,
+        workload: &placeless,
         layout: &layout,
         backend: Link::Absent.backend(),
         link: &Link::Absent,

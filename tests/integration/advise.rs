@@ -679,3 +679,28 @@ fn a_spec_naming_catalogue_entries_says_when_the_catalogue_cannot_be_read() {
         }
     }
 }
+
+#[test]
+fn an_advise_or_model_run_of_a_model_folder_is_the_same_question_wherever_the_folder_lies() {
+    // A folder model's identity is its config.json (as a decode run's is its config and
+    // weights, not its folder); the absolute path of the folder was hashed too, so the same
+    // spec and model in another checkout were another run.
+    let advise = "kind: advise\nmachine:\n  device: a100-80gb\nprompt_tokens: 64\nnew_tokens: 8\n";
+    let model = "kind: model\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\ncontext: 1024\n";
+    let config = std::fs::read_to_string(root().join("models/gpt2/config.json")).unwrap();
+    let run_id = |question: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("specs")).unwrap();
+        std::fs::create_dir_all(dir.path().join("tiny")).unwrap();
+        std::fs::write(dir.path().join("tiny/config.json"), &config).unwrap();
+        let spec = dir.path().join("specs/arithmetic.yaml");
+        std::fs::write(&spec, format!("name: shaped\nmodel: ../tiny\n{question}")).unwrap();
+        let out = parlab(&["plan", "--json", spec.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["run_id"].as_str().unwrap().to_string()
+    };
+    for question in [advise, model] {
+        assert_eq!(run_id(question), run_id(question), "one question in two folders: {question}");
+    }
+}
