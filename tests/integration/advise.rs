@@ -704,3 +704,39 @@ fn an_advise_or_model_run_of_a_model_folder_is_the_same_question_wherever_the_fo
         assert_eq!(run_id(question), run_id(question), "one question in two folders: {question}");
     }
 }
+
+#[test]
+fn an_advice_finding_names_its_run_and_gives_no_rank_to_a_layout_not_ranked() {
+    // A finding of `expect.rejected` alone said "runs: none" though it rests on the advise run,
+    // and a leader the advice refused was given "rank of TP=4 x DP=1: 0", a rank above the first.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, out) = (dir.path().join("manifests"), dir.path().join("reports"));
+    let exercise = std::fs::read_to_string(root().join("experiments/advice-chapter-1-4.yaml")).unwrap();
+    let refused_leader =
+        exercise.replace("name: chapter-1-4-design-exercise", "name: expects-tp4").replace("leader: TP=2 x DP=2", "leader: TP=4 x DP=1");
+    let refused_leader = refused_leader.replace("  rejected: [TP=4 x DP=1]\n", "").replace("  rejected: [TP=4 x DP=1]", "");
+    std::fs::write(dir.path().join("tp4.yaml"), refused_leader).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .arg("run")
+        .arg(root().join("experiments/advice-kv-head-cap.yaml"))
+        .arg(dir.path().join("tp4.yaml"))
+        .arg("--out")
+        .arg(&out)
+        .env("PARLAB_MANIFESTS", &store)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let findings: Value = serde_json::from_str(&std::fs::read_to_string(out.join("findings.json")).unwrap()).unwrap();
+    let finding = |id: &str| {
+        let all = findings["findings"].as_array().or(findings.as_array()).unwrap().clone();
+        all.into_iter().find(|f| f["id"] == id).unwrap_or_else(|| panic!("no {id}"))
+    };
+    let cap = finding("advice-kv-head-cap-sixteen-devices");
+    assert_eq!(cap["verdict"], "HOLDS", "{cap:#}");
+    assert_eq!(cap["test"]["runs"].as_array().map(Vec::len), Some(1), "the finding names its run: {cap:#}");
+    let tp4 = finding("advice-expects-tp4");
+    assert_eq!(tp4["verdict"], "FAILS", "{tp4:#}");
+    assert_eq!(tp4["test"]["runs"].as_array().map(Vec::len), Some(1), "{tp4:#}");
+    assert!(tp4["numbers"].as_array().unwrap().iter().all(|n| n["value"] != 0.0), "no rank 0: {tp4:#}");
+}
