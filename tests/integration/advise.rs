@@ -740,3 +740,18 @@ fn an_advice_finding_names_its_run_and_gives_no_rank_to_a_layout_not_ranked() {
     assert_eq!(tp4["test"]["runs"].as_array().map(Vec::len), Some(1), "{tp4:#}");
     assert!(tp4["numbers"].as_array().unwrap().iter().all(|n| n["value"] != 0.0), "no rank 0: {tp4:#}");
 }
+
+#[test]
+fn no_baseline_says_why_whole_replicas_were_refused() {
+    // Whole replicas refused for their KV cache (24 sequences of 101,000 tokens) were
+    // reported as "the model does not fit one device", of a 15 GiB model on 80 GiB devices.
+    let args = ["--devices-per-node", "4", "--domain", "4:nvswitch", "--prompt", "100000", "--new-tokens", "1000", "--sequences", "24"];
+    let out = parlab(&[&["advise", "llama-3.1-8b", "--device", "a100-80gb"][..], &args[..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("the model does not fit one device"), "{text}");
+    assert!(
+        text.contains("No baseline of whole replicas: TP=1 x DP=4 does not fit: 15.0 GiB of weights and 74.0 GiB of KV cache per device"),
+        "{text}"
+    );
+}
