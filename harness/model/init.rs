@@ -92,6 +92,14 @@ pub enum OutError {
         /// What else it holds (a name, or why it could not be listed).
         found: String,
     },
+    /// A path under a file: no folder can be made there.
+    #[error("--out {}: {} is a file, so no folder can be made under it; name a folder elsewhere", out.display(), file.display())]
+    UnderFile {
+        /// The folder named.
+        out: PathBuf,
+        /// The file on its way.
+        file: PathBuf,
+    },
     /// The folder the model itself is read from: replacing it would lose the input.
     #[error("--out {}: is the folder the model is read from ({}); name another folder for the checkpoint", out.display(), model.display())]
     IsModel {
@@ -111,7 +119,11 @@ pub fn check_out(out: &Path) -> Result<(), OutError> {
         return Err(OutError::NoName(out.to_path_buf()));
     }
     if !out.exists() {
-        return Ok(());
+        // The folder is made under its nearest existing ancestor, which must be a folder.
+        return match out.ancestors().skip(1).find(|a| a.exists()) {
+            Some(a) if !a.is_dir() => Err(OutError::UnderFile { out: out.to_path_buf(), file: a.to_path_buf() }),
+            _ => Ok(()),
+        };
     }
     if !out.is_dir() {
         return Err(OutError::NotFolder(out.to_path_buf()));

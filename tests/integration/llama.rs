@@ -484,3 +484,21 @@ fn model_init_replaces_a_checkpoint_named_with_a_trailing_dot() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(left, ["ckpt"], "nothing left beside it");
 }
+
+#[test]
+fn model_init_refuses_an_out_under_a_file_as_a_bad_path() {
+    // `--out FILE/ckpt` passed the checks and failed writing (exit 1, as if a run had failed):
+    // a path that cannot be a folder is the user's to fix (exit 2), named before any work.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "mine").unwrap();
+    let out = file.join("ckpt");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.args(["model", "init", "llama-gqa-small", "--layers", "1", "--out"]).arg(&out);
+    let o = cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS").output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "{stderr}");
+    assert!(stderr.contains(&format!("--out {}", out.display())) && stderr.contains("notes.txt"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing written beside it");
+}
