@@ -5,8 +5,16 @@ use std::path::{Path, PathBuf};
 /// The sources that decide how a figure is measured (not what is run: the run identity covers
 /// the plan; not how it is shown: the register, nightly and CLI are left out), and the lock
 /// file pinning the libraries they call (tch, mpi, polars).
-const MEASURING: [&str; 7] =
-    ["harness/rank", "harness/model", "harness/collect", "harness/launch", "harness/costmodel", "harness/cli/rank.rs", "Cargo.lock"];
+const MEASURING: [&str; 8] = [
+    "harness/rank",
+    "harness/model",
+    "harness/collect",
+    "harness/launch",
+    "harness/costmodel",
+    "harness/advise",
+    "harness/cli/rank.rs",
+    "Cargo.lock",
+];
 
 fn files(path: &Path, out: &mut Vec<PathBuf>) {
     if path.is_dir() {

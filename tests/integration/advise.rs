@@ -755,3 +755,23 @@ fn no_baseline_says_why_whole_replicas_were_refused() {
         "{text}"
     );
 }
+
+#[allow(dead_code)]
+mod build_script {
+    include!("../../build.rs");
+
+    /// Whether the measuring-code digest (the run cache's test of a cached answer) reads `path`.
+    pub fn measures(path: &str) -> bool {
+        MEASURING.contains(&path)
+    }
+}
+
+#[test]
+fn an_advise_run_is_answered_again_once_the_advice_code_changes() {
+    // The run cache keeps an ok manifest made by this build's measuring code; harness/advise/
+    // (the layouts, refusals, predictions and ranking an advise run's summary holds) was not in
+    // that digest, so a changed rule left the old answer, and its finding, standing as fresh.
+    for code in ["harness/advise", "harness/costmodel"] {
+        assert!(build_script::measures(code), "{code} decides what an advise run answers");
+    }
+}
