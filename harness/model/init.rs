@@ -151,7 +151,7 @@ pub fn check_not_model(out: &Path, model_dir: &Path) -> Result<(), OutError> {
 const LAYER_KEYS: [&str; 2] = ["n_layer", "num_hidden_layers"];
 
 /// `cfg` at its real shape but with its first `layers` transformer blocks only: the layer count
-/// rewritten under the key the config uses (`n_layer` for GPT-2, `num_hidden_layers` for the
+/// rewritten under the key (or keys) the config uses (`n_layer` for GPT-2, `num_hidden_layers` for the
 /// Llama family), a per-layer `layer_types` list cut to match and `max_window_layers` capped at it.
 pub fn with_layers(cfg: &ModelConfig, layers: u32) -> Result<ModelConfig, LayersError> {
     let has = cfg.layers;
@@ -163,8 +163,11 @@ pub fn with_layers(cfg: &ModelConfig, layers: u32) -> Result<ModelConfig, Layers
     }
     let mut raw = cfg.raw.clone();
     if let Some(map) = raw.as_object_mut() {
-        if let Some(key) = LAYER_KEYS.iter().find(|k| map.contains_key(**k)) {
-            map.insert((*key).to_string(), Value::from(layers));
+        // Every key that counts them: a config may carry both, and both must say `layers`.
+        for key in LAYER_KEYS {
+            if let Some(count) = map.get_mut(key) {
+                *count = Value::from(layers);
+            }
         }
         if let Some(Value::Array(types)) = map.get_mut("layer_types") {
             types.truncate(layers as usize);
@@ -393,6 +396,17 @@ mod tests {
         let cut = with_layers(&gpt2, 1).unwrap();
         assert_eq!((cut.layers, &cut.raw["n_layer"], cut.raw.get("num_hidden_layers")), (1, &json!(1), None));
         assert_eq!(with_layers(&gpt2, 4).unwrap().raw, gpt2.raw, "all of its layers leaves the config as it was");
+    }
+
+    #[test]
+    fn a_config_counting_its_layers_under_both_keys_is_cut_under_both() {
+        // Only the first key was rewritten: the written config.json said 1 layer and 4 layers.
+        let both = ModelConfig::from_value(
+            json!({"model_type": "gpt2", "n_layer": 4, "num_hidden_layers": 4, "n_head": 2, "n_embd": 8, "vocab_size": 20}),
+        )
+        .unwrap();
+        let cut = with_layers(&both, 1).unwrap();
+        assert_eq!((&cut.raw["n_layer"], &cut.raw["num_hidden_layers"]), (&json!(1), &json!(1)));
     }
 
     #[test]
