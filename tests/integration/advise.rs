@@ -775,3 +775,37 @@ fn an_advise_run_is_answered_again_once_the_advice_code_changes() {
         assert!(build_script::measures(code), "{code} decides what an advise run answers");
     }
 }
+
+#[test]
+fn a_store_whose_fits_cannot_make_a_link_says_which_run_and_why() {
+    // A collectives run whose all-reduce fit has a negative latency (a noisy intercept) or no
+    // bandwidth gives no link, as documented; the warning said the store had no such run at
+    // all, and the refusal of `--domain 2:mpi-shm-measured` asked for the run it holds.
+    let dir = tempfile::tempdir().unwrap();
+    let name = "88732e52bba7e6caa7be6b3260d9edda9b9796cedde2083e30d2cce3d61a26f2.json";
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(root().join("tests/fixtures/manifests").join(name)).unwrap()).unwrap();
+    for fit in v["summary"]["collectives"]["fits"].as_array_mut().unwrap() {
+        fit["alpha_per_step_s"] = serde_json::json!(-2e-6);
+    }
+    std::fs::write(dir.path().join(name), serde_json::to_string(&v).unwrap()).unwrap();
+    let out = parlab(&[
+        "advise",
+        "gpt2",
+        "--device",
+        "a100-80gb",
+        "--devices-per-node",
+        "2",
+        "--domain",
+        "2:mpi-shm-measured",
+        "--prompt",
+        "64",
+        "--new-tokens",
+        "8",
+        "--links-from",
+        dir.path().to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("no ok collectives run with an all-reduce fit"), "the store has one: {err}");
+    assert!(err.contains("88732e52bba7") && err.contains("mpi-shm") && err.contains("negative latency"), "{err}");
+}
