@@ -14,7 +14,7 @@ pub mod render;
 pub mod request;
 
 use crate::costmodel::catalogue::Catalogue;
-use crate::costmodel::measured_links::{link_entries, IMPORTED_SUFFIX, MEASURED_SUFFIX};
+use crate::costmodel::measured_links::{link_entries, unusable_fits, IMPORTED_SUFFIX, MEASURED_SUFFIX};
 use layouts::Layout;
 use predict::{predict, Prediction};
 use rank::Ranked;
@@ -57,6 +57,16 @@ pub enum AdviseError {
     /// The workload's numbers are unusable.
     #[error("workload: {0}")]
     Workload(String),
+    /// A request (prompt plus answer) longer than advice is given for, or than the model holds.
+    #[error("workload: --prompt {prompt} --new-tokens {new_tokens}: {why}")]
+    Context {
+        /// Prompt tokens.
+        prompt: u64,
+        /// Answer tokens.
+        new_tokens: u64,
+        /// Why it is too long.
+        why: String,
+    },
     /// The catalogue could not be read.
     #[error("{0}")]
     Catalogue(String),
@@ -100,7 +110,11 @@ pub fn add_store_links(catalogue: &mut Catalogue, store: &Path) -> Result<(), Ad
         eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
     let entries = link_entries(&manifests);
-    if entries.is_empty() {
+    let unusable = unusable_fits(&manifests, &entries);
+    for why in &unusable {
+        eprintln!("warning: --links-from {}: {why}", store.display());
+    }
+    if entries.is_empty() && unusable.is_empty() {
         eprintln!(
             "warning: --links-from {}: no ok collectives run with an all-reduce fit of 2 ranks or more; no measured link added",
             store.display()

@@ -51,12 +51,35 @@ fn ranked_row(i: usize, r: &Ranked) -> Vec<Cell> {
     ]
 }
 
+/// The id and title of an advice's table `index` (0: the ranking, 1: the refusals) for `experiment`.
+fn names(index: usize, experiment: &str) -> (String, String) {
+    if index == 0 {
+        (format!("advice-{experiment}"), format!("Advice `{experiment}`: the layouts to benchmark"))
+    } else {
+        (format!("advice-{experiment}-rejected"), format!("Advice `{experiment}`: layouts refused"))
+    }
+}
+
+/// An advice's stored tables named after `experiment`: a run's cached manifest takes the name
+/// of the experiment that last expanded to it, and its tables follow.
+pub fn named(tables: &[Table], experiment: &str) -> Vec<Table> {
+    tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let (id, title) = names(i, experiment);
+            Table { id, title, ..t.clone() }
+        })
+        .collect()
+}
+
 fn ranked_table(advice: &Advice, experiment: &str) -> Table {
     let mut lines = provenance(advice);
     lines.extend(assumptions(advice).into_iter().map(|a| format!("assumed: {a}")));
+    let (id, title) = names(0, experiment);
     Table {
-        id: format!("advice-{experiment}"),
-        title: format!("Advice `{experiment}`: the layouts to benchmark"),
+        id,
+        title,
         caption: format!("{}. Arithmetic (`parlab advise`), best first; what would flip the top three.", question(advice)),
         columns: ["rank", "layout", "step", "TTFT", "request", "tokens/s", "weights/device", "KV/device", "what would flip it"]
             .iter()
@@ -68,9 +91,10 @@ fn ranked_table(advice: &Advice, experiment: &str) -> Table {
 }
 
 fn rejected_table(advice: &Advice, experiment: &str) -> Table {
+    let (id, title) = names(1, experiment);
     Table {
-        id: format!("advice-{experiment}-rejected"),
-        title: format!("Advice `{experiment}`: layouts refused"),
+        id,
+        title,
         caption: "Each refused layout and the rule it breaks (typed reasons of `parlab advise`).".into(),
         columns: vec!["layout".into(), "why".into()],
         rows: advice.rejected.iter().map(|r| vec![Cell::text(&r.label), Cell::text(rejection_message(&r.reason))]).collect(),

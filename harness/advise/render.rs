@@ -242,7 +242,12 @@ fn verdict(advice: &Advice) -> String {
     };
     match &advice.baseline {
         Some(b) => t.push_str(&format!(" **Baseline to measure:** {} (whole replicas, no collectives).", b.label)),
-        None => t.push_str(" No baseline of whole replicas: the model does not fit one device."),
+        // Whole replicas are refused for a reason (their weights, or every sequence's cache);
+        // say which rather than blaming the model.
+        None => match advice.rejected.iter().find(|r| r.layout.is_replicas_only()) {
+            Some(r) => t.push_str(&format!(" No baseline of whole replicas: {} {}.", r.label, rejection_message(&r.reason))),
+            None => t.push_str(" No baseline of whole replicas."),
+        },
     }
     t + "\n\n"
 }

@@ -39,9 +39,11 @@ impl Workload {
             )));
         }
         if prompt.checked_add(new_tokens).is_none_or(|n| n > MAX_CONTEXT) {
-            return Err(AdviseError::Workload(format!(
-                "--prompt {prompt} --new-tokens {new_tokens}: a request's context (prompt plus answer) is at most {MAX_CONTEXT} tokens"
-            )));
+            return Err(AdviseError::Context {
+                prompt,
+                new_tokens,
+                why: format!("a request's context (prompt plus answer) is at most {MAX_CONTEXT} tokens"),
+            });
         }
         Ok(Workload { prompt, new_tokens, sequences, objective, dtype })
     }
@@ -203,13 +205,15 @@ fn check_window(model: &NamedShape, w: &Workload) -> Result<(), AdviseError> {
     if max == 0 || w.final_context() <= max {
         return Ok(());
     }
-    Err(AdviseError::Workload(format!(
-        "--prompt {} --new-tokens {}: a request of {} tokens, but {} holds {max} positions (n_positions or max_position_embeddings in its config.json)",
-        w.prompt,
-        w.new_tokens,
-        w.final_context(),
-        model.name
-    )))
+    Err(AdviseError::Context {
+        prompt: w.prompt,
+        new_tokens: w.new_tokens,
+        why: format!(
+            "a request of {} tokens, but {} holds {max} positions (n_positions or max_position_embeddings in its config.json)",
+            w.final_context(),
+            model.name
+        ),
+    })
 }
 
 impl Asked {

@@ -227,16 +227,22 @@ impl Catalogue {
         let dpath = root.join(DEVICES_FILE);
         let links = read_yaml::<LinksFile>(&lpath)?.links;
         let devices = read_yaml::<DevicesFile>(&dpath)?.devices;
-        for l in &links {
+        for (i, l) in links.iter().enumerate() {
             let bad = |m: String| invalid(&lpath, format!("link `{}`: {m}", l.name));
+            if links[..i].iter().any(|earlier| earlier.name == l.name) {
+                return Err(bad("named twice; each link needs a name of its own".into()));
+            }
             if !(l.latency_us > 0.0 && l.bandwidth_gbps > 0.0) {
                 return Err(bad("latency_us and bandwidth_gbps must be positive".into()));
             }
             l.latency_provenance.check().map_err(|m| bad(format!("latency_provenance: {m}")))?;
             l.bandwidth_provenance.check().map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
         }
-        for d in &devices {
+        for (i, d) in devices.iter().enumerate() {
             let bad = |m: String| invalid(&dpath, format!("device `{}`: {m}", d.name));
+            if devices[..i].iter().any(|earlier| earlier.name == d.name) {
+                return Err(bad("named twice; each device needs a name of its own".into()));
+            }
             if d.memory_bytes() == 0 || d.bandwidth_gbps <= 0.0 {
                 return Err(bad("memory must be a size like 12GiB and bandwidth_gbps positive".into()));
             }
@@ -270,13 +276,18 @@ impl Catalogue {
 }
 
 /// Names of the links declared in the catalogue.
-pub fn link_names() -> Vec<String> {
-    Catalogue::load_default().map(|c| c.links.into_iter().map(|l| l.name).collect()).unwrap_or_default()
+pub fn link_names() -> Result<Vec<String>, CatalogueError> {
+    Catalogue::load_default().map(|c| c.links.into_iter().map(|l| l.name).collect())
 }
 
 /// Names of the devices declared in the catalogue.
-pub fn device_names() -> Vec<String> {
-    Catalogue::load_default().map(|c| c.devices.into_iter().map(|d| d.name).collect()).unwrap_or_default()
+pub fn device_names() -> Result<Vec<String>, CatalogueError> {
+    Catalogue::load_default().map(|c| c.devices.into_iter().map(|d| d.name).collect())
+}
+
+/// What a spec's key naming catalogue entries is told when the catalogue cannot be read.
+pub fn unreadable(e: &CatalogueError) -> String {
+    format!("cannot be checked: the catalogue cannot be read: {e}")
 }
 
 /// sha256 of the catalogue files and the model configurations under `models_root()`,
@@ -358,5 +369,19 @@ mod tests {
         write(dir.path(), links, DEVICES);
         let err = Catalogue::load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("link `l`") && err.contains("source"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_name_given_twice() {
+        // A second entry of one name was never read (the first was taken), whatever it said.
+        let dir = tempfile::tempdir().unwrap();
+        let link = "  - name: l\n    description: x\n    latency_us: 10\n    bandwidth_gbps: 300\n    latency_provenance: {kind: assumed, note: n}\n    bandwidth_provenance: {kind: assumed, note: n}\n";
+        write(dir.path(), &format!("links:\n{link}{}", link.replace("300", "30")), DEVICES);
+        let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("links.yaml") && err.contains("link `l`: named twice"), "{err}");
+        let device = DEVICES.strip_prefix("devices:\n").unwrap();
+        write(dir.path(), &format!("links:\n{link}"), &format!("{DEVICES}{device}"));
+        let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("devices.yaml") && err.contains("device `g`: named twice"), "{err}");
     }
 }

@@ -63,6 +63,39 @@ pub fn link_entries(manifests: &[Manifest]) -> Vec<LinkEntry> {
     best.into_iter().map(|(name, c)| entry(name, &c)).collect()
 }
 
+/// Why an all-reduce fit over 2 ranks or more cannot make a link ([`usable`]); None when it can.
+fn unusable_why(f: &LinkFit) -> Option<String> {
+    if f.op != Op::AllReduce || f.world < 2 || usable(f) {
+        return None;
+    }
+    Some(if f.alpha_per_step_s < 0.0 {
+        format!(
+            "its {}-rank all-reduce fit has a negative latency (α per ring step {})",
+            f.world,
+            crate::units::format_seconds(f.alpha_per_step_s)
+        )
+    } else {
+        format!("its {}-rank all-reduce fit has no bandwidth (its time is flat in size)", f.world)
+    })
+}
+
+/// For each link the store's ok collectives runs fitted an all-reduce over but that
+/// [`link_entries`] gives no entry, why each of its runs gave none (one line per run).
+pub fn unusable_fits(manifests: &[Manifest], entries: &[LinkEntry]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in manifests.iter().filter(|m| m.kind == Kind::Collectives && m.status() == Status::Ok) {
+        let Some(c) = m.summary().and_then(|s| s.collectives()) else { continue };
+        let name = entry_name(m);
+        if entries.iter().any(|e| e.name == name) {
+            continue;
+        }
+        if let Some(why) = c.fits.iter().find_map(unusable_why) {
+            out.push(format!("run {} ({}, over {}) gives no `{name}`: {why}", m.run_id.short(), m.experiment, m.plan.link.name()));
+        }
+    }
+    out
+}
+
 /// The catalogue entry of one chosen fit, its provenance naming the run (and the tool, imported).
 fn entry(name: String, c: &Candidate) -> LinkEntry {
     let (m, fit) = (c.manifest, c.fit);

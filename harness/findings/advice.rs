@@ -41,10 +41,15 @@ fn finding(m: &Manifest, e: &Expectation, advised: &Advised) -> Finding {
         "parlab advise's arithmetic on the same model, machine and traffic: HOLDS when its first-ranked layout is expect.leader and every layout of expect.rejected is refused; FAILS otherwise",
     );
     let run = m.run_id.short();
+    // The advice run is what the finding rests on, whatever the expectation names.
+    f.test.runs.push(run.to_string());
     let mut differs = Vec::new();
     if let Some(leader) = &e.leader {
         let rank = advised.ranked.iter().position(|l| l == leader).map_or(0, |i| i + 1);
-        f.number(&format!("rank of {leader}"), rank as f64, "", &[run]);
+        // A layout the advice did not rank has no rank (0 would read as above the first).
+        if rank > 0 {
+            f.number(&format!("rank of {leader}"), rank as f64, "", &[run]);
+        }
         match advised.ranked.first() {
             Some(first) if first == leader => f.notes.push(format!("{leader} ranks first")),
             Some(first) if rank > 0 => differs.push(format!("{first} ranks first, {leader} ranks {rank}")),

@@ -92,6 +92,22 @@ pub enum OutError {
         /// What else it holds (a name, or why it could not be listed).
         found: String,
     },
+    /// A path under a file: no folder can be made there.
+    #[error("--out {}: {} is a file, so no folder can be made under it; name a folder elsewhere", out.display(), file.display())]
+    UnderFile {
+        /// The folder named.
+        out: PathBuf,
+        /// The file on its way.
+        file: PathBuf,
+    },
+    /// The folder the model itself is read from: replacing it would lose the input.
+    #[error("--out {}: is the folder the model is read from ({}); name another folder for the checkpoint", out.display(), model.display())]
+    IsModel {
+        /// The folder named.
+        out: PathBuf,
+        /// The model's folder.
+        model: PathBuf,
+    },
 }
 
 /// The files a checkpoint folder holds.
@@ -103,7 +119,11 @@ pub fn check_out(out: &Path) -> Result<(), OutError> {
         return Err(OutError::NoName(out.to_path_buf()));
     }
     if !out.exists() {
-        return Ok(());
+        // The folder is made under its nearest existing ancestor, which must be a folder.
+        return match out.ancestors().skip(1).find(|a| a.exists()) {
+            Some(a) if !a.is_dir() => Err(OutError::UnderFile { out: out.to_path_buf(), file: a.to_path_buf() }),
+            _ => Ok(()),
+        };
     }
     if !out.is_dir() {
         return Err(OutError::NotFolder(out.to_path_buf()));
@@ -118,11 +138,20 @@ pub fn check_out(out: &Path) -> Result<(), OutError> {
     Ok(())
 }
 
+/// Refuses an `out` that is `model_dir` itself, however spelt: the checkpoint would replace
+/// the config.json (and weights) it is made from.
+pub fn check_not_model(out: &Path, model_dir: &Path) -> Result<(), OutError> {
+    match (out.canonicalize(), model_dir.canonicalize()) {
+        (Ok(a), Ok(b)) if a == b => Err(OutError::IsModel { out: out.to_path_buf(), model: model_dir.to_path_buf() }),
+        _ => Ok(()),
+    }
+}
+
 /// The keys a config.json counts its layers with, in the order `ModelConfig::from_value` reads them.
 const LAYER_KEYS: [&str; 2] = ["n_layer", "num_hidden_layers"];
 
 /// `cfg` at its real shape but with its first `layers` transformer blocks only: the layer count
-/// rewritten under the key the config uses (`n_layer` for GPT-2, `num_hidden_layers` for the
+/// rewritten under the key (or keys) the config uses (`n_layer` for GPT-2, `num_hidden_layers` for the
 /// Llama family), a per-layer `layer_types` list cut to match and `max_window_layers` capped at it.
 pub fn with_layers(cfg: &ModelConfig, layers: u32) -> Result<ModelConfig, LayersError> {
     let has = cfg.layers;
@@ -134,8 +163,11 @@ pub fn with_layers(cfg: &ModelConfig, layers: u32) -> Result<ModelConfig, Layers
     }
     let mut raw = cfg.raw.clone();
     if let Some(map) = raw.as_object_mut() {
-        if let Some(key) = LAYER_KEYS.iter().find(|k| map.contains_key(**k)) {
-            map.insert((*key).to_string(), Value::from(layers));
+        // Every key that counts them: a config may carry both, and both must say `layers`.
+        for key in LAYER_KEYS {
+            if let Some(count) = map.get_mut(key) {
+                *count = Value::from(layers);
+            }
         }
         if let Some(Value::Array(types)) = map.get_mut("layer_types") {
             types.truncate(layers as usize);
@@ -322,6 +354,8 @@ pub fn ensure_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Re
 
 /// Writes the seeded checkpoint into a temp folder next to `dir`, then moves it into place.
 pub fn replace_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Result<()> {
+    // `ckpt/.` is `ckpt`: a folder cannot be renamed onto a path ending in `.`.
+    let dir: &Path = &dir.components().collect::<PathBuf>();
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint");
     let tmp = dir.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     if tmp.exists() {
@@ -362,6 +396,17 @@ mod tests {
         let cut = with_layers(&gpt2, 1).unwrap();
         assert_eq!((cut.layers, &cut.raw["n_layer"], cut.raw.get("num_hidden_layers")), (1, &json!(1), None));
         assert_eq!(with_layers(&gpt2, 4).unwrap().raw, gpt2.raw, "all of its layers leaves the config as it was");
+    }
+
+    #[test]
+    fn a_config_counting_its_layers_under_both_keys_is_cut_under_both() {
+        // Only the first key was rewritten: the written config.json said 1 layer and 4 layers.
+        let both = ModelConfig::from_value(
+            json!({"model_type": "gpt2", "n_layer": 4, "num_hidden_layers": 4, "n_head": 2, "n_embd": 8, "vocab_size": 20}),
+        )
+        .unwrap();
+        let cut = with_layers(&both, 1).unwrap();
+        assert_eq!((&cut.raw["n_layer"], &cut.raw["num_hidden_layers"]), (&json!(1), &json!(1)));
     }
 
     #[test]

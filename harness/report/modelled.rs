@@ -23,9 +23,11 @@ pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::Im
     let mut out = Modelled::default();
     for m in list.iter().filter(|m| !m.kind.launches_ranks() && m.status() == Status::Ok) {
         out.inputs.push(inputs_line(m));
-        let tables = m.summary().and_then(|s| s.model().map(|t| &t.tables).or_else(|| s.advice().map(|a| &a.tables)));
+        let tables = m.summary().and_then(|s| {
+            s.model().map(|t| t.tables.clone()).or_else(|| s.advice().map(|a| crate::advise::record::named(&a.tables, &m.experiment)))
+        });
         match tables {
-            Some(tables) => out.tables.extend(tables.iter().cloned()),
+            Some(tables) => out.tables.extend(tables),
             None => out.inputs.push(format!("`{}` ({}): it carries no model tables", m.experiment, m.run_id.short())),
         }
     }

@@ -104,7 +104,14 @@ fn mapping<'m>(c: &mut Checker, map: &'m Mapping, key: &str, valid: &[&str], req
 }
 
 fn device(c: &mut Checker, machine: Option<&Mapping>) -> String {
-    let known = crate::costmodel::catalogue::device_names();
+    let known = match (machine.and_then(|m| m.get("device")), crate::costmodel::catalogue::device_names()) {
+        (_, Ok(known)) => known,
+        (None, Err(_)) => Vec::new(),
+        (Some(_), Err(e)) => {
+            c.report("machine.device", crate::costmodel::catalogue::unreadable(&e));
+            return String::new();
+        }
+    };
     let refs: Vec<&str> = known.iter().map(String::as_str).collect();
     match machine.map(|m| m.get("device")) {
         None => String::new(),
@@ -135,8 +142,6 @@ fn count(c: &mut Checker, machine: Option<&Mapping>, path: &str) -> u32 {
 
 /// `machine.domains`: `SIZE:LINK` strings, each link in the catalogue.
 fn domains(c: &mut Checker, machine: Option<&Mapping>) -> Vec<String> {
-    let links = crate::costmodel::catalogue::link_names();
-    let refs: Vec<&str> = links.iter().map(String::as_str).collect();
     let items = match machine.and_then(|m| m.get("domains")) {
         None => return Vec::new(),
         Some(Value::Sequence(items)) => items,
@@ -145,6 +150,14 @@ fn domains(c: &mut Checker, machine: Option<&Mapping>) -> Vec<String> {
             return Vec::new();
         }
     };
+    let links = match crate::costmodel::catalogue::link_names() {
+        Ok(links) => links,
+        Err(e) => {
+            c.report("machine.domains", crate::costmodel::catalogue::unreadable(&e));
+            return Vec::new();
+        }
+    };
+    let refs: Vec<&str> = links.iter().map(String::as_str).collect();
     let mut out = Vec::new();
     for (i, v) in items.iter().enumerate() {
         let key = format!("machine.domains[{i}]");
@@ -195,6 +208,7 @@ fn expectation(c: &mut Checker, expect: Option<&Mapping>) -> Expectation {
             None
         }
     };
+    let before = c.problems.len();
     let leader = m.get("leader").and_then(|v| label(c, "expect.leader", v));
     let rejected = match m.get("rejected") {
         None => Vec::new(),
@@ -209,7 +223,13 @@ fn expectation(c: &mut Checker, expect: Option<&Mapping>) -> Expectation {
             format!("`{}` is also expect.leader; one layout cannot be both run first and never run", rejected[i]),
         );
     }
-    if leader.is_none() && rejected.is_empty() {
+    for (i, r) in rejected.iter().enumerate() {
+        if let Some(first) = rejected[..i].iter().position(|earlier| earlier == r) {
+            c.report(&format!("expect.rejected[{i}]"), format!("`{r}` is listed twice (also expect.rejected[{first}])"));
+        }
+    }
+    // A key given but malformed has been reported; "states nothing" is for an empty `expect:`.
+    if leader.is_none() && rejected.is_empty() && c.problems.len() == before {
         c.report("expect", "states nothing; give `leader:` and/or `rejected:`, or remove it");
     }
     Expectation { leader, rejected }

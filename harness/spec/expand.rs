@@ -473,17 +473,43 @@ fn requires_for(e: &Experiment, p: &Point) -> Requires {
 /// A `kind: model` experiment is one run whose axes are the rows of its tables; `folder_configs` are the config digests of its models
 /// given as folders, so an edited config.json outside models/ is a new run.
 fn model_run(e: &Experiment, params: &ModelParams, folder_configs: &[String]) -> RunPlan {
+    // A value listed twice asks nothing more (its rows would print twice): kept once, in order.
     let workload = Workload::Model {
-        params: params.clone(),
-        models: e.models.clone(),
-        strategies: e.strategies.clone(),
-        worlds: e.worlds.clone(),
-        links: e.links.catalogue().to_vec(),
-        sequences: e.sequences.clone(),
-        dtypes: e.dtypes.clone(),
+        params: ModelParams { devices: once(&params.devices), ..params.clone() },
+        models: once(&e.models),
+        strategies: once(&e.strategies),
+        worlds: once(&e.worlds),
+        links: once(e.links.catalogue()),
+        sequences: once(&e.sequences),
+        dtypes: once(&e.dtypes),
     };
     let configs = (!folder_configs.is_empty()).then(|| identity::digest(&folder_configs));
     arithmetic_run(e, workload, configs.as_deref())
+}
+
+/// `workload` as an arithmetic run's identity reads it: a model given as a folder stands for
+/// its config.json (whose digest the identity holds), not for where the folder lies, as a
+/// launched run's model is its config and weights, not its folder.
+fn without_folders(workload: &Workload) -> Workload {
+    let placeless = |m: &String| if crate::model::resolve::is_path(m) { "(a folder: its config.json)".to_string() } else { m.clone() };
+    let mut w = workload.clone();
+    match &mut w {
+        Workload::Advise { model, .. } => *model = placeless(model),
+        Workload::Model { models, .. } => *models = models.iter().map(placeless).collect(),
+        _ => {}
+    }
+    w
+}
+
+/// `values` with each value's repeats after its first left out.
+fn once<T: PartialEq + Clone>(values: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(values.len());
+    for v in values {
+        if !out.contains(v) {
+            out.push(v.clone());
+        }
+    }
+    out
 }
 
 /// A `kind: advise` experiment is one run: the question, answered by `advise` when it runs;
@@ -498,6 +524,11 @@ fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) ->
         // The key names what `AdviseError::Model`'s own `model:` prefix would repeat.
         Err(crate::advise::AdviseError::Model(why)) => {
             c.report("model", why);
+            return None;
+        }
+        // The request's length is the spec's `prompt_tokens` and `new_tokens`, not a flag's.
+        Err(crate::advise::AdviseError::Context { prompt, new_tokens, why }) => {
+            c.report("prompt_tokens", format!("prompt_tokens {prompt} and new_tokens {new_tokens}: {why}"));
             return None;
         }
         Err(err) => {
@@ -515,11 +546,12 @@ fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) ->
 /// The one run of an experiment of arithmetic (nothing launched): its identity is the
 /// workload's and the catalogue's (and the model config's digest, `model_config`, where given).
 fn arithmetic_run(e: &Experiment, workload: Workload, model_config: Option<&str>) -> RunPlan {
+    let placeless = without_folders(&workload);
     let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, overlap: None, decode: None, ranks: vec![] };
     let input = IdentityInput {
         kind: e.kind().name(),
         model: None,
-        workload: &workload,
+        workload: &placeless,
         layout: &layout,
         backend: Link::Absent.backend(),
         link: &Link::Absent,

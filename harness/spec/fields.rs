@@ -285,7 +285,13 @@ impl<'m> Fields<'m> {
             return LinkAxis::Measured(vec![Link::MpiShm]);
         };
         let valid: Vec<String> = if kind == Kind::Model {
-            crate::costmodel::catalogue::link_names()
+            match crate::costmodel::catalogue::link_names() {
+                Ok(names) => names,
+                Err(e) => {
+                    c.report("link", crate::costmodel::catalogue::unreadable(&e));
+                    return LinkAxis::Catalogue(Vec::new());
+                }
+            }
         } else {
             Link::measured().iter().map(|l| l.name().to_string()).collect()
         };
@@ -600,24 +606,29 @@ impl<'m> Fields<'m> {
                 c.report("devices", "missing; name devices from models/devices.yaml");
                 Vec::new()
             }
-            Some(v) => {
-                let valid = crate::costmodel::catalogue::device_names();
-                let refs: Vec<&str> = valid.iter().map(String::as_str).collect();
-                as_list(c, "devices", v)
-                    .into_iter()
-                    .filter_map(|(k, v)| match v.as_str() {
-                        Some(s) if refs.contains(&s) => Some(s.to_string()),
-                        Some(s) => {
-                            c.report(&k, unknown_choice(s, &refs));
-                            None
-                        }
-                        None => {
-                            c.report(&k, format!("expected a device name, found {}", describe(v)));
-                            None
-                        }
-                    })
-                    .collect()
-            }
+            Some(v) => match crate::costmodel::catalogue::device_names() {
+                Err(e) => {
+                    c.report("devices", crate::costmodel::catalogue::unreadable(&e));
+                    Vec::new()
+                }
+                Ok(valid) => {
+                    let refs: Vec<&str> = valid.iter().map(String::as_str).collect();
+                    as_list(c, "devices", v)
+                        .into_iter()
+                        .filter_map(|(k, v)| match v.as_str() {
+                            Some(s) if refs.contains(&s) => Some(s.to_string()),
+                            Some(s) => {
+                                c.report(&k, unknown_choice(s, &refs));
+                                None
+                            }
+                            None => {
+                                c.report(&k, format!("expected a device name, found {}", describe(v)));
+                                None
+                            }
+                        })
+                        .collect()
+                }
+            },
         };
         ModelParams { devices, context: self.uint(c, "context", 4096, CONTEXT), imbalance: self.imbalance(c) }
     }

@@ -620,3 +620,192 @@ fn an_advise_or_model_run_is_another_question_once_its_models_config_changes() {
         assert_ne!(before, run_id(), "a model of 24 layers asks another question than one of 12: {question}");
     }
 }
+
+#[test]
+fn a_renamed_advise_experiment_is_tabled_under_its_new_name() {
+    // The cached manifest takes the new name (see "Identities"); its tables kept the old one,
+    // so the register showed `Advice `first`` beside the finding `advice-renamed`.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, out, spec) = (dir.path().join("manifests"), dir.path().join("reports"), dir.path().join("advice.yaml"));
+    let text = "kind: advise\nmodel: gpt2\nmachine:\n  device: a100-80gb\n  devices_per_node: 2\n  domains: [2:nvlink-nv12]\n\
+                prompt_tokens: 64\nnew_tokens: 8\nexpect:\n  leader: TP=2 x DP=1\n";
+    for name in ["first", "renamed"] {
+        std::fs::write(&spec, format!("name: {name}\n{text}")).unwrap();
+        let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()])
+            .env("PARLAB_MANIFESTS", &store)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    }
+    let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
+    assert!(md.contains("advice-renamed") && md.contains("#### Advice `renamed`: the layouts to benchmark"), "{md}");
+    assert!(md.contains("#### Advice `renamed`: layouts refused") && !md.contains("`first`"), "{md}");
+    assert!(out.join("tables/advice-renamed.csv").is_file() && !out.join("tables/advice-first.csv").exists());
+}
+
+#[test]
+fn a_spec_naming_catalogue_entries_says_when_the_catalogue_cannot_be_read() {
+    // With models/links.yaml unreadable (malformed, or run from another folder), a spec's
+    // device and links were each "unknown value `a100-80gb`; expected one of " and nothing
+    // after it: the catalogue's own problem was never said.
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    std::fs::copy(root().join("models/devices.yaml"), models.join("devices.yaml")).unwrap();
+    std::fs::write(models.join("links.yaml"), "links: [oops\n").unwrap();
+    let gpt2 = model("gpt2");
+    let advise = format!(
+        "name: a\nkind: advise\nmodel: {gpt2}\nmachine:\n  device: a100-80gb\n  devices_per_node: 2\n  domains: [2:nvswitch]\nprompt_tokens: 8\nnew_tokens: 2\n"
+    );
+    let modelled = format!("name: m\nkind: model\nmodel: {gpt2}\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\n");
+    for (file, text, keys) in
+        [("a.yaml", advise, &["machine.device", "machine.domains"][..]), ("m.yaml", modelled, &["devices", "link"][..])]
+    {
+        let spec = dir.path().join(file);
+        std::fs::write(&spec, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .args(["validate", spec.to_str().unwrap()])
+            .env("PARLAB_MODELS", &models)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{file}: {err}");
+        assert!(!err.contains("expected one of \n") && !err.trim_end().ends_with("expected one of"), "{file}: {err}");
+        for key in keys {
+            let line = err.lines().find(|l| l.contains(&format!(": {key}: "))).unwrap_or_else(|| panic!("{file}: no {key} in {err}"));
+            assert!(line.contains("links.yaml") && line.contains("the catalogue"), "{file}: {line}");
+        }
+    }
+}
+
+#[test]
+fn an_advise_or_model_run_of_a_model_folder_is_the_same_question_wherever_the_folder_lies() {
+    // A folder model's identity is its config.json (as a decode run's is its config and
+    // weights, not its folder); the absolute path of the folder was hashed too, so the same
+    // spec and model in another checkout were another run.
+    let advise = "kind: advise\nmachine:\n  device: a100-80gb\nprompt_tokens: 64\nnew_tokens: 8\n";
+    let model = "kind: model\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\ncontext: 1024\n";
+    let config = std::fs::read_to_string(root().join("models/gpt2/config.json")).unwrap();
+    let run_id = |question: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("specs")).unwrap();
+        std::fs::create_dir_all(dir.path().join("tiny")).unwrap();
+        std::fs::write(dir.path().join("tiny/config.json"), &config).unwrap();
+        let spec = dir.path().join("specs/arithmetic.yaml");
+        std::fs::write(&spec, format!("name: shaped\nmodel: ../tiny\n{question}")).unwrap();
+        let out = parlab(&["plan", "--json", spec.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["run_id"].as_str().unwrap().to_string()
+    };
+    for question in [advise, model] {
+        assert_eq!(run_id(question), run_id(question), "one question in two folders: {question}");
+    }
+}
+
+#[test]
+fn an_advice_finding_names_its_run_and_gives_no_rank_to_a_layout_not_ranked() {
+    // A finding of `expect.rejected` alone said "runs: none" though it rests on the advise run,
+    // and a leader the advice refused was given "rank of TP=4 x DP=1: 0", a rank above the first.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, out) = (dir.path().join("manifests"), dir.path().join("reports"));
+    let exercise = std::fs::read_to_string(root().join("experiments/advice-chapter-1-4.yaml")).unwrap();
+    let refused_leader =
+        exercise.replace("name: chapter-1-4-design-exercise", "name: expects-tp4").replace("leader: TP=2 x DP=2", "leader: TP=4 x DP=1");
+    let refused_leader = refused_leader.replace("  rejected: [TP=4 x DP=1]\n", "").replace("  rejected: [TP=4 x DP=1]", "");
+    std::fs::write(dir.path().join("tp4.yaml"), refused_leader).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .arg("run")
+        .arg(root().join("experiments/advice-kv-head-cap.yaml"))
+        .arg(dir.path().join("tp4.yaml"))
+        .arg("--out")
+        .arg(&out)
+        .env("PARLAB_MANIFESTS", &store)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let findings: Value = serde_json::from_str(&std::fs::read_to_string(out.join("findings.json")).unwrap()).unwrap();
+    let finding = |id: &str| {
+        let all = findings["findings"].as_array().or(findings.as_array()).unwrap().clone();
+        all.into_iter().find(|f| f["id"] == id).unwrap_or_else(|| panic!("no {id}"))
+    };
+    let cap = finding("advice-kv-head-cap-sixteen-devices");
+    assert_eq!(cap["verdict"], "HOLDS", "{cap:#}");
+    assert_eq!(cap["test"]["runs"].as_array().map(Vec::len), Some(1), "the finding names its run: {cap:#}");
+    let tp4 = finding("advice-expects-tp4");
+    assert_eq!(tp4["verdict"], "FAILS", "{tp4:#}");
+    assert_eq!(tp4["test"]["runs"].as_array().map(Vec::len), Some(1), "{tp4:#}");
+    assert!(tp4["numbers"].as_array().unwrap().iter().all(|n| n["value"] != 0.0), "no rank 0: {tp4:#}");
+}
+
+#[test]
+fn no_baseline_says_why_whole_replicas_were_refused() {
+    // Whole replicas refused for their KV cache (24 sequences of 101,000 tokens) were
+    // reported as "the model does not fit one device", of a 15 GiB model on 80 GiB devices.
+    let args = ["--devices-per-node", "4", "--domain", "4:nvswitch", "--prompt", "100000", "--new-tokens", "1000", "--sequences", "24"];
+    let out = parlab(&[&["advise", "llama-3.1-8b", "--device", "a100-80gb"][..], &args[..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("the model does not fit one device"), "{text}");
+    assert!(
+        text.contains("No baseline of whole replicas: TP=1 x DP=4 does not fit: 15.0 GiB of weights and 74.0 GiB of KV cache per device"),
+        "{text}"
+    );
+}
+
+#[allow(dead_code)]
+mod build_script {
+    include!("../../build.rs");
+
+    /// Whether the measuring-code digest (the run cache's test of a cached answer) reads `path`.
+    pub fn measures(path: &str) -> bool {
+        MEASURING.contains(&path)
+    }
+}
+
+#[test]
+fn an_advise_run_is_answered_again_once_the_advice_code_changes() {
+    // The run cache keeps an ok manifest made by this build's measuring code; harness/advise/
+    // (the layouts, refusals, predictions and ranking an advise run's summary holds) was not in
+    // that digest, so a changed rule left the old answer, and its finding, standing as fresh.
+    for code in ["harness/advise", "harness/costmodel"] {
+        assert!(build_script::measures(code), "{code} decides what an advise run answers");
+    }
+}
+
+#[test]
+fn a_store_whose_fits_cannot_make_a_link_says_which_run_and_why() {
+    // A collectives run whose all-reduce fit has a negative latency (a noisy intercept) or no
+    // bandwidth gives no link, as documented; the warning said the store had no such run at
+    // all, and the refusal of `--domain 2:mpi-shm-measured` asked for the run it holds.
+    let dir = tempfile::tempdir().unwrap();
+    let name = "88732e52bba7e6caa7be6b3260d9edda9b9796cedde2083e30d2cce3d61a26f2.json";
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(root().join("tests/fixtures/manifests").join(name)).unwrap()).unwrap();
+    for fit in v["summary"]["collectives"]["fits"].as_array_mut().unwrap() {
+        fit["alpha_per_step_s"] = serde_json::json!(-2e-6);
+    }
+    std::fs::write(dir.path().join(name), serde_json::to_string(&v).unwrap()).unwrap();
+    let out = parlab(&[
+        "advise",
+        "gpt2",
+        "--device",
+        "a100-80gb",
+        "--devices-per-node",
+        "2",
+        "--domain",
+        "2:mpi-shm-measured",
+        "--prompt",
+        "64",
+        "--new-tokens",
+        "8",
+        "--links-from",
+        dir.path().to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("no ok collectives run with an all-reduce fit"), "the store has one: {err}");
+    assert!(err.contains("88732e52bba7") && err.contains("mpi-shm") && err.contains("negative latency"), "{err}");
+}

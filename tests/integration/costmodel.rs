@@ -476,3 +476,40 @@ fn a_seeded_mixtral_checkpoint_holds_exactly_the_parameters_the_formula_counts()
     let c = count_checkpoint(dir.path(), s.params, s.tied_embeddings).unwrap().unwrap();
     assert_eq!((c.stored_values, c.unexplained), (s.params, 0));
 }
+
+#[test]
+fn a_model_spec_listing_a_value_twice_asks_the_same_question_once() {
+    // `world: [2, 2]` printed every row twice and was another run identity than `world: [2]`,
+    // although it asks nothing more (a launched kind's repeated value is one run).
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |name: &str, axes: &str| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&path, format!("name: m\nkind: model\n{axes}")).unwrap();
+        path
+    };
+    let once = spec("once", "model: gpt2\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\n");
+    let twice = spec(
+        "twice",
+        "model: [gpt2, gpt2]\ndevices: [a100-80gb, a100-80gb]\nlink: [nvswitch, nvswitch]\nstrategy: [tensor, tensor]\nworld: [2, 2]\n\
+         sequences: [1, 1]\ndtype: [float16, float16]\n",
+    );
+    let parlab = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .args(args)
+            .current_dir(root())
+            .env_remove("PARLAB_MODELS")
+            .output()
+            .unwrap()
+    };
+    let run_id = |path: &Path| {
+        let out = parlab(&["plan", "--json", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()[0]["run_id"].as_str().unwrap().to_string()
+    };
+    assert_eq!(run_id(&once), run_id(&twice));
+    let out = parlab(&["model", twice.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| gpt2 | 2 |")).collect();
+    assert_eq!(rows.len(), 1, "one row of the KV-cache table, not one per repeat: {rows:#?}");
+}

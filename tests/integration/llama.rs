@@ -444,3 +444,61 @@ fn model_init_never_replaces_a_folder_holding_anything_but_a_checkpoint() {
     assert_eq!(o.status.code(), Some(0), "a checkpoint model init wrote is replaced: {}", String::from_utf8_lossy(&o.stderr));
     assert!(ckpt.join("model.safetensors").is_file());
 }
+
+#[test]
+fn model_init_never_replaces_the_folder_it_reads_the_model_from() {
+    // `--out` naming the model's own folder replaced its config.json with the cut one (and any
+    // real weights beside it with seeded ones): the input was lost to the output.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("gpt2");
+    std::fs::create_dir(&model).unwrap();
+    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/gpt2/config.json")).unwrap();
+    std::fs::write(model.join("config.json"), &config).unwrap();
+    let spelt_otherwise = dir.path().join("gpt2/../gpt2");
+    for out in [&model, &spelt_otherwise] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+        let o = cmd.args(["model", "init"]).arg(&model).args(["--layers", "1", "--out"]).arg(out).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "--out {}: {stderr}", out.display());
+        assert!(stderr.contains("is the folder the model is read from"), "--out {}: {stderr}", out.display());
+        assert_eq!(std::fs::read_to_string(model.join("config.json")).unwrap(), config, "the model's config.json is kept");
+        assert!(!model.join("model.safetensors").exists(), "nothing written");
+    }
+}
+
+#[test]
+fn model_init_replaces_a_checkpoint_named_with_a_trailing_dot() {
+    // `--out ckpt/.` passed the checks as `ckpt`, then the old checkpoint was deleted and the
+    // move into `ckpt/.` failed (exit 1, "Invalid argument"), the new one left in `.ckpt.tmp-PID`.
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let init = |out: &Path| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+        cmd.args(["model", "init", "llama-gqa-small", "--layers", "1", "--out"]).arg(out);
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS").output().unwrap()
+    };
+    assert_eq!(init(&ckpt).status.code(), Some(0));
+    let o = init(&ckpt.join("."));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(ckpt.join("config.json").is_file() && ckpt.join("model.safetensors").is_file(), "the checkpoint is in place");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left, ["ckpt"], "nothing left beside it");
+}
+
+#[test]
+fn model_init_refuses_an_out_under_a_file_as_a_bad_path() {
+    // `--out FILE/ckpt` passed the checks and failed writing (exit 1, as if a run had failed):
+    // a path that cannot be a folder is the user's to fix (exit 2), named before any work.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "mine").unwrap();
+    let out = file.join("ckpt");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.args(["model", "init", "llama-gqa-small", "--layers", "1", "--out"]).arg(&out);
+    let o = cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS").output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "{stderr}");
+    assert!(stderr.contains(&format!("--out {}", out.display())) && stderr.contains("notes.txt"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing written beside it");
+}
