@@ -51,9 +51,9 @@ pub fn run(args: ModelArgs) -> super::Result<i32> {
 
 /// `parlab model init`: writes a seeded checkpoint for `model` (cut to `layers` if given) into `out`.
 fn init_checkpoint(model: &str, seed: u64, out: &Path, layers: Option<u32>) -> super::Result<i32> {
-    init::check_out(out).map_err(|e| Error::Usage(e.to_string()))?;
     let loc = resolve_model(model);
     init::check_not_model(out, &loc.dir).map_err(|e| Error::Usage(e.to_string()))?;
+    init::check_out(out).map_err(|e| Error::Usage(e.to_string()))?;
     let whole = ModelConfig::read(&loc.dir).map_err(|e| Error::Usage(e.to_string()))?;
     let cfg = match layers {
         Some(n) => init::with_layers(&whole, n).map_err(|e| Error::Usage(format!("{model}: {e}")))?,

@@ -9,9 +9,25 @@ use crate::manifest::{Manifest, Status};
 use crate::spec::plan::Workload;
 use crate::spec::schema::Expectation;
 
-/// One finding per ok `kind: advise` run whose spec states an expected answer, in manifest order.
+/// One finding per experiment of each ok `kind: advise` run whose spec states an expected
+/// answer, in manifest order: two experiments of one question share the run, each its finding.
 pub fn findings(inp: &Inputs) -> Vec<Finding> {
-    inp.list.iter().filter_map(expected).map(|(m, expect, advised)| finding(m, expect, advised)).collect()
+    inp.list
+        .iter()
+        .filter_map(expected)
+        .flat_map(|(m, expect, advised)| experiments(m).into_iter().map(move |name| finding(m, name, expect, advised)))
+        .collect()
+}
+
+/// The experiments the run answers for: the manifest's own, then the other origins' names.
+fn experiments(m: &Manifest) -> Vec<&str> {
+    let mut names = vec![m.experiment.as_str()];
+    for o in &m.origins {
+        if !names.contains(&o.experiment.as_str()) {
+            names.push(&o.experiment);
+        }
+    }
+    names
 }
 
 /// An ok advise run with an expectation, and its advice.
@@ -22,7 +38,7 @@ fn expected(m: &Manifest) -> Option<(&Manifest, &Expectation, &Advised)> {
 }
 
 /// The claim in words: what the spec says the answer is.
-fn claim(m: &Manifest, e: &Expectation) -> String {
+fn claim(experiment: &str, e: &Expectation) -> String {
     let mut parts = Vec::new();
     if let Some(leader) = &e.leader {
         parts.push(format!("{leader} is the layout to run first"));
@@ -30,13 +46,13 @@ fn claim(m: &Manifest, e: &Expectation) -> String {
     if !e.rejected.is_empty() {
         parts.push(format!("{} should not be run", e.rejected.join(", ")));
     }
-    format!("For the question of `{}`: {} (the answer its spec expects).", m.experiment, parts.join("; "))
+    format!("For the question of `{experiment}`: {} (the answer its spec expects).", parts.join("; "))
 }
 
-fn finding(m: &Manifest, e: &Expectation, advised: &Advised) -> Finding {
+fn finding(m: &Manifest, experiment: &str, e: &Expectation, advised: &Advised) -> Finding {
     let mut f = Finding::new(
-        &format!("advice-{}", m.experiment),
-        &claim(m, e),
+        &format!("advice-{experiment}"),
+        &claim(experiment, e),
         &["advice.ranked", "advice.rejected"],
         "parlab advise's arithmetic on the same model, machine and traffic: HOLDS when its first-ranked layout is expect.leader and every layout of expect.rejected is refused; FAILS otherwise",
     );

@@ -135,6 +135,11 @@ pub fn check_out(out: &Path) -> Result<(), OutError> {
             return Err(occupied(format!("`{}`", name.to_string_lossy())));
         }
     }
+    // model init writes both files at once: a config.json alone is a model's definition (as
+    // each folder of models/ is), which replacing would lose.
+    if out.join("config.json").exists() && !out.join("model.safetensors").exists() {
+        return Err(occupied("config.json without model.safetensors (a model's definition, not a checkpoint model init wrote)".into()));
+    }
     Ok(())
 }
 

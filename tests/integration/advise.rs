@@ -809,3 +809,29 @@ fn a_store_whose_fits_cannot_make_a_link_says_which_run_and_why() {
     assert!(!err.contains("no ok collectives run with an all-reduce fit"), "the store has one: {err}");
     assert!(err.contains("88732e52bba7") && err.contains("mpi-shm") && err.contains("negative latency"), "{err}");
 }
+
+#[test]
+fn two_advise_experiments_of_one_question_each_get_their_finding() {
+    // Two experiments of the same content run once and are both named (see "Identities"); the
+    // finding was made for the manifest's one experiment name, the other's silently missing.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, out) = (dir.path().join("manifests"), dir.path().join("reports"));
+    let exercise = std::fs::read_to_string(root().join("experiments/advice-chapter-1-4.yaml")).unwrap();
+    for name in ["first", "second"] {
+        let text = exercise.replace("name: chapter-1-4-design-exercise", &format!("name: {name}"));
+        std::fs::write(dir.path().join(format!("{name}.yaml")), text).unwrap();
+    }
+    let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["run", dir.path().join("first.yaml").to_str().unwrap(), dir.path().join("second.yaml").to_str().unwrap()])
+        .arg("--out")
+        .arg(&out)
+        .env("PARLAB_MANIFESTS", &store)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
+    for name in ["first", "second"] {
+        assert!(md.contains(&format!("### HOLDS: advice-{name}")), "advice-{name}:\n{md}");
+    }
+}

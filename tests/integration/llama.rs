@@ -502,3 +502,22 @@ fn model_init_refuses_an_out_under_a_file_as_a_bad_path() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing written beside it");
 }
+
+#[test]
+fn model_init_never_replaces_a_model_definition_it_did_not_write() {
+    // A folder holding a config.json alone is a model's definition (as each of models/ is), not
+    // a checkpoint model init wrote (always config.json and model.safetensors): `--out
+    // models/llama-3.2-1b` replaced that model with the one initialised.
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("llama-3.2-1b");
+    std::fs::create_dir(&other).unwrap();
+    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-3.2-1b/config.json")).unwrap();
+    std::fs::write(other.join("config.json"), &config).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
+    cmd.args(["model", "init", "llama-gqa-small", "--layers", "1", "--out"]).arg(&other);
+    let o = cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS").output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "{stderr}");
+    assert!(stderr.contains("config.json without model.safetensors"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(other.join("config.json")).unwrap(), config, "the other model's definition is kept");
+}
