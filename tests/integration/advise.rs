@@ -9,7 +9,7 @@ use parlab::costmodel::catalogue::Catalogue;
 use parlab::costmodel::plan::{self, Device, PlanInput};
 use parlab::spec::schema::Strategy;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn root() -> PathBuf {
@@ -212,6 +212,22 @@ fn the_leaders_say_what_would_flip_them() {
 
 fn parlab(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_parlab")).args(args).current_dir(root()).env_remove("PARLAB_MODELS").output().unwrap()
+}
+
+/// `parlab run SPECS --out OUT` on the store `store`, from the checkout's root; asserts it
+/// exits 0 and returns what it printed (stdout, then stderr).
+fn run_specs(specs: &[&Path], store: &Path, out: &Path) -> String {
+    let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .arg("run")
+        .args(specs)
+        .arg("--out")
+        .arg(out)
+        .env("PARLAB_MANIFESTS", store)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr))
 }
 
 /// The documented `parlab.advice/1` shape: (pointer, JSON type) pairs every advice has.
@@ -501,18 +517,7 @@ fn advise_specs_answer_in_the_register_and_their_expected_answers_are_findings()
         .replace("rejected: [TP=4 x DP=1]", "rejected: [TP=2 x DP=2]");
     std::fs::write(&wrong, wrong_text).unwrap();
     let specs = ["advice-chapter-1-4.yaml", "advice-two-nodes.yaml", "advice-kv-head-cap.yaml"].map(|f| root().join("experiments").join(f));
-    let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .arg("run")
-        .args(&specs)
-        .arg(&wrong)
-        .arg("--out")
-        .arg(&out)
-        .env("PARLAB_MANIFESTS", &store)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
-    let console = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    let console = run_specs(&[&specs[0], &specs[1], &specs[2], &wrong], &store, &out);
     assert!(console.contains("chapter-1-4-design-exercise #0 advise: ok"), "a run of arithmetic is labelled by its kind:\n{console}");
     let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
     for id in ["chapter-1-4-design-exercise", "two-nodes-of-four", "kv-head-cap-sixteen-devices"] {
@@ -631,13 +636,7 @@ fn a_renamed_advise_experiment_is_tabled_under_its_new_name() {
                 prompt_tokens: 64\nnew_tokens: 8\nexpect:\n  leader: TP=2 x DP=1\n";
     for name in ["first", "renamed"] {
         std::fs::write(&spec, format!("name: {name}\n{text}")).unwrap();
-        let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
-            .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()])
-            .env("PARLAB_MANIFESTS", &store)
-            .current_dir(root())
-            .output()
-            .unwrap();
-        assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+        run_specs(&[&spec], &store, &out);
     }
     let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
     assert!(md.contains("advice-renamed") && md.contains("#### Advice `renamed`: the layouts to benchmark"), "{md}");
@@ -716,17 +715,7 @@ fn an_advice_finding_names_its_run_and_gives_no_rank_to_a_layout_not_ranked() {
         exercise.replace("name: chapter-1-4-design-exercise", "name: expects-tp4").replace("leader: TP=2 x DP=2", "leader: TP=4 x DP=1");
     let refused_leader = refused_leader.replace("  rejected: [TP=4 x DP=1]\n", "").replace("  rejected: [TP=4 x DP=1]", "");
     std::fs::write(dir.path().join("tp4.yaml"), refused_leader).unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .arg("run")
-        .arg(root().join("experiments/advice-kv-head-cap.yaml"))
-        .arg(dir.path().join("tp4.yaml"))
-        .arg("--out")
-        .arg(&out)
-        .env("PARLAB_MANIFESTS", &store)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    run_specs(&[&root().join("experiments/advice-kv-head-cap.yaml"), &dir.path().join("tp4.yaml")], &store, &out);
     let findings: Value = serde_json::from_str(&std::fs::read_to_string(out.join("findings.json")).unwrap()).unwrap();
     let finding = |id: &str| {
         let all = findings["findings"].as_array().or(findings.as_array()).unwrap().clone();
@@ -821,15 +810,7 @@ fn two_advise_experiments_of_one_question_each_get_their_finding() {
         let text = exercise.replace("name: chapter-1-4-design-exercise", &format!("name: {name}"));
         std::fs::write(dir.path().join(format!("{name}.yaml")), text).unwrap();
     }
-    let run = Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .args(["run", dir.path().join("first.yaml").to_str().unwrap(), dir.path().join("second.yaml").to_str().unwrap()])
-        .arg("--out")
-        .arg(&out)
-        .env("PARLAB_MANIFESTS", &store)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    run_specs(&[&dir.path().join("first.yaml"), &dir.path().join("second.yaml")], &store, &out);
     let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
     for name in ["first", "second"] {
         assert!(md.contains(&format!("### HOLDS: advice-{name}")), "advice-{name}:\n{md}");

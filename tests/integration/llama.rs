@@ -472,11 +472,7 @@ fn model_init_replaces_a_checkpoint_named_with_a_trailing_dot() {
     // move into `ckpt/.` failed (exit 1, "Invalid argument"), the new one left in `.ckpt.tmp-PID`.
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("ckpt");
-    let init = |out: &Path| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
-        cmd.args(["model", "init", "llama-gqa-small", "--layers", "1", "--out"]).arg(out);
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS").output().unwrap()
-    };
+    let init = |out: &Path| model_init(&["llama-gqa-small", "--layers", "1", "--out", out.to_str().unwrap()]);
     assert_eq!(init(&ckpt).status.code(), Some(0));
     let o = init(&ckpt.join("."));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -493,9 +489,7 @@ fn model_init_refuses_an_out_under_a_file_as_a_bad_path() {
     let file = dir.path().join("notes.txt");
     std::fs::write(&file, "mine").unwrap();
     let out = file.join("ckpt");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
-    cmd.args(["model", "init", "llama-gqa-small", "--layers", "1", "--out"]).arg(&out);
-    let o = cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS").output().unwrap();
+    let o = model_init(&["llama-gqa-small", "--layers", "1", "--out", out.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "{stderr}");
     assert!(stderr.contains(&format!("--out {}", out.display())) && stderr.contains("notes.txt"), "{stderr}");
@@ -513,9 +507,7 @@ fn model_init_never_replaces_a_model_definition_it_did_not_write() {
     std::fs::create_dir(&other).unwrap();
     let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-3.2-1b/config.json")).unwrap();
     std::fs::write(other.join("config.json"), &config).unwrap();
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
-    cmd.args(["model", "init", "llama-gqa-small", "--layers", "1", "--out"]).arg(&other);
-    let o = cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("PARLAB_MODELS").output().unwrap();
+    let o = model_init(&["llama-gqa-small", "--layers", "1", "--out", other.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "{stderr}");
     assert!(stderr.contains("config.json without model.safetensors"), "{stderr}");
