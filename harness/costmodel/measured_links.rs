@@ -47,13 +47,19 @@ fn entry_name(m: &Manifest) -> String {
     format!("{}{suffix}", m.plan.link.name())
 }
 
+/// The store's ok collectives runs, each with its fits and the entry name it would give.
+fn fitted_runs(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &[LinkFit], String)> {
+    manifests.iter().filter(|m| m.kind == Kind::Collectives && m.status() == Status::Ok).filter_map(|m| {
+        let c = m.summary().and_then(|s| s.collectives())?;
+        Some((m, c.fits.as_slice(), entry_name(m)))
+    })
+}
+
 /// Every link the store's ok collectives runs fitted an all-reduce over ([`usable`]), as catalogue entries named by [`entry_name`], in name order.
 pub fn link_entries(manifests: &[Manifest]) -> Vec<LinkEntry> {
     let mut best: BTreeMap<String, Candidate> = BTreeMap::new();
-    for m in manifests.iter().filter(|m| m.kind == Kind::Collectives && m.status() == Status::Ok) {
-        let Some(c) = m.summary().and_then(|s| s.collectives()) else { continue };
-        let name = entry_name(m);
-        for fit in c.fits.iter().filter(|f| usable(f)) {
+    for (m, fits, name) in fitted_runs(manifests) {
+        for fit in fits.iter().filter(|f| usable(f)) {
             let candidate = Candidate { manifest: m, fit };
             if best.get(&name).is_none_or(|held| candidate.key() < held.key()) {
                 best.insert(name.clone(), candidate);
@@ -83,13 +89,11 @@ fn unusable_why(f: &LinkFit) -> Option<String> {
 /// [`link_entries`] gives no entry, why each of its runs gave none (one line per run).
 pub fn unusable_fits(manifests: &[Manifest], entries: &[LinkEntry]) -> Vec<String> {
     let mut out = Vec::new();
-    for m in manifests.iter().filter(|m| m.kind == Kind::Collectives && m.status() == Status::Ok) {
-        let Some(c) = m.summary().and_then(|s| s.collectives()) else { continue };
-        let name = entry_name(m);
+    for (m, fits, name) in fitted_runs(manifests) {
         if entries.iter().any(|e| e.name == name) {
             continue;
         }
-        if let Some(why) = c.fits.iter().find_map(unusable_why) {
+        if let Some(why) = fits.iter().find_map(unusable_why) {
             out.push(format!("run {} ({}, over {}) gives no `{name}`: {why}", m.run_id.short(), m.experiment, m.plan.link.name()));
         }
     }
