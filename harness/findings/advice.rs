@@ -61,16 +61,16 @@ fn finding(m: &Manifest, experiment: &str, e: &Expectation, advised: &Advised) -
     f.test.runs.push(run.to_string());
     let mut differs = Vec::new();
     if let Some(leader) = &e.leader {
-        let rank = advised.ranked.iter().position(|l| l == leader).map_or(0, |i| i + 1);
         // A layout the advice did not rank has no rank (0 would read as above the first).
-        if rank > 0 {
+        let rank = rank_of(advised, leader);
+        if let Some(rank) = rank {
             f.number(&format!("rank of {leader}"), rank as f64, "", &[run]);
         }
-        match advised.ranked.first() {
-            Some(first) if first == leader => f.notes.push(format!("{leader} ranks first")),
-            Some(first) if rank > 0 => differs.push(format!("{first} ranks first, {leader} ranks {rank}")),
-            Some(first) => differs.push(format!("{first} ranks first, {leader} is not ranked{}", refusal(advised, leader))),
-            None => differs.push("no layout can run".into()),
+        match (advised.ranked.first(), rank) {
+            (Some(first), _) if first == leader => f.notes.push(format!("{leader} ranks first")),
+            (Some(first), Some(rank)) => differs.push(format!("{first} ranks first, {leader} ranks {rank}")),
+            (Some(first), None) => differs.push(format!("{first} ranks first, {leader} is not ranked{}", refusal(advised, leader))),
+            (None, _) => differs.push("no layout can run".into()),
         }
     }
     for label in &e.rejected {
@@ -92,10 +92,15 @@ fn refusal(advised: &Advised, label: &str) -> String {
     advised.rejected.iter().find(|r| r.label == label).map(|r| format!(" (refused: {})", r.why)).unwrap_or_default()
 }
 
+/// `label`'s place in the advice's ranking, 1 for the first; None when it is not ranked.
+fn rank_of(advised: &Advised, label: &str) -> Option<usize> {
+    advised.ranked.iter().position(|l| l == label).map(|i| i + 1)
+}
+
 /// ` (it ranks N)` when the advice ranked `label`; ` (no such layout)` when it has none.
 fn ranked_at(advised: &Advised, label: &str) -> String {
-    match advised.ranked.iter().position(|l| l == label) {
-        Some(i) => format!(" (it ranks {})", i + 1),
+    match rank_of(advised, label) {
+        Some(rank) => format!(" (it ranks {rank})"),
         None => " (no such layout on this machine)".into(),
     }
 }
