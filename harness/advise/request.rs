@@ -137,7 +137,8 @@ impl Machine {
         (a != b).then(|| self.domains.iter().position(|d| a / d.size == b / d.size)).flatten()
     }
 
-    /// Index of the innermost domain holding a contiguous group of `size` devices (None for one).
+    /// Index of the innermost domain holding a contiguous group of `size` devices (None for one):
+    /// its link joins every device of the group, so the group's ring all-reduce pays it alone.
     pub fn domain_of_group(&self, size: u32) -> Option<usize> {
         (size > 1).then(|| self.domains.iter().position(|d| d.size >= size)).flatten()
     }

@@ -102,6 +102,20 @@ fn chapter_1_4_a_model_that_does_not_fit_two_gpus_crosses_sys_only_by_pipeline()
 }
 
 #[test]
+fn a_tensor_group_pays_the_link_of_the_smallest_domain_holding_it_whatever_is_inside() {
+    // A domain's link joins every device in it: a ring over a group of 4 runs over the switch
+    // that holds all 4, whatever slower link the pairs inside it also have. With the usual
+    // nesting (inner links faster) that link is the slowest in the group.
+    let inverted = run(&asked(model("llama-3.1-8b"), "a100-80gb", 1, 4, &["2:pcie-sys", "4:nvswitch"]));
+    let switch_only = run(&asked(model("llama-3.1-8b"), "a100-80gb", 1, 4, &["4:nvswitch"]));
+    assert_eq!(step_ms(&inverted, "TP=4 x DP=1"), step_ms(&switch_only, "TP=4 x DP=1"));
+    // A pair's group pays the pair's own link: slower over PCIe than over NVSwitch.
+    assert!(step_ms(&inverted, "TP=2 x DP=2") > step_ms(&switch_only, "TP=2 x DP=2"));
+    let md = render::to_markdown(&inverted);
+    assert!(md.contains("a ring all-reduce pays the link of the smallest domain holding its whole group"), "{md}");
+}
+
+#[test]
 fn parallelism_chapter_two_nodes_of_four_tp8_across_loses_to_tp4_inside() {
     let a = asked(seventy_b(), "a100-80gb", 2, 4, &["4:nvswitch", "8:infiniband-400g"]);
     let advice = run(&a);
