@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod precision;
 pub mod regimes;
 pub mod render;
+pub mod rounds;
 
 use crate::audit::AnswerGroup;
 use crate::costmodel::link::LinkFit;

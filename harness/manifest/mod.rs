@@ -283,7 +283,8 @@ pub struct LaunchStats {
     pub count: u32,
     /// What each launch contributes per figure.
     pub statistic: LaunchStatistic,
-    /// Per comparable figure (the names `nightly::figures` gives), one value per launch in order.
+    /// Per comparable figure (the names `nightly::figures` gives) and per figure findings pair
+    /// by round (`nightly::figures::paired`: a decode run's prefill), one value per launch in order.
     pub figures: std::collections::BTreeMap<String, Vec<f64>>,
 }
 

@@ -110,3 +110,16 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
         Summary::Model(_) | Summary::Advice(_) => Vec::new(),
     }
 }
+
+/// The name of a decode run's prefill median, recorded launch by launch for the findings that
+/// pair two runs round by round (not a nightly figure: the nightly compares [`comparable`]).
+pub const PREFILL_MEDIAN: &str = "prefill median";
+
+/// The figures recorded launch by launch besides [`comparable`] ones, for findings that pair
+/// two runs' launches by round: a decode run's prefill.
+pub fn paired(summary: &Summary) -> Vec<(String, Samples)> {
+    match summary {
+        Summary::Decode(_) => vec![(PREFILL_MEDIAN.into(), Samples::PerIteration { figure: "prefill".into(), size_bytes: 0 })],
+        _ => Vec::new(),
+    }
+}

@@ -129,8 +129,20 @@ pub struct DecodeRow {
     pub min_top2_margin: Option<f64>,
     /// Timed repetitions.
     pub repetitions: u32,
+    /// Its launches, as findings pair them round by round.
+    pub rounds: Rounds,
     /// Run identity (12 hex).
     pub run: String,
+}
+
+/// A run's launches as findings pair two runs round by round.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rounds {
+    /// Each launch's prefill median, in launch order (one value for one launch; none for a
+    /// manifest written before prefill was recorded launch by launch).
+    pub prefill: Vec<f64>,
+    /// When its first launch started and its last one ended (RFC 3339, UTC).
+    pub span: (String, String),
 }
 
 impl DecodeRow {
@@ -309,6 +321,10 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         max_logit_diff: exact.map(|e| e.max_logit_diff),
         min_top2_margin: exact.and_then(|e| e.min_top2_margin),
         repetitions: m.plan.repetitions,
+        rounds: Rounds {
+            prefill: m.launches().and_then(|l| l.figures.get(crate::nightly::figures::PREFILL_MEDIAN)).cloned().unwrap_or_default(),
+            span: (m.started_at.clone(), m.finished_at.clone()),
+        },
         run: m.run_id.short().to_string(),
     }
 }

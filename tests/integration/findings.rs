@@ -402,6 +402,46 @@ fn overlap_holds_when_every_overlapped_prefill_is_shorter_and_fails_when_one_is_
     assert_eq!(finding(&list, "overlap-hides-communication").inconclusive, Some(Inconclusive::MissingRuns));
 }
 
+/// Gives every tensor decode run with (`overlapped`) or without overlap launches with these
+/// per-launch prefill medians, run between `started` and `finished`.
+fn set_rounds(list: &mut [Manifest], overlapped: bool, prefills: &[f64], (started, finished): (&str, &str)) {
+    for m in list.iter_mut().filter(|m| m.layout.overlap.is_some() == overlapped && m.kind == Kind::Decode) {
+        (m.started_at, m.finished_at) = (started.into(), finished.into());
+        if let parlab::manifest::Outcome::Ok { launches, .. } = &mut m.outcome {
+            *launches = Some(parlab::manifest::LaunchStats {
+                count: prefills.len() as u32,
+                statistic: parlab::manifest::LaunchStatistic::Median,
+                figures: [(parlab::nightly::figures::PREFILL_MEDIAN.to_string(), prefills.to_vec())].into(),
+            });
+        }
+    }
+}
+
+#[test]
+fn overlap_launched_in_rounds_holds_only_when_every_round_is_shorter() {
+    let mut list = base();
+    set_prefill(&mut list, false, 0.10);
+    set_prefill(&mut list, true, 0.08);
+    let suite = ("2026-12-05T08:19:40Z", "2026-12-05T08:21:00Z");
+    set_rounds(&mut list, false, &[0.10, 0.07, 0.10], suite);
+    // Round 2's blocking launch ran while the machine was fast: overlap was longer in that round.
+    set_rounds(&mut list, true, &[0.08, 0.08, 0.08], suite);
+    let f = finding(&list, "overlap-hides-communication");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{}", f.reason);
+    assert!(f.notes.iter().any(|n| n.contains("overlapped / blocking per round: 0.800, 1.143, 0.800")), "{:?}", f.notes);
+    set_rounds(&mut list, false, &[0.10, 0.09, 0.10], suite);
+    assert_eq!(finding(&list, "overlap-hides-communication").verdict, Verdict::Holds);
+    // Launched in two different `parlab run`s (cached): not paired, the ranges decide, and the notes say so.
+    set_rounds(&mut list, false, &[0.10, 0.07, 0.10], ("2026-12-04T01:00:00Z", "2026-12-04T01:02:00Z"));
+    let f = finding(&list, "overlap-hides-communication");
+    assert_eq!(f.verdict, Verdict::Holds, "{}", f.reason);
+    assert!(f.notes.iter().any(|n| n.contains("not paired by round")), "{:?}", f.notes);
+    // Two launches are too few to pair.
+    set_rounds(&mut list, false, &[0.10, 0.07], suite);
+    set_rounds(&mut list, true, &[0.08, 0.08], suite);
+    assert_eq!(finding(&list, "overlap-hides-communication").verdict, Verdict::Holds);
+}
+
 /// Tensor splits of a grouped-query model (8 query heads over 2 key/value heads, 2 layers,
 /// head width 8) at worlds 1, 2, 4 and 8, each rank's KV cache per token computed from its
 /// layout's key/value heads, and 2L all-reduces per decode token.

@@ -969,6 +969,9 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
     let launches = manifest.launches().expect("per-launch figures");
     assert_eq!((launches.count, launches.figures["decode step median"].len()), (k, k as usize));
+    // The prefill is recorded launch by launch too, for findings that pair runs by round; the
+    // nightly does not judge it (the decode verdicts below are the step and the rate only).
+    assert_eq!(launches.figures[parlab::nightly::figures::PREFILL_MEDIAN].len(), k as usize);
     let samples = nights[0].join(manifest.results().unwrap().samples.clone());
     let frame = parlab::collect::frames::read_parquet(&samples).unwrap();
     let column = |name: &str| {
