@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 /// The sources that decide how a figure is measured (not what is run: the run identity covers
 /// the plan; not how it is shown: the register, nightly and CLI are left out), and the lock
 /// file pinning the libraries they call (tch, mpi, polars).
-const MEASURING: [&str; 11] = [
+const MEASURING: [&str; 12] = [
     "harness/rank",
     "harness/model",
     "harness/collect",
     "harness/launch",
+    "harness/host.rs",
     "harness/costmodel",
     "harness/advise",
     "harness/cli/rank.rs",

@@ -16,6 +16,7 @@ pub mod exitcode;
 pub mod files;
 pub mod findings;
 pub mod gates;
+pub mod host;
 pub mod identity;
 pub mod import;
 pub mod launch;

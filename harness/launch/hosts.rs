@@ -1,5 +1,7 @@
 //! Which hosts a run spans: the hostfile's hosts, and whether each is this machine.
 
+/// This machine's host name (in `crate::host`, below launch and the manifest).
+pub use crate::host::this_host;
 use std::net::IpAddr;
 
 /// A hostfile's hosts with their slots, in file order (a line without `slots=` has one).
@@ -14,19 +16,6 @@ pub fn hostfile_hosts(text: &str) -> Vec<(String, u32)> {
             Some((host, slots))
         })
         .collect()
-}
-
-/// This machine's host name.
-pub fn this_host() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer it is given.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    if ok {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        String::new()
-    }
 }
 
 /// Every address of this machine's network interfaces.

@@ -12,6 +12,7 @@ pub mod caveat;
 pub mod fit;
 pub mod lock;
 pub mod machine;
+pub mod nccl_record;
 pub mod placement;
 pub mod plausible;
 pub mod provenance;
@@ -223,7 +224,7 @@ pub struct Launch {
     pub ranks: Vec<placement::RankPlacement>,
     /// On an NCCL link, each rank's NCCL: library, version, environment and chosen transports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nccl: Vec<crate::nccl::RankRecord>,
+    pub nccl: Vec<nccl_record::RankRecord>,
 }
 
 /// One run's record: identities, layout, machine, and how it ended ([`Outcome`]).

@@ -27,7 +27,7 @@ impl RankPlacement {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
         RankPlacement {
             rank,
-            host: crate::launch::hosts::this_host(),
+            host: crate::host::this_host(),
             pid: std::process::id(),
             cores: cores_text(&allowed_cores()),
             transport: mapped_transport(&maps),

@@ -5,7 +5,8 @@ pub mod comm;
 pub mod library;
 pub mod transport;
 
-use serde::{Deserialize, Serialize};
+/// One rank's NCCL record (plain data in the manifest, the contract it is written into).
+pub use crate::manifest::nccl_record::RankRecord;
 use std::path::{Path, PathBuf};
 use transport::Transports;
 
@@ -61,26 +62,6 @@ impl Setting {
             Setting::NoP2pNoShm => vec![("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")],
         }
     }
-}
-
-/// One rank's NCCL: where it ran, which library, what it was told and what it chose.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RankRecord {
-    /// The rank.
-    pub rank: u32,
-    /// The CUDA device it joined on.
-    pub gpu: u32,
-    /// The library file.
-    pub library: String,
-    /// `ncclGetVersion`, as text.
-    pub version: String,
-    /// Every `NCCL_*` variable in the rank's environment when it joined (`KEY=VALUE`).
-    pub variables: Vec<String>,
-    /// What NCCL logged (empty where the user sent the log elsewhere).
-    pub transports: Transports,
-    /// Why the transports are not known, where they are not.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub unlogged: String,
 }
 
 /// The NCCL log file of this process inside a run's folder (`NCCL_DEBUG_FILE`, `%p` = pid).

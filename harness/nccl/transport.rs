@@ -4,22 +4,10 @@
 //! (`Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read`), so a run with P2P disabled shows that
 //! its path changed rather than assuming it.
 
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+/// The transports NCCL logged (plain data in the manifest; read from the log here).
+pub use crate::manifest::nccl_record::Transports;
 
-/// The transports of one rank's connections, as NCCL logged them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Transports {
-    /// NCCL's version line (`NCCL version 2.28.9+cuda13.0`), if logged.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub version: String,
-    /// Connections per transport (`P2P/CUMEM/read` → 24).
-    pub connections: BTreeMap<String, u32>,
-    /// The `NCCL_*` settings NCCL reported taking from the environment (`NCCL_P2P_DISABLE set by environment to 1`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub environment: Vec<String>,
-}
-
+/// Reading NCCL's log into the manifest's record of it, and saying it in one line.
 impl Transports {
     /// Reads an NCCL log.
     pub fn parse(log: &str) -> Self {
