@@ -5,8 +5,12 @@ use std::path::{Path, PathBuf};
 /// The sources that decide how a figure is measured (not what is run: the run identity covers
 /// the plan; not how it is shown: the register, nightly and CLI are left out), and the lock
 /// file pinning the libraries they call (tch, mpi, polars).
-const MEASURING: [&str; 12] = [
+const MEASURING: [&str; 16] = [
     "harness/rank",
+    "harness/nccl",
+    "harness/cuda.rs",
+    "harness/nightly/figures.rs",
+    "harness/nightly/samples.rs",
     "harness/model",
     "harness/collect",
     "harness/launch",

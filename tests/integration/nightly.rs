@@ -672,8 +672,16 @@ fn the_measuring_digest_changes_with_the_measuring_code_and_not_with_the_registe
         touch(rel);
         assert_eq!(build_script::digest_of(tree.path()), before, "{rel} is not measuring code");
     }
-    for rel in ["harness/rank/membw.rs", "harness/model/matvec.rs", "harness/collect/decode.rs", "harness/launch/command.rs", "Cargo.lock"]
-    {
+    for rel in [
+        "harness/rank/membw.rs",
+        "harness/model/matvec.rs",
+        "harness/collect/decode.rs",
+        "harness/launch/command.rs",
+        "harness/nccl/comm.rs",
+        "harness/cuda.rs",
+        "harness/nightly/samples.rs",
+        "Cargo.lock",
+    ] {
         let was = build_script::digest_of(tree.path());
         touch(rel);
         assert_ne!(build_script::digest_of(tree.path()), was, "{rel} is measuring code");
