@@ -41,7 +41,7 @@ pub fn rank_answers(out: &Path) -> Result<Vec<RankAnswer>, CollectError> {
 }
 
 /// Per (repetition, round): the slowest rank's compute time (step minus communication).
-fn compute_times(recs: &[Record]) -> Vec<f64> {
+pub fn compute_times(recs: &[Record]) -> Vec<f64> {
     let mut by: BTreeMap<(u32, u32, u32), (f64, f64)> = BTreeMap::new();
     for r in recs {
         let e = by.entry((r.repetition, r.iteration, r.rank)).or_default();

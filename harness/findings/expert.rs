@@ -2,7 +2,7 @@
 //! more pairs than the others, and the prefill waits for it (the chapter's "the slowest
 //! expert sets the pace").
 
-use super::rounds::{agreed_side, note, prefill_ratios, MIN_ROUNDS};
+use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
 use super::{side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::DecodeRow;
 
@@ -25,7 +25,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         "expert-imbalance-sets-the-pace",
         "Under skewed routing the rank holding the crowded experts computes more of the pairs, and the prefill slows with it.",
         &["decode.experts.assigned", "decode.experts.compute_s", "decode.prefill_s"],
-        &format!("per skewed expert split and the evenly routed run of the same world: the skewed prefill's median above the even prefill's max is slower, below its min faster, else noise; where both ran at least {MIN_ROUNDS} launches in the same rounds, slower or faster also needs every round's skewed / even prefill on that side of 1; HOLDS when every skewed run has the larger imbalance and is slower, FAILS when a run with the larger imbalance is faster; the busiest rank's expert time over the mean time × imbalance, reported"),
+        &format!("per skewed expert split and the evenly routed run of the same world: the skewed prefill's median above the even prefill's max is slower, below its min faster, else noise; where both ran at least {MIN_ROUNDS} launches in the same rounds, slower or faster also needs every round's even / skewed prefill on that side of 1 (below: slower); HOLDS when every skewed run has the larger imbalance and is slower, FAILS when a run with the larger imbalance is faster; the busiest rank's expert time over the mean time × imbalance, reported"),
     );
     let pairs = skew_pairs(&inp.facts.decode);
     if pairs.is_empty() {
@@ -52,9 +52,9 @@ pub fn finding(inp: &Inputs) -> Finding {
             );
         }
         let more = se.overall_imbalance() > ee.overall_imbalance();
-        let ratios = prefill_ratios(even, skewed);
-        f.notes.push(note(&format!("{label} prefill, skewed / even"), ratios.as_deref()));
-        let against_even = agreed_side(side(&even.prefill, skewed.prefill.median), ratios.as_deref());
+        let ratios = rounds::ratios(skewed, even, rounds::prefill);
+        f.notes.push(note(&format!("{label} prefill, even / skewed"), ratios.as_deref()));
+        let against_even = agreed(side(&even.prefill, skewed.prefill.median), ratios.as_deref().map(|r| side_of(r, 1.0)));
         let outcome = match against_even {
             Side::Below => "slower",
             Side::Above => "FASTER",

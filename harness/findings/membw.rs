@@ -3,6 +3,7 @@
 //! The verdict rests on that prediction (the one that could have failed); the membw plateau
 //! and the independent replicas' aggregate are reported beside it.
 
+use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
 use super::{by_world, side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::{DecodeRow, MembwRow, Stats};
 use crate::spec::schema::{HeadPlacement, Strategy};
@@ -15,16 +16,16 @@ pub fn finding(inp: &Inputs) -> Finding {
         "shared-memory-bandwidth",
         "Decode on this machine is limited by one memory system that all processes share, so splitting the weights over p processes does not shorten the non-communication part of a step.",
         &["decode.compute_s (tensor, sequences 1)", "membw.stream.aggregate_Bps where recorded, else membw.aggregate_Bps (threads 1)", "decode.tokens_per_s (data)"],
-        "at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise",
+        &format!("at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise; where T_p's and T_1's runs ran at least {MIN_ROUNDS} launches in the same rounds, a side also needs every round's T_p / T_1 on that side of 1/sqrt(p)"),
     );
     plateau(&mut f, inp);
     replicas(&mut f, inp);
     let tensor = by_world(one_experiment(&inp.facts.decode).into_iter(), |d| d.world);
-    let Some(one) = tensor.get(&1).map(|d| d.compute) else {
+    let Some(&row1) = tensor.get(&1) else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no world-1 tensor decode run to give T_1".into());
     };
-    let run1 = tensor[&1].run.as_str();
-    f.notes.push(format!("tensor runs of experiment `{}` (one prompt and generation for every world)", tensor[&1].experiment));
+    let (one, run1) = (row1.compute, row1.run.as_str());
+    f.notes.push(format!("tensor runs of experiment `{}` (one prompt and generation for every world)", row1.experiment));
     f.number("T_1: non-communication time of a step, 1 process (median)", one.median, "s", &[run1]);
     let mut sides = Vec::new();
     for (&p, d) in tensor.iter().filter(|(&p, _)| p > 1) {
@@ -32,7 +33,9 @@ pub fn finding(inp: &Inputs) -> Finding {
         let boundary = one.median / f64::from(p).sqrt();
         f.number(&format!("T_{p}: non-communication time at world {p} (median)"), t.median, "s", &[d.run.as_str()]);
         f.number(&format!("predicted at world {p} if each rank had its own bandwidth (T_1/{p})"), one.median / f64::from(p), "s", &[run1]);
-        let s = side(&t, boundary);
+        let ratios = rounds::ratios(row1, d, rounds::compute);
+        f.notes.push(note(&format!("world {p} T_{p} / T_1 (boundary {:.3})", 1.0 / f64::from(p).sqrt()), ratios.as_deref()));
+        let s = agreed(side(&t, boundary), ratios.as_deref().map(|r| side_of(r, 1.0 / f64::from(p).sqrt())));
         f.notes.push(format!(
             "world {p}: measured {} to {} (median {}); shared predicts {}, own bandwidth {}: {}",
             format_seconds(t.min),
@@ -43,7 +46,7 @@ pub fn finding(inp: &Inputs) -> Finding {
             match s {
                 Side::Above => "consistent with shared bandwidth",
                 Side::Below => "consistent with each rank's own bandwidth",
-                Side::Straddles => "the range straddles the boundary (noise)",
+                Side::Straddles => "the range straddles the boundary, or the rounds disagree (noise)",
             }
         ));
         sides.push((p, s));
@@ -87,7 +90,10 @@ fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
             format!("the prediction that could have failed did not: up to world {largest} the non-communication time stayed above T_1/sqrt(p) ({n} of {} world sizes decisive)", sides.len()),
         );
     }
-    f.inconclusive(Inconclusive::Noise, format!("noise: at world {largest} the measured range straddles T_1/sqrt({largest})"))
+    f.inconclusive(
+        Inconclusive::Noise,
+        format!("noise: at world {largest} the measured range straddles T_1/sqrt({largest}), or its rounds disagree"),
+    )
 }
 
 /// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.

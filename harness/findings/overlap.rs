@@ -2,7 +2,7 @@
 //! the next piece of the row-parallel product computes, hides communication behind compute
 //! and shortens prefill (the chapter's "single largest software lever").
 
-use super::rounds::{agreed_side, note, prefill_ratios, MIN_ROUNDS};
+use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
 use super::{side, Finding, Inconclusive, Inputs, Side};
 use crate::manifest::summary::Phase;
 use crate::report::facts::overlap_pairs;
@@ -13,7 +13,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         "overlap-hides-communication",
         "Overlapping a tensor split's all-reduces with the computation of the next piece hides communication and shortens prefill.",
         &["decode.all_reduces.total_s", "decode.prefill_s", "decode.step_s"],
-        &format!("per overlapped run and its blocking twin: the overlapped prefill's median below the blocking prefill's min is shorter, above its max longer, else noise; where both ran at least {MIN_ROUNDS} launches in the same rounds, shorter or longer also needs every round's overlapped / blocking prefill on that side of 1; HOLDS when every pair is shorter, FAILS when any is longer; hidden = (blocking − overlapped) all-reduce seconds / blocking, per phase, reported"),
+        &format!("per overlapped run and its blocking twin: the overlapped prefill's median below the blocking prefill's min is shorter, above its max longer, else noise; where both ran at least {MIN_ROUNDS} launches in the same rounds, shorter or longer also needs every round's blocking / overlapped prefill on that side of 1 (above: shorter); HOLDS when every pair is shorter, FAILS when any is longer; hidden = (blocking − overlapped) all-reduce seconds / blocking, per phase, reported"),
     );
     let pairs = overlap_pairs(&inp.facts.decode);
     if pairs.is_empty() {
@@ -41,9 +41,9 @@ pub fn finding(inp: &Inputs) -> Finding {
             "ratio",
             &runs,
         );
-        let ratios = prefill_ratios(off, on);
-        f.notes.push(note(&format!("world {} prefill, overlapped / blocking", on.world), ratios.as_deref()));
-        let against_blocking = agreed_side(side(&blocking, overlapped.median), ratios.as_deref());
+        let ratios = rounds::ratios(on, off, rounds::prefill);
+        f.notes.push(note(&format!("world {} prefill, blocking / overlapped", on.world), ratios.as_deref()));
+        let against_blocking = agreed(side(&blocking, overlapped.median), ratios.as_deref().map(|r| side_of(r, 1.0)));
         let outcome = match against_blocking {
             Side::Above => "shorter",
             Side::Below => "LONGER",

@@ -4,29 +4,48 @@
 //! the difference between the runs. One launch each is two moments, which a regime can decide.
 
 use super::Side;
-use crate::report::facts::DecodeRow;
+use crate::report::facts::{DecodeRow, Rounds};
 
 /// Fewest launches in shared rounds before two runs' per-round ratios count.
 pub const MIN_ROUNDS: usize = 3;
 
-/// Per-round ratios `other / reference` of two decode runs' prefill medians, when both ran at
-/// least [`MIN_ROUNDS`] launches in one `parlab run` (their spans overlap); None otherwise.
-pub fn prefill_ratios(reference: &DecodeRow, other: &DecodeRow) -> Option<Vec<f64>> {
+/// Per-round ratios `other / reference` of one figure's launch values (`figure` picks it), when
+/// both runs ran at least [`MIN_ROUNDS`] launches in one `parlab run` (their spans overlap).
+pub fn ratios(reference: &DecodeRow, other: &DecodeRow, figure: fn(&Rounds) -> &[f64]) -> Option<Vec<f64>> {
     let (r, o) = (&reference.rounds, &other.rounds);
     let together = r.span.0 <= o.span.1 && o.span.0 <= r.span.1;
-    let shared = r.prefill.len().min(o.prefill.len());
-    (together && shared >= MIN_ROUNDS).then(|| r.prefill.iter().zip(&o.prefill).map(|(a, b)| b / a).collect())
+    let (a, b) = (figure(r), figure(o));
+    (together && a.len().min(b.len()) >= MIN_ROUNDS).then(|| a.iter().zip(b).map(|(x, y)| y / x).collect())
 }
 
-/// The side of the reference's range that `other`'s median lies on ([`super::side`]), kept only
-/// where every round agrees: `Above` (other shorter) needs every ratio below 1, `Below` every
-/// ratio above 1; without ratios the range alone decides.
-pub fn agreed_side(range: Side, ratios: Option<&[f64]>) -> Side {
-    let Some(ratios) = ratios else { return range };
-    match range {
-        Side::Above if ratios.iter().all(|r| *r < 1.0) => Side::Above,
-        Side::Below if ratios.iter().all(|r| *r > 1.0) => Side::Below,
-        _ => Side::Straddles,
+/// The prefill launch by launch.
+pub fn prefill(r: &Rounds) -> &[f64] {
+    &r.prefill
+}
+
+/// A step's non-communication time launch by launch.
+pub fn compute(r: &Rounds) -> &[f64] {
+    &r.compute
+}
+
+/// The side of `threshold` every ratio lies on: `Above` all greater, `Below` all smaller, else
+/// `Straddles`.
+pub fn side_of(ratios: &[f64], threshold: f64) -> Side {
+    if ratios.iter().all(|r| *r > threshold) {
+        Side::Above
+    } else if ratios.iter().all(|r| *r < threshold) {
+        Side::Below
+    } else {
+        Side::Straddles
+    }
+}
+
+/// A range's decisive side, kept only where the rounds (`rounds`: their side, said the same
+/// way as `range`) agree; without rounds the range alone decides.
+pub fn agreed(range: Side, rounds: Option<Side>) -> Side {
+    match rounds {
+        Some(r) if r != range => Side::Straddles,
+        _ => range,
     }
 }
 
@@ -49,11 +68,11 @@ mod tests {
 
     #[test]
     fn a_side_stands_only_where_every_round_agrees() {
-        assert_eq!(agreed_side(Side::Above, None), Side::Above);
-        assert_eq!(agreed_side(Side::Above, Some(&[0.9, 0.95, 0.8])), Side::Above);
-        assert_eq!(agreed_side(Side::Above, Some(&[0.9, 1.05, 0.8])), Side::Straddles);
-        assert_eq!(agreed_side(Side::Below, Some(&[1.2, 1.1, 1.3])), Side::Below);
-        assert_eq!(agreed_side(Side::Below, Some(&[0.7, 0.8, 0.9])), Side::Straddles);
-        assert_eq!(agreed_side(Side::Straddles, Some(&[0.5, 0.5, 0.5])), Side::Straddles);
+        assert_eq!(agreed(Side::Above, None), Side::Above);
+        assert_eq!(agreed(Side::Above, Some(side_of(&[1.1, 1.05, 1.2], 1.0))), Side::Above);
+        assert_eq!(agreed(Side::Above, Some(side_of(&[1.1, 0.95, 1.2], 1.0))), Side::Straddles);
+        assert_eq!(agreed(Side::Below, Some(side_of(&[0.6, 0.7, 0.65], 0.707))), Side::Below);
+        assert_eq!(agreed(Side::Below, Some(side_of(&[1.2, 1.1, 1.3], 1.0))), Side::Straddles);
+        assert_eq!(agreed(Side::Straddles, Some(Side::Above)), Side::Straddles);
     }
 }

@@ -2,7 +2,7 @@
 //! better, and how its raw samples are read back from the run's records.
 
 use super::Better;
-use crate::collect::decode::{tokens_per_repetition, tokens_per_s};
+use crate::collect::decode::{compute_times, tokens_per_repetition, tokens_per_s};
 use crate::collect::frames::per_iteration;
 use crate::collect::membw::bandwidths;
 use crate::manifest::summary::Summary;
@@ -25,6 +25,8 @@ pub enum Samples {
         /// Tokens the whole run generates per repetition.
         tokens: f64,
     },
+    /// A decode step's non-communication time per iteration (slowest rank).
+    Compute,
 }
 
 /// What a comparable figure measures, where the comparison treats kinds differently (decode
@@ -64,6 +66,7 @@ impl Samples {
             Samples::Bandwidth => bandwidths(recs, "membw").iter().map(|b| b.1).collect(),
             // As `collect` computes them; a repetition without wall time or tokens gives no sample.
             Samples::TokensPerSecond { tokens } => tokens_per_s(recs, *tokens).into_iter().filter(|v| v.is_finite() && *v > 0.0).collect(),
+            Samples::Compute => compute_times(recs),
         }
     }
 }
@@ -115,11 +118,18 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
 /// pair two runs round by round (not a nightly figure: the nightly compares [`comparable`]).
 pub const PREFILL_MEDIAN: &str = "prefill median";
 
+/// The name of a decode run's step non-communication time median, recorded launch by launch
+/// like [`PREFILL_MEDIAN`].
+pub const COMPUTE_MEDIAN: &str = "compute median";
+
 /// The figures recorded launch by launch besides [`comparable`] ones, for findings that pair
-/// two runs' launches by round: a decode run's prefill.
+/// two runs' launches by round: a decode run's prefill and its step's non-communication time.
 pub fn paired(summary: &Summary) -> Vec<(String, Samples)> {
     match summary {
-        Summary::Decode(_) => vec![(PREFILL_MEDIAN.into(), Samples::PerIteration { figure: "prefill".into(), size_bytes: 0 })],
+        Summary::Decode(_) => vec![
+            (PREFILL_MEDIAN.into(), Samples::PerIteration { figure: "prefill".into(), size_bytes: 0 }),
+            (COMPUTE_MEDIAN.into(), Samples::Compute),
+        ],
         _ => Vec::new(),
     }
 }

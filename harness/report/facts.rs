@@ -141,6 +141,8 @@ pub struct Rounds {
     /// Each launch's prefill median, in launch order (one value for one launch; none for a
     /// manifest written before prefill was recorded launch by launch).
     pub prefill: Vec<f64>,
+    /// Each launch's median non-communication time of a step, likewise.
+    pub compute: Vec<f64>,
     /// When its first launch started and its last one ended (RFC 3339, UTC).
     pub span: (String, String),
 }
@@ -292,6 +294,11 @@ pub fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
     }
 }
 
+/// `m`'s values of `figure` launch by launch (none where it recorded none).
+fn per_launch(m: &Manifest, figure: &str) -> Vec<f64> {
+    m.launches().and_then(|l| l.figures.get(figure)).cloned().unwrap_or_default()
+}
+
 fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
     let exact = m.answer().map(|a| &a.exactness);
     let dtype = match &m.plan.workload {
@@ -322,7 +329,8 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         min_top2_margin: exact.and_then(|e| e.min_top2_margin),
         repetitions: m.plan.repetitions,
         rounds: Rounds {
-            prefill: m.launches().and_then(|l| l.figures.get(crate::nightly::figures::PREFILL_MEDIAN)).cloned().unwrap_or_default(),
+            prefill: per_launch(m, crate::nightly::figures::PREFILL_MEDIAN),
+            compute: per_launch(m, crate::nightly::figures::COMPUTE_MEDIAN),
             span: (m.started_at.clone(), m.finished_at.clone()),
         },
         run: m.run_id.short().to_string(),

@@ -82,6 +82,26 @@ fn shared_bandwidth_holds_when_non_comm_time_stays_and_fails_when_it_falls_as_on
 }
 
 #[test]
+fn shared_bandwidth_launched_in_rounds_needs_every_round_on_the_side_of_its_range() {
+    let mut list = base();
+    non_comm_falls_as(&mut list, 0.023, 0.0);
+    let suite = ("2026-12-05T08:19:40Z", "2026-12-05T08:21:00Z");
+    // Every world's non-communication time stays at T_1 in every round but one, where the
+    // world-1 launch ran in a slow regime: that round alone says each rank brought its own bandwidth.
+    for m in tensor_decode(&mut list) {
+        let t = if m.layout.world == 1 { [0.023, 0.060, 0.023] } else { [0.023, 0.023, 0.023] };
+        set_launch_values(m, parlab::nightly::figures::COMPUTE_MEDIAN, &t, suite);
+    }
+    let f = finding(&list, "shared-memory-bandwidth");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{f:?}");
+    assert!(f.notes.iter().any(|n| n.contains("T_2 / T_1 (boundary 0.707) per round: 1.000, 0.383, 1.000")), "{:?}", f.notes);
+    for m in tensor_decode(&mut list) {
+        set_launch_values(m, parlab::nightly::figures::COMPUTE_MEDIAN, &[0.023, 0.023, 0.023], suite);
+    }
+    assert_eq!(finding(&list, "shared-memory-bandwidth").verdict, Verdict::Holds);
+}
+
+#[test]
 fn shared_bandwidth_compares_worlds_of_one_experiment_only() {
     let mut list = base();
     non_comm_falls_as(&mut list, 0.023, 0.0);
@@ -402,18 +422,22 @@ fn overlap_holds_when_every_overlapped_prefill_is_shorter_and_fails_when_one_is_
     assert_eq!(finding(&list, "overlap-hides-communication").inconclusive, Some(Inconclusive::MissingRuns));
 }
 
-/// Gives every tensor decode run with (`overlapped`) or without overlap launches with these
-/// per-launch prefill medians, run between `started` and `finished`.
-fn set_rounds(list: &mut [Manifest], overlapped: bool, prefills: &[f64], (started, finished): (&str, &str)) {
+/// Records `values` as `m`'s launches of `figure`, run between `started` and `finished`.
+fn set_launch_values(m: &mut Manifest, figure: &str, values: &[f64], (started, finished): (&str, &str)) {
+    (m.started_at, m.finished_at) = (started.into(), finished.into());
+    if let parlab::manifest::Outcome::Ok { launches, .. } = &mut m.outcome {
+        *launches = Some(parlab::manifest::LaunchStats {
+            count: values.len() as u32,
+            statistic: parlab::manifest::LaunchStatistic::Median,
+            figures: [(figure.to_string(), values.to_vec())].into(),
+        });
+    }
+}
+
+/// Gives every decode run with (`overlapped`) or without overlap these per-launch prefill medians.
+fn set_rounds(list: &mut [Manifest], overlapped: bool, prefills: &[f64], span: (&str, &str)) {
     for m in list.iter_mut().filter(|m| m.layout.overlap.is_some() == overlapped && m.kind == Kind::Decode) {
-        (m.started_at, m.finished_at) = (started.into(), finished.into());
-        if let parlab::manifest::Outcome::Ok { launches, .. } = &mut m.outcome {
-            *launches = Some(parlab::manifest::LaunchStats {
-                count: prefills.len() as u32,
-                statistic: parlab::manifest::LaunchStatistic::Median,
-                figures: [(parlab::nightly::figures::PREFILL_MEDIAN.to_string(), prefills.to_vec())].into(),
-            });
-        }
+        set_launch_values(m, parlab::nightly::figures::PREFILL_MEDIAN, prefills, span);
     }
 }
 
@@ -428,7 +452,7 @@ fn overlap_launched_in_rounds_holds_only_when_every_round_is_shorter() {
     set_rounds(&mut list, true, &[0.08, 0.08, 0.08], suite);
     let f = finding(&list, "overlap-hides-communication");
     assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{}", f.reason);
-    assert!(f.notes.iter().any(|n| n.contains("overlapped / blocking per round: 0.800, 1.143, 0.800")), "{:?}", f.notes);
+    assert!(f.notes.iter().any(|n| n.contains("blocking / overlapped per round: 1.250, 0.875, 1.250")), "{:?}", f.notes);
     set_rounds(&mut list, false, &[0.10, 0.09, 0.10], suite);
     assert_eq!(finding(&list, "overlap-hides-communication").verdict, Verdict::Holds);
     // Launched in two different `parlab run`s (cached): not paired, the ranges decide, and the notes say so.
