@@ -54,11 +54,13 @@ pub fn finding(inp: &Inputs) -> Finding {
         let more = se.overall_imbalance() > ee.overall_imbalance();
         let ratios = rounds::ratios(skewed, even, rounds::prefill);
         f.notes.push(note(&format!("{label} prefill, even / skewed"), ratios.as_deref()));
-        let against_even = agreed(side(&even.prefill, skewed.prefill.median), ratios.as_deref().map(|r| side_of(r, 1.0)));
-        let outcome = match against_even {
-            Side::Below => "slower",
-            Side::Above => "FASTER",
-            Side::Straddles => "within the even run's range, or not slower in every round",
+        let range = side(&even.prefill, skewed.prefill.median);
+        let against_even = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0)));
+        let outcome = match (against_even, range) {
+            (Side::Below, _) => "slower",
+            (Side::Above, _) => "FASTER",
+            (_, Side::Straddles) => "within the even run's range",
+            _ => "outside the even run's range, but not on that side in every round",
         };
         slower += usize::from(more && against_even == Side::Below);
         faster += usize::from(more && against_even == Side::Above);

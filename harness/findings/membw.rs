@@ -35,7 +35,8 @@ pub fn finding(inp: &Inputs) -> Finding {
         f.number(&format!("predicted at world {p} if each rank had its own bandwidth (T_1/{p})"), one.median / f64::from(p), "s", &[run1]);
         let ratios = rounds::ratios(row1, d, rounds::compute);
         f.notes.push(note(&format!("world {p} T_{p} / T_1 (boundary {:.3})", 1.0 / f64::from(p).sqrt()), ratios.as_deref()));
-        let s = agreed(side(&t, boundary), ratios.as_deref().map(|r| side_of(r, 1.0 / f64::from(p).sqrt())));
+        let range = side(&t, boundary);
+        let s = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0 / f64::from(p).sqrt())));
         f.notes.push(format!(
             "world {p}: measured {} to {} (median {}); shared predicts {}, own bandwidth {}: {}",
             format_seconds(t.min),
@@ -43,10 +44,11 @@ pub fn finding(inp: &Inputs) -> Finding {
             format_seconds(t.median),
             format_seconds(one.median),
             format_seconds(one.median / f64::from(p)),
-            match s {
-                Side::Above => "consistent with shared bandwidth",
-                Side::Below => "consistent with each rank's own bandwidth",
-                Side::Straddles => "the range straddles the boundary, or the rounds disagree (noise)",
+            match (s, range) {
+                (Side::Above, _) => "consistent with shared bandwidth",
+                (Side::Below, _) => "consistent with each rank's own bandwidth",
+                (_, Side::Straddles) => "the range straddles the boundary (noise)",
+                _ => "the range is on one side of the boundary, but not every round (noise)",
             }
         ));
         sides.push((p, s));

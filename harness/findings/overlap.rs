@@ -43,11 +43,13 @@ pub fn finding(inp: &Inputs) -> Finding {
         );
         let ratios = rounds::ratios(on, off, rounds::prefill);
         f.notes.push(note(&format!("world {} prefill, blocking / overlapped", on.world), ratios.as_deref()));
-        let against_blocking = agreed(side(&blocking, overlapped.median), ratios.as_deref().map(|r| side_of(r, 1.0)));
-        let outcome = match against_blocking {
-            Side::Above => "shorter",
-            Side::Below => "LONGER",
-            Side::Straddles => "within the blocking run's range, or not shorter in every round",
+        let range = side(&blocking, overlapped.median);
+        let against_blocking = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0)));
+        let outcome = match (against_blocking, range) {
+            (Side::Above, _) => "shorter",
+            (Side::Below, _) => "LONGER",
+            (_, Side::Straddles) => "within the blocking run's range",
+            _ => "outside the blocking run's range, but not on that side in every round",
         };
         shorter += usize::from(against_blocking == Side::Above);
         longer += usize::from(against_blocking == Side::Below);
@@ -69,6 +71,10 @@ pub fn finding(inp: &Inputs) -> Finding {
     }
     f.inconclusive(
         Inconclusive::Noise,
-        format!("{} of {} overlapped prefills fall within their blocking run's range", pairs.len() - shorter, pairs.len()),
+        format!(
+            "{} of {} overlapped prefills are not clearly shorter (within the blocking run's range, or not in every round)",
+            pairs.len() - shorter,
+            pairs.len()
+        ),
     )
 }
