@@ -7,6 +7,7 @@ use crate::costmodel::catalogue::{Catalogue, DeviceEntry, LinkEntry};
 use crate::costmodel::link::Link;
 use crate::costmodel::plan::Device;
 use crate::costmodel::tables::{load_shape, NamedShape};
+use crate::spec::fields::MAX_SEQUENCES;
 use crate::spec::schema::{AdviseParams, Dtype};
 
 pub use crate::spec::schema::Objective;
@@ -31,11 +32,17 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Checks the numbers are usable.
+    /// Checks the numbers are usable: each at least 1, at most `MAX_SEQUENCES` sequences (the
+    /// cap a spec's `sequences:` has), and a context within `MAX_CONTEXT`.
     pub fn new(prompt: u64, new_tokens: u64, sequences: u32, objective: Objective, dtype: Dtype) -> Result<Self, AdviseError> {
         if prompt == 0 || new_tokens == 0 || sequences == 0 {
             return Err(AdviseError::Workload(format!(
                 "--prompt {prompt}, --new-tokens {new_tokens}, --sequences {sequences}: each must be at least 1"
+            )));
+        }
+        if sequences > MAX_SEQUENCES {
+            return Err(AdviseError::Workload(format!(
+                "--sequences {sequences}: must be at most {MAX_SEQUENCES} (allowed: 1 to {MAX_SEQUENCES}, as a spec's `sequences:`)"
             )));
         }
         if prompt.checked_add(new_tokens).is_none_or(|n| n > MAX_CONTEXT) {
@@ -320,6 +327,15 @@ mod tests {
         let w = Workload::new(4032, 128, 1, Objective::Latency, Dtype::Float16).unwrap();
         assert_eq!((w.mean_decode_context(), w.final_context()), (4096, 4160));
         assert!(Workload::new(0, 1, 1, Objective::Ttft, Dtype::Float16).is_err());
+    }
+
+    #[test]
+    fn sequences_are_capped_where_a_spec_caps_them() {
+        let w = |sequences| Workload::new(64, 8, sequences, Objective::Throughput, Dtype::Float16);
+        assert_eq!(w(MAX_SEQUENCES).map(|w| w.sequences), Ok(65_536));
+        let refused = w(MAX_SEQUENCES + 1).unwrap_err().to_string();
+        assert_eq!(refused, "workload: --sequences 65537: must be at most 65536 (allowed: 1 to 65536, as a spec's `sequences:`)");
+        assert!(w(u32::MAX).unwrap_err().to_string().contains("--sequences 4294967295: must be at most 65536"));
     }
 
     #[test]

@@ -551,7 +551,7 @@ fn advise_specs_answer_in_the_register_and_their_expected_answers_are_findings()
 }
 
 #[test]
-fn a_context_past_64_bits_or_the_models_window_is_refused_and_a_cache_saturates() {
+fn a_context_past_64_bits_or_the_models_window_is_refused() {
     for (prompt, new_tokens) in [("18446744073709551615", "2"), ("16777216", "1"), ("4294967295", "4294967295")] {
         let out = parlab(&["advise", "gpt2", "--device", "a100-80gb", "--prompt", prompt, "--new-tokens", new_tokens]);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -563,14 +563,33 @@ fn a_context_past_64_bits_or_the_models_window_is_refused_and_a_cache_saturates(
     let err = String::from_utf8_lossy(&past_window.stderr);
     assert_eq!(past_window.status.code(), Some(2), "{err}");
     assert!(err.contains("--prompt 1020 --new-tokens 10: a request of 1030 tokens, but gpt2 holds 1024 positions"), "{err}");
-    // 131,072 cache bytes per token × 101,000 tokens × 2^32 - 1 sequences passes 64 bits.
-    let args = ["--prompt", "100000", "--new-tokens", "1000", "--sequences", "4294967295", "--json"];
-    let out = parlab(&[&["advise", "llama-3.1-8b", "--device", "a100-80gb"][..], &args[..]].concat());
+}
+
+#[test]
+fn sequences_past_a_specs_cap_are_refused_and_the_cap_is_answered_in_full() {
+    // `--sequences` has the cap of a spec's `sequences:` (65,536), refused as other
+    // out-of-range advise flags are: exit 2, the flag and its value named, nothing printed.
+    let advise = |sequences: &str| {
+        let args = ["--prompt", "100000", "--new-tokens", "1000", "--sequences", sequences, "--json"];
+        parlab(&[&["advise", "llama-3.1-8b", "--device", "a100-80gb"][..], &args[..]].concat())
+    };
+    for sequences in ["65537", "4294967295"] {
+        let out = advise(sequences);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sequences}: {err}");
+        assert!(
+            err.starts_with(&format!("parlab advise: workload: --sequences {sequences}: must be at most 65536 (allowed: 1 to 65536")),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    // 131,072 cache bytes per token × 101,000 tokens × 65,536 sequences, exactly (no saturation).
+    let out = advise("65536");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let only = &v["rejected"][0];
     assert_eq!((only["label"].as_str(), only["reason"]["kind"].as_str()), (Some("TP=1 x DP=1"), Some("does_not_fit")), "{only}");
-    assert_eq!(only["reason"]["kv_bytes"].as_u64(), Some(u64::MAX), "saturated, not wrapped under the memory: {only}");
+    assert_eq!(only["reason"]["kv_bytes"].as_u64(), Some(131_072 * 101_000 * 65_536), "{only}");
 }
 
 #[test]
