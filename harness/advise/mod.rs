@@ -53,7 +53,7 @@ pub enum AdviseError {
     },
     /// The machine's domains do not add up.
     #[error("topology: {0}")]
-    Topology(String),
+    Topology(request::Topology),
     /// The workload's numbers are unusable.
     #[error("workload: {0}")]
     Workload(String),
@@ -76,6 +76,37 @@ pub enum AdviseError {
     /// A measured link's name is taken by the catalogue.
     #[error("--links-from: models/links.yaml already has a link named `{0}`; rename it there")]
     LinkNameTaken(String),
+}
+
+impl AdviseError {
+    /// The problem as a `kind: advise` spec states it: the key it is at (`model`,
+    /// `machine.domains[1]`, `prompt_tokens`) and a message naming the spec's keys where
+    /// `Display` names `parlab advise`'s flags. An empty key for a problem of the whole spec.
+    pub fn in_spec(&self) -> (String, String) {
+        match self {
+            AdviseError::Model(why) => ("model".into(), why.clone()),
+            AdviseError::UnknownDevice { name, known } => {
+                ("machine.device".into(), format!("`{name}`: not in models/devices.yaml (known: {})", known.join(", ")))
+            }
+            AdviseError::UnknownLink { name, known } => {
+                ("machine.domains".into(), format!("link `{name}`: not in models/links.yaml (known: {})", known.join(", ")))
+            }
+            AdviseError::Topology(t) => t.in_spec(),
+            AdviseError::Context { prompt, new_tokens, why } => {
+                ("prompt_tokens".into(), format!("prompt_tokens {prompt} and new_tokens {new_tokens}: {why}"))
+            }
+            AdviseError::Catalogue(why) => ("machine".into(), why.clone()),
+            AdviseError::Workload(_) | AdviseError::NotAStore(_) | AdviseError::LinkNameTaken(_) => (String::new(), self.to_string()),
+        }
+    }
+
+    /// `in_spec` as one line: `key: message` (the message alone for the whole spec).
+    pub fn in_spec_line(&self) -> String {
+        match self.in_spec() {
+            (key, message) if key.is_empty() => message,
+            (key, message) => format!("{key}: {message}"),
+        }
+    }
 }
 
 /// What a measured link's name needs, for a name that looks like one.

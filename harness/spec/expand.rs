@@ -521,18 +521,11 @@ fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) ->
     let catalogue = crate::costmodel::catalogue::Catalogue::load_default().map_err(|err| c.report("machine", err.to_string())).ok()?;
     let request = match crate::advise::request::Asked::of_spec(&model, &params).resolve(&catalogue) {
         Ok(request) => request,
-        // The key names what `AdviseError::Model`'s own `model:` prefix would repeat.
-        Err(crate::advise::AdviseError::Model(why)) => {
-            c.report("model", why);
-            return None;
-        }
-        // The request's length is the spec's `prompt_tokens` and `new_tokens`, not a flag's.
-        Err(crate::advise::AdviseError::Context { prompt, new_tokens, why }) => {
-            c.report("prompt_tokens", format!("prompt_tokens {prompt} and new_tokens {new_tokens}: {why}"));
-            return None;
-        }
+        // In the spec's words: its keys (`machine.domains`, `prompt_tokens`), not the flags
+        // `parlab advise` words the same problem with.
         Err(err) => {
-            c.report("machine", err.to_string());
+            let (key, message) = err.in_spec();
+            c.report(&key, message);
             return None;
         }
     };
