@@ -125,7 +125,10 @@ pub fn answer_plan(plan: &crate::spec::plan::RunPlan) -> Result<crate::manifest:
         return Err(AdviseError::Workload(format!("{} is not a kind: advise run", plan.label())));
     };
     let catalogue = Catalogue::load_default().map_err(|e| AdviseError::Catalogue(e.to_string()))?;
-    let advice = advise(request::Asked::of_spec(model, params).resolve(&catalogue)?);
+    let mut request = request::Asked::of_spec(model, params).resolve(&catalogue)?;
+    // The register names a folder by its path from the spec, not where the checkout lies.
+    request.model = request.model.shown_for(&plan.spec_path);
+    let advice = advise(request);
     Ok(crate::manifest::summary::Summary::Advice(record::advised(&advice, &plan.experiment)))
 }
 

@@ -202,6 +202,12 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
     let mut models: BTreeMap<String, Option<(ModelSource, ModelConfig)>> = BTreeMap::new();
     for name in &e.models {
         let source = super::weights::model_source(name, e.weights_seed).map_err(|m| c.report("model", m.to_string())).ok();
+        // Named as the register shows it: a folder by its path from the spec, the same in any
+        // checkout (the identity holds the config's and weights' digests, never the name).
+        let source = source.map(|(mut s, cfg)| {
+            s.name = crate::model::resolve::shown(name, &e.path);
+            (s, cfg)
+        });
         models.insert(name.clone(), source);
     }
     let all = points(e);

@@ -835,3 +835,34 @@ fn two_advise_experiments_of_one_question_each_get_their_finding() {
         assert!(md.contains(&format!("### HOLDS: advice-{name}")), "advice-{name}:\n{md}");
     }
 }
+
+#[test]
+fn a_folder_model_is_named_alike_in_the_register_wherever_its_spec_lies() {
+    // The same specs and model folder in two places: the register names the folder by its path
+    // from the spec (`./tiny`), so the two registers say the same, not each its absolute path.
+    let advise = "name: shaped-advice\nkind: advise\nmodel: ./tiny\nmachine:\n  device: a100-80gb\n  devices_per_node: 2\n  domains: [2:nvlink-nv12]\nprompt_tokens: 64\nnew_tokens: 8\n";
+    let model = "name: shaped-model\nkind: model\nmodel: ./tiny\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\ncontext: 1024\n";
+    let config = std::fs::read_to_string(root().join("models/gpt2/config.json")).unwrap();
+    let register = |dir: &Path| {
+        let specs = dir.join("some/checkout/specs");
+        std::fs::create_dir_all(specs.join("tiny")).unwrap();
+        std::fs::write(specs.join("tiny/config.json"), &config).unwrap();
+        std::fs::write(specs.join("advice.yaml"), advise).unwrap();
+        std::fs::write(specs.join("model.yaml"), model).unwrap();
+        let (store, out) = (dir.join("manifests"), dir.join("reports"));
+        run_specs(&[&specs], &store, &out);
+        let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
+        assert!(!md.contains(&dir.display().to_string()), "the register names where the checkout lies:\n{md}");
+        for line in ["advice for ./tiny on 1 node(s)", "models ./tiny; strategies tensor", "model ./tiny: shape from ./tiny/config.json"] {
+            assert!(md.contains(line), "{line}:\n{md}");
+        }
+        assert!(md.contains("| ./tiny | gpt2 | 124,439,808 |"), "the model tables' rows:\n{md}");
+        // Everything naming the model, table rows and provenance included (the header's
+        // timestamps differ run to run and are left out).
+        md.lines().filter(|l| l.contains("tiny")).map(str::to_string).collect::<Vec<_>>()
+    };
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (register(one.path()), register(two.path()));
+    assert!(a.len() >= 5, "{a:?}");
+    assert_eq!(a, b);
+}
