@@ -75,12 +75,30 @@ pub fn format_gbps(bytes_per_s: f64) -> String {
     format!("{} GB/s", sig3(bytes_per_s / 1e9))
 }
 
-/// Three significant figures without scientific notation, for stable, readable tables.
+/// Below this magnitude `sig3` writes scientific notation (see there).
+const SIG3_FIXED_FROM: f64 = 1e-5;
+/// From this magnitude up `sig3` writes scientific notation (see there).
+const SIG3_FIXED_BELOW: f64 = 1e9;
+
+/// A number for stable, readable tables: three significant figures, the same text for the
+/// same value every time.
+///
+/// - `SIG3_FIXED_FROM` (1e-5) ≤ |v| < `SIG3_FIXED_BELOW` (1e9): fixed-point with at most six
+///   decimals (`0.000123`, `23.3`, `119`, `123456`). Whole numbers keep all their digits; from
+///   1e-5 to 1e-4 six decimals leave two significant figures (`0.000087`), the text the
+///   register has always printed there.
+/// - Any other nonzero finite value: scientific notation with three significant figures
+///   (`1.23e-7`, `-4.56e12`), instead of rounding to `0.000000` or writing every digit.
+/// - Zero, infinities and NaN as Rust writes them (`0`, `inf`, `NaN`).
 pub fn sig3(value: f64) -> String {
     if value == 0.0 || !value.is_finite() {
         return format!("{value}");
     }
-    let digits = value.abs().log10().floor() as i32;
+    let magnitude = value.abs();
+    if !(SIG3_FIXED_FROM..SIG3_FIXED_BELOW).contains(&magnitude) {
+        return format!("{value:.2e}");
+    }
+    let digits = magnitude.log10().floor() as i32;
     let decimals = (2 - digits).clamp(0, 6) as usize;
     format!("{value:.decimals$}")
 }
@@ -146,5 +164,36 @@ mod tests {
         assert_eq!(format_bytes(3072.0), "3.0 KiB");
         assert_eq!(format_gbps(21.5e9), "21.5 GB/s");
         assert_eq!(sig3(0.000123), "0.000123");
+    }
+
+    #[test]
+    fn sig3_keeps_three_figures_outside_the_fixed_range() {
+        // Below 1e-5: scientific, not `0.000000` / `0.000001`.
+        assert_eq!(sig3(1.234e-7), "1.23e-7");
+        assert_eq!(sig3(-1.234e-7), "-1.23e-7");
+        assert_eq!(sig3(4.2e-6), "4.20e-6");
+        assert_eq!(sig3(1e-300), "1.00e-300");
+        // From 1e9: scientific, not every digit.
+        assert_eq!(sig3(4.5612e12), "4.56e12");
+        assert_eq!(sig3(1e9), "1.00e9");
+        assert_eq!(sig3(-f64::MAX), "-1.80e308");
+        assert!(sig3(f64::MAX).len() <= 9, "{}", sig3(f64::MAX));
+        // The fixed range prints as it always has.
+        let fixed = [
+            (0.000087, "0.000087"),
+            (0.00001, "0.000010"),
+            (0.0233, "0.0233"),
+            (1.5, "1.50"),
+            (23.3, "23.3"),
+            (119.0, "119"),
+            (608.4, "608"),
+            (123456.0, "123456"),
+            (999_999_999.0, "999999999"),
+            (-2.5, "-2.50"),
+        ];
+        for (value, text) in fixed {
+            assert_eq!(sig3(value), text, "{value}");
+        }
+        assert_eq!((sig3(0.0), sig3(f64::INFINITY), sig3(f64::NAN)), ("0".into(), "inf".into(), "NaN".into()));
     }
 }

@@ -53,7 +53,7 @@ pub enum AdviseError {
     },
     /// The machine's domains do not add up.
     #[error("topology: {0}")]
-    Topology(String),
+    Topology(request::Topology),
     /// The workload's numbers are unusable.
     #[error("workload: {0}")]
     Workload(String),
@@ -78,6 +78,37 @@ pub enum AdviseError {
     LinkNameTaken(String),
 }
 
+impl AdviseError {
+    /// The problem as a `kind: advise` spec states it: the key it is at (`model`,
+    /// `machine.domains[1]`, `prompt_tokens`) and a message naming the spec's keys where
+    /// `Display` names `parlab advise`'s flags. An empty key for a problem of the whole spec.
+    pub fn in_spec(&self) -> (String, String) {
+        match self {
+            AdviseError::Model(why) => ("model".into(), why.clone()),
+            AdviseError::UnknownDevice { name, known } => {
+                ("machine.device".into(), format!("`{name}`: not in models/devices.yaml (known: {})", known.join(", ")))
+            }
+            AdviseError::UnknownLink { name, known } => {
+                ("machine.domains".into(), format!("link `{name}`: not in models/links.yaml (known: {})", known.join(", ")))
+            }
+            AdviseError::Topology(t) => t.in_spec(),
+            AdviseError::Context { prompt, new_tokens, why } => {
+                ("prompt_tokens".into(), format!("prompt_tokens {prompt} and new_tokens {new_tokens}: {why}"))
+            }
+            AdviseError::Catalogue(why) => ("machine".into(), why.clone()),
+            AdviseError::Workload(_) | AdviseError::NotAStore(_) | AdviseError::LinkNameTaken(_) => (String::new(), self.to_string()),
+        }
+    }
+
+    /// `in_spec` as one line: `key: message` (the message alone for the whole spec).
+    pub fn in_spec_line(&self) -> String {
+        match self.in_spec() {
+            (key, message) if key.is_empty() => message,
+            (key, message) => format!("{key}: {message}"),
+        }
+    }
+}
+
 /// What a measured link's name needs, for a name that looks like one.
 fn measured_hint(name: &str) -> &'static str {
     if name.ends_with(MEASURED_SUFFIX) || name.ends_with(IMPORTED_SUFFIX) {
@@ -94,7 +125,10 @@ pub fn answer_plan(plan: &crate::spec::plan::RunPlan) -> Result<crate::manifest:
         return Err(AdviseError::Workload(format!("{} is not a kind: advise run", plan.label())));
     };
     let catalogue = Catalogue::load_default().map_err(|e| AdviseError::Catalogue(e.to_string()))?;
-    let advice = advise(request::Asked::of_spec(model, params).resolve(&catalogue)?);
+    let mut request = request::Asked::of_spec(model, params).resolve(&catalogue)?;
+    // The register names a folder by its path from the spec, not where the checkout lies.
+    request.model = request.model.shown_for(&plan.spec_path);
+    let advice = advise(request);
     Ok(crate::manifest::summary::Summary::Advice(record::advised(&advice, &plan.experiment)))
 }
 

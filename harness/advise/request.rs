@@ -7,6 +7,7 @@ use crate::costmodel::catalogue::{Catalogue, DeviceEntry, LinkEntry};
 use crate::costmodel::link::Link;
 use crate::costmodel::plan::Device;
 use crate::costmodel::tables::{load_shape, NamedShape};
+use crate::spec::fields::MAX_SEQUENCES;
 use crate::spec::schema::{AdviseParams, Dtype};
 
 pub use crate::spec::schema::Objective;
@@ -31,11 +32,17 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// Checks the numbers are usable.
+    /// Checks the numbers are usable: each at least 1, at most `MAX_SEQUENCES` sequences (the
+    /// cap a spec's `sequences:` has), and a context within `MAX_CONTEXT`.
     pub fn new(prompt: u64, new_tokens: u64, sequences: u32, objective: Objective, dtype: Dtype) -> Result<Self, AdviseError> {
         if prompt == 0 || new_tokens == 0 || sequences == 0 {
             return Err(AdviseError::Workload(format!(
                 "--prompt {prompt}, --new-tokens {new_tokens}, --sequences {sequences}: each must be at least 1"
+            )));
+        }
+        if sequences > MAX_SEQUENCES {
+            return Err(AdviseError::Workload(format!(
+                "--sequences {sequences}: must be at most {MAX_SEQUENCES} (allowed: 1 to {MAX_SEQUENCES}, as a spec's `sequences:`)"
             )));
         }
         if prompt.checked_add(new_tokens).is_none_or(|n| n > MAX_CONTEXT) {
@@ -81,8 +88,147 @@ pub struct Machine {
     pub domains: Vec<Domain>,
 }
 
-fn topology(message: String) -> AdviseError {
-    AdviseError::Topology(message)
+/// The most devices a machine may have.
+pub const MAX_DEVICES: u32 = 65_536;
+
+/// Why a machine does not add up, kept as data so each caller names its own inputs: `parlab
+/// advise` its flags (`Display`: `--domain`, `--nodes`), a spec its `machine:` keys (`in_spec`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Topology {
+    /// Domain `index` is not `SIZE:LINK` with SIZE a device count (`why` says which).
+    Malformed {
+        /// Its place among the domains, innermost first.
+        index: usize,
+        /// The text given.
+        text: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// No nodes or no devices in a node.
+    NoDevices {
+        /// Nodes.
+        nodes: u32,
+        /// Devices in each node.
+        devices_per_node: u32,
+    },
+    /// More than `MAX_DEVICES` devices in all.
+    TooManyDevices {
+        /// Nodes.
+        nodes: u32,
+        /// Devices in each node.
+        devices_per_node: u32,
+    },
+    /// Domain `index` is not larger than the one inside it, or not a multiple of it.
+    NotNested {
+        /// Its place among the domains, innermost first.
+        index: usize,
+        /// Its devices.
+        size: u32,
+        /// Its link.
+        link: String,
+        /// The devices of the domain inside it (1 for the innermost).
+        inner: u32,
+    },
+    /// The outermost domain does not hold every device.
+    ShortOfMachine {
+        /// The devices the outermost domain holds (1 when there is none).
+        reach: u32,
+        /// Nodes.
+        nodes: u32,
+        /// Devices in each node.
+        devices_per_node: u32,
+    },
+    /// Domains given for a machine of one device.
+    OneDevice,
+    /// Several nodes of several devices, and no domain is the node.
+    NoNodeDomain {
+        /// Nodes.
+        nodes: u32,
+        /// Devices in each node.
+        devices_per_node: u32,
+    },
+}
+
+impl std::fmt::Display for Topology {
+    /// The problem in `parlab advise`'s words (its flags).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Topology::Malformed { text, why, .. } => write!(f, "--domain {text}: {why}"),
+            Topology::NoDevices { nodes, devices_per_node } => {
+                write!(f, "--nodes {nodes} --devices-per-node {devices_per_node}: both must be at least 1")
+            }
+            Topology::TooManyDevices { nodes, devices_per_node } => {
+                write!(
+                    f,
+                    "{nodes} nodes of {devices_per_node} devices: more than {} devices",
+                    crate::report::fmt::thousands(u64::from(MAX_DEVICES))
+                )
+            }
+            Topology::NotNested { size, link, inner, .. } => {
+                write!(f, "--domain {size}:{link}: each domain must be larger than the one inside it ({inner}) and a multiple of it")
+            }
+            Topology::ShortOfMachine { reach, nodes, devices_per_node } => {
+                let total = nodes * devices_per_node;
+                write!(
+                    f,
+                    "the domains reach {reach} devices but the machine has {total} ({nodes} nodes of {devices_per_node}); the last --domain must join all {total}"
+                )
+            }
+            Topology::OneDevice => write!(f, "one device needs no --domain"),
+            Topology::NoNodeDomain { nodes, devices_per_node } => write!(
+                f,
+                "no --domain of {devices_per_node} devices: with {nodes} nodes one domain must be the node, joined by the link inside it"
+            ),
+        }
+    }
+}
+
+impl Topology {
+    /// The problem in a `kind: advise` spec's words: the key of `machine:` it is at, and
+    /// the message naming the spec's keys (`machine.domains`, `machine.nodes`), not flags.
+    pub fn in_spec(&self) -> (String, String) {
+        match self {
+            Topology::Malformed { index, text, why } => (format!("machine.domains[{index}]"), format!("`{text}`: {why}")),
+            Topology::NoDevices { nodes, devices_per_node } => (
+                if *nodes == 0 { "machine.nodes" } else { "machine.devices_per_node" }.to_string(),
+                format!("machine.nodes {nodes} and machine.devices_per_node {devices_per_node}: both must be at least 1"),
+            ),
+            Topology::TooManyDevices { nodes, devices_per_node } => (
+                "machine".to_string(),
+                format!(
+                    "machine.nodes {nodes} × machine.devices_per_node {devices_per_node}: more than {} devices",
+                    crate::report::fmt::thousands(u64::from(MAX_DEVICES))
+                ),
+            ),
+            Topology::NotNested { index, size, link, inner } => (
+                format!("machine.domains[{index}]"),
+                format!("`{size}:{link}`: each domain must be larger than the one inside it ({inner}) and a multiple of it"),
+            ),
+            Topology::ShortOfMachine { reach, nodes, devices_per_node } => {
+                let total = nodes * devices_per_node;
+                (
+                    "machine.domains".to_string(),
+                    format!(
+                        "the domains reach {reach} devices but the machine has {total} (machine.nodes {nodes} of machine.devices_per_node {devices_per_node}); the last of machine.domains must join all {total}"
+                    ),
+                )
+            }
+            Topology::OneDevice => (
+                "machine.domains".to_string(),
+                "one device (machine.nodes 1 of machine.devices_per_node 1) needs no domains; remove machine.domains".to_string(),
+            ),
+            Topology::NoNodeDomain { nodes, devices_per_node } => (
+                "machine.domains".to_string(),
+                format!(
+                    "no domain of {devices_per_node} devices: with machine.nodes {nodes} one of machine.domains must be the node (machine.devices_per_node {devices_per_node}), joined by the link inside it"
+                ),
+            ),
+        }
+    }
+}
+
+fn topology(problem: Topology) -> AdviseError {
+    AdviseError::Topology(problem)
 }
 
 impl Machine {
@@ -90,34 +236,27 @@ impl Machine {
     /// node when there are several nodes, the last holding every device.
     pub fn new(device: DeviceEntry, nodes: u32, devices_per_node: u32, domains: Vec<Domain>) -> Result<Self, AdviseError> {
         if nodes == 0 || devices_per_node == 0 {
-            return Err(topology(format!("--nodes {nodes} --devices-per-node {devices_per_node}: both must be at least 1")));
+            return Err(topology(Topology::NoDevices { nodes, devices_per_node }));
         }
         let total = nodes
             .checked_mul(devices_per_node)
-            .filter(|&t| t <= 65_536)
-            .ok_or_else(|| topology(format!("{nodes} nodes of {devices_per_node} devices: more than 65,536 devices")))?;
+            .filter(|&t| t <= MAX_DEVICES)
+            .ok_or_else(|| topology(Topology::TooManyDevices { nodes, devices_per_node }))?;
         let mut inner = 1;
-        for d in &domains {
+        for (index, d) in domains.iter().enumerate() {
             if d.size <= inner || !d.size.is_multiple_of(inner) {
-                return Err(topology(format!(
-                    "--domain {}:{}: each domain must be larger than the one inside it ({inner}) and a multiple of it",
-                    d.size, d.link.name
-                )));
+                return Err(topology(Topology::NotNested { index, size: d.size, link: d.link.name.clone(), inner }));
             }
             inner = d.size;
         }
         if total > 1 && inner != total {
-            return Err(topology(format!(
-                "the domains reach {inner} devices but the machine has {total} ({nodes} nodes of {devices_per_node}); the last --domain must join all {total}"
-            )));
+            return Err(topology(Topology::ShortOfMachine { reach: inner, nodes, devices_per_node }));
         }
         if total == 1 && !domains.is_empty() {
-            return Err(topology("one device needs no --domain".into()));
+            return Err(topology(Topology::OneDevice));
         }
         if nodes > 1 && devices_per_node > 1 && !domains.iter().any(|d| d.size == devices_per_node) {
-            return Err(topology(format!(
-                "no --domain of {devices_per_node} devices: with {nodes} nodes one domain must be the node, joined by the link inside it"
-            )));
+            return Err(topology(Topology::NoNodeDomain { nodes, devices_per_node }));
         }
         Ok(Machine { device, nodes, devices_per_node, domains })
     }
@@ -189,10 +328,13 @@ pub struct Asked {
     pub dtype: String,
 }
 
-fn parse_domain(text: &str, catalogue: &Catalogue) -> Result<Domain, AdviseError> {
-    let expected = || topology(format!("--domain {text}: expected SIZE:LINK, e.g. 2:nvlink-nv12"));
-    let (size, name) = text.split_once(':').filter(|(_, name)| !name.trim().is_empty()).ok_or_else(expected)?;
-    let size: u32 = size.trim().parse().map_err(|_| topology(format!("--domain {text}: `{size}` is not a device count")))?;
+fn parse_domain(index: usize, text: &str, catalogue: &Catalogue) -> Result<Domain, AdviseError> {
+    let malformed = |why: String| topology(Topology::Malformed { index, text: text.to_string(), why });
+    let (size, name) = text
+        .split_once(':')
+        .filter(|(_, name)| !name.trim().is_empty())
+        .ok_or_else(|| malformed("expected SIZE:LINK, e.g. 2:nvlink-nv12".into()))?;
+    let size: u32 = size.trim().parse().map_err(|_| malformed(format!("`{size}` is not a device count")))?;
     let link = catalogue.link(name.trim()).cloned().ok_or_else(|| AdviseError::UnknownLink {
         name: name.trim().to_string(),
         known: catalogue.links.iter().map(|l| l.name.clone()).collect(),
@@ -241,7 +383,7 @@ impl Asked {
             name: self.device.clone(),
             known: catalogue.devices.iter().map(|d| d.name.clone()).collect(),
         })?;
-        let domains = self.domains.iter().map(|d| parse_domain(d, catalogue)).collect::<Result<Vec<_>, _>>()?;
+        let domains = self.domains.iter().enumerate().map(|(i, d)| parse_domain(i, d, catalogue)).collect::<Result<Vec<_>, _>>()?;
         let machine = Machine::new(device, self.nodes, self.devices_per_node, domains)?;
         let objective = Objective::from_name(&self.objective)
             .ok_or_else(|| AdviseError::Workload(format!("--objective {}: use {}", self.objective, Objective::names().join(", "))))?;
@@ -317,10 +459,56 @@ mod tests {
     }
 
     #[test]
+    fn a_topology_is_worded_for_the_flags_or_for_a_specs_keys() {
+        let refused = |nodes, per_node, levels: &[(u32, &str)]| match Machine::new(device(), nodes, per_node, domains(levels)) {
+            Err(AdviseError::Topology(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        let t = refused(1, 6, &[(2, "a"), (3, "b"), (6, "c")]);
+        assert_eq!(
+            t.to_string(),
+            "--domain 3:b: each domain must be larger than the one inside it (2) and a multiple of it",
+            "parlab advise keeps its flags' words"
+        );
+        assert_eq!(
+            t.in_spec(),
+            ("machine.domains[1]".into(), "`3:b`: each domain must be larger than the one inside it (2) and a multiple of it".into())
+        );
+        for t in [
+            refused(0, 4, &[]),
+            refused(65_537, 1, &[]),
+            refused(1, 4, &[(2, "a")]),
+            refused(1, 1, &[(2, "a")]),
+            refused(2, 4, &[(2, "a"), (8, "b")]),
+            t,
+        ] {
+            let (key, message) = t.in_spec();
+            assert!(key.starts_with("machine"), "{key}");
+            assert!(!message.contains("--"), "{message}");
+            assert!(t.to_string().contains("--") || t.to_string().contains("nodes of"), "{t}");
+        }
+        let (key, message) = refused(2, 4, &[(2, "a"), (8, "b")]).in_spec();
+        assert_eq!(key, "machine.domains");
+        assert!(message.starts_with("no domain of 4 devices: with machine.nodes 2 one of machine.domains must be the node"), "{message}");
+        let malformed = Topology::Malformed { index: 2, text: "x:nv".into(), why: "`x` is not a device count".into() };
+        assert_eq!(malformed.to_string(), "--domain x:nv: `x` is not a device count");
+        assert_eq!(malformed.in_spec(), ("machine.domains[2]".into(), "`x:nv`: `x` is not a device count".into()));
+    }
+
+    #[test]
     fn the_answer_is_read_at_its_mean_and_held_at_its_end() {
         let w = Workload::new(4032, 128, 1, Objective::Latency, Dtype::Float16).unwrap();
         assert_eq!((w.mean_decode_context(), w.final_context()), (4096, 4160));
         assert!(Workload::new(0, 1, 1, Objective::Ttft, Dtype::Float16).is_err());
+    }
+
+    #[test]
+    fn sequences_are_capped_where_a_spec_caps_them() {
+        let w = |sequences| Workload::new(64, 8, sequences, Objective::Throughput, Dtype::Float16);
+        assert_eq!(w(MAX_SEQUENCES).map(|w| w.sequences), Ok(65_536));
+        let refused = w(MAX_SEQUENCES + 1).unwrap_err().to_string();
+        assert_eq!(refused, "workload: --sequences 65537: must be at most 65536 (allowed: 1 to 65536, as a spec's `sequences:`)");
+        assert!(w(u32::MAX).unwrap_err().to_string().contains("--sequences 4294967295: must be at most 65536"));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use shape::ModelShape;
 /// The modelled tables of a `kind: model` run, as the manifest's summary.
 pub fn tables_for_plan(plan: &RunPlan) -> Result<Summary, tables::TablesError> {
     let catalogue = catalogue::Catalogue::load_default()?;
-    let run = tables::ModelRun::from_workload(&plan.workload, &catalogue)?;
+    let run = tables::ModelRun::of_plan(plan, &catalogue)?;
     Ok(Summary::Model(ModelTables { tables: run.tables() }))
 }
 

@@ -88,15 +88,42 @@ pub fn load_shape(name: &str) -> Result<NamedShape, TablesError> {
     let loc = resolve_model(name);
     let cfg = ModelConfig::read(&loc.dir)?;
     let shape = shape_from_config(&cfg).map_err(|cause| TablesError::Shape { name: name.to_string(), cause })?;
-    let provenance = format!(
-        "model {name}: shape from {} (sha256 {}), parameters by formula",
-        loc.dir.join("config.json").display(),
-        crate::identity::short(&cfg.digest)
-    );
+    let provenance = shape_provenance(name, &loc.dir, &cfg.digest);
     Ok(NamedShape { name: name.to_string(), shape, provenance, max_positions: cfg.max_positions, config_digest: cfg.digest })
 }
 
+/// Where a model's shape came from: its config.json in `dir` and that file's digest.
+fn shape_provenance(name: &str, dir: &std::path::Path, config_digest: &str) -> String {
+    format!(
+        "model {name}: shape from {} (sha256 {}), parameters by formula",
+        dir.join("config.json").display(),
+        crate::identity::short(config_digest)
+    )
+}
+
+impl NamedShape {
+    /// The same shape named for the register by the spec of `plan_spec`
+    /// (`model::resolve::shown`): a folder by its path from the spec's folder, not where the
+    /// checkout lies, in its name and its provenance. A catalogue name is unchanged.
+    pub fn shown_for(mut self, plan_spec: &std::path::Path) -> Self {
+        let shown = crate::model::resolve::shown(&self.name, plan_spec);
+        if shown != self.name {
+            self.provenance = shape_provenance(&shown, std::path::Path::new(&shown), &self.config_digest);
+            self.name = shown;
+        }
+        self
+    }
+}
+
 impl ModelRun {
+    /// Resolves a `kind: model` run's workload, its folder models named as its spec shows
+    /// them (`NamedShape::shown_for`), as the register prints them.
+    pub fn of_plan(plan: &crate::spec::plan::RunPlan, catalogue: &Catalogue) -> Result<Self, TablesError> {
+        let mut run = Self::from_workload(&plan.workload, catalogue)?;
+        run.models = run.models.into_iter().map(|m| m.shown_for(&plan.spec_path)).collect();
+        Ok(run)
+    }
+
     /// Resolves a `kind: model` workload.
     pub fn from_workload(w: &Workload, catalogue: &Catalogue) -> Result<Self, TablesError> {
         let Workload::Model { params, models, strategies, worlds, links, sequences, dtypes } = w else {

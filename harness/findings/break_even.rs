@@ -40,7 +40,7 @@ pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, TablesError> {
     let catalogue = Catalogue::load_default()?;
     let mut out: BTreeMap<String, BreakEven> = BTreeMap::new();
     for m in runs {
-        let run = ModelRun::from_workload(&m.plan.workload, &catalogue)?;
+        let run = ModelRun::of_plan(&m.plan, &catalogue)?;
         let (Some(device), Some(dtype)) = (run.devices.first(), run.dtypes.first()) else {
             continue;
         };

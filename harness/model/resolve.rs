@@ -45,10 +45,37 @@ pub fn in_spec(name: &str, spec_dir: &Path) -> Result<String, OnlyFromWorkingFol
     }
     let joined: PathBuf = spec_dir.join(name).components().filter(|c| *c != std::path::Component::CurDir).collect();
     if joined.exists() || !Path::new(name).exists() {
-        return Ok(joined.display().to_string());
+        return Ok(as_path(&joined.display().to_string()));
     }
     let from_working_folder = std::fs::canonicalize(name).unwrap_or_else(|_| PathBuf::from(name));
     Err(OnlyFromWorkingFolder { name: name.to_string(), from_spec: joined, from_working_folder })
+}
+
+/// `path` as a folder path `is_path` recognises: `tiny` (a spec in the working folder
+/// naming `./tiny`) becomes `./tiny`, never a name looked up under `models_root()`.
+fn as_path(path: &str) -> String {
+    if is_path(path) {
+        path.to_string()
+    } else {
+        format!("./{path}")
+    }
+}
+
+/// How the register shows a spec's model (`spec` is the spec file; `model` is as `in_spec`
+/// made it): a name as it is, a folder by its path from the spec's folder (`./tiny`,
+/// `sub/tiny`, `../models/tiny`), and a folder elsewhere as the spec wrote it (an absolute
+/// path). The same spec and folder give the same text wherever the checkout lies; the folder
+/// itself is `model` (and a run's identity holds its config's digest, never either text).
+pub fn shown(model: &str, spec: &Path) -> String {
+    if !is_path(model) {
+        return model.to_string();
+    }
+    let plain = |p: &Path| -> PathBuf { p.components().filter(|c| *c != std::path::Component::CurDir).collect() };
+    let spec_dir = plain(spec.parent().unwrap_or(Path::new("")));
+    match plain(Path::new(model)).strip_prefix(&spec_dir) {
+        Ok(relative) if !relative.as_os_str().is_empty() => as_path(&relative.display().to_string()),
+        _ => model.to_string(),
+    }
 }
 
 /// A name without a slash is looked up under `models_root()`; anything else is a path.
@@ -95,5 +122,37 @@ mod tests {
         let err = err.to_string();
         assert!(err.contains(&specs.join(name.trim_start_matches("./")).display().to_string()), "the spec-relative candidate: {err}");
         assert!(err.contains(&here.path().canonicalize().unwrap().display().to_string()), "the working-folder candidate: {err}");
+    }
+
+    #[test]
+    fn a_folder_beside_a_spec_in_the_working_folder_stays_a_folder() {
+        // `a.yaml` naming `./tiny`: its folder is `` (or `.`), and `tiny` alone would be a
+        // catalogue name under models/.
+        for spec_dir in ["", "."] {
+            let model = in_spec("./tiny", Path::new(spec_dir)).unwrap();
+            assert_eq!(model, "./tiny");
+            assert!(is_path(&model));
+        }
+    }
+
+    #[test]
+    fn a_folder_model_is_shown_by_its_path_from_the_spec_wherever_the_spec_lies() {
+        let shown_in = |root: &str, written: &str| {
+            let spec = Path::new(root).join("specs/advice.yaml");
+            shown(&in_spec(written, spec.parent().unwrap()).unwrap(), &spec)
+        };
+        for written in ["./tiny", "tiny/", "sub/tiny", "../models/tiny"] {
+            let a = shown_in("/checkouts/one", written);
+            assert_eq!(a, shown_in("/elsewhere/two", written), "{written}");
+            assert_eq!(a, shown_in("relative/three", written), "{written}");
+            assert_eq!(a, shown_in("", written), "{written}");
+            assert!(!a.contains("checkouts") && is_path(&a), "{a}");
+        }
+        assert_eq!(shown_in("/checkouts/one", "./tiny"), "./tiny");
+        assert_eq!(shown_in("/checkouts/one", "sub/tiny"), "sub/tiny");
+        assert_eq!(shown_in("/checkouts/one", "../models/tiny"), "../models/tiny");
+        assert_eq!(shown(&in_spec("./tiny", Path::new(".")).unwrap(), Path::new("./a.yaml")), "./tiny");
+        assert_eq!(shown("gpt2", Path::new("/x/specs/a.yaml")), "gpt2", "a name is itself");
+        assert_eq!(shown("/data/tiny", Path::new("/x/specs/a.yaml")), "/data/tiny", "elsewhere: as written");
     }
 }

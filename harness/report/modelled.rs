@@ -38,7 +38,10 @@ pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::Im
 }
 
 fn inputs_line(m: &Manifest) -> String {
+    // A folder model by its path from the spec (`model::resolve::shown`), as the tables name it.
+    let shown = |model: &String| crate::model::resolve::shown(model, &m.plan.spec_path);
     if let Workload::Advise { model, params } = &m.plan.workload {
+        let model = shown(model);
         return format!(
             "`{}` ({}): advice for {model} on {} node(s) of {} {} (domains {}); {} prompt tokens, {} new, {} sequence(s), {}, by {}",
             m.experiment,
@@ -68,7 +71,7 @@ fn inputs_line(m: &Manifest) -> String {
         "`{}` ({}): models {}; strategies {}; worlds {}; links {}; devices {}; sequences {}; dtypes {}; context {} tokens",
         m.experiment,
         m.run_id.short(),
-        join(models.clone()),
+        join(models.iter().map(shown).collect()),
         join(strategies.iter().map(|s| s.name().to_string()).collect()),
         join(worlds.iter().map(u32::to_string).collect()),
         join(links.clone()),

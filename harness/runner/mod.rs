@@ -336,7 +336,8 @@ fn needs_gpu(plan: &RunPlan) -> bool {
 /// `kind: model`, the advice for `kind: advise`), or failed with why it could not be.
 fn arithmetic(plan: &RunPlan) -> Outcome {
     let computed = match plan.kind() {
-        Kind::Advise => crate::advise::answer_plan(plan).map_err(|e| e.to_string()),
+        // A spec's question: its failure names the spec's keys, as `validate` would.
+        Kind::Advise => crate::advise::answer_plan(plan).map_err(|e| e.in_spec_line()),
         _ => crate::costmodel::tables_for_plan(plan).map_err(|e| e.to_string()),
     };
     match computed {

@@ -202,6 +202,12 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
     let mut models: BTreeMap<String, Option<(ModelSource, ModelConfig)>> = BTreeMap::new();
     for name in &e.models {
         let source = super::weights::model_source(name, e.weights_seed).map_err(|m| c.report("model", m.to_string())).ok();
+        // Named as the register shows it: a folder by its path from the spec, the same in any
+        // checkout (the identity holds the config's and weights' digests, never the name).
+        let source = source.map(|(mut s, cfg)| {
+            s.name = crate::model::resolve::shown(name, &e.path);
+            (s, cfg)
+        });
         models.insert(name.clone(), source);
     }
     let all = points(e);
@@ -521,18 +527,11 @@ fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) ->
     let catalogue = crate::costmodel::catalogue::Catalogue::load_default().map_err(|err| c.report("machine", err.to_string())).ok()?;
     let request = match crate::advise::request::Asked::of_spec(&model, &params).resolve(&catalogue) {
         Ok(request) => request,
-        // The key names what `AdviseError::Model`'s own `model:` prefix would repeat.
-        Err(crate::advise::AdviseError::Model(why)) => {
-            c.report("model", why);
-            return None;
-        }
-        // The request's length is the spec's `prompt_tokens` and `new_tokens`, not a flag's.
-        Err(crate::advise::AdviseError::Context { prompt, new_tokens, why }) => {
-            c.report("prompt_tokens", format!("prompt_tokens {prompt} and new_tokens {new_tokens}: {why}"));
-            return None;
-        }
+        // In the spec's words: its keys (`machine.domains`, `prompt_tokens`), not the flags
+        // `parlab advise` words the same problem with.
         Err(err) => {
-            c.report("machine", err.to_string());
+            let (key, message) = err.in_spec();
+            c.report(&key, message);
             return None;
         }
     };

@@ -42,7 +42,8 @@ impl<T> Bounds<T> {
 
 /// The most ranks a run may have.
 pub const MAX_WORLD: u32 = 65_536;
-/// The most sequences in flight (pipeline) or per replica (data).
+/// The most sequences in flight (pipeline) or per replica (data); also the cap of an advice's
+/// `sequences` (a spec's and `parlab advise --sequences`, checked by `advise::request::Workload::new`).
 pub const MAX_SEQUENCES: u32 = 65_536;
 /// The most threads per rank (`threads: N`).
 pub const MAX_THREADS: u32 = 1_024;

@@ -565,7 +565,7 @@ fn advise_specs_answer_in_the_register_and_their_expected_answers_are_findings()
 }
 
 #[test]
-fn a_context_past_64_bits_or_the_models_window_is_refused_and_a_cache_saturates() {
+fn a_context_past_64_bits_or_the_models_window_is_refused() {
     for (prompt, new_tokens) in [("18446744073709551615", "2"), ("16777216", "1"), ("4294967295", "4294967295")] {
         let out = parlab(&["advise", "gpt2", "--device", "a100-80gb", "--prompt", prompt, "--new-tokens", new_tokens]);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -577,14 +577,33 @@ fn a_context_past_64_bits_or_the_models_window_is_refused_and_a_cache_saturates(
     let err = String::from_utf8_lossy(&past_window.stderr);
     assert_eq!(past_window.status.code(), Some(2), "{err}");
     assert!(err.contains("--prompt 1020 --new-tokens 10: a request of 1030 tokens, but gpt2 holds 1024 positions"), "{err}");
-    // 131,072 cache bytes per token × 101,000 tokens × 2^32 - 1 sequences passes 64 bits.
-    let args = ["--prompt", "100000", "--new-tokens", "1000", "--sequences", "4294967295", "--json"];
-    let out = parlab(&[&["advise", "llama-3.1-8b", "--device", "a100-80gb"][..], &args[..]].concat());
+}
+
+#[test]
+fn sequences_past_a_specs_cap_are_refused_and_the_cap_is_answered_in_full() {
+    // `--sequences` has the cap of a spec's `sequences:` (65,536), refused as other
+    // out-of-range advise flags are: exit 2, the flag and its value named, nothing printed.
+    let advise = |sequences: &str| {
+        let args = ["--prompt", "100000", "--new-tokens", "1000", "--sequences", sequences, "--json"];
+        parlab(&[&["advise", "llama-3.1-8b", "--device", "a100-80gb"][..], &args[..]].concat())
+    };
+    for sequences in ["65537", "4294967295"] {
+        let out = advise(sequences);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sequences}: {err}");
+        assert!(
+            err.starts_with(&format!("parlab advise: workload: --sequences {sequences}: must be at most 65536 (allowed: 1 to 65536")),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+    // 131,072 cache bytes per token × 101,000 tokens × 65,536 sequences, exactly (no saturation).
+    let out = advise("65536");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let only = &v["rejected"][0];
     assert_eq!((only["label"].as_str(), only["reason"]["kind"].as_str()), (Some("TP=1 x DP=1"), Some("does_not_fit")), "{only}");
-    assert_eq!(only["reason"]["kv_bytes"].as_u64(), Some(u64::MAX), "saturated, not wrapped under the memory: {only}");
+    assert_eq!(only["reason"]["kv_bytes"].as_u64(), Some(131_072 * 101_000 * 65_536), "{only}");
 }
 
 #[test]
@@ -829,4 +848,35 @@ fn two_advise_experiments_of_one_question_each_get_their_finding() {
     for name in ["first", "second"] {
         assert!(md.contains(&format!("### HOLDS: advice-{name}")), "advice-{name}:\n{md}");
     }
+}
+
+#[test]
+fn a_folder_model_is_named_alike_in_the_register_wherever_its_spec_lies() {
+    // The same specs and model folder in two places: the register names the folder by its path
+    // from the spec (`./tiny`), so the two registers say the same, not each its absolute path.
+    let advise = "name: shaped-advice\nkind: advise\nmodel: ./tiny\nmachine:\n  device: a100-80gb\n  devices_per_node: 2\n  domains: [2:nvlink-nv12]\nprompt_tokens: 64\nnew_tokens: 8\n";
+    let model = "name: shaped-model\nkind: model\nmodel: ./tiny\ndevices: [a100-80gb]\nlink: [nvswitch]\nstrategy: [tensor]\nworld: [2]\ncontext: 1024\n";
+    let config = std::fs::read_to_string(root().join("models/gpt2/config.json")).unwrap();
+    let register = |dir: &Path| {
+        let specs = dir.join("some/checkout/specs");
+        std::fs::create_dir_all(specs.join("tiny")).unwrap();
+        std::fs::write(specs.join("tiny/config.json"), &config).unwrap();
+        std::fs::write(specs.join("advice.yaml"), advise).unwrap();
+        std::fs::write(specs.join("model.yaml"), model).unwrap();
+        let (store, out) = (dir.join("manifests"), dir.join("reports"));
+        run_specs(&[&specs], &store, &out);
+        let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
+        assert!(!md.contains(&dir.display().to_string()), "the register names where the checkout lies:\n{md}");
+        for line in ["advice for ./tiny on 1 node(s)", "models ./tiny; strategies tensor", "model ./tiny: shape from ./tiny/config.json"] {
+            assert!(md.contains(line), "{line}:\n{md}");
+        }
+        assert!(md.contains("| ./tiny | gpt2 | 124,439,808 |"), "the model tables' rows:\n{md}");
+        // Everything naming the model, table rows and provenance included (the header's
+        // timestamps differ run to run and are left out).
+        md.lines().filter(|l| l.contains("tiny")).map(str::to_string).collect::<Vec<_>>()
+    };
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (register(one.path()), register(two.path()));
+    assert!(a.len() >= 5, "{a:?}");
+    assert_eq!(a, b);
 }

@@ -168,3 +168,24 @@ fn the_device_changes_the_run_identity_and_never_the_answer_identity() {
     let half = suite(&[&spec(&dir, "half", &format!("name: d\n{base}device: cuda\ndtype: bfloat16\n"))]);
     assert_ne!(half[0].answer_id, cuda[0].answer_id, "bfloat16 is a different computation");
 }
+
+#[test]
+fn a_folder_model_is_named_by_its_path_from_the_spec_and_keeps_its_identities() {
+    // A decode of a folder beside its spec, copied to two places: one name for the register
+    // (`./tiny`, not either absolute path) and the same identities (the config's digest).
+    let config = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/gpt2/config.json")).unwrap();
+    let text = "name: folder-decode\nkind: decode\nmodel: ./tiny\nstrategy: tensor\nworld: 2\nprompt: {length: 4}\nnew_tokens: 4\n";
+    let plans = |dir: &tempfile::TempDir| {
+        std::fs::create_dir_all(dir.path().join("tiny")).unwrap();
+        std::fs::write(dir.path().join("tiny/config.json"), &config).unwrap();
+        suite(&[&spec(dir, "folder-decode", text)])
+    };
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (plans(&one), plans(&two));
+    assert_eq!(a.len(), 1);
+    let names = |runs: &[RunPlan]| runs.iter().map(|r| r.model.as_ref().unwrap().name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&a), vec!["./tiny".to_string()]);
+    assert_eq!(names(&a), names(&b));
+    assert_eq!(a[0].model.as_ref().unwrap().dir, one.path().join("tiny"), "the folder read is the spec's neighbour");
+    assert_eq!((&a[0].run_id, &a[0].answer_id), (&b[0].run_id, &b[0].answer_id));
+}

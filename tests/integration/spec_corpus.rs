@@ -66,6 +66,32 @@ fn every_malformed_spec_gives_its_one_line_errors_and_exit_2() {
 }
 
 #[test]
+fn advise_specs_name_their_keys_not_parlab_advises_flags() {
+    // A `kind: advise` spec's machine is `machine.nodes`, `machine.domains`, …: its problems
+    // are at those keys (file:line:col where the key is written) in those words, never `--domain` or `--nodes`, which
+    // are `parlab advise`'s (the same topology there keeps its flags' words).
+    let files: Vec<PathBuf> = corpus("bad").into_iter().filter(|f| f.to_string_lossy().contains("-advise-")).collect();
+    assert!(files.len() >= 10, "{files:?}");
+    let out = parlab().arg("validate").args(&files).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for line in stderr.lines().filter(|l| !l.contains("experiment names must be unique")) {
+        assert!(!line.contains("--"), "a flag's word in a spec's problem: {line}");
+        assert!(line.starts_with("error: tests/specs/bad/"), "named by its file: {line}");
+    }
+    let topology = |machine: &[&str]| {
+        let args = [&["advise", "gpt2", "--device", "a100-80gb", "--prompt", "64", "--new-tokens", "8"][..], machine].concat();
+        let out = parlab().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let cli = topology(&["--devices-per-node", "6", "--domain", "2:nvlink-nv12", "--domain", "3:pcie-sys", "--domain", "6:pcie-sys"]);
+    assert!(cli.contains("topology: --domain 3:pcie-sys: each domain must be larger than the one inside it (2)"), "{cli}");
+    let cli = topology(&["--domain", "2:nvlink-nv12"]);
+    assert!(cli.contains("topology: one device needs no --domain"), "{cli}");
+}
+
+#[test]
 fn one_malformed_spec_alone_exits_2() {
     for file in ["tests/specs/bad/01-typo-key.yaml", "tests/specs/bad/83-advise-expect-nothing.yaml"] {
         let out = parlab().arg("validate").arg(file).output().unwrap();
