@@ -27,7 +27,8 @@ pub const TOLERANCE: f64 = 0.25;
 pub enum Hypothesis {
     /// Each rank streams at the bandwidth one process measured alone.
     OwnBandwidth,
-    /// The ranks streaming at once share the highest aggregate any membw run measured.
+    /// The ranks streaming at once share the highest aggregate a membw run measured with its
+    /// processes on cores of their own (not oversubscribed).
     SharedMemory,
 }
 
@@ -226,7 +227,8 @@ impl StepPrediction {
 pub struct Bandwidths {
     /// One process streaming alone, by threads (the roofline, median).
     pub own_by_threads: BTreeMap<u32, (f64, RunId)>,
-    /// The highest aggregate any membw run drew: what one memory system gives all ranks.
+    /// The highest aggregate a membw run drew with a core for every thread: what one memory
+    /// system gives all ranks streaming at once.
     pub shared_total: Option<(f64, RunId)>,
     /// A GPU's memory roofline (device-read).
     pub gpu: Option<(f64, RunId)>,
@@ -266,8 +268,11 @@ impl<'a> Inputs<'a> {
         let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, Kind::Decode).map(|m| m.plan.threads_per_rank).collect();
         let own_by_threads = threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect();
         let membw: Vec<(&Manifest, &Membw)> = ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect();
+        // An oversubscribed membw run's processes take turns on the cores: the sum of their
+        // rates counts bandwidth no ranks streaming at once ever get.
         let shared_total = membw
             .iter()
+            .filter(|(m, _)| oversubscribed(m).is_none())
             .map(|(m, b)| (b.roofline.aggregate_bps, m.run_id.clone()))
             .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
         let collectives: Vec<(&Manifest, &Collectives)> =

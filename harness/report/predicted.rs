@@ -30,7 +30,7 @@ pub fn decode_table(manifests: &[Manifest]) -> Option<Table> {
     })
 }
 
-const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured (shared memory); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past ±25 % the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
+const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured with a core for every thread (shared memory; an oversubscribed run's processes take turns on the cores, so the sum of their rates is no aggregate); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past ±25 % the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
 
 const COLUMNS: [&str; 15] = [
     "model",
@@ -166,7 +166,7 @@ fn provenance(manifests: &[Manifest], predictions: &[StepPrediction]) -> Vec<Str
         .collect();
     if let Some((bps, run)) = &b.shared_total {
         out.push(format!(
-            "shared memory: {} in all (the highest aggregate of any membw run, run {}), divided among the ranks that stream at once, never above a rank's own",
+            "shared memory: {} in all (the highest aggregate of a membw run not oversubscribed, run {}), divided among the ranks that stream at once, never above a rank's own",
             format_gbps(*bps),
             short(run)
         ));

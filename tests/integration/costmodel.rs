@@ -513,3 +513,24 @@ fn a_model_spec_listing_a_value_twice_asks_the_same_question_once() {
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| gpt2 | 2 |")).collect();
     assert_eq!(rows.len(), 1, "one row of the KV-cache table, not one per repeat: {rows:#?}");
 }
+
+#[test]
+fn the_shared_memory_hypothesis_ignores_the_aggregate_of_an_oversubscribed_membw_run() {
+    use parlab::manifest::caveat::Caveat;
+    use parlab::spec::Kind;
+    let mut list = crate::synth::fixtures().unwrap();
+    let membw: Vec<usize> = (0..list.len()).filter(|&i| list[i].kind == Kind::Membw && list[i].summary().is_some()).collect();
+    let widest = *membw.iter().max_by_key(|&&i| list[i].layout.world).unwrap();
+    // Its processes took turns on the cores, each streaming fast while the others waited: the
+    // sum of their rates is the highest aggregate of all, and no ranks at once ever get it.
+    if let Some(Summary::Membw(b)) = list[widest].summary_mut() {
+        b.roofline.aggregate_bps = 1e12;
+    }
+    let world = list[widest].layout.world;
+    list[widest].caveats.retain(|c| !matches!(c, Caveat::Oversubscribed { .. }));
+    let shared = |list: &[Manifest]| parlab::costmodel::step::Inputs::of(list).bandwidths.shared_total.unwrap();
+    assert_eq!(shared(&list), (1e12, list[widest].run_id.clone()), "a core for every process: its aggregate is the machine's");
+    list[widest].caveats.push(Caveat::Oversubscribed { ranks: world, threads: 1, cores: world - 1 });
+    let (bps, run) = shared(&list);
+    assert!(bps < 1e12 && run != list[widest].run_id, "an oversubscribed run's sum is no aggregate: {bps} from {run}");
+}
