@@ -16,7 +16,7 @@ use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
 use crate::spec::link::Link as LinkName;
 use crate::spec::plan::Workload;
-use crate::spec::schema::{ContextBlocks, DecodeLayout, Device as RankDevice, HeadPlacement, Kind, Op, Prompt, Strategy};
+use crate::spec::schema::{ContextBlocks, DecodeLayout, Device as RankDevice, Dtype, HeadPlacement, Kind, Op, Prompt, Strategy};
 use std::collections::BTreeMap;
 
 /// The relative error past which a row names the assumption that failed.
@@ -162,6 +162,8 @@ pub struct StepPrediction {
     pub run_id: RunId,
     /// Model name.
     pub model: String,
+    /// Weights, activations and cache dtype.
+    pub dtype: Dtype,
     /// Computed on a GPU.
     pub cuda: bool,
     /// The split.
@@ -546,6 +548,9 @@ fn run_shape<'s>(m: &Manifest, shape: &'s ModelShape) -> Option<RunShape<'s>> {
 fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
     let d = m.summary()?.decode()?;
     let source = m.plan.model.as_ref()?;
+    let Workload::Decode { dtype, .. } = &m.plan.workload else {
+        return None;
+    };
     let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
     let r = run_shape(m, &shape)?;
     let cuda = m.plan.device == RankDevice::Cuda;
@@ -559,6 +564,7 @@ fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
     let mut p = StepPrediction {
         run_id: m.run_id.clone(),
         model: source.name.clone(),
+        dtype: *dtype,
         cuda,
         strategy: m.layout.strategy,
         world: r.world,
@@ -675,12 +681,14 @@ struct Unsplit {
     error: f64,
 }
 
-/// The unsplit one-sequence run a prediction is checked against: of the same model and device,
+/// The unsplit one-sequence run a prediction is checked against: of the same model, dtype and device,
 /// the same experiment's where there is one, else the one predicted best (the most favourable
 /// evidence that a step is its bytes over the roofline).
 fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [(&Manifest, StepPrediction)]) -> Option<Unsplit> {
-    let candidates: Vec<&'p (&Manifest, StepPrediction)> =
-        all.iter().filter(|(_, u)| u.world == 1 && u.sequences == 1 && u.model == p.model && u.cuda == p.cuda).collect();
+    let candidates: Vec<&'p (&Manifest, StepPrediction)> = all
+        .iter()
+        .filter(|(_, u)| u.world == 1 && u.sequences == 1 && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda)
+        .collect();
     let same = candidates.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
     let best = || candidates.iter().min_by(|a, b| a.1.error.abs().total_cmp(&b.1.error.abs()).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
     let (_, u) = same.or_else(best)?;

@@ -55,11 +55,8 @@ fn order_key(p: &StepPrediction) -> (String, &'static str, u32, String, u32, cra
 }
 
 fn model_name(p: &StepPrediction) -> String {
-    if p.cuda {
-        format!("{} (cuda)", p.model)
-    } else {
-        p.model.clone()
-    }
+    let device = if p.cuda { " (cuda)" } else { "" };
+    format!("{} {}{device}", p.model, p.dtype.name())
 }
 
 /// The layout details that tell runs of one strategy and world apart.

@@ -534,3 +534,49 @@ fn the_shared_memory_hypothesis_ignores_the_aggregate_of_an_oversubscribed_membw
     let (bps, run) = shared(&list);
     assert!(bps < 1e12 && run != list[widest].run_id, "an oversubscribed run's sum is no aggregate: {bps} from {run}");
 }
+
+#[test]
+fn a_step_is_judged_against_the_unsplit_run_of_its_own_dtype() {
+    use parlab::costmodel::step::{predict_steps, FailedAssumption, Outcome};
+    use parlab::spec::plan::Workload;
+    use parlab::spec::schema::Dtype;
+    use parlab::spec::Kind;
+    let mut list = crate::synth::fixtures().unwrap();
+    let tensor = |m: &Manifest, world: u32| {
+        m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world == world && m.layout.overlap.is_none()
+    };
+    // A bfloat16 twin of the unsplit run and of a 2-rank split, each 5x slower: on a CPU without
+    // bfloat16 arithmetic the half-size weights do not make the step stream-bound.
+    let mut twins = Vec::new();
+    for (i, world) in [(0u64, 1u32), (1, 2)] {
+        let mut m = list.iter().find(|m| tensor(m, world)).unwrap().clone();
+        m.run_id = format!("{:064x}", 0xbf16_0000 + i).into();
+        if let Workload::Decode { dtype, .. } = &mut m.plan.workload {
+            *dtype = Dtype::Bfloat16;
+        }
+        if let Some(Summary::Decode(d)) = m.summary_mut() {
+            d.step_s.median *= 5.0;
+        }
+        twins.push(m);
+    }
+    let bf16_unsplit = twins[0].run_id.to_string();
+    // The float32 split is slow too (past the tolerance), so an unsplit run that missed the same
+    // way would be cited for it: only its own dtype's may be.
+    for m in list.iter_mut().filter(|m| tensor(m, 2)) {
+        if let Some(Summary::Decode(d)) = m.summary_mut() {
+            d.step_s.median *= 3.0;
+        }
+    }
+    list.extend(twins);
+    let predictions = predict_steps(&list);
+    let cites_bf16 =
+        |o: &Outcome| matches!(o, Outcome::AssumptionFailed(FailedAssumption::NotStreamBound { run, .. }) if *run == bf16_unsplit);
+    let of_dtype = |dtype: Dtype, world: u32| {
+        predictions.iter().filter(move |p| p.dtype == dtype && p.world == world && p.strategy == Strategy::Tensor && p.overlap.is_none())
+    };
+    assert!(of_dtype(Dtype::Bfloat16, 2).all(|p| cites_bf16(&p.outcome)), "the bfloat16 split is explained by its own unsplit run");
+    assert!(of_dtype(Dtype::Float32, 2).all(|p| !cites_bf16(&p.outcome)), "no float32 run is judged by a bfloat16 one");
+    let table = parlab::report::predicted::decode_table(&list).unwrap();
+    let models: std::collections::BTreeSet<String> = table.rows.iter().map(|r| format!("{:?}", r[0])).collect();
+    assert!(models.iter().any(|m| m.contains("bfloat16")) && models.iter().any(|m| m.contains("float32")), "{models:?}");
+}
