@@ -1,7 +1,7 @@
 //! Declared claims (`claims:` in a spec) evaluated on the manifests its runs wrote: a
 //! figure of the selected runs against a reference selection (or a value) under a rule.
 
-use super::{Finding, Inconclusive, Inputs};
+use super::{rounds, Finding, Inconclusive, Inputs};
 use crate::manifest::summary::Summary;
 use crate::manifest::{Manifest, Status};
 use crate::report::facts::Stats;
@@ -43,6 +43,28 @@ struct Measured {
     stat: Stats,
     runs: Vec<String>,
     tokens: Vec<Vec<Vec<u32>>>,
+    /// Where the selection is one run that recorded the figure launch by launch: its values and
+    /// when its launches ran (for pairing with the reference round by round).
+    launched: Option<(Vec<f64>, (String, String))>,
+}
+
+/// The name a claim's figure is recorded under launch by launch, where it is.
+fn launch_figure(figure: &str) -> Option<&'static str> {
+    use crate::nightly::figures as f;
+    Some(match figure {
+        "step" => f::STEP_MEDIAN,
+        "tokens_per_s" => f::TOKENS_PER_S_MEDIAN,
+        "prefill" => f::PREFILL_MEDIAN,
+        "compute" => f::COMPUTE_MEDIAN,
+        "aggregate_bandwidth" => f::AGGREGATE_BANDWIDTH_MEDIAN,
+        _ => return None,
+    })
+}
+
+/// `m`'s values of `figure` launch by launch, with its span.
+fn launched(m: &Manifest, figure: &str) -> Option<(Vec<f64>, (String, String))> {
+    let values = m.launches()?.figures.get(launch_figure(figure)?)?.clone();
+    Some((values, (m.started_at.clone(), m.finished_at.clone())))
 }
 
 fn unit(figure: &str) -> &'static str {
@@ -114,6 +136,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     let mut stats = Vec::new();
     let mut ids = Vec::new();
     let mut tokens = Vec::new();
+    let mut launches = Vec::new();
     for m in runs.iter().filter(|m| run_matches(m, select)) {
         let found = stats_of(m, figure, select);
         let answer_tokens = m.answer().map(|a| &a.tokens).filter(|_| figure == "tokens");
@@ -124,6 +147,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
         stats.extend(found);
         tokens.extend(answer_tokens.cloned());
         ids.push(m.run_id.short().to_string());
+        launches.push(launched(m, figure));
     }
     if ids.is_empty() {
         return None;
@@ -138,7 +162,11 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
         p99: median,
         n: stats.len() as u64,
     };
-    Some(Measured { stat, runs: ids, tokens })
+    let launched = match <[_; 1]>::try_from(launches) {
+        Ok([one]) => one,
+        Err(_) => None,
+    };
+    Some(Measured { stat, runs: ids, tokens, launched })
 }
 
 fn words(select: &BTreeMap<String, String>) -> String {
@@ -219,10 +247,27 @@ fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measure
     };
     let ratio = sel.stat.median / base;
     f.number("selected / reference", ratio, "ratio", &both(sel, reference));
-    let holds = match c.rule {
+    let holds = |ratio: f64| match c.rule {
         Rule::Less => ratio < 1.0 + c.tolerance,
         Rule::Greater => ratio > 1.0 - c.tolerance,
         Rule::RatioWithin | Rule::EqualTokens => (ratio - 1.0).abs() <= c.tolerance,
     };
-    f.decide(holds, format!("selected / reference = {ratio:.3} ({} {})", c.rule.name().replace('_', " "), c.tolerance))
+    let reason = format!("selected / reference = {ratio:.3} ({} {})", c.rule.name().replace('_', " "), c.tolerance);
+    let Some(per_round) = round_ratios(sel, reference) else {
+        return f.decide(holds(ratio), reason);
+    };
+    f.notes.push(rounds::note("selected / reference", Some(&per_round)));
+    let held = per_round.iter().filter(|r| holds(**r)).count();
+    match held {
+        0 => f.decide(false, format!("{reason}; in none of {} rounds", per_round.len())),
+        n if n == per_round.len() => f.decide(true, format!("{reason}; in all {n} rounds")),
+        n => f.inconclusive(Inconclusive::Noise, format!("noise: {reason}, but it holds in {n} of {} rounds", per_round.len())),
+    }
+}
+
+/// Per-round ratios selected / reference, where both selections are one run each that ran at
+/// least [`rounds::MIN_ROUNDS`] launches in the same rounds.
+fn round_ratios(sel: &Measured, reference: Option<&Measured>) -> Option<Vec<f64>> {
+    let ((s, s_span), (r, r_span)) = (sel.launched.as_ref()?, reference?.launched.as_ref()?);
+    rounds::paired(rounds::Launched { values: r, span: r_span }, rounds::Launched { values: s, span: s_span })
 }

@@ -9,13 +9,28 @@ use crate::report::facts::{DecodeRow, Rounds};
 /// Fewest launches in shared rounds before two runs' per-round ratios count.
 pub const MIN_ROUNDS: usize = 3;
 
-/// Per-round ratios `other / reference` of one figure's launch values (`figure` picks it), when
-/// both runs ran at least [`MIN_ROUNDS`] launches in one `parlab run` (their spans overlap).
+/// One run's values of a figure launch by launch, with when its launches ran.
+#[derive(Debug, Clone, Copy)]
+pub struct Launched<'a> {
+    /// One value per launch, in launch order.
+    pub values: &'a [f64],
+    /// When its first launch started and its last one ended (RFC 3339, UTC).
+    pub span: &'a (String, String),
+}
+
+/// Per-round ratios `other / reference`, when both runs ran at least [`MIN_ROUNDS`] launches in
+/// one `parlab run` (their spans overlap).
+pub fn paired(reference: Launched, other: Launched) -> Option<Vec<f64>> {
+    let (r, o) = (reference.span, other.span);
+    let together = r.0 <= o.1 && o.0 <= r.1;
+    let (a, b) = (reference.values, other.values);
+    (together && a.len().min(b.len()) >= MIN_ROUNDS).then(|| a.iter().zip(b).map(|(x, y)| y / x).collect())
+}
+
+/// [`paired`] for two decode runs' figure (`figure` picks it).
 pub fn ratios(reference: &DecodeRow, other: &DecodeRow, figure: fn(&Rounds) -> &[f64]) -> Option<Vec<f64>> {
     let (r, o) = (&reference.rounds, &other.rounds);
-    let together = r.span.0 <= o.span.1 && o.span.0 <= r.span.1;
-    let (a, b) = (figure(r), figure(o));
-    (together && a.len().min(b.len()) >= MIN_ROUNDS).then(|| a.iter().zip(b).map(|(x, y)| y / x).collect())
+    paired(Launched { values: figure(r), span: &r.span }, Launched { values: figure(o), span: &o.span })
 }
 
 /// The prefill launch by launch.

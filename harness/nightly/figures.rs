@@ -85,13 +85,13 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
             })
             .collect(),
         Summary::Membw(b) => {
-            vec![figure(FigureKind::Bandwidth, "aggregate bandwidth median".into(), b.aggregate.median, Better::Higher, Samples::Bandwidth)]
+            vec![figure(FigureKind::Bandwidth, AGGREGATE_BANDWIDTH_MEDIAN.into(), b.aggregate.median, Better::Higher, Samples::Bandwidth)]
         }
         Summary::Decode(d) => vec![
-            figure(FigureKind::Decode, "decode step median".into(), d.step_s.median, Better::Lower, per_iteration("decode_step", 0)),
+            figure(FigureKind::Decode, STEP_MEDIAN.into(), d.step_s.median, Better::Lower, per_iteration("decode_step", 0)),
             figure(
                 FigureKind::Decode,
-                "tokens per second median".into(),
+                TOKENS_PER_S_MEDIAN.into(),
                 d.tokens_per_s.median,
                 Better::Higher,
                 Samples::TokensPerSecond { tokens: tokens_per_repetition(d.strategy, d.world, d.sequences, d.new_tokens) },
@@ -113,6 +113,15 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
         Summary::Model(_) | Summary::Advice(_) => Vec::new(),
     }
 }
+
+/// The name of a decode run's step median (a comparable figure).
+pub const STEP_MEDIAN: &str = "decode step median";
+
+/// The name of a decode run's tokens-per-second median (a comparable figure).
+pub const TOKENS_PER_S_MEDIAN: &str = "tokens per second median";
+
+/// The name of a membw run's aggregate bandwidth median (a comparable figure).
+pub const AGGREGATE_BANDWIDTH_MEDIAN: &str = "aggregate bandwidth median";
 
 /// The name of a decode run's prefill median, recorded launch by launch for the findings that
 /// pair two runs round by round (not a nightly figure: the nightly compares [`comparable`]).

@@ -362,6 +362,37 @@ fn a_declared_claim_is_evaluated_into_a_finding_both_ways() {
 }
 
 #[test]
+fn a_claim_between_two_runs_launched_in_rounds_holds_only_where_every_round_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = with_claims(dir.path(), "greater");
+    // One run per selection: the unsplit run and the first blocking 4-way tensor split.
+    let four = list.iter().position(|m| m.kind == Kind::Decode && m.layout.world == 4 && m.layout.overlap.is_none()).unwrap();
+    let one = list.iter().position(|m| m.kind == Kind::Decode && m.layout.world == 1).unwrap();
+    let keep = [list[one].run_id.clone(), list[four].run_id.clone()];
+    list.retain(|m| m.kind != Kind::Decode || keep.contains(&m.run_id));
+    let step = parlab::nightly::figures::STEP_MEDIAN;
+    let suite = ("2026-12-05T08:19:40Z", "2026-12-05T08:21:00Z");
+    let set = |list: &mut [Manifest], world: u32, steps: &[f64]| {
+        for m in list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.world == world) {
+            set_launch_values(m, step, steps, suite);
+        }
+    };
+    assert_eq!(finding(&list, "split-slower").verdict, Verdict::Holds, "by the medians alone");
+    // Round 2's unsplit launch ran while the machine was slow: the split was faster in that round.
+    set(&mut list, 1, &[0.020, 0.060, 0.020]);
+    set(&mut list, 4, &[0.030, 0.030, 0.030]);
+    let f = finding(&list, "split-slower");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{f:?}");
+    assert!(f.reason.contains("holds in 2 of 3 rounds") && f.notes.iter().any(|n| n.contains("1.500, 0.500, 1.500")), "{f:?}");
+    set(&mut list, 1, &[0.020, 0.021, 0.020]);
+    let f = finding(&list, "split-slower");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.reason.ends_with("in all 3 rounds"), "{}", f.reason);
+    set(&mut list, 4, &[0.010, 0.010, 0.010]);
+    assert_eq!(finding(&list, "split-slower").verdict, Verdict::Fails, "a split faster in every round");
+}
+
+#[test]
 fn a_claim_with_an_unknown_figure_is_refused_by_validate_with_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("bad.yaml");
