@@ -274,6 +274,15 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         h.version = words.next().map(str::to_string);
         h.library = words.find_map(|w| w.strip_prefix("nccl-library=")).and_then(|c| c.parse().ok()).map(nccl_version);
     } else if let Some(b) = rest.strip_prefix("Collective test starting:") {
+        if let Some((first, _)) = &h.benchmark {
+            return Err(Problem::at(
+                n,
+                format!(
+                    "a second `# Collective test starting:` line ({} after {first}): the output of two runs; import one run's output per file",
+                    b.trim()
+                ),
+            ));
+        }
         h.benchmark = Some(op_of(b.trim()).map_err(|e| Problem::at(n, e.to_string()))?);
     } else if rest.starts_with("nThread") {
         h.warmup = option_value(rest, Some("warmup"), "iters:");

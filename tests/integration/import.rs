@@ -155,3 +155,25 @@ fn a_file_saved_with_a_byte_order_mark_imports() {
     assert_eq!(out.status.code(), Some(0), "was `no # OSU MPI ... Test line`: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(manifests_in(&store).len(), 1);
 }
+
+/// The first `lines` lines of a fixture: its header and its first rows.
+fn head_of(name: &str, lines: usize) -> String {
+    std::fs::read_to_string(data(name)).unwrap().lines().take(lines).map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn two_nccl_tests_runs_in_one_file_are_refused_not_mixed_under_the_last_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    // Two runs' output in one log: all_gather_perf's rows, then alltoall_perf's (rows below
+    // 1 GB/s, so no bus factor check stands in); read as one run they were all-to-all rows of
+    // 4 ranks, each size two samples, one of them an all-gather's.
+    let gather = head_of("nccl_all_gather_2gpu.txt", 15);
+    let both = dir.path().join("two_runs.txt");
+    std::fs::write(&both, format!("{gather}{}", gather.replace("all_gather_perf", "alltoall_perf"))).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), both.display().to_string()],
+        format!("{}:17: a second `# Collective test starting:` line (alltoall_perf after all_gather_perf)", both.display()),
+    )];
+    assert_refused(cases, &store);
+}
