@@ -234,7 +234,7 @@ pub fn read_text(text: &str) -> Result<ToolRun, Problem> {
         let trimmed = line.trim();
         if let Some(rest) = trimmed.strip_prefix('#') {
             header_line(&mut h, rest.trim(), n)?;
-        } else if trimmed.starts_with(|c: char| c.is_ascii_digit()) {
+        } else if is_row(trimmed) {
             if h.benchmark.is_none() {
                 return Err(Problem::at(n, "a result row before `# Collective test starting: BINARY`, which names the op: not nccl-tests' output, or the header was cut off"));
             }
@@ -266,6 +266,12 @@ pub fn read_text(text: &str) -> Result<ToolRun, Problem> {
         ran_at: None,
         sizes: sizes.into_iter().map(|(s, _)| s).collect(),
     })
+}
+
+/// A result row: a size first, digits (a sign before them is read, to be refused, as OSU's
+/// reader does); other lines are not the table's.
+fn is_row(line: &str) -> bool {
+    line.trim_start_matches(['-', '+']).starts_with(|c: char| c.is_ascii_digit())
 }
 
 fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {

@@ -177,3 +177,17 @@ fn two_nccl_tests_runs_in_one_file_are_refused_not_mixed_under_the_last_op() {
     )];
     assert_refused(cases, &store);
 }
+
+#[test]
+fn a_negative_size_in_nccl_tests_table_is_refused_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let negative = dir.path().join("negative_size.txt");
+    std::fs::write(&negative, text.replacen("        1024           128", "       -1024           128", 1)).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), negative.display().to_string()],
+        format!("{}:13: size `-1024` is not a byte count", negative.display()),
+    )];
+    assert_refused(cases, &store);
+}
