@@ -269,9 +269,11 @@ pub fn read_text(text: &str) -> Result<ToolRun, Problem> {
 }
 
 /// A result row: a size first, digits (a sign before them is read, to be refused, as OSU's
-/// reader does); other lines are not the table's.
+/// reader does); other lines are not the table's, among them NCCL's logging, whose first word
+/// is `host:pid:tid` also where the host's name starts with a digit (`10-0-0-1`, `4gpu-a`).
 fn is_row(line: &str) -> bool {
-    line.trim_start_matches(['-', '+']).starts_with(|c: char| c.is_ascii_digit())
+    let first = line.split_whitespace().next().unwrap_or("");
+    first.trim_start_matches(['-', '+']).starts_with(|c: char| c.is_ascii_digit()) && !first.contains(':')
 }
 
 fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {

@@ -191,3 +191,19 @@ fn a_negative_size_in_nccl_tests_table_is_refused_not_skipped() {
     )];
     assert_refused(cases, &store);
 }
+
+#[test]
+fn nccl_info_lines_of_a_host_whose_name_starts_with_a_digit_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    // NCCL prefixes its lines with `host:pid:tid`; a host may be named `10-0-0-1` or `4gpu-a`.
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap().replace("gpu-01:31337:31337", "10-0-0-1:31337:31337");
+    let info = "4gpu-a:31338:31338 [1] NCCL INFO comm 0x55d0 rank 1 nranks 2 - Init COMPLETE\n";
+    let row = "        4096           512";
+    let log = dir.path().join("digit_host.txt");
+    std::fs::write(&log, text.replacen(row, &format!("{info}{row}"), 1)).unwrap();
+    let out = import(&["nccl-tests", log.to_str().unwrap()], &store);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("all-gather, 9 sizes, world 2"), "{stderr}");
+}
