@@ -15,6 +15,7 @@
 //! µs, bandwidths in GB/s (1e9 bytes/s), `#wrong` `N/A` without `-c`.
 
 use super::{Problem, SizeConvention, SizeResult, ToolRun};
+use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
 use crate::spec::schema::Op;
 use serde_json::Value;
@@ -67,11 +68,14 @@ pub enum TimingProblem {
     /// The time is not a positive number.
     #[error("`time` {0} is not a positive number of µs")]
     BadTime(Value),
+    /// The time is longer than any figure a manifest may hold.
+    #[error("`time` {0} µs is more than 1e15 s: not a time a benchmark measured")]
+    TooLong(Value),
     /// A bandwidth is missing or not a number.
     #[error("no numeric `{0}`")]
     NoBandwidth(&'static str),
-    /// `nwrong` is not a count.
-    #[error("`nwrong` {0} is not a count")]
+    /// `nwrong` is not a count (negative, or past 2^60).
+    #[error("`nwrong` {0} is not a count of wrong elements")]
     BadWrong(serde_json::Number),
 }
 
@@ -174,9 +178,14 @@ fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
 fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), TimingProblem> {
     let time = t.get("time").or_else(|| t.get("cpu_time")).ok_or(TimingProblem::NoTime)?;
     let us = time.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| TimingProblem::BadTime(time.clone()))?;
+    if !super::plausible_us(us) {
+        return Err(TimingProblem::TooLong(time.clone()));
+    }
     let bw = |k: &'static str| t.get(k).and_then(Value::as_f64).ok_or(TimingProblem::NoBandwidth(k));
     let wrong = match t.get("nwrong") {
-        Some(Value::Number(n)) => n.as_f64().filter(|w| *w >= 0.0).ok_or_else(|| TimingProblem::BadWrong(n.clone()))? as u64,
+        Some(Value::Number(n)) => {
+            n.as_f64().filter(|w| *w >= 0.0 && *w <= MAX_MAGNITUDE).ok_or_else(|| TimingProblem::BadWrong(n.clone()))? as u64
+        }
         _ => 0,
     };
     Ok((us, wrong, (bw("alg_bw")?, bw("bus_bw")?)))
@@ -391,9 +400,18 @@ fn text_timing(w: &[&str], n: usize, which: &str) -> Result<(f64, f64, f64, Opti
     if time <= 0.0 {
         return Err(Problem::at(n, format!("{which} time `{}` µs is not positive", w[0])));
     }
+    if !super::plausible_us(time) {
+        return Err(Problem::at(n, format!("{which} time `{}` µs is more than 1e15 s: not a time a benchmark measured", w[0])));
+    }
     let wrong = match w[3] {
         "N/A" => None,
-        s => Some(num(s, "#wrong")? as u64),
+        s => {
+            let x = num(s, "#wrong")?;
+            if x > MAX_MAGNITUDE {
+                return Err(Problem::at(n, format!("{which} #wrong `{s}` is more than 2^60: not a count of wrong elements")));
+            }
+            Some(x as u64)
+        }
     };
     Ok((time, num(w[1], "algbw (GB/s)")?, num(w[2], "busbw (GB/s)")?, wrong))
 }

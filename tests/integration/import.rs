@@ -207,3 +207,31 @@ fn nccl_info_lines_of_a_host_whose_name_starts_with_a_digit_are_ignored() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("all-gather, 9 sizes, world 2"), "{stderr}");
 }
+
+#[test]
+fn numbers_every_reader_of_manifests_would_skip_are_refused_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let osu_head = head_of("osu_allreduce_4rank.txt", 3);
+    let file = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let huge_time = file("huge_time.txt", format!("{osu_head}4 1e300\n8 3.0\n"));
+    let huge_size = file("huge_size.txt", format!("{osu_head}4 3.0\n4611686018427387904 3.0\n"));
+    let tiny_time = file("tiny_time.txt", format!("{osu_head}4 1e-300\n8 3.0\n"));
+    let nccl = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let huge_wrong = file("huge_wrong.txt", nccl.replacen(" 0     9.30 ", " 99999999999999999999999     9.30 ", 1));
+    let osu = |path: &String| vec!["osu".to_string(), path.clone(), "--world".into(), "4".into()];
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (osu(&huge_time), format!("{huge_time}:4: latency `1e300` µs is more than 1e15 s")),
+        (osu(&huge_size), format!("{huge_size}: size 4611686018427387904 bytes is more than 2^60 bytes")),
+        (osu(&tiny_time), format!("{tiny_time}: the α–β fit of all-reduce through these times is not a finite number")),
+        (
+            vec!["nccl-tests".into(), huge_wrong.clone()],
+            format!("{huge_wrong}:13: out-of-place #wrong `99999999999999999999999` is more than 2^60"),
+        ),
+    ];
+    assert_refused(cases, &store);
+}
