@@ -72,18 +72,54 @@ pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf>
 
 /// Every readable entry in `dir`, oldest night first (other files are ignored).
 pub fn read(dir: &Path) -> Vec<Entry> {
-    let mut entries: Vec<Entry> = std::fs::read_dir(dir)
+    read_all(dir).0
+}
+
+/// Every readable entry in `dir`, oldest night first (nights of the same second in the order
+/// they were appended), and each `.json` file that is not one, with why (other files, such as
+/// `trends.md`, are not the history's).
+pub fn read_all(dir: &Path) -> (Vec<Entry>, Vec<(PathBuf, String)>) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|p| crate::files::read_text(&p, crate::files::MANIFEST_LIMIT).ok())
-        .filter_map(|t| serde_json::from_str::<Entry>(&t).ok())
-        .filter(|e| e.schema == SCHEMA)
         .collect();
+    files.sort();
+    let (mut entries, mut skipped) = (Vec::new(), Vec::new());
+    for path in files {
+        match read_entry(&path) {
+            Ok(entry) => entries.push(entry),
+            Err(why) => skipped.push((path, why)),
+        }
+    }
+    // Stable: within one night, file-name order, which is append order.
     entries.sort_by(|a, b| a.night.cmp(&b.night));
+    (entries, skipped)
+}
+
+/// Like [`read_all`], saying on stderr which files were skipped and why.
+pub fn read_warning(dir: &Path) -> Vec<Entry> {
+    let (entries, skipped) = read_all(dir);
+    for (path, why) in &skipped {
+        eprintln!("warning: skipped {}: {why}", path.display());
+    }
     entries
+}
+
+/// One history file, or why it is not a night of this format.
+fn read_entry(path: &Path) -> Result<Entry, String> {
+    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).map_err(|e| e.reason())?;
+    #[derive(Deserialize)]
+    struct Head {
+        schema: Option<String>,
+    }
+    match serde_json::from_str::<Head>(&text).ok().and_then(|h| h.schema) {
+        Some(schema) if schema != SCHEMA => return Err(format!("schema `{schema}` is not {SCHEMA}")),
+        _ => {}
+    }
+    serde_json::from_str::<Entry>(&text).map_err(|e| format!("not a nightly history entry ({e})"))
 }
 
 /// The fewest past nights a figure's noise estimate rests on.

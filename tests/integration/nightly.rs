@@ -619,6 +619,44 @@ fn the_command_appends_to_the_history_folder() {
     assert!(history.path().join("trends.md").is_file() && history.path().join("trends/0.svg").is_file());
 }
 
+#[test]
+fn a_history_file_that_is_not_a_night_is_named_with_why_not_silently_dropped() {
+    let (base, history, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), base.path());
+    let (broken, future) = (history.path().join("2026-12-01T000000Z.json"), history.path().join("2026-12-02T000000Z.json"));
+    std::fs::write(&broken, "{\"schema\": \"parlab.nightly-history/1\", \"night\": \"2026-12-01T00:00:00Z\", \"points\": [").unwrap();
+    std::fs::write(&future, "{\"schema\": \"parlab.nightly-history/2\", \"night\": \"2026-12-02T00:00:00Z\", \"points\": []}").unwrap();
+    let said = |stderr: &str| {
+        assert!(
+            stderr.contains(&format!("warning: skipped {}: not a nightly history entry (EOF while parsing", broken.display())),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "warning: skipped {}: schema `parlab.nightly-history/2` is not parlab.nightly-history/1",
+                future.display()
+            )),
+            "{stderr}"
+        );
+        assert_eq!(stderr.matches("warning: skipped").count(), 2, "each once: {stderr}");
+    };
+    let night = nightly(base.path(), base.path(), &["--history", history.path().to_str().unwrap()]);
+    assert_eq!(night.status.code(), Some(0), "{}", String::from_utf8_lossy(&night.stderr));
+    said(&String::from_utf8_lossy(&night.stderr));
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["report", "--manifests"])
+        .arg(base.path())
+        .arg("--out")
+        .arg(out.path().join("r"))
+        .arg("--history")
+        .arg(history.path())
+        .output()
+        .unwrap();
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    said(&String::from_utf8_lossy(&report.stderr));
+    assert!(broken.is_file() && future.is_file(), "kept as they were");
+}
+
 #[allow(dead_code)]
 mod build_script {
     include!("../../build.rs");
