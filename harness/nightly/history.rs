@@ -60,11 +60,18 @@ pub fn points(night: &Night) -> Vec<Point> {
     out
 }
 
-/// Writes tonight's entry as `DIR/<night>.json` (colons dropped from the name).
+/// Writes tonight's entry as `DIR/<night>.json` (colons dropped from the name; `<night>_0002.json`,
+/// ... where a night of the same second is there already).
 pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
     let entry = Entry { schema: SCHEMA.into(), night: when.into(), points: points(night) };
-    let path = dir.join(format!("{}.json", when.replace(':', "")));
+    // A second night of the same second is `<time>_0002.json`, ... (after the first in file-name
+    // order, which orders nights of one second): none replaces another.
+    let stem = when.replace(':', "");
+    let path = std::iter::once(dir.join(format!("{stem}.json")))
+        .chain((2..).map(|n| dir.join(format!("{stem}_{n:04}.json"))))
+        .find(|p| !p.exists())
+        .unwrap_or_else(|| dir.join(format!("{stem}.json")));
     let text = serde_json::to_string_pretty(&entry).map_err(std::io::Error::other)?;
     crate::manifest::write_atomic(&path, text.as_bytes())?;
     Ok(path)

@@ -657,6 +657,19 @@ fn a_history_file_that_is_not_a_night_is_named_with_why_not_silently_dropped() {
     assert!(broken.is_file() && future.is_file(), "kept as they were");
 }
 
+#[test]
+fn two_nights_appended_in_the_same_second_are_both_kept() {
+    use parlab::nightly::history::{append, read};
+    let dir = tempfile::tempdir().unwrap();
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let first = append(dir.path(), &night_of(&m, &[0.020]), "2026-12-05T09:00:00Z").unwrap();
+    let second = append(dir.path(), &night_of(&m, &[0.030]), "2026-12-05T09:00:00Z").unwrap();
+    assert_ne!(first, second, "the second night replaced the first");
+    let medians: Vec<f64> =
+        read(dir.path()).iter().map(|e| e.points.iter().find(|p| p.figure == "decode step median").unwrap().median).collect();
+    assert_eq!(medians, vec![0.020, 0.030]);
+}
+
 #[allow(dead_code)]
 mod build_script {
     include!("../../build.rs");
