@@ -235,3 +235,23 @@ fn numbers_every_reader_of_manifests_would_skip_are_refused_not_written() {
     ];
     assert_refused(cases, &store);
 }
+
+#[test]
+fn a_command_of_several_lines_or_with_backticks_stays_one_line_of_the_register() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let osu = data("osu_allreduce_4rank.txt");
+    // A command pasted from a script, its continuation lines kept: each line of it was a line of
+    // the register, so `## ...` became a heading and `| ... |` a table row.
+    let command = "mpirun -np 4 \\\n  `which osu_allreduce` -f\n## not a heading\n| not | a row |";
+    let out = import(&["osu", osu.to_str().unwrap(), "--world", "4", "--command", command], &store);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out_dir = dir.path().join("reports");
+    let report = parlab(&["report", "--out", out_dir.to_str().unwrap()], &store);
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    let md = std::fs::read_to_string(out_dir.join("evidence.md")).unwrap();
+    assert!(!md.lines().any(|l| l.starts_with("## not") || l.starts_with("| not")), "{md}");
+    let one_line = "`` mpirun -np 4 \\ `which osu_allreduce` -f ## not a heading | not | a row | ``";
+    assert!(md.contains(&format!("imported from osu_allreduce (osu v7.3), command {one_line}")), "{md}");
+    assert!(md.contains(&format!("- command: {one_line}")), "{md}");
+}
