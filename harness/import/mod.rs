@@ -217,6 +217,7 @@ fn world_of(run: &ToolRun, options: &ImportOptions) -> Result<u32, Problem> {
         ))),
         (_, Some(0)) => Err(Problem::file("--world 0: a run has at least 1 rank")),
         (_, Some(w)) if w > MAX_WORLD => Err(Problem::file(format!("--world {w}: a run has at most {MAX_WORLD} ranks"))),
+        (Some(w), _) if w > MAX_WORLD => Err(Problem::file(format!("the output lists {w} ranks: a run has at most {MAX_WORLD} ranks"))),
         (Some(w), _) | (None, Some(w)) => Ok(w),
         (None, None) => {
             Err(Problem::file(format!("{}'s output does not say how many ranks ran; pass --world N (the -np it ran with)", run.benchmark)))

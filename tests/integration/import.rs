@@ -255,3 +255,22 @@ fn a_command_of_several_lines_or_with_backticks_stays_one_line_of_the_register()
     assert!(md.contains(&format!("imported from osu_allreduce (osu v7.3), command {one_line}")), "{md}");
     assert!(md.contains(&format!("- command: {one_line}")), "{md}");
 }
+
+#[test]
+fn an_output_listing_more_ranks_than_a_run_has_is_refused_as_world_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let two = "#  Rank  0 Group  0 Pid  31337 on     gpu-01 device  0 [0000:19:00] NVIDIA H200\n#  Rank  1 Group  0 Pid  31338 on     gpu-01 device  1 [0000:3b:00] NVIDIA H200\n";
+    assert!(text.contains(two));
+    let ranks: String = (0..65_537)
+        .map(|r| format!("#  Rank {r} Group  0 Pid  {r} on gpu-{} device  {} [0000:19:00] NVIDIA H200\n", r / 8, r % 8))
+        .collect();
+    let many = dir.path().join("many_ranks.txt");
+    std::fs::write(&many, text.replacen(two, &ranks, 1)).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), many.display().to_string()],
+        format!("{}: the output lists 65537 ranks: a run has at most 65536 ranks", many.display()),
+    )];
+    assert_refused(cases, &store);
+}
