@@ -35,8 +35,23 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// Refuses output paths that cannot be written before anything is compared or written: a
 /// `--junit` or `--summary` file that is a folder or whose folder is missing, a `--history`
-/// folder that is a file.
-fn check_outputs(outs: &Outputs) -> Result<(), Error> {
+/// folder that is a file or one of the manifests folders compared (its nights would be read
+/// back as foreign manifests).
+fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<(), Error> {
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if let Some(dir) = &outs.history {
+        for (store, what) in [(manifests, "tonight's manifests folder"), (baseline, "the baseline manifests folder")] {
+            if same(dir, store) {
+                return Err(Error::Usage(format!(
+                    "--history {}: is {what}; its nights (.json) would be read back as foreign manifests; pass --history DIR beside it",
+                    dir.display()
+                )));
+            }
+        }
+    }
     for (flag, path) in [("--junit", &outs.junit), ("--summary", &outs.summary)] {
         let Some(path) = path else { continue };
         if path.is_dir() {
@@ -58,7 +73,7 @@ fn check_outputs(outs: &Outputs) -> Result<(), Error> {
 /// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
 pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> super::Result<i32> {
     check(policy)?;
-    check_outputs(outs)?;
+    check_outputs(outs, baseline, manifests)?;
     super::existing_folder(baseline, "--baseline", "baseline manifests folder")?;
     super::existing_folder(manifests, "--manifests", "tonight's manifests folder")?;
     let (before, skipped_before) = Night::load(baseline);

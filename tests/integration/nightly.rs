@@ -578,6 +578,25 @@ fn output_paths_that_cannot_be_written_exit_2_before_anything_is_written() {
 }
 
 #[test]
+fn a_history_folder_that_is_a_manifests_folder_is_refused_before_anything_is_written() {
+    let (base, now, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(base.path()).unwrap();
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(now.path()).unwrap();
+    let summary = out.path().join("summary.md");
+    for (store, what) in [(now.path(), "tonight's manifests folder"), (base.path(), "the baseline manifests folder")] {
+        let before: Vec<_> = std::fs::read_dir(store).unwrap().flatten().map(|e| e.file_name()).collect();
+        let o = nightly(base.path(), now.path(), &["--history", store.to_str().unwrap(), "--summary", summary.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        let says = format!("--history {}: is {what}; its nights (.json) would be read back as foreign manifests", store.display());
+        assert!(stderr.contains(&says), "expected `{says}` in {stderr}");
+        assert!(!summary.exists(), "the summary was written before the refusal");
+        let after: Vec<_> = std::fs::read_dir(store).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(before, after, "{what} changed");
+    }
+}
+
+#[test]
 fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_noise() {
     use parlab::nightly::history::{append, change_points, read, write_trends};
     let policy = Policy::default();
