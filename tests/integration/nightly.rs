@@ -323,6 +323,25 @@ fn manifests_without_per_launch_figures_are_one_launch_and_never_a_guess() {
     }
 }
 
+#[test]
+fn a_figure_the_baseline_has_and_tonight_lacks_is_insufficient_evidence_not_dropped() {
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let mut draw = Draw(3);
+    let before = night_of(&m, &draw.lognormal(5, 0.020, 0.02));
+    // Tonight no launch gave the figure a value (its manifest's launches do not name it): the
+    // figure left the comparison without a word. It counts as one launch, its summary median.
+    let mut tonight = with_launches(&m, &draw.lognormal(5, 0.020, 0.02));
+    match &mut tonight.outcome {
+        Outcome::Ok { launches: Some(l), .. } => assert!(l.figures.remove("decode step median").is_some()),
+        other => panic!("{other:?}"),
+    }
+    let c = judged(&before, &Night::new(vec![tonight]));
+    assert_eq!(c.verdicts.len(), 2, "{:?}", c.verdicts);
+    let v = c.verdicts.iter().find(|v| v.figure == "decode step median").expect("a decode step verdict");
+    assert_eq!((v.verdict, v.n_before, v.n_after, v.after), (Verdict::InsufficientEvidence, 5, 1, 0.020), "{v:?}");
+    assert!(v.method.contains("5 vs 1 launches"), "{}", v.method);
+}
+
 /// A history of `nights` nights of `m`'s decode figures, each night's step median drawn around
 /// 0.020 with log-spread `sigma`.
 fn history_of(m: &Manifest, nights: usize, sigma: f64, draw: &mut Draw) -> Vec<Entry> {
