@@ -33,8 +33,18 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     crate::manifest::write_atomic(path, text.as_bytes()).map_err(Into::into)
 }
 
+/// The `schema` of the parlab file (a manifest, a history night) `path` holds, if it holds one.
+fn parlab_schema(path: &Path) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        schema: Option<String>,
+    }
+    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).ok()?;
+    serde_json::from_str::<Head>(&text).ok()?.schema.filter(|s| s.starts_with("parlab."))
+}
+
 /// Refuses output paths that cannot be written before anything is compared or written: a
-/// `--junit` or `--summary` file that is a folder or whose folder is missing, a `--history`
+/// `--junit` or `--summary` file that is a folder, a parlab file (a manifest), or whose folder is missing, a `--history`
 /// folder that is a file or one of the manifests folders compared (its nights would be read
 /// back as foreign manifests).
 fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<(), Error> {
@@ -56,6 +66,12 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         let Some(path) = path else { continue };
         if path.is_dir() {
             return Err(Error::Usage(format!("{flag} {}: a folder; {flag} names the file to write", path.display())));
+        }
+        if let Some(schema) = parlab_schema(path) {
+            return Err(Error::Usage(format!(
+                "{flag} {}: holds a parlab file ({schema}) it would replace; {flag} names the file to write",
+                path.display()
+            )));
         }
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !parent.is_dir() {

@@ -616,6 +616,22 @@ fn a_history_folder_that_is_a_manifests_folder_is_refused_before_anything_is_wri
 }
 
 #[test]
+fn a_junit_or_summary_path_naming_a_manifest_is_refused_and_the_manifest_kept() {
+    let (base, now) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(base.path()).unwrap();
+    let manifest = decode_manifest(0.020, Some(&[1, 2, 3])).write(now.path()).unwrap();
+    let kept = std::fs::read(&manifest).unwrap();
+    for flag in ["--junit", "--summary"] {
+        let o = nightly(base.path(), now.path(), &[flag, manifest.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {stderr}");
+        let says = format!("{flag} {}: holds a parlab file (parlab.manifest/3) it would replace", manifest.display());
+        assert!(stderr.contains(&says), "{flag}: expected `{says}` in {stderr}");
+        assert_eq!(std::fs::read(&manifest).unwrap(), kept, "{flag} replaced tonight's manifest");
+    }
+}
+
+#[test]
 fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_noise() {
     use parlab::nightly::history::{append, change_points, read, write_trends};
     let policy = Policy::default();
