@@ -427,6 +427,17 @@ pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io
         );
     }
     crate::manifest::write_atomic(&dir.join("trends.md"), md.as_bytes())?;
+    // An earlier drawing of more series left `trends/<i>.svg` past the last drawn now: removed
+    // (only the names written here: other files of the folder are kept).
+    for entry in std::fs::read_dir(&trends)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let drawn = name.strip_suffix(".svg").and_then(|i| i.parse::<usize>().ok()).filter(|i| name == format!("{i}.svg"));
+        let stale = drawn.is_some_and(|i| i >= all.len());
+        if stale && entry.path().is_file() {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| std::io::Error::new(e.kind(), format!("cannot remove {}: {e}", entry.path().display())))?;
+        }
+    }
     Ok(all.into_iter().filter(|s| !s.change_points.is_empty()).collect())
 }
 

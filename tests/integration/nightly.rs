@@ -724,6 +724,40 @@ fn two_nights_appended_in_the_same_second_are_both_kept() {
     assert_eq!(medians, vec![0.020, 0.030]);
 }
 
+#[test]
+fn trends_drawn_again_with_fewer_figures_leave_no_figure_of_the_earlier_drawing() {
+    use parlab::nightly::history::write_trends;
+    let dir = tempfile::tempdir().unwrap();
+    let night = |i: usize, figures: usize| Entry {
+        schema: SCHEMA.into(),
+        night: format!("2026-12-0{}T00:00:00Z", i + 1),
+        points: (0..figures)
+            .map(|f| Point {
+                run_id: parlab::identity::RunId::new("a".repeat(64)),
+                run: "aaaaaaaaaaaa x".into(),
+                figure: format!("figure {f}"),
+                median: 1.0 + 0.01 * i as f64,
+                lower_is_better: true,
+            })
+            .collect(),
+    };
+    let write = |figures: usize| {
+        for i in 0..3 {
+            std::fs::write(dir.path().join(format!("n{i}.json")), serde_json::to_string(&night(i, figures)).unwrap()).unwrap();
+        }
+        write_trends(dir.path(), &Policy::default()).unwrap();
+    };
+    write(3);
+    assert!(dir.path().join("trends/2.svg").is_file());
+    // The history holds one figure now (the others' nights pruned): trends.md lists one, and
+    // trends/ held the other two figures' drawings still, linked from nowhere.
+    write(1);
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path().join("trends")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, vec!["0.svg".to_string()]);
+}
+
 #[allow(dead_code)]
 mod build_script {
     include!("../../build.rs");
