@@ -40,6 +40,16 @@ pub enum OriginError {
         /// Those files, relative to it, sorted.
         files: Vec<String>,
     },
+    /// A path the render writes is of the wrong kind (`tables` a file, `evidence.md` a folder).
+    #[error("{path}: {what}; a render writes {writes} there: pass --out DIR to render elsewhere, or move it")]
+    WrongKind {
+        /// The path.
+        path: PathBuf,
+        /// What it is (`not a folder`, `a folder`).
+        what: &'static str,
+        /// What the render writes there.
+        writes: &'static str,
+    },
     /// The stamp could not be written.
     #[error("cannot write {path}: {cause}")]
     Write {
@@ -112,6 +122,18 @@ pub fn rendered_from(out: &Path) -> Option<PathBuf> {
 pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
     if identity(out) == identity(store) {
         return Err(OriginError::IsTheStore { out: out.to_path_buf() });
+    }
+    for (name, folder, writes) in [
+        ("figures", true, "its figures"),
+        ("tables", true, "its tables"),
+        ("evidence.md", false, "the register"),
+        ("findings.json", false, "the findings"),
+    ] {
+        let path = out.join(name);
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if meta.is_dir() != folder {
+            return Err(OriginError::WrongKind { path, what: if folder { "not a folder" } else { "a folder" }, writes });
+        }
     }
     match rendered_from(out).map(|p| identity(&p)) {
         Some(theirs) if theirs != identity(store) => {

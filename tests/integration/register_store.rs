@@ -128,3 +128,26 @@ fn copy_rendered(from: &Path, to: &Path) {
         std::fs::write(target, bytes).unwrap();
     }
 }
+
+#[test]
+fn an_out_whose_tables_is_a_file_or_evidence_a_folder_exits_2_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let store = dir.join("manifests");
+    std::fs::create_dir_all(&store).unwrap();
+    for (name, make_file) in [("tables", true), ("figures", true), ("evidence.md", false), ("findings.json", false)] {
+        let out = dir.join(format!("out-{name}"));
+        std::fs::create_dir_all(&out).unwrap();
+        if make_file {
+            std::fs::write(out.join(name), "mine\n").unwrap();
+        } else {
+            std::fs::create_dir_all(out.join(name).join("mine")).unwrap();
+        }
+        let before = snapshot(&out);
+        let o = parlab(dir, &["report", "--manifests", "manifests", "--out", out.to_str().unwrap()], &store);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        let kind = if make_file { "not a folder" } else { "a folder" };
+        assert!(stderr(&o).contains(&format!("{}: {kind}; a render writes", out.join(name).display())), "{name}: {}", stderr(&o));
+        assert!(snapshot(&out) == before && !out.join(".parlab-store").exists(), "{name}: written before the refusal");
+    }
+}
