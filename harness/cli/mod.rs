@@ -67,9 +67,10 @@ impl From<anyhow::Error> for Error {
 impl From<crate::report::origin::OriginError> for Error {
     fn from(e: crate::report::origin::OriginError) -> Self {
         match e {
-            crate::report::origin::OriginError::OtherStore { .. } | crate::report::origin::OriginError::IsTheStore { .. } => {
-                Error::Usage(e.to_string())
-            }
+            crate::report::origin::OriginError::OtherStore { .. }
+            | crate::report::origin::OriginError::IsTheStore { .. }
+            | crate::report::origin::OriginError::OtherFiles { .. }
+            | crate::report::origin::OriginError::WrongKind { .. } => Error::Usage(e.to_string()),
             crate::report::origin::OriginError::Write { .. } => Error::Failed(e.into()),
         }
     }

@@ -33,14 +33,45 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     crate::manifest::write_atomic(path, text.as_bytes()).map_err(Into::into)
 }
 
+/// The `schema` of the parlab file (a manifest, a history night) `path` holds, if it holds one.
+fn parlab_schema(path: &Path) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        schema: Option<String>,
+    }
+    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).ok()?;
+    serde_json::from_str::<Head>(&text).ok()?.schema.filter(|s| s.starts_with("parlab."))
+}
+
 /// Refuses output paths that cannot be written before anything is compared or written: a
-/// `--junit` or `--summary` file that is a folder or whose folder is missing, a `--history`
-/// folder that is a file.
-fn check_outputs(outs: &Outputs) -> Result<(), Error> {
+/// `--junit` or `--summary` file that is a folder, a parlab file (a manifest), or whose folder is missing, a `--history`
+/// folder that is a file or one of the manifests folders compared (its nights would be read
+/// back as foreign manifests).
+fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<(), Error> {
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if let Some(dir) = &outs.history {
+        for (store, what) in [(manifests, "tonight's manifests folder"), (baseline, "the baseline manifests folder")] {
+            if same(dir, store) {
+                return Err(Error::Usage(format!(
+                    "--history {}: is {what}; its nights (.json) would be read back as foreign manifests; pass --history DIR beside it",
+                    dir.display()
+                )));
+            }
+        }
+    }
     for (flag, path) in [("--junit", &outs.junit), ("--summary", &outs.summary)] {
         let Some(path) = path else { continue };
         if path.is_dir() {
             return Err(Error::Usage(format!("{flag} {}: a folder; {flag} names the file to write", path.display())));
+        }
+        if let Some(schema) = parlab_schema(path) {
+            return Err(Error::Usage(format!(
+                "{flag} {}: holds a parlab file ({schema}) it would replace; {flag} names the file to write",
+                path.display()
+            )));
         }
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !parent.is_dir() {
@@ -58,7 +89,7 @@ fn check_outputs(outs: &Outputs) -> Result<(), Error> {
 /// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
 pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> super::Result<i32> {
     check(policy)?;
-    check_outputs(outs)?;
+    check_outputs(outs, baseline, manifests)?;
     super::existing_folder(baseline, "--baseline", "baseline manifests folder")?;
     super::existing_folder(manifests, "--manifests", "tonight's manifests folder")?;
     let (before, skipped_before) = Night::load(baseline);
@@ -84,7 +115,7 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
         )));
     }
     let noise = match &outs.history {
-        Some(dir) => NoiseBook::from_entries(&crate::nightly::history::read(dir)),
+        Some(dir) => NoiseBook::from_entries(&crate::nightly::history::read_warning(dir)),
         None => NoiseBook::NotKept,
     };
     let comparison = compare(&before, &after, policy, &noise);

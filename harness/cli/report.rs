@@ -43,6 +43,7 @@ pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Optio
     }
     let code = run(manifests, out, wait)?;
     if let Some(h) = history {
+        crate::nightly::history::read_warning(h);
         let changed = crate::nightly::history::write_trends_into(h, out, &crate::nightly::Policy::default())?;
         eprintln!("parlab: wrote {} ({} figures with change points)", out.join("trends.md").display(), changed.len());
     }

@@ -11,6 +11,7 @@ pub mod nccl_tests;
 pub mod osu;
 
 use crate::collect::collectives::fit_of;
+use crate::manifest::plausible::{MAX_MAGNITUDE, MAX_SECONDS};
 use crate::manifest::provenance::{ImportFormat, ImportTool, Imported, ImportedDevice, Provenance};
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
@@ -159,7 +160,47 @@ pub fn import(tool: ImportTool, file: &Path, options: &ImportOptions) -> Result<
     let world = world_of(&run, options).map_err(|p| p.in_file(file))?;
     check_bus_factor(&run, world).map_err(|p| p.in_file(file))?;
     check_sizes(&run, world).map_err(|p| p.in_file(file))?;
-    Ok(manifest_of(run, world, file, &sha256_hex(text.as_bytes()), options.command.clone()))
+    let manifest = manifest_of(run, world, file, &sha256_hex(text.as_bytes()), options.command.clone());
+    check_manifest(&manifest).map_err(|p| p.in_file(file))?;
+    Ok(manifest)
+}
+
+/// Whether `us` microseconds is a time a figure may hold (at most
+/// [`MAX_SECONDS`]): a longer one makes every reader of manifests skip the manifest.
+pub fn plausible_us(us: f64) -> bool {
+    us * 1e-6 <= MAX_SECONDS
+}
+
+/// Refuses a manifest every reader would skip: a fit whose numbers are not finite (times so
+/// short that 1/t² overflows; JSON has no NaN, so it would be written with nulls no reader can
+/// read back), or a number the readers' plausibility check refuses (a sum of wrong counts past
+/// 2^60; the readers above refuse single numbers at their line).
+fn check_manifest(m: &Manifest) -> Result<(), Problem> {
+    check_fits(m)?;
+    let text = serde_json::to_string(m).map_err(|e| Problem::file(format!("cannot be written as a manifest: {e}")))?;
+    match crate::manifest::plausible::check_text(&text) {
+        Err(crate::manifest::plausible::TextProblem::Implausible(found)) => {
+            Err(Problem::file(format!("{found}: every reader of manifests would skip it, so it is not written")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_fits(m: &Manifest) -> Result<(), Problem> {
+    let Some(c) = m.summary().and_then(Summary::collectives) else { return Ok(()) };
+    for f in &c.fits {
+        let numbers = [f.line.intercept_s, f.line.slope_s_per_byte, f.alpha_per_step_s, f.beta_bps.unwrap_or(0.0)];
+        if numbers.iter().all(|x| x.is_finite()) {
+            continue;
+        }
+        let times: Vec<f64> = c.rows.iter().map(CollectiveRow::fit_time).collect();
+        let (shortest, longest) = times.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), t| (lo.min(*t), hi.max(*t)));
+        return Err(Problem::file(format!(
+            "the α–β fit of {} through these times is not a finite number (times from {shortest:e} s to {longest:e} s): not times a benchmark measured",
+            f.op.name()
+        )));
+    }
+    Ok(())
 }
 
 /// sha256 of `bytes`, 64 hex digits.
@@ -176,6 +217,7 @@ fn world_of(run: &ToolRun, options: &ImportOptions) -> Result<u32, Problem> {
         ))),
         (_, Some(0)) => Err(Problem::file("--world 0: a run has at least 1 rank")),
         (_, Some(w)) if w > MAX_WORLD => Err(Problem::file(format!("--world {w}: a run has at most {MAX_WORLD} ranks"))),
+        (Some(w), _) if w > MAX_WORLD => Err(Problem::file(format!("the output lists {w} ranks: a run has at most {MAX_WORLD} ranks"))),
         (Some(w), _) | (None, Some(w)) => Ok(w),
         (None, None) => {
             Err(Problem::file(format!("{}'s output does not say how many ranks ran; pass --world N (the -np it ran with)", run.benchmark)))
@@ -203,16 +245,25 @@ fn check_bus_factor(run: &ToolRun, world: u32) -> Result<(), Problem> {
 }
 
 /// Refuses a per-peer size (OSU's all-gather, all-to-all) whose bytes over `world` ranks do
-/// not fit in 64 bits.
+/// not fit in 64 bits, and a size (in nccl-tests' convention) past 2^60 bytes, which every
+/// reader of manifests would skip.
 fn check_sizes(run: &ToolRun, world: u32) -> Result<(), Problem> {
-    if run.sizes_as != SizeConvention::PerPeer {
-        return Ok(());
+    let per_peer = run.sizes_as == SizeConvention::PerPeer;
+    if per_peer {
+        if let Some(s) = run.sizes.iter().find(|s| s.size_bytes.checked_mul(u64::from(world)).is_none()) {
+            return Err(Problem::file(format!(
+                "size {} bytes per peer × {world} ranks passes 2^64 bytes: not a message size parlab counts",
+                s.size_bytes
+            )));
+        }
     }
-    match run.sizes.iter().find(|s| s.size_bytes.checked_mul(u64::from(world)).is_none()) {
-        Some(s) => Err(Problem::file(format!(
-            "size {} bytes per peer × {world} ranks passes 2^64 bytes: not a message size parlab counts",
+    let bytes = |s: &SizeResult| if per_peer { s.size_bytes * u64::from(world) } else { s.size_bytes };
+    match run.sizes.iter().find(|s| bytes(s) as f64 > MAX_MAGNITUDE) {
+        Some(s) if per_peer => Err(Problem::file(format!(
+            "size {} bytes per peer × {world} ranks is more than 2^60 bytes: not a message size parlab counts",
             s.size_bytes
         ))),
+        Some(s) => Err(Problem::file(format!("size {} bytes is more than 2^60 bytes: not a message size parlab counts", s.size_bytes))),
         None => Ok(()),
     }
 }
@@ -235,7 +286,7 @@ fn per_size(run: &ToolRun, world: u32) -> Vec<(u64, Vec<f64>, Vec<f64>, u64)> {
         };
         out[at].1.push(s.out_of_place_us * 1e-6);
         out[at].2.extend(s.in_place_us.map(|t| t * 1e-6));
-        out[at].3 += s.wrong;
+        out[at].3 = out[at].3.saturating_add(s.wrong);
     }
     out
 }

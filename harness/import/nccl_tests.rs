@@ -15,6 +15,7 @@
 //! µs, bandwidths in GB/s (1e9 bytes/s), `#wrong` `N/A` without `-c`.
 
 use super::{Problem, SizeConvention, SizeResult, ToolRun};
+use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
 use crate::spec::schema::Op;
 use serde_json::Value;
@@ -67,11 +68,14 @@ pub enum TimingProblem {
     /// The time is not a positive number.
     #[error("`time` {0} is not a positive number of µs")]
     BadTime(Value),
+    /// The time is longer than any figure a manifest may hold.
+    #[error("`time` {0} µs is more than 1e15 s: not a time a benchmark measured")]
+    TooLong(Value),
     /// A bandwidth is missing or not a number.
     #[error("no numeric `{0}`")]
     NoBandwidth(&'static str),
-    /// `nwrong` is not a count.
-    #[error("`nwrong` {0} is not a count")]
+    /// `nwrong` is not a count (negative, or past 2^60).
+    #[error("`nwrong` {0} is not a count of wrong elements")]
     BadWrong(serde_json::Number),
 }
 
@@ -174,9 +178,14 @@ fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
 fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), TimingProblem> {
     let time = t.get("time").or_else(|| t.get("cpu_time")).ok_or(TimingProblem::NoTime)?;
     let us = time.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| TimingProblem::BadTime(time.clone()))?;
+    if !super::plausible_us(us) {
+        return Err(TimingProblem::TooLong(time.clone()));
+    }
     let bw = |k: &'static str| t.get(k).and_then(Value::as_f64).ok_or(TimingProblem::NoBandwidth(k));
     let wrong = match t.get("nwrong") {
-        Some(Value::Number(n)) => n.as_f64().filter(|w| *w >= 0.0).ok_or_else(|| TimingProblem::BadWrong(n.clone()))? as u64,
+        Some(Value::Number(n)) => {
+            n.as_f64().filter(|w| *w >= 0.0 && *w <= MAX_MAGNITUDE).ok_or_else(|| TimingProblem::BadWrong(n.clone()))? as u64
+        }
         _ => 0,
     };
     Ok((us, wrong, (bw("alg_bw")?, bw("bus_bw")?)))
@@ -234,7 +243,7 @@ pub fn read_text(text: &str) -> Result<ToolRun, Problem> {
         let trimmed = line.trim();
         if let Some(rest) = trimmed.strip_prefix('#') {
             header_line(&mut h, rest.trim(), n)?;
-        } else if trimmed.starts_with(|c: char| c.is_ascii_digit()) {
+        } else if is_row(trimmed) {
             if h.benchmark.is_none() {
                 return Err(Problem::at(n, "a result row before `# Collective test starting: BINARY`, which names the op: not nccl-tests' output, or the header was cut off"));
             }
@@ -268,12 +277,29 @@ pub fn read_text(text: &str) -> Result<ToolRun, Problem> {
     })
 }
 
+/// A result row: a size first, digits (a sign before them is read, to be refused, as OSU's
+/// reader does); other lines are not the table's, among them NCCL's logging, whose first word
+/// is `host:pid:tid` also where the host's name starts with a digit (`10-0-0-1`, `4gpu-a`).
+fn is_row(line: &str) -> bool {
+    let first = line.split_whitespace().next().unwrap_or("");
+    first.trim_start_matches(['-', '+']).starts_with(|c: char| c.is_ascii_digit()) && !first.contains(':')
+}
+
 fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     if let Some(v) = rest.strip_prefix("nccl-tests version") {
         let mut words = v.split_whitespace();
         h.version = words.next().map(str::to_string);
         h.library = words.find_map(|w| w.strip_prefix("nccl-library=")).and_then(|c| c.parse().ok()).map(nccl_version);
     } else if let Some(b) = rest.strip_prefix("Collective test starting:") {
+        if let Some((first, _)) = &h.benchmark {
+            return Err(Problem::at(
+                n,
+                format!(
+                    "a second `# Collective test starting:` line ({} after {first}): the output of two runs; import one run's output per file",
+                    b.trim()
+                ),
+            ));
+        }
         h.benchmark = Some(op_of(b.trim()).map_err(|e| Problem::at(n, e.to_string()))?);
     } else if rest.starts_with("nThread") {
         h.warmup = option_value(rest, Some("warmup"), "iters:");
@@ -374,9 +400,18 @@ fn text_timing(w: &[&str], n: usize, which: &str) -> Result<(f64, f64, f64, Opti
     if time <= 0.0 {
         return Err(Problem::at(n, format!("{which} time `{}` µs is not positive", w[0])));
     }
+    if !super::plausible_us(time) {
+        return Err(Problem::at(n, format!("{which} time `{}` µs is more than 1e15 s: not a time a benchmark measured", w[0])));
+    }
     let wrong = match w[3] {
         "N/A" => None,
-        s => Some(num(s, "#wrong")? as u64),
+        s => {
+            let x = num(s, "#wrong")?;
+            if x > MAX_MAGNITUDE {
+                return Err(Problem::at(n, format!("{which} #wrong `{s}` is more than 2^60: not a count of wrong elements")));
+            }
+            Some(x as u64)
+        }
     };
     Ok((time, num(w[1], "algbw (GB/s)")?, num(w[2], "busbw (GB/s)")?, wrong))
 }

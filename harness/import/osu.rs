@@ -122,6 +122,9 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
         .ok()
         .filter(|x: &f64| x.is_finite() && *x > 0.0)
         .ok_or_else(|| Problem::at(n, format!("latency `{}` is not a positive number of µs", w[1])))?;
+    if !super::plausible_us(us) {
+        return Err(Problem::at(n, format!("latency `{}` µs is more than 1e15 s: not a time a benchmark measured", w[1])));
+    }
     let failed = h.validation && w.last().is_some_and(|v| v.eq_ignore_ascii_case("fail"));
     Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None })
 }

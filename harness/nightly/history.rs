@@ -60,11 +60,18 @@ pub fn points(night: &Night) -> Vec<Point> {
     out
 }
 
-/// Writes tonight's entry as `DIR/<night>.json` (colons dropped from the name).
+/// Writes tonight's entry as `DIR/<night>.json` (colons dropped from the name; `<night>_0002.json`,
+/// ... where a night of the same second is there already).
 pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
     let entry = Entry { schema: SCHEMA.into(), night: when.into(), points: points(night) };
-    let path = dir.join(format!("{}.json", when.replace(':', "")));
+    // A second night of the same second is `<time>_0002.json`, ... (after the first in file-name
+    // order, which orders nights of one second): none replaces another.
+    let stem = when.replace(':', "");
+    let path = std::iter::once(dir.join(format!("{stem}.json")))
+        .chain((2..).map(|n| dir.join(format!("{stem}_{n:04}.json"))))
+        .find(|p| !p.exists())
+        .unwrap_or_else(|| dir.join(format!("{stem}.json")));
     let text = serde_json::to_string_pretty(&entry).map_err(std::io::Error::other)?;
     crate::manifest::write_atomic(&path, text.as_bytes())?;
     Ok(path)
@@ -72,18 +79,54 @@ pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf>
 
 /// Every readable entry in `dir`, oldest night first (other files are ignored).
 pub fn read(dir: &Path) -> Vec<Entry> {
-    let mut entries: Vec<Entry> = std::fs::read_dir(dir)
+    read_all(dir).0
+}
+
+/// Every readable entry in `dir`, oldest night first (nights of the same second in the order
+/// they were appended), and each `.json` file that is not one, with why (other files, such as
+/// `trends.md`, are not the history's).
+pub fn read_all(dir: &Path) -> (Vec<Entry>, Vec<(PathBuf, String)>) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|p| crate::files::read_text(&p, crate::files::MANIFEST_LIMIT).ok())
-        .filter_map(|t| serde_json::from_str::<Entry>(&t).ok())
-        .filter(|e| e.schema == SCHEMA)
         .collect();
+    files.sort();
+    let (mut entries, mut skipped) = (Vec::new(), Vec::new());
+    for path in files {
+        match read_entry(&path) {
+            Ok(entry) => entries.push(entry),
+            Err(why) => skipped.push((path, why)),
+        }
+    }
+    // Stable: within one night, file-name order, which is append order.
     entries.sort_by(|a, b| a.night.cmp(&b.night));
+    (entries, skipped)
+}
+
+/// Like [`read_all`], saying on stderr which files were skipped and why.
+pub fn read_warning(dir: &Path) -> Vec<Entry> {
+    let (entries, skipped) = read_all(dir);
+    for (path, why) in &skipped {
+        eprintln!("warning: skipped {}: {why}", path.display());
+    }
     entries
+}
+
+/// One history file, or why it is not a night of this format.
+fn read_entry(path: &Path) -> Result<Entry, String> {
+    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).map_err(|e| e.reason())?;
+    #[derive(Deserialize)]
+    struct Head {
+        schema: Option<String>,
+    }
+    match serde_json::from_str::<Head>(&text).ok().and_then(|h| h.schema) {
+        Some(schema) if schema != SCHEMA => return Err(format!("schema `{schema}` is not {SCHEMA}")),
+        _ => {}
+    }
+    serde_json::from_str::<Entry>(&text).map_err(|e| format!("not a nightly history entry ({e})"))
 }
 
 /// The fewest past nights a figure's noise estimate rests on.
@@ -384,6 +427,17 @@ pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io
         );
     }
     crate::manifest::write_atomic(&dir.join("trends.md"), md.as_bytes())?;
+    // An earlier drawing of more series left `trends/<i>.svg` past the last drawn now: removed
+    // (only the names written here: other files of the folder are kept).
+    for entry in std::fs::read_dir(&trends)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let drawn = name.strip_suffix(".svg").and_then(|i| i.parse::<usize>().ok()).filter(|i| name == format!("{i}.svg"));
+        let stale = drawn.is_some_and(|i| i >= all.len());
+        if stale && entry.path().is_file() {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| std::io::Error::new(e.kind(), format!("cannot remove {}: {e}", entry.path().display())))?;
+        }
+    }
     Ok(all.into_iter().filter(|s| !s.change_points.is_empty()).collect())
 }
 

@@ -364,11 +364,16 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
 /// The figures of a run in both nights, with their per-launch values and noise.
 fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook) -> Vec<Pair> {
     let (lb, la): (FigureSamples, FigureSamples) = (samples::of_manifest(before), samples::of_manifest(after));
+    let tonight: BTreeMap<String, f64> = figures(after).into_iter().map(|f| (f.name, f.value)).collect();
     figures(before)
         .into_iter()
-        .filter_map(|f| {
-            let (b, a) = (lb.get(&f.name)?.clone(), la.get(&f.name)?.clone());
-            Some(Pair {
+        .map(|f| {
+            // A figure a night's launches give no value (none measured it) counts as one launch,
+            // its summary median, as a manifest without per-launch figures does (none where the
+            // summary has none either): INSUFFICIENT_EVIDENCE, not left out of the comparison.
+            let b = lb.get(&f.name).cloned().unwrap_or_else(|| vec![f.value]);
+            let a = la.get(&f.name).cloned().unwrap_or_else(|| tonight.get(&f.name).map(|v| vec![*v]).unwrap_or_default());
+            Pair {
                 run: label(after),
                 experiment: after.experiment.clone(),
                 noise: match noise.noise(&before.run_id, &f.name) {
@@ -378,7 +383,7 @@ fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook) -> Vec<P
                 before: b,
                 after: a,
                 figure: f,
-            })
+            }
         })
         .collect()
 }
@@ -430,6 +435,12 @@ fn against_noise(noise: &Noise, worse: f64, log_ratio: f64) -> Verdict {
 /// The verdict and how it was reached, before the bandwidth check.
 fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, worse: f64, effect: f64) -> (Verdict, String) {
     let Some((t, q)) = tested else {
+        if pair.after.is_empty() {
+            return (
+                Verdict::InsufficientEvidence,
+                format!("{} vs 0 launches: tonight has no per-launch value of this figure (no launch measured it)", pair.before.len()),
+            );
+        }
         return (
             Verdict::InsufficientEvidence,
             format!(

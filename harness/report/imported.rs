@@ -78,7 +78,7 @@ pub fn family(runs: &[ImportedRun]) -> Option<Family> {
 fn table(run: &ImportedRun) -> Table {
     let s = &run.source;
     let op = run.rows.first().map_or("-", |r| r.op.name());
-    let command = s.command.as_deref().map_or("command not recorded".to_string(), |c| format!("command `{c}`"));
+    let command = s.command.as_deref().map_or("command not recorded".to_string(), |c| format!("command {}", code(c)));
     let has_in_place = run.rows.iter().any(|r| r.in_place_op_time.is_some());
     let mut columns = vec!["world", "link", "size", "out-of-place time"];
     if has_in_place {
@@ -92,7 +92,7 @@ fn table(run: &ImportedRun) -> Table {
             "{op} measured by {} on {}, read from `{}` ({} output) by `parlab import`; imported, not measured by parlab.",
             s.tool.name(),
             ranks_line(run),
-            s.file.display(),
+            one_line(&s.file.display().to_string()),
             s.format.name()
         ),
         columns: columns.into_iter().map(str::to_string).collect(),
@@ -118,19 +118,44 @@ fn cells(run: &ImportedRun, r: &CollectiveRow, v: &CollRow, has_in_place: bool) 
     out
 }
 
+/// Text from another tool's output or the command line as one line of the register: each line
+/// break (and the blanks around it) a space, so a line of it never becomes a heading or a row.
+fn one_line(text: &str) -> String {
+    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// `text` on one line as a markdown code span, its delimiter longer than any run of backticks
+/// in it (`` a `b` ``).
+fn code(text: &str) -> String {
+    let text = one_line(text);
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    match longest {
+        0 => format!("`{text}`"),
+        n => {
+            let fence = "`".repeat(n + 1);
+            format!("{fence} {text} {fence}")
+        }
+    }
+}
+
 /// `8 ranks on 2 hosts (node-a, node-b)`, or `4 ranks (the output names no hosts)`.
 fn ranks_line(run: &ImportedRun) -> String {
     match run.source.hosts.len() {
         0 => format!("{} ranks (the output names no hosts)", run.world),
-        1 => format!("{} ranks on host {}", run.world, run.source.hosts[0]),
-        n => format!("{} ranks on {n} hosts ({})", run.world, run.source.hosts.join(", ")),
+        1 => format!("{} ranks on host {}", run.world, one_line(&run.source.hosts[0])),
+        n => format!("{} ranks on {n} hosts ({})", run.world, one_line(&run.source.hosts.join(", "))),
     }
 }
 
 fn provenance(run: &ImportedRun) -> Vec<String> {
     let s = &run.source;
     let mut out = vec![format!("tool: {} `{}`", s.tool_line(), s.benchmark)];
-    out.push(format!("command: {}", s.command.as_deref().map_or("not recorded".into(), |c| format!("`{c}`"))));
+    out.push(format!("command: {}", s.command.as_deref().map_or("not recorded".into(), code)));
     let said = |v: Option<u32>| v.map_or("not stated".to_string(), |n| n.to_string());
     out.push(format!(
         "warm-up iterations: {}; timed iterations: {}; results checked by the tool: {}",
@@ -140,12 +165,12 @@ fn provenance(run: &ImportedRun) -> Vec<String> {
     ));
     if !s.devices.is_empty() {
         let devices: Vec<String> = s.devices.iter().map(|d| format!("rank {} {} device {} {}", d.rank, d.host, d.device, d.name)).collect();
-        out.push(format!("devices: {}", devices.join("; ")));
+        out.push(format!("devices: {}", one_line(&devices.join("; "))));
     }
     if let Some(at) = &s.ran_at {
-        out.push(format!("the tool's run started {at}"));
+        out.push(format!("the tool's run started {}", one_line(at)));
     }
-    out.push(format!("file: {} (sha256 {})", s.file.display(), s.sha256));
+    out.push(format!("file: {} (sha256 {})", one_line(&s.file.display().to_string()), s.sha256));
     out
 }
 
@@ -166,7 +191,7 @@ fn fits(runs: &[ImportedRun]) -> Option<Table> {
                 [fit_cells(f), vec![source, Cell::text(&f.run)]].concat()
             })
             .collect(),
-        provenance: runs.iter().map(|r| format!("run {}: {} `{}`, {}", r.run, r.source.tool_line(), r.source.benchmark, r.source.command.as_deref().unwrap_or("command not recorded"))).collect(),
+        provenance: runs.iter().map(|r| format!("run {}: {} `{}`, {}", r.run, r.source.tool_line(), r.source.benchmark, r.source.command.as_deref().map_or("command not recorded".into(), one_line))).collect(),
     })
 }
 

@@ -28,6 +28,28 @@ pub enum OriginError {
         /// The output folder.
         out: PathBuf,
     },
+    /// The output folder, never rendered into (no stamp, no register), holds files a render
+    /// would replace or remove.
+    #[error(
+        "{out}: holds files a render would replace or remove ({}) and no register (no {STAMP}); pass --out DIR to render elsewhere, or move them",
+        list(.files)
+    )]
+    OtherFiles {
+        /// The output folder.
+        out: PathBuf,
+        /// Those files, relative to it, sorted.
+        files: Vec<String>,
+    },
+    /// A path the render writes is of the wrong kind (`tables` a file, `evidence.md` a folder).
+    #[error("{path}: {what}; a render writes {writes} there: pass --out DIR to render elsewhere, or move it")]
+    WrongKind {
+        /// The path.
+        path: PathBuf,
+        /// What it is (`not a folder`, `a folder`).
+        what: &'static str,
+        /// What the render writes there.
+        writes: &'static str,
+    },
     /// The stamp could not be written.
     #[error("cannot write {path}: {cause}")]
     Write {
@@ -36,6 +58,38 @@ pub enum OriginError {
         /// The I/O error (not a `source`, so a chain printer shows it once).
         cause: std::io::Error,
     },
+}
+
+/// At most five names, then how many more.
+fn list(files: &[String]) -> String {
+    let shown = files.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    match files.len() {
+        n @ 6.. => format!("{shown} and {} more", n - 5),
+        _ => shown,
+    }
+}
+
+/// The files of `out` a render replaces or removes (`evidence.md`, `findings.json`, and the
+/// `.svg` of `figures/` and `.csv` and `.parquet` of `tables/`, which it clears), relative to
+/// `out` and sorted; none where `out` holds a register rendered before stamps existed (its
+/// `evidence.md` opens with the register's heading, or its `findings.json` is parlab's).
+fn at_risk(out: &Path) -> Vec<String> {
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
+    if read("evidence.md").starts_with("# Evidence register") || read("findings.json").contains("\"parlab.findings/") {
+        return Vec::new();
+    }
+    let mut files: Vec<String> =
+        ["evidence.md", "findings.json"].into_iter().filter(|f| out.join(f).exists()).map(str::to_string).collect();
+    for (sub, exts) in [("figures", &["svg"][..]), ("tables", &["csv", "parquet"][..])] {
+        for entry in std::fs::read_dir(out.join(sub)).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_file() && p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x)) {
+                files.push(format!("{sub}/{}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    files.sort();
+    files
 }
 
 /// The register's folder beside the manifests folder `store`: `reports` beside a folder named
@@ -62,17 +116,34 @@ pub fn rendered_from(out: &Path) -> Option<PathBuf> {
     Some(out.join(line))
 }
 
-/// Refuses when `out` holds a register rendered from a manifests folder other than `store`
-/// (a folder without a stamp, from before stamps or never rendered, may be written).
+/// Refuses when `out` holds a register rendered from a manifests folder other than `store`, or,
+/// without a stamp, files a render would replace or remove that are not a register's (a folder
+/// without a stamp, from before stamps or never rendered, may be written when nothing is lost).
 pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
     if identity(out) == identity(store) {
         return Err(OriginError::IsTheStore { out: out.to_path_buf() });
+    }
+    for (name, folder, writes) in [
+        ("figures", true, "its figures"),
+        ("tables", true, "its tables"),
+        ("evidence.md", false, "the register"),
+        ("findings.json", false, "the findings"),
+    ] {
+        let path = out.join(name);
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if meta.is_dir() != folder {
+            return Err(OriginError::WrongKind { path, what: if folder { "not a folder" } else { "a folder" }, writes });
+        }
     }
     match rendered_from(out).map(|p| identity(&p)) {
         Some(theirs) if theirs != identity(store) => {
             Err(OriginError::OtherStore { out: out.to_path_buf(), theirs, ours: store.to_path_buf() })
         }
-        _ => Ok(()),
+        Some(_) => Ok(()),
+        None => match at_risk(out) {
+            files if files.is_empty() => Ok(()),
+            files => Err(OriginError::OtherFiles { out: out.to_path_buf(), files }),
+        },
     }
 }
 

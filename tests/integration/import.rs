@@ -155,3 +155,122 @@ fn a_file_saved_with_a_byte_order_mark_imports() {
     assert_eq!(out.status.code(), Some(0), "was `no # OSU MPI ... Test line`: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(manifests_in(&store).len(), 1);
 }
+
+/// The first `lines` lines of a fixture: its header and its first rows.
+fn head_of(name: &str, lines: usize) -> String {
+    std::fs::read_to_string(data(name)).unwrap().lines().take(lines).map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn two_nccl_tests_runs_in_one_file_are_refused_not_mixed_under_the_last_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    // Two runs' output in one log: all_gather_perf's rows, then alltoall_perf's (rows below
+    // 1 GB/s, so no bus factor check stands in); read as one run they were all-to-all rows of
+    // 4 ranks, each size two samples, one of them an all-gather's.
+    let gather = head_of("nccl_all_gather_2gpu.txt", 15);
+    let both = dir.path().join("two_runs.txt");
+    std::fs::write(&both, format!("{gather}{}", gather.replace("all_gather_perf", "alltoall_perf"))).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), both.display().to_string()],
+        format!("{}:17: a second `# Collective test starting:` line (alltoall_perf after all_gather_perf)", both.display()),
+    )];
+    assert_refused(cases, &store);
+}
+
+#[test]
+fn a_negative_size_in_nccl_tests_table_is_refused_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let negative = dir.path().join("negative_size.txt");
+    std::fs::write(&negative, text.replacen("        1024           128", "       -1024           128", 1)).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), negative.display().to_string()],
+        format!("{}:13: size `-1024` is not a byte count", negative.display()),
+    )];
+    assert_refused(cases, &store);
+}
+
+#[test]
+fn nccl_info_lines_of_a_host_whose_name_starts_with_a_digit_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    // NCCL prefixes its lines with `host:pid:tid`; a host may be named `10-0-0-1` or `4gpu-a`.
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap().replace("gpu-01:31337:31337", "10-0-0-1:31337:31337");
+    let info = "4gpu-a:31338:31338 [1] NCCL INFO comm 0x55d0 rank 1 nranks 2 - Init COMPLETE\n";
+    let row = "        4096           512";
+    let log = dir.path().join("digit_host.txt");
+    std::fs::write(&log, text.replacen(row, &format!("{info}{row}"), 1)).unwrap();
+    let out = import(&["nccl-tests", log.to_str().unwrap()], &store);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("all-gather, 9 sizes, world 2"), "{stderr}");
+}
+
+#[test]
+fn numbers_every_reader_of_manifests_would_skip_are_refused_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let osu_head = head_of("osu_allreduce_4rank.txt", 3);
+    let file = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let huge_time = file("huge_time.txt", format!("{osu_head}4 1e300\n8 3.0\n"));
+    let huge_size = file("huge_size.txt", format!("{osu_head}4 3.0\n4611686018427387904 3.0\n"));
+    let tiny_time = file("tiny_time.txt", format!("{osu_head}4 1e-300\n8 3.0\n"));
+    let nccl = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let huge_wrong = file("huge_wrong.txt", nccl.replacen(" 0     9.30 ", " 99999999999999999999999     9.30 ", 1));
+    let osu = |path: &String| vec!["osu".to_string(), path.clone(), "--world".into(), "4".into()];
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (osu(&huge_time), format!("{huge_time}:4: latency `1e300` µs is more than 1e15 s")),
+        (osu(&huge_size), format!("{huge_size}: size 4611686018427387904 bytes is more than 2^60 bytes")),
+        (osu(&tiny_time), format!("{tiny_time}: the α–β fit of all-reduce through these times is not a finite number")),
+        (
+            vec!["nccl-tests".into(), huge_wrong.clone()],
+            format!("{huge_wrong}:13: out-of-place #wrong `99999999999999999999999` is more than 2^60"),
+        ),
+    ];
+    assert_refused(cases, &store);
+}
+
+#[test]
+fn a_command_of_several_lines_or_with_backticks_stays_one_line_of_the_register() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let osu = data("osu_allreduce_4rank.txt");
+    // A command pasted from a script, its continuation lines kept: each line of it was a line of
+    // the register, so `## ...` became a heading and `| ... |` a table row.
+    let command = "mpirun -np 4 \\\n  `which osu_allreduce` -f\n## not a heading\n| not | a row |";
+    let out = import(&["osu", osu.to_str().unwrap(), "--world", "4", "--command", command], &store);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out_dir = dir.path().join("reports");
+    let report = parlab(&["report", "--out", out_dir.to_str().unwrap()], &store);
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    let md = std::fs::read_to_string(out_dir.join("evidence.md")).unwrap();
+    assert!(!md.lines().any(|l| l.starts_with("## not") || l.starts_with("| not")), "{md}");
+    let one_line = "`` mpirun -np 4 \\ `which osu_allreduce` -f ## not a heading | not | a row | ``";
+    assert!(md.contains(&format!("imported from osu_allreduce (osu v7.3), command {one_line}")), "{md}");
+    assert!(md.contains(&format!("- command: {one_line}")), "{md}");
+}
+
+#[test]
+fn an_output_listing_more_ranks_than_a_run_has_is_refused_as_world_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let two = "#  Rank  0 Group  0 Pid  31337 on     gpu-01 device  0 [0000:19:00] NVIDIA H200\n#  Rank  1 Group  0 Pid  31338 on     gpu-01 device  1 [0000:3b:00] NVIDIA H200\n";
+    assert!(text.contains(two));
+    let ranks: String = (0..65_537)
+        .map(|r| format!("#  Rank {r} Group  0 Pid  {r} on gpu-{} device  {} [0000:19:00] NVIDIA H200\n", r / 8, r % 8))
+        .collect();
+    let many = dir.path().join("many_ranks.txt");
+    std::fs::write(&many, text.replacen(two, &ranks, 1)).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), many.display().to_string()],
+        format!("{}: the output lists 65537 ranks: a run has at most 65536 ranks", many.display()),
+    )];
+    assert_refused(cases, &store);
+}

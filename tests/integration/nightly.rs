@@ -323,6 +323,25 @@ fn manifests_without_per_launch_figures_are_one_launch_and_never_a_guess() {
     }
 }
 
+#[test]
+fn a_figure_the_baseline_has_and_tonight_lacks_is_insufficient_evidence_not_dropped() {
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let mut draw = Draw(3);
+    let before = night_of(&m, &draw.lognormal(5, 0.020, 0.02));
+    // Tonight no launch gave the figure a value (its manifest's launches do not name it): the
+    // figure left the comparison without a word. It counts as one launch, its summary median.
+    let mut tonight = with_launches(&m, &draw.lognormal(5, 0.020, 0.02));
+    match &mut tonight.outcome {
+        Outcome::Ok { launches: Some(l), .. } => assert!(l.figures.remove("decode step median").is_some()),
+        other => panic!("{other:?}"),
+    }
+    let c = judged(&before, &Night::new(vec![tonight]));
+    assert_eq!(c.verdicts.len(), 2, "{:?}", c.verdicts);
+    let v = c.verdicts.iter().find(|v| v.figure == "decode step median").expect("a decode step verdict");
+    assert_eq!((v.verdict, v.n_before, v.n_after, v.after), (Verdict::InsufficientEvidence, 5, 1, 0.020), "{v:?}");
+    assert!(v.method.contains("5 vs 1 launches"), "{}", v.method);
+}
+
 /// A history of `nights` nights of `m`'s decode figures, each night's step median drawn around
 /// 0.020 with log-spread `sigma`.
 fn history_of(m: &Manifest, nights: usize, sigma: f64, draw: &mut Draw) -> Vec<Entry> {
@@ -578,6 +597,41 @@ fn output_paths_that_cannot_be_written_exit_2_before_anything_is_written() {
 }
 
 #[test]
+fn a_history_folder_that_is_a_manifests_folder_is_refused_before_anything_is_written() {
+    let (base, now, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(base.path()).unwrap();
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(now.path()).unwrap();
+    let summary = out.path().join("summary.md");
+    for (store, what) in [(now.path(), "tonight's manifests folder"), (base.path(), "the baseline manifests folder")] {
+        let before: Vec<_> = std::fs::read_dir(store).unwrap().flatten().map(|e| e.file_name()).collect();
+        let o = nightly(base.path(), now.path(), &["--history", store.to_str().unwrap(), "--summary", summary.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        let says = format!("--history {}: is {what}; its nights (.json) would be read back as foreign manifests", store.display());
+        assert!(stderr.contains(&says), "expected `{says}` in {stderr}");
+        assert!(!summary.exists(), "the summary was written before the refusal");
+        let after: Vec<_> = std::fs::read_dir(store).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(before, after, "{what} changed");
+    }
+}
+
+#[test]
+fn a_junit_or_summary_path_naming_a_manifest_is_refused_and_the_manifest_kept() {
+    let (base, now) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    decode_manifest(0.020, Some(&[1, 2, 3])).write(base.path()).unwrap();
+    let manifest = decode_manifest(0.020, Some(&[1, 2, 3])).write(now.path()).unwrap();
+    let kept = std::fs::read(&manifest).unwrap();
+    for flag in ["--junit", "--summary"] {
+        let o = nightly(base.path(), now.path(), &[flag, manifest.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {stderr}");
+        let says = format!("{flag} {}: holds a parlab file (parlab.manifest/3) it would replace", manifest.display());
+        assert!(stderr.contains(&says), "{flag}: expected `{says}` in {stderr}");
+        assert_eq!(std::fs::read(&manifest).unwrap(), kept, "{flag} replaced tonight's manifest");
+    }
+}
+
+#[test]
 fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_noise() {
     use parlab::nightly::history::{append, change_points, read, write_trends};
     let policy = Policy::default();
@@ -617,6 +671,91 @@ fn the_command_appends_to_the_history_folder() {
     }
     assert_eq!(parlab::nightly::history::read(history.path()).len(), 2);
     assert!(history.path().join("trends.md").is_file() && history.path().join("trends/0.svg").is_file());
+}
+
+#[test]
+fn a_history_file_that_is_not_a_night_is_named_with_why_not_silently_dropped() {
+    let (base, history, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), base.path());
+    let (broken, future) = (history.path().join("2026-12-01T000000Z.json"), history.path().join("2026-12-02T000000Z.json"));
+    std::fs::write(&broken, "{\"schema\": \"parlab.nightly-history/1\", \"night\": \"2026-12-01T00:00:00Z\", \"points\": [").unwrap();
+    std::fs::write(&future, "{\"schema\": \"parlab.nightly-history/2\", \"night\": \"2026-12-02T00:00:00Z\", \"points\": []}").unwrap();
+    let said = |stderr: &str| {
+        assert!(
+            stderr.contains(&format!("warning: skipped {}: not a nightly history entry (EOF while parsing", broken.display())),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "warning: skipped {}: schema `parlab.nightly-history/2` is not parlab.nightly-history/1",
+                future.display()
+            )),
+            "{stderr}"
+        );
+        assert_eq!(stderr.matches("warning: skipped").count(), 2, "each once: {stderr}");
+    };
+    let night = nightly(base.path(), base.path(), &["--history", history.path().to_str().unwrap()]);
+    assert_eq!(night.status.code(), Some(0), "{}", String::from_utf8_lossy(&night.stderr));
+    said(&String::from_utf8_lossy(&night.stderr));
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["report", "--manifests"])
+        .arg(base.path())
+        .arg("--out")
+        .arg(out.path().join("r"))
+        .arg("--history")
+        .arg(history.path())
+        .output()
+        .unwrap();
+    assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+    said(&String::from_utf8_lossy(&report.stderr));
+    assert!(broken.is_file() && future.is_file(), "kept as they were");
+}
+
+#[test]
+fn two_nights_appended_in_the_same_second_are_both_kept() {
+    use parlab::nightly::history::{append, read};
+    let dir = tempfile::tempdir().unwrap();
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let first = append(dir.path(), &night_of(&m, &[0.020]), "2026-12-05T09:00:00Z").unwrap();
+    let second = append(dir.path(), &night_of(&m, &[0.030]), "2026-12-05T09:00:00Z").unwrap();
+    assert_ne!(first, second, "the second night replaced the first");
+    let medians: Vec<f64> =
+        read(dir.path()).iter().map(|e| e.points.iter().find(|p| p.figure == "decode step median").unwrap().median).collect();
+    assert_eq!(medians, vec![0.020, 0.030]);
+}
+
+#[test]
+fn trends_drawn_again_with_fewer_figures_leave_no_figure_of_the_earlier_drawing() {
+    use parlab::nightly::history::write_trends;
+    let dir = tempfile::tempdir().unwrap();
+    let night = |i: usize, figures: usize| Entry {
+        schema: SCHEMA.into(),
+        night: format!("2026-12-0{}T00:00:00Z", i + 1),
+        points: (0..figures)
+            .map(|f| Point {
+                run_id: parlab::identity::RunId::new("a".repeat(64)),
+                run: "aaaaaaaaaaaa x".into(),
+                figure: format!("figure {f}"),
+                median: 1.0 + 0.01 * i as f64,
+                lower_is_better: true,
+            })
+            .collect(),
+    };
+    let write = |figures: usize| {
+        for i in 0..3 {
+            std::fs::write(dir.path().join(format!("n{i}.json")), serde_json::to_string(&night(i, figures)).unwrap()).unwrap();
+        }
+        write_trends(dir.path(), &Policy::default()).unwrap();
+    };
+    write(3);
+    assert!(dir.path().join("trends/2.svg").is_file());
+    // The history holds one figure now (the others' nights pruned): trends.md lists one, and
+    // trends/ held the other two figures' drawings still, linked from nowhere.
+    write(1);
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path().join("trends")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, vec!["0.svg".to_string()]);
 }
 
 #[allow(dead_code)]

@@ -75,3 +75,79 @@ fn run_out_renders_there_and_a_register_of_another_store_is_refused_naming_both(
     let again = parlab(dir, &["report", "--manifests", "a", "--out", "register"], &a);
     assert_eq!(again.status.code(), Some(0), "its own store renders again: {}", stderr(&again));
 }
+
+#[test]
+fn a_folder_of_other_files_is_refused_as_out_and_loses_none_of_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let store = dir.join("manifests");
+    std::fs::create_dir_all(&store).unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests");
+    for f in std::fs::read_dir(&fixtures).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json")) {
+        std::fs::copy(&f, store.join(f.file_name().unwrap())).unwrap();
+    }
+    // Someone's own folder, never rendered into: a render replaced evidence.md and removed
+    // every CSV, parquet and SVG file of its tables/ and figures/.
+    let mine = dir.join("mine");
+    for (file, text) in
+        [("evidence.md", "my notes\n"), ("tables/budget.csv", "item,cost\n"), ("figures/logo.svg", "<svg/>\n"), ("notes.txt", "x\n")]
+    {
+        std::fs::create_dir_all(mine.join(file).parent().unwrap()).unwrap();
+        std::fs::write(mine.join(file), text).unwrap();
+    }
+    let before = snapshot(&mine);
+    let out = parlab(dir, &["report", "--manifests", "manifests", "--out", "mine"], &store);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("mine: holds files a render would replace or remove (evidence.md, figures/logo.svg, tables/budget.csv)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(snapshot(&mine) == before, "a refused render changed {}", mine.display());
+    // A folder of other files only is rendered into, and keeps them; so is a register rendered
+    // before stamps existed (no stamp, parlab's evidence.md).
+    std::fs::remove_dir_all(mine.join("tables")).unwrap();
+    std::fs::remove_dir_all(mine.join("figures")).unwrap();
+    std::fs::remove_file(mine.join("evidence.md")).unwrap();
+    let out = parlab(dir, &["report", "--manifests", "manifests", "--out", "mine"], &store);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(mine.join("notes.txt")).unwrap(), "x\n");
+    let legacy = dir.join("legacy");
+    copy_rendered(&mine, &legacy);
+    std::fs::remove_file(legacy.join(".parlab-store")).unwrap();
+    let out = parlab(dir, &["report", "--manifests", "manifests", "--out", "legacy"], &store);
+    assert_eq!(out.status.code(), Some(0), "an unstamped register renders again: {}", stderr(&out));
+    assert!(legacy.join(".parlab-store").is_file(), "and is stamped");
+}
+
+/// Copies the register in `from` (its files and its figures/ and tables/) to `to`.
+fn copy_rendered(from: &Path, to: &Path) {
+    for (path, bytes) in snapshot(from) {
+        let target = to.join(path.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::write(target, bytes).unwrap();
+    }
+}
+
+#[test]
+fn an_out_whose_tables_is_a_file_or_evidence_a_folder_exits_2_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let store = dir.join("manifests");
+    std::fs::create_dir_all(&store).unwrap();
+    for (name, make_file) in [("tables", true), ("figures", true), ("evidence.md", false), ("findings.json", false)] {
+        let out = dir.join(format!("out-{name}"));
+        std::fs::create_dir_all(&out).unwrap();
+        if make_file {
+            std::fs::write(out.join(name), "mine\n").unwrap();
+        } else {
+            std::fs::create_dir_all(out.join(name).join("mine")).unwrap();
+        }
+        let before = snapshot(&out);
+        let o = parlab(dir, &["report", "--manifests", "manifests", "--out", out.to_str().unwrap()], &store);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        let kind = if make_file { "not a folder" } else { "a folder" };
+        assert!(stderr(&o).contains(&format!("{}: {kind}; a render writes", out.join(name).display())), "{name}: {}", stderr(&o));
+        assert!(snapshot(&out) == before && !out.join(".parlab-store").exists(), "{name}: written before the refusal");
+    }
+}
