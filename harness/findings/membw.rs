@@ -4,11 +4,10 @@
 //! and the independent replicas' aggregate are reported beside it.
 
 use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
-use super::{by_world, side, Finding, Inconclusive, Inputs, Side};
+use super::{by_world, one_experiment, side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::{DecodeRow, MembwRow, Stats};
 use crate::spec::schema::{HeadPlacement, Strategy};
 use crate::units::format_seconds;
-use std::collections::{BTreeMap, BTreeSet};
 
 /// The shared-bandwidth finding.
 pub fn finding(inp: &Inputs) -> Finding {
@@ -20,7 +19,7 @@ pub fn finding(inp: &Inputs) -> Finding {
     );
     plateau(&mut f, inp);
     replicas(&mut f, inp);
-    let tensor = by_world(one_experiment(&inp.facts.decode).into_iter(), |d| d.world);
+    let tensor = by_world(tensor_runs(&inp.facts.decode).into_iter(), |d| d.world);
     let Some(&row1) = tensor.get(&1) else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no world-1 tensor decode run to give T_1".into());
     };
@@ -56,23 +55,9 @@ pub fn finding(inp: &Inputs) -> Finding {
     decide(f, &sides)
 }
 
-/// The tensor decode runs (one sequence, split head) of one experiment: T_p is only comparable
-/// with the T_1 of the same prompt and generation. The experiment with a world-1 run and the
-/// most world sizes is taken (ties: the first by name).
-fn one_experiment(rows: &[DecodeRow]) -> Vec<&DecodeRow> {
-    let runs = rows.iter().filter(|d| d.strategy == Strategy::Tensor && d.sequences == 1 && d.head != Some(HeadPlacement::Replicated));
-    let mut by_experiment: BTreeMap<&str, Vec<&DecodeRow>> = BTreeMap::new();
-    for d in runs {
-        by_experiment.entry(d.experiment.as_str()).or_default().push(d);
-    }
-    let worlds = |v: &Vec<&DecodeRow>| (v.iter().any(|d| d.world == 1), v.iter().map(|d| d.world).collect::<BTreeSet<_>>().len());
-    let mut best: Option<Vec<&DecodeRow>> = None;
-    for v in by_experiment.into_values() {
-        if best.as_ref().is_none_or(|b| worlds(&v) > worlds(b)) {
-            best = Some(v);
-        }
-    }
-    best.unwrap_or_default()
+/// The tensor decode runs (one sequence, split head) of one experiment ([`one_experiment`]).
+fn tensor_runs(rows: &[DecodeRow]) -> Vec<&DecodeRow> {
+    one_experiment(rows.iter().filter(|d| d.strategy == Strategy::Tensor && d.sequences == 1 && d.head != Some(HeadPlacement::Replicated)))
 }
 
 fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {

@@ -24,11 +24,11 @@ pub mod rounds;
 use crate::audit::AnswerGroup;
 use crate::costmodel::link::LinkFit;
 use crate::manifest::Manifest;
-use crate::report::facts::{Facts, Stats};
+use crate::report::facts::{DecodeRow, Facts, Stats};
 use crate::spec::link::Link;
 use crate::spec::schema::Op;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The declared tolerance of the built-in findings' "within" rules (relative, ±25 %).
 pub const TOLERANCE: f64 = 0.25;
@@ -201,6 +201,24 @@ pub fn by_world<T>(rows: impl Iterator<Item = T>, world: impl Fn(&T) -> u32) -> 
         out.entry(world(&r)).or_insert(r);
     }
     out
+}
+
+/// The rows of one experiment: figures are only comparable across world sizes of the same
+/// model, prompt and generation. The experiment with a world-1 row and the most world sizes is
+/// taken (ties: the first by name).
+pub fn one_experiment<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Vec<&'a DecodeRow> {
+    let mut by_experiment: BTreeMap<&str, Vec<&DecodeRow>> = BTreeMap::new();
+    for d in rows {
+        by_experiment.entry(d.experiment.as_str()).or_default().push(d);
+    }
+    let worlds = |v: &Vec<&DecodeRow>| (v.iter().any(|d| d.world == 1), v.iter().map(|d| d.world).collect::<BTreeSet<_>>().len());
+    let mut best: Option<Vec<&DecodeRow>> = None;
+    for v in by_experiment.into_values() {
+        if best.as_ref().is_none_or(|b| worlds(&v) > worlds(b)) {
+            best = Some(v);
+        }
+    }
+    best.unwrap_or_default()
 }
 
 /// Where `x` stands against the boundary `b`: above its whole range, below it, or straddling.

@@ -2,7 +2,7 @@
 //! stage; with m >= p sequences the rate rises only to the ceiling the independent replicas
 //! hit (the shared memory system), not to p times one stage.
 
-use super::{by_world, Finding, Inconclusive, Inputs, TOLERANCE};
+use super::{by_world, one_experiment, Finding, Inconclusive, Inputs, TOLERANCE};
 use crate::report::facts::{DecodeRow, Stats};
 use crate::spec::schema::Strategy;
 
@@ -14,11 +14,17 @@ pub fn finding(inp: &Inputs) -> Finding {
         &["decode.tokens_per_s (pipeline)", "decode.tokens_per_s (data)"],
         &format!("(1) at every p > 1 with one sequence, the median tokens/s is at most one stage's max; (2) the best median tokens/s with m >= p > 1 is at most the replicas' best median × (1 + {TOLERANCE}) (own bandwidth per stage would give p × one stage)"),
     );
-    let pipe: Vec<&DecodeRow> = inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Pipeline).collect();
+    let pipe = one_experiment(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Pipeline));
     let single = by_world(pipe.iter().copied().filter(|d| d.sequences == 1), |d| d.world);
     let Some(one) = single.get(&1).copied() else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no one-stage pipeline run with one sequence".into());
     };
+    f.notes.push(format!(
+        "pipeline runs of experiment `{}` ({} {}; the replicas of the same model), one prompt and generation for every world",
+        one.experiment,
+        one.model,
+        one.dtype_name()
+    ));
     let rate = |d: &DecodeRow| d.tokens_per_s;
     let r1: Stats = rate(one);
     f.number("one stage, one sequence: tokens/s (median)", r1.median, "tokens/s", &[one.run.as_str()]);
@@ -50,7 +56,8 @@ pub fn finding(inp: &Inputs) -> Finding {
 
 fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats) -> Finding {
     let full = best(pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)));
-    let replicas = best(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data));
+    let model = pipe.first().map(|d| (&d.model, d.dtype));
+    let replicas = best(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data && Some((&d.model, d.dtype)) == model));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {
         return f.inconclusive(
             Inconclusive::MissingRuns,

@@ -226,6 +226,34 @@ fn pipeline_holds_at_the_replicas_ceiling_and_fails_above_it_or_when_one_sequenc
     assert!(replicas.numbers.iter().any(|n| n.name.starts_with("replicas' aggregate ratio") && (n.value - 45.0 / 40.0).abs() < 1e-9));
 }
 
+#[test]
+fn pipeline_compares_stages_of_one_experiment_and_replicas_of_its_model_only() {
+    let mut list = with_pipeline(&[(1, 40.0), (2, 39.0), (4, 38.0)], 48.0, 45.0);
+    assert_eq!(finding(&list, "pipeline").verdict, Verdict::Holds);
+    // Another experiment of a much faster (smaller) model, split over 1 and 2 stages, with its
+    // own replicas: mixed in, its one-stage rate would make every stage count look slower or
+    // faster than it is, and its replicas would set the ceiling of the other model's pipeline.
+    let template = list.iter().find(|m| m.kind == Kind::Decode && m.layout.world == 1).unwrap().clone();
+    let small = |strategy, world, sequences, rate: f64, i: u64| {
+        let mut m = decode_like(&template, strategy, world, sequences, rate);
+        (m.experiment, m.run_id) = ("aa-small-model".into(), format!("{:064x}", 0x5a11_0000 + i).into());
+        if let Some(model) = m.plan.model.as_mut() {
+            model.name = "small".into();
+        }
+        m
+    };
+    list.extend([
+        small(Strategy::Pipeline, 1, 1, 900.0, 1),
+        small(Strategy::Pipeline, 2, 1, 1000.0, 2),
+        small(Strategy::Data, 2, 1, 2000.0, 3),
+    ]);
+    let f = finding(&list, "pipeline");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.notes.iter().any(|n| n.contains("experiment `synth-decode`")), "{:?}", f.notes);
+    let replicas = f.numbers.iter().find(|n| n.name.starts_with("replicas' ceiling")).unwrap();
+    assert_eq!(replicas.value, 45.0, "the replicas of the pipeline's own model");
+}
+
 fn with_device(mut list: Vec<Manifest>) -> Vec<Manifest> {
     for m in list.iter_mut().filter(|m| m.kind == Kind::Model) {
         if let Workload::Model { params, .. } = &mut m.plan.workload {
