@@ -681,14 +681,17 @@ struct Unsplit {
     error: f64,
 }
 
-/// The unsplit one-sequence run a prediction is checked against: of the same model, dtype and device,
-/// the same experiment's where there is one, else the one predicted best (the most favourable
-/// evidence that a step is its bytes over the roofline).
+/// The unsplit one-sequence run a prediction is checked against: of the same model, dtype and
+/// device; with the rank's threads where one ran (a kernel's reach depends on them); the same
+/// experiment's where there is one, else the one predicted best (the most favourable evidence
+/// that a step is its bytes over the roofline).
 fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [(&Manifest, StepPrediction)]) -> Option<Unsplit> {
-    let candidates: Vec<&'p (&Manifest, StepPrediction)> = all
+    let unsplit: Vec<&'p (&Manifest, StepPrediction)> = all
         .iter()
         .filter(|(_, u)| u.world == 1 && u.sequences == 1 && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda)
         .collect();
+    let same_threads: Vec<&'p (&Manifest, StepPrediction)> = unsplit.iter().copied().filter(|(_, u)| u.threads == p.threads).collect();
+    let candidates = if same_threads.is_empty() { unsplit } else { same_threads };
     let same = candidates.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
     let best = || candidates.iter().min_by(|a, b| a.1.error.abs().total_cmp(&b.1.error.abs()).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
     let (_, u) = same.or_else(best)?;

@@ -580,3 +580,48 @@ fn a_step_is_judged_against_the_unsplit_run_of_its_own_dtype() {
     let models: std::collections::BTreeSet<String> = table.rows.iter().map(|r| format!("{:?}", r[0])).collect();
     assert!(models.iter().any(|m| m.contains("bfloat16")) && models.iter().any(|m| m.contains("float32")), "{models:?}");
 }
+
+#[test]
+fn a_rank_is_judged_against_an_unsplit_run_of_its_own_threads_where_one_ran() {
+    use parlab::costmodel::step::{predict_steps, FailedAssumption, Outcome};
+    use parlab::spec::Kind;
+    let mut list = crate::synth::fixtures().unwrap();
+    let tensor = |m: &Manifest, world: u32| {
+        m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world == world && m.layout.overlap.is_none()
+    };
+    // The unsplit run uses both cores; a split's rank has one.
+    let whole_machine = list.iter_mut().find(|m| tensor(m, 1)).unwrap();
+    whole_machine.plan.threads_per_rank = 2;
+    let unsplit = whole_machine.clone();
+    let split_threads = list.iter().find(|m| tensor(m, 2)).unwrap().plan.threads_per_rank;
+    assert_eq!(split_threads, 1);
+    // The splits miss slow; so does an unsplit run on one rank's threads (its kernel does not
+    // reach the read bandwidth of so few threads), while the whole-machine unsplit run is on time.
+    for m in list.iter_mut().filter(|m| tensor(m, 2)) {
+        if let Some(Summary::Decode(d)) = m.summary_mut() {
+            d.step_s.median *= 3.0;
+        }
+    }
+    let mut one_thread = unsplit.clone();
+    one_thread.run_id = "f".repeat(64).into();
+    one_thread.plan.threads_per_rank = split_threads;
+    if let Some(Summary::Decode(d)) = one_thread.summary_mut() {
+        d.step_s.median *= 3.0;
+    }
+    let cited = |list: &[Manifest]| -> Vec<Option<String>> {
+        predict_steps(list)
+            .into_iter()
+            .filter(|p| p.world == 2 && p.strategy == Strategy::Tensor && p.overlap.is_none())
+            .map(|p| match p.outcome {
+                Outcome::AssumptionFailed(FailedAssumption::NotStreamBound { run, .. }) => Some(run),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(cited(&list).iter().all(|c| c.as_deref() != Some(one_thread.run_id.as_str())));
+    list.push(one_thread.clone());
+    let now = cited(&list);
+    assert!(!now.is_empty() && now.iter().all(|c| c.as_deref() == Some(one_thread.run_id.as_str())), "{now:?}");
+    let whole = predict_steps(&list).into_iter().find(|p| p.run_id == unsplit.run_id).unwrap();
+    assert!(!matches!(whole.outcome, Outcome::AssumptionFailed(FailedAssumption::NotStreamBound { .. })), "{:?}", whole.outcome);
+}
