@@ -257,11 +257,12 @@ fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measure
         return f.decide(holds(ratio), reason);
     };
     f.notes.push(rounds::note("selected / reference", Some(&per_round)));
-    let held = per_round.iter().filter(|r| holds(**r)).count();
-    match held {
-        0 => f.decide(false, format!("{reason}; in none of {} rounds", per_round.len())),
-        n if n == per_round.len() => f.decide(true, format!("{reason}; in all {n} rounds")),
-        n => f.inconclusive(Inconclusive::Noise, format!("noise: {reason}, but it holds in {n} of {} rounds", per_round.len())),
+    // Decided only where the medians and every round say the same.
+    let (held, rounds) = (per_round.iter().filter(|r| holds(**r)).count(), per_round.len());
+    match (holds(ratio), held) {
+        (false, 0) => f.decide(false, format!("{reason}; in none of {rounds} rounds")),
+        (true, n) if n == rounds => f.decide(true, format!("{reason}; in all {n} rounds")),
+        (_, n) => f.inconclusive(Inconclusive::Noise, format!("noise: {reason}, but it holds in {n} of {rounds} rounds")),
     }
 }
 
