@@ -35,12 +35,8 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// The `schema` of the parlab file (a manifest, a history night) `path` holds, if it holds one.
 fn parlab_schema(path: &Path) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        schema: Option<String>,
-    }
     let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).ok()?;
-    serde_json::from_str::<Head>(&text).ok()?.schema.filter(|s| s.starts_with("parlab."))
+    crate::manifest::schema_of(&text).filter(|s| s.starts_with("parlab."))
 }
 
 /// Refuses output paths that cannot be written before anything is compared or written: a

@@ -534,6 +534,15 @@ pub fn read_one(path: &Path) -> Result<Manifest, ReadError> {
     Ok(manifest)
 }
 
+/// The `schema` tag of a JSON document (a manifest, a nightly history entry), where it has one.
+pub fn schema_of(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Head {
+        schema: Option<String>,
+    }
+    serde_json::from_str::<Head>(text).ok()?.schema
+}
+
 /// Parses a manifest's text, refusing another schema, an implausible number or a malformed file
 /// with a reason: the schema read first, the numbers checked as a stream, then the typed parse
 /// (no JSON tree is built).

@@ -118,11 +118,7 @@ pub fn read_warning(dir: &Path) -> Vec<Entry> {
 /// One history file, or why it is not a night of this format.
 fn read_entry(path: &Path) -> Result<Entry, String> {
     let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).map_err(|e| e.reason())?;
-    #[derive(Deserialize)]
-    struct Head {
-        schema: Option<String>,
-    }
-    match serde_json::from_str::<Head>(&text).ok().and_then(|h| h.schema) {
+    match crate::manifest::schema_of(&text) {
         Some(schema) if schema != SCHEMA => return Err(format!("schema `{schema}` is not {SCHEMA}")),
         _ => {}
     }
