@@ -490,13 +490,12 @@ fn overlap_holds_when_every_overlapped_prefill_is_shorter_and_fails_when_one_is_
 /// Records `values` as `m`'s launches of `figure`, run between `started` and `finished`.
 fn set_launch_values(m: &mut Manifest, figure: &str, values: &[f64], (started, finished): (&str, &str)) {
     (m.started_at, m.finished_at) = (started.into(), finished.into());
-    if let parlab::manifest::Outcome::Ok { launches, .. } = &mut m.outcome {
-        *launches = Some(parlab::manifest::LaunchStats {
-            count: values.len() as u32,
-            statistic: parlab::manifest::LaunchStatistic::Median,
-            figures: [(figure.to_string(), values.to_vec())].into(),
-        });
-    }
+    let stats = parlab::manifest::LaunchStats {
+        count: values.len() as u32,
+        statistic: parlab::manifest::LaunchStatistic::Median,
+        figures: [(figure.to_string(), values.to_vec())].into(),
+    };
+    crate::nightly::set_launches(m, stats);
 }
 
 /// Gives every decode run with (`overlapped`) or without overlap these per-launch prefill medians.

@@ -321,6 +321,16 @@ fn model_init(args: &[&str]) -> std::process::Output {
     cmd.output().unwrap()
 }
 
+/// A copy of the catalogue model `name`'s definition (its config.json alone) as `dir/name`: the
+/// folder and the config's text.
+fn definition_copy(dir: &Path, name: &str) -> (std::path::PathBuf, String) {
+    let folder = dir.join(name);
+    std::fs::create_dir(&folder).unwrap();
+    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name).join("config.json")).unwrap();
+    std::fs::write(folder.join("config.json"), &config).unwrap();
+    (folder, config)
+}
+
 /// The layer indices of `model.layers.N.*` tensors and how many tensors each holds.
 fn tensors_per_layer(names: &[String]) -> std::collections::BTreeMap<usize, usize> {
     let mut per = std::collections::BTreeMap::new();
@@ -450,14 +460,10 @@ fn model_init_never_replaces_the_folder_it_reads_the_model_from() {
     // `--out` naming the model's own folder replaced its config.json with the cut one (and any
     // real weights beside it with seeded ones): the input was lost to the output.
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("gpt2");
-    std::fs::create_dir(&model).unwrap();
-    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/gpt2/config.json")).unwrap();
-    std::fs::write(model.join("config.json"), &config).unwrap();
+    let (model, config) = definition_copy(dir.path(), "gpt2");
     let spelt_otherwise = dir.path().join("gpt2/../gpt2");
     for out in [&model, &spelt_otherwise] {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
-        let o = cmd.args(["model", "init"]).arg(&model).args(["--layers", "1", "--out"]).arg(out).output().unwrap();
+        let o = model_init(&[model.to_str().unwrap(), "--layers", "1", "--out", out.to_str().unwrap()]);
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "--out {}: {stderr}", out.display());
         assert!(stderr.contains("is the folder the model is read from"), "--out {}: {stderr}", out.display());
@@ -503,10 +509,7 @@ fn model_init_never_replaces_a_model_definition_it_did_not_write() {
     // a checkpoint model init wrote (always config.json and model.safetensors): `--out
     // models/llama-3.2-1b` replaced that model with the one initialised.
     let dir = tempfile::tempdir().unwrap();
-    let other = dir.path().join("llama-3.2-1b");
-    std::fs::create_dir(&other).unwrap();
-    let config = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-3.2-1b/config.json")).unwrap();
-    std::fs::write(other.join("config.json"), &config).unwrap();
+    let (other, config) = definition_copy(dir.path(), "llama-3.2-1b");
     let o = model_init(&["llama-gqa-small", "--layers", "1", "--out", other.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(parlab::exitcode::USER_ERROR), "{stderr}");

@@ -59,7 +59,7 @@ fn with_launches(m: &Manifest, steps: &[f64]) -> Manifest {
 }
 
 /// Records `stats` as ok manifest `m`'s launches.
-fn set_launches(m: &mut Manifest, stats: LaunchStats) {
+pub(crate) fn set_launches(m: &mut Manifest, stats: LaunchStats) {
     match &mut m.outcome {
         Outcome::Ok { launches, .. } => *launches = Some(stats),
         other => panic!("launches on a manifest that did not end ok: {other:?}"),
