@@ -117,10 +117,30 @@ impl Provenance {
     /// What a decision quoting a cached probe adds to its evidence (empty unless cached).
     pub fn label(&self) -> String {
         match self {
-            Provenance::Cached { probed_at, .. } => format!(" (probed at {probed_at}, cached; `--reprobe` probes again)"),
+            Provenance::Cached { probed_at, .. } => format!("{CACHED_LABEL_START}{probed_at}{CACHED_LABEL_END}"),
             _ => String::new(),
         }
     }
+}
+
+/// How [`Provenance::label`] opens, before the probe time.
+const CACHED_LABEL_START: &str = " (probed at ";
+/// How [`Provenance::label`] closes, after the probe time.
+const CACHED_LABEL_END: &str = ", cached; `--reprobe` probes again)";
+
+/// `reason` without the labels [`Provenance::label`] added to it: the decision itself, the same
+/// whether its probes were fresh or cached, and whenever they ran.
+pub fn unlabelled(reason: &str) -> String {
+    let mut rest = reason;
+    let mut out = String::with_capacity(reason.len());
+    while let Some(start) = rest.find(CACHED_LABEL_START) {
+        let after = &rest[start + CACHED_LABEL_START.len()..];
+        let Some(end) = after.find(CACHED_LABEL_END) else { break };
+        out.push_str(&rest[..start]);
+        rest = &after[end + CACHED_LABEL_END.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The Python the torch probe starts when `PARLAB_PYTHON` is unset.
@@ -366,6 +386,21 @@ mod tests {
         let json = serde_json::to_string(&gates).unwrap();
         assert_eq!(serde_json::from_str::<Gates>(&json).unwrap(), gates, "the provenance is saved with the gates");
         assert!(!serde_json::to_string(&no_gpu()).unwrap().contains("provenance"), "gates without one are saved as before");
+    }
+
+    #[test]
+    fn a_decision_reads_the_same_unlabelled_whether_its_probes_were_fresh_or_cached_and_when() {
+        let both = Requires { host_device_link: true, gpus: Some(2), ..Default::default() };
+        let mut gates = no_gpu();
+        gates.provenance = Provenance::Probed { probed_at: "2026-12-04T19:00:00Z".into() };
+        let fresh = gates.unmet(&both).join("; ");
+        gates.provenance = Provenance::Cached { probed_at: "2026-12-05T08:00:00Z".into(), file: "cache.json".into() };
+        let cached = gates.unmet(&both).join("; ");
+        assert_ne!(fresh, cached);
+        assert_eq!(cached.matches("cached;").count(), 2, "{cached}");
+        assert_eq!(unlabelled(&cached), fresh);
+        assert_eq!(unlabelled(&fresh), fresh, "a reason without labels is unchanged");
+        assert_eq!(unlabelled("x (probed at 1"), "x (probed at 1", "an unclosed label is kept");
     }
 
     #[test]

@@ -2,12 +2,31 @@
 //! measuring-code digest is this build's ([`MEASURING_DIGEST`]); the run identity in its
 //! name already covers the spec, the model config and the weights.
 
-use super::{Manifest, Status, MEASURING_DIGEST};
+use super::{Manifest, Outcome, Status, MEASURING_DIGEST};
 use std::collections::BTreeSet;
 
 /// Whether `m` is ok and was measured by this build's measuring code.
 pub fn fresh(m: &Manifest) -> bool {
     m.status() == Status::Ok && m.parlab.measuring == MEASURING_DIGEST
+}
+
+/// Whether `stored` already records the NOT_RUN decision `decided`: the same reason (read
+/// without its probes' cache labels, [`crate::gates::unlabelled`]), plan, origins, machine and
+/// measuring code. Rewriting it would move only its dates and commit, and with them the
+/// register's, so a rerun on an unchanged machine leaves it as it is.
+pub fn same_not_run(stored: &Manifest, decided: &Manifest) -> bool {
+    let (Outcome::NotRun { reason: was }, Outcome::NotRun { reason: now }) = (&stored.outcome, &decided.outcome) else {
+        return false;
+    };
+    if crate::gates::unlabelled(was) != crate::gates::unlabelled(now) {
+        return false;
+    }
+    let mut again = decided.clone();
+    again.outcome = stored.outcome.clone();
+    again.parlab.commit.clone_from(&stored.parlab.commit);
+    again.started_at.clone_from(&stored.started_at);
+    again.finished_at.clone_from(&stored.finished_at);
+    again == *stored
 }
 
 /// The register's caveat for ok, launched runs measured by other measuring code, if any.

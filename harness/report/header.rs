@@ -97,14 +97,11 @@ pub fn machine(gates: Result<Option<Gates>, crate::gates::SavedGatesError>, list
         Err(e) => return empty(format!("The saved gates could not be read: {e}.")),
     };
     let probes = gates.probes.iter().map(probe_view).collect();
-    let cached = match &gates.provenance {
-        crate::gates::Provenance::Cached { probed_at, .. } => {
-            format!("; probed at {probed_at} and reused from the gates cache of this machine and boot")
-        }
-        _ => String::new(),
-    };
+    // When the probes ran, the same whether this `parlab run` took them or reused them from the
+    // gates cache (which the console says): a rerun on cached probes renders the same line.
+    let when = gates.provenance.probed_at().map_or(String::new(), |at| format!("; probed at {at}"));
     MachineSection {
-        source: format!("Recorded by a command and not assumed: the probes `parlab run` ran before launching (saved in `_gates/gates.json` beside the manifests{cached})."),
+        source: format!("Recorded by a command and not assumed: the probes `parlab run` ran before launching (saved in `_gates/gates.json` beside the manifests{when})."),
         probes,
         verdicts: verdicts(&gates, list),
         topology: gates.topology(),
@@ -149,4 +146,22 @@ fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates::Provenance;
+
+    #[test]
+    fn the_machine_section_says_when_its_probes_ran_the_same_whether_taken_or_reused() {
+        let at = "2026-12-05T11:32:20Z";
+        let with = |provenance| Gates { probes: Vec::new(), provenance };
+        let taken = machine(Ok(Some(with(Provenance::Probed { probed_at: at.into() }))), &[]).source;
+        let reused = machine(Ok(Some(with(Provenance::Cached { probed_at: at.into(), file: "cache.json".into() }))), &[]).source;
+        assert!(taken.contains(&format!("probed at {at}")), "{taken}");
+        assert_eq!(taken, reused, "a rerun on cached probes renders the same line");
+        let unrecorded = machine(Ok(Some(with(Provenance::Unrecorded))), &[]).source;
+        assert!(!unrecorded.contains("probed at"), "{unrecorded}");
+    }
 }

@@ -127,7 +127,7 @@ enum FirstRound<'a> {
     /// Already measured by this measuring code.
     Cached,
     /// Decided without launching (NOT_RUN, modelled) or ended after its first launch: its
-    /// manifest is written.
+    /// manifest is written (a NOT_RUN decided the same way before is left as it was).
     Written(Status),
     /// Launched once; more launches follow in later rounds.
     Launching(Box<Launching<'a>>),
@@ -187,7 +187,9 @@ impl SuiteRun<'_> {
         let mut record = Manifest::for_plan(plan, self.gates.fingerprint(), &started_at, outcome);
         record.set_origins(origins);
         record.finished_at = manifest::now();
-        record.write(self.dir)?;
+        if !decided_before(&record, self.dir) {
+            record.write(self.dir)?;
+        }
         Ok(FirstRound::Written(record.status()))
     }
 
@@ -266,6 +268,11 @@ const GPU_WORKLOAD_MISSING: &str =
 fn cached(plan: &RunPlan, dir: &Path) -> Option<Manifest> {
     let enough = |m: &Manifest| m.launches().map_or(1, |l| l.count) >= plan.launches;
     manifest::read_one(&Manifest::path_for(dir, &plan.run_id)).ok().filter(|m| manifest::cache::fresh(m) && enough(m))
+}
+
+/// Whether the store already holds `record`'s NOT_RUN decision, which is then left as written.
+fn decided_before(record: &Manifest, dir: &Path) -> bool {
+    manifest::read_one(&Manifest::path_for(dir, &record.run_id)).is_ok_and(|stored| manifest::cache::same_not_run(&stored, record))
 }
 
 /// Moves the manifests of the suite's experiments that their specs no longer expand to out of

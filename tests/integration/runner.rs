@@ -52,6 +52,37 @@ fn the_runner_announces_every_step_and_a_second_pass_finds_the_modelled_run_cach
     assert_eq!(ends(&second), ["Cached }", "NotRun }"], "a modelled run already written is cached; a NOT_RUN is decided again");
 }
 
+/// A NOT_RUN decided again the same way leaves its manifest as written (its dates, and so the
+/// register's, do not move on a rerun); a stored decision that differs is rewritten.
+#[test]
+fn a_not_run_decided_again_the_same_way_keeps_its_manifest_and_a_changed_one_is_rewritten() {
+    let (specs, store) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let runs = suite(specs.path());
+    if parlab::gates::Gates::probe_machine().unmet(&runs[1].requires).is_empty() {
+        println!("skipped: this machine has a GPU, so the GPU run would launch");
+        return;
+    }
+    let pass = || run_suite(&runs, runs.clone(), store.path(), &RunnerOptions::default(), &Recorder::default()).unwrap();
+    pass();
+    let path = parlab::manifest::Manifest::path_for(store.path(), &runs[1].run_id);
+    let mut stored = parlab::manifest::read_one(&path).unwrap();
+    assert_eq!(stored.status(), parlab::manifest::Status::NotRun);
+    stored.started_at = "2026-01-01T00:00:00Z".into();
+    stored.finished_at = "2026-01-01T00:00:01Z".into();
+    stored.parlab.commit = "0123456789ab".into();
+    stored.write(store.path()).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    pass();
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the same decision is left as written");
+    let parlab::manifest::Outcome::NotRun { reason } = &mut stored.outcome else { unreachable!() };
+    reason.push_str("; needs something this machine lacked then");
+    stored.write(store.path()).unwrap();
+    pass();
+    let again = parlab::manifest::read_one(&path).unwrap();
+    assert!(!again.reason().unwrap().contains("lacked then"), "a changed decision is rewritten: {:?}", again.reason());
+    assert_ne!(again.finished_at, "2026-01-01T00:00:01Z");
+}
+
 #[test]
 fn a_store_another_controller_holds_is_refused_as_locked() {
     let (specs, store) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
