@@ -104,7 +104,8 @@ pub enum Outcome {
 /// A predicted decode round, split as the measurement is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step {
-    /// Memory time of the round (the busiest rank's bytes over its bandwidth).
+    /// Compute time of the round: the busiest rank's bytes over its bandwidth, plus its
+    /// per-token overhead where the prediction is calibrated.
     pub compute_s: f64,
     /// Communication of the round.
     pub comm_s: f64,
@@ -206,6 +207,27 @@ pub struct StepPrediction {
     pub comm_outcome: Outcome,
     /// The run's own decode all-reduces per call: (slowest rank, fastest rank) medians.
     pub measured_per_call_s: Option<(f64, f64)>,
+    /// The matching hypothesis again, with the per-token overhead its unsplit run measured
+    /// (None: no other unsplit run of its model, dtype, device and threads).
+    pub calibrated: Option<Calibrated>,
+}
+
+/// A run predicted from its unsplit peer: the roofline round of the hypothesis the run
+/// matches, every rank also paying, for each pass through the layers it holds, the time per
+/// token the unsplit run spent beyond its own roofline step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calibrated {
+    /// Seconds per token of one pass through every layer beyond the roofline step, measured
+    /// on the unsplit run (its step less its bytes over its own bandwidth; at least 0).
+    pub overhead_s: f64,
+    /// The unsplit run it was read from.
+    pub unsplit_run: RunId,
+    /// The predicted round.
+    pub step: Step,
+    /// (predicted − measured) / measured.
+    pub error: f64,
+    /// Within tolerance, or which assumption failed.
+    pub outcome: Outcome,
 }
 
 impl StepPrediction {
@@ -368,19 +390,15 @@ fn staging_s(inp: &Inputs, r: &RunShape) -> Option<f64> {
     Some(2.0 * r.shape.layers as f64 * per_all_reduce + copy(Op::DeviceToHostPageable, logits / r.world as f64)?)
 }
 
-/// The cost model's plan of `strategy` for this run at `bandwidth_bps` per rank over `link`.
-fn planned(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, bandwidth_bps: f64, link: Link, imbalance: f64) -> Option<Step> {
-    let input = PlanInput {
-        shape: r.shape,
-        dtype_bytes: r.dtype_bytes,
-        device: Device { memory_bytes: u64::MAX, bandwidth_bps },
-        link,
-        strategy,
-        world,
-        context: r.context,
-        sequences,
-        imbalance,
-    };
+/// A rank's device as a prediction takes it: memory without limit, `bandwidth_bps`, no overhead.
+fn streaming(bandwidth_bps: f64) -> Device {
+    Device::roofline(u64::MAX, bandwidth_bps)
+}
+
+/// The cost model's plan of `strategy` for this run on `device` (per rank) over `link`.
+fn planned(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, device: Device, link: Link, imbalance: f64) -> Option<Step> {
+    let input =
+        PlanInput { shape: r.shape, dtype_bytes: r.dtype_bytes, device, link, strategy, world, context: r.context, sequences, imbalance };
     let p = plan(&input).ok()?;
     // A pipeline's compute is one pass through its stages (sequences overlap in them); an
     // expert split serves its sequences in turn.
@@ -426,26 +444,29 @@ fn active_ranks(dec: &Decoder, world: u32, sequences: u32) -> u32 {
     }
 }
 
-/// The round of `dec` with `bandwidth_bps` per rank.
-fn round(inp: &Inputs, r: &RunShape, dec: &Decoder, bandwidth_bps: f64, comm: Option<&Comm>) -> Option<Step> {
+/// The round of `dec` with every rank on `device` (its bandwidth, and its per-token overhead
+/// for every pass through the layers it holds).
+fn round(inp: &Inputs, r: &RunShape, dec: &Decoder, device: Device, comm: Option<&Comm>) -> Option<Step> {
     let comm_s = comm.map_or(0.0, Comm::total_s);
+    let bandwidth_bps = device.bandwidth_bps;
     match dec {
         Decoder::Whole { passes, .. } => {
-            let t1 = single_device_step_s(r.shape, r.dtype_bytes, r.context, bandwidth_bps);
+            let t1 = single_device_step_s(r.shape, r.dtype_bytes, r.context, bandwidth_bps) + device.overhead_s;
             Some(Step { compute_s: *passes as f64 * t1, comm_s: 0.0, step_s: *passes as f64 * t1 })
         }
         Decoder::Tensor { head, .. } => {
-            let compute_s = f64::from(r.sequences) * tensor_compute_s(r.shape, r.world, *head, r.dtype_bytes, r.context, bandwidth_bps);
+            let per_token = tensor_compute_s(r.shape, r.world, *head, r.dtype_bytes, r.context, bandwidth_bps) + device.overhead_s;
+            let compute_s = f64::from(r.sequences) * per_token;
             let comm_s = f64::from(r.sequences) * comm_s;
             Some(Step { compute_s, comm_s, step_s: compute_s + comm_s })
         }
         Decoder::Pipeline => {
             let link = inp.link(Op::PingPong, &r.link).or_else(|| inp.link(Op::AllReduce, &r.link))?;
-            planned(r, Strategy::Pipeline, r.world, r.sequences, bandwidth_bps, link, 1.0)
+            planned(r, Strategy::Pipeline, r.world, r.sequences, device, link, 1.0)
         }
         Decoder::Expert { imbalance } => {
             let link = inp.link(Op::AllToAll, &r.link)?;
-            let step = planned(r, Strategy::Expert, r.world, r.sequences, bandwidth_bps, link, *imbalance)?;
+            let step = planned(r, Strategy::Expert, r.world, r.sequences, device, link, *imbalance)?;
             let skew = comm.map_or(0.0, |c| c.skew_s) * f64::from(r.sequences);
             Some(Step { comm_s: step.comm_s + skew, step_s: step.step_s + skew, ..step })
         }
@@ -558,8 +579,8 @@ fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
     let active = active_ranks(&dec, r.world, r.sequences);
     let comm = comm_of(inp, &r, &dec, cuda);
     let (own_bw, shared_bw) = bandwidths(inp, m, active)?;
-    let own = round(inp, &r, &dec, own_bw, comm.as_ref())?;
-    let shared = round(inp, &r, &dec, shared_bw, comm.as_ref())?;
+    let own = round(inp, &r, &dec, streaming(own_bw), comm.as_ref())?;
+    let shared = round(inp, &r, &dec, streaming(shared_bw), comm.as_ref())?;
     let (head, decodes_on) = layout_details(m);
     let mut p = StepPrediction {
         run_id: m.run_id.clone(),
@@ -586,6 +607,7 @@ fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
         outcome: Outcome::Within,
         comm_outcome: Outcome::Within,
         measured_per_call_s: d.all_reduces.iter().find(|a| a.phase == Phase::Decode).map(|a| (a.time.median, a.fastest_rank.median)),
+        calibrated: None,
     };
     p.error = (p.matched().step_s - p.measured_step_s) / p.measured_step_s;
     if let Decoder::Pipeline = dec {
@@ -631,20 +653,27 @@ fn not_stream_bound(unsplit: Option<&Unsplit>, error: f64) -> Option<FailedAssum
 /// the predicted brings the step within tolerance, then an unsplit run of the same model that
 /// streamed well below its roofline.
 fn step_assumption(m: &Manifest, p: &StepPrediction, unsplit: Option<&Unsplit>) -> Option<FailedAssumption> {
-    oversubscribed(m)
-        .or_else(|| p.overlap.filter(|_| p.error < 0.0).map(|pieces| FailedAssumption::NoProgressThread { pieces }))
-        .or_else(|| communication_explains(p))
-        .or_else(|| not_stream_bound(unsplit, p.error))
+    launch_assumption(m, p, p.matched(), p.error).or_else(|| not_stream_bound(unsplit, p.error))
 }
 
-/// The communication's failed assumption, when the step predicted with the measured
+/// The failed assumptions of the launch that a predicted `step` with `error` can meet, in
+/// order: an oversubscribed launch, overlapped pieces that did not hide (measured slower),
+/// the communication's own where the measured communication in its place brings `step`
+/// within tolerance.
+fn launch_assumption(m: &Manifest, p: &StepPrediction, step: &Step, error: f64) -> Option<FailedAssumption> {
+    oversubscribed(m)
+        .or_else(|| p.overlap.filter(|_| error < 0.0).map(|pieces| FailedAssumption::NoProgressThread { pieces }))
+        .or_else(|| communication_explains(p, step))
+}
+
+/// The communication's failed assumption, when `step` predicted with the measured
 /// communication in place of the predicted one is within tolerance.
-fn communication_explains(p: &StepPrediction) -> Option<FailedAssumption> {
+fn communication_explains(p: &StepPrediction, step: &Step) -> Option<FailedAssumption> {
     let Outcome::AssumptionFailed(a) = &p.comm_outcome else {
         return None;
     };
     let predicted_comm = p.comm.as_ref().map_or(0.0, Comm::total_s) * f64::from(p.sequences);
-    let with_measured = p.matched().step_s - predicted_comm + p.measured_comm_s;
+    let with_measured = step.step_s - predicted_comm + p.measured_comm_s;
     ((with_measured - p.measured_step_s).abs() <= TOLERANCE * p.measured_step_s).then(|| a.clone())
 }
 
@@ -710,9 +739,47 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
             let mut p = p.clone();
             p.comm_outcome = judge(p.comm_error(), |e| comm_assumption(m, &p, e, unsplit.as_ref()));
             p.outcome = judge(Some(p.error), |_| step_assumption(m, &p, unsplit.as_ref()));
+            p.calibrated = calibrate(&inp, m, &p, &runs);
             p
         })
         .collect()
+}
+
+/// `p` predicted again with the per-token overhead of its unsplit peer ([`overhead_for`]), on
+/// the bandwidth of the hypothesis its roofline prediction matches.
+fn calibrate(inp: &Inputs, m: &Manifest, p: &StepPrediction, all: &[(&Manifest, StepPrediction)]) -> Option<Calibrated> {
+    let (overhead_s, unsplit_run) = overhead_for(p, &m.experiment, all)?;
+    let source = m.plan.model.as_ref()?;
+    let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
+    let r = run_shape(m, &shape)?;
+    let dec = decoder(m, m.summary()?.decode()?);
+    let bandwidth_bps = match p.matches {
+        Matches::One(Hypothesis::SharedMemory) => p.bandwidth_bps.1,
+        _ => p.bandwidth_bps.0,
+    };
+    let step = round(inp, &r, &dec, Device { overhead_s, ..streaming(bandwidth_bps) }, p.comm.as_ref())?;
+    let error = (step.step_s - p.measured_step_s) / p.measured_step_s;
+    let outcome = judge(Some(error), |e| launch_assumption(m, p, &step, e));
+    Some(Calibrated { overhead_s, unsplit_run, step, error, outcome })
+}
+
+/// The per-token overhead of `p`'s unsplit peer, with its run: of the unsplit one-sequence
+/// runs of the same model, dtype, device and threads per rank other than `p` itself, the same
+/// experiment's where there is one (launched beside it), else the median; its measured step
+/// less its roofline step at its own bandwidth, at least 0.
+fn overhead_for(p: &StepPrediction, experiment: &str, all: &[(&Manifest, StepPrediction)]) -> Option<(f64, RunId)> {
+    let overhead = |u: &StepPrediction| (u.measured_step_s - u.own.step_s).max(0.0);
+    let mut peers: Vec<&(&Manifest, StepPrediction)> = all
+        .iter()
+        .filter(|(_, u)| u.run_id != p.run_id && u.world == 1 && u.sequences == 1)
+        .filter(|(_, u)| u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.threads == p.threads)
+        .collect();
+    if let Some((_, u)) = peers.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id)) {
+        return Some((overhead(u), u.run_id.clone()));
+    }
+    peers.sort_by(|a, b| overhead(&a.1).total_cmp(&overhead(&b.1)).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
+    let (_, u) = peers.get(peers.len() / 2)?;
+    Some((overhead(u), u.run_id.clone()))
 }
 
 /// A context split's prefill, predicted: the unsplit prefill's time shared evenly by the ranks,
@@ -927,16 +994,16 @@ mod tests {
         let inp = inputs(&[]);
         // 146 304 streamed values (152 640 − the untied embedding + one row) × 2 bytes + 16 tokens × 256 KV bytes.
         let bytes = 146_304.0 * 2.0 + 16.0 * 256.0;
-        let own = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, 1e9, None).unwrap();
+        let own = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, streaming(1e9), None).unwrap();
         assert!(close(own.step_s, bytes / 1e9));
         // One memory system of 1.5 GB/s for two replicas: 0.75 GB/s each.
-        let shared = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, 0.75e9, None).unwrap();
+        let shared = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, streaming(0.75e9), None).unwrap();
         assert!(close(shared.step_s, bytes / 0.75e9));
         assert_eq!(matching(own.step_s, shared.step_s, 3.9e-4), Matches::One(Hypothesis::SharedMemory));
         assert_eq!(matching(own.step_s, shared.step_s, 3.0e-4), Matches::One(Hypothesis::OwnBandwidth));
         assert_eq!(matching(own.step_s, own.step_s, 1.0), Matches::Both);
         // Three sequences on one rank: three passes.
-        let three = round(&inp, &run(&s, 1, 3), &Decoder::Whole { passes: 3, replicas: 1 }, 1e9, None).unwrap();
+        let three = round(&inp, &run(&s, 1, 3), &Decoder::Whole { passes: 3, replicas: 1 }, streaming(1e9), None).unwrap();
         assert_eq!(active_ranks(&Decoder::Whole { passes: 1, replicas: 2 }, 2, 1), 2);
         assert!(close(three.step_s, 3.0 * bytes / 1e9));
     }
@@ -948,10 +1015,10 @@ mod tests {
         // Two stages of two layers: (2 × 34 944 + 64) and (2 × 34 944 + 64 + 6 400) values, 2 × 64 KV bytes a token each.
         let (first, last) = ((69_952.0 * 2.0 + 2_048.0) / 1e9, (76_352.0 * 2.0 + 2_048.0) / 1e9);
         let (hop, back) = (1e-5 + 128e-9, 1e-5 + 4e-9);
-        let one = round(&inp, &run(&s, 2, 1), &Decoder::Pipeline, 1e9, None).unwrap();
+        let one = round(&inp, &run(&s, 2, 1), &Decoder::Pipeline, streaming(1e9), None).unwrap();
         assert!(close(one.step_s, first + last + hop + back), "{}", one.step_s);
         // Four sequences: four times the busiest stage with its send.
-        let four = round(&inp, &run(&s, 2, 4), &Decoder::Pipeline, 1e9, None).unwrap();
+        let four = round(&inp, &run(&s, 2, 4), &Decoder::Pipeline, streaming(1e9), None).unwrap();
         assert!(close(four.step_s, 4.0 * (last + back)), "{}", four.step_s);
         assert_eq!(active_ranks(&Decoder::Pipeline, 4, 2), 2);
         assert_eq!(active_ranks(&Decoder::Pipeline, 2, 8), 2);
@@ -968,7 +1035,7 @@ mod tests {
         // 2 × 64 × 2 bytes routed, × 1.5: 384 bytes; all-to-all over 4: 3α + 3/4 × 384/β; 2L = 4 of them.
         assert!(close(comm.alpha_beta_s, 4.0 * (3e-5 + 288e-9)), "{}", comm.alpha_beta_s);
         assert!(close(comm.skew_s, 4.0 * 2e-6));
-        let step = round(&inp, &run(&s, 4, 1), &Decoder::Expert { imbalance: 1.5 }, 1e9, Some(&comm)).unwrap();
+        let step = round(&inp, &run(&s, 4, 1), &Decoder::Expert { imbalance: 1.5 }, streaming(1e9), Some(&comm)).unwrap();
         assert!(close(step.comm_s, comm.total_s()), "{} {}", step.comm_s, comm.total_s());
         assert!(close(step.step_s, step.compute_s + comm.total_s()));
     }

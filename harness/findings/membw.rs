@@ -119,7 +119,7 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
 }
 
 fn replicas(f: &mut Finding, inp: &Inputs) {
-    let rows = by_world(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data), |d| d.world);
+    let rows = by_world(one_experiment(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data)).into_iter(), |d| d.world);
     let (Some(one), Some((&p, top))) = (rows.get(&1), rows.iter().next_back().filter(|(&p, _)| p > 1)) else {
         return;
     };

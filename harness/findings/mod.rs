@@ -205,7 +205,9 @@ pub fn by_world<T>(rows: impl Iterator<Item = T>, world: impl Fn(&T) -> u32) -> 
 
 /// The rows of one experiment: figures are only comparable across world sizes of the same
 /// model, prompt and generation. The experiment with a world-1 row and the most world sizes is
-/// taken (ties: the first by name).
+/// taken (ties: the first by name), and of each world only the rows at its most threads per
+/// rank: the machine used whole (a one-thread unsplit run launched as the cost model's peer of
+/// one-thread ranks is not T_1).
 pub fn one_experiment<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Vec<&'a DecodeRow> {
     let mut by_experiment: BTreeMap<&str, Vec<&DecodeRow>> = BTreeMap::new();
     for d in rows {
@@ -218,7 +220,13 @@ pub fn one_experiment<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Vec<&'a 
             best = Some(v);
         }
     }
-    best.unwrap_or_default()
+    let rows = best.unwrap_or_default();
+    let mut most_threads: BTreeMap<u32, u32> = BTreeMap::new();
+    for d in &rows {
+        let t = most_threads.entry(d.world).or_default();
+        *t = (*t).max(d.threads);
+    }
+    rows.into_iter().filter(|d| most_threads.get(&d.world) == Some(&d.threads)).collect()
 }
 
 /// Where `x` stands against the boundary `b`: above its whole range, below it, or straddling.

@@ -95,6 +95,8 @@ pub struct DecodeRow {
     pub strategy: Strategy,
     /// Ranks.
     pub world: u32,
+    /// Threads per rank.
+    pub threads: u32,
     /// Head placement (None: the split places none).
     pub head: Option<HeadPlacement>,
     /// Sequences in flight.
@@ -311,6 +313,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         dtype,
         strategy: d.strategy,
         world: d.world,
+        threads: m.plan.threads_per_rank,
         head: d.head,
         sequences: u64::from(d.sequences),
         link: m.plan.link.clone(),

@@ -138,7 +138,7 @@ fn imported_heldout(imported: &[super::imported::ImportedRun]) -> Option<Table> 
 /// every decode run).
 fn predicted_vs_measured(list: &[Manifest]) -> Vec<Table> {
     let mut tables = crate::costmodel::predict::predicted_vs_measured(list);
-    tables.extend(super::predicted::decode_table(list));
+    tables.extend(super::predicted::decode_tables(list));
     tables.extend(super::predicted::context_prefill_table(list));
     tables
 }

@@ -38,7 +38,7 @@ fn link(name: &str) -> Link {
 fn book_gpu() -> Device {
     let c = catalogue();
     let d = c.device("book-gpu-12gib").unwrap();
-    Device { memory_bytes: d.memory_bytes(), bandwidth_bps: d.bandwidth_bps() }
+    Device::roofline(d.memory_bytes(), d.bandwidth_bps())
 }
 
 #[test]
@@ -449,7 +449,7 @@ fn predictions_joined_with_measurements() {
 
     let tables = predict::predicted_vs_measured(&manifests);
     assert_eq!(tables.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), ["predicted-collectives"]);
-    let decode = parlab::report::predicted::decode_table(&manifests).unwrap();
+    let decode = parlab::report::predicted::decode_tables(&manifests).into_iter().next().unwrap();
     assert_eq!(decode.id, "predicted-decode");
     assert!(decode.provenance[0].contains("one process alone, median roofline) from run"), "{:?}", decode.provenance);
     let entries = parlab::costmodel::measured_links::link_entries(&manifests);
@@ -576,7 +576,7 @@ fn a_step_is_judged_against_the_unsplit_run_of_its_own_dtype() {
     };
     assert!(of_dtype(Dtype::Bfloat16, 2).all(|p| cites_bf16(&p.outcome)), "the bfloat16 split is explained by its own unsplit run");
     assert!(of_dtype(Dtype::Float32, 2).all(|p| !cites_bf16(&p.outcome)), "no float32 run is judged by a bfloat16 one");
-    let table = parlab::report::predicted::decode_table(&list).unwrap();
+    let table = parlab::report::predicted::decode_tables(&list).into_iter().next().unwrap();
     let models: std::collections::BTreeSet<String> = table.rows.iter().map(|r| format!("{:?}", r[0])).collect();
     assert!(models.iter().any(|m| m.contains("bfloat16")) && models.iter().any(|m| m.contains("float32")), "{models:?}");
 }
@@ -624,4 +624,62 @@ fn a_rank_is_judged_against_an_unsplit_run_of_its_own_threads_where_one_ran() {
     assert!(!now.is_empty() && now.iter().all(|c| c.as_deref() == Some(one_thread.run_id.as_str())), "{now:?}");
     let whole = predict_steps(&list).into_iter().find(|p| p.run_id == unsplit.run_id).unwrap();
     assert!(!matches!(whole.outcome, Outcome::AssumptionFailed(FailedAssumption::NotStreamBound { .. })), "{:?}", whole.outcome);
+}
+
+#[test]
+fn a_run_is_predicted_from_the_overhead_of_an_unsplit_peer_of_its_threads_never_from_itself() {
+    use parlab::costmodel::step::predict_steps;
+    use parlab::spec::Kind;
+    let mut list = crate::synth::fixtures().unwrap();
+    let tensor = |m: &Manifest, world: u32| {
+        m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world == world && m.layout.overlap.is_none()
+    };
+    let split_threads = list.iter().find(|m| tensor(m, 2)).unwrap().plan.threads_per_rank;
+    // One unsplit run of the splits' threads (the other world-1 runs on more).
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.world == 1) {
+        m.plan.threads_per_rank = if tensor(m, 1) { split_threads } else { split_threads + 1 };
+    }
+    let unsplit_id = list.iter().find(|m| tensor(m, 1)).unwrap().run_id.clone();
+    let prediction = |list: &[Manifest], id: &parlab::identity::RunId| predict_steps(list).into_iter().find(|p| &p.run_id == id).unwrap();
+    // The unsplit run spends 3 ms per token beyond its roofline step.
+    let roofline = prediction(&list, &unsplit_id).own.step_s;
+    let overhead = 3e-3;
+    for m in list.iter_mut().filter(|m| m.run_id == unsplit_id) {
+        if let Some(Summary::Decode(d)) = m.summary_mut() {
+            d.step_s.median = roofline + overhead;
+        }
+    }
+    assert!(prediction(&list, &unsplit_id).calibrated.is_none(), "the only unsplit run is never its own peer");
+    let split_id = list
+        .iter()
+        .find(|m| tensor(m, 2) && m.experiment == list.iter().find(|u| u.run_id == unsplit_id).unwrap().experiment)
+        .unwrap()
+        .run_id
+        .clone();
+    let split = prediction(&list, &split_id);
+    let c = split.calibrated.as_ref().expect("a split with an unsplit peer of its threads is calibrated");
+    assert_eq!(c.unsplit_run, unsplit_id);
+    assert!((c.overhead_s - overhead).abs() < 1e-12, "{}", c.overhead_s);
+    let expected = split.matched().step_s + f64::from(split.sequences) * overhead;
+    assert!((c.step.step_s - expected).abs() < 1e-12, "{} against {expected}", c.step.step_s);
+    assert!((c.error - (c.step.step_s - split.measured_step_s) / split.measured_step_s).abs() < 1e-12);
+    // A second unsplit run, in another experiment, 1 ms over: the first unsplit run is now
+    // predicted from it, while the split keeps the peer launched in its own experiment.
+    let mut other = list.iter().find(|m| m.run_id == unsplit_id).unwrap().clone();
+    other.run_id = "e".repeat(64).into();
+    other.experiment = "another-experiment".into();
+    if let Some(Summary::Decode(d)) = other.summary_mut() {
+        d.step_s.median = roofline + 1e-3;
+    }
+    list.push(other.clone());
+    let unsplit = prediction(&list, &unsplit_id);
+    let from_other = unsplit.calibrated.as_ref().expect("calibrated by the other unsplit run");
+    assert_eq!(from_other.unsplit_run, other.run_id);
+    assert!((from_other.step.step_s - (roofline + 1e-3)).abs() < 1e-12);
+    assert_eq!(prediction(&list, &split_id).calibrated.unwrap().unsplit_run, unsplit_id);
+    // A peer on other threads per rank is no peer.
+    list.last_mut().unwrap().plan.threads_per_rank = split_threads + 1;
+    assert!(prediction(&list, &unsplit_id).calibrated.is_none());
+    let table = parlab::report::predicted::decode_tables(&list).into_iter().find(|t| t.id == "predicted-decode-calibrated").unwrap();
+    assert!(table.provenance[0].starts_with("within ±25 %: "), "{:?}", table.provenance);
 }

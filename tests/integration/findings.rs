@@ -124,6 +124,27 @@ fn shared_bandwidth_compares_worlds_of_one_experiment_only() {
     assert_eq!(after.numbers.iter().find(|n| n.name.starts_with("T_1")), before.numbers.iter().find(|n| n.name.starts_with("T_1")));
 }
 
+#[test]
+fn shared_bandwidth_takes_t1_from_the_unsplit_run_using_the_machine_whole_not_its_one_thread_peer() {
+    let mut list = base();
+    non_comm_falls_as(&mut list, 0.023, 0.0);
+    let before = finding(&list, "shared-memory-bandwidth");
+    let t1 = |f: &Finding| f.numbers.iter().find(|n| n.name.starts_with("T_1")).cloned().unwrap();
+    // The same experiment's unsplit run again on one thread of the two, slower, and first in
+    // manifest order: the cost model's peer of one-thread ranks, not T_1.
+    let whole = tensor_decode(&mut list).find(|m| m.layout.world == 1).unwrap();
+    whole.plan.threads_per_rank = 2;
+    let mut peer = whole.clone();
+    (peer.run_id, peer.plan.threads_per_rank) = ("0".repeat(64).into(), 1);
+    if let Some(d) = decode_mut(&mut peer) {
+        d.compute_s = stat(0.5);
+    }
+    list.insert(0, peer);
+    let after = finding(&list, "shared-memory-bandwidth");
+    assert_eq!(after.verdict, before.verdict, "{after:?}");
+    assert_eq!(t1(&after), t1(&before));
+}
+
 /// Sets every all-reduce time over `link` outside the 2-rank fit to `factor` × the fit's prediction.
 fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
     let fits = parlab::costmodel::predict::two_rank_fits(list);

@@ -637,7 +637,7 @@ fn every_decode_run_in_the_register_has_a_predicted_step_a_hypothesis_and_past_2
     assert!(kinds(2, Some(4)).iter().all(|o| matches!(o, Outcome::AssumptionFailed(FailedAssumption::NoProgressThread { pieces: 4 }))));
     assert!(kinds(2, None).iter().all(|o| matches!(o, Outcome::AssumptionFailed(FailedAssumption::CallsAsInIsolation { .. }))));
 
-    let table = report::predicted::decode_table(&list).expect("the table");
+    let table = report::predicted::decode_tables(&list).into_iter().next().expect("the table");
     assert_eq!(table.rows.len(), decode.len(), "a row per decode run");
     let col = |name: &str| table.columns.iter().position(|c| c == name).unwrap_or_else(|| panic!("column {name}"));
     for row in &table.rows {
