@@ -19,6 +19,7 @@ use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
 use crate::spec::schema::Op;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The JSON format version this reader knows.
 pub const JSON_FORMAT: u64 = 3;
@@ -148,8 +149,9 @@ fn str_of(v: &Value, key: &str) -> String {
 fn json_devices(config: &Value) -> Result<Vec<ImportedDevice>, Problem> {
     let Some(list) = config.get("devices").and_then(Value::as_array) else { return Ok(Vec::new()) };
     let devices = list.iter().enumerate().map(|(i, d)| json_device(i, d)).collect::<Result<Vec<_>, _>>()?;
+    let mut first_at: BTreeMap<u32, usize> = BTreeMap::new();
     for (i, d) in devices.iter().enumerate() {
-        if let Some(first) = devices[..i].iter().position(|e| e.rank == d.rank) {
+        if let Some(first) = first_at.insert(d.rank, i) {
             return Err(Problem::file(format!(
                 "config.devices[{i}]: rank {} is listed twice (first at config.devices[{first}]): a rank is one process",
                 d.rank
@@ -249,8 +251,8 @@ struct Header {
     validation: Option<bool>,
     per_iteration: bool,
     devices: Vec<ImportedDevice>,
-    /// The line of each of `devices`.
-    device_lines: Vec<usize>,
+    /// The line that listed each rank.
+    rank_lines: BTreeMap<u32, usize>,
     table: bool,
     type_redop: Vec<(String, String)>,
 }
@@ -360,14 +362,10 @@ fn option_value(text: &str, qualifier: Option<&str>, key: &str) -> Result<Option
 fn rank_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     let d = device_line(rest)
         .ok_or_else(|| Problem::at(n, "a rank line not in nccl-tests' form `#  Rank R Group G Pid P on HOST device D [PCI] NAME`"))?;
-    if let Some(first) = h.devices.iter().position(|e| e.rank == d.rank) {
-        return Err(Problem::at(
-            n,
-            format!("rank {} is listed twice (first at line {}): a rank is one process", d.rank, h.device_lines[first]),
-        ));
+    if let Some(first) = h.rank_lines.insert(d.rank, n) {
+        return Err(Problem::at(n, format!("rank {} is listed twice (first at line {first}): a rank is one process", d.rank)));
     }
     h.devices.push(d);
-    h.device_lines.push(n);
     Ok(())
 }
 
