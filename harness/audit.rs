@@ -7,7 +7,9 @@
 //! [`FRAGILE_FACTOR`] times the drift observed across layouts is fragile: float32
 //! reordering alone could flip it, so a divergence there is explained by a near-tie; one at
 //! a robust step is a real change. The world-1 run is the reference decoded again: if it
-//! differs from the cached reference, run-to-run noise is reported as such.
+//! differs from the cached reference, run-to-run noise is reported as such. A decode run that
+//! produced no answer (failed, NOT_RUN, or ok without one) is listed with its group as not
+//! graded, so a layout that never answered is not mistaken for one that agreed.
 
 use crate::manifest::answer::{Answer, AnswerExactness};
 use crate::manifest::{Manifest, Status};
@@ -82,12 +84,30 @@ pub struct LayoutVerdict {
     pub real_change: bool,
 }
 
+/// A decode run that shares an answer identity but could not be graded: it failed, was not
+/// run, or ended ok without recording an answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NotGraded {
+    /// Short run identity.
+    pub run: String,
+    /// Experiment.
+    pub experiment: String,
+    /// Strategy (the layout family).
+    pub family: String,
+    /// The layout in words.
+    pub layout: String,
+    /// How the run ended.
+    pub status: Status,
+    /// Why it failed or did not run, where the manifest records it (None for an ok run).
+    pub reason: Option<String>,
+}
+
 /// One answer identity's runs and whether their answers agree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnswerGroup {
     /// The shared answer identity.
     pub answer_id: crate::identity::AnswerId,
-    /// The experiments involved.
+    /// The experiments involved (of the graded and the not graded runs).
     pub experiments: Vec<String>,
     /// Short run identities of the runs compared (status ok, with an answer).
     pub runs: Vec<String>,
@@ -99,7 +119,7 @@ pub struct AnswerGroup {
     pub min_top2_margin: Option<f64>,
     /// The world-1 run, the reference decoded again, if there is one.
     pub reference_run: Option<String>,
-    /// Decodes of the unsplit model compared (the cached reference plus the world-1 run's repetitions).
+    /// Decodes of the unsplit model compared (the cached reference plus the world-1 run's repetitions; 0 where no run was graded).
     pub reference_decodes: u32,
     /// Whether the reference decoded again equals itself bitwise; None without a world-1 run.
     pub reference_reproducible: Option<bool>,
@@ -113,17 +133,36 @@ pub struct AnswerGroup {
     pub fragile_steps: Vec<usize>,
     /// Every run's verdict.
     pub layouts: Vec<LayoutVerdict>,
+    /// The decode runs of this answer identity that produced no answer to grade.
+    pub not_graded: Vec<NotGraded>,
 }
 
-/// Groups ok runs with answers by answer identity and grades each layout.
+/// Groups ok runs with answers by answer identity and grades each layout; the decode runs of
+/// an identity without an answer are listed as not graded (a group of only those still appears).
 pub fn audit(manifests: &[Manifest]) -> Vec<AnswerGroup> {
-    let mut groups: BTreeMap<&crate::identity::AnswerId, Vec<Answered>> = BTreeMap::new();
-    for m in manifests.iter().filter(|m| m.status() == Status::Ok) {
-        if let Some(answer) = m.answer() {
-            groups.entry(&m.answer_id).or_default().push(Answered { m, answer });
+    let mut groups: BTreeMap<&crate::identity::AnswerId, (Vec<Answered>, Vec<NotGraded>)> = BTreeMap::new();
+    for m in manifests {
+        match m.answer().filter(|_| m.status() == Status::Ok) {
+            Some(answer) => groups.entry(&m.answer_id).or_default().0.push(Answered { m, answer }),
+            None if m.kind == crate::spec::Kind::Decode => groups.entry(&m.answer_id).or_default().1.push(NotGraded::of(m)),
+            None => {}
         }
     }
-    groups.into_iter().map(|(id, runs)| group(id, &runs)).collect()
+    groups.into_iter().map(|(id, (runs, not_graded))| group(id, &runs, not_graded)).collect()
+}
+
+impl NotGraded {
+    /// A decode run without an answer, as the audit lists it.
+    fn of(m: &Manifest) -> Self {
+        NotGraded {
+            run: m.run_id.short().to_string(),
+            experiment: m.experiment.clone(),
+            family: m.layout.strategy.name().to_string(),
+            layout: layout_words(m),
+            status: m.status(),
+            reason: m.reason().map(str::to_string),
+        }
+    }
 }
 
 /// A run and its answer, as the audit reads them.
@@ -179,7 +218,7 @@ fn first_difference(a: &Answered, reference: Option<&[u32]>) -> Option<usize> {
     recorded.into_iter().chain(from_tokens).min()
 }
 
-fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered]) -> AnswerGroup {
+fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded: Vec<NotGraded>) -> AnswerGroup {
     let refr = reference(answers);
     let reference_run = answers.iter().find(|a| a.is_world_one());
     let self_drift = reference_run.map(|a| a.exact().max_logit_diff);
@@ -193,7 +232,8 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered]) -> AnswerG
     let fragile = !fragile_steps.is_empty() || (refr.margins.is_empty() && min_margin.is_some_and(|m| m < threshold));
     let ctx = Context { refr: &refr, threshold, self_differs };
     let layouts: Vec<LayoutVerdict> = answers.iter().map(|a| verdict(a, &ctx)).collect();
-    let mut experiments: Vec<String> = answers.iter().map(|a| a.m.experiment.clone()).collect();
+    let mut experiments: Vec<String> =
+        answers.iter().map(|a| a.m.experiment.clone()).chain(not_graded.iter().map(|n| n.experiment.clone())).collect();
     experiments.sort();
     experiments.dedup();
     AnswerGroup {
@@ -204,13 +244,17 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered]) -> AnswerG
         max_logit_diff: answers.iter().map(|a| a.exact().max_logit_diff).reduce(f64::max),
         min_top2_margin: min_margin,
         reference_run: reference_run.map(|a| a.m.run_id.short().to_string()),
-        reference_decodes: reference_run.map_or(1, |a| 1 + a.m.plan.warmup + a.m.plan.repetitions),
+        reference_decodes: match reference_run {
+            Some(a) => 1 + a.m.plan.warmup + a.m.plan.repetitions,
+            None => u32::from(!answers.is_empty()),
+        },
         reference_reproducible: reproducible,
         reference_self_drift: self_drift,
         drift_across_layouts: drift,
         fragile,
         fragile_steps,
         layouts,
+        not_graded,
     }
 }
 
@@ -299,37 +343,162 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
     format!("{} {}{role}: {} {detail}", l.run, l.layout, l.verdict.name())
 }
 
-/// A plain-text account of the groups, one paragraph each.
+/// One line for a decode run the audit could not grade: why it has no answer.
+pub fn not_graded_line(n: &NotGraded) -> String {
+    let reason = n.reason.as_deref().unwrap_or("no reason recorded");
+    let why = match n.status {
+        Status::Failed => format!("FAILED: {reason}"),
+        Status::NotRun => format!("NOT_RUN: {reason}"),
+        Status::Ok => "ok but no answer recorded".to_string(),
+    };
+    format!("{} {}: NOT GRADED: {why}", n.run, n.layout)
+}
+
+/// `count` decode run(s).
+fn decode_runs(count: usize) -> String {
+    format!("{count} decode run{}", if count == 1 { "" } else { "s" })
+}
+
+/// A plain-text account of the groups, one paragraph each: its head line, then a line per
+/// graded layout and per run not graded.
 pub fn render_text(groups: &[AnswerGroup]) -> String {
     let mut out = String::new();
     if groups.is_empty() {
         out.push_str("audit: no runs with answers to compare\n");
     }
     for g in groups {
-        let verdict = if g.changed { "ANSWER CHANGED" } else { "same answer" };
-        let fragile = if g.fragile {
-            format!("; FRAGILE: top-2 margin below {FRAGILE_FACTOR}× the drift at steps {:?}", g.fragile_steps)
-        } else {
-            String::new()
-        };
-        let noise = match g.reference_reproducible {
-            Some(true) => format!("reference reproducible bitwise over {} decodes", g.reference_decodes),
-            Some(false) => {
-                format!("reference NOT reproducible (drift {} from itself)", opt(g.reference_self_drift, |v| format!("{v:.2e}")))
-            }
-            None => "reference decoded once (no world-1 run to measure run-to-run noise)".into(),
-        };
-        out.push_str(&format!(
-            "{} ({}): {} runs: {verdict}; largest logit difference {}; smallest top-2 margin {}; {noise}{fragile}\n",
-            g.answer_id.short(),
-            g.experiments.join(", "),
-            g.runs.len(),
-            opt(g.max_logit_diff, |v| format!("{v:.2e}")),
-            opt(g.min_top2_margin, |v| format!("{v:.3}")),
-        ));
+        out.push_str(&group_head(g));
         for l in &g.layouts {
             out.push_str(&format!("  {}\n", layout_line(l)));
         }
+        for n in &g.not_graded {
+            out.push_str(&format!("  {}\n", not_graded_line(n)));
+        }
     }
     out
+}
+
+/// Whether the reference reproduced itself, in words.
+fn noise_words(g: &AnswerGroup) -> String {
+    match g.reference_reproducible {
+        Some(true) => format!("reference reproducible bitwise over {} decodes", g.reference_decodes),
+        Some(false) => format!("reference NOT reproducible (drift {} from itself)", opt(g.reference_self_drift, |v| format!("{v:.2e}"))),
+        None => "reference decoded once (no world-1 run to measure run-to-run noise)".into(),
+    }
+}
+
+/// A group's first line: its verdict and figures, or that no run could be graded.
+fn group_head(g: &AnswerGroup) -> String {
+    let name = format!("{} ({})", g.answer_id.short(), g.experiments.join(", "));
+    if g.layouts.is_empty() {
+        return format!("{name}: no run graded: {} produced no answer\n", decode_runs(g.not_graded.len()));
+    }
+    let verdict = if g.changed { "ANSWER CHANGED" } else { "same answer" };
+    let fragile = if g.fragile {
+        format!("; FRAGILE: top-2 margin below {FRAGILE_FACTOR}× the drift at steps {:?}", g.fragile_steps)
+    } else {
+        String::new()
+    };
+    let noise = noise_words(g);
+    let ungraded = match g.not_graded.len() {
+        0 => String::new(),
+        n => format!("; {} not graded (below)", decode_runs(n)),
+    };
+    format!(
+        "{name}: {} runs: {verdict}; largest logit difference {}; smallest top-2 margin {}; {noise}{fragile}{ungraded}\n",
+        g.runs.len(),
+        opt(g.max_logit_diff, |v| format!("{v:.2e}")),
+        opt(g.min_top2_margin, |v| format!("{v:.3}")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::Outcome;
+    use std::path::Path;
+
+    /// The fixture store: decode runs of one answer identity (tensor and context layouts), and
+    /// a cost-model run that shares it.
+    fn fixtures() -> Vec<Manifest> {
+        let (list, skipped) = crate::manifest::read_all(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests"));
+        assert!(skipped.is_empty(), "{skipped:?}");
+        list
+    }
+
+    /// The decode run whose short run identity is `short`.
+    fn run<'a>(list: &'a mut [Manifest], short: &str) -> &'a mut Manifest {
+        list.iter_mut().find(|m| m.run_id.short() == short).unwrap_or_else(|| panic!("no run {short}"))
+    }
+
+    fn fail(m: &mut Manifest, reason: &str) {
+        m.outcome = Outcome::Failed { reason: reason.into(), launch: None };
+    }
+
+    #[test]
+    fn failed_and_not_run_decodes_of_an_answer_are_listed_as_not_graded() {
+        let mut list = fixtures();
+        fail(run(&mut list, "82d5af0356c6"), "rank 2 killed by signal 9");
+        run(&mut list, "c879e160e608").outcome = Outcome::NotRun { reason: "needs 4 cores, found 2".into() };
+        let groups = audit(&list);
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        let g = &groups[0];
+        assert!(!g.changed, "a run that produced no answer changed nothing");
+        assert!(!g.layouts.iter().any(|l| l.run == "82d5af0356c6" || l.run == "c879e160e608"), "not graded: {:?}", g.layouts);
+        let failed = g.not_graded.iter().find(|n| n.run == "82d5af0356c6").expect("the failed run is listed");
+        assert_eq!(
+            (failed.experiment.as_str(), failed.status, failed.reason.as_deref()),
+            ("synth-decode", Status::Failed, Some("rank 2 killed by signal 9"))
+        );
+        assert!(failed.layout.starts_with("tensor world 4 "), "{}", failed.layout);
+        let not_run = g.not_graded.iter().find(|n| n.run == "c879e160e608").expect("the NOT_RUN run is listed");
+        assert_eq!((not_run.status, not_run.reason.as_deref()), (Status::NotRun, Some("needs 4 cores, found 2")));
+        assert_eq!(g.not_graded.len(), 2, "the cost-model run that shares the identity is no decode: {:?}", g.not_graded);
+    }
+
+    #[test]
+    fn an_ok_decode_without_an_answer_is_not_graded() {
+        let mut list = fixtures();
+        if let Outcome::Ok { answer, .. } = &mut run(&mut list, "e10e3402b841").outcome {
+            *answer = None;
+        }
+        let g = &audit(&list)[0];
+        let n = g.not_graded.iter().find(|n| n.run == "e10e3402b841").expect("listed");
+        assert_eq!((n.status, n.reason.as_deref()), (Status::Ok, None));
+        let text = render_text(&audit(&list));
+        assert!(text.contains("  e10e3402b841 tensor world 2 "), "{text}");
+        assert!(text.contains("NOT GRADED: ok but no answer recorded"), "{text}");
+    }
+
+    #[test]
+    fn an_answer_no_run_could_grade_still_appears() {
+        let mut list = fixtures();
+        for m in list.iter_mut().filter(|m| m.kind == crate::spec::Kind::Decode) {
+            fail(m, "timed out after 60 s");
+        }
+        let groups = audit(&list);
+        assert_eq!(groups.len(), 1, "the answer identity is still there: {groups:?}");
+        let g = &groups[0];
+        assert!(g.layouts.is_empty() && !g.changed);
+        assert_eq!((g.not_graded.len(), g.reference_decodes, g.max_logit_diff), (8, 0, None), "nothing was decoded and compared");
+        assert_eq!(g.experiments, vec!["synth-context".to_string(), "synth-decode".into()]);
+        let text = render_text(&groups);
+        assert!(text.contains("9c7ab09474c7 (synth-context, synth-decode): no run graded: 8 decode runs produced no answer"), "{text}");
+        assert!(text.contains("  82d5af0356c6 tensor world 4 "), "{text}");
+        assert!(text.contains("NOT GRADED: FAILED: timed out after 60 s"), "{text}");
+        assert!(!text.contains("same answer"), "nothing was compared: {text}");
+    }
+
+    #[test]
+    fn a_group_with_graded_and_ungraded_runs_counts_both() {
+        let mut list = fixtures();
+        fail(run(&mut list, "82d5af0356c6"), "rank 2 killed by signal 9");
+        let text = render_text(&audit(&list));
+        let head = text.lines().next().unwrap();
+        assert!(head.contains(": 7 runs: same answer;") && head.ends_with("; 1 decode run not graded (below)"), "{head}");
+        assert!(
+            text.contains("  82d5af0356c6 tensor world 4 ") && text.contains("NOT GRADED: FAILED: rank 2 killed by signal 9"),
+            "{text}"
+        );
+    }
 }

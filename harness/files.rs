@@ -29,6 +29,12 @@ pub enum FileError {
         /// What it is instead.
         what: &'static str,
     },
+    /// It is UTF-16 (it starts with a UTF-16 byte-order mark, as Windows tools write).
+    #[error("{path} is UTF-16; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)")]
+    Utf16 {
+        /// The file.
+        path: PathBuf,
+    },
     /// It is larger than parlab reads for its purpose.
     #[error("{path}: {size} bytes is larger than the {limit} bytes parlab reads here")]
     TooLarge {
@@ -48,6 +54,7 @@ impl FileError {
             FileError::Io { action, cause, .. } => format!("cannot {action}: {cause}"),
             FileError::NotRegular { what, .. } => format!("not a regular file ({what})"),
             FileError::TooLarge { size, limit, .. } => format!("{size} bytes is larger than the {limit} bytes parlab reads here"),
+            FileError::Utf16 { .. } => "UTF-16 text; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)".into(),
         }
     }
 }
@@ -65,10 +72,19 @@ pub fn check_regular(path: &Path, limit: u64) -> Result<u64, FileError> {
 }
 
 /// Reads a regular text file of at most `limit` bytes, less a leading UTF-8 byte-order mark
-/// (editors on Windows write one; YAML allows it, JSON and the tools' tables do not carry it).
+/// (editors on Windows write one; YAML allows it, JSON and the tools' tables do not carry it);
+/// a file that starts with a UTF-16 byte-order mark (either order) is refused as UTF-16.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
     check_regular(path, limit)?;
-    let text = std::fs::read_to_string(path).map_err(|cause| FileError::Io { path: path.into(), action: "read", cause })?;
+    let bytes = std::fs::read(path).map_err(|cause| FileError::Io { path: path.into(), action: "read", cause })?;
+    if bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]) {
+        return Err(FileError::Utf16 { path: path.into() });
+    }
+    let text = String::from_utf8(bytes).map_err(|_| FileError::Io {
+        path: path.into(),
+        action: "read",
+        cause: std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"),
+    })?;
     Ok(match text.strip_prefix('\u{feff}') {
         Some(rest) => rest.to_string(),
         None => text,
@@ -102,5 +118,19 @@ mod tests {
         assert_eq!(read_text(&f, 1 << 10).unwrap(), "name: bom\n");
         std::fs::write(&f, "name: \u{feff}\n").unwrap();
         assert_eq!(read_text(&f, 1 << 10).unwrap(), "name: \u{feff}\n", "only a leading mark");
+    }
+
+    #[test]
+    fn a_utf16_file_is_refused_as_utf16_in_either_byte_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("out.txt");
+        for mark in [[0xff, 0xfe], [0xfe, 0xff]] {
+            std::fs::write(&f, [&mark[..], b"#\0 \0"].concat()).unwrap();
+            let e = read_text(&f, 1 << 10).unwrap_err();
+            assert!(matches!(e, FileError::Utf16 { .. }), "{e:?}");
+            assert_eq!(e.to_string(), format!("{} is UTF-16; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)", f.display()));
+        }
+        std::fs::write(&f, [0x80, 0x81]).unwrap();
+        assert!(read_text(&f, 1 << 10).unwrap_err().to_string().ends_with("cannot read: stream did not contain valid UTF-8"));
     }
 }

@@ -83,10 +83,9 @@ const SIG3_FIXED_BELOW: f64 = 1e9;
 /// A number for stable, readable tables: three significant figures, the same text for the
 /// same value every time.
 ///
-/// - `SIG3_FIXED_FROM` (1e-5) ≤ |v| < `SIG3_FIXED_BELOW` (1e9): fixed-point with at most six
-///   decimals (`0.000123`, `23.3`, `119`, `123456`). Whole numbers keep all their digits; from
-///   1e-5 to 1e-4 six decimals leave two significant figures (`0.000087`), the text the
-///   register has always printed there.
+/// - `SIG3_FIXED_FROM` (1e-5) ≤ |v| < `SIG3_FIXED_BELOW` (1e9): fixed-point with at most seven
+///   decimals (`0.0000870`, `0.000123`, `23.3`, `119`, `123456`). Whole numbers keep all their
+///   digits.
 /// - Any other nonzero finite value: scientific notation with three significant figures
 ///   (`1.23e-7`, `-4.56e12`), instead of rounding to `0.000000` or writing every digit.
 /// - Zero, infinities and NaN as Rust writes them (`0`, `inf`, `NaN`).
@@ -99,7 +98,7 @@ pub fn sig3(value: f64) -> String {
         return format!("{value:.2e}");
     }
     let digits = magnitude.log10().floor() as i32;
-    let decimals = (2 - digits).clamp(0, 6) as usize;
+    let decimals = (2 - digits).clamp(0, 7) as usize;
     format!("{value:.decimals$}")
 }
 
@@ -180,8 +179,6 @@ mod tests {
         assert!(sig3(f64::MAX).len() <= 9, "{}", sig3(f64::MAX));
         // The fixed range prints as it always has.
         let fixed = [
-            (0.000087, "0.000087"),
-            (0.00001, "0.000010"),
             (0.0233, "0.0233"),
             (1.5, "1.50"),
             (23.3, "23.3"),
@@ -195,5 +192,24 @@ mod tests {
             assert_eq!(sig3(value), text, "{value}");
         }
         assert_eq!((sig3(0.0), sig3(f64::INFINITY), sig3(f64::NAN)), ("0".into(), "inf".into(), "NaN".into()));
+    }
+
+    #[test]
+    fn sig3_keeps_three_figures_from_1e_5_to_1e_4() {
+        let cases = [
+            (9.99e-6, "9.99e-6"),
+            (1e-5, "0.0000100"),
+            (-1e-5, "-0.0000100"),
+            (1.2345e-5, "0.0000123"),
+            (0.000087, "0.0000870"),
+            (9.99e-5, "0.0000999"),
+            (-9.99e-5, "-0.0000999"),
+            (1e-4, "0.000100"),
+            (1.0001e-4, "0.000100"),
+            (1.234e-4, "0.000123"),
+        ];
+        for (value, text) in cases {
+            assert_eq!(sig3(value), text, "{value}");
+        }
     }
 }

@@ -582,6 +582,33 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_twice_in_the_json_devices_is_refused() {
+        let text = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
+        let e = text_problem(ImportTool::NcclTests, &text.replacen("\"rank\": 1,", "\"rank\": 0,", 1), None);
+        assert!(e.contains("out.txt: config.devices[1]: rank 0 is listed twice (first at config.devices[0])"), "{e}");
+    }
+
+    #[test]
+    fn a_fractional_nwrong_in_json_is_refused_not_truncated() {
+        let text = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
+        assert!(text.contains("\"nwrong\": 0.0"), "the fixture counts wrong elements, written as a float");
+        let e = text_problem(ImportTool::NcclTests, &text.replacen("\"nwrong\": 0.0", "\"nwrong\": 1.5", 1), None);
+        assert!(e.contains("results[0]: out_of_place: `nwrong` 1.5 is not a count of wrong elements"), "{e}");
+    }
+
+    #[test]
+    fn a_fractional_iteration_count_is_refused_not_dropped() {
+        let options =
+            "# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 5 iters: 20.5 agg iters: 1 validation: 1 graph: 0\n";
+        let row = "        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n";
+        let e = text_problem(ImportTool::NcclTests, &format!("{options}{NCCL_HEAD}{row}"), None);
+        assert!(e.contains("out.txt:1: `iters:` 20.5 is not a whole number"), "{e}");
+        let text = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
+        let e = text_problem(ImportTool::NcclTests, &text.replacen("\"warmup_iters\": 5", "\"warmup_iters\": 5.5", 1), None);
+        assert!(e.contains("out.txt: config.warmup_iters 5.5 is not a whole number"), "{e}");
+    }
+
+    #[test]
     fn nccl_version_codes_read_as_versions() {
         assert_eq!(nccl_tests::nccl_version(22809), "NCCL 2.28.9");
         assert_eq!(nccl_tests::nccl_version(2804), "NCCL 2.8.4");

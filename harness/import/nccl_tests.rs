@@ -19,6 +19,7 @@ use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
 use crate::spec::schema::Op;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The JSON format version this reader knows.
 pub const JSON_FORMAT: u64 = 3;
@@ -74,7 +75,7 @@ pub enum TimingProblem {
     /// A bandwidth is missing or not a number.
     #[error("no numeric `{0}`")]
     NoBandwidth(&'static str),
-    /// `nwrong` is not a count (negative, or past 2^60).
+    /// `nwrong` is not a count (negative, fractional, or past 2^60).
     #[error("`nwrong` {0} is not a count of wrong elements")]
     BadWrong(serde_json::Number),
 }
@@ -121,12 +122,24 @@ pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
         command: Some(shell_join(&args)),
         world: (!devices.is_empty()).then_some(devices.len() as u32),
         devices,
-        warmup: config.get("warmup_iters").and_then(Value::as_u64).map(|n| n as u32),
-        iterations: config.get("iterations").and_then(Value::as_u64).map(|n| n as u32),
+        warmup: json_count(&config, "warmup_iters")?,
+        iterations: json_count(&config, "iterations")?,
         checked: config.get("validation").and_then(Value::as_u64).is_some_and(|c| c != 0) && nwrong_known,
         ran_at: v.get("start_time").and_then(Value::as_str).map(str::to_string),
         sizes,
     })
+}
+
+/// `config.KEY` as an iteration count: None where absent or null, refused where not a whole
+/// number of at most 2^32 − 1.
+fn json_count(config: &Value, key: &str) -> Result<Option<u32>, Problem> {
+    match config.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64().filter(|x| x.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(x)) {
+            Some(x) => Ok(Some(x as u32)),
+            None => Err(Problem::file(format!("config.{key} {v} is not a whole number of iterations"))),
+        },
+    }
 }
 
 fn str_of(v: &Value, key: &str) -> String {
@@ -135,21 +148,31 @@ fn str_of(v: &Value, key: &str) -> String {
 
 fn json_devices(config: &Value) -> Result<Vec<ImportedDevice>, Problem> {
     let Some(list) = config.get("devices").and_then(Value::as_array) else { return Ok(Vec::new()) };
-    list.iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let num = |k: &str| d.get(k).and_then(Value::as_u64).map(|n| n as u32);
-            let (Some(rank), Some(device)) = (num("rank"), num("device")) else {
-                return Err(Problem::file(format!("config.devices[{i}]: needs integer `rank` and `device`")));
-            };
-            let host = d.get("hostname").or_else(|| d.get("host")).and_then(Value::as_str).unwrap_or("").to_string();
-            let name = match (str_of(d, "device_info"), str_of(d, "device_hex")) {
-                (info, hex) if hex.is_empty() => info,
-                (info, hex) => format!("{info} [{hex}]"),
-            };
-            Ok(ImportedDevice { rank, host, device, name })
-        })
-        .collect()
+    let devices = list.iter().enumerate().map(|(i, d)| json_device(i, d)).collect::<Result<Vec<_>, _>>()?;
+    let mut first_at: BTreeMap<u32, usize> = BTreeMap::new();
+    for (i, d) in devices.iter().enumerate() {
+        if let Some(first) = first_at.insert(d.rank, i) {
+            return Err(Problem::file(format!(
+                "config.devices[{i}]: rank {} is listed twice (first at config.devices[{first}]): a rank is one process",
+                d.rank
+            )));
+        }
+    }
+    Ok(devices)
+}
+
+/// `config.devices[i]`: `rank`, `hostname`, `device`, `device_info` and `device_hex`.
+fn json_device(i: usize, d: &Value) -> Result<ImportedDevice, Problem> {
+    let num = |k: &str| d.get(k).and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+    let (Some(rank), Some(device)) = (num("rank"), num("device")) else {
+        return Err(Problem::file(format!("config.devices[{i}]: needs integer `rank` and `device`")));
+    };
+    let host = d.get("hostname").or_else(|| d.get("host")).and_then(Value::as_str).unwrap_or("").to_string();
+    let name = match (str_of(d, "device_info"), str_of(d, "device_hex")) {
+        (info, hex) if hex.is_empty() => info,
+        (info, hex) => format!("{info} [{hex}]"),
+    };
+    Ok(ImportedDevice { rank, host, device, name })
 }
 
 /// One `results[i]`: its size and both timings.
@@ -183,9 +206,7 @@ fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), TimingProblem> {
     }
     let bw = |k: &'static str| t.get(k).and_then(Value::as_f64).ok_or(TimingProblem::NoBandwidth(k));
     let wrong = match t.get("nwrong") {
-        Some(Value::Number(n)) => {
-            n.as_f64().filter(|w| *w >= 0.0 && *w <= MAX_MAGNITUDE).ok_or_else(|| TimingProblem::BadWrong(n.clone()))? as u64
-        }
+        Some(Value::Number(n)) => n.as_f64().filter(|w| is_count(*w)).ok_or_else(|| TimingProblem::BadWrong(n.clone()))? as u64,
         _ => 0,
     };
     Ok((us, wrong, (bw("alg_bw")?, bw("bus_bw")?)))
@@ -230,6 +251,8 @@ struct Header {
     validation: Option<bool>,
     per_iteration: bool,
     devices: Vec<ImportedDevice>,
+    /// The line that listed each rank.
+    rank_lines: BTreeMap<u32, usize>,
     table: bool,
     type_redop: Vec<(String, String)>,
 }
@@ -302,37 +325,48 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         }
         h.benchmark = Some(op_of(b.trim()).map_err(|e| Problem::at(n, e.to_string()))?);
     } else if rest.starts_with("nThread") {
-        h.warmup = option_value(rest, Some("warmup"), "iters:");
-        h.iterations = option_value(rest, None, "iters:");
-        h.validation = option_value(rest, None, "validation:").map(|v| v != 0);
+        let value = |qualifier, key| option_value(rest, qualifier, key).map_err(|m| Problem::at(n, m));
+        h.warmup = value(Some("warmup"), "iters:")?;
+        h.iterations = value(None, "iters:")?;
+        h.validation = value(None, "validation:")?.map(|v| v != 0);
     } else if rest.starts_with("Per-Iteration Report") {
         h.per_iteration = true;
     } else if rest.starts_with("Rank") {
-        h.devices.push(
-            device_line(rest).ok_or_else(|| {
-                Problem::at(n, "a rank line not in nccl-tests' form `#  Rank R Group G Pid P on HOST device D [PCI] NAME`")
-            })?,
-        );
+        rank_line(h, rest, n)?;
     } else if rest.starts_with("size") && rest.contains("count") {
         h.table = true;
     }
     Ok(())
 }
 
-/// The number after the word `key` in the options line, where the word before it is
+/// The whole number after the word `key` in the options line, where the word before it is
 /// `qualifier` (`warmup iters: 5`), or, with None, is no word of its own (`iters: 20`, not
-/// `agg iters: 1`).
-fn option_value(text: &str, qualifier: Option<&str>, key: &str) -> Option<u32> {
+/// `agg iters: 1`); None where the line has no such word, refused where what follows is not a
+/// whole number.
+fn option_value(text: &str, qualifier: Option<&str>, key: &str) -> Result<Option<u32>, String> {
     let words: Vec<&str> = text.split_whitespace().collect();
-    (1..words.len().saturating_sub(1))
-        .find(|&i| {
-            words[i] == key
-                && match qualifier {
-                    Some(q) => words[i - 1] == q,
-                    None => !matches!(words[i - 1], "warmup" | "agg"),
-                }
-        })
-        .and_then(|i| words[i + 1].parse().ok())
+    let at = (1..words.len().saturating_sub(1)).find(|&i| {
+        words[i] == key
+            && match qualifier {
+                Some(q) => words[i - 1] == q,
+                None => !matches!(words[i - 1], "warmup" | "agg"),
+            }
+    });
+    let Some(i) = at else { return Ok(None) };
+    let field = qualifier.map_or(key.to_string(), |q| format!("{q} {key}"));
+    words[i + 1].parse().map(Some).map_err(|_| format!("`{field}` {} is not a whole number", words[i + 1]))
+}
+
+/// A `#  Rank ...` line: its device, refused where it is not in nccl-tests' form or repeats a
+/// rank an earlier line listed.
+fn rank_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
+    let d = device_line(rest)
+        .ok_or_else(|| Problem::at(n, "a rank line not in nccl-tests' form `#  Rank R Group G Pid P on HOST device D [PCI] NAME`"))?;
+    if let Some(first) = h.rank_lines.insert(d.rank, n) {
+        return Err(Problem::at(n, format!("rank {} is listed twice (first at line {first}): a rank is one process", d.rank)));
+    }
+    h.devices.push(d);
+    Ok(())
 }
 
 /// `Rank  0 Group  0 Pid  1234 on host1 device  0 [0000:19:00] NVIDIA H200`.
@@ -410,8 +444,16 @@ fn text_timing(w: &[&str], n: usize, which: &str) -> Result<(f64, f64, f64, Opti
             if x > MAX_MAGNITUDE {
                 return Err(Problem::at(n, format!("{which} #wrong `{s}` is more than 2^60: not a count of wrong elements")));
             }
+            if !is_count(x) {
+                return Err(Problem::at(n, format!("{which} #wrong `{s}` is not a whole number of wrong elements")));
+            }
             Some(x as u64)
         }
     };
     Ok((time, num(w[1], "algbw (GB/s)")?, num(w[2], "busbw (GB/s)")?, wrong))
+}
+
+/// Whether `x` is a count a manifest may hold: a whole number from 0 to 2^60.
+fn is_count(x: f64) -> bool {
+    x.fract() == 0.0 && (0.0..=MAX_MAGNITUDE).contains(&x)
 }

@@ -238,3 +238,42 @@ fn the_precision_audit_is_a_finding_and_in_audits_json_without_changing_its_exit
     assert_eq!(half.unwrap()["cause"], "half_precision", "{doc}");
     assert_eq!(doc["precision"][0]["equal_steps"], 7);
 }
+
+/// `parlab audit` (text) over `list`: its exit code and stdout.
+fn audit_text(list: &[Manifest]) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    crate::synth::write_all(dir.path(), list).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_parlab")).args(["audit", "--manifests"]).arg(dir.path()).output().unwrap();
+    (out.status.code().unwrap(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn not_graded<'a>(doc: &'a Value, run: &str) -> Option<&'a Value> {
+    doc["groups"].as_array().unwrap().iter().flat_map(|g| g["not_graded"].as_array().unwrap()).find(|n| n["run"] == run)
+}
+
+#[test]
+fn a_layout_that_failed_is_listed_as_not_graded_and_the_exit_code_stays() {
+    let mut list = base();
+    let failed = decode_at(&mut list, 4);
+    failed.outcome = parlab::manifest::Outcome::Failed { reason: "rank 3 timed out after 60 s".into(), launch: None };
+    let short = failed.run_id.short().to_string();
+    let (code, doc) = run_audit(&list);
+    assert_eq!(code, 0, "a failed run is `parlab run`'s to report, not a changed answer: {doc}");
+    let n = not_graded(&doc, &short).unwrap_or_else(|| panic!("{short} not listed: {doc}"));
+    assert_eq!((n["status"].as_str(), n["reason"].as_str()), (Some("failed"), Some("rank 3 timed out after 60 s")), "{n}");
+    assert!(n["layout"].as_str().unwrap().starts_with("tensor world 4 "), "{n}");
+    let (code, text) = audit_text(&list);
+    assert_eq!(code, 0);
+    assert!(text.lines().any(|l| l.starts_with(&format!("  {short} tensor world 4 ")) && l.ends_with("NOT GRADED: FAILED: rank 3 timed out after 60 s")), "{text}");
+    // No decode run left an answer: the answer identity is still reported, nothing graded.
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode) {
+        m.outcome = parlab::manifest::Outcome::NotRun { reason: "needs torch".into() };
+    }
+    let (code, doc) = run_audit(&list);
+    assert_eq!(code, 0, "{doc}");
+    let g = doc["groups"].as_array().unwrap().iter().find(|g| !g["not_graded"].as_array().unwrap().is_empty()).expect("the group");
+    assert!(g["layouts"].as_array().unwrap().is_empty(), "{g}");
+    assert!(g["not_graded"].as_array().unwrap().iter().all(|n| n["status"] == "not_run" && n["reason"] == "needs torch"), "{g}");
+    let (_, text) = audit_text(&list);
+    assert!(text.contains("no run graded:") && !text.contains("same answer"), "{text}");
+}

@@ -274,3 +274,52 @@ fn an_output_listing_more_ranks_than_a_run_has_is_refused_as_world_is() {
     )];
     assert_refused(cases, &store);
 }
+
+#[test]
+fn a_rank_listed_twice_in_nccl_tests_device_lines_is_refused_at_the_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let twice = dir.path().join("rank_twice.txt");
+    std::fs::write(&twice, text.replacen("#  Rank  1 Group", "#  Rank  0 Group", 1)).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), twice.display().to_string()],
+        format!("{}:7: rank 0 is listed twice (first at line 6)", twice.display()),
+    )];
+    assert_refused(cases, &store);
+}
+
+#[test]
+fn a_fractional_wrong_count_is_refused_not_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let half = dir.path().join("half_wrong.txt");
+    std::fs::write(&half, text.replacen(" 0     9.30 ", " 1.5     9.30 ", 1)).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), half.display().to_string()],
+        format!("{}:13: out-of-place #wrong `1.5` is not a whole number of wrong elements", half.display()),
+    )];
+    assert_refused(cases, &store);
+}
+
+/// `text` as UTF-16 with its byte-order mark, little- or big-endian.
+fn utf16(text: &str, little: bool) -> Vec<u8> {
+    let units = std::iter::once(0xfeff).chain(text.encode_utf16());
+    units.flat_map(|u| if little { u.to_le_bytes() } else { u.to_be_bytes() }).collect()
+}
+
+#[test]
+fn a_utf16_file_is_refused_with_how_to_convert_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let mut cases: Vec<(Vec<String>, String)> = Vec::new();
+    for (name, little) in [("utf16le.txt", true), ("utf16be.txt", false)] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, utf16(&text, little)).unwrap();
+        let message = format!("{} is UTF-16; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)", path.display());
+        cases.push((vec!["nccl-tests".into(), path.display().to_string()], message));
+    }
+    assert_refused(cases, &store);
+}
