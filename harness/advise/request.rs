@@ -268,7 +268,7 @@ impl Machine {
 
     /// The device as the cost model takes it.
     pub fn cost_device(&self) -> Device {
-        Device::roofline(self.device.memory_bytes(), self.device.bandwidth_bps())
+        Device { memory_bytes: self.device.memory_bytes(), bandwidth_bps: self.device.bandwidth_bps() }
     }
 
     /// Index of the innermost domain holding devices `a` and `b` (None when they are one device).

@@ -196,7 +196,7 @@ mod tests {
     use serde_json::json;
 
     const LINK: Link = Link { alpha_s: 1e-5, beta_bps: 1e9 };
-    const DEVICE: Device = Device { memory_bytes: 1 << 30, bandwidth_bps: 1e9, overhead_s: 0.0 };
+    const DEVICE: Device = Device { memory_bytes: 1 << 30, bandwidth_bps: 1e9 };
 
     fn llama(layers: u64, tied: bool) -> ModelShape {
         let v = json!({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": layers,

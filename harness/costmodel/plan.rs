@@ -3,10 +3,9 @@
 //! sequences in flight, traffic and collectives per token; and the break-even latency of
 //! an all-reduce, the pipeline round and the bubble.
 //!
-//! The model is a roofline of memory-bound decode, plus, where a measured run calibrates it,
-//! a device's per-token overhead ([`Device::overhead_s`]). It ignores overlap of
-//! communication with compute, batching (sequences in flight are served in turn), activations
-//! and workspace memory, and the sampling step.
+//! The model is a roofline of memory-bound decode. It ignores overlap of communication
+//! with compute, batching (sequences in flight are served in turn), activations and
+//! workspace memory, and the sampling step.
 
 use super::link::{allgather_time, allreduce_time, allreduce_wire_bytes, alltoall_time, p2p_time, wire_bytes_per_rank, Link};
 use super::shape::ModelShape;
@@ -14,26 +13,13 @@ use crate::spec::layout::even_spans;
 use crate::spec::schema::{Op, Strategy};
 use serde::Serialize;
 
-/// A device: memory capacity, memory bandwidth and the per-token time that does not scale with
-/// the bytes a rank streams.
+/// A device: memory capacity and memory bandwidth.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Device {
     /// Capacity in bytes.
     pub memory_bytes: u64,
     /// Memory bandwidth in bytes per second.
     pub bandwidth_bps: f64,
-    /// Seconds per token of one pass through every layer that its bytes over the bandwidth do
-    /// not account for (kernel launches, per-operation dispatch, compute the stream does not
-    /// hide); a rank holding a share of the layers pays that share. 0 for a datasheet device:
-    /// the roofline alone.
-    pub overhead_s: f64,
-}
-
-impl Device {
-    /// A device of `memory_bytes` streaming at `bandwidth_bps`, with no per-token overhead.
-    pub fn roofline(memory_bytes: u64, bandwidth_bps: f64) -> Self {
-        Device { memory_bytes, bandwidth_bps, overhead_s: 0.0 }
-    }
 }
 
 /// Everything one plan depends on.
@@ -224,7 +210,7 @@ fn finish(input: &PlanInput, p: Parts) -> Plan {
 fn data_plan(input: &PlanInput) -> Plan {
     let s = input.shape;
     let per_replica = input.sequences.div_ceil(input.world) as u64;
-    let t1 = single_device_step_s(s, input.dtype_bytes, input.context, input.device.bandwidth_bps) + input.device.overhead_s;
+    let t1 = single_device_step_s(s, input.dtype_bytes, input.context, input.device.bandwidth_bps);
     finish(
         input,
         Parts {
@@ -261,9 +247,7 @@ struct Lockstep {
 /// sequences in flight take their steps in turn, and every device holds every sequence's cache.
 fn lockstep_plan(input: &PlanInput, l: Lockstep) -> Plan {
     let sb = input.dtype_bytes;
-    let memory_s = ((l.streamed * sb) as f64 + input.context as f64 * l.kv_per_token as f64) / input.device.bandwidth_bps;
-    // Every device of a lockstep split passes through every layer for every token.
-    let compute_s = memory_s + input.device.overhead_s;
+    let compute_s = ((l.streamed * sb) as f64 + input.context as f64 * l.kv_per_token as f64) / input.device.bandwidth_bps;
     finish(
         input,
         Parts {
@@ -304,9 +288,8 @@ fn tensor_plan(input: &PlanInput) -> Plan {
     )
 }
 
-/// One pipeline stage: its layers, values it holds and streams, and KV bytes per token of context.
+/// One pipeline stage: values it holds and streams, and KV bytes per token of context.
 struct Stage {
-    layers: u64,
     stored: u64,
     streamed: u64,
     kv_per_token: u64,
@@ -333,7 +316,7 @@ fn stages(s: &ModelShape, world: u32, sb: u64) -> Vec<Stage> {
                 stored += b.final_norm + s.head_params();
                 streamed += b.final_norm + s.head_params();
             }
-            Stage { layers: n, stored, streamed, kv_per_token: n * kv_layer }
+            Stage { stored, streamed, kv_per_token: n * kv_layer }
         })
         .collect()
 }
@@ -342,11 +325,7 @@ fn pipeline_plan(input: &PlanInput) -> Plan {
     let (s, sb, m) = (input.shape, input.dtype_bytes, input.sequences as u64);
     let st = stages(s, input.world, sb);
     let bw = input.device.bandwidth_bps;
-    let overhead_per_layer = input.device.overhead_s / s.layers.max(1) as f64;
-    let times: Vec<f64> = st
-        .iter()
-        .map(|g| ((g.streamed * sb) as f64 + input.context as f64 * g.kv_per_token as f64) / bw + g.layers as f64 * overhead_per_layer)
-        .collect();
+    let times: Vec<f64> = st.iter().map(|g| ((g.streamed * sb) as f64 + input.context as f64 * g.kv_per_token as f64) / bw).collect();
     let hop = p2p_time(input.link, (s.hidden * sb) as f64);
     let token_back = p2p_time(input.link, 4.0);
     let boundaries = (input.world - 1) as f64;
@@ -411,7 +390,7 @@ mod tests {
         PlanInput {
             shape,
             dtype_bytes: 2,
-            device: Device::roofline(1 << 30, 1e9),
+            device: Device { memory_bytes: 1 << 30, bandwidth_bps: 1e9 },
             link: Link { alpha_s: 1e-5, beta_bps: 1e9 },
             strategy,
             world,
@@ -490,28 +469,6 @@ mod tests {
         assert!(pp4.tokens_per_s > 1.5 * pp1.tokens_per_s);
         assert!(pp1.stored_bytes_per_device < one.stored_bytes_per_device);
         assert_eq!(plan(&input(&s, Strategy::Pipeline, 16, 1)).unwrap_err(), PlanProblem::TooFewLayers { layers: s.layers, stages: 16 });
-    }
-
-    #[test]
-    fn a_per_token_overhead_is_paid_whole_by_every_lockstep_rank_and_shared_by_pipeline_stages() {
-        let s = llama(8);
-        let o = 1e-3;
-        let with = |st: Strategy, world: u32, seqs: u32| {
-            let base = input(&s, st, world, seqs);
-            let bare = plan(&base).unwrap();
-            let loaded = plan(&PlanInput { device: Device { overhead_s: o, ..base.device }, ..base }).unwrap();
-            (bare, loaded)
-        };
-        let (bare, loaded) = with(Strategy::Data, 1, 3);
-        assert!((loaded.round_s - bare.round_s - 3.0 * o).abs() < 1e-12, "one device: every sequence's pass pays it");
-        let (bare, loaded) = with(Strategy::Tensor, 2, 2);
-        assert!((loaded.compute_s - bare.compute_s - o).abs() < 1e-12, "a tensor rank passes through every layer");
-        assert!((loaded.round_s - bare.round_s - 2.0 * o).abs() < 1e-12);
-        let (bare, loaded) = with(Strategy::Pipeline, 4, 1);
-        assert!((loaded.compute_s - bare.compute_s - o).abs() < 1e-12, "one pass through the stages pays it once");
-        let (bare, loaded) = with(Strategy::Pipeline, 4, 8);
-        // Eight sequences keep the busiest stage (2 of 8 layers) busy: it pays a quarter per sequence.
-        assert!((loaded.round_s - bare.round_s - 8.0 * o / 4.0).abs() < 1e-12, "{} {}", loaded.round_s, bare.round_s);
     }
 
     #[test]

@@ -104,8 +104,7 @@ pub enum Outcome {
 /// A predicted decode round, split as the measurement is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step {
-    /// Compute time of the round: the busiest rank's bytes over its bandwidth, plus its
-    /// per-token overhead where the prediction is calibrated.
+    /// Memory time of the round (the busiest rank's bytes over its bandwidth).
     pub compute_s: f64,
     /// Communication of the round.
     pub comm_s: f64,
@@ -207,19 +206,20 @@ pub struct StepPrediction {
     pub comm_outcome: Outcome,
     /// The run's own decode all-reduces per call: (slowest rank, fastest rank) medians.
     pub measured_per_call_s: Option<(f64, f64)>,
-    /// The matching hypothesis again, with the per-token overhead its unsplit run measured
-    /// (None: no other unsplit run of its model, dtype, device and threads).
+    /// The matching hypothesis again, no rank streaming faster than the decode kernel of its
+    /// unsplit peer (None: no other unsplit run of its model, dtype, device and threads).
     pub calibrated: Option<Calibrated>,
 }
 
-/// A run predicted from its unsplit peer: the roofline round of the hypothesis the run
-/// matches, every rank also paying, for each pass through the layers it holds, the time per
-/// token the unsplit run spent beyond its own roofline step.
+/// A run predicted from its unsplit peer: the round of the hypothesis the run matches, each
+/// rank's bytes taking the longer of their memory time and their time at the rate the unsplit
+/// run's decode kernel moved its own bytes (the roofline's compute ceiling, measured).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibrated {
-    /// Seconds per token of one pass through every layer beyond the roofline step, measured
-    /// on the unsplit run (its step less its bytes over its own bandwidth; at least 0).
-    pub overhead_s: f64,
+    /// The unsplit run's bytes per step over its measured step: its kernel's rate.
+    pub kernel_bps: f64,
+    /// What each rank streams at: the lower of the hypothesis' bandwidth and the kernel's rate.
+    pub bandwidth_bps: f64,
     /// The unsplit run it was read from.
     pub unsplit_run: RunId,
     /// The predicted round.
@@ -390,15 +390,19 @@ fn staging_s(inp: &Inputs, r: &RunShape) -> Option<f64> {
     Some(2.0 * r.shape.layers as f64 * per_all_reduce + copy(Op::DeviceToHostPageable, logits / r.world as f64)?)
 }
 
-/// A rank's device as a prediction takes it: memory without limit, `bandwidth_bps`, no overhead.
-fn streaming(bandwidth_bps: f64) -> Device {
-    Device::roofline(u64::MAX, bandwidth_bps)
-}
-
-/// The cost model's plan of `strategy` for this run on `device` (per rank) over `link`.
-fn planned(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, device: Device, link: Link, imbalance: f64) -> Option<Step> {
-    let input =
-        PlanInput { shape: r.shape, dtype_bytes: r.dtype_bytes, device, link, strategy, world, context: r.context, sequences, imbalance };
+/// The cost model's plan of `strategy` for this run at `bandwidth_bps` per rank over `link`.
+fn planned(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, bandwidth_bps: f64, link: Link, imbalance: f64) -> Option<Step> {
+    let input = PlanInput {
+        shape: r.shape,
+        dtype_bytes: r.dtype_bytes,
+        device: Device { memory_bytes: u64::MAX, bandwidth_bps },
+        link,
+        strategy,
+        world,
+        context: r.context,
+        sequences,
+        imbalance,
+    };
     let p = plan(&input).ok()?;
     // A pipeline's compute is one pass through its stages (sequences overlap in them); an
     // expert split serves its sequences in turn.
@@ -444,29 +448,26 @@ fn active_ranks(dec: &Decoder, world: u32, sequences: u32) -> u32 {
     }
 }
 
-/// The round of `dec` with every rank on `device` (its bandwidth, and its per-token overhead
-/// for every pass through the layers it holds).
-fn round(inp: &Inputs, r: &RunShape, dec: &Decoder, device: Device, comm: Option<&Comm>) -> Option<Step> {
+/// The round of `dec` with `bandwidth_bps` per rank.
+fn round(inp: &Inputs, r: &RunShape, dec: &Decoder, bandwidth_bps: f64, comm: Option<&Comm>) -> Option<Step> {
     let comm_s = comm.map_or(0.0, Comm::total_s);
-    let bandwidth_bps = device.bandwidth_bps;
     match dec {
         Decoder::Whole { passes, .. } => {
-            let t1 = single_device_step_s(r.shape, r.dtype_bytes, r.context, bandwidth_bps) + device.overhead_s;
+            let t1 = single_device_step_s(r.shape, r.dtype_bytes, r.context, bandwidth_bps);
             Some(Step { compute_s: *passes as f64 * t1, comm_s: 0.0, step_s: *passes as f64 * t1 })
         }
         Decoder::Tensor { head, .. } => {
-            let per_token = tensor_compute_s(r.shape, r.world, *head, r.dtype_bytes, r.context, bandwidth_bps) + device.overhead_s;
-            let compute_s = f64::from(r.sequences) * per_token;
+            let compute_s = f64::from(r.sequences) * tensor_compute_s(r.shape, r.world, *head, r.dtype_bytes, r.context, bandwidth_bps);
             let comm_s = f64::from(r.sequences) * comm_s;
             Some(Step { compute_s, comm_s, step_s: compute_s + comm_s })
         }
         Decoder::Pipeline => {
             let link = inp.link(Op::PingPong, &r.link).or_else(|| inp.link(Op::AllReduce, &r.link))?;
-            planned(r, Strategy::Pipeline, r.world, r.sequences, device, link, 1.0)
+            planned(r, Strategy::Pipeline, r.world, r.sequences, bandwidth_bps, link, 1.0)
         }
         Decoder::Expert { imbalance } => {
             let link = inp.link(Op::AllToAll, &r.link)?;
-            let step = planned(r, Strategy::Expert, r.world, r.sequences, device, link, *imbalance)?;
+            let step = planned(r, Strategy::Expert, r.world, r.sequences, bandwidth_bps, link, *imbalance)?;
             let skew = comm.map_or(0.0, |c| c.skew_s) * f64::from(r.sequences);
             Some(Step { comm_s: step.comm_s + skew, step_s: step.step_s + skew, ..step })
         }
@@ -579,8 +580,8 @@ fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
     let active = active_ranks(&dec, r.world, r.sequences);
     let comm = comm_of(inp, &r, &dec, cuda);
     let (own_bw, shared_bw) = bandwidths(inp, m, active)?;
-    let own = round(inp, &r, &dec, streaming(own_bw), comm.as_ref())?;
-    let shared = round(inp, &r, &dec, streaming(shared_bw), comm.as_ref())?;
+    let own = round(inp, &r, &dec, own_bw, comm.as_ref())?;
+    let shared = round(inp, &r, &dec, shared_bw, comm.as_ref())?;
     let (head, decodes_on) = layout_details(m);
     let mut p = StepPrediction {
         run_id: m.run_id.clone(),
@@ -745,41 +746,42 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
         .collect()
 }
 
-/// `p` predicted again with the per-token overhead of its unsplit peer ([`overhead_for`]), on
-/// the bandwidth of the hypothesis its roofline prediction matches.
+/// `p` predicted again on the bandwidth of the hypothesis its roofline prediction matches,
+/// capped at the kernel rate of its unsplit peer ([`kernel_rate_of_peer`]).
 fn calibrate(inp: &Inputs, m: &Manifest, p: &StepPrediction, all: &[(&Manifest, StepPrediction)]) -> Option<Calibrated> {
-    let (overhead_s, unsplit_run) = overhead_for(p, &m.experiment, all)?;
+    let (kernel_bps, unsplit_run) = kernel_rate_of_peer(p, &m.experiment, all)?;
     let source = m.plan.model.as_ref()?;
     let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
     let r = run_shape(m, &shape)?;
     let dec = decoder(m, m.summary()?.decode()?);
-    let bandwidth_bps = match p.matches {
+    let matched_bps = match p.matches {
         Matches::One(Hypothesis::SharedMemory) => p.bandwidth_bps.1,
         _ => p.bandwidth_bps.0,
     };
-    let step = round(inp, &r, &dec, Device { overhead_s, ..streaming(bandwidth_bps) }, p.comm.as_ref())?;
+    let bandwidth_bps = matched_bps.min(kernel_bps);
+    let step = round(inp, &r, &dec, bandwidth_bps, p.comm.as_ref())?;
     let error = (step.step_s - p.measured_step_s) / p.measured_step_s;
     let outcome = judge(Some(error), |e| launch_assumption(m, p, &step, e));
-    Some(Calibrated { overhead_s, unsplit_run, step, error, outcome })
+    Some(Calibrated { kernel_bps, bandwidth_bps, unsplit_run, step, error, outcome })
 }
 
-/// The per-token overhead of `p`'s unsplit peer, with its run: of the unsplit one-sequence
+/// The decode kernel's rate on `p`'s unsplit peer, with its run: of the unsplit one-sequence
 /// runs of the same model, dtype, device and threads per rank other than `p` itself, the same
-/// experiment's where there is one (launched beside it), else the median; its measured step
-/// less its roofline step at its own bandwidth, at least 0.
-fn overhead_for(p: &StepPrediction, experiment: &str, all: &[(&Manifest, StepPrediction)]) -> Option<(f64, RunId)> {
-    let overhead = |u: &StepPrediction| (u.measured_step_s - u.own.step_s).max(0.0);
+/// experiment's where there is one (launched beside it), else the median rate; its bytes per
+/// step over its measured step.
+fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[(&Manifest, StepPrediction)]) -> Option<(f64, RunId)> {
+    let rate = |u: &StepPrediction| u.bandwidth_bps.0 * u.own.step_s / u.measured_step_s;
     let mut peers: Vec<&(&Manifest, StepPrediction)> = all
         .iter()
         .filter(|(_, u)| u.run_id != p.run_id && u.world == 1 && u.sequences == 1)
         .filter(|(_, u)| u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.threads == p.threads)
         .collect();
     if let Some((_, u)) = peers.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id)) {
-        return Some((overhead(u), u.run_id.clone()));
+        return Some((rate(u), u.run_id.clone()));
     }
-    peers.sort_by(|a, b| overhead(&a.1).total_cmp(&overhead(&b.1)).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
+    peers.sort_by(|a, b| rate(&a.1).total_cmp(&rate(&b.1)).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
     let (_, u) = peers.get(peers.len() / 2)?;
-    Some((overhead(u), u.run_id.clone()))
+    Some((rate(u), u.run_id.clone()))
 }
 
 /// A context split's prefill, predicted: the unsplit prefill's time shared evenly by the ranks,
@@ -994,16 +996,16 @@ mod tests {
         let inp = inputs(&[]);
         // 146 304 streamed values (152 640 − the untied embedding + one row) × 2 bytes + 16 tokens × 256 KV bytes.
         let bytes = 146_304.0 * 2.0 + 16.0 * 256.0;
-        let own = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, streaming(1e9), None).unwrap();
+        let own = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, 1e9, None).unwrap();
         assert!(close(own.step_s, bytes / 1e9));
         // One memory system of 1.5 GB/s for two replicas: 0.75 GB/s each.
-        let shared = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, streaming(0.75e9), None).unwrap();
+        let shared = round(&inp, &run(&s, 2, 1), &Decoder::Whole { passes: 1, replicas: 2 }, 0.75e9, None).unwrap();
         assert!(close(shared.step_s, bytes / 0.75e9));
         assert_eq!(matching(own.step_s, shared.step_s, 3.9e-4), Matches::One(Hypothesis::SharedMemory));
         assert_eq!(matching(own.step_s, shared.step_s, 3.0e-4), Matches::One(Hypothesis::OwnBandwidth));
         assert_eq!(matching(own.step_s, own.step_s, 1.0), Matches::Both);
         // Three sequences on one rank: three passes.
-        let three = round(&inp, &run(&s, 1, 3), &Decoder::Whole { passes: 3, replicas: 1 }, streaming(1e9), None).unwrap();
+        let three = round(&inp, &run(&s, 1, 3), &Decoder::Whole { passes: 3, replicas: 1 }, 1e9, None).unwrap();
         assert_eq!(active_ranks(&Decoder::Whole { passes: 1, replicas: 2 }, 2, 1), 2);
         assert!(close(three.step_s, 3.0 * bytes / 1e9));
     }
@@ -1015,10 +1017,10 @@ mod tests {
         // Two stages of two layers: (2 × 34 944 + 64) and (2 × 34 944 + 64 + 6 400) values, 2 × 64 KV bytes a token each.
         let (first, last) = ((69_952.0 * 2.0 + 2_048.0) / 1e9, (76_352.0 * 2.0 + 2_048.0) / 1e9);
         let (hop, back) = (1e-5 + 128e-9, 1e-5 + 4e-9);
-        let one = round(&inp, &run(&s, 2, 1), &Decoder::Pipeline, streaming(1e9), None).unwrap();
+        let one = round(&inp, &run(&s, 2, 1), &Decoder::Pipeline, 1e9, None).unwrap();
         assert!(close(one.step_s, first + last + hop + back), "{}", one.step_s);
         // Four sequences: four times the busiest stage with its send.
-        let four = round(&inp, &run(&s, 2, 4), &Decoder::Pipeline, streaming(1e9), None).unwrap();
+        let four = round(&inp, &run(&s, 2, 4), &Decoder::Pipeline, 1e9, None).unwrap();
         assert!(close(four.step_s, 4.0 * (last + back)), "{}", four.step_s);
         assert_eq!(active_ranks(&Decoder::Pipeline, 4, 2), 2);
         assert_eq!(active_ranks(&Decoder::Pipeline, 2, 8), 2);
@@ -1035,7 +1037,7 @@ mod tests {
         // 2 × 64 × 2 bytes routed, × 1.5: 384 bytes; all-to-all over 4: 3α + 3/4 × 384/β; 2L = 4 of them.
         assert!(close(comm.alpha_beta_s, 4.0 * (3e-5 + 288e-9)), "{}", comm.alpha_beta_s);
         assert!(close(comm.skew_s, 4.0 * 2e-6));
-        let step = round(&inp, &run(&s, 4, 1), &Decoder::Expert { imbalance: 1.5 }, streaming(1e9), Some(&comm)).unwrap();
+        let step = round(&inp, &run(&s, 4, 1), &Decoder::Expert { imbalance: 1.5 }, 1e9, Some(&comm)).unwrap();
         assert!(close(step.comm_s, comm.total_s()), "{} {}", step.comm_s, comm.total_s());
         assert!(close(step.step_s, step.compute_s + comm.total_s()));
     }

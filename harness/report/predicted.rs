@@ -1,8 +1,8 @@
 //! The register's predicted-against-measured decode tables: every measured decode run with the
 //! cost model's step under both bandwidth hypotheses (`costmodel::step`), the one the
 //! measurement matches, the error, and past the tolerance the assumption that did not hold;
-//! then the same runs predicted from their unsplit run (the roofline plus its per-token
-//! overhead). This module only words the typed predictions.
+//! then the same runs predicted from their unsplit run (no rank streaming faster than its
+//! decode kernel). This module only words the typed predictions.
 
 use crate::costmodel::step::{
     predict_prefills, predict_steps, Calibrated, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew, StepPrediction,
@@ -34,9 +34,9 @@ pub fn decode_tables(manifests: &[Manifest]) -> Vec<Table> {
     std::iter::once(roofline).chain(calibrated_table(&predictions)).collect()
 }
 
-const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device and threads per rank) predicted again: the round of the hypothesis it matches above, every rank also paying, for each pass through the layers it holds, the time per token its unsplit peer spent beyond its own roofline step (the overhead: per-operation dispatch and the compute the stream does not hide, which the roofline leaves out). A split is thus predicted from its unsplit run and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known.";
+const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of that hypothesis' bandwidth and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known";
 
-const CALIBRATED_COLUMNS: [&str; 13] = [
+const CALIBRATED_COLUMNS: [&str; 14] = [
     "model",
     "strategy",
     "layout",
@@ -45,10 +45,11 @@ const CALIBRATED_COLUMNS: [&str; 13] = [
     "threads",
     "step measured",
     "roofline (matching)",
-    "overhead per pass",
+    "peer's kernel rate",
+    "rate per rank",
     "predicted",
     "error",
-    "overhead from",
+    "peer",
     "assumption not holding",
 ];
 
@@ -62,7 +63,7 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
     let splits = calibrated.iter().filter(|(p, _)| p.world > 1 || p.sequences > 1).count();
     Some(Table {
         id: "predicted-decode-calibrated".into(),
-        title: "Decode: predicted from the unsplit run (roofline plus its overhead), against measurement".into(),
+        title: "Decode: predicted from the unsplit run's kernel rate, against measurement".into(),
         caption: CALIBRATED_CAPTION.into(),
         columns: CALIBRATED_COLUMNS.iter().map(|c| c.to_string()).collect(),
         rows: calibrated.iter().map(|(p, c)| calibrated_row(p, c)).collect(),
@@ -77,7 +78,7 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
                 calibrated.len()
             ),
             format!("not predicted here: {} runs without another unsplit run of their model, dtype, device and threads per rank", predictions.len() - calibrated.len()),
-            "overhead from: the unsplit run of the same experiment (launched beside it) where there is one, else the median overhead of the unsplit runs of that model, dtype, device and threads; a pipeline stage pays its share of the layers' overhead, a tensor or expert rank all of it".into(),
+            "peer: the unsplit run of the same experiment (launched beside it) where there is one, else the one of median kernel rate among the unsplit runs of that model, dtype, device and threads".into(),
         ],
     })
 }
@@ -92,7 +93,8 @@ fn calibrated_row(p: &StepPrediction, c: &Calibrated) -> Vec<Cell> {
         Cell::Count(p.threads.into()),
         Cell::Seconds(p.measured_step_s),
         Cell::Seconds(p.matched().step_s),
-        Cell::Seconds(c.overhead_s),
+        Cell::BytesPerSec(c.kernel_bps),
+        Cell::BytesPerSec(c.bandwidth_bps),
         Cell::Seconds(c.step.step_s),
         Cell::Change(c.error),
         Cell::text(short(&c.unsplit_run)),

@@ -38,7 +38,7 @@ fn link(name: &str) -> Link {
 fn book_gpu() -> Device {
     let c = catalogue();
     let d = c.device("book-gpu-12gib").unwrap();
-    Device::roofline(d.memory_bytes(), d.bandwidth_bps())
+    Device { memory_bytes: d.memory_bytes(), bandwidth_bps: d.bandwidth_bps() }
 }
 
 #[test]
@@ -627,8 +627,8 @@ fn a_rank_is_judged_against_an_unsplit_run_of_its_own_threads_where_one_ran() {
 }
 
 #[test]
-fn a_run_is_predicted_from_the_overhead_of_an_unsplit_peer_of_its_threads_never_from_itself() {
-    use parlab::costmodel::step::predict_steps;
+fn a_run_is_predicted_at_the_kernel_rate_of_an_unsplit_peer_of_its_threads_never_its_own() {
+    use parlab::costmodel::step::{predict_steps, Hypothesis, Matches};
     use parlab::spec::Kind;
     let mut list = crate::synth::fixtures().unwrap();
     let tensor = |m: &Manifest, world: u32| {
@@ -641,41 +641,40 @@ fn a_run_is_predicted_from_the_overhead_of_an_unsplit_peer_of_its_threads_never_
     }
     let unsplit_id = list.iter().find(|m| tensor(m, 1)).unwrap().run_id.clone();
     let prediction = |list: &[Manifest], id: &parlab::identity::RunId| predict_steps(list).into_iter().find(|p| &p.run_id == id).unwrap();
-    // The unsplit run spends 3 ms per token beyond its roofline step.
-    let roofline = prediction(&list, &unsplit_id).own.step_s;
-    let overhead = 3e-3;
+    // The unsplit run takes 4x its roofline step: its kernel moves bytes at a quarter of the read bandwidth.
+    let alone = prediction(&list, &unsplit_id);
+    let kernel = alone.bandwidth_bps.0 / 4.0;
     for m in list.iter_mut().filter(|m| m.run_id == unsplit_id) {
         if let Some(Summary::Decode(d)) = m.summary_mut() {
-            d.step_s.median = roofline + overhead;
+            d.step_s.median = 4.0 * alone.own.step_s;
         }
     }
     assert!(prediction(&list, &unsplit_id).calibrated.is_none(), "the only unsplit run is never its own peer");
-    let split_id = list
-        .iter()
-        .find(|m| tensor(m, 2) && m.experiment == list.iter().find(|u| u.run_id == unsplit_id).unwrap().experiment)
-        .unwrap()
-        .run_id
-        .clone();
+    let experiment = list.iter().find(|u| u.run_id == unsplit_id).unwrap().experiment.clone();
+    let split_id = list.iter().find(|m| tensor(m, 2) && m.experiment == experiment).unwrap().run_id.clone();
     let split = prediction(&list, &split_id);
     let c = split.calibrated.as_ref().expect("a split with an unsplit peer of its threads is calibrated");
     assert_eq!(c.unsplit_run, unsplit_id);
-    assert!((c.overhead_s - overhead).abs() < 1e-12, "{}", c.overhead_s);
-    let expected = split.matched().step_s + f64::from(split.sequences) * overhead;
-    assert!((c.step.step_s - expected).abs() < 1e-12, "{} against {expected}", c.step.step_s);
+    assert!((c.kernel_bps / kernel - 1.0).abs() < 1e-12, "{} against {kernel}", c.kernel_bps);
+    let matched_bps = if split.matches == Matches::One(Hypothesis::SharedMemory) { split.bandwidth_bps.1 } else { split.bandwidth_bps.0 };
+    assert_eq!(c.bandwidth_bps, matched_bps.min(kernel), "a rank streams no faster than the kernel, nor than its memory");
+    let m = split.matched();
+    let expected = m.compute_s * matched_bps / c.bandwidth_bps + m.comm_s;
+    assert!((c.step.step_s / expected - 1.0).abs() < 1e-12, "{} against {expected}", c.step.step_s);
     assert!((c.error - (c.step.step_s - split.measured_step_s) / split.measured_step_s).abs() < 1e-12);
-    // A second unsplit run, in another experiment, 1 ms over: the first unsplit run is now
-    // predicted from it, while the split keeps the peer launched in its own experiment.
+    // A second unsplit run, in another experiment, at half the read bandwidth: the first unsplit
+    // run is now predicted from it, while the split keeps the peer launched in its own experiment.
     let mut other = list.iter().find(|m| m.run_id == unsplit_id).unwrap().clone();
     other.run_id = "e".repeat(64).into();
     other.experiment = "another-experiment".into();
     if let Some(Summary::Decode(d)) = other.summary_mut() {
-        d.step_s.median = roofline + 1e-3;
+        d.step_s.median = 2.0 * alone.own.step_s;
     }
     list.push(other.clone());
     let unsplit = prediction(&list, &unsplit_id);
     let from_other = unsplit.calibrated.as_ref().expect("calibrated by the other unsplit run");
     assert_eq!(from_other.unsplit_run, other.run_id);
-    assert!((from_other.step.step_s - (roofline + 1e-3)).abs() < 1e-12);
+    assert!((from_other.step.step_s / (2.0 * alone.own.step_s) - 1.0).abs() < 1e-12);
     assert_eq!(prediction(&list, &split_id).calibrated.unwrap().unsplit_run, unsplit_id);
     // A peer on other threads per rank is no peer.
     list.last_mut().unwrap().plan.threads_per_rank = split_threads + 1;
