@@ -1,5 +1,7 @@
 //! Exactness per layout family: splitting changes the arithmetic's order and nothing else,
-//! so every layout of a family gives the unsplit model's tokens (the audit's verdicts).
+//! so every float32 layout of a family gives the unsplit model's tokens (the audit's
+//! verdicts). A half-precision layout changes the rounding as well as the order: the
+//! `precision-audit` finding grades it against its float32 twin, and here it is only counted.
 
 use super::{Finding, Inconclusive, Inputs};
 use crate::audit::{Cause, Grade, LayoutVerdict};
@@ -14,12 +16,15 @@ struct Layout<'a> {
 
 /// One finding per strategy with decode answers (none: one INCONCLUSIVE finding).
 pub fn findings(inp: &Inputs) -> Vec<Finding> {
-    let mut families: BTreeMap<&str, BTreeMap<&str, Layout>> = BTreeMap::new();
+    let half = half_precision_runs(inp);
+    let mut families: BTreeMap<&str, Family> = BTreeMap::new();
     for g in &inp.audit {
         for l in &g.layouts {
             let e = families.entry(l.family.as_str()).or_default();
-            if !l.is_reference {
-                let layout = e.entry(l.layout.as_str()).or_default();
+            if half.contains(l.run.as_str()) {
+                e.half_precision += 1;
+            } else if !l.is_reference {
+                let layout = e.layouts.entry(l.layout.as_str()).or_default();
                 layout.verdicts.push(l);
                 layout.prompts.insert(g.answer_id.as_str());
             }
@@ -28,7 +33,20 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
     if families.is_empty() {
         return vec![claim("exactness", "any").inconclusive(Inconclusive::MissingRuns, "missing runs: no decode run with an answer".into())];
     }
-    families.into_iter().map(|(family, layouts)| family_finding(inp, family, &layouts)).collect()
+    families.into_iter().map(|(family, f)| family_finding(inp, family, &f)).collect()
+}
+
+/// A family's float32 layouts, and how many of its runs were in half precision.
+#[derive(Default)]
+struct Family<'a> {
+    layouts: BTreeMap<&'a str, Layout<'a>>,
+    half_precision: usize,
+}
+
+/// Short identities of the decode runs in bfloat16 or float16.
+fn half_precision_runs<'a>(inp: &Inputs<'a>) -> BTreeSet<&'a str> {
+    let float32 = |d: &crate::report::facts::DecodeRow| d.dtype.is_none_or(|t| t == crate::spec::schema::Dtype::Float32);
+    inp.facts.decode.iter().filter(|d| !float32(d)).map(|d| d.run.as_str()).collect()
 }
 
 fn claim(id: &str, family: &str) -> Finding {
@@ -36,16 +54,25 @@ fn claim(id: &str, family: &str) -> Finding {
         id,
         &format!("Splitting the model by {family} changes the arithmetic's order and nothing else: every {family} layout generates the unsplit model's tokens."),
         &["answer.tokens", "answer.exactness.max_logit_diff", "answer.exactness.steps"],
-        "audit: every split layout is BITWISE or TOKENS_EQUAL against the unsplit reference (HOLDS); a DIVERGED layout at a robust step FAILS; one explained only by a near-tie or a noisy reference is INCONCLUSIVE",
+        "audit: every float32 split layout is BITWISE or TOKENS_EQUAL against the unsplit reference (HOLDS); a DIVERGED layout at a robust step FAILS; one explained only by a near-tie or a noisy reference is INCONCLUSIVE",
     )
 }
 
-fn family_finding(inp: &Inputs, family: &str, layouts: &BTreeMap<&str, Layout>) -> Finding {
+fn family_finding(inp: &Inputs, family: &str, fam: &Family) -> Finding {
     let mut f = claim(&format!("exactness-{family}"), family);
+    let layouts = &fam.layouts;
+    if fam.half_precision > 0 {
+        f.notes.push(format!(
+            "{} {family} runs in half precision are not graded here: their rounding differs as well as their order, and `precision-audit` grades each against its float32 twin",
+            fam.half_precision
+        ));
+    }
     let all: Vec<&LayoutVerdict> = layouts.values().flat_map(|l| l.verdicts.iter().copied()).collect();
     if all.is_empty() {
-        return f
-            .inconclusive(Inconclusive::MissingRuns, format!("missing runs: only the unsplit {family} run; no split layout was checked"));
+        return f.inconclusive(
+            Inconclusive::MissingRuns,
+            format!("missing runs: only the unsplit {family} run; no float32 split layout was checked"),
+        );
     }
     let runs: Vec<&str> = all.iter().map(|l| l.run.as_str()).collect();
     f.number("layouts checked", layouts.len() as f64, "count", &runs);
@@ -57,7 +84,7 @@ fn family_finding(inp: &Inputs, family: &str, layouts: &BTreeMap<&str, Layout>) 
         f.number("largest logit drift from the reference", d, "logit", &[run]);
     }
     noise_numbers(&mut f, inp);
-    f.notes = layouts.iter().map(|(name, l)| note(name, l)).collect();
+    f.notes.extend(layouts.iter().map(|(name, l)| note(name, l)));
     let real: Vec<&&LayoutVerdict> = all.iter().filter(|l| l.real_change).collect();
     let explained = all.iter().filter(|l| l.verdict == Grade::Diverged && !l.real_change).count();
     let bitwise = all.iter().filter(|l| l.verdict == Grade::Bitwise).count();

@@ -239,6 +239,24 @@ fn the_precision_audit_is_a_finding_and_in_audits_json_without_changing_its_exit
     assert_eq!(doc["precision"][0]["equal_steps"], 7);
 }
 
+#[test]
+fn a_half_precision_split_leaves_its_layout_familys_exactness_to_the_precision_audit() {
+    let exactness = |list: &[Manifest]| {
+        let facts = parlab::report::facts::Facts::read(list);
+        parlab::findings::compute(list, &facts).into_iter().find(|f| f.id == "exactness-tensor").unwrap()
+    };
+    // A bfloat16 split leaving the float32 reference at a near-tie, and at a robust step: its
+    // rounding, not its layout; the float32 layouts alone decide whether splitting changed the answer.
+    for drift in [0.3, 0.1] {
+        let f = exactness(&with_half_twin(Some(7), drift, 0.5));
+        assert_eq!(f.verdict, parlab::findings::Verdict::Holds, "{f:?}");
+        assert!(f.notes.iter().any(|n| n.starts_with("1 tensor runs in half precision are not graded here")), "{:?}", f.notes);
+        assert!(!f.test.runs.contains(&"000000000000".to_string()), "{:?}", f.test.runs);
+        let drift_number = f.numbers.iter().find(|n| n.name == "largest logit drift from the reference").unwrap();
+        assert!(drift_number.value < drift, "the half-precision drift is not the family's: {drift_number:?}");
+    }
+}
+
 /// `parlab audit` (text) over `list`: its exit code and stdout.
 fn audit_text(list: &[Manifest]) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
