@@ -201,11 +201,11 @@ struct Reference {
     margins: Vec<Option<f64>>,
 }
 
-fn reference(answers: &[Answered]) -> Reference {
+fn reference(answers: &[Answered], world_one: Option<&Answered>) -> Reference {
     let recorded = answers.iter().find_map(|a| a.answer.recorded_reference());
     // Without a per-step record or a world-1 run, the first run's tokens stand in.
     let tokens = recorded
-        .or_else(|| answers.iter().find(|a| a.is_world_one()).and_then(|a| a.tokens().first().cloned()))
+        .or_else(|| world_one.and_then(|a| a.tokens().first().cloned()))
         .or_else(|| answers.first().and_then(|a| a.tokens().first().cloned()));
     let len = answers.iter().map(|a| a.exact().steps.len()).max().unwrap_or(0);
     let margins = (0..len).map(|k| answers.iter().find_map(|a| Some(a.exact().steps.get(k)?.reference_margin))).collect();
@@ -218,9 +218,16 @@ fn first_difference(a: &Answered, reference: Option<&[u32]>) -> Option<usize> {
     recorded.into_iter().chain(from_tokens).min()
 }
 
+/// The world-1 run that stands for the reference decoded again: the one with the most threads
+/// per rank (the machine used whole), the first of them in manifest order. Another world-1 run
+/// (a one-thread peer for the cost model) is graded as a layout.
+fn reference_run<'a, 'm>(answers: &'a [Answered<'m>]) -> Option<&'a Answered<'m>> {
+    answers.iter().filter(|a| a.is_world_one()).rev().max_by_key(|a| a.m.plan.threads_per_rank)
+}
+
 fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded: Vec<NotGraded>) -> AnswerGroup {
-    let refr = reference(answers);
-    let reference_run = answers.iter().find(|a| a.is_world_one());
+    let reference_run = reference_run(answers);
+    let refr = reference(answers, reference_run);
     let self_drift = reference_run.map(|a| a.exact().max_logit_diff);
     let self_differs = reference_run.is_some_and(|a| !a.exact().tokens_equal || first_difference(a, refr.tokens.as_deref()).is_some());
     let reproducible = reference_run.map(|_| !self_differs && self_drift == Some(0.0));
@@ -230,7 +237,7 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
         refr.margins.iter().enumerate().filter(|(_, m)| m.is_some_and(|m| m < threshold)).map(|(k, _)| k).collect();
     let min_margin = answers.iter().filter_map(|a| a.exact().min_top2_margin).reduce(f64::min);
     let fragile = !fragile_steps.is_empty() || (refr.margins.is_empty() && min_margin.is_some_and(|m| m < threshold));
-    let ctx = Context { refr: &refr, threshold, self_differs };
+    let ctx = Context { refr: &refr, threshold, self_differs, reference_run: reference_run.map(|a| &a.m.run_id) };
     let layouts: Vec<LayoutVerdict> = answers.iter().map(|a| verdict(a, &ctx)).collect();
     let mut experiments: Vec<String> =
         answers.iter().map(|a| a.m.experiment.clone()).chain(not_graded.iter().map(|n| n.experiment.clone())).collect();
@@ -262,6 +269,7 @@ struct Context<'a> {
     refr: &'a Reference,
     threshold: f64,
     self_differs: bool,
+    reference_run: Option<&'a crate::identity::RunId>,
 }
 
 fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
@@ -273,7 +281,7 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
         experiment: a.m.experiment.clone(),
         family: a.m.layout.strategy.name().to_string(),
         layout: layout_words(a.m),
-        is_reference: a.is_world_one(),
+        is_reference: ctx.reference_run == Some(&a.m.run_id),
         verdict: if drift == 0.0 { Grade::Bitwise } else { Grade::TokensEqual },
         max_logit_drift: drift,
         step: None,
@@ -454,6 +462,23 @@ mod tests {
         let not_run = g.not_graded.iter().find(|n| n.run == "c879e160e608").expect("the NOT_RUN run is listed");
         assert_eq!((not_run.status, not_run.reason.as_deref()), (Status::NotRun, Some("needs 4 cores, found 2")));
         assert_eq!(g.not_graded.len(), 2, "the cost-model run that shares the identity is no decode: {:?}", g.not_graded);
+    }
+
+    #[test]
+    fn the_reference_decoded_again_is_the_world_one_run_with_the_most_threads_and_another_is_graded() {
+        let mut list = fixtures();
+        let world_one = |m: &Manifest| m.kind == crate::spec::Kind::Decode && m.layout.world == 1 && m.answer().is_some();
+        let whole = list.iter().find(|m| world_one(m) && m.layout.strategy == crate::spec::Strategy::Tensor).unwrap().clone();
+        // A one-thread copy of the unsplit run (the cost model's peer), first in manifest order.
+        let mut peer = whole.clone();
+        (peer.run_id, peer.plan.threads_per_rank) = ("0".repeat(64).into(), 1);
+        list.iter_mut().filter(|m| m.run_id == whole.run_id).for_each(|m| m.plan.threads_per_rank = 2);
+        list.insert(0, peer);
+        let g = &audit(&list)[0];
+        assert_eq!(g.reference_run.as_deref(), Some(whole.run_id.short()), "{:?}", g.reference_run);
+        let graded = g.layouts.iter().find(|l| l.run == "000000000000").expect("the peer is graded");
+        assert!(!graded.is_reference && graded.verdict != Grade::Diverged, "{graded:?}");
+        assert_eq!(g.layouts.iter().filter(|l| l.is_reference).count(), 1);
     }
 
     #[test]

@@ -135,9 +135,17 @@ pub fn unlabelled(reason: &str) -> String {
     let mut out = String::with_capacity(reason.len());
     while let Some(start) = rest.find(CACHED_LABEL_START) {
         let after = &rest[start + CACHED_LABEL_START.len()..];
-        let Some(end) = after.find(CACHED_LABEL_END) else { break };
-        out.push_str(&rest[..start]);
-        rest = &after[end + CACHED_LABEL_END.len()..];
+        // A label holds one time and nothing else: text with a `(` or `)` between its ends is not one.
+        match after.find(CACHED_LABEL_END).filter(|&end| !after[..end].contains(['(', ')'])) {
+            Some(end) => {
+                out.push_str(&rest[..start]);
+                rest = &after[end + CACHED_LABEL_END.len()..];
+            }
+            None => {
+                out.push_str(&rest[..start + CACHED_LABEL_START.len()]);
+                rest = after;
+            }
+        }
     }
     out.push_str(rest);
     out
@@ -388,6 +396,10 @@ mod tests {
         assert!(!serde_json::to_string(&no_gpu()).unwrap().contains("provenance"), "gates without one are saved as before");
     }
 
+    fn gates_label(at: &str) -> String {
+        Provenance::Cached { probed_at: at.into(), file: "cache.json".into() }.label()
+    }
+
     #[test]
     fn a_decision_reads_the_same_unlabelled_whether_its_probes_were_fresh_or_cached_and_when() {
         let both = Requires { host_device_link: true, gpus: Some(2), ..Default::default() };
@@ -401,6 +413,8 @@ mod tests {
         assert_eq!(unlabelled(&cached), fresh);
         assert_eq!(unlabelled(&fresh), fresh, "a reason without labels is unchanged");
         assert_eq!(unlabelled("x (probed at 1"), "x (probed at 1", "an unclosed label is kept");
+        let real = format!("out (probed at y) z{}", gates_label("T"));
+        assert_eq!(unlabelled(&real), "out (probed at y) z", "text that only looks like a label's start is kept");
     }
 
     #[test]

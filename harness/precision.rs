@@ -84,12 +84,14 @@ fn as_float32(w: &Workload) -> Workload {
     w
 }
 
-/// True when `m` is a float32 run of `half`'s model, workload, layout, device and link.
+/// True when `m` is a float32 run of `half`'s model, workload, layout, threads per rank,
+/// device and link.
 fn is_twin(half: &Manifest, m: &Manifest) -> bool {
     let (a, b) = (&half.plan, &m.plan);
     dtype_of(m) == Some(Dtype::Float32)
         && a.layout == b.layout
         && a.model == b.model
+        && a.threads_per_rank == b.threads_per_rank
         && a.device == b.device
         && a.link == b.link
         && as_float32(&a.workload) == b.workload
@@ -115,7 +117,12 @@ fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
         run: half.run_id.short().to_string(),
         twin: twin.map(|t| t.run_id.short().to_string()),
         experiment: half.experiment.clone(),
-        layout: format!("{} on {}", crate::audit::layout_words(half), half.plan.device.name()),
+        layout: format!(
+            "{} on {}, {}",
+            crate::audit::layout_words(half),
+            half.plan.device.name(),
+            threads_words(half.plan.threads_per_rank)
+        ),
         dtype: dtype_of(half).map_or("float32", |d| d.name()).to_string(),
         grade,
         equal_steps,
@@ -124,6 +131,11 @@ fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
         twin_drift: twin_exact.map(|e| e.max_logit_diff),
         twin_margin,
     }
+}
+
+/// "1 thread per rank", "2 threads per rank".
+fn threads_words(threads: u32) -> String {
+    format!("{threads} thread{} per rank", if threads == 1 { "" } else { "s" })
 }
 
 /// One line for a half-precision run.

@@ -207,7 +207,8 @@ pub struct StepPrediction {
     /// The run's own decode all-reduces per call: (slowest rank, fastest rank) medians.
     pub measured_per_call_s: Option<(f64, f64)>,
     /// The matching hypothesis again, no rank streaming faster than the decode kernel of its
-    /// unsplit peer (None: no other unsplit run of its model, dtype, device and threads).
+    /// unsplit peer (None: no other unsplit run of its model, dtype, device and threads with a
+    /// measured step, or its round could not be computed).
     pub calibrated: Option<Calibrated>,
 }
 
@@ -237,6 +238,13 @@ impl StepPrediction {
             Matches::One(Hypothesis::SharedMemory) => &self.shared,
             _ => &self.own,
         }
+    }
+
+    /// This run's bytes per step over its measured step, when it is one unsplit rank: the rate
+    /// its decode kernel moved them (None: a split, or no positive finite rate).
+    pub fn achieved_bps(&self) -> Option<f64> {
+        let rate = self.bandwidth_bps.0 * self.own.step_s / self.measured_step_s;
+        (self.world == 1 && self.sequences == 1 && rate.is_finite() && rate > 0.0).then_some(rate)
     }
 
     /// (predicted − measured) / measured of the communication, where some is predicted.
@@ -725,8 +733,7 @@ fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [(&Manifest, S
     let same = candidates.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
     let best = || candidates.iter().min_by(|a, b| a.1.error.abs().total_cmp(&b.1.error.abs()).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
     let (_, u) = same.or_else(best)?;
-    let roofline_bps = u.bandwidth_bps.0;
-    Some(Unsplit { achieved_bps: roofline_bps * u.own.step_s / u.measured_step_s, roofline_bps, run: u.run_id.to_string(), error: u.error })
+    Some(Unsplit { achieved_bps: u.achieved_bps()?, roofline_bps: u.bandwidth_bps.0, run: u.run_id.to_string(), error: u.error })
 }
 
 /// Every ok decode run of `manifests` with the cost model's prediction, in manifest order.
@@ -766,22 +773,23 @@ fn calibrate(inp: &Inputs, m: &Manifest, p: &StepPrediction, all: &[(&Manifest, 
 }
 
 /// The decode kernel's rate on `p`'s unsplit peer, with its run: of the unsplit one-sequence
-/// runs of the same model, dtype, device and threads per rank other than `p` itself, the same
-/// experiment's where there is one (launched beside it), else the median rate; its bytes per
-/// step over its measured step.
+/// runs of the same model, dtype, device and threads per rank with a positive finite rate
+/// ([`StepPrediction::achieved_bps`]), other than `p` itself, the same experiment's where
+/// there is one (launched beside it; the first by run identity), else the one of median rate
+/// (the slower of the two middle ones when their number is even).
 fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[(&Manifest, StepPrediction)]) -> Option<(f64, RunId)> {
-    let rate = |u: &StepPrediction| u.bandwidth_bps.0 * u.own.step_s / u.measured_step_s;
-    let mut peers: Vec<&(&Manifest, StepPrediction)> = all
+    let mut peers: Vec<(&Manifest, f64, &RunId)> = all
         .iter()
-        .filter(|(_, u)| u.run_id != p.run_id && u.world == 1 && u.sequences == 1)
+        .filter(|(_, u)| u.run_id != p.run_id)
         .filter(|(_, u)| u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.threads == p.threads)
+        .filter_map(|(m, u)| Some((*m, u.achieved_bps()?, &u.run_id)))
         .collect();
-    if let Some((_, u)) = peers.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id)) {
-        return Some((rate(u), u.run_id.clone()));
+    if let Some((_, rate, run)) = peers.iter().filter(|(m, _, _)| m.experiment == experiment).min_by(|a, b| a.2.cmp(b.2)) {
+        return Some((*rate, (*run).clone()));
     }
-    peers.sort_by(|a, b| rate(&a.1).total_cmp(&rate(&b.1)).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
-    let (_, u) = peers.get(peers.len() / 2)?;
-    Some((rate(u), u.run_id.clone()))
+    peers.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.2.cmp(b.2)));
+    let (_, rate, run) = peers.get(peers.len().checked_sub(1)? / 2)?;
+    Some((*rate, (*run).clone()))
 }
 
 /// A context split's prefill, predicted: the unsplit prefill's time shared evenly by the ranks,

@@ -62,9 +62,9 @@ fn family_finding(inp: &Inputs, family: &str, fam: &Family) -> Finding {
     let mut f = claim(&format!("exactness-{family}"), family);
     let layouts = &fam.layouts;
     if fam.half_precision > 0 {
+        let (n, runs) = (fam.half_precision, if fam.half_precision == 1 { "run" } else { "runs" });
         f.notes.push(format!(
-            "{} {family} runs in half precision are not graded here: their rounding differs as well as their order, and `precision-audit` grades each against its float32 twin",
-            fam.half_precision
+            "{n} {family} {runs} in half precision not graded here: the rounding differs as well as the order, and `precision-audit` grades each against its float32 twin"
         ));
     }
     let all: Vec<&LayoutVerdict> = layouts.values().flat_map(|l| l.verdicts.iter().copied()).collect();

@@ -59,8 +59,7 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
     if calibrated.is_empty() {
         return None;
     }
-    let within = |error: f64| error.abs() <= TOLERANCE;
-    let splits = calibrated.iter().filter(|(p, _)| p.world > 1 || p.sequences > 1).count();
+    let (splits, unsplit): (Vec<_>, Vec<_>) = calibrated.iter().partition(|(p, _)| p.world > 1 || p.sequences > 1);
     Some(Table {
         id: "predicted-decode-calibrated".into(),
         title: "Decode: predicted from the unsplit run's kernel rate, against measurement".into(),
@@ -69,18 +68,29 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
         rows: calibrated.iter().map(|(p, c)| calibrated_row(p, c)).collect(),
         provenance: vec![
             format!(
-                "within ±{:.0} %: {} of {} runs predicted from their unsplit peer ({} of them splits or several sequences); the roofline alone (above) put {} of the same {} within it",
+                "within ±{:.0} %, splits and runs of several sequences (the test of the model): {}; the roofline alone (above): {}",
                 TOLERANCE * 100.0,
-                calibrated.iter().filter(|(_, c)| within(c.error)).count(),
-                calibrated.len(),
-                splits,
-                calibrated.iter().filter(|(p, _)| within(p.error)).count(),
-                calibrated.len()
+                within(&splits, |_, c| c.error),
+                within(&splits, |p, _| p.error)
             ),
-            format!("not predicted here: {} runs without another unsplit run of their model, dtype, device and threads per rank", predictions.len() - calibrated.len()),
+            format!(
+                "within ±{:.0} %, unsplit runs (each predicted from another unsplit run of its model, dtype and threads: a check of run-to-run agreement, not a test of the model): {}",
+                TOLERANCE * 100.0,
+                within(&unsplit, |_, c| c.error)
+            ),
+            format!(
+                "not predicted here: {} runs without a peer (another unsplit run of their model, dtype, device and threads per rank, with a measured step) or whose round could not be computed",
+                predictions.len() - calibrated.len()
+            ),
             "peer: the unsplit run of the same experiment (launched beside it) where there is one, else the one of median kernel rate among the unsplit runs of that model, dtype, device and threads".into(),
         ],
     })
+}
+
+/// "k of n": how many of `runs` have `error` within the tolerance.
+fn within(runs: &[&(&StepPrediction, &Calibrated)], error: impl Fn(&StepPrediction, &Calibrated) -> f64) -> String {
+    let k = runs.iter().filter(|(p, c)| error(p, c).abs() <= TOLERANCE).count();
+    format!("{k} of {}", runs.len())
 }
 
 fn calibrated_row(p: &StepPrediction, c: &Calibrated) -> Vec<Cell> {

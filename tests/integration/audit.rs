@@ -220,6 +220,24 @@ fn a_half_precision_answer_is_graded_against_its_float32_twin() {
 }
 
 #[test]
+fn a_half_precision_run_is_twinned_with_the_float32_run_of_its_own_threads() {
+    let mut list = with_half_twin(None, 0.3, 0.5);
+    let twin = decode_at(&mut list, 2).clone();
+    // The same float32 run on other threads per rank, first in manifest order, whose tokens differ.
+    let mut other = twin.clone();
+    (other.run_id, other.plan.threads_per_rank) = (format!("{:064x}", 0x7).into(), twin.plan.threads_per_rank + 1);
+    for t in answer(&mut other).tokens[0].iter_mut() {
+        *t += 1;
+    }
+    list.insert(0, other);
+    let rows = parlab::precision::audit(&list);
+    assert_eq!(rows[0].twin.as_deref(), Some(twin.run_id.short()), "{rows:?}");
+    assert_eq!(rows[0].grade, PrecisionGrade::TokensEqual);
+    let threads = format!("{} thread", twin.plan.threads_per_rank);
+    assert!(rows[0].layout.contains(&threads) && rows[0].layout.ends_with(" per rank"), "{}", rows[0].layout);
+}
+
+#[test]
 fn the_precision_audit_is_a_finding_and_in_audits_json_without_changing_its_exit_code() {
     let finding = |list: &[Manifest]| {
         let facts = parlab::report::facts::Facts::read(list);
@@ -250,7 +268,7 @@ fn a_half_precision_split_leaves_its_layout_familys_exactness_to_the_precision_a
     for drift in [0.3, 0.1] {
         let f = exactness(&with_half_twin(Some(7), drift, 0.5));
         assert_eq!(f.verdict, parlab::findings::Verdict::Holds, "{f:?}");
-        assert!(f.notes.iter().any(|n| n.starts_with("1 tensor runs in half precision are not graded here")), "{:?}", f.notes);
+        assert!(f.notes.iter().any(|n| n.starts_with("1 tensor run in half precision not graded here")), "{:?}", f.notes);
         assert!(!f.test.runs.contains(&"000000000000".to_string()), "{:?}", f.test.runs);
         let drift_number = f.numbers.iter().find(|n| n.name == "largest logit drift from the reference").unwrap();
         assert!(drift_number.value < drift, "the half-precision drift is not the family's: {drift_number:?}");

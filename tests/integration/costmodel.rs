@@ -676,9 +676,21 @@ fn a_run_is_predicted_at_the_kernel_rate_of_an_unsplit_peer_of_its_threads_never
     assert_eq!(from_other.unsplit_run, other.run_id);
     assert!((from_other.step.step_s / (2.0 * alone.own.step_s) - 1.0).abs() < 1e-12);
     assert_eq!(prediction(&list, &split_id).calibrated.unwrap().unsplit_run, unsplit_id);
+    // A peer with no measured step (0 s) gives no rate: no peer.
+    if let Some(Summary::Decode(d)) = list.last_mut().unwrap().summary_mut() {
+        d.step_s.median = 0.0;
+    }
+    assert!(prediction(&list, &unsplit_id).calibrated.is_none(), "a zero-step peer gives no kernel rate");
     // A peer on other threads per rank is no peer.
-    list.last_mut().unwrap().plan.threads_per_rank = split_threads + 1;
+    list.pop();
+    other.plan.threads_per_rank = split_threads + 1;
+    list.push(other.clone());
     assert!(prediction(&list, &unsplit_id).calibrated.is_none());
     let table = parlab::report::predicted::decode_tables(&list).into_iter().find(|t| t.id == "predicted-decode-calibrated").unwrap();
-    assert!(table.provenance[0].starts_with("within ±25 %: "), "{:?}", table.provenance);
+    assert!(
+        table.provenance[0].starts_with("within ±25 %, splits and runs of several sequences (the test of the model): "),
+        "{:?}",
+        table.provenance
+    );
+    assert!(table.provenance[1].starts_with("within ±25 %, unsplit runs"), "{:?}", table.provenance);
 }

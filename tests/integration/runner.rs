@@ -81,6 +81,17 @@ fn a_not_run_decided_again_the_same_way_keeps_its_manifest_and_a_changed_one_is_
     let again = parlab::manifest::read_one(&path).unwrap();
     assert!(!again.reason().unwrap().contains("lacked then"), "a changed decision is rewritten: {:?}", again.reason());
     assert_ne!(again.finished_at, "2026-01-01T00:00:01Z");
+    // The same reason decided on another machine, or by other measuring code, is rewritten too.
+    for change in
+        [|m: &mut parlab::manifest::Manifest| m.machine.cores += 1, |m: &mut parlab::manifest::Manifest| m.parlab.measuring.push('0')]
+    {
+        let mut stored = parlab::manifest::read_one(&path).unwrap();
+        stored.finished_at = "2026-01-01T00:00:01Z".into();
+        change(&mut stored);
+        stored.write(store.path()).unwrap();
+        pass();
+        assert_ne!(parlab::manifest::read_one(&path).unwrap().finished_at, "2026-01-01T00:00:01Z");
+    }
 }
 
 #[test]
