@@ -111,7 +111,7 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
         )));
     }
     let noise = match &outs.history {
-        Some(dir) => NoiseBook::from_entries(&crate::nightly::history::read_warning(dir)),
+        Some(dir) => NoiseBook::from_entries(&crate::nightly::history::read_warning(dir), &crate::nightly::history::machines(&after)),
         None => NoiseBook::NotKept,
     };
     let comparison = compare(&before, &after, policy, &noise);

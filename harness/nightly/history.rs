@@ -36,8 +36,26 @@ pub struct Entry {
     pub schema: String,
     /// When the comparison ran (RFC 3339, UTC).
     pub night: String,
+    /// The machine fingerprints (ids) of the night's ok runs, sorted (empty in a history
+    /// written before they were recorded: such a night's machine is unknown).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<String>,
     /// Every figure of every run that was ok.
     pub points: Vec<Point>,
+}
+
+/// The machine fingerprint ids of `night`'s ok runs, sorted and distinct.
+pub fn machines(night: &Night) -> Vec<String> {
+    let ids: std::collections::BTreeSet<String> =
+        night.manifests.iter().filter(|m| m.status() == Status::Ok).map(|m| m.machine.id()).collect();
+    ids.into_iter().collect()
+}
+
+impl Entry {
+    /// Whether this night may have run on `machines`: the same fingerprints, or unknown ones.
+    pub fn same_machines(&self, machines: &[String]) -> bool {
+        self.machines.is_empty() || self.machines == machines
+    }
 }
 
 /// Tonight's figures: the median of each figure's per-launch values (the summary median for a
@@ -64,7 +82,7 @@ pub fn points(night: &Night) -> Vec<Point> {
 /// ... where a night of the same second is there already).
 pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
-    let entry = Entry { schema: SCHEMA.into(), night: when.into(), points: points(night) };
+    let entry = Entry { schema: SCHEMA.into(), night: when.into(), machines: machines(night), points: points(night) };
     // A second night of the same second is `<time>_0002.json`, ... (after the first in file-name
     // order, which orders nights of one second): none replaces another.
     let stem = when.replace(':', "");
@@ -254,10 +272,12 @@ pub enum NoiseBook {
 }
 
 impl NoiseBook {
-    /// The past nights of every figure in `entries` (oldest first, as [`read`] gives them).
-    pub fn from_entries(entries: &[Entry]) -> Self {
+    /// The past nights of every figure in `entries` (oldest first, as [`read`] gives them)
+    /// measured on `machines` (or on a machine the entry did not record): another machine's
+    /// nights scatter by the machines' difference, which is not a figure's own noise.
+    pub fn from_entries(entries: &[Entry], machines: &[String]) -> Self {
         let mut by: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
-        for p in entries.iter().flat_map(|e| &e.points) {
+        for p in entries.iter().filter(|e| e.same_machines(machines)).flat_map(|e| &e.points) {
             by.entry((p.run_id.to_string(), p.figure.clone())).or_default().push(p.median);
         }
         NoiseBook::Nights(by)
@@ -397,6 +417,39 @@ fn trend_svg(s: &Series) -> String {
     svg
 }
 
+/// A night whose machines differ from the night before's (both recorded).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineSwitch {
+    /// The night (RFC 3339, UTC).
+    pub night: String,
+    /// The machines of the night before.
+    pub before: Vec<String>,
+    /// The machines of this night.
+    pub after: Vec<String>,
+}
+
+/// The nights of `entries` (oldest first) on other machines than the night before.
+pub fn machine_switches(entries: &[Entry]) -> Vec<MachineSwitch> {
+    entries
+        .windows(2)
+        .filter(|w| !w[0].machines.is_empty() && !w[1].machines.is_empty() && w[0].machines != w[1].machines)
+        .map(|w| MachineSwitch { night: w[1].night.clone(), before: w[0].machines.clone(), after: w[1].machines.clone() })
+        .collect()
+}
+
+/// The trends page's paragraph on machine switches (empty without one).
+fn switches_text(switches: &[MachineSwitch]) -> String {
+    if switches.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<String> =
+        switches.iter().map(|w| format!("- {}: {} -> {}\n", w.night, w.before.join(", "), w.after.join(", "))).collect();
+    format!(
+        "The machine fingerprint changed on these nights; a change point there may be the machine's, not the code's:\n\n{}\n",
+        lines.concat()
+    )
+}
+
 /// Writes `DIR/trends/<i>.svg` for every series with at least two nights and `DIR/trends.md`
 /// listing them with their change points; returns the series with change points.
 pub fn write_trends(dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>> {
@@ -405,13 +458,25 @@ pub fn write_trends(dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>>
 
 /// Like [`write_trends`] for the history in `history`, writing `out/trends.md` and `out/trends/`.
 pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>> {
-    let all: Vec<Series> = series(&read(history), policy).into_iter().filter(|s| s.nights.len() >= 2).collect();
+    let entries = read(history);
+    let all: Vec<Series> = series(&entries, policy).into_iter().filter(|s| s.nights.len() >= 2).collect();
+    let switches = machine_switches(&entries);
     let trends = dir.join("trends");
     std::fs::create_dir_all(&trends).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", trends.display())))?;
-    let mut md = format!("# parlab nightly trends\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {:.2} and medians {:.0}% apart.\n\n| figure | run | nights | last | change points |\n|---|---|---|---|---|\n", policy.fdr, policy.min_effect * 100.0);
+    let mut md = format!("# parlab nightly trends\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {:.2} and medians {:.0}% apart.\n\n", policy.fdr, policy.min_effect * 100.0);
+    md.push_str(&switches_text(&switches));
+    md.push_str("| figure | run | nights | last | change points |\n|---|---|---|---|---|\n");
     for (i, s) in all.iter().enumerate() {
         crate::manifest::write_atomic(&trends.join(format!("{i}.svg")), trend_svg(s).as_bytes())?;
-        let cps: Vec<String> = s.change_points.iter().map(|&c| s.nights[c].0.clone()).collect();
+        let cps: Vec<String> = s
+            .change_points
+            .iter()
+            .map(|&c| {
+                let night = &s.nights[c].0;
+                let machine = if switches.iter().any(|w| &w.night == night) { " (the machine changed that night)" } else { "" };
+                format!("{night}{machine}")
+            })
+            .collect();
         let last = s.nights.last().map_or(0.0, |n| n.1);
         let _ = writeln!(
             md,

@@ -358,6 +358,7 @@ fn history_of(m: &Manifest, nights: usize, sigma: f64, draw: &mut Draw) -> Vec<E
             Entry {
                 schema: SCHEMA.into(),
                 night: format!("2026-11-{:02}T00:00:00Z", i + 1),
+                machines: Vec::new(),
                 points: vec![point("decode step median", step, true), point("tokens per second median", 1.0 / step, false)],
             }
         })
@@ -374,16 +375,16 @@ fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_
         c.verdicts.into_iter().find(|v| v.figure == "decode step median").unwrap()
     };
     // A figure that wanders 8% night to night: its band is 3 x sqrt(2) x 8% = 34% in logs.
-    let noisy = NoiseBook::from_entries(&history_of(&m, 12, 0.08, &mut draw));
+    let noisy = NoiseBook::from_entries(&history_of(&m, 12, 0.08, &mut draw), &[]);
     let v = judge(&slow20, &noisy);
     assert_eq!(v.verdict, Verdict::NoChange, "20% is within an 8%-a-night figure's band: {v:?}");
     assert!(v.method.contains("scaled MAD of 12 nights"), "{}", v.method);
     let Noise::Estimated { sigma, nights: 12 } = v.noise else { panic!("{:?}", v.noise) };
     assert!(sigma > 0.03 && sigma < 0.15, "{sigma}");
     assert_eq!(judge(&slow50, &noisy).verdict, Verdict::Regressed, "50% leaves the band");
-    let steady = NoiseBook::from_entries(&history_of(&m, 12, 0.01, &mut draw));
+    let steady = NoiseBook::from_entries(&history_of(&m, 12, 0.01, &mut draw), &[]);
     assert_eq!(judge(&slow20, &steady).verdict, Verdict::Regressed, "20% is far outside a 1%-a-night figure's band");
-    let short = NoiseBook::from_entries(&history_of(&m, 3, 0.01, &mut draw));
+    let short = NoiseBook::from_entries(&history_of(&m, 3, 0.01, &mut draw), &[]);
     let v = judge(&slow50, &short);
     assert_eq!((v.verdict, v.noise), (Verdict::InsufficientEvidence, Noise::TooFew { nights: 3 }), "{v:?}");
     assert!(v.method.contains("3 nights of this figure, too few for a noise estimate (need 5)"), "{}", v.method);
@@ -661,6 +662,35 @@ fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_
 }
 
 #[test]
+fn the_history_records_each_nights_machine_and_learns_noise_only_from_this_machines_nights() {
+    use parlab::nightly::history::{append, read, write_trends};
+    let policy = Policy::default();
+    let mut draw = Draw(23);
+    let dir = tempfile::tempdir().unwrap();
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let mut other = m.clone();
+    other.machine.cpu_model = "Another CPU".into();
+    // Eight nights on this machine, then eight 30% slower on another: the level moves with the machine.
+    let noise = draw.lognormal(16, 1.0, 0.01);
+    for (i, v) in noise.iter().enumerate() {
+        let (run, level) = if i < 8 { (&m, 1.0) } else { (&other, 1.3) };
+        append(dir.path(), &night_of(run, &[0.020 * v * level]), &format!("2026-12-{:02}T00:00:00Z", i + 1)).unwrap();
+    }
+    let entries = read(dir.path());
+    assert_eq!(entries[0].machines, vec![m.machine.id()]);
+    assert_eq!(entries[15].machines, vec![other.machine.id()]);
+    write_trends(dir.path(), &policy).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("trends.md")).unwrap();
+    assert!(md.contains(&format!("- 2026-12-09T00:00:00Z: {} -> {}", m.machine.id(), other.machine.id())), "{md}");
+    assert!(md.contains("2026-12-09T00:00:00Z (the machine changed that night)"), "{md}");
+    // Tonight on the first machine: its noise comes from its own 8 nights, not the other's.
+    let book = NoiseBook::from_entries(&entries, &[m.machine.id()]);
+    assert!(matches!(book.noise(m.run_id.as_str(), "decode step median"), Noise::Estimated { nights: 8, .. }));
+    let book = NoiseBook::from_entries(&entries, &["someone-else".to_string()]);
+    assert_eq!(book.noise(m.run_id.as_str(), "decode step median"), Noise::TooFew { nights: 0 });
+}
+
+#[test]
 fn the_command_appends_to_the_history_folder() {
     let (base, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), base.path());
@@ -731,6 +761,7 @@ fn trends_drawn_again_with_fewer_figures_leave_no_figure_of_the_earlier_drawing(
     let night = |i: usize, figures: usize| Entry {
         schema: SCHEMA.into(),
         night: format!("2026-12-0{}T00:00:00Z", i + 1),
+        machines: Vec::new(),
         points: (0..figures)
             .map(|f| Point {
                 run_id: parlab::identity::RunId::new("a".repeat(64)),
