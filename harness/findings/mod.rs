@@ -17,6 +17,7 @@ pub mod membw;
 pub mod overlap;
 pub mod pipeline;
 pub mod precision;
+pub mod predicted;
 pub mod regimes;
 pub mod render;
 pub mod rounds;
@@ -189,6 +190,7 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.push(kv_cap::finding(&inputs));
     out.push(precision::finding(&inputs));
     out.extend(break_even::findings(&inputs));
+    out.push(predicted::finding(&inputs));
     out.extend(advice::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out

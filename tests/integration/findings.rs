@@ -632,3 +632,46 @@ fn kv_head_cap_needs_a_world_past_the_kv_heads() {
     let f = finding(&base(), "kv-head-cap");
     assert_eq!(f.inconclusive, Some(Inconclusive::MissingRuns), "{f:?}");
 }
+
+/// The fixtures with every world-1 run on the splits' threads, so each split has an unsplit peer.
+fn with_peers() -> Vec<Manifest> {
+    let mut list = base();
+    let threads = tensor_decode(&mut list).find(|m| m.layout.world == 2).unwrap().plan.threads_per_rank;
+    list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.world == 1).for_each(|m| m.plan.threads_per_rank = threads);
+    list
+}
+
+#[test]
+fn the_cost_model_finding_holds_when_every_split_is_predicted_and_fails_on_a_model_error() {
+    use parlab::costmodel::step::predict_steps;
+    let mut list = with_peers();
+    // Every split measured at what the calibrated model predicts for it (twice: the hypothesis a
+    // run matches follows its measurement).
+    for _ in 0..2 {
+        let predicted: Vec<(parlab::identity::RunId, f64)> = predict_steps(&list)
+            .into_iter()
+            .filter(|p| p.world > 1 || p.sequences > 1)
+            .filter_map(|p| Some((p.run_id.clone(), p.calibrated?.step.step_s)))
+            .collect();
+        assert!(!predicted.is_empty());
+        for (id, step) in &predicted {
+            let m = list.iter_mut().find(|m| &m.run_id == id).unwrap();
+            decode_mut(m).unwrap().step_s = stat(*step);
+        }
+    }
+    let f = finding(&list, "cost-model-predicts-splits");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.numbers.iter().any(|n| n.name == "past it, a model error" && n.value == 0.0), "{:?}", f.numbers);
+    // One world-2 split ten times faster than any bandwidth allows: no assumption explains it.
+    let split = tensor_decode(&mut list).find(|m| m.layout.world == 2 && m.layout.overlap.is_none()).unwrap();
+    let short = split.run_id.short().to_string();
+    let d = decode_mut(split).unwrap();
+    d.step_s = stat(d.step_s.median / 10.0);
+    let f = finding(&list, "cost-model-predicts-splits");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.notes.iter().any(|n| n.contains(&format!("run {short})"))), "{:?}", f.notes);
+    // Without an unsplit peer of the splits' threads there is nothing to predict from.
+    let mut alone = base();
+    alone.retain(|m| !(m.kind == Kind::Decode && m.layout.world == 1));
+    assert_eq!(finding(&alone, "cost-model-predicts-splits").inconclusive, Some(Inconclusive::MissingRuns));
+}

@@ -1,0 +1,78 @@
+//! The cost model against the splits parlab measures: every split (or run of several
+//! sequences) that has an unsplit peer is predicted with each rank streaming at the lower of
+//! its memory's bandwidth and the peer's kernel rate (`costmodel::step::Calibrated`); the
+//! claim holds when each lands within the tolerance or past it with an assumption known not to
+//! hold for the run (an oversubscribed launch, no progress thread, calls slower than in
+//! isolation), and fails on a model error.
+
+use super::{Finding, Inconclusive, Inputs};
+use crate::costmodel::step::{predict_steps, Calibrated, Outcome, StepPrediction, TOLERANCE};
+
+/// The calibrated prediction finding.
+pub fn finding(inp: &Inputs) -> Finding {
+    let mut f = Finding::new(
+        "cost-model-predicts-splits",
+        "A decode split's step is its busiest rank's bytes at the lower of the memory's bandwidth and the rate the unsplit run's kernel moves them, plus its collectives: calibrated on one unsplit run, the cost model predicts the splits measured here.",
+        &["decode.step_s", "membw roofline and aggregate", "collective fits and skew", "the unsplit peer's decode.step_s"],
+        &format!("every split or run of several sequences with an unsplit peer of its model, dtype, device and threads (the register's \"Decode: predicted from the unsplit run's kernel rate\"): within ±{:.0} % of its measured step, or past it with an assumption known not to hold (oversubscribed, no progress thread, calls as in isolation); HOLDS when no prediction is a model error, FAILS when one is", TOLERANCE * 100.0),
+    );
+    let predictions = predict_steps(inp.list);
+    let splits: Vec<(&StepPrediction, &Calibrated)> =
+        predictions.iter().filter(|p| p.world > 1 || p.sequences > 1).filter_map(|p| Some((p, p.calibrated.as_ref()?))).collect();
+    if splits.is_empty() {
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no split with an unsplit peer of its threads".into());
+    }
+    let runs = |keep: &dyn Fn(&StepPrediction, &Calibrated) -> bool| -> Vec<&str> {
+        splits.iter().filter(|(p, c)| keep(p, c)).map(|(p, _)| p.run_id.short()).collect()
+    };
+    let within = runs(&|_, c| c.outcome == Outcome::Within);
+    let explained = runs(&|_, c| matches!(c.outcome, Outcome::AssumptionFailed(_)));
+    let errors: Vec<&(&StepPrediction, &Calibrated)> = splits.iter().filter(|(_, c)| c.outcome == Outcome::ModelError).collect();
+    let error_runs: Vec<&str> = errors.iter().map(|(p, _)| p.run_id.short()).collect();
+    let all = runs(&|_, _| true);
+    f.number("splits predicted from an unsplit peer", splits.len() as f64, "count", &all);
+    f.number(&format!("within ±{:.0} %", TOLERANCE * 100.0), within.len() as f64, "count", &within);
+    f.number("past it, an assumption known not to hold", explained.len() as f64, "count", &explained);
+    f.number("past it, a model error", errors.len() as f64, "count", &error_runs);
+    let roofline = splits.iter().filter(|(p, _)| p.error.abs() <= TOLERANCE).count();
+    let roofline_runs = runs(&|p, _| p.error.abs() <= TOLERANCE);
+    f.number(&format!("the roofline alone within ±{:.0} % (the same splits)", TOLERANCE * 100.0), roofline as f64, "count", &roofline_runs);
+    f.notes = errors.iter().map(|(p, c)| error_note(p, c)).collect();
+    if errors.is_empty() {
+        let reason = format!(
+            "{} of {} splits within ±{:.0} %, the other {} past it where an assumption is known not to hold (the roofline alone: {roofline})",
+            within.len(),
+            splits.len(),
+            TOLERANCE * 100.0,
+            explained.len()
+        );
+        return f.decide(true, reason);
+    }
+    let reason = format!(
+        "{} of {} splits missed by more than {:.0} % with no assumption known to fail ({} within, {} explained)",
+        errors.len(),
+        splits.len(),
+        TOLERANCE * 100.0,
+        within.len(),
+        explained.len()
+    );
+    f.decide(false, reason)
+}
+
+/// A model error in words: the run, its layout, measured and predicted step.
+fn error_note(p: &StepPrediction, c: &Calibrated) -> String {
+    format!(
+        "{} {} {} world {} ({} sequence{}, run {}): measured {}, predicted {} ({:+.1} %) at {} per rank",
+        p.model,
+        p.dtype.name(),
+        p.strategy.name(),
+        p.world,
+        p.sequences,
+        if p.sequences == 1 { "" } else { "s" },
+        p.run_id.short(),
+        crate::units::format_seconds(p.measured_step_s),
+        crate::units::format_seconds(c.step.step_s),
+        c.error * 100.0,
+        crate::units::format_gbps(c.bandwidth_bps)
+    )
+}
