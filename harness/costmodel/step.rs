@@ -240,6 +240,14 @@ impl StepPrediction {
         }
     }
 
+    /// The bandwidth per rank of the matching hypothesis.
+    pub fn matched_bandwidth_bps(&self) -> f64 {
+        match self.matches {
+            Matches::One(Hypothesis::SharedMemory) => self.bandwidth_bps.1,
+            _ => self.bandwidth_bps.0,
+        }
+    }
+
     /// This run's bytes per step over its measured step, when it is one unsplit rank: the rate
     /// its decode kernel moved them (None: a split, or no positive finite rate).
     pub fn achieved_bps(&self) -> Option<f64> {
@@ -575,7 +583,7 @@ fn run_shape<'s>(m: &Manifest, shape: &'s ModelShape) -> Option<RunShape<'s>> {
 
 /// The prediction of one decode run, before its outcome is judged (None: its model or a
 /// constant it needs is missing).
-fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
+fn predict_run<'m>(inp: &Inputs, m: &'m Manifest) -> Option<Predicted<'m>> {
     let d = m.summary()?.decode()?;
     let source = m.plan.model.as_ref()?;
     let Workload::Decode { dtype, .. } = &m.plan.workload else {
@@ -622,7 +630,16 @@ fn predict_run(inp: &Inputs, m: &Manifest) -> Option<StepPrediction> {
     if let Decoder::Pipeline = dec {
         add_stage_wait(&mut p);
     }
-    Some(p)
+    Some(Predicted { m, p, shape, dec })
+}
+
+/// One decode run's roofline prediction with the shape and decoder it was computed from, which
+/// the calibrated prediction computes its round with again.
+struct Predicted<'m> {
+    m: &'m Manifest,
+    p: StepPrediction,
+    shape: ModelShape,
+    dec: Decoder,
 }
 
 /// A pipeline stage computes m stage-times a round and waits the rest of it for the other
@@ -723,12 +740,13 @@ struct Unsplit {
 /// device; with the rank's threads where one ran (a kernel's reach depends on them); the same
 /// experiment's where there is one, else the one predicted best (the most favourable evidence
 /// that a step is its bytes over the roofline).
-fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [(&Manifest, StepPrediction)]) -> Option<Unsplit> {
-    let unsplit: Vec<&'p (&Manifest, StepPrediction)> = all
+fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [Predicted]) -> Option<Unsplit> {
+    let unsplit: Vec<(&Manifest, &'p StepPrediction)> = all
         .iter()
+        .map(|x| (x.m, &x.p))
         .filter(|(_, u)| u.world == 1 && u.sequences == 1 && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda)
         .collect();
-    let same_threads: Vec<&'p (&Manifest, StepPrediction)> = unsplit.iter().copied().filter(|(_, u)| u.threads == p.threads).collect();
+    let same_threads: Vec<(&Manifest, &'p StepPrediction)> = unsplit.iter().copied().filter(|(_, u)| u.threads == p.threads).collect();
     let candidates = if same_threads.is_empty() { unsplit } else { same_threads };
     let same = candidates.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
     let best = || candidates.iter().min_by(|a, b| a.1.error.abs().total_cmp(&b.1.error.abs()).then_with(|| a.1.run_id.cmp(&b.1.run_id)));
@@ -739,15 +757,15 @@ fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [(&Manifest, S
 /// Every ok decode run of `manifests` with the cost model's prediction, in manifest order.
 pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
     let inp = Inputs::of(manifests);
-    let runs: Vec<(&Manifest, StepPrediction)> =
-        ok_of_kind(manifests, Kind::Decode).filter_map(|m| Some((m, predict_run(&inp, m)?))).collect();
+    let runs: Vec<Predicted> = ok_of_kind(manifests, Kind::Decode).filter_map(|m| predict_run(&inp, m)).collect();
     runs.iter()
-        .map(|(m, p)| {
-            let unsplit = unsplit_for(p, &m.experiment, &runs);
-            let mut p = p.clone();
+        .map(|run| {
+            let m = run.m;
+            let unsplit = unsplit_for(&run.p, &m.experiment, &runs);
+            let mut p = run.p.clone();
             p.comm_outcome = judge(p.comm_error(), |e| comm_assumption(m, &p, e, unsplit.as_ref()));
             p.outcome = judge(Some(p.error), |_| step_assumption(m, &p, unsplit.as_ref()));
-            p.calibrated = calibrate(&inp, m, &p, &runs);
+            p.calibrated = calibrate(&inp, run, &p, &runs);
             p
         })
         .collect()
@@ -755,20 +773,13 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
 
 /// `p` predicted again on the bandwidth of the hypothesis its roofline prediction matches,
 /// capped at the kernel rate of its unsplit peer ([`kernel_rate_of_peer`]).
-fn calibrate(inp: &Inputs, m: &Manifest, p: &StepPrediction, all: &[(&Manifest, StepPrediction)]) -> Option<Calibrated> {
-    let (kernel_bps, unsplit_run) = kernel_rate_of_peer(p, &m.experiment, all)?;
-    let source = m.plan.model.as_ref()?;
-    let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
-    let r = run_shape(m, &shape)?;
-    let dec = decoder(m, m.summary()?.decode()?);
-    let matched_bps = match p.matches {
-        Matches::One(Hypothesis::SharedMemory) => p.bandwidth_bps.1,
-        _ => p.bandwidth_bps.0,
-    };
-    let bandwidth_bps = matched_bps.min(kernel_bps);
-    let step = round(inp, &r, &dec, bandwidth_bps, p.comm.as_ref())?;
+fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted]) -> Option<Calibrated> {
+    let (kernel_bps, unsplit_run) = kernel_rate_of_peer(p, &run.m.experiment, all)?;
+    let r = run_shape(run.m, &run.shape)?;
+    let bandwidth_bps = p.matched_bandwidth_bps().min(kernel_bps);
+    let step = round(inp, &r, &run.dec, bandwidth_bps, p.comm.as_ref())?;
     let error = (step.step_s - p.measured_step_s) / p.measured_step_s;
-    let outcome = judge(Some(error), |e| launch_assumption(m, p, &step, e));
+    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e));
     Some(Calibrated { kernel_bps, bandwidth_bps, unsplit_run, step, error, outcome })
 }
 
@@ -777,12 +788,13 @@ fn calibrate(inp: &Inputs, m: &Manifest, p: &StepPrediction, all: &[(&Manifest, 
 /// ([`StepPrediction::achieved_bps`]), other than `p` itself, the same experiment's where
 /// there is one (launched beside it; the first by run identity), else the one of median rate
 /// (the slower of the two middle ones when their number is even).
-fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[(&Manifest, StepPrediction)]) -> Option<(f64, RunId)> {
+fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[Predicted]) -> Option<(f64, RunId)> {
     let mut peers: Vec<(&Manifest, f64, &RunId)> = all
         .iter()
+        .map(|x| (x.m, &x.p))
         .filter(|(_, u)| u.run_id != p.run_id)
         .filter(|(_, u)| u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.threads == p.threads)
-        .filter_map(|(m, u)| Some((*m, u.achieved_bps()?, &u.run_id)))
+        .filter_map(|(m, u)| Some((m, u.achieved_bps()?, &u.run_id)))
         .collect();
     if let Some((_, rate, run)) = peers.iter().filter(|(m, _, _)| m.experiment == experiment).min_by(|a, b| a.2.cmp(b.2)) {
         return Some((*rate, (*run).clone()));
