@@ -171,11 +171,10 @@ impl SuiteRun<'_> {
         force: bool,
         notes: &mut Vec<Caveat>,
     ) -> anyhow::Result<FirstRound<'a>> {
-        if !force {
-            if let Some(cached) = cached(plan, self.dir) {
-                refresh_origins(cached, self.dir, origins)?;
-                return Ok(FirstRound::Cached);
-            }
+        let stored = manifest::read_one(&Manifest::path_for(self.dir, &plan.run_id)).ok();
+        if let Some(cached) = stored.as_ref().filter(|m| !force && covers(plan, m)) {
+            refresh_origins(cached, self.dir, origins)?;
+            return Ok(FirstRound::Cached);
         }
         let started_at = manifest::now();
         let Some(outcome) = self.decided(plan) else {
@@ -187,7 +186,8 @@ impl SuiteRun<'_> {
         let mut record = Manifest::for_plan(plan, self.gates.fingerprint(), &started_at, outcome);
         record.set_origins(origins);
         record.finished_at = manifest::now();
-        if !decided_before(&record, self.dir) {
+        // A NOT_RUN decided the same way before is left as written.
+        if !stored.is_some_and(|s| manifest::cache::same_not_run(&s, &record)) {
             record.write(self.dir)?;
         }
         Ok(FirstRound::Written(record.status()))
@@ -264,15 +264,10 @@ const GPU_WORKLOAD_MISSING: &str =
      carries NCCL; `device: cuda` computes on the GPU): its ranks would run on CPUs over MPI, so measuring here would \
      mislabel the result";
 
-/// The run's manifest when this measuring code already measured it with enough launches.
-fn cached(plan: &RunPlan, dir: &Path) -> Option<Manifest> {
-    let enough = |m: &Manifest| m.launches().map_or(1, |l| l.count) >= plan.launches;
-    manifest::read_one(&Manifest::path_for(dir, &plan.run_id)).ok().filter(|m| manifest::cache::fresh(m) && enough(m))
-}
-
-/// Whether the store already holds `record`'s NOT_RUN decision, which is then left as written.
-fn decided_before(record: &Manifest, dir: &Path) -> bool {
-    manifest::read_one(&Manifest::path_for(dir, &record.run_id)).is_ok_and(|stored| manifest::cache::same_not_run(&stored, record))
+/// Whether the run's stored manifest `m` stands for it: measured by this measuring code with
+/// enough launches.
+fn covers(plan: &RunPlan, m: &Manifest) -> bool {
+    manifest::cache::fresh(m) && m.launches().map_or(1, |l| l.count) >= plan.launches
 }
 
 /// Moves the manifests of the suite's experiments that their specs no longer expand to out of
@@ -323,10 +318,11 @@ fn first_of_each_identity(runs: Vec<RunPlan>) -> Vec<RunPlan> {
 
 /// A cached manifest whose origins differ from the suite's (an experiment renamed, or a
 /// second one of the same content) is rewritten with the suite's; its figures are kept.
-fn refresh_origins(mut cached: Manifest, dir: &Path, origins: &[manifest::Origin]) -> anyhow::Result<()> {
+fn refresh_origins(cached: &Manifest, dir: &Path, origins: &[manifest::Origin]) -> anyhow::Result<()> {
     if cached.origins != origins {
-        cached.set_origins(origins);
-        cached.write(dir)?;
+        let mut renamed = cached.clone();
+        renamed.set_origins(origins);
+        renamed.write(dir)?;
     }
     Ok(())
 }
