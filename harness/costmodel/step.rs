@@ -248,11 +248,17 @@ impl StepPrediction {
         }
     }
 
+    /// Whether this run is the unsplit computation: one rank decoding one sequence (else a
+    /// split, or sequences served in turn, which a prediction from an unsplit run tests).
+    pub fn is_unsplit(&self) -> bool {
+        self.world == 1 && self.sequences == 1
+    }
+
     /// This run's bytes per step over its measured step, when it is one unsplit rank: the rate
     /// its decode kernel moved them (None: a split, or no positive finite rate).
     pub fn achieved_bps(&self) -> Option<f64> {
         let rate = self.bandwidth_bps.0 * self.own.step_s / self.measured_step_s;
-        (self.world == 1 && self.sequences == 1 && rate.is_finite() && rate > 0.0).then_some(rate)
+        (self.is_unsplit() && rate.is_finite() && rate > 0.0).then_some(rate)
     }
 
     /// (predicted − measured) / measured of the communication, where some is predicted.
@@ -744,7 +750,7 @@ fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [Predicted]) -
     let unsplit: Vec<(&Manifest, &'p StepPrediction)> = all
         .iter()
         .map(|x| (x.m, &x.p))
-        .filter(|(_, u)| u.world == 1 && u.sequences == 1 && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda)
+        .filter(|(_, u)| u.is_unsplit() && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda)
         .collect();
     let same_threads: Vec<(&Manifest, &'p StepPrediction)> = unsplit.iter().copied().filter(|(_, u)| u.threads == p.threads).collect();
     let candidates = if same_threads.is_empty() { unsplit } else { same_threads };

@@ -18,7 +18,7 @@ pub fn finding(inp: &Inputs) -> Finding {
     );
     let predictions = predict_steps(inp.list);
     let splits: Vec<(&StepPrediction, &Calibrated)> =
-        predictions.iter().filter(|p| p.world > 1 || p.sequences > 1).filter_map(|p| Some((p, p.calibrated.as_ref()?))).collect();
+        predictions.iter().filter(|p| !p.is_unsplit()).filter_map(|p| Some((p, p.calibrated.as_ref()?))).collect();
     if splits.is_empty() {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no split with an unsplit peer of its threads".into());
     }

@@ -59,7 +59,7 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
     if calibrated.is_empty() {
         return None;
     }
-    let (splits, unsplit): (Vec<_>, Vec<_>) = calibrated.iter().partition(|(p, _)| p.world > 1 || p.sequences > 1);
+    let (splits, unsplit): (Vec<_>, Vec<_>) = calibrated.iter().partition(|(p, _)| !p.is_unsplit());
     Some(Table {
         id: "predicted-decode-calibrated".into(),
         title: "Decode: predicted from the unsplit run's kernel rate, against measurement".into(),
