@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 /// The sources that decide how a figure is measured (not what is run: the run identity covers
 /// the plan; not how it is shown: the register, nightly and CLI are left out), and the lock
 /// file pinning the libraries they call (tch, mpi, polars).
-const MEASURING: [&str; 16] = [
+const MEASURING: [&str; 18] = [
     "harness/rank",
     "harness/nccl",
     "harness/cuda.rs",
+    "harness/cuda_graph.rs",
+    "harness/cuda_graph.cpp",
     "harness/nightly/figures.rs",
     "harness/nightly/samples.rs",
     "harness/model",
@@ -71,11 +73,78 @@ fn link_torch_cuda(dir: &str) {
     println!("cargo:rustc-env=PARLAB_LINKED_TORCH_CUDA=1");
 }
 
+/// Where the CUDA runtime's headers are (`cuda_runtime_api.h` and nvcc's `crt/host_config.h`,
+/// which it includes): `PARLAB_CUDA_INCLUDE`, the CUDA wheels beside this torch, or a CUDA toolkit.
+fn cuda_include(torch_lib: &Path) -> Option<PathBuf> {
+    let site = torch_lib.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+    let mut candidates: Vec<PathBuf> = std::env::var_os("PARLAB_CUDA_INCLUDE").map(PathBuf::from).into_iter().collect();
+    candidates.extend(["nvidia/cu13/include", "nvidia/cuda_runtime/include"].iter().map(|d| site.join(d)));
+    candidates.extend(std::env::var_os("CUDA_HOME").map(|h| PathBuf::from(h).join("include")));
+    candidates.push(PathBuf::from("/usr/local/cuda/include"));
+    candidates.into_iter().find(|d| d.join("cuda_runtime_api.h").is_file() && d.join("crt/host_config.h").is_file())
+}
+
+/// The `cuda*` functions `archive` references but does not define, strongly (the shim's weak
+/// ones are bound at load time; a strong one would need libcudart on parlab's link line).
+fn strong_cuda_references(archive: &Path) -> Result<Vec<String>, String> {
+    let out = std::process::Command::new("nm").arg("-u").arg(archive).output().map_err(|e| format!("nm: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("U "))
+        .filter(|s| s.starts_with("cuda") && s[4..].starts_with(|c: char| c.is_ascii_uppercase()))
+        .map(String::from)
+        .collect())
+}
+
+/// Compiles `harness/cuda_graph.cpp` (CUDA graph capture through libtorch's `CUDAGraph`) where
+/// the torch built against has libtorch_cuda and the CUDA runtime's headers are found, and sets
+/// `cfg(parlab_cuda_graph)`; elsewhere parlab builds without it and says so when asked for a graph.
+fn build_cuda_graph(torch_lib: &Path) -> Result<(), String> {
+    println!("cargo:rerun-if-changed=harness/cuda_graph.cpp");
+    println!("cargo:rerun-if-env-changed=PARLAB_CUDA_INCLUDE");
+    if !torch_lib.join("libtorch_cuda.so").exists() || std::env::var_os("PARLAB_NO_TORCH_CUDA").is_some() {
+        return Err("no libtorch_cuda".into());
+    }
+    let torch_include = torch_lib.parent().map(|p| p.join("include")).unwrap_or_default();
+    if !torch_include.join("ATen/cuda/CUDAGraph.h").is_file() {
+        return Err(format!("no ATen/cuda/CUDAGraph.h under {}", torch_include.display()));
+    }
+    let cuda =
+        cuda_include(torch_lib).ok_or("no CUDA runtime headers (cuda_runtime_api.h with crt/host_config.h; set PARLAB_CUDA_INCLUDE)")?;
+    let abi = std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into());
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(&torch_include)
+        .include(&cuda)
+        .flag("-std=c++20")
+        .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={abi}"))
+        .file("harness/cuda_graph.cpp")
+        .try_compile("parlab_cuda_graph")
+        .map_err(|e| format!("compiling harness/cuda_graph.cpp: {e}"))?;
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
+    let strong = strong_cuda_references(&out.join("libparlab_cuda_graph.a"))?;
+    if !strong.is_empty() {
+        return Err(format!("harness/cuda_graph.cpp references {} strongly: add #pragma weak for each", strong.join(", ")));
+    }
+    for lib in ["torch_cuda", "c10_cuda"] {
+        println!("cargo:rustc-link-lib=dylib={lib}");
+    }
+    println!("cargo:rustc-cfg=parlab_cuda_graph");
+    Ok(())
+}
+
 fn main() {
     println!("cargo:rerun-if-env-changed=PARLAB_NO_TORCH_CUDA");
+    println!("cargo::rustc-check-cfg=cfg(parlab_cuda_graph)");
     if let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
         link_torch_cuda(&dir);
+        if let Err(why) = build_cuda_graph(Path::new(&dir)) {
+            println!("cargo:rustc-env=PARLAB_CUDA_GRAPH_ABSENT={why}");
+        }
     }
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])

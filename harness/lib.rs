@@ -12,6 +12,7 @@ pub mod cli;
 pub mod collect;
 pub mod costmodel;
 pub mod cuda;
+pub mod cuda_graph;
 pub mod exitcode;
 pub mod files;
 pub mod findings;

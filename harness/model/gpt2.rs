@@ -6,6 +6,7 @@
 //! [`Reduce`]: two all-reduces per layer, the output bias added once, after the reduction.
 
 use super::config::ModelConfig;
+use super::fixed_step::{attend_whole_cache, FixedShape, FixedStep, FixedStepError};
 use super::matvec::{matvec, matvec_row};
 use super::placement::Placement;
 use super::row::{self, f32s, f32s_mut};
@@ -600,6 +601,34 @@ impl Gpt2Part {
         let head = self.head.as_ref().map_or(0, |h| numel(&h.weight) + numel(&h.ln_f.0) + numel(&h.ln_f.1));
         let embed = if self.embeds() { 2 * self.dims.hidden as u64 } else { 0 };
         self.placement.element_bytes() * (layer + head + embed)
+    }
+}
+
+impl FixedShape for Gpt2Part {
+    fn token_table(&self) -> Result<Tensor, FixedStepError> {
+        if self.embed.is_none() {
+            return Err(FixedStepError::NotWhole("does not hold layer 0"));
+        }
+        Ok(self.placement.place(self.ckpt.full("wte.weight")?))
+    }
+
+    fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError> {
+        let _guard = tch::no_grad_guard();
+        let Some(e) = self.embed.as_ref().filter(|_| self.share == PartShare::whole(&self.dims)) else {
+            return Err(FixedStepError::NotWhole("holds a share of the model"));
+        };
+        if self.layers.iter().any(|l| matches!(l.mlp, Mlp::Mixture(_))) {
+            return Err(FixedStepError::Mixture);
+        }
+        let inputs = &step.inputs;
+        let mut h = step.table.index_select(0, &inputs.token()) + e.wpe.index_select(0, &inputs.position());
+        for (layer, (k_cache, v_cache)) in self.layers.iter().zip(cache.k.iter_mut().zip(cache.v.iter_mut())) {
+            h = self.block_with(layer, h, &mut Alone, |part, a| {
+                let (q, k, v) = part.qkv_heads(layer, a);
+                attend_whole_cache(&q, (&k, &v), (k_cache, v_cache), inputs, part.attention_scale(layer))
+            });
+        }
+        Ok(self.logits(&h, &mut Alone))
     }
 }
 

@@ -13,6 +13,7 @@
 //! through [`Reduce::mixture`]). One row on the host in float32 (a decode step) runs on
 //! slices with parlab's matvec kernels; several rows (prefill), or any on a GPU, on libtorch.
 
+use super::fixed_step::{attend_whole_cache, FixedShape, FixedStep, FixedStepError};
 use super::gpt2::{causal, chunk_rows, linear, ring_context, store_kv, Alone, Chunk, KvCache, KvRing, QueryHeads, Reduce};
 use super::matvec::matvec_row;
 use super::moe::{self, ExpertKind, Mixture};
@@ -485,6 +486,37 @@ fn with_bias(y: Tensor, b: Option<&Tensor>) -> Tensor {
     match b {
         Some(b) => y + b,
         None => y,
+    }
+}
+
+impl FixedShape for LlamaPart {
+    fn token_table(&self) -> Result<Tensor, FixedStepError> {
+        if self.embed.is_none() {
+            return Err(FixedStepError::NotWhole("does not hold layer 0"));
+        }
+        Ok(self.placement.place(self.ckpt.full("model.embed_tokens.weight")?))
+    }
+
+    fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError> {
+        let _guard = tch::no_grad_guard();
+        if self.embed.is_none() || self.share != LlamaShare::whole(&self.dims) {
+            return Err(FixedStepError::NotWhole("holds a share of the model"));
+        }
+        if self.layers.iter().any(|l| matches!(l.ffn, Ffn::Mixture(_))) {
+            return Err(FixedStepError::Mixture);
+        }
+        let inputs = &step.inputs;
+        let positions = inputs.position().to_kind(Kind::Float);
+        let mut h = step.table.index_select(0, &inputs.token());
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (k_cache, v_cache) = cache.layer_mut(i);
+            h = self.block_with(layer, h, &mut Alone, |part, a| {
+                let (q, k, v) = part.qkv_unrotated(layer, a);
+                let (q, k) = (rope::rotate_at(&q, &part.inv_freq.1, &positions), rope::rotate_at(&k, &part.inv_freq.1, &positions));
+                attend_whole_cache(&q, (&k, &v), (k_cache, v_cache), inputs, part.scale())
+            });
+        }
+        Ok(self.logits(&h, &mut Alone))
     }
 }
 

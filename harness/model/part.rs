@@ -1,6 +1,7 @@
 //! What the decode engine drives, whatever the model family: a share of a decoder-only model
 //! that embeds tokens, runs the layers it holds over a KV cache, and produces logits.
 
+use super::fixed_step::FixedShape;
 use super::gpt2::{Chunk, KvCache, KvRing, Reduce};
 use super::placement::Placement;
 use super::weights::WeightsError;
@@ -14,8 +15,9 @@ pub enum PartError {
     Weights(#[from] WeightsError),
 }
 
-/// A share of one model family's decoder (immutable; its KV cache is a separate [`KvCache`]).
-pub trait DecoderPart {
+/// A share of one model family's decoder (immutable; its KV cache is a separate [`KvCache`]);
+/// a whole dense one also runs the fixed-shape step a CUDA graph captures.
+pub trait DecoderPart: FixedShape {
     /// Width of the residual stream.
     fn hidden(&self) -> usize;
     /// Transformer layers this part holds.

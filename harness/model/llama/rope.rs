@@ -5,9 +5,15 @@ use tch::{Kind, Tensor};
 
 /// The rotation of heads `[heads, T, head_dim]` at positions `pos..pos + T`, in place of `x`.
 pub fn rotate(x: &Tensor, inv_freq: &Tensor, pos: usize) -> Tensor {
+    let t = x.size()[1];
+    rotate_at(x, inv_freq, &Tensor::arange_start(pos as i64, pos as i64 + t, (Kind::Float, x.device())))
+}
+
+/// The rotation of heads `[heads, T, head_dim]` at the float32 `positions` `[T]` (a device
+/// tensor: the fixed-shape step's position is read, not baked in).
+pub fn rotate_at(x: &Tensor, inv_freq: &Tensor, positions: &Tensor) -> Tensor {
     let (t, hd) = (x.size()[1], x.size()[2]);
-    let positions = Tensor::arange_start(pos as i64, pos as i64 + t, (Kind::Float, x.device())).view([t, 1]);
-    let freqs = positions * inv_freq.view([1, hd / 2]);
+    let freqs = positions.view([t, 1]) * inv_freq.view([1, hd / 2]);
     let angles = Tensor::cat(&[&freqs, &freqs], -1);
     let (cos, sin) = (angles.cos().to_kind(x.kind()), angles.sin().to_kind(x.kind()));
     let half = hd / 2;
