@@ -49,9 +49,15 @@ build() {
     cd "$build/src"
     unset LIBTORCH_USE_PYTORCH
     export LIBTORCH=$wheels/torch LIBTORCH_CXX11_ABI=1 LIBTORCH_BYPASS_VERSION_CHECK=0 CARGO_TARGET_DIR=$build/target
+    # The CUDA graph shim compiles against the project venv's CUDA 13 runtime headers (the torch
+    # wheel alone has none); the build says so if they are missing and leaves graphs out.
+    export PARLAB_CUDA_INCLUDE=$("$ROOT/.venv/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "cu13", "include"))')
     cargo build --release --bin parlab
   )
   mkdir -p "$DIST"
+  local graph
+  graph=$(grep -h "PARLAB_CUDA_GRAPH_ABSENT\|rustc-cfg=parlab_cuda_graph" "$(ls -td "$build"/target/release/build/parlab-*/output | head -1)" 2>/dev/null)
+  echo "gpu-check: CUDA graph capture: ${graph:-unknown}"
   strip -o "$DIST/parlab" "$build/target/release/parlab"
   gzip -f -9 "$DIST/parlab"
   echo "$torch" >"$DIST/torch-version"

@@ -61,4 +61,15 @@ if ! "$VENV/bin/python" -c "import transformers, safetensors" 2>/dev/null; then
   echo "parlab setup: installing transformers and safetensors into $VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check transformers safetensors
 fi
+# nvcc's crt/ headers, which the CUDA runtime's headers include: build.rs compiles parlab's CUDA
+# graph shim (harness/cuda_graph.cpp) against them where torch is a CUDA build. The CUDA wheels
+# torch pulls in carry the runtime's headers but not these; the version follows the runtime's.
+cuda_runtime=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("nvidia-cuda-runtime"))' 2>/dev/null || true)
+cuda_include=$("$VENV/bin/python" -c 'import os, torch; print(os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "cu13", "include"))')
+if [ -n "$cuda_runtime" ] && [ -e "$cuda_include/cuda_runtime_api.h" ] && [ ! -e "$cuda_include/crt/host_config.h" ]; then
+  series=$(echo "$cuda_runtime" | cut -d. -f1-2)
+  echo "parlab setup: installing nvidia-cuda-crt==$series.* (headers for the CUDA graph shim)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "nvidia-cuda-crt==$series.*" ||
+    echo "parlab setup: nvidia-cuda-crt not installed; parlab builds without CUDA graph capture" >&2
+fi
 echo "parlab setup: ok ($(mpirun --version 2>/dev/null | head -1); torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)'))"

@@ -165,6 +165,9 @@ pub struct IdentityInput<'a> {
     /// Where each rank computes: in the run identity, not the answer's (the CPU adds nothing,
     /// so identities made before devices existed stay as they were).
     pub device: crate::spec::schema::Device,
+    /// How a CUDA decode step is issued: in the run identity, not the answer's (eager adds
+    /// nothing, so identities made before graphs existed stay as they were).
+    pub step: crate::spec::schema::StepMode,
 }
 
 /// The answer identity: model, kind and workload only.
@@ -190,6 +193,9 @@ pub fn run_id(input: &IdentityInput) -> RunId {
     });
     if input.device != crate::spec::schema::Device::Cpu {
         material["device"] = json!(input.device.name());
+    }
+    if input.step != crate::spec::schema::StepMode::Eager {
+        material["step"] = json!(input.step.name());
     }
     RunId(digest(&material))
 }

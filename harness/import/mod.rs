@@ -422,6 +422,7 @@ fn plan_of(run: &ToolRun, world: u32, sha256: &str, run_id: &str, rows: &[Collec
         timeout_s: 0.0,
         requires: Requires::default(),
         device: if run.tool == ImportTool::NcclTests { Device::Cuda } else { Device::Cpu },
+        step: crate::spec::schema::StepMode::Eager,
         launcher: Launcher::Mpirun,
         hostfile: None,
         interface: None,

@@ -5,9 +5,12 @@
 use super::comm::Communicator;
 use super::decode_engine::{Engine, Link, RepResult};
 use super::records::RecordSink;
+use super::replay::ReplayedStep;
 use crate::manifest::answer::Exactness;
 use crate::manifest::summary::Phase;
+use crate::model::part::DecoderPart;
 use crate::model::{source, ModelConfig};
+use crate::spec::schema::StepMode;
 use crate::spec::RunPlan;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -108,6 +111,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let rounds_part = decode_part.as_deref().unwrap_or(part.as_ref());
     let reference = if rounds_part.has_head() { Some(source::reference_for(plan)?) } else { None };
     let engine = Engine::new(plan, part.as_ref(), decode_part.as_deref(), prompt, new_tokens, reference.as_ref());
+    let mut replayed = replayed_step(plan, part.as_ref(), engine.prompt.len() + new_tokens)?;
     let mut link = Link::new(plan, comm);
     let mut sink = RecordSink::open(out, rank)?;
     let mut last: Option<RepResult> = None;
@@ -115,7 +119,10 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let mut collectives = None;
     for rep in 0..plan.warmup + plan.repetitions {
         link.comm.barrier();
-        let result = engine.run_once(&mut link)?;
+        let result = match replayed.as_mut() {
+            Some(step) => step.decode(&engine.prompt, new_tokens, reference.as_ref())?,
+            None => engine.run_once(&mut link)?,
+        };
         match (&mut exact, &result.exactness) {
             (None, Some(e)) => exact = Some(e.clone()),
             (Some(x), Some(e)) => x.merge(e),
@@ -149,6 +156,15 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     };
     crate::manifest::write_atomic(&answer_path(out, rank), serde_json::to_string_pretty(&answer)?.as_bytes())?;
     Ok(())
+}
+
+/// A `step: graph` run's step, captured on this rank's GPU (None for an eager run).
+fn replayed_step<'a>(plan: &RunPlan, part: &'a dyn DecoderPart, max_len: usize) -> anyhow::Result<Option<ReplayedStep<'a>>> {
+    match (plan.step, part.placement().device) {
+        (StepMode::Eager, _) => Ok(None),
+        (StepMode::Graph, tch::Device::Cuda(ordinal)) => Ok(Some(ReplayedStep::captured(part, max_len, ordinal)?)),
+        (StepMode::Graph, _) => anyhow::bail!("{}: `step: graph` captures a CUDA graph, but this rank computes on the CPU", plan.label()),
+    }
 }
 
 fn record(sink: &mut RecordSink, rep: u32, r: &RepResult) -> std::io::Result<()> {

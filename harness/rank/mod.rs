@@ -13,6 +13,7 @@ pub mod fault;
 pub mod membw;
 pub mod nccl_ops;
 pub mod records;
+pub mod replay;
 pub mod watchdog;
 
 use crate::spec::{Kind, RunPlan};

@@ -40,6 +40,7 @@ struct Point {
     decode_strategy: DecodeLayout,
     context_blocks: ContextBlocks,
     device: Device,
+    step: StepMode,
 }
 
 impl Point {
@@ -64,6 +65,7 @@ impl Point {
             Axis::DecodeStrategy => self.decode_strategy.name().to_string(),
             Axis::ContextBlocks => self.context_blocks.name().to_string(),
             Axis::Device => self.device.name().to_string(),
+            Axis::Step => self.step.name().to_string(),
         }
     }
 
@@ -95,7 +97,7 @@ impl MatrixSize {
 
 /// Counts `e`'s matrix (exclusions can only shrink it) without building a point.
 pub fn matrix_size(e: &Experiment) -> MatrixSize {
-    let axes: [(&'static str, usize); 14] = [
+    let axes: [(&'static str, usize); 15] = [
         ("model", e.models.len().max(1)),
         ("strategy", e.strategies.len()),
         ("world", e.worlds.len()),
@@ -110,6 +112,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
         ("decode_strategy", e.decode_strategies.len()),
         ("context_blocks", e.context_blocks.len()),
         ("device", e.devices.len()),
+        ("step", e.steps.len()),
     ];
     let runs = if matches!(e.kind(), Kind::Model | Kind::Advise) {
         1
@@ -123,7 +126,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
 
 /// The matrix's points in a fixed order: model, strategy, world, link, threads,
 /// sequences, head, dtype, new_tokens, overlap, routing_skew, decode_strategy, context_blocks,
-/// device (the first varies slowest).
+/// device, step (the first varies slowest).
 fn points(e: &Experiment) -> Vec<Point> {
     let models: Vec<Option<String>> = if e.models.is_empty() { vec![None] } else { e.models.iter().cloned().map(Some).collect() };
     let mut out = Vec::new();
@@ -139,9 +142,9 @@ fn points(e: &Experiment) -> Vec<Point> {
                                         for &overlap in &e.overlap {
                                             for &routing_skew in &e.routing_skew {
                                                 for &decode_strategy in &e.decode_strategies {
-                                                    for (&context_blocks, &device) in
-                                                        e.context_blocks.iter().flat_map(|c| e.devices.iter().map(move |d| (c, d)))
-                                                    {
+                                                    for (&context_blocks, (&device, &step)) in e.context_blocks.iter().flat_map(|c| {
+                                                        e.devices.iter().flat_map(move |d| e.steps.iter().map(move |s| (c, (d, s))))
+                                                    }) {
                                                         let (link, model) = (link.clone(), model.clone());
                                                         out.push(Point {
                                                             model,
@@ -158,6 +161,7 @@ fn points(e: &Experiment) -> Vec<Point> {
                                                             decode_strategy,
                                                             context_blocks,
                                                             device,
+                                                            step,
                                                         });
                                                     }
                                                 }
@@ -223,7 +227,8 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         if p.model.is_some() && model.is_none() {
             continue;
         }
-        if let Some((key, message)) = device_problem(&p, model.as_ref().map(|(_, cfg)| cfg)).or_else(|| nccl_problem(e, &p)) {
+        let cfg = model.as_ref().map(|(_, cfg)| cfg);
+        if let Some((key, message)) = device_problem(&p, cfg).or_else(|| step_problem(&p, cfg)).or_else(|| nccl_problem(e, &p)) {
             c.report(key, message);
             continue;
         }
@@ -376,6 +381,30 @@ fn sequence_problem(e: &Experiment, p: &Point, cfg: &ModelConfig) -> Option<(Str
     Some((key.to_string(), message))
 }
 
+/// Why a `step: graph` point cannot run: a captured step is a CUDA device's, one rank's (no
+/// communication inside the graph), one sequence's, and a dense model's (routing changes shapes).
+fn step_problem(p: &Point, cfg: Option<&ModelConfig>) -> Option<(&'static str, String)> {
+    if p.step == StepMode::Eager {
+        return None;
+    }
+    let why = if p.device != Device::Cuda {
+        "is a CUDA graph: it needs `device: cuda`".to_string()
+    } else if p.world != 1 || p.strategy != Strategy::Data {
+        format!(
+            "captures one rank's whole step (no communication inside the graph) in this version; {} over world {} stays eager",
+            p.strategy.name(),
+            p.world
+        )
+    } else if p.sequences != 1 {
+        "captures one sequence's step in this version; sequences must be 1".to_string()
+    } else if cfg.is_some_and(ModelConfig::is_mixture) {
+        "needs a dense model (a mixture routes tokens by their values, changing the step's shapes)".to_string()
+    } else {
+        return None;
+    };
+    Some(("step", format!("`step: graph` {why}")))
+}
+
 fn p_layout_input(e: &Experiment, p: &Point) -> super::layout::LayoutInput {
     let prompt_tokens = e.prompt().map_or(0, Prompt::len);
     super::layout::LayoutInput {
@@ -436,6 +465,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         warmup: e.warmup,
         placement: placement(e),
         device: p.device,
+        step: p.step,
     };
     RunPlan {
         experiment: e.name.clone(),
@@ -454,6 +484,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         timeout_s: e.timeout_s,
         requires: requires_for(e, p),
         device: p.device,
+        step: p.step,
         launcher: e.launcher,
         hostfile: e.hostfile.clone(),
         interface: e.interface.clone(),
@@ -559,6 +590,7 @@ fn arithmetic_run(e: &Experiment, workload: Workload, model_config: Option<&str>
         warmup: 0,
         placement: serde_json::Value::Null,
         device: Device::Cpu,
+        step: StepMode::Eager,
     };
     let catalogue = crate::costmodel::catalogue::catalogue_digest();
     let mut of = serde_json::json!({ "answer": identity::answer_id(&input), "catalogue": catalogue });
@@ -582,6 +614,7 @@ fn arithmetic_run(e: &Experiment, workload: Workload, model_config: Option<&str>
         launches: 1,
         timeout_s: e.timeout_s,
         device: Device::Cpu,
+        step: StepMode::Eager,
         requires: Requires::default(),
         launcher: Launcher::Mpirun,
         hostfile: None,

@@ -211,6 +211,10 @@ fn is_one_launch(n: &u32) -> bool {
     *n == 1
 }
 
+fn is_eager(s: &StepMode) -> bool {
+    *s == StepMode::Eager
+}
+
 fn is_cpu(d: &Device) -> bool {
     *d == Device::Cpu
 }
@@ -262,6 +266,9 @@ pub struct RunPlan {
     /// Where each rank computes (absent in plans written before devices: the CPU).
     #[serde(default, skip_serializing_if = "is_cpu")]
     pub device: Device,
+    /// How a CUDA decode step is issued (absent in plans written before graphs: eager).
+    #[serde(default, skip_serializing_if = "is_eager")]
+    pub step: StepMode,
     /// mpirun or srun.
     pub launcher: Launcher,
     /// mpirun hostfile.
@@ -292,7 +299,10 @@ impl RunPlan {
         if !self.kind().launches_ranks() {
             return format!("{} #{} {}", self.experiment, self.index, self.kind().name());
         }
-        let device = if self.device == Device::Cpu { String::new() } else { format!(" {}", self.device.name()) };
+        let mut device = if self.device == Device::Cpu { String::new() } else { format!(" {}", self.device.name()) };
+        if self.step != StepMode::Eager {
+            device.push_str(&format!(" step={}", self.step.name()));
+        }
         format!("{} #{} {} world={} {}{device}", self.experiment, self.index, self.layout.strategy.name(), self.layout.world, self.link)
     }
 }

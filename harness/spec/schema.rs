@@ -232,13 +232,15 @@ pub enum Axis {
     ContextBlocks,
     /// Where each rank computes (CPU or a CUDA device).
     Device,
+    /// How a CUDA decode step is issued (operator by operator, or a captured graph).
+    Step,
 }
 
 crate::named!(Axis {
     Model => "model", Strategy => "strategy", World => "world", Link => "link", Threads => "threads",
     Sequences => "sequences", Head => "head", Dtype => "dtype", NewTokens => "new_tokens",
     Overlap => "overlap", RoutingSkew => "routing_skew", DecodeStrategy => "decode_strategy",
-    ContextBlocks => "context_blocks", Device => "device",
+    ContextBlocks => "context_blocks", Device => "device", Step => "step",
 });
 
 /// Where a rank computes: the CPU (parlab's row kernels for one row, libtorch for more) or a
@@ -253,6 +255,19 @@ pub enum Device {
 }
 
 crate::named!(Device { Cpu => "cpu", Cuda => "cuda" });
+
+/// How a decode step reaches the device: the host issues each operator (eager), or the step,
+/// its shapes fixed, is captured once as a CUDA graph and replayed each round (graph).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum StepMode {
+    /// Every operator launched by the host, every step.
+    #[default]
+    Eager,
+    /// One CUDA graph per run, replayed each round (one rank, one sequence, a dense model).
+    Graph,
+}
+
+crate::named!(StepMode { Eager => "eager", Graph => "graph" });
 
 /// One `exclude:` rule: a point of the matrix is left out when every axis the rule names
 /// takes one of the rule's values there (values in their canonical text: `2`, `mpi-tcp`).
@@ -530,6 +545,8 @@ pub struct Experiment {
     pub context_blocks: Vec<ContextBlocks>,
     /// Axis: where each rank computes.
     pub devices: Vec<Device>,
+    /// Axis: how a CUDA decode step is issued.
+    pub steps: Vec<StepMode>,
     /// Timed repetitions of the whole workload.
     pub repetitions: u32,
     /// Untimed warm-up repetitions (or iterations, for sweeps).

@@ -189,3 +189,39 @@ fn a_folder_model_is_named_by_its_path_from_the_spec_and_keeps_its_identities() 
     assert_eq!(a[0].model.as_ref().unwrap().dir, one.path().join("tiny"), "the folder read is the spec's neighbour");
     assert_eq!((&a[0].run_id, &a[0].answer_id), (&b[0].run_id, &b[0].answer_id));
 }
+
+#[test]
+fn a_captured_step_changes_the_run_identity_only_and_is_refused_where_it_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "kind: decode\nmodel: gpt2\nstrategy: data\nworld: 1\nnew_tokens: 4\ndevice: cuda\n";
+    let unnamed = suite(&[&spec(&dir, "unnamed", &format!("name: d\n{base}"))]);
+    let eager = suite(&[&spec(&dir, "eager", &format!("name: d\n{base}step: eager\n"))]);
+    let graph = suite(&[&spec(&dir, "graph", &format!("name: d\n{base}step: graph\n"))]);
+    assert_eq!(unnamed[0].run_id, eager[0].run_id, "step: eager leaves identities made before graphs as they were");
+    assert_ne!(eager[0].run_id, graph[0].run_id, "a replayed graph is not the eager step");
+    assert_eq!(eager[0].answer_id, graph[0].answer_id, "capturing the step must not change what the answer is compared with");
+    assert_eq!(graph[0].step, parlab::spec::schema::StepMode::Graph);
+    assert!(graph[0].label().ends_with("cuda step=graph"), "{}", graph[0].label());
+    let refused = |name: &str, text: &str| {
+        std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let problems = load_suite(&[PathBuf::from(spec(&dir, name, text))]).expect_err(name).to_string();
+        assert!(problems.contains("step") && problems.contains("`step: graph`"), "{name}: {problems}");
+        problems
+    };
+    let on_cpu = refused("on-cpu", "name: c\nkind: decode\nmodel: gpt2\nstrategy: data\nworld: 1\nnew_tokens: 4\nstep: graph\n");
+    assert!(on_cpu.contains("needs `device: cuda`"), "{on_cpu}");
+    let split =
+        refused("split", "name: s\nkind: decode\nmodel: gpt2\nstrategy: tensor\nworld: 2\nnew_tokens: 4\ndevice: cuda\nstep: graph\n");
+    assert!(split.contains("tensor over world 2 stays eager"), "{split}");
+    let batch = refused("batch", &format!("name: b\n{base}sequences: 2\nstep: graph\n"));
+    assert!(batch.contains("sequences must be 1"), "{batch}");
+    // Both ways in one experiment: the eager run and the graph run, the split's graph excluded.
+    let both = suite(&[&spec(
+        &dir,
+        "both",
+        "name: b\nkind: decode\nmodel: gpt2\nstrategy: [data, tensor]\nworld: [1, 2]\nnew_tokens: 4\ndevice: cuda\nstep: [eager, graph]\n\
+         exclude:\n  - {strategy: data, world: 2}\n  - {strategy: tensor, world: 1}\n  - {strategy: tensor, step: graph}\n",
+    )]);
+    let steps: Vec<_> = both.iter().map(|r| (r.layout.strategy.name(), r.step.name())).collect();
+    assert_eq!(steps, [("data", "eager"), ("data", "graph"), ("tensor", "eager")]);
+}

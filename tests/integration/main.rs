@@ -7,6 +7,7 @@ mod costmodel;
 mod decode;
 mod expert;
 mod findings;
+mod graph_step;
 mod identity;
 mod import;
 mod launch;
