@@ -185,6 +185,7 @@ impl Gates {
             handles.into_iter().map(|h| h.join().expect("a probe thread panicked")).collect()
         });
         probes.push(cuda_probe());
+        probes.push(cuda_graph_probe());
         probes.push(crate::nccl::probe());
         Gates { probes, provenance: Provenance::Unrecorded }
     }
@@ -239,6 +240,9 @@ impl Gates {
         if requires.cuda && self.cuda_devices() == 0 {
             reasons.push(format!("needs a CUDA device visible to parlab's libtorch: {}", evidence(CUDA_PROBE)));
         }
+        if requires.cuda_graph && !self.get(CUDA_GRAPH_PROBE).is_some_and(Probe::succeeded) {
+            reasons.push(format!("needs CUDA graph capture in this parlab: {}", evidence(CUDA_GRAPH_PROBE)));
+        }
         if let Some(want) = requires.cores.filter(|w| *w > self.cores()) {
             reasons.push(format!("needs {want} cores, found {}: {}", self.cores(), evidence("cores")));
         }
@@ -287,6 +291,24 @@ pub fn cuda_probe() -> Probe {
     let output =
         format!("CUDA devices: {devices}; cuDNN: {}; libtorch_cuda linked: {}", tch::Cuda::cudnn_is_available(), LINKED_TORCH_CUDA);
     Probe { name: CUDA_PROBE.into(), command: CUDA_PROBE_COMMAND.into(), exit_code: Some(if devices > 0 { 0 } else { 1 }), output }
+}
+
+/// The name of the in-process probe of CUDA graph capture.
+pub const CUDA_GRAPH_PROBE: &str = "cuda_graph";
+
+/// Whether this binary can capture CUDA graphs (`step: graph`): built with harness/cuda_graph.cpp,
+/// or why not. The device itself is the `cuda` probe's question.
+pub fn cuda_graph_probe() -> Probe {
+    let (exit_code, output) = match crate::cuda_graph::absent() {
+        None => (0, "CUDA graph capture: built (libtorch's at::cuda::CUDAGraph, harness/cuda_graph.cpp)".to_string()),
+        Some(why) => (1, format!("CUDA graph capture: not built ({why})")),
+    };
+    Probe {
+        name: CUDA_GRAPH_PROBE.into(),
+        command: "parlab, in process: built with harness/cuda_graph.cpp".into(),
+        exit_code: Some(exit_code),
+        output,
+    }
 }
 
 /// The device count in a CUDA probe's output.
@@ -462,6 +484,26 @@ mod tests {
         if !p.succeeded() {
             println!("no CUDA device visible to libtorch here ({}): the GPU path is skipped on this machine", p.output);
         }
+    }
+
+    #[test]
+    fn a_graph_run_needs_capture_in_this_binary_and_quotes_the_probe() {
+        let graph = Requires { cuda_graph: true, ..Default::default() };
+        let mut gates = no_gpu();
+        assert!(gates.unmet(&graph)[0].contains("needs CUDA graph capture in this parlab: not probed"));
+        gates.probes.push(Probe {
+            name: CUDA_GRAPH_PROBE.into(),
+            command: "in process".into(),
+            exit_code: Some(1),
+            output: "CUDA graph capture: not built (no libtorch_cuda)".into(),
+        });
+        assert!(gates.unmet(&graph)[0].contains("not built (no libtorch_cuda)"), "{:?}", gates.unmet(&graph));
+        gates.probes.last_mut().unwrap().exit_code = Some(0);
+        assert!(gates.unmet(&graph).is_empty());
+        // This binary's own answer agrees with how it was built.
+        let here = cuda_graph_probe();
+        assert_eq!(here.succeeded(), cfg!(parlab_cuda_graph), "{}", here.output);
+        println!("{}", here.output);
     }
 
     #[test]

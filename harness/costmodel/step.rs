@@ -166,6 +166,8 @@ pub struct StepPrediction {
     pub dtype: Dtype,
     /// Computed on a GPU.
     pub cuda: bool,
+    /// How its step was issued (a replayed CUDA graph skips the host's launches).
+    pub issue: crate::spec::schema::StepMode,
     /// The split.
     pub strategy: Strategy,
     /// Ranks.
@@ -610,6 +612,7 @@ fn predict_run<'m>(inp: &Inputs, m: &'m Manifest) -> Option<Predicted<'m>> {
         model: source.name.clone(),
         dtype: *dtype,
         cuda,
+        issue: m.plan.step,
         strategy: m.layout.strategy,
         world: r.world,
         sequences: r.sequences,
@@ -790,7 +793,7 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
 }
 
 /// The decode kernel's rate on `p`'s unsplit peer, with its run: of the unsplit one-sequence
-/// runs of the same model, dtype, device and threads per rank with a positive finite rate
+/// runs of the same model, dtype, device, step issue and threads per rank with a positive finite rate
 /// ([`StepPrediction::achieved_bps`]), other than `p` itself, the same experiment's where
 /// there is one (launched beside it; the first by run identity), else the one of median rate
 /// (the slower of the two middle ones when their number is even).
@@ -799,7 +802,7 @@ fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[Predicted]) 
         .iter()
         .map(|x| (x.m, &x.p))
         .filter(|(_, u)| u.run_id != p.run_id)
-        .filter(|(_, u)| u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.threads == p.threads)
+        .filter(|(_, u)| u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.issue == p.issue && u.threads == p.threads)
         .filter_map(|(m, u)| Some((m, u.achieved_bps()?, &u.run_id)))
         .collect();
     if let Some((_, rate, run)) = peers.iter().filter(|(m, _, _)| m.experiment == experiment).min_by(|a, b| a.2.cmp(b.2)) {

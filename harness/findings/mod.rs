@@ -209,10 +209,11 @@ pub fn by_world<T>(rows: impl Iterator<Item = T>, world: impl Fn(&T) -> u32) -> 
 /// model, prompt and generation. The experiment with a world-1 row and the most world sizes is
 /// taken (ties: the first by name), and of each world only the rows at its most threads per
 /// rank: the machine used whole (a one-thread unsplit run launched as the cost model's peer of
-/// one-thread ranks is not T_1).
+/// one-thread ranks is not T_1). Replayed CUDA graphs are left out: the splits are eager, and
+/// their unsplit baseline must be too.
 pub fn one_experiment<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Vec<&'a DecodeRow> {
     let mut by_experiment: BTreeMap<&str, Vec<&DecodeRow>> = BTreeMap::new();
-    for d in rows {
+    for d in rows.filter(|d| d.issue == crate::spec::schema::StepMode::Eager) {
         by_experiment.entry(d.experiment.as_str()).or_default().push(d);
     }
     let worlds = |v: &Vec<&DecodeRow>| (v.iter().any(|d| d.world == 1), v.iter().map(|d| d.world).collect::<BTreeSet<_>>().len());

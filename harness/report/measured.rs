@@ -5,6 +5,7 @@ use super::fmt;
 use super::{Family, FamilyKind};
 use crate::manifest::summary::Phase;
 use crate::spec::link::Link;
+use crate::spec::schema::StepMode;
 use crate::table::{Cell, Table};
 use std::collections::BTreeMap;
 
@@ -265,7 +266,7 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
                 rows: rows.iter().map(decode_cells).collect(),
                 provenance: Vec::new(),
             };
-            with_dtype(with_overlap(table, &rows), &rows, mixed)
+            with_dtype(with_overlap(with_issue(table, &rows), &rows), &rows, mixed)
         })
         .collect()
 }
@@ -284,6 +285,20 @@ fn with_dtype(mut t: Table, rows: &[DecodeRow], mixed: bool) -> Table {
     t
 }
 
+/// Adds the step column when an experiment replays a captured step.
+fn with_issue(mut t: Table, rows: &[DecodeRow]) -> Table {
+    if rows.iter().all(|r| r.issue == StepMode::Eager) {
+        return t;
+    }
+    let at = AFTER_LINK;
+    t.columns.insert(at, "step".into());
+    for (cells, r) in t.rows.iter_mut().zip(rows) {
+        cells.insert(at, Cell::text(r.issue.name()));
+    }
+    t.caption.push_str(" step: eager, every operator launched by the host each step; graph, the step (its shapes fixed: the whole KV cache read, later positions masked) captured once as a CUDA graph and replayed each round, its logits copied to the host as an eager step's are.");
+    t
+}
+
 /// Adds the overlap column when an experiment's runs overlap their all-reduces.
 fn with_overlap(mut t: Table, rows: &[DecodeRow]) -> Table {
     if rows.iter().all(|r| r.overlap.is_none()) {
@@ -298,8 +313,10 @@ fn with_overlap(mut t: Table, rows: &[DecodeRow]) -> Table {
     t
 }
 
-fn decode_key(r: &DecodeRow) -> (&'static str, u32, &'static str, u64, Link, Option<u32>, &'static str, String) {
-    (r.strategy.name(), r.world, r.head_name(), r.sequences, r.link.clone(), r.overlap, r.dtype_name(), r.run.clone())
+type DecodeKey = (&'static str, u32, &'static str, u64, Link, Option<u32>, &'static str, StepMode, String);
+
+fn decode_key(r: &DecodeRow) -> DecodeKey {
+    (r.strategy.name(), r.world, r.head_name(), r.sequences, r.link.clone(), r.overlap, r.dtype_name(), r.issue, r.run.clone())
 }
 
 fn decode_cells(r: &DecodeRow) -> Vec<Cell> {

@@ -494,7 +494,8 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
 }
 
 /// The spec's requirements, plus a CUDA device visible to parlab's libtorch for a `device: cuda`
-/// run or a sweep of host-device copies, and NCCL with one GPU per rank on an NCCL link.
+/// run or a sweep of host-device copies, NCCL with one GPU per rank on an NCCL link, and CUDA
+/// graph capture in this binary for `step: graph`.
 fn requires_for(e: &Experiment, p: &Point) -> Requires {
     let copies = e.collectives().is_some_and(CollectiveParams::has_device_ops);
     let nccl = p.link.nccl().is_some();
@@ -502,6 +503,7 @@ fn requires_for(e: &Experiment, p: &Point) -> Requires {
     Requires {
         cuda: e.requires.cuda || p.device == Device::Cuda || copies || nccl,
         nccl: e.requires.nccl || nccl,
+        cuda_graph: p.step == StepMode::Graph,
         gpus,
         ..e.requires.clone()
     }

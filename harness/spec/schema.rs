@@ -323,6 +323,9 @@ pub struct Requires {
     /// A CUDA device visible to parlab's own libtorch (set by `device: cuda`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cuda: bool,
+    /// CUDA graph capture in this parlab (set by `step: graph`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cuda_graph: bool,
     /// At least this many CPU cores.
     pub cores: Option<u32>,
 }
