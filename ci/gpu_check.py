@@ -44,7 +44,13 @@ def manifests(folder):
 def describe(m):
     p = m["plan"]
     dtype = p["workload"].get("dtype", "float32")
-    return f'{m["experiment"]} {p["layout"]["strategy"]} world={p["layout"]["world"]} {p.get("device", "cpu")} {dtype}'
+    step = " step=graph" if p.get("step") == "graph" else ""
+    return f'{m["experiment"]} {p["layout"]["strategy"]} world={p["layout"]["world"]} {p.get("device", "cpu")} {dtype}{step}'
+
+
+# The captured-step anchors measured on the H200 with PyTorch (../shared/device/): GPT-2 124M
+# shape, batch 1, a plain-torch step over a static KV cache captured as one CUDA graph.
+GRAPH_ANCHOR_S = {"float32": 0.81e-3, "bfloat16": 0.79e-3}
 
 
 def hf_decode(ckpt_dir, prompt, new_tokens, device):
@@ -179,6 +185,29 @@ def check_model(ckpt, decode, state):
         # GPT-2's world-1 float32 step is <= 0.5x).
         aim = " (aim <= 0.5x)" if world == 1 and m["plan"]["workload"].get("dtype") == "float32" and "gpt2" in ckpt else ""
         print(f"RATIO {describe(m)}: step {step * 1e3:.3f} ms = {step / hf_step:.2f}x transformers' eager step{aim}")
+    check_graphs(ckpt, decode)
+
+
+def step_median(m):
+    s = m["summary"]["decode"] if "decode" in m["summary"] else m["summary"]
+    return s["step_s"]["median"]
+
+
+def check_graphs(ckpt, decode):
+    """Each replayed graph beside the eager run of its dtype (same script, same GPU), and GPT-2's
+    against the captured-step anchors; ratios printed, never a pass/fail on time."""
+    eager = {m["plan"]["workload"].get("dtype", "float32"): m for m in decode
+             if m["plan"].get("device") == "cuda" and m["plan"]["layout"]["world"] == 1 and m["plan"].get("step", "eager") == "eager"}
+    for m in decode:
+        if m["plan"].get("step") != "graph":
+            continue
+        dtype = m["plan"]["workload"].get("dtype", "float32")
+        step = step_median(m)
+        if dtype in eager:
+            e = step_median(eager[dtype])
+            print(f"RATIO {describe(m)}: captured step {step * 1e3:.3f} ms = {step / e:.2f}x parlab's eager step ({e * 1e3:.3f} ms)")
+        if "gpt2" in ckpt and dtype in GRAPH_ANCHOR_S:
+            print(f"RATIO {describe(m)}: captured step = {step / GRAPH_ANCHOR_S[dtype]:.2f}x the {GRAPH_ANCHOR_S[dtype] * 1e3:.2f} ms captured anchor (stretch aim <= 1.2x)")
 
 
 def main():
@@ -201,6 +230,8 @@ def main():
     decode = [m for m in runs if m["kind"] == "decode" and m["status"] == "ok"]
     cuda = [m for m in decode if m["plan"].get("device") == "cuda"]
     check(len(cuda) >= 3, f"parlab measured {len(cuda)} CUDA decode runs (want fp32, bf16, 2-rank tensor)")
+    graphs = [m for m in cuda if m["plan"].get("step") == "graph"]
+    check(len(graphs) >= 1, f"parlab replayed {len(graphs)} captured CUDA graph decode runs (want GPT-2 fp32 and bf16)")
     groups = {}
     for m in decode:
         groups.setdefault(checkpoint(m), []).append(m)

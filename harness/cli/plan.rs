@@ -59,8 +59,17 @@ fn details(r: &RunPlan) -> String {
     if let Some(seqs) = r.layout.sequences {
         parts.push(format!("seqs={seqs}"));
     }
-    if let crate::spec::Workload::Decode { new_tokens, .. } = &r.workload {
+    if let crate::spec::Workload::Decode { new_tokens, dtype, .. } = &r.workload {
         parts.push(format!("new_tokens={new_tokens}"));
+        if *dtype != crate::spec::schema::Dtype::Float32 {
+            parts.push(format!("dtype={}", dtype.name()));
+        }
+    }
+    if r.device != crate::spec::schema::Device::Cpu {
+        parts.push(format!("device={}", r.device.name()));
+    }
+    if r.step != crate::spec::schema::StepMode::Eager {
+        parts.push(format!("step={}", r.step.name()));
     }
     parts.join(" ")
 }

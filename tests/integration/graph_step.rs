@@ -59,7 +59,7 @@ fn decodes_the_reference(name: &str, fixed: &dyn DecoderPart, reference: &dyn De
     for rep in 0..2 {
         let got = step.decode(&prompt, new_tokens, Some(&want)).unwrap();
         let exact = got.exactness.clone().unwrap();
-        assert_eq!(got.tokens, [want.tokens.clone()], "{name}, repetition {rep}");
+        assert_eq!(got.tokens, std::slice::from_ref(&want.tokens), "{name}, repetition {rep}");
         assert!(exact.tokens_equal && exact.steps_compared == new_tokens, "{name}, repetition {rep}: {exact:?}");
         assert!(exact.max_logit_diff < 1e-3, "{name}, repetition {rep}: the fixed-shape step drifts {}", exact.max_logit_diff);
         assert_eq!(got.steps.len(), new_tokens - 1, "every round after the prefill is one timed step");
