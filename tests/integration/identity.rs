@@ -26,10 +26,11 @@ fn different_layouts_never_share_a_run_identity() {
             panic!("{} and {} share run identity {}", other, r.label(), r.run_id);
         }
     }
-    // Runs of one experiment differ in layout, link, threads or workload (the routing skew).
+    // Runs of one experiment differ in layout, link, threads, workload (the routing skew) or
+    // how a GPU step is issued.
     let points: BTreeSet<String> = runs
         .iter()
-        .map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment, r.threads_per_rank, &r.workload)))
+        .map(|r| parlab::identity::canonical_json(&(&r.layout, &r.link, &r.experiment, r.threads_per_rank, &r.workload, r.step)))
         .collect();
     assert_eq!(points.len(), runs.len());
 }
