@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <vector>
 
 // The CUDA runtime functions libtorch's inline code calls. The runtime is the one libtorch_cuda
 // loads (found through its own RUNPATH, not the executable's), so these are bound at load time
@@ -27,6 +28,8 @@
 #pragma weak cudaEventSynchronize
 #pragma weak cudaGetErrorString
 #pragma weak cudaGetLastError
+#pragma weak cudaGraphGetNodes
+#pragma weak cudaGraphNodeGetType
 #pragma weak cudaStreamIsCapturing
 #pragma weak cudaStreamWaitEvent
 
@@ -36,7 +39,9 @@ struct ParlabGraph {
   c10::cuda::CUDAStream side;
   std::optional<c10::cuda::CUDAStream> before;
 
-  explicit ParlabGraph(c10::DeviceIndex d) : device(d), graph(), side(c10::cuda::getStreamFromPool(false, d)) {}
+  // keep_graph: the captured cudaGraph_t stays readable after instantiation (its nodes are counted).
+  explicit ParlabGraph(c10::DeviceIndex d)
+      : device(d), graph(/*keep_graph=*/true), side(c10::cuda::getStreamFromPool(false, d)) {}
 };
 
 template <typename F>
@@ -98,6 +103,26 @@ char* parlab_graph_capture_end(ParlabGraph* g) {
   return guarded([&] {
     c10::cuda::CUDAGuard on(g->device);
     g->graph.capture_end();
+    g->graph.instantiate();
+  });
+}
+
+// The captured graph's kernel nodes and all its nodes (kernels, copies, sets, ...).
+char* parlab_graph_nodes(ParlabGraph* g, size_t* kernels, size_t* all) {
+  return guarded([&] {
+    cudaGraph_t raw = g->graph.raw_cuda_graph();
+    size_t n = 0;
+    C10_CUDA_CHECK(cudaGraphGetNodes(raw, nullptr, &n));
+    std::vector<cudaGraphNode_t> nodes(n);
+    C10_CUDA_CHECK(cudaGraphGetNodes(raw, nodes.data(), &n));
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i) {
+      cudaGraphNodeType type;
+      C10_CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
+      k += type == cudaGraphNodeTypeKernel;
+    }
+    *kernels = k;
+    *all = n;
   });
 }
 

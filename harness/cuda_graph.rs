@@ -3,6 +3,7 @@
 //! warm work up on the graph's side stream, capture what it issues there once, replay it.
 //! Without the shim every call says why it was not built.
 
+use serde::{Deserialize, Serialize};
 use std::ffi::{c_char, c_int, CStr};
 
 /// Why a graph could not be made, captured or replayed.
@@ -45,6 +46,7 @@ extern "C" {
     fn parlab_graph_capture_begin(g: *mut Raw) -> *mut c_char;
     fn parlab_graph_capture_end(g: *mut Raw) -> *mut c_char;
     fn parlab_graph_replay(g: *mut Raw) -> *mut c_char;
+    fn parlab_graph_nodes(g: *mut Raw, kernels: *mut usize, all: *mut usize) -> *mut c_char;
     fn parlab_graph_free(g: *mut Raw);
 }
 
@@ -70,6 +72,9 @@ mod absent_shim {
     pub unsafe fn parlab_graph_replay(_: *mut Raw) -> *mut c_char {
         std::ptr::null_mut()
     }
+    pub unsafe fn parlab_graph_nodes(_: *mut Raw, _: *mut usize, _: *mut usize) -> *mut c_char {
+        std::ptr::null_mut()
+    }
     pub unsafe fn parlab_graph_free(_: *mut Raw) {}
 }
 #[cfg(not(parlab_cuda_graph))]
@@ -90,6 +95,15 @@ fn checked(call: &'static str, message: *mut c_char) -> Result<(), GraphError> {
 /// The message of a caught panic.
 fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
     payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
+/// What a captured graph holds: what one replay launches without the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphNodes {
+    /// Kernel nodes: the kernels an eager step would have launched one by one.
+    pub kernels: u64,
+    /// Every node (kernels, copies, memsets, ...).
+    pub all: u64,
 }
 
 /// One CUDA graph on one device, with the side stream it is captured on.
@@ -136,6 +150,17 @@ impl CudaGraph {
             ended.map(|_| value)
         })?
         .inspect(|_| self.captured = true)
+    }
+
+    /// The captured graph's nodes, counted by type.
+    pub fn nodes(&self) -> Result<GraphNodes, GraphError> {
+        if !self.captured {
+            return Err(GraphError::Call { call: "nodes", message: "nothing was captured".into() });
+        }
+        let (mut kernels, mut all) = (0usize, 0usize);
+        // SAFETY: `raw` is live and holds a captured graph; the out-pointers are valid.
+        checked("nodes", unsafe { parlab_graph_nodes(self.raw, &mut kernels, &mut all) })?;
+        Ok(GraphNodes { kernels: kernels as u64, all: all as u64 })
     }
 
     /// Launches the captured work once on the current stream (the caller synchronises).

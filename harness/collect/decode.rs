@@ -276,8 +276,9 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         kv_cache_bytes_per_token: answers.iter().map(|a| a.kv_cache_bytes_per_token).collect::<Option<Vec<u64>>>().unwrap_or_default(),
         matvec_kernel: first.matvec_kernel.clone(),
         gpu: gpu_of(&answers),
+        graph_nodes: first.graph_nodes,
         cpu_features: first.cpu_features.clone(),
-        step_definition: "one decode round: every sequence in flight advances one token; slowest rank".into(),
+        step_definition: step_definition(plan.step).into(),
         streamed_bytes_definition:
             "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
         context: context_prefill(plan, &cfg, &recs, first.sequences)?,
@@ -295,6 +296,17 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     .map_err(CollectError::summary_frame)?;
     let results = write_results(&recs, &mut frame, out, manifests)?;
     Ok(Collected { results, summary, answer: Some(answer_of(plan, &answers)?) })
+}
+
+/// What a step of a run whose steps are issued as `issue` is.
+fn step_definition(issue: crate::spec::schema::StepMode) -> &'static str {
+    match issue {
+        crate::spec::schema::StepMode::Eager => "one decode round: every sequence in flight advances one token; slowest rank",
+        crate::spec::schema::StepMode::Graph => {
+            "one decode round of one sequence: its token and position copied to the GPU, the captured graph of the step replayed, \
+             its logits copied to the host"
+        }
+    }
 }
 
 /// The GPUs the ranks computed on (`cuda:0 bfloat16`, each placement once), and how many ranks

@@ -260,6 +260,9 @@ pub struct Decode {
     /// ranks shared one GPU; absent for a run on the CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
+    /// What the captured CUDA graph of a `step: graph` run holds (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_nodes: Option<crate::cuda_graph::GraphNodes>,
     /// The CPU features the ranks saw.
     pub cpu_features: Vec<String>,
     /// What a step is.

@@ -53,6 +53,9 @@ pub struct RankAnswer {
     /// Ranks of this host that shared this rank's GPU (1: a GPU to itself, or the CPU).
     #[serde(default = "one")]
     pub gpu_shared_by: u32,
+    /// What the step's captured CUDA graph holds (a `step: graph` run; None otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_nodes: Option<crate::cuda_graph::GraphNodes>,
 }
 
 fn one() -> u32 {
@@ -153,6 +156,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
             _ => None,
         },
         gpu_shared_by: super::device::sharing(&placement),
+        graph_nodes: replayed.as_ref().map(ReplayedStep::nodes).transpose()?.flatten(),
     };
     crate::manifest::write_atomic(&answer_path(out, rank), serde_json::to_string_pretty(&answer)?.as_bytes())?;
     Ok(())

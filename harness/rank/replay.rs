@@ -4,7 +4,7 @@
 //! copied to the host and checked against the reference as any step's are.
 
 use super::decode_engine::RepResult;
-use crate::cuda_graph::CudaGraph;
+use crate::cuda_graph::{CudaGraph, GraphNodes};
 use crate::manifest::answer::Exactness;
 use crate::model::fixed_step::{FixedShape, FixedStep};
 use crate::model::gpt2::{Alone, KvCache};
@@ -56,6 +56,14 @@ impl<'a> ReplayedStep<'a> {
         let logits = graph.capture(|| part.fixed_step(step, cache))??;
         this.issue = Issue::Captured { graph, logits };
         Ok(this)
+    }
+
+    /// What the captured graph holds (None: issued directly).
+    pub fn nodes(&self) -> anyhow::Result<Option<GraphNodes>> {
+        match &self.issue {
+            Issue::Direct => Ok(None),
+            Issue::Captured { graph, .. } => Ok(Some(graph.nodes()?)),
+        }
     }
 
     /// The logits `[vocab]` of `token` at `position` (its key and value stored in the cache).

@@ -346,7 +346,8 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
             let floor = launch_floor
                 .filter(|a| *a > 0.0)
                 .map_or(String::new(), |a| format!("; the step is {:.0} launch floors of {}", step / a, crate::units::format_seconds(a)));
-            Some(format!("{} ({gpu}): step {}{bound}{floor}", m.plan.label(), crate::units::format_seconds(step)))
+            let captured = d.graph_nodes.map_or(String::new(), |n| captured_kernels(n, launch_floor));
+            Some(format!("{} ({gpu}): step {}{bound}{floor}{captured}", m.plan.label(), crate::units::format_seconds(step)))
         })
         .collect();
     if runs.is_empty() {
@@ -355,9 +356,23 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
     Some(format!(
         "Decode on GPUs: {}. libtorch computes every step there (no parlab row kernel), one kernel per operation; the clock is \
          read after the device is synchronised; tensors cross between ranks through host memory over MPI (copied off and \
-         back onto the GPU). One sequence at a time a GPU step is bound by kernel launches, not by the bytes it streams.",
-        runs.join("; ")
+         back onto the GPU). One sequence at a time a GPU step is bound by kernel launches, not by the bytes it streams{}.",
+        runs.join("; "),
+        if launched.iter().any(|m| m.plan.step == crate::spec::schema::StepMode::Graph) {
+            "; a `step=graph` run launches its step's kernels from one captured CUDA graph per round instead"
+        } else {
+            ""
+        }
     ))
+}
+
+/// What a captured step holds, counted in its graph, and what launching its kernels one by one
+/// at the measured launch floor `alpha` would cost.
+fn captured_kernels(n: crate::cuda_graph::GraphNodes, alpha: Option<f64>) -> String {
+    let eager = alpha.filter(|a| *a > 0.0).map_or(String::new(), |a| {
+        format!(", {} were they launched one by one at that floor", crate::units::format_seconds(n.kernels as f64 * a))
+    });
+    format!("; its captured graph holds {} kernels ({} nodes){eager}", n.kernels, n.all)
 }
 
 /// Which matvec kernel the decode runs used, on which CPU features (`model::matvec`).
@@ -377,4 +392,20 @@ fn kernels(launched: &[&Manifest]) -> Option<String> {
          runs (PARLAB_MATVEC_KERNEL forces one), and the step's distance to the memory bound can differ.",
         seen.into_iter().collect::<Vec<_>>().join("; ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda_graph::GraphNodes;
+
+    #[test]
+    fn a_captured_step_states_its_kernels_and_their_eager_launch_cost() {
+        let nodes = GraphNodes { kernels: 200, all: 203 };
+        let with_floor = captured_kernels(nodes, Some(5e-6));
+        assert!(with_floor.contains("holds 200 kernels (203 nodes)"), "{with_floor}");
+        assert!(with_floor.contains(&format!("{} were they launched one by one", crate::units::format_seconds(1e-3))), "{with_floor}");
+        let without = captured_kernels(nodes, None);
+        assert!(without.ends_with("(203 nodes)"), "no launch floor measured, no cost stated: {without}");
+    }
 }
