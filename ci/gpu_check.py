@@ -203,6 +203,8 @@ def check_graphs(ckpt, decode):
             continue
         dtype = m["plan"]["workload"].get("dtype", "float32")
         step = step_median(m)
+        nodes = (m["summary"].get("decode") or m["summary"]).get("graph_nodes")
+        print(f"INFO {describe(m)}: captured graph holds {nodes}")
         if dtype in eager:
             e = step_median(eager[dtype])
             print(f"RATIO {describe(m)}: captured step {step * 1e3:.3f} ms = {step / e:.2f}x parlab's eager step ({e * 1e3:.3f} ms)")
