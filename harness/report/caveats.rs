@@ -333,6 +333,7 @@ fn collective_timing(facts: &Facts) -> Option<String> {
 fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
     let bandwidth = crate::costmodel::predict::gpu_read_bandwidth(list).map(|(bw, _)| bw);
     let launch_floor = crate::costmodel::predict::device_fits(list).get(&Op::DeviceRead).map(|(fit, _)| fit.alpha_per_step_s);
+    let counted = counted_kernels(launched);
     let runs: Vec<String> = launched
         .iter()
         .filter_map(|m| {
@@ -346,7 +347,13 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
             let floor = launch_floor
                 .filter(|a| *a > 0.0)
                 .map_or(String::new(), |a| format!("; the step is {:.0} launch floors of {}", step / a, crate::units::format_seconds(a)));
-            let captured = d.graph_nodes.map_or(String::new(), |n| captured_kernels(n, launch_floor));
+            let captured = match d.graph_nodes {
+                Some(n) => captured_kernels(n, launch_floor),
+                None if m.layout.world == 1 => {
+                    counted.get(&model_and_dtype(m)).map_or(String::new(), |(n, run)| eager_floor(*n, run, step, launch_floor))
+                }
+                None => String::new(),
+            };
             Some(format!("{} ({gpu}): step {}{bound}{floor}{captured}", m.plan.label(), crate::units::format_seconds(step)))
         })
         .collect();
@@ -364,6 +371,38 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
             ""
         }
     ))
+}
+
+/// A decode run's model and dtype, as the register names them.
+fn model_and_dtype(m: &Manifest) -> (String, String) {
+    let dtype = match &m.plan.workload {
+        Workload::Decode { dtype, .. } => dtype.name(),
+        _ => "",
+    };
+    (m.plan.model.as_ref().map(|s| s.name.clone()).unwrap_or_default(), dtype.to_string())
+}
+
+/// The kernels counted in the captured step of each model and dtype, with the run that counted them.
+fn counted_kernels(launched: &[&Manifest]) -> BTreeMap<(String, String), (crate::cuda_graph::GraphNodes, String)> {
+    launched
+        .iter()
+        .filter_map(|m| Some((model_and_dtype(m), (m.summary()?.decode()?.graph_nodes?, m.run_id.short().to_string()))))
+        .collect()
+}
+
+/// An eager one-rank step against the launch-bound floor: the kernels counted in the captured
+/// step of its model and dtype (run `run`), each launched at the measured floor `alpha`.
+fn eager_floor(n: crate::cuda_graph::GraphNodes, run: &str, step: f64, alpha: Option<f64>) -> String {
+    let Some(a) = alpha.filter(|a| *a > 0.0) else {
+        return format!("; the captured step of this model and dtype (run {run}) holds {} kernels", n.kernels);
+    };
+    let floor = n.kernels as f64 * a;
+    format!(
+        "; the captured step of this model and dtype (run {run}) holds {} kernels: launched one by one at that floor, {} (the step is {:.1}× that)",
+        n.kernels,
+        crate::units::format_seconds(floor),
+        step / floor
+    )
 }
 
 /// What a captured step holds, counted in its graph, and what launching its kernels one by one
@@ -407,5 +446,9 @@ mod tests {
         assert!(with_floor.contains(&format!("{} were they launched one by one", crate::units::format_seconds(1e-3))), "{with_floor}");
         let without = captured_kernels(nodes, None);
         assert!(without.ends_with("(203 nodes)"), "no launch floor measured, no cost stated: {without}");
+        // The eager step of the same model and dtype, against those kernels launched one by one.
+        let eager = eager_floor(nodes, "abc", 3e-3, Some(5e-6));
+        assert!(eager.contains("(run abc) holds 200 kernels") && eager.contains("(the step is 3.0× that)"), "{eager}");
+        assert!(!eager_floor(nodes, "abc", 3e-3, None).contains("floor"));
     }
 }
