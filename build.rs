@@ -103,6 +103,16 @@ fn strong_cuda_references(archive: &Path) -> Result<Vec<String>, String> {
 fn build_cuda_graph(torch_lib: &Path) -> Result<(), String> {
     println!("cargo:rerun-if-changed=harness/cuda_graph.cpp");
     println!("cargo:rerun-if-env-changed=PARLAB_CUDA_INCLUDE");
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
+    // Headers installed after a build (ci/setup.sh's nvidia-cuda-crt) rebuild the shim.
+    if let Some(site) = torch_lib.parent().and_then(Path::parent) {
+        for dir in ["nvidia/cu13/include/crt", "nvidia/cu13/include", "nvidia"] {
+            if site.join(dir).is_dir() {
+                println!("cargo:rerun-if-changed={}", site.join(dir).display());
+                break;
+            }
+        }
+    }
     if !torch_lib.join("libtorch_cuda.so").exists() || std::env::var_os("PARLAB_NO_TORCH_CUDA").is_some() {
         return Err("no libtorch_cuda".into());
     }

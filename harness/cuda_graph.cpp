@@ -61,6 +61,12 @@ extern "C" {
 // A graph for CUDA device `device`, with its own side stream; *out is null on failure.
 char* parlab_graph_new(int device, ParlabGraph** out) {
   *out = nullptr;
+  // The weak references are bound from the runtime libtorch_cuda loaded; unbound, a call would
+  // jump to address 0.
+  if (&cudaGetLastError == nullptr || &cudaGraphGetNodes == nullptr || &cudaGraphNodeGetType == nullptr ||
+      &cudaDeviceSynchronize == nullptr) {
+    return strdup("the CUDA runtime's functions are not bound in this process (libtorch_cuda's libcudart not loaded)");
+  }
   return guarded([&] {
     c10::cuda::CUDAGuard on(static_cast<c10::DeviceIndex>(device));
     *out = new ParlabGraph(static_cast<c10::DeviceIndex>(device));
@@ -78,15 +84,16 @@ char* parlab_graph_enter(ParlabGraph* g) {
   });
 }
 
-// Restores the stream current before parlab_graph_enter, once the side stream's work is done.
+// Restores the stream current before parlab_graph_enter (first, so that it is restored even if
+// the wait fails), then waits for the side stream's work.
 char* parlab_graph_leave(ParlabGraph* g) {
   return guarded([&] {
     c10::cuda::CUDAGuard on(g->device);
-    c10::cuda::device_synchronize();
     if (g->before) {
       c10::cuda::setCurrentCUDAStream(*g->before);
       g->before.reset();
     }
+    c10::cuda::device_synchronize();
   });
 }
 

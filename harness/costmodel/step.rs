@@ -745,15 +745,15 @@ struct Unsplit {
     error: f64,
 }
 
-/// The unsplit one-sequence run a prediction is checked against: of the same model, dtype and
-/// device; with the rank's threads where one ran (a kernel's reach depends on them); the same
+/// The unsplit one-sequence run a prediction is checked against: of the same model, dtype,
+/// device and step issue; with the rank's threads where one ran (a kernel's reach depends on them); the same
 /// experiment's where there is one, else the one predicted best (the most favourable evidence
 /// that a step is its bytes over the roofline).
 fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [Predicted]) -> Option<Unsplit> {
     let unsplit: Vec<(&Manifest, &'p StepPrediction)> = all
         .iter()
         .map(|x| (x.m, &x.p))
-        .filter(|(_, u)| u.is_unsplit() && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda)
+        .filter(|(_, u)| u.is_unsplit() && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.issue == p.issue)
         .collect();
     let same_threads: Vec<(&Manifest, &'p StepPrediction)> = unsplit.iter().copied().filter(|(_, u)| u.threads == p.threads).collect();
     let candidates = if same_threads.is_empty() { unsplit } else { same_threads };

@@ -30,10 +30,11 @@ enum Issue {
 /// A whole model's fixed-shape step with the one cache every repetition refills (a captured
 /// graph reads and writes that memory).
 pub struct ReplayedStep<'a> {
+    /// First, so dropped first: the graph goes before the inputs, table and cache it reads.
+    issue: Issue,
     part: &'a dyn DecoderPart,
     step: FixedStep,
     cache: KvCache,
-    issue: Issue,
 }
 
 /// Repetitions of warm-up on the graph's stream before the capture, as PyTorch's examples do.
@@ -43,7 +44,7 @@ impl<'a> ReplayedStep<'a> {
     /// The step of `part` for a cache of `max_len` positions, issued directly by the host.
     pub fn direct(part: &'a dyn DecoderPart, max_len: usize) -> anyhow::Result<Self> {
         let step = FixedStep::new(part as &dyn FixedShape, part.placement().device, max_len)?;
-        Ok(ReplayedStep { part, step, cache: part.new_cache(max_len), issue: Issue::Direct })
+        Ok(ReplayedStep { issue: Issue::Direct, part, step, cache: part.new_cache(max_len) })
     }
 
     /// The step of `part` captured as a CUDA graph on GPU `ordinal`: warmed up on the graph's
@@ -89,6 +90,7 @@ impl<'a> ReplayedStep<'a> {
         let mut tokens = Vec::with_capacity(new_tokens);
         self.observe(to_vec(&part.logits(&h, &mut Alone)), 0, &mut tokens, exact.as_mut(), reference);
         part.placement().synchronize();
+        super::fault::stretch(start.elapsed());
         let prefill_s = start.elapsed().as_secs_f64();
         let mut steps = Vec::with_capacity(new_tokens);
         for round in 1..new_tokens {
@@ -97,6 +99,7 @@ impl<'a> ReplayedStep<'a> {
             let logits = to_vec(&self.logits(last, self.cache.len)?);
             self.cache.len += 1;
             self.observe(logits, round, &mut tokens, exact.as_mut(), reference);
+            super::fault::stretch(t0.elapsed());
             steps.push((t0.elapsed().as_secs_f64(), 0.0));
         }
         Ok(RepResult {

@@ -391,14 +391,16 @@ fn counted_kernels(launched: &[&Manifest]) -> BTreeMap<(String, String), (crate:
 }
 
 /// An eager one-rank step against the launch-bound floor: the kernels counted in the captured
-/// step of its model and dtype (run `run`), each launched at the measured floor `alpha`.
+/// step of its model and dtype (run `run`), each launched at the measured floor `alpha`. The
+/// captured step is the fixed-shape one (the whole cache attended, masked; the new key written
+/// by index), so its count stands for the eager step's launches, not equals them.
 fn eager_floor(n: crate::cuda_graph::GraphNodes, run: &str, step: f64, alpha: Option<f64>) -> String {
     let Some(a) = alpha.filter(|a| *a > 0.0) else {
-        return format!("; the captured step of this model and dtype (run {run}) holds {} kernels", n.kernels);
+        return format!("; the captured fixed-shape step of this model and dtype (run {run}) holds {} kernels", n.kernels);
     };
     let floor = n.kernels as f64 * a;
     format!(
-        "; the captured step of this model and dtype (run {run}) holds {} kernels: launched one by one at that floor, {} (the step is {:.1}× that)",
+        "; the captured fixed-shape step of this model and dtype (run {run}) holds {} kernels: launched one by one at that floor, {} (the step is {:.1}× that)",
         n.kernels,
         crate::units::format_seconds(floor),
         step / floor
@@ -448,7 +450,11 @@ mod tests {
         assert!(without.ends_with("(203 nodes)"), "no launch floor measured, no cost stated: {without}");
         // The eager step of the same model and dtype, against those kernels launched one by one.
         let eager = eager_floor(nodes, "abc", 3e-3, Some(5e-6));
-        assert!(eager.contains("(run abc) holds 200 kernels") && eager.contains("(the step is 3.0× that)"), "{eager}");
+        assert!(
+            eager.contains("fixed-shape step of this model and dtype (run abc) holds 200 kernels")
+                && eager.contains("(the step is 3.0× that)"),
+            "{eager}"
+        );
         assert!(!eager_floor(nodes, "abc", 3e-3, None).contains("floor"));
     }
 }

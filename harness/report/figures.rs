@@ -205,7 +205,14 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
         .into_iter()
         .map(|((experiment, strategy, link), mut bars)| {
             bars.sort_by(|a, b| {
-                (a.world, a.head_name(), a.sequences, a.overlap, &a.run).cmp(&(b.world, b.head_name(), b.sequences, b.overlap, &b.run))
+                (a.world, a.head_name(), a.sequences, a.overlap, a.issue, &a.run).cmp(&(
+                    b.world,
+                    b.head_name(),
+                    b.sequences,
+                    b.overlap,
+                    b.issue,
+                    &b.run,
+                ))
             });
             Figure {
                 file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(strategy), slug(link.name())),
@@ -348,10 +355,13 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
         );
         let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, x + width / 2.0, TOP + ph + 16.0, b.world);
         if many_per_world {
-            // A second, smaller line keeps neighbouring labels apart: head placement, sequences
-            // and the overlap pieces.
+            // A second, smaller line keeps neighbouring labels apart: head placement, sequences,
+            // the overlap pieces and a replayed graph.
             let head = if b.head == Some(HeadPlacement::Replicated) { "repl" } else { b.head_name() };
-            let overlap = b.overlap.map_or(String::new(), |n| format!(" ov{n}"));
+            let mut overlap = b.overlap.map_or(String::new(), |n| format!(" ov{n}"));
+            if b.issue == crate::spec::schema::StepMode::Graph {
+                overlap.push_str(" graph");
+            }
             let _ = writeln!(
                 s,
                 r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{} ×{}{}</text>"#,
