@@ -14,7 +14,7 @@ use crate::manifest::answer::Exactness;
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{imbalance, ContextPrefill, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
 use crate::model::ModelConfig;
-use crate::rank::decode::RankAnswer;
+use crate::rank::decode::{Generated, RankAnswer};
 use crate::rank::records::Record;
 use crate::spec::plan::Span;
 use crate::spec::{ContextBlocks, DecodeLayout};
@@ -78,24 +78,22 @@ pub fn tokens_per_s(recs: &[Record], tokens_per_rep: f64) -> Vec<f64> {
 
 /// The manifest's `answer`: distinct token lists and the merged exactness figures.
 pub fn answer_of(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Answer, CollectError> {
-    let holders: Vec<&RankAnswer> = answers.iter().filter(|a| a.tokens.is_some()).collect();
+    let holders: Vec<&Generated> = answers.iter().filter_map(|a| a.generated.as_ref()).collect();
     let mut exact: Option<Exactness> = None;
     let mut distinct: Vec<Vec<u32>> = Vec::new();
-    for a in &holders {
-        for seq in a.tokens.iter().flatten() {
+    for g in &holders {
+        for seq in &g.tokens {
             if !distinct.contains(seq) {
                 distinct.push(seq.clone());
             }
         }
-        if let Some(e) = &a.exactness {
-            match exact.as_mut() {
-                None => exact = Some(e.clone()),
-                Some(x) => x.merge(e),
-            }
+        match exact.as_mut() {
+            None => exact = Some(g.exactness.clone()),
+            Some(x) => x.merge(&g.exactness),
         }
     }
     let exact = exact.ok_or(CollectError::NoLogits)?;
-    let sequences: usize = holders.iter().map(|a| a.tokens.as_ref().map_or(0, Vec::len)).sum();
+    let sequences: usize = holders.iter().map(|g| g.tokens.len()).sum();
     let reference = format!(
         "unsplit GPT-2 (world 1, tch), same checkpoint, prompt and new_tokens; cached as {}",
         crate::model::source::reference_stem(&plan.answer_id).display()

@@ -20,10 +20,9 @@ use std::path::{Path, PathBuf};
 pub struct RankAnswer {
     /// The rank.
     pub rank: u32,
-    /// Generated tokens per sequence (last repetition), when this rank produced logits.
-    pub tokens: Option<Vec<Vec<u32>>>,
-    /// Exactness over every sequence and repetition, when this rank produced logits.
-    pub exactness: Option<Exactness>,
+    /// What this rank generated, when it produced logits (a rank without the output head's
+    /// last stage produces none).
+    pub generated: Option<Generated>,
     /// Collectives (all-reduce + all-gather) per decode step of one sequence, checked on every step (tensor).
     pub collectives_per_step: Option<u64>,
     /// Weight bytes this rank reads per decode step of one sequence.
@@ -56,6 +55,15 @@ pub struct RankAnswer {
     /// What the step's captured CUDA graph holds (a `step: graph` run; None otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_nodes: Option<crate::cuda_graph::GraphNodes>,
+}
+
+/// The tokens and exactness of a rank that produced logits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Generated {
+    /// Generated tokens per sequence (last repetition).
+    pub tokens: Vec<Vec<u32>>,
+    /// Exactness over every sequence and repetition.
+    pub exactness: Exactness,
 }
 
 fn one() -> u32 {
@@ -140,8 +148,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     sink.flush()?;
     let answer = RankAnswer {
         rank,
-        tokens: last.and_then(|r| r.exactness.map(|_| r.tokens)),
-        exactness: exact,
+        generated: exact.zip(last.filter(|r| r.exactness.is_some())).map(|(exactness, r)| Generated { tokens: r.tokens, exactness }),
         collectives_per_step: collectives,
         streamed_bytes: rounds_part.streamed_bytes(),
         kv_cache_bytes_per_token: Some(rounds_part.kv_cache_bytes_per_token()),

@@ -221,7 +221,7 @@ fn answers_differ(plan: &RunPlan, out: &Path, launches: u32) -> Option<String> {
     }
     let tokens = |n| {
         crate::collect::decode::rank_answers(&crate::collect::frames::launch_dir(out, n))
-            .map(|a| a.into_iter().map(|r| r.tokens).collect::<Vec<_>>())
+            .map(|a| a.into_iter().map(|r| r.generated.map(|g| g.tokens)).collect::<Vec<_>>())
     };
     let first = tokens(0).ok()?;
     (1..launches)
