@@ -707,3 +707,62 @@ fn a_manifest_with_an_implausible_number_is_skipped_with_the_reason_and_never_re
     let audit = std::process::Command::new(env!("CARGO_BIN_EXE_parlab")).args(["audit", "--manifests"]).arg(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&audit.stderr).contains("implausible number at summary.decode.step_s.median"), "audit skips it too");
 }
+
+/// One GPU decode manifest of `plan`: a step of `step_s` on `cuda:0`, its captured graph's
+/// nodes where it replayed one.
+fn gpu_decode(plan: &parlab::spec::RunPlan, step_s: f64, nodes: Option<parlab::cuda_graph::GraphNodes>) -> Manifest {
+    let launch = manifest::Launch {
+        command: "mpirun -np 1 parlab rank".into(),
+        oversubscribed: false,
+        wall_s: 3.0,
+        exit_code: Some(0),
+        transport: String::new(),
+        ranks: Vec::new(),
+        nccl: Vec::new(),
+    };
+    let outcome = manifest::Outcome::Ok {
+        launch: Some(launch),
+        results: None,
+        summary: Box::new(crate::synth::decode_summary(step_s, 1.0 / step_s)),
+        answer: None,
+        launches: None,
+    };
+    let mut m = Manifest::for_plan(plan, crate::synth::gates().fingerprint(), "2026-12-05T00:00:00Z", outcome);
+    if let Some(parlab::manifest::summary::Summary::Decode(d)) = m.summary_mut() {
+        d.strategy = plan.layout.strategy;
+        d.gpu = Some("cuda:0 float32".into());
+        d.graph_nodes = nodes;
+    }
+    m
+}
+
+#[test]
+fn a_graph_run_shows_its_step_its_kernels_and_the_eager_step_against_them() {
+    root();
+    let plans = parlab::spec::load_suite(&[PathBuf::from("experiments/decode-cuda.yaml")]).unwrap();
+    let float32_gpt2 = |p: &&parlab::spec::RunPlan| {
+        p.layout.world == 1
+            && p.model.as_ref().is_some_and(|m| m.name == "gpt2")
+            && matches!(p.workload, parlab::spec::Workload::Decode { dtype: parlab::spec::schema::Dtype::Float32, .. })
+    };
+    let pair: Vec<&parlab::spec::RunPlan> = plans.iter().filter(float32_gpt2).collect();
+    assert_eq!(pair.iter().map(|p| p.step.name()).collect::<Vec<_>>(), ["eager", "graph"]);
+    let nodes = parlab::cuda_graph::GraphNodes { kernels: 212, all: 215 };
+    let list = vec![gpu_decode(pair[0], 3.3e-3, None), gpu_decode(pair[1], 0.9e-3, Some(nodes))];
+    let r = report::render(&list, &[], Ok(None), Path::new(report::templates::DIR)).unwrap();
+    let text = &r.markdown;
+    assert!(text.contains("step: eager, every operator launched by the host"), "the decode table explains its step column");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| data | 1 |")).collect();
+    assert!(rows.len() == 2 && rows[0].contains("| eager |") && rows[1].contains("| graph |"), "{rows:#?}");
+    assert!(
+        text.contains("step=graph (cuda:0 float32): step 900 µs") && text.contains("its captured graph holds 212 kernels (215 nodes)"),
+        "{text}"
+    );
+    let graph_run = &pair[1].run_id.short().to_string();
+    assert!(
+        text.contains(&format!("the captured fixed-shape step of this model and dtype (run {graph_run}) holds 212 kernels")),
+        "the eager step is set against the kernels counted in the graph: {text}"
+    );
+    let figure = r.figures.iter().find(|f| f.svg.contains(" graph<")).map(|f| f.file.clone());
+    assert!(figure.is_some(), "the graph bar is labelled in its figure");
+}
