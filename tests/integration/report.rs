@@ -383,6 +383,19 @@ fn a_cuda_run_is_never_launched_where_parlabs_libtorch_sees_no_gpu() {
         assert!(m.plan.label().ends_with(" cuda"), "{}", m.plan.label());
     }
     assert!(!state.join("checkpoints").exists(), "a NOT_RUN cuda run made a checkpoint");
+    // A graph run: the same probe holds it back, and its label says what would have run.
+    let graph = tmp.path().join("graph.yaml");
+    std::fs::write(
+        &graph,
+        "name: on-gpu-graph\nkind: decode\nmodel: gpt2\nstrategy: data\nworld: 1\ndevice: cuda\nstep: graph\nnew_tokens: 4\n",
+    )
+    .unwrap();
+    let (manifests, _) = run_without_a_register(&root, &graph, tmp.path());
+    let (list, _) = parlab::manifest::read_all(&manifests);
+    let m = list.iter().find(|m| m.experiment == "on-gpu-graph").expect("the graph run's manifest");
+    assert_eq!(m.status(), parlab::manifest::Status::NotRun);
+    assert!(m.reason().unwrap_or_default().contains("needs a CUDA device visible to parlab's libtorch"), "{:?}", m.reason());
+    assert!(m.launch().is_none() && m.plan.label().ends_with(" cuda step=graph"), "{}", m.plan.label());
 }
 
 /// `make bench`: render a register from 10,000 synthetic manifests and print the time.
