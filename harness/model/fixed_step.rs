@@ -5,6 +5,8 @@
 //! the query masked. The same kernels with the same shapes run at every position.
 
 use super::gpt2::KvCache;
+use super::placement::Placement;
+use super::weights::Checkpoint;
 use tch::{Device, Kind, Tensor};
 
 /// The inputs a fixed-shape step reads, on its device.
@@ -97,6 +99,14 @@ pub trait FixedShape {
     /// through every layer over the whole of `cache` (`cache.len` is left to the caller), to the
     /// logits `[vocab]`.
     fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError>;
+}
+
+/// The token table `name` of `ckpt` on `placement`, for a part that `embeds` (holds layer 0).
+pub fn token_table(ckpt: &Checkpoint, name: &str, embeds: bool, placement: &Placement) -> Result<Tensor, FixedStepError> {
+    if !embeds {
+        return Err(FixedStepError::NotWhole("does not hold layer 0"));
+    }
+    Ok(placement.place(ckpt.full(name)?))
 }
 
 impl FixedStep {

@@ -6,7 +6,7 @@
 //! [`Reduce`]: two all-reduces per layer, the output bias added once, after the reduction.
 
 use super::config::ModelConfig;
-use super::fixed_step::{attend_whole_cache, FixedShape, FixedStep, FixedStepError};
+use super::fixed_step::{attend_whole_cache, token_table, FixedShape, FixedStep, FixedStepError};
 use super::matvec::{matvec, matvec_row};
 use super::placement::Placement;
 use super::row::{self, f32s, f32s_mut};
@@ -606,10 +606,7 @@ impl Gpt2Part {
 
 impl FixedShape for Gpt2Part {
     fn token_table(&self) -> Result<Tensor, FixedStepError> {
-        if self.embed.is_none() {
-            return Err(FixedStepError::NotWhole("does not hold layer 0"));
-        }
-        Ok(self.placement.place(self.ckpt.full("wte.weight")?))
+        token_table(&self.ckpt, "wte.weight", self.embeds(), &self.placement)
     }
 
     fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError> {

@@ -13,7 +13,7 @@
 //! through [`Reduce::mixture`]). One row on the host in float32 (a decode step) runs on
 //! slices with parlab's matvec kernels; several rows (prefill), or any on a GPU, on libtorch.
 
-use super::fixed_step::{attend_whole_cache, FixedShape, FixedStep, FixedStepError};
+use super::fixed_step::{attend_whole_cache, token_table, FixedShape, FixedStep, FixedStepError};
 use super::gpt2::{causal, chunk_rows, linear, ring_context, store_kv, Alone, Chunk, KvCache, KvRing, QueryHeads, Reduce};
 use super::matvec::matvec_row;
 use super::moe::{self, ExpertKind, Mixture};
@@ -491,10 +491,7 @@ fn with_bias(y: Tensor, b: Option<&Tensor>) -> Tensor {
 
 impl FixedShape for LlamaPart {
     fn token_table(&self) -> Result<Tensor, FixedStepError> {
-        if self.embed.is_none() {
-            return Err(FixedStepError::NotWhole("does not hold layer 0"));
-        }
-        Ok(self.placement.place(self.ckpt.full("model.embed_tokens.weight")?))
+        token_table(&self.ckpt, "model.embed_tokens.weight", self.embed.is_some(), &self.placement)
     }
 
     fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError> {
