@@ -88,7 +88,7 @@ impl<'a> ReplayedStep<'a> {
         self.cache.len = 0;
         let h = part.forward(part.embed(prompt, 0)?, &mut self.cache, &mut Alone);
         let mut tokens = Vec::with_capacity(new_tokens);
-        self.observe(to_vec(&part.logits(&h, &mut Alone)), 0, &mut tokens, exact.as_mut(), reference);
+        observe(to_vec(&part.logits(&h, &mut Alone)), 0, &mut tokens, exact.as_mut(), reference);
         part.placement().synchronize();
         super::fault::stretch(start.elapsed());
         let prefill_s = start.elapsed().as_secs_f64();
@@ -98,7 +98,7 @@ impl<'a> ReplayedStep<'a> {
             let last = *tokens.last().expect("a token from the previous round");
             let logits = to_vec(&self.logits(last, self.cache.len)?);
             self.cache.len += 1;
-            self.observe(logits, round, &mut tokens, exact.as_mut(), reference);
+            observe(logits, round, &mut tokens, exact.as_mut(), reference);
             super::fault::stretch(t0.elapsed());
             steps.push((t0.elapsed().as_secs_f64(), 0.0));
         }
@@ -116,19 +116,12 @@ impl<'a> ReplayedStep<'a> {
             experts: None,
         })
     }
+}
 
-    /// Takes round `round`'s greedy token from its logits and checks them against the reference.
-    fn observe(
-        &self,
-        logits: Vec<f32>,
-        round: usize,
-        tokens: &mut Vec<u32>,
-        exact: Option<&mut Exactness>,
-        reference: Option<&Generation>,
-    ) {
-        tokens.push(top2(&logits).0);
-        if let (Some(e), Some(r)) = (exact, reference) {
-            e.observe(r, round, &logits);
-        }
+/// Takes round `round`'s greedy token from its logits and checks them against the reference.
+fn observe(logits: Vec<f32>, round: usize, tokens: &mut Vec<u32>, exact: Option<&mut Exactness>, reference: Option<&Generation>) {
+    tokens.push(top2(&logits).0);
+    if let (Some(e), Some(r)) = (exact, reference) {
+        e.observe(r, round, &logits);
     }
 }
