@@ -7,7 +7,7 @@
 #   bash ci/gpu-check.sh run [SPEC...]   there, from the checkout's root: the GPU suite (ci/gpu-suite/),
 #                                        the register, `parlab audit`, and ci/gpu_check.py's checks
 #                                        against transformers on the same GPU; everything under $OUT.
-#                                        With SPECs, only those runs and the link check (a short rerun)
+#                                        With SPECs, only those runs and the checks they allow (a short rerun)
 #
 # tch pins one libtorch per release (tch 0.24: torch 2.11; tch 0.26: torch 2.13), so a binary
 # must be built against the torch of the machine it runs on. The build copies the sources to
@@ -90,7 +90,7 @@ run() {
   "$bin" report --manifests "$OUT/manifests" --out "$OUT/report" || rc=$?
   "$bin" audit --manifests "$OUT/manifests" || echo "gpu-check: audit exit $?"
   local only=()
-  [ $# -eq 0 ] || only=(--only-link)
+  [ $# -eq 0 ] || only=(--subset)
   "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || rc=$?
   # What comes back from a device machine is a few files: the register beside one archive.
   cp "$OUT/report/evidence.md" "$OUT/evidence.md" 2>/dev/null || true

@@ -212,12 +212,22 @@ def check_graphs(ckpt, decode):
             print(f"RATIO {describe(m)}: captured step = {step / GRAPH_ANCHOR_S[dtype]:.2f}x the {GRAPH_ANCHOR_S[dtype] * 1e3:.2f} ms captured anchor (stretch aim <= 1.2x)")
 
 
+def check_decode(decode, state):
+    """Each checkpoint's decode runs against transformers on the GPU (tokens, step ratios)."""
+    groups = {}
+    for m in decode:
+        groups.setdefault(checkpoint(m), []).append(m)
+    for ckpt, group in groups.items():
+        check_model(ckpt, group, state)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--parlab", required=True)
     ap.add_argument("--manifests", required=True)
     ap.add_argument("--state", required=True)
-    ap.add_argument("--only-link", action="store_true", help="a short rerun of the link and memory specs: every run ok, link ratios")
+    ap.add_argument("--subset", action="store_true",
+                    help="a short rerun of some specs: every run ok, then the checks its runs allow (link ratios; tokens and step ratios of its decode runs)")
     args = ap.parse_args()
     runs = manifests(args.manifests)
     for m in runs:
@@ -225,20 +235,17 @@ def main():
         step = s.get("step_s", {}).get("median") if isinstance(s, dict) else None
         print(f'run {describe(m)}: {m["status"]}' + (f' step median {step * 1e3:.3f} ms' if step else '') +
               (f' ({m["reason"]})' if m.get("reason") else ''))
-    if args.only_link:
+    decode = [m for m in runs if m["kind"] == "decode" and m["status"] == "ok"]
+    if args.subset:
         check(bool(runs) and all(m["status"] == "ok" for m in runs), f"every run ok ({len(runs)} runs)")
+        check_decode(decode, args.state)
         check_link(runs)
         return
-    decode = [m for m in runs if m["kind"] == "decode" and m["status"] == "ok"]
     cuda = [m for m in decode if m["plan"].get("device") == "cuda"]
     check(len(cuda) >= 3, f"parlab measured {len(cuda)} CUDA decode runs (want fp32, bf16, 2-rank tensor)")
     graphs = [m for m in cuda if m["plan"].get("step") == "graph"]
     check(len(graphs) >= 1, f"parlab replayed {len(graphs)} captured CUDA graph decode runs (want GPT-2 fp32 and bf16)")
-    groups = {}
-    for m in decode:
-        groups.setdefault(checkpoint(m), []).append(m)
-    for ckpt, group in groups.items():
-        check_model(ckpt, group, args.state)
+    check_decode(decode, args.state)
     check_link(runs)
     check_nccl(runs)
     register = os.path.join(os.path.dirname(args.manifests.rstrip("/")), "report", "evidence.md")
