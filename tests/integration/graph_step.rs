@@ -1,6 +1,6 @@
 //! The fixed-shape decode step a CUDA graph captures, checked where there is no GPU: issued
 //! directly on the CPU through the same libtorch operators, it decodes the reference tokens of
-//! GPT-2 and of grouped-query Llama and Qwen3, repetition after repetition over one cache; parts
+//! GPT-2 and of grouped-query Llama, Qwen2 and Qwen3, repetition after repetition over one cache; parts
 //! it cannot run (a share of a model, a mixture) are refused with the reason.
 
 use parlab::model::fixed_step::{FixedShape, FixedStep, FixedStepError};
@@ -68,14 +68,14 @@ fn decodes_the_reference(name: &str, fixed: &dyn DecoderPart, reference: &dyn De
 }
 
 #[test]
-fn the_fixed_shape_step_decodes_the_reference_tokens_of_gpt2_llama_and_qwen3() {
+fn the_fixed_shape_step_decodes_the_reference_tokens_of_gpt2_llama_qwen2_and_qwen3() {
     let dir = tempfile::tempdir().unwrap();
     let (fixed, rows) = (
         gpt2(&dir.path().join("a"), Placement::cpu_as_gpu(), PartShare::whole),
         gpt2(&dir.path().join("b"), Placement::cpu(), PartShare::whole),
     );
     decodes_the_reference("gpt2", &fixed, &rows);
-    for (model_type, extra) in [("llama", ""), ("qwen3", r#", "head_dim": 8"#)] {
+    for (model_type, extra) in [("llama", ""), ("qwen2", ""), ("qwen3", r#", "head_dim": 8"#)] {
         let config = llama(model_type, extra);
         let at = |d: &str| dir.path().join(format!("{model_type}-{d}"));
         let fixed = llama_part(&at("a"), &config, Placement::cpu_as_gpu(), LlamaShare::whole);
