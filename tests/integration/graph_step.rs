@@ -99,3 +99,19 @@ fn parts_the_fixed_shape_step_cannot_run_are_refused_with_the_reason() {
     assert!(matches!(err, FixedStepError::Mixture), "{err}");
     assert!(ReplayedStep::captured(&moe, 8, 0).is_err(), "nothing is captured for a mixture, with or without a GPU");
 }
+
+#[test]
+fn in_bfloat16_the_fixed_shape_step_follows_the_eager_libtorch_step() {
+    // The element type a GPU graph run of `dtype: bfloat16` computes in, checked on the host
+    // against libtorch's eager step in the same type (not against float32: rounding differs).
+    let dir = tempfile::tempdir().unwrap();
+    let bf16 = Placement::cpu_in(tch::Kind::BFloat16);
+    let (fixed, eager) = (gpt2(&dir.path().join("a"), bf16, PartShare::whole), gpt2(&dir.path().join("b"), bf16, PartShare::whole));
+    let (prompt, new_tokens) = ([5u32, 17, 3, 200, 9, 41, 7], 12);
+    let want = greedy(&eager, &prompt, new_tokens).unwrap();
+    let got = ReplayedStep::direct(&fixed, prompt.len() + new_tokens).unwrap().decode(&prompt, new_tokens, Some(&want)).unwrap();
+    let exact = got.exactness.unwrap();
+    assert_eq!(got.tokens, std::slice::from_ref(&want.tokens), "{exact:?}");
+    assert!(exact.tokens_equal && exact.max_logit_diff < 0.05, "{exact:?}");
+    println!("bfloat16 fixed-shape step against the eager one: largest logit difference {}", exact.max_logit_diff);
+}
