@@ -88,6 +88,9 @@ fn cuda_include(torch_lib: &Path) -> Option<PathBuf> {
 /// ones are bound at load time; a strong one would need libcudart on parlab's link line).
 fn strong_cuda_references(archive: &Path) -> Result<Vec<String>, String> {
     let out = std::process::Command::new("nm").arg("-u").arg(archive).output().map_err(|e| format!("nm: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("nm -u {} failed: {}", archive.display(), String::from_utf8_lossy(&out.stderr).trim()));
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(text
         .lines()
@@ -113,8 +116,11 @@ fn build_cuda_graph(torch_lib: &Path) -> Result<(), String> {
             }
         }
     }
-    if !torch_lib.join("libtorch_cuda.so").exists() || std::env::var_os("PARLAB_NO_TORCH_CUDA").is_some() {
-        return Err("no libtorch_cuda".into());
+    if std::env::var_os("PARLAB_NO_TORCH_CUDA").is_some() {
+        return Err("PARLAB_NO_TORCH_CUDA is set".into());
+    }
+    if !torch_lib.join("libtorch_cuda.so").exists() {
+        return Err(format!("no libtorch_cuda.so in {}", torch_lib.display()));
     }
     let torch_include = torch_lib.parent().map(|p| p.join("include")).unwrap_or_default();
     if !torch_include.join("ATen/cuda/CUDAGraph.h").is_file() {

@@ -243,8 +243,9 @@ def main():
         return
     cuda = [m for m in decode if m["plan"].get("device") == "cuda"]
     check(len(cuda) >= 3, f"parlab measured {len(cuda)} CUDA decode runs (want fp32, bf16, 2-rank tensor)")
-    graphs = [m for m in cuda if m["plan"].get("step") == "graph"]
-    check(len(graphs) >= 1, f"parlab replayed {len(graphs)} captured CUDA graph decode runs (want GPT-2 fp32 and bf16)")
+    graphs = [m for m in runs if m["kind"] == "decode" and m["plan"].get("step") == "graph"]
+    check(bool(graphs) and all(m["status"] == "ok" for m in graphs),
+          f"every captured-graph decode run ok: {', '.join(describe(m) + ' ' + m['status'] for m in graphs) or 'none in the suite'}")
     check_decode(decode, args.state)
     check_link(runs)
     check_nccl(runs)

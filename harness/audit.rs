@@ -316,12 +316,20 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
     v
 }
 
-/// A run's layout in words: strategy, world, head placement, sequences, link.
+/// A run's layout in words: strategy, world, head placement, sequences, link, and where it is
+/// not the CPU's eager step, its device and step mode.
 pub fn layout_words(m: &Manifest) -> String {
     let l = &m.layout;
     let head = l.head.map(|h| format!(" head {}", h.name())).unwrap_or_default();
     let seqs = l.sequences.filter(|&s| s > 1).map(|s| format!(" {s} sequences")).unwrap_or_default();
-    format!("{} world {}{head}{seqs} over {}", l.strategy.name(), l.world, m.plan.link)
+    let mut on = String::new();
+    if m.plan.device != crate::spec::Device::Cpu {
+        on.push_str(&format!(" on {}", m.plan.device.name()));
+    }
+    if m.plan.step != crate::spec::schema::StepMode::Eager {
+        on.push_str(&format!(" step={}", m.plan.step.name()));
+    }
+    format!("{} world {}{head}{seqs} over {}{on}", l.strategy.name(), l.world, m.plan.link)
 }
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {

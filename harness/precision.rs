@@ -85,7 +85,7 @@ fn as_float32(w: &Workload) -> Workload {
 }
 
 /// True when `m` is a float32 run of `half`'s model, workload, layout, threads per rank,
-/// device and link.
+/// device, step mode and link.
 fn is_twin(half: &Manifest, m: &Manifest) -> bool {
     let (a, b) = (&half.plan, &m.plan);
     dtype_of(m) == Some(Dtype::Float32)
@@ -93,8 +93,18 @@ fn is_twin(half: &Manifest, m: &Manifest) -> bool {
         && a.model == b.model
         && a.threads_per_rank == b.threads_per_rank
         && a.device == b.device
+        && a.step == b.step
         && a.link == b.link
         && as_float32(&a.workload) == b.workload
+}
+
+/// " on cpu" for a run on the CPU (the layout words name any other device themselves).
+fn on_cpu(m: &Manifest) -> &'static str {
+    if m.plan.device == crate::spec::Device::Cpu {
+        " on cpu"
+    } else {
+        ""
+    }
 }
 
 fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
@@ -117,12 +127,7 @@ fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
         run: half.run_id.short().to_string(),
         twin: twin.map(|t| t.run_id.short().to_string()),
         experiment: half.experiment.clone(),
-        layout: format!(
-            "{} on {}, {}",
-            crate::audit::layout_words(half),
-            half.plan.device.name(),
-            threads_words(half.plan.threads_per_rank)
-        ),
+        layout: format!("{}{}, {}", crate::audit::layout_words(half), on_cpu(half), threads_words(half.plan.threads_per_rank)),
         dtype: dtype_of(half).map_or("float32", |d| d.name()).to_string(),
         grade,
         equal_steps,

@@ -38,7 +38,8 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
 }
 
 /// The axis values the columns do not show: threads, head placement, zig-zag blocks, decode
-/// split, overlap, sequences in flight.
+/// split, overlap, sequences in flight, new tokens, and where not the default: dtype, device
+/// and step mode.
 fn details(r: &RunPlan) -> String {
     if !r.kind().launches_ranks() {
         return "arithmetic: nothing is launched".into();
@@ -87,6 +88,8 @@ fn plan_json(r: &RunPlan) -> serde_json::Value {
         "launches": r.launches,
         "workload": r.workload,
         "layout": r.layout,
+        "device": r.device.name(),
+        "step": r.step.name(),
         "launch": launch_line(r),
     })
 }

@@ -296,9 +296,9 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     Ok(Collected { results, summary, answer: Some(answer_of(plan, &answers)?) })
 }
 
-/// What a step of a run whose steps are issued as `issue` is.
-fn step_definition(issue: crate::spec::schema::StepMode) -> &'static str {
-    match issue {
+/// What a step of a run whose steps are issued in `mode` is.
+fn step_definition(mode: crate::spec::schema::StepMode) -> &'static str {
+    match mode {
         crate::spec::schema::StepMode::Eager => "one decode round: every sequence in flight advances one token; slowest rank",
         crate::spec::schema::StepMode::Graph => {
             "one decode round of one sequence: its token and position copied to the GPU, the captured graph of the step replayed, \

@@ -167,7 +167,7 @@ pub struct StepPrediction {
     /// Computed on a GPU.
     pub cuda: bool,
     /// How its step was issued (a replayed CUDA graph skips the host's launches).
-    pub issue: crate::spec::schema::StepMode,
+    pub step_mode: crate::spec::schema::StepMode,
     /// The split.
     pub strategy: Strategy,
     /// Ranks.
@@ -612,7 +612,7 @@ fn predict_run<'m>(inp: &Inputs, m: &'m Manifest) -> Option<Predicted<'m>> {
         model: source.name.clone(),
         dtype: *dtype,
         cuda,
-        issue: m.plan.step,
+        step_mode: m.plan.step,
         strategy: m.layout.strategy,
         world: r.world,
         sequences: r.sequences,
@@ -753,7 +753,7 @@ fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [Predicted]) -
     let unsplit: Vec<(&Manifest, &'p StepPrediction)> = all
         .iter()
         .map(|x| (x.m, &x.p))
-        .filter(|(_, u)| u.is_unsplit() && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.issue == p.issue)
+        .filter(|(_, u)| u.is_unsplit() && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.step_mode == p.step_mode)
         .collect();
     let same_threads: Vec<(&Manifest, &'p StepPrediction)> = unsplit.iter().copied().filter(|(_, u)| u.threads == p.threads).collect();
     let candidates = if same_threads.is_empty() { unsplit } else { same_threads };
@@ -802,7 +802,9 @@ fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[Predicted]) 
         .iter()
         .map(|x| (x.m, &x.p))
         .filter(|(_, u)| u.run_id != p.run_id)
-        .filter(|(_, u)| u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.issue == p.issue && u.threads == p.threads)
+        .filter(|(_, u)| {
+            u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.step_mode == p.step_mode && u.threads == p.threads
+        })
         .filter_map(|(m, u)| Some((m, u.achieved_bps()?, &u.run_id)))
         .collect();
     if let Some((_, rate, run)) = peers.iter().filter(|(m, _, _)| m.experiment == experiment).min_by(|a, b| a.2.cmp(b.2)) {

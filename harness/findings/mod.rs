@@ -213,7 +213,7 @@ pub fn by_world<T>(rows: impl Iterator<Item = T>, world: impl Fn(&T) -> u32) -> 
 /// their unsplit baseline must be too.
 pub fn one_experiment<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Vec<&'a DecodeRow> {
     let mut by_experiment: BTreeMap<&str, Vec<&DecodeRow>> = BTreeMap::new();
-    for d in rows.filter(|d| d.issue == crate::spec::schema::StepMode::Eager) {
+    for d in rows.filter(|d| d.step_mode == crate::spec::schema::StepMode::Eager) {
         by_experiment.entry(d.experiment.as_str()).or_default().push(d);
     }
     let worlds = |v: &Vec<&DecodeRow>| (v.iter().any(|d| d.world == 1), v.iter().map(|d| d.world).collect::<BTreeSet<_>>().len());

@@ -57,7 +57,7 @@ pub fn finding(inp: &Inputs) -> Finding {
 fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats) -> Finding {
     let full = best(pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)));
     let model = pipe.first().map(|d| (&d.model, d.dtype));
-    let eager_replica = |d: &&DecodeRow| d.strategy == Strategy::Data && d.issue == crate::spec::schema::StepMode::Eager;
+    let eager_replica = |d: &&DecodeRow| d.strategy == Strategy::Data && d.step_mode == crate::spec::schema::StepMode::Eager;
     let replicas = best(inp.facts.decode.iter().filter(eager_replica).filter(|d| Some((&d.model, d.dtype)) == model));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {
         return f.inconclusive(

@@ -93,6 +93,8 @@ pub struct FixedStep {
 
 /// A whole dense model that runs [`FixedStep`]s (GPT-2 and the Llama family).
 pub trait FixedShape {
+    /// Ok where this part can run the fixed-shape step (the whole model, dense), else why not.
+    fn can_fix(&self) -> Result<(), FixedStepError>;
     /// The token embedding table `[vocab, d]` on this part's placement.
     fn token_table(&self) -> Result<Tensor, FixedStepError>;
     /// One decode step with every shape fixed: the token `step.inputs` holds at its position,
@@ -112,6 +114,7 @@ pub fn token_table(ckpt: &Checkpoint, name: &str, embeds: bool, placement: &Plac
 impl FixedStep {
     /// The table of `part` and inputs for a cache of `max_len` positions on `device`.
     pub fn new(part: &dyn FixedShape, device: Device, max_len: usize) -> Result<Self, FixedStepError> {
+        part.can_fix()?;
         Ok(FixedStep { table: part.token_table()?, inputs: StepInputs::new(device, max_len) })
     }
 }

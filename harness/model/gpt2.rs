@@ -605,18 +605,26 @@ impl Gpt2Part {
 }
 
 impl FixedShape for Gpt2Part {
+    fn can_fix(&self) -> Result<(), FixedStepError> {
+        if self.embed.is_none() || self.share != PartShare::whole(&self.dims) {
+            return Err(FixedStepError::NotWhole("holds a share of the model"));
+        }
+        if self.layers.iter().any(|l| matches!(l.mlp, Mlp::Mixture(_))) {
+            return Err(FixedStepError::Mixture);
+        }
+        Ok(())
+    }
+
     fn token_table(&self) -> Result<Tensor, FixedStepError> {
         token_table(&self.ckpt, "wte.weight", self.embeds(), &self.placement)
     }
 
     fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError> {
         let _guard = tch::no_grad_guard();
-        let Some(e) = self.embed.as_ref().filter(|_| self.share == PartShare::whole(&self.dims)) else {
-            return Err(FixedStepError::NotWhole("holds a share of the model"));
+        self.can_fix()?;
+        let Some(e) = self.embed.as_ref() else {
+            return Err(FixedStepError::NotWhole("does not hold layer 0"));
         };
-        if self.layers.iter().any(|l| matches!(l.mlp, Mlp::Mixture(_))) {
-            return Err(FixedStepError::Mixture);
-        }
         let inputs = &step.inputs;
         let mut h = step.table.index_select(0, &inputs.token()) + e.wpe.index_select(0, &inputs.position());
         for (layer, (k_cache, v_cache)) in self.layers.iter().zip(cache.k.iter_mut().zip(cache.v.iter_mut())) {

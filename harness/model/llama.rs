@@ -490,18 +490,23 @@ fn with_bias(y: Tensor, b: Option<&Tensor>) -> Tensor {
 }
 
 impl FixedShape for LlamaPart {
-    fn token_table(&self) -> Result<Tensor, FixedStepError> {
-        token_table(&self.ckpt, "model.embed_tokens.weight", self.embed.is_some(), &self.placement)
-    }
-
-    fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError> {
-        let _guard = tch::no_grad_guard();
+    fn can_fix(&self) -> Result<(), FixedStepError> {
         if self.embed.is_none() || self.share != LlamaShare::whole(&self.dims) {
             return Err(FixedStepError::NotWhole("holds a share of the model"));
         }
         if self.layers.iter().any(|l| matches!(l.ffn, Ffn::Mixture(_))) {
             return Err(FixedStepError::Mixture);
         }
+        Ok(())
+    }
+
+    fn token_table(&self) -> Result<Tensor, FixedStepError> {
+        token_table(&self.ckpt, "model.embed_tokens.weight", self.embed.is_some(), &self.placement)
+    }
+
+    fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError> {
+        let _guard = tch::no_grad_guard();
+        self.can_fix()?;
         let inputs = &step.inputs;
         let positions = inputs.position().to_kind(Kind::Float);
         let mut h = step.table.index_select(0, &inputs.token());

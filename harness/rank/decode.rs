@@ -12,6 +12,7 @@ use crate::model::part::DecoderPart;
 use crate::model::{source, ModelConfig};
 use crate::spec::schema::StepMode;
 use crate::spec::RunPlan;
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -131,7 +132,9 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     for rep in 0..plan.warmup + plan.repetitions {
         link.comm.barrier();
         let result = match replayed.as_mut() {
-            Some(step) => step.decode(&engine.prompt, new_tokens, reference.as_ref())?,
+            Some(step) => step
+                .decode(&engine.prompt, new_tokens, reference.as_ref())
+                .with_context(|| format!("{}: replaying the captured step (repetition {rep})", plan.label()))?,
             None => engine.run_once(&mut link)?,
         };
         match (&mut exact, &result.exactness) {
@@ -163,7 +166,12 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
             _ => None,
         },
         gpu_shared_by: super::device::sharing(&placement),
-        graph_nodes: replayed.as_ref().map(ReplayedStep::nodes).transpose()?.flatten(),
+        graph_nodes: replayed
+            .as_ref()
+            .map(ReplayedStep::nodes)
+            .transpose()
+            .with_context(|| format!("{}: counting the captured graph's nodes", plan.label()))?
+            .flatten(),
     };
     crate::manifest::write_atomic(&answer_path(out, rank), serde_json::to_string_pretty(&answer)?.as_bytes())?;
     Ok(())
@@ -173,7 +181,9 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
 fn replayed_step<'a>(plan: &RunPlan, part: &'a dyn DecoderPart, max_len: usize) -> anyhow::Result<Option<ReplayedStep<'a>>> {
     match (plan.step, part.placement().device) {
         (StepMode::Eager, _) => Ok(None),
-        (StepMode::Graph, tch::Device::Cuda(ordinal)) => Ok(Some(ReplayedStep::captured(part, max_len, ordinal)?)),
+        (StepMode::Graph, tch::Device::Cuda(ordinal)) => ReplayedStep::captured(part, max_len, ordinal)
+            .map(Some)
+            .with_context(|| format!("{}: capturing the fixed-shape step as a CUDA graph on cuda:{ordinal}", plan.label())),
         (StepMode::Graph, _) => anyhow::bail!("{}: `step: graph` captures a CUDA graph, but this rank computes on the CPU", plan.label()),
     }
 }

@@ -349,7 +349,7 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
                 .map_or(String::new(), |a| format!("; the step is {:.0} launch floors of {}", step / a, crate::units::format_seconds(a)));
             let captured = match d.graph_nodes {
                 Some(n) => captured_kernels(n, launch_floor),
-                None if m.layout.world == 1 => {
+                None if m.layout.world == 1 && d.sequences == 1 => {
                     counted.get(&model_and_dtype(m)).map_or(String::new(), |(n, run)| eager_floor(*n, run, step, launch_floor))
                 }
                 None => String::new(),

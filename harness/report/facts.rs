@@ -120,7 +120,7 @@ pub struct DecodeRow {
     /// Pieces per all-reduce started non-blocking (None: blocking).
     pub overlap: Option<u32>,
     /// How each step was issued (eager, or a replayed CUDA graph).
-    pub issue: crate::spec::schema::StepMode,
+    pub step_mode: crate::spec::schema::StepMode,
     /// A context split's prefill figures.
     pub context: Option<crate::manifest::summary::ContextPrefill>,
     /// An expert split's prefill figures.
@@ -327,7 +327,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         collectives: d.collectives_per_step,
         all_reduces: d.all_reduces.clone(),
         overlap: d.overlap,
-        issue: m.plan.step,
+        step_mode: m.plan.step,
         context: d.context.as_deref().cloned(),
         experts: d.experts.as_deref().cloned(),
         tokens_equal: exact.map(|e| e.tokens_equal),

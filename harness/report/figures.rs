@@ -205,12 +205,12 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
         .into_iter()
         .map(|((experiment, strategy, link), mut bars)| {
             bars.sort_by(|a, b| {
-                (a.world, a.head_name(), a.sequences, a.overlap, a.issue, &a.run).cmp(&(
+                (a.world, a.head_name(), a.sequences, a.overlap, a.step_mode, &a.run).cmp(&(
                     b.world,
                     b.head_name(),
                     b.sequences,
                     b.overlap,
-                    b.issue,
+                    b.step_mode,
                     &b.run,
                 ))
             });
@@ -354,12 +354,12 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
             py(b.step.median)
         );
         let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, x + width / 2.0, TOP + ph + 16.0, b.world);
-        if many_per_world {
+        if many_per_world || b.step_mode == crate::spec::schema::StepMode::Graph {
             // A second, smaller line keeps neighbouring labels apart: head placement, sequences,
             // the overlap pieces and a replayed graph.
             let head = if b.head == Some(HeadPlacement::Replicated) { "repl" } else { b.head_name() };
             let mut overlap = b.overlap.map_or(String::new(), |n| format!(" ov{n}"));
-            if b.issue == crate::spec::schema::StepMode::Graph {
+            if b.step_mode == crate::spec::schema::StepMode::Graph {
                 overlap.push_str(" graph");
             }
             let _ = writeln!(

@@ -55,7 +55,7 @@ const COLLECTIVE_COLUMNS: [&str; 12] =
 /// Where a collective table's optional op-time columns go: after its p99.
 const AFTER_P99: usize = 6;
 
-/// A decode table's columns; the dtype and overlap go in after the link ([`AFTER_LINK`]).
+/// A decode table's columns; the dtype, overlap and step mode go in after the link ([`AFTER_LINK`]).
 const DECODE_COLUMNS: [&str; 16] = [
     "strategy",
     "world",
@@ -74,7 +74,7 @@ const DECODE_COLUMNS: [&str; 16] = [
     "min top-2 margin",
     "run",
 ];
-/// Where a decode table's optional dtype and overlap columns go: after its link.
+/// Where a decode table's optional dtype, overlap and step mode columns go: after its link.
 const AFTER_LINK: usize = 5;
 
 fn collectives(rows: &[CollRow]) -> Vec<Table> {
@@ -266,7 +266,7 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
                 rows: rows.iter().map(decode_cells).collect(),
                 provenance: Vec::new(),
             };
-            with_dtype(with_overlap(with_issue(table, &rows), &rows), &rows, mixed)
+            with_dtype(with_overlap(with_step_mode(table, &rows), &rows), &rows, mixed)
         })
         .collect()
 }
@@ -285,17 +285,17 @@ fn with_dtype(mut t: Table, rows: &[DecodeRow], mixed: bool) -> Table {
     t
 }
 
-/// Adds the step column when an experiment replays a captured step.
-fn with_issue(mut t: Table, rows: &[DecodeRow]) -> Table {
-    if rows.iter().all(|r| r.issue == StepMode::Eager) {
+/// Adds the step mode column when an experiment replays a captured step.
+fn with_step_mode(mut t: Table, rows: &[DecodeRow]) -> Table {
+    if rows.iter().all(|r| r.step_mode == StepMode::Eager) {
         return t;
     }
     let at = AFTER_LINK;
-    t.columns.insert(at, "step".into());
+    t.columns.insert(at, "step mode".into());
     for (cells, r) in t.rows.iter_mut().zip(rows) {
-        cells.insert(at, Cell::text(r.issue.name()));
+        cells.insert(at, Cell::text(r.step_mode.name()));
     }
-    t.caption.push_str(" step: eager, every operator launched by the host each step; graph, the step (its shapes fixed: the whole KV cache read, later positions masked) captured once as a CUDA graph and replayed each round, its logits copied to the host as an eager step's are.");
+    t.caption.push_str(" step mode: eager, every operator launched by the host each step; graph, the step (its shapes fixed: the whole KV cache read, later positions masked) captured once as a CUDA graph and replayed each round, its logits copied to the host as an eager step's are.");
     t
 }
 
@@ -316,7 +316,7 @@ fn with_overlap(mut t: Table, rows: &[DecodeRow]) -> Table {
 type DecodeKey = (&'static str, u32, &'static str, u64, Link, Option<u32>, &'static str, StepMode, String);
 
 fn decode_key(r: &DecodeRow) -> DecodeKey {
-    (r.strategy.name(), r.world, r.head_name(), r.sequences, r.link.clone(), r.overlap, r.dtype_name(), r.issue, r.run.clone())
+    (r.strategy.name(), r.world, r.head_name(), r.sequences, r.link.clone(), r.overlap, r.dtype_name(), r.step_mode, r.run.clone())
 }
 
 fn decode_cells(r: &DecodeRow) -> Vec<Cell> {

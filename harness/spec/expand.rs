@@ -228,7 +228,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
             continue;
         }
         let cfg = model.as_ref().map(|(_, cfg)| cfg);
-        if let Some((key, message)) = device_problem(&p, cfg).or_else(|| step_problem(&p, cfg)).or_else(|| nccl_problem(e, &p)) {
+        if let Some((key, message)) = device_problem(&p, cfg).or_else(|| step_problem(&p)).or_else(|| nccl_problem(e, &p)) {
             c.report(key, message);
             continue;
         }
@@ -381,24 +381,23 @@ fn sequence_problem(e: &Experiment, p: &Point, cfg: &ModelConfig) -> Option<(Str
     Some((key.to_string(), message))
 }
 
-/// Why a `step: graph` point cannot run: a captured step is a CUDA device's, one rank's (no
-/// communication inside the graph), one sequence's, and a dense model's (routing changes shapes).
-fn step_problem(p: &Point, cfg: Option<&ModelConfig>) -> Option<(&'static str, String)> {
+/// Why a `step: graph` point cannot run: a captured step is a CUDA device's, the whole model's
+/// on one rank (no communication inside the graph), and one sequence's. (A mixture, whose
+/// routing would change the step's shapes, stays on the CPU: `device_problem` says so first.)
+fn step_problem(p: &Point) -> Option<(&'static str, String)> {
     if p.step == StepMode::Eager {
         return None;
     }
     let why = if p.device != Device::Cuda {
         "is a CUDA graph: it needs `device: cuda`".to_string()
-    } else if p.world != 1 || p.strategy != Strategy::Data {
+    } else if p.strategy != Strategy::Data || p.world != 1 {
         format!(
-            "captures one rank's whole step (no communication inside the graph) in this version; {} over world {} stays eager",
+            "captures the whole model's step on one rank (a data split of world 1; no communication inside the graph) in this version; {} over world {} stays eager",
             p.strategy.name(),
             p.world
         )
     } else if p.sequences != 1 {
         "captures one sequence's step in this version; sequences must be 1".to_string()
-    } else if cfg.is_some_and(ModelConfig::is_mixture) {
-        "needs a dense model (a mixture routes tokens by their values, changing the step's shapes)".to_string()
     } else {
         return None;
     };

@@ -88,16 +88,15 @@ fn the_fixed_shape_step_decodes_the_reference_tokens_of_gpt2_llama_qwen2_and_qwe
 fn parts_the_fixed_shape_step_cannot_run_are_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let shard = gpt2(dir.path(), Placement::cpu_as_gpu(), |d| PartShare { heads: Span::new(0, 2), ..PartShare::whole(d) });
-    let step = FixedStep::new(&shard as &dyn FixedShape, tch::Device::Cpu, 8).unwrap();
-    let err = shard.fixed_step(&step, &mut shard.new_cache(8)).unwrap_err();
-    assert!(matches!(err, FixedStepError::NotWhole(_)), "{err}");
-    assert!(err.to_string().contains("whole model"), "{err}");
+    let err = FixedStep::new(&shard as &dyn FixedShape, tch::Device::Cpu, 8).err().expect("a shard is refused");
+    assert!(matches!(err, FixedStepError::NotWhole(_)) && err.to_string().contains("whole model"), "{err}");
     let mixture = llama("mixtral", r#", "num_local_experts": 4, "num_experts_per_tok": 2"#);
     let moe = llama_part(&dir.path().join("moe"), &mixture, Placement::cpu_as_gpu(), LlamaShare::whole);
-    let step = FixedStep::new(&moe as &dyn FixedShape, tch::Device::Cpu, 8).unwrap();
-    let err = moe.fixed_step(&step, &mut moe.new_cache(8)).unwrap_err();
+    let err = FixedStep::new(&moe as &dyn FixedShape, tch::Device::Cpu, 8).err().expect("a mixture is refused");
     assert!(matches!(err, FixedStepError::Mixture), "{err}");
-    assert!(ReplayedStep::captured(&moe, 8, 0).is_err(), "nothing is captured for a mixture, with or without a GPU");
+    // Before any graph is made: the refusal names the mixture, with or without a GPU.
+    let captured = ReplayedStep::captured(&moe, 8, 0).err().expect("nothing is captured for a mixture").to_string();
+    assert!(captured.contains("mixture-of-experts"), "{captured}");
 }
 
 #[test]

@@ -737,12 +737,13 @@ fn gpu_decode(plan: &parlab::spec::RunPlan, step_s: f64, nodes: Option<parlab::c
         launch: Some(launch),
         results: None,
         summary: Box::new(crate::synth::decode_summary(step_s, 1.0 / step_s)),
-        answer: None,
+        answer: Some(Box::new(crate::synth::answer(vec![3, 1, 4], 1e-4, 0.5))),
         launches: None,
     };
     let mut m = Manifest::for_plan(plan, crate::synth::gates().fingerprint(), "2026-12-05T00:00:00Z", outcome);
     if let Some(parlab::manifest::summary::Summary::Decode(d)) = m.summary_mut() {
         d.strategy = plan.layout.strategy;
+        d.world = plan.layout.world;
         d.gpu = Some("cuda:0 float32".into());
         d.graph_nodes = nodes;
     }
@@ -764,7 +765,7 @@ fn a_graph_run_shows_its_step_its_kernels_and_the_eager_step_against_them() {
     let list = vec![gpu_decode(pair[0], 3.3e-3, None), gpu_decode(pair[1], 0.9e-3, Some(nodes))];
     let r = report::render(&list, &[], Ok(None), Path::new(report::templates::DIR)).unwrap();
     let text = &r.markdown;
-    assert!(text.contains("step: eager, every operator launched by the host"), "the decode table explains its step column");
+    assert!(text.contains("step mode: eager, every operator launched by the host"), "the decode table explains its step column");
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| data | 1 |")).collect();
     assert!(rows.len() == 2 && rows[0].contains("| eager |") && rows[1].contains("| graph |"), "{rows:#?}");
     assert!(
@@ -778,4 +779,43 @@ fn a_graph_run_shows_its_step_its_kernels_and_the_eager_step_against_them() {
     );
     let figure = r.figures.iter().find(|f| f.svg.contains(" graph<")).map(|f| f.file.clone());
     assert!(figure.is_some(), "the graph bar is labelled in its figure");
+}
+
+#[test]
+fn a_graph_run_is_never_the_unsplit_baseline_of_eager_splits() {
+    root();
+    let plans = parlab::spec::load_suite(&[PathBuf::from("experiments/decode-cuda.yaml")]).unwrap();
+    let gpt2_f32 = |p: &&parlab::spec::RunPlan| {
+        p.model.as_ref().is_some_and(|m| m.name == "gpt2")
+            && matches!(p.workload, parlab::spec::Workload::Decode { dtype: parlab::spec::schema::Dtype::Float32, .. })
+    };
+    let runs: Vec<&parlab::spec::RunPlan> = plans.iter().filter(gpt2_f32).collect();
+    let steps: Vec<(u32, &str)> = runs.iter().map(|p| (p.layout.world, p.step.name())).collect();
+    assert_eq!(steps, [(1, "eager"), (1, "graph"), (2, "eager")]);
+    // The graph run is the fastest world-1 run: were it a baseline, it would be picked.
+    let list = vec![gpu_decode(runs[0], 3.3e-3, None), gpu_decode(runs[1], 0.9e-3, None), gpu_decode(runs[2], 4.0e-3, None)];
+    let facts = report::facts::Facts::read(&list);
+    assert_eq!(facts.decode.len(), 3, "every run is a row of the decode table");
+    let baseline = parlab::findings::one_experiment(facts.decode.iter());
+    let chosen: Vec<&str> = baseline.iter().map(|r| r.run.as_str()).collect();
+    let short = |p: &parlab::spec::RunPlan| p.run_id.short().to_string();
+    assert_eq!(chosen, [short(runs[0]), short(runs[2])], "the eager world-1 run and the split, never the graph run");
+}
+
+#[test]
+fn a_half_precision_graph_run_is_audited_against_the_float32_graph_run() {
+    root();
+    let plans = parlab::spec::load_suite(&[PathBuf::from("experiments/decode-cuda.yaml")]).unwrap();
+    let one_rank_gpt2: Vec<&parlab::spec::RunPlan> =
+        plans.iter().filter(|p| p.layout.world == 1 && p.model.as_ref().is_some_and(|m| m.name == "gpt2")).collect();
+    let list: Vec<Manifest> = one_rank_gpt2.iter().map(|p| gpu_decode(p, 1e-3, None)).collect();
+    let short = |m: &Manifest| m.run_id.short().to_string();
+    let rows = parlab::precision::audit(&list);
+    assert_eq!(rows.len(), 2, "the two bfloat16 runs");
+    for row in &rows {
+        let half = list.iter().find(|m| short(m) == row.run).unwrap();
+        let twin = list.iter().find(|m| Some(short(m)) == row.twin).expect("a float32 twin");
+        assert_eq!(twin.plan.step, half.plan.step, "{} is graded against a run of the same step mode", row.layout);
+        assert_eq!(row.layout.contains("step=graph"), half.plan.step == parlab::spec::schema::StepMode::Graph, "{}", row.layout);
+    }
 }
