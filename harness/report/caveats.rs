@@ -375,10 +375,7 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
 
 /// A decode run's model and dtype, as the register names them.
 fn model_and_dtype(m: &Manifest) -> (String, String) {
-    let dtype = match &m.plan.workload {
-        Workload::Decode { dtype, .. } => dtype.name(),
-        _ => "",
-    };
+    let dtype = crate::model::source::dtype(&m.plan).name();
     (m.plan.model.as_ref().map(|s| s.name.clone()).unwrap_or_default(), dtype.to_string())
 }
 

@@ -266,50 +266,38 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
                 rows: rows.iter().map(decode_cells).collect(),
                 provenance: Vec::new(),
             };
-            with_dtype(with_overlap(with_step_mode(table, &rows), &rows), &rows, mixed)
+            with_optional_columns(table, &rows, mixed)
         })
         .collect()
 }
 
-/// Adds the dtype column when an experiment's runs compute in more than one precision.
-fn with_dtype(mut t: Table, rows: &[DecodeRow], mixed: bool) -> Table {
-    if !mixed {
-        return t;
-    }
-    let at = AFTER_LINK;
-    t.columns.insert(at, "dtype".into());
-    for (cells, r) in t.rows.iter_mut().zip(rows) {
-        cells.insert(at, Cell::text(r.dtype_name()));
-    }
-    t.caption.push_str(" dtype: the precision the run computed in; a half-precision run's exactness columns compare it with the float32 reference (the precision audit grades it against its float32 twin).");
-    t
+const DTYPE_CAPTION: &str = " dtype: the precision the run computed in; a half-precision run's exactness columns compare it with the float32 reference (the precision audit grades it against its float32 twin).";
+
+const STEP_MODE_CAPTION: &str = " step mode: eager, every operator launched by the host each step; graph, the step (its shapes fixed: the whole KV cache read, later positions masked) captured once as a CUDA graph and replayed each round, its logits copied to the host as an eager step's are.";
+
+const OVERLAP_CAPTION: &str = " Overlap: each all-reduce cut into that many pieces, each started non-blocking while the next computes (0: one blocking all-reduce, the spec's value).";
+
+/// Adds the optional decode columns after the link, where an experiment's runs differ in them:
+/// dtype (more than one precision, `mixed`), overlap (pieces of overlapped all-reduces) and
+/// step mode (a replayed graph), each with its sentence of the caption.
+fn with_optional_columns(t: Table, rows: &[DecodeRow], mixed: bool) -> Table {
+    let graph = rows.iter().any(|r| r.step_mode != StepMode::Eager);
+    let t = with_column(t, rows, graph, "step mode", |r| Cell::text(r.step_mode.name()), STEP_MODE_CAPTION);
+    let overlap = rows.iter().any(|r| r.overlap.is_some());
+    let t = with_column(t, rows, overlap, "overlap", |r| Cell::Count(r.overlap.unwrap_or(0).into()), OVERLAP_CAPTION);
+    with_column(t, rows, mixed, "dtype", |r| Cell::text(r.dtype_name()), DTYPE_CAPTION)
 }
 
-/// Adds the step mode column when an experiment replays a captured step.
-fn with_step_mode(mut t: Table, rows: &[DecodeRow]) -> Table {
-    if rows.iter().all(|r| r.step_mode == StepMode::Eager) {
+/// Column `name` (each row's `cell`) inserted after the link and `caption` added, where `shown`.
+fn with_column(mut t: Table, rows: &[DecodeRow], shown: bool, name: &str, cell: impl Fn(&DecodeRow) -> Cell, caption: &str) -> Table {
+    if !shown {
         return t;
     }
-    let at = AFTER_LINK;
-    t.columns.insert(at, "step mode".into());
+    t.columns.insert(AFTER_LINK, name.into());
     for (cells, r) in t.rows.iter_mut().zip(rows) {
-        cells.insert(at, Cell::text(r.step_mode.name()));
+        cells.insert(AFTER_LINK, cell(r));
     }
-    t.caption.push_str(" step mode: eager, every operator launched by the host each step; graph, the step (its shapes fixed: the whole KV cache read, later positions masked) captured once as a CUDA graph and replayed each round, its logits copied to the host as an eager step's are.");
-    t
-}
-
-/// Adds the overlap column when an experiment's runs overlap their all-reduces.
-fn with_overlap(mut t: Table, rows: &[DecodeRow]) -> Table {
-    if rows.iter().all(|r| r.overlap.is_none()) {
-        return t;
-    }
-    let at = AFTER_LINK;
-    t.columns.insert(at, "overlap".into());
-    for (cells, r) in t.rows.iter_mut().zip(rows) {
-        cells.insert(at, Cell::Count(r.overlap.unwrap_or(0).into()));
-    }
-    t.caption.push_str(" Overlap: each all-reduce cut into that many pieces, each started non-blocking while the next computes (0: one blocking all-reduce, the spec's value).");
+    t.caption.push_str(caption);
     t
 }
 
