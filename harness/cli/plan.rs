@@ -38,8 +38,8 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
 }
 
 /// The axis values the columns do not show: threads, head placement, zig-zag blocks, decode
-/// split, overlap, sequences in flight, new tokens, and where not the default: dtype, device
-/// and step mode.
+/// split, overlap, sequences in flight, new tokens, a membw buffer, and where not the default:
+/// dtype, device and step mode.
 fn details(r: &RunPlan) -> String {
     if !r.kind().launches_ranks() {
         return "arithmetic: nothing is launched".into();
@@ -65,6 +65,9 @@ fn details(r: &RunPlan) -> String {
         if *dtype != crate::spec::schema::Dtype::Float32 {
             parts.push(format!("dtype={}", dtype.name()));
         }
+    }
+    if let crate::spec::Workload::Membw(m) = &r.workload {
+        parts.push(format!("buffer={}", crate::units::format_bytes(m.buffer_bytes as f64)));
     }
     if r.device != crate::spec::schema::Device::Cpu {
         parts.push(format!("device={}", r.device.name()));

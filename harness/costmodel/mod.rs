@@ -1,6 +1,7 @@
 //! The cost model: model shapes, links, collective times, fits, per-strategy plans,
 //! the MODELLED tables, and predictions joined with measurements.
 
+pub mod cache;
 pub mod catalogue;
 pub mod hybrid;
 pub mod link;

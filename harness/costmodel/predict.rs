@@ -48,9 +48,11 @@ fn collectives(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &Coll
     ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary()?.collectives()?)))
 }
 
-/// The ok memory-bandwidth summaries, with their manifests.
+/// The ok memory-bandwidth summaries that read from memory (the largest buffer measured), with
+/// their manifests.
 fn membw_runs(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &Membw)> + '_ {
-    ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?)))
+    let all = ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect();
+    super::cache::from_memory(all, |(_, b)| b.buffer_bytes).into_iter()
 }
 
 /// Every measured collective in the `collectives` manifests, at the time fits are fitted on

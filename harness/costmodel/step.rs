@@ -5,6 +5,7 @@
 //! assumption of the model known not to hold for the run. Typed values only: the register
 //! words them (`report::predicted`).
 
+use super::cache::{from_memory, CacheRates};
 use super::link::{allgather_time, allreduce_time, p2p_time, Link, LinkFit};
 use super::plan::{plan, single_device_step_s, streamed_block, Device, PlanInput};
 use super::predict::{device_fits, gpu_read_bandwidth, single_process_bandwidth, two_rank_fits};
@@ -77,6 +78,25 @@ pub enum FailedAssumption {
     EvenPrefillWork {
         /// The busiest rank's query-key pairs over the mean.
         causal_imbalance: f64,
+    },
+    /// The calibration takes a split's ranks to read their weights at the rate its unsplit
+    /// peer read the whole model's; the busiest rank's weights and cache are few enough bytes
+    /// to read faster (membw measured that footprint with as many processes reading at once
+    /// faster than the whole model's alone: the cores' caches hold them), and the step's
+    /// memory time at that ratio is within tolerance.
+    WeightsInCache {
+        /// Bytes the busiest rank holds (weights and KV cache).
+        rank_bytes: u64,
+        /// What membw read a buffer of that size at, per process, with the split's ranks at once.
+        rank_bps: f64,
+        /// Bytes the unsplit peer holds.
+        unsplit_bytes: u64,
+        /// What membw read a buffer of that size at, one process alone.
+        unsplit_bps: f64,
+        /// Processes reading at once (the split's ranks).
+        processes: u32,
+        /// The membw runs the two rates were read from.
+        runs: Vec<RunId>,
     },
     /// The model takes a step to be its bytes over the memory roofline; the unsplit run of the
     /// same model streamed well below it, so the time per token is not the weight stream alone.
@@ -291,6 +311,8 @@ pub struct Inputs<'a> {
     /// Every collective row measured at several ranks with the op's own time, with its run,
     /// by op and link (in manifest order within each).
     rows: SkewRows<'a>,
+    /// The membw runs' read rates by buffer size (caches included).
+    cache: CacheRates,
 }
 
 /// Collective rows with their runs, by (op, link).
@@ -316,9 +338,10 @@ impl<'a> Inputs<'a> {
         let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, Kind::Decode).map(|m| m.plan.threads_per_rank).collect();
         let own_by_threads = threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect();
         let membw: Vec<(&Manifest, &Membw)> = ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect();
+        let cache = CacheRates::of(membw.iter().copied());
         // An oversubscribed membw run's processes take turns on the cores: the sum of their
         // rates counts bandwidth no ranks streaming at once ever get.
-        let shared_total = membw
+        let shared_total = from_memory(membw, |(_, b)| b.buffer_bytes)
             .iter()
             .filter(|(m, _)| oversubscribed(m).is_none())
             .map(|(m, b)| (b.roofline.aggregate_bps, m.run_id.clone()))
@@ -331,6 +354,7 @@ impl<'a> Inputs<'a> {
             fits: two_rank_fits(manifests),
             device_fits: device_fits(manifests),
             rows,
+            cache,
         }
     }
 
@@ -788,8 +812,52 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
     let bandwidth_bps = p.matched_bandwidth_bps().min(kernel_bps);
     let step = round(inp, &r, &run.dec, bandwidth_bps, p.comm.as_ref())?;
     let error = (step.step_s - p.measured_step_s) / p.measured_step_s;
-    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e));
+    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(|| cache_explains(inp, run, p, &step, e)));
     Some(Calibrated { kernel_bps, bandwidth_bps, unsplit_run, step, error, outcome })
+}
+
+/// The caches' part in a split predicted slower than measured (`error` above 0): the rate membw
+/// read the busiest rank's footprint at with the split's ranks reading at once, over the rate it
+/// read the unsplit peer's alone; where the step's memory time divided by that ratio is within
+/// tolerance, [`FailedAssumption::WeightsInCache`].
+fn cache_explains(inp: &Inputs, run: &Predicted, p: &StepPrediction, step: &Step, error: f64) -> Option<FailedAssumption> {
+    if error <= 0.0 {
+        return None;
+    }
+    let r = run_shape(run.m, &run.shape)?;
+    let rank_bytes = footprint(&r, p.strategy, p.world, p.sequences, p.imbalance.unwrap_or(1.0))?;
+    let unsplit_bytes = footprint(&r, Strategy::Data, 1, 1, 1.0)?;
+    let (rank, unsplit) = (inp.cache.at(p.world, p.threads, rank_bytes)?, inp.cache.at(1, p.threads, unsplit_bytes)?);
+    let ratio = rank.bps / unsplit.bps;
+    let with_cache = (step.step_s - step.comm_s) / ratio + step.comm_s;
+    let within = (with_cache - p.measured_step_s).abs() <= TOLERANCE * p.measured_step_s;
+    (ratio > 1.0 && within).then(|| FailedAssumption::WeightsInCache {
+        rank_bytes,
+        rank_bps: rank.bps,
+        unsplit_bytes,
+        unsplit_bps: unsplit.bps,
+        processes: p.world,
+        runs: rank.runs.into_iter().chain(unsplit.runs).collect(),
+    })
+}
+
+/// Bytes the busiest rank of `strategy` over `world` holds, weights and the KV cache of
+/// `sequences`: what its caches keep between steps where they are large enough (None where the
+/// cost model has no plan of the split).
+fn footprint(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, imbalance: f64) -> Option<u64> {
+    let input = PlanInput {
+        shape: r.shape,
+        dtype_bytes: r.dtype_bytes,
+        device: Device { memory_bytes: u64::MAX, bandwidth_bps: 1.0 },
+        link: Link { alpha_s: 0.0, beta_bps: 1.0 },
+        strategy,
+        world,
+        context: r.context,
+        sequences,
+        imbalance,
+    };
+    let p = plan(&input).ok()?;
+    Some(p.stored_bytes_per_device.saturating_add(p.kv_bytes_per_device))
 }
 
 /// The decode kernel's rate on `p`'s unsplit peer, with its run: of the unsplit one-sequence
@@ -979,6 +1047,7 @@ mod tests {
             fits,
             device_fits: BTreeMap::new(),
             rows: skew_rows(rows.iter().map(|r| ("coll", r))),
+            cache: CacheRates::default(),
         }
     }
 

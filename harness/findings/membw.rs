@@ -84,7 +84,6 @@ fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
 }
 
 /// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.
-/// A membw run's aggregate: parlab's STREAM-class read where recorded (`stream`), else libtorch's sum.
 fn aggregate(row: &MembwRow, stream: bool) -> Option<Stats> {
     if stream {
         row.stream_aggregate
@@ -94,7 +93,8 @@ fn aggregate(row: &MembwRow, stream: bool) -> Option<Stats> {
 }
 
 fn plateau(f: &mut Finding, inp: &Inputs) {
-    let runs = by_world(inp.facts.membw.iter().filter(|r| r.threads == 1), |r| r.processes as u32);
+    let from_memory = crate::costmodel::cache::from_memory(inp.facts.membw.iter().collect(), |r| r.buffer);
+    let runs = by_world(from_memory.into_iter().filter(|r| r.threads == 1), |r| r.processes as u32);
     let (Some(one), Some((&p, top))) = (runs.get(&1), runs.iter().next_back().filter(|&(&p, _)| p > 1)) else {
         return;
     };

@@ -83,6 +83,7 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
                 predictions.len() - calibrated.len()
             ),
             "peer: the unsplit run of the same experiment (launched beside it) where there is one, else the one of median kernel rate among the unsplit runs of that model, dtype, device, step mode and threads".into(),
+            "past the tolerance the row names the first of these that holds: an oversubscribed launch, overlapped pieces measured slower, the communication's own failed assumption where the measured communication brings the step within tolerance, and for a split measured faster: the busiest rank's weights and KV cache read faster than the whole model's (membw's read rate at the two footprints, interpolated between its buffer sizes; the split's ranks reading at once) by enough that the step's memory time at that ratio is within tolerance".into(),
         ],
     })
 }
@@ -222,6 +223,14 @@ pub fn assumption_text(a: &FailedAssumption) -> String {
         ),
         FailedAssumption::EvenPrefillWork { causal_imbalance } => format!(
             "even prefill work: the cut gave the busiest rank {causal_imbalance:.2}× the mean causal attention work (query-key pairs), and the ring waits for it"
+        ),
+        FailedAssumption::WeightsInCache { rank_bytes, rank_bps, unsplit_bytes, unsplit_bps, processes, runs } => format!(
+            "weights in the cores' caches: the busiest rank's {} (weights and KV cache) read at {} per process with {processes} processes reading at once, the whole model's {} at {} alone (membw runs {}): the split reads from cache what the unsplit run reads from memory, and its memory time at that ratio is within 25 %",
+            format_bytes(*rank_bytes as f64),
+            format_gbps(*rank_bps),
+            format_bytes(*unsplit_bytes as f64),
+            format_gbps(*unsplit_bps),
+            runs.iter().map(|r| short(r.as_str())).collect::<Vec<_>>().join(", ")
         ),
         FailedAssumption::NotStreamBound { achieved_bps, roofline_bps, run } => format!(
             "not bound by the weight stream: the unsplit run {} moved its bytes at {} against the {} roofline (per-token compute and framework time are not modelled)",

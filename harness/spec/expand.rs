@@ -41,6 +41,7 @@ struct Point {
     context_blocks: ContextBlocks,
     device: Device,
     step: StepMode,
+    buffer: u64,
 }
 
 impl Point {
@@ -66,6 +67,7 @@ impl Point {
             Axis::ContextBlocks => self.context_blocks.name().to_string(),
             Axis::Device => self.device.name().to_string(),
             Axis::Step => self.step.name().to_string(),
+            Axis::Buffer => self.buffer.to_string(),
         }
     }
 
@@ -97,7 +99,7 @@ impl MatrixSize {
 
 /// Counts `e`'s matrix (exclusions can only shrink it) without building a point.
 pub fn matrix_size(e: &Experiment) -> MatrixSize {
-    let axes: [(&'static str, usize); 15] = [
+    let axes: [(&'static str, usize); 16] = [
         ("model", e.models.len().max(1)),
         ("strategy", e.strategies.len()),
         ("world", e.worlds.len()),
@@ -113,6 +115,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
         ("context_blocks", e.context_blocks.len()),
         ("device", e.devices.len()),
         ("step", e.steps.len()),
+        ("buffer", e.buffers.len()),
     ];
     let runs = if matches!(e.kind(), Kind::Model | Kind::Advise) {
         1
@@ -126,7 +129,7 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
 
 /// The matrix's points in a fixed order: model, strategy, world, link, threads,
 /// sequences, head, dtype, new_tokens, overlap, routing_skew, decode_strategy, context_blocks,
-/// device, step (the first varies slowest).
+/// device, step, buffer (the first varies slowest).
 fn points(e: &Experiment) -> Vec<Point> {
     let models: Vec<Option<String>> = if e.models.is_empty() { vec![None] } else { e.models.iter().cloned().map(Some).collect() };
     let mut out = Vec::new();
@@ -142,9 +145,15 @@ fn points(e: &Experiment) -> Vec<Point> {
                                         for &overlap in &e.overlap {
                                             for &routing_skew in &e.routing_skew {
                                                 for &decode_strategy in &e.decode_strategies {
-                                                    for (&context_blocks, (&device, &step)) in e.context_blocks.iter().flat_map(|c| {
-                                                        e.devices.iter().flat_map(move |d| e.steps.iter().map(move |s| (c, (d, s))))
-                                                    }) {
+                                                    for (&context_blocks, (&device, (&step, &buffer))) in
+                                                        e.context_blocks.iter().flat_map(|c| {
+                                                            e.devices.iter().flat_map(move |d| {
+                                                                e.steps
+                                                                    .iter()
+                                                                    .flat_map(move |s| e.buffers.iter().map(move |b| (c, (d, (s, b)))))
+                                                            })
+                                                        })
+                                                    {
                                                         let (link, model) = (link.clone(), model.clone());
                                                         out.push(Point {
                                                             model,
@@ -162,6 +171,7 @@ fn points(e: &Experiment) -> Vec<Point> {
                                                             context_blocks,
                                                             device,
                                                             step,
+                                                            buffer,
                                                         });
                                                     }
                                                 }
@@ -238,7 +248,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         }
         match layout_for(e.kind(), &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
             Ok(layout) => {
-                if let Some((key, message)) = memory_problem(e, &model, &layout, limit) {
+                if let Some((key, message)) = memory_problem(e, &model, &layout, p.buffer, limit) {
                     c.report(key, message);
                     continue;
                 }
@@ -300,11 +310,12 @@ fn float32_only(p: &Point, cfg: Option<&ModelConfig>) -> Option<&'static str> {
 }
 
 /// Why a point would need more memory than the machine has (`spec::resources`), checked
-/// before anything is allocated; nothing where the limit is unknown.
+/// before anything is allocated (`buffer`: a membw point's); nothing where the limit is unknown.
 fn memory_problem(
     e: &Experiment,
     model: &Option<(ModelSource, ModelConfig)>,
     layout: &Layout,
+    buffer: u64,
     limit: Option<super::resources::Limit>,
 ) -> Option<(&'static str, String)> {
     use super::resources::{collectives_need, decode_need, membw_need, refusal};
@@ -314,7 +325,7 @@ fn memory_problem(
         // Copies and reads on a rank's GPU keep their large buffers in the GPU's memory.
         KindParams::Collectives(c) if c.has_device_ops() => return None,
         KindParams::Collectives(c) => collectives_need(c, layout.world),
-        KindParams::Membw(m) => membw_need(m, layout.world),
+        KindParams::Membw => membw_need(&MembwParams { buffer_bytes: buffer }, layout.world),
         KindParams::Dispatch(_) | KindParams::Model(_) | KindParams::Advise(_) => return None,
     };
     refusal(e.kind(), &need, &limit)
@@ -430,7 +441,7 @@ fn threads_for(threads: Threads, world: u32, cores: u32) -> u32 {
 fn workload_for(e: &Experiment, p: &Point) -> Workload {
     match &e.params {
         KindParams::Collectives(c) => Workload::Collectives(c.clone()),
-        KindParams::Membw(m) => Workload::Membw(m.clone()),
+        KindParams::Membw => Workload::Membw(MembwParams { buffer_bytes: p.buffer }),
         KindParams::Decode(d) => {
             Workload::Decode { prompt: d.prompt.clone(), new_tokens: p.new_tokens, dtype: p.dtype, routing_skew: p.routing_skew }
         }

@@ -56,6 +56,9 @@ pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
 /// The smallest `membw` buffer: one f32.
 pub const MIN_BUFFER_BYTES: u64 = 4;
 
+/// The `membw` buffer when the spec names none: far past any CPU's caches.
+pub const DEFAULT_BUFFER_BYTES: u64 = 512 << 20;
+
 /// `world`.
 pub const WORLD: Bounds<u32> = Bounds::new(1, MAX_WORLD);
 /// `sequences`.
@@ -380,24 +383,11 @@ impl<'m> Fields<'m> {
         DEFAULT_TIMEOUT_S
     }
 
-    /// `buffer` (membw): a byte size, a whole number of f32 values (4 bytes or more, a multiple
-    /// of 4), default 512 MiB.
-    pub fn buffer(&self, c: &mut Checker) -> u64 {
-        let bytes = self.bytes(c, "buffer", 512 << 20);
-        if bytes < MIN_BUFFER_BYTES {
-            c.report(
-                "buffer",
-                format!(
-                    "a buffer of {bytes} bytes holds no f32 value, so membw would stream nothing; give {MIN_BUFFER_BYTES} bytes or more"
-                ),
-            );
-        } else if !bytes.is_multiple_of(4) {
-            c.report(
-                "buffer",
-                format!("{bytes} bytes is not a whole number of 4-byte f32 values, which membw streams; give a multiple of 4"),
-            );
-        }
-        bytes
+    /// `buffer` (membw): an axis of byte sizes, each a whole number of f32 values (4 bytes or
+    /// more, a multiple of 4), default 512 MiB.
+    pub fn buffers(&self, c: &mut Checker) -> Vec<u64> {
+        let Some(v) = self.get("buffer") else { return vec![DEFAULT_BUFFER_BYTES] };
+        as_list(c, "buffer", v).into_iter().filter_map(|(k, v)| buffer_value(c, &k, v)).collect()
     }
 
     /// `requires`: a mapping of gpus, nccl, host_device_link, cores.
@@ -492,7 +482,7 @@ impl<'m> Fields<'m> {
                 };
                 match self.get(name) {
                     None => c.report(&format!("{key}.{name}"), format!("`{name}` is not set in this spec, so this rule can never match")),
-                    Some(_) => rule.axes.push((axis, exclude_values(v))),
+                    Some(_) => rule.axes.push((axis, exclude_values(axis, v))),
                 }
             }
             out.push(rule);
@@ -661,6 +651,23 @@ fn bytes_value(c: &mut Checker, key: &str, v: &Value) -> Option<u64> {
     parsed
 }
 
+/// One membw buffer size: a byte size holding a whole number of f32 values, at least one.
+fn buffer_value(c: &mut Checker, key: &str, v: &Value) -> Option<u64> {
+    let bytes = bytes_value(c, key, v)?;
+    if bytes < MIN_BUFFER_BYTES {
+        c.report(
+            key,
+            format!("a buffer of {bytes} bytes holds no f32 value, so membw would stream nothing; give {MIN_BUFFER_BYTES} bytes or more"),
+        );
+        return None;
+    }
+    if !bytes.is_multiple_of(4) {
+        c.report(key, format!("{bytes} bytes is not a whole number of 4-byte f32 values, which membw streams; give a multiple of 4"));
+        return None;
+    }
+    Some(bytes)
+}
+
 /// Sizes from `from` to `to` inclusive, multiplying by `factor`.
 pub fn sweep(from: u64, to: u64, factor: u64) -> Vec<u64> {
     let mut out = Vec::new();
@@ -675,10 +682,16 @@ pub fn sweep(from: u64, to: u64, factor: u64) -> Vec<u64> {
     out
 }
 
-/// The canonical texts an `exclude:` value matches: the value itself, or each item of a list.
-fn exclude_values(v: &Value) -> Vec<String> {
-    match v {
-        Value::Sequence(items) => items.iter().map(super::expand::axis_text).collect(),
-        other => vec![super::expand::axis_text(other)],
-    }
+/// The canonical texts an `exclude:` value of `axis` matches: the value itself, or each item of
+/// a list (a buffer size as its bytes, so `16MiB` matches 16777216).
+fn exclude_values(axis: Axis, v: &Value) -> Vec<String> {
+    let items = match v {
+        Value::Sequence(items) => items.iter().collect(),
+        other => vec![other],
+    };
+    let text = |v: &Value| {
+        let bytes = (axis == Axis::Buffer).then(|| super::expand::axis_text(v)).and_then(|t| crate::units::parse_bytes(&t));
+        bytes.map_or_else(|| super::expand::axis_text(v), |b| b.to_string())
+    };
+    items.into_iter().map(text).collect()
 }

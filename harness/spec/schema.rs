@@ -234,13 +234,15 @@ pub enum Axis {
     Device,
     /// How a CUDA decode step is issued (operator by operator, or a captured graph).
     Step,
+    /// Bytes each membw process reads (a size within a cache measures the cache).
+    Buffer,
 }
 
 crate::named!(Axis {
     Model => "model", Strategy => "strategy", World => "world", Link => "link", Threads => "threads",
     Sequences => "sequences", Head => "head", Dtype => "dtype", NewTokens => "new_tokens",
     Overlap => "overlap", RoutingSkew => "routing_skew", DecodeStrategy => "decode_strategy",
-    ContextBlocks => "context_blocks", Device => "device", Step => "step",
+    ContextBlocks => "context_blocks", Device => "device", Step => "step", Buffer => "buffer",
 });
 
 /// Where a rank computes: the CPU (parlab's row kernels for one row, libtorch for more) or a
@@ -550,6 +552,8 @@ pub struct Experiment {
     pub devices: Vec<Device>,
     /// Axis: how a CUDA decode step is issued.
     pub steps: Vec<StepMode>,
+    /// Axis: bytes each membw process reads (512 MiB unless given; other kinds ignore it).
+    pub buffers: Vec<u64>,
     /// Timed repetitions of the whole workload.
     pub repetitions: u32,
     /// Untimed warm-up repetitions (or iterations, for sweeps).
@@ -577,8 +581,8 @@ pub struct Experiment {
 pub enum KindParams {
     /// Collective sweeps.
     Collectives(CollectiveParams),
-    /// Memory streaming.
-    Membw(MembwParams),
+    /// Memory streaming (its buffer sizes are the `buffer` axis).
+    Membw,
     /// Split decoding.
     Decode(DecodeParams),
     /// Expert dispatch.
@@ -594,7 +598,7 @@ impl KindParams {
     pub fn kind(&self) -> Kind {
         match self {
             KindParams::Collectives(_) => Kind::Collectives,
-            KindParams::Membw(_) => Kind::Membw,
+            KindParams::Membw => Kind::Membw,
             KindParams::Decode(_) => Kind::Decode,
             KindParams::Dispatch(_) => Kind::Dispatch,
             KindParams::Model(_) => Kind::Model,

@@ -261,6 +261,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         ),
         devices: fields.choice_axis(c, "device", &[("cpu", Device::Cpu), ("cuda", Device::Cuda)], Device::Cpu),
         steps: fields.choice_axis(c, "step", &[("eager", StepMode::Eager), ("graph", StepMode::Graph)], StepMode::Eager),
+        buffers: fields.buffers(c),
         repetitions: fields.uint(c, "repetitions", default_repetitions(kind), super::fields::REPEATS),
         warmup: fields.uint(c, "warmup", default_warmup(kind), super::fields::WARMUP),
         launches: fields.uint(c, "launches", 1, super::fields::LAUNCHES),
@@ -285,7 +286,7 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
 fn kind_params(c: &mut Checker, fields: &super::fields::Fields, kind: Kind) -> KindParams {
     match kind {
         Kind::Collectives => KindParams::Collectives(fields.collective_params(c)),
-        Kind::Membw => KindParams::Membw(MembwParams { buffer_bytes: fields.buffer(c) }),
+        Kind::Membw => KindParams::Membw,
         Kind::Decode => KindParams::Decode(DecodeParams { prompt: fields.prompt(c) }),
         Kind::Dispatch => KindParams::Dispatch(fields.dispatch_params(c)),
         Kind::Model => KindParams::Model(fields.model_params(c)),

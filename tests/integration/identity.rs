@@ -226,3 +226,29 @@ fn a_captured_step_changes_the_run_identity_only_and_is_refused_where_it_cannot_
     let steps: Vec<_> = both.iter().map(|r| (r.layout.strategy.name(), r.step.name())).collect();
     assert_eq!(steps, [("data", "eager"), ("data", "graph"), ("tensor", "eager")]);
 }
+
+#[test]
+fn a_membw_buffer_list_is_an_axis_whose_points_keep_the_identity_of_one_buffer() {
+    use parlab::spec::Workload;
+    let dir = tempfile::tempdir().unwrap();
+    let base = "name: bw\nkind: membw\nworld: [1, 2]\nthreads: 1\n";
+    let swept = spec(&dir, "swept", &format!("{base}buffer: [16MiB, 33554432]\nexclude:\n  - {{world: 2, buffer: 16MiB}}\n"));
+    let runs = suite(&[&swept]);
+    let points: Vec<(u32, u64)> = runs
+        .iter()
+        .map(|r| match &r.workload {
+            Workload::Membw(m) => (r.layout.world, m.buffer_bytes),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(points, vec![(1, 16 << 20), (1, 32 << 20), (2, 32 << 20)], "`16MiB` in a rule matches 16777216 bytes");
+    let ids: BTreeSet<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(ids.len(), 3, "each buffer is its own run");
+    // A point of the sweep is the run a spec of that one buffer plans.
+    let single = spec(&dir, "single", &format!("{base}buffer: 32MiB\n"));
+    let alone = suite(&[&single]);
+    assert_eq!(alone.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>(), vec![runs[1].run_id.clone(), runs[2].run_id.clone()]);
+    let bad = spec(&dir, "bad", &format!("{base}buffer: [16MiB, 6]\n"));
+    let problems = load_suite(&[PathBuf::from(&bad)]).unwrap_err().to_string();
+    assert!(problems.contains("buffer[1]") && problems.contains("not a whole number of 4-byte f32 values"), "{problems}");
+}
