@@ -103,6 +103,18 @@ pub trait FixedShape {
     fn fixed_step(&self, step: &FixedStep, cache: &mut KvCache) -> Result<Tensor, FixedStepError>;
 }
 
+/// Whether a part can take the fixed-shape step: it holds the `whole` model (every layer, every
+/// head, the embedding) and no layer routes a `mixture` of experts.
+pub fn fixable(whole: bool, mixture: bool) -> Result<(), FixedStepError> {
+    if !whole {
+        return Err(FixedStepError::NotWhole("holds a share of the model"));
+    }
+    if mixture {
+        return Err(FixedStepError::Mixture);
+    }
+    Ok(())
+}
+
 /// The token table `name` of `ckpt` on `placement`, for a part that `embeds` (holds layer 0).
 pub fn token_table(ckpt: &Checkpoint, name: &str, embeds: bool, placement: &Placement) -> Result<Tensor, FixedStepError> {
     if !embeds {

@@ -6,7 +6,7 @@
 //! [`Reduce`]: two all-reduces per layer, the output bias added once, after the reduction.
 
 use super::config::ModelConfig;
-use super::fixed_step::{attend_whole_cache, token_table, FixedShape, FixedStep, FixedStepError};
+use super::fixed_step::{attend_whole_cache, fixable, token_table, FixedShape, FixedStep, FixedStepError};
 use super::matvec::{matvec, matvec_row};
 use super::placement::Placement;
 use super::row::{self, f32s, f32s_mut};
@@ -606,13 +606,8 @@ impl Gpt2Part {
 
 impl FixedShape for Gpt2Part {
     fn can_fix(&self) -> Result<(), FixedStepError> {
-        if self.embed.is_none() || self.share != PartShare::whole(&self.dims) {
-            return Err(FixedStepError::NotWhole("holds a share of the model"));
-        }
-        if self.layers.iter().any(|l| matches!(l.mlp, Mlp::Mixture(_))) {
-            return Err(FixedStepError::Mixture);
-        }
-        Ok(())
+        let whole = self.embed.is_some() && self.share == PartShare::whole(&self.dims);
+        fixable(whole, self.layers.iter().any(|l| matches!(l.mlp, Mlp::Mixture(_))))
     }
 
     fn token_table(&self) -> Result<Tensor, FixedStepError> {

@@ -13,7 +13,7 @@
 //! through [`Reduce::mixture`]). One row on the host in float32 (a decode step) runs on
 //! slices with parlab's matvec kernels; several rows (prefill), or any on a GPU, on libtorch.
 
-use super::fixed_step::{attend_whole_cache, token_table, FixedShape, FixedStep, FixedStepError};
+use super::fixed_step::{attend_whole_cache, fixable, token_table, FixedShape, FixedStep, FixedStepError};
 use super::gpt2::{causal, chunk_rows, linear, ring_context, store_kv, Alone, Chunk, KvCache, KvRing, QueryHeads, Reduce};
 use super::matvec::matvec_row;
 use super::moe::{self, ExpertKind, Mixture};
@@ -491,13 +491,8 @@ fn with_bias(y: Tensor, b: Option<&Tensor>) -> Tensor {
 
 impl FixedShape for LlamaPart {
     fn can_fix(&self) -> Result<(), FixedStepError> {
-        if self.embed.is_none() || self.share != LlamaShare::whole(&self.dims) {
-            return Err(FixedStepError::NotWhole("holds a share of the model"));
-        }
-        if self.layers.iter().any(|l| matches!(l.ffn, Ffn::Mixture(_))) {
-            return Err(FixedStepError::Mixture);
-        }
-        Ok(())
+        let whole = self.embed.is_some() && self.share == LlamaShare::whole(&self.dims);
+        fixable(whole, self.layers.iter().any(|l| matches!(l.ffn, Ffn::Mixture(_))))
     }
 
     fn token_table(&self) -> Result<Tensor, FixedStepError> {
