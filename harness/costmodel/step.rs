@@ -952,6 +952,20 @@ fn prompt_tokens(m: &Manifest) -> Option<u32> {
     Some(m.summary()?.decode()?.prompt_tokens)
 }
 
+/// The unsplit prefill a context split is predicted from, of `unsplit` (world-1 context runs
+/// of its model and prompt): one of the split's threads per rank where one ran (a rank's
+/// matrix products scale with its threads: the whole machine's unsplit prefill shared by the
+/// ranks would credit each one-thread rank with two threads' speed), the same experiment's
+/// first, then the first by run identity.
+fn prefill_peer<'m>(m: &Manifest, unsplit: Vec<&'m Manifest>) -> Option<&'m Manifest> {
+    let threads = m.plan.threads_per_rank;
+    let same_threads = unsplit.iter().any(|u| u.plan.threads_per_rank == threads);
+    unsplit
+        .into_iter()
+        .filter(|u| !same_threads || u.plan.threads_per_rank == threads)
+        .min_by_key(|u| (u.experiment != m.experiment, u.run_id.clone()))
+}
+
 fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<PrefillPrediction> {
     let d = m.summary()?.decode()?;
     let c = d.context.as_ref()?;
@@ -959,7 +973,7 @@ fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<
     let same_model = |u: &&&Manifest| {
         u.layout.world == 1 && u.plan.model.as_ref().map(|s| &s.name) == Some(&source.name) && prompt_tokens(u) == Some(d.prompt_tokens)
     };
-    let unsplit = context.iter().filter(same_model).min_by_key(|u| (u.experiment != m.experiment, u.run_id.clone()))?;
+    let unsplit = prefill_peer(m, context.iter().filter(same_model).copied().collect())?;
     let unsplit_prefill = unsplit.summary()?.decode()?.prefill_s.median;
     let layers = ModelConfig::read(&source.dir).ok()?.layers as u64;
     let link = &m.plan.link;

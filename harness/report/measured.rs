@@ -450,10 +450,21 @@ fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
     }
     runs.sort_by_key(|r| {
         let c = r.context.as_ref();
-        (r.experiment.clone(), r.link.clone(), r.world, c.map(|c| c.cut), c.map(|c| c.decodes_on), r.run.clone())
+        (
+            r.experiment.clone(),
+            r.link.clone(),
+            r.world,
+            std::cmp::Reverse(r.threads),
+            c.map(|c| c.cut),
+            c.map(|c| c.decodes_on),
+            r.run.clone(),
+        )
     });
-    let alone =
-        |r: &DecodeRow| runs.iter().find(|o| o.world == 1 && o.experiment == r.experiment && o.link == r.link).map(|o| o.prefill.median);
+    // World 1 on the most threads: one process with the machine's cores, the split's baseline.
+    let alone = |r: &DecodeRow| {
+        let unsplit = runs.iter().filter(|o| o.world == 1 && o.experiment == r.experiment && o.link == r.link);
+        unsplit.max_by_key(|o| (o.threads, std::cmp::Reverse(o.run.clone()))).map(|o| o.prefill.median)
+    };
     let cells = runs
         .iter()
         .filter_map(|r| {
@@ -462,6 +473,7 @@ fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
             Some(vec![
                 Cell::text(&r.experiment),
                 Cell::Count(r.world.into()),
+                Cell::Count(r.threads.into()),
                 Cell::text(r.link.name()),
                 Cell::text(blocks.join(" + ")),
                 Cell::text(c.cut.name()),
@@ -484,10 +496,11 @@ fn context_prefill(rows: &[DecodeRow]) -> Option<Table> {
     Some(Table {
         id: "measured-context-prefill".into(),
         title: "Context-parallel prefill (ring attention)".into(),
-        caption: "The prompt split into one block per rank (blocks: tokens per rank); each rank runs its block through every layer, attention a ring: world − 1 send-receives per layer pass key/value blocks to the next rank, a causal mask drops later keys and the softmax is merged across blocks online. Ring sent: key/value bytes of the rank that sent most in a repetition; modelled: what the algorithm must send, 2 · layers · width · 4 bytes per token of every block but the next rank's. Ring time: seconds inside the send-receives per repetition (waiting for neighbours included), slowest rank. Then the cache is handed to the layout the run decodes on (decodes on, the spec's decode_strategy): rank0, every block's cache rows gathered to rank 0, which decodes alone with its threads_per_rank threads (the other ranks wait in MPI, which polls a core); tensor, one all-to-all per layer's keys and values leaves each rank its tensor split's heads of every block, and all ranks decode as a tensor split. Hand-off sent: key/value bytes all ranks sent in a repetition; modelled: 2 · layers · head_dim · 4 bytes per token and head of every block but rank 0's (rank0), or of every block for the heads of the ranks that did not prefill it (tensor). The decode step column is the decode layout's. Speed-up: world 1's prefill (same experiment and link) over this one. Cut: contiguous (one block per rank, in order) or zigzag (the prompt in 2p chunks, rank r holding chunks r and 2p − 1 − r; the spec's context_blocks). Causal work, busiest / mean: the query-key pairs the causal mask keeps in the busiest rank's block over the mean, from the layout (contiguous blocks leave the last rank the most; zigzag evens it). Worlds above the cores are oversubscribed.".into(),
+        caption: "The prompt split into one block per rank (blocks: tokens per rank); each rank runs its block through every layer, attention a ring: world − 1 send-receives per layer pass key/value blocks to the next rank, a causal mask drops later keys and the softmax is merged across blocks online. Ring sent: key/value bytes of the rank that sent most in a repetition; modelled: what the algorithm must send, 2 · layers · width · 4 bytes per token of every block but the next rank's. Ring time: seconds inside the send-receives per repetition (waiting for neighbours included), slowest rank. Then the cache is handed to the layout the run decodes on (decodes on, the spec's decode_strategy): rank0, every block's cache rows gathered to rank 0, which decodes alone with its threads_per_rank threads (the other ranks wait in MPI, which polls a core); tensor, one all-to-all per layer's keys and values leaves each rank its tensor split's heads of every block, and all ranks decode as a tensor split. Hand-off sent: key/value bytes all ranks sent in a repetition; modelled: 2 · layers · head_dim · 4 bytes per token and head of every block but rank 0's (rank0), or of every block for the heads of the ranks that did not prefill it (tensor). The decode step column is the decode layout's. Speed-up: world 1's prefill (same experiment and link; of its runs, the one on the most threads) over this one. Cut: contiguous (one block per rank, in order) or zigzag (the prompt in 2p chunks, rank r holding chunks r and 2p − 1 − r; the spec's context_blocks). Causal work, busiest / mean: the query-key pairs the causal mask keeps in the busiest rank's block over the mean, from the layout (contiguous blocks leave the last rank the most; zigzag evens it). Worlds above the cores are oversubscribed.".into(),
         columns: cols(&[
             "experiment",
             "world",
+            "threads",
             "link",
             "blocks",
             "cut",

@@ -686,6 +686,36 @@ fn every_decode_run_in_the_register_has_a_predicted_step_a_hypothesis_and_past_2
     assert_eq!(report::predicted::context_prefill_table(&list).expect("the prefill table").rows.len(), context);
 }
 
+#[test]
+fn a_context_split_shares_the_unsplit_prefill_of_its_own_threads_per_rank_where_one_ran() {
+    use parlab::manifest::summary::Summary;
+    use parlab::spec::Strategy;
+    let mut list = crate::synth::fixtures().unwrap();
+    let context = |m: &Manifest, world: u32| m.layout.strategy == Strategy::Context && m.layout.world == world && m.summary().is_some();
+    let rank_threads = list.iter().find(|m| context(m, 2)).unwrap().plan.threads_per_rank;
+    // The unsplit prefill on the whole machine: twice the threads of a split's rank, 600 ms.
+    let whole = list.iter_mut().find(|m| context(m, 1)).unwrap();
+    whole.plan.threads_per_rank = 2 * rank_threads;
+    let set_prefill = |m: &mut Manifest, s: f64| {
+        if let Some(Summary::Decode(d)) = m.summary_mut() {
+            d.prefill_s.median = s;
+        }
+    };
+    set_prefill(whole, 0.6);
+    let mut one_thread = whole.clone();
+    let compute = |list: &[Manifest]| -> Vec<f64> {
+        parlab::costmodel::step::predict_prefills(list).iter().filter(|p| p.world == 2).map(|p| p.compute_s).collect()
+    };
+    assert!(compute(&list).iter().all(|c| (c - 0.3).abs() < 1e-12), "only the whole machine's ran: {:?}", compute(&list));
+    // The same prefill on the rank's threads took 1.05 s (two threads did it 1.75x faster, not 2x).
+    one_thread.run_id = "f".repeat(64).into(); // last by identity: chosen for its threads alone
+    one_thread.plan.threads_per_rank = rank_threads;
+    set_prefill(&mut one_thread, 1.05);
+    list.push(one_thread);
+    let now = compute(&list);
+    assert!(!now.is_empty() && now.iter().all(|c| (c - 0.525).abs() < 1e-12), "{now:?}");
+}
+
 /// Writes the fixture `m` into `dir` with the JSON number at `pointer` replaced by `number`
 /// (written as text, so `1e999` reaches the reader as written).
 fn write_with_number(dir: &Path, m: &Manifest, pointer: &str, number: &str) {
