@@ -48,11 +48,15 @@ fn collectives(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &Coll
     ok_of_kind(manifests, Kind::Collectives).filter_map(|m| Some((m, m.summary()?.collectives()?)))
 }
 
-/// The ok memory-bandwidth summaries that read from memory (the largest buffer measured), with
-/// their manifests.
-fn membw_runs(manifests: &[Manifest]) -> impl Iterator<Item = (&Manifest, &Membw)> + '_ {
-    let all = ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect();
-    super::cache::from_memory(all, |(_, b)| b.buffer_bytes).into_iter()
+/// Every ok memory-bandwidth summary (any buffer, caches included), with its manifest.
+pub fn all_membw(manifests: &[Manifest]) -> Vec<(&Manifest, &Membw)> {
+    ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect()
+}
+
+/// The ok memory-bandwidth summaries that read from memory (each launch shape's largest
+/// buffer), with their manifests.
+pub fn membw_runs(manifests: &[Manifest]) -> Vec<(&Manifest, &Membw)> {
+    super::cache::from_memory(all_membw(manifests), |(_, b)| (b.processes, b.threads), |(_, b)| b.buffer_bytes)
 }
 
 /// Every measured collective in the `collectives` manifests, at the time fits are fitted on
@@ -173,7 +177,7 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
 /// `threads`, a run with that many threads is preferred (a decode step is compared with
 /// the bandwidth its own thread count can draw).
 pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) -> Option<(f64, RunId)> {
-    let alone: Vec<(&Manifest, &Membw)> = membw_runs(manifests).filter(|(_, b)| b.processes == 1).collect();
+    let alone: Vec<(&Manifest, &Membw)> = membw_runs(manifests).into_iter().filter(|(_, b)| b.processes == 1).collect();
     let matching: Vec<(&Manifest, &Membw)> = alone.iter().copied().filter(|(_, b)| threads == Some(b.threads)).collect();
     let pool = if matching.is_empty() { alone } else { matching };
     // The roofline: the higher of parlab's STREAM-class read and libtorch's sum.

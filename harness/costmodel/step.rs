@@ -5,14 +5,14 @@
 //! assumption of the model known not to hold for the run. Typed values only: the register
 //! words them (`report::predicted`).
 
-use super::cache::{from_memory, CacheRates};
+use super::cache::{CacheRates, MIN_CACHE_GAIN};
 use super::link::{allgather_time, allreduce_time, p2p_time, Link, LinkFit};
 use super::plan::{plan, single_device_step_s, streamed_block, Device, PlanInput};
-use super::predict::{device_fits, gpu_read_bandwidth, single_process_bandwidth, two_rank_fits};
+use super::predict::{all_membw, device_fits, gpu_read_bandwidth, membw_runs, single_process_bandwidth, two_rank_fits};
 use super::shape::{shape_from_config, ModelShape};
 use crate::identity::RunId;
 use crate::manifest::caveat::Caveat;
-use crate::manifest::summary::{CollectiveRow, Collectives, Decode, Membw, Phase};
+use crate::manifest::summary::{CollectiveRow, Collectives, Decode, Phase};
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
 use crate::spec::link::Link as LinkName;
@@ -337,11 +337,10 @@ impl<'a> Inputs<'a> {
     pub fn of(manifests: &'a [Manifest]) -> Self {
         let threads: std::collections::BTreeSet<u32> = ok_of_kind(manifests, Kind::Decode).map(|m| m.plan.threads_per_rank).collect();
         let own_by_threads = threads.into_iter().filter_map(|t| Some((t, single_process_bandwidth(manifests, Some(t))?))).collect();
-        let membw: Vec<(&Manifest, &Membw)> = ok_of_kind(manifests, Kind::Membw).filter_map(|m| Some((m, m.summary()?.membw()?))).collect();
-        let cache = CacheRates::of(membw.iter().copied());
+        let cache = CacheRates::of(all_membw(manifests).into_iter());
         // An oversubscribed membw run's processes take turns on the cores: the sum of their
         // rates counts bandwidth no ranks streaming at once ever get.
-        let shared_total = from_memory(membw, |(_, b)| b.buffer_bytes)
+        let shared_total = membw_runs(manifests)
             .iter()
             .filter(|(m, _)| oversubscribed(m).is_none())
             .map(|(m, b)| (b.roofline.aggregate_bps, m.run_id.clone()))
@@ -440,18 +439,7 @@ fn staging_s(inp: &Inputs, r: &RunShape) -> Option<f64> {
 
 /// The cost model's plan of `strategy` for this run at `bandwidth_bps` per rank over `link`.
 fn planned(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, bandwidth_bps: f64, link: Link, imbalance: f64) -> Option<Step> {
-    let input = PlanInput {
-        shape: r.shape,
-        dtype_bytes: r.dtype_bytes,
-        device: Device { memory_bytes: u64::MAX, bandwidth_bps },
-        link,
-        strategy,
-        world,
-        context: r.context,
-        sequences,
-        imbalance,
-    };
-    let p = plan(&input).ok()?;
+    let p = plan(&plan_input(r, strategy, world, sequences, bandwidth_bps, link, imbalance)).ok()?;
     // A pipeline's compute is one pass through its stages (sequences overlap in them); an
     // expert split serves its sequences in turn.
     Some(match strategy {
@@ -817,9 +805,12 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
 }
 
 /// The caches' part in a split predicted slower than measured (`error` above 0): the rate membw
-/// read the busiest rank's footprint at with the split's ranks reading at once, over the rate it
-/// read the unsplit peer's alone; where the step's memory time divided by that ratio is within
-/// tolerance, [`FailedAssumption::WeightsInCache`].
+/// read the busiest rank's footprint at, with as many processes at once as the split has ranks
+/// (they hold their caches at once, whether or not they read at once), over the rate it read
+/// the unsplit peer's alone. Where the rank's footprint is inside the sweep (below the largest
+/// buffer), the ratio is at least [`MIN_CACHE_GAIN`], and the step's memory time divided by it
+/// is within tolerance, [`FailedAssumption::WeightsInCache`]. That division assumes the decode
+/// kernel's rate, below the memory's, scales with the read rate of where its bytes are.
 fn cache_explains(inp: &Inputs, run: &Predicted, p: &StepPrediction, step: &Step, error: f64) -> Option<FailedAssumption> {
     if error <= 0.0 {
         return None;
@@ -827,11 +818,12 @@ fn cache_explains(inp: &Inputs, run: &Predicted, p: &StepPrediction, step: &Step
     let r = run_shape(run.m, &run.shape)?;
     let rank_bytes = footprint(&r, p.strategy, p.world, p.sequences, p.imbalance.unwrap_or(1.0))?;
     let unsplit_bytes = footprint(&r, Strategy::Data, 1, 1, 1.0)?;
-    let (rank, unsplit) = (inp.cache.at(p.world, p.threads, rank_bytes)?, inp.cache.at(1, p.threads, unsplit_bytes)?);
+    let rank = inp.cache.at(p.world, p.threads, rank_bytes).filter(|f| !f.past_sweep)?;
+    let unsplit = inp.cache.at(1, p.threads, unsplit_bytes)?;
     let ratio = rank.bps / unsplit.bps;
     let with_cache = (step.step_s - step.comm_s) / ratio + step.comm_s;
     let within = (with_cache - p.measured_step_s).abs() <= TOLERANCE * p.measured_step_s;
-    (ratio > 1.0 && within).then(|| FailedAssumption::WeightsInCache {
+    (ratio >= MIN_CACHE_GAIN && within).then(|| FailedAssumption::WeightsInCache {
         rank_bytes,
         rank_bps: rank.bps,
         unsplit_bytes,
@@ -845,19 +837,32 @@ fn cache_explains(inp: &Inputs, run: &Predicted, p: &StepPrediction, step: &Step
 /// `sequences`: what its caches keep between steps where they are large enough (None where the
 /// cost model has no plan of the split).
 fn footprint(r: &RunShape, strategy: Strategy, world: u32, sequences: u32, imbalance: f64) -> Option<u64> {
-    let input = PlanInput {
+    let p = plan(&plan_input(r, strategy, world, sequences, 1.0, Link { alpha_s: 0.0, beta_bps: 1.0 }, imbalance)).ok()?;
+    Some(p.stored_bytes_per_device.saturating_add(p.kv_bytes_per_device))
+}
+
+/// The cost model's question for this run's model, dtype and context under `strategy`, each
+/// device of unbounded memory reading `bandwidth_bps`.
+fn plan_input<'s>(
+    r: &RunShape<'s>,
+    strategy: Strategy,
+    world: u32,
+    sequences: u32,
+    bandwidth_bps: f64,
+    link: Link,
+    imbalance: f64,
+) -> PlanInput<'s> {
+    PlanInput {
         shape: r.shape,
         dtype_bytes: r.dtype_bytes,
-        device: Device { memory_bytes: u64::MAX, bandwidth_bps: 1.0 },
-        link: Link { alpha_s: 0.0, beta_bps: 1.0 },
+        device: Device { memory_bytes: u64::MAX, bandwidth_bps },
+        link,
         strategy,
         world,
         context: r.context,
         sequences,
         imbalance,
-    };
-    let p = plan(&input).ok()?;
-    Some(p.stored_bytes_per_device.saturating_add(p.kv_bytes_per_device))
+    }
 }
 
 /// The decode kernel's rate on `p`'s unsplit peer, with its run: of the unsplit one-sequence
@@ -953,17 +958,13 @@ fn prompt_tokens(m: &Manifest) -> Option<u32> {
 }
 
 /// The unsplit prefill a context split is predicted from, of `unsplit` (world-1 context runs
-/// of its model and prompt): one of the split's threads per rank where one ran (a rank's
-/// matrix products scale with its threads: the whole machine's unsplit prefill shared by the
-/// ranks would credit each one-thread rank with two threads' speed), the same experiment's
-/// first, then the first by run identity.
+/// of its model and prompt): the one nearest the split's threads per rank (a rank's matrix
+/// products scale with its threads: the whole machine's unsplit prefill shared by the ranks
+/// would credit each one-thread rank with two threads' speed), the same experiment's first,
+/// then the first by run identity.
 fn prefill_peer<'m>(m: &Manifest, unsplit: Vec<&'m Manifest>) -> Option<&'m Manifest> {
     let threads = m.plan.threads_per_rank;
-    let same_threads = unsplit.iter().any(|u| u.plan.threads_per_rank == threads);
-    unsplit
-        .into_iter()
-        .filter(|u| !same_threads || u.plan.threads_per_rank == threads)
-        .min_by_key(|u| (u.experiment != m.experiment, u.run_id.clone()))
+    unsplit.into_iter().min_by_key(|u| (u.plan.threads_per_rank.abs_diff(threads), u.experiment != m.experiment, u.run_id.clone()))
 }
 
 fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<PrefillPrediction> {

@@ -93,7 +93,7 @@ fn aggregate(row: &MembwRow, stream: bool) -> Option<Stats> {
 }
 
 fn plateau(f: &mut Finding, inp: &Inputs) {
-    let from_memory = crate::costmodel::cache::from_memory(inp.facts.membw.iter().collect(), |r| r.buffer);
+    let from_memory = crate::costmodel::cache::from_memory(inp.facts.membw.iter().collect(), |r| (r.processes, r.threads), |r| r.buffer);
     let runs = by_world(from_memory.into_iter().filter(|r| r.threads == 1), |r| r.processes as u32);
     let (Some(one), Some((&p, top))) = (runs.get(&1), runs.iter().next_back().filter(|&(&p, _)| p > 1)) else {
         return;

@@ -268,13 +268,14 @@ pub fn compared(baseline: &[Manifest], current: &[Manifest]) -> usize {
     baseline.iter().filter(|m| now.contains(m.run_id.as_str())).count()
 }
 
-/// Tonight's membw aggregate over the baseline's, the median over membw runs ok in both nights.
+/// Tonight's membw aggregate over the baseline's, the median over membw runs ok in both nights
+/// that read from memory (each launch shape's largest buffer; a smaller one may be a cache's).
 pub fn bandwidth_ratio(baseline: &[Manifest], current: &[Manifest]) -> Option<f64> {
-    let bw = |m: &Manifest| Some(m.summary()?.membw()?.aggregate.median).filter(|v| *v > 0.0);
+    let bw = |(_, b): &(&Manifest, &crate::manifest::summary::Membw)| Some(b.aggregate.median).filter(|v| *v > 0.0);
     let now: BTreeMap<&str, f64> =
-        current.iter().filter(|m| m.status() == Status::Ok).filter_map(|m| Some((m.run_id.as_str(), bw(m)?))).collect();
+        crate::costmodel::predict::membw_runs(current).iter().filter_map(|r| Some((r.0.run_id.as_str(), bw(r)?))).collect();
     let ratios: Vec<f64> =
-        baseline.iter().filter(|m| m.status() == Status::Ok).filter_map(|m| Some(now.get(m.run_id.as_str())? / bw(m)?)).collect();
+        crate::costmodel::predict::membw_runs(baseline).iter().filter_map(|r| Some(now.get(r.0.run_id.as_str())? / bw(r)?)).collect();
     stats::median(&ratios)
 }
 

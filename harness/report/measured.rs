@@ -19,7 +19,9 @@ pub fn families(facts: &Facts) -> Vec<Family> {
     }
     out.extend(super::imported::family(&facts.imported));
     if !facts.membw.is_empty() {
-        out.push(Family::new(FamilyKind::Membw, "Memory bandwidth", MEMBW_INTRO, membw(&facts.membw)));
+        let mut tables = membw(&facts.membw);
+        tables.extend(super::cache_sharing::table(&facts.membw));
+        out.push(Family::new(FamilyKind::Membw, "Memory bandwidth", MEMBW_INTRO, tables));
     }
     if !facts.decode.is_empty() {
         let mut tables = decode(&facts.decode);

@@ -4,6 +4,7 @@
 //! (no clock, stable ordering, fixed number formats), so the same inputs give a
 //! byte-identical register; `render_all` writes it with its figures and CSV tables.
 
+pub mod cache_sharing;
 pub mod caveats;
 pub mod csv;
 pub mod facts;
