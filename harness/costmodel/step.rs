@@ -81,9 +81,9 @@ pub enum FailedAssumption {
     },
     /// The calibration takes a split's ranks to read their weights at the rate its unsplit
     /// peer read the whole model's; the busiest rank's weights and cache are few enough bytes
-    /// to read faster (membw measured that footprint with as many processes reading at once
-    /// faster than the whole model's alone: the cores' caches hold them), and the step's
-    /// memory time at that ratio is within tolerance.
+    /// to read faster (membw read that footprint, with as many processes at once, at least
+    /// [`MIN_CACHE_GAIN`] times faster than the whole model's alone: the cores' caches hold
+    /// them), and the step's memory time at that ratio is within tolerance.
     WeightsInCache {
         /// Bytes the busiest rank holds (weights and KV cache).
         rank_bytes: u64,

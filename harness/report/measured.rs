@@ -39,7 +39,7 @@ pub fn families(facts: &Facts) -> Vec<Family> {
 
 const COLL_INTRO: &str = "Each collective timed alone. Time is per iteration of the slowest rank: median, min – max and p99 over the timed iterations. algbw = bytes / median time; busbw = algbw × the nccl-tests busbw factor (all-reduce 2(p−1)/p; all-gather, reduce-scatter, all-to-all (p−1)/p; broadcast and ping-pong 1). `wrong` counts results that failed their check.";
 const MEMBW_INTRO: &str =
-    "Every process streams its own buffer at the same time; aggregate is the sum over processes, per process is each one's share. Rooflines read the largest buffer measured; a smaller buffer may be read from a cache, and the cost model reads those rates at a rank's weights.";
+    "Every process streams its own buffer at the same time; aggregate is the sum over processes, per process is each one's share. Rooflines read the largest buffer measured at each number of processes and threads; a smaller buffer may be read from a cache, and the cost model reads those rates at a rank's weights.";
 const DECODE_INTRO: &str = "Split decoding, one row per layout: step time median and min – max over the timed steps, the time inside collectives (comm) and outside them (compute), and the exactness verdict against the unsplit reference (tokens equal, largest logit difference, smallest top-2 margin). The figures stack the compute and communication medians; medians need not add up to the step median, drawn as a black line.";
 const DISPATCH_INTRO: &str = "The all-to-all that carries tokens to their experts and back, per number of tokens dispatched.";
 

@@ -410,6 +410,7 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
         let mut b = decode_manifest(0.020, None);
         b.run_id = "b".repeat(64).into();
         b.experiment = "membw".into();
+        b.kind = parlab::spec::Kind::Membw;
         b.outcome = Outcome::computed(crate::synth::membw_summary(bw));
         b
     };
