@@ -173,9 +173,9 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
     })
 }
 
-/// The membw bandwidth of one process streaming alone (median), with its run; with
-/// `threads`, a run with that many threads is preferred (a decode step is compared with
-/// the bandwidth its own thread count can draw).
+/// The membw bandwidth of one process streaming alone (median) from memory (its launch
+/// shape's largest buffer), with its run; with `threads`, a run with that many threads is
+/// preferred (a decode step is compared with the bandwidth its own thread count can draw).
 pub fn single_process_bandwidth(manifests: &[Manifest], threads: Option<u32>) -> Option<(f64, RunId)> {
     let alone: Vec<(&Manifest, &Membw)> = membw_runs(manifests).into_iter().filter(|(_, b)| b.processes == 1).collect();
     let matching: Vec<(&Manifest, &Membw)> = alone.iter().copied().filter(|(_, b)| threads == Some(b.threads)).collect();

@@ -295,8 +295,9 @@ impl StepPrediction {
 pub struct Bandwidths {
     /// One process streaming alone, by threads (the roofline, median).
     pub own_by_threads: BTreeMap<u32, (f64, RunId)>,
-    /// The highest aggregate a membw run drew with a core for every thread: what one memory
-    /// system gives all ranks streaming at once.
+    /// The highest aggregate a membw run drew with a core for every thread, of the runs that
+    /// read from memory (each launch shape's largest buffer): what one memory system gives all
+    /// ranks streaming at once.
     pub shared_total: Option<(f64, RunId)>,
     /// A GPU's memory roofline (device-read).
     pub gpu: Option<(f64, RunId)>,
@@ -800,21 +801,19 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
     let bandwidth_bps = p.matched_bandwidth_bps().min(kernel_bps);
     let step = round(inp, &r, &run.dec, bandwidth_bps, p.comm.as_ref())?;
     let error = (step.step_s - p.measured_step_s) / p.measured_step_s;
-    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(|| cache_explains(inp, run, p, &step, e)));
+    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(|| cache_explains(inp, run, p, &step)));
     Some(Calibrated { kernel_bps, bandwidth_bps, unsplit_run, step, error, outcome })
 }
 
-/// The caches' part in a split predicted slower than measured (`error` above 0): the rate membw
+/// The caches' part in a split predicted slower than measured (the ratio only speeds a
+/// prediction up, so it never brings one that was too fast within tolerance): the rate membw
 /// read the busiest rank's footprint at, with as many processes at once as the split has ranks
 /// (they hold their caches at once, whether or not they read at once), over the rate it read
 /// the unsplit peer's alone. Where the rank's footprint is inside the sweep (below the largest
 /// buffer), the ratio is at least [`MIN_CACHE_GAIN`], and the step's memory time divided by it
 /// is within tolerance, [`FailedAssumption::WeightsInCache`]. That division assumes the decode
 /// kernel's rate, below the memory's, scales with the read rate of where its bytes are.
-fn cache_explains(inp: &Inputs, run: &Predicted, p: &StepPrediction, step: &Step, error: f64) -> Option<FailedAssumption> {
-    if error <= 0.0 {
-        return None;
-    }
+fn cache_explains(inp: &Inputs, run: &Predicted, p: &StepPrediction, step: &Step) -> Option<FailedAssumption> {
     let r = run_shape(run.m, &run.shape)?;
     let rank_bytes = footprint(&r, p.strategy, p.world, p.sequences, p.imbalance.unwrap_or(1.0))?;
     let unsplit_bytes = footprint(&r, Strategy::Data, 1, 1, 1.0)?;
@@ -958,13 +957,21 @@ fn prompt_tokens(m: &Manifest) -> Option<u32> {
 }
 
 /// The unsplit prefill a context split is predicted from, of `unsplit` (world-1 context runs
-/// of its model and prompt): the one nearest the split's threads per rank (a rank's matrix
-/// products scale with its threads: the whole machine's unsplit prefill shared by the ranks
-/// would credit each one-thread rank with two threads' speed), the same experiment's first,
-/// then the first by run identity.
+/// of its model and prompt), shared by its ranks: the one nearest the split's threads per
+/// rank in ratio (its own where it ran: no scaling assumed; ties to more threads), the same
+/// experiment's first, then the first by run identity. Two threads prefill 1.7× as fast as
+/// one here, not 2×: the whole machine's run shared by one-thread ranks credits each with
+/// more than its thread.
 fn prefill_peer<'m>(m: &Manifest, unsplit: Vec<&'m Manifest>) -> Option<&'m Manifest> {
-    let threads = m.plan.threads_per_rank;
-    unsplit.into_iter().min_by_key(|u| (u.plan.threads_per_rank.abs_diff(threads), u.experiment != m.experiment, u.run_id.clone()))
+    let threads = f64::from(m.plan.threads_per_rank.max(1));
+    let rank = |u: &&Manifest| {
+        let t = u.plan.threads_per_rank.max(1);
+        ((f64::from(t) / threads).ln().abs(), std::cmp::Reverse(t), u.experiment != m.experiment)
+    };
+    unsplit.into_iter().min_by(|a, b| {
+        let (x, y) = (rank(a), rank(b));
+        x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)).then_with(|| a.run_id.cmp(&b.run_id))
+    })
 }
 
 fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<PrefillPrediction> {

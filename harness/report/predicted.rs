@@ -4,6 +4,7 @@
 //! then the same runs predicted from their unsplit run (no rank streaming faster than its
 //! decode kernel). This module only words the typed predictions.
 
+use crate::costmodel::cache::MIN_CACHE_GAIN;
 use crate::costmodel::step::{
     predict_prefills, predict_steps, Calibrated, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew, StepPrediction,
     TOLERANCE,
@@ -83,7 +84,7 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
                 predictions.len() - calibrated.len()
             ),
             "peer: the unsplit run of the same experiment (launched beside it) where there is one, else the one of median kernel rate among the unsplit runs of that model, dtype, device, step mode and threads".into(),
-            "past the tolerance the row names the first of these that holds: an oversubscribed launch, overlapped pieces measured slower, the communication's own failed assumption where the measured communication brings the step within tolerance, and for a split measured faster: the busiest rank's weights and KV cache read faster than the whole model's (membw's read rate at the two footprints, interpolated between its buffer sizes; the split's ranks reading at once) by enough that the step's memory time at that ratio is within tolerance".into(),
+            format!("past the tolerance the row names the first of these that holds: an oversubscribed launch, overlapped pieces measured slower, the communication's own failed assumption where the measured communication brings the step within tolerance, and for a split measured faster: the busiest rank's weights and KV cache read faster than the whole model's (membw's read rate at the two footprints, interpolated between its buffer sizes, the rank's inside the sweep; the split's ranks reading at once), at least {MIN_CACHE_GAIN}× faster and by enough that the step's memory time at that ratio is within tolerance (assuming the decode kernel's rate scales with the read rate)"),
         ],
     })
 }
@@ -113,7 +114,7 @@ fn calibrated_row(p: &StepPrediction, c: &Calibrated) -> Vec<Cell> {
     ]
 }
 
-const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured with a core for every thread (shared memory; an oversubscribed run's processes take turns on the cores, so the sum of their rates is no aggregate); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past ±25 % the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
+const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured with a core for every thread (shared memory; membw runs of each launch shape's largest buffer, which read from memory; an oversubscribed run's processes take turns on the cores, so the sum of their rates is no aggregate); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past ±25 % the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
 
 const COLUMNS: [&str; 15] = [
     "model",
@@ -225,12 +226,13 @@ pub fn assumption_text(a: &FailedAssumption) -> String {
             "even prefill work: the cut gave the busiest rank {causal_imbalance:.2}× the mean causal attention work (query-key pairs), and the ring waits for it"
         ),
         FailedAssumption::WeightsInCache { rank_bytes, rank_bps, unsplit_bytes, unsplit_bps, processes, runs } => format!(
-            "weights in the cores' caches: the busiest rank's {} (weights and KV cache) read at {} per process with {processes} processes reading at once, the whole model's {} at {} alone (membw runs {}): the split reads from cache what the unsplit run reads from memory, and its memory time at that ratio is within 25 %",
+            "weights in the cores' caches: the busiest rank's {} (weights and KV cache) read at {} per process with {processes} processes reading at once, the whole model's {} at {} alone (membw runs {}): the split reads from cache what the unsplit run reads from memory, and its memory time at that ratio is within {:.0} %",
             format_bytes(*rank_bytes as f64),
             format_gbps(*rank_bps),
             format_bytes(*unsplit_bytes as f64),
             format_gbps(*unsplit_bps),
-            runs.iter().map(|r| short(r.as_str())).collect::<Vec<_>>().join(", ")
+            runs.iter().map(|r| short(r.as_str())).collect::<Vec<_>>().join(", "),
+            TOLERANCE * 100.0
         ),
         FailedAssumption::NotStreamBound { achieved_bps, roofline_bps, run } => format!(
             "not bound by the weight stream: the unsplit run {} moved its bytes at {} against the {} roofline (per-token compute and framework time are not modelled)",

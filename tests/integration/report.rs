@@ -714,6 +714,22 @@ fn a_context_split_shares_the_unsplit_prefill_of_its_own_threads_per_rank_where_
     list.push(one_thread);
     let now = compute(&list);
     assert!(!now.is_empty() && now.iter().all(|c| (c - 0.525).abs() < 1e-12), "{now:?}");
+    // On a larger machine a world-2 split's ranks run 8 threads each: of a 1-thread and a
+    // 16-thread unsplit run, the nearer in ratio (16: no rank gets one thread's speed); an
+    // 8-thread one, where it ran, before both.
+    for m in list.iter_mut().filter(|m| context(m, 2)) {
+        m.plan.threads_per_rank = 8;
+    }
+    for m in list.iter_mut().filter(|m| context(m, 1) && m.plan.threads_per_rank == 2 * rank_threads) {
+        m.plan.threads_per_rank = 16;
+    }
+    assert!(compute(&list).iter().all(|c| (c - 0.3).abs() < 1e-12), "{:?}", compute(&list));
+    let mut eight = list.iter().find(|m| context(m, 1)).unwrap().clone();
+    eight.run_id = "e".repeat(64).into();
+    eight.plan.threads_per_rank = 8;
+    set_prefill(&mut eight, 0.7);
+    list.push(eight);
+    assert!(compute(&list).iter().all(|c| (c - 0.35).abs() < 1e-12), "{:?}", compute(&list));
 }
 
 /// Writes the fixture `m` into `dir` with the JSON number at `pointer` replaced by `number`
