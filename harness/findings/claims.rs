@@ -7,6 +7,7 @@ use crate::manifest::{Manifest, Status};
 use crate::report::facts::Stats;
 use crate::spec::claims::{parse, Claim, Rule};
 use crate::spec::schema::Op;
+use crate::spec::Workload;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
@@ -90,10 +91,11 @@ fn layout_value(m: &Manifest, axis: &str) -> Option<String> {
 }
 
 fn run_matches(m: &Manifest, select: &BTreeMap<String, String>) -> bool {
-    select
-        .iter()
-        .filter(|(k, _)| k.as_str() != "op" && k.as_str() != "size")
-        .all(|(k, v)| layout_value(m, k).as_deref() == Some(v.as_str()))
+    select.iter().filter(|(k, _)| k.as_str() != "op" && k.as_str() != "size").all(|(k, v)| match k.as_str() {
+        // A membw run's buffer, however the claim writes the size (16MiB, 16777216).
+        "buffer" => matches!(&m.plan.workload, Workload::Membw(b) if crate::units::parse_bytes(v) == Some(b.buffer_bytes)),
+        _ => layout_value(m, k).as_deref() == Some(v.as_str()),
+    })
 }
 
 /// Whether a row of op `op` (None for dispatch rows) and size `size` is selected.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 pub const CLAIM_KEYS: &[&str] = &["id", "claim", "figure", "select", "reference", "rule", "tolerance", "value"];
 
 /// Axes a selection may name.
-pub const SELECT_AXES: &[&str] = &["world", "strategy", "head", "sequences", "link", "threads", "op", "size"];
+pub const SELECT_AXES: &[&str] = &["world", "strategy", "head", "sequences", "link", "threads", "op", "size", "buffer"];
 
 /// How a claim compares its selection with the reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +203,10 @@ fn selection(c: &mut Checker, key: &str, v: Option<&Value>) -> Option<BTreeMap<S
                 continue;
             }
         };
+        if k == "buffer" && crate::units::parse_bytes(&text).is_none() {
+            c.report(&format!("{key}.{k}"), format!("expected a byte size like 16MiB (a membw buffer), found {text}"));
+            continue;
+        }
         out.insert(k.to_string(), text);
     }
     Some(out)

@@ -411,6 +411,27 @@ fn a_declared_claim_is_evaluated_into_a_finding_both_ways() {
 }
 
 #[test]
+fn a_membw_claim_selects_runs_by_buffer_however_the_size_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let claim = |buffer: &str| {
+        let spec = dir.path().join("membw-claims.yaml");
+        let text = format!(
+            "name: synth-membw\nkind: membw\nworld: [1, 2, 4]\nbuffer: 64MiB\nclaims:\n  - id: two-share\n    figure: per_process_bandwidth\n    select: {{world: 2, buffer: {buffer}}}\n    reference: {{world: 1, buffer: 67108864}}\n    rule: less\n"
+        );
+        std::fs::write(&spec, text).unwrap();
+        let mut list = base();
+        for m in list.iter_mut().filter(|m| m.kind == Kind::Membw) {
+            m.plan.spec_path = spec.clone();
+        }
+        finding(&list, "two-share")
+    };
+    // The synthetic runs split one aggregate among their processes: two read less each than one.
+    assert_eq!(claim("64MiB").verdict, Verdict::Holds, "{:?}", claim("64MiB"));
+    let none = claim("32MiB");
+    assert_eq!((none.verdict, none.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::MissingRuns)), "{none:?}");
+}
+
+#[test]
 fn a_claim_between_two_runs_launched_in_rounds_holds_only_where_every_round_does() {
     let dir = tempfile::tempdir().unwrap();
     let mut list = with_claims(dir.path(), "greater");
