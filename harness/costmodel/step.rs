@@ -188,6 +188,9 @@ pub struct StepPrediction {
     pub cuda: bool,
     /// How its step was issued (a replayed CUDA graph skips the host's launches).
     pub step_mode: crate::spec::schema::StepMode,
+    /// A mixture model's router skew (0: as drawn): which experts a token reaches, so which
+    /// weights a step reads.
+    pub routing_skew: f64,
     /// The split.
     pub strategy: Strategy,
     /// Ranks.
@@ -268,6 +271,16 @@ impl StepPrediction {
             Matches::One(Hypothesis::SharedMemory) => self.bandwidth_bps.1,
             _ => self.bandwidth_bps.0,
         }
+    }
+
+    /// Whether `other` computes what this run computes, on whatever layout: the same model,
+    /// dtype, device, step issue and routing (a run and its peers or baselines must).
+    pub fn same_computation(&self, other: &StepPrediction) -> bool {
+        self.model == other.model
+            && self.dtype == other.dtype
+            && self.cuda == other.cuda
+            && self.step_mode == other.step_mode
+            && self.routing_skew == other.routing_skew
     }
 
     /// Whether this run is the unsplit computation: one rank decoding one sequence (else a
@@ -607,7 +620,7 @@ fn run_shape<'s>(m: &Manifest, shape: &'s ModelShape) -> Option<RunShape<'s>> {
 fn predict_run<'m>(inp: &Inputs, m: &'m Manifest) -> Option<Predicted<'m>> {
     let d = m.summary()?.decode()?;
     let source = m.plan.model.as_ref()?;
-    let Workload::Decode { dtype, .. } = &m.plan.workload else {
+    let Workload::Decode { dtype, routing_skew, .. } = &m.plan.workload else {
         return None;
     };
     let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
@@ -626,6 +639,7 @@ fn predict_run<'m>(inp: &Inputs, m: &'m Manifest) -> Option<Predicted<'m>> {
         dtype: *dtype,
         cuda,
         step_mode: m.plan.step,
+        routing_skew: *routing_skew,
         strategy: m.layout.strategy,
         world: r.world,
         sequences: r.sequences,
@@ -759,15 +773,12 @@ struct Unsplit {
 }
 
 /// The unsplit one-sequence run a prediction is checked against: of the same model, dtype,
-/// device and step issue; with the rank's threads where one ran (a kernel's reach depends on them); the same
+/// device, step issue and routing; with the rank's threads where one ran (a kernel's reach depends on them); the same
 /// experiment's where there is one, else the one predicted best (the most favourable evidence
 /// that a step is its bytes over the roofline).
 fn unsplit_for<'p>(p: &StepPrediction, experiment: &str, all: &'p [Predicted]) -> Option<Unsplit> {
-    let unsplit: Vec<(&Manifest, &'p StepPrediction)> = all
-        .iter()
-        .map(|x| (x.m, &x.p))
-        .filter(|(_, u)| u.is_unsplit() && u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.step_mode == p.step_mode)
-        .collect();
+    let unsplit: Vec<(&Manifest, &'p StepPrediction)> =
+        all.iter().map(|x| (x.m, &x.p)).filter(|(_, u)| u.is_unsplit() && u.same_computation(p)).collect();
     let same_threads: Vec<(&Manifest, &'p StepPrediction)> = unsplit.iter().copied().filter(|(_, u)| u.threads == p.threads).collect();
     let candidates = if same_threads.is_empty() { unsplit } else { same_threads };
     let same = candidates.iter().filter(|(m, _)| m.experiment == experiment).min_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
@@ -865,7 +876,7 @@ fn plan_input<'s>(
 }
 
 /// The decode kernel's rate on `p`'s unsplit peer, with its run: of the unsplit one-sequence
-/// runs of the same model, dtype, device, step issue and threads per rank with a positive finite rate
+/// runs of the same model, dtype, device, step issue, routing and threads per rank with a positive finite rate
 /// ([`StepPrediction::achieved_bps`]), other than `p` itself, the same experiment's where
 /// there is one (launched beside it; the first by run identity), else the one of median rate
 /// (the slower of the two middle ones when their number is even).
@@ -874,9 +885,7 @@ fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[Predicted]) 
         .iter()
         .map(|x| (x.m, &x.p))
         .filter(|(_, u)| u.run_id != p.run_id)
-        .filter(|(_, u)| {
-            u.model == p.model && u.dtype == p.dtype && u.cuda == p.cuda && u.step_mode == p.step_mode && u.threads == p.threads
-        })
+        .filter(|(_, u)| u.same_computation(p) && u.threads == p.threads)
         .filter_map(|(m, u)| Some((m, u.achieved_bps()?, &u.run_id)))
         .collect();
     if let Some((_, rate, run)) = peers.iter().filter(|(m, _, _)| m.experiment == experiment).min_by(|a, b| a.2.cmp(b.2)) {

@@ -35,7 +35,7 @@ pub fn decode_tables(manifests: &[Manifest]) -> Vec<Table> {
     std::iter::once(roofline).chain(calibrated_table(&predictions)).collect()
 }
 
-const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of that hypothesis' bandwidth and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known";
+const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of that hypothesis' bandwidth and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known";
 
 const CALIBRATED_COLUMNS: [&str; 14] = [
     "model",
@@ -80,10 +80,10 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
                 within(&unsplit, |_, c| c.error)
             ),
             format!(
-                "not predicted here: {} runs without a peer (another unsplit run of their model, dtype, device, step mode and threads per rank, with a measured step) or whose round could not be computed",
+                "not predicted here: {} runs without a peer (another unsplit run of their model, dtype, device, step mode, routing and threads per rank, with a measured step) or whose round could not be computed",
                 predictions.len() - calibrated.len()
             ),
-            "peer: the unsplit run of the same experiment (launched beside it) where there is one, else the one of median kernel rate among the unsplit runs of that model, dtype, device, step mode and threads".into(),
+            "peer: the unsplit run of the same experiment (launched beside it) where there is one, else the one of median kernel rate among the unsplit runs of that model, dtype, device, step mode, routing and threads".into(),
             format!("past the tolerance the row names the first of these that holds: an oversubscribed launch, overlapped pieces measured slower, the communication's own failed assumption where the measured communication brings the step within tolerance, and for a split measured faster: the busiest rank's weights and KV cache read faster than the whole model's (membw's read rate at the two footprints, interpolated between its buffer sizes, the rank's inside the sweep; the split's ranks reading at once), at least {MIN_CACHE_GAIN}× faster and by enough that the step's memory time at that ratio is within tolerance (assuming the decode kernel's rate scales with the read rate)"),
         ],
     })

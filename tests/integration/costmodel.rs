@@ -802,3 +802,23 @@ fn a_split_faster_than_its_calibration_is_explained_only_by_a_measured_cache_rat
     assert_eq!(p.bandwidth_bps, before.bandwidth_bps);
     assert_eq!(p.calibrated.unwrap().outcome, Judged::ModelError);
 }
+
+#[test]
+fn a_peer_routes_its_tokens_as_the_run_does() {
+    use parlab::costmodel::step::predict_steps;
+    use parlab::spec::plan::Workload;
+    use parlab::spec::Kind;
+    let mut list = crate::synth::fixtures().unwrap();
+    let split = |p: &parlab::costmodel::step::StepPrediction| p.world == 2 && p.strategy == Strategy::Tensor && p.overlap.is_none();
+    assert!(predict_steps(&list).iter().filter(|p| split(p)).all(|p| p.calibrated.is_some()), "calibrated by the unsplit runs");
+    // Every unsplit run with a router crowding the first experts: it reads other weights than
+    // the splits' router as drawn, so it is no split's peer.
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.world == 1) {
+        if let Workload::Decode { routing_skew, .. } = &mut m.plan.workload {
+            *routing_skew = 1.5;
+        }
+    }
+    let now = predict_steps(&list);
+    assert!(now.iter().filter(|p| split(p)).all(|p| p.calibrated.is_none()), "no peer of the splits' routing");
+    assert!(now.iter().filter(|p| p.world == 1).any(|p| p.calibrated.is_some()), "the skewed unsplit runs are each other's peers");
+}
