@@ -273,6 +273,12 @@ impl StepPrediction {
         }
     }
 
+    /// Whether a step of `step_s` (predicted another way) is within [`TOLERANCE`] of the
+    /// measured step.
+    pub fn within_tolerance(&self, step_s: f64) -> bool {
+        (step_s - self.measured_step_s).abs() <= TOLERANCE * self.measured_step_s
+    }
+
     /// Whether `other` computes what this run computes, on whatever layout: the same model,
     /// dtype, device, step issue and routing (a run and its peers or baselines must).
     pub fn same_computation(&self, other: &StepPrediction) -> bool {
@@ -736,7 +742,7 @@ fn communication_explains(p: &StepPrediction, step: &Step) -> Option<FailedAssum
     };
     let predicted_comm = p.comm.as_ref().map_or(0.0, Comm::total_s) * f64::from(p.sequences);
     let with_measured = step.step_s - predicted_comm + p.measured_comm_s;
-    ((with_measured - p.measured_step_s).abs() <= TOLERANCE * p.measured_step_s).then(|| a.clone())
+    p.within_tolerance(with_measured).then(|| a.clone())
 }
 
 /// Why communication outside tolerance is not a model error: an oversubscribed launch, then
@@ -832,8 +838,7 @@ fn cache_explains(inp: &Inputs, run: &Predicted, p: &StepPrediction, step: &Step
     let unsplit = inp.cache.at(1, p.threads, unsplit_bytes)?;
     let ratio = rank.bps / unsplit.bps;
     let with_cache = (step.step_s - step.comm_s) / ratio + step.comm_s;
-    let within = (with_cache - p.measured_step_s).abs() <= TOLERANCE * p.measured_step_s;
-    (ratio >= MIN_CACHE_GAIN && within).then(|| FailedAssumption::WeightsInCache {
+    (ratio >= MIN_CACHE_GAIN && p.within_tolerance(with_cache)).then(|| FailedAssumption::WeightsInCache {
         rank_bytes,
         rank_bps: rank.bps,
         unsplit_bytes,

@@ -6,7 +6,6 @@
 
 use super::facts::MembwRow;
 use crate::costmodel::cache::MIN_CACHE_GAIN;
-use crate::manifest::summary::RooflineSource;
 use crate::table::{Cell, Table};
 
 /// What a run of several processes reading at once reads like.
@@ -26,14 +25,6 @@ crate::named!(Sharing {
     SharedCache => "one cache shared",
     Indistinct => "cannot tell (both references read from memory)",
 });
-
-/// A run's per-process rate by its roofline kernel (the higher median of the two reads).
-fn rate(r: &MembwRow) -> f64 {
-    match (r.roofline, r.stream_per_process) {
-        (RooflineSource::Stream, Some(s)) => s.median,
-        _ => r.per_process.median,
-    }
-}
 
 /// Which reference `at_once` is nearer, in ratio, of `own` (alone, same buffer) and `shared`
 /// (alone, every buffer together).
@@ -61,10 +52,10 @@ pub fn table(rows: &[MembwRow]) -> Option<Table> {
                 Cell::Count(r.processes),
                 Cell::Count(r.threads),
                 Cell::Bytes(r.buffer as f64),
-                Cell::BytesPerSec(rate(r)),
-                Cell::BytesPerSec(rate(own)),
-                Cell::BytesPerSec(rate(shared)),
-                Cell::text(sharing(rate(r), rate(own), rate(shared)).name()),
+                Cell::BytesPerSec(r.roofline_per_process),
+                Cell::BytesPerSec(own.roofline_per_process),
+                Cell::BytesPerSec(shared.roofline_per_process),
+                Cell::text(sharing(r.roofline_per_process, own.roofline_per_process, shared.roofline_per_process).name()),
                 Cell::text(format!("{}, {}, {}", r.run, own.run, shared.run)),
             ];
             Some((r.processes, r.threads, r.buffer, row))

@@ -78,6 +78,8 @@ pub struct MembwRow {
     pub stream_aggregate: Option<Stats>,
     /// The roofline's source.
     pub roofline: crate::manifest::summary::RooflineSource,
+    /// The roofline's per-process median, bytes/s (the higher of the two kernels').
+    pub roofline_per_process: f64,
     /// Run identity (12 hex).
     pub run: String,
 }
@@ -261,6 +263,7 @@ impl Facts {
                 stream_per_process: b.stream.as_ref().map(|s| s.per_process),
                 stream_aggregate: b.stream.as_ref().map(|s| s.aggregate),
                 roofline: b.roofline.source,
+                roofline_per_process: b.roofline.per_process_bps,
                 run,
             }),
             Summary::Decode(d) => self.decode.push(decode_row(m, d)),
