@@ -1,7 +1,7 @@
 //! α–β validity: the all-reduce constants fitted on 2 ranks predict other world sizes and
 //! held-out (larger) sizes within the declared tolerance; where they do and where they fail.
 
-use super::{Finding, Inconclusive, Inputs, TOLERANCE};
+use super::{worlds, Finding, Inconclusive, Inputs, Oversubscribed, TOLERANCE};
 use crate::costmodel::link::{collective_time, LinkFit};
 use crate::report::facts::CollRow;
 use crate::report::fmt::percent;
@@ -25,7 +25,7 @@ fn claim(id: &str, link: &str) -> Finding {
         id,
         &format!("The all-reduce's α and β fitted on 2 ranks over {link} predict its time at other world sizes and at held-out larger sizes within ±{}.", percent(TOLERANCE, false)),
         &["collectives.rows.op_time_s (all-reduce; time_s where op_time_s is absent)", "collectives.fits.alpha_per_step_s", "collectives.fits.beta_Bps"],
-        &format!("ring model 2(p-1)α + 2(p-1)/p·S/β from the 2-rank fit; a point holds when |predicted - measured| / measured <= {TOLERANCE} or the prediction lies within the measured min..max; HOLDS when every point outside the fit holds"),
+        &format!("ring model 2(p-1)α + 2(p-1)/p·S/β from the 2-rank fit; a point holds when |predicted - measured| / measured <= {TOLERANCE} or the prediction lies within the measured min..max; HOLDS when every point outside the fit holds, at worlds whose ranks × threads fit the cores (an oversubscribed world's points are stated, not counted: its ranks wait for a core, which the ring model does not count)"),
     )
 }
 
@@ -39,6 +39,8 @@ struct Tally {
     worst: f64,
     worst_size: u64,
     runs: Vec<String>,
+    /// A run of the region had more ranks × threads than cores: not a test of the model.
+    oversubscribed: Option<Oversubscribed>,
 }
 
 fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding {
@@ -53,11 +55,12 @@ fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding 
     for r in rows {
         let t = regions.entry((r.world, r.size > fit.fit_max_bytes)).or_default();
         check(t, fit, r);
+        t.oversubscribed = t.oversubscribed.or(inp.oversubscribed(&r.run));
     }
     if regions.is_empty() {
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: over {link} only the fitted 2-rank sizes were measured"));
     }
-    let (mut holds, mut fails) = (Vec::new(), Vec::new());
+    let (mut holds, mut fails, mut untested) = (Vec::new(), Vec::new(), Vec::new());
     for (&(world, heldout), t) in &regions {
         let what = if heldout {
             format!("world {world}, held-out sizes above {}", format_bytes(fit.fit_max_bytes as f64))
@@ -66,7 +69,11 @@ fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding 
         };
         let runs: Vec<&str> = t.runs.iter().map(String::as_str).collect();
         f.number(&format!("largest prediction error, {what}"), t.worst, "fraction", &runs);
-        let verdict = if t.failed == 0 { "holds" } else { "fails" };
+        let verdict = match t.oversubscribed {
+            Some(o) => format!("{o}, not a test"),
+            None if t.failed == 0 => "holds".into(),
+            None => "fails".into(),
+        };
         f.notes.push(format!(
             "{what}: {verdict} ({} of {} sizes within ±{}; largest error {} at {})",
             t.points - t.failed,
@@ -75,17 +82,29 @@ fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding 
             percent(t.worst, true),
             format_bytes(t.worst_size as f64)
         ));
-        if t.failed == 0 {
-            holds.push(what)
-        } else {
-            fails.push(what)
+        match (t.oversubscribed, t.failed) {
+            (Some(_), _) if untested.contains(&world) => {}
+            (Some(_), _) => untested.push(world),
+            (None, 0) => holds.push(what),
+            (None, _) => fails.push(what),
         }
     }
+    decide(f, &holds, &fails, &untested)
+}
+
+/// HOLDS where every region run on cores of its own holds, FAILS where one fails; the
+/// oversubscribed regions are named, never counted.
+fn decide(f: Finding, holds: &[String], fails: &[String], untested: &[u32]) -> Finding {
+    let aside = if untested.is_empty() { String::new() } else { format!("; {} oversubscribed, not counted", worlds(untested)) };
     let fails_at = format!("fails at {}", fails.join("; "));
     match (holds.is_empty(), fails.is_empty()) {
-        (_, true) => f.decide(true, format!("the fit holds at {}", holds.join("; "))),
-        (true, false) => f.decide(false, format!("the fit {fails_at}")),
-        (false, false) => f.decide(false, format!("the fit holds at {}, and {fails_at}", holds.join("; "))),
+        (true, true) => f.inconclusive(
+            Inconclusive::Oversubscribed,
+            format!("oversubscribed: every world beyond the fit ({}) ran with more ranks × threads than cores", worlds(untested)),
+        ),
+        (false, true) => f.decide(true, format!("the fit holds at {}{aside}", holds.join("; "))),
+        (true, false) => f.decide(false, format!("the fit {fails_at}{aside}")),
+        (false, false) => f.decide(false, format!("the fit holds at {}, and {fails_at}{aside}", holds.join("; "))),
     }
 }
 

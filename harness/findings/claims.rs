@@ -1,7 +1,7 @@
 //! Declared claims (`claims:` in a spec) evaluated on the manifests its runs wrote: a
 //! figure of the selected runs against a reference selection (or a value) under a rule.
 
-use super::{rounds, Finding, Inconclusive, Inputs};
+use super::{oversubscription, rounds, Finding, Inconclusive, Inputs, Oversubscribed};
 use crate::manifest::summary::Summary;
 use crate::manifest::{Manifest, Status};
 use crate::report::facts::Stats;
@@ -47,6 +47,8 @@ struct Measured {
     /// Where the selection is one run that recorded the figure launch by launch: its values and
     /// when its launches ran (for pairing with the reference round by round).
     launched: Option<(Vec<f64>, (String, String))>,
+    /// The selected runs with more ranks × threads than cores (12 hex).
+    oversubscribed: Vec<(String, Oversubscribed)>,
 }
 
 /// The name a claim's figure is recorded under launch by launch, where it is.
@@ -139,6 +141,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     let mut ids = Vec::new();
     let mut tokens = Vec::new();
     let mut launches = Vec::new();
+    let mut oversubscribed = Vec::new();
     for m in runs.iter().filter(|m| run_matches(m, select)) {
         let found = stats_of(m, figure, select);
         let answer_tokens = m.answer().map(|a| &a.tokens).filter(|_| figure == "tokens");
@@ -150,6 +153,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
         tokens.extend(answer_tokens.cloned());
         ids.push(m.run_id.short().to_string());
         launches.push(launched(m, figure));
+        oversubscribed.extend(oversubscription(m).map(|o| (m.run_id.short().to_string(), o)));
     }
     if ids.is_empty() {
         return None;
@@ -168,7 +172,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
         Ok([one]) => one,
         Err(_) => None,
     };
-    Some(Measured { stat, runs: ids, tokens, launched })
+    Some(Measured { stat, runs: ids, tokens, launched, oversubscribed })
 }
 
 fn words(select: &BTreeMap<String, String>) -> String {
@@ -255,10 +259,20 @@ fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measure
         Rule::RatioWithin | Rule::EqualTokens => (ratio - 1.0).abs() <= c.tolerance,
     };
     let reason = format!("selected / reference = {ratio:.3} ({} {})", c.rule.name().replace('_', " "), c.tolerance);
-    let Some(per_round) = round_ratios(sel, reference) else {
+    let per_round = round_ratios(sel, reference);
+    if let Some(r) = &per_round {
+        f.notes.push(rounds::note("selected / reference", Some(r)));
+    }
+    if let Some(over) = oversubscribed(sel, reference) {
+        f.notes.push(format!("{over}: its figures include ranks waiting for a core, which the claim does not describe"));
+        return f.inconclusive(
+            Inconclusive::Oversubscribed,
+            format!("oversubscribed: {reason} would say it {}, but {over}", if holds(ratio) { "holds" } else { "fails" }),
+        );
+    }
+    let Some(per_round) = per_round else {
         return f.decide(holds(ratio), reason);
     };
-    f.notes.push(rounds::note("selected / reference", Some(&per_round)));
     // Decided only where the medians and every round say the same.
     let (held, rounds) = (per_round.iter().filter(|r| holds(**r)).count(), per_round.len());
     match (holds(ratio), held) {
@@ -266,6 +280,17 @@ fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measure
         (true, n) if n == rounds => f.decide(true, format!("{reason}; in all {n} rounds")),
         (_, n) => f.inconclusive(Inconclusive::Noise, format!("noise: {reason}, but it holds in {n} of {rounds} rounds")),
     }
+}
+
+/// The oversubscribed runs of either selection in words, if any.
+fn oversubscribed(sel: &Measured, reference: Option<&Measured>) -> Option<String> {
+    let all: Vec<String> = sel
+        .oversubscribed
+        .iter()
+        .chain(reference.into_iter().flat_map(|r| &r.oversubscribed))
+        .map(|(run, o)| format!("run {run} was {o}"))
+        .collect();
+    (!all.is_empty()).then(|| all.join("; "))
 }
 
 /// Per-round ratios selected / reference, where both selections are one run each that ran at

@@ -3,7 +3,7 @@
 //! expert sets the pace").
 
 use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
-use super::{side, Finding, Inconclusive, Inputs, Side};
+use super::{every, side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::DecodeRow;
 
 /// Per (experiment, link, world ≥ 2): the evenly routed run and each skewed run beside it.
@@ -25,13 +25,13 @@ pub fn finding(inp: &Inputs) -> Finding {
         "expert-imbalance-sets-the-pace",
         "Under skewed routing the rank holding the crowded experts computes more of the pairs, and the prefill slows with it.",
         &["decode.experts.assigned", "decode.experts.compute_s", "decode.prefill_s"],
-        &format!("per skewed expert split and the evenly routed run of the same world: the skewed prefill's median above the even prefill's max is slower, below its min faster, else noise; where both ran at least {MIN_ROUNDS} launches in the same rounds, slower or faster also needs every round's even / skewed prefill on that side of 1 (below: slower); HOLDS when every skewed run has the larger imbalance and is slower, FAILS when a run with the larger imbalance is faster; the busiest rank's expert time over the mean time × imbalance, reported"),
+        &format!("per skewed expert split and the evenly routed run of the same world: the skewed prefill's median above the even prefill's max is slower, below its min faster, else noise; where both ran at least {MIN_ROUNDS} launches in the same rounds, slower or faster also needs every round's even / skewed prefill on that side of 1 (below: slower); HOLDS when every skewed run has the larger imbalance and is slower, FAILS when a run with the larger imbalance is faster (a pair with more ranks × threads than cores is stated, not counted); the busiest rank's expert time over the mean time × imbalance, reported"),
     );
     let pairs = skew_pairs(&inp.facts.decode);
     if pairs.is_empty() {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no expert split run both with and without routing skew".into());
     }
-    let (mut slower, mut faster) = (0, 0);
+    let (mut slower, mut faster, mut untested) = (0, 0, 0);
     for (even, skewed) in &pairs {
         let (Some(ee), Some(se)) = (even.experts.as_ref(), skewed.experts.as_ref()) else { continue };
         let runs = [even.run.as_str(), skewed.run.as_str()];
@@ -56,14 +56,21 @@ pub fn finding(inp: &Inputs) -> Finding {
         f.notes.push(note(&format!("{label} prefill, even / skewed"), ratios.as_deref()));
         let range = side(&even.prefill, skewed.prefill.median);
         let against_even = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0)));
-        let outcome = match (against_even, range) {
-            (Side::Below, _) => "slower",
-            (Side::Above, _) => "FASTER",
-            (_, Side::Straddles) => "within the even run's range",
-            _ => "outside the even run's range, but not on that side in every round",
+        let over = inp.oversubscribed(&skewed.run).or(inp.oversubscribed(&even.run));
+        let outcome = match (over, against_even, range) {
+            // Ranks taking turns on the cores pay for all ranks' pairs, not the busiest rank's.
+            (Some(o), ..) => {
+                format!("not a test, {o} (the ranks take turns on the cores: the prefill pays for every rank's pairs, not the busiest's)")
+            }
+            (None, Side::Below, _) => "slower".into(),
+            (None, Side::Above, _) => "FASTER".into(),
+            (None, _, Side::Straddles) => "within the even run's range".into(),
+            _ => "outside the even run's range, but not on that side in every round".into(),
         };
-        slower += usize::from(more && against_even == Side::Below);
-        faster += usize::from(more && against_even == Side::Above);
+        let tested = over.is_none();
+        untested += usize::from(!tested);
+        slower += usize::from(tested && more && against_even == Side::Below);
+        faster += usize::from(tested && more && against_even == Side::Above);
         f.notes.push(format!(
             "{label} ({}): imbalance {:.2} against {:.2} even; prefill {:.0} ms against {:.0} ms ({:.0}–{:.0} ms): {outcome}",
             skewed.experiment,
@@ -75,14 +82,22 @@ pub fn finding(inp: &Inputs) -> Finding {
             even.prefill.max * 1e3
         ));
     }
+    let tested = pairs.len() - untested;
+    let aside = if untested == 0 { String::new() } else { format!("; {untested} more oversubscribed, not counted") };
+    if tested == 0 {
+        return f.inconclusive(
+            Inconclusive::Oversubscribed,
+            format!("oversubscribed: all {untested} skewed splits had more ranks × threads than cores"),
+        );
+    }
     if faster > 0 {
         return f.decide(
             false,
-            format!("{faster} of {} skewed splits were faster than even routing despite the larger imbalance", pairs.len()),
+            format!("{faster} of {tested} skewed splits were faster than even routing despite the larger imbalance{aside}"),
         );
     }
-    if slower == pairs.len() {
-        return f.decide(true, format!("all {} skewed splits had the larger imbalance and the slower prefill", pairs.len()));
+    if slower == tested {
+        return f.decide(true, format!("{} had the larger imbalance and the slower prefill{aside}", every(tested, "skewed split")));
     }
-    f.inconclusive(Inconclusive::Noise, format!("{} of {} skewed splits are not clearly slower", pairs.len() - slower, pairs.len()))
+    f.inconclusive(Inconclusive::Noise, format!("{} of {tested} skewed splits are not clearly slower{aside}", tested - slower))
 }

@@ -4,7 +4,7 @@
 //! and the independent replicas' aggregate are reported beside it.
 
 use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
-use super::{by_world, one_experiment, side, Finding, Inconclusive, Inputs, Side};
+use super::{by_world, one_experiment, side, worlds, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::{DecodeRow, MembwRow, Stats};
 use crate::spec::schema::{HeadPlacement, Strategy};
 use crate::units::format_seconds;
@@ -15,7 +15,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         "shared-memory-bandwidth",
         "Decode on this machine is limited by one memory system that all processes share, so splitting the weights over p processes does not shorten the non-communication part of a step.",
         &["decode.compute_s (tensor, sequences 1)", "membw.stream.aggregate_Bps where recorded, else membw.aggregate_Bps (threads 1)", "decode.tokens_per_s (data)"],
-        &format!("at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise; where T_p's and T_1's runs ran at least {MIN_ROUNDS} launches in the same rounds, a side also needs every round's T_p / T_1 on that side of 1/sqrt(p)"),
+        &format!("at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise; where T_p's and T_1's runs ran at least {MIN_ROUNDS} launches in the same rounds, a side also needs every round's T_p / T_1 on that side of 1/sqrt(p); a world with more ranks × threads than cores is stated, not counted (its ranks take turns on the cores); the membw plateau and the replicas at the most processes with a core each"),
     );
     plateau(&mut f, inp);
     replicas(&mut f, inp);
@@ -26,7 +26,7 @@ pub fn finding(inp: &Inputs) -> Finding {
     let (one, run1) = (row1.compute, row1.run.as_str());
     f.notes.push(format!("tensor runs of experiment `{}` (one prompt and generation for every world)", row1.experiment));
     f.number("T_1: non-communication time of a step, 1 process (median)", one.median, "s", &[run1]);
-    let mut sides = Vec::new();
+    let (mut sides, mut untested) = (Vec::new(), Vec::new());
     for (&p, d) in tensor.iter().filter(|(&p, _)| p > 1) {
         let t = d.compute;
         let boundary = one.median / f64::from(p).sqrt();
@@ -36,23 +36,28 @@ pub fn finding(inp: &Inputs) -> Finding {
         f.notes.push(note(&format!("world {p} T_{p} / T_1 (boundary {:.3})", 1.0 / f64::from(p).sqrt()), ratios.as_deref()));
         let range = side(&t, boundary);
         let s = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0 / f64::from(p).sqrt())));
+        let over = inp.oversubscribed(&d.run);
+        let outcome = match (over, s, range) {
+            (Some(o), ..) => format!("not a test, {o} (the ranks take turns on the cores, each reading memory while others wait)"),
+            (None, Side::Above, _) => "consistent with shared bandwidth".into(),
+            (None, Side::Below, _) => "consistent with each rank's own bandwidth".into(),
+            (None, _, Side::Straddles) => "the range straddles the boundary (noise)".into(),
+            _ => "the range is on one side of the boundary, but not every round (noise)".into(),
+        };
         f.notes.push(format!(
-            "world {p}: measured {} to {} (median {}); shared predicts {}, own bandwidth {}: {}",
+            "world {p}: measured {} to {} (median {}); shared predicts {}, own bandwidth {}: {outcome}",
             format_seconds(t.min),
             format_seconds(t.max),
             format_seconds(t.median),
             format_seconds(one.median),
             format_seconds(one.median / f64::from(p)),
-            match (s, range) {
-                (Side::Above, _) => "consistent with shared bandwidth",
-                (Side::Below, _) => "consistent with each rank's own bandwidth",
-                (_, Side::Straddles) => "the range straddles the boundary (noise)",
-                _ => "the range is on one side of the boundary, but not every round (noise)",
-            }
         ));
-        sides.push((p, s));
+        match over {
+            Some(_) => untested.push(p),
+            None => sides.push((p, s)),
+        }
     }
-    decide(f, &sides)
+    decide(f, &sides, &untested)
 }
 
 /// The tensor decode runs (one sequence, split head) of one experiment ([`one_experiment`]).
@@ -60,10 +65,21 @@ fn tensor_runs(rows: &[DecodeRow]) -> Vec<&DecodeRow> {
     one_experiment(rows.iter().filter(|d| d.strategy == Strategy::Tensor && d.sequences == 1 && d.head != Some(HeadPlacement::Replicated)))
 }
 
-fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
+/// Decided by the worlds whose ranks had cores of their own; `untested`: the oversubscribed ones.
+fn decide(f: Finding, sides: &[(u32, Side)], untested: &[u32]) -> Finding {
     let Some(&(largest, last)) = sides.last() else {
+        if !untested.is_empty() {
+            return f.inconclusive(
+                Inconclusive::Oversubscribed,
+                format!(
+                    "oversubscribed: every tensor split with more than one rank ({}) had more ranks × threads than cores",
+                    worlds(untested)
+                ),
+            );
+        }
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no tensor decode run with more than one rank".into());
     };
+    let aside = if untested.is_empty() { String::new() } else { format!("; {} oversubscribed, not counted", worlds(untested)) };
     if let Some((p, _)) = sides.iter().find(|(_, s)| *s == Side::Below) {
         return f.decide(
             false,
@@ -74,7 +90,7 @@ fn decide(f: Finding, sides: &[(u32, Side)]) -> Finding {
         let n = sides.iter().filter(|(_, s)| *s == Side::Above).count();
         return f.decide(
             true,
-            format!("the prediction that could have failed did not: up to world {largest} the non-communication time stayed above T_1/sqrt(p) ({n} of {} world sizes decisive)", sides.len()),
+            format!("the prediction that could have failed did not: up to world {largest} the non-communication time stayed above T_1/sqrt(p) ({n} of {} world sizes decisive{aside})", sides.len()),
         );
     }
     f.inconclusive(
@@ -94,7 +110,7 @@ fn aggregate(row: &MembwRow, stream: bool) -> Option<Stats> {
 
 fn plateau(f: &mut Finding, inp: &Inputs) {
     let from_memory = crate::costmodel::cache::from_memory(inp.facts.membw.iter().collect(), |r| (r.processes, r.threads), |r| r.buffer);
-    let runs = by_world(from_memory.into_iter().filter(|r| r.threads == 1), |r| r.processes as u32);
+    let runs = by_world(from_memory.into_iter().filter(|r| r.threads == 1 && inp.oversubscribed(&r.run).is_none()), |r| r.processes as u32);
     let (Some(one), Some((&p, top))) = (runs.get(&1), runs.iter().next_back().filter(|&(&p, _)| p > 1)) else {
         return;
     };
@@ -119,7 +135,8 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
 }
 
 fn replicas(f: &mut Finding, inp: &Inputs) {
-    let rows = by_world(one_experiment(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data)).into_iter(), |d| d.world);
+    let data = one_experiment(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data));
+    let rows = by_world(data.into_iter().filter(|d| inp.oversubscribed(&d.run).is_none()), |d| d.world);
     let (Some(one), Some((&p, top))) = (rows.get(&1), rows.iter().next_back().filter(|(&p, _)| p > 1)) else {
         return;
     };

@@ -58,6 +58,26 @@ pub enum Inconclusive {
     MissingRuns,
     /// The measured ranges overlap the boundary between the outcomes.
     Noise,
+    /// Every run that could decide it had more ranks × threads than cores: its times include
+    /// ranks waiting for a core, which the claim does not describe.
+    Oversubscribed,
+}
+
+/// A launch with more ranks × threads than the machine's cores (the manifest's caveat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Oversubscribed {
+    /// Ranks.
+    pub ranks: u32,
+    /// Threads per rank.
+    pub threads: u32,
+    /// Cores of the machine.
+    pub cores: u32,
+}
+
+impl std::fmt::Display for Oversubscribed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "oversubscribed: {}", crate::report::fmt::oversubscription(self.ranks, self.threads, self.cores))
+    }
 }
 
 /// A number a finding rests on, in SI units, with the runs it came from.
@@ -158,12 +178,27 @@ pub struct Inputs<'a> {
     pub audit: Vec<AnswerGroup>,
     /// The 2-rank fit of each (op, link), with its run.
     pub fits: BTreeMap<(Op, Link), (LinkFit, crate::identity::RunId)>,
+    /// The oversubscribed runs (12 hex), with their shape.
+    oversubscribed: BTreeMap<String, Oversubscribed>,
 }
 
 impl<'a> Inputs<'a> {
     /// Reads the audit and the fits of `list`.
     pub fn new(list: &'a [Manifest], facts: &'a Facts) -> Self {
-        Inputs { list, facts, audit: crate::audit::audit(list), fits: crate::costmodel::predict::two_rank_fits(list) }
+        Inputs {
+            list,
+            facts,
+            audit: crate::audit::audit(list),
+            fits: crate::costmodel::predict::two_rank_fits(list),
+            oversubscribed: list.iter().filter_map(|m| Some((m.run_id.short().to_string(), oversubscription(m)?))).collect(),
+        }
+    }
+
+    /// The run's oversubscription (12 hex), if its launch had more ranks × threads than cores.
+    /// Its times include ranks waiting for a core: a timing finding states it and does not let
+    /// it decide the verdict.
+    pub fn oversubscribed(&self, run: &str) -> Option<Oversubscribed> {
+        self.oversubscribed.get(run).copied()
     }
 
     /// The links with a 2-rank all-reduce fit, and the fit with its run (12 hex).
@@ -173,6 +208,33 @@ impl<'a> Inputs<'a> {
             .filter(|((op, _), _)| *op == Op::AllReduce)
             .map(|((_, link), (fit, run))| (link.clone(), fit, run.short().to_string()))
             .collect()
+    }
+}
+
+/// The oversubscription a manifest's caveats record, if any.
+pub(crate) fn oversubscription(m: &Manifest) -> Option<Oversubscribed> {
+    m.caveats.iter().find_map(|c| match *c {
+        crate::manifest::caveat::Caveat::Oversubscribed { ranks, threads, cores } => Some(Oversubscribed { ranks, threads, cores }),
+        _ => None,
+    })
+}
+
+/// `n` things in words for "HOLDS in …": `the one split`, `all 3 splits`.
+pub fn every(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("the one {noun}")
+    } else {
+        format!("all {n} {noun}s")
+    }
+}
+
+/// World sizes in words: `world 4`, `worlds 3, 4, 6`.
+pub fn worlds(list: &[u32]) -> String {
+    let sizes = list.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    if list.len() == 1 {
+        format!("world {sizes}")
+    } else {
+        format!("worlds {sizes}")
     }
 }
 

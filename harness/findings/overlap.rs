@@ -3,7 +3,7 @@
 //! and shortens prefill (the chapter's "single largest software lever").
 
 use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
-use super::{side, Finding, Inconclusive, Inputs, Side};
+use super::{every, side, Finding, Inconclusive, Inputs, Side};
 use crate::manifest::summary::Phase;
 use crate::report::facts::overlap_pairs;
 
@@ -13,14 +13,14 @@ pub fn finding(inp: &Inputs) -> Finding {
         "overlap-hides-communication",
         "Overlapping a tensor split's all-reduces with the computation of the next piece hides communication and shortens prefill.",
         &["decode.all_reduces.total_s", "decode.prefill_s", "decode.step_s"],
-        &format!("per overlapped run and its blocking twin: the overlapped prefill's median below the blocking prefill's min is shorter, above its max longer, else noise; where both ran at least {MIN_ROUNDS} launches in the same rounds, shorter or longer also needs every round's blocking / overlapped prefill on that side of 1 (above: shorter); HOLDS when every pair is shorter, FAILS when any is longer; hidden = (blocking − overlapped) all-reduce seconds / blocking, per phase, reported"),
+        &format!("per overlapped run and its blocking twin: the overlapped prefill's median below the blocking prefill's min is shorter, above its max longer, else noise; where both ran at least {MIN_ROUNDS} launches in the same rounds, shorter or longer also needs every round's blocking / overlapped prefill on that side of 1 (above: shorter); HOLDS when every pair is shorter, FAILS when any is longer (a pair with more ranks × threads than cores is stated, not counted); hidden = (blocking − overlapped) all-reduce seconds / blocking, per phase, reported"),
     );
     let pairs = overlap_pairs(&inp.facts.decode);
     if pairs.is_empty() {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no tensor split run both with and without overlap".into());
     }
     f.notes.push("method: Open MPI progresses a non-blocking collective only inside MPI calls (no progress thread), so a piece's all-reduce advances at the tests after each start and at the final wait".into());
-    let (mut shorter, mut longer) = (0, 0);
+    let (mut shorter, mut longer, mut untested) = (0, 0, 0);
     for (off, on) in &pairs {
         let runs = [off.run.as_str(), on.run.as_str()];
         for phase in [Phase::Prefill, Phase::Decode] {
@@ -45,14 +45,19 @@ pub fn finding(inp: &Inputs) -> Finding {
         f.notes.push(note(&format!("world {} prefill, blocking / overlapped", on.world), ratios.as_deref()));
         let range = side(&blocking, overlapped.median);
         let against_blocking = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0)));
-        let outcome = match (against_blocking, range) {
-            (Side::Above, _) => "shorter",
-            (Side::Below, _) => "LONGER",
-            (_, Side::Straddles) => "within the blocking run's range",
-            _ => "outside the blocking run's range, but not on that side in every round",
+        let over = inp.oversubscribed(&on.run).or(inp.oversubscribed(&off.run));
+        let outcome = match (over, against_blocking, range) {
+            // A piece's all-reduce needs a core to progress on while the next piece computes.
+            (Some(o), ..) => format!("not a test, {o} (no core is free to progress the overlapped pieces)"),
+            (None, Side::Above, _) => "shorter".into(),
+            (None, Side::Below, _) => "LONGER".into(),
+            (None, _, Side::Straddles) => "within the blocking run's range".into(),
+            _ => "outside the blocking run's range, but not on that side in every round".into(),
         };
-        shorter += usize::from(against_blocking == Side::Above);
-        longer += usize::from(against_blocking == Side::Below);
+        let tested = over.is_none();
+        untested += usize::from(!tested);
+        shorter += usize::from(tested && against_blocking == Side::Above);
+        longer += usize::from(tested && against_blocking == Side::Below);
         f.notes.push(format!(
             "world {} ({}): prefill {:.0} ms overlapped against {:.0} ms blocking ({:.0}–{:.0} ms): {outcome}",
             on.world,
@@ -63,18 +68,25 @@ pub fn finding(inp: &Inputs) -> Finding {
             blocking.max * 1e3
         ));
     }
-    if longer > 0 {
-        return f.decide(false, format!("overlap lengthened prefill in {longer} of {} splits on this machine", pairs.len()));
+    let tested = pairs.len() - untested;
+    let aside = if untested == 0 { String::new() } else { format!("; {untested} more oversubscribed, not counted") };
+    if tested == 0 {
+        return f.inconclusive(
+            Inconclusive::Oversubscribed,
+            format!("oversubscribed: all {untested} overlapped splits had more ranks × threads than cores"),
+        );
     }
-    if shorter == pairs.len() {
-        return f.decide(true, format!("overlap shortened prefill in all {} splits", pairs.len()));
+    if longer > 0 {
+        return f.decide(false, format!("overlap lengthened prefill in {longer} of {tested} splits on this machine{aside}"));
+    }
+    if shorter == tested {
+        return f.decide(true, format!("overlap shortened prefill in {}{aside}", every(tested, "split")));
     }
     f.inconclusive(
         Inconclusive::Noise,
         format!(
-            "{} of {} overlapped prefills are not clearly shorter (within the blocking run's range, or not in every round)",
-            pairs.len() - shorter,
-            pairs.len()
+            "{} of {tested} overlapped prefills are not clearly shorter (within the blocking run's range, or not in every round){aside}",
+            tested - shorter
         ),
     )
 }

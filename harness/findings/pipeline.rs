@@ -12,7 +12,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         "pipeline",
         "One sequence over p pipeline stages is no faster than one stage, and with m >= p sequences in flight the pipeline's rate stays at the ceiling independent replicas reach.",
         &["decode.tokens_per_s (pipeline)", "decode.tokens_per_s (data)"],
-        &format!("(1) at every p > 1 with one sequence, the median tokens/s is at most one stage's max; (2) the best median tokens/s with m >= p > 1 is at most the replicas' best median × (1 + {TOLERANCE}) (own bandwidth per stage would give p × one stage)"),
+        &format!("(1) at every p > 1 with one sequence, the median tokens/s is at most one stage's max; (2) the best median tokens/s with m >= p > 1 is at most the replicas' best median × (1 + {TOLERANCE}) (own bandwidth per stage would give p × one stage); a run with more ranks × threads than cores is stated, not counted"),
     );
     let pipe = one_experiment(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Pipeline));
     let single = by_world(pipe.iter().copied().filter(|d| d.sequences == 1), |d| d.world);
@@ -28,19 +28,24 @@ pub fn finding(inp: &Inputs) -> Finding {
     let rate = |d: &DecodeRow| d.tokens_per_s;
     let r1: Stats = rate(one);
     f.number("one stage, one sequence: tokens/s (median)", r1.median, "tokens/s", &[one.run.as_str()]);
-    let mut faster = Vec::new();
+    let (mut faster, mut tested) = (Vec::new(), 0);
     for (&p, d) in single.iter().filter(|(&p, _)| p > 1) {
         let r = rate(d);
         f.number(&format!("{p} stages, one sequence: tokens/s (median)"), r.median, "tokens/s", &[d.run.as_str()]);
         let ok = r.median <= r1.max;
+        let over = inp.oversubscribed(&d.run);
+        let outcome = match (over, ok) {
+            // Waiting for a core can only slow it: "no faster" would be no evidence.
+            (Some(o), _) => format!("not a test, {o} (stages wait for a core as well as for each other)"),
+            (None, true) => "no faster".into(),
+            (None, false) => "FASTER".into(),
+        };
         f.notes.push(format!(
-            "{p} stages, one sequence: {:.1} tokens/s against one stage's {:.1} (max {:.1}): {}",
-            r.median,
-            r1.median,
-            r1.max,
-            if ok { "no faster" } else { "FASTER" }
+            "{p} stages, one sequence: {:.1} tokens/s against one stage's {:.1} (max {:.1}): {outcome}",
+            r.median, r1.median, r1.max
         ));
-        if !ok {
+        tested += usize::from(over.is_none());
+        if over.is_none() && !ok {
             faster.push(p);
         }
     }
@@ -51,18 +56,25 @@ pub fn finding(inp: &Inputs) -> Finding {
     if !faster.is_empty() {
         return f.decide(false, format!("one sequence ran faster over {faster:?} stages than over one"));
     }
+    if tested == 0 {
+        return f.inconclusive(
+            Inconclusive::Oversubscribed,
+            "oversubscribed: every pipeline of more than one stage with one sequence had more ranks × threads than cores".into(),
+        );
+    }
     ceiling(f, inp, &pipe, r1)
 }
 
 fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats) -> Finding {
-    let full = best(pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)));
+    let own_cores = |d: &&DecodeRow| inp.oversubscribed(&d.run).is_none();
+    let full = best(pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)).filter(own_cores));
     let model = pipe.first().map(|d| (&d.model, d.dtype));
     let eager_replica = |d: &&DecodeRow| d.strategy == Strategy::Data && d.step_mode == crate::spec::schema::StepMode::Eager;
-    let replicas = best(inp.facts.decode.iter().filter(eager_replica).filter(|d| Some((&d.model, d.dtype)) == model));
+    let replicas = best(inp.facts.decode.iter().filter(eager_replica).filter(|d| Some((&d.model, d.dtype)) == model).filter(own_cores));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {
         return f.inconclusive(
             Inconclusive::MissingRuns,
-            "missing runs: the ceiling needs a pipeline run with m >= p > 1 and a data-parallel (replicas) run".into(),
+            "missing runs: the ceiling needs a pipeline run with m >= p > 1 and a data-parallel (replicas) run, each with a core for every rank's threads".into(),
         );
     };
     f.number(

@@ -42,6 +42,11 @@ pub fn percent(fraction: f64, signed: bool) -> String {
     }
 }
 
+/// An oversubscribed launch's shape in words: `4 ranks × 1 thread on 2 cores`.
+pub fn oversubscription(ranks: u32, threads: u32, cores: u32) -> String {
+    format!("{ranks} ranks × {threads} thread{} on {cores} cores", if threads == 1 { "" } else { "s" })
+}
+
 /// A byte count with a binary unit.
 pub fn bytes(v: u64) -> String {
     format_bytes(v as f64)

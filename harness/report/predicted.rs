@@ -209,8 +209,8 @@ fn outcome_cell(o: &Outcome) -> Cell {
 pub fn assumption_text(a: &FailedAssumption) -> String {
     match a {
         FailedAssumption::Oversubscribed { ranks, threads, cores } => format!(
-            "oversubscribed: {ranks} ranks × {threads} thread{} on {cores} cores (ranks wait for a core; the model gives each rank its own)",
-            if *threads == 1 { "" } else { "s" }
+            "oversubscribed: {} (ranks wait for a core; the model gives each rank its own)",
+            super::fmt::oversubscription(*ranks, *threads, *cores)
         ),
         FailedAssumption::NoProgressThread { pieces } => format!(
             "no progress thread: the model hides {} of {pieces} pieces of each all-reduce behind compute, but Open MPI advances a non-blocking all-reduce only inside MPI calls",

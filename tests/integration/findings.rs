@@ -1,6 +1,7 @@
 //! Findings computed on fixtures, each flipped both ways by changing the figures it rests on.
 
 use parlab::findings::{self, Finding, Inconclusive, Verdict};
+use parlab::manifest::caveat::Caveat;
 use parlab::manifest::stats::Stats;
 use parlab::manifest::summary::{Collectives, Decode, Phase, PhaseAllReduce, Summary};
 use parlab::manifest::Manifest;
@@ -10,10 +11,16 @@ use parlab::spec::schema::{ModelParams, Op, Prompt, Strategy};
 use parlab::spec::Kind;
 use serde_json::Value;
 
-/// The synthetic fixture set (in memory), from the crate root.
+/// The synthetic fixture set (in memory), from the crate root, as launched with a core for every
+/// rank's threads (the fixtures' 2-core machine oversubscribes worlds 3 and up; the tests of
+/// oversubscription say where it applies).
 fn base() -> Vec<Manifest> {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    crate::synth::fixtures().unwrap()
+    let mut list = crate::synth::fixtures().unwrap();
+    for m in &mut list {
+        m.caveats.retain(|c| !matches!(c, Caveat::Oversubscribed { .. }));
+    }
+    list
 }
 
 fn compute(list: &[Manifest]) -> Vec<Finding> {
@@ -147,9 +154,14 @@ fn shared_bandwidth_takes_t1_from_the_unsplit_run_using_the_machine_whole_not_it
 
 /// Sets every all-reduce time over `link` outside the 2-rank fit to `factor` × the fit's prediction.
 fn collectives_off_the_fit(list: &mut [Manifest], link: &str, factor: f64) {
+    collectives_off_the_fit_at(list, link, factor, |_| true)
+}
+
+/// The same at the worlds `at` selects.
+fn collectives_off_the_fit_at(list: &mut [Manifest], link: &str, factor: f64, at: impl Fn(u32) -> bool) {
     let fits = parlab::costmodel::predict::two_rank_fits(list);
     let (fit, _) = fits.get(&(Op::AllReduce, parlab::spec::link::Link::from_name(link))).unwrap().clone();
-    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link.name() == link) {
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link.name() == link && at(m.layout.world)) {
         let Some(c) = collectives_mut(m) else {
             continue;
         };
@@ -205,7 +217,8 @@ fn regimes_hold_when_prefill_crosses_s_star_and_fail_when_it_does_not() {
 /// A decode manifest like `base` under another layout, with its own run identity and tokens/s.
 fn decode_like(base: &Manifest, strategy: Strategy, world: u32, sequences: u32, tokens_per_s: f64) -> Manifest {
     let mut m = base.clone();
-    m.run_id = format!("{:064x}", ((world as u64) << 32) | ((sequences as u64) << 8) | (strategy as u64 + 1)).into();
+    // Distinct in the short identity (12 hex) the findings' rows carry.
+    m.run_id = format!("{:012x}{}", ((world as u64) << 24) | ((sequences as u64) << 8) | (strategy as u64 + 1), "0".repeat(52)).into();
     m.plan.run_id = m.run_id.clone();
     m.layout.strategy = strategy;
     m.layout.world = world;
@@ -695,4 +708,95 @@ fn the_cost_model_finding_holds_when_every_split_is_predicted_and_fails_on_a_mod
     let mut alone = base();
     alone.retain(|m| !(m.kind == Kind::Decode && m.layout.world == 1));
     assert_eq!(finding(&alone, "cost-model-predicts-splits").inconclusive, Some(Inconclusive::MissingRuns));
+}
+
+/// Records the manifests `which` selects as launched with more ranks × threads than 2 cores.
+fn oversubscribe(list: &mut [Manifest], which: impl Fn(&Manifest) -> bool) {
+    for m in list.iter_mut().filter(|m| which(m)) {
+        let (ranks, threads) = (m.layout.world, m.plan.threads_per_rank);
+        m.caveats.push(Caveat::Oversubscribed { ranks, threads, cores: 2 });
+    }
+}
+
+#[test]
+fn an_oversubscribed_world_is_stated_but_never_decides_the_shared_bandwidth_finding() {
+    let mut list = base();
+    // World 2 keeps T_1 (shared); the larger worlds fall as T_1/p, as ranks taking turns on
+    // the cores, each reading memory while the others wait, would show.
+    for m in tensor_decode(&mut list) {
+        let w = m.layout.world as f64;
+        decode_mut(m).unwrap().compute_s = stat(if w > 2.0 { 0.023 / w } else { 0.023 });
+    }
+    assert_eq!(finding(&list, "shared-memory-bandwidth").verdict, Verdict::Fails);
+    oversubscribe(&mut list, |m| m.kind == Kind::Decode && m.layout.world > 2);
+    let f = finding(&list, "shared-memory-bandwidth");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.reason.contains("(1 of 1 world sizes decisive; world 4 oversubscribed, not counted)"), "{}", f.reason);
+    assert!(f.notes.iter().any(|n| n.starts_with("world 4:") && n.contains("not a test, oversubscribed: 4 ranks ×")), "{:?}", f.notes);
+    assert!(f.numbers.iter().any(|n| n.name.starts_with("T_4")), "the oversubscribed world's figures are still stated");
+    oversubscribe(&mut list, |m| m.kind == Kind::Decode && m.layout.world == 2);
+    let f = finding(&list, "shared-memory-bandwidth");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Oversubscribed)), "{f:?}");
+}
+
+#[test]
+fn an_oversubscribed_world_is_stated_but_never_decides_the_alpha_beta_fit() {
+    let mut list = base();
+    collectives_off_the_fit_at(&mut list, "mpi-shm", 1.0, |w| w == 2);
+    collectives_off_the_fit_at(&mut list, "mpi-shm", 3.0, |w| w > 2);
+    assert_eq!(finding(&list, "alpha-beta-mpi-shm").verdict, Verdict::Fails);
+    oversubscribe(&mut list, |m| m.kind == Kind::Collectives && m.layout.world > 2);
+    let f = finding(&list, "alpha-beta-mpi-shm");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.reason.ends_with("; world 4 oversubscribed, not counted") || f.reason.contains("worlds 4, 8 oversubscribed"), "{}", f.reason);
+    assert!(
+        f.notes
+            .iter()
+            .any(|n| n.starts_with("world 4, sizes up to") && n.contains("oversubscribed: 4 ranks ×") && n.contains("not a test")),
+        "{:?}",
+        f.notes
+    );
+    collectives_off_the_fit_at(&mut list, "mpi-shm", 3.0, |w| w == 2);
+    assert_eq!(finding(&list, "alpha-beta-mpi-shm").verdict, Verdict::Fails, "the world-2 held-out sizes still decide");
+}
+
+#[test]
+fn a_declared_timing_claim_on_an_oversubscribed_run_is_inconclusive_and_a_tokens_claim_is_still_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = with_claims(dir.path(), "less");
+    assert_eq!(finding(&list, "split-slower").verdict, Verdict::Fails);
+    oversubscribe(&mut list, |m| m.kind == Kind::Decode && m.layout.world == 4);
+    let f = finding(&list, "split-slower");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Oversubscribed)), "{f:?}");
+    assert!(f.reason.contains("would say it fails, but run ") && f.reason.contains("was oversubscribed: 4 ranks ×"), "{}", f.reason);
+    assert!(f.numbers.iter().any(|n| n.unit == "ratio"), "the ratio is still stated");
+    assert_eq!(finding(&list, "same-tokens").verdict, Verdict::Holds, "tokens do not depend on the cores");
+}
+
+#[test]
+fn a_pipeline_stage_count_run_oversubscribed_does_not_decide_no_faster() {
+    let faster = with_pipeline(&[(1, 40.0), (2, 39.0), (4, 80.0)], 48.0, 45.0);
+    assert_eq!(finding(&faster, "pipeline").verdict, Verdict::Fails);
+    let mut list = faster;
+    oversubscribe(&mut list, |m| m.layout.strategy == Strategy::Pipeline && m.layout.world == 4 && m.layout.sequences == Some(1));
+    let f = finding(&list, "pipeline");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.notes.iter().any(|n| n.starts_with("4 stages, one sequence") && n.contains("not a test")), "{:?}", f.notes);
+    oversubscribe(&mut list, |m| m.layout.strategy == Strategy::Pipeline && m.layout.world == 2);
+    let f = finding(&list, "pipeline");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Oversubscribed)), "{f:?}");
+}
+
+#[test]
+fn an_overlapped_pair_oversubscribed_is_stated_but_not_counted() {
+    let mut list = base();
+    set_prefill(&mut list, false, 0.10);
+    set_prefill(&mut list, true, 0.12);
+    oversubscribe(&mut list, |m| m.kind == Kind::Decode && m.layout.world == 4);
+    let f = finding(&list, "overlap-hides-communication");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.reason.ends_with("in 1 of 1 splits on this machine; 1 more oversubscribed, not counted"), "{}", f.reason);
+    oversubscribe(&mut list, |m| m.kind == Kind::Decode && m.layout.world == 2);
+    let f = finding(&list, "overlap-hides-communication");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Oversubscribed)), "{f:?}");
 }
