@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-DIST=$ROOT/.parlab/gpu-dist
+DIST=${PARLAB_GPU_DIST:-$ROOT/.parlab/gpu-dist}
 
 tch_for() {
   case "$1" in
@@ -61,20 +61,48 @@ build() {
   strip -o "$DIST/parlab" "$build/target/release/parlab"
   gzip -f -9 "$DIST/parlab"
   echo "$torch" >"$DIST/torch-version"
+  echo "$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' with uncommitted changes')" >"$DIST/commit"
   ls -l "$DIST"
   local size
   size=$(du -sm "$DIST" | cut -f1)
   [ "$size" -le 60 ] || { echo "gpu-check: $DIST is $size MiB, over the 60 MiB a device call carries" >&2; exit 1; }
 }
 
+# The suite's order: what the issue anchors first (the GPU memory roofline, the host-device link,
+# the GPT-2 and llama-gqa-small decode on CUDA beside their CPU reference), then NCCL, then
+# TinyLlama (its 4.4 GB seeded checkpoint is written on the host first): a suite cut off by its
+# time limit loses the last.
+SUITE=(gpu-memory host-device-link decode-cuda-reference decode-cuda nccl-collectives decode-nccl decode-llama)
+
+# Archives what the run left under $OUT (a device call brings back a few files: the register
+# beside one archive), whatever stopped it, and says how it ended.
+finish() {
+  local rc=$?
+  [ -z "${ARCHIVED:-}" ] || return 0
+  ARCHIVED=1
+  cp "$OUT/report/evidence.md" "$OUT/evidence.md" 2>/dev/null || true
+  local kept=()
+  for d in manifests report; do [ -d "$OUT/$d" ] && kept+=("$d"); done
+  if [ ${#kept[@]} -gt 0 ]; then
+    tar czf "$OUT/gpu-run.tgz" -C "$OUT" "${kept[@]}" || echo "gpu-check: archiving ${kept[*]} failed"
+  fi
+  rm -rf "$OUT/manifests" "$OUT/report"
+  echo "gpu-check: exit ${RC:-$rc}"
+  # Let tee write the last lines before the call returns.
+  exec 1>&- 2>&-
+  wait "${TEE_PID:-}" 2>/dev/null || true
+}
+
 run() {
   OUT=${OUT:-/tmp/parlab-gpu-check}
   mkdir -p "$OUT"
   exec > >(tee "$OUT/gpu-check.txt") 2>&1
+  TEE_PID=$!
+  trap finish EXIT
   local py=${PARLAB_GPU_PYTHON:-python3}
   local torchlib
   torchlib=$("$py" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-  echo "gpu-check: torch $("$py" -c 'import torch; print(torch.__version__)') from $torchlib; binary built for $(cat "$DIST/torch-version")"
+  echo "gpu-check: torch $("$py" -c 'import torch; print(torch.__version__)') from $torchlib; binary built for $(cat "$DIST/torch-version") from $(cat "$DIST/commit" 2>/dev/null || echo 'an unknown commit')"
   local bin=/tmp/parlab-gpu/parlab
   mkdir -p /tmp/parlab-gpu
   gunzip -c "$DIST/parlab.gz" >"$bin" && chmod +x "$bin"
@@ -83,20 +111,21 @@ run() {
   nvidia-smi -L || true
   ldd "$bin" | grep -E 'torch_cuda|not found' || true
   "$bin" gates
-  local rc=0
+  RC=0
   local specs=("$@")
-  [ ${#specs[@]} -gt 0 ] || specs=(ci/gpu-suite)
-  "$bin" run "${specs[@]}" --no-report || rc=$?
-  "$bin" report --manifests "$OUT/manifests" --out "$OUT/report" || rc=$?
+  if [ ${#specs[@]} -eq 0 ]; then
+    for name in "${SUITE[@]}"; do specs+=("ci/gpu-suite/$name.yaml"); done
+  fi
+  # Past the limit parlab is interrupted as Ctrl-C would: the launch in progress is ended and
+  # recorded failed, every manifest written before is kept, and the checks below still run.
+  local limit=${PARLAB_GPU_SUITE_LIMIT:-420}
+  timeout -s INT -k 30 "$limit" "$bin" run "${specs[@]}" --no-report || RC=$?
+  "$bin" report --manifests "$OUT/manifests" --out "$OUT/report" || RC=$?
   "$bin" audit --manifests "$OUT/manifests" || echo "gpu-check: audit exit $?"
   local only=()
   [ $# -eq 0 ] || only=(--subset)
-  "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || rc=$?
-  # What comes back from a device machine is a few files: the register beside one archive.
-  cp "$OUT/report/evidence.md" "$OUT/evidence.md" 2>/dev/null || true
-  tar czf "$OUT/gpu-run.tgz" -C "$OUT" manifests report && rm -rf "$OUT/manifests" "$OUT/report"
-  echo "gpu-check: exit $rc"
-  return $rc
+  timeout -k 10 "${PARLAB_GPU_CHECK_LIMIT:-150}" "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || RC=$?
+  return $RC
 }
 
 case "${1:-}" in

@@ -296,6 +296,9 @@ pub struct LlamaPart {
     inv_freq: (Vec<f32>, Tensor),
     /// For each query head held, the index of its key/value head among those held.
     kv_of: Vec<usize>,
+    /// The same as an index tensor on the placement (made once: a copy to a GPU each layer of
+    /// each step would wait for the device).
+    kv_index: Tensor,
 }
 
 impl LlamaPart {
@@ -332,8 +335,10 @@ impl LlamaPart {
         let inv = dims.rope.inv_freq(dims.head_dim);
         let inv_t = Tensor::from_slice(&inv).to_device(placement.device);
         let g = dims.group();
-        let kv_of = (share.heads.start as usize..share.heads.end as usize).map(|h| h / g - share.kv_heads.start as usize).collect();
-        Ok(LlamaPart { dims, share, placement, ckpt, embed, layers, head, inv_freq: (inv, inv_t), kv_of })
+        let kv_of: Vec<usize> =
+            (share.heads.start as usize..share.heads.end as usize).map(|h| h / g - share.kv_heads.start as usize).collect();
+        let kv_index = Tensor::from_slice(&kv_of.iter().map(|&j| j as i64).collect::<Vec<_>>()).to_device(placement.device);
+        Ok(LlamaPart { dims, share, placement, ckpt, embed, layers, head, inv_freq: (inv, inv_t), kv_of, kv_index })
     }
 
     fn scale(&self) -> f64 {
@@ -452,9 +457,10 @@ impl LlamaPart {
         (q, k, v.contiguous())
     }
 
-    /// The key/value head (among those held) of each query head held, as an index tensor.
-    fn kv_index(&self, device: tch::Device) -> Tensor {
-        Tensor::from_slice(&self.kv_of.iter().map(|&j| j as i64).collect::<Vec<_>>()).to_device(device)
+    /// The key/value head (among those held) of each query head held, as an index tensor on
+    /// the placement.
+    fn kv_index(&self) -> Tensor {
+        self.kv_index.shallow_clone()
     }
 
     fn attention(&self, l: &Layer, a: &Tensor, k_cache: &mut Tensor, v_cache: &mut Tensor, pos: usize) -> Tensor {
@@ -462,7 +468,7 @@ impl LlamaPart {
         let t = a.size()[0];
         store_kv(k_cache, v_cache, pos, &k, &v);
         let total = pos as i64 + t;
-        let index = self.kv_index(k_cache.device());
+        let index = self.kv_index();
         let keys = k_cache.narrow(1, 0, total).index_select(0, &index);
         let values = v_cache.narrow(1, 0, total).index_select(0, &index);
         let mut scores = q.matmul(&keys.transpose(1, 2)) * self.scale();
@@ -594,7 +600,7 @@ impl DecoderPart for LlamaPart {
             let (k_cache, v_cache) = cache.layer_mut(i);
             h = self.block_with(layer, h, &mut Alone, |part, a| {
                 let (q, k, v) = part.qkv_chunks(layer, a, chunks);
-                let heads = QueryHeads { scale: part.scale(), kv_index: Some(part.kv_index(k.device())) };
+                let heads = QueryHeads { scale: part.scale(), kv_index: Some(part.kv_index()) };
                 ring_context(&q, (k, v), (k_cache, v_cache), chunks, ring, &heads)
             });
         }

@@ -58,16 +58,16 @@ impl DeviceCase {
         DeviceCase { op, gpu, host, device, result, bytes: (count * 4) as u64, want }
     }
 
-    /// Queues one operation; keeps its result. A copy to the host lands in a buffer made once
-    /// (a fresh destination per copy would time the allocator and the page faults, not the
-    /// link): into pinned memory without waiting (`_copy_from` with non_blocking, what PyTorch's
-    /// `copy_(non_blocking=True)` does, as the anchors' copies were made), into pageable memory
-    /// waiting for itself (the driver stages it through a bounce buffer).
+    /// Queues one operation; keeps its result. A copy to pageable host memory lands in a buffer
+    /// made once (a fresh destination per copy would time the allocator and the page faults,
+    /// not the link), waiting for itself (the driver stages it through a bounce buffer). A copy
+    /// to pinned memory is queued without waiting: libtorch's `to(cpu, non_blocking=True)`,
+    /// whose destination comes from its cached pinned allocator (after the warm-up, the blocks
+    /// the last results held; no page is faulted in). tch has no non-blocking in-place copy, and
+    /// `aten::_copy_from` dispatches to MPS only.
     fn call(&mut self) -> anyhow::Result<()> {
         match self.op {
-            Op::DeviceToHost => {
-                let _landing_in_result = self.device.f_internal_copy_from(&self.result, true)?;
-            }
+            Op::DeviceToHost => self.result = self.device.f_to_device_(Device::Cpu, Kind::Float, true, true)?,
             Op::DeviceCopy | Op::DeviceToHostPageable => self.result.copy_(&self.device),
             Op::HostToDevice => self.result = self.host.to_device_(self.gpu, Kind::Float, true, true),
             Op::HostToDevicePageable => self.result = self.host.to_device_(self.gpu, Kind::Float, false, true),
