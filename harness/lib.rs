@@ -6,6 +6,16 @@
 //! `audit` comparing answers across layouts (and `precision` half-precision answers with their
 //! float32 twins).
 
+/// Writes a line to stderr, as `eprintln!` does, but never panics: a closed stderr (`parlab
+/// run 2>&1 | head`) loses the line, not the run the controller is in the middle of.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod advise;
 pub mod audit;
 pub mod cli;

@@ -161,12 +161,13 @@ pub enum Command {
     },
     /// Render reports/evidence.md (and figures, CSV tables) from manifests/.
     Report {
-        /// Manifests folder.
-        #[arg(long, default_value = "manifests")]
-        manifests: PathBuf,
-        /// Output folder.
-        #[arg(long, default_value = "reports")]
-        out: PathBuf,
+        /// Manifests folder (default: $PARLAB_MANIFESTS or manifests/).
+        #[arg(long)]
+        manifests: Option<PathBuf>,
+        /// Output folder (default: beside the manifests folder: `reports` for `manifests`, else
+        /// `<name>-reports`).
+        #[arg(long)]
+        out: Option<PathBuf>,
         /// If another controller holds the manifests folder, wait for it instead of exiting 2.
         #[arg(long)]
         wait: bool,
@@ -176,9 +177,9 @@ pub enum Command {
     },
     /// Compare answers of runs that share an answer identity; exit 3 if a layout changed one.
     Audit {
-        /// Manifests folder.
-        #[arg(long, default_value = "manifests")]
-        manifests: PathBuf,
+        /// Manifests folder (default: $PARLAB_MANIFESTS or manifests/).
+        #[arg(long)]
+        manifests: Option<PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -188,9 +189,9 @@ pub enum Command {
         /// The previous night's manifests folder.
         #[arg(long)]
         baseline: PathBuf,
-        /// Tonight's manifests folder.
-        #[arg(long, default_value = "manifests")]
-        manifests: PathBuf,
+        /// Tonight's manifests folder (default: $PARLAB_MANIFESTS or manifests/).
+        #[arg(long)]
+        manifests: Option<PathBuf>,
         /// The smallest relative change of medians that counts as REGRESSED or IMPROVED.
         #[arg(long, default_value_t = 0.10)]
         min_effect: f64,
@@ -268,12 +269,25 @@ pub fn main() -> i32 {
             return if e.use_stderr() { exitcode::USER_ERROR } else { exitcode::OK };
         }
     };
+    if !matches!(cli.command, Command::Run { .. } | Command::Rank { .. }) {
+        restore_broken_pipe_default();
+    }
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{e}");
+            crate::say!("{e}");
             e.exit_code()
         }
+    }
+}
+
+/// Lets a closed stdout end the process as it ends other Unix tools (`parlab plan | head`),
+/// instead of a panic at the next print (Rust ignores SIGPIPE by default). Not for `run`,
+/// which must end its ranks and keep its manifests: it writes its lines with [`crate::say!`].
+fn restore_broken_pipe_default() {
+    // SAFETY: sets a signal's disposition to its default before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -284,10 +298,15 @@ fn dispatch(command: Command) -> Result<i32> {
         Command::Run { paths, force, no_report, wait, max_runs, only, out, launches, reprobe } => {
             run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, out, launches, reprobe })
         }
-        Command::Report { manifests, out, wait, history } => report::run_with_history(&manifests, &out, wait, history.as_deref()),
-        Command::Audit { manifests, json } => audit::run(&manifests, json),
+        Command::Report { manifests, out, wait, history } => {
+            let manifests = manifests.unwrap_or_else(crate::manifest::manifests_dir);
+            let out = out.unwrap_or_else(|| crate::report::origin::default_out(&manifests));
+            report::run_with_history(&manifests, &out, wait, history.as_deref())
+        }
+        Command::Audit { manifests, json } => audit::run(&manifests.unwrap_or_else(crate::manifest::manifests_dir), json),
         Command::Nightly { baseline, manifests, min_effect, fdr, junit, summary, json, history } => {
             let policy = crate::nightly::Policy { min_effect, fdr };
+            let manifests = manifests.unwrap_or_else(crate::manifest::manifests_dir);
             nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json, history })
         }
         Command::Gates { json, reprobe } => gates::run(json, reprobe),

@@ -39,8 +39,24 @@ fn parlab_schema(path: &Path) -> Option<String> {
     crate::manifest::schema_of(&text).filter(|s| s.starts_with("parlab."))
 }
 
+/// Whether writing `path` loses nothing: it does not exist, is empty, or holds what `nightly`
+/// itself writes there (`mark`: its JUnit report's root element, its summary's first line).
+fn replaceable(path: &Path, mark: &str) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return !path.is_symlink();
+    };
+    if meta.len() == 0 {
+        return meta.is_file();
+    }
+    use std::io::Read as _;
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut head));
+    read.is_ok() && meta.is_file() && String::from_utf8_lossy(&head).contains(mark)
+}
+
 /// Refuses output paths that cannot be written before anything is compared or written: a
-/// `--junit` or `--summary` file that is a folder, a parlab file (a manifest), or whose folder is missing, a `--history`
+/// `--junit` or `--summary` file that is a folder, a parlab file (a manifest), any other file
+/// nightly did not write (a spec, a register, a cache), or whose folder is missing, a `--history`
 /// folder that is a file or one of the manifests folders compared (its nights would be read
 /// back as foreign manifests).
 fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<(), Error> {
@@ -66,6 +82,13 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         if let Some(schema) = parlab_schema(path) {
             return Err(Error::Usage(format!(
                 "{flag} {}: holds a parlab file ({schema}) it would replace; {flag} names the file to write",
+                path.display()
+            )));
+        }
+        let mark = if flag == "--junit" { outputs::JUNIT_MARK } else { outputs::SUMMARY_HEADER };
+        if !replaceable(path, mark) {
+            return Err(Error::Usage(format!(
+                "{flag} {}: holds a file that `parlab nightly` did not write, which it would replace; remove it or name another file",
                 path.display()
             )));
         }

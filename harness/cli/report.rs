@@ -26,7 +26,25 @@ pub fn run(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
 /// Renders the register while holding the lock of the output folder `out`; refuses (exit 2) an
 /// `out` holding the register of another manifests folder, and records `manifests` in `out`.
 pub fn render(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
-    let _lock = StoreLock::acquire(out, wait).map_err(|e| Error::Usage(e.to_string()))?;
+    let lock = lock_output(out, wait)?;
+    render_held(manifests, out, &lock)
+}
+
+/// Takes the lock of the output folder `out` (creating it): another render holding it exits 2,
+/// or is waited for with `wait`; an `out` that cannot be a folder (a file) exits 2.
+pub fn lock_output(out: &Path, wait: bool) -> super::Result<StoreLock> {
+    if out.exists() && !out.is_dir() {
+        return Err(Error::Usage(format!(
+            "--out {}: a file, not a folder; --out names the folder the register is written into",
+            out.display()
+        )));
+    }
+    StoreLock::acquire(out, wait).map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))
+}
+
+/// [`render`] with the output folder's lock already held (`parlab run` takes it before its
+/// first run, so a render it could not do never follows a suite's worth of measuring).
+pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Result<i32> {
     origin::check(out, manifests)?;
     let written = crate::report::render_all(manifests, out)?;
     origin::record(out, manifests)?;

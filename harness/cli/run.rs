@@ -36,10 +36,15 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
-    if let Some(out) = &out {
-        // Refused before anything runs; the render checks again under the output folder's lock.
-        origin::check(out, &dir)?;
-    }
+    // Refused before anything runs (a register of another manifests folder, a file, a render
+    // in progress without --wait); the render checks again under the lock, held until then.
+    let render_lock = match &out {
+        Some(out) => {
+            origin::check(out, &dir)?;
+            Some(super::report::lock_output(out, options.wait)?)
+        }
+        None => None,
+    };
     let runner = RunnerOptions { force: options.force, wait: options.wait, launches: options.launches, reprobe: options.reprobe };
     let end = crate::runner::run_suite(&suite, selected, &dir, &runner, &Console::new()).map_err(|e| match e {
         RunnerError::StoreLocked(message) => Error::Usage(message),
@@ -48,7 +53,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     })?;
     match end {
         SuiteEnd::Interrupted { signal, finished, runs } => {
-            eprintln!(
+            crate::say!(
                 "parlab: interrupted by {} after {finished} of {runs} runs; the launch in progress was ended and recorded failed, as were the runs whose launches had not all run; manifests in {} are kept",
                 crate::launch::signals::name(signal),
                 dir.display()
@@ -56,10 +61,10 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
             Ok(crate::launch::signals::exit_code(signal))
         }
         SuiteEnd::Finished { runs, failed } => {
-            if let Some(out) = &out {
-                super::report::render(&dir, out, true)?;
+            if let (Some(out), Some(lock)) = (&out, &render_lock) {
+                super::report::render_held(&dir, out, lock)?;
             }
-            eprintln!("parlab: {runs} runs, {failed} failed; manifests in {}", dir.display());
+            crate::say!("parlab: {runs} runs, {failed} failed; manifests in {}", dir.display());
             Ok(if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK })
         }
     }

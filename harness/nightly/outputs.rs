@@ -141,6 +141,12 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
 /// The comparison as JUnit XML (`testsuites` > `testsuite` per experiment > `testcase`):
 /// failures for regressions, changed answers, new failures, missing runs and a changed
 /// machine; skipped for insufficient evidence. `layouts` are answers that changed across layouts.
+/// What every JUnit report `nightly` writes holds (how a file it may replace is recognised).
+pub const JUNIT_MARK: &str = "<testsuites name=\"parlab nightly\"";
+
+/// The first line of every summary `nightly` writes (how a file it may replace is recognised).
+pub const SUMMARY_HEADER: &str = "## parlab nightly\n";
+
 pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
     let suites = cases(c, layouts);
     let count = |cs: &[Case], kind: CaseOutcome| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == kind)).count();
@@ -150,11 +156,7 @@ pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
         all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == CaseOutcome::Skipped)).count(),
     );
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        x,
-        "<testsuites name=\"parlab nightly\" tests=\"{}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">",
-        all.len()
-    );
+    let _ = writeln!(x, "{JUNIT_MARK} tests=\"{}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">", all.len());
     for (name, cs) in &suites {
         let _ = writeln!(
             x,
@@ -189,7 +191,7 @@ pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
 
 /// A markdown summary for a CI job page: counts, findings, and every verdict but NO_CHANGE.
 pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
-    let mut m = format!("## parlab nightly\n\n{} runs compared with `{}`; figures: {}.\n\n", c.compared, baseline, counts_line(c));
+    let mut m = format!("{SUMMARY_HEADER}\n{} runs compared with `{}`; figures: {}.\n\n", c.compared, baseline, counts_line(c));
     let _ = writeln!(
         m,
         "Method: per figure, Yuen's trimmed (Welch) t on the logs of each launch's median (at least {} launches a night), Benjamini-Hochberg FDR {:.0}%, minimum effect {:.0}%, and outside the figure's night-to-night noise band where a history is kept.{}\n",

@@ -129,11 +129,11 @@ pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
     let bad = crate::parallel::map(&list, |m| crate::collect::frames::unreadable_results(m.results(), manifests));
     skipped.extend(bad.into_iter().flatten().map(|(path, reason)| crate::manifest::Skipped { path, reason: reason.into() }));
     for s in &skipped {
-        eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
+        crate::say!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
     let gates = crate::gates::load(manifests);
     if let Err(e) = &gates {
-        eprintln!("warning: {e}");
+        crate::say!("warning: {e}");
     }
     let rendered = render(&list, &skipped, gates, Path::new(templates::DIR))?;
     Ok(write(&rendered, out)?)

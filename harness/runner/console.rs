@@ -33,7 +33,7 @@ impl Console {
     fn line(&self, line: String) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+            None => crate::say!("{line}"),
         }
     }
 }
@@ -54,14 +54,14 @@ impl Reporter for Console {
         match event {
             Event::LeftoversEnded { pids, store } => {
                 let list: Vec<String> = pids.iter().map(u32::to_string).collect();
-                eprintln!(
+                crate::say!(
                     "parlab: ending {} leftover ranks of an earlier controller on {} (pids {})",
                     pids.len(),
                     store.display(),
                     list.join(", ")
                 );
             }
-            Event::GatesObtained { notes } => notes.iter().for_each(|note| eprintln!("{note}")),
+            Event::GatesObtained { notes } => notes.iter().for_each(|note| crate::say!("{note}")),
             Event::SuiteStarted { runs } => {
                 self.total.set(*runs);
                 if let Some(bar) = &self.bar {
@@ -70,7 +70,7 @@ impl Reporter for Console {
             }
             Event::RunStarted { index, label } => match &self.bar {
                 Some(bar) => bar.set_message(label.to_string()),
-                None => eprintln!("[{}/{total}] {label} ...", index + 1),
+                None => crate::say!("[{}/{total}] {label} ...", index + 1),
             },
             Event::Launched { .. } => {}
             Event::RoundStarted { round, rounds, runs } => self.line(format!("round {round} of {rounds}: launching {runs} runs once more")),
@@ -80,7 +80,7 @@ impl Reporter for Console {
                     bar.inc(1);
                 }
             }
-            Event::Retired { runs, into } => eprintln!(
+            Event::Retired { runs, into } => crate::say!(
                 "parlab: {} manifests of runs the specs no longer expand to moved to {} (kept, not in the register): {}",
                 runs.len(),
                 into.display(),

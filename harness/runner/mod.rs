@@ -251,7 +251,7 @@ impl SuiteRun<'_> {
         for mut run in launching {
             run.abandon(&format!("{error:#}"));
             if let Err(e) = self.ended(run) {
-                eprintln!("parlab: {e:#}");
+                crate::say!("parlab: {e:#}");
             }
         }
         error

@@ -709,3 +709,111 @@ fn rank_names_a_plan_it_cannot_read() {
         assert!(stderr(&out).contains(says), "{plan}: expected `{says}` in {}", stderr(&out));
     }
 }
+
+#[test]
+fn nightly_never_replaces_a_file_it_did_not_write_but_replaces_an_empty_one_and_its_own() {
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    assert_eq!(suite.run(&[]), 0);
+    let (dir, store) = (suite.dir.path(), suite.manifests());
+    let m = store.to_str().unwrap();
+    let spec = dir.join("specs/one.yaml");
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "a user's file\n").unwrap();
+    for (flag, victim) in [("--junit", &spec), ("--summary", &spec), ("--junit", &notes), ("--summary", &notes)] {
+        let before = std::fs::read(victim).unwrap();
+        let out = parlab(dir, &["nightly", "--baseline", m, "--manifests", m, flag, victim.to_str().unwrap()], &[]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {}: {}", victim.display(), stderr(&out));
+        assert!(stderr(&out).contains("holds a file that `parlab nightly` did not write"), "{}", stderr(&out));
+        assert_eq!(std::fs::read(victim).unwrap(), before, "{} kept", victim.display());
+    }
+    let (junit, summary) = (dir.join("junit.xml"), dir.join("summary.md"));
+    std::fs::write(&junit, "").unwrap();
+    for _ in 0..2 {
+        let args =
+            ["nightly", "--baseline", m, "--manifests", m, "--junit", junit.to_str().unwrap(), "--summary", summary.to_str().unwrap()];
+        let out = parlab(dir, &args, &[]);
+        assert_eq!(out.status.code(), Some(0), "an empty file, then its own reports, are replaced: {}", stderr(&out));
+    }
+    assert!(std::fs::read_to_string(&junit).unwrap().contains("<testsuites name=\"parlab nightly\""));
+    assert!(std::fs::read_to_string(&summary).unwrap().starts_with("## parlab nightly\n"));
+}
+
+#[test]
+fn report_audit_and_nightly_read_the_manifests_folder_parlab_manifests_names() {
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    assert_eq!(suite.run(&[]), 0);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let store = suite.dir.path().join("night-1");
+    std::fs::rename(suite.manifests(), &store).unwrap();
+    let env = [("PARLAB_MANIFESTS", store.to_str().unwrap())];
+    let report = parlab(elsewhere.path(), &["report"], &env);
+    assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+    assert!(suite.dir.path().join("night-1-reports/evidence.md").is_file(), "rendered beside the folder it names");
+    assert!(!elsewhere.path().join("reports").exists(), "not into the working folder's reports/");
+    let audit = parlab(elsewhere.path(), &["audit"], &env);
+    assert_eq!(audit.status.code(), Some(0), "{}", stderr(&audit));
+    let night = parlab(elsewhere.path(), &["nightly", "--baseline", store.to_str().unwrap()], &env);
+    assert_eq!(night.status.code(), Some(0), "{}", stderr(&night));
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_plan_quietly_and_a_run_goes_on_without_its_stderr() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    let mut plan = Command::new(PARLAB)
+        .args(["plan", "specs"])
+        .current_dir(suite.dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(plan.stdout.take());
+    let out = plan.wait_with_output().unwrap();
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "ended as `cat` would: {:?}", out.status);
+    let mut run = Command::new(PARLAB)
+        .args(["run", "specs", "--no-report"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(run.stderr.take());
+    assert_eq!(run.wait().unwrap().code(), Some(0), "the run finished with nobody reading its lines");
+    assert_eq!(suite.manifest("one").status(), Status::Ok);
+    assert!(suite.leftovers().is_empty(), "{:?}", suite.leftovers());
+}
+
+#[test]
+fn a_register_run_cannot_render_is_refused_before_the_first_run() {
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    let dir = suite.dir.path();
+    std::fs::write(dir.join("afile"), "kept\n").unwrap();
+    let env = [("PARLAB_MANIFESTS", suite.manifests())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.to_str().unwrap())).collect();
+    for out in ["afile", "afile/sub"] {
+        let o = parlab(dir, &["run", "specs", "--out", out], &env);
+        assert_eq!(o.status.code(), Some(2), "--out {out}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&format!("--out {out}:")), "{}", stderr(&o));
+    }
+    assert!(stderr(&parlab(dir, &["run", "specs", "--out", "afile"], &env)).contains("a file, not a folder"));
+    let holder = parlab::manifest::lock::StoreLock::acquire(&dir.join("register"), false).unwrap();
+    let o = parlab(dir, &["run", "specs", "--out", "register"], &env);
+    assert_eq!(o.status.code(), Some(2), "another render holds the folder: {}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("pid {}", std::process::id())), "{}", stderr(&o));
+    drop(holder);
+    assert!(
+        !suite.manifests().exists()
+            || std::fs::read_dir(suite.manifests()).unwrap().all(|e| !e.unwrap().path().extension().is_some_and(|x| x == "json")),
+        "nothing ran"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("afile")).unwrap(), "kept\n");
+    let o = parlab(dir, &["run", "specs", "--out", "register"], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(dir.join("register/evidence.md").is_file());
+}
