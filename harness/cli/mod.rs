@@ -272,13 +272,30 @@ pub fn main() -> i32 {
     if !matches!(cli.command, Command::Run { .. } | Command::Rank { .. }) {
         restore_broken_pipe_default();
     }
-    match dispatch(cli.command) {
+    match size_variables().and_then(|()| dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
             crate::say!("{e}");
             e.exit_code()
         }
     }
+}
+
+/// Refuses a memory or disk limit variable that is set but is not a size: ignored, it would let
+/// a run past the limit its user meant to set.
+fn size_variables() -> Result<()> {
+    for name in [crate::spec::resources::MAX_MEMORY_ENV, crate::spec::disk::MAX_DISK_ENV] {
+        // Set but empty counts as unset (how a shell clears one for a command).
+        let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) else { continue };
+        let text = value.to_string_lossy();
+        if value.to_str().and_then(crate::units::parse_bytes).is_none() {
+            return Err(Error::Usage(format!(
+                "{name}={}: not a size; give bytes (a whole number below 2^64) or a number with B, KB, MB, GB, TB, KiB, MiB, GiB or TiB, e.g. {name}=64GiB",
+                text.escape_debug()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Lets a closed stdout end the process as it ends other Unix tools (`parlab plan | head`),

@@ -84,14 +84,20 @@ fn init_checkpoint(model: &str, seed: u64, out: &Path, layers: Option<u32>) -> s
 /// float32) and then written into `out`'s filesystem; checked before anything is allocated.
 fn check_room(model: &str, cfg: &ModelConfig, out: &Path) -> super::Result<()> {
     use crate::spec::{disk, resources};
-    let shape = crate::costmodel::shape::shape_from_config(cfg).map_err(|e| Error::Usage(format!("{model}: {e}")))?;
-    let bytes = shape.stored_bytes(4);
-    let what = format!("a seeded checkpoint of {} float32 parameters generated in memory", shape.params);
+    crate::costmodel::shape::shape_from_config(cfg).map_err(|e| Error::Usage(format!("{model}: {e}")))?;
+    let params = crate::model::init::seeded_params(cfg).ok_or_else(|| {
+        Error::Usage(format!(
+            "{model}: parlab makes seeded checkpoints of model_type {} only",
+            crate::model::config::Family::runnable_types()
+        ))
+    })?;
+    let bytes = params.saturating_mul(4);
+    let what = format!("a seeded checkpoint of {params} float32 parameters generated in memory");
     let memory = resources::Limit::current().and_then(|limit| resources::refusal(Kind::Decode, &resources::Need { bytes, what }, &limit));
     if let Some((_, message)) = memory {
         return Err(Error::Usage(format!("{model}: {message}")));
     }
-    let need = disk::DiskNeed { bytes, params: shape.params, folder: out.to_path_buf() };
+    let need = disk::DiskNeed { bytes, params, folder: out.to_path_buf() };
     match disk::DiskLimit::for_folder(out).and_then(|limit| disk::refusal(&need, &limit)) {
         Some(message) => Err(Error::Usage(format!("{model}: {message}"))),
         None => Ok(()),

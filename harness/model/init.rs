@@ -305,6 +305,13 @@ fn family_recipes(cfg: &ModelConfig) -> anyhow::Result<Vec<Recipe>> {
     }
 }
 
+/// The float32 values a seeded checkpoint of `cfg` holds: every tensor [`write_checkpoint`]
+/// writes (its output head untied, so a tied config's head counts twice), None for a family
+/// it does not make.
+pub fn seeded_params(cfg: &ModelConfig) -> Option<u64> {
+    Some(family_recipes(cfg).ok()?.iter().map(|r| r.shape.iter().product::<usize>() as u64).sum())
+}
+
 fn bytes_of(recipe: &Recipe, seed: u64) -> Vec<u8> {
     let mut rng = SplitMix64::for_stream(seed, &recipe.name);
     let n: usize = recipe.shape.iter().product();

@@ -96,8 +96,8 @@ pub fn checkpoint_need(cfg: &ModelConfig, weights: &Weights) -> Option<DiskNeed>
     if path.join("model.safetensors").is_file() {
         return None;
     }
-    let shape = crate::costmodel::shape::shape_from_config(cfg).ok()?;
-    Some(DiskNeed { bytes: shape.stored_bytes(4), params: shape.params, folder: path.clone() })
+    let params = crate::model::init::seeded_params(cfg)?;
+    Some(DiskNeed { bytes: params.saturating_mul(4), params, folder: path.clone() })
 }
 
 /// The message refusing `need` past `limit`, or None when it fits.

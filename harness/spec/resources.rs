@@ -71,12 +71,17 @@ pub fn decode_need(cfg: &ModelConfig, weights: &Weights, layout: &Layout) -> Opt
     let model = shape.stored_bytes(4);
     let replicas = if layout.strategy == Strategy::Data { u64::from(layout.world) } else { 1 };
     let ranks = model.saturating_mul(replicas);
-    let generated = matches!(weights, Weights::Seeded { .. });
-    let need = if generated && model >= ranks {
-        Need { bytes: model, what: format!("a seeded checkpoint of {} float32 parameters generated in memory", shape.params) }
-    } else {
-        let copies = if replicas > 1 { format!(" × {replicas} data-parallel replicas") } else { String::new() };
-        Need { bytes: ranks, what: format!("the ranks' float32 weights ({} parameters{copies})", shape.params) }
+    // Generated: every tensor of the seeded checkpoint (its head untied) held at once.
+    let generated = matches!(weights, Weights::Seeded { .. }).then(|| crate::model::init::seeded_params(cfg)).flatten();
+    let need = match generated {
+        Some(params) if params.saturating_mul(4) >= ranks => Need {
+            bytes: params.saturating_mul(4),
+            what: format!("a seeded checkpoint of {params} float32 parameters generated in memory"),
+        },
+        _ => {
+            let copies = if replicas > 1 { format!(" × {replicas} data-parallel replicas") } else { String::new() };
+            Need { bytes: ranks, what: format!("the ranks' float32 weights ({} parameters{copies})", shape.params) }
+        }
     };
     Some(need)
 }

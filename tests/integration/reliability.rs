@@ -650,7 +650,8 @@ fn weightless_suite(dir: &Path, config: &str) -> std::path::PathBuf {
 #[test]
 fn a_seeded_checkpoint_past_the_free_disk_of_a_small_filesystem_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    // About 530 thousand parameters: a 2.1 MB checkpoint, nothing for memory.
+    // About 530 thousand parameters, 661 thousand values with the untied head a seeded
+    // checkpoint writes: a 2.6 MB checkpoint, nothing for memory.
     let config = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 2, "n_head": 4, "n_embd": 128,
         "vocab_size": 1000, "n_positions": 64, "layer_norm_epsilon": 1e-05}"#;
     weightless_suite(dir.path(), config);
@@ -661,11 +662,7 @@ fn a_seeded_checkpoint_past_the_free_disk_of_a_small_filesystem_is_refused_befor
     let out = parlab(dir.path(), &["run", "specs", "--no-report"], &env);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("this run writes a seeded checkpoint of about 2.0 MiB")
-            || err.contains("this run writes a seeded checkpoint of about 2.1 MiB"),
-        "{err}"
-    );
+    assert!(err.contains("this run writes a seeded checkpoint of about 2.5 MiB (660992 float32 parameters)"), "{err}");
     assert!(
         err.contains(&format!("{}/checkpoints/", state.display())) && err.contains("1.0 MiB free"),
         "the folder and the free figure: {err}"
@@ -816,4 +813,35 @@ fn a_register_run_cannot_render_is_refused_before_the_first_run() {
     let o = parlab(dir, &["run", "specs", "--out", "register"], &env);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(dir.join("register/evidence.md").is_file());
+}
+
+#[test]
+fn a_limit_variable_that_is_not_a_size_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, value) in [("PARLAB_MAX_MEMORY", "banana"), ("PARLAB_MAX_DISK", "1e3"), ("PARLAB_MAX_MEMORY", "2PiB")] {
+        let out = parlab(dir.path(), &["validate", "nowhere"], &[(name, value)]);
+        assert_eq!(out.status.code(), Some(2), "{name}={value}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("{name}={value}: not a size")), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_seeded_checkpoints_disk_need_is_what_model_init_writes_its_head_untied() {
+    let dir = tempfile::tempdir().unwrap();
+    let tied = dir.path().join("tied");
+    std::fs::create_dir_all(&tied).unwrap();
+    std::fs::write(tied.join("config.json"), SMALL).unwrap();
+    let cfg = parlab::model::ModelConfig::read(&tied).unwrap();
+    let params = parlab::model::init::seeded_params(&cfg).unwrap();
+    let shape = parlab::costmodel::shape::shape_from_config(&cfg).unwrap();
+    assert_eq!(params, shape.params + 101 * 64, "the model's parameters and the untied head the checkpoint adds");
+    let out = dir.path().join("ck");
+    let init = parlab(dir.path(), &["model", "init", tied.to_str().unwrap(), "--seed", "1", "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(init.status.code(), Some(0), "{}", stderr(&init));
+    let written = std::fs::metadata(out.join("model.safetensors")).unwrap().len();
+    assert!(written >= params * 4 && written - params * 4 < 8192, "{written} B written for {params} values (a header aside)");
+    let small = format!("{}B", params * 4 - 1);
+    let refused = parlab(dir.path(), &["model", "init", tied.to_str().unwrap(), "--out", "ck2"], &[("PARLAB_MAX_DISK", &small)]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains(&format!("({params} float32 parameters)")), "{}", stderr(&refused));
 }
