@@ -258,7 +258,8 @@ fn check_sizes(run: &ToolRun, world: u32) -> Result<(), Problem> {
         }
     }
     let bytes = |s: &SizeResult| if per_peer { s.size_bytes * u64::from(world) } else { s.size_bytes };
-    match run.sizes.iter().find(|s| bytes(s) as f64 > MAX_MAGNITUDE) {
+    // Compared as integers: 2^60 + 1 is 2^60 as a float.
+    match run.sizes.iter().find(|s| bytes(s) > 1 << 60) {
         Some(s) if per_peer => Err(Problem::file(format!(
             "size {} bytes per peer × {world} ranks is more than 2^60 bytes: not a message size parlab counts",
             s.size_bytes
@@ -580,6 +581,21 @@ mod tests {
         let several = format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n        1024   512   half   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n");
         let e = text_problem(ImportTool::NcclTests, &several, None);
         assert!(e.contains("out.txt:7: results of 2 data type / reduction pairs (float sum, half sum)"), "{e}");
+    }
+
+    #[test]
+    fn a_size_or_a_count_one_past_2_to_the_60_is_refused_and_2_to_the_60_kept_exact() {
+        let osu = |size: u64| format!("# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n{size}  3.0\n");
+        let e = text_problem(ImportTool::Osu, &osu((1 << 60) + 1), Some(2));
+        assert!(e.contains("size 1152921504606846977 bytes is more than 2^60 bytes"), "{e}");
+        let row = |wrong: &str| format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 {wrong} 9.0 0.11 0.11 0\n");
+        let e = text_problem(ImportTool::NcclTests, &row("1152921504606846977"), None);
+        assert!(e.contains("out.txt:6: out-of-place #wrong `1152921504606846977` is more than 2^60"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out.txt");
+        std::fs::write(&file, row("1152921504606846976")).unwrap();
+        let m = import(ImportTool::NcclTests, &file, &ImportOptions::default()).unwrap();
+        assert_eq!(rows(&m)[0].wrong, 1 << 60, "kept exact");
     }
 
     #[test]

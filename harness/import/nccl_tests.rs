@@ -439,6 +439,11 @@ fn text_timing(w: &[&str], n: usize, which: &str) -> Result<(f64, f64, f64, Opti
     }
     let wrong = match w[3] {
         "N/A" => None,
+        // A whole number as written is kept exact (2^60 + 1 would be 2^60 as a float).
+        s if s.bytes().all(|b| b.is_ascii_digit()) => match s.parse::<u64>() {
+            Ok(k) if k <= 1 << 60 => Some(k),
+            _ => return Err(Problem::at(n, format!("{which} #wrong `{s}` is more than 2^60: not a count of wrong elements"))),
+        },
         s => {
             let x = num(s, "#wrong")?;
             if x > MAX_MAGNITUDE {

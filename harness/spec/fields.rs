@@ -439,8 +439,17 @@ impl<'m> Fields<'m> {
         let path = spec.parent().unwrap_or(Path::new(".")).join(s);
         if !path.exists() {
             c.report("hostfile", format!("{} does not exist", path.display()));
-        } else if let Err(e) = crate::files::check_regular(&path, crate::files::TEXT_LIMIT) {
+        } else if let Err(e) = crate::files::read_text(&path, crate::files::TEXT_LIMIT) {
+            // mpirun reads it as it is: a UTF-16 or non-UTF-8 hostfile fails inside Open MPI.
             c.report("hostfile", e.to_string());
+        } else if std::fs::read(&path).is_ok_and(|b| b.starts_with(b"\xef\xbb\xbf")) {
+            c.report(
+                "hostfile",
+                format!(
+                    "{} starts with a UTF-8 byte-order mark, which Open MPI's hostfile parser does not skip; save it without one",
+                    path.display()
+                ),
+            );
         }
         Some(path)
     }

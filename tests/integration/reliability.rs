@@ -845,3 +845,25 @@ fn a_seeded_checkpoints_disk_need_is_what_model_init_writes_its_head_untied() {
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(stderr(&refused).contains(&format!("({params} float32 parameters)")), "{}", stderr(&refused));
 }
+
+#[test]
+fn a_hostfile_open_mpi_cannot_parse_as_written_is_refused_by_validate() {
+    let suite = Suite::new();
+    let dir = suite.dir.path();
+    let utf16: Vec<u8> = [0xff, 0xfe].into_iter().chain("localhost slots=2\n".bytes().flat_map(|b| [b, 0])).collect();
+    std::fs::write(dir.join("utf16-hosts"), utf16).unwrap();
+    std::fs::write(dir.join("bom-hosts"), "\u{feff}localhost slots=2\n").unwrap();
+    std::fs::write(dir.join("hosts"), "localhost slots=2\n").unwrap();
+    suite.spec("utf16", &small_collectives("utf16", "60s", "hostfile: ../utf16-hosts\n"));
+    suite.spec("bom", &small_collectives("bom", "60s", "hostfile: ../bom-hosts\n"));
+    let out = parlab(dir, &["validate", "specs"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("utf16-hosts is UTF-16; convert it to UTF-8"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("bom-hosts starts with a UTF-8 byte-order mark"), "{}", stderr(&out));
+    for name in ["utf16", "bom"] {
+        std::fs::remove_file(dir.join(format!("specs/{name}.yaml"))).unwrap();
+    }
+    suite.spec("plain", &small_collectives("plain", "60s", "hostfile: ../hosts\n"));
+    let out = parlab(dir, &["validate", "specs"], &[]);
+    assert_eq!(out.status.code(), Some(0), "a plain hostfile: {}", stderr(&out));
+}
