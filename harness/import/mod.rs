@@ -11,7 +11,7 @@ pub mod nccl_tests;
 pub mod osu;
 
 use crate::collect::collectives::fit_of;
-use crate::manifest::plausible::{MAX_MAGNITUDE, MAX_SECONDS};
+use crate::manifest::plausible::MAX_SECONDS;
 use crate::manifest::provenance::{ImportFormat, ImportTool, Imported, ImportedDevice, Provenance};
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
