@@ -83,14 +83,22 @@ finish() {
   cp "$OUT/report/evidence.md" "$OUT/evidence.md" 2>/dev/null || true
   local kept=()
   for d in manifests report; do [ -d "$OUT/$d" ] && kept+=("$d"); done
+  # The folders go only once archived: a failed archive (a full disk) leaves them where they are.
   if [ ${#kept[@]} -gt 0 ]; then
-    tar czf "$OUT/gpu-run.tgz" -C "$OUT" "${kept[@]}" || echo "gpu-check: archiving ${kept[*]} failed"
+    if tar czf "$OUT/gpu-run.tgz" -C "$OUT" "${kept[@]}"; then
+      rm -rf "$OUT/manifests" "$OUT/report"
+    else
+      echo "gpu-check: archiving ${kept[*]} failed; left in $OUT"
+    fi
   fi
-  rm -rf "$OUT/manifests" "$OUT/report"
   echo "gpu-check: exit ${RC:-$rc}"
-  # Let tee write the last lines before the call returns.
+  # Let tee write the last lines before the call returns: at most 5 s (a leftover process
+  # holding the pipe open must not hold the device call).
   exec 1>&- 2>&-
-  wait "${TEE_PID:-}" 2>/dev/null || true
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    kill -0 "${TEE_PID:-0}" 2>/dev/null || break
+    sleep 0.5
+  done
 }
 
 run() {
@@ -118,13 +126,20 @@ run() {
   fi
   # Past the limit parlab is interrupted as Ctrl-C would: the launch in progress is ended and
   # recorded failed, every manifest written before is kept, and the checks below still run.
-  local limit=${PARLAB_GPU_SUITE_LIMIT:-420}
-  timeout -s INT -k 30 "$limit" "$bin" run "${specs[@]}" --no-report || RC=$?
+  # The limits (360 s + 20 s grace, the checks 120 s + 10 s) keep the whole call under the
+  # device tool's 600 s per command, so the archive is always made.
+  local limit=${PARLAB_GPU_SUITE_LIMIT:-360}
+  timeout -s INT -k 20 "$limit" "$bin" run "${specs[@]}" --no-report || RC=$?
+  if [ "$RC" -eq 124 ]; then
+    # Exit 5, not timeout's 124, which the device tool reads as its own time limit.
+    echo "gpu-check: the suite reached its ${limit} s limit; the runs it had not finished are recorded failed or absent"
+    RC=5
+  fi
   "$bin" report --manifests "$OUT/manifests" --out "$OUT/report" || RC=$?
   "$bin" audit --manifests "$OUT/manifests" || echo "gpu-check: audit exit $?"
   local only=()
   [ $# -eq 0 ] || only=(--subset)
-  timeout -k 10 "${PARLAB_GPU_CHECK_LIMIT:-150}" "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || RC=$?
+  timeout -k 10 "${PARLAB_GPU_CHECK_LIMIT:-120}" "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || RC=$?
   return $RC
 }
 

@@ -40,8 +40,8 @@ fn parlab_schema(path: &Path) -> Option<String> {
 }
 
 /// Whether writing `path` loses nothing: it does not exist, is empty, or holds what `nightly`
-/// itself writes there (`mark`: its JUnit report's root element, its summary's first line).
-fn replaceable(path: &Path, mark: &str) -> bool {
+/// itself writes there (`own`: recognises its JUnit report or its summary by their beginning).
+fn replaceable(path: &Path, own: fn(&str) -> bool) -> bool {
     let Ok(meta) = std::fs::metadata(path) else {
         return !path.is_symlink();
     };
@@ -51,7 +51,7 @@ fn replaceable(path: &Path, mark: &str) -> bool {
     use std::io::Read as _;
     let mut head = Vec::new();
     let read = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut head));
-    read.is_ok() && meta.is_file() && String::from_utf8_lossy(&head).contains(mark)
+    read.is_ok() && meta.is_file() && own(&String::from_utf8_lossy(&head))
 }
 
 /// Refuses output paths that cannot be written before anything is compared or written: a
@@ -85,8 +85,8 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
                 path.display()
             )));
         }
-        let mark = if flag == "--junit" { outputs::JUNIT_MARK } else { outputs::SUMMARY_HEADER };
-        if !replaceable(path, mark) {
+        let own = if flag == "--junit" { outputs::is_own_junit } else { outputs::is_own_summary };
+        if !replaceable(path, own) {
             return Err(Error::Usage(format!(
                 "{flag} {}: holds a file that `parlab nightly` did not write, which it would replace; remove it or name another file",
                 path.display()

@@ -42,13 +42,25 @@ pub fn lock_output(out: &Path, wait: bool) -> super::Result<StoreLock> {
     StoreLock::acquire(out, wait).map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))
 }
 
-/// [`render`] with the output folder's lock already held (`parlab run` takes it before its
-/// first run, so a render it could not do never follows a suite's worth of measuring).
+/// The output folder's lock for the render a suite ends with: taken at once where it is free,
+/// else waited for, saying which process holds it (the suite's measurements are done; the
+/// render must not be lost to a render that happens to run beside it).
+pub fn lock_output_announced(out: &Path) -> super::Result<StoreLock> {
+    match lock_output(out, false) {
+        Err(Error::Usage(held)) if out.is_dir() => {
+            crate::say!("parlab: waiting to render the register: {held}");
+            lock_output(out, true)
+        }
+        other => other,
+    }
+}
+
+/// [`render`] with the output folder's lock already held.
 pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Result<i32> {
     origin::check(out, manifests)?;
     let written = crate::report::render_all(manifests, out)?;
     origin::record(out, manifests)?;
-    eprintln!("parlab: wrote {}", written.display());
+    crate::say!("parlab: wrote {}", written.display());
     Ok(crate::exitcode::OK)
 }
 
@@ -63,7 +75,7 @@ pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Optio
     if let Some(h) = history {
         crate::nightly::history::read_warning(h);
         let changed = crate::nightly::history::write_trends_into(h, out, &crate::nightly::Policy::default())?;
-        eprintln!("parlab: wrote {} ({} figures with change points)", out.join("trends.md").display(), changed.len());
+        crate::say!("parlab: wrote {} ({} figures with change points)", out.join("trends.md").display(), changed.len());
     }
     Ok(code)
 }

@@ -36,15 +36,13 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
-    // Refused before anything runs (a register of another manifests folder, a file, a render
-    // in progress without --wait); the render checks again under the lock, held until then.
-    let render_lock = match &out {
-        Some(out) => {
-            origin::check(out, &dir)?;
-            Some(super::report::lock_output(out, options.wait)?)
-        }
-        None => None,
-    };
+    // Refused before anything runs: a register of another manifests folder, a file, a render in
+    // progress without --wait. The lock is let go again, so `parlab report` may render while
+    // the suite runs; the render at the end takes it anew (and says so if it has to wait).
+    if let Some(out) = &out {
+        origin::check(out, &dir)?;
+        drop(super::report::lock_output(out, options.wait)?);
+    }
     let runner = RunnerOptions { force: options.force, wait: options.wait, launches: options.launches, reprobe: options.reprobe };
     let end = crate::runner::run_suite(&suite, selected, &dir, &runner, &Console::new()).map_err(|e| match e {
         RunnerError::StoreLocked(message) => Error::Usage(message),
@@ -61,8 +59,9 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
             Ok(crate::launch::signals::exit_code(signal))
         }
         SuiteEnd::Finished { runs, failed } => {
-            if let (Some(out), Some(lock)) = (&out, &render_lock) {
-                super::report::render_held(&dir, out, lock)?;
+            if let Some(out) = &out {
+                let lock = super::report::lock_output_announced(out)?;
+                super::report::render_held(&dir, out, &lock)?;
             }
             crate::say!("parlab: {runs} runs, {failed} failed; manifests in {}", dir.display());
             Ok(if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK })

@@ -217,7 +217,7 @@ pub fn try_predicted_vs_measured(manifests: &[Manifest]) -> Result<Vec<Table>, P
 /// The register's call: the tables, or none with a warning on stderr if the join failed.
 pub fn predicted_vs_measured(manifests: &[Manifest]) -> Vec<Table> {
     try_predicted_vs_measured(manifests).unwrap_or_else(|e| {
-        eprintln!("warning: {e}");
+        crate::say!("warning: {e}");
         Vec::new()
     })
 }

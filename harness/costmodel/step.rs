@@ -11,7 +11,6 @@ use super::plan::{plan, single_device_step_s, streamed_block, Device, PlanInput}
 use super::predict::{all_membw, device_fits, gpu_read_bandwidth, membw_runs, single_process_bandwidth, two_rank_fits};
 use super::shape::{shape_from_config, ModelShape};
 use crate::identity::RunId;
-use crate::manifest::caveat::Caveat;
 use crate::manifest::summary::{CollectiveRow, Collectives, Decode, Phase};
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
@@ -696,12 +695,8 @@ fn add_stage_wait(p: &mut StepPrediction) {
 
 /// The launch's oversubscription, if its manifest records one.
 fn oversubscribed(m: &Manifest) -> Option<FailedAssumption> {
-    m.caveats.iter().find_map(|c| match c {
-        Caveat::Oversubscribed { ranks, threads, cores } => {
-            Some(FailedAssumption::Oversubscribed { ranks: *ranks, threads: *threads, cores: *cores })
-        }
-        _ => None,
-    })
+    let o = crate::manifest::caveat::oversubscribed(&m.caveats)?;
+    Some(FailedAssumption::Oversubscribed { ranks: o.ranks, threads: o.threads, cores: o.cores })
 }
 
 /// The unsplit run's evidence that a step is not its bytes over the roofline, when it missed

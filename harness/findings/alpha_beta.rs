@@ -29,8 +29,9 @@ fn claim(id: &str, link: &str) -> Finding {
     )
 }
 
-/// A region of the check: a world size, and whether the sizes are beyond the fit.
-type Region = (u32, bool);
+/// A region of the check: a world size, whether the sizes are beyond the fit, and whether its
+/// runs were oversubscribed (kept apart from the runs of that world that were not).
+type Region = (u32, bool, bool);
 
 #[derive(Default)]
 struct Tally {
@@ -45,6 +46,9 @@ struct Tally {
 
 fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding {
     let mut f = claim(&format!("alpha-beta-{link}"), link.name());
+    if let Some(o) = inp.oversubscribed(run) {
+        return f.inconclusive(Inconclusive::Oversubscribed, format!("oversubscribed: the 2-rank fit's run {run} was {o}"));
+    }
     f.number("α (2-rank all-reduce fit)", fit.alpha_per_step_s, "s", &[run]);
     if let Some(b) = fit.beta_bps {
         f.number("β (2-rank all-reduce fit)", b, "B/s", &[run]);
@@ -53,15 +57,16 @@ fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding 
         inp.facts.collectives.iter().filter(|r| r.op == Op::AllReduce && r.link == *link && (r.world != 2 || r.size > fit.fit_max_bytes));
     let mut regions: BTreeMap<Region, Tally> = BTreeMap::new();
     for r in rows {
-        let t = regions.entry((r.world, r.size > fit.fit_max_bytes)).or_default();
+        let over = inp.oversubscribed(&r.run);
+        let t = regions.entry((r.world, r.size > fit.fit_max_bytes, over.is_some())).or_default();
         check(t, fit, r);
-        t.oversubscribed = t.oversubscribed.or(inp.oversubscribed(&r.run));
+        t.oversubscribed = t.oversubscribed.or(over);
     }
     if regions.is_empty() {
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: over {link} only the fitted 2-rank sizes were measured"));
     }
     let (mut holds, mut fails, mut untested) = (Vec::new(), Vec::new(), Vec::new());
-    for (&(world, heldout), t) in &regions {
+    for (&(world, heldout, _), t) in &regions {
         let what = if heldout {
             format!("world {world}, held-out sizes above {}", format_bytes(fit.fit_max_bytes as f64))
         } else {

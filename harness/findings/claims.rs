@@ -47,7 +47,8 @@ struct Measured {
     /// Where the selection is one run that recorded the figure launch by launch: its values and
     /// when its launches ran (for pairing with the reference round by round).
     launched: Option<(Vec<f64>, (String, String))>,
-    /// The selected runs with more ranks × threads than cores (12 hex).
+    /// The matching runs left out for more ranks × threads than cores (12 hex): a figure but
+    /// `tokens` then times ranks waiting for a core. Where every matching run was, `runs` is empty.
     oversubscribed: Vec<(String, Oversubscribed)>,
 }
 
@@ -143,6 +144,10 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     let mut launches = Vec::new();
     let mut oversubscribed = Vec::new();
     for m in runs.iter().filter(|m| run_matches(m, select)) {
+        if let Some(o) = oversubscription(m).filter(|_| figure != "tokens") {
+            oversubscribed.push((m.run_id.short().to_string(), o));
+            continue;
+        }
         let found = stats_of(m, figure, select);
         let answer_tokens = m.answer().map(|a| &a.tokens).filter(|_| figure == "tokens");
         let has_tokens = answer_tokens.is_some();
@@ -153,9 +158,8 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
         tokens.extend(answer_tokens.cloned());
         ids.push(m.run_id.short().to_string());
         launches.push(launched(m, figure));
-        oversubscribed.extend(oversubscription(m).map(|o| (m.run_id.short().to_string(), o)));
     }
-    if ids.is_empty() {
+    if ids.is_empty() && oversubscribed.is_empty() {
         return None;
     }
     let mut medians: Vec<f64> = stats.iter().map(|s| s.median).collect();
@@ -214,6 +218,14 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
         },
         None => None,
     };
+    let mut f = f;
+    if let Some(over) = oversubscribed(&sel, reference.as_ref()) {
+        f.notes.push(format!("{over}: its figures include ranks waiting for a core, which the claim does not describe; left out"));
+        if sel.runs.is_empty() || reference.as_ref().is_some_and(|r| r.runs.is_empty()) {
+            let side = if sel.runs.is_empty() { words(&c.select) } else { against };
+            return f.inconclusive(Inconclusive::Oversubscribed, format!("oversubscribed: every run of {side} was ({over})"));
+        }
+    }
     if c.rule == Rule::EqualTokens {
         equal_tokens(f, &sel, reference.as_ref())
     } else {
@@ -262,13 +274,6 @@ fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measure
     let per_round = round_ratios(sel, reference);
     if let Some(r) = &per_round {
         f.notes.push(rounds::note("selected / reference", Some(r)));
-    }
-    if let Some(over) = oversubscribed(sel, reference) {
-        f.notes.push(format!("{over}: its figures include ranks waiting for a core, which the claim does not describe"));
-        return f.inconclusive(
-            Inconclusive::Oversubscribed,
-            format!("oversubscribed: {reason} would say it {}, but {over}", if holds(ratio) { "holds" } else { "fails" }),
-        );
     }
     let Some(per_round) = per_round else {
         return f.decide(holds(ratio), reason);

@@ -4,7 +4,7 @@
 //! and the independent replicas' aggregate are reported beside it.
 
 use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
-use super::{by_world, one_experiment, side, worlds, Finding, Inconclusive, Inputs, Side};
+use super::{by_world, one_experiment_on_cores, side, worlds, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::{DecodeRow, MembwRow, Stats};
 use crate::spec::schema::{HeadPlacement, Strategy};
 use crate::units::format_seconds;
@@ -19,10 +19,13 @@ pub fn finding(inp: &Inputs) -> Finding {
     );
     plateau(&mut f, inp);
     replicas(&mut f, inp);
-    let tensor = by_world(tensor_runs(&inp.facts.decode).into_iter(), |d| d.world);
+    let tensor = by_world(tensor_runs(inp).into_iter(), |d| d.world);
     let Some(&row1) = tensor.get(&1) else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no world-1 tensor decode run to give T_1".into());
     };
+    if let Some(o) = inp.oversubscribed(&row1.run) {
+        return f.inconclusive(Inconclusive::Oversubscribed, format!("oversubscribed: T_1's run {} was {o}", row1.run));
+    }
     let (one, run1) = (row1.compute, row1.run.as_str());
     f.notes.push(format!("tensor runs of experiment `{}` (one prompt and generation for every world)", row1.experiment));
     f.number("T_1: non-communication time of a step, 1 process (median)", one.median, "s", &[run1]);
@@ -60,9 +63,11 @@ pub fn finding(inp: &Inputs) -> Finding {
     decide(f, &sides, &untested)
 }
 
-/// The tensor decode runs (one sequence, split head) of one experiment ([`one_experiment`]).
-fn tensor_runs(rows: &[DecodeRow]) -> Vec<&DecodeRow> {
-    one_experiment(rows.iter().filter(|d| d.strategy == Strategy::Tensor && d.sequences == 1 && d.head != Some(HeadPlacement::Replicated)))
+/// The tensor decode runs (one sequence, split head) of one experiment ([`one_experiment_on_cores`]).
+fn tensor_runs<'a>(inp: &'a Inputs) -> Vec<&'a DecodeRow> {
+    let rows = inp.facts.decode.iter();
+    let tensor = rows.filter(|d| d.strategy == Strategy::Tensor && d.sequences == 1 && d.head != Some(HeadPlacement::Replicated));
+    one_experiment_on_cores(tensor, |d| inp.oversubscribed(&d.run).is_some())
 }
 
 /// Decided by the worlds whose ranks had cores of their own; `untested`: the oversubscribed ones.
@@ -135,7 +140,8 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
 }
 
 fn replicas(f: &mut Finding, inp: &Inputs) {
-    let data = one_experiment(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data));
+    let data =
+        one_experiment_on_cores(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Data), |d| inp.oversubscribed(&d.run).is_some());
     let rows = by_world(data.into_iter().filter(|d| inp.oversubscribed(&d.run).is_none()), |d| d.world);
     let (Some(one), Some((&p, top))) = (rows.get(&1), rows.iter().next_back().filter(|(&p, _)| p > 1)) else {
         return;

@@ -24,6 +24,7 @@ pub mod rounds;
 
 use crate::audit::AnswerGroup;
 use crate::costmodel::link::LinkFit;
+pub use crate::manifest::caveat::Oversubscribed;
 use crate::manifest::Manifest;
 use crate::report::facts::{DecodeRow, Facts, Stats};
 use crate::spec::link::Link;
@@ -61,23 +62,6 @@ pub enum Inconclusive {
     /// Every run that could decide it had more ranks × threads than cores: its times include
     /// ranks waiting for a core, which the claim does not describe.
     Oversubscribed,
-}
-
-/// A launch with more ranks × threads than the machine's cores (the manifest's caveat).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Oversubscribed {
-    /// Ranks.
-    pub ranks: u32,
-    /// Threads per rank.
-    pub threads: u32,
-    /// Cores of the machine.
-    pub cores: u32,
-}
-
-impl std::fmt::Display for Oversubscribed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "oversubscribed: {}", crate::report::fmt::oversubscription(self.ranks, self.threads, self.cores))
-    }
 }
 
 /// A number a finding rests on, in SI units, with the runs it came from.
@@ -213,10 +197,7 @@ impl<'a> Inputs<'a> {
 
 /// The oversubscription a manifest's caveats record, if any.
 pub(crate) fn oversubscription(m: &Manifest) -> Option<Oversubscribed> {
-    m.caveats.iter().find_map(|c| match *c {
-        crate::manifest::caveat::Caveat::Oversubscribed { ranks, threads, cores } => Some(Oversubscribed { ranks, threads, cores }),
-        _ => None,
-    })
+    crate::manifest::caveat::oversubscribed(&m.caveats)
 }
 
 /// `n` things in words for "HOLDS in …": `the one split`, `all 3 splits`.
@@ -274,6 +255,15 @@ pub fn by_world<T>(rows: impl Iterator<Item = T>, world: impl Fn(&T) -> u32) -> 
 /// one-thread ranks is not T_1). Replayed CUDA graphs are left out: the splits are eager, and
 /// their unsplit baseline must be too.
 pub fn one_experiment<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Vec<&'a DecodeRow> {
+    one_experiment_on_cores(rows, |_| false)
+}
+
+/// [`one_experiment`], each world's rows taken from those not `oversubscribed` where it has
+/// any (a world's two-thread run on 2 cores oversubscribed, its one-thread run is the test).
+pub fn one_experiment_on_cores<'a>(
+    rows: impl Iterator<Item = &'a DecodeRow>,
+    oversubscribed: impl Fn(&DecodeRow) -> bool,
+) -> Vec<&'a DecodeRow> {
     let mut by_experiment: BTreeMap<&str, Vec<&DecodeRow>> = BTreeMap::new();
     for d in rows.filter(|d| d.step_mode == crate::spec::schema::StepMode::Eager) {
         by_experiment.entry(d.experiment.as_str()).or_default().push(d);
@@ -286,12 +276,13 @@ pub fn one_experiment<'a>(rows: impl Iterator<Item = &'a DecodeRow>) -> Vec<&'a 
         }
     }
     let rows = best.unwrap_or_default();
-    let mut most_threads: BTreeMap<u32, u32> = BTreeMap::new();
+    // Per world: the most threads per rank among its runs on cores of their own, else the most.
+    let mut most_threads: BTreeMap<u32, (bool, u32)> = BTreeMap::new();
     for d in &rows {
         let t = most_threads.entry(d.world).or_default();
-        *t = (*t).max(d.threads);
+        *t = (*t).max((!oversubscribed(d), d.threads));
     }
-    rows.into_iter().filter(|d| most_threads.get(&d.world) == Some(&d.threads)).collect()
+    rows.into_iter().filter(|d| most_threads.get(&d.world).map(|t| t.1) == Some(d.threads)).collect()
 }
 
 /// Where `x` stands against the boundary `b`: above its whole range, below it, or straddling.

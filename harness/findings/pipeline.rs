@@ -2,7 +2,7 @@
 //! stage; with m >= p sequences the rate rises only to the ceiling the independent replicas
 //! hit (the shared memory system), not to p times one stage.
 
-use super::{by_world, one_experiment, Finding, Inconclusive, Inputs, TOLERANCE};
+use super::{by_world, one_experiment_on_cores, Finding, Inconclusive, Inputs, TOLERANCE};
 use crate::report::facts::{DecodeRow, Stats};
 use crate::spec::schema::Strategy;
 
@@ -14,7 +14,9 @@ pub fn finding(inp: &Inputs) -> Finding {
         &["decode.tokens_per_s (pipeline)", "decode.tokens_per_s (data)"],
         &format!("(1) at every p > 1 with one sequence, the median tokens/s is at most one stage's max; (2) the best median tokens/s with m >= p > 1 is at most the replicas' best median × (1 + {TOLERANCE}) (own bandwidth per stage would give p × one stage); a run with more ranks × threads than cores is stated, not counted"),
     );
-    let pipe = one_experiment(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Pipeline));
+    let pipe = one_experiment_on_cores(inp.facts.decode.iter().filter(|d| d.strategy == Strategy::Pipeline), |d| {
+        inp.oversubscribed(&d.run).is_some()
+    });
     let single = by_world(pipe.iter().copied().filter(|d| d.sequences == 1), |d| d.world);
     let Some(one) = single.get(&1).copied() else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no one-stage pipeline run with one sequence".into());
@@ -25,18 +27,23 @@ pub fn finding(inp: &Inputs) -> Finding {
         one.model,
         one.dtype_name()
     ));
+    if let Some(o) = inp.oversubscribed(&one.run) {
+        return f.inconclusive(Inconclusive::Oversubscribed, format!("oversubscribed: the one-stage run {} was {o}", one.run));
+    }
     let rate = |d: &DecodeRow| d.tokens_per_s;
     let r1: Stats = rate(one);
     f.number("one stage, one sequence: tokens/s (median)", r1.median, "tokens/s", &[one.run.as_str()]);
-    let (mut faster, mut tested) = (Vec::new(), 0);
+    let (mut faster, mut untested) = (Vec::new(), Vec::new());
     for (&p, d) in single.iter().filter(|(&p, _)| p > 1) {
         let r = rate(d);
         f.number(&format!("{p} stages, one sequence: tokens/s (median)"), r.median, "tokens/s", &[d.run.as_str()]);
         let ok = r.median <= r1.max;
         let over = inp.oversubscribed(&d.run);
+        // Waiting for a core can only slow a pipeline: oversubscribed, "no faster" is no
+        // evidence, but faster still is.
         let outcome = match (over, ok) {
-            // Waiting for a core can only slow it: "no faster" would be no evidence.
-            (Some(o), _) => format!("not a test, {o} (stages wait for a core as well as for each other)"),
+            (Some(o), true) => format!("not a test, {o} (stages wait for a core as well as for each other)"),
+            (Some(o), false) => format!("FASTER, though {o}"),
             (None, true) => "no faster".into(),
             (None, false) => "FASTER".into(),
         };
@@ -44,9 +51,10 @@ pub fn finding(inp: &Inputs) -> Finding {
             "{p} stages, one sequence: {:.1} tokens/s against one stage's {:.1} (max {:.1}): {outcome}",
             r.median, r1.median, r1.max
         ));
-        tested += usize::from(over.is_none());
-        if over.is_none() && !ok {
-            faster.push(p);
+        match (over, ok) {
+            (_, false) => faster.push(p),
+            (Some(_), true) => untested.push(p),
+            (None, true) => {}
         }
     }
     if single.len() < 2 {
@@ -56,25 +64,36 @@ pub fn finding(inp: &Inputs) -> Finding {
     if !faster.is_empty() {
         return f.decide(false, format!("one sequence ran faster over {faster:?} stages than over one"));
     }
-    if tested == 0 {
+    if untested.len() + 1 == single.len() {
         return f.inconclusive(
             Inconclusive::Oversubscribed,
             "oversubscribed: every pipeline of more than one stage with one sequence had more ranks × threads than cores".into(),
         );
     }
-    ceiling(f, inp, &pipe, r1)
+    let aside = if untested.is_empty() { String::new() } else { format!("; {} stages oversubscribed, not counted", list(&untested)) };
+    ceiling(f, inp, &pipe, r1, &aside)
 }
 
-fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats) -> Finding {
+/// Stage counts in words: `4`, `4, 8`.
+fn list(stages: &[u32]) -> String {
+    stages.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats, aside: &str) -> Finding {
     let own_cores = |d: &&DecodeRow| inp.oversubscribed(&d.run).is_none();
-    let full = best(pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world)).filter(own_cores));
+    let filled = || pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world));
     let model = pipe.first().map(|d| (&d.model, d.dtype));
     let eager_replica = |d: &&DecodeRow| d.strategy == Strategy::Data && d.step_mode == crate::spec::schema::StepMode::Eager;
     let replicas = best(inp.facts.decode.iter().filter(eager_replica).filter(|d| Some((&d.model, d.dtype)) == model).filter(own_cores));
+    // The filled pipeline on cores of its own; an oversubscribed one only where it beat the
+    // ceiling anyway (waiting for a core can only slow it).
+    let over_ceiling = |(rate, _): &(f64, &DecodeRow)| replicas.is_some_and(|(rr, _)| *rate > rr * (1.0 + TOLERANCE));
+    let full = best(filled().filter(own_cores)).or_else(|| best(filled()).filter(over_ceiling));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {
+        let why = if filled().next().is_some() && replicas.is_some() { Inconclusive::Oversubscribed } else { Inconclusive::MissingRuns };
         return f.inconclusive(
-            Inconclusive::MissingRuns,
-            "missing runs: the ceiling needs a pipeline run with m >= p > 1 and a data-parallel (replicas) run, each with a core for every rank's threads".into(),
+            why,
+            format!("{}: the ceiling needs a pipeline run with m >= p > 1 and a data-parallel (replicas) run, each with a core for every rank's threads", if why == Inconclusive::Oversubscribed { "oversubscribed" } else { "missing runs" }),
         );
     };
     f.number(
@@ -100,7 +119,7 @@ fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats) -> Find
         f.decide(
             true,
             format!(
-                "one sequence gained nothing from more stages, and the filled pipeline's best rate is {ratio:.2}× the replicas' ceiling"
+                "one sequence gained nothing from more stages, and the filled pipeline's best rate is {ratio:.2}× the replicas' ceiling{aside}"
             ),
         )
     } else {

@@ -53,3 +53,29 @@ impl fmt::Display for Caveat {
         }
     }
 }
+
+/// A launch with more ranks × threads than the machine's cores (its [`Caveat::Oversubscribed`]):
+/// its times include ranks waiting for a core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Oversubscribed {
+    /// Ranks.
+    pub ranks: u32,
+    /// Threads per rank.
+    pub threads: u32,
+    /// Cores of the machine.
+    pub cores: u32,
+}
+
+impl fmt::Display for Oversubscribed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "oversubscribed: {}", crate::report::fmt::oversubscription(self.ranks, self.threads, self.cores))
+    }
+}
+
+/// The oversubscription among `caveats`, if any.
+pub fn oversubscribed(caveats: &[Caveat]) -> Option<Oversubscribed> {
+    caveats.iter().find_map(|c| match *c {
+        Caveat::Oversubscribed { ranks, threads, cores } => Some(Oversubscribed { ranks, threads, cores }),
+        _ => None,
+    })
+}

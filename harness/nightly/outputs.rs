@@ -138,15 +138,28 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
     suites
 }
 
+/// The XML declaration every JUnit report `nightly` writes starts with.
+const XML_DECLARATION: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+
+/// How every JUnit report `nightly` writes opens its second line (its root element).
+const JUNIT_MARK: &str = "<testsuites name=\"parlab nightly\"";
+
+/// The first line of every summary `nightly` writes.
+const SUMMARY_HEADER: &str = "## parlab nightly\n";
+
+/// Whether `text` (a file's beginning) is a JUnit report `nightly` wrote (one it may replace).
+pub fn is_own_junit(text: &str) -> bool {
+    text.strip_prefix(XML_DECLARATION).is_some_and(|rest| rest.starts_with(JUNIT_MARK))
+}
+
+/// Whether `text` (a file's beginning) is a summary `nightly` wrote (one it may replace).
+pub fn is_own_summary(text: &str) -> bool {
+    text.starts_with(SUMMARY_HEADER)
+}
+
 /// The comparison as JUnit XML (`testsuites` > `testsuite` per experiment > `testcase`):
 /// failures for regressions, changed answers, new failures, missing runs and a changed
 /// machine; skipped for insufficient evidence. `layouts` are answers that changed across layouts.
-/// What every JUnit report `nightly` writes holds (how a file it may replace is recognised).
-pub const JUNIT_MARK: &str = "<testsuites name=\"parlab nightly\"";
-
-/// The first line of every summary `nightly` writes (how a file it may replace is recognised).
-pub const SUMMARY_HEADER: &str = "## parlab nightly\n";
-
 pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
     let suites = cases(c, layouts);
     let count = |cs: &[Case], kind: CaseOutcome| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == kind)).count();
@@ -155,7 +168,7 @@ pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
         all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == CaseOutcome::Failure)).count(),
         all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == CaseOutcome::Skipped)).count(),
     );
-    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let mut x = String::from(XML_DECLARATION);
     let _ = writeln!(x, "{JUNIT_MARK} tests=\"{}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">", all.len());
     for (name, cs) in &suites {
         let _ = writeln!(

@@ -439,17 +439,8 @@ impl<'m> Fields<'m> {
         let path = spec.parent().unwrap_or(Path::new(".")).join(s);
         if !path.exists() {
             c.report("hostfile", format!("{} does not exist", path.display()));
-        } else if let Err(e) = crate::files::read_text(&path, crate::files::TEXT_LIMIT) {
-            // mpirun reads it as it is: a UTF-16 or non-UTF-8 hostfile fails inside Open MPI.
-            c.report("hostfile", e.to_string());
-        } else if std::fs::read(&path).is_ok_and(|b| b.starts_with(b"\xef\xbb\xbf")) {
-            c.report(
-                "hostfile",
-                format!(
-                    "{} starts with a UTF-8 byte-order mark, which Open MPI's hostfile parser does not skip; save it without one",
-                    path.display()
-                ),
-            );
+        } else if let Some(problem) = hostfile_problem(&path) {
+            c.report("hostfile", problem);
         }
         Some(path)
     }
@@ -703,4 +694,21 @@ fn exclude_values(axis: Axis, v: &Value) -> Vec<String> {
         bytes.map_or_else(|| super::expand::axis_text(v), |b| b.to_string())
     };
     items.into_iter().map(text).collect()
+}
+
+/// Why mpirun could not read the hostfile at `path` as it is, if it could not: it is not a
+/// regular text file in UTF-8 (UTF-16 fails inside Open MPI's parser), starts with a UTF-8
+/// byte-order mark (which the parser does not skip) or holds NUL bytes (UTF-16 without a mark).
+fn hostfile_problem(path: &Path) -> Option<String> {
+    if let Err(e) = crate::files::read_text(path, crate::files::TEXT_LIMIT) {
+        return Some(e.to_string());
+    }
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.starts_with(b"\xef\xbb\xbf") {
+        return Some(format!(
+            "{} starts with a UTF-8 byte-order mark, which Open MPI's hostfile parser does not skip; save it without one",
+            path.display()
+        ));
+    }
+    bytes.contains(&0).then(|| format!("{} holds NUL bytes (UTF-16 without a byte-order mark?); convert it to UTF-8 text", path.display()))
 }

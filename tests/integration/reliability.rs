@@ -716,7 +716,8 @@ fn nightly_never_replaces_a_file_it_did_not_write_but_replaces_an_empty_one_and_
     let m = store.to_str().unwrap();
     let spec = dir.join("specs/one.yaml");
     let notes = dir.join("notes.txt");
-    std::fs::write(&notes, "a user's file\n").unwrap();
+    std::fs::write(&notes, "a user's file that quotes nightly's own lines:\n## parlab nightly\n<testsuites name=\"parlab nightly\"\n")
+        .unwrap();
     for (flag, victim) in [("--junit", &spec), ("--summary", &spec), ("--junit", &notes), ("--summary", &notes)] {
         let before = std::fs::read(victim).unwrap();
         let out = parlab(dir, &["nightly", "--baseline", m, "--manifests", m, flag, victim.to_str().unwrap()], &[]);
@@ -772,7 +773,7 @@ fn a_reader_that_stops_early_ends_plan_quietly_and_a_run_goes_on_without_its_std
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "ended as `cat` would: {:?}", out.status);
     let mut run = Command::new(PARLAB)
-        .args(["run", "specs", "--no-report"])
+        .args(["run", "specs"])
         .current_dir(suite.dir.path())
         .env("PARLAB_MANIFESTS", suite.manifests())
         .stdout(Stdio::null())
@@ -782,6 +783,7 @@ fn a_reader_that_stops_early_ends_plan_quietly_and_a_run_goes_on_without_its_std
     drop(run.stderr.take());
     assert_eq!(run.wait().unwrap().code(), Some(0), "the run finished with nobody reading its lines");
     assert_eq!(suite.manifest("one").status(), Status::Ok);
+    assert!(suite.dir.path().join("reports/evidence.md").is_file(), "and rendered its register");
     assert!(suite.leftovers().is_empty(), "{:?}", suite.leftovers());
 }
 
@@ -851,16 +853,19 @@ fn a_hostfile_open_mpi_cannot_parse_as_written_is_refused_by_validate() {
     let suite = Suite::new();
     let dir = suite.dir.path();
     let utf16: Vec<u8> = [0xff, 0xfe].into_iter().chain("localhost slots=2\n".bytes().flat_map(|b| [b, 0])).collect();
-    std::fs::write(dir.join("utf16-hosts"), utf16).unwrap();
+    std::fs::write(dir.join("utf16-hosts"), &utf16).unwrap();
+    std::fs::write(dir.join("bomless-hosts"), &utf16[2..]).unwrap();
     std::fs::write(dir.join("bom-hosts"), "\u{feff}localhost slots=2\n").unwrap();
     std::fs::write(dir.join("hosts"), "localhost slots=2\n").unwrap();
     suite.spec("utf16", &small_collectives("utf16", "60s", "hostfile: ../utf16-hosts\n"));
     suite.spec("bom", &small_collectives("bom", "60s", "hostfile: ../bom-hosts\n"));
+    suite.spec("bomless", &small_collectives("bomless", "60s", "hostfile: ../bomless-hosts\n"));
     let out = parlab(dir, &["validate", "specs"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("utf16-hosts is UTF-16; convert it to UTF-8"), "{}", stderr(&out));
     assert!(stderr(&out).contains("bom-hosts starts with a UTF-8 byte-order mark"), "{}", stderr(&out));
-    for name in ["utf16", "bom"] {
+    assert!(stderr(&out).contains("bomless-hosts holds NUL bytes"), "{}", stderr(&out));
+    for name in ["utf16", "bom", "bomless"] {
         std::fs::remove_file(dir.join(format!("specs/{name}.yaml"))).unwrap();
     }
     suite.spec("plain", &small_collectives("plain", "60s", "hostfile: ../hosts\n"));
