@@ -61,7 +61,7 @@ build() {
   strip -o "$DIST/parlab" "$build/target/release/parlab"
   gzip -f -9 "$DIST/parlab"
   echo "$torch" >"$DIST/torch-version"
-  echo "$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' with uncommitted changes')" >"$DIST/commit"
+  echo "$(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD -- harness ci models build.rs Cargo.toml Cargo.lock 2>/dev/null || echo ' with uncommitted changes to the sources')" >"$DIST/commit"
   ls -l "$DIST"
   local size
   size=$(du -sm "$DIST" | cut -f1)
