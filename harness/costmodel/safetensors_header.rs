@@ -50,13 +50,45 @@ pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
     f.read_exact(&mut buf).map_err(|_| bad("header is truncated".into()))?;
     let json: Value = serde_json::from_slice(&buf).map_err(|e| bad(format!("header is not JSON: {e}")))?;
     let obj = json.as_object().ok_or_else(|| bad("header is not a JSON object".into()))?;
+    let data_len = f.metadata().map_err(io)?.len().saturating_sub(8 + n);
     let mut out = BTreeMap::new();
     for (name, t) in obj.iter().filter(|(k, _)| *k != "__metadata__") {
         let shape = t.get("shape").and_then(Value::as_array).ok_or_else(|| bad(format!("tensor {name} has no shape")))?;
         let count = values_of(shape).map_err(|m| bad(format!("tensor {name}: {m}")))?;
+        check_data(t, count, data_len).map_err(|m| bad(format!("tensor {name}: {m}")))?;
         out.insert(name.clone(), count);
     }
     Ok(out)
+}
+
+/// Bytes of one value of a safetensors dtype, None for a name the format does not define.
+fn dtype_bytes(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" => 1,
+        "U16" | "I16" | "F16" | "BF16" => 2,
+        "U32" | "I32" | "F32" => 4,
+        "U64" | "I64" | "F64" => 8,
+        _ => return None,
+    })
+}
+
+/// Checks a tensor's dtype and `data_offsets` against its `count` values and the `data_len`
+/// bytes after the header, as a reader of its data would (libtorch's loader refuses the same).
+fn check_data(t: &Value, count: u64, data_len: u64) -> Result<(), String> {
+    let dtype = t.get("dtype").and_then(Value::as_str).ok_or("no dtype")?;
+    let size = dtype_bytes(dtype).ok_or_else(|| format!("unknown dtype {dtype}"))?;
+    let offsets = t.get("data_offsets").and_then(Value::as_array).filter(|o| o.len() == 2).ok_or("no data_offsets [begin, end]")?;
+    let (Some(begin), Some(end)) = (offsets[0].as_u64(), offsets[1].as_u64()) else {
+        return Err("data_offsets are not byte counts".into());
+    };
+    let want = count.checked_mul(size).ok_or("its bytes pass 2^64")?;
+    if end < begin || end - begin != want {
+        return Err(format!("data_offsets [{begin}, {end}] hold {} bytes, its {count} {dtype} values {want}", end.saturating_sub(begin)));
+    }
+    if end > data_len {
+        return Err(format!("data_offsets end at byte {end}, past the {data_len} bytes of data the file holds"));
+    }
+    Ok(())
 }
 
 /// The values a tensor of `shape` holds: every dimension a count, their product within 2^63.
@@ -205,6 +237,38 @@ pub fn write_zeros(path: &Path, tensors: &[(&str, Vec<u64>)]) -> std::io::Result
 mod tests {
     use super::*;
 
+    /// Writes `header` (JSON) and `data` bytes as a safetensors file.
+    fn raw(path: &Path, header: &str, data: usize) {
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(header.as_bytes());
+        bytes.resize(bytes.len() + data, 0);
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn a_header_whose_offsets_the_data_cannot_hold_is_refused_naming_the_tensor() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("model.safetensors");
+        raw(&f, r#"{"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}"#, 24);
+        assert_eq!(read_header(&f).unwrap().get("w"), Some(&6));
+        for (header, says) in [
+            (
+                r#"{"w": {"dtype": "F16", "shape": [2, 3], "data_offsets": [0, 24]}}"#,
+                "tensor w: data_offsets [0, 24] hold 24 bytes, its 6 F16 values 12",
+            ),
+            (
+                r#"{"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [8, 32]}}"#,
+                "tensor w: data_offsets end at byte 32, past the 24 bytes",
+            ),
+            (r#"{"w": {"dtype": "Q4", "shape": [2, 3], "data_offsets": [0, 24]}}"#, "tensor w: unknown dtype Q4"),
+            (r#"{"w": {"dtype": "F32", "shape": [2, 3]}}"#, "tensor w: no data_offsets"),
+        ] {
+            raw(&f, header, 24);
+            let e = read_header(&f).unwrap_err().to_string();
+            assert!(e.contains("not a safetensors file") && e.contains(says), "{header}: {e}");
+        }
+    }
+
     #[test]
     fn counts_gpt2_masks_as_buffers() {
         let dir = tempfile::tempdir().unwrap();
@@ -262,8 +326,9 @@ mod tests {
         let half = 1u64 << 62;
         let t = |n: &str| format!(r#""{n}": {{"dtype": "F32", "shape": [{half}], "data_offsets": [0, 4]}}"#);
         with_header(&f, &format!("{{{}, {}}}", t("a"), t("b")));
+        // Each tensor's bytes are checked before the sum: 2^62 float32 values pass 2^64 bytes.
         let err = count_checkpoint(dir.path(), 1, false).unwrap_err();
-        assert!(err.to_string().ends_with("(its tensors hold more than 2^63 values together)"), "{err}");
+        assert!(err.to_string().ends_with("(tensor a: its bytes pass 2^64)"), "{err}");
         std::fs::remove_file(&f).unwrap();
         std::fs::create_dir(&f).unwrap();
         assert!(matches!(read_header(&f).unwrap_err(), HeaderError::Io { .. }), "a folder is not read as a short file");
