@@ -596,6 +596,9 @@ mod tests {
         std::fs::write(&file, row("1152921504606846976")).unwrap();
         let m = import(ImportTool::NcclTests, &file, &ImportOptions::default()).unwrap();
         assert_eq!(rows(&m)[0].wrong, 1 << 60, "kept exact");
+        let both = format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 1152921504606846976 9.0 0.11 0.11 1\n");
+        let e = text_problem(ImportTool::NcclTests, &both, None);
+        assert!(e.contains("out.txt:6: #wrong 1152921504606846976 out of place + 1 in place is more than 2^60"), "{e}");
     }
 
     #[test]

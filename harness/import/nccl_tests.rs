@@ -188,13 +188,13 @@ fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
         }
         None => (None, 0),
     };
-    Ok(SizeResult {
-        size_bytes: size,
-        out_of_place_us: out_us,
-        in_place_us: in_us,
-        wrong: out_wrong + in_wrong,
-        bandwidths: Some(bandwidths),
-    })
+    let wrong = total_wrong(out_wrong, in_wrong).ok_or_else(|| at(&format!("#wrong {out_wrong} + {in_wrong} is more than 2^60")))?;
+    Ok(SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: in_us, wrong, bandwidths: Some(bandwidths) })
+}
+
+/// Out-of-place and in-place wrong elements together, None past 2^60 (what a manifest holds).
+fn total_wrong(out: u64, in_place: u64) -> Option<u64> {
+    out.checked_add(in_place).filter(|&w| w <= 1 << 60)
 }
 
 /// `{time | cpu_time, alg_bw, bus_bw, nwrong}`: µs, wrong elements (0 when null), (algbw, busbw).
@@ -412,13 +412,10 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
     let (out_us, alg, bus, out_wrong) = text_timing(&w[5..5 + 4], n, "out-of-place")?;
     let (in_us, _, _, in_wrong) = text_timing(&w[5 + group..5 + group + 4], n, "in-place")?;
     let checked = out_wrong.is_some() && in_wrong.is_some();
-    let result = SizeResult {
-        size_bytes: size,
-        out_of_place_us: out_us,
-        in_place_us: Some(in_us),
-        wrong: out_wrong.unwrap_or(0) + in_wrong.unwrap_or(0),
-        bandwidths: Some((alg, bus)),
-    };
+    let (out_wrong, in_wrong) = (out_wrong.unwrap_or(0), in_wrong.unwrap_or(0));
+    let wrong = total_wrong(out_wrong, in_wrong)
+        .ok_or_else(|| Problem::at(n, format!("#wrong {out_wrong} out of place + {in_wrong} in place is more than 2^60")))?;
+    let result = SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: Some(in_us), wrong, bandwidths: Some((alg, bus)) };
     Ok((result, checked))
 }
 
