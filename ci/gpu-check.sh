@@ -130,7 +130,7 @@ run() {
   # device tool's 600 s per command, so the archive is always made.
   local limit=${PARLAB_GPU_SUITE_LIMIT:-360}
   timeout -s INT -k 20 "$limit" "$bin" run "${specs[@]}" --no-report || RC=$?
-  if [ "$RC" -eq 124 ]; then
+  if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
     # Exit 5, not timeout's 124, which the device tool reads as its own time limit.
     echo "gpu-check: the suite reached its ${limit} s limit; the runs it had not finished are recorded failed or absent"
     RC=5

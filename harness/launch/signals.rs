@@ -37,6 +37,16 @@ pub fn received() -> Option<i32> {
     }
 }
 
+/// Fails with what was being done when a termination signal has been received: long work in
+/// the controller (a seeded checkpoint, a reference answer) checks it between its pieces, so
+/// Ctrl-C ends it within one piece instead of after it.
+pub fn stop_if_received(doing: &str) -> anyhow::Result<()> {
+    match received() {
+        Some(sig) => anyhow::bail!("interrupted by {} while {doing}", name(sig)),
+        None => Ok(()),
+    }
+}
+
 /// The conventional exit status of a process ended by `sig` (130 for SIGINT, 143 for SIGTERM).
 pub fn exit_code(sig: i32) -> i32 {
     128 + sig

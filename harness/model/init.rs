@@ -341,7 +341,10 @@ pub fn write_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Res
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create the checkpoint folder {}", dir.display()))?;
     let recipes = family_recipes(cfg)?;
-    let data: Vec<Vec<u8>> = recipes.iter().map(|r| bytes_of(r, seed)).collect();
+    let data = recipes
+        .iter()
+        .map(|r| crate::launch::signals::stop_if_received("generating the seeded checkpoint").map(|()| bytes_of(r, seed)))
+        .collect::<anyhow::Result<Vec<Vec<u8>>>>()?;
     let views = recipes
         .iter()
         .zip(&data)

@@ -49,6 +49,7 @@ pub fn greedy(part: &dyn DecoderPart, prompt: &[u32], new_tokens: usize) -> anyh
     let mut input = part.embed(prompt, 0)?;
     let mut gen = Generation { tokens: Vec::new(), logits: Vec::new(), vocab: part.vocab() };
     for step in 0..new_tokens {
+        crate::launch::signals::stop_if_received("computing the reference answer")?;
         let h = part.forward(input.shallow_clone(), &mut cache, &mut Alone);
         let logits = to_vec(&part.logits(&h, &mut Alone));
         if let Some(i) = logits.iter().position(|x| !x.is_finite()) {

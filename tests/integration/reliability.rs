@@ -872,3 +872,38 @@ fn a_hostfile_open_mpi_cannot_parse_as_written_is_refused_by_validate() {
     let out = parlab(dir, &["validate", "specs"], &[]);
     assert_eq!(out.status.code(), Some(0), "a plain hostfile: {}", stderr(&out));
 }
+
+#[test]
+fn an_interrupt_while_the_controller_generates_a_checkpoint_ends_it_within_a_tensor_and_leaves_no_temporary_folder() {
+    let suite = Suite::new();
+    let dir = suite.dir.path();
+    // GPT-2 at 1024 wide and 24 blocks (about 350 million values): seconds of generation.
+    let config = r#"{"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 24, "n_head": 16, "n_embd": 1024,
+        "vocab_size": 50257, "n_positions": 64, "layer_norm_epsilon": 1e-05}"#;
+    weightless_suite(dir, config);
+    let state = dir.join("state");
+    let mut child = Command::new(PARLAB)
+        .args(["run", "specs", "--no-report"])
+        .current_dir(dir)
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_STATE", &state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let checkpoints = state.join("checkpoints");
+    let generating =
+        || std::fs::read_dir(&checkpoints).is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().contains(".tmp-")));
+    assert!(wait_until(Duration::from_secs(60), generating), "the checkpoint's temporary folder never appeared");
+    let sent = Instant::now();
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(sent.elapsed() < Duration::from_secs(10), "ended {:?} after the signal", sent.elapsed());
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    let run = all.iter().find(|m| m.experiment == "w").expect("the run's manifest is written");
+    assert_eq!(run.status(), Status::Failed);
+    assert!(run.reason().unwrap_or("").contains("interrupted by SIGINT while generating the seeded checkpoint"), "{:?}", run.reason());
+    assert!(!generating(), "no temporary folder left");
+}
