@@ -882,7 +882,7 @@ fn an_interrupt_while_the_controller_generates_a_checkpoint_ends_it_within_a_ten
         "vocab_size": 50257, "n_positions": 64, "layer_norm_epsilon": 1e-05}"#;
     weightless_suite(dir, config);
     let state = dir.join("state");
-    let mut child = Command::new(PARLAB)
+    let child = Command::new(PARLAB)
         .args(["run", "specs", "--no-report"])
         .current_dir(dir)
         .env("PARLAB_MANIFESTS", suite.manifests())
