@@ -207,7 +207,7 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
     let against = c.reference.as_ref().map_or_else(|| format!("value {}", c.value.unwrap_or(f64::NAN)), words);
     let rule =
         format!("{} on the median {} of [{}] against [{against}], tolerance {}", c.rule.name(), c.figure, words(&c.select), c.tolerance);
-    let f = Finding::new(&c.id, &claim_text(c), &[c.figure.as_str()], &format!("declared in the spec: {rule}"));
+    let mut f = Finding::new(&c.id, &claim_text(c), &[c.figure.as_str()], &format!("declared in the spec: {rule}"));
     let Some(sel) = measure(runs, &c.figure, &c.select) else {
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no run matches {}", words(&c.select)));
     };
@@ -218,7 +218,6 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
         },
         None => None,
     };
-    let mut f = f;
     if let Some(over) = oversubscribed(&sel, reference.as_ref()) {
         f.notes.push(format!("{over}: its figures include ranks waiting for a core, which the claim does not describe; left out"));
         if sel.runs.is_empty() || reference.as_ref().is_some_and(|r| r.runs.is_empty()) {
