@@ -3,7 +3,7 @@
 //! expert sets the pace").
 
 use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
-use super::{every, side, Finding, Inconclusive, Inputs, Side};
+use super::{all_left_out, every, left_out, side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::DecodeRow;
 
 /// Per (experiment, link, world ≥ 2): the evenly routed run and each skewed run beside it.
@@ -83,12 +83,9 @@ pub fn finding(inp: &Inputs) -> Finding {
         ));
     }
     let tested = pairs.len() - untested;
-    let aside = if untested == 0 { String::new() } else { format!("; {untested} more oversubscribed, not counted") };
+    let aside = left_out(untested);
     if tested == 0 {
-        return f.inconclusive(
-            Inconclusive::Oversubscribed,
-            format!("oversubscribed: all {untested} skewed splits had more ranks × threads than cores"),
-        );
+        return all_left_out(f, untested, "skewed splits");
     }
     if faster > 0 {
         return f.decide(

@@ -200,6 +200,21 @@ pub(crate) fn oversubscription(m: &Manifest) -> Option<Oversubscribed> {
     crate::manifest::caveat::oversubscribed(&m.caveats)
 }
 
+/// The end of a verdict's reason naming the `n` pairs it left out as oversubscribed (empty for none).
+pub fn left_out(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!("; {n} more oversubscribed, not counted")
+    }
+}
+
+/// INCONCLUSIVE (oversubscribed): each of the `n` pairs (`what`, plural) had more ranks × threads
+/// than cores.
+pub fn all_left_out(f: Finding, n: usize, what: &str) -> Finding {
+    f.inconclusive(Inconclusive::Oversubscribed, format!("oversubscribed: all {n} {what} had more ranks × threads than cores"))
+}
+
 /// `n` things in words for "HOLDS in …": `the one split`, `all 3 splits`.
 pub fn every(n: usize, noun: &str) -> String {
     if n == 1 {

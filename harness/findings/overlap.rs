@@ -3,7 +3,7 @@
 //! and shortens prefill (the chapter's "single largest software lever").
 
 use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
-use super::{every, side, Finding, Inconclusive, Inputs, Side};
+use super::{all_left_out, every, left_out, side, Finding, Inconclusive, Inputs, Side};
 use crate::manifest::summary::Phase;
 use crate::report::facts::overlap_pairs;
 
@@ -69,12 +69,9 @@ pub fn finding(inp: &Inputs) -> Finding {
         ));
     }
     let tested = pairs.len() - untested;
-    let aside = if untested == 0 { String::new() } else { format!("; {untested} more oversubscribed, not counted") };
+    let aside = left_out(untested);
     if tested == 0 {
-        return f.inconclusive(
-            Inconclusive::Oversubscribed,
-            format!("oversubscribed: all {untested} overlapped splits had more ranks × threads than cores"),
-        );
+        return all_left_out(f, untested, "overlapped splits");
     }
     if longer > 0 {
         return f.decide(false, format!("overlap lengthened prefill in {longer} of {tested} splits on this machine{aside}"));
