@@ -102,6 +102,18 @@ pub struct SizeResult {
     pub wrong: u64,
     /// The algorithm and bus bandwidths the tool printed for the out-of-place time, GB/s.
     pub bandwidths: Option<(f64, f64)>,
+    /// The 1-based line it was read from (None in JSON, where `results[i]` names it).
+    pub line: Option<usize>,
+}
+
+impl SizeResult {
+    /// A problem of this size: at its line where it has one, else of the file.
+    fn problem(&self, message: String) -> Problem {
+        match self.line {
+            Some(line) => Problem::at(line, message),
+            None => Problem::file(message),
+        }
+    }
 }
 
 /// A tool's run as its output states it.
@@ -233,7 +245,7 @@ fn check_bus_factor(run: &ToolRun, world: u32) -> Result<(), Problem> {
     for s in &run.sizes {
         let Some((alg, bus)) = s.bandwidths.filter(|(a, b)| *a >= 1.0 && *b >= 1.0) else { continue };
         if ((bus / alg) - factor).abs() > 0.02 * factor {
-            return Err(Problem::file(format!(
+            return Err(s.problem(format!(
                 "at {} bytes busbw / algbw = {bus} / {alg} = {:.3}, but {} over {world} ranks has bus factor {factor:.3}: the ranks are not {world}",
                 s.size_bytes,
                 bus / alg,
@@ -251,7 +263,7 @@ fn check_sizes(run: &ToolRun, world: u32) -> Result<(), Problem> {
     let per_peer = run.sizes_as == SizeConvention::PerPeer;
     if per_peer {
         if let Some(s) = run.sizes.iter().find(|s| s.size_bytes.checked_mul(u64::from(world)).is_none()) {
-            return Err(Problem::file(format!(
+            return Err(s.problem(format!(
                 "size {} bytes per peer × {world} ranks passes 2^64 bytes: not a message size parlab counts",
                 s.size_bytes
             )));
@@ -260,11 +272,11 @@ fn check_sizes(run: &ToolRun, world: u32) -> Result<(), Problem> {
     let bytes = |s: &SizeResult| if per_peer { s.size_bytes * u64::from(world) } else { s.size_bytes };
     // Compared as integers: 2^60 + 1 is 2^60 as a float.
     match run.sizes.iter().find(|s| bytes(s) > 1 << 60) {
-        Some(s) if per_peer => Err(Problem::file(format!(
+        Some(s) if per_peer => Err(s.problem(format!(
             "size {} bytes per peer × {world} ranks is more than 2^60 bytes: not a message size parlab counts",
             s.size_bytes
         ))),
-        Some(s) => Err(Problem::file(format!("size {} bytes is more than 2^60 bytes: not a message size parlab counts", s.size_bytes))),
+        Some(s) => Err(s.problem(format!("size {} bytes is more than 2^60 bytes: not a message size parlab counts", s.size_bytes))),
         None => Ok(()),
     }
 }
@@ -587,7 +599,7 @@ mod tests {
     fn a_size_or_a_count_one_past_2_to_the_60_is_refused_and_2_to_the_60_kept_exact() {
         let osu = |size: u64| format!("# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n{size}  3.0\n");
         let e = text_problem(ImportTool::Osu, &osu((1 << 60) + 1), Some(2));
-        assert!(e.contains("size 1152921504606846977 bytes is more than 2^60 bytes"), "{e}");
+        assert!(e.contains("out.txt:3: size 1152921504606846977 bytes is more than 2^60 bytes"), "{e}");
         let row = |wrong: &str| format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 {wrong} 9.0 0.11 0.11 0\n");
         let e = text_problem(ImportTool::NcclTests, &row("1152921504606846977"), None);
         assert!(e.contains("out.txt:6: out-of-place #wrong `1152921504606846977` is more than 2^60"), "{e}");

@@ -189,7 +189,7 @@ fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
         None => (None, 0),
     };
     let wrong = total_wrong(out_wrong, in_wrong).ok_or_else(|| at(&format!("#wrong {out_wrong} + {in_wrong} is more than 2^60")))?;
-    Ok(SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: in_us, wrong, bandwidths: Some(bandwidths) })
+    Ok(SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: in_us, wrong, bandwidths: Some(bandwidths), line: None })
 }
 
 /// Out-of-place and in-place wrong elements together, None past 2^60 (what a manifest holds).
@@ -415,7 +415,14 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
     let (out_wrong, in_wrong) = (out_wrong.unwrap_or(0), in_wrong.unwrap_or(0));
     let wrong = total_wrong(out_wrong, in_wrong)
         .ok_or_else(|| Problem::at(n, format!("#wrong {out_wrong} out of place + {in_wrong} in place is more than 2^60")))?;
-    let result = SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: Some(in_us), wrong, bandwidths: Some((alg, bus)) };
+    let result = SizeResult {
+        size_bytes: size,
+        out_of_place_us: out_us,
+        in_place_us: Some(in_us),
+        wrong,
+        bandwidths: Some((alg, bus)),
+        line: Some(n),
+    };
     Ok((result, checked))
 }
 

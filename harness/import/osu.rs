@@ -126,5 +126,5 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
         return Err(Problem::at(n, format!("latency `{}` µs is more than 1e15 s: not a time a benchmark measured", w[1])));
     }
     let failed = h.validation && w.last().is_some_and(|v| v.eq_ignore_ascii_case("fail"));
-    Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None })
+    Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None, line: Some(n) })
 }

@@ -139,7 +139,7 @@ fn a_world_or_a_size_past_what_parlab_counts_exits_2_without_a_panic() {
         (vec!["osu".into(), osu, "--world".into(), "4294967295".into()], "--world 4294967295: a run has at most 65536 ranks".into()),
         (
             vec!["osu".into(), huge.display().to_string(), "--world".into(), "4".into()],
-            format!("{}: size {} bytes per peer × 4 ranks passes 2^64 bytes", huge.display(), u64::MAX),
+            format!("{}:4: size {} bytes per peer × 4 ranks passes 2^64 bytes", huge.display(), u64::MAX),
         ),
     ];
     assert_refused(cases, &store);
@@ -226,7 +226,7 @@ fn numbers_every_reader_of_manifests_would_skip_are_refused_not_written() {
     let osu = |path: &String| vec!["osu".to_string(), path.clone(), "--world".into(), "4".into()];
     let cases: Vec<(Vec<String>, String)> = vec![
         (osu(&huge_time), format!("{huge_time}:4: latency `1e300` µs is more than 1e15 s")),
-        (osu(&huge_size), format!("{huge_size}: size 4611686018427387904 bytes is more than 2^60 bytes")),
+        (osu(&huge_size), format!("{huge_size}:5: size 4611686018427387904 bytes is more than 2^60 bytes")),
         (osu(&tiny_time), format!("{tiny_time}: the α–β fit of all-reduce through these times is not a finite number")),
         (
             vec!["nccl-tests".into(), huge_wrong.clone()],
