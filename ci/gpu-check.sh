@@ -101,6 +101,19 @@ finish() {
   done
 }
 
+# Records step WHAT's exit code RC in RC unless an earlier step already failed (the first failure
+# is the script's exit); a step cut by its LIMIT (timeout's 124, or 137 after the grace) is exit
+# 5, never 124, which the device tool reads as its own time limit.
+first_failure() {
+  local what=$1 limit=$2 rc=$3
+  [ "$rc" -ne 0 ] || return 0
+  if [ "$limit" -gt 0 ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
+    echo "gpu-check: $what reached its ${limit} s limit (exit $rc); what it had not finished is recorded failed or absent"
+    rc=5
+  fi
+  [ "$RC" -ne 0 ] || RC=$rc
+}
+
 run() {
   OUT=${OUT:-/tmp/parlab-gpu-check}
   mkdir -p "$OUT"
@@ -128,18 +141,18 @@ run() {
   # recorded failed, every manifest written before is kept, and the checks below still run.
   # The limits (360 s + 20 s grace, the checks 120 s + 10 s) keep the whole call under the
   # device tool's 600 s per command, so the archive is always made.
-  local limit=${PARLAB_GPU_SUITE_LIMIT:-360}
-  timeout -s INT -k 20 "$limit" "$bin" run "${specs[@]}" --no-report || RC=$?
-  if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
-    # Exit 5, not timeout's 124, which the device tool reads as its own time limit.
-    echo "gpu-check: the suite reached its ${limit} s limit; the runs it had not finished are recorded failed or absent"
-    RC=5
-  fi
-  "$bin" report --manifests "$OUT/manifests" --out "$OUT/report" || RC=$?
+  local limit=${PARLAB_GPU_SUITE_LIMIT:-360} rc=0
+  timeout -s INT -k 20 "$limit" "$bin" run "${specs[@]}" --no-report || rc=$?
+  first_failure "the suite" "$limit" "$rc"
+  rc=0
+  "$bin" report --manifests "$OUT/manifests" --out "$OUT/report" || rc=$?
+  first_failure "the register" 0 "$rc"
   "$bin" audit --manifests "$OUT/manifests" || echo "gpu-check: audit exit $?"
   local only=()
   [ $# -eq 0 ] || only=(--subset)
-  timeout -k 10 "${PARLAB_GPU_CHECK_LIMIT:-120}" "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || RC=$?
+  rc=0
+  timeout -k 10 "${PARLAB_GPU_CHECK_LIMIT:-120}" "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || rc=$?
+  first_failure "the checks" "${PARLAB_GPU_CHECK_LIMIT:-120}" "$rc"
   return $RC
 }
 

@@ -33,26 +33,19 @@ pub fn render(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
 /// Takes the lock of the output folder `out` (creating it): another render holding it exits 2,
 /// or is waited for with `wait`; an `out` that cannot be a folder (a file) exits 2.
 pub fn lock_output(out: &Path, wait: bool) -> super::Result<StoreLock> {
+    folder_or_nothing(out)?;
+    StoreLock::acquire(out, wait).map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))
+}
+
+/// Refuses an output folder `out` that is a file (exit 2).
+pub fn folder_or_nothing(out: &Path) -> super::Result<()> {
     if out.exists() && !out.is_dir() {
         return Err(Error::Usage(format!(
             "--out {}: a file, not a folder; --out names the folder the register is written into",
             out.display()
         )));
     }
-    StoreLock::acquire(out, wait).map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))
-}
-
-/// The output folder's lock for the render a suite ends with: taken at once where it is free,
-/// else waited for, saying which process holds it (the suite's measurements are done; the
-/// render must not be lost to a render that happens to run beside it).
-pub fn lock_output_announced(out: &Path) -> super::Result<StoreLock> {
-    match lock_output(out, false) {
-        Err(Error::Usage(held)) if out.is_dir() => {
-            crate::say!("parlab: waiting to render the register: {held}");
-            lock_output(out, true)
-        }
-        other => other,
-    }
+    Ok(())
 }
 
 /// [`render`] with the output folder's lock already held.

@@ -3,10 +3,11 @@
 
 use super::Error;
 use crate::manifest;
+use crate::manifest::lock::{LockError, StoreLock};
 use crate::report::origin;
 use crate::runner::{console::Console, RunnerError, RunnerOptions, SuiteEnd};
 use crate::spec::load_suite_limited;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// How `parlab run` was asked to behave.
 pub struct RunOptions {
@@ -41,7 +42,11 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     // the suite runs; the render at the end takes it anew (and says so if it has to wait).
     if let Some(out) = &out {
         origin::check(out, &dir)?;
-        drop(super::report::lock_output(out, options.wait)?);
+        if !options.wait {
+            drop(super::report::lock_output(out, false)?);
+        } else if let Some(sig) = render_lock(out)?.err() {
+            return Ok(interrupted_before_render(sig, &dir, "before its first run"));
+        }
     }
     let runner = RunnerOptions { force: options.force, wait: options.wait, launches: options.launches, reprobe: options.reprobe };
     let end = crate::runner::run_suite(&suite, selected, &dir, &runner, &Console::new()).map_err(|e| match e {
@@ -60,11 +65,48 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
         }
         SuiteEnd::Finished { runs, failed } => {
             if let Some(out) = &out {
-                let lock = super::report::lock_output_announced(out)?;
-                super::report::render_held(&dir, out, &lock)?;
+                match render_lock(out)? {
+                    Ok(lock) => super::report::render_held(&dir, out, &lock)?,
+                    Err(sig) => return Ok(interrupted_before_render(sig, &dir, "after its last run")),
+                };
             }
             crate::say!("parlab: {runs} runs, {failed} failed; manifests in {}", dir.display());
             Ok(if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK })
         }
     }
+}
+
+/// The output folder's lock (the folder made if missing): at once where it is free, else polled,
+/// saying once which process holds it, until it is free or a termination signal arrives (`Err`
+/// with the signal: a blocking `flock` would outlast Ctrl-C, the handlers restarting it).
+fn render_lock(out: &Path) -> super::Result<std::result::Result<StoreLock, i32>> {
+    super::report::folder_or_nothing(out)?;
+    let mut said = false;
+    loop {
+        match StoreLock::acquire(out, false) {
+            Ok(lock) => return Ok(Ok(lock)),
+            Err(LockError::Held { holder, .. }) => {
+                if !said {
+                    crate::say!("parlab: waiting for parlab (pid {holder}), which is rendering into {}, to let go of it", out.display());
+                    said = true;
+                }
+                if let Some(sig) = crate::launch::signals::received() {
+                    return Ok(Err(sig));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(Error::Usage(format!("--out {}: {e}", out.display()))),
+        }
+    }
+}
+
+/// The exit of a run interrupted while waiting for the output folder (`when`): its manifests
+/// are kept, the register not rendered.
+fn interrupted_before_render(sig: i32, dir: &Path, when: &str) -> i32 {
+    crate::say!(
+        "parlab: interrupted by {} while waiting for the output folder {when}; manifests in {} are kept, the register not rendered (`parlab report` renders it)",
+        crate::launch::signals::name(sig),
+        dir.display()
+    );
+    crate::launch::signals::exit_code(sig)
 }

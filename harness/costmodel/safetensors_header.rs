@@ -61,29 +61,36 @@ pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
     Ok(out)
 }
 
-/// Bytes of one value of a safetensors dtype, None for a name the format does not define.
+/// Bytes of one value of a safetensors dtype, None for one of fewer bits (F4, F6) or one this
+/// version does not know.
 fn dtype_bytes(dtype: &str) -> Option<u64> {
     Some(match dtype {
-        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" => 1,
+        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" | "F8_E8M0" => 1,
         "U16" | "I16" | "F16" | "BF16" => 2,
         "U32" | "I32" | "F32" => 4,
-        "U64" | "I64" | "F64" => 8,
+        "U64" | "I64" | "F64" | "C64" => 8,
         _ => return None,
     })
 }
 
 /// Checks a tensor's dtype and `data_offsets` against its `count` values and the `data_len`
-/// bytes after the header, as a reader of its data would (libtorch's loader refuses the same).
+/// bytes after the header (a loader refuses these too; it also checks that tensors neither
+/// overlap nor leave gaps, which this count does not need).
 fn check_data(t: &Value, count: u64, data_len: u64) -> Result<(), String> {
     let dtype = t.get("dtype").and_then(Value::as_str).ok_or("no dtype")?;
-    let size = dtype_bytes(dtype).ok_or_else(|| format!("unknown dtype {dtype}"))?;
     let offsets = t.get("data_offsets").and_then(Value::as_array).filter(|o| o.len() == 2).ok_or("no data_offsets [begin, end]")?;
     let (Some(begin), Some(end)) = (offsets[0].as_u64(), offsets[1].as_u64()) else {
         return Err("data_offsets are not byte counts".into());
     };
-    let want = count.checked_mul(size).ok_or("its bytes pass 2^64")?;
-    if end < begin || end - begin != want {
-        return Err(format!("data_offsets [{begin}, {end}] hold {} bytes, its {count} {dtype} values {want}", end.saturating_sub(begin)));
+    if end < begin {
+        return Err(format!("data_offsets [{begin}, {end}] end before they begin"));
+    }
+    // A dtype of whole bytes is checked to the byte; one of fewer bits (F4, F6) only to the file.
+    if let Some(size) = dtype_bytes(dtype) {
+        let want = count.checked_mul(size).ok_or("its bytes pass 2^64")?;
+        if end - begin != want {
+            return Err(format!("data_offsets [{begin}, {end}] hold {} bytes, its {count} {dtype} values {want}", end - begin));
+        }
     }
     if end > data_len {
         return Err(format!("data_offsets end at byte {end}, past the {data_len} bytes of data the file holds"));
@@ -251,6 +258,8 @@ mod tests {
         let f = dir.path().join("model.safetensors");
         raw(&f, r#"{"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}"#, 24);
         assert_eq!(read_header(&f).unwrap().get("w"), Some(&6));
+        raw(&f, r#"{"w": {"dtype": "F4", "shape": [2, 3], "data_offsets": [0, 3]}}"#, 24);
+        assert_eq!(read_header(&f).unwrap().get("w"), Some(&6), "a dtype of fewer bits than a byte, checked to the file");
         for (header, says) in [
             (
                 r#"{"w": {"dtype": "F16", "shape": [2, 3], "data_offsets": [0, 24]}}"#,
@@ -260,7 +269,10 @@ mod tests {
                 r#"{"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [8, 32]}}"#,
                 "tensor w: data_offsets end at byte 32, past the 24 bytes",
             ),
-            (r#"{"w": {"dtype": "Q4", "shape": [2, 3], "data_offsets": [0, 24]}}"#, "tensor w: unknown dtype Q4"),
+            (
+                r#"{"w": {"dtype": "F4", "shape": [2, 3], "data_offsets": [0, 48]}}"#,
+                "tensor w: data_offsets end at byte 48, past the 24 bytes",
+            ),
             (r#"{"w": {"dtype": "F32", "shape": [2, 3]}}"#, "tensor w: no data_offsets"),
         ] {
             raw(&f, header, 24);

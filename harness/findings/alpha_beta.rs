@@ -66,12 +66,13 @@ fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding 
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: over {link} only the fitted 2-rank sizes were measured"));
     }
     let (mut holds, mut fails, mut untested) = (Vec::new(), Vec::new(), Vec::new());
-    for (&(world, heldout, _), t) in &regions {
-        let what = if heldout {
-            format!("world {world}, held-out sizes above {}", format_bytes(fit.fit_max_bytes as f64))
-        } else {
-            format!("world {world}, sizes up to {}", format_bytes(fit.fit_max_bytes as f64))
-        };
+    // A world launched both ways (on cores of its own and oversubscribed) names its two apart.
+    let both_ways =
+        |world: u32, heldout: bool| regions.contains_key(&(world, heldout, true)) && regions.contains_key(&(world, heldout, false));
+    for (&(world, heldout, over), t) in &regions {
+        let sizes = if heldout { "held-out sizes above" } else { "sizes up to" };
+        let runs_of = if over && both_ways(world, heldout) { ", oversubscribed runs" } else { "" };
+        let what = format!("world {world}{runs_of}, {sizes} {}", format_bytes(fit.fit_max_bytes as f64));
         let runs: Vec<&str> = t.runs.iter().map(String::as_str).collect();
         f.number(&format!("largest prediction error, {what}"), t.worst, "fraction", &runs);
         let verdict = match t.oversubscribed {

@@ -144,14 +144,14 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     let mut launches = Vec::new();
     let mut oversubscribed = Vec::new();
     for m in runs.iter().filter(|m| run_matches(m, select)) {
-        if let Some(o) = oversubscription(m).filter(|_| figure != "tokens") {
-            oversubscribed.push((m.run_id.short().to_string(), o));
-            continue;
-        }
         let found = stats_of(m, figure, select);
         let answer_tokens = m.answer().map(|a| &a.tokens).filter(|_| figure == "tokens");
         let has_tokens = answer_tokens.is_some();
         if found.is_empty() && !has_tokens {
+            continue;
+        }
+        if let Some(o) = oversubscription(m).filter(|_| figure != "tokens") {
+            oversubscribed.push((m.run_id.short().to_string(), o));
             continue;
         }
         stats.extend(found);

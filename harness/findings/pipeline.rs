@@ -84,13 +84,18 @@ fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats, aside: 
     let filled = || pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world));
     let model = pipe.first().map(|d| (&d.model, d.dtype));
     let eager_replica = |d: &&DecodeRow| d.strategy == Strategy::Data && d.step_mode == crate::spec::schema::StepMode::Eager;
-    let replicas = best(inp.facts.decode.iter().filter(eager_replica).filter(|d| Some((&d.model, d.dtype)) == model).filter(own_cores));
+    let all_replicas = || inp.facts.decode.iter().filter(eager_replica).filter(|d| Some((&d.model, d.dtype)) == model);
+    let replicas = best(all_replicas().filter(own_cores));
     // The filled pipeline on cores of its own; an oversubscribed one only where it beat the
     // ceiling anyway (waiting for a core can only slow it).
     let over_ceiling = |(rate, _): &(f64, &DecodeRow)| replicas.is_some_and(|(rr, _)| *rate > rr * (1.0 + TOLERANCE));
     let full = best(filled().filter(own_cores)).or_else(|| best(filled()).filter(over_ceiling));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {
-        let why = if filled().next().is_some() && replicas.is_some() { Inconclusive::Oversubscribed } else { Inconclusive::MissingRuns };
+        let why = if filled().next().is_some() && all_replicas().next().is_some() {
+            Inconclusive::Oversubscribed
+        } else {
+            Inconclusive::MissingRuns
+        };
         return f.inconclusive(
             why,
             format!("{}: the ceiling needs a pipeline run with m >= p > 1 and a data-parallel (replicas) run, each with a core for every rank's threads", if why == Inconclusive::Oversubscribed { "oversubscribed" } else { "missing runs" }),

@@ -907,3 +907,35 @@ fn an_interrupt_while_the_controller_generates_a_checkpoint_ends_it_within_a_ten
     assert!(run.reason().unwrap_or("").contains("interrupted by SIGINT while generating the seeded checkpoint"), "{:?}", run.reason());
     assert!(!generating(), "no temporary folder left");
 }
+
+#[test]
+fn a_run_waiting_for_a_render_says_for_whom_and_ctrl_c_ends_the_wait() {
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    let dir = suite.dir.path();
+    let holder = parlab::manifest::lock::StoreLock::acquire(&dir.join("register"), false).unwrap();
+    let child = Command::new(PARLAB)
+        .args(["run", "specs", "--out", "register", "--wait"])
+        .current_dir(dir)
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let sent = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(sent.elapsed() < Duration::from_secs(5), "the wait outlasted Ctrl-C by {:?}", sent.elapsed());
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains(&format!("waiting for parlab (pid {})", std::process::id())), "{said}");
+    assert!(said.contains("interrupted by SIGINT while waiting for the output folder before its first run"), "{said}");
+    assert!(
+        !suite.manifests().exists()
+            || std::fs::read_dir(suite.manifests()).unwrap().all(|e| e.unwrap().path().extension().is_none_or(|x| x != "json")),
+        "nothing ran"
+    );
+    drop(holder);
+}
