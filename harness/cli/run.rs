@@ -42,9 +42,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     // the suite runs; the render at the end takes it anew (and says so if it has to wait).
     if let Some(out) = &out {
         origin::check(out, &dir)?;
-        if !options.wait {
-            drop(super::report::lock_output(out, false)?);
-        } else if let Some(sig) = render_lock(out)?.err() {
+        if let Err(sig) = render_lock(out, options.wait)? {
             return Ok(interrupted_before_render(sig, &dir, "before its first run"));
         }
     }
@@ -65,7 +63,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
         }
         SuiteEnd::Finished { runs, failed } => {
             if let Some(out) = &out {
-                match render_lock(out)? {
+                match render_lock(out, true)? {
                     Ok(lock) => super::report::render_held(&dir, out, &lock)?,
                     Err(sig) => return Ok(interrupted_before_render(sig, &dir, "after its last run")),
                 };
@@ -76,16 +74,17 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     }
 }
 
-/// The output folder's lock (the folder made if missing): at once where it is free, else polled,
-/// saying once which process holds it, until it is free or a termination signal arrives (`Err`
-/// with the signal: a blocking `flock` would outlast Ctrl-C, the handlers restarting it).
-fn render_lock(out: &Path) -> super::Result<std::result::Result<StoreLock, i32>> {
+/// The output folder's lock (the folder made if missing): at once where it is free; held by
+/// another process, exit 2 without `wait`, else polled, saying once which process holds it,
+/// until it is free or a termination signal arrives (`Err` with the signal: a blocking `flock`
+/// would outlast Ctrl-C, the handlers restarting it).
+fn render_lock(out: &Path, wait: bool) -> super::Result<std::result::Result<StoreLock, i32>> {
     super::report::folder_or_nothing(out)?;
     let mut said = false;
     loop {
         match StoreLock::acquire(out, false) {
             Ok(lock) => return Ok(Ok(lock)),
-            Err(LockError::Held { holder, .. }) => {
+            Err(LockError::Held { holder, .. }) if wait => {
                 if !said {
                     crate::say!("parlab: waiting for parlab (pid {holder}), which is rendering into {}, to let go of it", out.display());
                     said = true;

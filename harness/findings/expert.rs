@@ -57,16 +57,14 @@ pub fn finding(inp: &Inputs) -> Finding {
         let range = side(&even.prefill, skewed.prefill.median);
         let against_even = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0)));
         let over = inp.oversubscribed(&skewed.run).or(inp.oversubscribed(&even.run));
-        let outcome = match (over, against_even, range) {
-            // Ranks taking turns on the cores pay for all ranks' pairs, not the busiest rank's.
-            (Some(o), ..) => {
-                format!("not a test, {o} (the ranks take turns on the cores: the prefill pays for every rank's pairs, not the busiest's)")
-            }
-            (None, Side::Below, _) => "slower".into(),
-            (None, Side::Above, _) => "FASTER".into(),
-            (None, _, Side::Straddles) => "within the even run's range".into(),
-            _ => "outside the even run's range, but not on that side in every round".into(),
-        };
+        // Ranks taking turns on the cores pay for all ranks' pairs, not the busiest rank's.
+        let outcome = rounds::outcome(
+            over,
+            "the ranks take turns on the cores: the prefill pays for every rank's pairs, not the busiest's",
+            against_even,
+            range,
+            ["FASTER", "slower", "within the even run's range", "outside the even run's range, but not on that side in every round"],
+        );
         let tested = over.is_none();
         untested += usize::from(!tested);
         slower += usize::from(tested && more && against_even == Side::Below);

@@ -40,13 +40,18 @@ pub fn finding(inp: &Inputs) -> Finding {
         let range = side(&t, boundary);
         let s = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0 / f64::from(p).sqrt())));
         let over = inp.oversubscribed(&d.run);
-        let outcome = match (over, s, range) {
-            (Some(o), ..) => format!("not a test, {o} (the ranks take turns on the cores, each reading memory while others wait)"),
-            (None, Side::Above, _) => "consistent with shared bandwidth".into(),
-            (None, Side::Below, _) => "consistent with each rank's own bandwidth".into(),
-            (None, _, Side::Straddles) => "the range straddles the boundary (noise)".into(),
-            _ => "the range is on one side of the boundary, but not every round (noise)".into(),
-        };
+        let outcome = rounds::outcome(
+            over,
+            "the ranks take turns on the cores, each reading memory while others wait",
+            s,
+            range,
+            [
+                "consistent with shared bandwidth",
+                "consistent with each rank's own bandwidth",
+                "the range straddles the boundary (noise)",
+                "the range is on one side of the boundary, but not every round (noise)",
+            ],
+        );
         f.notes.push(format!(
             "world {p}: measured {} to {} (median {}); shared predicts {}, own bandwidth {}: {outcome}",
             format_seconds(t.min),

@@ -46,14 +46,19 @@ pub fn finding(inp: &Inputs) -> Finding {
         let range = side(&blocking, overlapped.median);
         let against_blocking = agreed(range, ratios.as_deref().map(|r| side_of(r, 1.0)));
         let over = inp.oversubscribed(&on.run).or(inp.oversubscribed(&off.run));
-        let outcome = match (over, against_blocking, range) {
-            // A piece's all-reduce needs a core to progress on while the next piece computes.
-            (Some(o), ..) => format!("not a test, {o} (no core is free to progress the overlapped pieces)"),
-            (None, Side::Above, _) => "shorter".into(),
-            (None, Side::Below, _) => "LONGER".into(),
-            (None, _, Side::Straddles) => "within the blocking run's range".into(),
-            _ => "outside the blocking run's range, but not on that side in every round".into(),
-        };
+        // A piece's all-reduce needs a core to progress on while the next piece computes.
+        let outcome = rounds::outcome(
+            over,
+            "no core is free to progress the overlapped pieces",
+            against_blocking,
+            range,
+            [
+                "shorter",
+                "LONGER",
+                "within the blocking run's range",
+                "outside the blocking run's range, but not on that side in every round",
+            ],
+        );
         let tested = over.is_none();
         untested += usize::from(!tested);
         shorter += usize::from(tested && against_blocking == Side::Above);

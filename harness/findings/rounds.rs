@@ -77,6 +77,20 @@ pub fn note(what: &str, ratios: Option<&[f64]>) -> String {
     }
 }
 
+/// What one comparison of a paired finding came to, in words: `not a test, {o} ({why})` where a
+/// run was oversubscribed (it never decides), else `words` by side: `[agreed above, agreed
+/// below, range straddling, one side but not in every round]`.
+pub fn outcome(over: Option<super::Oversubscribed>, why: &str, agreed: Side, range: Side, words: [&str; 4]) -> String {
+    let [above, below, straddles, not_every_round] = words;
+    match (over, agreed, range) {
+        (Some(o), ..) => format!("not a test, {o} ({why})"),
+        (None, Side::Above, _) => above.into(),
+        (None, Side::Below, _) => below.into(),
+        (None, _, Side::Straddles) => straddles.into(),
+        _ => not_every_round.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
