@@ -93,7 +93,8 @@ fn check_room(model: &str, cfg: &ModelConfig, out: &Path) -> super::Result<()> {
     })?;
     let bytes = params.saturating_mul(4);
     let what = format!("a seeded checkpoint of {params} float32 parameters generated in memory");
-    let memory = resources::Limit::current().and_then(|limit| resources::refusal(Kind::Decode, &resources::Need { bytes, what }, &limit));
+    let memory = resources::Limit::current()
+        .and_then(|limit| resources::refusal(Kind::Decode, &resources::Need { bytes: u128::from(bytes), what }, &limit));
     if let Some((_, message)) = memory {
         return Err(Error::Usage(format!("{model}: {message}")));
     }

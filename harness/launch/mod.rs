@@ -144,6 +144,7 @@ pub fn caveats(plan: &RunPlan, cores: u32, ranks: &[crate::manifest::placement::
     let mut out = Vec::new();
     if hosts.len() > 1 {
         out.push(Caveat::SeveralHosts { placement: crate::manifest::placement::describe(ranks) });
+        out.extend(crowded_host(ranks, plan.threads_per_rank));
     } else if plan.layout.world * plan.threads_per_rank > cores {
         out.push(Caveat::Oversubscribed { ranks: plan.layout.world, threads: plan.threads_per_rank, cores });
     }
@@ -156,9 +157,37 @@ pub fn caveats(plan: &RunPlan, cores: u32, ranks: &[crate::manifest::placement::
     out
 }
 
+/// Across several hosts, the most crowded host whose ranks × threads exceed the cores its
+/// ranks may use between them (this machine's core count says nothing of another host's).
+fn crowded_host(ranks: &[crate::manifest::placement::RankPlacement], threads: u32) -> Option<Caveat> {
+    crate::manifest::placement::cores_by_host(ranks)
+        .into_iter()
+        .filter(|&(_, on_host, cores)| on_host.saturating_mul(threads) > cores)
+        .max_by_key(|&(_, on_host, cores)| (u64::from(on_host) * u64::from(threads) * 1000) / u64::from(cores.max(1)))
+        .map(|(_, on_host, cores)| Caveat::Oversubscribed { ranks: on_host, threads, cores })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::placement::RankPlacement;
+
+    #[test]
+    fn a_crowded_host_among_several_is_oversubscribed_by_its_own_cores() {
+        let p = |rank, host: &str, cores: &str| RankPlacement {
+            rank,
+            host: host.into(),
+            pid: 1,
+            cores: cores.into(),
+            transport: String::new(),
+        };
+        let spread = [p(0, "a", "0-1"), p(1, "a", "0-1"), p(2, "b", "0-7"), p(3, "b", "0-7")];
+        assert_eq!(crowded_host(&spread, 1), None);
+        assert_eq!(crowded_host(&spread, 2), Some(Caveat::Oversubscribed { ranks: 2, threads: 2, cores: 2 }));
+        let crowded = [p(0, "a", "0-1"), p(1, "a", "0-1"), p(2, "a", "0-1"), p(3, "b", "0-7")];
+        assert_eq!(crowded_host(&crowded, 1), Some(Caveat::Oversubscribed { ranks: 3, threads: 1, cores: 2 }));
+        assert_eq!(crowded_host(&[p(0, "a", ""), p(1, "b", "")], 4), None, "unknown cores say nothing");
+    }
 
     #[test]
     fn a_timeout_outside_the_limit_is_a_reason_not_a_panic() {

@@ -135,6 +135,36 @@ pub fn cores_text(cores: &[usize]) -> String {
     parts.join(",")
 }
 
+/// `0-2,5` as `[0, 1, 2, 5]` (the inverse of [`cores_text`]); None where a part is not a core
+/// or a range of cores.
+pub fn parse_cores(text: &str) -> Option<Vec<usize>> {
+    let mut cores = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+        if last < first || last >= libc::CPU_SETSIZE as usize {
+            return None;
+        }
+        cores.extend(first..=last);
+    }
+    Some(cores)
+}
+
+/// Each host's ranks and the cores they may use between them (the union of their affinities),
+/// in the order hosts first appear; a host whose ranks' cores cannot be read is left out.
+pub fn cores_by_host(ranks: &[RankPlacement]) -> Vec<(String, u32, u32)> {
+    by_host(ranks)
+        .into_iter()
+        .filter_map(|(host, on_host)| {
+            let mut union = std::collections::BTreeSet::new();
+            for r in ranks.iter().filter(|r| r.host == host) {
+                union.extend(parse_cores(&r.cores).filter(|c| !c.is_empty())?);
+            }
+            Some((host, on_host.len() as u32, union.len() as u32))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +174,25 @@ mod tests {
         assert_eq!(cores_text(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
         assert_eq!(cores_text(&[3]), "3");
         assert_eq!(cores_text(&[]), "");
+        for cores in [vec![0, 1, 2, 5, 7, 8], vec![3], vec![]] {
+            assert_eq!(parse_cores(&cores_text(&cores)), Some(cores));
+        }
+        for bad in ["x", "3-1", "0-", "1,a", "0-99999"] {
+            assert_eq!(parse_cores(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_hosts_cores_are_the_union_of_its_ranks_affinities() {
+        let p = |rank, host: &str, cores: &str| RankPlacement {
+            rank,
+            host: host.into(),
+            pid: 1,
+            cores: cores.into(),
+            transport: String::new(),
+        };
+        let ranks = [p(0, "a", "0"), p(1, "a", "1"), p(2, "b", "0-3"), p(3, "b", "0-3"), p(4, "c", "")];
+        assert_eq!(cores_by_host(&ranks), vec![("a".to_string(), 2, 2), ("b".to_string(), 2, 4)]);
     }
 
     #[test]

@@ -51,15 +51,15 @@ impl Limit {
     }
 }
 
-fn size(bytes: u64) -> String {
-    crate::units::format_bytes(bytes as f64)
+fn size(bytes: impl Into<u128>) -> String {
+    crate::units::format_bytes(bytes.into() as f64)
 }
 
 /// The bytes a run needs at its peak and what they are for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
-    /// Bytes.
-    pub bytes: u64,
+    /// Bytes (wide enough that a product of sizes is never clipped).
+    pub bytes: u128,
     /// What for, in words.
     pub what: String,
 }
@@ -70,14 +70,13 @@ pub fn decode_need(cfg: &ModelConfig, weights: &Weights, layout: &Layout) -> Opt
     let shape = crate::costmodel::shape::shape_from_config(cfg).ok()?;
     let model = shape.stored_bytes(4);
     let replicas = if layout.strategy == Strategy::Data { u64::from(layout.world) } else { 1 };
-    let ranks = model.saturating_mul(replicas);
+    let ranks = u128::from(model) * u128::from(replicas);
     // Generated: every tensor of the seeded checkpoint (its head untied) held at once.
     let generated = matches!(weights, Weights::Seeded { .. }).then(|| crate::model::init::seeded_params(cfg)).flatten();
     let need = match generated {
-        Some(params) if params.saturating_mul(4) >= ranks => Need {
-            bytes: params.saturating_mul(4),
-            what: format!("a seeded checkpoint of {params} float32 parameters generated in memory"),
-        },
+        Some(params) if u128::from(params) * 4 >= ranks => {
+            Need { bytes: u128::from(params) * 4, what: format!("a seeded checkpoint of {params} float32 parameters generated in memory") }
+        }
         _ => {
             let copies = if replicas > 1 { format!(" × {replicas} data-parallel replicas") } else { String::new() };
             Need { bytes: ranks, what: format!("the ranks' float32 weights ({} parameters{copies})", shape.params) }
@@ -89,23 +88,20 @@ pub fn decode_need(cfg: &ModelConfig, weights: &Weights, layout: &Layout) -> Opt
 /// A collective sweep's peak: three buffers of its largest size (send, receive, expected) per rank.
 pub fn collectives_need(params: &CollectiveParams, world: u32) -> Need {
     let largest = params.sizes.iter().copied().max().unwrap_or(0);
-    Need {
-        bytes: largest.saturating_mul(3).saturating_mul(u64::from(world)),
-        what: format!("3 buffers of {} per rank × {world} ranks", size(largest)),
-    }
+    Need { bytes: u128::from(largest) * 3 * u128::from(world), what: format!("3 buffers of {} per rank × {world} ranks", size(largest)) }
 }
 
 /// A memory-bandwidth run's buffers: one per process.
 pub fn membw_need(params: &MembwParams, world: u32) -> Need {
     Need {
-        bytes: params.buffer_bytes.saturating_mul(u64::from(world)),
+        bytes: u128::from(params.buffer_bytes) * u128::from(world),
         what: format!("a buffer of {} per process × {world}", size(params.buffer_bytes)),
     }
 }
 
 /// The key to blame and the message, when `need` exceeds `limit`.
 pub fn refusal(kind: Kind, need: &Need, limit: &Limit) -> Option<(&'static str, String)> {
-    if need.bytes <= limit.bytes {
+    if need.bytes <= u128::from(limit.bytes) {
         return None;
     }
     let key = match kind {
@@ -141,8 +137,14 @@ mod tests {
     }
 
     #[test]
-    fn sizes_past_u64_saturate_instead_of_wrapping_under_the_limit() {
+    fn needs_past_u64_are_counted_whole_not_wrapped_or_clipped() {
         let params = MembwParams { buffer_bytes: u64::MAX / 2 };
-        assert_eq!(membw_need(&params, 4).bytes, u64::MAX);
+        assert_eq!(membw_need(&params, 4).bytes, u128::from(u64::MAX / 2) * 4);
+        let sweep = CollectiveParams { ops: vec![], sizes: vec![u64::MAX], iterations: 1 };
+        let need = collectives_need(&sweep, 2);
+        assert_eq!(need.bytes, u128::from(u64::MAX) * 6);
+        let limit = Limit { bytes: u64::MAX, source: LimitSource::Override };
+        let (_, message) = refusal(Kind::Collectives, &need, &limit).expect("six times the largest u64 is past it");
+        assert!(message.contains("about 100663296.0 TiB of memory (3 buffers of 16777216.0 TiB per rank × 2 ranks)"), "{message}");
     }
 }

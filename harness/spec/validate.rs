@@ -125,7 +125,20 @@ fn yaml_syntax_problem(path: &Path, e: &serde_yaml::Error) -> Problem {
     let position = e.location().map(|l| super::locate::Position { line: l.line(), column: l.column() });
     let message = e.to_string();
     let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+    if let Some(message) = number_too_large(&message) {
+        return Problem { file: path.to_path_buf(), position, key: String::new(), message };
+    }
     Problem { file: path.to_path_buf(), position, key: String::new(), message: format!("not valid YAML: {message}") }
+}
+
+/// The YAML reader's wording for a whole number beyond 64 bits, said plainly:
+/// `key: invalid type: integer `N` as u128, ...` becomes `key: N is too large ...`.
+fn number_too_large(message: &str) -> Option<String> {
+    let (key, rest) = message.split_once(": invalid type: integer `")?;
+    let (number, tail) = rest.split_once('`')?;
+    tail.starts_with(" as u128").then(|| {
+        format!("{key}: the whole number {number} is too large to read (at most {}); see the key's allowed range in the README", u64::MAX)
+    })
 }
 
 fn read_kind(c: &mut Checker, map: &serde_yaml::Mapping) -> Option<Kind> {

@@ -3,7 +3,7 @@
 use parlab::findings::{self, Finding, Inconclusive, Verdict};
 use parlab::manifest::caveat::Caveat;
 use parlab::manifest::stats::Stats;
-use parlab::manifest::summary::{Collectives, Decode, Phase, PhaseAllReduce, Summary};
+use parlab::manifest::summary::{Collectives, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
 use parlab::manifest::Manifest;
 use parlab::report::facts::Facts;
 use parlab::spec::plan::Workload;
@@ -840,5 +840,60 @@ fn an_overlapped_pair_oversubscribed_is_stated_but_not_counted() {
     assert!(f.reason.ends_with("in 1 of 1 splits on this machine; 1 more oversubscribed, not counted"), "{}", f.reason);
     oversubscribe(&mut list, |m| m.kind == Kind::Decode && m.layout.world == 2);
     let f = finding(&list, "overlap-hides-communication");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Oversubscribed)), "{f:?}");
+}
+
+/// An expert split of `world` ranks routed with `skew`, its experts computing `pairs` (one
+/// mixture layer, per rank) in a prefill of `prefill_s` seconds.
+fn expert_like(base: &Manifest, world: u32, skew: f64, pairs: &[u64], prefill_s: f64) -> Manifest {
+    let mut m = decode_like(base, Strategy::Expert, world, 1, 100.0);
+    m.run_id = format!("{:012x}{}", 0xe0_0000 | (world << 8) | (skew * 10.0) as u32, "0".repeat(52)).into();
+    m.plan.run_id = m.run_id.clone();
+    m.experiment = "decode-expert".into();
+    let d = decode_mut(&mut m).unwrap();
+    d.prefill_s = stat(prefill_s);
+    d.experts = Some(Box::new(ExpertPrefill {
+        experts: vec![2; world as usize],
+        top_k: 2,
+        routing_skew: skew,
+        assigned: vec![pairs.to_vec()],
+        imbalance: vec![parlab::manifest::summary::imbalance(pairs)],
+        compute: vec![0.01; world as usize],
+        exchange: vec![0.001; world as usize],
+        sent_bytes: 0,
+        sent_bytes_even: 0,
+    }));
+    m
+}
+
+/// The fixtures with an evenly routed and a skewed expert split at worlds 2 and 4.
+fn with_experts(skewed_prefill: f64) -> Vec<Manifest> {
+    let mut list = base();
+    let template = list.iter().find(|m| m.kind == Kind::Decode && m.layout.world == 1).unwrap().clone();
+    for world in [2, 4] {
+        let even = vec![24; world as usize];
+        let mut crowded = vec![8; world as usize];
+        crowded[0] = 24 * world as u64 - 8 * (world as u64 - 1);
+        list.push(expert_like(&template, world, 0.0, &even, 0.10));
+        list.push(expert_like(&template, world, 1.0, &crowded, skewed_prefill));
+    }
+    list
+}
+
+#[test]
+fn expert_imbalance_holds_when_skewed_prefills_are_slower_and_leaves_oversubscribed_pairs_out() {
+    let f = finding(&with_experts(0.15), "expert-imbalance-sets-the-pace");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert_eq!(f.reason, "all 2 skewed splits had the larger imbalance and the slower prefill", "{f:?}");
+    assert_eq!(finding(&with_experts(0.07), "expert-imbalance-sets-the-pace").verdict, Verdict::Fails);
+    // A faster skewed run where the ranks took turns on the cores says nothing of the busiest rank.
+    let mut list = with_experts(0.07);
+    oversubscribe(&mut list, |m| m.layout.strategy == Strategy::Expert && m.layout.world == 4);
+    let f = finding(&list, "expert-imbalance-sets-the-pace");
+    assert_eq!(f.verdict, Verdict::Fails, "world 2 still decides: {f:?}");
+    assert!(f.reason.ends_with("; 1 more oversubscribed, not counted"), "{}", f.reason);
+    assert!(f.notes.iter().any(|n| n.starts_with("world 4 skew 1") && n.contains("the ranks take turns on the cores")), "{:?}", f.notes);
+    oversubscribe(&mut list, |m| m.layout.strategy == Strategy::Expert && m.layout.world == 2);
+    let f = finding(&list, "expert-imbalance-sets-the-pace");
     assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Oversubscribed)), "{f:?}");
 }
