@@ -173,6 +173,9 @@ fn print_text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Pat
         println!("{}", outputs::verdict_line(v));
     }
     print!("{}", render_text(&c.findings));
+    for l in outputs::moved_lines(c) {
+        println!("{l}");
+    }
     for l in layouts {
         println!("ANSWER CHANGED across layouts: {l}");
     }

@@ -11,12 +11,14 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+pub mod answer;
 pub mod figures;
 pub mod history;
 pub mod outputs;
 pub mod samples;
 pub mod stats;
 
+pub use answer::{AnswerMove, AnswerOutcome};
 use figures::FigureKind;
 use history::{Noise, NoiseBook};
 pub use outputs::render_text;
@@ -54,6 +56,8 @@ pub enum Finding {
     AnswerChanged {
         /// Short run identity and experiment.
         run: String,
+        /// Where the tokens left the baseline's, and the margin there.
+        moved: AnswerMove,
     },
     /// A run that was ok in the baseline failed now.
     NowFailing {
@@ -173,19 +177,7 @@ pub enum RunStatus {
     Missing,
 }
 
-/// How a baseline run's answer compares tonight (serialised `same`, `changed`, `none`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AnswerOutcome {
-    /// The same tokens.
-    Same,
-    /// Other tokens.
-    Changed,
-    /// No tokens to compare.
-    None,
-}
-
 crate::named!(RunStatus { Ok => "ok", NowFailing => "now_failing", Missing => "missing" });
-crate::named!(AnswerOutcome { Same => "same", Changed => "changed", None => "none" });
 
 /// What happened to one baseline run tonight.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -198,6 +190,9 @@ pub struct RunOutcome {
     pub status: RunStatus,
     /// Whether its answer is the baseline's.
     pub answer: AnswerOutcome,
+    /// Where its tokens left the baseline's, when they did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved: Option<AnswerMove>,
     /// Whether the machine fingerprints match.
     pub same_machine: bool,
 }
@@ -334,32 +329,29 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
 /// What became of a baseline run tonight; pushes its hard findings (missing, now failing,
 /// changed answer).
 fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<Finding>) -> RunOutcome {
-    let outcome = |status, answer, same_machine| RunOutcome {
+    let outcome = |status, (answer, moved), same_machine| RunOutcome {
         run: label(before),
         experiment: before.experiment.clone(),
         status,
         answer,
+        moved,
         same_machine,
     };
     let Some(after) = after else {
         findings.push(Finding::Missing { run: label(before) });
-        return outcome(RunStatus::Missing, AnswerOutcome::None, true);
+        return outcome(RunStatus::Missing, (AnswerOutcome::None, None), true);
     };
     let same_machine = before.machine.differences(&after.machine).is_empty();
     if after.status() != Status::Ok {
         let reason = after.reason().map_or_else(|| format!("{:?}", after.status()), str::to_string);
         findings.push(Finding::NowFailing { run: label(after), reason });
-        return outcome(RunStatus::NowFailing, AnswerOutcome::None, same_machine);
+        return outcome(RunStatus::NowFailing, (AnswerOutcome::None, None), same_machine);
     }
-    let answer = match before.answer().map(|a| &a.tokens) {
-        Some(t) if Some(t) != after.answer().map(|a| &a.tokens) => {
-            findings.push(Finding::AnswerChanged { run: label(after) });
-            AnswerOutcome::Changed
-        }
-        Some(_) => AnswerOutcome::Same,
-        None => AnswerOutcome::None,
-    };
-    outcome(RunStatus::Ok, answer, same_machine)
+    let graded = answer::grade(before, after);
+    if let (AnswerOutcome::Changed, Some(moved)) = graded {
+        findings.push(Finding::AnswerChanged { run: label(after), moved });
+    }
+    outcome(RunStatus::Ok, graded, same_machine)
 }
 
 /// The figures of a run in both nights, with their per-launch values and noise.

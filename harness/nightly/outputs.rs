@@ -1,9 +1,14 @@
 //! A night's comparison as text lines, JUnit XML, a markdown summary and JSON.
 
-use super::{Comparison, FigureVerdict, Finding, RunStatus, Verdict};
+use super::{AnswerOutcome, Comparison, FigureVerdict, Finding, RunStatus, Verdict};
 use crate::xml::escape as xml_escape;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// `text` on one line (a reason quoting a rank's output may span several), for a list item.
+fn one_line(text: &str) -> String {
+    text.split(['\n', '\r']).map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" / ")
+}
 
 /// One line per finding.
 pub fn render_text(findings: &[Finding]) -> String {
@@ -12,7 +17,14 @@ pub fn render_text(findings: &[Finding]) -> String {
 
 fn finding_line(f: &Finding) -> String {
     match f {
-        Finding::AnswerChanged { run } => format!("ANSWER CHANGED {run}: generated tokens differ from the baseline"),
+        Finding::AnswerChanged { run, moved } => format!(
+            "ANSWER CHANGED {run}: generated tokens differ from the baseline from step {} ({})",
+            moved.step,
+            moved.margin.map_or_else(
+                || "no per-step margins recorded".to_string(),
+                |m| format!("a robust step: float32 top-2 margin {m:.3}, drift {:.3}", moved.drift)
+            )
+        ),
         Finding::NowFailing { run, reason } => format!("NOW FAILING {run}: {reason}"),
         Finding::Missing { run } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
         Finding::MachineDiffers { runs, differences } => format!(
@@ -23,6 +35,15 @@ fn finding_line(f: &Finding) -> String {
             format!("REGRESSED {run}: {figure} {before:.4e} -> {after:.4e} ({:.0}% worse, p {p:.2e})", worse_by * 100.0)
         }
     }
+}
+
+/// One line per run whose tokens moved without changing the answer (a near-tie, half precision).
+pub fn moved_lines(c: &Comparison) -> Vec<String> {
+    c.runs
+        .iter()
+        .filter(|r| r.answer != AnswerOutcome::Changed)
+        .filter_map(|r| Some(super::answer::moved_line(&r.run, r.answer, r.moved.as_ref()?)))
+        .collect()
 }
 
 /// A p or q value in three significant digits, `-` when there is none.
@@ -99,7 +120,7 @@ struct Case {
 fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
     let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
     let finding_for = |run: &str, want: fn(&Finding) -> bool| {
-        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r } if r == run))
+        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r, .. } if r == run))
     };
     for r in &c.runs {
         let status = finding_for(&r.run, |f| matches!(f, Finding::Missing { .. } | Finding::NowFailing { .. }));
@@ -108,7 +129,8 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
         let fail = |f: Option<&Finding>| f.map(|f| (CaseOutcome::Failure, finding_line(f)));
         suite.push(Case { name: format!("{} status", r.run), outcome: fail(status), out: r.status.name().into() });
         if r.status == RunStatus::Ok {
-            suite.push(Case { name: format!("{} answer", r.run), outcome: fail(answer), out: r.answer.name().into() });
+            let out = r.moved.as_ref().map_or_else(|| r.answer.name().into(), |m| super::answer::moved_line(&r.run, r.answer, m));
+            suite.push(Case { name: format!("{} answer", r.run), outcome: fail(answer), out });
         }
     }
     for v in &c.verdicts {
@@ -217,8 +239,14 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
         m.push_str("**No findings.**\n\n");
     } else {
         m.push_str("### Findings\n\n");
-        c.findings.iter().for_each(|f| m.push_str(&format!("- {}\n", xml_escape(&finding_line(f)))));
+        c.findings.iter().for_each(|f| m.push_str(&format!("- {}\n", one_line(&xml_escape(&finding_line(f))))));
         layouts.iter().for_each(|l| m.push_str(&format!("- ANSWER CHANGED across layouts: {l}\n")));
+        m.push('\n');
+    }
+    let moved = moved_lines(c);
+    if !moved.is_empty() {
+        m.push_str("### Answers that moved without changing\n\n");
+        moved.iter().for_each(|l| m.push_str(&format!("- {}\n", one_line(&xml_escape(l)))));
         m.push('\n');
     }
     let shown: Vec<&FigureVerdict> = c.verdicts.iter().filter(|v| v.verdict != Verdict::NoChange).collect();

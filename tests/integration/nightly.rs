@@ -3,12 +3,15 @@
 //! manifests as one launch, new failures, changed answers and machines, bandwidth
 //! normalisation, the JUnit, markdown and JSON outputs, and real nights end to end.
 
+use parlab::manifest::answer::StepCheck;
 use parlab::manifest::machine::Fingerprint;
 use parlab::manifest::{LaunchStatistic, LaunchStats, Manifest, Outcome, Status};
 use parlab::nightly::history::{Entry, Noise, NoiseBook, Point, SCHEMA};
 use parlab::nightly::stats::{benjamini_hochberg, mann_whitney, median};
-use parlab::nightly::{compare, Comparison, Finding, Night, Policy, Verdict};
+use parlab::nightly::{compare, AnswerOutcome, Comparison, Finding, Night, Policy, Verdict};
 use parlab::spec::load_suite;
+use parlab::spec::plan::Workload;
+use parlab::spec::schema::Dtype;
 use parlab::spec::Kind;
 use std::path::{Path, PathBuf};
 
@@ -308,6 +311,59 @@ fn an_answer_change_is_always_a_finding() {
         [Finding::NowFailing { reason, .. }] => assert_eq!(reason, "rank 1 killed by signal 9"),
         other => panic!("unexpected {other:?}"),
     }
+}
+
+/// `tokens` decoded with a per-step record whose float32 reference margin is `margins[k]`
+/// and whose largest logit drift is `drift`.
+fn answered(tokens: &[u32], margins: &[f64], drift: f64) -> Manifest {
+    let mut m = decode_manifest(0.020, Some(tokens));
+    let exact = &mut m.answer_mut().unwrap().exactness;
+    exact.max_logit_diff = drift;
+    exact.steps = tokens
+        .iter()
+        .zip(margins)
+        .map(|(&t, &margin)| StepCheck { margin, drift: Some(drift), reference_margin: margin, reference_token: t, token: t })
+        .collect();
+    m
+}
+
+#[test]
+fn tokens_that_move_at_a_near_tie_or_in_half_precision_are_stated_not_a_changed_answer() {
+    let before = answered(&[1, 2, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25);
+    let single = |after: Manifest| judged(&Night::new(vec![before.clone()]), &Night::new(vec![after]));
+    // Step 2's margin (0.4) is below 2 x the drift (0.5): float32 reordering can flip it.
+    let c = single(answered(&[1, 2, 9, 4], &[3.0, 3.0, 0.4, 3.0], 0.25));
+    assert!(c.findings.is_empty(), "{:?}", c.findings);
+    assert_eq!(c.runs[0].answer, AnswerOutcome::NearTie);
+    let lines = parlab::nightly::outputs::moved_lines(&c);
+    assert!(
+        lines.len() == 1 && lines[0].contains("from step 2: a near-tie (float32 top-2 margin 0.400 below 2× the drift 0.250"),
+        "{lines:?}"
+    );
+    assert!(parlab::nightly::outputs::markdown(&c, &[], "base").contains("### Answers that moved without changing"));
+    // At a robust step (margin 3.0) it is a changed answer, and says where.
+    let c = single(answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25));
+    match &c.findings[..] {
+        [f @ Finding::AnswerChanged { moved, .. }] => {
+            assert_eq!((moved.step, moved.margin), (1, Some(3.0)));
+            assert!(
+                parlab::nightly::render_text(&c.findings).contains("from step 1 (a robust step: float32 top-2 margin 3.000, drift 0.250)"),
+                "{f:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // A bfloat16 run's rounding is the precision audit's to grade, at any step.
+    let mut half = answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25);
+    if let Workload::Decode { dtype, .. } = &mut half.plan.workload {
+        *dtype = Dtype::Bfloat16;
+    }
+    let c = single(half);
+    assert!(c.findings.is_empty(), "{:?}", c.findings);
+    assert_eq!(c.runs[0].answer, AnswerOutcome::HalfPrecision);
+    // An ok run that recorded no answer tonight changed no answer.
+    let c = single(decode_manifest(0.020, None));
+    assert!(c.findings.is_empty() && c.runs[0].answer == AnswerOutcome::None, "{c:?}");
 }
 
 #[test]
