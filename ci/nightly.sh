@@ -8,7 +8,9 @@
 # differs from the baseline's; 130/143 when interrupted.
 #
 # Environment: PARLAB_NIGHTLY_STATE (default .parlab/nightly) holds last-good/, history/ and
-# out/ (junit.xml, summary.md, nightly.json); NIGHTLY_ARGS adds flags to `parlab nightly`
+# out/ (junit.xml, summary.md, nightly.json); NIGHTLY_SPECS (default experiments) is the specs
+# measured; PARLAB_MANIFESTS (default manifests) where tonight's manifests go; PARLAB_BIN a
+# parlab binary to use instead of building one (`make build`); NIGHTLY_ARGS adds flags to `parlab nightly`
 # (e.g. "--min-effect 0.15 --fdr 0.01"); NIGHTLY_LAUNCHES (default 7) is how many times every
 # run is launched, the replicates the verdicts compare (README "Nightly": choosing k); NIGHTLY_REBASELINE=1 takes tonight as the next
 # baseline even when the comparison failed (see step 4). On GitHub Actions the summary is appended to
@@ -19,19 +21,27 @@ STATE=${PARLAB_NIGHTLY_STATE:-.parlab/nightly}
 LAST_GOOD=$STATE/last-good
 HISTORY=$STATE/history
 OUT=$STATE/out
+SPECS=${NIGHTLY_SPECS:-experiments}
+export PARLAB_MANIFESTS=${PARLAB_MANIFESTS:-manifests}
 mkdir -p "$HISTORY" "$OUT"
 rm -f "$OUT"/junit.xml "$OUT"/summary.md "$OUT"/nightly.json
-make build >/dev/null || exit 1
+if [ -n "${PARLAB_BIN:-}" ]; then
+  PARLAB=$PARLAB_BIN
+else
+  make build >/dev/null || exit 1
+  PARLAB=target/release/parlab
+fi
 
 # 1. Measure (--force: a night measures again even where the measuring code is unchanged;
 #    each run launched NIGHTLY_LAUNCHES times, once per round of the suite) and render the
 #    register (reports/evidence.md).
-target/release/parlab run --force --launches "${NIGHTLY_LAUNCHES:-7}" experiments
+# shellcheck disable=SC2086
+"$PARLAB" run --force --launches "${NIGHTLY_LAUNCHES:-7}" $SPECS
 run_rc=$?
 [ "$run_rc" -ge 128 ] && exit "$run_rc"
 
 # 2. Audit answers across layouts (exit 3 on a real change).
-target/release/parlab audit --manifests manifests
+"$PARLAB" audit --manifests "$PARLAB_MANIFESTS"
 audit_rc=$?
 
 # 3. Compare with the last good night (manifests, with each launch's medians), write JUnit
@@ -40,12 +50,15 @@ if ! ls "$LAST_GOOD"/*.json >/dev/null 2>&1; then
   echo "nightly: first night (no last good night in $LAST_GOOD); tonight becomes the baseline if it passes"
   nightly_rc=0
 else
+  # One comparison writes all of them (a second call would judge without the history's noise
+  # bands, or append tonight to the history twice): the JSON to out/nightly.json, the summary
+  # to the log.
   # shellcheck disable=SC2086
-  target/release/parlab nightly --baseline "$LAST_GOOD" --manifests manifests \
-    --junit "$OUT/junit.xml" --summary "$OUT/summary.md" --history "$HISTORY" ${NIGHTLY_ARGS:-}
+  "$PARLAB" nightly --baseline "$LAST_GOOD" --manifests "$PARLAB_MANIFESTS" \
+    --junit "$OUT/junit.xml" --summary "$OUT/summary.md" --history "$HISTORY" --json ${NIGHTLY_ARGS:-} \
+    >"$OUT/nightly.json"
   nightly_rc=$?
-  target/release/parlab nightly --baseline "$LAST_GOOD" --manifests manifests --json ${NIGHTLY_ARGS:-} \
-    >"$OUT/nightly.json" 2>/dev/null || true
+  [ -f "$OUT/summary.md" ] && cat "$OUT/summary.md"
   if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$OUT/summary.md" ]; then
     cat "$OUT/summary.md" >>"$GITHUB_STEP_SUMMARY"
   fi
@@ -55,7 +68,7 @@ fi
 #    (experiments added or removed: MISSING or nothing comparable; a new runner: MACHINE
 #    DIFFERS) set NIGHTLY_REBASELINE=1 for one night to take tonight as the baseline anyway.
 if [ "$run_rc" -eq 0 ] && [ "$audit_rc" -eq 0 ] && { [ "$nightly_rc" -eq 0 ] || [ "${NIGHTLY_REBASELINE:-0}" = 1 ]; }; then
-  rm -rf "$LAST_GOOD.new" && mkdir -p "$LAST_GOOD.new" && cp -a manifests/. "$LAST_GOOD.new"/ &&
+  rm -rf "$LAST_GOOD.new" && mkdir -p "$LAST_GOOD.new" && cp -a "$PARLAB_MANIFESTS"/. "$LAST_GOOD.new"/ &&
     rm -rf "$LAST_GOOD" && mv "$LAST_GOOD.new" "$LAST_GOOD"
   echo "nightly: tonight is the new last good night ($LAST_GOOD)"
 fi

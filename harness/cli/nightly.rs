@@ -54,8 +54,8 @@ fn replaceable(path: &Path, own: fn(&str) -> bool) -> bool {
     read.is_ok() && meta.is_file() && own(&String::from_utf8_lossy(&head))
 }
 
-/// Refuses output paths that cannot be written before anything is compared or written: a
-/// `--junit` or `--summary` file that is a folder, a parlab file (a manifest), any other file
+/// Refuses a baseline that is tonight's folder, and output paths that cannot be written, before
+/// anything is compared or written: `--junit` and `--summary` naming one file, either a folder, a parlab file (a manifest), any other file
 /// nightly did not write (a spec, a register, a cache), or whose folder is missing, a `--history`
 /// folder that is a file or one of the manifests folders compared (its nights would be read
 /// back as foreign manifests).
@@ -64,6 +64,22 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
+    if same(baseline, manifests) {
+        return Err(Error::Usage(format!(
+            "--baseline {}: is tonight's manifests folder ({}); a night compared with itself finds nothing: pass the last good night's folder",
+            baseline.display(),
+            manifests.display()
+        )));
+    }
+    if let (Some(junit), Some(summary)) = (&outs.junit, &outs.summary) {
+        if junit == summary || same(junit, summary) {
+            return Err(Error::Usage(format!(
+                "--junit {} and --summary {}: the same file; one would overwrite the other: name two files",
+                junit.display(),
+                summary.display()
+            )));
+        }
+    }
     if let Some(dir) = &outs.history {
         for (store, what) in [(manifests, "tonight's manifests folder"), (baseline, "the baseline manifests folder")] {
             if same(dir, store) {

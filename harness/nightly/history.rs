@@ -186,9 +186,9 @@ pub enum Noise {
         /// Past nights of the figure in the history.
         nights: usize,
     },
-    /// No history folder: the floor is the launch-to-launch spread of the quieter night's
-    /// launches (launched in rounds, a night's launches sample the whole night, so its drift is
-    /// in it).
+    /// No history folder, or one with too few nights of the figure: the floor is the
+    /// launch-to-launch spread of the quieter night's launches (launched in rounds, a night's
+    /// launches sample the whole night, so its drift is in it).
     FromLaunches {
         /// 1.4826 × the median absolute deviation of the quieter night's per-launch log values
         /// (a relative spread).
@@ -197,6 +197,10 @@ pub enum Noise {
         launches: usize,
         /// Which night's launches scattered less.
         from: NightSide,
+        /// Past nights of the figure in the history, where one was kept (fewer than
+        /// [`MIN_NOISE_NIGHTS`]: too few for its own estimate).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        history: Option<usize>,
     },
     /// Estimated from past nights.
     Estimated {
@@ -219,12 +223,13 @@ impl Noise {
         }
     }
 
-    /// Without a history: the floor from the launches of whichever night scattered less
-    /// (`before`, `after`: one value per launch), when both nights have enough launches for the
-    /// t-test; otherwise [`Noise::NotKept`]. The smaller spread: a change that scatters
-    /// tonight's launches cannot widen its own floor, and a baseline night that scattered cannot
-    /// hide a change that a quiet night shows.
-    pub fn from_launches(before: &[f64], after: &[f64]) -> Noise {
+    /// Without a history (or with `history` nights of the figure, too few for an estimate): the
+    /// floor from the launches of whichever night scattered less (`before`, `after`: one value
+    /// per launch), when both nights have enough launches for the t-test; otherwise
+    /// [`Noise::NotKept`]. The smaller spread: a change that scatters tonight's launches cannot
+    /// widen its own floor, and a baseline night that scattered cannot hide a change that a
+    /// quiet night shows.
+    pub fn from_launches(before: &[f64], after: &[f64], history: Option<usize>) -> Noise {
         if before.len().min(after.len()) < stats::MIN_PER_SIDE {
             return Noise::NotKept;
         }
@@ -233,9 +238,9 @@ impl Noise {
             stats::scaled_mad(&logs).map(|sigma| (sigma, logs.len()))
         };
         match (spread(before), spread(after)) {
-            (Some((b, _)), Some((a, na))) if a < b => Noise::FromLaunches { sigma: a, launches: na, from: NightSide::Tonight },
-            (Some((sigma, launches)), _) => Noise::FromLaunches { sigma, launches, from: NightSide::Baseline },
-            (None, Some((sigma, launches))) => Noise::FromLaunches { sigma, launches, from: NightSide::Tonight },
+            (Some((b, _)), Some((a, na))) if a < b => Noise::FromLaunches { sigma: a, launches: na, from: NightSide::Tonight, history },
+            (Some((sigma, launches)), _) => Noise::FromLaunches { sigma, launches, from: NightSide::Baseline, history },
+            (None, Some((sigma, launches))) => Noise::FromLaunches { sigma, launches, from: NightSide::Tonight, history },
             (None, None) => Noise::NotKept,
         }
     }
@@ -244,8 +249,12 @@ impl Noise {
     pub fn describe(&self) -> String {
         match self {
             Noise::NotKept => "no history: night-to-night noise not checked".into(),
-            Noise::FromLaunches { sigma, launches, from } => format!(
-                "no history: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of {}'s {launches} launches, the night that scattered less), band ±{:.1}%",
+            Noise::FromLaunches { sigma, launches, from, history } => format!(
+                "{}: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of {}'s {launches} launches, the night that scattered less), band ±{:.1}%",
+                history.map_or_else(
+                    || "no history".to_string(),
+                    |n| format!("history: {n} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
+                ),
                 sigma.exp_m1() * 100.0,
                 from.words(),
                 self.band().unwrap_or(0.0).exp_m1() * 100.0
@@ -511,8 +520,8 @@ mod tests {
         let night = |level: f64, spread: f64| [-2.0, -1.0, 0.0, 1.0, 2.0].map(|d: f64| level * (d * spread).exp());
         // The quieter night's deviations from its median: 0.2, 0.1, 0, 0.1, 0.2 (median 0.1),
         // whatever its level: tonight's scatter does not widen the floor, nor the baseline's.
-        let floor = |before: &[f64], after: &[f64]| match Noise::from_launches(before, after) {
-            Noise::FromLaunches { sigma, launches, from } => (sigma, launches, from),
+        let floor = |before: &[f64], after: &[f64]| match Noise::from_launches(before, after, None) {
+            Noise::FromLaunches { sigma, launches, from, .. } => (sigma, launches, from),
             other => panic!("{other:?}"),
         };
         let (sigma, launches, from) = floor(&night(1.0, 0.1), &night(3.0, 0.5));
@@ -521,8 +530,8 @@ mod tests {
         let (sigma, _, from) = floor(&night(3.0, 0.5), &night(1.0, 0.1));
         assert_eq!(from, NightSide::Tonight, "a scattered baseline does not widen the floor");
         assert!((sigma - 0.14826).abs() < 1e-9, "{sigma}");
-        let band = Noise::FromLaunches { sigma, launches, from }.band().unwrap();
+        let band = Noise::FromLaunches { sigma, launches, from, history: None }.band().unwrap();
         assert!((band - LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * 0.14826).abs() < 1e-9, "{band}");
-        assert_eq!(Noise::from_launches(&night(1.0, 0.1)[..2], &night(1.0, 0.1)), Noise::NotKept, "too few launches for a floor");
+        assert_eq!(Noise::from_launches(&night(1.0, 0.1)[..2], &night(1.0, 0.1), None), Noise::NotKept, "too few launches for a floor");
     }
 }

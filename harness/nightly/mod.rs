@@ -370,7 +370,13 @@ fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook) -> Vec<P
                 run: label(after),
                 experiment: after.experiment.clone(),
                 noise: match noise.noise(&before.run_id, &f.name) {
-                    Noise::NotKept => Noise::from_launches(&b, &a),
+                    Noise::NotKept => Noise::from_launches(&b, &a, None),
+                    // Too few past nights for the figure's own band: the launches' floor stands
+                    // in, as without a history (a new history must not pass what none would catch).
+                    Noise::TooFew { nights } => match Noise::from_launches(&b, &a, Some(nights)) {
+                        Noise::NotKept => Noise::TooFew { nights },
+                        floor => floor,
+                    },
                     kept => kept,
                 },
                 before: b,

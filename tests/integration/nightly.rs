@@ -262,7 +262,7 @@ fn the_floor_from_the_launches_keeps_a_real_change_and_says_what_it_used() {
     let (base, slow) = (draw.lognormal(k, 0.020, 0.05), draw.lognormal(k, 0.030, 0.05));
     let v = step_verdict(&night_of(&m, &base), &night_of(&m, &slow));
     assert_eq!(v.verdict, Verdict::Regressed, "1.5x against a 5% launch spread: {v:?}");
-    let Noise::FromLaunches { sigma, launches, from } = v.noise else { panic!("{:?}", v.noise) };
+    let Noise::FromLaunches { sigma, launches, from, .. } = v.noise else { panic!("{:?}", v.noise) };
     assert!(launches == k && sigma > 0.02 && sigma < 0.10, "{sigma} from {launches}");
     let said = format!("scaled MAD of {}'s {k} launches, the night that scattered less", from.words());
     assert!(v.method.contains(&said) && v.method.contains("band ±"), "{}", v.method);
@@ -441,10 +441,20 @@ fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_
     let steady = NoiseBook::from_entries(&history_of(&m, 12, 0.01, &mut draw), &[]);
     assert_eq!(judge(&slow20, &steady).verdict, Verdict::Regressed, "20% is far outside a 1%-a-night figure's band");
     let short = NoiseBook::from_entries(&history_of(&m, 3, 0.01, &mut draw), &[]);
+    // Too few nights for the figure's own band: the launches' floor stands in, as without a
+    // history, so a new history never passes a change that none would catch.
     let v = judge(&slow50, &short);
-    assert_eq!((v.verdict, v.noise), (Verdict::InsufficientEvidence, Noise::TooFew { nights: 3 }), "{v:?}");
-    assert!(v.method.contains("3 nights of this figure, too few for a noise estimate (need 5)"), "{}", v.method);
+    assert_eq!(v.verdict, Verdict::Regressed, "{v:?}");
+    assert!(matches!(v.noise, Noise::FromLaunches { history: Some(3), .. }), "{v:?}");
+    assert!(
+        v.method.contains("history: 3 nights of this figure, too few for a noise estimate (need 5): noise floor from the launches"),
+        "{}",
+        v.method
+    );
     assert_eq!(judge(&base, &short).verdict, Verdict::NoChange, "no change needs no noise estimate");
+    // With too few launches for a floor as well, it is not a guess.
+    let v = compare(&night_of(&m, &base[..2]), &night_of(&m, &slow50[..2]), &Policy::default(), &short);
+    assert!(v.verdicts.iter().all(|v| v.verdict == Verdict::InsufficientEvidence), "{:?}", v.verdicts);
     let line = parlab::nightly::outputs::verdict_line(&judge(&slow50, &noisy));
     assert!(line.starts_with("REGRESSED") && line.contains("band ±") && line.contains("launches 5/5"), "{line}");
 }
@@ -562,11 +572,14 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, base.path());
     let junit = base.path().join("junit.xml");
     let out = nightly(base.path(), base.path(), &["--junit", junit.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "a baseline against itself: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(out.status.code(), Some(2), "a folder compared with itself is a misconfigured job");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is tonight's manifests folder"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!junit.exists(), "nothing written");
+    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, same.path());
+    let out = nightly(base.path(), same.path(), &["--junit", junit.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "the same samples again: {}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 findings"));
     assert_eq!(parse_junit(&junit).1, 0, "no failures");
-    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &before, same.path());
-    assert_eq!(nightly(base.path(), same.path(), &[]).status.code(), Some(0), "the same samples again");
     write_with_launches(&decode_manifest(0.024, Some(&[1, 2, 3])), &after, slow.path());
     let summary = slow.path().join("summary.md");
     let out = nightly(base.path(), slow.path(), &["--junit", junit.to_str().unwrap(), "--summary", summary.to_str().unwrap()]);
@@ -580,9 +593,10 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     let history = tempfile::tempdir().unwrap();
     let out = nightly(base.path(), slow.path(), &["--history", history.path().to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "no history yet: no noise estimate, no verdict on timings: {stdout}");
+    assert_eq!(out.status.code(), Some(4), "no history yet: the launches' floor decides, as without one: {stdout}");
     assert!(
-        stdout.contains("INSUFFICIENT_EVIDENCE") && stdout.contains("0 nights of this figure, too few for a noise estimate (need 5)"),
+        stdout.contains("REGRESSED")
+            && stdout.contains("0 nights of this figure, too few for a noise estimate (need 5): noise floor from the launches"),
         "{stdout}"
     );
     assert_eq!(parlab::nightly::history::read(history.path()).len(), 1, "tonight appended after the comparison");
@@ -749,10 +763,12 @@ fn the_history_records_each_nights_machine_and_learns_noise_only_from_this_machi
 
 #[test]
 fn the_command_appends_to_the_history_folder() {
-    let (base, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), base.path());
+    let (base, tonight, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for store in [&base, &tonight] {
+        write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), store.path());
+    }
     for _ in 0..2 {
-        let out = nightly(base.path(), base.path(), &["--history", history.path().to_str().unwrap()]);
+        let out = nightly(base.path(), tonight.path(), &["--history", history.path().to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         std::thread::sleep(std::time::Duration::from_millis(1100));
     }
@@ -763,7 +779,10 @@ fn the_command_appends_to_the_history_folder() {
 #[test]
 fn a_history_file_that_is_not_a_night_is_named_with_why_not_silently_dropped() {
     let (base, history, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), base.path());
+    let tonight = tempfile::tempdir().unwrap();
+    for store in [&base, &tonight] {
+        write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), store.path());
+    }
     let (broken, future) = (history.path().join("2026-12-01T000000Z.json"), history.path().join("2026-12-02T000000Z.json"));
     std::fs::write(&broken, "{\"schema\": \"parlab.nightly-history/1\", \"night\": \"2026-12-01T00:00:00Z\", \"points\": [").unwrap();
     std::fs::write(&future, "{\"schema\": \"parlab.nightly-history/2\", \"night\": \"2026-12-02T00:00:00Z\", \"points\": []}").unwrap();
@@ -781,7 +800,7 @@ fn a_history_file_that_is_not_a_night_is_named_with_why_not_silently_dropped() {
         );
         assert_eq!(stderr.matches("warning: skipped").count(), 2, "each once: {stderr}");
     };
-    let night = nightly(base.path(), base.path(), &["--history", history.path().to_str().unwrap()]);
+    let night = nightly(base.path(), tonight.path(), &["--history", history.path().to_str().unwrap()]);
     assert_eq!(night.status.code(), Some(0), "{}", String::from_utf8_lossy(&night.stderr));
     said(&String::from_utf8_lossy(&night.stderr));
     let report = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))

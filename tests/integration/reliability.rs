@@ -383,7 +383,10 @@ fn nightly_refuses_to_pass_when_nothing_was_compared_and_reports_missing_runs() 
     for bad in ["nan", "inf", "-0.1"] {
         assert_eq!(nightly(dir, &tonight, &tonight, bad).status.code(), Some(2), "--min-effect {bad}");
     }
-    assert_eq!(nightly(dir, &tonight, &tonight, "0.10").status.code(), Some(0), "a store against itself");
+    assert_eq!(nightly(dir, &tonight, &tonight, "0.10").status.code(), Some(2), "a store against itself is a misconfigured job");
+    let copy = suite.dir.path().join("copy");
+    assert!(Command::new("cp").arg("-a").arg(&tonight).arg(&copy).status().unwrap().success());
+    assert_eq!(nightly(dir, &copy, &tonight, "0.10").status.code(), Some(0), "a store against its copy");
     let partial = suite.dir.path().join("partial");
     std::fs::create_dir_all(&partial).unwrap();
     let kept = suite.manifest("one");
@@ -714,13 +717,16 @@ fn nightly_never_replaces_a_file_it_did_not_write_but_replaces_an_empty_one_and_
     assert_eq!(suite.run(&[]), 0);
     let (dir, store) = (suite.dir.path(), suite.manifests());
     let m = store.to_str().unwrap();
+    let baseline = dir.join("last-good");
+    assert!(Command::new("cp").arg("-a").arg(&store).arg(&baseline).status().unwrap().success());
+    let b = baseline.to_str().unwrap();
     let spec = dir.join("specs/one.yaml");
     let notes = dir.join("notes.txt");
     std::fs::write(&notes, "a user's file that quotes nightly's own lines:\n## parlab nightly\n<testsuites name=\"parlab nightly\"\n")
         .unwrap();
     for (flag, victim) in [("--junit", &spec), ("--summary", &spec), ("--junit", &notes), ("--summary", &notes)] {
         let before = std::fs::read(victim).unwrap();
-        let out = parlab(dir, &["nightly", "--baseline", m, "--manifests", m, flag, victim.to_str().unwrap()], &[]);
+        let out = parlab(dir, &["nightly", "--baseline", b, "--manifests", m, flag, victim.to_str().unwrap()], &[]);
         assert_eq!(out.status.code(), Some(2), "{flag} {}: {}", victim.display(), stderr(&out));
         assert!(stderr(&out).contains("holds a file that `parlab nightly` did not write"), "{}", stderr(&out));
         assert_eq!(std::fs::read(victim).unwrap(), before, "{} kept", victim.display());
@@ -729,10 +735,15 @@ fn nightly_never_replaces_a_file_it_did_not_write_but_replaces_an_empty_one_and_
     std::fs::write(&junit, "").unwrap();
     for _ in 0..2 {
         let args =
-            ["nightly", "--baseline", m, "--manifests", m, "--junit", junit.to_str().unwrap(), "--summary", summary.to_str().unwrap()];
+            ["nightly", "--baseline", b, "--manifests", m, "--junit", junit.to_str().unwrap(), "--summary", summary.to_str().unwrap()];
         let out = parlab(dir, &args, &[]);
         assert_eq!(out.status.code(), Some(0), "an empty file, then its own reports, are replaced: {}", stderr(&out));
     }
+    // One file for both would keep only the one written last.
+    let args = ["nightly", "--baseline", b, "--manifests", m, "--junit", junit.to_str().unwrap(), "--summary", junit.to_str().unwrap()];
+    let out = parlab(dir, &args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the same file; one would overwrite the other"), "{}", stderr(&out));
     assert!(std::fs::read_to_string(&junit).unwrap().contains("<testsuites name=\"parlab nightly\""));
     assert!(std::fs::read_to_string(&summary).unwrap().starts_with("## parlab nightly\n"));
 }
@@ -752,8 +763,12 @@ fn report_audit_and_nightly_read_the_manifests_folder_parlab_manifests_names() {
     assert!(!elsewhere.path().join("reports").exists(), "not into the working folder's reports/");
     let audit = parlab(elsewhere.path(), &["audit"], &env);
     assert_eq!(audit.status.code(), Some(0), "{}", stderr(&audit));
-    let night = parlab(elsewhere.path(), &["nightly", "--baseline", store.to_str().unwrap()], &env);
+    let baseline = suite.dir.path().join("last-good");
+    assert!(Command::new("cp").arg("-a").arg(&store).arg(&baseline).status().unwrap().success());
+    let night = parlab(elsewhere.path(), &["nightly", "--baseline", baseline.to_str().unwrap()], &env);
     assert_eq!(night.status.code(), Some(0), "{}", stderr(&night));
+    let itself = parlab(elsewhere.path(), &["nightly", "--baseline", store.to_str().unwrap()], &env);
+    assert_eq!(itself.status.code(), Some(2), "the folder PARLAB_MANIFESTS names is tonight's: {}", stderr(&itself));
 }
 
 #[test]
@@ -938,4 +953,49 @@ fn a_run_waiting_for_a_render_says_for_whom_and_ctrl_c_ends_the_wait() {
         "nothing ran"
     );
     drop(holder);
+}
+
+#[test]
+fn the_nightly_job_keeps_one_comparisons_json_junit_and_summary_and_promotes_a_passing_night() {
+    // ci/nightly.sh on a one-run suite, two nights: the first becomes the baseline, the second
+    // is compared once, and its JSON, JUnit and exit code tell the same story.
+    let suite = Suite::new();
+    suite.spec("one", &small_collectives("one", "60s", ""));
+    let state = suite.dir.path().join("state");
+    let job = || {
+        Command::new("bash")
+            .arg("ci/nightly.sh")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("PARLAB_NIGHTLY_STATE", &state)
+            .env("PARLAB_MANIFESTS", suite.manifests())
+            .env("NIGHTLY_SPECS", suite.dir.path().join("specs"))
+            .env("NIGHTLY_LAUNCHES", "3")
+            // Never `make build` from inside a test: the build's environment differs from the
+            // tests' (cargo's for its test binaries), and would rebuild dependencies.
+            .env("PARLAB_BIN", env!("CARGO_BIN_EXE_parlab"))
+            .env_remove("GITHUB_STEP_SUMMARY")
+            .env_remove("NIGHTLY_ARGS")
+            .env_remove("NIGHTLY_REBASELINE")
+            .env_remove("PARLAB_FAULT")
+            .output()
+            .unwrap()
+    };
+    let first = job();
+    let said = |o: &Output| format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(o));
+    assert_eq!(first.status.code(), Some(0), "{}", said(&first));
+    assert!(said(&first).contains("first night"), "{}", said(&first));
+    assert!(state.join("last-good").read_dir().unwrap().flatten().any(|e| e.path().extension().is_some_and(|x| x == "json")));
+    assert!(suite.dir.path().join("reports/evidence.md").is_file(), "the register beside the manifests, not the project's");
+    let second = job();
+    let code = second.status.code();
+    assert!(matches!(code, Some(0 | 4)), "{}", said(&second));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(state.join("out/nightly.json")).unwrap()).unwrap();
+    let verdicts = json["comparison"]["verdicts"].as_array().unwrap();
+    assert!(!verdicts.is_empty(), "{json}");
+    let findings = json["comparison"]["findings"].as_array().unwrap().len();
+    let junit = std::fs::read_to_string(state.join("out/junit.xml")).unwrap();
+    assert_eq!(code == Some(4), findings > 0, "exit {code:?} with {findings} findings in the JSON");
+    assert_eq!(junit.matches("<failure").count() > 0, findings > 0, "the JUnit agrees with the JSON");
+    assert!(said(&second).contains("## parlab nightly"), "the summary in the log: {}", said(&second));
+    assert_eq!(parlab::nightly::history::read(&state.join("history")).len(), 1, "tonight appended once");
 }
