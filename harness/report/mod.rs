@@ -278,41 +278,73 @@ fn table_view(t: &Table, id: &str) -> (TableView, Vec<DataFile>) {
     (view, files)
 }
 
-/// Writes the register, figures and tables under `out`, replacing earlier figures and tables.
+/// The folders a render replaces whole, with the kinds of file it writes in them (any other
+/// file a user keeps there is carried over).
+const REPLACED: [(&str, &[&str]); 2] = [("figures", &["svg"]), ("tables", &["csv", "parquet"])];
+
+/// Where a render stages its files inside `out` before they replace the earlier ones.
+const STAGE: &str = ".render.new";
+
+/// Writes the register, figures and tables under `out`, replacing the earlier ones only once
+/// every file is written: a failure (a full disk, a file too large) leaves the earlier register,
+/// its figures and tables whole.
 pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
-    let werr = |path: &Path| {
-        let path = path.to_path_buf();
-        move |cause| ReportError::Write { path, cause }
-    };
-    for (sub, exts) in [("figures", &["svg"][..]), ("tables", &["csv", "parquet"][..])] {
-        let dir = out.join(sub);
-        std::fs::create_dir_all(&dir).map_err(werr(&dir))?;
-        clear(&dir, exts).map_err(werr(&dir))?;
-    }
-    for (file, text) in &r.tables {
-        let path = out.join(file);
-        std::fs::write(&path, text).map_err(werr(&path))?;
-    }
-    for f in &r.figures {
-        let path = out.join(&f.file);
-        std::fs::write(&path, &f.svg).map_err(werr(&path))?;
-    }
-    let json = out.join("findings.json");
-    crate::manifest::write_atomic(&json, r.findings_json.as_bytes()).map_err(werr(&json))?;
-    let path = out.join("evidence.md");
-    crate::manifest::write_atomic(&path, r.markdown.as_bytes()).map_err(werr(&path))?;
-    Ok(path)
+    let stage = out.join(STAGE);
+    let result = stage_files(r, out, &stage).and_then(|()| commit(out, &stage));
+    let _ = std::fs::remove_dir_all(&stage);
+    result
 }
 
-/// Removes the files with one of the extensions `exts` an earlier render left in `dir`.
-fn clear(dir: &Path, exts: &[&str]) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)?.flatten() {
+fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError {
+    let path = path.to_path_buf();
+    move |cause| ReportError::Write { path, cause }
+}
+
+/// Writes every file of the render under `stage` (named in errors by where it will go in `out`),
+/// with copies of the files a user keeps in the replaced folders.
+fn stage_files(r: &Rendered, out: &Path, stage: &Path) -> Result<(), ReportError> {
+    if stage.exists() {
+        std::fs::remove_dir_all(stage).map_err(write_error(stage))?;
+    }
+    for (sub, exts) in REPLACED {
+        std::fs::create_dir_all(stage.join(sub)).map_err(write_error(&out.join(sub)))?;
+        keep_others(&out.join(sub), &stage.join(sub), exts).map_err(write_error(&out.join(sub)))?;
+    }
+    let files = r.tables.iter().map(|(file, text)| (file.as_str(), text.as_slice()));
+    let figures = r.figures.iter().map(|f| (f.file.as_str(), f.svg.as_bytes()));
+    let register = [("findings.json", r.findings_json.as_bytes()), ("evidence.md", r.markdown.as_bytes())];
+    for (file, bytes) in files.chain(figures).chain(register) {
+        std::fs::write(stage.join(file), bytes).map_err(write_error(&out.join(file)))?;
+    }
+    Ok(())
+}
+
+/// Copies the files of `dir` a render does not write (other extensions) into `to`.
+fn keep_others(dir: &Path, to: &Path, exts: &[&str]) -> std::io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for entry in entries.flatten() {
         let p = entry.path();
-        if p.is_file() && p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x)) {
-            std::fs::remove_file(&p)?;
+        let ours = p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x));
+        if p.is_file() && !ours {
+            std::fs::copy(&p, to.join(entry.file_name()))?;
         }
     }
     Ok(())
+}
+
+/// Moves the staged folders and register into `out` (renames within one filesystem).
+fn commit(out: &Path, stage: &Path) -> Result<PathBuf, ReportError> {
+    for (sub, _) in REPLACED {
+        let (live, staged, old) = (out.join(sub), stage.join(sub), stage.join(format!("{sub}.old")));
+        if live.exists() {
+            std::fs::rename(&live, &old).map_err(write_error(&live))?;
+        }
+        std::fs::rename(&staged, &live).map_err(write_error(&live))?;
+    }
+    for file in ["findings.json", "evidence.md"] {
+        std::fs::rename(stage.join(file), out.join(file)).map_err(write_error(&out.join(file)))?;
+    }
+    Ok(out.join("evidence.md"))
 }
 
 /// A table as the templates see it: cells as escaped text, its markdown block, its CSV path.

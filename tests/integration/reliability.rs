@@ -5,7 +5,7 @@
 
 use super::launch::{processes_mentioning, small_collectives, Suite};
 use parlab::manifest::Status;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -998,4 +998,45 @@ fn the_nightly_job_keeps_one_comparisons_json_junit_and_summary_and_promotes_a_p
     assert_eq!(junit.matches("<failure").count() > 0, findings > 0, "the JUnit agrees with the JSON");
     assert!(said(&second).contains("## parlab nightly"), "the summary in the log: {}", said(&second));
     assert_eq!(parlab::nightly::history::read(&state.join("history")).len(), 1, "tonight appended once");
+}
+
+/// Every file under `dir` (relative path, bytes), sorted.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            files.extend(tree(&p).into_iter().map(|(rel, bytes)| (Path::new(&entry.file_name()).join(rel), bytes)));
+        } else {
+            files.push((PathBuf::from(entry.file_name()), std::fs::read(&p).unwrap()));
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn a_render_that_fails_midway_leaves_the_earlier_register_figures_and_tables_whole() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("reports");
+    let args = ["report", "--manifests", "tests/fixtures/manifests", "--out", out.to_str().unwrap()];
+    let first = parlab(root, &args, &[]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    std::fs::write(out.join("figures/notes.txt"), "a user's note beside the figures").unwrap();
+    let before: Vec<(PathBuf, Vec<u8>)> = tree(&out).into_iter().filter(|(p, _)| !p.ends_with(".parlab.lock")).collect();
+    assert!(before.iter().filter(|(p, _)| p.starts_with("figures")).count() > 1, "the fixtures render figures");
+    // Files past 20 KiB cannot be written (as on a full disk): the render fails partway.
+    let script = format!("trap '' XFSZ; ulimit -f 20; exec {PARLAB} {}", args.map(|a| format!("'{a}'")).join(" "));
+    let failed = Command::new("bash").args(["-c", &script]).current_dir(root).env_remove("PARLAB_FAULT").output().unwrap();
+    assert_ne!(failed.status.code(), Some(0), "{}", stderr(&failed));
+    assert!(stderr(&failed).contains("File too large"), "{}", stderr(&failed));
+    let after: Vec<(PathBuf, Vec<u8>)> = tree(&out).into_iter().filter(|(p, _)| !p.ends_with(".parlab.lock")).collect();
+    let names = |t: &[(PathBuf, Vec<u8>)]| t.iter().map(|(p, _)| p.display().to_string()).collect::<Vec<_>>();
+    assert_eq!(names(&after), names(&before), "the same files, nothing staged left behind");
+    assert!(after == before, "every earlier file byte for byte");
+    // A render that succeeds replaces the figures and keeps the user's note.
+    let again = parlab(root, &args, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert!(out.join("figures/notes.txt").is_file() && !out.join(".render.new").exists());
 }
