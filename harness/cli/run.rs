@@ -43,7 +43,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     if let Some(out) = &out {
         origin::check(out, &dir)?;
         if let Err(sig) = render_lock(out, options.wait)? {
-            return Ok(interrupted_before_render(sig, &dir, "before its first run"));
+            return Ok(interrupted_while(sig, &dir, "waiting for the output folder before its first run"));
         }
     }
     let runner = RunnerOptions { force: options.force, wait: options.wait, launches: options.launches, reprobe: options.reprobe };
@@ -64,8 +64,15 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
         SuiteEnd::Finished { runs, failed } => {
             if let Some(out) = &out {
                 match render_lock(out, true)? {
-                    Ok(lock) => super::report::render_held(&dir, out, &lock)?,
-                    Err(sig) => return Ok(interrupted_before_render(sig, &dir, "after its last run")),
+                    Ok(lock) => {
+                        if let Err(e) = super::report::render_held(&dir, out, &lock) {
+                            return match interrupted_render(&e) {
+                                Some(sig) => Ok(interrupted_while(sig, &dir, "rendering the register (the earlier one is kept)")),
+                                None => Err(e),
+                            };
+                        }
+                    }
+                    Err(sig) => return Ok(interrupted_while(sig, &dir, "waiting for the output folder after its last run")),
                 };
             }
             crate::say!("parlab: {runs} runs, {failed} failed; manifests in {}", dir.display());
@@ -99,11 +106,23 @@ fn render_lock(out: &Path, wait: bool) -> super::Result<std::result::Result<Stor
     }
 }
 
-/// The exit of a run interrupted while waiting for the output folder (`when`): its manifests
-/// are kept, the register not rendered.
-fn interrupted_before_render(sig: i32, dir: &Path, when: &str) -> i32 {
+/// The signal that stopped a render before it replaced the earlier register, if that is what
+/// `e` is.
+fn interrupted_render(e: &Error) -> Option<i32> {
+    match e {
+        Error::Failed(e) => match e.downcast_ref::<crate::report::ReportError>() {
+            Some(crate::report::ReportError::Interrupted { signal }) => Some(*signal),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The exit of a run interrupted while waiting for the output folder or rendering (`what`): its
+/// manifests are kept, the register not rendered.
+fn interrupted_while(sig: i32, dir: &Path, what: &str) -> i32 {
     crate::say!(
-        "parlab: interrupted by {} while waiting for the output folder {when}; manifests in {} are kept, the register not rendered (`parlab report` renders it)",
+        "parlab: interrupted by {} while {what}; manifests in {} are kept, the register not rendered (`parlab report` renders it)",
         crate::launch::signals::name(sig),
         dir.display()
     );

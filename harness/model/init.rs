@@ -376,6 +376,7 @@ pub fn replace_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::R
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp)?;
     }
+    remove_abandoned(dir, name);
     if let Err(e) = write_checkpoint(cfg, seed, &tmp) {
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(e);
@@ -387,10 +388,46 @@ pub fn replace_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::R
     Ok(())
 }
 
+/// Removes the temp folders of `name` that a process killed while writing left beside `dir`
+/// (`.{name}.tmp-<pid>` whose process is gone); best effort.
+fn remove_abandoned(dir: &Path, name: &str) {
+    let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) else { return };
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let prefix = format!(".{name}.tmp-");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|p| p.parse::<i32>().ok()) else { continue };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = pid > 0 && unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_temp_folder_of_a_process_that_is_gone_is_removed_and_a_live_ones_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("gpt2-seed0-abc");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let (abandoned, live, other) = (
+            root.path().join(format!(".gpt2-seed0-abc.tmp-{dead}")),
+            root.path().join(format!(".gpt2-seed0-abc.tmp-{}", std::process::id())),
+            root.path().join(format!(".llama-seed0-abc.tmp-{dead}")),
+        );
+        for d in [&abandoned, &live, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        remove_abandoned(&dir, "gpt2-seed0-abc");
+        assert!(!abandoned.exists() && live.exists() && other.exists());
+    }
 
     fn tiny_llama() -> ModelConfig {
         ModelConfig::from_value(json!({"model_type": "llama", "num_hidden_layers": 3, "num_attention_heads": 4,

@@ -50,6 +50,13 @@ pub enum ReportError {
     /// A table's data files could not be made.
     #[error("cannot encode {0}")]
     Table(#[from] TableError),
+    /// A termination signal arrived (in `parlab run`, whose handlers record it) before the
+    /// staged render replaced the earlier one: nothing was replaced.
+    #[error("interrupted by {} before the register was replaced", crate::launch::signals::name(*signal))]
+    Interrupted {
+        /// The signal.
+        signal: i32,
+    },
 }
 
 /// Why a table's data files (CSV, parquet) could not be made.
@@ -289,8 +296,16 @@ const STAGE: &str = ".render.new";
 /// every file is written: a failure (a full disk, a file too large) leaves the earlier register,
 /// its figures and tables whole.
 pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
+    write_unless(r, out, crate::launch::signals::received)
+}
+
+/// [`write`], replacing nothing when `stopped` says a termination signal arrived.
+fn write_unless(r: &Rendered, out: &Path, stopped: impl Fn() -> Option<i32>) -> Result<PathBuf, ReportError> {
     let stage = out.join(STAGE);
-    let result = stage_files(r, out, &stage).and_then(|()| commit(out, &stage));
+    let result = stage_files(r, out, &stage).and_then(|()| match stopped() {
+        Some(signal) => Err(ReportError::Interrupted { signal }),
+        None => commit(out, &stage),
+    });
     let _ = std::fs::remove_dir_all(&stage);
     result
 }
@@ -420,4 +435,32 @@ pub struct RegisterView {
     pub not_run: Option<TableView>,
     /// What the numbers do not show.
     pub caveats: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(word: &str) -> Rendered {
+        Rendered {
+            markdown: format!("# {word}\n"),
+            tables: vec![(format!("tables/{word}.csv"), b"a,b\n".to_vec())],
+            figures: vec![figures::Figure { file: format!("figures/{word}.svg"), alt: word.into(), svg: "<svg/>".into() }],
+            findings_json: "[]".into(),
+        }
+    }
+
+    #[test]
+    fn a_render_stopped_by_a_signal_replaces_nothing_and_the_next_replaces_everything() {
+        let out = tempfile::tempdir().unwrap();
+        write_unless(&rendered("first"), out.path(), || None).unwrap();
+        let stopped = write_unless(&rendered("second"), out.path(), || Some(libc::SIGINT));
+        assert!(matches!(stopped, Err(ReportError::Interrupted { signal: libc::SIGINT })), "{stopped:?}");
+        assert_eq!(std::fs::read_to_string(out.path().join("evidence.md")).unwrap(), "# first\n");
+        assert!(out.path().join("figures/first.svg").is_file() && !out.path().join("figures/second.svg").exists());
+        assert!(!out.path().join(STAGE).exists(), "the staged files are removed");
+        write_unless(&rendered("third"), out.path(), || None).unwrap();
+        assert_eq!(std::fs::read_to_string(out.path().join("evidence.md")).unwrap(), "# third\n");
+        assert!(!out.path().join("figures/first.svg").exists() && out.path().join("tables/third.csv").is_file());
+    }
 }

@@ -27,10 +27,13 @@ pub fn state_dir() -> PathBuf {
     std::env::var_os("PARLAB_STATE").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".parlab"))
 }
 
-/// The folder of the seeded checkpoint for `name` and `seed`.
-pub fn seeded_dir(name: &str, seed: u64) -> PathBuf {
+/// The folder of the seeded checkpoint for `name` and `seed`, made by `generator` from the
+/// config whose digest is `config_sha256`: an edited config (or another generator, or a name
+/// that differs only in characters a folder name cannot keep) gets a folder of its own.
+pub fn seeded_dir(name: &str, seed: u64, generator: &str, config_sha256: &str) -> PathBuf {
     let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-    state_dir().join("checkpoints").join(format!("{safe}-seed{seed}"))
+    let what = hex::encode(Sha256::digest(format!("{name}\n{generator}\n{config_sha256}")));
+    state_dir().join("checkpoints").join(format!("{safe}-seed{seed}-{}", &what[..12]))
 }
 
 /// Why a spec's model cannot be run: its folder, its config or its checkpoint.
@@ -95,7 +98,8 @@ pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig),
         let sha256 = cached_file_digest(&file).map_err(|cause| SourceError::Checkpoint { path: file.clone(), cause })?;
         Weights::Checkpoint { path: file, sha256 }
     } else {
-        Weights::Seeded { seed, generator: seeded_generator(family).into(), path: seeded_dir(name, seed) }
+        let generator = seeded_generator(family);
+        Weights::Seeded { seed, generator: generator.into(), path: seeded_dir(name, seed, generator, &config.digest) }
     };
     let source = ModelSource { name: name.to_string(), dir: loc.dir, config_sha256: config.digest.clone(), weights };
     Ok((source, config))
@@ -110,11 +114,30 @@ pub fn allow_cache_writes() {
     CACHE_WRITES.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
-/// sha256 of a file, cached in `.parlab/digests.json` by path, size and modification time.
+/// The key a file's digest is cached under: its path, then what changes whenever its bytes may
+/// have (size, modification and change times, device and inode). The change time is the
+/// kernel's: a copy that keeps the modification time (`cp -p`, `rsync -a`, `tar x`) still
+/// moves it.
+fn digest_key(path: &Path, meta: &std::fs::Metadata) -> std::io::Result<(String, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::fs::canonicalize(path)?.display().to_string();
+    let stat = format!(
+        "{}|{}.{:09}|{}.{:09}|{}:{}",
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+        meta.dev(),
+        meta.ino()
+    );
+    Ok((format!("{path}|{stat}"), format!("{path}|")))
+}
+
+/// sha256 of a file, cached in `.parlab/digests.json` by path and its stat (see `digest_key`).
 pub fn cached_file_digest(path: &Path) -> std::io::Result<String> {
     let meta = std::fs::metadata(path)?;
-    let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
-    let key = format!("{}|{}|{}", std::fs::canonicalize(path)?.display(), meta.len(), mtime);
+    let (key, path_prefix) = digest_key(path, &meta)?;
     let cache_path = state_dir().join("digests.json");
     let mut cache: BTreeMap<String, String> =
         std::fs::read_to_string(&cache_path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
@@ -122,6 +145,8 @@ pub fn cached_file_digest(path: &Path) -> std::io::Result<String> {
         return Ok(d.clone());
     }
     let digest = file_digest(path)?;
+    // The file's earlier entries describe bytes it no longer holds.
+    cache.retain(|k, _| !k.starts_with(&path_prefix));
     cache.insert(key, digest.clone());
     if CACHE_WRITES.load(std::sync::atomic::Ordering::SeqCst) && std::fs::create_dir_all(state_dir()).is_ok() {
         let _ = crate::manifest::write_atomic(&cache_path, serde_json::to_string_pretty(&cache).unwrap_or_default().as_bytes());
@@ -142,4 +167,41 @@ pub fn file_digest(path: &Path) -> std::io::Result<String> {
         hasher.update(&buf[..n]);
     }
     Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewritten_bytes_with_the_old_size_and_modification_time_get_a_new_digest_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("model.safetensors");
+        std::fs::write(&file, b"weights A").unwrap();
+        let meta = std::fs::metadata(&file).unwrap();
+        let (before, prefix) = digest_key(&file, &meta).unwrap();
+        assert_eq!(digest_key(&file, &std::fs::metadata(&file).unwrap()).unwrap().0, before, "an untouched file keeps its key");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // What `cp -p` over it does: other bytes of the same size, the old modification time.
+        std::fs::write(&file, b"weights B").unwrap();
+        std::fs::File::options().write(true).open(&file).unwrap().set_modified(meta.modified().unwrap()).unwrap();
+        let after = std::fs::metadata(&file).unwrap();
+        assert_eq!((after.len(), after.modified().unwrap()), (meta.len(), meta.modified().unwrap()));
+        let (key, same_prefix) = digest_key(&file, &after).unwrap();
+        assert_ne!(key, before, "the change time moved");
+        assert_eq!(same_prefix, prefix);
+    }
+
+    #[test]
+    fn a_seeded_checkpoint_folder_is_its_configs_and_generators() {
+        let here = seeded_dir("./my model", 0, "g1", "c1");
+        let name = here.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(name.starts_with("__my_model-seed0-") && name.len() == "__my_model-seed0-".len() + 12, "{name}");
+        assert_eq!(seeded_dir("./my model", 0, "g1", "c1"), here);
+        for other in
+            [seeded_dir("./my model", 0, "g1", "c2"), seeded_dir("./my model", 0, "g2", "c1"), seeded_dir("./my_model", 0, "g1", "c1")]
+        {
+            assert_ne!(other, here);
+        }
+    }
 }
