@@ -55,7 +55,7 @@ fn replica_input<'a>(layout: &Layout, shape: &'a ModelShape, w: &Workload, m: &M
         peak_flops: m.device.peak_flops(),
         tensor: layout.tensor,
         stages,
-        tensor_link: m.link(m.domain_of_group(t)),
+        tensor_link: m.group_link(t),
         hop_links: (0..stages - 1).map(hop).collect(),
         token_link: m.link(m.domain_between(0, (stages - 1) * t)),
         prompt: w.prompt,

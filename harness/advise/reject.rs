@@ -5,6 +5,7 @@
 use super::layouts::Layout;
 use super::predict::Prediction;
 use super::request::Machine;
+use crate::costmodel::link::Link;
 use crate::costmodel::shape::ModelShape;
 use serde::Serialize;
 
@@ -136,19 +137,25 @@ pub fn fit(prediction: &Prediction, machine: &Machine) -> Option<Rejection> {
 
 /// The rejection of a tensor group that crosses a slower link, when one of `fitting` (layouts
 /// that fit and split soundly) keeps its tensor group inside the faster domain.
+/// A group pays the slowest link of the domains its ring passes ([`Machine::group_link`]); it
+/// crosses a slower link when a group of the largest domain inside its own whose ring is faster
+/// exists, and it is named by the slowest-bandwidth link it pays (SYS inside two nodes joined by
+/// a faster network is still SYS).
 pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> Option<Rejection> {
     let outer = machine.domain_of_group(layout.tensor)?;
-    let inner = outer.checked_sub(1)?;
-    let (slow, fast) = (machine.domains[outer].link.link(), machine.domains[inner].link.link());
-    if slow.alpha_s <= fast.alpha_s && slow.beta_bps >= fast.beta_bps {
-        return None;
-    }
+    let paid = machine.group_link(layout.tensor);
+    let slower_than = |l: Link| paid.alpha_s > l.alpha_s || paid.beta_bps < l.beta_bps;
+    let inner = (0..outer).rev().find(|&j| slower_than(machine.group_link(machine.domains[j].size)))?;
+    let crossed = machine
+        .paid_domains(layout.tensor)
+        .into_iter()
+        .min_by(|&a, &b| machine.domains[a].link.link().beta_bps.total_cmp(&machine.domains[b].link.link().beta_bps))?;
     let inside = machine.domains[inner].size;
     let instead = fitting.iter().filter(|l| l.tensor <= inside && l.expert == 1).max_by_key(|l| (l.tensor, l.data))?;
     Some(Rejection::TensorAcrossSlowBoundary {
         tensor: layout.tensor,
-        link: machine.domains[outer].link.name.clone(),
-        between_nodes: machine.between_nodes(outer),
+        link: machine.domains[crossed].link.name.clone(),
+        between_nodes: machine.between_nodes(crossed),
         inside,
         inside_link: machine.domains[inner].link.name.clone(),
         instead: instead.label(),

@@ -19,7 +19,7 @@ pub fn assumptions(advice: &Advice) -> Vec<String> {
             w.mean_decode_context(),
             w.final_context()
         ),
-        "Every layout uses every device. A tensor group is contiguous, its pipeline stages next, replicas outermost; a ring all-reduce pays the link of the smallest domain holding its whole group (the slowest link inside it wherever inner links are the faster), a pipeline hop the link between its two stages.".into(),
+        "Every layout uses every device. A tensor group is contiguous, its pipeline stages next, replicas outermost; a ring all-reduce pays the link of the smallest domain holding its whole group (a domain's link joins every device in it, as a switch does) and, where that domain joins nodes, the slower of it and the links inside a node (its ring passes every device of a node over the node's own links); a pipeline hop pays the link between its two stages.".into(),
         "Sequences in flight on one replica are served in turn (no batching), so throughput favours replicas whenever they fit.".into(),
         "Time to first token is the prefill of one prompt alone (no queueing): per stage the larger of its arithmetic over the device's peak and its weight read over memory bandwidth, plus its collectives.".into(),
         "A tensor group that crosses a slower link is refused while a layout keeping its tensor group inside the faster domain fits (chapter 1.4: never TP across SYS; the parallelism chapter: TP inside a node, PP between nodes).".into(),

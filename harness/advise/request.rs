@@ -276,10 +276,32 @@ impl Machine {
         (a != b).then(|| self.domains.iter().position(|d| a / d.size == b / d.size)).flatten()
     }
 
-    /// Index of the innermost domain holding a contiguous group of `size` devices (None for one):
-    /// its link joins every device of the group, so the group's ring all-reduce pays it alone.
+    /// Index of the innermost domain holding a contiguous group of `size` devices (None for one).
     pub fn domain_of_group(&self, size: u32) -> Option<usize> {
         (size > 1).then(|| self.domains.iter().position(|d| d.size >= size)).flatten()
+    }
+
+    /// The domains whose links a contiguous group of `size` devices' ring all-reduce pays: its
+    /// own domain's (a domain's link joins every device in it, as a switch does), and where that
+    /// domain joins nodes, those its hops inside each node pay (a ring between nodes still
+    /// passes every device of a node over the node's own links).
+    pub fn paid_domains(&self, size: u32) -> Vec<usize> {
+        let Some(outer) = self.domain_of_group(size) else { return Vec::new() };
+        let mut paid = vec![outer];
+        if self.between_nodes(outer) && outer > 0 {
+            paid.extend(self.paid_domains(self.domains[outer - 1].size));
+        }
+        paid
+    }
+
+    /// The link a contiguous group of `size` devices' ring all-reduce pays: the slowest of the
+    /// links of [`Machine::paid_domains`] paces every step (the largest latency, the smallest
+    /// bandwidth); a link that costs nothing for one device.
+    pub fn group_link(&self, size: u32) -> Link {
+        self.paid_domains(size)
+            .iter()
+            .map(|&i| self.domains[i].link.link())
+            .fold(self.link(None), |worst, l| Link { alpha_s: worst.alpha_s.max(l.alpha_s), beta_bps: worst.beta_bps.min(l.beta_bps) })
     }
 
     /// The link of domain `index`; a link that costs nothing for none.
@@ -444,6 +466,34 @@ mod tests {
         );
         assert!(m.between_nodes(2) && !m.between_nodes(1));
         assert_eq!(m.link(None).alpha_s, 0.0);
+    }
+
+    #[test]
+    fn a_groups_ring_is_paced_by_the_slowest_link_it_crosses() {
+        let levels = vec![
+            Domain { size: 2, link: LinkEntry { bandwidth_gbps: 300.0, ..link("nv", 2.0) } },
+            Domain { size: 4, link: LinkEntry { bandwidth_gbps: 24.0, ..link("sys", 20.0) } },
+            Domain { size: 8, link: LinkEntry { bandwidth_gbps: 50.0, ..link("ib", 10.0) } },
+        ];
+        let m = Machine::new(device(), 2, 4, levels).unwrap();
+        let ring = |size| {
+            let l = m.group_link(size);
+            (l.alpha_s * 1e6, l.beta_bps / 1e9)
+        };
+        assert_eq!(ring(1), (0.0, f64::INFINITY));
+        assert_eq!(ring(2), (2.0, 300.0));
+        assert_eq!(ring(4), (20.0, 24.0));
+        assert_eq!(ring(8), (20.0, 24.0), "eight devices over two nodes still cross SYS inside each");
+        assert_eq!(m.paid_domains(8), vec![2, 1]);
+        // Inside one node a domain's link joins every device in it: a group of 4 on a switch
+        // pays the switch alone, however slow the pairs inside it are.
+        let switch = vec![
+            Domain { size: 2, link: LinkEntry { bandwidth_gbps: 24.0, ..link("sys", 20.0) } },
+            Domain { size: 4, link: LinkEntry { bandwidth_gbps: 300.0, ..link("switch", 2.0) } },
+        ];
+        let one_node = Machine::new(device(), 1, 4, switch).unwrap();
+        assert_eq!(one_node.paid_domains(4), vec![1]);
+        assert_eq!(one_node.group_link(4).beta_bps, 300e9);
     }
 
     #[test]

@@ -112,7 +112,33 @@ fn a_tensor_group_pays_the_link_of_the_smallest_domain_holding_it_whatever_is_in
     // A pair's group pays the pair's own link: slower over PCIe than over NVSwitch.
     assert!(step_ms(&inverted, "TP=2 x DP=2") > step_ms(&switch_only, "TP=2 x DP=2"));
     let md = render::to_markdown(&inverted);
-    assert!(md.contains("a ring all-reduce pays the link of the smallest domain holding its whole group"), "{md}");
+    assert!(
+        md.contains(
+            "a ring all-reduce pays the link of the smallest domain holding its whole group (a domain's link joins every device in it"
+        ),
+        "{md}"
+    );
+}
+
+#[test]
+fn a_tensor_group_across_nodes_still_pays_the_slow_link_inside_each_node_and_is_refused_for_it() {
+    // Pairs on NVLink, SYS between the pairs of a node, InfiniBand (faster than SYS) between
+    // nodes: a ring of all 8 passes SYS inside each node, so it pays SYS, and a tensor group of 2
+    // inside the pairs fits (chapter 1.4: never TP across SYS).
+    let a = asked(model("llama-3.1-8b"), "a100-80gb", 2, 4, &["2:nvlink-nv12", "4:pcie-sys", "8:infiniband-400g"]);
+    let advice = run(&a);
+    assert_eq!(advice.ranked[0].label, "TP=2 x DP=4", "{:?}", labels(&advice));
+    for label in ["TP=4 x DP=2", "TP=8 x DP=1"] {
+        let refused = advice.rejected.iter().find(|r| r.label == label).unwrap_or_else(|| panic!("{label} refused: {:?}", labels(&advice)));
+        assert!(
+            matches!(&refused.reason, Rejection::TensorAcrossSlowBoundary { link, between_nodes: false, inside: 2, .. } if link == "pcie-sys"),
+            "{label}: {:?}",
+            refused.reason
+        );
+    }
+    let tp8 = advice.rejected.iter().find(|r| r.label == "TP=8 x DP=1").unwrap().predicted.as_ref().unwrap().step_s;
+    let tp4 = advice.rejected.iter().find(|r| r.label == "TP=4 x DP=2").unwrap().predicted.as_ref().unwrap().step_s;
+    assert!(tp8 > tp4, "eight ranks pay SYS on more ring steps than four: {tp8} vs {tp4}");
 }
 
 #[test]
