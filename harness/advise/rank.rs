@@ -64,7 +64,7 @@ pub fn rank(mut ranked: Vec<Ranked>, objective: Objective) -> Vec<Ranked> {
     ranked
 }
 
-fn constants(machine: &Machine) -> Vec<(Constant, f64)> {
+fn constants(machine: &Machine, dtype: crate::spec::schema::Dtype) -> Vec<(Constant, f64)> {
     let mut out: Vec<(Constant, f64)> = Vec::new();
     for d in &machine.domains {
         let link = d.link.link();
@@ -75,14 +75,14 @@ fn constants(machine: &Machine) -> Vec<(Constant, f64)> {
         }
     }
     out.push((Constant::DeviceBandwidth, machine.device.bandwidth_bps()));
-    if let Some(peak) = machine.device.peak_flops() {
+    if let Some(peak) = machine.peak_flops(dtype) {
         out.push((Constant::DeviceCompute, peak));
     }
     out
 }
 
 /// `machine` with `constant` set to `value`.
-pub fn with_constant(machine: &Machine, constant: &Constant, value: f64) -> Machine {
+pub fn with_constant(machine: &Machine, constant: &Constant, value: f64, dtype: crate::spec::schema::Dtype) -> Machine {
     let mut m = machine.clone();
     match constant {
         Constant::LinkLatency { link } => {
@@ -92,7 +92,7 @@ pub fn with_constant(machine: &Machine, constant: &Constant, value: f64) -> Mach
             m.domains.iter_mut().filter(|d| &d.link.name == link).for_each(|d| d.link.bandwidth_gbps = value / 1e9)
         }
         Constant::DeviceBandwidth => m.device.bandwidth_gbps = value / 1e9,
-        Constant::DeviceCompute => m.device.compute_tflops = Some(value / 1e12),
+        Constant::DeviceCompute => m.device.set_peak_flops(dtype, value),
     }
     m
 }
@@ -104,7 +104,7 @@ const SCAN_STEPS: usize = 160;
 fn flip_point(first: &Layout, second: &Layout, inputs: (&ModelShape, &Workload, &Machine), constant: &Constant, now: f64) -> Option<f64> {
     let (shape, w, machine) = inputs;
     let gap = |x: f64| {
-        let m = with_constant(machine, constant, x);
+        let m = with_constant(machine, constant, x, w.dtype);
         predict(first, shape, w, &m).cost(w.objective) - predict(second, shape, w, &m).cost(w.objective)
     };
     let ratio = 1e4f64.powf(1.0 / SCAN_STEPS as f64);
@@ -141,7 +141,7 @@ fn bisect(gap: &impl Fn(f64) -> f64, mut below: f64, mut above: f64) -> f64 {
 /// For the first `top` layouts, the nearest constant at which any layout ranked below wins;
 /// `Some(None)` when no constant within a factor of 10^4 of its value does.
 pub fn add_flips(ranked: &mut [Ranked], top: usize, shape: &ModelShape, w: &Workload, machine: &Machine) {
-    let all = constants(machine);
+    let all = constants(machine, w.dtype);
     for i in 0..top.min(ranked.len().saturating_sub(1)) {
         let first = ranked[i].layout;
         let nearest = ranked[i + 1..]

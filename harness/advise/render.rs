@@ -24,14 +24,39 @@ pub fn assumptions(advice: &Advice) -> Vec<String> {
         "Time to first token is the prefill of one prompt alone (no queueing): per stage the larger of its arithmetic over the device's peak and its weight read over memory bandwidth, plus its collectives.".into(),
         "A tensor group that crosses a slower link is refused while a layout keeping its tensor group inside the faster domain fits (chapter 1.4: never TP across SYS; the parallelism chapter: TP inside a node, PP between nodes).".into(),
     ];
-    match advice.request.machine.device.peak_flops() {
-        Some(_) => out.push("The arithmetic peak is a datasheet peak: a real prefill reaches a fraction of it, so a predicted time to first token is a lower bound.".into()),
+    if let Some(e) = advice.request.model.shape.experts {
+        out.push(even_routing(e));
+    }
+    let (m, dtype) = (&advice.request.machine, advice.request.workload.dtype);
+    match m.peak_flops(dtype) {
+        Some(_) => out.push(format!("The arithmetic peak is the datasheet's {} peak: a real prefill reaches a fraction of it, so a predicted time to first token is a lower bound.", dtype.name())),
         None => out.push(format!(
-            "Device {} has no compute figure in models/devices.yaml: a prefill is predicted from memory and communication only, a lower bound.",
-            advice.request.machine.device.name
+            "Device {} has no {} compute figure in models/devices.yaml: a prefill is predicted from memory and communication only, a lower bound (far below a compute-bound prefill's time).",
+            m.device.name,
+            dtype.name()
         )),
     }
     out
+}
+
+/// The assumption behind every expert split's prediction: the router spreads the tokens evenly.
+fn even_routing(e: crate::costmodel::shape::Experts) -> String {
+    let pair = if e.active >= 2 && e.count >= 4 {
+        // Two of the token's experts among `count` split over 2 devices: the second lands on the
+        // first's device (count/2 − 1 of the count − 1 others).
+        format!(
+            " (top-{} of {} experts over 2 devices: a token's first two experts share a device {} in {} times)",
+            e.active,
+            e.count,
+            e.count / 2 - 1,
+            e.count - 1
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "Expert splits assume even routing (imbalance 1: the busiest device computes the mean share of the pairs); with few tokens in flight a decode step's experts cluster on one device{pair}, so a real step is slower; the register's expert-imbalance finding measures what skew costs."
+    )
 }
 
 /// Where every constant came from.
@@ -105,7 +130,7 @@ fn constant_value(c: &Constant, v: f64) -> String {
 pub fn flip_message(f: &Flip) -> String {
     let verb = if f.at > f.now { "rises above" } else { "falls below" };
     format!(
-        "{} wins when {} {verb} {} (now {})",
+        "{} catches up with it when {} {verb} {} (now {})",
         f.next,
         constant_words(&f.constant),
         constant_value(&f.constant, f.at),
@@ -154,7 +179,7 @@ pub fn to_json(advice: &Advice) -> Value {
         },
         "machine": {
             "device": m.device.name, "memory_bytes": m.device.memory_bytes(), "bandwidth_Bps": m.device.bandwidth_bps(),
-            "compute_flops": m.device.peak_flops(), "nodes": m.nodes, "devices_per_node": m.devices_per_node,
+            "compute_flops": m.peak_flops(req.workload.dtype), "nodes": m.nodes, "devices_per_node": m.devices_per_node,
             "devices": m.devices(),
             "domains": m.domains.iter().enumerate().map(|(i, d)| json!({
                 "size": d.size, "link": d.link.name, "latency_s": d.link.link().alpha_s,
@@ -202,7 +227,7 @@ fn header(advice: &Advice) -> String {
     let (req, m) = (&advice.request, &advice.request.machine);
     let w = &req.workload;
     let dev = &m.device;
-    let peak = dev.peak_flops().map(|f| format!(", {} TFLOP/s", sig3(f / 1e12))).unwrap_or_default();
+    let peak = dev.peak_flops(w.dtype).map(|f| format!(", {} TFLOP/s {}", sig3(f / 1e12), w.dtype.name())).unwrap_or_default();
     let domains: Vec<String> = m
         .domains
         .iter()

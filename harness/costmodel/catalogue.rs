@@ -156,12 +156,35 @@ pub struct DeviceEntry {
     /// Where the arithmetic peak came from (required with `compute_tflops`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_provenance: Option<Provenance>,
+    /// Peak dense float32 arithmetic (without 16-bit tensor cores), TFLOP/s; absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_float32_tflops: Option<f64>,
+    /// Where the float32 peak came from (required with `compute_float32_tflops`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_float32_provenance: Option<Provenance>,
 }
 
 impl DeviceEntry {
-    /// Peak arithmetic in FLOP/s, when the catalogue gives one.
-    pub fn peak_flops(&self) -> Option<f64> {
-        self.compute_tflops.map(|t| t * 1e12)
+    /// Peak arithmetic in FLOP/s for `dtype`, when the catalogue gives one: the float32 peak for
+    /// float32, the 16-bit one for float16 and bfloat16.
+    pub fn peak_flops(&self, dtype: crate::spec::schema::Dtype) -> Option<f64> {
+        self.peak_tflops(dtype).map(|t| t * 1e12)
+    }
+
+    /// The catalogue's peak for `dtype`, TFLOP/s.
+    fn peak_tflops(&self, dtype: crate::spec::schema::Dtype) -> Option<f64> {
+        match dtype {
+            crate::spec::schema::Dtype::Float32 => self.compute_float32_tflops,
+            _ => self.compute_tflops,
+        }
+    }
+
+    /// Sets the peak for `dtype` to `flops` FLOP/s (a what-if of the flip search).
+    pub fn set_peak_flops(&mut self, dtype: crate::spec::schema::Dtype, flops: f64) {
+        match dtype {
+            crate::spec::schema::Dtype::Float32 => self.compute_float32_tflops = Some(flops / 1e12),
+            _ => self.compute_tflops = Some(flops / 1e12),
+        }
     }
 
     /// Capacity in bytes.
@@ -184,7 +207,12 @@ impl DeviceEntry {
         .chain(
             self.compute_tflops
                 .zip(self.compute_provenance.as_ref())
-                .map(|(t, p)| format!("device {}: compute {} TFLOP/s, {}", self.name, sig4(t), p.describe())),
+                .map(|(t, p)| format!("device {}: 16-bit compute {} TFLOP/s, {}", self.name, sig4(t), p.describe())),
+        )
+        .chain(
+            self.compute_float32_tflops
+                .zip(self.compute_float32_provenance.as_ref())
+                .map(|(t, p)| format!("device {}: float32 compute {} TFLOP/s, {}", self.name, sig4(t), p.describe())),
         )
         .collect()
     }
@@ -248,12 +276,17 @@ impl Catalogue {
             }
             d.memory_provenance.check().map_err(|m| bad(format!("memory_provenance: {m}")))?;
             d.bandwidth_provenance.check().map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
-            match (d.compute_tflops, &d.compute_provenance) {
-                (Some(t), Some(p)) if t > 0.0 => p.check().map_err(|m| bad(format!("compute_provenance: {m}")))?,
-                (Some(_), Some(_)) => return Err(bad("compute_tflops must be positive".into())),
-                (Some(_), None) => return Err(bad("compute_tflops needs a compute_provenance".into())),
-                (None, Some(_)) => return Err(bad("compute_provenance without compute_tflops".into())),
-                (None, None) => {}
+            for (key, peak, provenance) in [
+                ("compute", d.compute_tflops, &d.compute_provenance),
+                ("compute_float32", d.compute_float32_tflops, &d.compute_float32_provenance),
+            ] {
+                match (peak, provenance) {
+                    (Some(t), Some(p)) if t > 0.0 => p.check().map_err(|m| bad(format!("{key}_provenance: {m}")))?,
+                    (Some(_), Some(_)) => return Err(bad(format!("{key}_tflops must be positive"))),
+                    (Some(_), None) => return Err(bad(format!("{key}_tflops needs a {key}_provenance"))),
+                    (None, Some(_)) => return Err(bad(format!("{key}_provenance without {key}_tflops"))),
+                    (None, None) => {}
+                }
             }
         }
         Ok(Catalogue { links, devices })
@@ -358,7 +391,8 @@ mod tests {
             &format!("{DEVICES}    compute_tflops: 312\n    compute_provenance: {{kind: reported, source: a datasheet}}\n"),
         );
         let c = Catalogue::load(dir.path()).unwrap();
-        assert_eq!(c.device("g").unwrap().peak_flops(), Some(312e12));
+        assert_eq!(c.device("g").unwrap().peak_flops(crate::spec::schema::Dtype::Bfloat16), Some(312e12));
+        assert_eq!(c.device("g").unwrap().peak_flops(crate::spec::schema::Dtype::Float32), None, "a 16-bit peak is not float32's");
         assert!(c.device("g").unwrap().provenance_lines()[2].contains("compute 312 TFLOP/s, reported by a datasheet"));
     }
 

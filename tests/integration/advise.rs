@@ -142,6 +142,24 @@ fn a_tensor_group_across_nodes_still_pays_the_slow_link_inside_each_node_and_is_
 }
 
 #[test]
+fn a_float32_prefill_is_divided_by_the_float32_peak_not_the_16_bit_one() {
+    let ttft = |dtype: &str, device: &str| {
+        let advice = run(&Asked { dtype: dtype.into(), ..asked(model("llama-3.1-8b"), device, 1, 1, &[]) });
+        let md = render::to_markdown(&advice);
+        (advice.ranked[0].predicted.ttft_s, advice.ranked[0].predicted.prefill_compute_bound, md)
+    };
+    let (half, half_bound, _) = ttft("float16", "a100-80gb");
+    let (full, full_bound, md) = ttft("float32", "a100-80gb");
+    assert!(half_bound && full_bound, "a 4096-token prefill of 8B is bound by arithmetic at either peak");
+    // Twice the weight bytes and 312 / 19.5 = 16 times slower arithmetic: the arithmetic decides.
+    assert!((full / half - 16.0).abs() < 1.0, "float32 {full} s against float16 {half} s");
+    assert!(md.contains("19.5 TFLOP/s float32") && md.contains("the datasheet's float32 peak"), "{md}");
+    // A device with no float32 figure says its prefill is predicted from memory only.
+    let (_, bound, md) = ttft("float32", "h200-pcie");
+    assert!(!bound && md.contains("has no float32 compute figure"), "{md}");
+}
+
+#[test]
 fn parallelism_chapter_two_nodes_of_four_tp8_across_loses_to_tp4_inside() {
     let a = asked(seventy_b(), "a100-80gb", 2, 4, &["4:nvswitch", "8:infiniband-400g"]);
     let advice = run(&a);
@@ -223,6 +241,10 @@ fn a_mixture_is_offered_expert_splits() {
     assert!(all.contains(&"EP=8 x DP=1".to_string()) && all.contains(&"EP=2 x DP=4".to_string()), "{all:?}");
     let ep8 = advice.ranked.iter().find(|r| r.label == "EP=8 x DP=1").expect("EP=8 fits");
     assert!(ep8.predicted.step_s.is_finite() && ep8.predicted.step_comm_s > 0.0);
+    let md = render::to_markdown(&advice);
+    assert!(md.contains("Expert splits assume even routing") && md.contains("share a device 3 in 7 times"), "{md}");
+    let dense = render::to_markdown(&run(&asked(model("llama-3.1-8b"), "a100-80gb", 1, 8, &["8:nvswitch"])));
+    assert!(!dense.contains("even routing"), "a dense model has no routing to assume");
 }
 
 #[test]
@@ -240,7 +262,7 @@ fn the_leaders_say_what_would_flip_them() {
     let (shape, w) = (&req.model.shape, &req.workload);
     let other = advice.ranked.iter().find(|r| r.label == flip.next).unwrap().layout;
     let cost = |x: f64, l| {
-        let m = parlab::advise::rank::with_constant(&req.machine, &flip.constant, x);
+        let m = parlab::advise::rank::with_constant(&req.machine, &flip.constant, x, req.workload.dtype);
         parlab::advise::predict::predict(l, shape, w, &m).ttft_s
     };
     let first = advice.ranked[0].layout;
