@@ -7,6 +7,7 @@ use crate::costmodel::catalogue::{Catalogue, DeviceEntry, LinkEntry};
 use crate::costmodel::link::Link;
 use crate::costmodel::plan::Device;
 use crate::costmodel::tables::{load_shape, NamedShape};
+use crate::report::fmt::plural;
 use crate::spec::fields::MAX_SEQUENCES;
 use crate::spec::schema::{AdviseParams, Dtype};
 
@@ -171,7 +172,9 @@ impl std::fmt::Display for Topology {
                 let total = nodes * devices_per_node;
                 write!(
                     f,
-                    "the domains reach {reach} devices but the machine has {total} ({nodes} nodes of {devices_per_node}); the last --domain must join all {total}"
+                    "the domains reach {} but the machine has {total} ({} of {devices_per_node}); the last --domain must join all {total}",
+                    plural(*reach as usize, "device", "devices"),
+                    plural(*nodes as usize, "node", "nodes")
                 )
             }
             Topology::OneDevice => write!(f, "one device needs no --domain"),
@@ -209,7 +212,8 @@ impl Topology {
                 (
                     "machine.domains".to_string(),
                     format!(
-                        "the domains reach {reach} devices but the machine has {total} (machine.nodes {nodes} of machine.devices_per_node {devices_per_node}); the last of machine.domains must join all {total}"
+                        "the domains reach {} but the machine has {total} (machine.nodes {nodes} of machine.devices_per_node {devices_per_node}); the last of machine.domains must join all {total}",
+                        plural(*reach as usize, "device", "devices")
                     ),
                 )
             }

@@ -260,7 +260,7 @@ fn failed(list: &[Manifest]) -> Option<String> {
         let names: BTreeSet<&str> = failed.iter().map(|m| m.experiment.as_str()).collect();
         format!(
             "{} failed ({}); their figures are missing from MEASURED and their reasons are listed under Failed runs.",
-            plural(failed.len(), "run", "runs"),
+            crate::report::fmt::plural(failed.len(), "run", "runs"),
             names.into_iter().collect::<Vec<_>>().join(", ")
         )
     })
@@ -291,11 +291,6 @@ fn other_caveats(launched: &[&Manifest]) -> Vec<String> {
         }
     }
     counts.into_iter().map(|(c, n)| format!("{c} ({n} runs).")).collect()
-}
-
-/// `1 run`, `2 runs`.
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// How the two collective times differ, where the runs measured both (issue 15's findings).

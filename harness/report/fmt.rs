@@ -52,6 +52,11 @@ pub fn bytes(v: u64) -> String {
     format_bytes(v as f64)
 }
 
+/// `1 run`, `2 runs`: a count and the noun that agrees with it.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// An integer with thousands separators: 124,439,808.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();

@@ -37,8 +37,11 @@ const COMMON_FOR_ADVICE: &[&str] = &["name", "kind", "description", "timeout"];
 const PROMPT_TOKENS: Bounds<u64> = Bounds::new(1, u32::MAX as u64);
 
 /// Reads `kind: advise`'s keys of `map`; `e` holds the axes already read (one model, one
-/// `new_tokens`, `sequences` and `dtype` each).
-pub fn params(c: &mut Checker, map: &Mapping, e: &Experiment) -> AdviseParams {
+/// `new_tokens`, `sequences` and `dtype` each). Also whether the question itself (everything
+/// but `expect:`) was read without a problem: then expansion still checks the layouts `expect:`
+/// names against the machine, so `validate` says every problem at once.
+pub fn params(c: &mut Checker, map: &Mapping, e: &Experiment) -> (AdviseParams, bool) {
+    let before = c.problems.len();
     let not_for_advice = COMMON_KEYS.iter().filter(|k| !COMMON_FOR_ADVICE.contains(k));
     for key in not_for_advice.filter(|k| map.contains_key(**k)) {
         c.report(key, "does not apply to kind: advise (it ranks every layout of the machine and launches nothing)");
@@ -50,8 +53,7 @@ pub fn params(c: &mut Checker, map: &Mapping, e: &Experiment) -> AdviseParams {
         c.report("new_tokens", "missing; give the tokens of one answer");
     }
     let machine = mapping(c, map, "machine", MACHINE_KEYS, true);
-    let expect = mapping(c, map, "expect", EXPECT_KEYS, false);
-    AdviseParams {
+    let mut params = AdviseParams {
         device: device(c, machine),
         nodes: count(c, machine, "machine.nodes"),
         devices_per_node: count(c, machine, "machine.devices_per_node"),
@@ -61,8 +63,12 @@ pub fn params(c: &mut Checker, map: &Mapping, e: &Experiment) -> AdviseParams {
         sequences: one(c, "sequences", &e.sequences, 1),
         objective: objective(c, map),
         dtype: one(c, "dtype", &e.dtypes, Dtype::Float16),
-        expect: expectation(c, expect),
-    }
+        expect: Expectation::default(),
+    };
+    let question_whole = c.problems.len() == before;
+    let expect = mapping(c, map, "expect", EXPECT_KEYS, false);
+    params.expect = expectation(c, expect);
+    (params, question_whole)
 }
 
 /// The one value of an axis (`default` when it has none); more than one is a problem (an

@@ -53,10 +53,17 @@ pub fn spec_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problems> {
         }
     }
     if problems.is_empty() {
-        Ok(files)
+        Ok(once_each(files))
     } else {
         Err(Problems(problems))
     }
+}
+
+/// `files` with a file named twice (`a.yaml a.yaml`, or a folder and a file in it) kept at its
+/// first place only: it is one spec, not two experiments of the same name.
+fn once_each(files: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut seen = std::collections::BTreeSet::new();
+    files.into_iter().filter(|f| seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()))).collect()
 }
 
 fn file_problem(path: &Path, message: &str) -> Problem {

@@ -287,10 +287,10 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         params: kind_params(c, &fields, kind),
     };
     if kind == Kind::Advise {
-        // Parameters with a problem are left out, so expansion asks no half-read question.
-        let before = c.problems.len();
-        let params = super::advise::params(c, map, &e);
-        e.params = KindParams::Advise((c.problems.len() == before).then_some(params));
+        // A question with a problem is left out, so expansion asks no half-read question (one
+        // whose only problems are in `expect:` is still asked, its layouts checked).
+        let (params, question_whole) = super::advise::params(c, map, &e);
+        e.params = KindParams::Advise(question_whole.then_some(params));
     }
     e
 }

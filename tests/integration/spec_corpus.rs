@@ -236,3 +236,14 @@ fn a_relative_model_path_is_read_from_the_spec_files_folder_whatever_the_working
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("beside"), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+#[test]
+fn a_spec_named_twice_is_one_spec_not_two_experiments_of_one_name() {
+    let spec = "tests/specs/good/matrix.yaml";
+    let once = parlab().args(["plan", spec]).output().unwrap();
+    for twice in [vec![spec, spec], vec!["tests/specs/good/matrix.yaml", "./tests/specs/good/../good/matrix.yaml"]] {
+        let out = parlab().arg("plan").args(&twice).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{twice:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, once.stdout, "the same runs as naming it once");
+    }
+}
