@@ -142,8 +142,35 @@ pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
     if let Err(e) = &gates {
         crate::say!("warning: {e}");
     }
+    if let Some(warning) = missing_sources_warning(&missing_sources(&list)) {
+        crate::say!("{warning}");
+    }
     let rendered = render(&list, &skipped, gates, Path::new(templates::DIR))?;
     Ok(write(&rendered, out)?)
+}
+
+/// The files the findings read beside the manifests, as the runs recorded them (relative to
+/// the folder they were run from) that this working folder does not hold: model configs and
+/// spec files, distinct, sorted.
+pub fn missing_sources(list: &[crate::manifest::Manifest]) -> Vec<PathBuf> {
+    let models = list.iter().filter_map(|m| m.plan.model.as_ref()).map(|s| s.dir.join("config.json"));
+    let specs = list.iter().map(|m| m.plan.spec_path.clone()).filter(|p| !p.as_os_str().is_empty());
+    let wanted: std::collections::BTreeSet<PathBuf> = models.chain(specs).collect();
+    wanted.into_iter().filter(|p| !p.is_file()).collect()
+}
+
+/// The warning for `missing` files (None when there are none): the findings that read them
+/// cannot decide here, which a render from another working folder would not show otherwise.
+pub fn missing_sources_warning(missing: &[PathBuf]) -> Option<String> {
+    let first = missing.first()?;
+    let more = match missing.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    Some(format!(
+        "warning: the runs name files this working folder does not hold ({}{more}): the findings that read model configs or specs (regimes, kv-head-cap, break-even, declared claims) cannot decide without them; render from the folder the runs were made in",
+        first.display()
+    ))
 }
 
 /// Renders the register from already-read manifests (pure: no clock, no file writes).

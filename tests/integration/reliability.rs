@@ -1040,3 +1040,22 @@ fn a_render_that_fails_midway_leaves_the_earlier_register_figures_and_tables_who
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
     assert!(out.join("figures/notes.txt").is_file() && !out.join(".render.new").exists());
 }
+
+#[test]
+fn a_render_from_another_working_folder_says_which_files_the_findings_cannot_read() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (elsewhere, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = root.join("tests/fixtures/manifests");
+    let render = |cwd: &Path| {
+        let args = ["report", "--manifests", store.to_str().unwrap(), "--out", out.path().to_str().unwrap()];
+        let o = parlab(cwd, &args, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let away = render(elsewhere.path());
+    assert!(away.contains("warning: the runs name files this working folder does not hold (models/"), "{away}");
+    assert!(away.contains("render from the folder the runs were made in"), "{away}");
+    // From the project, the model configs are there (the fixtures' synthetic specs are not).
+    let home = render(root);
+    assert!(!home.contains("(models/"), "{home}");
+}
