@@ -69,6 +69,7 @@ impl From<crate::report::origin::OriginError> for Error {
         match e {
             crate::report::origin::OriginError::OtherStore { .. }
             | crate::report::origin::OriginError::IsTheStore { .. }
+            | crate::report::origin::OriginError::IsAStore { .. }
             | crate::report::origin::OriginError::OtherFiles { .. }
             | crate::report::origin::OriginError::WrongKind { .. } => Error::Usage(e.to_string()),
             crate::report::origin::OriginError::Write { .. } => Error::Failed(e.into()),

@@ -22,6 +22,14 @@ pub enum OriginError {
         /// The manifests folder this render reads.
         ours: PathBuf,
     },
+    /// The output folder is another manifests folder (it holds run manifests).
+    #[error("{out}: is a manifests folder (it holds {example}); the register's files would be read back as foreign manifests there; pass --out DIR beside it")]
+    IsAStore {
+        /// The output folder.
+        out: PathBuf,
+        /// One manifest in it.
+        example: PathBuf,
+    },
     /// The output folder is the manifests folder itself.
     #[error("{out}: is the manifests folder itself; the register's files (findings.json, ...) would be read back as foreign manifests; pass --out DIR beside it")]
     IsTheStore {
@@ -123,6 +131,9 @@ pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
     if identity(out) == identity(store) {
         return Err(OriginError::IsTheStore { out: out.to_path_buf() });
     }
+    if let Some(example) = a_manifest_in(out) {
+        return Err(OriginError::IsAStore { out: out.to_path_buf(), example });
+    }
     for (name, folder, writes) in [
         ("figures", true, "its figures"),
         ("tables", true, "its tables"),
@@ -145,6 +156,17 @@ pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
             files => Err(OriginError::OtherFiles { out: out.to_path_buf(), files }),
         },
     }
+}
+
+/// A run manifest (`*.json` of schema `parlab.manifest/…`) directly in `out`, if any.
+fn a_manifest_in(out: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(out).ok()?;
+    entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file()).find(|p| {
+        crate::files::read_text(p, crate::files::MANIFEST_LIMIT)
+            .ok()
+            .and_then(|text| crate::manifest::schema_of(&text))
+            .is_some_and(|schema| schema.starts_with("parlab.manifest/"))
+    })
 }
 
 /// Writes `out`'s stamp naming `store` (`../manifests` when they are siblings).

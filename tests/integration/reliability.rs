@@ -1059,3 +1059,17 @@ fn a_render_from_another_working_folder_says_which_files_the_findings_cannot_rea
     let home = render(root);
     assert!(!home.contains("(models/"), "{home}");
 }
+
+#[test]
+fn a_render_into_another_manifests_folder_is_refused_and_the_folder_left_as_it_was() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let other = tempfile::tempdir().unwrap();
+    assert!(Command::new("cp").arg("-a").arg(root.join("tests/fixtures/manifests/.")).arg(other.path()).status().unwrap().success());
+    let before = tree(other.path());
+    let args = ["report", "--manifests", "tests/fixtures/manifests", "--out", other.path().to_str().unwrap()];
+    let out = parlab(root, &args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is a manifests folder (it holds"), "{}", stderr(&out));
+    let after: Vec<(PathBuf, Vec<u8>)> = tree(other.path()).into_iter().filter(|(p, _)| !p.ends_with(".parlab.lock")).collect();
+    assert!(after == before, "nothing written into it");
+}
