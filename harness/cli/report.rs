@@ -61,8 +61,20 @@ pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Re
 /// `out/trends/N.svg` (a trend figure per run and figure, change points marked); a missing
 /// history folder exits 2 before anything is written.
 pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Option<&Path>) -> super::Result<i32> {
-    if let Some(h) = history.filter(|h| !h.is_dir()) {
-        return Err(Error::Usage(format!("{}: no such nightly history folder", h.display())));
+    if let Some(h) = history {
+        if h.exists() && !h.is_dir() {
+            return Err(Error::Usage(format!("--history {}: not a folder; --history names the nightly history folder", h.display())));
+        }
+        if !h.is_dir() {
+            return Err(Error::Usage(format!("--history {}: no such nightly history folder", h.display())));
+        }
+        if let Some(example) = crate::report::origin::a_manifest_in(h) {
+            return Err(Error::Usage(format!(
+                "--history {}: a manifests folder (it holds {}), not a nightly history; --history names the folder `parlab nightly --history` keeps",
+                h.display(),
+                example.display()
+            )));
+        }
     }
     let code = run(manifests, out, wait)?;
     if let Some(h) = history {

@@ -440,10 +440,17 @@ fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy
                 format!("{} vs 0 launches: tonight has no per-launch value of this figure (no launch measured it)", pair.before.len()),
             );
         }
+        let usable = |v: &[f64]| v.iter().filter(|x| x.is_finite() && **x > 0.0).count();
+        let (ub, ua) = (usable(&pair.before), usable(&pair.after));
+        let unusable = if (ub, ua) == (pair.before.len(), pair.after.len()) {
+            String::new()
+        } else {
+            format!(" ({ub} and {ua} of them above 0: the test compares logarithms)")
+        };
         return (
             Verdict::InsufficientEvidence,
             format!(
-                "{} vs {} launches: the t-test needs at least {} launches a night (a manifest without per-launch figures counts as one)",
+                "{} vs {} launches{unusable}: the t-test needs at least {} launches a night (a manifest without per-launch figures counts as one)",
                 pair.before.len(),
                 pair.after.len(),
                 stats::MIN_PER_SIDE

@@ -159,7 +159,7 @@ pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
 }
 
 /// A run manifest (`*.json` of schema `parlab.manifest/…`) directly in `out`, if any.
-fn a_manifest_in(out: &Path) -> Option<PathBuf> {
+pub fn a_manifest_in(out: &Path) -> Option<PathBuf> {
     let entries = std::fs::read_dir(out).ok()?;
     entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file()).find(|p| {
         crate::files::read_text(p, crate::files::MANIFEST_LIMIT)

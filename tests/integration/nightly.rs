@@ -83,6 +83,14 @@ fn step_verdict(before: &Night, after: &Night) -> parlab::nightly::FigureVerdict
 }
 
 #[test]
+fn launches_of_no_positive_value_are_said_to_be_why_nothing_was_tested() {
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let v = step_verdict(&night_of(&m, &[0.0; 7]), &night_of(&m, &Draw(5).lognormal(7, 0.02, 0.05)));
+    assert_eq!(v.verdict, Verdict::InsufficientEvidence);
+    assert!(v.method.starts_with("7 vs 7 launches (0 and 7 of them above 0: the test compares logarithms)"), "{}", v.method);
+}
+
+#[test]
 fn a_twenty_percent_shift_is_regressed_with_five_launches_and_insufficient_with_two_or_an_old_manifest() {
     let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     let mut draw = Draw(7);
@@ -815,6 +823,20 @@ fn a_history_file_that_is_not_a_night_is_named_with_why_not_silently_dropped() {
     assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
     said(&String::from_utf8_lossy(&report.stderr));
     assert!(broken.is_file() && future.is_file(), "kept as they were");
+    // A file or a manifests folder named as the history is refused, saying which.
+    for (history, says) in [(broken.clone(), "not a folder"), (tonight.path().to_path_buf(), "a manifests folder (it holds")] {
+        let report = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .args(["report", "--manifests"])
+            .arg(base.path())
+            .arg("--out")
+            .arg(out.path().join("r"))
+            .arg("--history")
+            .arg(&history)
+            .output()
+            .unwrap();
+        assert_eq!(report.status.code(), Some(2), "{}", String::from_utf8_lossy(&report.stderr));
+        assert!(String::from_utf8_lossy(&report.stderr).contains(says), "{}", String::from_utf8_lossy(&report.stderr));
+    }
 }
 
 #[test]
