@@ -107,7 +107,7 @@ pub fn validate(path: &Path, text: &str) -> Result<Experiment, Vec<Problem>> {
 pub fn validate_partial(path: &Path, text: &str) -> (Option<Experiment>, Vec<Problem>) {
     let root: Value = match serde_yaml::from_str(text) {
         Ok(v) => v,
-        Err(e) => return (None, vec![yaml_syntax_problem(path, &e)]),
+        Err(e) => return (None, vec![yaml_syntax_problem(path, text, &e)]),
     };
     let mut c = Checker::new(path, text);
     let Value::Mapping(map) = &root else {
@@ -121,14 +121,25 @@ pub fn validate_partial(path: &Path, text: &str) -> (Option<Experiment>, Vec<Pro
     (kind.map(|_| exp), c.problems)
 }
 
-fn yaml_syntax_problem(path: &Path, e: &serde_yaml::Error) -> Problem {
+fn yaml_syntax_problem(path: &Path, text: &str, e: &serde_yaml::Error) -> Problem {
     let position = e.location().map(|l| super::locate::Position { line: l.line(), column: l.column() });
     let message = e.to_string();
     let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+    // The reader places a duplicate key at the start of its mapping: point at the second one.
+    let position = duplicate_key_position(text, &message).or(position);
     if let Some(message) = number_too_large(&message) {
         return Problem { file: path.to_path_buf(), position, key: String::new(), message };
     }
     Problem { file: path.to_path_buf(), position, key: String::new(), message: format!("not valid YAML: {message}") }
+}
+
+/// Where the second `key:` of a "duplicate entry with key" message stands (the first line
+/// after the first that holds it as a key, at any indentation).
+fn duplicate_key_position(text: &str, message: &str) -> Option<super::locate::Position> {
+    let key = message.split_once("duplicate entry with key \"")?.1.split_once('"')?.0;
+    let holds = |line: &str| line.trim_start().strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with(':'));
+    let (line, text) = text.lines().enumerate().filter(|(_, l)| holds(l)).nth(1)?;
+    Some(super::locate::Position { line: line + 1, column: text.len() - text.trim_start().len() + 1 })
 }
 
 /// The YAML reader's wording for a whole number beyond 64 bits, said plainly:
