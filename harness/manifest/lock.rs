@@ -17,7 +17,7 @@ pub enum LockError {
     Held {
         /// The lock file.
         path: PathBuf,
-        /// The holder's pid as it wrote it (`unknown` if unreadable).
+        /// The holder's pid as it wrote it (`unknown` if unreadable or that process has ended).
         holder: String,
     },
     /// The lock file could not be opened or locked.
@@ -70,10 +70,9 @@ impl StoreLock {
 fn holder(file: &mut std::fs::File) -> String {
     let mut text = String::new();
     let _ = file.read_to_string(&mut text);
-    let pid = text.trim();
-    if pid.is_empty() || !pid.chars().all(|c| c.is_ascii_digit()) {
-        "unknown".into()
-    } else {
-        pid.to_string()
+    match text.trim().parse::<u32>() {
+        // A pid whose process has ended is not the holder (another tool took the lock since).
+        Ok(pid) if std::path::Path::new(&format!("/proc/{pid}")).exists() => pid.to_string(),
+        _ => "unknown".into(),
     }
 }
