@@ -312,29 +312,48 @@ fn table_view(t: &Table, id: &str) -> (TableView, Vec<DataFile>) {
     (view, files)
 }
 
-/// The folders a render replaces whole, with the kinds of file it writes in them (any other
-/// file a user keeps there is carried over).
-const REPLACED: [(&str, &[&str]); 2] = [("figures", &["svg"]), ("tables", &["csv", "parquet"])];
+/// The folders whose files of these kinds a render replaces (any other file, folder or link a
+/// user keeps there is left alone).
+pub const REPLACED: [(&str, &[&str]); 2] = [("figures", &["svg"]), ("tables", &["csv", "parquet"])];
 
-/// Where a render stages its files inside `out` before they replace the earlier ones.
-const STAGE: &str = ".render.new";
+/// The prefix of a file staged beside the one it will replace.
+const STAGED: &str = ".new-";
 
-/// Writes the register, figures and tables under `out`, replacing the earlier ones only once
-/// every file is written: a failure (a full disk, a file too large) leaves the earlier register,
-/// its figures and tables whole.
+/// Writes the register, figures and tables under `out`. Every file is first written beside
+/// the one it replaces (`figures/.new-x.svg`, on the same filesystem even where `figures` is a
+/// link), and only once all are written are they renamed into place, the register last, and
+/// the earlier figures and tables no longer drawn removed: a render that fails while writing (a
+/// full disk, a file too large) leaves the earlier register, figures and tables as they were.
 pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
     write_unless(r, out, crate::launch::signals::received)
 }
 
 /// [`write`], replacing nothing when `stopped` says a termination signal arrived.
 fn write_unless(r: &Rendered, out: &Path, stopped: impl Fn() -> Option<i32>) -> Result<PathBuf, ReportError> {
-    let stage = out.join(STAGE);
-    let result = stage_files(r, out, &stage).and_then(|()| match stopped() {
+    let files = render_files(r, out);
+    for dir in REPLACED.iter().map(|(sub, _)| out.join(sub)) {
+        std::fs::create_dir_all(&dir).map_err(write_error(&dir))?;
+        remove_staged(&dir);
+    }
+    remove_staged(out);
+    let result = stage(&files).and_then(|()| match stopped() {
         Some(signal) => Err(ReportError::Interrupted { signal }),
-        None => commit(out, &stage),
+        None => commit(&files),
     });
-    let _ = std::fs::remove_dir_all(&stage);
-    result
+    if let Err(e) = result {
+        files.iter().for_each(|(path, _)| drop(std::fs::remove_file(staged(path))));
+        return Err(e);
+    }
+    remove_obsolete(out, &files);
+    Ok(out.join("evidence.md"))
+}
+
+/// Every file of the render, at its final path: tables, figures, then the register.
+fn render_files<'a>(r: &'a Rendered, out: &Path) -> Vec<(PathBuf, &'a [u8])> {
+    let tables = r.tables.iter().map(|(file, text)| (out.join(file), text.as_slice()));
+    let figures = r.figures.iter().map(|f| (out.join(&f.file), f.svg.as_bytes()));
+    let register = [(out.join("findings.json"), r.findings_json.as_bytes()), (out.join("evidence.md"), r.markdown.as_bytes())];
+    tables.chain(figures).chain(register).collect()
 }
 
 fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError {
@@ -342,51 +361,52 @@ fn write_error(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError {
     move |cause| ReportError::Write { path, cause }
 }
 
-/// Writes every file of the render under `stage` (named in errors by where it will go in `out`),
-/// with copies of the files a user keeps in the replaced folders.
-fn stage_files(r: &Rendered, out: &Path, stage: &Path) -> Result<(), ReportError> {
-    if stage.exists() {
-        std::fs::remove_dir_all(stage).map_err(write_error(stage))?;
+/// Where `path` is staged: `.new-<name>` beside it.
+fn staged(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!("{STAGED}{name}"))
+}
+
+/// Writes (and syncs) every file at its staged path, named in errors by its final path.
+fn stage(files: &[(PathBuf, &[u8])]) -> Result<(), ReportError> {
+    use std::io::Write as _;
+    for (path, bytes) in files {
+        let written = std::fs::File::create(staged(path)).and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()));
+        written.map_err(write_error(path))?;
     }
+    Ok(())
+}
+
+/// Renames every staged file into place, the register (last in `files`) last.
+fn commit(files: &[(PathBuf, &[u8])]) -> Result<(), ReportError> {
+    for (path, _) in files {
+        std::fs::rename(staged(path), path).map_err(write_error(path))?;
+    }
+    Ok(())
+}
+
+/// Removes the staged files a render that was killed left in `dir`.
+fn remove_staged(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(STAGED) && entry.path().is_file() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Removes the figures and tables of an earlier render that this one did not draw (plain
+/// files of the kinds a render writes; best effort: a leftover is only an unlinked file).
+fn remove_obsolete(out: &Path, files: &[(PathBuf, &[u8])]) {
+    let drawn: std::collections::BTreeSet<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
     for (sub, exts) in REPLACED {
-        std::fs::create_dir_all(stage.join(sub)).map_err(write_error(&out.join(sub)))?;
-        keep_others(&out.join(sub), &stage.join(sub), exts).map_err(write_error(&out.join(sub)))?;
-    }
-    let files = r.tables.iter().map(|(file, text)| (file.as_str(), text.as_slice()));
-    let figures = r.figures.iter().map(|f| (f.file.as_str(), f.svg.as_bytes()));
-    let register = [("findings.json", r.findings_json.as_bytes()), ("evidence.md", r.markdown.as_bytes())];
-    for (file, bytes) in files.chain(figures).chain(register) {
-        std::fs::write(stage.join(file), bytes).map_err(write_error(&out.join(file)))?;
-    }
-    Ok(())
-}
-
-/// Copies the files of `dir` a render does not write (other extensions) into `to`.
-fn keep_others(dir: &Path, to: &Path, exts: &[&str]) -> std::io::Result<()> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
-    for entry in entries.flatten() {
-        let p = entry.path();
-        let ours = p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x));
-        if p.is_file() && !ours {
-            std::fs::copy(&p, to.join(entry.file_name()))?;
+        for entry in std::fs::read_dir(out.join(sub)).into_iter().flatten().flatten() {
+            let p = out.join(sub).join(entry.file_name());
+            let ours = p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x));
+            if ours && p.is_file() && !drawn.contains(p.as_path()) {
+                let _ = std::fs::remove_file(&p);
+            }
         }
     }
-    Ok(())
-}
-
-/// Moves the staged folders and register into `out` (renames within one filesystem).
-fn commit(out: &Path, stage: &Path) -> Result<PathBuf, ReportError> {
-    for (sub, _) in REPLACED {
-        let (live, staged, old) = (out.join(sub), stage.join(sub), stage.join(format!("{sub}.old")));
-        if live.exists() {
-            std::fs::rename(&live, &old).map_err(write_error(&live))?;
-        }
-        std::fs::rename(&staged, &live).map_err(write_error(&live))?;
-    }
-    for file in ["findings.json", "evidence.md"] {
-        std::fs::rename(stage.join(file), out.join(file)).map_err(write_error(&out.join(file)))?;
-    }
-    Ok(out.join("evidence.md"))
 }
 
 /// A table as the templates see it: cells as escaped text, its markdown block, its CSV path.
@@ -485,7 +505,13 @@ mod tests {
         assert!(matches!(stopped, Err(ReportError::Interrupted { signal: libc::SIGINT })), "{stopped:?}");
         assert_eq!(std::fs::read_to_string(out.path().join("evidence.md")).unwrap(), "# first\n");
         assert!(out.path().join("figures/first.svg").is_file() && !out.path().join("figures/second.svg").exists());
-        assert!(!out.path().join(STAGE).exists(), "the staged files are removed");
+        let left: Vec<String> = ["figures", "tables", "."]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(out.path().join(d)).unwrap().flatten())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(STAGED))
+            .collect();
+        assert!(left.is_empty(), "the staged files are removed: {left:?}");
         write_unless(&rendered("third"), out.path(), || None).unwrap();
         assert_eq!(std::fs::read_to_string(out.path().join("evidence.md")).unwrap(), "# third\n");
         assert!(!out.path().join("figures/first.svg").exists() && out.path().join("tables/third.csv").is_file());

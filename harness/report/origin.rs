@@ -88,7 +88,7 @@ fn at_risk(out: &Path) -> Vec<String> {
     }
     let mut files: Vec<String> =
         ["evidence.md", "findings.json"].into_iter().filter(|f| out.join(f).exists()).map(str::to_string).collect();
-    for (sub, exts) in [("figures", &["svg"][..]), ("tables", &["csv", "parquet"][..])] {
+    for (sub, exts) in super::REPLACED {
         for entry in std::fs::read_dir(out.join(sub)).into_iter().flatten().flatten() {
             let p = entry.path();
             if p.is_file() && p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x)) {

@@ -1024,6 +1024,8 @@ fn a_render_that_fails_midway_leaves_the_earlier_register_figures_and_tables_who
     let first = parlab(root, &args, &[]);
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     std::fs::write(out.join("figures/notes.txt"), "a user's note beside the figures").unwrap();
+    std::fs::create_dir_all(out.join("figures/handmade")).unwrap();
+    std::fs::write(out.join("figures/handmade/diagram.svg"), "<svg/>").unwrap();
     let before: Vec<(PathBuf, Vec<u8>)> = tree(&out).into_iter().filter(|(p, _)| !p.ends_with(".parlab.lock")).collect();
     assert!(before.iter().filter(|(p, _)| p.starts_with("figures")).count() > 1, "the fixtures render figures");
     // Files past 20 KiB cannot be written (as on a full disk): the render fails partway.
@@ -1038,7 +1040,24 @@ fn a_render_that_fails_midway_leaves_the_earlier_register_figures_and_tables_who
     // A render that succeeds replaces the figures and keeps the user's note.
     let again = parlab(root, &args, &[]);
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
-    assert!(out.join("figures/notes.txt").is_file() && !out.join(".render.new").exists());
+    assert!(out.join("figures/notes.txt").is_file() && out.join("figures/handmade/diagram.svg").is_file(), "the user's files are kept");
+    let staged: Vec<PathBuf> = tree(&out).into_iter().map(|(p, _)| p).filter(|p| p.to_string_lossy().contains(".new-")).collect();
+    assert!(staged.is_empty(), "{staged:?}");
+}
+
+#[test]
+fn a_figures_folder_that_is_a_link_is_written_through_and_kept_a_link() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let (out, site) = (dir.path().join("reports"), dir.path().join("site-figures"));
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&site).unwrap();
+    std::os::unix::fs::symlink(&site, out.join("figures")).unwrap();
+    let rendered = parlab(root, &["report", "--manifests", "tests/fixtures/manifests", "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(rendered.status.code(), Some(0), "{}", stderr(&rendered));
+    assert!(out.join("figures").is_symlink(), "the link is kept");
+    let drawn = std::fs::read_dir(&site).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "svg")).count();
+    assert!(drawn > 1, "the figures land in the link's folder: {drawn}");
 }
 
 #[test]
