@@ -59,6 +59,11 @@ pub enum Finding {
         /// Where the tokens left the baseline's, and the margin there.
         moved: AnswerMove,
     },
+    /// A run whose baseline recorded an answer ended ok tonight without one.
+    NoAnswer {
+        /// Short run identity and experiment.
+        run: String,
+    },
     /// A run that was ok in the baseline failed now.
     NowFailing {
         /// Short run identity and experiment.
@@ -348,8 +353,10 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
         return outcome(RunStatus::NowFailing, (AnswerOutcome::None, None), same_machine);
     }
     let graded = answer::grade(before, after);
-    if let (AnswerOutcome::Changed, Some(moved)) = graded {
-        findings.push(Finding::AnswerChanged { run: label(after), moved });
+    match graded {
+        (AnswerOutcome::Changed, Some(moved)) => findings.push(Finding::AnswerChanged { run: label(after), moved }),
+        (AnswerOutcome::Missing, _) => findings.push(Finding::NoAnswer { run: label(after) }),
+        _ => {}
     }
     outcome(RunStatus::Ok, graded, same_machine)
 }

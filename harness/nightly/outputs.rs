@@ -22,10 +22,11 @@ fn finding_line(f: &Finding) -> String {
             moved.step,
             moved.margin.map_or_else(
                 || "no per-step margins recorded".to_string(),
-                |m| format!("a robust step: float32 top-2 margin {m:.3}, drift {:.3}", moved.drift)
+                |m| format!("a robust step: float32 top-2 margin {m:.3e}, drift {:.3e}", moved.drift)
             )
         ),
         Finding::NowFailing { run, reason } => format!("NOW FAILING {run}: {reason}"),
+        Finding::NoAnswer { run } => format!("NO ANSWER {run}: ok tonight but recorded no answer; the baseline's run did"),
         Finding::Missing { run } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
         Finding::MachineDiffers { runs, differences } => format!(
             "MACHINE DIFFERS for {runs} runs: {}; their timings were not compared (answers were): compare with a baseline from this machine",
@@ -41,7 +42,7 @@ fn finding_line(f: &Finding) -> String {
 pub fn moved_lines(c: &Comparison) -> Vec<String> {
     c.runs
         .iter()
-        .filter(|r| r.answer != AnswerOutcome::Changed)
+        .filter(|r| r.answer == AnswerOutcome::NearTie)
         .filter_map(|r| Some(super::answer::moved_line(&r.run, r.answer, r.moved.as_ref()?)))
         .collect()
 }
@@ -120,11 +121,11 @@ struct Case {
 fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
     let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
     let finding_for = |run: &str, want: fn(&Finding) -> bool| {
-        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r, .. } if r == run))
+        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r, .. } | Finding::NoAnswer { run: r } if r == run))
     };
     for r in &c.runs {
         let status = finding_for(&r.run, |f| matches!(f, Finding::Missing { .. } | Finding::NowFailing { .. }));
-        let answer = finding_for(&r.run, |f| matches!(f, Finding::AnswerChanged { .. }));
+        let answer = finding_for(&r.run, |f| matches!(f, Finding::AnswerChanged { .. } | Finding::NoAnswer { .. }));
         let suite = suites.entry(r.experiment.clone()).or_default();
         let fail = |f: Option<&Finding>| f.map(|f| (CaseOutcome::Failure, finding_line(f)));
         suite.push(Case { name: format!("{} status", r.run), outcome: fail(status), out: r.status.name().into() });

@@ -336,7 +336,7 @@ fn answered(tokens: &[u32], margins: &[f64], drift: f64) -> Manifest {
 }
 
 #[test]
-fn tokens_that_move_at_a_near_tie_or_in_half_precision_are_stated_not_a_changed_answer() {
+fn tokens_that_move_are_graded_by_the_margin_against_the_drift_and_a_lost_answer_is_a_finding() {
     let before = answered(&[1, 2, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25);
     let single = |after: Manifest| judged(&Night::new(vec![before.clone()]), &Night::new(vec![after]));
     // Step 2's margin (0.4) is below 2 x the drift (0.5): float32 reordering can flip it.
@@ -345,7 +345,7 @@ fn tokens_that_move_at_a_near_tie_or_in_half_precision_are_stated_not_a_changed_
     assert_eq!(c.runs[0].answer, AnswerOutcome::NearTie);
     let lines = parlab::nightly::outputs::moved_lines(&c);
     assert!(
-        lines.len() == 1 && lines[0].contains("from step 2: a near-tie (float32 top-2 margin 0.400 below 2× the drift 0.250"),
+        lines.len() == 1 && lines[0].contains("from step 2: a near-tie (float32 top-2 margin 4.000e-1 below 2× the drift 2.500e-1"),
         "{lines:?}"
     );
     assert!(parlab::nightly::outputs::markdown(&c, &[], "base").contains("### Answers that moved without changing"));
@@ -355,23 +355,30 @@ fn tokens_that_move_at_a_near_tie_or_in_half_precision_are_stated_not_a_changed_
         [f @ Finding::AnswerChanged { moved, .. }] => {
             assert_eq!((moved.step, moved.margin), (1, Some(3.0)));
             assert!(
-                parlab::nightly::render_text(&c.findings).contains("from step 1 (a robust step: float32 top-2 margin 3.000, drift 0.250)"),
+                parlab::nightly::render_text(&c.findings)
+                    .contains("from step 1 (a robust step: float32 top-2 margin 3.000e0, drift 2.500e-1)"),
                 "{f:?}"
             );
         }
         other => panic!("{other:?}"),
     }
-    // A bfloat16 run's rounding is the precision audit's to grade, at any step.
-    let mut half = answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25);
+    // A bfloat16 run is graded the same way: its drift from the float32 reference (its
+    // rounding) widens the threshold, and a move past it is a change.
+    let mut half = answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 2.0);
     if let Workload::Decode { dtype, .. } = &mut half.plan.workload {
         *dtype = Dtype::Bfloat16;
     }
-    let c = single(half);
-    assert!(c.findings.is_empty(), "{:?}", c.findings);
-    assert_eq!(c.runs[0].answer, AnswerOutcome::HalfPrecision);
-    // An ok run that recorded no answer tonight changed no answer.
+    let c = single(half.clone());
+    assert!(c.findings.is_empty() && c.runs[0].answer == AnswerOutcome::NearTie, "margin 3 within 2 x 2.0: {c:?}");
+    let mut robust = half;
+    robust.answer_mut().unwrap().exactness.max_logit_diff = 0.25;
+    assert!(matches!(single(robust).findings[..], [Finding::AnswerChanged { .. }]));
+    // An ok run that recorded no answer tonight, where the baseline's did, is a finding (exit
+    // 4: a collector lost it), not a changed answer.
     let c = single(decode_manifest(0.020, None));
-    assert!(c.findings.is_empty() && c.runs[0].answer == AnswerOutcome::None, "{c:?}");
+    assert_eq!(c.runs[0].answer, AnswerOutcome::Missing);
+    assert!(matches!(c.findings[..], [Finding::NoAnswer { .. }]), "{:?}", c.findings);
+    assert!(parlab::nightly::render_text(&c.findings).starts_with("NO ANSWER "), "{:?}", c.findings);
 }
 
 #[test]
