@@ -39,6 +39,16 @@ fn parlab_schema(path: &Path) -> Option<String> {
     crate::manifest::schema_of(&text).filter(|s| s.starts_with("parlab."))
 }
 
+/// Whether `a` and `b` name one file, existing or not: their folders resolved (links, `..`)
+/// and their names compared.
+fn one_file(a: &Path, b: &Path) -> bool {
+    let resolved = |p: &Path| {
+        let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::canonicalize(parent).ok().zip(p.file_name()).map(|(dir, name)| dir.join(name))
+    };
+    a == b || resolved(a).is_some_and(|x| Some(x) == resolved(b))
+}
+
 /// Whether writing `path` loses nothing: it does not exist, is empty, or holds what `nightly`
 /// itself writes there (`own`: recognises its JUnit report or its summary by their beginning).
 fn replaceable(path: &Path, own: fn(&str) -> bool) -> bool {
@@ -72,7 +82,7 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         )));
     }
     if let (Some(junit), Some(summary)) = (&outs.junit, &outs.summary) {
-        if junit == summary || same(junit, summary) {
+        if one_file(junit, summary) {
             return Err(Error::Usage(format!(
                 "--junit {} and --summary {}: the same file; one would overwrite the other: name two files",
                 junit.display(),

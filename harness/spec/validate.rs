@@ -126,20 +126,29 @@ fn yaml_syntax_problem(path: &Path, text: &str, e: &serde_yaml::Error) -> Proble
     let message = e.to_string();
     let message = message.split(" at line ").next().unwrap_or(&message).to_string();
     // The reader places a duplicate key at the start of its mapping: point at the second one.
-    let position = duplicate_key_position(text, &message).or(position);
+    let position = position.and_then(|at| duplicate_key_position(text, &message, at)).or(position);
     if let Some(message) = number_too_large(&message) {
         return Problem { file: path.to_path_buf(), position, key: String::new(), message };
     }
     Problem { file: path.to_path_buf(), position, key: String::new(), message: format!("not valid YAML: {message}") }
 }
 
-/// Where the second `key:` of a "duplicate entry with key" message stands (the first line
-/// after the first that holds it as a key, at any indentation).
-fn duplicate_key_position(text: &str, message: &str) -> Option<super::locate::Position> {
+/// Where the second `key:` of a "duplicate entry with key" message stands: the reader gives
+/// the start of the mapping (`at`); its keys are the lines from there at that indentation,
+/// until a line indented less ends it.
+fn duplicate_key_position(text: &str, message: &str, at: super::locate::Position) -> Option<super::locate::Position> {
     let key = message.split_once("duplicate entry with key \"")?.1.split_once('"')?.0;
-    let holds = |line: &str| line.trim_start().strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with(':'));
-    let (line, text) = text.lines().enumerate().filter(|(_, l)| holds(l)).nth(1)?;
-    Some(super::locate::Position { line: line + 1, column: text.len() - text.trim_start().len() + 1 })
+    let indent = at.column.checked_sub(1)?;
+    let indent_of = |l: &str| l.len() - l.trim_start().len();
+    let is_key = |l: &str| l.trim_start().strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with(':'));
+    let content = |l: &&str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
+    let mapping = text.lines().enumerate().skip(at.line.checked_sub(1)?);
+    let mut keys = mapping
+        .filter(|(_, l)| content(l))
+        .take_while(|(_, l)| indent_of(l) >= indent)
+        .filter(|(_, l)| indent_of(l) == indent && is_key(l));
+    let (line, _) = keys.nth(1)?;
+    Some(super::locate::Position { line: line + 1, column: indent + 1 })
 }
 
 /// The YAML reader's wording for a whole number beyond 64 bits, said plainly:

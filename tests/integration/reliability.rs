@@ -739,11 +739,18 @@ fn nightly_never_replaces_a_file_it_did_not_write_but_replaces_an_empty_one_and_
         let out = parlab(dir, &args, &[]);
         assert_eq!(out.status.code(), Some(0), "an empty file, then its own reports, are replaced: {}", stderr(&out));
     }
-    // One file for both would keep only the one written last.
-    let args = ["nightly", "--baseline", b, "--manifests", m, "--junit", junit.to_str().unwrap(), "--summary", junit.to_str().unwrap()];
-    let out = parlab(dir, &args, &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("the same file; one would overwrite the other"), "{}", stderr(&out));
+    // One file for both would keep only the one written last, however it is spelled, and
+    // whether or not it exists yet.
+    let fresh = dir.join("out/x.xml");
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    let other_spelling = dir.join("out/../out/./x.xml");
+    for (j, s) in [(&junit, &junit), (&fresh, &other_spelling)] {
+        let args = ["nightly", "--baseline", b, "--manifests", m, "--junit", j.to_str().unwrap(), "--summary", s.to_str().unwrap()];
+        let out = parlab(dir, &args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("the same file; one would overwrite the other"), "{}", stderr(&out));
+    }
+    assert!(!fresh.exists(), "nothing written");
     assert!(std::fs::read_to_string(&junit).unwrap().contains("<testsuites name=\"parlab nightly\""));
     assert!(std::fs::read_to_string(&summary).unwrap().starts_with("## parlab nightly\n"));
 }
