@@ -13,3 +13,11 @@ pub fn this_host() -> String {
         String::new()
     }
 }
+
+/// Whether process `pid` exists on this host (signal 0 asks without sending anything; a
+/// process of another user answers EPERM, and exists).
+pub fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    // SAFETY: kill with signal 0 performs only the existence and permission checks.
+    pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}

@@ -72,7 +72,7 @@ fn holder(file: &mut std::fs::File) -> String {
     let _ = file.read_to_string(&mut text);
     match text.trim().parse::<u32>() {
         // A pid whose process has ended is not the holder (another tool took the lock since).
-        Ok(pid) if std::path::Path::new(&format!("/proc/{pid}")).exists() => pid.to_string(),
+        Ok(pid) if crate::host::process_exists(pid) => pid.to_string(),
         _ => "unknown".into(),
     }
 }

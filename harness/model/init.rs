@@ -360,11 +360,17 @@ pub fn write_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Res
 }
 
 /// Makes the seeded checkpoint at `dir` unless it is already there (written to a temp folder, then renamed).
+/// A new one removes the checkpoints of the same model and seed it supersedes (another config
+/// or generator: each is the size of the model).
 pub fn ensure_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::Result<()> {
     if dir.join("model.safetensors").is_file() && dir.join("config.json").is_file() {
         return Ok(());
     }
-    replace_checkpoint(cfg, seed, dir)
+    replace_checkpoint(cfg, seed, dir)?;
+    for old in crate::spec::weights::superseded(dir) {
+        let _ = std::fs::remove_dir_all(old);
+    }
+    Ok(())
 }
 
 /// Writes the seeded checkpoint into a temp folder next to `dir`, then moves it into place.
@@ -372,7 +378,7 @@ pub fn replace_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::R
     // `ckpt/.` is `ckpt`: a folder cannot be renamed onto a path ending in `.`.
     let dir: &Path = &dir.components().collect::<PathBuf>();
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint");
-    let tmp = dir.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp = dir.with_file_name(format!(".{name}.tmp-{}", temp_owner(&crate::host::this_host(), std::process::id())));
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp)?;
     }
@@ -388,18 +394,22 @@ pub fn replace_checkpoint(cfg: &ModelConfig, seed: u64, dir: &Path) -> anyhow::R
     Ok(())
 }
 
-/// Removes the temp folders of `name` that a process killed while writing left beside `dir`
-/// (`.{name}.tmp-<pid>` whose process is gone); best effort.
+/// The writer a temp folder's name records: `<host>-<pid>` (a checkpoints folder may be
+/// shared between hosts, whose pids say nothing of each other).
+fn temp_owner(host: &str, pid: u32) -> String {
+    format!("{host}-{pid}")
+}
+
+/// Removes the temp folders of `name` that a process of this host killed while writing left
+/// beside `dir` (`.{name}.tmp-<host>-<pid>` whose process is gone); best effort.
 fn remove_abandoned(dir: &Path, name: &str) {
-    let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) else { return };
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let Ok(entries) = std::fs::read_dir(parent) else { return };
-    let prefix = format!(".{name}.tmp-");
+    let prefix = format!(".{name}.tmp-{}-", crate::host::this_host());
     for entry in entries.flatten() {
         let file_name = entry.file_name();
-        let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|p| p.parse::<i32>().ok()) else { continue };
-        // SAFETY: signal 0 only asks whether the process exists.
-        let gone = pid > 0 && unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
+        let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if !crate::host::process_exists(pid) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -417,16 +427,19 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        let (abandoned, live, other) = (
-            root.path().join(format!(".gpt2-seed0-abc.tmp-{dead}")),
-            root.path().join(format!(".gpt2-seed0-abc.tmp-{}", std::process::id())),
-            root.path().join(format!(".llama-seed0-abc.tmp-{dead}")),
+        let here = crate::host::this_host();
+        let (abandoned, live, other, elsewhere) = (
+            root.path().join(format!(".gpt2-seed0-abc.tmp-{}", temp_owner(&here, dead))),
+            root.path().join(format!(".gpt2-seed0-abc.tmp-{}", temp_owner(&here, std::process::id()))),
+            root.path().join(format!(".llama-seed0-abc.tmp-{}", temp_owner(&here, dead))),
+            root.path().join(format!(".gpt2-seed0-abc.tmp-{}", temp_owner("another-host", dead))),
         );
-        for d in [&abandoned, &live, &other] {
+        for d in [&abandoned, &live, &other, &elsewhere] {
             std::fs::create_dir_all(d).unwrap();
         }
         remove_abandoned(&dir, "gpt2-seed0-abc");
-        assert!(!abandoned.exists() && live.exists() && other.exists());
+        assert!(!abandoned.exists() && live.exists() && other.exists(), "only this host's dead writer's");
+        assert!(elsewhere.exists(), "another host's pid says nothing here");
     }
 
     fn tiny_llama() -> ModelConfig {

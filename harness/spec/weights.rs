@@ -36,6 +36,29 @@ pub fn seeded_dir(name: &str, seed: u64, generator: &str, config_sha256: &str) -
     state_dir().join("checkpoints").join(format!("{safe}-seed{seed}-{}", &what[..12]))
 }
 
+/// The seeded checkpoint folders beside `dir` (one of [`seeded_dir`]'s) that it supersedes:
+/// those of the same model name and seed made from another config or generator, and the one
+/// named before folders carried that hash (`<model>-seed<S>`).
+pub fn superseded(dir: &Path) -> Vec<PathBuf> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str())) else { return Vec::new() };
+    let Some((stem, _)) = name.rsplit_once('-').filter(|(_, h)| is_folder_hash(h)) else { return Vec::new() };
+    let older = |other: &str| {
+        other != name && (other == stem || other.strip_prefix(stem).and_then(|r| r.strip_prefix('-')).is_some_and(is_folder_hash))
+    };
+    std::fs::read_dir(parent)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(older) && e.path().is_dir())
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Whether `text` is the 12 hex digits [`seeded_dir`] ends a folder name with.
+fn is_folder_hash(text: &str) -> bool {
+    text.len() == 12 && text.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 /// Why a spec's model cannot be run: its folder, its config or its checkpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -190,6 +213,24 @@ mod tests {
         let (key, same_prefix) = digest_key(&file, &after).unwrap();
         assert_ne!(key, before, "the change time moved");
         assert_eq!(same_prefix, prefix);
+    }
+
+    #[test]
+    fn a_new_seeded_checkpoint_supersedes_its_models_older_ones_of_the_same_seed_only() {
+        let root = tempfile::tempdir().unwrap();
+        let folder = |name: &str| {
+            let p = root.path().join(name);
+            std::fs::create_dir_all(&p).unwrap();
+            p
+        };
+        let now = folder("gpt2-seed0-0123456789ab");
+        let (old_format, old_config) = (folder("gpt2-seed0"), folder("gpt2-seed0-ba9876543210"));
+        let others = [folder("gpt2-seed1-0123456789ab"), folder("gpt2-seed0x"), folder("gpt2-moe-seed0-0123456789ab")];
+        let mut found = superseded(&now);
+        found.sort();
+        assert_eq!(found, vec![old_format, old_config]);
+        assert!(others.iter().all(|o| !found.contains(o)));
+        assert!(superseded(&root.path().join("not-a-seeded-folder")).is_empty());
     }
 
     #[test]
