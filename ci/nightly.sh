@@ -16,6 +16,17 @@
 # baseline even when the comparison failed (see step 4). On GitHub Actions the summary is appended to
 # $GITHUB_STEP_SUMMARY; point the CI's JUnit publisher at out/junit.xml.
 set -uo pipefail
+# Paths given relative to where the job was started are made absolute before it moves to the
+# project folder.
+absolute() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$PWD" "$1" ;; esac; }
+for var in PARLAB_NIGHTLY_STATE PARLAB_MANIFESTS PARLAB_BIN PARLAB_STATE; do
+  [ -n "${!var:-}" ] && export "$var=$(absolute "${!var}")"
+done
+if [ -n "${NIGHTLY_SPECS:-}" ]; then
+  specs=()
+  for spec in $NIGHTLY_SPECS; do specs+=("$(absolute "$spec")"); done
+  NIGHTLY_SPECS="${specs[*]}"
+fi
 cd "$(dirname "$0")/.."
 STATE=${PARLAB_NIGHTLY_STATE:-.parlab/nightly}
 LAST_GOOD=$STATE/last-good
@@ -58,6 +69,8 @@ else
     --junit "$OUT/junit.xml" --summary "$OUT/summary.md" --history "$HISTORY" --json ${NIGHTLY_ARGS:-} \
     >"$OUT/nightly.json"
   nightly_rc=$?
+  # A comparison that stopped before judging (exit 2) printed no JSON: no empty file is left.
+  [ -s "$OUT/nightly.json" ] || rm -f "$OUT/nightly.json"
   [ -f "$OUT/summary.md" ] && cat "$OUT/summary.md"
   if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$OUT/summary.md" ]; then
     cat "$OUT/summary.md" >>"$GITHUB_STEP_SUMMARY"

@@ -969,13 +969,16 @@ fn the_nightly_job_keeps_one_comparisons_json_junit_and_summary_and_promotes_a_p
     let suite = Suite::new();
     suite.spec("one", &small_collectives("one", "60s", ""));
     let state = suite.dir.path().join("state");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/nightly.sh");
     let job = || {
+        // Started from the suite's folder, with paths relative to it, as a CI job would.
         Command::new("bash")
-            .arg("ci/nightly.sh")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("PARLAB_NIGHTLY_STATE", &state)
-            .env("PARLAB_MANIFESTS", suite.manifests())
-            .env("NIGHTLY_SPECS", suite.dir.path().join("specs"))
+            .arg(&script)
+            .current_dir(suite.dir.path())
+            .env("PARLAB_NIGHTLY_STATE", "state")
+            .env("PARLAB_MANIFESTS", "manifests")
+            .env("PARLAB_STATE", suite.dir.path().join(".parlab"))
+            .env("NIGHTLY_SPECS", "specs")
             .env("NIGHTLY_LAUNCHES", "3")
             // Never `make build` from inside a test: the build's environment differs from the
             // tests' (cargo's for its test binaries), and would rebuild dependencies.
@@ -1005,6 +1008,8 @@ fn the_nightly_job_keeps_one_comparisons_json_junit_and_summary_and_promotes_a_p
     assert_eq!(junit.matches("<failure").count() > 0, findings > 0, "the JUnit agrees with the JSON");
     assert!(said(&second).contains("## parlab nightly"), "the summary in the log: {}", said(&second));
     assert_eq!(parlab::nightly::history::read(&state.join("history")).len(), 1, "tonight appended once");
+    // A passing night is the next baseline; a failing one is not.
+    assert_eq!(said(&second).contains("tonight is the new last good night"), code == Some(0), "{}", said(&second));
 }
 
 /// Every file under `dir` (relative path, bytes), sorted.
