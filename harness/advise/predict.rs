@@ -52,7 +52,7 @@ fn replica_input<'a>(layout: &Layout, shape: &'a ModelShape, w: &Workload, m: &M
         shape,
         dtype_bytes: w.dtype.bytes(),
         device: m.cost_device(),
-        peak_flops: m.peak_flops(w.dtype),
+        peak_flops: m.device.peak_flops(w.dtype),
         tensor: layout.tensor,
         stages,
         tensor_link: m.group_link(t),

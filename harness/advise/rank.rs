@@ -75,7 +75,7 @@ fn constants(machine: &Machine, dtype: crate::spec::schema::Dtype) -> Vec<(Const
         }
     }
     out.push((Constant::DeviceBandwidth, machine.device.bandwidth_bps()));
-    if let Some(peak) = machine.peak_flops(dtype) {
+    if let Some(peak) = machine.device.peak_flops(dtype) {
         out.push((Constant::DeviceCompute, peak));
     }
     out

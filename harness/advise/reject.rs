@@ -146,10 +146,16 @@ pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> 
     let paid = machine.group_link(layout.tensor);
     let slower_than = |l: Link| paid.alpha_s > l.alpha_s || paid.beta_bps < l.beta_bps;
     let inner = (0..outer).rev().find(|&j| slower_than(machine.group_link(machine.domains[j].size)))?;
+    // Named by a link it pays that is itself slower than the faster group's ring (the smallest
+    // bandwidth first, then the largest latency), never one that group pays too.
+    let faster = machine.group_link(machine.domains[inner].size);
     let crossed = machine
         .paid_domains(layout.tensor)
         .into_iter()
-        .min_by(|&a, &b| machine.domains[a].link.link().beta_bps.total_cmp(&machine.domains[b].link.link().beta_bps))?;
+        .map(|d| (d, machine.domains[d].link.link()))
+        .filter(|(_, l)| l.alpha_s > faster.alpha_s || l.beta_bps < faster.beta_bps)
+        .min_by(|(_, a), (_, b)| a.beta_bps.total_cmp(&b.beta_bps).then(b.alpha_s.total_cmp(&a.alpha_s)))?
+        .0;
     let inside = machine.domains[inner].size;
     let instead = fitting.iter().filter(|l| l.tensor <= inside && l.expert == 1).max_by_key(|l| (l.tensor, l.data))?;
     Some(Rejection::TensorAcrossSlowBoundary {

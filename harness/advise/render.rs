@@ -28,7 +28,7 @@ pub fn assumptions(advice: &Advice) -> Vec<String> {
         out.push(even_routing(e));
     }
     let (m, dtype) = (&advice.request.machine, advice.request.workload.dtype);
-    match m.peak_flops(dtype) {
+    match m.device.peak_flops(dtype) {
         Some(_) => out.push(format!("The arithmetic peak is the datasheet's {} peak: a real prefill reaches a fraction of it, so a predicted time to first token is a lower bound.", dtype.name())),
         None => out.push(format!(
             "Device {} has no {} compute figure in models/devices.yaml: a prefill is predicted from memory and communication only, a lower bound (far below a compute-bound prefill's time).",
@@ -41,7 +41,7 @@ pub fn assumptions(advice: &Advice) -> Vec<String> {
 
 /// The assumption behind every expert split's prediction: the router spreads the tokens evenly.
 fn even_routing(e: crate::costmodel::shape::Experts) -> String {
-    let pair = if e.active >= 2 && e.count >= 4 {
+    let pair = if e.active >= 2 && e.count >= 4 && e.count.is_multiple_of(2) {
         // Two of the token's experts among `count` split over 2 devices: the second lands on the
         // first's device (count/2 − 1 of the count − 1 others).
         format!(
@@ -179,7 +179,7 @@ pub fn to_json(advice: &Advice) -> Value {
         },
         "machine": {
             "device": m.device.name, "memory_bytes": m.device.memory_bytes(), "bandwidth_Bps": m.device.bandwidth_bps(),
-            "compute_flops": m.peak_flops(req.workload.dtype), "nodes": m.nodes, "devices_per_node": m.devices_per_node,
+            "compute_flops": m.device.peak_flops(req.workload.dtype), "nodes": m.nodes, "devices_per_node": m.devices_per_node,
             "devices": m.devices(),
             "domains": m.domains.iter().enumerate().map(|(i, d)| json!({
                 "size": d.size, "link": d.link.name, "latency_s": d.link.link().alpha_s,

@@ -270,12 +270,6 @@ impl Machine {
         self.nodes * self.devices_per_node
     }
 
-    /// The device's arithmetic peak for `dtype` (float32 runs without 16-bit tensor cores, at
-    /// the catalogue's float32 peak); None where the catalogue gives none for it.
-    pub fn peak_flops(&self, dtype: Dtype) -> Option<f64> {
-        self.device.peak_flops(dtype)
-    }
-
     /// The device as the cost model takes it.
     pub fn cost_device(&self) -> Device {
         Device { memory_bytes: self.device.memory_bytes(), bandwidth_bps: self.device.bandwidth_bps() }

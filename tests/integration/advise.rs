@@ -139,6 +139,14 @@ fn a_tensor_group_across_nodes_still_pays_the_slow_link_inside_each_node_and_is_
     let tp8 = advice.rejected.iter().find(|r| r.label == "TP=8 x DP=1").unwrap().predicted.as_ref().unwrap().step_s;
     let tp4 = advice.rejected.iter().find(|r| r.label == "TP=4 x DP=2").unwrap().predicted.as_ref().unwrap().step_s;
     assert!(tp8 > tp4, "eight ranks pay SYS on more ring steps than four: {tp8} vs {tp4}");
+    // A refusal names a link slower than the faster group's, never the faster group's own: a
+    // switch of higher bandwidth but higher latency between nodes is what TP=4 crosses.
+    let switch = run(&asked(model("llama-3.1-8b"), "a100-80gb", 2, 2, &["2:nvlink-nv12", "4:nvswitch"]));
+    assert!(
+        matches!(rejection(&switch, "TP=4 x DP=1"), Rejection::TensorAcrossSlowBoundary { link, inside_link, .. } if link == "nvswitch" && inside_link == "nvlink-nv12"),
+        "{:?}",
+        rejection(&switch, "TP=4 x DP=1")
+    );
 }
 
 #[test]
