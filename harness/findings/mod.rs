@@ -173,7 +173,7 @@ impl<'a> Inputs<'a> {
             list,
             facts,
             audit: crate::audit::audit(list),
-            fits: crate::costmodel::predict::two_rank_fits(list),
+            fits: measured_two_rank_fits(list),
             oversubscribed: list.iter().filter_map(|m| Some((m.run_id.short().to_string(), oversubscription(m)?))).collect(),
         }
     }
@@ -252,6 +252,17 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.extend(advice::findings(&inputs));
     out.extend(claims::findings(&inputs));
     out
+}
+
+/// The 2-rank fits of the collectives parlab measured: an imported run (another tool's, on
+/// another machine) never decides a finding.
+fn measured_two_rank_fits(list: &[Manifest]) -> BTreeMap<(Op, Link), (LinkFit, crate::identity::RunId)> {
+    let measured: Vec<Manifest> = list
+        .iter()
+        .filter(|m| m.provenance.is_measured() && m.kind == crate::spec::Kind::Collectives && m.layout.world == 2)
+        .cloned()
+        .collect();
+    crate::costmodel::predict::two_rank_fits(&measured)
 }
 
 /// The stats of one row per world size (the first row of each world, in manifest order).

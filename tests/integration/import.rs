@@ -44,6 +44,17 @@ fn imported_runs_sit_beside_measured_ones_titled_and_labelled_as_imported() {
         std::fs::copy(&f, store.join(f.file_name().unwrap())).unwrap();
     }
     let before = manifests_in(&store).len();
+    let findings_of = |out: &Path| {
+        let report =
+            Command::new(env!("CARGO_BIN_EXE_parlab")).args(["report", "--manifests"]).arg(&store).arg("--out").arg(out).output().unwrap();
+        assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
+        let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
+        md.lines()
+            .filter(|l| l.starts_with("### HOLDS") || l.starts_with("### FAILS") || l.starts_with("### INCONCLUSIVE"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let without_imports = findings_of(&dir.path().join("reports-before"));
     let json = data("nccl_all_reduce_8gpu.json");
     for args in [
         vec!["nccl-tests", json.to_str().unwrap()],
@@ -89,6 +100,8 @@ fn imported_runs_sit_beside_measured_ones_titled_and_labelled_as_imported() {
     assert!(md.contains("all-gather over nccl (imported: nccl-tests): fitted on 6 sizes up to 1.0 MiB at 2 ranks"), "its fit's provenance");
     assert!(md.contains("Fitted α-β model against held-out sizes of imported runs"));
     assert!(md.contains("3 collectives runs were imported from other tools' output, not measured by parlab"), "the caveat");
+    // No finding rests on an imported run: the same findings, the same verdicts, as without them.
+    assert_eq!(findings_of(&dir.path().join("reports-after")), without_imports);
 }
 
 #[test]
