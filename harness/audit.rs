@@ -218,6 +218,19 @@ fn first_difference(a: &Answered, reference: Option<&[u32]>) -> Option<usize> {
     recorded.into_iter().chain(from_tokens).min()
 }
 
+/// The largest logit drift a run recorded before its tokens left the reference (or before
+/// step `upto`, where sooner): the drift at the step a token changed measures that change (a
+/// different token moves the logits by at least half the margin), not the reordering noise
+/// the near-tie threshold stands for. A run that never left the reference, or whose manifest
+/// has no per-step records, gives its largest drift.
+pub fn drift_before(exact: &AnswerExactness, upto: Option<usize>) -> f64 {
+    let left = [exact.first_difference, upto].into_iter().flatten().min();
+    match left {
+        Some(k) if !exact.steps.is_empty() => exact.steps.iter().take(k).filter_map(|s| s.drift).fold(0.0, f64::max),
+        _ => exact.max_logit_diff,
+    }
+}
+
 /// The world-1 run that stands for the reference decoded again: the one with the most threads
 /// per rank (the machine used whole), the first of them in manifest order. Another world-1 run
 /// (a one-thread peer for the cost model) is graded as a layout.
@@ -231,7 +244,7 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
     let self_drift = reference_run.map(|a| a.exact().max_logit_diff);
     let self_differs = reference_run.is_some_and(|a| !a.exact().tokens_equal || first_difference(a, refr.tokens.as_deref()).is_some());
     let reproducible = reference_run.map(|_| !self_differs && self_drift == Some(0.0));
-    let drift = answers.iter().map(|a| a.exact().max_logit_diff).fold(0.0, f64::max);
+    let drift = answers.iter().map(|a| drift_before(a.exact(), first_difference(a, refr.tokens.as_deref()))).fold(0.0, f64::max);
     let threshold = FRAGILE_FACTOR * drift;
     let fragile_steps: Vec<usize> =
         refr.margins.iter().enumerate().filter(|(_, m)| m.is_some_and(|m| m < threshold)).map(|(k, _)| k).collect();

@@ -35,7 +35,8 @@ pub struct AnswerMove {
     /// The smallest float32 reference top-2 margin either night recorded at that step; None
     /// where neither recorded per-step margins.
     pub margin: Option<f64>,
-    /// The larger of the two nights' largest logit drift from the reference.
+    /// The larger of the two nights' largest logit drift from the reference before that step
+    /// (and before each left the reference).
     pub drift: f64,
 }
 
@@ -45,7 +46,7 @@ pub fn grade(before: &Manifest, after: &Manifest) -> (AnswerOutcome, Option<Answ
     let Some(a) = after.answer() else { return (AnswerOutcome::Missing, None) };
     let Some(step) = first_difference(&b.tokens, &a.tokens) else { return (AnswerOutcome::Same, None) };
     let margin = [b, a].iter().filter_map(|x| x.exactness.steps.get(step).map(|s| s.reference_margin)).reduce(f64::min);
-    let drift = b.exactness.max_logit_diff.max(a.exactness.max_logit_diff);
+    let drift = crate::audit::drift_before(&b.exactness, Some(step)).max(crate::audit::drift_before(&a.exactness, Some(step)));
     let moved = AnswerMove { step, margin, drift };
     let outcome =
         if margin.is_some_and(|m| m < crate::audit::FRAGILE_FACTOR * drift) { AnswerOutcome::NearTie } else { AnswerOutcome::Changed };

@@ -90,6 +90,23 @@ fn tokens_that_differ_from_step_5_on_are_diverged_at_step_5_and_exit_3() {
 }
 
 #[test]
+fn the_drift_at_the_step_a_token_changed_does_not_make_that_step_a_near_tie() {
+    // A layout whose token changed at step 3 moved that step's logits by at least half the
+    // margin there, and records it as the step's drift: were that the near-tie threshold's
+    // drift, every divergence would be explained away.
+    let mut list = base();
+    with_steps(&mut list, &[(3, 0.8)]);
+    diverge_from(&mut list, 2, 3);
+    let a = answer(decode_at(&mut list, 2));
+    a.exactness.steps[3].drift = Some(2.0);
+    a.exactness.max_logit_diff = 2.0;
+    let (code, doc) = run_audit(&list);
+    let l = layout(&doc, 2);
+    assert_eq!((code, l["cause"].as_str()), (3, Some("real_change")), "{l}");
+    assert_eq!(doc["groups"][0]["fragile"], false, "no step's margin is within 2 x 1e-5: {doc}");
+}
+
+#[test]
 fn a_near_tie_is_fragile_and_a_divergence_there_is_explained_not_a_change() {
     let mut list = base();
     answer(decode_at(&mut list, 4)).exactness.max_logit_diff = 1e-4;

@@ -370,9 +370,15 @@ fn tokens_that_move_are_graded_by_the_margin_against_the_drift_and_a_lost_answer
     }
     let c = single(half.clone());
     assert!(c.findings.is_empty() && c.runs[0].answer == AnswerOutcome::NearTie, "margin 3 within 2 x 2.0: {c:?}");
-    let mut robust = half;
-    robust.answer_mut().unwrap().exactness.max_logit_diff = 0.25;
+    let mut robust = answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25);
+    robust.plan.workload = half.plan.workload.clone();
     assert!(matches!(single(robust).findings[..], [Finding::AnswerChanged { .. }]));
+    // The drift a run records at the step its token changed measures that change, not the
+    // reordering noise: only the steps before it set the threshold.
+    let mut jumped = answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25);
+    jumped.answer_mut().unwrap().exactness.steps[1].drift = Some(4.0);
+    jumped.answer_mut().unwrap().exactness.max_logit_diff = 4.0;
+    assert!(matches!(single(jumped).findings[..], [Finding::AnswerChanged { .. }]), "margin 3 against a drift of 0.25 before step 1");
     // An ok run that recorded no answer tonight, where the baseline's did, is a finding (exit
     // 4: a collector lost it), not a changed answer.
     let c = single(decode_manifest(0.020, None));
