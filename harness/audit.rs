@@ -191,7 +191,9 @@ impl Answered<'_> {
     fn is_world_one(&self) -> bool {
         let unsplit = self.m.layout.strategy != crate::spec::Strategy::Context;
         let on_host = self.m.plan.device == crate::spec::Device::Cpu;
-        unsplit && on_host && self.m.layout.world == 1 && self.m.layout.sequences.unwrap_or(1) <= 1
+        // A half-precision run computes another arithmetic: a layout like any other, graded
+        // against its float32 twin, never the reference decoded again.
+        unsplit && on_host && !self.in_half_precision() && self.m.layout.world == 1 && self.m.layout.sequences.unwrap_or(1) <= 1
     }
 }
 

@@ -84,13 +84,29 @@ fn as_float32(w: &Workload) -> Workload {
     w
 }
 
+/// True when two runs computed with the same model: its config's digest and its weights (a
+/// checkpoint's digest, or a seeded one's seed and generator), wherever the folder or the
+/// checkpoint lay and however the spec named it, as their identities are.
+fn same_model(a: Option<&crate::spec::plan::ModelSource>, b: Option<&crate::spec::plan::ModelSource>) -> bool {
+    use crate::spec::plan::Weights;
+    let weights = |w: &Weights| match w {
+        Weights::Checkpoint { sha256, .. } => (Some(sha256.clone()), None),
+        Weights::Seeded { seed, generator, .. } => (None, Some((*seed, generator.clone()))),
+    };
+    match (a, b) {
+        (Some(a), Some(b)) => a.config_sha256 == b.config_sha256 && weights(&a.weights) == weights(&b.weights),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
 /// True when `m` is a float32 run of `half`'s model, workload, layout, threads per rank,
 /// device, step mode and link.
 fn is_twin(half: &Manifest, m: &Manifest) -> bool {
     let (a, b) = (&half.plan, &m.plan);
     dtype_of(m) == Some(Dtype::Float32)
         && a.layout == b.layout
-        && a.model == b.model
+        && same_model(a.model.as_ref(), b.model.as_ref())
         && a.threads_per_rank == b.threads_per_rank
         && a.device == b.device
         && a.step == b.step

@@ -9,6 +9,7 @@ use parlab::precision::PrecisionGrade;
 use parlab::spec::schema::Strategy;
 use parlab::spec::Kind;
 use serde_json::Value;
+use std::path::PathBuf;
 use std::process::Command;
 
 fn base() -> Vec<Manifest> {
@@ -230,6 +231,22 @@ fn a_half_precision_answer_is_graded_against_its_float32_twin() {
     let r = &parlab::precision::audit(&with_half_twin(Some(7), 0.1, 0.5))[0];
     assert_eq!(r.grade, PrecisionGrade::Moved);
     assert!(parlab::precision::line(r).contains("tokens equal up to step 7 of 25"), "{}", parlab::precision::line(r));
+    // Its model named another way, its checkpoint in another state folder: still its twin (the
+    // same config and weights, as the identities hold); other weights are not.
+    let mut moved = with_half_twin(None, 0.3, 0.5);
+    let half = moved.iter_mut().find(|m| m.run_id.as_str() == format!("{:064x}", 0xbf16)).unwrap();
+    let model = half.plan.model.as_mut().unwrap();
+    model.name = format!("../models/{}", model.name);
+    model.dir = PathBuf::from("/elsewhere").join(&model.dir);
+    if let parlab::spec::plan::Weights::Seeded { path, .. } = &mut model.weights {
+        *path = PathBuf::from("/tmp/other-state").join(&*path);
+    }
+    assert_eq!(parlab::precision::audit(&moved)[0].grade, PrecisionGrade::TokensEqual);
+    let half = moved.iter_mut().find(|m| m.run_id.as_str() == format!("{:064x}", 0xbf16)).unwrap();
+    if let parlab::spec::plan::Weights::Seeded { seed, .. } = &mut half.plan.model.as_mut().unwrap().weights {
+        *seed += 1;
+    }
+    assert_eq!(parlab::precision::audit(&moved)[0].grade, PrecisionGrade::NoTwin, "other weights: no twin");
     // Without its twin the run is listed, not graded.
     let mut list = with_half_twin(None, 0.3, 0.5);
     list.retain(|m| !(m.layout.world == 2 && m.layout.strategy == Strategy::Tensor && m.run_id.as_str() != format!("{:064x}", 0xbf16)));
@@ -329,4 +346,23 @@ fn a_layout_that_failed_is_listed_as_not_graded_and_the_exit_code_stays() {
     assert!(g["not_graded"].as_array().unwrap().iter().all(|n| n["status"] == "not_run" && n["reason"] == "needs torch"), "{g}");
     let (_, text) = audit_text(&list);
     assert!(text.contains("no run graded:") && !text.contains("same answer"), "{text}");
+}
+
+#[test]
+fn a_half_precision_run_at_world_one_is_never_the_reference_decoded_again() {
+    let mut list = base();
+    with_steps(&mut list, &[]);
+    let float32 = decode_at(&mut list, 1).run_id.short().to_string();
+    let mut half = decode_at(&mut list, 1).clone();
+    if let parlab::spec::plan::Workload::Decode { dtype, .. } = &mut half.plan.workload {
+        *dtype = parlab::spec::schema::Dtype::Bfloat16;
+    }
+    half.plan.threads_per_rank += 8;
+    half.run_id = format!("{:064x}", 0xbf1).into();
+    answer(&mut half).exactness.max_logit_diff = 1.4;
+    list.push(half);
+    let groups = audit(&list);
+    let g = groups.iter().find(|g| g.layouts.iter().any(|l| l.run == format!("{:012x}", 0))).unwrap();
+    assert_eq!(g.reference_run.as_deref(), Some(float32.as_str()), "the float32 world-1 run, though the bfloat16 one has more threads");
+    assert!(g.reference_self_drift.is_some_and(|d| d < 1.0), "its rounding is not the reference's noise: {:?}", g.reference_self_drift);
 }
