@@ -87,8 +87,16 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         }
         let (name, version) =
             title.rsplit_once(" v").ok_or_else(|| Problem::at(n, format!("`# {rest}`: expected `# OSU MPI <test> Test vX.Y`")))?;
-        // `MPI`, `MPI-CUDA`, `MPI-ROCM`, ...: the word before the test's name.
-        let test = name.split_once(' ').map_or("", |(_, t)| t.trim());
+        // `MPI`, `MPI-CUDA`, `MPI-ROCM`, ...: the word before the test's name. OSU's NCCL, RCCL,
+        // UCC or OpenSHMEM tests measure another library, which a manifest of link `mpi` would
+        // misname.
+        let (library, test) = name.split_once(' ').map_or(("", ""), |(l, t)| (l, t.trim()));
+        if !library.starts_with("MPI") {
+            return Err(Problem::at(
+                n,
+                format!("`# {rest}`: OSU's {library} tests measure {library}, not MPI; parlab reads OSU's MPI tests (import NCCL results from nccl-tests)"),
+            ));
+        }
         let known = BENCHMARKS.iter().find(|(t, ..)| *t == test).ok_or_else(|| {
             let names: Vec<&str> = BENCHMARKS.iter().map(|(_, b, ..)| *b).collect();
             Problem::at(n, format!("unknown op: `{test}` is not a test parlab reads ({})", names.join(", ")))

@@ -110,8 +110,19 @@ fn bad_input_exits_2_naming_the_file_and_line_and_writes_nothing() {
     let store = dir.path().join("manifests");
     let bad = dir.path().join("truncated.json");
     std::fs::write(&bad, "{\"version\": 3,\n \"args\": [\"all_reduce_perf\"],\n \"results\": [\n").unwrap();
+    // OSU's NCCL tests measure NCCL: a manifest of link `mpi` would misname them.
+    let osu_nccl = dir.path().join("osu_nccl.txt");
+    let mpi = std::fs::read_to_string(data("osu_allreduce_4rank.txt")).unwrap();
+    std::fs::write(&osu_nccl, mpi.replacen("# OSU MPI Allreduce", "# OSU NCCL-CUDA Allreduce", 1)).unwrap();
     let cases: Vec<(Vec<String>, String)> = vec![
         (vec!["nccl-tests".into(), bad.display().to_string()], format!("{}:4: not JSON", bad.display())),
+        (
+            vec!["osu".into(), osu_nccl.display().to_string(), "--world".into(), "4".into()],
+            format!(
+                "{}:1: `# OSU NCCL-CUDA Allreduce Latency Test v7.3`: OSU's NCCL-CUDA tests measure NCCL-CUDA, not MPI",
+                osu_nccl.display()
+            ),
+        ),
         (
             vec!["osu".into(), data("nccl_all_gather_2gpu.txt").display().to_string()],
             format!("{}:13: a result row before the `# OSU MPI ... Test vX.Y`", data("nccl_all_gather_2gpu.txt").display()),
