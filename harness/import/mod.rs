@@ -356,12 +356,16 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
     let rows = rows_of(&run, world, &link);
     let run_id = run_id_of(run.tool, sha256, world);
     let plan = plan_of(&run, world, sha256, &run_id, &rows);
-    let fits = fit_of(run.op, world, &rows).into_iter().collect();
+    // A size the tool found a wrong result at is a failure, not a time to fit (as a wrong
+    // collective fails parlab's own run): its row is kept, with its count, and left out of the fit.
+    let checked: Vec<_> = rows.iter().filter(|r| r.wrong == 0).cloned().collect();
+    let fits = fit_of(run.op, world, &checked).into_iter().collect();
     let summary = Summary::Collectives(Collectives {
         rows,
         fits,
         timing: timing(run.tool),
-        fit_method: "costmodel::link::fit_collective on the imported out-of-place time per size".into(),
+        fit_method:
+            "costmodel::link::fit_collective on the imported out-of-place time per size whose result the tool found right (wrong 0)".into(),
     });
     let mut hosts: Vec<String> = Vec::new();
     for d in &run.devices {
@@ -458,6 +462,21 @@ mod tests {
 
     fn rows(m: &Manifest) -> &[CollectiveRow] {
         &m.summary().and_then(Summary::collectives).expect("a collectives summary").rows
+    }
+
+    #[test]
+    fn a_size_with_wrong_results_is_kept_as_a_row_and_left_out_of_the_fit() {
+        let rows: String = [(1024u64, 9.0, 0), (4096, 10.0, 0), (16384, 14.0, 0), (65536, 30.0, 5), (262144, 90.0, 0)]
+            .iter()
+            .map(|(size, us, wrong)| format!("{size:>12} {:>12} float sum -1 {us} 0.1 0.1 {wrong} {us} 0.1 0.1 0\n", size / 4))
+            .collect();
+        let text = format!("{NCCL_HEAD}{rows}");
+        let run = nccl_tests::read_text(&text).unwrap();
+        let m = manifest_of(run, 2, Path::new("out.txt"), &"0".repeat(64), None);
+        let c = m.summary().and_then(Summary::collectives).unwrap();
+        assert_eq!(c.rows.iter().map(|r| r.wrong).collect::<Vec<_>>(), vec![0, 0, 0, 5, 0], "every size is a row");
+        let fit = c.fit(Op::AllReduce).expect("a fit of the right sizes");
+        assert_eq!(fit.fitted_points, 4, "all five sizes are within the fit's 1 MiB; the wrong one is left out: {fit:?}");
     }
 
     #[test]
