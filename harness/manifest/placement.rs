@@ -165,6 +165,12 @@ pub fn cores_by_host(ranks: &[RankPlacement]) -> Vec<(String, u32, u32)> {
         .collect()
 }
 
+/// Rank `rank` placed on `host` with the cores `cores` (for tests).
+#[cfg(test)]
+pub fn placed(rank: u32, host: &str, cores: &str) -> RankPlacement {
+    RankPlacement { rank, host: host.into(), pid: 1, cores: cores.into(), transport: String::new() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,13 +190,7 @@ mod tests {
 
     #[test]
     fn a_hosts_cores_are_the_union_of_its_ranks_affinities() {
-        let p = |rank, host: &str, cores: &str| RankPlacement {
-            rank,
-            host: host.into(),
-            pid: 1,
-            cores: cores.into(),
-            transport: String::new(),
-        };
+        let p = placed;
         let ranks = [p(0, "a", "0"), p(1, "a", "1"), p(2, "b", "0-3"), p(3, "b", "0-3"), p(4, "c", "")];
         assert_eq!(cores_by_host(&ranks), vec![("a".to_string(), 2, 2), ("b".to_string(), 2, 4)]);
     }

@@ -824,29 +824,22 @@ fn a_history_file_that_is_not_a_night_is_named_with_why_not_silently_dropped() {
     let night = nightly(base.path(), tonight.path(), &["--history", history.path().to_str().unwrap()]);
     assert_eq!(night.status.code(), Some(0), "{}", String::from_utf8_lossy(&night.stderr));
     said(&String::from_utf8_lossy(&night.stderr));
-    let report = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .args(["report", "--manifests"])
-        .arg(base.path())
-        .arg("--out")
-        .arg(out.path().join("r"))
-        .arg("--history")
-        .arg(history.path())
-        .output()
-        .unwrap();
+    let report_with = |history: &Path| {
+        let out_dir = out.path().join("r");
+        std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+            .args(["report", "--manifests"])
+            .arg(base.path())
+            .args([Path::new("--out"), &out_dir, Path::new("--history"), history])
+            .output()
+            .unwrap()
+    };
+    let report = report_with(history.path());
     assert_eq!(report.status.code(), Some(0), "{}", String::from_utf8_lossy(&report.stderr));
     said(&String::from_utf8_lossy(&report.stderr));
     assert!(broken.is_file() && future.is_file(), "kept as they were");
     // A file or a manifests folder named as the history is refused, saying which.
     for (history, says) in [(broken.clone(), "not a folder"), (tonight.path().to_path_buf(), "a manifests folder (it holds")] {
-        let report = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-            .args(["report", "--manifests"])
-            .arg(base.path())
-            .arg("--out")
-            .arg(out.path().join("r"))
-            .arg("--history")
-            .arg(&history)
-            .output()
-            .unwrap();
+        let report = report_with(&history);
         assert_eq!(report.status.code(), Some(2), "{}", String::from_utf8_lossy(&report.stderr));
         assert!(String::from_utf8_lossy(&report.stderr).contains(says), "{}", String::from_utf8_lossy(&report.stderr));
     }
