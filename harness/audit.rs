@@ -436,8 +436,8 @@ fn group_head(g: &AnswerGroup) -> String {
         n => format!("; {} not graded (below)", decode_runs(n)),
     };
     format!(
-        "{name}: {} runs: {verdict}; largest logit difference {}; smallest top-2 margin {}; {noise}{fragile}{ungraded}\n",
-        g.runs.len(),
+        "{name}: {}: {verdict}; largest logit difference {}; smallest top-2 margin {}; {noise}{fragile}{ungraded}\n",
+        crate::report::fmt::plural(g.runs.len(), "run", "runs"),
         opt(g.max_logit_diff, |v| format!("{v:.2e}")),
         opt(g.min_top2_margin, |v| format!("{v:.3}")),
     )
