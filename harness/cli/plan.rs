@@ -11,20 +11,23 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
         let items: Vec<_> = runs.iter().map(plan_json).collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
+        // The experiment column as wide as its widest entry (at least 28), so every row lines up.
+        let named: Vec<String> = runs.iter().map(|r| format!("{}#{}", r.experiment, r.index)).collect();
+        let w = named.iter().map(|n| n.chars().count()).max().unwrap_or(0).max(28);
         println!(
-            "{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12} details",
+            "{:<4} {:<w$} {:<10} {:>5} {:<8} {:<12} {:<12} details",
             "#", "experiment", "strategy", "world", "link", "run_id", "answer_id"
         );
-        for (i, r) in runs.iter().enumerate() {
+        for (i, (r, name)) in runs.iter().zip(&named).enumerate() {
             let (strategy, world, link) = if r.kind().launches_ranks() {
                 (r.layout.strategy.name().to_string(), r.layout.world.to_string(), r.link.to_string())
             } else {
                 (r.kind().name().to_string(), "–".to_string(), "–".to_string())
             };
             println!(
-                "{:<4} {:<28} {:<10} {:>5} {:<8} {:<12} {:<12} {}",
+                "{:<4} {:<w$} {:<10} {:>5} {:<8} {:<12} {:<12} {}",
                 i + 1,
-                format!("{}#{}", r.experiment, r.index),
+                name,
                 strategy,
                 world,
                 link,

@@ -247,3 +247,16 @@ fn a_spec_named_twice_is_one_spec_not_two_experiments_of_one_name() {
         assert_eq!(out.stdout, once.stdout, "the same runs as naming it once");
     }
 }
+
+#[test]
+fn plan_lines_up_its_columns_whatever_the_experiment_names_length() {
+    let out = parlab().args(["plan", "experiments"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header = text.lines().next().unwrap();
+    let at = header.find("strategy").unwrap();
+    for line in text.lines().skip(1) {
+        let (before, after) = line.split_at(at);
+        assert!(before.ends_with(' ') && !after.starts_with(' '), "the strategy column starts at {at}: {line}");
+    }
+}
