@@ -3,7 +3,8 @@
 //!
 //! A number's unit is read from the nearest key naming one (a `Stats` object's `median`, `min`,
 //! `max` and `p99` take their parent's): seconds (`…_s`, `seconds`) lie in 0 to 1e15 s, bytes and
-//! rates (`…bytes…`, `…_Bps`, `…per_s`) in 0 to 2^60, and any other number within ±2^60. Seeds (any u64)
+//! rates (`…bytes…`, `…_Bps`, `…per_s`) and logit differences and margins (`drift`, `margin`,
+//! `max_logit_diff`, …) in 0 to 2^60, and any other number within ±2^60. Seeds (any u64)
 //! and the fitted link constants under `fits` (a fit's intercept may be negative, its bandwidth
 //! near unbounded) are exempt.
 
@@ -25,9 +26,15 @@ enum Unit {
     Seconds,
     /// Bytes or a rate (bytes or tokens per second): never negative, at most [`MAX_MAGNITUDE`].
     Amount,
+    /// A size of a difference or a gap between logits (a drift, a top-2 margin): never
+    /// negative, at most [`MAX_MAGNITUDE`].
+    Magnitude,
     /// Anything else: at most [`MAX_MAGNITUDE`] either way.
     Other,
 }
+
+/// Keys of logit differences and margins: absolute values, never below 0.
+const MAGNITUDES: [&str; 6] = ["max_logit_diff", "prompt_logit_diff", "drift", "margin", "min_top2_margin", "reference_margin"];
 
 /// Keys of a `Stats` object, whose unit is its parent key's.
 const STATS_KEYS: [&str; 4] = ["median", "min", "max", "p99"];
@@ -36,7 +43,9 @@ const STATS_KEYS: [&str; 4] = ["median", "min", "max", "p99"];
 const EXEMPT: [&str; 3] = ["seed", "seeds", "fits"];
 
 fn unit_of(key: &str) -> Unit {
-    if key.contains("bytes") || key.ends_with("_Bps") || key.ends_with("per_s") {
+    if MAGNITUDES.contains(&key) {
+        Unit::Magnitude
+    } else if key.contains("bytes") || key.ends_with("_Bps") || key.ends_with("per_s") {
         Unit::Amount
     } else if key.ends_with("_s") || key == "seconds" {
         Unit::Seconds
@@ -214,7 +223,8 @@ fn number(x: f64, unit: Unit) -> Result<(), &'static str> {
         Unit::Seconds if x < 0.0 => Err("a negative time"),
         Unit::Seconds if x > MAX_SECONDS => Err("more than 1e15 s"),
         Unit::Amount if x < 0.0 => Err("a negative amount of bytes or a negative rate"),
-        Unit::Amount | Unit::Other if x.abs() > MAX_MAGNITUDE => Err("beyond 2^60 in magnitude"),
+        Unit::Magnitude if x < 0.0 => Err("a negative logit difference or margin (an absolute value)"),
+        Unit::Amount | Unit::Magnitude | Unit::Other if x.abs() > MAX_MAGNITUDE => Err("beyond 2^60 in magnitude"),
         _ => Ok(()),
     }
 }
@@ -236,7 +246,7 @@ mod tests {
     fn measured_looking_numbers_pass() {
         let ok = json!({"summary": {"decode": {"step_s": {"median": 0.05, "min": 0.04, "max": 0.06, "p99": 0.06, "n": 5},
             "streamed_bytes": 497800000u64}}, "plan": {"timeout_s": 600.0, "model": {"weights": {"seeded": {"seed": u64::MAX}}}},
-            "fits": [{"line": {"intercept_s": -1e-6}, "beta_Bps": 1e300}], "answer": {"exactness": {"steps": [{"drift": -0.5}]}}});
+            "fits": [{"line": {"intercept_s": -1e-6}, "beta_Bps": 1e300}], "answer": {"exactness": {"steps": [{"drift": 0.5, "margin": 0.0}]}}});
         assert_eq!(check(&ok), Ok(()));
     }
 
@@ -255,6 +265,12 @@ mod tests {
         assert!(check(&count).unwrap_err().to_string().contains("answer.exactness.steps_compared"), "{:?}", check(&count));
         let rate = json!({"summary": {"decode": {"tokens_per_s": {"median": -2.0}}}});
         assert!(check(&rate).unwrap_err().to_string().contains("a negative amount"), "{:?}", check(&rate));
+        let drift = json!({"answer": {"exactness": {"max_logit_diff": -5.0}}});
+        assert!(
+            check(&drift).unwrap_err().to_string().contains("answer.exactness.max_logit_diff: -5.0 (a negative logit"),
+            "{:?}",
+            check(&drift)
+        );
         assert_eq!(number(f64::NAN, Unit::Other), Err("not a finite number"));
         assert_eq!(number(f64::INFINITY, Unit::Seconds), Err("not a finite number"));
     }
