@@ -33,12 +33,6 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     crate::manifest::write_atomic(path, text.as_bytes()).map_err(Into::into)
 }
 
-/// The `schema` of the parlab file (a manifest, a history night) `path` holds, if it holds one.
-fn parlab_schema(path: &Path) -> Option<String> {
-    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).ok()?;
-    crate::manifest::schema_of(&text).filter(|s| s.starts_with("parlab."))
-}
-
 /// Whether `a` and `b` name one file, existing or not: their folders resolved (links, `..`)
 /// and their names compared.
 fn one_file(a: &Path, b: &Path) -> bool {
@@ -65,8 +59,9 @@ fn replaceable(path: &Path, own: fn(&str) -> bool) -> bool {
 }
 
 /// Refuses a baseline that is tonight's folder, and output paths that cannot be written, before
-/// anything is compared or written: `--junit` and `--summary` naming one file, either a folder, a parlab file (a manifest), any other file
-/// nightly did not write (a spec, a register, a cache), or whose folder is missing, a `--history`
+/// anything is compared or written: `--junit` and `--summary` naming one file, either a folder,
+/// a parlab file (a manifest), any other file nightly did not write (a spec, a register, a
+/// cache), or whose folder is missing, a `--history`
 /// folder that is a file or one of the manifests folders compared (its nights would be read
 /// back as foreign manifests).
 fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<(), Error> {
@@ -105,7 +100,7 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         if path.is_dir() {
             return Err(Error::Usage(format!("{flag} {}: a folder; {flag} names the file to write", path.display())));
         }
-        if let Some(schema) = parlab_schema(path) {
+        if let Some(schema) = crate::manifest::file_schema(path) {
             return Err(Error::Usage(format!(
                 "{flag} {}: holds a parlab file ({schema}) it would replace; {flag} names the file to write",
                 path.display()

@@ -543,6 +543,13 @@ pub fn schema_of(text: &str) -> Option<String> {
     serde_json::from_str::<Head>(text).ok()?.schema
 }
 
+/// The `schema` of the parlab file (a manifest, a history night) `path` holds, if it holds one
+/// (read up to a manifest's size limit).
+pub fn file_schema(path: &Path) -> Option<String> {
+    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).ok()?;
+    schema_of(&text).filter(|s| s.starts_with("parlab."))
+}
+
 /// Parses a manifest's text, refusing another schema, an implausible number or a malformed file
 /// with a reason: the schema read first, the numbers checked as a stream, then the typed parse
 /// (no JSON tree is built).

@@ -83,7 +83,7 @@ pub fn moved_line(run: &str, outcome: AnswerOutcome, m: &AnswerMove) -> String {
 }
 
 /// A recorded margin in three significant digits, or that none was recorded.
-pub fn margin_words(margin: Option<f64>) -> String {
+fn margin_words(margin: Option<f64>) -> String {
     margin.map_or_else(|| "not recorded".to_string(), |x| format!("{x:.3e}"))
 }
 

@@ -161,12 +161,11 @@ pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
 /// A run manifest (`*.json` of schema `parlab.manifest/…`) directly in `out`, if any.
 pub fn a_manifest_in(out: &Path) -> Option<PathBuf> {
     let entries = std::fs::read_dir(out).ok()?;
-    entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file()).find(|p| {
-        crate::files::read_text(p, crate::files::MANIFEST_LIMIT)
-            .ok()
-            .and_then(|text| crate::manifest::schema_of(&text))
-            .is_some_and(|schema| schema.starts_with("parlab.manifest/"))
-    })
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+        .find(|p| crate::manifest::file_schema(p).is_some_and(|schema| schema.starts_with("parlab.manifest/")))
 }
 
 /// Writes `out`'s stamp naming `store` (`../manifests` when they are siblings).
