@@ -142,13 +142,32 @@ pub struct AnswerGroup {
 pub fn audit(manifests: &[Manifest]) -> Vec<AnswerGroup> {
     let mut groups: BTreeMap<&crate::identity::AnswerId, (Vec<Answered>, Vec<NotGraded>)> = BTreeMap::new();
     for m in manifests {
-        match m.answer().filter(|_| m.status() == Status::Ok) {
-            Some(answer) => groups.entry(&m.answer_id).or_default().0.push(Answered { m, answer }),
-            None if m.kind == crate::spec::Kind::Decode => groups.entry(&m.answer_id).or_default().1.push(NotGraded::of(m)),
-            None => {}
+        let answer = m.answer().filter(|_| m.status() == Status::Ok);
+        if answer.is_none() && m.kind != crate::spec::Kind::Decode {
+            continue;
+        }
+        let (answered, not_graded) = groups.entry(&m.answer_id).or_default();
+        match answer.map(|a| (a, incomplete(m, a))) {
+            Some((answer, None)) => answered.push(Answered { m, answer }),
+            Some((_, Some(why))) => not_graded.push(NotGraded { reason: Some(why), ..NotGraded::of(m) }),
+            None => not_graded.push(NotGraded::of(m)),
         }
     }
     groups.into_iter().map(|(id, (runs, not_graded))| group(id, &runs, not_graded)).collect()
+}
+
+/// Why an ok run's answer cannot be graded: it holds no token list, or a list of other than
+/// the `new_tokens` the run asked for (a truncated list would agree with every prefix).
+fn incomplete(m: &Manifest, answer: &Answer) -> Option<String> {
+    let asked = match &m.plan.workload {
+        crate::spec::plan::Workload::Decode { new_tokens, .. } => *new_tokens as usize,
+        _ => return None,
+    };
+    if answer.tokens.is_empty() {
+        return Some("its answer holds no tokens".to_string());
+    }
+    let odd = answer.tokens.iter().map(Vec::len).find(|&n| n != asked)?;
+    Some(format!("its answer holds a list of {odd} tokens where the run asked for {asked}"))
 }
 
 impl NotGraded {
@@ -380,7 +399,7 @@ pub fn not_graded_line(n: &NotGraded) -> String {
     let why = match n.status {
         Status::Failed => format!("FAILED: {reason}"),
         Status::NotRun => format!("NOT_RUN: {reason}"),
-        Status::Ok => "ok but no answer recorded".to_string(),
+        Status::Ok => format!("ok but {}", n.reason.as_deref().unwrap_or("no answer recorded")),
     };
     format!("{} {}: NOT GRADED: {why}", n.run, n.layout)
 }
@@ -516,6 +535,22 @@ mod tests {
         let text = render_text(&audit(&list));
         assert!(text.contains("  e10e3402b841 tensor world 2 "), "{text}");
         assert!(text.contains("NOT GRADED: ok but no answer recorded"), "{text}");
+    }
+
+    #[test]
+    fn a_truncated_or_empty_answer_is_not_graded_as_the_same_tokens() {
+        let mut list = fixtures();
+        let full = run(&mut list, "e10e3402b841").answer().unwrap().tokens.clone();
+        assert!(full[0].len() > 2, "{full:?}");
+        run(&mut list, "e10e3402b841").answer_mut().unwrap().tokens = vec![full[0][..2].to_vec()];
+        let g = &audit(&list)[0];
+        assert!(g.layouts.iter().all(|l| l.run != "e10e3402b841"), "a prefix of the reference is not graded TOKENS_EQUAL");
+        let n = g.not_graded.iter().find(|n| n.run == "e10e3402b841").expect("listed");
+        let asked = full[0].len();
+        assert_eq!(n.reason.as_deref(), Some(format!("its answer holds a list of 2 tokens where the run asked for {asked}").as_str()));
+        run(&mut list, "e10e3402b841").answer_mut().unwrap().tokens.clear();
+        let text = render_text(&audit(&list));
+        assert!(text.contains("e10e3402b841 tensor world 2 ") && text.contains("NOT GRADED: ok but its answer holds no tokens"), "{text}");
     }
 
     #[test]

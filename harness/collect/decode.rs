@@ -94,8 +94,9 @@ pub fn answer_of(plan: &RunPlan, answers: &[RankAnswer]) -> Result<Answer, Colle
     }
     let exact = exact.ok_or(CollectError::NoLogits)?;
     let sequences: usize = holders.iter().map(|g| g.tokens.len()).sum();
+    let model = plan.model.as_ref().map_or("model", |m| m.name.as_str());
     let reference = format!(
-        "unsplit GPT-2 (world 1, tch), same checkpoint, prompt and new_tokens; cached as {}",
+        "unsplit {model} (world 1, float32 on the host, tch), same checkpoint, prompt and new_tokens; cached as {}",
         crate::model::source::reference_stem(&plan.answer_id).display()
     );
     Ok(Answer::new(distinct, exact, sequences, holders.len(), reference))

@@ -42,8 +42,9 @@ pub struct AnswerMove {
 
 /// Tonight's answer of a run (`after`) against the baseline's (`before`).
 pub fn grade(before: &Manifest, after: &Manifest) -> (AnswerOutcome, Option<AnswerMove>) {
-    let Some(b) = before.answer() else { return (AnswerOutcome::None, None) };
-    let Some(a) = after.answer() else { return (AnswerOutcome::Missing, None) };
+    // An answer that holds no token list is none at all (not a change from step 0).
+    let Some(b) = holding_tokens(before) else { return (AnswerOutcome::None, None) };
+    let Some(a) = holding_tokens(after) else { return (AnswerOutcome::Missing, None) };
     let Some(step) = first_difference(&b.tokens, &a.tokens) else { return (AnswerOutcome::Same, None) };
     let margin = [b, a].iter().filter_map(|x| x.exactness.steps.get(step).map(|s| s.reference_margin)).reduce(f64::min);
     let drift = crate::audit::drift_before(&b.exactness, Some(step)).max(crate::audit::drift_before(&a.exactness, Some(step)));
@@ -51,6 +52,11 @@ pub fn grade(before: &Manifest, after: &Manifest) -> (AnswerOutcome, Option<Answ
     let outcome =
         if margin.is_some_and(|m| m < crate::audit::FRAGILE_FACTOR * drift) { AnswerOutcome::NearTie } else { AnswerOutcome::Changed };
     (outcome, Some(moved))
+}
+
+/// A run's answer, where it holds a token list.
+fn holding_tokens(m: &Manifest) -> Option<&crate::manifest::answer::Answer> {
+    m.answer().filter(|x| !x.tokens.is_empty())
 }
 
 /// The first step at which the two nights' token lists (each distinct list of the run) differ:

@@ -493,10 +493,14 @@ impl<'m> Fields<'m> {
     /// The `collectives` kind's `ops`, `sizes` and `iterations`.
     pub fn collective_params(&self, c: &mut Checker) -> CollectiveParams {
         let choices: Vec<(&str, Op)> = Op::ALL.iter().map(|o| (o.name(), *o)).collect();
-        let ops = match self.get("ops") {
+        let mut ops = match self.get("ops") {
             None => MPI_OPS.to_vec(),
             Some(_) => self.choice_axis(c, "ops", &choices, Op::AllReduce),
         };
+        // One order and no repeats, as for sizes: a list's order does not change what is
+        // measured, so it does not change the run's identity.
+        ops.sort_unstable();
+        ops.dedup();
         let sizes = self.sizes(c);
         CollectiveParams { ops, sizes, iterations: self.uint(c, "iterations", 20, REPEATS) }
     }

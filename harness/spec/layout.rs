@@ -231,9 +231,11 @@ pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> R
             if p.overlap > 0 && cfg.is_mixture() {
                 return Err(LayoutError::OverlapOnMixture { pieces: p.overlap });
             }
-            // A context split's prefill holds the whole model (its decode split, if any, names
-            // its head), and every rank of an expert split holds the whole head: no placement.
-            let head = (!matches!(p.strategy, Strategy::Context | Strategy::Expert)).then_some(p.head);
+            // Only a tensor split over two or more ranks places its output head: one rank, a data
+            // replica, a pipeline's last stage and an expert split's ranks hold it whole, and a
+            // context split's decode split names its own. A head the split ignores stays out of
+            // the identity, so points that differ only there are one run.
+            let head = (p.strategy == Strategy::Tensor && p.world > 1).then_some(p.head);
             (decode_shares(p, cfg)?, head, Some(p.sequences))
         }
         (Kind::Dispatch, _) => (expert_shares(p.world), None, None),

@@ -156,6 +156,46 @@ fn points_an_axis_leaves_unchanged_are_planned_once() {
 }
 
 #[test]
+fn only_a_tensor_split_over_several_ranks_places_a_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = spec(
+        &dir,
+        "heads",
+        "name: heads\nkind: decode\nmodel: gpt2\nstrategy: [tensor, pipeline, data]\nworld: [1, 2]\n\
+         head: [split, replicated]\nprompt: {length: 4, seed: 1}\nnew_tokens: 3\n",
+    );
+    let runs = suite(&[&path]);
+    let planned: Vec<(String, u32, Option<&str>)> =
+        runs.iter().map(|r| (r.layout.strategy.name().to_string(), r.layout.world, r.layout.head.map(|h| h.name()))).collect();
+    let want = |s: &str, w: u32, h: Option<&'static str>| (s.to_string(), w, h);
+    assert_eq!(
+        planned,
+        vec![
+            want("tensor", 1, None),
+            want("tensor", 2, Some("split")),
+            want("tensor", 2, Some("replicated")),
+            want("pipeline", 1, None),
+            want("pipeline", 2, None),
+            want("data", 1, None),
+            want("data", 2, None),
+        ],
+        "a head that a split ignores must not make two runs of one computation"
+    );
+}
+
+#[test]
+fn a_collectives_op_list_is_one_run_whatever_its_order_and_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "kind: collectives\nworld: 2\nsizes: [4096]\n";
+    let a = spec(&dir, "a", &format!("name: a\n{base}ops: [all-gather, all-reduce]\n"));
+    let b = spec(&dir, "b", &format!("name: b\n{base}ops: [all-reduce, all-gather, all-reduce]\n"));
+    let (a, b) = (suite(&[&a]), suite(&[&b]));
+    assert_eq!((a.len(), b.len()), (1, 1));
+    assert_eq!(a[0].run_id, b[0].run_id);
+    assert_eq!(a[0].workload, b[0].workload);
+}
+
+#[test]
 fn the_device_changes_the_run_identity_and_never_the_answer_identity() {
     let dir = tempfile::tempdir().unwrap();
     let base = "kind: decode\nmodel: gpt2\nstrategy: tensor\nworld: 2\nnew_tokens: 4\n";

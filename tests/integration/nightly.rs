@@ -385,6 +385,12 @@ fn tokens_that_move_are_graded_by_the_margin_against_the_drift_and_a_lost_answer
     assert_eq!(c.runs[0].answer, AnswerOutcome::Missing);
     assert!(matches!(c.findings[..], [Finding::NoAnswer { .. }]), "{:?}", c.findings);
     assert!(parlab::nightly::render_text(&c.findings).starts_with("NO ANSWER "), "{:?}", c.findings);
+    // One that recorded an answer holding no token list lost it the same way.
+    let mut emptied = decode_manifest(0.020, Some(&[1, 2, 3]));
+    emptied.answer_mut().unwrap().tokens.clear();
+    let c = single(emptied);
+    assert_eq!(c.runs[0].answer, AnswerOutcome::Missing, "{c:?}");
+    assert!(matches!(c.findings[..], [Finding::NoAnswer { .. }]), "{:?}", c.findings);
 }
 
 #[test]
