@@ -8,35 +8,81 @@ use crate::report::facts::Stats;
 use crate::spec::claims::{parse, Claim, Rule};
 use crate::spec::schema::Op;
 use crate::spec::Workload;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// One finding per declared claim of the specs the manifests name (specs that no longer exist are skipped).
-pub fn findings(inp: &Inputs) -> Vec<Finding> {
-    let specs: BTreeSet<&PathBuf> = inp.list.iter().map(|m| &m.plan.spec_path).collect();
+/// One finding per declared claim of the specs the manifests' origins name (every experiment
+/// that planned a run, not only the first; specs that no longer exist are skipped). A claim
+/// whose id is `taken` (a built-in finding's, or an earlier spec's claim's) is not judged: the
+/// register would show two findings of one name.
+pub fn findings(inp: &Inputs, taken: &[&str]) -> Vec<Finding> {
+    let mut taken: std::collections::BTreeSet<String> = taken.iter().map(|t| t.to_string()).collect();
+    judged(inp)
+        .into_iter()
+        .map(|(path, f)| match taken.insert(f.id.clone()) {
+            true => f,
+            false => {
+                let why = format!("its id `{}` in {} is already another finding's; give it its own", f.id, path.display());
+                let mut stand_in = invalid(&path, why);
+                stand_in.id = format!("{}-{}", stand_in.id, f.id);
+                stand_in
+            }
+        })
+        .collect()
+}
+
+/// Each spec's claims judged, with the spec they came from.
+fn judged(inp: &Inputs) -> Vec<(PathBuf, Finding)> {
+    let mut specs: BTreeMap<(&PathBuf, &str), Vec<&Manifest>> = BTreeMap::new();
+    for m in inp.list {
+        for (spec, experiment) in origins(m) {
+            specs.entry((spec, experiment)).or_default().push(m);
+        }
+    }
     let mut out = Vec::new();
-    for path in specs {
+    for ((path, experiment), runs) in specs {
         let Ok(text) = std::fs::read_to_string(path) else {
             continue;
         };
-        let runs: Vec<&Manifest> = inp.list.iter().filter(|m| &m.plan.spec_path == path && m.status() == Status::Ok).collect();
         match parse(path, &text) {
-            Ok(claims) => out.extend(claims.iter().map(|c| evaluate(c, &runs))),
-            Err(problems) => {
-                let id = format!("claims-{}", path.display());
-                let f = Finding::new(&id, "The spec's declared claims hold.", &[], "claims: as declared");
-                out.push(f.inconclusive(
-                    Inconclusive::MissingRuns,
+            Ok(declared) if declared.name == experiment => out.extend(declared.claims.iter().map(|c| (path.clone(), evaluate(c, &runs)))),
+            Ok(declared) if declared.claims.is_empty() => {}
+            Ok(declared) => out.push((
+                path.clone(),
+                invalid(
+                    path,
                     format!(
-                        "missing runs: the claims of {} are invalid now ({} problems; run `parlab validate`)",
+                        "{} now names experiment `{}`, not `{experiment}` whose runs the manifests hold: its claims are not judged on them",
                         path.display(),
-                        problems.len()
+                        declared.name
                     ),
-                ));
-            }
+                ),
+            )),
+            Err(problems) => out.push((
+                path.clone(),
+                invalid(
+                    path,
+                    format!("the claims of {} are invalid now ({} problems; run `parlab validate`)", path.display(), problems.len()),
+                ),
+            )),
         }
     }
     out
+}
+
+/// The specs and experiments that planned `m` (a manifest before origins: its plan's).
+fn origins(m: &Manifest) -> Vec<(&PathBuf, &str)> {
+    match m.origins.is_empty() {
+        true => vec![(&m.plan.spec_path, m.plan.experiment.as_str())],
+        false => m.origins.iter().map(|o| (&o.spec, o.experiment.as_str())).collect(),
+    }
+}
+
+/// The finding that stands for a spec's claims where they cannot be judged.
+fn invalid(path: &std::path::Path, why: String) -> Finding {
+    let id = format!("claims-{}", path.display());
+    let f = Finding::new(&id, "The spec's declared claims hold.", &[], "claims: as declared");
+    f.inconclusive(Inconclusive::InvalidClaim, format!("invalid claim: {why}"))
 }
 
 /// A figure's value over the runs a selection matched, with their runs.
@@ -85,7 +131,7 @@ fn layout_value(m: &Manifest, axis: &str) -> Option<String> {
     Some(match axis {
         "world" => l.world.to_string(),
         "strategy" => l.strategy.name().to_string(),
-        "head" => l.head?.name().to_string(),
+        "head" => l.head.or(l.decode.as_ref().map(|d| d.head))?.name().to_string(),
         "sequences" => l.sequences.unwrap_or(1).to_string(),
         "link" => m.plan.link.name().to_string(),
         "threads" => m.plan.threads_per_rank.to_string(),
@@ -97,8 +143,22 @@ fn run_matches(m: &Manifest, select: &BTreeMap<String, String>) -> bool {
     select.iter().filter(|(k, _)| k.as_str() != "op" && k.as_str() != "size").all(|(k, v)| match k.as_str() {
         // A membw run's buffer, however the claim writes the size (16MiB, 16777216).
         "buffer" => matches!(&m.plan.workload, Workload::Membw(b) if crate::units::parse_bytes(v) == Some(b.buffer_bytes)),
+        // A layout that places no head (one rank, a data or pipeline split) holds it whole
+        // whatever the spec's head axis said: any head matches it.
+        "head" => layout_value(m, k).is_none_or(|h| &h == v),
         _ => layout_value(m, k).as_deref() == Some(v.as_str()),
     })
+}
+
+/// The runs a selection matches that did not end ok, in words (`run 1a2b… FAILED`), if any:
+/// a figure over the others would silently stand for them.
+fn unfinished(runs: &[&Manifest], select: &BTreeMap<String, String>) -> Option<String> {
+    let words: Vec<String> = runs
+        .iter()
+        .filter(|m| m.status() != Status::Ok && run_matches(m, select))
+        .map(|m| format!("run {} {}", m.run_id.short(), if m.status() == Status::Failed { "FAILED" } else { "NOT_RUN" }))
+        .collect();
+    (!words.is_empty()).then(|| words.join(", "))
 }
 
 /// Whether a row of op `op` (None for dispatch rows) and size `size` is selected.
@@ -143,7 +203,7 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     let mut tokens = Vec::new();
     let mut launches = Vec::new();
     let mut oversubscribed = Vec::new();
-    for m in runs.iter().filter(|m| run_matches(m, select)) {
+    for m in runs.iter().filter(|m| m.status() == Status::Ok && run_matches(m, select)) {
         let found = stats_of(m, figure, select);
         let answer_tokens = m.answer().map(|a| &a.tokens).filter(|_| figure == "tokens");
         let has_tokens = answer_tokens.is_some();
@@ -162,9 +222,8 @@ fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) 
     if ids.is_empty() && oversubscribed.is_empty() {
         return None;
     }
-    let mut medians: Vec<f64> = stats.iter().map(|s| s.median).collect();
-    medians.sort_by(f64::total_cmp);
-    let median = medians.get(medians.len() / 2).copied().unwrap_or(f64::NAN);
+    let medians: Vec<f64> = stats.iter().map(|s| s.median).collect();
+    let median = Stats::of(&medians).map_or(f64::NAN, |s| s.median);
     let stat = Stats {
         median,
         min: stats.iter().map(|s| s.min).fold(f64::INFINITY, f64::min),
@@ -208,6 +267,12 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
     let rule =
         format!("{} on the median {} of [{}] against [{against}], tolerance {}", c.rule.name(), c.figure, words(&c.select), c.tolerance);
     let mut f = Finding::new(&c.id, &claim_text(c), &[c.figure.as_str()], &format!("declared in the spec: {rule}"));
+    for (side, axes) in std::iter::once(&c.select).chain(c.reference.as_ref()).enumerate() {
+        if let Some(which) = unfinished(runs, axes) {
+            let of = if side == 0 { "" } else { "reference " };
+            return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: the {of}selection {} matches {which}", words(axes)));
+        }
+    }
     let Some(sel) = measure(runs, &c.figure, &c.select) else {
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no run matches {}", words(&c.select)));
     };
@@ -262,14 +327,28 @@ fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measure
         }
         _ => c.value.unwrap_or(f64::NAN),
     };
+    for (side, m) in std::iter::once(("selection", sel)).chain(reference.map(|r| ("reference", r))) {
+        if m.runs.len() > 1 {
+            f.notes.push(format!("the {side}'s median is the median over {} runs' medians ({})", m.runs.len(), m.runs.join(", ")));
+        }
+    }
     let ratio = sel.stat.median / base;
+    if !ratio.is_finite() || ratio < 0.0 {
+        let why = format!("invalid claim: selected / reference = {} / {} gives no ratio", sel.stat.median, base);
+        return f.inconclusive(Inconclusive::InvalidClaim, why);
+    }
     f.number("selected / reference", ratio, "ratio", &both(sel, reference));
     let holds = |ratio: f64| match c.rule {
         Rule::Less => ratio < 1.0 + c.tolerance,
         Rule::Greater => ratio > 1.0 - c.tolerance,
         Rule::RatioWithin | Rule::EqualTokens => (ratio - 1.0).abs() <= c.tolerance,
     };
-    let reason = format!("selected / reference = {ratio:.3} ({} {})", c.rule.name().replace('_', " "), c.tolerance);
+    let bound = match c.rule {
+        Rule::Less => format!("< {:.3}", 1.0 + c.tolerance),
+        Rule::Greater => format!("> {:.3}", 1.0 - c.tolerance),
+        Rule::RatioWithin | Rule::EqualTokens => format!("within {:.3} of 1", c.tolerance),
+    };
+    let reason = format!("selected / reference = {ratio:.3} ({}: {bound})", c.rule.name().replace('_', " "));
     let per_round = round_ratios(sel, reference);
     if let Some(r) = &per_round {
         f.notes.push(rounds::note("selected / reference", Some(r)));

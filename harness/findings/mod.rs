@@ -62,6 +62,9 @@ pub enum Inconclusive {
     /// Every run that could decide it had more ranks × threads than cores: its times include
     /// ranks waiting for a core, which the claim does not describe.
     Oversubscribed,
+    /// A declared claim that cannot be judged as written: its spec is invalid now or names
+    /// another experiment, its id is taken, or its figure gives no ratio.
+    InvalidClaim,
 }
 
 /// A number a finding rests on, in SI units, with the runs it came from.
@@ -250,7 +253,9 @@ pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     out.extend(break_even::findings(&inputs));
     out.push(predicted::finding(&inputs));
     out.extend(advice::findings(&inputs));
-    out.extend(claims::findings(&inputs));
+    let taken: Vec<&str> = out.iter().map(|f| f.id.as_str()).collect();
+    let declared = claims::findings(&inputs, &taken);
+    out.extend(declared);
     out
 }
 

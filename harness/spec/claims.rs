@@ -73,11 +73,27 @@ pub fn read(c: &mut Checker, map: &Mapping, kind: Option<Kind>, experiment: &str
     match map.get("claims") {
         None => Vec::new(),
         Some(Value::Sequence(items)) => {
-            items.iter().enumerate().filter_map(|(i, v)| one(c, &format!("claims[{i}]"), v, kind, experiment, i)).collect()
+            let claims: Vec<(usize, Claim)> =
+                items.iter().enumerate().filter_map(|(i, v)| Some((i, one(c, &format!("claims[{i}]"), v, kind, experiment, i)?))).collect();
+            unique_ids(c, &claims);
+            claims.into_iter().map(|(_, claim)| claim).collect()
         }
         Some(v) => {
             c.report("claims", format!("expected a list of claims (figure:, select:, rule:, ...), found {}", describe(v)));
             Vec::new()
+        }
+    }
+}
+
+/// Reports a claim id used twice in one spec (the register would show two findings of one name).
+fn unique_ids(c: &mut Checker, claims: &[(usize, Claim)]) {
+    let mut seen = BTreeMap::new();
+    for (i, claim) in claims {
+        if let Some(first) = seen.insert(claim.id.as_str(), *i) {
+            c.report(
+                &format!("claims[{i}].id"),
+                format!("`{}` is already the id of claims[{first}]; give each claim its own id", claim.id),
+            );
         }
     }
 }
@@ -115,11 +131,16 @@ fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &s
     if rule == Some(Rule::EqualTokens) && figure.as_deref().is_some_and(|f| f != "tokens") {
         c.report(&format!("{key}.figure"), "rule equal_tokens compares `tokens`; set `figure: tokens`");
     }
+    if rule.is_some_and(|r| r != Rule::EqualTokens) && figure.as_deref() == Some("tokens") {
+        c.report(&format!("{key}.rule"), "`tokens` are compared by rule equal_tokens only (token ids have no ratio)");
+    }
+    comparable(c, key, rule, &Against { select: &select, reference: reference.as_ref(), value, tolerance });
+    let id = claim_id(c, key, m.get("id"));
     if c.problems.len() > before {
         return None;
     }
     Some(Claim {
-        id: m.get("id").and_then(Value::as_str).map_or_else(|| format!("{experiment}-claim-{}", i + 1), str::to_string),
+        id: id.unwrap_or_else(|| format!("{experiment}-claim-{}", i + 1)),
         text: m.get("claim").and_then(Value::as_str).map(str::to_string),
         figure: figure?,
         select,
@@ -128,6 +149,53 @@ fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &s
         rule: rule?,
         tolerance,
     })
+}
+
+/// What a claim compares its selection with, and how loosely.
+struct Against<'a> {
+    select: &'a BTreeMap<String, String>,
+    reference: Option<&'a BTreeMap<String, String>>,
+    value: Option<f64>,
+    tolerance: f64,
+}
+
+/// Reports a comparison that cannot decide anything: a reference equal to the selection, both
+/// a reference and a value, a value of 0 (no ratio), or a `greater` tolerance of 1 or more
+/// (every positive ratio would hold).
+fn comparable(c: &mut Checker, key: &str, rule: Option<Rule>, a: &Against) {
+    if a.reference.is_some_and(|r| r == a.select) {
+        c.report(
+            &format!("{key}.reference"),
+            "the reference selects the same runs as `select`: the claim would compare them with themselves",
+        );
+    }
+    if a.reference.is_some() && a.value.is_some() {
+        c.report(&format!("{key}.value"), "give `reference:` (axis values) or `value:`, not both");
+    }
+    if a.value == Some(0.0) {
+        c.report(&format!("{key}.value"), "a value of 0 cannot be a ratio's base; compare with a positive value");
+    }
+    if rule == Some(Rule::Greater) && a.tolerance >= 1.0 {
+        c.report(
+            &format!("{key}.tolerance"),
+            format!(
+                "tolerance {} makes `greater` hold for any positive ratio (it asks ratio > 1 − tolerance); use a tolerance below 1",
+                a.tolerance
+            ),
+        );
+    }
+}
+
+/// A claim's `id:` (None where absent, the default then applies), reporting one that is not a
+/// non-empty name.
+fn claim_id(c: &mut Checker, key: &str, v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        other => {
+            c.report(&format!("{key}.id"), format!("expected a name, found {}", describe(other)));
+            None
+        }
+    }
 }
 
 fn figure(c: &mut Checker, key: &str, m: &Mapping, kind: Option<Kind>) -> Option<String> {
@@ -189,7 +257,10 @@ fn selection(c: &mut Checker, key: &str, v: Option<&Value>) -> Option<BTreeMap<S
     };
     let mut out = BTreeMap::new();
     for (k, val) in m {
-        let Some(k) = k.as_str() else { continue };
+        let Some(k) = k.as_str() else {
+            c.report(key, format!("axis names are words ({}), found {}", SELECT_AXES.join(", "), describe(k)));
+            continue;
+        };
         if !SELECT_AXES.contains(&k) {
             c.report(&format!("{key}.{k}"), unknown_key(k, SELECT_AXES));
             continue;
@@ -207,23 +278,56 @@ fn selection(c: &mut Checker, key: &str, v: Option<&Value>) -> Option<BTreeMap<S
             c.report(&format!("{key}.{k}"), format!("expected a byte size like 16MiB (a membw buffer), found {text}"));
             continue;
         }
+        let text = match COUNT_AXES.contains(&k) {
+            true => match count(&text, k) {
+                Ok(n) => n,
+                Err(why) => {
+                    c.report(&format!("{key}.{k}"), why);
+                    continue;
+                }
+            },
+            false => text,
+        };
         out.insert(k.to_string(), text);
     }
     Some(out)
 }
 
+/// Axes whose values are counts, matched as the number a run recorded.
+const COUNT_AXES: &[&str] = &["world", "sequences", "threads"];
+
+/// A count axis's value in the one spelling runs record (`02` is 2), or why it is none.
+fn count(text: &str, axis: &str) -> Result<String, String> {
+    match text.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n.to_string()),
+        _ if axis == "threads" && (text == "auto" || text == "all") => Err(format!(
+            "`threads: {text}` is resolved per run; select the count of threads per rank the runs used (`parlab plan` shows it)"
+        )),
+        _ => Err(format!("expected a whole number ≥ 1, found {text}")),
+    }
+}
+
+/// A spec's experiment name and its declared claims.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declared {
+    /// The experiment's `name:` (`spec` where it has none).
+    pub name: String,
+    /// Its claims, in order.
+    pub claims: Vec<Claim>,
+}
+
 /// The claims of a spec file's text, or the problems that refuse them.
-pub fn parse(path: &std::path::Path, text: &str) -> Result<Vec<Claim>, Vec<super::Problem>> {
+pub fn parse(path: &std::path::Path, text: &str) -> Result<Declared, Vec<super::Problem>> {
     let root: Value = serde_yaml::from_str(text).map_err(|_| Vec::new())?;
     let Value::Mapping(map) = &root else {
-        return Ok(Vec::new());
+        return Ok(Declared { name: "spec".into(), claims: Vec::new() });
     };
     let kind = map.get("kind").and_then(Value::as_str).and_then(|k| Kind::ALL.iter().copied().find(|x| x.name() == k));
-    let name = map.get("name").and_then(Value::as_str).unwrap_or("spec");
+    let name = map.get("name").and_then(Value::as_str).unwrap_or("spec").to_string();
     let mut c = Checker::new(path, text);
-    let claims = read(&mut c, map, kind, name);
+    let claims = read(&mut c, map, kind, &name);
     if c.problems.is_empty() {
-        Ok(claims)
+        Ok(Declared { name, claims })
     } else {
         Err(c.problems)
     }
@@ -234,7 +338,7 @@ mod tests {
     use super::*;
 
     fn claims(text: &str) -> Result<Vec<Claim>, Vec<crate::spec::Problem>> {
-        parse(std::path::Path::new("spec.yaml"), text)
+        parse(std::path::Path::new("spec.yaml"), text).map(|d| d.claims)
     }
 
     #[test]
@@ -249,5 +353,54 @@ mod tests {
         assert!(prefix[0].message.contains("did you mean `ratio_within`?"), "{}", prefix[0].message);
         let far = claims(&spec.replace("equal_tokens", "zzz")).unwrap_err();
         assert!(far[0].message.contains("expected one of less, greater, ratio_within, equal_tokens"), "{}", far[0].message);
+    }
+
+    /// The one problem a claim's body (indented under `- `) gives, as `key: message`.
+    fn problem(body: &str) -> String {
+        let spec = format!("name: x\nkind: decode\nclaims:\n  - {}\n", body.replace('\n', "\n    "));
+        let problems = claims(&spec).expect_err(body);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        format!("{}: {}", problems[0].key, problems[0].message)
+    }
+
+    #[test]
+    fn a_claim_that_could_not_decide_anything_is_refused() {
+        let ok = "figure: step\nrule: greater\nselect: {world: 2}\nreference: {world: 1}";
+        assert!(claims(&format!("name: x\nkind: decode\nclaims:\n  - {}\n", ok.replace('\n', "\n    "))).is_ok());
+        let greater = problem(&format!("{ok}\ntolerance: 1"));
+        assert!(greater.starts_with("claims[0].tolerance: tolerance 1 makes `greater` hold for any positive ratio"), "{greater}");
+        let itself = problem("figure: step\nrule: less\nselect: {world: 2}\nreference: {world: 2}");
+        assert!(itself.starts_with("claims[0].reference: the reference selects the same runs"), "{itself}");
+        let tokens = problem("figure: tokens\nrule: less\nselect: {world: 2}\nreference: {world: 1}");
+        assert!(tokens.starts_with("claims[0].rule: `tokens` are compared by rule equal_tokens only"), "{tokens}");
+        assert!(problem("figure: step\nrule: less\nselect: {world: 2}\nvalue: 0").contains("a value of 0 cannot be a ratio's base"));
+        assert!(problem(&format!("{ok}\nvalue: 0.5")).starts_with("claims[0].value: give `reference:`"));
+        assert!(problem(&format!("{ok}\nid: ''")).starts_with("claims[0].id: expected a name"));
+        assert!(problem(&format!("{ok}\nid: 7")).starts_with("claims[0].id: expected a name"));
+    }
+
+    #[test]
+    fn a_selection_is_read_in_the_spelling_runs_record_or_refused() {
+        let read = |select: &str| {
+            let spec = format!("name: x\nkind: decode\nclaims:\n  - figure: step\n    rule: less\n    select: {select}\n    value: 1\n");
+            claims(&spec).map(|c| c[0].select.clone()).map_err(|p| format!("{}: {}", p[0].key, p[0].message))
+        };
+        assert_eq!(
+            read("{world: '02', threads: 1}").unwrap(),
+            BTreeMap::from([("world".into(), "2".into()), ("threads".into(), "1".into())])
+        );
+        assert!(read("{world: 1.0}").unwrap_err().contains("claims[0].select.world: expected a whole number ≥ 1, found 1.0"));
+        assert!(read("{threads: all}").unwrap_err().contains("`threads: all` is resolved per run"));
+        assert!(read("{2: split}").unwrap_err().contains("claims[0].select: axis names are words"));
+    }
+
+    #[test]
+    fn two_claims_of_one_id_are_refused_at_the_second() {
+        let one = "- id: same\n    figure: step\n    rule: less\n    select: {world: 2}\n    value: 1\n";
+        let spec = format!("name: x\nkind: decode\nclaims:\n  {one}  {one}");
+        let problems = claims(&spec).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, "claims[1].id");
+        assert!(problems[0].message.contains("`same` is already the id of claims[0]"), "{}", problems[0].message);
     }
 }

@@ -401,10 +401,16 @@ fn with_claims(dir: &std::path::Path, rule: &str) -> Vec<Manifest> {
     let spec = dir.join(format!("claims-{rule}.yaml"));
     std::fs::write(&spec, CLAIMS_SPEC.replace("RULE", rule)).unwrap();
     let mut list = base();
-    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode) {
-        m.plan.spec_path = spec.clone();
-    }
+    point_at(&mut list, "synth-decode", &spec);
     list
+}
+
+/// Points the runs of `experiment` at the spec file `spec`, as a suite naming it would.
+fn point_at(list: &mut [Manifest], experiment: &str, spec: &std::path::Path) {
+    for m in list.iter_mut().filter(|m| m.experiment == experiment) {
+        let origin = parlab::manifest::Origin { experiment: experiment.to_string(), spec: spec.to_path_buf(), index: m.plan.index };
+        m.set_origins(&[origin]);
+    }
 }
 
 #[test]
@@ -424,6 +430,108 @@ fn a_declared_claim_is_evaluated_into_a_finding_both_ways() {
 }
 
 #[test]
+fn a_claim_is_judged_on_the_runs_of_its_own_experiment_and_of_every_spec_that_planned_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = with_claims(dir.path(), "greater");
+    // A second experiment that planned the same runs: its claims are judged too.
+    let twin = dir.path().join("twin.yaml");
+    std::fs::write(&twin, CLAIMS_SPEC.replace("RULE", "greater").replace("synth-decode", "twin").replace("split-slower", "twin-slower"))
+        .unwrap();
+    for m in list.iter_mut().filter(|m| m.experiment == "synth-decode") {
+        let mut origins = m.origins.clone();
+        origins.push(parlab::manifest::Origin { experiment: "twin".into(), spec: twin.clone(), index: m.plan.index });
+        m.set_origins(&origins);
+    }
+    assert_eq!(finding(&list, "split-slower").verdict, Verdict::Holds);
+    assert_eq!(finding(&list, "twin-slower").verdict, Verdict::Holds, "the second spec's claims are not dropped");
+    // The first spec's file now holds another experiment: its claims are not judged on these runs.
+    std::fs::write(dir.path().join("claims-greater.yaml"), CLAIMS_SPEC.replace("RULE", "greater").replace("synth-decode", "other"))
+        .unwrap();
+    let findings = compute(&list);
+    assert!(findings.iter().all(|f| f.id != "split-slower"), "claims of another experiment judged on these runs");
+    let stale = findings.iter().find(|f| f.id.starts_with("claims-") && f.id.ends_with("claims-greater.yaml")).expect("said");
+    assert_eq!(stale.inconclusive, Some(Inconclusive::InvalidClaim), "{stale:?}");
+    assert!(stale.reason.contains("now names experiment `other`, not `synth-decode`"), "{}", stale.reason);
+}
+
+#[test]
+fn a_claim_whose_id_is_already_a_findings_is_not_judged_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = with_claims(dir.path(), "greater");
+    let spec = dir.path().join("claims-greater.yaml");
+    std::fs::write(&spec, CLAIMS_SPEC.replace("RULE", "greater").replace("split-slower", "pipeline")).unwrap();
+    point_at(&mut list, "synth-decode", &spec);
+    let findings = compute(&list);
+    let named: Vec<&Finding> = findings.iter().filter(|f| f.id == "pipeline").collect();
+    assert_eq!(named.len(), 1, "one finding per id: {named:?}");
+    assert!(!named[0].claim.contains("synth-decode") && named[0].test.rule != "claims: as declared");
+    let stand_in = findings.iter().find(|f| f.id.ends_with("claims-greater.yaml-pipeline")).expect("the clash is said");
+    assert_eq!(stand_in.inconclusive, Some(Inconclusive::InvalidClaim));
+    assert!(stand_in.reason.contains("its id `pipeline`"), "{}", stand_in.reason);
+}
+
+#[test]
+fn a_claim_whose_selection_matches_a_failed_run_or_gives_no_ratio_is_inconclusive() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = with_claims(dir.path(), "greater");
+    let four = tensor_decode(&mut list).find(|m| m.layout.world == 4).unwrap();
+    let short = four.run_id.short().to_string();
+    four.outcome = parlab::manifest::Outcome::Failed { reason: "rank 2 killed by signal 9".into(), launch: None };
+    let f = finding(&list, "split-slower");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::MissingRuns)), "{f:?}");
+    assert!(f.reason.contains(&format!("the selection world 4 matches run {short} FAILED")), "{}", f.reason);
+    // A reference figure of 0 (one rank communicates nothing) gives no ratio.
+    let spec = dir.path().join("claims-greater.yaml");
+    std::fs::write(
+        &spec,
+        CLAIMS_SPEC.replace("RULE", "greater").replace("figure: step", "figure: comm").replace("{world: 4}", "{world: 2}"),
+    )
+    .unwrap();
+    for m in tensor_decode(&mut list).filter(|m| m.layout.world == 1) {
+        decode_mut(m).unwrap().comm_s = stat(0.0);
+    }
+    let f = finding(&list, "split-slower");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::InvalidClaim)), "{f:?}");
+    assert!(f.reason.contains("gives no ratio"), "{}", f.reason);
+}
+
+#[test]
+fn a_head_selects_a_layout_that_places_none_and_a_pooled_median_is_the_middle() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("head.yaml");
+    let text = CLAIMS_SPEC
+        .replace("RULE", "greater")
+        .replace("reference: {world: 1}\n    rule: greater", "reference: {world: 1, head: split}\n    rule: greater");
+    std::fs::write(&spec, &text).unwrap();
+    let mut list = base();
+    point_at(&mut list, "synth-decode", &spec);
+    for m in tensor_decode(&mut list).filter(|m| m.layout.world == 1) {
+        m.layout.head = None;
+    }
+    let f = finding(&list, "split-slower");
+    assert_eq!(f.verdict, Verdict::Holds, "world 1 holds its head whole, as `head: split` asks: {f:?}");
+    assert!(f.reason.contains("(greater: > 1.000)"), "the rule's bound is stated: {}", f.reason);
+    // Every run of the experiment against world 1: the middle of its runs' medians, said pooled.
+    std::fs::write(&spec, text.replace("select: {world: 4}", "select: {}").replace("split-slower", "all")).unwrap();
+    let f = finding(&list, "all");
+    let runs = list.iter().filter(|m| m.experiment == "synth-decode" && m.status() == parlab::manifest::Status::Ok).count();
+    assert!(f.notes.iter().any(|n| n.contains(&format!("median over {runs} runs' medians"))), "{:?}", f.notes);
+    let mut medians: Vec<f64> = list
+        .iter()
+        .filter(|m| m.experiment == "synth-decode")
+        .filter_map(|m| match m.summary() {
+            Some(parlab::manifest::summary::Summary::Decode(d)) => Some(d.step_s.median),
+            _ => None,
+        })
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let n = medians.len();
+    let middle = if n % 2 == 1 { medians[n / 2] } else { (medians[n / 2 - 1] + medians[n / 2]) / 2.0 };
+    let reported = f.numbers.iter().find(|x| x.name.starts_with("step of every run")).unwrap().value;
+    assert!((reported - middle).abs() < 1e-15, "{reported} vs {middle} of {medians:?}");
+}
+
+#[test]
 fn a_membw_claim_selects_runs_by_buffer_however_the_size_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let claim = |buffer: &str| {
@@ -433,9 +541,7 @@ fn a_membw_claim_selects_runs_by_buffer_however_the_size_is_written() {
         );
         std::fs::write(&spec, text).unwrap();
         let mut list = base();
-        for m in list.iter_mut().filter(|m| m.kind == Kind::Membw) {
-            m.plan.spec_path = spec.clone();
-        }
+        point_at(&mut list, "synth-membw", &spec);
         finding(&list, "two-share")
     };
     // The synthetic runs split one aggregate among their processes: two read less each than one.
