@@ -28,16 +28,39 @@ pub fn retire_superseded(dir: &Path, suite: &[RunPlan]) -> std::io::Result<Vec<S
     std::fs::create_dir_all(&into)?;
     let mut moved = Vec::new();
     for m in stale {
+        keep_earlier_copy(&into, &m.run_id)?;
         let results = Manifest::results_dir(dir, &m.run_id);
         if results.is_dir() {
-            let target = Manifest::results_dir(&into, &m.run_id);
-            if target.exists() {
-                std::fs::remove_dir_all(&target)?;
-            }
-            std::fs::rename(&results, target)?;
+            std::fs::rename(&results, Manifest::results_dir(&into, &m.run_id))?;
         }
         std::fs::rename(Manifest::path_for(dir, &m.run_id), Manifest::path_for(&into, &m.run_id))?;
         moved.push(format!("{} {}", m.experiment, m.run_id.short()));
     }
     Ok(moved)
+}
+
+/// Moves a copy of `run_id` superseded before (the identity was planned again, measured, and
+/// superseded once more) into `into/<its start time>/`, so the newer copy takes its place
+/// and neither is lost.
+fn keep_earlier_copy(into: &Path, run_id: &str) -> std::io::Result<()> {
+    let (manifest, results) = (Manifest::path_for(into, run_id), Manifest::results_dir(into, run_id));
+    if !manifest.exists() && !results.exists() {
+        return Ok(());
+    }
+    let stamp = super::read_one(&manifest).map_or_else(|_| "earlier".to_string(), |m| m.started_at.replace(':', "-"));
+    let mut folder = into.join(&stamp);
+    for n in 2.. {
+        if !Manifest::path_for(&folder, run_id).exists() && !Manifest::results_dir(&folder, run_id).exists() {
+            break;
+        }
+        folder = into.join(format!("{stamp}-{n}"));
+    }
+    std::fs::create_dir_all(&folder)?;
+    if results.exists() {
+        std::fs::rename(&results, Manifest::results_dir(&folder, run_id))?;
+    }
+    if manifest.exists() {
+        std::fs::rename(&manifest, Manifest::path_for(&folder, run_id))?;
+    }
+    Ok(())
 }

@@ -152,13 +152,27 @@ impl SuiteRun<'_> {
         self.reporter.event(&Event::RunEnded { index, label: &plan.label(), end });
     }
 
-    /// Writes an ended launched run's manifest, then counts it.
+    /// Writes an ended launched run's manifest, then counts it. A run cut short (interrupted,
+    /// abandoned) whose identity has an ok manifest already leaves that manifest and its
+    /// results as they were: stopping a `--force` rerun loses no measurement.
     fn ended(&mut self, run: Launching<'_>) -> anyhow::Result<()> {
         let (index, plan) = (run.index, run.plan);
+        if run.cut_short() && self.measured_before(plan) && run.restore_previous()? {
+            crate::say!("parlab: {} was cut short; its earlier manifest and results are kept", plan.label());
+            self.count(index, plan, RunEnd::Failed);
+            return Ok(());
+        }
+        let previous = run.previous_folder();
         let record = run.finish();
         record.write(self.dir)?;
+        rounds::discard(previous)?;
         self.count(index, plan, record.status().into());
         Ok(())
+    }
+
+    /// Whether the manifests folder holds an ok manifest of `plan`'s identity.
+    fn measured_before(&self, plan: &RunPlan) -> bool {
+        manifest::read_one(&Manifest::path_for(self.dir, &plan.run_id)).is_ok_and(|m| m.status() == Status::Ok)
     }
 
     /// The first round of one run: cached, written when it launches nothing (NOT_RUN,

@@ -40,12 +40,17 @@ pub(super) struct Launching<'a> {
     done: u32,
     /// How the run ended, once it has (failed, or collected after its last launch).
     ended: Option<Outcome>,
+    /// The stored manifest's results folder, set aside until this run's manifest replaces it.
+    previous: Option<PathBuf>,
+    /// Whether the run was interrupted or abandoned before its last launch ended.
+    cut_short: bool,
 }
 
 impl<'a> Launching<'a> {
-    /// Empties the run's results folder and writes its plan (for a run of `origins` on
-    /// `machine`, started at `started_at`); a run whose preparation failed (weights, a panic in
-    /// a kernel library) has ended failed before its first launch.
+    /// Sets the run's earlier results folder aside (see [`set_aside`]), makes an empty one and
+    /// writes its plan (for a run of `origins` on `machine`, started at `started_at`); a run whose
+    /// preparation failed (weights, a panic in a kernel library) has ended failed before its
+    /// first launch.
     pub fn begin(
         index: usize,
         plan: &'a RunPlan,
@@ -55,9 +60,7 @@ impl<'a> Launching<'a> {
         dir: &Path,
     ) -> anyhow::Result<Self> {
         let out = Manifest::results_dir(dir, &plan.run_id);
-        if out.exists() {
-            std::fs::remove_dir_all(&out).with_context(|| format!("cannot remove the old results folder {}", out.display()))?;
-        }
+        let previous = set_aside(&out)?;
         std::fs::create_dir_all(&out).with_context(|| format!("cannot create the results folder {}", out.display()))?;
         let plan_path = out.join("plan.json");
         let mut ended = None;
@@ -67,7 +70,46 @@ impl<'a> Launching<'a> {
             manifest::write_atomic(&plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
         }
         let (origins, launch, caveats) = (origins.to_vec(), None, Vec::new());
-        Ok(Launching { index, plan, origins, machine, started_at, launch, caveats, dir: dir.to_path_buf(), out, plan_path, done: 0, ended })
+        let dir = dir.to_path_buf();
+        let cut_short = false;
+        Ok(Launching {
+            index,
+            plan,
+            origins,
+            machine,
+            started_at,
+            launch,
+            caveats,
+            dir,
+            out,
+            plan_path,
+            done: 0,
+            ended,
+            previous,
+            cut_short,
+        })
+    }
+
+    /// Whether the run was interrupted or abandoned before its last launch ended (its manifest
+    /// would say so instead of a measurement).
+    pub fn cut_short(&self) -> bool {
+        self.cut_short || self.ended.is_none()
+    }
+
+    /// Puts the earlier results folder back in place of this run's (a run cut short keeps the
+    /// measurement it was to replace); false where there was none.
+    pub fn restore_previous(&self) -> anyhow::Result<bool> {
+        let Some(previous) = self.previous.as_ref().filter(|p| p.is_dir()) else { return Ok(false) };
+        if self.out.exists() {
+            std::fs::remove_dir_all(&self.out).with_context(|| format!("cannot remove {}", self.out.display()))?;
+        }
+        std::fs::rename(previous, &self.out).with_context(|| format!("cannot restore {}", previous.display()))?;
+        Ok(true)
+    }
+
+    /// The earlier results folder set aside, if there was one.
+    pub fn previous_folder(&self) -> Option<PathBuf> {
+        self.previous.clone()
     }
 
     /// The launches the run asks for (at least 1).
@@ -110,6 +152,8 @@ impl<'a> Launching<'a> {
         let failure = launch_once(&mut self.launch, &mut self.caveats, self.plan, &self.plan_path, &folder, gates, n == 0);
         self.done += 1;
         if let Some(failure) = failure {
+            // A launch a termination signal ended was cut short, not failed by the run.
+            self.cut_short = crate::launch::signals::received().is_some();
             self.fail(if launches == 1 { failure } else { format!("launch {} of {launches}: {failure}", n + 1) });
         } else if self.done == launches {
             self.ended = Some(collect_launches(self.launch.take(), self.plan, &self.out, &self.dir, launches));
@@ -121,6 +165,7 @@ impl<'a> Launching<'a> {
     /// of its launches ran (their records stay in the results folder).
     pub fn interrupt(&mut self) {
         if !self.has_ended() {
+            self.cut_short = true;
             self.fail(self.interrupted());
         }
     }
@@ -134,6 +179,7 @@ impl<'a> Launching<'a> {
     /// saying how many of its launches ran.
     pub fn abandon(&mut self, why: &str) {
         if !self.has_ended() {
+            self.cut_short = true;
             self.fail(format!("parlab stopped after {} of {} launches: {why}", self.done, self.launches()));
         }
     }
@@ -145,6 +191,31 @@ impl<'a> Launching<'a> {
 
     fn fail(&mut self, reason: String) {
         self.ended = Some(Outcome::Failed { reason, launch: self.launch.take() });
+    }
+}
+
+/// Moves the results folder `out` of the stored manifest aside to `.<run id>.previous` beside it,
+/// where it stays until a new manifest replaces the stored one; returns that path where it holds
+/// a folder. Where it already exists, an earlier controller died mid-run: it holds the stored
+/// manifest's results, and `out` that dead run's partial ones, which are removed.
+fn set_aside(out: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let aside = out.with_file_name(format!(".{name}.previous"));
+    if aside.is_dir() {
+        if out.exists() {
+            std::fs::remove_dir_all(out).with_context(|| format!("cannot remove the partial results folder {}", out.display()))?;
+        }
+    } else if out.exists() {
+        std::fs::rename(out, &aside).with_context(|| format!("cannot set the earlier results folder {} aside", out.display()))?;
+    }
+    Ok(aside.is_dir().then_some(aside))
+}
+
+/// Removes the earlier results folder set aside, once a new manifest has replaced the one naming it.
+pub(super) fn discard(previous: Option<PathBuf>) -> anyhow::Result<()> {
+    match previous.filter(|p| p.exists()) {
+        Some(p) => std::fs::remove_dir_all(&p).with_context(|| format!("cannot remove the earlier results folder {}", p.display())),
+        None => Ok(()),
     }
 }
 

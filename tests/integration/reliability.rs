@@ -117,6 +117,57 @@ fn an_interrupt_between_rounds_writes_the_runs_still_launching_failed_and_keeps_
     assert!(!results.join("launch-1").exists(), "no second launch after the signal");
 }
 
+#[test]
+fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
+    let suite = Suite::new();
+    suite.spec("again", &small_collectives("again", "60s", ""));
+    assert_eq!(suite.run(&[]), 0);
+    let before = suite.manifest("again");
+    assert_eq!(before.status(), Status::Ok);
+    let results = suite.manifests().join(&before.run_id);
+    let files = |dir: &Path| {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    let kept = files(&results);
+    let mut child = Command::new(PARLAB)
+        .args(["run", "specs", "--no-report", "--force"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_FAULT", "hang:rank1@again")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_ranks(&suite);
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert!(stderr(&out).contains("was cut short; its earlier manifest and results are kept"), "{}", stderr(&out));
+    let after = suite.manifest("again");
+    assert_eq!((after.status(), &after.started_at), (Status::Ok, &before.started_at), "the ok manifest is the one measured before");
+    assert_eq!(files(&results), kept, "its results folder is the one measured before");
+    let aside = suite.manifests().join(format!(".{}.previous", before.run_id));
+    assert!(!aside.exists(), "nothing left set aside");
+    // A forced rerun that ends replaces both, and leaves nothing aside either.
+    assert_eq!(
+        parlab(
+            suite.dir.path(),
+            &["run", "specs", "--no-report", "--force"],
+            &[("PARLAB_MANIFESTS", &suite.manifests().display().to_string())]
+        )
+        .status
+        .code(),
+        Some(0)
+    );
+    let replaced = suite.manifest("again");
+    assert!(replaced.status() == Status::Ok && replaced.started_at != before.started_at);
+    assert!(!aside.exists() && results.join("plan.json").is_file());
+}
+
 /// Waits until both ranks of experiment `name` run (rank processes naming its results folder).
 fn wait_for_ranks_of(suite: &Suite, name: &str) {
     let folder = || {
@@ -638,6 +689,20 @@ fn a_changed_spec_moves_its_old_runs_out_of_the_register_and_keeps_them() {
     assert!(kept.join(&old.run_id).join("samples.parquet").is_file(), "with its results");
     let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
     assert!(register.contains(&new.run_id[..12]) && !register.contains(&old.run_id[..12]), "only the current run is in the register");
+    // Back to the first sizes (measured again), then away once more: the identity is superseded
+    // a second time, and the copy superseded first is kept under its start time.
+    suite.spec("sweep", &small_collectives("sweep", "60s", ""));
+    assert_eq!(suite.run(&[]), 0);
+    let again = suite.manifest("sweep");
+    assert_eq!(again.run_id, old.run_id);
+    suite.spec("sweep", &small_collectives("sweep", "60s", "").replace("sizes: [4, 4096]", "sizes: [4, 1024]"));
+    assert_eq!(suite.run(&[]), 0);
+    let newest = parlab::manifest::read_one(&kept.join(format!("{}.json", old.run_id))).unwrap();
+    assert_eq!(newest.started_at, again.started_at, "the copy superseded last is in superseded/");
+    let first = kept.join(old.started_at.replace(':', "-"));
+    let earlier = parlab::manifest::read_one(&first.join(format!("{}.json", old.run_id))).unwrap();
+    assert_eq!(earlier.started_at, old.started_at, "the copy superseded first is kept under its start time");
+    assert!(first.join(&old.run_id).join("samples.parquet").is_file(), "with its results");
 }
 
 /// A decode spec of the GPT-2 config `config` (written to `dir/m/config.json`), in `dir/specs`.
