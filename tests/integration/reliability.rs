@@ -132,7 +132,7 @@ fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
         names
     };
     let kept = files(&results);
-    let mut child = Command::new(PARLAB)
+    let child = Command::new(PARLAB)
         .args(["run", "specs", "--no-report", "--force"])
         .current_dir(suite.dir.path())
         .env("PARLAB_MANIFESTS", suite.manifests())
