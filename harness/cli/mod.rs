@@ -146,7 +146,8 @@ pub enum Command {
         /// Refuse a suite that expands to more runs than this.
         #[arg(long, default_value_t = crate::spec::DEFAULT_MAX_RUNS)]
         max_runs: usize,
-        /// Run only runs whose experiment name or label matches NAME|GLOB (`*`, `?`); repeatable.
+        /// Run only runs whose experiment name, label, `experiment#index` or run identity matches
+        /// NAME|GLOB (`*`, `?`); repeatable; a pattern that matches nothing exits 2.
         #[arg(long, value_name = "NAME|GLOB")]
         only: Vec<String>,
         /// Render the register into DIR (default: beside the manifests folder: `reports` for
@@ -169,7 +170,7 @@ pub enum Command {
         /// `<name>-reports`).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// If another controller holds the manifests folder, wait for it instead of exiting 2.
+        /// If another render holds the output folder, wait for it instead of exiting 2.
         #[arg(long)]
         wait: bool,
         /// Also draw the nightly history in DIR (`parlab nightly --history DIR`) as OUT/trends.md.

@@ -33,6 +33,9 @@ pub struct RunOptions {
 pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     crate::launch::signals::install();
     crate::spec::weights::allow_cache_writes();
+    if let Ok(fault) = std::env::var(crate::rank::fault::ENV) {
+        crate::rank::fault::check(&fault).map_err(|why| Error::Usage(format!("{}={fault}: {why}", crate::rank::fault::ENV)))?;
+    }
     let suite = load_suite_limited(paths, options.max_runs)?;
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();

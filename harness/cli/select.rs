@@ -26,21 +26,28 @@ pub fn glob(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
-/// The runs whose experiment name or label matches one of `only` (all runs when `only` is
-/// empty); a user error when patterns are given and nothing matches.
+/// The names a run answers to: its experiment, its label, `experiment#index` (as `parlab plan`
+/// lists it) and its run identity (a prefix matches with `*`: `3f0e1ac9bbcb*`).
+fn names(r: &RunPlan) -> [String; 4] {
+    [r.experiment.clone(), r.label(), format!("{}#{}", r.experiment, r.index), r.run_id.to_string()]
+}
+
+/// The runs one of whose names matches one of `only` (all runs when `only` is empty); a user
+/// error when a pattern matches nothing (a mistyped pattern would silently select less).
 pub fn only(runs: Vec<RunPlan>, only: &[String]) -> Result<Vec<RunPlan>, Error> {
     if only.is_empty() {
         return Ok(runs);
     }
     let total = runs.len();
-    let picked: Vec<RunPlan> = runs.into_iter().filter(|r| only.iter().any(|p| glob(p, &r.experiment) || glob(p, &r.label()))).collect();
-    if picked.is_empty() {
+    let matches = |p: &str, r: &RunPlan| names(r).iter().any(|n| glob(p, n));
+    let unmatched: Vec<&str> = only.iter().map(String::as_str).filter(|p| !runs.iter().any(|r| matches(p, r))).collect();
+    if !unmatched.is_empty() {
         return Err(Error::Usage(format!(
-            "--only {}: matches none of the suite's {total} runs (by experiment name or label)",
-            only.join(", ")
+            "--only {}: matches none of the suite's {total} runs (by experiment name, label such as `decode-tensor #2 tensor world=3 mpi-shm`, `experiment#index` as `parlab plan` lists it, or run identity)",
+            unmatched.join(", ")
         )));
     }
-    Ok(picked)
+    Ok(runs.into_iter().filter(|r| only.iter().any(|p| matches(p, r))).collect())
 }
 
 #[cfg(test)]

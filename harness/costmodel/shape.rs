@@ -220,8 +220,9 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
     check_flags(raw)?;
     let experts = experts_of(raw)?;
     let tied = match family {
-        Family::Gpt2 => true,
-        Family::Gemma => flag(raw, "tie_word_embeddings").unwrap_or(true),
+        // transformers ties GPT-2's and Gemma's head unless the config says otherwise (parlab's
+        // seeded checkpoints say `false` and store the head apart).
+        Family::Gpt2 | Family::Gemma => flag(raw, "tie_word_embeddings").unwrap_or(true),
         _ => flag(raw, "tie_word_embeddings").unwrap_or(false),
     };
     let norms_per_block = if cfg.model_type == "gemma2" { 4 } else { 2 };
@@ -433,6 +434,10 @@ mod tests {
         assert!(s.tied_embeddings);
         // a step reads one wte row and one wpe row, not the 24-value position table
         assert_eq!(s.streamed_params(), s.params - 24 + 4 + 4);
+        // A config that unties the head (parlab's seeded checkpoints) stores it apart: 40 more.
+        let untied = shape(json!({"model_type": "gpt2", "n_embd": 4, "n_head": 2, "n_layer": 1, "vocab_size": 10, "n_positions": 6,
+            "tie_word_embeddings": false}));
+        assert_eq!((untied.params - s.params, untied.tied_embeddings), (40, false));
     }
 
     #[test]

@@ -172,7 +172,9 @@ pub fn import(tool: ImportTool, file: &Path, options: &ImportOptions) -> Result<
     let world = world_of(&run, options).map_err(|p| p.in_file(file))?;
     check_bus_factor(&run, world).map_err(|p| p.in_file(file))?;
     check_sizes(&run, world).map_err(|p| p.in_file(file))?;
-    let manifest = manifest_of(run, world, file, &sha256_hex(text.as_bytes()), options.command.clone());
+    // The file's own sha256 (a byte-order mark the reading dropped included), as `sha256sum` says.
+    let raw = std::fs::read(file).map_err(|cause| crate::files::FileError::Io { path: file.into(), action: "read", cause })?;
+    let manifest = manifest_of(run, world, file, &sha256_hex(&raw), options.command.clone());
     check_manifest(&manifest).map_err(|p| p.in_file(file))?;
     Ok(manifest)
 }
@@ -385,7 +387,8 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
         iterations: run.iterations,
         checked: run.checked,
         ran_at: run.ran_at,
-        file: file.to_path_buf(),
+        // Where the file lay, whatever folder the import ran from.
+        file: std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf()),
         format: run.format,
         sha256: sha256.to_string(),
     };

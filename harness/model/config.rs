@@ -59,6 +59,9 @@ pub enum ConfigError {
     /// `model_type` is present but not a string.
     #[error("`model_type` must be a string such as \"llama\", found {0}")]
     ModelType(Value),
+    /// `model_type` is absent: the family cannot be told (transformers' AutoConfig refuses it too).
+    #[error("`model_type` is missing; name the model's family, one of {}", Family::runnable_types())]
+    NoModelType,
     /// None of the keys a size may have is present.
     #[error("config.json has none of {names:?}")]
     Absent {
@@ -225,8 +228,8 @@ fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hi
     Ok(())
 }
 
-/// The config's `model_type` (gpt2 when absent); a file that is not an object, or a
-/// `model_type` that is not a string, is refused.
+/// The config's `model_type`; a file that is not an object, or a `model_type` that is absent or
+/// not a string, is refused.
 fn model_type_of(raw: &Value) -> Result<String, ConfigError> {
     let kind = match raw {
         Value::Object(_) => None,
@@ -240,7 +243,7 @@ fn model_type_of(raw: &Value) -> Result<String, ConfigError> {
         return Err(ConfigError::NotObject(kind));
     }
     match raw.get("model_type") {
-        None => Ok("gpt2".into()),
+        None => Err(ConfigError::NoModelType),
         Some(Value::String(t)) => Ok(t.clone()),
         Some(other) => Err(ConfigError::ModelType(other.clone())),
     }
@@ -355,12 +358,13 @@ mod tests {
     }
 
     #[test]
-    fn a_config_that_is_not_an_object_or_whose_model_type_is_not_a_string_is_refused() {
+    fn a_config_that_is_not_an_object_or_whose_model_type_is_absent_or_not_a_string_is_refused() {
         assert_eq!(ModelConfig::from_value(json!([1, 2])).unwrap_err().to_string(), "expected a JSON object of keys, found an array");
         let err = ModelConfig::from_value(gpt2(json!({"model_type": 5}))).unwrap_err();
         assert_eq!(err.to_string(), "`model_type` must be a string such as \"llama\", found 5");
         let mut untyped = gpt2(json!({}));
         untyped.as_object_mut().unwrap().remove("model_type");
-        assert_eq!(ModelConfig::from_value(untyped).unwrap().model_type, "gpt2", "an absent model_type is GPT-2's");
+        let err = ModelConfig::from_value(untyped).unwrap_err();
+        assert_eq!(err.to_string(), format!("`model_type` is missing; name the model's family, one of {}", Family::runnable_types()));
     }
 }

@@ -59,6 +59,27 @@ pub fn parse(text: &str, rank: u32, experiment: &str) -> Option<Fault> {
     }
 }
 
+/// Checks a fault text's grammar whatever rank and experiment it names: `parlab run` refuses a
+/// malformed one (a mistyped fault would run the suite unharmed and a test relying on it pass).
+pub fn check(text: &str) -> Result<(), String> {
+    let spec = text.split_once('@').map_or(text, |(s, _)| s);
+    let parts: Vec<&str> = spec.split(':').collect();
+    let rank = |r: &str| r.strip_prefix("rank").is_some_and(|n| n.parse::<u32>().is_ok());
+    let ok = match parts[..] {
+        ["slow", factor] => slowdown(factor).is_some(),
+        ["slow", factor, r] => slowdown(factor).is_some() && rank(r),
+        ["exit", code, r] => code.parse::<i32>().is_ok() && rank(r),
+        ["signal", sig, r] => sig.parse::<i32>().is_ok() && rank(r),
+        ["hang", r] | ["wrong", r] => rank(r),
+        _ => false,
+    };
+    ok.then_some(()).ok_or_else(|| {
+        format!(
+            "expected ACTION[:ARG]:rankN[@experiment], ACTION one of exit:CODE, signal:NUMBER, hang, wrong, slow:FACTOR (above 1, at most {MAX_SLOWDOWN}; `:rankN` optional)"
+        )
+    })
+}
+
 /// A `slow` fault of `factor` (a finite number above 1, at most [`MAX_SLOWDOWN`]).
 fn slowdown(factor: &str) -> Option<Fault> {
     factor.parse::<f64>().ok().filter(|f| f.is_finite() && *f > 1.0 && *f <= MAX_SLOWDOWN).map(Fault::Slow)
@@ -134,6 +155,16 @@ pub fn strike(fault: Option<Fault>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_malformed_fault_is_refused_whatever_it_names() {
+        for good in ["exit:3:rank1", "signal:9:rank0@x", "hang:rank1", "wrong:rank0", "slow:1.5", "slow:2:rank1@decode"] {
+            assert_eq!(check(good), Ok(()), "{good}");
+        }
+        for bad in ["slow:200", "slow:0.5", "slow:abc", "signal:FOO:rank1", "bogus", "hang", "exit:3:1", "hang:rank1:x"] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn parses_faults_for_the_named_rank_and_experiment() {

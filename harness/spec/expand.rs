@@ -122,7 +122,8 @@ pub fn matrix_size(e: &Experiment) -> MatrixSize {
     } else {
         axes.iter().fold(1u64, |n, (_, len)| n.saturating_mul(*len as u64))
     };
-    let largest_axis = axes.iter().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
+    // The spec's longest list (the first of equals), or its name where no axis is a list.
+    let largest_axis = axes.iter().filter(|(_, len)| *len > 1).rev().max_by_key(|(_, len)| *len).map_or("name", |(k, _)| *k);
     let factors: Vec<String> = axes.iter().filter(|(_, len)| *len > 1).map(|(k, len)| format!("{k} {len}")).collect();
     MatrixSize { runs, largest_axis, factors: if factors.is_empty() { "one point".into() } else { factors.join(" x ") } }
 }

@@ -178,6 +178,11 @@ fn a_file_saved_with_a_byte_order_mark_imports() {
     let out = import(&["osu", bom.to_str().unwrap(), "--world", "4"], &store);
     assert_eq!(out.status.code(), Some(0), "was `no # OSU MPI ... Test line`: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(manifests_in(&store).len(), 1);
+    // The provenance holds the file's own sha256, as sha256sum prints it (mark included).
+    let (list, _) = parlab::manifest::read_all(&store);
+    let recorded = list[0].provenance.imported().expect("imported").sha256.clone();
+    assert_eq!(recorded, parlab::import::sha256_hex(&std::fs::read(&bom).unwrap()));
+    assert!(list[0].provenance.imported().unwrap().file.is_absolute(), "where the file lay, whatever folder the import ran from");
 }
 
 /// The first `lines` lines of a fixture: its header and its first rows.

@@ -1021,6 +1021,16 @@ fn the_run_cache_re_measures_runs_of_other_measuring_code_and_only_selects() {
     let out = run_in(&suite, &["--only", "nothing-*"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--only nothing-*: matches none"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Beside a pattern that matches, one that matches nothing is still refused, by name.
+    let out = run_in(&suite, &["--only", "one", "--only", "tow"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--only tow: matches none"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A run is named as `parlab plan` lists it (`experiment#index`) or by its identity's prefix.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let id = format!("{}*", &two.run_id[..12]);
+    let out = run_in(&suite, &["--force", "--only", "one#0", "--only", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_ne!(suite.manifest("one").started_at, one_again.started_at, "one#0 selects one");
 }
 
 #[test]
