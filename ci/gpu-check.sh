@@ -139,9 +139,10 @@ run() {
   fi
   # Past the limit parlab is interrupted as Ctrl-C would: the launch in progress is ended and
   # recorded failed, every manifest written before is kept, and the checks below still run.
-  # The limits (360 s + 20 s grace, the checks 120 s + 10 s) keep the whole call under the
-  # device tool's 600 s per command, so the archive is always made.
-  local limit=${PARLAB_GPU_SUITE_LIMIT:-360} rc=0
+  # The limits (300 s + 20 s grace, the checks 90 s + 10 s, with the gates, report and audit
+  # about a minute) keep the whole call near 7.5 minutes at worst, under the device tool's 600 s
+  # per command, so the archive is always made.
+  local limit=${PARLAB_GPU_SUITE_LIMIT:-300} rc=0
   timeout -s INT -k 20 "$limit" "$bin" run "${specs[@]}" --no-report || rc=$?
   first_failure "the suite" "$limit" "$rc"
   rc=0
@@ -151,8 +152,8 @@ run() {
   local only=()
   [ $# -eq 0 ] || only=(--subset)
   rc=0
-  timeout -k 10 "${PARLAB_GPU_CHECK_LIMIT:-120}" "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || rc=$?
-  first_failure "the checks" "${PARLAB_GPU_CHECK_LIMIT:-120}" "$rc"
+  timeout -k 10 "${PARLAB_GPU_CHECK_LIMIT:-90}" "$py" ci/gpu_check.py --parlab "$bin" --manifests "$OUT/manifests" --state "$PARLAB_STATE" "${only[@]}" || rc=$?
+  first_failure "the checks" "${PARLAB_GPU_CHECK_LIMIT:-90}" "$rc"
   return $RC
 }
 

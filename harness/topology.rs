@@ -25,7 +25,13 @@ pub fn parse(text: &str) -> Vec<GpuRow> {
     let Some(header) = lines.iter().find(|l| l.split('\t').any(|c| c.trim() == "CPU Affinity")) else {
         return Vec::new();
     };
-    let columns: Vec<&str> = header.split('\t').map(str::trim).filter(|c| !c.is_empty()).collect();
+    // Cells are matched to columns by their tab position (an empty cell, such as a virtual
+    // machine's blank CPU affinity, keeps its place); only the header's leading empty cell, above
+    // the rows' GPU names, is not a column.
+    let mut columns: Vec<&str> = header.split('\t').map(str::trim).collect();
+    if columns.first() == Some(&"") {
+        columns.remove(0);
+    }
     let gpus = columns.iter().take_while(|c| is_gpu(c)).count();
     lines
         .iter()
@@ -33,7 +39,6 @@ pub fn parse(text: &str) -> Vec<GpuRow> {
         .filter_map(|l| {
             let cells: Vec<&str> = l.split('\t').map(str::trim).collect();
             let (name, rest) = cells.split_first()?;
-            let rest: Vec<&str> = rest.iter().copied().filter(|c| !c.is_empty()).collect();
             let at =
                 |column: &str| columns.iter().position(|c| *c == column).and_then(|i| rest.get(i)).map_or(String::new(), |s| s.to_string());
             (rest.len() > gpus).then(|| GpuRow {
@@ -105,5 +110,14 @@ mod tests {
         assert_eq!(rows[2].cpu_affinity, "32-63");
         assert_eq!(rows[2].numa_affinity, "1");
         assert!(parse("sh: 1: nvidia-smi: not found").is_empty());
+    }
+
+    #[test]
+    fn a_blank_cpu_affinity_keeps_the_numa_node_in_its_column() {
+        let text = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n\
+                    GPU0\t X \tNV18\t\t1\t\tN/A\n\
+                    GPU1\tNV18\t X \t\t1\t\tN/A\n";
+        let rows = parse(text);
+        assert_eq!((rows[0].links.clone(), rows[0].cpu_affinity.as_str(), rows[0].numa_affinity.as_str()), (vec!["X".into(), "NV18".into()], "", "1"));
     }
 }

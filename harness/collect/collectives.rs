@@ -100,8 +100,25 @@ fn frame(rows: &[CollectiveRow], plan: &RunPlan) -> PolarsResult<DataFrame> {
     ])
 }
 
-/// How both times are taken, as the summary says it.
+/// How both times of an op between ranks are taken, as the summary says it.
 const TIMING: &str = "time_s: barrier before every iteration, each rank times its call with MPI_Wtime, the slowest rank per iteration (waiting included); op_time_s: after a barrier each rank times a block of calls back to back (up to 50; about `iterations` calls in at least 3 blocks), block / calls, averaged over ranks, median over blocks (nccl-tests' convention; barrier-exit skew divided by the block length); skew = median time_s - median op_time_s; the fit is on op_time_s";
+
+/// What an NCCL call's MPI_Wtime spans.
+const NCCL_TIMING: &str = "each NCCL call is issued and the device synchronised inside the timed region (the host clock, as nccl-tests' per-call time)";
+
+/// How both times of an op on a rank's own GPU are taken.
+const DEVICE_TIMING: &str = "device ops (host-device copies, device read and copy): time_s: barrier, then one call between two CUDA events on its stream, the end event waited for (the device's own time for the call); op_time_s: a block of calls queued without waiting, the device synchronised once, block / calls, median over blocks; the fit is on op_time_s";
+
+/// The timing text of a run's ops: between ranks (over NCCL where the backend is), on the
+/// GPU, or both where the run has both.
+fn timing(plan: &RunPlan, ops: &[Op]) -> String {
+    let between = ops.iter().any(|op| !op.on_device()).then(|| match plan.backend {
+        crate::spec::link::Backend::Nccl => format!("{TIMING}; {NCCL_TIMING}"),
+        _ => TIMING.to_string(),
+    });
+    let on_device = ops.iter().any(|op| op.on_device()).then(|| DEVICE_TIMING.to_string());
+    between.into_iter().chain(on_device).collect::<Vec<_>>().join(" | ")
+}
 
 /// Summarises a collectives run and writes its results files.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, CollectError> {
@@ -115,7 +132,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         fits: ops.iter().filter_map(|&op| fit_of(op, plan.layout.world, &rows)).collect(),
         fit_method: fit_method(&rows),
         rows,
-        timing: TIMING.into(),
+        timing: timing(plan, &ops),
     });
     Ok(Collected { results, summary, answer: None })
 }

@@ -530,11 +530,11 @@ fn round(inp: &Inputs, r: &RunShape, dec: &Decoder, bandwidth_bps: f64, comm: Op
 }
 
 /// The communication a round of `dec` pays, where it has collectives.
-fn comm_of(inp: &Inputs, r: &RunShape, dec: &Decoder, cuda: bool) -> Option<Comm> {
+fn comm_of(inp: &Inputs, r: &RunShape, dec: &Decoder, staged: bool) -> Option<Comm> {
     match dec {
         Decoder::Tensor { head, pieces } => {
             let mut comm = tensor_comm(inp, r, *head, *pieces)?;
-            if cuda {
+            if staged {
                 comm.alpha_beta_s += staging_s(inp, r)?;
             }
             Some(comm)
@@ -630,10 +630,12 @@ fn predict_run<'m>(inp: &Inputs, m: &'m Manifest) -> Option<Predicted<'m>> {
     };
     let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
     let r = run_shape(m, &shape)?;
-    let cuda = m.plan.device == RankDevice::Cuda;
+    // Host staging: a GPU rank's tensors cross over MPI through host memory; over NCCL they
+    // stay on the device.
+    let staged = m.plan.device == RankDevice::Cuda && m.plan.link.nccl().is_none();
     let dec = decoder(m, d);
     let active = active_ranks(&dec, r.world, r.sequences);
-    let comm = comm_of(inp, &r, &dec, cuda);
+    let comm = comm_of(inp, &r, &dec, staged);
     let (own_bw, shared_bw) = bandwidths(inp, m, active)?;
     let own = round(inp, &r, &dec, own_bw, comm.as_ref())?;
     let shared = round(inp, &r, &dec, shared_bw, comm.as_ref())?;
@@ -642,7 +644,7 @@ fn predict_run<'m>(inp: &Inputs, m: &'m Manifest) -> Option<Predicted<'m>> {
         run_id: m.run_id.clone(),
         model: source.name.clone(),
         dtype: *dtype,
-        cuda,
+        cuda: m.plan.device == RankDevice::Cuda,
         step_mode: m.plan.step,
         routing_skew: *routing_skew,
         strategy: m.layout.strategy,

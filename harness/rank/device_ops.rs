@@ -88,8 +88,13 @@ impl DeviceCase {
         called.map(|()| seconds)
     }
 
-    /// Fails when the last result does not hold what was sent (a read: within float32 summation).
+    /// Fails when the last result does not hold what was sent (a read: within float32 summation),
+    /// or when a pinned copy to the host landed in pageable memory (it would time the pageable
+    /// path under the pinned name).
     fn check(&self, rank: u32, when: &str) -> anyhow::Result<()> {
+        if self.op == Op::DeviceToHost && !self.result.is_pinned(self.gpu) {
+            anyhow::bail!("{} of {} B ({when}): rank {rank}: the copy landed in pageable host memory", self.op.name(), self.bytes);
+        }
         let got = self.result.sum(Kind::Double).double_value(&[]);
         let tolerance = if self.op == Op::DeviceRead { 1e-4 * self.want } else { 0.0 };
         if (got - self.want).abs() > tolerance || got.is_nan() {

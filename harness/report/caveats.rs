@@ -322,6 +322,19 @@ fn collective_timing(facts: &Facts) -> Option<String> {
     Some(text)
 }
 
+/// How GPU ranks' tensors cross between them, for the links the GPU runs used: NCCL keeps them
+/// on the GPUs, MPI stages them through host memory.
+fn crossing<'l>(links: impl Iterator<Item = &'l crate::spec::link::Link>) -> &'static str {
+    let (nccl, mpi): (Vec<_>, Vec<_>) = links.partition(|l| l.nccl().is_some());
+    match (nccl.is_empty(), mpi.is_empty()) {
+        (true, _) => "tensors cross between ranks through host memory over MPI (copied off and back onto the GPU)",
+        (false, true) => "tensors cross between ranks over NCCL, on the GPUs",
+        (false, false) => {
+            "tensors cross between ranks over NCCL on the GPUs on an NCCL link, else through host memory over MPI (copied off and back onto the GPU)"
+        }
+    }
+}
+
 /// Which decode runs computed on a GPU, where ranks shared one, and each step against its two
 /// floors: the bytes it streams over the measured device-read bandwidth, and the measured
 /// floor of one kernel launch and synchronisation (the device-read fit's α).
@@ -355,10 +368,11 @@ fn gpus(launched: &[&Manifest], list: &[Manifest]) -> Option<String> {
     if runs.is_empty() {
         return None;
     }
+    let on_gpus = launched.iter().filter(|m| m.summary().and_then(|s| s.decode()).is_some_and(|d| d.gpu.is_some()));
+    let crossing = crossing(on_gpus.map(|m| &m.plan.link));
     Some(format!(
         "Decode on GPUs: {}. libtorch computes every step there (no parlab row kernel), one kernel per operation; the clock is \
-         read after the device is synchronised; tensors cross between ranks through host memory over MPI (copied off and \
-         back onto the GPU). One sequence at a time a GPU step is bound by kernel launches, not by the bytes it streams{}.",
+         read after the device is synchronised; {crossing}. One sequence at a time a GPU step is bound by kernel launches, not by the bytes it streams{}.",
         runs.join("; "),
         if launched.iter().any(|m| m.plan.step == crate::spec::schema::StepMode::Graph) {
             "; a `step=graph` run launches its step's kernels from one captured CUDA graph per round instead"
@@ -448,5 +462,15 @@ mod tests {
             "{eager}"
         );
         assert!(!eager_floor(nodes, "abc", 3e-3, None).contains("floor"));
+    }
+
+    #[test]
+    fn gpu_ranks_tensors_cross_as_their_links_carry_them() {
+        use crate::spec::link::Link;
+        let nccl = Link::from_name("nccl");
+        assert!(crossing([Link::MpiShm].iter()).contains("through host memory over MPI"));
+        assert_eq!(crossing([nccl.clone()].iter()), "tensors cross between ranks over NCCL, on the GPUs");
+        let both = crossing([nccl, Link::MpiShm].iter());
+        assert!(both.contains("over NCCL on the GPUs on an NCCL link, else through host memory"), "{both}");
     }
 }
