@@ -118,6 +118,9 @@ mod tests {
                     GPU0\t X \tNV18\t\t1\t\tN/A\n\
                     GPU1\tNV18\t X \t\t1\t\tN/A\n";
         let rows = parse(text);
-        assert_eq!((rows[0].links.clone(), rows[0].cpu_affinity.as_str(), rows[0].numa_affinity.as_str()), (vec!["X".into(), "NV18".into()], "", "1"));
+        assert_eq!(
+            (rows[0].links.clone(), rows[0].cpu_affinity.as_str(), rows[0].numa_affinity.as_str()),
+            (vec!["X".into(), "NV18".into()], "", "1")
+        );
     }
 }

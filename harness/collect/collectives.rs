@@ -104,7 +104,8 @@ fn frame(rows: &[CollectiveRow], plan: &RunPlan) -> PolarsResult<DataFrame> {
 const TIMING: &str = "time_s: barrier before every iteration, each rank times its call with MPI_Wtime, the slowest rank per iteration (waiting included); op_time_s: after a barrier each rank times a block of calls back to back (up to 50; about `iterations` calls in at least 3 blocks), block / calls, averaged over ranks, median over blocks (nccl-tests' convention; barrier-exit skew divided by the block length); skew = median time_s - median op_time_s; the fit is on op_time_s";
 
 /// What an NCCL call's MPI_Wtime spans.
-const NCCL_TIMING: &str = "each NCCL call is issued and the device synchronised inside the timed region (the host clock, as nccl-tests' per-call time)";
+const NCCL_TIMING: &str =
+    "each NCCL call is issued and the device synchronised inside the timed region (the host clock, as nccl-tests' per-call time)";
 
 /// How both times of an op on a rank's own GPU are taken.
 const DEVICE_TIMING: &str = "device ops (host-device copies, device read and copy): time_s: barrier, then one call between two CUDA events on its stream, the end event waited for (the device's own time for the call); op_time_s: a block of calls queued without waiting, the device synchronised once, block / calls, median over blocks; the fit is on op_time_s";

@@ -146,7 +146,7 @@ pub fn caveats(plan: &RunPlan, cores: u32, ranks: &[crate::manifest::placement::
         out.push(Caveat::SeveralHosts { placement: crate::manifest::placement::describe(ranks) });
         out.extend(crowded_host(ranks, plan.threads_per_rank));
     } else if plan.layout.world * plan.threads_per_rank > cores {
-        out.push(Caveat::Oversubscribed { ranks: plan.layout.world, threads: plan.threads_per_rank, cores });
+        out.push(Caveat::Oversubscribed { ranks: plan.layout.world, threads: plan.threads_per_rank, cores, host: None });
     }
     if plan.layout.world > 1 && hosts.len() <= 1 {
         out.push(Caveat::SharedMemory);
@@ -164,28 +164,23 @@ fn crowded_host(ranks: &[crate::manifest::placement::RankPlacement], threads: u3
         .into_iter()
         .filter(|&(_, on_host, cores)| on_host.saturating_mul(threads) > cores)
         .max_by_key(|&(_, on_host, cores)| (u64::from(on_host) * u64::from(threads) * 1000) / u64::from(cores.max(1)))
-        .map(|(_, on_host, cores)| Caveat::Oversubscribed { ranks: on_host, threads, cores })
+        .map(|(host, on_host, cores)| Caveat::Oversubscribed { ranks: on_host, threads, cores, host: Some(host) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::placement::RankPlacement;
+    use crate::manifest::placement::placed as p;
 
     #[test]
     fn a_crowded_host_among_several_is_oversubscribed_by_its_own_cores() {
-        let p = |rank, host: &str, cores: &str| RankPlacement {
-            rank,
-            host: host.into(),
-            pid: 1,
-            cores: cores.into(),
-            transport: String::new(),
-        };
+        let over = |ranks, threads, host: &str| Some(Caveat::Oversubscribed { ranks, threads, cores: 2, host: Some(host.into()) });
         let spread = [p(0, "a", "0-1"), p(1, "a", "0-1"), p(2, "b", "0-7"), p(3, "b", "0-7")];
         assert_eq!(crowded_host(&spread, 1), None);
-        assert_eq!(crowded_host(&spread, 2), Some(Caveat::Oversubscribed { ranks: 2, threads: 2, cores: 2 }));
+        assert_eq!(crowded_host(&spread, 2), over(2, 2, "a"));
         let crowded = [p(0, "a", "0-1"), p(1, "a", "0-1"), p(2, "a", "0-1"), p(3, "b", "0-7")];
-        assert_eq!(crowded_host(&crowded, 1), Some(Caveat::Oversubscribed { ranks: 3, threads: 1, cores: 2 }));
+        assert_eq!(crowded_host(&crowded, 1), over(3, 1, "a"));
+        assert_eq!(over(3, 1, "a").unwrap().to_string(), "oversubscribed: 3 ranks x 1 threads on 2 cores of host a");
         assert_eq!(crowded_host(&[p(0, "a", ""), p(1, "b", "")], 4), None, "unknown cores say nothing");
     }
 

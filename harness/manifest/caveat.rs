@@ -19,8 +19,11 @@ pub enum Caveat {
         ranks: u32,
         /// Threads per rank.
         threads: u32,
-        /// Cores of the machine.
+        /// Cores of the machine (across several hosts: of the crowded host's ranks).
         cores: u32,
+        /// The crowded host, where the ranks ran on several (absent on one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
     },
     /// Every rank streams from the same DRAM.
     SharedMemory,
@@ -44,8 +47,9 @@ impl fmt::Display for Caveat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Caveat::SeveralHosts { placement } => write!(f, "several hosts: {placement}"),
-            Caveat::Oversubscribed { ranks, threads, cores } => {
-                write!(f, "oversubscribed: {ranks} ranks x {threads} threads on {cores} cores")
+            Caveat::Oversubscribed { ranks, threads, cores, host } => {
+                write!(f, "oversubscribed: {ranks} ranks x {threads} threads on {cores} cores")?;
+                host.as_ref().map_or(Ok(()), |h| write!(f, " of host {h}"))
             }
             Caveat::SharedMemory => write!(f, "one shared memory system: every rank streams from the same DRAM"),
             Caveat::LoopbackTcp => write!(f, "loopback TCP, not an interconnect"),
@@ -75,7 +79,7 @@ impl fmt::Display for Oversubscribed {
 /// The oversubscription among `caveats`, if any.
 pub fn oversubscribed(caveats: &[Caveat]) -> Option<Oversubscribed> {
     caveats.iter().find_map(|c| match *c {
-        Caveat::Oversubscribed { ranks, threads, cores } => Some(Oversubscribed { ranks, threads, cores }),
+        Caveat::Oversubscribed { ranks, threads, cores, .. } => Some(Oversubscribed { ranks, threads, cores }),
         _ => None,
     })
 }

@@ -530,7 +530,7 @@ fn the_shared_memory_hypothesis_ignores_the_aggregate_of_an_oversubscribed_membw
     list[widest].caveats.retain(|c| !matches!(c, Caveat::Oversubscribed { .. }));
     let shared = |list: &[Manifest]| parlab::costmodel::step::Inputs::of(list).bandwidths.shared_total.unwrap();
     assert_eq!(shared(&list), (1e12, list[widest].run_id.clone()), "a core for every process: its aggregate is the machine's");
-    list[widest].caveats.push(Caveat::Oversubscribed { ranks: world, threads: 1, cores: world - 1 });
+    list[widest].caveats.push(Caveat::Oversubscribed { ranks: world, threads: 1, cores: world - 1, host: None });
     let (bps, run) = shared(&list);
     assert!(bps < 1e12 && run != list[widest].run_id, "an oversubscribed run's sum is no aggregate: {bps} from {run}");
 }

@@ -820,7 +820,7 @@ fn the_cost_model_finding_holds_when_every_split_is_predicted_and_fails_on_a_mod
 fn oversubscribe(list: &mut [Manifest], which: impl Fn(&Manifest) -> bool) {
     for m in list.iter_mut().filter(|m| which(m)) {
         let (ranks, threads) = (m.layout.world, m.plan.threads_per_rank);
-        m.caveats.push(Caveat::Oversubscribed { ranks, threads, cores: 2 });
+        m.caveats.push(Caveat::Oversubscribed { ranks, threads, cores: 2, host: None });
     }
 }
 
@@ -845,7 +845,7 @@ fn an_oversubscribed_world_is_stated_but_never_decides_the_shared_bandwidth_find
     let mut two = tensor_decode(&mut list).find(|m| m.layout.world == 2).unwrap().clone();
     (two.run_id, two.plan.threads_per_rank) = (format!("{}{}", "2".repeat(12), "0".repeat(52)).into(), 2);
     decode_mut(&mut two).unwrap().compute_s = stat(0.023 / 2.0);
-    two.caveats.push(Caveat::Oversubscribed { ranks: 2, threads: 2, cores: 2 });
+    two.caveats.push(Caveat::Oversubscribed { ranks: 2, threads: 2, cores: 2, host: None });
     list.push(two);
     let f = finding(&list, "shared-memory-bandwidth");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
