@@ -13,11 +13,15 @@ pub fn run(manifests: &Path, as_json: bool) -> super::Result<i32> {
     let groups = crate::audit::audit(&list);
     let precision = crate::precision::audit(&list);
     if as_json {
+        // Files that could not be read as manifests: a run among them is not graded, and a
+        // reader of the JSON alone must see that.
+        let unread: Vec<_> = skipped.iter().map(|s| json!({ "path": s.path, "reason": s.reason.to_string() })).collect();
         let doc = json!({
             "fragile_factor": crate::audit::FRAGILE_FACTOR,
             "changed": groups.iter().any(|g| g.changed),
             "groups": groups,
             "precision": precision,
+            "skipped": unread,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {

@@ -20,8 +20,12 @@ pub struct Outputs {
 
 fn check(policy: &Policy) -> Result<(), Error> {
     let fraction = |v: f64| v.is_finite() && v > 0.0;
-    if !(policy.min_effect.is_finite() && policy.min_effect >= 0.0) {
-        return Err(Error::Usage(format!("--min-effect {}: expected a finite fraction of 0 or more (e.g. 0.10)", policy.min_effect)));
+    if !(policy.min_effect.is_finite() && (0.0..=MAX_MIN_EFFECT).contains(&policy.min_effect)) {
+        return Err(Error::Usage(format!(
+            "--min-effect {}: expected a fraction from 0 to {MAX_MIN_EFFECT} (e.g. 0.10 for 10%; {MAX_MIN_EFFECT} asks for a change of {}%)",
+            policy.min_effect,
+            MAX_MIN_EFFECT * 100.0
+        )));
     }
     if !(fraction(policy.fdr) && policy.fdr < 1.0) {
         return Err(Error::Usage(format!("--fdr {}: expected a rate between 0 and 1 (e.g. 0.05)", policy.fdr)));
@@ -125,6 +129,9 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         _ => Ok(()),
     }
 }
+
+/// The largest `--min-effect` taken: a tenfold change.
+const MAX_MIN_EFFECT: f64 = 10.0;
 
 /// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
 pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> super::Result<i32> {

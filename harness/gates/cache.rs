@@ -19,8 +19,9 @@ pub const FORMAT: &str = "parlab-gates-cache/1";
 
 /// The environment variables whose values can change a probe's answer: the Python the torch
 /// probe starts and what it imports, where commands and libraries are found, which GPUs CUDA
-/// shows, torch's thread count (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`), Open MPI's prefix.
-pub const PROBED_ENV: [&str; 9] = [
+/// shows, torch's thread count (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`), Open MPI's prefix, and
+/// where the user's site packages are (`HOME`, `PYTHONUSERBASE`, `PYTHONNOUSERSITE`).
+pub const PROBED_ENV: [&str; 12] = [
     "PARLAB_PYTHON",
     "PATH",
     "LD_LIBRARY_PATH",
@@ -30,6 +31,9 @@ pub const PROBED_ENV: [&str; 9] = [
     "PYTHONPATH",
     "PYTHONHOME",
     "OPAL_PREFIX",
+    "HOME",
+    "PYTHONUSERBASE",
+    "PYTHONNOUSERSITE",
 ];
 
 /// The commands the shell probes start, whose files are part of the key.
@@ -140,7 +144,10 @@ impl CacheKey {
         let python = sources.var("PARLAB_PYTHON").unwrap_or(super::DEFAULT_PYTHON);
         let python = which(python, path);
         facts.insert("file.python".into(), python.as_deref().map_or_else(|| "not found".into(), file_identity));
-        for (i, file) in python.as_deref().map(torch_install_files).unwrap_or_default().iter().enumerate() {
+        let user =
+            sources.var("PYTHONUSERBASE").map(PathBuf::from).or_else(|| sources.var("HOME").map(|home| Path::new(home).join(".local")));
+        let installs = python.as_deref().map(|p| torch_install_files(p, user.as_deref())).unwrap_or_default();
+        for (i, file) in installs.iter().enumerate() {
             facts.insert(format!("file.python.torch.{i}"), file_identity(file));
         }
         CacheKey { facts }
@@ -186,17 +193,18 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// The files that change when torch is installed, upgraded or removed beside `python`: each
-/// `site-packages`/`dist-packages` folder of its prefix and, where present, `torch/version.py`.
-fn torch_install_files(python: &Path) -> Vec<PathBuf> {
+/// `site-packages`/`dist-packages` folder of its prefix and of the user's site `user` (`pip
+/// install --user`, which a python outside a venv imports first) and, where present,
+/// `torch/version.py`.
+fn torch_install_files(python: &Path, user: Option<&Path>) -> Vec<PathBuf> {
     let prefix = python.parent().and_then(Path::parent).unwrap_or(Path::new("/"));
-    let mut lib_dirs: Vec<PathBuf> = std::fs::read_dir(prefix.join("lib"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
+    let mut lib_dirs: Vec<PathBuf> = std::iter::once(prefix)
+        .chain(user)
+        .flat_map(|base| std::fs::read_dir(base.join("lib")).into_iter().flatten().flatten().map(|e| e.path()))
         .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("python")))
         .collect();
     lib_dirs.sort();
+    lib_dirs.dedup();
     let mut files = Vec::new();
     for lib in lib_dirs {
         for packages in ["site-packages", "dist-packages"].map(|d| lib.join(d)).into_iter().filter(|d| d.is_dir()) {
@@ -496,5 +504,19 @@ mod tests {
         assert_eq!(key.facts["file.mpirun"], "not found", "an empty PATH finds no tool");
         assert!(key.facts["file.python"].starts_with("/nonexistent/python missing"), "{}", key.facts["file.python"]);
         assert!(key.facts["parlab.binary"].contains("bytes modified"), "{}", key.facts["parlab.binary"]);
+    }
+
+    #[test]
+    fn torch_in_the_users_site_is_part_of_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let python = dir.path().join("venv/bin/python");
+        std::fs::create_dir_all(python.parent().unwrap()).unwrap();
+        let user = dir.path().join("home/.local");
+        let torch = user.join("lib/python3.11/site-packages/torch");
+        std::fs::create_dir_all(&torch).unwrap();
+        std::fs::write(torch.join("version.py"), "__version__ = '2.11.0'\n").unwrap();
+        let files = torch_install_files(&python, Some(&user));
+        assert!(files.contains(&torch.join("version.py")), "{files:?}");
+        assert!(torch_install_files(&python, None).is_empty());
     }
 }

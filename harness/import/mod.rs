@@ -170,6 +170,7 @@ pub fn import(tool: ImportTool, file: &Path, options: &ImportOptions) -> Result<
     }
     .map_err(|p| p.in_file(file))?;
     let world = world_of(&run, options).map_err(|p| p.in_file(file))?;
+    check_ranks(&run, world).map_err(|p| p.in_file(file))?;
     check_bus_factor(&run, world).map_err(|p| p.in_file(file))?;
     check_sizes(&run, world).map_err(|p| p.in_file(file))?;
     // The file's own sha256 (a byte-order mark the reading dropped included), as `sha256sum` says.
@@ -236,6 +237,14 @@ fn world_of(run: &ToolRun, options: &ImportOptions) -> Result<u32, Problem> {
         (None, None) => {
             Err(Problem::file(format!("{}'s output does not say how many ranks ran; pass --world N (the -np it ran with)", run.benchmark)))
         }
+    }
+}
+
+/// Refuses a device listed for a rank the run did not have (ranks are 0 to world − 1).
+fn check_ranks(run: &ToolRun, world: u32) -> Result<(), Problem> {
+    match run.devices.iter().find(|d| d.rank >= world) {
+        Some(d) => Err(Problem::file(format!("rank {} is listed, but the run had {world} ranks (0 to {})", d.rank, world - 1))),
+        None => Ok(()),
     }
 }
 

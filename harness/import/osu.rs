@@ -118,6 +118,25 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     Ok(())
 }
 
+/// Checks the columns after a row's latency: up to three numbers (min, max, iterations), then
+/// `Pass` or `Fail` where the header has a validation column; anything else (a row glued to
+/// another line, a unit) is refused rather than read past.
+fn trailing_columns(h: &Header, rest: &[&str], n: usize) -> Result<(), Problem> {
+    let verdict = |c: &str| h.validation && (c.eq_ignore_ascii_case("pass") || c.eq_ignore_ascii_case("fail"));
+    let numbers = match rest.split_last() {
+        Some((last, numbers)) if verdict(last) => numbers,
+        _ => rest,
+    };
+    if let Some(odd) = numbers.iter().find(|c| !c.parse::<f64>().is_ok_and(f64::is_finite)) {
+        let verdict = if h.validation { " and Pass or Fail" } else { "" };
+        return Err(Problem::at(n, format!("unexpected `{odd}` after the latency: expected min, max and iterations (numbers){verdict}")));
+    }
+    match numbers.len() {
+        0..=3 => Ok(()),
+        more => Err(Problem::at(n, format!("{more} columns after the latency; OSU prints at most min, max and iterations"))),
+    }
+}
+
 /// `size latency [min max iterations] [Pass|Fail]`.
 fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
     let w: Vec<&str> = row.split_whitespace().collect();
@@ -133,6 +152,7 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
     if !super::plausible_us(us) {
         return Err(Problem::at(n, format!("latency `{}` µs is more than 1e15 s: not a time a benchmark measured", w[1])));
     }
+    trailing_columns(h, &w[2..], n)?;
     let failed = h.validation && w.last().is_some_and(|v| v.eq_ignore_ascii_case("fail"));
     Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None, line: Some(n) })
 }

@@ -212,15 +212,19 @@ pub fn render(
         files.extend(data);
         view
     });
-    let measured: Vec<FamilyView> = families
+    let (measured, imported): (Vec<(FamilyKind, FamilyView)>, Vec<_>) = families
         .iter()
-        .map(|f| FamilyView {
-            title: f.title.clone(),
-            intro: f.intro.clone(),
-            tables: views.by_ref().take(f.tables.len()).collect(),
-            figures: f.figures.iter().map(|g| FigureView { file: g.file.clone(), alt: g.alt.clone() }).collect(),
+        .map(|f| {
+            let view = FamilyView {
+                title: f.title.clone(),
+                intro: f.intro.clone(),
+                tables: views.by_ref().take(f.tables.len()).collect(),
+                figures: f.figures.iter().map(|g| FigureView { file: g.file.clone(), alt: g.alt.clone() }).collect(),
+            };
+            (f.kind, view)
         })
-        .collect();
+        .partition(|(kind, _)| *kind != FamilyKind::Imported);
+    let views_of = |families: Vec<(FamilyKind, FamilyView)>| families.into_iter().map(|(_, v)| v).collect();
     let failed = failed.and_then(|_| views.next());
     let modelled_view = ModelledView {
         inputs: modelled.inputs.clone(),
@@ -233,8 +237,9 @@ pub fn render(
         header: header::header(list, skipped),
         findings: crate::findings::render::views(&findings),
         machine: header::machine(gates, list),
-        measured,
+        measured: views_of(measured),
         failed,
+        imported: views_of(imported),
         modelled: modelled_view,
         not_run,
         caveats: caveats::caveats(list, &facts),
@@ -476,6 +481,8 @@ pub struct RegisterView {
     pub measured: Vec<FamilyView>,
     /// Failed runs.
     pub failed: Option<TableView>,
+    /// Other tools' measurements `parlab import` read in (not this machine's).
+    pub imported: Vec<FamilyView>,
     /// MODELLED.
     pub modelled: ModelledView,
     /// NOT_RUN.

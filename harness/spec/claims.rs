@@ -73,8 +73,11 @@ pub fn read(c: &mut Checker, map: &Mapping, kind: Option<Kind>, experiment: &str
     match map.get("claims") {
         None => Vec::new(),
         Some(Value::Sequence(items)) => {
-            let claims: Vec<(usize, Claim)> =
-                items.iter().enumerate().filter_map(|(i, v)| Some((i, one(c, &format!("claims[{i}]"), v, kind, experiment, i)?))).collect();
+            let claims: Vec<(usize, Claim)> = items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| Some((i, one(c, &format!("claims[{i}]"), v, kind, experiment, i, map)?)))
+                .collect();
             unique_ids(c, &claims);
             claims.into_iter().map(|(_, claim)| claim).collect()
         }
@@ -98,7 +101,30 @@ fn unique_ids(c: &mut Checker, claims: &[(usize, Claim)]) {
     }
 }
 
-fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &str, i: usize) -> Option<Claim> {
+/// Reports a selected value the spec's own axis does not hold (`world: 3` of worlds 1, 2, 4;
+/// `strategy: pipeline` in a tensor spec): the selection would match no run.
+fn off_axis(c: &mut Checker, key: &str, axes: &BTreeMap<String, String>, spec: &Mapping) {
+    for (axis, want) in axes.iter().filter(|(k, _)| ["world", "strategy", "head", "sequences", "link", "threads"].contains(&k.as_str())) {
+        let Some(declared) = spec.get(axis.as_str()) else { continue };
+        let values: Vec<String> = match declared {
+            Value::Sequence(items) => items.iter().map(super::expand::axis_text).collect(),
+            other => vec![super::expand::axis_text(other)],
+        };
+        // A count axis's values as runs record them (`02` is 2); `threads: auto` resolves per run.
+        let values: Vec<String> = values.iter().map(|v| count(v, axis).unwrap_or_else(|_| v.clone())).collect();
+        if axis == "threads" && values.iter().any(|v| v.parse::<u32>().is_err()) {
+            continue;
+        }
+        if !values.contains(want) {
+            c.report(
+                &format!("{key}.{axis}"),
+                format!("`{want}` is not among this spec's {axis} values ({}): it selects no run", values.join(", ")),
+            );
+        }
+    }
+}
+
+fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &str, i: usize, spec: &Mapping) -> Option<Claim> {
     let Value::Mapping(m) = v else {
         c.report(key, format!("a claim is a mapping (figure:, select:, rule:, ...), found {}", describe(v)));
         return None;
@@ -135,6 +161,9 @@ fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &s
         c.report(&format!("{key}.rule"), "`tokens` are compared by rule equal_tokens only (token ids have no ratio)");
     }
     comparable(c, key, rule, &Against { select: &select, reference: reference.as_ref(), value, tolerance });
+    for (side, axes) in [("select", Some(&select)), ("reference", reference.as_ref())] {
+        axes.into_iter().for_each(|axes| off_axis(c, &format!("{key}.{side}"), axes, spec));
+    }
     let id = claim_id(c, key, m.get("id"));
     if c.problems.len() > before {
         return None;
@@ -392,6 +421,19 @@ mod tests {
         assert!(read("{world: 1.0}").unwrap_err().contains("claims[0].select.world: expected a whole number ≥ 1, found 1.0"));
         assert!(read("{threads: all}").unwrap_err().contains("`threads: all` is resolved per run"));
         assert!(read("{2: split}").unwrap_err().contains("claims[0].select: axis names are words"));
+    }
+
+    #[test]
+    fn a_selection_off_the_specs_own_axes_is_refused() {
+        let spec = |select: &str| {
+            format!("name: x\nkind: decode\nstrategy: tensor\nworld: [1, 2, 4]\nthreads: auto\nclaims:\n  - figure: step\n    rule: less\n    select: {select}\n    reference: {{world: 1}}\n")
+        };
+        assert!(claims(&spec("{world: '04', threads: 3}")).is_ok(), "4 is a world; threads: auto resolves per run");
+        let off = claims(&spec("{world: 3}")).unwrap_err();
+        assert_eq!(off[0].key, "claims[0].select.world");
+        assert!(off[0].message.contains("`3` is not among this spec's world values (1, 2, 4): it selects no run"), "{}", off[0].message);
+        let strategy = claims(&spec("{world: 2, strategy: pipeline}")).unwrap_err();
+        assert!(strategy[0].message.contains("`pipeline` is not among this spec's strategy values (tensor)"), "{}", strategy[0].message);
     }
 
     #[test]

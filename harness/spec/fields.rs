@@ -482,7 +482,19 @@ impl<'m> Fields<'m> {
                 };
                 match self.get(name) {
                     None => c.report(&format!("{key}.{name}"), format!("`{name}` is not set in this spec, so this rule can never match")),
-                    Some(_) => rule.axes.push((axis, exclude_values(axis, v))),
+                    Some(declared) => {
+                        let (on_axis, values) = (exclude_values(axis, declared), exclude_values(axis, v));
+                        if let Some(odd) = values.iter().find(|x| !on_axis.contains(x)) {
+                            c.report(
+                                &format!("{key}.{name}"),
+                                format!(
+                                    "`{odd}` is not among this spec's {name} values ({}), so the rule never matches it",
+                                    on_axis.join(", ")
+                                ),
+                            );
+                        }
+                        rule.axes.push((axis, values));
+                    }
                 }
             }
             out.push(rule);

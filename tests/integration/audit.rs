@@ -292,6 +292,22 @@ fn the_precision_audit_is_a_finding_and_in_audits_json_without_changing_its_exit
 }
 
 #[test]
+fn audits_json_lists_the_files_it_could_not_read_as_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::synth::write_all(dir.path(), &base()).unwrap();
+    std::fs::write(dir.path().join("truncated.json"), "{\"schema\": \"parlab.manifest/3\", ").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_parlab")).args(["audit", "--json", "--manifests"]).arg(dir.path()).output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let skipped = doc["skipped"].as_array().expect("a skipped list");
+    assert_eq!(skipped.len(), 1, "{doc}");
+    assert!(
+        skipped[0]["path"].as_str().unwrap().ends_with("truncated.json") && !skipped[0]["reason"].as_str().unwrap().is_empty(),
+        "{doc}"
+    );
+    assert!(run_audit(&base()).1["skipped"].as_array().unwrap().is_empty());
+}
+
+#[test]
 fn a_half_precision_split_leaves_its_layout_familys_exactness_to_the_precision_audit() {
     let exactness = |list: &[Manifest]| {
         let facts = parlab::report::facts::Facts::read(list);

@@ -82,6 +82,12 @@ fn imported_runs_sit_beside_measured_ones_titled_and_labelled_as_imported() {
     let md = std::fs::read_to_string(out_dir.join("evidence.md")).unwrap();
     assert!(md.contains("measured, 3 imported from other tools"), "header counts imports apart");
     let imported = family(&md, "Imported collectives");
+    // In a section of its own after MEASURED, not under the heading of this machine's measurements.
+    let at = |heading: &str| md.find(heading).unwrap_or_else(|| panic!("no {heading}"));
+    assert!(at("## MEASURED on this machine") < at("## IMPORTED from other tools' output"), "{md}");
+    assert!(
+        at("## IMPORTED from other tools' output") < at("### Imported collectives") && at("### Imported collectives") < at("## MODELLED")
+    );
     assert!(imported.contains("#### all-reduce: imported from all_reduce_perf (nccl-tests (version not stated in its output), NCCL 2.28.9), command `./build/all_reduce_perf -b 8 -e 512M -f 4 -g 1 -c 1 -J ar.json`"), "{imported}");
     assert!(imported.contains("#### all-gather: imported from all_gather_perf (nccl-tests 2.19.6, NCCL 2.28.9), command `mpirun -np 2 all_gather_perf -b 1K -e 64M -f 4`"), "{imported}");
     assert!(imported.contains("#### all-reduce: imported from osu_allreduce (osu v7.3), command not recorded"), "{imported}");
@@ -114,8 +120,20 @@ fn bad_input_exits_2_naming_the_file_and_line_and_writes_nothing() {
     let osu_nccl = dir.path().join("osu_nccl.txt");
     let mpi = std::fs::read_to_string(data("osu_allreduce_4rank.txt")).unwrap();
     std::fs::write(&osu_nccl, mpi.replacen("# OSU MPI Allreduce", "# OSU NCCL-CUDA Allreduce", 1)).unwrap();
+    // A row with a column OSU never prints (a unit, a line glued to it) is refused, not read past.
+    let glued = dir.path().join("osu_glued.txt");
+    std::fs::write(&glued, mpi.replacen("3.30        1000\n", "3.30        1000 us\n", 1)).unwrap();
+    // A rank numbered past the ranks that ran (two lines, ranks 0 and 9).
+    let renumbered = dir.path().join("nccl_renumbered.txt");
+    let two = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    std::fs::write(&renumbered, two.replacen("#  Rank  1 Group", "#  Rank  9 Group", 1)).unwrap();
     let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["nccl-tests".into(), renumbered.display().to_string()], "rank 9 is listed, but the run had 2 ranks (0 to 1)".into()),
         (vec!["nccl-tests".into(), bad.display().to_string()], format!("{}:4: not JSON", bad.display())),
+        (
+            vec!["osu".into(), glued.display().to_string(), "--world".into(), "4".into()],
+            format!("{}:4: unexpected `us` after the latency", glued.display()),
+        ),
         (
             vec!["osu".into(), osu_nccl.display().to_string(), "--world".into(), "4".into()],
             format!(

@@ -660,7 +660,7 @@ fn the_command_exits_3_on_a_changed_answer_and_2_on_a_foreign_baseline_or_bad_fl
     let out = nightly(foreign.path(), now.path(), &[]);
     assert_eq!(out.status.code(), Some(2), "a foreign baseline");
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to compare"));
-    for bad in [["--fdr", "0"], ["--fdr", "1.5"], ["--min-effect", "-0.1"], ["--min-effect", "nan"]] {
+    for bad in [["--fdr", "0"], ["--fdr", "1.5"], ["--min-effect", "-0.1"], ["--min-effect", "nan"], ["--min-effect", "1e300"]] {
         assert_eq!(nightly(base.path(), now.path(), &bad).status.code(), Some(2), "{bad:?}");
     }
 }
