@@ -19,7 +19,10 @@ $(SETUP_STAMP): ci/setup.sh
 	bash ci/setup.sh
 	@mkdir -p .parlab && touch $(SETUP_STAMP)
 
-setup: $(SETUP_STAMP)
+# Set up again when the venv's torch is gone (a deleted or broken .venv), whatever the stamp says.
+setup:
+	@ls -d $(VENV)/lib/python3*/site-packages/torch >/dev/null 2>&1 || rm -f $(SETUP_STAMP)
+	@$(MAKE) -s --no-print-directory $(SETUP_STAMP)
 
 build: setup
 	cargo build --release

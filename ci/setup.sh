@@ -6,7 +6,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH_VERSION=2.13.0
+# The reference (tests/hf_crosscheck.py) pinned to the versions it was validated with: a new
+# transformers may change what from_pretrained reads or reach for the hub.
+TRANSFORMERS_VERSION=5.25.0
+SAFETENSORS_VERSION=0.8.0
 VENV=.venv
+
+# pip into the venv, tried three times: one cut connection in a 4 GB download must not fail CI.
+pip_install() {
+  local try
+  for try in 1 2 3; do
+    "$VENV/bin/pip" install -q --disable-pip-version-check "$@" && return 0
+    echo "parlab setup: pip install $* failed (try $try of 3)" >&2
+    [ "$try" -lt 3 ] && sleep 15
+  done
+  return 1
+}
+
+# An apt or dpkg run killed half-way leaves dpkg asking to be configured: finish it first.
+finish_dpkg() {
+  if [ "$(id -u)" -eq 0 ] && command -v dpkg >/dev/null 2>&1; then
+    dpkg --configure -a >/dev/null 2>&1 || true
+  fi
+}
 
 need_apt=()
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
@@ -23,6 +45,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
   echo "parlab setup: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  finish_dpkg
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
@@ -42,6 +65,7 @@ if [ ${#want_slurm[@]} -gt 0 ]; then
       printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
       trap 'rm -f /usr/sbin/policy-rc.d' EXIT
     fi
+    finish_dpkg
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${want_slurm[@]}" >/dev/null
   else
@@ -49,17 +73,18 @@ if [ ${#want_slurm[@]} -gt 0 ]; then
   fi
 fi
 
-if [ ! -x "$VENV/bin/python" ]; then
+# A venv whose creation was killed has a python but no pip: made again.
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
   echo "parlab setup: creating $VENV"
-  python3 -m venv "$VENV"
+  python3 -m venv --clear "$VENV"
 fi
 if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
   echo "parlab setup: installing torch==$TORCH_VERSION into $VENV (large download, once)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check "torch==$TORCH_VERSION"
+  pip_install "torch==$TORCH_VERSION"
 fi
-if ! "$VENV/bin/python" -c "import transformers, safetensors" 2>/dev/null; then
-  echo "parlab setup: installing transformers and safetensors into $VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check transformers safetensors
+if ! "$VENV/bin/python" -c "import sys, transformers, safetensors; sys.exit((transformers.__version__, safetensors.__version__) != ('$TRANSFORMERS_VERSION', '$SAFETENSORS_VERSION'))" 2>/dev/null; then
+  echo "parlab setup: installing transformers==$TRANSFORMERS_VERSION and safetensors==$SAFETENSORS_VERSION into $VENV"
+  pip_install "transformers==$TRANSFORMERS_VERSION" "safetensors==$SAFETENSORS_VERSION"
 fi
 # nvcc's crt/ headers, which the CUDA runtime's headers include: build.rs compiles parlab's CUDA
 # graph shim (harness/cuda_graph.cpp) against them where torch is a CUDA build. The CUDA wheels
@@ -69,7 +94,7 @@ cuda_include=$("$VENV/bin/python" -c 'import os, torch; print(os.path.join(os.pa
 if [ -n "$cuda_runtime" ] && [ -e "$cuda_include/cuda_runtime_api.h" ] && [ ! -e "$cuda_include/crt/host_config.h" ]; then
   series=$(echo "$cuda_runtime" | cut -d. -f1-2)
   echo "parlab setup: installing nvidia-cuda-crt==$series.* (headers for the CUDA graph shim)"
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "nvidia-cuda-crt==$series.*" ||
+  pip_install --no-deps "nvidia-cuda-crt==$series.*" ||
     echo "parlab setup: nvidia-cuda-crt not installed; parlab builds without CUDA graph capture" >&2
 fi
 echo "parlab setup: ok ($(mpirun --version 2>/dev/null | head -1); torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)'))"
