@@ -33,10 +33,15 @@ pub struct RunOptions {
 pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     crate::launch::signals::install();
     crate::spec::weights::allow_cache_writes();
-    if let Ok(fault) = std::env::var(crate::rank::fault::ENV) {
-        crate::rank::fault::check(&fault).map_err(|why| Error::Usage(format!("{}={fault}: {why}", crate::rank::fault::ENV)))?;
+    let fault = std::env::var(crate::rank::fault::ENV).ok();
+    if let Some(fault) = &fault {
+        crate::rank::fault::check(fault).map_err(|why| Error::Usage(format!("{}={fault}: {why}", crate::rank::fault::ENV)))?;
     }
     let suite = load_suite_limited(paths, options.max_runs)?;
+    // A fault for an experiment the suite lacks would never strike.
+    if let Some(name) = fault.as_deref().and_then(crate::rank::fault::experiment_of).filter(|n| !suite.iter().any(|r| r.experiment == *n)) {
+        return Err(Error::Usage(format!("{}: names experiment `{name}`, which the suite does not hold", crate::rank::fault::ENV)));
+    }
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));

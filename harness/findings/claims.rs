@@ -283,6 +283,14 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
         },
         None => None,
     };
+    if let Some(r) = reference.as_ref().filter(|r| !r.runs.is_empty() && r.runs == sel.runs) {
+        // Axes a layout ignores (a head at world 1) can make two selections one run.
+        let why = format!(
+            "invalid claim: the selection and the reference match the same runs ({}): each compared with itself",
+            r.runs.join(", ")
+        );
+        return f.inconclusive(Inconclusive::InvalidClaim, why);
+    }
     if let Some(over) = oversubscribed(&sel, reference.as_ref()) {
         f.notes.push(format!("{over}: its figures include ranks waiting for a core, which the claim does not describe; left out"));
         if sel.runs.is_empty() || reference.as_ref().is_some_and(|r| r.runs.is_empty()) {

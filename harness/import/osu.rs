@@ -118,9 +118,9 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Checks the columns after a row's latency: up to three numbers (min, max, iterations), then
-/// `Pass` or `Fail` where the header has a validation column; anything else (a row glued to
-/// another line, a unit) is refused rather than read past.
+/// Checks the columns after a row's latency: up to six numbers (min, max, iterations; OSU 7's
+/// tail latencies P50, P90, P99), then `Pass` or `Fail` where the header has a validation
+/// column; anything else (a row glued to another line, a unit) is refused rather than read past.
 fn trailing_columns(h: &Header, rest: &[&str], n: usize) -> Result<(), Problem> {
     let verdict = |c: &str| h.validation && (c.eq_ignore_ascii_case("pass") || c.eq_ignore_ascii_case("fail"));
     let numbers = match rest.split_last() {
@@ -129,11 +129,14 @@ fn trailing_columns(h: &Header, rest: &[&str], n: usize) -> Result<(), Problem> 
     };
     if let Some(odd) = numbers.iter().find(|c| !c.parse::<f64>().is_ok_and(f64::is_finite)) {
         let verdict = if h.validation { " and Pass or Fail" } else { "" };
-        return Err(Problem::at(n, format!("unexpected `{odd}` after the latency: expected min, max and iterations (numbers){verdict}")));
+        return Err(Problem::at(
+            n,
+            format!("unexpected `{odd}` after the latency: expected numbers (min, max, iterations, percentiles){verdict}"),
+        ));
     }
     match numbers.len() {
-        0..=3 => Ok(()),
-        more => Err(Problem::at(n, format!("{more} columns after the latency; OSU prints at most min, max and iterations"))),
+        0..=6 => Ok(()),
+        more => Err(Problem::at(n, format!("{more} columns after the latency; OSU prints at most min, max, iterations and P50, P90, P99"))),
     }
 }
 

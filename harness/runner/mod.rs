@@ -3,6 +3,7 @@
 //! [`Event`] to a [`Reporter`]. `parlab run` parses its arguments, calls [`run_suite`] with the
 //! [`console::Console`] reporter and renders the register; tests call it with a [`Recorder`].
 
+mod aside;
 pub mod console;
 pub mod events;
 mod rounds;
@@ -86,6 +87,12 @@ pub fn run_suite(
     let origins = manifest::origins_by_run(suite);
     let runs = with_launches(first_of_each_identity(selected), options.launches);
     let _lock = StoreLock::acquire(dir, options.wait).map_err(|e| RunnerError::StoreLocked(e.to_string()))?;
+    for run_id in aside::settle_all(dir)? {
+        crate::say!(
+            "parlab: run {}: a controller stopped during its rerun; its earlier results are back in place",
+            crate::identity::short(&run_id)
+        );
+    }
     let mut notes = end_leftovers(dir, reporter);
     let (obtained, file) = cache::obtain(if options.reprobe { Reprobe::Always } else { Reprobe::IfChanged });
     reporter.event(&Event::GatesObtained { notes: &obtained.notes(&file) });
@@ -165,7 +172,7 @@ impl SuiteRun<'_> {
         let previous = run.previous_folder();
         let record = run.finish();
         record.write(self.dir)?;
-        rounds::discard(previous)?;
+        aside::discard(previous)?;
         self.count(index, plan, record.status().into());
         Ok(())
     }
@@ -193,7 +200,11 @@ impl SuiteRun<'_> {
         let started_at = manifest::now();
         let Some(outcome) = self.decided(plan) else {
             let mut run = Launching::begin(index, plan, origins, self.gates.fingerprint(), started_at, self.dir)?;
-            self.launch(&mut run)?;
+            if let Err(e) = self.launch(&mut run) {
+                // The launch could not start: the suite stops, and the run's earlier results go back.
+                run.restore_previous()?;
+                return Err(e);
+            }
             run.note(notes);
             return Ok(FirstRound::Launching(Box::new(run)));
         };
@@ -240,23 +251,35 @@ impl SuiteRun<'_> {
                 break;
             }
             self.reporter.event(&Event::RoundStarted { round, rounds, runs: launching.len() });
+            let mut stopped = None;
             for run in launching.iter_mut() {
                 if signals::received().is_some() {
                     break;
                 }
-                self.launch(run)?;
+                if let Err(e) = self.launch(run) {
+                    stopped = Some(e);
+                    break;
+                }
+            }
+            if let Some(error) = stopped {
+                return Err(self.abandon(launching, error));
             }
             let (ended, going): (Vec<_>, Vec<_>) = launching.into_iter().partition(Launching::has_ended);
             launching = going;
             for run in ended {
-                self.ended(run)?;
+                if let Err(error) = self.ended(run) {
+                    return Err(self.abandon(launching, error));
+                }
             }
         }
+        let mut first_error = None;
         for mut run in launching {
             run.interrupt();
-            self.ended(run)?;
+            if let Err(e) = self.ended(run) {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Writes the runs still launching failed (their launches so far kept) when the suite stops

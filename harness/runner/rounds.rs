@@ -5,6 +5,7 @@
 //! manifest will say between its first and its last launch; the manifest is built, with the
 //! run's [`Outcome`], once it has ended.
 
+use super::aside;
 use crate::gates::Gates;
 use crate::launch::leftovers;
 use crate::manifest::caveat::Caveat;
@@ -47,7 +48,7 @@ pub(super) struct Launching<'a> {
 }
 
 impl<'a> Launching<'a> {
-    /// Sets the run's earlier results folder aside (see [`set_aside`]), makes an empty one and
+    /// Sets the run's earlier results folder aside ([`super::aside`]), makes an empty one and
     /// writes its plan (for a run of `origins` on `machine`, started at `started_at`); a run whose
     /// preparation failed (weights, a panic in a kernel library) has ended failed before its
     /// first launch.
@@ -60,18 +61,23 @@ impl<'a> Launching<'a> {
         dir: &Path,
     ) -> anyhow::Result<Self> {
         let out = Manifest::results_dir(dir, &plan.run_id);
-        let previous = set_aside(&out)?;
-        std::fs::create_dir_all(&out).with_context(|| format!("cannot create the results folder {}", out.display()))?;
+        let previous = aside::set_aside(&out, &Manifest::path_for(dir, &plan.run_id))?;
         let plan_path = out.join("plan.json");
-        let mut ended = None;
-        if let Err(e) = prepare_guarded(plan) {
-            ended = Some(Outcome::Failed { reason: format!("preparing the run failed: {e:#}"), launch: None });
-        } else {
-            manifest::write_atomic(&plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
-        }
+        let unprepared = match start(plan, &out, &plan_path) {
+            Ok(unprepared) => unprepared,
+            // The run cannot start: its earlier results go back before the error stops the suite.
+            Err(e) => {
+                if let Some(p) = &previous {
+                    aside::restore(p, &out)?;
+                }
+                return Err(e);
+            }
+        };
+        // A preparation a termination signal stopped was cut short, not failed by the run.
+        let cut_short = unprepared.is_some() && crate::launch::signals::received().is_some();
+        let ended = unprepared.map(|e| Outcome::Failed { reason: format!("preparing the run failed: {e:#}"), launch: None });
         let (origins, launch, caveats) = (origins.to_vec(), None, Vec::new());
         let dir = dir.to_path_buf();
-        let cut_short = false;
         Ok(Launching {
             index,
             plan,
@@ -100,10 +106,7 @@ impl<'a> Launching<'a> {
     /// measurement it was to replace); false where there was none.
     pub fn restore_previous(&self) -> anyhow::Result<bool> {
         let Some(previous) = self.previous.as_ref().filter(|p| p.is_dir()) else { return Ok(false) };
-        if self.out.exists() {
-            std::fs::remove_dir_all(&self.out).with_context(|| format!("cannot remove {}", self.out.display()))?;
-        }
-        std::fs::rename(previous, &self.out).with_context(|| format!("cannot restore {}", previous.display()))?;
+        aside::restore(previous, &self.out)?;
         Ok(true)
     }
 
@@ -194,29 +197,16 @@ impl<'a> Launching<'a> {
     }
 }
 
-/// Moves the results folder `out` of the stored manifest aside to `.<run id>.previous` beside it,
-/// where it stays until a new manifest replaces the stored one; returns that path where it holds
-/// a folder. Where it already exists, an earlier controller died mid-run: it holds the stored
-/// manifest's results, and `out` that dead run's partial ones, which are removed.
-fn set_aside(out: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let aside = out.with_file_name(format!(".{name}.previous"));
-    if aside.is_dir() {
-        if out.exists() {
-            std::fs::remove_dir_all(out).with_context(|| format!("cannot remove the partial results folder {}", out.display()))?;
-        }
-    } else if out.exists() {
-        std::fs::rename(out, &aside).with_context(|| format!("cannot set the earlier results folder {} aside", out.display()))?;
+/// Makes the run's results folder `out`, prepares the run (weights, reference answer) and writes
+/// the plan its ranks read: `Ok(Some(e))` where the preparation failed (the run's own failure),
+/// an error where the folder or the plan could not be written.
+fn start(plan: &RunPlan, out: &Path, plan_path: &Path) -> anyhow::Result<Option<anyhow::Error>> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create the results folder {}", out.display()))?;
+    if let Err(e) = prepare_guarded(plan) {
+        return Ok(Some(e));
     }
-    Ok(aside.is_dir().then_some(aside))
-}
-
-/// Removes the earlier results folder set aside, once a new manifest has replaced the one naming it.
-pub(super) fn discard(previous: Option<PathBuf>) -> anyhow::Result<()> {
-    match previous.filter(|p| p.exists()) {
-        Some(p) => std::fs::remove_dir_all(&p).with_context(|| format!("cannot remove the earlier results folder {}", p.display())),
-        None => Ok(()),
-    }
+    manifest::write_atomic(plan_path, serde_json::to_string_pretty(plan)?.as_bytes())?;
+    Ok(None)
 }
 
 /// `rank::prepare`, with a panic (a bug, e.g. in a kernel library) turned into this run's failure

@@ -218,10 +218,11 @@ fn comparable(c: &mut Checker, key: &str, rule: Option<Rule>, a: &Against) {
 /// A claim's `id:` (None where absent, the default then applies), reporting one that is not a
 /// non-empty name.
 fn claim_id(c: &mut Checker, key: &str, v: Option<&Value>) -> Option<String> {
+    let is_name = |s: &str| !s.is_empty() && s.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
     match v? {
-        Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        Value::String(s) if is_name(s) => Some(s.clone()),
         other => {
-            c.report(&format!("{key}.id"), format!("expected a name, found {}", describe(other)));
+            c.report(&format!("{key}.id"), format!("expected a name of letters, digits, `-`, `_` and `.`, found {}", describe(other)));
             None
         }
     }
@@ -406,6 +407,7 @@ mod tests {
         assert!(problem(&format!("{ok}\nvalue: 0.5")).starts_with("claims[0].value: give `reference:`"));
         assert!(problem(&format!("{ok}\nid: ''")).starts_with("claims[0].id: expected a name"));
         assert!(problem(&format!("{ok}\nid: 7")).starts_with("claims[0].id: expected a name"));
+        assert!(problem(&format!("{ok}\nid: two words/and slash")).starts_with("claims[0].id: expected a name"));
     }
 
     #[test]

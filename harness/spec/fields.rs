@@ -705,9 +705,15 @@ fn exclude_values(axis: Axis, v: &Value) -> Vec<String> {
         Value::Sequence(items) => items.iter().collect(),
         other => vec![other],
     };
+    // The text a point gives the axis (`Point::axis_value`): a buffer in bytes however written,
+    // a routing skew as the number prints (1.0 is `1`).
     let text = |v: &Value| {
-        let bytes = (axis == Axis::Buffer).then(|| super::expand::axis_text(v)).and_then(|t| crate::units::parse_bytes(&t));
-        bytes.map_or_else(|| super::expand::axis_text(v), |b| b.to_string())
+        let raw = super::expand::axis_text(v);
+        match axis {
+            Axis::Buffer => crate::units::parse_bytes(&raw).map_or(raw, |b| b.to_string()),
+            Axis::RoutingSkew => raw.parse::<f64>().map_or(raw, |x| x.to_string()),
+            _ => raw,
+        }
     };
     items.into_iter().map(text).collect()
 }

@@ -455,6 +455,25 @@ fn a_claim_is_judged_on_the_runs_of_its_own_experiment_and_of_every_spec_that_pl
 }
 
 #[test]
+fn two_selections_that_land_on_the_same_runs_are_an_invalid_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("same.yaml");
+    let text = CLAIMS_SPEC.replace("RULE", "ratio_within").replace(
+        "select: {world: 4}\n    reference: {world: 1}\n    rule: ratio_within",
+        "select: {world: 1, head: replicated}\n    reference: {world: 1, head: split}\n    rule: ratio_within",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let mut list = base();
+    point_at(&mut list, "synth-decode", &spec);
+    for m in tensor_decode(&mut list).filter(|m| m.layout.world == 1) {
+        m.layout.head = None;
+    }
+    let f = finding(&list, "split-slower");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::InvalidClaim)), "{f:?}");
+    assert!(f.reason.contains("the selection and the reference match the same runs"), "{}", f.reason);
+}
+
+#[test]
 fn a_claim_whose_id_is_already_a_findings_is_not_judged_under_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut list = with_claims(dir.path(), "greater");

@@ -126,14 +126,28 @@ fn exclude_rules_leave_out_every_listed_value_and_only_where_all_their_axes_matc
         let path = spec(&dir, "ex", &format!("name: ex\n{base}exclude:\n{rules}"));
         suite(&[&path]).iter().map(|r| (r.layout.strategy.name().to_string(), r.layout.world, r.link.name().to_string())).collect()
     };
-    let all = layouts("  - {world: 8}\n");
-    assert_eq!(all.len(), 2 * 3 * 2, "a rule matching no point leaves out nothing");
+    let all = suite(&[&spec(&dir, "all", &format!("name: all\n{base}"))]);
+    assert_eq!(all.len(), 2 * 3 * 2);
+    // A rule naming a value off its axis could never match: refused, not silently kept.
+    let off = spec(&dir, "off", &format!("name: off\n{base}exclude:\n  - {{world: 8}}\n"));
+    let problems = parlab::spec::load_suite(&[PathBuf::from(&off)]).unwrap_err().to_string();
+    assert!(problems.contains("exclude[0].world: `8` is not among this spec's world values (1, 2, 4)"), "{problems}");
     let listed = layouts("  - {world: [1, 4], link: mpi-tcp}\n");
     assert_eq!(listed.len(), 12 - 2 * 2, "world 1 and world 4 over tcp, both strategies");
     assert!(!listed.iter().any(|(_, w, l)| *w != 2 && l == "mpi-tcp"), "{listed:?}");
     assert!(listed.iter().any(|(_, w, l)| *w == 1 && l == "mpi-shm"), "a rule needs every axis to match: {listed:?}");
     let two = layouts("  - {strategy: pipeline, world: 1}\n  - {link: mpi-shm, strategy: tensor}\n");
     assert_eq!(two.len(), 12 - 2 - 3, "two rules each leave out their own points");
+}
+
+#[test]
+fn an_exclude_rule_matches_a_routing_skew_however_the_number_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "kind: decode\nmodel: gpt2-moe\nstrategy: expert\nworld: [1, 2]\nrouting_skew: [0, 1.0]\nprompt: {length: 4, seed: 1}\n";
+    for written in ["1", "1.0"] {
+        let path = spec(&dir, "skew", &format!("name: skew\n{base}exclude:\n  - {{world: 1, routing_skew: {written}}}\n"));
+        assert_eq!(suite(&[&path]).len(), 3, "`routing_skew: {written}` leaves out world 1's skewed point");
+    }
 }
 
 #[test]

@@ -168,6 +168,37 @@ fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
     assert!(!aside.exists() && results.join("plan.json").is_file());
 }
 
+#[test]
+fn a_controller_killed_during_a_forced_rerun_leaves_the_earlier_results_to_the_next_run() {
+    let suite = Suite::new();
+    suite.spec("again", &small_collectives("again", "60s", ""));
+    assert_eq!(suite.run(&[]), 0);
+    let before = suite.manifest("again");
+    let results = suite.manifests().join(&before.run_id);
+    let samples = std::fs::read(results.join("samples.parquet")).unwrap();
+    let mut child = Command::new(PARLAB)
+        .args(["run", "specs", "--no-report", "--force"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_FAULT", "hang:rank1@again")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_ranks(&suite);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(wait_until(Duration::from_secs(20), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
+    assert!(!results.join("samples.parquet").exists(), "the killed rerun's partial folder is in place");
+    // The next run settles it: the stored manifest is still the earlier one, so its results go back.
+    let out = parlab(suite.dir.path(), &["run", "specs", "--no-report"], &[("PARLAB_MANIFESTS", &suite.manifests().display().to_string())]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("its earlier results are back in place"), "{}", stderr(&out));
+    assert_eq!(suite.manifest("again").started_at, before.started_at, "cached, not measured again");
+    assert_eq!(std::fs::read(results.join("samples.parquet")).unwrap(), samples);
+    assert!(!suite.manifests().join(format!(".{}.previous", before.run_id)).exists());
+}
+
 /// Waits until both ranks of experiment `name` run (rank processes naming its results folder).
 fn wait_for_ranks_of(suite: &Suite, name: &str) {
     let folder = || {
