@@ -29,6 +29,19 @@ pub struct RunOptions {
     pub reprobe: bool,
 }
 
+/// Refuses a fault limited to an experiment (`@name`) that is empty or that the suite does not
+/// hold: it would never strike, and a test relying on it would pass unharmed.
+fn fault_strikes(fault: &str, suite: &[crate::spec::RunPlan]) -> super::Result<()> {
+    let env = crate::rank::fault::ENV;
+    match fault.split_once('@').map(|(_, name)| name) {
+        Some("") => Err(Error::Usage(format!("{env}={fault}: `@` names no experiment"))),
+        Some(name) if !suite.iter().any(|r| r.experiment == name) => {
+            Err(Error::Usage(format!("{env}={fault}: names experiment `{name}`, which the suite does not hold")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Runs every expanded run in order; exit 1 if any failed, 0 otherwise, 128+N on signal N.
 pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     crate::launch::signals::install();
@@ -38,9 +51,8 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
         crate::rank::fault::check(fault).map_err(|why| Error::Usage(format!("{}={fault}: {why}", crate::rank::fault::ENV)))?;
     }
     let suite = load_suite_limited(paths, options.max_runs)?;
-    // A fault for an experiment the suite lacks would never strike.
-    if let Some(name) = fault.as_deref().and_then(crate::rank::fault::experiment_of).filter(|n| !suite.iter().any(|r| r.experiment == *n)) {
-        return Err(Error::Usage(format!("{}: names experiment `{name}`, which the suite does not hold", crate::rank::fault::ENV)));
+    if let Some(fault) = &fault {
+        fault_strikes(fault, &suite)?;
     }
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();

@@ -62,10 +62,7 @@ pub fn parse(text: &str, rank: u32, experiment: &str) -> Option<Fault> {
 /// Checks a fault text's grammar whatever rank and experiment it names: `parlab run` refuses a
 /// malformed one (a mistyped fault would run the suite unharmed and a test relying on it pass).
 pub fn check(text: &str) -> Result<(), String> {
-    let (spec, only) = text.split_once('@').map_or((text, None), |(s, e)| (s, Some(e)));
-    if only.is_some_and(|e| e.trim().is_empty()) {
-        return Err("`@` names no experiment".to_string());
-    }
+    let spec = text.split_once('@').map_or(text, |(s, _)| s);
     let parts: Vec<&str> = spec.split(':').collect();
     let rank = |r: &str| r.strip_prefix("rank").is_some_and(|n| n.parse::<u32>().is_ok());
     let ok = match parts[..] {
@@ -81,11 +78,6 @@ pub fn check(text: &str) -> Result<(), String> {
             "expected ACTION[:ARG]:rankN[@experiment], ACTION one of exit:CODE, signal:NUMBER, hang, wrong, slow:FACTOR (above 1, at most {MAX_SLOWDOWN}; `:rankN` optional)"
         )
     })
-}
-
-/// The experiment a fault text limits itself to (`@experiment`), if it names one.
-pub fn experiment_of(text: &str) -> Option<&str> {
-    text.split_once('@').map(|(_, e)| e)
 }
 
 /// A `slow` fault of `factor` (a finite number above 1, at most [`MAX_SLOWDOWN`]).
@@ -169,7 +161,7 @@ mod tests {
         for good in ["exit:3:rank1", "signal:9:rank0@x", "hang:rank1", "wrong:rank0", "slow:1.5", "slow:2:rank1@decode"] {
             assert_eq!(check(good), Ok(()), "{good}");
         }
-        for bad in ["slow:200", "slow:0.5", "slow:abc", "signal:FOO:rank1", "bogus", "hang", "exit:3:1", "hang:rank1:x", "hang:rank1@"] {
+        for bad in ["slow:200", "slow:0.5", "slow:abc", "signal:FOO:rank1", "bogus", "hang", "exit:3:1", "hang:rank1:x"] {
             assert!(check(bad).is_err(), "{bad}");
         }
     }

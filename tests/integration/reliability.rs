@@ -199,6 +199,23 @@ fn a_controller_killed_during_a_forced_rerun_leaves_the_earlier_results_to_the_n
     assert!(!suite.manifests().join(format!(".{}.previous", before.run_id)).exists());
 }
 
+#[test]
+fn a_fault_that_could_never_strike_is_refused_before_anything_runs() {
+    let suite = Suite::new();
+    suite.spec("target", &small_collectives("target", "60s", ""));
+    let manifests = suite.manifests().display().to_string();
+    for (fault, said) in [
+        ("hang:rank1@targte", "names experiment `targte`, which the suite does not hold"),
+        ("hang:rank1@", "`@` names no experiment"),
+        ("slow:200", "expected ACTION[:ARG]:rankN[@experiment]"),
+    ] {
+        let out = parlab(suite.dir.path(), &["run", "specs", "--no-report"], &[("PARLAB_MANIFESTS", &manifests), ("PARLAB_FAULT", fault)]);
+        assert_eq!(out.status.code(), Some(2), "{fault}: {}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{fault}: {}", stderr(&out));
+        assert!(parlab::manifest::read_all(&suite.manifests()).0.is_empty(), "{fault}: nothing runs");
+    }
+}
+
 /// Waits until both ranks of experiment `name` run (rank processes naming its results folder).
 fn wait_for_ranks_of(suite: &Suite, name: &str) {
     let folder = || {
