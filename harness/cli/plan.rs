@@ -11,26 +11,19 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
         let items: Vec<_> = runs.iter().map(plan_json).collect();
         println!("{}", serde_json::to_string_pretty(&items)?);
     } else {
-        // The experiment column as wide as its widest entry (at least 28), so every row lines up.
-        let named: Vec<String> = runs.iter().map(|r| format!("{}#{}", r.experiment, r.index)).collect();
-        let w = named.iter().map(|n| n.chars().count()).max().unwrap_or(0).max(28);
+        // Every column as wide as its widest entry (the experiment at least 28), so rows line up
+        // at any count and with any link name.
+        let rows: Vec<[String; 4]> = runs.iter().enumerate().map(|(i, r)| row(i, r)).collect();
+        let width = |k: usize, least: usize| rows.iter().map(|c| c[k].chars().count()).max().unwrap_or(0).max(least);
+        let (n, w, s, l) = (width(0, 4), width(1, 28), width(2, 10), width(3, 8));
         println!(
-            "{:<4} {:<w$} {:<10} {:>5} {:<8} {:<12} {:<12} details",
+            "{:<n$} {:<w$} {:<s$} {:>5} {:<l$} {:<12} {:<12} details",
             "#", "experiment", "strategy", "world", "link", "run_id", "answer_id"
         );
-        for (i, (r, name)) in runs.iter().zip(&named).enumerate() {
-            let (strategy, world, link) = if r.kind().launches_ranks() {
-                (r.layout.strategy.name().to_string(), r.layout.world.to_string(), r.link.to_string())
-            } else {
-                (r.kind().name().to_string(), "–".to_string(), "–".to_string())
-            };
+        for (r, [index, name, strategy, link]) in runs.iter().zip(&rows) {
+            let world = if r.kind().launches_ranks() { r.layout.world.to_string() } else { "–".to_string() };
             println!(
-                "{:<4} {:<w$} {:<10} {:>5} {:<8} {:<12} {:<12} {}",
-                i + 1,
-                name,
-                strategy,
-                world,
-                link,
+                "{index:<n$} {name:<w$} {strategy:<s$} {world:>5} {link:<l$} {:<12} {:<12} {}",
                 r.short_id(),
                 r.answer_id.short(),
                 details(r)
@@ -38,6 +31,16 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
         }
     }
     Ok(crate::exitcode::OK)
+}
+
+/// A run's position (from 1), `experiment#index`, strategy (a run of arithmetic: its kind) and
+/// link, as the plan's columns show them.
+fn row(i: usize, r: &RunPlan) -> [String; 4] {
+    let name = format!("{}#{}", r.experiment, r.index);
+    match r.kind().launches_ranks() {
+        true => [(i + 1).to_string(), name, r.layout.strategy.name().to_string(), r.link.to_string()],
+        false => [(i + 1).to_string(), name, r.kind().name().to_string(), "–".to_string()],
+    }
 }
 
 /// The axis values the columns do not show: threads, head placement, zig-zag blocks, decode
