@@ -6,7 +6,9 @@ VENV := $(CURDIR)/.venv
 export VIRTUAL_ENV := $(VENV)
 export PATH := $(VENV)/bin:$(PATH)
 export LIBTORCH_USE_PYTORCH := 1
-export LIBTORCH_BYPASS_VERSION_CHECK := 0
+# torch-sys checks the venv's torch against the version tch was made for (any value of
+# LIBTORCH_BYPASS_VERSION_CHECK, 0 included, would skip that check: it is left unset).
+unexport LIBTORCH_BYPASS_VERSION_CHECK
 export PARLAB_PYTHON := $(VENV)/bin/python
 BIN := target/release/parlab
 SETUP_STAMP := .parlab/setup.ok

@@ -32,8 +32,9 @@ pub(super) fn set_aside(out: &Path, manifest: &Path) -> anyhow::Result<Option<Pa
     if !out.exists() {
         return Ok(None);
     }
+    // Marked before it moves: a controller killed between the two leaves a marked folder either way.
+    std::fs::write(out.join(MARK), started_at(manifest)).with_context(|| format!("cannot mark {}", out.display()))?;
     std::fs::rename(out, &aside).with_context(|| format!("cannot set the earlier results folder {} aside", out.display()))?;
-    std::fs::write(aside.join(MARK), started_at(manifest)).with_context(|| format!("cannot mark {}", aside.display()))?;
     Ok(Some(aside))
 }
 
