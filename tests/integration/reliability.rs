@@ -117,6 +117,19 @@ fn an_interrupt_between_rounds_writes_the_runs_still_launching_failed_and_keeps_
     assert!(!results.join("launch-1").exists(), "no second launch after the signal");
 }
 
+/// `parlab run --force` of the suite in the background, rank 1 of `experiment` hanging; stderr piped.
+fn forced_rerun_hanging(suite: &Suite, experiment: &str) -> Child {
+    Command::new(PARLAB)
+        .args(["run", "specs", "--no-report", "--force"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_FAULT", format!("hang:rank1@{experiment}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
     let suite = Suite::new();
@@ -132,15 +145,7 @@ fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
         names
     };
     let kept = files(&results);
-    let child = Command::new(PARLAB)
-        .args(["run", "specs", "--no-report", "--force"])
-        .current_dir(suite.dir.path())
-        .env("PARLAB_MANIFESTS", suite.manifests())
-        .env("PARLAB_FAULT", "hang:rank1@again")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = forced_rerun_hanging(&suite, "again");
     wait_for_ranks(&suite);
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -176,15 +181,7 @@ fn a_controller_killed_during_a_forced_rerun_leaves_the_earlier_results_to_the_n
     let before = suite.manifest("again");
     let results = suite.manifests().join(&before.run_id);
     let samples = std::fs::read(results.join("samples.parquet")).unwrap();
-    let mut child = Command::new(PARLAB)
-        .args(["run", "specs", "--no-report", "--force"])
-        .current_dir(suite.dir.path())
-        .env("PARLAB_MANIFESTS", suite.manifests())
-        .env("PARLAB_FAULT", "hang:rank1@again")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = forced_rerun_hanging(&suite, "again");
     wait_for_ranks(&suite);
     child.kill().unwrap();
     child.wait().unwrap();
