@@ -75,6 +75,10 @@ pub enum Finding {
     Missing {
         /// Short run identity and experiment (as in the baseline).
         run: String,
+        /// Tonight's run of the same experiment at the same position in its expansion, under an
+        /// identity the baseline lacks (its spec or parlab's identity rules changed), if any.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        now_as: Option<String>,
     },
     /// Runs measured on a machine whose fingerprint differs from the baseline's: their
     /// timings were not compared (answers were).
@@ -298,6 +302,9 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
     for before in baseline.manifests.iter().filter(|m| m.status() == Status::Ok) {
         let after = now.get(before.run_id.as_str()).copied();
         let outcome = run_outcome(before, after, &mut findings);
+        if let Some(Finding::Missing { now_as, .. }) = findings.last_mut().filter(|_| outcome.status == RunStatus::Missing) {
+            *now_as = successor(before, baseline, current).map(label);
+        }
         if let (Some(after), RunStatus::Ok) = (after, outcome.status) {
             if outcome.same_machine {
                 pairs.extend(figure_pairs(before, after, noise));
@@ -331,6 +338,14 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
     }
 }
 
+/// Tonight's run of `before`'s experiment at its position in the expansion whose identity the
+/// baseline does not hold: what `before` most likely became under a changed spec or identity rule.
+fn successor<'n>(before: &Manifest, baseline: &Night, current: &'n Night) -> Option<&'n Manifest> {
+    current.manifests.iter().find(|m| {
+        m.experiment == before.experiment && m.plan.index == before.plan.index && !baseline.manifests.iter().any(|b| b.run_id == m.run_id)
+    })
+}
+
 /// What became of a baseline run tonight; pushes its hard findings (missing, now failing,
 /// changed answer).
 fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<Finding>) -> RunOutcome {
@@ -343,7 +358,7 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
         same_machine,
     };
     let Some(after) = after else {
-        findings.push(Finding::Missing { run: label(before) });
+        findings.push(Finding::Missing { run: label(before), now_as: None });
         return outcome(RunStatus::Missing, (AnswerOutcome::None, None), true);
     };
     let same_machine = before.machine.differences(&after.machine).is_empty();

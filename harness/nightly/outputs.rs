@@ -27,7 +27,10 @@ fn finding_line(f: &Finding) -> String {
         ),
         Finding::NowFailing { run, reason } => format!("NOW FAILING {run}: {reason}"),
         Finding::NoAnswer { run } => format!("NO ANSWER {run}: ok tonight but recorded no answer; the baseline's run did"),
-        Finding::Missing { run } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
+        Finding::Missing { run, now_as: None } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
+        Finding::Missing { run, now_as: Some(successor) } => format!(
+            "MISSING {run}: ok in the baseline, no manifest tonight; tonight's {successor} is that experiment's run at the same position under a new identity (its spec or parlab's identity rules changed: after a deliberate change, NIGHTLY_REBASELINE=1 for one night makes tonight the baseline)"
+        ),
         Finding::MachineDiffers { runs, differences } => format!(
             "MACHINE DIFFERS for {runs} runs: {}; their timings were not compared (answers were): compare with a baseline from this machine",
             differences.join(", ")
@@ -121,7 +124,7 @@ struct Case {
 fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
     let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
     let finding_for = |run: &str, want: fn(&Finding) -> bool| {
-        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r, .. } | Finding::NoAnswer { run: r } if r == run))
+        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r, .. } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r, .. } | Finding::NoAnswer { run: r } if r == run))
     };
     for r in &c.runs {
         let status = finding_for(&r.run, |f| matches!(f, Finding::Missing { .. } | Finding::NowFailing { .. }));

@@ -394,6 +394,26 @@ fn tokens_that_move_are_graded_by_the_margin_against_the_drift_and_a_lost_answer
 }
 
 #[test]
+fn a_run_missing_tonight_names_its_successor_under_a_new_identity() {
+    let before = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let mut renamed = before.clone();
+    renamed.run_id = "f".repeat(64).into();
+    let c = judged(&Night::new(vec![before.clone()]), &Night::new(vec![renamed]));
+    assert_eq!(c.findings.len(), 1, "still a finding (exit 4): the baseline's run is not measured tonight: {:?}", c.findings);
+    let text = parlab::nightly::render_text(&c.findings);
+    assert!(
+        text.contains("tonight's ffffffffffff ") && text.contains("under a new identity") && text.contains("NIGHTLY_REBASELINE=1"),
+        "{text}"
+    );
+    // A run gone with no run at its position tonight says only that.
+    let mut other = before.clone();
+    other.run_id = "e".repeat(64).into();
+    other.plan.index = 7;
+    let text = parlab::nightly::render_text(&judged(&Night::new(vec![before]), &Night::new(vec![other])).findings);
+    assert!(text.contains("no manifest tonight") && !text.contains("new identity"), "{text}");
+}
+
+#[test]
 fn manifests_without_per_launch_figures_are_one_launch_and_never_a_guess() {
     let before = decode_manifest(0.020, Some(&[1, 2, 3]));
     let slow = decode_manifest(0.030, Some(&[1, 2, 3]));
