@@ -100,12 +100,18 @@ mod tests {
         (dir, out, manifest)
     }
 
+    /// A rerun of `out` begun: its earlier folder set aside, `written` in its new one.
+    fn rerun_begun(out: &Path, manifest: &Path, written: &str) -> PathBuf {
+        let aside = set_aside(out, manifest).unwrap().expect("set aside");
+        std::fs::create_dir_all(out).unwrap();
+        std::fs::write(out.join("samples.parquet"), written).unwrap();
+        aside
+    }
+
     #[test]
     fn a_folder_left_set_aside_goes_back_while_its_manifest_is_the_stored_one() {
         let (dir, out, manifest) = store("not a manifest");
-        let aside = set_aside(&out, &manifest).unwrap().expect("set aside");
-        std::fs::create_dir_all(&out).unwrap();
-        std::fs::write(out.join("samples.parquet"), "partial").unwrap();
+        let aside = rerun_begun(&out, &manifest, "partial");
         // The controller died here; the next one settles it.
         assert_eq!(settle_all(dir.path()).unwrap(), vec!["abc".to_string()]);
         assert_eq!(std::fs::read_to_string(out.join("samples.parquet")).unwrap(), "earlier");
@@ -115,9 +121,7 @@ mod tests {
     #[test]
     fn a_folder_left_set_aside_after_a_newer_manifest_was_written_is_removed() {
         let (dir, out, manifest) = store("not a manifest");
-        let aside = set_aside(&out, &manifest).unwrap().expect("set aside");
-        std::fs::create_dir_all(&out).unwrap();
-        std::fs::write(out.join("samples.parquet"), "new").unwrap();
+        let aside = rerun_begun(&out, &manifest, "new");
         // The new manifest was written (another start time), then the controller died.
         std::fs::write(aside.join(MARK), "2026-12-05T00:00:00Z").unwrap();
         assert!(settle_all(dir.path()).unwrap().is_empty());

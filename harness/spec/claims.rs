@@ -105,13 +105,9 @@ fn unique_ids(c: &mut Checker, claims: &[(usize, Claim)]) {
 /// `strategy: pipeline` in a tensor spec): the selection would match no run.
 fn off_axis(c: &mut Checker, key: &str, axes: &BTreeMap<String, String>, spec: &Mapping) {
     for (axis, want) in axes.iter().filter(|(k, _)| ["world", "strategy", "head", "sequences", "link", "threads"].contains(&k.as_str())) {
-        let Some(declared) = spec.get(axis.as_str()) else { continue };
-        let values: Vec<String> = match declared {
-            Value::Sequence(items) => items.iter().map(super::expand::axis_text).collect(),
-            other => vec![super::expand::axis_text(other)],
-        };
+        let (Some(declared), Some(named)) = (spec.get(axis.as_str()), super::schema::Axis::from_name(axis)) else { continue };
         // A count axis's values as runs record them (`02` is 2); `threads: auto` resolves per run.
-        let values: Vec<String> = values.iter().map(|v| count(v, axis).unwrap_or_else(|_| v.clone())).collect();
+        let values: Vec<String> = super::fields::axis_values(named, declared).into_iter().map(|v| count(&v, axis).unwrap_or(v)).collect();
         if axis == "threads" && values.iter().any(|v| v.parse::<u32>().is_err()) {
             continue;
         }

@@ -483,7 +483,7 @@ impl<'m> Fields<'m> {
                 match self.get(name) {
                     None => c.report(&format!("{key}.{name}"), format!("`{name}` is not set in this spec, so this rule can never match")),
                     Some(declared) => {
-                        let (on_axis, values) = (exclude_values(axis, declared), exclude_values(axis, v));
+                        let (on_axis, values) = (axis_values(axis, declared), axis_values(axis, v));
                         if let Some(odd) = values.iter().find(|x| !on_axis.contains(x)) {
                             c.report(
                                 &format!("{key}.{name}"),
@@ -698,9 +698,10 @@ pub fn sweep(from: u64, to: u64, factor: u64) -> Vec<u64> {
     out
 }
 
-/// The canonical texts an `exclude:` value of `axis` matches: the value itself, or each item of
-/// a list (a buffer size as its bytes, so `16MiB` matches 16777216).
-fn exclude_values(axis: Axis, v: &Value) -> Vec<String> {
+/// The canonical texts of a value of `axis` (as the spec declares it, or as an `exclude:` rule or
+/// a claim names it): the value itself, or each item of a list (a buffer size as its bytes, so
+/// `16MiB` matches 16777216).
+pub(super) fn axis_values(axis: Axis, v: &Value) -> Vec<String> {
     let items = match v {
         Value::Sequence(items) => items.iter().collect(),
         other => vec![other],

@@ -405,6 +405,18 @@ fn with_claims(dir: &std::path::Path, rule: &str) -> Vec<Manifest> {
     list
 }
 
+/// The fixtures with the synthetic decode runs pointed at the spec `text` (written to `spec`),
+/// their world-1 runs recorded as this version plans them: without a head.
+fn headless_world_one(spec: &std::path::Path, text: &str) -> Vec<Manifest> {
+    std::fs::write(spec, text).unwrap();
+    let mut list = base();
+    point_at(&mut list, "synth-decode", spec);
+    for m in tensor_decode(&mut list).filter(|m| m.layout.world == 1) {
+        m.layout.head = None;
+    }
+    list
+}
+
 /// Points the runs of `experiment` at the spec file `spec`, as a suite naming it would.
 fn point_at(list: &mut [Manifest], experiment: &str, spec: &std::path::Path) {
     for m in list.iter_mut().filter(|m| m.experiment == experiment) {
@@ -462,12 +474,7 @@ fn two_selections_that_land_on_the_same_runs_are_an_invalid_claim() {
         "select: {world: 4}\n    reference: {world: 1}\n    rule: ratio_within",
         "select: {world: 1, head: replicated}\n    reference: {world: 1, head: split}\n    rule: ratio_within",
     );
-    std::fs::write(&spec, text).unwrap();
-    let mut list = base();
-    point_at(&mut list, "synth-decode", &spec);
-    for m in tensor_decode(&mut list).filter(|m| m.layout.world == 1) {
-        m.layout.head = None;
-    }
+    let list = headless_world_one(&spec, &text);
     let f = finding(&list, "split-slower");
     assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::InvalidClaim)), "{f:?}");
     assert!(f.reason.contains("the selection and the reference match the same runs"), "{}", f.reason);
@@ -521,12 +528,7 @@ fn a_head_selects_a_layout_that_places_none_and_a_pooled_median_is_the_middle() 
     let text = CLAIMS_SPEC
         .replace("RULE", "greater")
         .replace("reference: {world: 1}\n    rule: greater", "reference: {world: 1, head: split}\n    rule: greater");
-    std::fs::write(&spec, &text).unwrap();
-    let mut list = base();
-    point_at(&mut list, "synth-decode", &spec);
-    for m in tensor_decode(&mut list).filter(|m| m.layout.world == 1) {
-        m.layout.head = None;
-    }
+    let list = headless_world_one(&spec, &text);
     let f = finding(&list, "split-slower");
     assert_eq!(f.verdict, Verdict::Holds, "world 1 holds its head whole, as `head: split` asks: {f:?}");
     assert!(f.reason.contains("(greater: > 1.000)"), "the rule's bound is stated: {}", f.reason);

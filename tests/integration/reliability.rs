@@ -27,13 +27,20 @@ fn stderr(out: &Output) -> String {
 
 /// A controller running the suite in the background, its ranks hanging (rank 1 of `hung`).
 fn start_hung(suite: &Suite) -> Child {
+    start_hanging(suite, "hung", &[], Stdio::null())
+}
+
+/// `parlab run specs --no-report EXTRA` of the suite in the background, rank 1 of `experiment`
+/// hanging, its stderr to `stderr`.
+fn start_hanging(suite: &Suite, experiment: &str, extra: &[&str], stderr: Stdio) -> Child {
     Command::new(PARLAB)
         .args(["run", "specs", "--no-report"])
+        .args(extra)
         .current_dir(suite.dir.path())
         .env("PARLAB_MANIFESTS", suite.manifests())
-        .env("PARLAB_FAULT", "hang:rank1@hung")
+        .env("PARLAB_FAULT", format!("hang:rank1@{experiment}"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap()
 }
@@ -117,27 +124,21 @@ fn an_interrupt_between_rounds_writes_the_runs_still_launching_failed_and_keeps_
     assert!(!results.join("launch-1").exists(), "no second launch after the signal");
 }
 
-/// `parlab run --force` of the suite in the background, rank 1 of `experiment` hanging; stderr piped.
-fn forced_rerun_hanging(suite: &Suite, experiment: &str) -> Child {
-    Command::new(PARLAB)
-        .args(["run", "specs", "--no-report", "--force"])
-        .current_dir(suite.dir.path())
-        .env("PARLAB_MANIFESTS", suite.manifests())
-        .env("PARLAB_FAULT", format!("hang:rank1@{experiment}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-#[test]
-fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
+/// A suite of one small collectives run, `again`, measured once: the suite, its manifest and
+/// its results folder.
+fn measured_once() -> (Suite, parlab::manifest::Manifest, PathBuf) {
     let suite = Suite::new();
     suite.spec("again", &small_collectives("again", "60s", ""));
     assert_eq!(suite.run(&[]), 0);
     let before = suite.manifest("again");
     assert_eq!(before.status(), Status::Ok);
     let results = suite.manifests().join(&before.run_id);
+    (suite, before, results)
+}
+
+#[test]
+fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
+    let (suite, before, results) = measured_once();
     let files = |dir: &Path| {
         let mut names: Vec<String> =
             std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
@@ -145,7 +146,7 @@ fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
         names
     };
     let kept = files(&results);
-    let child = forced_rerun_hanging(&suite, "again");
+    let child = start_hanging(&suite, "again", &["--force"], Stdio::piped());
     wait_for_ranks(&suite);
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -158,16 +159,7 @@ fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
     let aside = suite.manifests().join(format!(".{}.previous", before.run_id));
     assert!(!aside.exists(), "nothing left set aside");
     // A forced rerun that ends replaces both, and leaves nothing aside either.
-    assert_eq!(
-        parlab(
-            suite.dir.path(),
-            &["run", "specs", "--no-report", "--force"],
-            &[("PARLAB_MANIFESTS", &suite.manifests().display().to_string())]
-        )
-        .status
-        .code(),
-        Some(0)
-    );
+    assert_eq!(suite.parlab(&["run", "specs", "--no-report", "--force"]).status.code(), Some(0));
     let replaced = suite.manifest("again");
     assert!(replaced.status() == Status::Ok && replaced.started_at != before.started_at);
     assert!(!aside.exists() && results.join("plan.json").is_file());
@@ -175,20 +167,16 @@ fn an_interrupted_forced_rerun_keeps_the_measurement_it_was_to_replace() {
 
 #[test]
 fn a_controller_killed_during_a_forced_rerun_leaves_the_earlier_results_to_the_next_run() {
-    let suite = Suite::new();
-    suite.spec("again", &small_collectives("again", "60s", ""));
-    assert_eq!(suite.run(&[]), 0);
-    let before = suite.manifest("again");
-    let results = suite.manifests().join(&before.run_id);
+    let (suite, before, results) = measured_once();
     let samples = std::fs::read(results.join("samples.parquet")).unwrap();
-    let mut child = forced_rerun_hanging(&suite, "again");
+    let mut child = start_hanging(&suite, "again", &["--force"], Stdio::null());
     wait_for_ranks(&suite);
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(wait_until(Duration::from_secs(20), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
     assert!(!results.join("samples.parquet").exists(), "the killed rerun's partial folder is in place");
     // The next run settles it: the stored manifest is still the earlier one, so its results go back.
-    let out = parlab(suite.dir.path(), &["run", "specs", "--no-report"], &[("PARLAB_MANIFESTS", &suite.manifests().display().to_string())]);
+    let out = suite.parlab(&["run", "specs", "--no-report"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("its earlier results are back in place"), "{}", stderr(&out));
     assert_eq!(suite.manifest("again").started_at, before.started_at, "cached, not measured again");
