@@ -91,6 +91,35 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
     })
 }
 
+/// The most of a log parlab reads to explain a failure: its first and its last half of this.
+pub const LOG_LIMIT: u64 = 1 << 20;
+
+/// A log a process wrote (a rank's stderr, the launcher's), read to explain a failure: the
+/// whole of it up to [`LOG_LIMIT`], else its first and last halves of that around a line that
+/// says how much was left out; bytes that are not UTF-8 shown as U+FFFD. None where it cannot
+/// be read.
+pub fn read_log(path: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let mut bytes = Vec::new();
+    if len <= LOG_LIMIT {
+        file.read_to_end(&mut bytes).ok()?;
+        return Some(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    let half = LOG_LIMIT / 2;
+    (&mut file).take(half).read_to_end(&mut bytes).ok()?;
+    let mut tail = Vec::new();
+    file.seek(SeekFrom::Start(len - half)).ok()?;
+    file.take(half).read_to_end(&mut tail).ok()?;
+    Some(format!(
+        "{}\n[parlab: {} bytes of this log left out]\n{}",
+        String::from_utf8_lossy(&bytes),
+        len - 2 * half,
+        String::from_utf8_lossy(&tail)
+    ))
+}
+
 fn file_type_name(t: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
@@ -109,6 +138,25 @@ fn file_type_name(t: &std::fs::FileType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_is_read_whole_or_by_its_ends_and_never_lost_to_a_bad_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small.log");
+        std::fs::write(&small, b"first line\n\xff\xfe bad bytes\nlast line\n").unwrap();
+        let text = read_log(&small).unwrap();
+        assert!(text.starts_with("first line\n") && text.ends_with("last line\n") && text.contains('\u{fffd}'), "{text}");
+        let big = dir.path().join("big.log");
+        let mut bytes = b"the start\n".to_vec();
+        bytes.resize(3 * LOG_LIMIT as usize, b'x');
+        bytes.extend_from_slice(b"\nthe cause\n");
+        std::fs::write(&big, &bytes).unwrap();
+        let text = read_log(&big).unwrap();
+        assert!(text.starts_with("the start\n") && text.ends_with("\nthe cause\n"), "the ends are kept");
+        assert!(text.contains(&format!("[parlab: {} bytes of this log left out]", bytes.len() as u64 - LOG_LIMIT)));
+        assert!(text.len() < LOG_LIMIT as usize + 100);
+        assert_eq!(read_log(&dir.path().join("absent.log")), None);
+    }
 
     #[test]
     fn a_leading_byte_order_mark_is_not_part_of_the_text() {

@@ -5,6 +5,7 @@ use crate::manifest::machine::Fingerprint;
 use crate::spec::schema::Requires;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -37,35 +38,66 @@ impl Probe {
     }
 }
 
-/// Runs `command` under `sh -c` with a time limit and records it.
+/// Runs `command` under `sh -c` with a time limit and records it. The shell runs in its own
+/// process group with its output in an unnamed file (never a pipe a child could fill or hold
+/// open): at the limit, or when parlab receives a termination signal, the whole group is killed
+/// and the probe recorded as not finished; a probe that exits leaves nothing of its group behind.
 pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
-    let child = std::process::Command::new("sh")
-        .args(["-c", &format!("{command} 2>&1")])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn();
+    let record = |exit_code, output: String| Probe { name: name.into(), command: command.into(), exit_code, output };
+    let Ok(mut log) = tempfile_in_tmp() else {
+        return record(None, "could not create a file for its output".into());
+    };
+    let child = log.try_clone().and_then(|stdout| {
+        let stderr = stdout.try_clone()?;
+        let mut c = std::process::Command::new("sh");
+        c.args(["-c", command]).stdin(std::process::Stdio::null()).stdout(stdout).stderr(stderr);
+        c.process_group(0);
+        crate::launch::supervise::die_with_parent(&mut c);
+        c.spawn()
+    });
     let Ok(mut child) = child else {
-        return Probe { name: name.into(), command: command.into(), exit_code: None, output: "could not start sh".into() };
+        return record(None, "could not start sh".into());
     };
-    let deadline = Instant::now() + limit;
-    let exit_code = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status.code(),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
+    let exit_code = wait_for_probe(&mut child, Instant::now() + limit);
+    record(exit_code, probe_output(&mut log))
+}
+
+/// Waits for a probe's shell until `deadline` or a termination signal; its exit code (None when
+/// it was killed). Its process group is killed before the shell is reaped, so the group id
+/// still names only the probe's processes.
+fn wait_for_probe(child: &mut std::process::Child, deadline: Instant) -> Option<i32> {
+    let group = child.id() as i32;
+    loop {
+        let exited = crate::launch::supervise::exited_unreaped(child.id());
+        let stop = crate::launch::signals::received().is_some() || Instant::now() >= deadline;
+        if exited || stop {
+            // SAFETY: killpg only sends a signal; the shell is unreaped, so `group` is still ours.
+            unsafe { libc::killpg(group, libc::SIGKILL) };
+            let status = child.wait().ok()?;
+            return if exited { status.code() } else { None };
         }
-    };
-    let mut output = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = out.read_to_string(&mut output);
+        std::thread::sleep(Duration::from_millis(10));
     }
-    let output: String = output.trim().chars().take(2000).collect();
-    Probe { name: name.into(), command: command.into(), exit_code, output }
+}
+
+/// An unnamed file in the temporary folder for a probe's output.
+fn tempfile_in_tmp() -> std::io::Result<std::fs::File> {
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!(".parlab-probe-{}-{}", std::process::id(), PROBE_FILES.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
+    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
+}
+
+static PROBE_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The first 2,000 characters of what a probe printed, trimmed (bytes that are not UTF-8 shown
+/// as U+FFFD rather than losing the rest).
+fn probe_output(log: &mut std::fs::File) -> String {
+    use std::io::Seek;
+    let mut bytes = Vec::new();
+    let _ = log.seek(std::io::SeekFrom::Start(0)).and_then(|_| log.take(64 * 1024).read_to_end(&mut bytes));
+    String::from_utf8_lossy(&bytes).trim().chars().take(2000).collect()
 }
 
 /// Every probe parlab records, in a fixed order.
@@ -180,9 +212,24 @@ impl Gates {
         ];
         // The probes are independent; running them at once keeps `parlab run`'s start short
         // (two of them import torch). The order of the result is the order above.
+        // A probe whose thread cannot be created (a process limit) runs on this thread instead.
         let mut probes: Vec<Probe> = std::thread::scope(|scope| {
-            let handles: Vec<_> = commands.iter().map(|(name, cmd)| scope.spawn(move || probe(name, cmd, t))).collect();
-            handles.into_iter().map(|h| h.join().expect("a probe thread panicked")).collect()
+            let handles: Vec<_> = commands
+                .iter()
+                .map(|(name, cmd)| std::thread::Builder::new().spawn_scoped(scope, move || probe(name, cmd, t)).map_err(|_| (name, cmd)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| match h {
+                    Ok(thread) => thread.join().unwrap_or_else(|_| Probe {
+                        name: String::new(),
+                        command: String::new(),
+                        exit_code: None,
+                        output: "the probe's thread panicked".into(),
+                    }),
+                    Err((name, cmd)) => probe(name, cmd, t),
+                })
+                .collect()
         });
         probes.push(cuda_probe());
         probes.push(cuda_graph_probe());
@@ -374,6 +421,34 @@ pub fn cpu_cores() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_is_bounded_by_its_limit_whatever_its_children_hold_and_leaves_none_behind() {
+        // A pipeline's children hold its output open: killing only the shell used to hang here.
+        let start = Instant::now();
+        let hung = probe("hung", "sleep 600 | cat", Duration::from_millis(500));
+        assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+        assert_eq!(hung.exit_code, None);
+        // More output than a pipe holds does not make a probe time out.
+        let big = probe("big", "head -c 300000 /dev/zero | tr '\\0' x; echo done >&2", Duration::from_secs(20));
+        assert_eq!(big.exit_code, Some(0), "{}", big.evidence());
+        assert_eq!(big.output.chars().count(), 2000);
+        // What a probe started in the background ends with it, and its exit code is kept.
+        let marker = format!("600.{}", std::process::id());
+        let bg = probe("bg", &format!("sleep {marker} & echo started; exit 3"), Duration::from_secs(20));
+        assert_eq!((bg.exit_code, bg.output.as_str()), (Some(3), "started"));
+        std::thread::sleep(Duration::from_millis(200));
+        let left = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .filter(|c| String::from_utf8_lossy(c).contains(&marker))
+            .count();
+        assert_eq!(left, 0, "a probe's background child outlived it");
+        // Output that is not UTF-8 keeps the rest.
+        let bytes = probe("bytes", "printf 'GPU 0\\377 ok'", Duration::from_secs(20));
+        assert!(bytes.output.starts_with("GPU 0") && bytes.output.ends_with(" ok"), "{}", bytes.output);
+    }
 
     fn no_gpu() -> Gates {
         let p = |name: &str, command: &str, code: i32, output: &str| Probe {

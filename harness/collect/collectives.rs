@@ -14,7 +14,7 @@ use super::{CollectError, Collected};
 use crate::costmodel::link::{fit_collective, LinkFit};
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{CollectiveRow, Collectives, Summary};
-use crate::rank::collectives::{block_figure, in_place_figure};
+use crate::rank::figure::Figure;
 use crate::rank::records::Record;
 use crate::spec::{Op, RunPlan};
 use polars::prelude::*;
@@ -25,8 +25,8 @@ use std::path::Path;
 pub const FIT_MAX_BYTES: u64 = 1 << 20;
 
 /// Per (repetition, block): the mean over ranks of the back-to-back samples of `figure` (an
-/// op's [`block_figure`] or [`in_place_figure`]) at `size`.
-pub fn block_means(recs: &[Record], figure: &str, size: u64) -> Vec<f64> {
+/// op's [`Figure::OpBlock`] or [`Figure::OpInPlaceBlock`]) at `size`.
+pub fn block_means(recs: &[Record], figure: Figure, size: u64) -> Vec<f64> {
     let mut groups: BTreeMap<(u32, u32), (f64, u32)> = BTreeMap::new();
     for r in recs.iter().filter(|r| r.figure == figure && r.size_bytes == size) {
         let e = groups.entry((r.repetition, r.iteration)).or_insert((0.0, 0));
@@ -41,8 +41,8 @@ pub fn summarise(recs: &[Record], plan: &RunPlan) -> Vec<CollectiveRow> {
     figures_and_sizes(recs)
         .into_iter()
         .filter_map(|(figure, size)| {
-            let op = Op::ALL.into_iter().find(|o| o.name() == figure)?;
-            let (slowest, spread) = per_iteration(recs, &figure, size);
+            let Figure::Op(op) = figure else { return None };
+            let (slowest, spread) = per_iteration(recs, figure, size);
             Some(CollectiveRow {
                 op,
                 size_bytes: size,
@@ -50,8 +50,8 @@ pub fn summarise(recs: &[Record], plan: &RunPlan) -> Vec<CollectiveRow> {
                 link: plan.link.clone(),
                 time: Stats::of(&slowest)?,
                 spread: Stats::of(&spread)?,
-                op_time: Stats::of(&block_means(recs, &block_figure(op), size)),
-                in_place_op_time: Stats::of(&block_means(recs, &in_place_figure(op), size)),
+                op_time: Stats::of(&block_means(recs, Figure::OpBlock(op), size)),
+                in_place_op_time: Stats::of(&block_means(recs, Figure::OpInPlaceBlock(op), size)),
                 wrong: 0,
             })
         })

@@ -4,6 +4,7 @@ use super::frames::{figures_and_sizes, per_iteration, records, write_results};
 use super::{CollectError, Collected};
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{Dispatch, DispatchRow, Summary};
+use crate::rank::figure::Figure;
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;
 use std::path::Path;
@@ -17,9 +18,9 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let row_bytes = params.top_k as u64 * params.hidden as u64 * 4;
     let rows: Vec<(u64, u64, Stats, Stats)> = figures_and_sizes(&recs)
         .into_iter()
-        .filter(|(f, _)| f == "dispatch")
+        .filter(|(f, _)| *f == Figure::Dispatch)
         .filter_map(|(f, bytes)| {
-            let (slowest, spread) = per_iteration(&recs, &f, bytes);
+            let (slowest, spread) = per_iteration(&recs, f, bytes);
             Some((bytes / row_bytes.max(1), bytes, Stats::of(&slowest)?, Stats::of(&spread)?))
         })
         .collect();

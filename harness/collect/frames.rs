@@ -2,6 +2,7 @@
 
 use super::CollectError;
 use crate::manifest::{ResultFiles, ResultsProblem};
+use crate::rank::figure::Figure;
 use crate::rank::records::{read_records, Record};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -56,7 +57,7 @@ pub fn records(out: &Path) -> Result<Vec<Record>, CollectError> {
 pub fn samples_frame(records: &[Record]) -> PolarsResult<DataFrame> {
     DataFrame::new_infer_height(vec![
         Column::new("rank".into(), records.iter().map(|r| r.rank).collect::<Vec<u32>>()),
-        Column::new("figure".into(), records.iter().map(|r| r.figure.as_str()).collect::<Vec<&str>>()),
+        Column::new("figure".into(), records.iter().map(|r| r.figure.name()).collect::<Vec<String>>()),
         Column::new("size_bytes".into(), records.iter().map(|r| r.size_bytes).collect::<Vec<u64>>()),
         Column::new("repetition".into(), records.iter().map(|r| r.repetition).collect::<Vec<u32>>()),
         Column::new("iteration".into(), records.iter().map(|r| r.iteration).collect::<Vec<u32>>()),
@@ -121,7 +122,7 @@ pub fn write_results(records: &[Record], summary: &mut DataFrame, out: &Path, ma
 }
 
 /// Per (repetition, iteration) of one figure and size: the slowest rank's time and the spread (max - min).
-pub fn per_iteration(records: &[Record], figure: &str, size: u64) -> (Vec<f64>, Vec<f64>) {
+pub fn per_iteration(records: &[Record], figure: Figure, size: u64) -> (Vec<f64>, Vec<f64>) {
     let mut groups: BTreeMap<(u32, u32), (f64, f64)> = BTreeMap::new();
     for r in records.iter().filter(|r| r.figure == figure && r.size_bytes == size) {
         let e = groups.entry((r.repetition, r.iteration)).or_insert((f64::NEG_INFINITY, f64::INFINITY));
@@ -132,10 +133,10 @@ pub fn per_iteration(records: &[Record], figure: &str, size: u64) -> (Vec<f64>, 
 }
 
 /// The distinct (figure, size) pairs of `records`, in first-seen order.
-pub fn figures_and_sizes(records: &[Record]) -> Vec<(String, u64)> {
+pub fn figures_and_sizes(records: &[Record]) -> Vec<(Figure, u64)> {
     let mut seen = Vec::new();
     for r in records {
-        let key = (r.figure.clone(), r.size_bytes);
+        let key = (r.figure, r.size_bytes);
         if !seen.contains(&key) {
             seen.push(key);
         }
@@ -154,7 +155,7 @@ mod tests {
         for rank in 0..2 {
             let mut sink = RecordSink::open(dir, rank).unwrap();
             for rep in 0..2 {
-                sink.push("decode_step", 0, rep, 0, seconds).unwrap();
+                sink.push(Figure::DecodeStep, 0, rep, 0, seconds).unwrap();
             }
         }
     }
@@ -172,7 +173,7 @@ mod tests {
         for r in &recs {
             assert_eq!((r.launch, r.seconds), (r.repetition / 2, f64::from(r.launch + 1)), "{r:?}");
         }
-        let (slowest, _) = per_iteration(&recs, "decode_step", 0);
+        let (slowest, _) = per_iteration(&recs, Figure::DecodeStep, 0);
         assert_eq!(slowest, vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0], "one sample per launch's repetition");
         std::fs::create_dir_all(launch_dir(out.path(), 3)).unwrap();
         match records(out.path()) {

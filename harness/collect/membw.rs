@@ -7,7 +7,7 @@ use super::frames::{records, write_results};
 use super::{CollectError, Collected};
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{Membw, Roofline, RooflineSource, StreamRead, Summary};
-use crate::rank::membw::STREAM_FIGURE;
+use crate::rank::figure::Figure;
 use crate::rank::records::Record;
 use crate::spec::{RunPlan, Workload};
 use polars::prelude::*;
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Per repetition of `figure`: (aggregate bytes/s = all buffers / slowest rank's time, each rank's bytes/s).
-pub fn bandwidths(recs: &[Record], figure: &str) -> Vec<(u32, f64, Vec<f64>)> {
+pub fn bandwidths(recs: &[Record], figure: Figure) -> Vec<(u32, f64, Vec<f64>)> {
     let mut reps: BTreeMap<u32, Vec<&Record>> = BTreeMap::new();
     for r in recs.iter().filter(|r| r.figure == figure) {
         reps.entry(r.repetition).or_default().push(r);
@@ -38,11 +38,11 @@ const STREAM_METHOD: &str = "parlab's STREAM-class read (model::matvec::read_thr
 /// Summarises a membw run and writes its results files.
 pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected, CollectError> {
     let recs = records(out)?;
-    let bw = bandwidths(&recs, "membw");
+    let bw = bandwidths(&recs, Figure::Membw);
     let (Some((agg, per)), aggregate) = (stats(&bw), bw.iter().map(|b| b.1).collect::<Vec<f64>>()) else {
         return Err(CollectError::NoSamples { figure: "membw", dir: out.into() });
     };
-    let stream_bw = bandwidths(&recs, STREAM_FIGURE);
+    let stream_bw = bandwidths(&recs, Figure::MembwStream);
     let stream = stats(&stream_bw);
     let buffer = match &plan.workload {
         Workload::Membw(p) => p.buffer_bytes,

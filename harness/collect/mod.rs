@@ -71,7 +71,7 @@ pub enum CollectError {
     #[error("no {figure} records")]
     NoPrefillRecords {
         /// The figure.
-        figure: &'static str,
+        figure: crate::rank::figure::Figure,
     },
     /// A decode run's plan names no model.
     #[error("a decode run without a model")]

@@ -91,8 +91,9 @@ fn stages(s: &ModelShape, tensor: u32, count: u32, sb: u64) -> Vec<Stage> {
         .enumerate()
         .map(|(i, span)| {
             let n = span.len() as u64;
-            let mut stored = n * (b.attention_per_layer + b.mlp_per_layer) / t + n * b.norms_per_layer;
-            let mut streamed = n * streamed_block(s) / t + n * b.norms_per_layer;
+            let excess = n * s.kv_projection_excess(t);
+            let mut stored = n * (b.attention_per_layer + b.mlp_per_layer) / t + excess + n * b.norms_per_layer;
+            let mut streamed = n * streamed_block(s) / t + excess + n * b.norms_per_layer;
             if i == 0 {
                 stored += b.embedding / t + b.position;
                 streamed += rows;

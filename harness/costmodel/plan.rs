@@ -265,11 +265,15 @@ fn lockstep_plan(input: &PlanInput, l: Lockstep) -> Plan {
 fn tensor_plan(input: &PlanInput) -> Plan {
     let (s, sb, p) = (input.shape, input.dtype_bytes, input.world as u64);
     let b = &s.breakdown;
-    let split_blocks = s.layers * (b.attention_per_layer + b.mlp_per_layer) / p;
+    let split_blocks = s.layers * ((b.attention_per_layer + b.mlp_per_layer) / p + s.kv_projection_excess(p));
     let replicated = s.layers * b.norms_per_layer + b.final_norm + b.position;
     let stored = split_blocks + replicated + b.embedding / p + b.head / p;
     let rows = s.hidden * if b.position > 0 { 2 } else { 1 };
-    let streamed = s.layers * streamed_block(s) / p + s.layers * b.norms_per_layer + b.final_norm + s.head_params() / p + rows;
+    let streamed = s.layers * (streamed_block(s) / p + s.kv_projection_excess(p))
+        + s.layers * b.norms_per_layer
+        + b.final_norm
+        + s.head_params() / p
+        + rows;
     let activation = (s.hidden * sb) as f64;
     let logits = (s.vocab * sb) as f64;
     let comm_s =

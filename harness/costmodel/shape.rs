@@ -377,6 +377,14 @@ impl ModelShape {
         }
     }
 
+    /// Key/value projection values of one block a tensor rank holds beyond its even `world`-th
+    /// share: past the KV heads every rank keeps whole heads' projections (biases left out).
+    pub fn kv_projection_excess(&self, world: u64) -> u64 {
+        let per_head = 2 * self.hidden * self.head_dim;
+        let held = per_head * self.kv_share(world, 1).kv_heads_per_device;
+        held.saturating_sub(per_head * self.kv_heads / world.max(1))
+    }
+
     /// Why a tensor split over `world` devices is impossible, if it is.
     pub fn tensor_split_problem(&self, world: u64) -> Option<String> {
         if !self.heads.is_multiple_of(world) {
@@ -424,6 +432,16 @@ mod tests {
             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 10});
         v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         v
+    }
+
+    #[test]
+    fn past_its_kv_heads_a_tensor_rank_holds_whole_heads_projections() {
+        // hidden 8, 4 query heads of 2, 2 KV heads: k and v project 8 -> 4 values each (64 values).
+        let s = shape(tiny_llama(json!({})));
+        assert_eq!(s.kv_projection_excess(1), 0);
+        assert_eq!(s.kv_projection_excess(2), 0, "one KV head each: exactly the even share");
+        // At 4 ranks each holds one whole KV head (2 * 8 * 2 = 32 values), not a quarter of 64.
+        assert_eq!(s.kv_projection_excess(4), 32 - 16);
     }
 
     #[test]

@@ -415,7 +415,7 @@ pub fn tensor_rank_params(s: &ModelShape, world: u32, head: HeadPlacement) -> u6
         HeadPlacement::Split => s.head_params() / p,
         HeadPlacement::Replicated => s.head_params(),
     };
-    s.layers * streamed_block(s) / p + s.layers * b.norms_per_layer + b.final_norm + head_share + rows
+    s.layers * (streamed_block(s) / p + s.kv_projection_excess(p)) + s.layers * b.norms_per_layer + b.final_norm + head_share + rows
 }
 
 /// A tensor rank's memory time per token at `bandwidth_bps`: its weights and its KV heads.
@@ -946,12 +946,15 @@ pub fn ring_s(link: Link, layers: u64, world: u32, bytes: f64) -> f64 {
 
 /// The hand-off's seconds of `bytes` (every rank's together): to rank 0, p − 1 messages it
 /// receives all of; to a tensor split, 2L all-to-alls (keys and values of each layer), each
-/// rank sending its p-th.
+/// rank sending (p − 1)/p of its p-th (the rest is its own).
 pub fn handoff_s(on: DecodeLayout, p2p: Link, all_to_all: Link, layers: u64, world: u32, bytes: f64) -> f64 {
     let others = f64::from(world.saturating_sub(1));
     match on {
         DecodeLayout::Rank0 => others * p2p.alpha_s + bytes / p2p.beta_bps,
-        DecodeLayout::Tensor => 2.0 * layers as f64 * others * all_to_all.alpha_s + bytes / f64::from(world.max(1)) / all_to_all.beta_bps,
+        DecodeLayout::Tensor => {
+            let p = f64::from(world.max(1));
+            2.0 * layers as f64 * others * all_to_all.alpha_s + bytes / p * (others / p) / all_to_all.beta_bps
+        }
     }
 }
 
@@ -1196,7 +1199,8 @@ mod tests {
         assert_eq!(ring_s(link, 12, 1, 0.0), 0.0);
         // To rank 0: 3 messages, all 3 MB received there.
         assert!(close(handoff_s(DecodeLayout::Rank0, link, a2a, 12, 4, 3e6), 3.0 * 1e-5 + 3e-3));
-        // To a tensor split: 24 all-to-alls of 3 steps, each rank sending a quarter of 3 MB.
-        assert!(close(handoff_s(DecodeLayout::Tensor, link, a2a, 12, 4, 3e6), 72.0 * 2e-5 + 0.75e6 / 2e9));
+        // To a tensor split: 24 all-to-alls of 3 steps, each rank sending 3/4 of its quarter of
+        // 3 MB to the others (the quarter of it whose heads it holds stays).
+        assert!(close(handoff_s(DecodeLayout::Tensor, link, a2a, 12, 4, 3e6), 72.0 * 2e-5 + 0.75e6 * 0.75 / 2e9));
     }
 }

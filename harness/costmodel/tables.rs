@@ -102,6 +102,15 @@ fn shape_provenance(name: &str, dir: &std::path::Path, config_digest: &str) -> S
 }
 
 impl NamedShape {
+    /// The context this model is modelled at: `context`, or the most positions its table holds
+    /// where that is fewer (a model cannot attend past its position table).
+    pub fn context_at(&self, context: u64) -> u64 {
+        match self.max_positions {
+            0 => context,
+            most => context.min(u64::from(most)),
+        }
+    }
+
     /// The same shape named for the register by the spec of `plan_spec`
     /// (`model::resolve::shown`): a folder by its path from the spec's folder, not where the
     /// checkout lies, in its name and its provenance. A catalogue name is unchanged.
@@ -152,6 +161,25 @@ impl ModelRun {
             context: params.context,
             imbalance: params.imbalance,
         })
+    }
+
+    /// The captions' sentence naming the models taken at fewer tokens than the context (their
+    /// position tables hold fewer); empty when there are none.
+    fn clipped_note(&self) -> String {
+        let clipped: Vec<String> = self
+            .models
+            .iter()
+            .filter(|m| m.context_at(self.context) < self.context)
+            .map(|m| format!("{} at {}", m.name, m.context_at(self.context)))
+            .collect();
+        match clipped.is_empty() {
+            true => String::new(),
+            false => format!(
+                " Models whose position table holds fewer than {} tokens are taken at their most: {}.",
+                self.context,
+                clipped.join(", ")
+            ),
+        }
     }
 
     fn provenance(&self, models: bool, devices: bool, links: bool) -> Vec<String> {
@@ -212,7 +240,7 @@ impl ModelRun {
                     Cell::Bytes(s.stored_bytes(b) as f64),
                     Cell::Bytes(s.streamed_bytes(b) as f64),
                     Cell::Bytes(s.kv_bytes_per_token(b) as f64),
-                    Cell::Bytes(self.context as f64 * s.kv_bytes_per_token(b) as f64),
+                    Cell::Bytes(m.context_at(self.context) as f64 * s.kv_bytes_per_token(b) as f64),
                 ]);
             }
         }
@@ -220,7 +248,7 @@ impl ModelRun {
         self.table(
             "model-shapes",
             "Model shapes: stored against streamed bytes",
-            "Parameters by formula from config.json; stored bytes are what a device holds, streamed bytes what one decode step reads (one embedding row, the whole output head).",
+            &format!("Parameters by formula from config.json; stored bytes are what a device holds, streamed bytes what one decode step reads (one embedding row, the whole output head).{}", self.clipped_note()),
             &["model", "type", "parameters", "layers", "heads", "KV heads", "hidden", "vocab", "tied", "dtype", "stored", "streamed/step", "KV/token", &kv_at],
             rows,
             self.provenance(true, false, false),
@@ -241,7 +269,7 @@ impl ModelRun {
                     Cell::Count(share.copies_of_each_head),
                     Cell::Flag(share.capped),
                     Cell::Bytes(share.bytes_per_token_per_device as f64),
-                    Cell::Bytes(self.context as f64 * share.bytes_per_token_per_device as f64),
+                    Cell::Bytes(m.context_at(self.context) as f64 * share.bytes_per_token_per_device as f64),
                 ]);
             }
         }
@@ -249,7 +277,7 @@ impl ModelRun {
         self.table(
             "model-kv-sharing",
             "KV cache under tensor parallelism: sharing by head, capped by the KV heads",
-            "Tensor parallelism divides the KV cache by heads; past the number of KV heads each device holds a copy of a head and the cache per device stops falling.",
+            &format!("Tensor parallelism divides the KV cache by heads; past the number of KV heads each device holds a copy of a head and the cache per device stops falling.{}", self.clipped_note()),
             &["model", "world", "KV heads", "KV heads/device", "copies of each head", "capped", "KV/token/device", &at],
             rows,
             self.provenance(true, false, false),
@@ -332,7 +360,7 @@ impl ModelRun {
                                 link: link.link(),
                                 strategy: st,
                                 world: p,
-                                context: self.context,
+                                context: m.context_at(self.context),
                                 sequences: seq,
                                 imbalance: self.imbalance,
                             };
@@ -361,6 +389,7 @@ impl ModelRun {
             format_seconds(link.link().alpha_s),
             format_gbps(link.link().beta_bps)
         );
+        what.push_str(&self.clipped_note());
         if self.imbalance != 1.0 {
             what.push_str(&format!(
                 " Expert plans route unevenly: the busiest device gets {} times its even share of the routed tokens (spec `imbalance`), streams that share of the experts and receives that many rows.",
@@ -410,7 +439,7 @@ impl ModelRun {
             let s = &m.shape;
             for &dt in &self.dtypes {
                 for d in &self.devices {
-                    let t1 = single_device_step_s(s, dt.bytes(), self.context, d.bandwidth_bps());
+                    let t1 = single_device_step_s(s, dt.bytes(), m.context_at(self.context), d.bandwidth_bps());
                     for &p in self.worlds.iter().filter(|&&p| p > 1) {
                         let limit = tp_break_even_allreduce_s(t1, p, s.layers);
                         let act = (s.hidden * dt.bytes()) as f64;
@@ -456,7 +485,7 @@ impl ModelRun {
         self.table(
             "model-break-even",
             "How much latency per all-reduce a tensor split can afford",
-            "Tensor parallelism over p devices beats one device that could hold the model while each all-reduce takes less than T1(1-1/p)/(2L) (the final gather ignored); at p=2 from the weight bytes alone this is eq 1.4.7, α* = M_w/(4·L·B_mem). T1 includes the KV cache at the context length.",
+            &format!("Tensor parallelism over p devices beats one device that could hold the model while each all-reduce takes less than T1(1-1/p)/(2L) (the final gather ignored); at p=2 from the weight bytes alone this is eq 1.4.7, α* = M_w/(4·L·B_mem). T1 includes the KV cache at the context length.{}", self.clipped_note()),
             &refs,
             rows,
             self.provenance(true, true, true),

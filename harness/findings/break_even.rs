@@ -31,23 +31,25 @@ pub struct BreakEven {
     pub run: String,
 }
 
-/// The break-even of every model of the ok `kind: model` runs (first device and dtype of each run).
+/// The break-even of the models of the ok `kind: model` runs on one device (the one most of them
+/// are modelled on), each at its run's first dtype.
 pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, TablesError> {
     let runs: Vec<_> = inp.list.iter().filter(|m| m.kind == Kind::Model && m.status() == Status::Ok).collect();
     if runs.is_empty() {
         return Ok(Vec::new());
     }
     let catalogue = Catalogue::load_default()?;
-    let mut out: BTreeMap<String, BreakEven> = BTreeMap::new();
+    // Every (device, model) the runs model, at each run's first dtype.
+    let mut by_device: BTreeMap<String, BTreeMap<String, BreakEven>> = BTreeMap::new();
     for m in runs {
         let run = ModelRun::of_plan(&m.plan, &catalogue)?;
-        let (Some(device), Some(dtype)) = (run.devices.first(), run.dtypes.first()) else {
+        let Some(dtype) = run.dtypes.first() else {
             continue;
         };
-        for named in &run.models {
+        for (device, named) in run.devices.iter().flat_map(|d| run.models.iter().map(move |n| (d, n))) {
             let s = &named.shape;
-            let t1 = single_device_step_s(s, dtype.bytes(), run.context, device.bandwidth_bps());
-            out.entry(named.name.clone()).or_insert(BreakEven {
+            let t1 = single_device_step_s(s, dtype.bytes(), named.context_at(run.context), device.bandwidth_bps());
+            by_device.entry(device.name.clone()).or_default().entry(named.name.clone()).or_insert(BreakEven {
                 model: named.name.clone(),
                 params: s.params,
                 device: device.name.clone(),
@@ -57,7 +59,9 @@ pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, TablesError> {
             });
         }
     }
-    let mut list: Vec<BreakEven> = out.into_values().collect();
+    // Models are compared on one device: the one most of them are modelled on (ties: by name).
+    let most = by_device.values().map(BTreeMap::len).max().unwrap_or(0);
+    let mut list: Vec<BreakEven> = by_device.into_values().find(|models| models.len() == most).unwrap_or_default().into_values().collect();
     list.sort_by(|a, b| (a.params, &a.model).cmp(&(b.params, &b.model)));
     Ok(list)
 }
@@ -88,7 +92,7 @@ fn claim(id: &str, link: &str) -> Finding {
         id,
         &format!("A 2-way tensor split affords a longer all-reduce the larger the model: with tonight's measured {link} all-reduce it would pay for the largest modelled model and not for the smallest."),
         &["collectives.rows.time_s (all-reduce, 2 ranks)", "modelled shapes, device bandwidth, context and dtype"],
-        "affordable all-reduce = T1 (1 - 1/2) / 2L with T1 = (streamed weights + KV at the context) / device bandwidth; measured = the 2-rank all-reduce median (slowest rank, waiting included: what a decode step pays) at the smallest measured size >= d·s; a split pays when measured < affordable. HOLDS when it pays for the largest model and not for the smallest",
+        "affordable all-reduce = T1 (1 - 1/2) / 2L with T1 = (streamed weights + KV at the context) / device bandwidth, every model on one device (the one most are modelled on); measured = the 2-rank all-reduce median (slowest rank, waiting included: what a decode step pays) at the smallest measured size >= d·s; a split pays when measured < affordable. HOLDS when it pays for the largest model and not for the smallest, FAILS when it pays for the smallest and not for the largest, INCONCLUSIVE (not decisive) when it pays for both or for neither: the link lies outside the span the claim contrasts",
     )
 }
 
@@ -129,16 +133,23 @@ fn link_finding(link: &str, rows: &[&CollRow], models: &[BreakEven]) -> Finding 
     let (Some(small), Some(large)) = (pays.first(), pays.last()) else {
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no {link} all-reduce to compare"));
     };
-    let holds = !small.1 && large.1;
     let word = |p: bool| if p { "pays" } else { "does not pay" };
-    f.decide(
-        holds,
-        format!(
-            "on {link} a 2-way split {} for {}, the smallest, and {} for {}, the largest",
-            word(small.1),
-            small.0.model,
-            word(large.1),
-            large.0.model
+    let reason = format!(
+        "on {link} a 2-way split {} for {}, the smallest, and {} for {}, the largest",
+        word(small.1),
+        small.0.model,
+        word(large.1),
+        large.0.model
+    );
+    match (small.1, large.1) {
+        // The same outcome at both ends: the link lies outside the span the claim contrasts.
+        (true, true) | (false, false) => f.inconclusive(
+            Inconclusive::NotDecisive,
+            format!(
+                "not decisive: {reason}: the link is {} than every modelled model's threshold",
+                if small.1 { "faster" } else { "slower" }
+            ),
         ),
-    )
+        (small_pays, _) => f.decide(!small_pays, reason),
+    }
 }

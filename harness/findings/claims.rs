@@ -5,7 +5,7 @@ use super::{oversubscription, rounds, Finding, Inconclusive, Inputs, Oversubscri
 use crate::manifest::summary::Summary;
 use crate::manifest::{Manifest, Status};
 use crate::report::facts::Stats;
-use crate::spec::claims::{parse, Claim, Rule};
+use crate::spec::claims::{parse, Baseline, Claim, Rule};
 use crate::spec::schema::Op;
 use crate::spec::Workload;
 use std::collections::BTreeMap;
@@ -248,7 +248,10 @@ fn words(select: &BTreeMap<String, String>) -> String {
 fn claim_text(c: &Claim) -> String {
     c.text.clone().unwrap_or_else(|| {
         let sel = words(&c.select);
-        let against = c.reference.as_ref().map_or_else(|| format!("{}", c.value.unwrap_or(f64::NAN)), |r| format!("that of {}", words(r)));
+        let against = match &c.against {
+            Baseline::Runs(r) => format!("that of {}", words(r)),
+            Baseline::Value(v) => format!("{v}"),
+        };
         let tol = crate::report::fmt::percent(c.tolerance, false);
         match c.rule {
             Rule::EqualTokens => {
@@ -263,11 +266,14 @@ fn claim_text(c: &Claim) -> String {
 }
 
 fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
-    let against = c.reference.as_ref().map_or_else(|| format!("value {}", c.value.unwrap_or(f64::NAN)), words);
+    let against = match &c.against {
+        Baseline::Runs(r) => words(r),
+        Baseline::Value(v) => format!("value {v}"),
+    };
     let rule =
         format!("{} on the median {} of [{}] against [{against}], tolerance {}", c.rule.name(), c.figure, words(&c.select), c.tolerance);
     let mut f = Finding::new(&c.id, &claim_text(c), &[c.figure.as_str()], &format!("declared in the spec: {rule}"));
-    for (side, axes) in std::iter::once(&c.select).chain(c.reference.as_ref()).enumerate() {
+    for (side, axes) in std::iter::once(&c.select).chain(c.against.runs()).enumerate() {
         if let Some(which) = unfinished(runs, axes) {
             let of = if side == 0 { "" } else { "reference " };
             return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: the {of}selection {} matches {which}", words(axes)));
@@ -276,7 +282,7 @@ fn evaluate(c: &Claim, runs: &[&Manifest]) -> Finding {
     let Some(sel) = measure(runs, &c.figure, &c.select) else {
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no run matches {}", words(&c.select)));
     };
-    let reference = match &c.reference {
+    let reference = match c.against.runs() {
         Some(r) => match measure(runs, &c.figure, r) {
             Some(m) => Some(m),
             None => return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: no reference run matches {}", words(r))),
@@ -327,13 +333,14 @@ fn compare(mut f: Finding, c: &Claim, sel: &Measured, reference: Option<&Measure
     let u = unit(&c.figure);
     let sel_runs: Vec<&str> = sel.runs.iter().map(String::as_str).collect();
     f.number(&format!("{} of {} (median)", c.figure, words(&c.select)), sel.stat.median, u, &sel_runs);
-    let base = match (reference, &c.reference) {
-        (Some(r), Some(axes)) => {
+    let base = match (reference, &c.against) {
+        (Some(r), Baseline::Runs(axes)) => {
             let rr: Vec<&str> = r.runs.iter().map(String::as_str).collect();
             f.number(&format!("{} of {} (median)", c.figure, words(axes)), r.stat.median, u, &rr);
             r.stat.median
         }
-        _ => c.value.unwrap_or(f64::NAN),
+        (_, Baseline::Value(v)) => *v,
+        (None, Baseline::Runs(_)) => f64::NAN,
     };
     for (side, m) in std::iter::once(("selection", sel)).chain(reference.map(|r| ("reference", r))) {
         if m.runs.len() > 1 {

@@ -15,9 +15,9 @@ pub fn finding(inp: &Inputs) -> Finding {
         "shared-memory-bandwidth",
         "Decode on this machine is limited by one memory system that all processes share, so splitting the weights over p processes does not shorten the non-communication part of a step.",
         &["decode.compute_s (tensor, sequences 1)", "membw.stream.aggregate_Bps where recorded, else membw.aggregate_Bps (threads 1)", "decode.tokens_per_s (data)"],
-        &format!("at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise; where T_p's and T_1's runs ran at least {MIN_ROUNDS} launches in the same rounds, a side also needs every round's T_p / T_1 on that side of 1/sqrt(p); a world with more ranks × threads than cores is stated, not counted (its ranks take turns on the cores); the membw plateau and the replicas at the most processes with a core each"),
+        &format!("at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise; where T_p's and T_1's runs ran at least {MIN_ROUNDS} launches in the same rounds, a side also needs every round's T_p / T_1 on that side of 1/sqrt(p); a world with more ranks × threads than cores is stated, not counted (its ranks take turns on the cores); the membw plateau and the replicas at the most processes with a core each; a step that stayed is put down to the shared memory only where that plateau is below sqrt(p) of one process's bandwidth (else INCONCLUSIVE: not decisive, or missing runs where it was not measured)"),
     );
-    plateau(&mut f, inp);
+    let plateau = plateau(&mut f, inp);
     replicas(&mut f, inp);
     let tensor = by_world(tensor_runs(inp).into_iter(), |d| d.world);
     let Some(&row1) = tensor.get(&1) else {
@@ -65,7 +65,28 @@ pub fn finding(inp: &Inputs) -> Finding {
             None => sides.push((p, s)),
         }
     }
-    decide(f, &sides, &untested)
+    match decide(f, &sides, &untested) {
+        held if held.verdict == super::Verdict::Holds => attributed_to_memory(held, plateau),
+        other => other,
+    }
+}
+
+/// A step that did not fall is put down to the shared memory system only where the membw
+/// runs show it: several processes streaming at once drew less than sqrt(p) times one
+/// process's bandwidth. Where they drew more, or were not measured, the ranks may have been
+/// held back by something else they share (the cores), and the finding cannot tell.
+fn attributed_to_memory(f: Finding, plateau: Option<(u32, f64)>) -> Finding {
+    match plateau {
+        Some((p, ratio)) if ratio < f64::from(p).sqrt() => f,
+        Some((p, ratio)) => f.inconclusive(
+            Inconclusive::NotDecisive,
+            format!("not decisive: the step did not fall, but {p} processes streamed {ratio:.2}× one process's memory bandwidth (at least sqrt({p})): something else the ranks share held them back"),
+        ),
+        None => f.inconclusive(
+            Inconclusive::MissingRuns,
+            "missing runs: the step did not fall, but no membw run of one and of several processes (a core each) shows that memory bandwidth is what the ranks share".into(),
+        ),
+    }
 }
 
 /// The tensor decode runs (one sequence, split head) of one experiment ([`one_experiment_on_cores`]).
@@ -118,15 +139,16 @@ fn aggregate(row: &MembwRow, stream: bool) -> Option<Stats> {
     }
 }
 
-fn plateau(f: &mut Finding, inp: &Inputs) {
+/// The membw plateau: processes and their aggregate over one process's, where measured.
+fn plateau(f: &mut Finding, inp: &Inputs) -> Option<(u32, f64)> {
     let from_memory = crate::costmodel::cache::from_memory(inp.facts.membw.iter().collect(), |r| (r.processes, r.threads), |r| r.buffer);
     let runs = by_world(from_memory.into_iter().filter(|r| r.threads == 1 && inp.oversubscribed(&r.run).is_none()), |r| r.processes as u32);
     let (Some(one), Some((&p, top))) = (runs.get(&1), runs.iter().next_back().filter(|&(&p, _)| p > 1)) else {
-        return;
+        return None;
     };
     let stream = aggregate(one, true).is_some() && aggregate(top, true).is_some();
     let (Some(a1), Some(ap)) = (aggregate(one, stream), aggregate(top, stream)) else {
-        return;
+        return None;
     };
     let (r1, rp) = (one.run.clone(), top.run.clone());
     let read = if stream { "STREAM-class read" } else { "libtorch sum" };
@@ -142,6 +164,7 @@ fn plateau(f: &mut Finding, inp: &Inputs) {
     f.notes.push(format!(
         "membw plateau ({read}): {p} processes streamed {ratio:.2}× one process's aggregate (own bandwidth would give {p}×)"
     ));
+    Some((p, ratio))
 }
 
 fn replicas(f: &mut Finding, inp: &Inputs) {

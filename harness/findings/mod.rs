@@ -65,6 +65,10 @@ pub enum Inconclusive {
     /// A declared claim that cannot be judged as written: its spec is invalid now or names
     /// another experiment, its id is taken, or its figure gives no ratio.
     InvalidClaim,
+    /// The runs land where the claim and its alternative predict the same outcome (a link that
+    /// pays for every model, a step that did not fall while memory bandwidth scaled): they
+    /// cannot tell the two apart.
+    NotDecisive,
 }
 
 /// A number a finding rests on, in SI units, with the runs it came from.
@@ -237,25 +241,31 @@ pub fn worlds(list: &[u32]) -> String {
     }
 }
 
-/// Every built-in finding, in a fixed order.
+/// Every finding: the built-in ones, then the specs' declared claims.
 pub fn compute(list: &[Manifest], facts: &Facts) -> Vec<Finding> {
     let inputs = Inputs::new(list, facts);
-    let mut out = exactness::findings(&inputs);
-    out.push(membw::finding(&inputs));
-    out.extend(alpha_beta::findings(&inputs));
-    out.extend(regimes::findings(&inputs));
-    out.push(pipeline::finding(&inputs));
-    out.push(overlap::finding(&inputs));
-    out.push(expert::finding(&inputs));
-    out.push(context::finding(&inputs));
-    out.push(kv_cap::finding(&inputs));
-    out.push(precision::finding(&inputs));
-    out.extend(break_even::findings(&inputs));
-    out.push(predicted::finding(&inputs));
-    out.extend(advice::findings(&inputs));
+    let mut out = built_in(&inputs);
     let taken: Vec<&str> = out.iter().map(|f| f.id.as_str()).collect();
     let declared = claims::findings(&inputs, &taken);
     out.extend(declared);
+    out
+}
+
+/// Every built-in finding, in a fixed order.
+pub fn built_in(inputs: &Inputs) -> Vec<Finding> {
+    let mut out = exactness::findings(inputs);
+    out.push(membw::finding(inputs));
+    out.extend(alpha_beta::findings(inputs));
+    out.extend(regimes::findings(inputs));
+    out.push(pipeline::finding(inputs));
+    out.push(overlap::finding(inputs));
+    out.push(expert::finding(inputs));
+    out.push(context::finding(inputs));
+    out.push(kv_cap::finding(inputs));
+    out.push(precision::finding(inputs));
+    out.extend(break_even::findings(inputs));
+    out.push(predicted::finding(inputs));
+    out.extend(advice::findings(inputs));
     out
 }
 

@@ -1,6 +1,6 @@
 //! Pipeline: one sequence over p stages visits them in turn and is no faster than one
-//! stage; with m >= p sequences the rate rises only to the ceiling the independent replicas
-//! hit (the shared memory system), not to p times one stage.
+//! stage; with m >= p sequences the rate rises no higher than the ceiling the independent
+//! replicas hit (the shared memory system), not to p times one stage.
 
 use super::{by_world, one_experiment_on_cores, Finding, Inconclusive, Inputs, TOLERANCE};
 use crate::report::facts::{DecodeRow, Stats};
@@ -10,7 +10,7 @@ use crate::spec::schema::Strategy;
 pub fn finding(inp: &Inputs) -> Finding {
     let mut f = Finding::new(
         "pipeline",
-        "One sequence over p pipeline stages is no faster than one stage, and with m >= p sequences in flight the pipeline's rate stays at the ceiling independent replicas reach.",
+        "One sequence over p pipeline stages is no faster than one stage, and with m >= p sequences in flight the pipeline's rate rises no higher than the ceiling independent replicas reach (not to p times one stage).",
         &["decode.tokens_per_s (pipeline)", "decode.tokens_per_s (data)"],
         &format!("(1) at every p > 1 with one sequence, the median tokens/s is at most one stage's max; (2) the best median tokens/s with m >= p > 1 is at most the replicas' best median × (1 + {TOLERANCE}) (own bandwidth per stage would give p × one stage); a run with more ranks × threads than cores is stated, not counted"),
     );

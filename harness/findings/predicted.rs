@@ -38,9 +38,14 @@ pub fn finding(inp: &Inputs) -> Finding {
     let roofline_runs = runs(&|p, _| p.error.abs() <= TOLERANCE);
     f.number(&format!("the roofline alone within ±{:.0} % (the same splits)", TOLERANCE * 100.0), roofline as f64, "count", &roofline_runs);
     f.notes = errors.iter().map(|(p, c)| error_note(p, c)).collect();
+    let within_errors: Vec<f64> = splits.iter().filter(|(_, c)| c.outcome == Outcome::Within).map(|(_, c)| c.error).collect();
+    let lean = lean(&within_errors);
+    if let Some(errors) = crate::manifest::stats::Stats::of(&within_errors) {
+        f.number("median error of the splits within, (predicted − measured) / measured", errors.median, "fraction", &within);
+    }
     if errors.is_empty() {
         let reason = format!(
-            "{} of {} splits within ±{:.0} %, the other {} past it where an assumption is known not to hold (the roofline alone: {roofline})",
+            "{} of {} splits within ±{:.0} %{lean}, the other {} past it where an assumption is known not to hold (the roofline alone: {roofline})",
             within.len(),
             splits.len(),
             TOLERANCE * 100.0,
@@ -57,6 +62,22 @@ pub fn finding(inp: &Inputs) -> Finding {
         explained.len()
     );
     f.decide(false, reason)
+}
+
+/// How the errors within the tolerance lean, in words: ` (every one low: the model runs fast)`,
+/// or empty where they fall on both sides (or there are fewer than 3).
+fn lean(errors: &[f64]) -> String {
+    let n = errors.len();
+    if n < 3 {
+        return String::new();
+    }
+    if errors.iter().all(|e| *e < 0.0) {
+        format!(" (all {n} predicted short of the measured step: the model is systematically low)")
+    } else if errors.iter().all(|e| *e > 0.0) {
+        format!(" (all {n} predicted above the measured step: the model is systematically high)")
+    } else {
+        String::new()
+    }
 }
 
 /// A model error in words: the run, its layout, measured and predicted step.

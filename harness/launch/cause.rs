@@ -73,7 +73,7 @@ pub fn without_noise(message: &str) -> String {
 /// The cause `rank`'s stderr under `out` gives, when it has a line that is not noise.
 pub fn of_rank(out: &Path, rank: u32) -> Option<RankCause> {
     let log = super::failure::rank_stderr(out, rank)?;
-    let text = std::fs::read_to_string(&log).ok()?;
+    let text = crate::files::read_log(&log)?;
     Some(RankCause { line: cause_line(&text)?, log })
 }
 

@@ -156,7 +156,7 @@ pub fn rank_errors(out: &Path) -> Vec<(u32, String)> {
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
             let rank = name.strip_prefix("error-rank")?.strip_suffix(".txt")?.parse().ok()?;
-            Some((rank, std::fs::read_to_string(e.path()).ok()?.trim().to_string()))
+            Some((rank, crate::files::read_log(&e.path())?.trim().to_string()))
         })
         .collect();
     found.sort();
@@ -167,7 +167,7 @@ pub fn rank_errors(out: &Path) -> Vec<(u32, String)> {
 pub fn explain(ended: &Ended, out: &Path, plan: &crate::spec::RunPlan, launcher: &str) -> Option<String> {
     let timeout_s = plan.timeout_s;
     let errors = rank_errors(out);
-    let mpirun_err = std::fs::read_to_string(out.join("launcher.stderr")).unwrap_or_default();
+    let mpirun_err = crate::files::read_log(&out.join("launcher.stderr")).unwrap_or_default();
     let parsed = parse_mpirun(&mpirun_err);
     let head = match ended {
         Ended::Exited(0) if errors.is_empty() => return None,

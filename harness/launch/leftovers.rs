@@ -1,7 +1,7 @@
 //! Rank processes already running on this machine when a run starts: leftovers of an earlier
 //! controller on this store (ended before the run) and ranks of other stores (a caveat).
 
-use super::supervise::{alive, GRACE};
+use super::supervise::{alive, ProcessId, GRACE};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -51,24 +51,17 @@ pub fn split_by_store(ranks: Vec<RankProcess>, store: &Path) -> (Vec<RankProcess
     ranks.into_iter().partition(|r| r.out.starts_with(&store))
 }
 
-/// SIGTERM to each pid, SIGKILL to those alive after the grace period; returns when all are gone
-/// or the SIGKILL is sent.
+/// SIGTERM to each pid, SIGKILL to those still running after the grace period (never to a
+/// process that has since taken a pid of the list); returns when all are gone or the SIGKILL
+/// is sent.
 pub fn end(pids: &[u32]) {
-    send(pids, libc::SIGTERM);
+    let processes: Vec<ProcessId> = pids.iter().copied().filter_map(ProcessId::of).collect();
+    processes.iter().for_each(|p| p.signal_process(libc::SIGTERM));
     let until = Instant::now() + GRACE;
-    while Instant::now() < until && pids.iter().any(|p| alive(*p)) {
+    while Instant::now() < until && processes.iter().any(|p| p.is_running()) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    send(pids, libc::SIGKILL);
-}
-
-fn send(pids: &[u32], sig: i32) {
-    for &pid in pids {
-        // SAFETY: kill only sends a signal; a vanished pid yields ESRCH, which is ignored.
-        unsafe {
-            libc::kill(pid as i32, sig);
-        }
-    }
+    processes.iter().for_each(|p| p.signal_process(libc::SIGKILL));
 }
 
 /// The pids of `ranks`, as text for caveats: `123, 456`.

@@ -26,12 +26,45 @@ pub struct LaunchOutcome {
     pub wall_s: f64,
     /// Open MPI's effective transport selection, in words.
     pub transport: String,
-    /// The launcher's exit code, when it exited by itself.
-    pub exit_code: Option<i32>,
-    /// Why the run failed (which rank, status or signal, its own error line), if it did.
-    pub failure: Option<String>,
+    /// How it ended.
+    pub end: LaunchEnd,
     /// Ranks of other parlab stores that ran on this machine during the launch (a caveat).
     pub foreign_ranks: Vec<leftovers::RankProcess>,
+}
+
+/// How a launch ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LaunchEnd {
+    /// The launcher exited 0 and no rank reported an error.
+    Succeeded,
+    /// Nothing was launched, or the launcher could not be started or waited for.
+    NotStarted(String),
+    /// The launcher ran and the run failed: which rank, status or signal, its own error line.
+    Failed {
+        /// The launcher's exit code, when it exited by itself (0 where a rank reported an error).
+        exit_code: Option<i32>,
+        /// Why, in words.
+        why: String,
+    },
+}
+
+impl LaunchEnd {
+    /// The launcher's exit code, when it exited by itself.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            LaunchEnd::Succeeded => Some(0),
+            LaunchEnd::NotStarted(_) => None,
+            LaunchEnd::Failed { exit_code, .. } => *exit_code,
+        }
+    }
+
+    /// Why the run failed, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        match self {
+            LaunchEnd::Succeeded => None,
+            LaunchEnd::NotStarted(why) | LaunchEnd::Failed { why, .. } => Some(why),
+        }
+    }
 }
 
 /// Starts the plan's ranks and supervises them until they exit or time out.
@@ -48,20 +81,19 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         oversubscribed: cmd.oversubscribed,
         wall_s: 0.0,
         transport: cmd.transport.clone(),
-        exit_code: None,
-        failure: None,
+        end: LaunchEnd::Succeeded,
         foreign_ranks: Vec::new(),
     };
     let limit = match timeout_duration(plan.timeout_s) {
         Ok(limit) => limit,
         Err(why) => {
-            outcome.failure = Some(why.to_string());
+            outcome.end = LaunchEnd::NotStarted(why.to_string());
             return outcome;
         }
     };
     for dir in [out.join(command::RANK_LOGS), out.join(supervise::PID_DIR)] {
         if let Err(e) = std::fs::create_dir_all(&dir) {
-            outcome.failure = Some(format!("could not create {}: {e}", dir.display()));
+            outcome.end = LaunchEnd::NotStarted(format!("could not create {}: {e}", dir.display()));
             return outcome;
         }
     }
@@ -72,15 +104,19 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
     outcome.wall_s = start.elapsed().as_secs_f64();
     write_timeline(out, "launch_end_unix");
     outcome.foreign_ranks = foreign_during(before, out);
-    match ended {
-        Ok(ended) => {
-            if let supervise::Ended::Exited(code) = ended {
-                outcome.exit_code = Some(code);
+    outcome.end = match ended {
+        Ok(ended) => match failure::explain(&ended, out, plan, &cmd.program) {
+            None => LaunchEnd::Succeeded,
+            Some(why) => {
+                let exit_code = match ended {
+                    supervise::Ended::Exited(code) => Some(code),
+                    _ => None,
+                };
+                LaunchEnd::Failed { exit_code, why }
             }
-            outcome.failure = failure::explain(&ended, out, plan, &cmd.program);
-        }
-        Err(e) => outcome.failure = Some(e.to_string()),
-    }
+        },
+        Err(e) => LaunchEnd::NotStarted(e.to_string()),
+    };
     outcome
 }
 

@@ -58,7 +58,7 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
         .stderr_path(out.join("launcher.stderr"))
         .unchecked()
         .before_spawn(|c| {
-            c.process_group(0);
+            new_session(c);
             die_with_parent(c);
             Ok(())
         });
@@ -66,7 +66,10 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
         expr = expr.env(k, v);
     }
     let handle = expr.start().map_err(io)?;
-    let pid = handle.pids().first().copied().unwrap_or(0) as i32;
+    let Some(launcher) = handle.pids().first().copied().and_then(ProcessId::of) else {
+        let _ = handle.kill();
+        return Err(io(std::io::Error::other("the launcher's process vanished as it started")));
+    };
     let deadline = Instant::now() + timeout;
     let ended = loop {
         let now = Instant::now();
@@ -78,21 +81,44 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
             None
         };
         if let Some(stop) = stop {
-            kill_all(pid, out, || matches!(handle.try_wait(), Ok(Some(_))));
+            kill_all(launcher, out, || matches!(handle.try_wait(), Ok(Some(_))));
             let _ = handle.wait();
             break stop;
         }
-        if let Some(output) = handle.wait_deadline(deadline.min(now + POLL)).map_err(io)? {
-            break status_of(&output.status);
+        match handle.wait_deadline(deadline.min(now + POLL)) {
+            Ok(Some(output)) => break status_of(&output.status),
+            Ok(None) => {}
+            Err(cause) => {
+                // Nothing started may outlive a launch that could not be waited for.
+                kill_all(launcher, out, || matches!(handle.try_wait(), Ok(Some(_))));
+                let _ = handle.wait();
+                reap_leftovers(out);
+                return Err(io(cause));
+            }
         }
     };
+    end_group(launcher.pid as i32);
     reap_leftovers(out);
     Ok(ended)
 }
 
+/// Starts the launcher as the leader of a new session (so of a new process group, `killpg`
+/// reaching everything it starts) without a controlling terminal: an ssh asking for a password
+/// or a host key fails at once, with its message, rather than stopping the launch until its
+/// timeout.
+fn new_session(c: &mut std::process::Command) {
+    // SAFETY: setsid is async-signal-safe; it is the only call made between fork and exec here.
+    unsafe {
+        c.pre_exec(|| match libc::setsid() {
+            -1 => Err(std::io::Error::last_os_error()),
+            _ => Ok(()),
+        });
+    }
+}
+
 /// Makes the launcher receive SIGTERM when the controller dies, even by SIGKILL (so its ranks
 /// end too); a controller already gone before the launcher started is treated the same way.
-fn die_with_parent(c: &mut std::process::Command) {
+pub(crate) fn die_with_parent(c: &mut std::process::Command) {
     // SAFETY: getpid is async-signal-safe and called before fork.
     let parent = unsafe { libc::getpid() };
     // SAFETY: between fork and exec only async-signal-safe calls are made: prctl, getppid, raise.
@@ -116,44 +142,126 @@ fn status_of(status: &std::process::ExitStatus) -> Ended {
     }
 }
 
-/// SIGTERM to the launcher's group, its descendants and the ranks' groups; SIGKILL after the grace period.
-fn kill_all(group: i32, out: &Path, launcher_gone: impl Fn() -> bool) {
-    let mut targets = descendants(group as u32);
-    targets.extend(pid_files(out).into_iter().map(|(pid, _)| pid).filter(|p| is_ours(*p, out)));
-    signal_all(group, &targets, libc::SIGTERM);
+/// SIGTERM to the launcher's group, its descendants and the ranks' groups; SIGKILL after the
+/// grace period, to those of them that are still the processes signalled first.
+fn kill_all(launcher: ProcessId, out: &Path, launcher_gone: impl Fn() -> bool) {
+    let group = launcher.pid;
+    let mut targets: Vec<ProcessId> = descendants(group).into_iter().filter_map(ProcessId::of).collect();
+    targets.extend(pid_files(out).into_iter().map(|(pid, _)| pid).filter(|p| is_ours(*p, out)).filter_map(ProcessId::of));
+    launcher.signal(libc::SIGTERM);
+    targets.iter().for_each(|t| t.signal(libc::SIGTERM));
     let until = Instant::now() + GRACE;
-    while Instant::now() < until && !(launcher_gone() && targets.iter().all(|p| !alive(*p))) {
+    while Instant::now() < until && !(launcher_gone() && targets.iter().all(|t| !t.is_running())) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    targets.extend(descendants(group as u32));
-    signal_all(group, &targets, libc::SIGKILL);
+    targets.extend(descendants(group).into_iter().filter_map(ProcessId::of));
+    launcher.signal(libc::SIGKILL);
+    targets.iter().for_each(|t| t.signal(libc::SIGKILL));
 }
 
-fn signal_all(group: i32, pids: &[u32], sig: i32) {
-    // SAFETY: kill/killpg only send signals; a vanished pid or group yields ESRCH, which is ignored.
+/// A process named by its pid and its start time, so that a pid the kernel has since given to
+/// another process is never signalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessId {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (clock ticks after boot, /proc/PID/stat field 22).
+    started: u64,
+}
+
+impl ProcessId {
+    /// The process now running as `pid` (a zombie included), if any.
+    pub fn of(pid: u32) -> Option<ProcessId> {
+        let stat = std::fs::read_to_string(proc_path(pid, "stat")).ok()?;
+        Some(ProcessId { pid, started: stat_field(&stat, 19)?.parse().ok()? })
+    }
+
+    /// True while this very process runs (not a zombie, its pid not reused).
+    pub fn is_running(self) -> bool {
+        ProcessId::of(self.pid) == Some(self) && alive(self.pid)
+    }
+
+    /// Sends `sig` to this process, unless its pid now names another one.
+    pub fn signal_process(self, sig: i32) {
+        if ProcessId::of(self.pid) == Some(self) {
+            // SAFETY: kill only sends a signal; the pid was checked to be this process just above.
+            unsafe { libc::kill(self.pid as i32, sig) };
+        }
+    }
+
+    /// Sends `sig` to this process and to the process group it leads. Nothing is sent where its
+    /// pid now names another process; where no process holds the pid any more, only its group
+    /// (which, while it has members, no new process can take the id of) is signalled.
+    pub fn signal(self, sig: i32) {
+        let now = ProcessId::of(self.pid);
+        if now.is_some_and(|p| p != self) {
+            return;
+        }
+        // SAFETY: kill/killpg only send signals; a vanished pid or group yields ESRCH, ignored.
+        unsafe {
+            if now.is_some() {
+                libc::kill(self.pid as i32, sig);
+            }
+            libc::killpg(self.pid as i32, sig);
+        }
+    }
+}
+
+/// After the launcher ended: SIGTERM, then SIGKILL after the grace period, to what is left of its
+/// process group (a rank or helper that outlived it). The group exists while it has members, so
+/// its id names only them.
+fn end_group(group: i32) {
+    if group_members(group).is_empty() {
+        return;
+    }
+    // SAFETY: killpg only sends a signal to the group's members, which exist (checked above).
+    unsafe { libc::killpg(group, libc::SIGTERM) };
+    let until = Instant::now() + GRACE;
+    while Instant::now() < until && !group_members(group).is_empty() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if !group_members(group).is_empty() {
+        // SAFETY: as above; members remain, so the id is still this group's.
+        unsafe { libc::killpg(group, libc::SIGKILL) };
+    }
+}
+
+/// The live (not zombie) processes of process group `group`.
+fn group_members(group: i32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let Ok(stat) = std::fs::read_to_string(proc_path(pid, "stat")) else { return false };
+            stat_field(&stat, 0) != Some("Z") && stat_field(&stat, 2).and_then(|g| g.parse::<i32>().ok()) == Some(group)
+        })
+        .collect()
+}
+
+/// Whether `pid`, a child of this process, has exited, without reaping it (so its pid, and the
+/// id of the process group it leads, are not yet free for another process).
+pub(crate) fn exited_unreaped(pid: u32) -> bool {
+    // SAFETY: waitid writes only into `info`; WNOWAIT leaves the child to be reaped later.
     unsafe {
-        if group > 0 {
-            libc::killpg(group, sig);
-        }
-        for &pid in pids {
-            libc::killpg(pid as i32, sig);
-            libc::kill(pid as i32, sig);
-        }
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let done = libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        done == 0 && info.si_pid() != 0
     }
 }
 
 /// After the launcher ended: ranks listed in pid files that still run (orphans) get SIGTERM, then SIGKILL.
 fn reap_leftovers(out: &Path) {
-    let left: Vec<u32> = pid_files(out).into_iter().map(|(p, _)| p).filter(|p| is_ours(*p, out)).collect();
+    let left: Vec<ProcessId> = pid_files(out).into_iter().map(|(p, _)| p).filter(|p| is_ours(*p, out)).filter_map(ProcessId::of).collect();
     if left.is_empty() {
         return;
     }
-    signal_all(0, &left, libc::SIGTERM);
+    left.iter().for_each(|p| p.signal(libc::SIGTERM));
     let until = Instant::now() + GRACE;
-    while Instant::now() < until && left.iter().any(|p| is_ours(*p, out)) {
+    while Instant::now() < until && left.iter().any(|p| p.is_running()) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    signal_all(0, &left, libc::SIGKILL);
+    left.iter().for_each(|p| p.signal(libc::SIGKILL));
 }
 
 /// `(pid, rank)` from the files ranks write in `out/pids/` at start.
@@ -216,4 +324,57 @@ pub fn descendants(root: u32) -> Vec<u32> {
     }
     found.remove(0);
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> LaunchCommand {
+        LaunchCommand {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: Vec::new(),
+            oversubscribed: false,
+            transport: String::new(),
+        }
+    }
+
+    fn running_with(marker: &str) -> usize {
+        let procs = std::fs::read_dir("/proc").unwrap().flatten();
+        procs
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok_and(alive)))
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .filter(|c| String::from_utf8_lossy(c).contains(marker))
+            .count()
+    }
+
+    #[test]
+    fn what_a_launcher_leaves_in_its_group_ends_with_it_and_it_has_no_terminal() {
+        let out = tempfile::tempdir().unwrap();
+        let marker = format!("700.{}", std::process::id());
+        // The launcher starts a helper in the background and exits at once (an mpirun killed early).
+        let script = format!("sleep {marker} & tty > {}/tty 2>&1; exit 5", out.path().display());
+        let ended = run(&sh(&script), out.path(), Duration::from_secs(60)).unwrap();
+        assert_eq!(ended, Ended::Exited(5));
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(running_with(&marker), 0, "the launcher's helper outlived it");
+        let tty = std::fs::read_to_string(out.path().join("tty")).unwrap();
+        assert!(tty.contains("not a tty"), "the launcher has a terminal: {tty}");
+    }
+
+    #[test]
+    fn a_process_whose_pid_was_taken_again_is_not_signalled() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let me = ProcessId::of(child.id()).unwrap();
+        assert!(me.is_running());
+        let other = ProcessId { started: me.started + 1, ..me };
+        other.signal(libc::SIGKILL);
+        other.signal_process(libc::SIGKILL);
+        assert!(me.is_running(), "a different start time is another process: left alone");
+        me.signal_process(libc::SIGKILL);
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
 }

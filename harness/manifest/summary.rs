@@ -389,7 +389,7 @@ impl ExpertPrefill {
 }
 
 /// Where in a generation a collective ran: over the prompt's rows, or in a one-row decode step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
     /// The prompt, all its rows at once: messages of prompt length × width.
     Prefill,
@@ -398,32 +398,6 @@ pub enum Phase {
 }
 
 crate::named!(Phase { Prefill => "prefill", Decode => "decode" });
-
-impl Phase {
-    /// The rank record holding the mean seconds of one all-reduce in this phase (size: its bytes).
-    pub fn all_reduce_figure(self) -> &'static str {
-        match self {
-            Phase::Prefill => "prefill_allreduce",
-            Phase::Decode => "decode_allreduce",
-        }
-    }
-
-    /// The rank record holding the seconds inside all of the phase's all-reduces in a repetition.
-    pub fn all_reduce_total_figure(self) -> &'static str {
-        match self {
-            Phase::Prefill => "prefill_allreduce_total",
-            Phase::Decode => "decode_allreduce_total",
-        }
-    }
-
-    /// The rank record holding how many all-reduces the phase made in a repetition.
-    pub fn all_reduce_count_figure(self) -> &'static str {
-        match self {
-            Phase::Prefill => "prefill_allreduce_calls",
-            Phase::Decode => "decode_allreduce_calls",
-        }
-    }
-}
 
 /// A tensor split's all-reduces in one phase: message size and the time of one call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

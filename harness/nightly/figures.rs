@@ -6,6 +6,7 @@ use crate::collect::decode::{compute_times, tokens_per_repetition, tokens_per_s}
 use crate::collect::frames::per_iteration;
 use crate::collect::membw::bandwidths;
 use crate::manifest::summary::Summary;
+use crate::rank::figure::Figure;
 use crate::rank::records::Record;
 
 /// Where a figure's raw samples come from.
@@ -13,8 +14,8 @@ use crate::rank::records::Record;
 pub enum Samples {
     /// The slowest rank per iteration of a record figure at a size.
     PerIteration {
-        /// The records' figure name.
-        figure: String,
+        /// The records' figure.
+        figure: Figure,
         /// The records' size.
         size_bytes: u64,
     },
@@ -62,8 +63,8 @@ impl Samples {
     /// The samples from `recs`, reduced exactly as `collect` reduced them for the median.
     pub fn read(&self, recs: &[Record]) -> Vec<f64> {
         match self {
-            Samples::PerIteration { figure, size_bytes } => per_iteration(recs, figure, *size_bytes).0,
-            Samples::Bandwidth => bandwidths(recs, "membw").iter().map(|b| b.1).collect(),
+            Samples::PerIteration { figure, size_bytes } => per_iteration(recs, *figure, *size_bytes).0,
+            Samples::Bandwidth => bandwidths(recs, Figure::Membw).iter().map(|b| b.1).collect(),
             // As `collect` computes them; a repetition without wall time or tokens gives no sample.
             Samples::TokensPerSecond { tokens } => tokens_per_s(recs, *tokens).into_iter().filter(|v| v.is_finite() && *v > 0.0).collect(),
             Samples::Compute => compute_times(recs),
@@ -74,21 +75,21 @@ impl Samples {
 /// Every comparable figure of `summary` (medians only: ranges are noise).
 pub fn comparable(summary: &Summary) -> Vec<Comparable> {
     let figure = |kind, name: String, median: f64, better, samples| Comparable { kind, name, median, better, samples };
-    let per_iteration = |figure: &str, size_bytes| Samples::PerIteration { figure: figure.into(), size_bytes };
+    let per_iteration = |figure, size_bytes| Samples::PerIteration { figure, size_bytes };
     match summary {
         Summary::Collectives(c) => c
             .rows
             .iter()
             .map(|r| {
                 let name = format!("{} {} B median", r.op.name(), r.size_bytes);
-                figure(FigureKind::Collective, name, r.time.median, Better::Lower, per_iteration(r.op.name(), r.size_bytes))
+                figure(FigureKind::Collective, name, r.time.median, Better::Lower, per_iteration(Figure::Op(r.op), r.size_bytes))
             })
             .collect(),
         Summary::Membw(b) => {
             vec![figure(FigureKind::Bandwidth, AGGREGATE_BANDWIDTH_MEDIAN.into(), b.aggregate.median, Better::Higher, Samples::Bandwidth)]
         }
         Summary::Decode(d) => vec![
-            figure(FigureKind::Decode, STEP_MEDIAN.into(), d.step_s.median, Better::Lower, per_iteration("decode_step", 0)),
+            figure(FigureKind::Decode, STEP_MEDIAN.into(), d.step_s.median, Better::Lower, per_iteration(Figure::DecodeStep, 0)),
             figure(
                 FigureKind::Decode,
                 TOKENS_PER_S_MEDIAN.into(),
@@ -106,7 +107,7 @@ pub fn comparable(summary: &Summary) -> Vec<Comparable> {
                     format!("dispatch {} tokens median", r.tokens),
                     r.time.median,
                     Better::Lower,
-                    per_iteration("dispatch", r.bytes),
+                    per_iteration(Figure::Dispatch, r.bytes),
                 )
             })
             .collect(),
@@ -136,7 +137,7 @@ pub const COMPUTE_MEDIAN: &str = "compute median";
 pub fn paired(summary: &Summary) -> Vec<(String, Samples)> {
     match summary {
         Summary::Decode(_) => vec![
-            (PREFILL_MEDIAN.into(), Samples::PerIteration { figure: "prefill".into(), size_bytes: 0 }),
+            (PREFILL_MEDIAN.into(), Samples::PerIteration { figure: Figure::Prefill, size_bytes: 0 }),
             (COMPUTE_MEDIAN.into(), Samples::Compute),
         ],
         _ => Vec::new(),

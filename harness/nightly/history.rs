@@ -403,7 +403,7 @@ fn trend_svg(s: &Series) -> String {
             "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
             px(i),
             h - bottom + 16.0,
-            esc(&night[..10.min(night.len())])
+            esc(&night.chars().take(10).collect::<String>())
         );
     }
     for &c in &s.change_points {
@@ -513,7 +513,15 @@ pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io
 
 #[cfg(test)]
 mod tests {
-    use super::{NightSide, Noise, LAUNCH_FLOOR_Z};
+    use super::{trend_svg, NightSide, Noise, Series, LAUNCH_FLOOR_Z};
+
+    #[test]
+    fn a_night_named_with_characters_of_several_bytes_is_drawn_without_a_panic() {
+        let nights = vec![("2026-12-0é-night".to_string(), 1.0), ("日本語の夜です-2026".to_string(), 2.0)];
+        let s = Series { run: "r".into(), figure: "step".into(), nights, lower_is_better: true, change_points: vec![] };
+        let svg = trend_svg(&s);
+        assert!(svg.contains(">2026-12-0é<") && svg.contains(">日本語の夜です-20<"), "{svg}");
+    }
 
     #[test]
     fn the_floor_from_the_launches_is_the_scaled_mad_of_the_quieter_nights_logs() {

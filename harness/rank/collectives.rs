@@ -28,6 +28,7 @@
 
 use super::comm::Communicator;
 use super::fault::{self, Fault};
+use super::figure::Figure;
 use super::records::{mark, RecordSink};
 use crate::spec::{CollectiveParams, Op, RunPlan, Workload};
 use mpi::collective::SystemOperation;
@@ -47,16 +48,6 @@ pub const BLOCK_CALLS: u32 = 50;
 pub fn blocks_of(iterations: u32) -> (u32, u32) {
     let calls = iterations.clamp(1, BLOCK_CALLS);
     ((iterations / calls).max(BLOCKS), calls)
-}
-
-/// The figure of an op's back-to-back (per-rank) samples.
-pub fn block_figure(op: Op) -> String {
-    format!("{}@block", op.name())
-}
-
-/// The figure of an op's back-to-back samples in place (the result over the input; NCCL only).
-pub fn in_place_figure(op: Op) -> String {
-    format!("{}@inplace@block", op.name())
 }
 
 /// The value rank `r` contributes at position `i` (small integers, exact in f32 sums).
@@ -347,7 +338,7 @@ fn per_iteration(s: &Sweep, case: &mut Case, sink: &mut RecordSink, marked: &mut
         let seconds = case.exec(s.world);
         s.check(case, &format!("iteration {iteration}"))?;
         if case.timed_here() {
-            sink.push(case.op.name(), case.bytes(), s.repetition, iteration, seconds)?;
+            sink.push(Figure::Op(case.op), case.bytes(), s.repetition, iteration, seconds)?;
         }
     }
     Ok(())
@@ -370,7 +361,7 @@ fn back_to_back(s: &Sweep, case: &mut Case, sink: &mut RecordSink) -> anyhow::Re
         // Ping-pong's own time is half the round trip (osu_latency's convention).
         let seconds = if case.op == Op::PingPong { elapsed / 2.0 } else { elapsed };
         if case.timed_here() {
-            sink.push(&block_figure(case.op), case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
+            sink.push(Figure::OpBlock(case.op), case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
         }
     }
     Ok(())

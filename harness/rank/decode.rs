@@ -4,6 +4,7 @@
 
 use super::comm::Communicator;
 use super::decode_engine::{Engine, Link, RepResult};
+use super::figure::{ExpertPart, Figure};
 use super::records::RecordSink;
 use super::replay::ReplayedStep;
 use crate::manifest::answer::Exactness;
@@ -70,25 +71,6 @@ pub struct Generated {
 fn one() -> u32 {
     1
 }
-
-/// The rank record of a context split's seconds inside the ring per repetition.
-pub const CONTEXT_RING: &str = "prefill_ring";
-/// The rank record of the key/value bytes a rank sent around the ring per repetition (in `seconds`).
-pub const CONTEXT_RING_BYTES: &str = "prefill_ring_bytes";
-/// The rank record of the seconds gathering the cache to rank 0 per repetition.
-pub const CONTEXT_GATHER: &str = "kv_gather";
-/// The rank record of the bytes a rank sent to rank 0's cache per repetition (in `seconds`).
-pub const CONTEXT_GATHER_BYTES: &str = "kv_gather_bytes";
-
-/// The rank record of the (row, expert) pairs a rank's experts computed in prefill, per
-/// mixture layer (`iteration`: the layer; the count in `seconds`).
-pub const EXPERT_ASSIGNED: &str = "moe_assigned";
-/// The rank records of an expert split's seconds and bytes, in prefill and in the decode rounds:
-/// expert compute, dispatch and combine all-to-alls, the gather of the outputs, bytes sent.
-pub const EXPERT_FIGURES: [[&str; 4]; 2] = [
-    ["moe_compute", "moe_exchange", "moe_gather", "moe_sent_bytes"],
-    ["decode_moe_compute", "decode_moe_exchange", "decode_moe_gather", "decode_moe_sent_bytes"],
-];
 
 /// The answer file of `rank` in `out`.
 pub fn answer_path(out: &Path, rank: u32) -> PathBuf {
@@ -189,34 +171,34 @@ fn replayed_step<'a>(plan: &RunPlan, part: &'a dyn DecoderPart, max_len: usize) 
 }
 
 fn record(sink: &mut RecordSink, rep: u32, r: &RepResult) -> std::io::Result<()> {
-    sink.push("prefill", 0, rep, 0, r.prefill_s)?;
-    sink.push("prefill_comm", 0, rep, 0, r.prefill_comm_s)?;
+    sink.push(Figure::Prefill, 0, rep, 0, r.prefill_s)?;
+    sink.push(Figure::PrefillComm, 0, rep, 0, r.prefill_comm_s)?;
     for (phase, tally) in [(Phase::Prefill, r.prefill_reduces), (Phase::Decode, r.step_reduces)] {
         if let Some((bytes, seconds)) = tally.per_call() {
-            sink.push(phase.all_reduce_figure(), bytes, rep, 0, seconds)?;
-            sink.push(phase.all_reduce_count_figure(), bytes, rep, 0, tally.calls as f64)?;
-            sink.push(phase.all_reduce_total_figure(), bytes, rep, 0, tally.seconds)?;
+            sink.push(Figure::AllReduce(phase), bytes, rep, 0, seconds)?;
+            sink.push(Figure::AllReduceCalls(phase), bytes, rep, 0, tally.calls as f64)?;
+            sink.push(Figure::AllReduceTotal(phase), bytes, rep, 0, tally.seconds)?;
         }
     }
     if let Some(c) = &r.context {
-        sink.push(CONTEXT_RING, 0, rep, 0, c.ring.seconds)?;
-        sink.push(CONTEXT_RING_BYTES, 0, rep, 0, c.ring.bytes as f64)?;
-        sink.push(CONTEXT_GATHER, 0, rep, 0, c.gather_s)?;
-        sink.push(CONTEXT_GATHER_BYTES, 0, rep, 0, c.gather_bytes as f64)?;
+        sink.push(Figure::ContextRing, 0, rep, 0, c.ring.seconds)?;
+        sink.push(Figure::ContextRingBytes, 0, rep, 0, c.ring.bytes as f64)?;
+        sink.push(Figure::ContextGather, 0, rep, 0, c.gather_s)?;
+        sink.push(Figure::ContextGatherBytes, 0, rep, 0, c.gather_bytes as f64)?;
     }
     if let Some((prefill, decode)) = &r.experts {
         for (layer, &n) in prefill.assigned.iter().enumerate() {
-            sink.push(EXPERT_ASSIGNED, 0, rep, layer as u32, n as f64)?;
+            sink.push(Figure::ExpertAssigned, 0, rep, layer as u32, n as f64)?;
         }
-        for (names, t) in EXPERT_FIGURES.iter().zip([prefill, decode]) {
-            for (name, value) in names.iter().zip([t.compute_s, t.exchange_s, t.gather_s, t.sent_bytes as f64]) {
-                sink.push(name, 0, rep, 0, value)?;
+        for (phase, t) in [(Phase::Prefill, prefill), (Phase::Decode, decode)] {
+            for (part, value) in ExpertPart::ALL.into_iter().zip([t.compute_s, t.exchange_s, t.gather_s, t.sent_bytes as f64]) {
+                sink.push(Figure::Expert(phase, part), 0, rep, 0, value)?;
             }
         }
     }
     for (i, (step, comm)) in r.steps.iter().enumerate() {
-        sink.push("decode_step", 0, rep, i as u32, *step)?;
-        sink.push("decode_comm", 0, rep, i as u32, *comm)?;
+        sink.push(Figure::DecodeStep, 0, rep, i as u32, *step)?;
+        sink.push(Figure::DecodeComm, 0, rep, i as u32, *comm)?;
     }
-    sink.push("run", 0, rep, 0, r.run_s)
+    sink.push(Figure::Run, 0, rep, 0, r.run_s)
 }

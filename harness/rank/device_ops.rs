@@ -19,7 +19,8 @@
 //! and after each block the result is checked: a device buffer's or a read's sum (float64,
 //! exact for the small integers written) against the host's, a host buffer value by value.
 
-use super::collectives::{block_figure, blocks_of, value};
+use super::collectives::{blocks_of, value};
+use super::figure::Figure;
 use super::records::{mark, RecordSink};
 use crate::cuda::EventTimer;
 use crate::spec::{Op, RunPlan};
@@ -133,7 +134,7 @@ pub fn sweep(
                 *marked = true;
             }
             let seconds = case.timed_call(&timer)?;
-            sink.push(op.name(), case.bytes, repetition, iteration, seconds)?;
+            sink.push(Figure::Op(op), case.bytes, repetition, iteration, seconds)?;
         }
         case.check(rank, "per call")?;
         let (blocks, calls) = blocks_of(iterations);
@@ -152,7 +153,7 @@ pub fn sweep(
             case.synchronize();
             let seconds = start.elapsed().as_secs_f64();
             case.check(rank, &format!("back-to-back block {block}"))?;
-            sink.push(&block_figure(op), case.bytes, repetition, block, seconds / f64::from(calls))?;
+            sink.push(Figure::OpBlock(op), case.bytes, repetition, block, seconds / f64::from(calls))?;
         }
     }
     Ok(())

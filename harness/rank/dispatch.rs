@@ -8,6 +8,7 @@
 //! are checked exactly. Records: figure `dispatch`, size_bytes = tokens x top_k x hidden x 4.
 
 use super::comm::Communicator;
+use super::figure::Figure;
 use super::records::{mark, RecordSink};
 use crate::spec::{DispatchParams, RunPlan, Workload};
 use std::path::Path;
@@ -108,7 +109,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
                     anyhow::bail!("wrong result: dispatch of {tokens} tokens ({bytes} B): rank {}: {wrong} values wrong", comm.rank());
                 }
                 if i >= plan.warmup {
-                    sink.push("dispatch", bytes, repetition, i - plan.warmup, seconds)?;
+                    sink.push(Figure::Dispatch, bytes, repetition, i - plan.warmup, seconds)?;
                 }
             }
         }

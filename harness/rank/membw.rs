@@ -20,6 +20,7 @@
 //! short read cannot pass.
 
 use super::comm::Communicator;
+use super::figure::Figure;
 use super::records::{mark, RecordSink};
 use crate::model::matvec::{self, Kernel};
 use crate::spec::{RunPlan, Workload};
@@ -28,9 +29,6 @@ use mpi::traits::CommunicatorCollectives;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tch::{Device, Kind, Tensor};
-
-/// The figure of parlab's own read kernel (the libtorch sum's is `membw`).
-pub const STREAM_FIGURE: &str = "membw_stream";
 
 fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
@@ -95,8 +93,8 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         };
         check("libtorch sum", comm.rank(), count, t.1)?;
         check(&format!("parlab {} read", kernel.name()), comm.rank(), count, s.1)?;
-        sink.push("membw", (count * 4) as u64, repetition, 0, t.0)?;
-        sink.push(STREAM_FIGURE, (count * 4) as u64, repetition, 0, s.0)?;
+        sink.push(Figure::Membw, (count * 4) as u64, repetition, 0, t.0)?;
+        sink.push(Figure::MembwStream, (count * 4) as u64, repetition, 0, s.0)?;
     }
     mark(out, comm.rank(), "last_timed_end_unix");
     sink.flush()?;

@@ -10,6 +10,7 @@ pub mod device_ops;
 pub mod dispatch;
 pub mod expert;
 pub mod fault;
+pub mod figure;
 pub mod membw;
 pub mod nccl_ops;
 pub mod records;
@@ -41,6 +42,9 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     let mut comm = comm::Communicator::new(universe.world());
     if comm.size() != plan.layout.world {
         anyhow::bail!("plan wants {} ranks but mpirun started {}", plan.layout.world, comm.size());
+    }
+    if let Some(why) = plan.layout.unrunnable(comm.size()) {
+        anyhow::bail!("{why}");
     }
     crate::manifest::placement::write(out, comm.rank());
     let fault = fault::from_env(comm.rank(), &plan.experiment);

@@ -17,8 +17,9 @@
 //! freshly filled buffer (repeated in-place reductions grow the values, so the timed block's
 //! own result is not compared). A wrong value fails the run, naming op, size and rank.
 
-use super::collectives::{block_figure, blocks_of, in_place_figure, Case};
+use super::collectives::{blocks_of, Case};
 use super::comm::Communicator;
+use super::figure::Figure;
 use super::records::{mark, RecordSink};
 use crate::nccl::comm::Comm;
 use crate::spec::{Op, RunPlan};
@@ -177,7 +178,7 @@ pub fn sweep(
         let seconds = timed(nccl, || b.call(nccl))?;
         check(&s, &b, &b.recv, nccl, &format!("iteration {iteration}"))?;
         if timed_here {
-            sink.push(b.case.op().name(), b.case.bytes(), s.repetition, iteration, own_time(&b, seconds))?;
+            sink.push(Figure::Op(b.case.op()), b.case.bytes(), s.repetition, iteration, own_time(&b, seconds))?;
         }
     }
     let (blocks, calls) = blocks_of(s.iterations);
@@ -187,7 +188,7 @@ pub fn sweep(
         let seconds = timed(nccl, || (0..calls).try_for_each(|_| b.call(nccl)))?;
         check(&s, &b, &b.recv, nccl, &format!("back-to-back block {block}"))?;
         if timed_here {
-            sink.push(&block_figure(b.case.op()), b.case.bytes(), s.repetition, block, own_time(&b, seconds) / f64::from(calls))?;
+            sink.push(Figure::OpBlock(b.case.op()), b.case.bytes(), s.repetition, block, own_time(&b, seconds) / f64::from(calls))?;
         }
     }
     if !b.has_in_place() {
@@ -200,7 +201,7 @@ pub fn sweep(
         check(&s, &b, &b.in_place_result(nccl.rank()), nccl, &format!("in place, before block {block}"))?;
         world.barrier();
         let seconds = timed(nccl, || (0..calls).try_for_each(|_| b.call_in_place(nccl)))?;
-        sink.push(&in_place_figure(b.case.op()), b.case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
+        sink.push(Figure::OpInPlaceBlock(b.case.op()), b.case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Records a rank writes: one JSON line per timed sample, in `records-rank<N>.jsonl`.
 
+use super::figure::Figure;
 use serde::{Deserialize, Serialize};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -9,8 +10,8 @@ use std::path::{Path, PathBuf};
 pub struct Record {
     /// The rank that measured it.
     pub rank: u32,
-    /// What was timed (`all-reduce`, `decode_step`, `decode_comm`, `prefill`, `membw`, ...).
-    pub figure: String,
+    /// What was timed or counted.
+    pub figure: Figure,
     /// Message or buffer size in bytes (0 when not applicable).
     pub size_bytes: u64,
     /// Repetition of the workload (0-based).
@@ -48,8 +49,8 @@ impl RecordSink {
     }
 
     /// Writes one sample.
-    pub fn push(&mut self, figure: &str, size_bytes: u64, repetition: u32, iteration: u32, seconds: f64) -> std::io::Result<()> {
-        let record = Record { rank: self.rank, figure: figure.into(), size_bytes, repetition, iteration, seconds, launch: 0 };
+    pub fn push(&mut self, figure: Figure, size_bytes: u64, repetition: u32, iteration: u32, seconds: f64) -> std::io::Result<()> {
+        let record = Record { rank: self.rank, figure, size_bytes, repetition, iteration, seconds, launch: 0 };
         serde_json::to_writer(&mut self.writer, &record)?;
         self.writer.write_all(b"\n")
     }

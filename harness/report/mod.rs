@@ -154,7 +154,8 @@ pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
 /// spec files, distinct, sorted.
 pub fn missing_sources(list: &[crate::manifest::Manifest]) -> Vec<PathBuf> {
     let models = list.iter().filter_map(|m| m.plan.model.as_ref()).map(|s| s.dir.join("config.json"));
-    let specs = list.iter().map(|m| m.plan.spec_path.clone()).filter(|p| !p.as_os_str().is_empty());
+    let origins = list.iter().flat_map(|m| m.origins.iter().map(|o| o.spec.clone()));
+    let specs = list.iter().map(|m| m.plan.spec_path.clone()).chain(origins).filter(|p| !p.as_os_str().is_empty());
     let wanted: std::collections::BTreeSet<PathBuf> = models.chain(specs).collect();
     wanted.into_iter().filter(|p| !p.is_file()).collect()
 }
@@ -382,8 +383,14 @@ fn stage(files: &[(PathBuf, &[u8])]) -> Result<(), ReportError> {
     Ok(())
 }
 
-/// Renames every staged file into place, the register (last in `files`) last.
+/// Renames every staged file into place, the register (last in `files`) last. A final path
+/// that a rename could not replace (a folder there) is refused before anything is renamed, so
+/// the earlier register never stands beside half of the new figures and tables.
 fn commit(files: &[(PathBuf, &[u8])]) -> Result<(), ReportError> {
+    if let Some((path, _)) = files.iter().find(|(path, _)| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())) {
+        let cause = std::io::Error::new(std::io::ErrorKind::IsADirectory, "a folder stands where this file goes; move it away");
+        return Err(ReportError::Write { path: path.clone(), cause });
+    }
     for (path, _) in files {
         std::fs::rename(staged(path), path).map_err(write_error(path))?;
     }
@@ -522,5 +529,18 @@ mod tests {
         write_unless(&rendered("third"), out.path(), || None).unwrap();
         assert_eq!(std::fs::read_to_string(out.path().join("evidence.md")).unwrap(), "# third\n");
         assert!(!out.path().join("figures/first.svg").exists() && out.path().join("tables/third.csv").is_file());
+    }
+
+    #[test]
+    fn a_render_that_cannot_put_one_file_in_place_replaces_none() {
+        let out = tempfile::tempdir().unwrap();
+        write_unless(&rendered("first"), out.path(), || None).unwrap();
+        // Tables are renamed before figures: a folder where a figure goes must not leave the new tables in place.
+        std::fs::create_dir_all(out.path().join("figures/second.svg/inside")).unwrap();
+        let refused = write_unless(&rendered("second"), out.path(), || None);
+        assert!(matches!(&refused, Err(ReportError::Write { path, .. }) if path.ends_with("figures/second.svg")), "{refused:?}");
+        assert!(!out.path().join("tables/second.csv").exists(), "a table was put in place beside the earlier register");
+        assert_eq!(std::fs::read_to_string(out.path().join("evidence.md")).unwrap(), "# first\n");
+        assert!(out.path().join("tables/first.csv").is_file() && out.path().join("figures/first.svg").is_file());
     }
 }

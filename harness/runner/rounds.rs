@@ -258,7 +258,7 @@ fn launch_once(
             command: outcome.command.clone(),
             oversubscribed: outcome.oversubscribed,
             wall_s: outcome.wall_s,
-            exit_code: outcome.exit_code,
+            exit_code: outcome.end.exit_code(),
             transport: with_nccl(with_selected(&outcome.transport, &ranks), &nccl),
             ranks,
             nccl,
@@ -272,7 +272,7 @@ fn launch_once(
             ),
         });
     }
-    outcome.failure
+    outcome.end.failure().map(str::to_string)
 }
 
 /// Why a later launch's generated tokens differ from the first launch's, if they do (decode).

@@ -11,6 +11,31 @@ use std::collections::BTreeMap;
 /// Keys a claim may have.
 pub const CLAIM_KEYS: &[&str] = &["id", "claim", "figure", "select", "reference", "rule", "tolerance", "value"];
 
+/// The ids of parlab's built-in findings that take no suffix; a claim may not take one.
+pub const BUILT_IN_FINDING_IDS: &[&str] = &[
+    "exactness",
+    "shared-memory-bandwidth",
+    "alpha-beta",
+    "regimes",
+    "pipeline",
+    "overlap-hides-communication",
+    "expert-imbalance-sets-the-pace",
+    "context-ring-moves-what-it-must",
+    "kv-head-cap",
+    "precision-audit",
+    "break-even",
+    "cost-model-predicts-splits",
+];
+
+/// The families of built-in finding ids named `<family><link, strategy or experiment>` (and the
+/// stand-in of an invalid claim, `claims-<spec>`); a claim's id may not start with one.
+pub const BUILT_IN_FINDING_FAMILIES: &[&str] = &["exactness-", "alpha-beta-", "regimes-", "break-even-", "advice-", "claims-"];
+
+/// Whether `id` is, or could be, a built-in finding's id.
+pub fn is_built_in_finding_id(id: &str) -> bool {
+    BUILT_IN_FINDING_IDS.contains(&id) || BUILT_IN_FINDING_FAMILIES.iter().any(|family| id.starts_with(family))
+}
+
 /// Axes a selection may name.
 pub const SELECT_AXES: &[&str] = &["world", "strategy", "head", "sequences", "link", "threads", "op", "size", "buffer"];
 
@@ -58,14 +83,31 @@ pub struct Claim {
     pub figure: String,
     /// Axis values selecting the runs (and rows) measured.
     pub select: BTreeMap<String, String>,
-    /// Axis values selecting the reference runs, if any.
-    pub reference: Option<BTreeMap<String, String>>,
-    /// A fixed reference value in SI units, when there is no reference selection.
-    pub value: Option<f64>,
+    /// What the selection is compared with.
+    pub against: Baseline,
     /// How the selection is compared.
     pub rule: Rule,
     /// Relative tolerance (default 0).
     pub tolerance: f64,
+}
+
+/// What a claim's selection is compared with: other runs, or a fixed value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Baseline {
+    /// Axis values selecting the reference runs (`reference:`).
+    Runs(BTreeMap<String, String>),
+    /// A fixed value in SI units (`value:`; rules less and greater only).
+    Value(f64),
+}
+
+impl Baseline {
+    /// The reference selection, where the baseline is runs.
+    pub fn runs(&self) -> Option<&BTreeMap<String, String>> {
+        match self {
+            Baseline::Runs(axes) => Some(axes),
+            Baseline::Value(_) => None,
+        }
+    }
 }
 
 /// Reads and checks `claims:` of a spec's top-level mapping (absent: none).
@@ -164,13 +206,13 @@ fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &s
     if c.problems.len() > before {
         return None;
     }
+    let against = reference.map(Baseline::Runs).or(value.map(Baseline::Value))?;
     Some(Claim {
         id: id.unwrap_or_else(|| format!("{experiment}-claim-{}", i + 1)),
         text: m.get("claim").and_then(Value::as_str).map(str::to_string),
         figure: figure?,
         select,
-        reference,
-        value,
+        against,
         rule: rule?,
         tolerance,
     })
@@ -216,6 +258,10 @@ fn comparable(c: &mut Checker, key: &str, rule: Option<Rule>, a: &Against) {
 fn claim_id(c: &mut Checker, key: &str, v: Option<&Value>) -> Option<String> {
     let is_name = |s: &str| !s.is_empty() && s.chars().all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch));
     match v? {
+        Value::String(s) if is_built_in_finding_id(s) => {
+            c.report(&format!("{key}.id"), format!("`{s}` is a built-in finding's id (or of its family); give the claim its own"));
+            None
+        }
         Value::String(s) if is_name(s) => Some(s.clone()),
         other => {
             c.report(&format!("{key}.id"), format!("expected a name of letters, digits, `-`, `_` and `.`, found {}", describe(other)));
@@ -432,6 +478,17 @@ mod tests {
         assert!(off[0].message.contains("`3` is not among this spec's world values (1, 2, 4): it selects no run"), "{}", off[0].message);
         let strategy = claims(&spec("{world: 2, strategy: pipeline}")).unwrap_err();
         assert!(strategy[0].message.contains("`pipeline` is not among this spec's strategy values (tensor)"), "{}", strategy[0].message);
+    }
+
+    #[test]
+    fn a_claim_may_not_take_a_built_in_finding_id() {
+        let ok = "figure: step\nrule: greater\nselect: {world: 2}\nreference: {world: 1}";
+        for id in ["kv-head-cap", "alpha-beta-mpi-tcp", "exactness-tensor", "advice-x", "claims-x"] {
+            let refused = problem(&format!("{ok}\nid: {id}"));
+            assert!(refused.starts_with(&format!("claims[0].id: `{id}` is a built-in finding's id")), "{refused}");
+        }
+        let own = format!("name: x\nkind: decode\nclaims:\n  - {}\n", format!("{ok}\nid: kv-head-cap-holds").replace('\n', "\n    "));
+        assert_eq!(claims(&own).unwrap()[0].id, "kv-head-cap-holds");
     }
 
     #[test]

@@ -507,6 +507,20 @@ mod tests {
     }
 
     #[test]
+    fn every_planned_layout_is_runnable_and_one_edited_by_hand_is_refused() {
+        let cfg = ModelConfig::read(&crate::model::resolve_model("mixtral-8x7b").dir).unwrap();
+        for (strategy, world) in [(Strategy::Expert, 8), (Strategy::Expert, 3), (Strategy::Tensor, 4), (Strategy::Context, 2)] {
+            let layout = layout_for(Kind::Decode, &input(strategy, world), Some(&cfg)).unwrap();
+            assert_eq!(layout.unrunnable(world), None, "{strategy:?} at {world}");
+        }
+        let mut gap = layout_for(Kind::Decode, &input(Strategy::Expert, 2), Some(&cfg)).unwrap();
+        gap.ranks[1].experts = Some(Span::new(5, 8));
+        assert!(gap.unrunnable(2).unwrap().contains("does not hand out the experts in order"), "{:?}", gap.unrunnable(2));
+        let short = layout_for(Kind::Decode, &input(Strategy::Tensor, 2), Some(&cfg)).unwrap();
+        assert!(short.unrunnable(3).unwrap().contains("lists ranks [0, 1], not 0..3 in order"), "{:?}", short.unrunnable(3));
+    }
+
+    #[test]
     fn a_tensor_split_of_a_gpt2_mixture_and_overlap_on_any_mixture_are_refused_by_name() {
         let gpt2_moe = ModelConfig::read(&crate::model::resolve_model("gpt2-moe").dir).unwrap();
         let err = decode_shares(&input(Strategy::Tensor, 2), &gpt2_moe).unwrap_err();

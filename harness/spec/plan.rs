@@ -95,6 +95,32 @@ pub struct Layout {
     pub ranks: Vec<RankShare>,
 }
 
+impl Layout {
+    /// Why this layout cannot be run by `world` ranks, if it cannot: one share per rank, in rank
+    /// order, and an expert split's experts handed out in order without a gap (a plan file edited
+    /// by hand is refused at a rank's start rather than failing inside a step).
+    pub fn unrunnable(&self, world: u32) -> Option<String> {
+        let shares = std::iter::once(("layout", &self.ranks)).chain(self.decode.as_ref().map(|d| ("decode layout", &d.ranks)));
+        for (what, ranks) in shares {
+            let ranked = ranks.iter().enumerate().all(|(i, r)| r.rank as usize == i);
+            if ranks.len() != world as usize || !ranked {
+                return Some(format!(
+                    "the plan's {what} lists ranks {:?}, not 0..{world} in order",
+                    ranks.iter().map(|r| r.rank).collect::<Vec<_>>()
+                ));
+            }
+        }
+        if self.strategy == Strategy::Expert {
+            let spans: Vec<Option<Span>> = self.ranks.iter().map(|r| r.experts).collect();
+            let tiled = spans.iter().try_fold(0, |next, s| s.filter(|s| s.start == next).map(|s| s.end));
+            if tiled.is_none() {
+                return Some(format!("the plan's expert split {spans:?} does not hand out the experts in order from 0 without a gap"));
+            }
+        }
+        None
+    }
+}
+
 /// The split a run decodes on when it differs from its prefill's (a context split's tensor decode).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct DecodeSplit {

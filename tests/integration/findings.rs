@@ -456,6 +456,10 @@ fn a_claim_is_judged_on_the_runs_of_its_own_experiment_and_of_every_spec_that_pl
     }
     assert_eq!(finding(&list, "split-slower").verdict, Verdict::Holds);
     assert_eq!(finding(&list, "twin-slower").verdict, Verdict::Holds, "the second spec's claims are not dropped");
+    // A render warns of the second spec's file gone, not only of the first spec's.
+    assert!(!parlab::report::missing_sources(&list).contains(&twin));
+    std::fs::remove_file(&twin).unwrap();
+    assert!(parlab::report::missing_sources(&list).contains(&twin), "{:?}", parlab::report::missing_sources(&list));
     // The first spec's file now holds another experiment: its claims are not judged on these runs.
     std::fs::write(dir.path().join("claims-greater.yaml"), CLAIMS_SPEC.replace("RULE", "greater").replace("synth-decode", "other"))
         .unwrap();
@@ -1023,4 +1027,19 @@ fn expert_imbalance_holds_when_skewed_prefills_are_slower_and_leaves_oversubscri
     oversubscribe(&mut list, |m| m.layout.strategy == Strategy::Expert && m.layout.world == 2);
     let f = finding(&list, "expert-imbalance-sets-the-pace");
     assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Oversubscribed)), "{f:?}");
+}
+
+#[test]
+fn every_built_in_finding_id_is_reserved_from_claims() {
+    // On the fixtures and on no manifests at all (the families' bare ids: `alpha-beta`, ...).
+    let full = base();
+    for list in [&full[..], &[]] {
+        let facts = Facts::read(list);
+        let inputs = findings::Inputs::new(list, &facts);
+        let ids: Vec<String> = findings::built_in(&inputs).into_iter().map(|f| f.id).collect();
+        assert!(ids.len() > 10, "{ids:?}");
+        for id in &ids {
+            assert!(parlab::spec::claims::is_built_in_finding_id(id), "a claim could take the built-in id `{id}`");
+        }
+    }
 }
