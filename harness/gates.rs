@@ -44,7 +44,7 @@ impl Probe {
 /// and the probe recorded as not finished; a probe that exits leaves nothing of its group behind.
 pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
     let record = |exit_code, output: String| Probe { name: name.into(), command: command.into(), exit_code, output };
-    let Ok(mut log) = tempfile_in_tmp() else {
+    let Ok(mut log) = probe_output_file() else {
         return record(None, "could not create a file for its output".into());
     };
     let child = log.try_clone().and_then(|stdout| {
@@ -80,16 +80,18 @@ fn wait_for_probe(child: &mut std::process::Child, deadline: Instant) -> Option<
     }
 }
 
-/// An unnamed file in the temporary folder for a probe's output.
-fn tempfile_in_tmp() -> std::io::Result<std::fs::File> {
-    let dir = std::env::temp_dir();
-    let path = dir.join(format!(".parlab-probe-{}-{}", std::process::id(), PROBE_FILES.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
-    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-    let _ = std::fs::remove_file(&path);
-    Ok(file)
+/// An unnamed in-memory file for a probe's output (`memfd_create`: no folder needed, so a
+/// missing or read-only TMPDIR cannot fail every probe).
+fn probe_output_file() -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the name is a NUL-terminated literal; a non-negative result is a new descriptor we own.
+    let fd = unsafe { libc::memfd_create(c"parlab-probe".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
-
-static PROBE_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The first 2,000 characters of what a probe printed, trimmed (bytes that are not UTF-8 shown
 /// as U+FFFD rather than losing the rest).
@@ -216,18 +218,18 @@ impl Gates {
         let mut probes: Vec<Probe> = std::thread::scope(|scope| {
             let handles: Vec<_> = commands
                 .iter()
-                .map(|(name, cmd)| std::thread::Builder::new().spawn_scoped(scope, move || probe(name, cmd, t)).map_err(|_| (name, cmd)))
+                .map(|(name, cmd)| (name, cmd, std::thread::Builder::new().spawn_scoped(scope, move || probe(name, cmd, t))))
                 .collect();
             handles
                 .into_iter()
-                .map(|h| match h {
+                .map(|(name, cmd, thread)| match thread {
                     Ok(thread) => thread.join().unwrap_or_else(|_| Probe {
-                        name: String::new(),
-                        command: String::new(),
+                        name: name.to_string(),
+                        command: cmd.to_string(),
                         exit_code: None,
                         output: "the probe's thread panicked".into(),
                     }),
-                    Err((name, cmd)) => probe(name, cmd, t),
+                    Err(_) => probe(name, cmd, t),
                 })
                 .collect()
         });

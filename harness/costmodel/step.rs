@@ -946,15 +946,12 @@ pub fn ring_s(link: Link, layers: u64, world: u32, bytes: f64) -> f64 {
 
 /// The hand-off's seconds of `bytes` (every rank's together): to rank 0, p − 1 messages it
 /// receives all of; to a tensor split, 2L all-to-alls (keys and values of each layer), each
-/// rank sending (p − 1)/p of its p-th (the rest is its own).
+/// rank sending its p-th (`bytes` counts only what leaves a rank: its own heads' rows stay).
 pub fn handoff_s(on: DecodeLayout, p2p: Link, all_to_all: Link, layers: u64, world: u32, bytes: f64) -> f64 {
     let others = f64::from(world.saturating_sub(1));
     match on {
         DecodeLayout::Rank0 => others * p2p.alpha_s + bytes / p2p.beta_bps,
-        DecodeLayout::Tensor => {
-            let p = f64::from(world.max(1));
-            2.0 * layers as f64 * others * all_to_all.alpha_s + bytes / p * (others / p) / all_to_all.beta_bps
-        }
+        DecodeLayout::Tensor => 2.0 * layers as f64 * others * all_to_all.alpha_s + bytes / f64::from(world.max(1)) / all_to_all.beta_bps,
     }
 }
 
@@ -1199,8 +1196,8 @@ mod tests {
         assert_eq!(ring_s(link, 12, 1, 0.0), 0.0);
         // To rank 0: 3 messages, all 3 MB received there.
         assert!(close(handoff_s(DecodeLayout::Rank0, link, a2a, 12, 4, 3e6), 3.0 * 1e-5 + 3e-3));
-        // To a tensor split: 24 all-to-alls of 3 steps, each rank sending 3/4 of its quarter of
-        // 3 MB to the others (the quarter of it whose heads it holds stays).
-        assert!(close(handoff_s(DecodeLayout::Tensor, link, a2a, 12, 4, 3e6), 72.0 * 2e-5 + 0.75e6 * 0.75 / 2e9));
+        // To a tensor split: 24 all-to-alls of 3 steps, each rank sending a quarter of the 3 MB
+        // that leave the ranks (what stays on a rank is not counted in them).
+        assert!(close(handoff_s(DecodeLayout::Tensor, link, a2a, 12, 4, 3e6), 72.0 * 2e-5 + 0.75e6 / 2e9));
     }
 }

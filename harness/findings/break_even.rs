@@ -32,11 +32,12 @@ pub struct BreakEven {
 }
 
 /// The break-even of the models of the ok `kind: model` runs on one device (the one most of them
-/// are modelled on), each at its run's first dtype.
-pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, TablesError> {
+/// are modelled on), each at its run's first dtype; and the models left out (modelled only on
+/// other devices).
+pub fn break_evens(inp: &Inputs) -> Result<(Vec<BreakEven>, Vec<String>), TablesError> {
     let runs: Vec<_> = inp.list.iter().filter(|m| m.kind == Kind::Model && m.status() == Status::Ok).collect();
     if runs.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let catalogue = Catalogue::load_default()?;
     // Every (device, model) the runs model, at each run's first dtype.
@@ -61,14 +62,16 @@ pub fn break_evens(inp: &Inputs) -> Result<Vec<BreakEven>, TablesError> {
     }
     // Models are compared on one device: the one most of them are modelled on (ties: by name).
     let most = by_device.values().map(BTreeMap::len).max().unwrap_or(0);
+    let every: std::collections::BTreeSet<String> = by_device.values().flat_map(|models| models.keys().cloned()).collect();
     let mut list: Vec<BreakEven> = by_device.into_values().find(|models| models.len() == most).unwrap_or_default().into_values().collect();
     list.sort_by(|a, b| (a.params, &a.model).cmp(&(b.params, &b.model)));
-    Ok(list)
+    let left_out = every.into_iter().filter(|name| list.iter().all(|b| &b.model != name)).collect();
+    Ok((list, left_out))
 }
 
 /// One finding per link with a measured 2-rank all-reduce.
 pub fn findings(inp: &Inputs) -> Vec<Finding> {
-    let models = match break_evens(inp) {
+    let (models, left_out) = match break_evens(inp) {
         Ok(m) => m,
         Err(e) => {
             return vec![claim("break-even", "2-rank")
@@ -84,7 +87,12 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
             claim("break-even", "2-rank").inconclusive(Inconclusive::MissingRuns, "missing runs: no 2-rank all-reduce was measured".into())
         ];
     }
-    links.into_iter().map(|(link, rows)| link_finding(link, &rows, &models)).collect()
+    let mut out: Vec<Finding> = links.into_iter().map(|(link, rows)| link_finding(link, &rows, &models)).collect();
+    if let (false, Some(device)) = (left_out.is_empty(), models.first().map(|b| b.device.as_str())) {
+        let note = format!("left out, modelled only on other devices than {device}: {}", left_out.join(", "));
+        out.iter_mut().for_each(|f| f.notes.push(note.clone()));
+    }
+    out
 }
 
 fn claim(id: &str, link: &str) -> Finding {

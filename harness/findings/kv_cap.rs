@@ -182,7 +182,7 @@ fn report_world(f: &mut Finding, s: &Series, c: &WorldCheck, two_l: f64) {
     let kv = s.shape.kv_heads;
     let copies = u64::from(c.world).div_ceil(kv);
     f.notes.push(format!(
-        "{at}{}: {} B per rank{} (cost model {} B; world 1 / min(p, {kv}) = {}), each KV head on {copies} rank{}; {}; communication {:.3} ms a step: {}",
+        "{at}{}: {} B per rank{} (cost model {} B; world 1 / min(p, {kv}) = {}), each KV head on {copies} rank{}; {}: {}; communication {:.3} ms a step (reported, not judged)",
         if c.oversubscribed { " (oversubscribed: more ranks than cores)" } else { "" },
         c.cache,
         if c.uneven { ", uneven across ranks" } else { "" },
@@ -194,8 +194,8 @@ fn report_world(f: &mut Finding, s: &Series, c: &WorldCheck, two_l: f64) {
             Some(a) => format!("{a} all-reduces per token (2L = {two_l})"),
             None => "all-reduces per token not recorded".into(),
         },
-        c.comm_s * 1e3,
-        if world_holds(c, two_l) { "as predicted" } else { "OFF the prediction" }
+        if world_holds(c, two_l) { "cache and all-reduces as predicted" } else { "cache or all-reduces OFF the prediction" },
+        c.comm_s * 1e3
     ));
 }
 

@@ -17,9 +17,12 @@ pub fn finding(inp: &Inputs) -> Finding {
         &["decode.compute_s (tensor, sequences 1)", "membw.stream.aggregate_Bps where recorded, else membw.aggregate_Bps (threads 1)", "decode.tokens_per_s (data)"],
         &format!("at each world p > 1, the tensor split's non-communication time T_p against the two predictions: T_1 if bandwidth is shared, T_1/p if each rank brought its own; the boundary is their geometric mean T_1/sqrt(p). Every sample of T_p above it: shared; every sample below: own bandwidth (FAILS at any p); a range straddling it: noise; where T_p's and T_1's runs ran at least {MIN_ROUNDS} launches in the same rounds, a side also needs every round's T_p / T_1 on that side of 1/sqrt(p); a world with more ranks × threads than cores is stated, not counted (its ranks take turns on the cores); the membw plateau and the replicas at the most processes with a core each; a step that stayed is put down to the shared memory only where that plateau is below sqrt(p) of one process's bandwidth (else INCONCLUSIVE: not decisive, or missing runs where it was not measured)"),
     );
-    let plateau = plateau(&mut f, inp);
-    replicas(&mut f, inp);
     let tensor = by_world(tensor_runs(inp).into_iter(), |d| d.world);
+    // The plateau that attributes a step that stayed to memory is read at the tensor split's
+    // largest world with a core for every rank (or the largest membw count below it).
+    let counted = tensor.iter().filter(|(&p, d)| p > 1 && inp.oversubscribed(&d.run).is_none()).map(|(&p, _)| p).max();
+    let plateau = plateau(&mut f, inp, counted);
+    replicas(&mut f, inp);
     let Some(&row1) = tensor.get(&1) else {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no world-1 tensor decode run to give T_1".into());
     };
@@ -139,11 +142,12 @@ fn aggregate(row: &MembwRow, stream: bool) -> Option<Stats> {
     }
 }
 
-/// The membw plateau: processes and their aggregate over one process's, where measured.
-fn plateau(f: &mut Finding, inp: &Inputs) -> Option<(u32, f64)> {
+/// The membw plateau: processes and their aggregate over one process's, where measured, at the
+/// most processes up to `at_most` (any count where it is None).
+fn plateau(f: &mut Finding, inp: &Inputs, at_most: Option<u32>) -> Option<(u32, f64)> {
     let from_memory = crate::costmodel::cache::from_memory(inp.facts.membw.iter().collect(), |r| (r.processes, r.threads), |r| r.buffer);
     let runs = by_world(from_memory.into_iter().filter(|r| r.threads == 1 && inp.oversubscribed(&r.run).is_none()), |r| r.processes as u32);
-    let (Some(one), Some((&p, top))) = (runs.get(&1), runs.iter().next_back().filter(|&(&p, _)| p > 1)) else {
+    let (Some(one), Some((&p, top))) = (runs.get(&1), runs.range(2..=at_most.unwrap_or(u32::MAX)).next_back()) else {
         return None;
     };
     let stream = aggregate(one, true).is_some() && aggregate(top, true).is_some();

@@ -1,7 +1,7 @@
 //! Regimes: with tonight's fit, the crossover S* = N·α·β lies above a decode step's
 //! all-reduce (d·s: latency regime) and below a prefill's (T·d·s: bandwidth regime).
 
-use super::{Finding, Inconclusive, Inputs};
+use super::{Finding, Inconclusive, Inputs, TOLERANCE};
 use crate::costmodel::link::{crossover_bytes, LinkFit};
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
@@ -63,7 +63,7 @@ fn claim(id: &str, link: &str) -> Finding {
         id,
         &format!("Over {link}, decode collectives live in the latency regime and prefill's in the bandwidth regime: d·s < S* = N·α·β < T·d·s."),
         &["collectives.fits.alpha_per_step_s", "collectives.fits.beta_Bps", "model config hidden size", "prompt length", "dtype"],
-        "S* = N·α·β with N = 2 from the 2-rank all-reduce fit; HOLDS when every decode configuration's d·s is below S* and its prefill's T·d·s above",
+        &format!("S* = N·α·β with N = 2 from the 2-rank all-reduce fit; HOLDS when every decode configuration's d·s is below S* and its prefill's T·d·s above; FAILS when one lies on the wrong side by more than ±{:.0} % of S* (the fit's own uncertainty), INCONCLUSIVE (noise) when the only misses are within it; each configuration's T* = S*/(d·s), the prompt length from which its prefill is in the bandwidth regime, in the notes", TOLERANCE * 100.0),
     )
 }
 
@@ -85,14 +85,15 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
             "missing runs: no decode run (with a readable model config) to give d·s and T·d·s".into(),
         );
     }
-    let mut wrong = Vec::new();
+    let (mut wrong, mut near) = (Vec::new(), Vec::new());
+    let near_s_star = |bytes: f64| (bytes / s_star - 1.0).abs() <= TOLERANCE;
     for s in sizes {
         let runs: Vec<&str> = s.runs.iter().map(String::as_str).collect();
         f.number(&format!("decode all-reduce d·s ({})", s.label), s.decode_bytes, "B", &runs);
         f.number(&format!("prefill all-reduce T·d·s ({})", s.label), s.prefill_bytes, "B", &runs);
         let (d_ok, p_ok) = (s.decode_bytes < s_star, s.prefill_bytes > s_star);
         f.notes.push(format!(
-            "{}: decode {} is {} S* {} ({} regime); prefill {} is {} it ({} regime)",
+            "{}: decode {} is {} S* {} ({} regime); prefill {} is {} it ({} regime); T* = {:.0} tokens",
             s.label,
             format_bytes(s.decode_bytes),
             if d_ok { "below" } else { "not below" },
@@ -101,17 +102,24 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
             format_bytes(s.prefill_bytes),
             if p_ok { "above" } else { "not above" },
             if p_ok { "bandwidth" } else { "latency" },
+            s_star / s.decode_bytes,
         ));
-        if !d_ok {
-            wrong.push(format!("{}: decode d·s {} >= S*", s.label, format_bytes(s.decode_bytes)));
-        }
-        if !p_ok {
-            wrong.push(format!("{}: prefill T·d·s {} <= S*", s.label, format_bytes(s.prefill_bytes)));
+        let misses = [(!d_ok, "decode d·s", s.decode_bytes, ">="), (!p_ok, "prefill T·d·s", s.prefill_bytes, "<=")];
+        for (_, what, bytes, side) in misses.into_iter().filter(|m| m.0) {
+            let miss = format!("{}: {what} {} {side} S*", s.label, format_bytes(bytes));
+            if near_s_star(bytes) {
+                near.push(miss);
+            } else {
+                wrong.push(miss);
+            }
         }
     }
-    if wrong.is_empty() {
-        f.decide(true, format!("S* = {} lies between every decode all-reduce and its prefill's", format_bytes(s_star)))
-    } else {
-        f.decide(false, format!("S* = {}: {}", format_bytes(s_star), wrong.join("; ")))
+    match (wrong.is_empty(), near.is_empty()) {
+        (true, true) => f.decide(true, format!("S* = {} lies between every decode all-reduce and its prefill's", format_bytes(s_star))),
+        (false, _) => f.decide(false, format!("S* = {}: {}", format_bytes(s_star), wrong.join("; "))),
+        (true, false) => f.inconclusive(
+            Inconclusive::Noise,
+            format!("noise: S* = {}: {}, within ±{:.0} % of S*", format_bytes(s_star), near.join("; "), TOLERANCE * 100.0),
+        ),
     }
 }

@@ -331,8 +331,21 @@ fn save(file: &Path, stored: &Stored) -> Result<(), CacheError> {
 }
 
 /// The gates under `key`: the cached ones at `file` when they were taken under the same key
-/// (and `reprobe` does not ask otherwise), else `probe()`'s, which are then cached.
+/// (and `reprobe` does not ask otherwise), else `probe()`'s, which are then cached unless a
+/// termination signal cut the probes short (a probe it stopped would read as a machine without
+/// that capability until the next probe).
 pub fn obtain_with(file: &Path, key: &CacheKey, reprobe: Reprobe, probe: impl FnOnce() -> Gates) -> Obtained {
+    obtain_unless(file, key, reprobe, probe, crate::launch::signals::received)
+}
+
+/// [`obtain_with`], caching nothing when `stopped` says a termination signal arrived.
+fn obtain_unless(
+    file: &Path,
+    key: &CacheKey,
+    reprobe: Reprobe,
+    probe: impl FnOnce() -> Gates,
+    stopped: impl Fn() -> Option<i32>,
+) -> Obtained {
     let reason = match (reprobe, load(file)) {
         (Reprobe::Always, _) => ProbeReason::Asked,
         (Reprobe::IfChanged, Ok(None)) => ProbeReason::NoCache,
@@ -349,7 +362,10 @@ pub fn obtain_with(file: &Path, key: &CacheKey, reprobe: Reprobe, probe: impl Fn
     gates.provenance = Provenance::Probed { probed_at: probed_at.clone() };
     let stored =
         Stored { format: FORMAT.into(), key: key.clone(), probed_at, gates: Gates { provenance: Provenance::Unrecorded, ..gates.clone() } };
-    let write_error = save(file, &stored).err().map(|e| e.to_string());
+    let write_error = match stopped() {
+        Some(_) => None,
+        None => save(file, &stored).err().map(|e| e.to_string()),
+    };
     Obtained { gates, source: Source::Probed(reason), write_error }
 }
 
@@ -431,6 +447,16 @@ mod tests {
         assert_eq!(second.gates.probes, first.gates.probes, "the cached probes keep their commands, exits and outputs");
         assert_eq!(second.gates.provenance, Provenance::Cached { probed_at: probed_at.clone(), file: m.cache() });
         assert!(second.notes(&m.cache())[0].contains("cached in"), "{:?}", second.notes(&m.cache()));
+    }
+
+    #[test]
+    fn probes_cut_short_by_a_signal_are_used_but_not_cached() {
+        let m = FakeMachine::new();
+        let got = obtain_unless(&m.cache(), &m.key(), Reprobe::IfChanged, || gates("stopped"), || Some(libc::SIGINT));
+        assert_eq!(got.gates.probes[0].output, "stopped");
+        assert!(!m.cache().exists(), "gates a signal cut short were cached");
+        let (next, probes) = obtain_counting(&m, Reprobe::IfChanged);
+        assert_eq!((probes, &next.source), (1, &Source::Probed(ProbeReason::NoCache)), "the next run probes again");
     }
 
     #[test]

@@ -294,6 +294,17 @@ impl KvCache {
         (&mut self.k[i], &mut self.v[i])
     }
 
+    /// Bytes the allocated key and value tensors hold per position, every layer together
+    /// (`[heads, max_len, head_dim]` each: heads × head_dim values of its dtype per position).
+    pub fn bytes_per_position(&self) -> u64 {
+        let per_position = |t: &Tensor| {
+            let size = t.size();
+            let positions = size.get(1).copied().unwrap_or(1).max(1);
+            (size.iter().product::<i64>() / positions) as u64 * t.kind().elt_size_in_bytes() as u64
+        };
+        self.k.iter().chain(&self.v).map(per_position).sum()
+    }
+
     /// Every layer's key cache, then every layer's value cache: `[heads, max_len, head_dim]` each.
     pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
         self.k.iter_mut().chain(self.v.iter_mut())

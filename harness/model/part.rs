@@ -48,8 +48,9 @@ pub trait DecoderPart: FixedShape {
     /// other ranks' blocks; fills the block's cache rows and returns its hidden states.
     fn prefill_block(&self, prompt: &[u32], chunks: &[Chunk], cache: &mut KvCache, ring: &mut dyn KvRing) -> Result<Tensor, PartError>;
 
-    /// Bytes of keys and values this part's cache stores per token of one sequence.
+    /// Bytes of keys and values this part's cache stores per token of one sequence, read off
+    /// the tensors of a cache it allocates (one position), not computed from its shape.
     fn kv_cache_bytes_per_token(&self) -> u64 {
-        2 * (self.layers_held() * self.kv_heads_held() * self.head_dim()) as u64 * self.placement().element_bytes()
+        self.new_cache(1).bytes_per_position()
     }
 }

@@ -70,6 +70,9 @@ crate::named!(ExpertPart { Compute => "compute", Exchange => "exchange", Gather 
 
 const BLOCK: &str = "@block";
 const IN_PLACE_BLOCK: &str = "@inplace@block";
+const CALLS: &str = "_allreduce_calls";
+const TOTAL: &str = "_allreduce_total";
+const MOE: &str = "moe_";
 
 /// The figures whose name is fixed (no op, phase or part in it).
 const FIXED: [Figure; 15] = [
@@ -93,13 +96,20 @@ const FIXED: [Figure; 15] = [
 impl Figure {
     /// Its name in a records file.
     pub fn name(self) -> String {
-        let fixed = match self {
-            Figure::Op(op) => return op.name().to_string(),
-            Figure::OpBlock(op) => return format!("{}{BLOCK}", op.name()),
-            Figure::OpInPlaceBlock(op) => return format!("{}{IN_PLACE_BLOCK}", op.name()),
-            Figure::AllReduceCalls(phase) => return format!("{}_allreduce_calls", phase.name()),
-            Figure::AllReduceTotal(phase) => return format!("{}_allreduce_total", phase.name()),
-            Figure::Expert(phase, part) => return format!("{}moe_{}", expert_prefix(phase), part.name()),
+        match self {
+            Figure::Op(op) => op.name().to_string(),
+            Figure::OpBlock(op) => format!("{}{BLOCK}", op.name()),
+            Figure::OpInPlaceBlock(op) => format!("{}{IN_PLACE_BLOCK}", op.name()),
+            Figure::AllReduceCalls(phase) => format!("{}{CALLS}", phase.name()),
+            Figure::AllReduceTotal(phase) => format!("{}{TOTAL}", phase.name()),
+            Figure::Expert(phase, part) => format!("{}{MOE}{}", expert_prefix(phase), part.name()),
+            fixed => fixed.fixed_name().unwrap_or_default().to_string(),
+        }
+    }
+
+    /// The name of a figure that takes no op, phase or part (None for those that do).
+    fn fixed_name(self) -> Option<&'static str> {
+        Some(match self {
             Figure::Prefill => "prefill",
             Figure::PrefillComm => "prefill_comm",
             Figure::AllReduce(Phase::Prefill) => "prefill_allreduce",
@@ -115,13 +125,18 @@ impl Figure {
             Figure::Membw => "membw",
             Figure::MembwStream => "membw_stream",
             Figure::Dispatch => "dispatch",
-        };
-        fixed.to_string()
+            Figure::Op(_)
+            | Figure::OpBlock(_)
+            | Figure::OpInPlaceBlock(_)
+            | Figure::AllReduceCalls(_)
+            | Figure::AllReduceTotal(_)
+            | Figure::Expert(..) => return None,
+        })
     }
 
     /// The figure called `name` in a records file, if any.
     pub fn from_name(name: &str) -> Option<Figure> {
-        if let Some(f) = FIXED.iter().find(|f| f.name() == name) {
+        if let Some(f) = FIXED.iter().find(|f| f.fixed_name() == Some(name)) {
             return Some(*f);
         }
         if let Some(op) = name.strip_suffix(IN_PLACE_BLOCK) {
@@ -133,19 +148,17 @@ impl Figure {
         if let Some(op) = Op::from_name(name) {
             return Some(Figure::Op(op));
         }
-        for phase in Phase::ALL {
-            if name == Figure::AllReduceCalls(phase).name() {
-                return Some(Figure::AllReduceCalls(phase));
-            }
-            if name == Figure::AllReduceTotal(phase).name() {
-                return Some(Figure::AllReduceTotal(phase));
-            }
-            let part = name.strip_prefix(expert_prefix(phase)).and_then(|rest| rest.strip_prefix("moe_")).and_then(ExpertPart::from_name);
-            if let Some(part) = part {
-                return Some(Figure::Expert(phase, part));
-            }
+        if let Some(phase) = name.strip_suffix(CALLS).and_then(Phase::from_name) {
+            return Some(Figure::AllReduceCalls(phase));
         }
-        None
+        if let Some(phase) = name.strip_suffix(TOTAL).and_then(Phase::from_name) {
+            return Some(Figure::AllReduceTotal(phase));
+        }
+        let (phase, rest) = match name.strip_prefix(expert_prefix(Phase::Decode)) {
+            Some(rest) => (Phase::Decode, rest),
+            None => (Phase::Prefill, name),
+        };
+        rest.strip_prefix(MOE).and_then(ExpertPart::from_name).map(|part| Figure::Expert(phase, part))
     }
 }
 
