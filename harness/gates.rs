@@ -80,6 +80,23 @@ fn wait_for_probe(child: &mut std::process::Child, deadline: Instant) -> Option<
     }
 }
 
+/// Runs an in-process probe (a driver or library call) on a thread of its own for at most
+/// `limit`: a call that does not return (a wedged driver) is recorded as not finished and
+/// left behind, rather than holding `parlab run` for ever.
+pub fn in_process(name: &str, command: &str, limit: Duration, call: fn() -> Probe) -> Probe {
+    let (answer, answered) = std::sync::mpsc::channel();
+    let started = std::thread::Builder::new().spawn(move || drop(answer.send(call())));
+    match started {
+        Ok(_) => answered.recv_timeout(limit).unwrap_or_else(|_| Probe {
+            name: name.into(),
+            command: command.into(),
+            exit_code: None,
+            output: format!("did not answer within {} s", limit.as_secs_f64()),
+        }),
+        Err(_) => call(),
+    }
+}
+
 /// An unnamed in-memory file for a probe's output (`memfd_create`: no folder needed, so a
 /// missing or read-only TMPDIR cannot fail every probe).
 fn probe_output_file() -> std::io::Result<std::fs::File> {
@@ -233,9 +250,9 @@ impl Gates {
                 })
                 .collect()
         });
-        probes.push(cuda_probe());
+        probes.push(in_process(CUDA_PROBE, CUDA_PROBE_COMMAND, t, cuda_probe));
         probes.push(cuda_graph_probe());
-        probes.push(crate::nccl::probe());
+        probes.push(in_process("nccl", crate::nccl::PROBE_COMMAND, t, crate::nccl::probe));
         Gates { probes, provenance: Provenance::Unrecorded }
     }
 
@@ -423,6 +440,22 @@ pub fn cpu_cores() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_in_process_probe_that_does_not_answer_is_recorded_as_not_finished() {
+        fn hangs() -> Probe {
+            std::thread::sleep(Duration::from_secs(3600));
+            unreachable!("slept an hour")
+        }
+        fn answers() -> Probe {
+            Probe { name: "x".into(), command: "c".into(), exit_code: Some(0), output: "fine".into() }
+        }
+        let start = Instant::now();
+        let hung = in_process("cuda", "a driver call", Duration::from_millis(200), hangs);
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!((hung.name.as_str(), hung.exit_code, hung.output.as_str()), ("cuda", None, "did not answer within 0.2 s"));
+        assert_eq!(in_process("x", "c", Duration::from_secs(5), answers).output, "fine");
+    }
 
     #[test]
     fn a_probe_is_bounded_by_its_limit_whatever_its_children_hold_and_leaves_none_behind() {

@@ -64,8 +64,9 @@ pub fn finding(inp: &Inputs) -> Finding {
     f.decide(false, reason)
 }
 
-/// How the errors within the tolerance lean, in words: ` (every one low: the model runs fast)`,
-/// or empty where they fall on both sides (or there are fewer than 3).
+/// How the errors within the tolerance lean, in words (` (all 12 predicted short of the
+/// measured step: the model is systematically low)`), or empty where they fall on both sides
+/// (or there are fewer than 3).
 fn lean(errors: &[f64]) -> String {
     let n = errors.len();
     if n < 3 {
