@@ -13,6 +13,7 @@
 
 use crate::manifest::answer::{Answer, AnswerExactness};
 use crate::manifest::{Manifest, Status};
+use crate::spec::schema::Strategy;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -56,7 +57,7 @@ pub struct LayoutVerdict {
     /// Experiment.
     pub experiment: String,
     /// Strategy (the layout family).
-    pub family: String,
+    pub family: Strategy,
     /// The layout in words.
     pub layout: String,
     /// True for the world-1 run (the reference decoded again).
@@ -93,7 +94,7 @@ pub struct NotGraded {
     /// Experiment.
     pub experiment: String,
     /// Strategy (the layout family).
-    pub family: String,
+    pub family: Strategy,
     /// The layout in words.
     pub layout: String,
     /// How the run ended.
@@ -176,7 +177,7 @@ impl NotGraded {
         NotGraded {
             run: m.run_id.short().to_string(),
             experiment: m.experiment.clone(),
-            family: m.layout.strategy.name().to_string(),
+            family: m.layout.strategy,
             layout: layout_words(m),
             status: m.status(),
             reason: m.reason().map(str::to_string),
@@ -313,7 +314,7 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
     let mut v = LayoutVerdict {
         run: a.m.run_id.short().to_string(),
         experiment: a.m.experiment.clone(),
-        family: a.m.layout.strategy.name().to_string(),
+        family: a.m.layout.strategy,
         layout: layout_words(a.m),
         is_reference: ctx.reference_run == Some(&a.m.run_id),
         verdict: if drift == 0.0 { Grade::Bitwise } else { Grade::TokensEqual },

@@ -142,8 +142,8 @@ fn model_material(model: Option<&ModelSource>) -> Value {
 
 /// The inputs of one run's identities.
 pub struct IdentityInput<'a> {
-    /// The experiment kind's name.
-    pub kind: &'a str,
+    /// The experiment kind (hashed by its name).
+    pub kind: crate::spec::schema::Kind,
     /// The model, if any.
     pub model: Option<&'a ModelSource>,
     /// The workload's parameters.
@@ -176,7 +176,7 @@ pub fn answer_id(input: &IdentityInput) -> AnswerId {
 }
 
 fn answer_material(input: &IdentityInput) -> Value {
-    json!({ "kind": input.kind, "model": model_material(input.model), "workload": input.workload })
+    json!({ "kind": input.kind.name(), "model": model_material(input.model), "workload": input.workload })
 }
 
 /// The run identity: the answer material plus layout, backend, link, threads and repetitions.

@@ -20,7 +20,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
     let mut families: BTreeMap<&str, Family> = BTreeMap::new();
     for g in &inp.audit {
         for l in &g.layouts {
-            let e = families.entry(l.family.as_str()).or_default();
+            let e = families.entry(l.family.name()).or_default();
             if half.contains(l.run.as_str()) {
                 e.half_precision += 1;
             } else if !l.is_reference {

@@ -465,7 +465,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
     let workload = workload_for(e, p);
     let threads_per_rank = threads_for(p.threads, p.world, cores);
     let input = IdentityInput {
-        kind: e.kind().name(),
+        kind: e.kind(),
         model: model.as_ref(),
         workload: &workload,
         layout: &layout,
@@ -592,7 +592,7 @@ fn arithmetic_run(e: &Experiment, workload: Workload, model_config: Option<&str>
     let placeless = without_folders(&workload);
     let layout = Layout { strategy: Strategy::Data, world: 1, head: None, sequences: None, overlap: None, decode: None, ranks: vec![] };
     let input = IdentityInput {
-        kind: e.kind().name(),
+        kind: e.kind(),
         model: None,
         workload: &placeless,
         layout: &layout,

@@ -113,7 +113,7 @@ fn a_near_tie_is_fragile_and_a_divergence_there_is_explained_not_a_change() {
     answer(decode_at(&mut list, 4)).exactness.max_logit_diff = 1e-4;
     with_steps(&mut list, &[(3, 1e-5)]);
     let groups = audit(&list);
-    let g = groups.iter().find(|g| g.layouts.iter().any(|l| l.family == "tensor")).unwrap();
+    let g = groups.iter().find(|g| g.layouts.iter().any(|l| l.family == parlab::spec::schema::Strategy::Tensor)).unwrap();
     assert!(g.fragile, "margin 1e-5 at step 3 is below 2 × drift 1e-4");
     assert_eq!(g.fragile_steps, vec![3]);
     assert!(!g.changed);
