@@ -91,7 +91,7 @@ pub fn rejection_message(r: &Rejection) -> String {
         }
         Rejection::WidthNotDivisible { intermediate, tensor } => format!("feed-forward width {intermediate} does not split over {tensor} devices"),
         Rejection::KvHeadsDuplicated { kv_heads, tensor } => format!(
-            "TP={tensor} is beyond the {kv_heads} KV heads: devices would hold copies of the cache instead of splitting it, paying the collectives for no memory"
+            "TP={tensor} is beyond the {kv_heads} KV heads: each device would hold whole copies of its KV heads' cache, so the cache per device stops falling at TP={kv_heads} while the collectives keep growing (only the weights still split)"
         ),
         Rejection::TooManyStages { layers, pipeline } => format!("{layers} layers do not fill {pipeline} stages"),
         Rejection::ExpertsNotDivisible { experts, expert } => format!("{experts} experts do not split over {expert} devices"),
