@@ -1282,7 +1282,24 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
         );
         (nights, quiet) = unchanged_nights(&suite, k, 2);
     }
-    let slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
+    let mut base = nights[2].clone();
+    let mut slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
+    // The slowed night and its baseline can fall in different regimes too (a regime 1.5× slower
+    // under the baseline hides the slowdown): a missed decode step is measured once more, as a
+    // fresh baseline and a slowed night back to back, as for the unchanged nights above; a build
+    // that did not slow the step misses it in both tries.
+    let missed = |base: &Path, night: &Path| {
+        let c = e2e_compare(base, night);
+        c.verdicts
+            .iter()
+            .filter(|v| v.run.ends_with("nightly-decode") && v.figure == "decode step median" && v.verdict != "REGRESSED")
+            .count()
+    };
+    if missed(&base, &slow) > 0 {
+        println!("try 1 of the slowed night missed a decode step; measuring a baseline and a slowed night once more");
+        base = e2e_night(&suite, "base-try2", k, None);
+        slow = e2e_night(&suite, "slow-try2", k, Some("slow:1.5@nightly-decode"));
+    }
     println!("nights of 4 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
     let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
     let launches = manifest.launches().expect("per-launch figures");
@@ -1302,7 +1319,7 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
         assert!(flagged.is_empty() && c.code == 0, "night {a} vs night {b}, an unchanged build, exit {}: {flagged:#?}", c.code);
         assert!(c.verdicts.iter().all(|v| v.detail.contains("from_launches")), "every figure judged with the floor from its launches");
     }
-    let Compared { verdicts, code, text } = e2e_compare(&nights[2], &slow);
+    let Compared { verdicts, code, text } = e2e_compare(&base, &slow);
     let (regressed, improved) = (count(&verdicts, "REGRESSED"), count(&verdicts, "IMPROVED"));
     println!("night 3 vs slow:1.5 on decode: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}", verdicts.len());
     assert_eq!(code, 4, "{text}");
