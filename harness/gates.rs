@@ -53,6 +53,7 @@ pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
         c.args(["-c", command]).stdin(std::process::Stdio::null()).stdout(stdout).stderr(stderr);
         c.process_group(0);
         crate::launch::supervise::die_with_parent(&mut c);
+        limit_output(&mut c);
         c.spawn()
     });
     let Ok(mut child) = child else {
@@ -60,6 +61,24 @@ pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
     };
     let exit_code = wait_for_probe(&mut child, Instant::now() + limit);
     record(exit_code, probe_output(&mut log))
+}
+
+/// The most bytes a probe may write into its output (an in-memory file): a probe that prints
+/// on and on is stopped there (SIGXFSZ) instead of filling memory until its time limit.
+pub const PROBE_OUTPUT_LIMIT: u64 = 16 << 20;
+
+/// Caps the files the probe writes, its output among them, at [`PROBE_OUTPUT_LIMIT`].
+fn limit_output(c: &mut std::process::Command) {
+    // SAFETY: setrlimit is async-signal-safe; it is the only call made between fork and exec here.
+    unsafe {
+        c.pre_exec(|| {
+            let cap = libc::rlimit { rlim_cur: PROBE_OUTPUT_LIMIT, rlim_max: PROBE_OUTPUT_LIMIT };
+            match libc::setrlimit(libc::RLIMIT_FSIZE, &cap) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
 }
 
 /// Waits for a probe's shell until `deadline` or a termination signal; its exit code (None when
@@ -480,6 +499,11 @@ mod tests {
             .filter(|c| String::from_utf8_lossy(c).contains(&marker))
             .count();
         assert_eq!(left, 0, "a probe's background child outlived it");
+        // A probe that prints on and on is stopped at the output cap, not at its time limit.
+        let start = Instant::now();
+        let flood = probe("flood", "cat /dev/zero", Duration::from_secs(60));
+        assert!(start.elapsed() < Duration::from_secs(30), "took {:?}", start.elapsed());
+        assert_ne!(flood.exit_code, Some(0), "{}", flood.evidence());
         // Output that is not UTF-8 keeps the rest.
         let bytes = probe("bytes", "printf 'GPU 0\\377 ok'", Duration::from_secs(20));
         assert!(bytes.output.starts_with("GPU 0") && bytes.output.ends_with(" ok"), "{}", bytes.output);
