@@ -1,9 +1,8 @@
 //! Rank processes already running on this machine when a run starts: leftovers of an earlier
 //! controller on this store (ended before the run) and ranks of other stores (a caveat).
 
-use super::supervise::{alive, ProcessId, GRACE};
+use super::supervise::{alive, ProcessId};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// A `parlab rank` process found in /proc.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,14 +16,8 @@ pub struct RankProcess {
 /// Every live `parlab rank --plan P --out DIR` process on this machine but this one.
 pub fn rank_processes() -> Vec<RankProcess> {
     let me = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let mut found: Vec<RankProcess> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me)
-        .filter_map(rank_process)
-        .filter(|p| alive(p.pid))
-        .collect();
+    let mut found: Vec<RankProcess> =
+        super::supervise::pids().into_iter().filter(|&pid| pid != me).filter_map(rank_process).filter(|p| alive(p.pid)).collect();
     found.sort_by_key(|p| p.pid);
     found
 }
@@ -56,12 +49,7 @@ pub fn split_by_store(ranks: Vec<RankProcess>, store: &Path) -> (Vec<RankProcess
 /// is sent.
 pub fn end(pids: &[u32]) {
     let processes: Vec<ProcessId> = pids.iter().copied().filter_map(ProcessId::of).collect();
-    processes.iter().for_each(|p| p.signal_process(libc::SIGTERM));
-    let until = Instant::now() + GRACE;
-    while Instant::now() < until && processes.iter().any(|p| p.is_running()) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    processes.iter().for_each(|p| p.signal_process(libc::SIGKILL));
+    super::supervise::end_processes(&processes, ProcessId::signal_process);
 }
 
 /// The pids of `ranks`, as text for caveats: `123, 456`.

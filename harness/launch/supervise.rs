@@ -150,10 +150,7 @@ fn kill_all(launcher: ProcessId, out: &Path, launcher_gone: impl Fn() -> bool) {
     targets.extend(pid_files(out).into_iter().map(|(pid, _)| pid).filter(|p| is_ours(*p, out)).filter_map(ProcessId::of));
     launcher.signal(libc::SIGTERM);
     targets.iter().for_each(|t| t.signal(libc::SIGTERM));
-    let until = Instant::now() + GRACE;
-    while Instant::now() < until && !(launcher_gone() && targets.iter().all(|t| !t.is_running())) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    within_grace(|| launcher_gone() && targets.iter().all(|t| !t.is_running()));
     targets.extend(descendants(group).into_iter().filter_map(ProcessId::of));
     launcher.signal(libc::SIGKILL);
     targets.iter().for_each(|t| t.signal(libc::SIGKILL));
@@ -216,10 +213,7 @@ fn end_group(group: i32) {
     }
     // SAFETY: killpg only sends a signal to the group's members, which exist (checked above).
     unsafe { libc::killpg(group, libc::SIGTERM) };
-    let until = Instant::now() + GRACE;
-    while Instant::now() < until && !group_members(group).is_empty() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    within_grace(|| group_members(group).is_empty());
     if !group_members(group).is_empty() {
         // SAFETY: as above; members remain, so the id is still this group's.
         unsafe { libc::killpg(group, libc::SIGKILL) };
@@ -228,10 +222,8 @@ fn end_group(group: i32) {
 
 /// The live (not zombie) processes of process group `group`.
 fn group_members(group: i32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    pids()
+        .into_iter()
         .filter(|&pid| {
             let Ok(stat) = std::fs::read_to_string(proc_path(pid, "stat")) else { return false };
             stat_field(&stat, 0) != Some("Z") && stat_field(&stat, 2).and_then(|g| g.parse::<i32>().ok()) == Some(group)
@@ -250,18 +242,36 @@ pub(crate) fn exited_unreaped(pid: u32) -> bool {
     }
 }
 
-/// After the launcher ended: ranks listed in pid files that still run (orphans) get SIGTERM, then SIGKILL.
+/// After the launcher ended: ranks listed in pid files that still run (orphans) get SIGTERM,
+/// then SIGKILL, with the process groups they lead.
 fn reap_leftovers(out: &Path) {
     let left: Vec<ProcessId> = pid_files(out).into_iter().map(|(p, _)| p).filter(|p| is_ours(*p, out)).filter_map(ProcessId::of).collect();
-    if left.is_empty() {
+    end_processes(&left, ProcessId::signal);
+}
+
+/// SIGTERM to each of `processes` through `send`, then SIGKILL to those still running after the
+/// grace period; returns at once when there are none, and as soon as all are gone.
+pub(crate) fn end_processes(processes: &[ProcessId], send: fn(ProcessId, i32)) {
+    if processes.is_empty() {
         return;
     }
-    left.iter().for_each(|p| p.signal(libc::SIGTERM));
+    processes.iter().for_each(|&p| send(p, libc::SIGTERM));
+    within_grace(|| processes.iter().all(|p| !p.is_running()));
+    processes.iter().for_each(|&p| send(p, libc::SIGKILL));
+}
+
+/// Waits until `done` says so, at most the grace period, looking every 50 ms.
+fn within_grace(done: impl Fn() -> bool) {
     let until = Instant::now() + GRACE;
-    while Instant::now() < until && left.iter().any(|p| p.is_running()) {
+    while Instant::now() < until && !done() {
         std::thread::sleep(Duration::from_millis(50));
     }
-    left.iter().for_each(|p| p.signal(libc::SIGKILL));
+}
+
+/// Every pid /proc lists now.
+pub fn pids() -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()
 }
 
 /// `(pid, rank)` from the files ranks write in `out/pids/` at start.
@@ -306,12 +316,10 @@ fn stat_field(stat: &str, i: usize) -> Option<&str> {
 
 /// Every live descendant of `root`, from /proc's parent links.
 pub fn descendants(root: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let parents: Vec<(u32, u32)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+    let parents: Vec<(u32, u32)> = pids()
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(proc_path(pid, "stat")).ok()?;
             Some((pid, stat_field(&stat, 1)?.parse().ok()?))
         })
         .collect();
@@ -326,6 +334,13 @@ pub fn descendants(root: u32) -> Vec<u32> {
     found
 }
 
+/// How many live processes have `marker` in their command line (tests of what is left behind).
+#[cfg(test)]
+pub(crate) fn running_with(marker: &str) -> usize {
+    let cmdlines = pids().into_iter().filter(|&pid| alive(pid)).filter_map(|pid| std::fs::read(proc_path(pid, "cmdline")).ok());
+    cmdlines.filter(|c| String::from_utf8_lossy(c).contains(marker)).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,15 +353,6 @@ mod tests {
             oversubscribed: false,
             transport: String::new(),
         }
-    }
-
-    fn running_with(marker: &str) -> usize {
-        let procs = std::fs::read_dir("/proc").unwrap().flatten();
-        procs
-            .filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok_and(alive)))
-            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-            .filter(|c| String::from_utf8_lossy(c).contains(marker))
-            .count()
     }
 
     #[test]

@@ -191,7 +191,13 @@ fn record(sink: &mut RecordSink, rep: u32, r: &RepResult) -> std::io::Result<()>
             sink.push(Figure::ExpertAssigned, 0, rep, layer as u32, n as f64)?;
         }
         for (phase, t) in [(Phase::Prefill, prefill), (Phase::Decode, decode)] {
-            for (part, value) in ExpertPart::ALL.into_iter().zip([t.compute_s, t.exchange_s, t.gather_s, t.sent_bytes as f64]) {
+            let parts = [
+                (ExpertPart::Compute, t.compute_s),
+                (ExpertPart::Exchange, t.exchange_s),
+                (ExpertPart::Gather, t.gather_s),
+                (ExpertPart::SentBytes, t.sent_bytes as f64),
+            ];
+            for (part, value) in parts {
                 sink.push(Figure::Expert(phase, part), 0, rep, 0, value)?;
             }
         }
