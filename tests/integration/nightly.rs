@@ -1285,9 +1285,11 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     let mut base = nights[2].clone();
     let mut slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
     // The slowed night and its baseline can fall in different regimes too (a regime 1.5× slower
-    // under the baseline hides the slowdown): a missed decode step is measured once more, as a
-    // fresh baseline and a slowed night back to back, as for the unchanged nights above; a build
-    // that did not slow the step misses it in both tries.
+    // under the baseline hides the slowdown, and a night whose launches straddle switches
+    // scatters so widely that nothing clears its floor): a missed decode step is measured again,
+    // as a fresh baseline and a slowed night back to back, up to two more times (on 2026-12-06
+    // this Xeon missed both of two tries twice); a build that did not slow the step misses it in
+    // every try.
     let missed = |base: &Path, night: &Path| {
         let c = e2e_compare(base, night);
         c.verdicts
@@ -1295,10 +1297,13 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
             .filter(|v| v.run.ends_with("nightly-decode") && v.figure == "decode step median" && v.verdict != "REGRESSED")
             .count()
     };
-    if missed(&base, &slow) > 0 {
-        println!("try 1 of the slowed night missed a decode step; measuring a baseline and a slowed night once more");
-        base = e2e_night(&suite, "base-try2", k, None);
-        slow = e2e_night(&suite, "slow-try2", k, Some("slow:1.5@nightly-decode"));
+    for attempt in 2..=3 {
+        if missed(&base, &slow) == 0 {
+            break;
+        }
+        println!("try {} of the slowed night missed a decode step; measuring a baseline and a slowed night again", attempt - 1);
+        base = e2e_night(&suite, &format!("base-try{attempt}"), k, None);
+        slow = e2e_night(&suite, &format!("slow-try{attempt}"), k, Some("slow:1.5@nightly-decode"));
     }
     println!("nights of 4 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
     let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
