@@ -205,9 +205,16 @@ pub fn advise(request: Request) -> Advice {
             None => sound.push((layout, p)),
         }
     }
-    let fitting: Vec<Layout> = sound.iter().map(|(l, _)| *l).collect();
+    let (duplicated, sound): (Vec<_>, Vec<_>) = sound
+        .iter()
+        .map(|(layout, p)| (*layout, p.clone(), reject::kv_duplicated(layout, p, shape, &sound, w.objective)))
+        .partition(|(_, _, reason)| reason.is_some());
+    for (layout, p, reason) in duplicated {
+        rejected.extend(reason.map(|reason| Rejected { layout, label: layout.label(), reason, predicted: Some(p) }));
+    }
+    let fitting: Vec<Layout> = sound.iter().map(|(l, _, _)| *l).collect();
     let mut ranked = Vec::new();
-    for (layout, p) in sound {
+    for (layout, p, _) in sound {
         match reject::slow_boundary(&layout, m, &fitting) {
             Some(reason) => rejected.push(Rejected { layout, label: layout.label(), reason, predicted: Some(p) }),
             None => ranked.push(Ranked { layout, label: layout.label(), predicted: p, flip: None }),

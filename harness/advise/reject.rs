@@ -1,10 +1,11 @@
 //! Why a layout cannot be advised, as typed reasons: the shape does not split that way, the
-//! groups do not tile the machine's domains, the weights and cache do not fit, or a tensor
-//! group crosses a slow boundary while a group inside the faster domain would do.
+//! groups do not tile the machine's domains, the weights and cache do not fit, a tensor group
+//! past the KV heads buys nothing a group capped at them lacks, or a tensor group crosses a
+//! slow boundary while a group inside the faster domain would do.
 
 use super::layouts::Layout;
 use super::predict::Prediction;
-use super::request::Machine;
+use super::request::{Machine, Objective};
 use crate::costmodel::link::Link;
 use crate::costmodel::shape::ModelShape;
 use serde::Serialize;
@@ -34,12 +35,25 @@ pub enum Rejection {
         /// Tensor degree.
         tensor: u32,
     },
-    /// A tensor group beyond the KV heads copies the cache instead of splitting it.
+    /// A tensor group beyond the KV heads copies the cache instead of splitting it, while a
+    /// layout whose tensor group stops at the KV heads fits and is predicted no worse.
     KvHeadsDuplicated {
         /// KV heads.
         kv_heads: u64,
         /// Tensor degree.
         tensor: u32,
+        /// KV cache bytes on its most loaded device.
+        kv_bytes_per_device: u64,
+        /// Its collectives per decode step (seconds).
+        step_comm_s: f64,
+        /// The layout with the tensor group capped at the KV heads that is predicted best.
+        instead: String,
+        /// That layout's KV cache bytes per device.
+        instead_kv_bytes_per_device: u64,
+        /// That layout's collectives per decode step (seconds).
+        instead_step_comm_s: f64,
+        /// This layout's cost under the objective over that layout's (1 or more).
+        costlier_by: f64,
     },
     /// More stages than layers.
     TooManyStages {
@@ -99,9 +113,6 @@ pub fn structural(layout: &Layout, shape: &ModelShape, machine: &Machine) -> Opt
         if !shape.kv_heads.is_multiple_of(t64) && !t64.is_multiple_of(shape.kv_heads) {
             return Some(Rejection::KvHeadsNotDivisible { kv_heads: shape.kv_heads, tensor: t });
         }
-        if t64 > shape.kv_heads {
-            return Some(Rejection::KvHeadsDuplicated { kv_heads: shape.kv_heads, tensor: t });
-        }
         if !shape.intermediate.is_multiple_of(t64) {
             return Some(Rejection::WidthNotDivisible { intermediate: shape.intermediate, tensor: t });
         }
@@ -132,6 +143,38 @@ pub fn fit(prediction: &Prediction, machine: &Machine) -> Option<Rejection> {
         weights_bytes: prediction.weights_bytes_per_device,
         kv_bytes: prediction.kv_bytes_per_device,
         memory_bytes: machine.device.memory_bytes(),
+    })
+}
+
+/// The rejection of a layout whose tensor group is past the KV heads (each device holds whole
+/// copies of its heads' cache), when a layout of `sound` (structurally sound and fitting) with
+/// its tensor group capped at the KV heads and the rest of the group as more stages or
+/// replicas costs no more under `objective`. Where every such layout costs more (or none
+/// fits), the duplicated cache is the price of the gain and the layout is ranked.
+pub fn kv_duplicated(
+    layout: &Layout,
+    predicted: &Prediction,
+    shape: &ModelShape,
+    sound: &[(Layout, Prediction)],
+    objective: Objective,
+) -> Option<Rejection> {
+    if u64::from(layout.tensor) <= shape.kv_heads {
+        return None;
+    }
+    let capped = |l: &Layout| {
+        u64::from(l.tensor) == shape.kv_heads && l.expert == layout.expert && l.pipeline >= layout.pipeline && l.data >= layout.data
+    };
+    let (instead, p) = sound.iter().filter(|(l, _)| capped(l)).min_by(|(_, a), (_, b)| a.cost(objective).total_cmp(&b.cost(objective)))?;
+    let costlier_by = predicted.cost(objective) / p.cost(objective);
+    (costlier_by >= 1.0).then(|| Rejection::KvHeadsDuplicated {
+        kv_heads: shape.kv_heads,
+        tensor: layout.tensor,
+        kv_bytes_per_device: predicted.kv_bytes_per_device,
+        step_comm_s: predicted.step_comm_s,
+        instead: instead.label(),
+        instead_kv_bytes_per_device: p.kv_bytes_per_device,
+        instead_step_comm_s: p.step_comm_s,
+        costlier_by,
     })
 }
 

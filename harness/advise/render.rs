@@ -22,6 +22,7 @@ pub fn assumptions(advice: &Advice) -> Vec<String> {
         "Every layout uses every device. A tensor group is contiguous, its pipeline stages next, replicas outermost; a ring all-reduce pays the link of the smallest domain holding its whole group (a domain's link joins every device in it, as a switch does) and, where that domain joins nodes, the slower of it and the links inside a node (its ring passes every device of a node over the node's own links); a pipeline hop pays the link between its two stages.".into(),
         "Sequences in flight on one replica are served in turn (no batching), so throughput favours replicas whenever they fit.".into(),
         "Time to first token is the prefill of one prompt alone (no queueing): per stage the larger of its arithmetic over the device's peak and its weight read over memory bandwidth, plus its collectives.".into(),
+        "A tensor group past the model's KV heads (each device holding whole copies of its heads' cache) is refused where a layout that stops its tensor group at the KV heads, the rest as stages or replicas, fits and is predicted no worse (the parallelism chapter: past the KV heads the cache stops falling while the collectives grow); where every such layout is predicted worse, it is ranked.".into(),
         "A tensor group that crosses a slower link is refused while a layout keeping its tensor group inside the faster domain fits (chapter 1.4: never TP across SYS; the parallelism chapter: TP inside a node, PP between nodes).".into(),
     ];
     if let Some(e) = advice.request.model.shape.experts {
@@ -90,8 +91,22 @@ pub fn rejection_message(r: &Rejection) -> String {
             format!("{kv_heads} KV heads neither split over nor replicate evenly onto {tensor} devices")
         }
         Rejection::WidthNotDivisible { intermediate, tensor } => format!("feed-forward width {intermediate} does not split over {tensor} devices"),
-        Rejection::KvHeadsDuplicated { kv_heads, tensor } => format!(
-            "TP={tensor} is beyond the {kv_heads} KV heads: each device would hold whole copies of its KV heads' cache, so the cache per device stops falling at TP={kv_heads} while the collectives keep growing (only the weights still split)"
+        Rejection::KvHeadsDuplicated {
+            kv_heads,
+            tensor,
+            kv_bytes_per_device,
+            step_comm_s,
+            instead,
+            instead_kv_bytes_per_device,
+            instead_step_comm_s,
+            costlier_by,
+        } => format!(
+            "TP={tensor} is beyond the {kv_heads} KV heads: each device holds whole copies of its KV heads' cache ({} a device) while a step's collectives grow to {}; {instead} stops its tensor group at TP={kv_heads} ({} of cache a device, {} of collectives) and is predicted {}",
+            format_bytes(*kv_bytes_per_device as f64),
+            format_seconds(*step_comm_s),
+            format_bytes(*instead_kv_bytes_per_device as f64),
+            format_seconds(*instead_step_comm_s),
+            if *costlier_by > 1.0 { format!("{}x better", sig3(*costlier_by)) } else { "as good".to_string() }
         ),
         Rejection::TooManyStages { layers, pipeline } => format!("{layers} layers do not fill {pipeline} stages"),
         Rejection::ExpertsNotDivisible { experts, expert } => format!("{experts} experts do not split over {expert} devices"),

@@ -428,6 +428,38 @@ fn json_output_matches_the_documented_shape() {
 }
 
 #[test]
+fn a_tensor_group_past_the_kv_heads_is_refused_only_where_one_capped_at_them_does_as_well() {
+    // Llama-3.1-8B has 8 KV heads: at TP=16 each device holds whole copies of its heads' cache.
+    let advise = |extra: &[&str]| {
+        let base = ["advise", "llama-3.1-8b", "--device", "a100-80gb", "--devices-per-node", "16", "--domain", "16:nvswitch"];
+        let out = parlab(&[&base[..], &["--prompt", "4096", "--new-tokens", "256", "--json"], extra].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let ranked = |v: &Value, label: &str| v["ranked"].as_array().unwrap().iter().find(|r| r["label"] == label).cloned();
+    // One request at a time: the collectives of a ring of 16 cost more than the weights they
+    // split, so TP=8 with two replicas is predicted better, and the arithmetic refuses TP=16.
+    let latency = advise(&[]);
+    let refused = latency["rejected"].as_array().unwrap().iter().find(|r| r["label"] == "TP=16 x DP=1").expect("TP=16 refused").clone();
+    let (reason, instead) = (&refused["reason"], ranked(&latency, "TP=8 x DP=2").expect("TP=8 x DP=2 ranked"));
+    assert_eq!((reason["kind"].as_str(), reason["instead"].as_str()), (Some("kv_heads_duplicated"), Some("TP=8 x DP=2")), "{refused:#}");
+    assert_eq!(reason["kv_bytes_per_device"], refused["predicted"]["kv_bytes_per_device"], "its own cache, as predicted");
+    assert_eq!(reason["instead_step_comm_s"], instead["predicted"]["step_comm_s"], "the capped layout's collectives, as ranked");
+    let request = |p: &Value| p["request_s"].as_f64().unwrap();
+    let costlier = request(&refused["predicted"]) / request(&instead["predicted"]);
+    assert!((reason["costlier_by"].as_f64().unwrap() - costlier).abs() < 1e-9 && costlier > 1.5, "{refused:#}");
+    assert!(refused["message"].as_str().unwrap().contains("beyond the 8 KV heads"), "{refused:#}");
+    // Time to first token of 64 prompts: the prefill's arithmetic over 16 devices wins what the
+    // duplicated cache costs, so TP=16 is ranked (first), its cache per device shown.
+    let ttft = advise(&["--objective", "ttft", "--sequences", "64"]);
+    let tp16 = ranked(&ttft, "TP=16 x DP=1").expect("TP=16 ranked for time to first token");
+    assert_eq!(tp16["rank"], 1, "{ttft:#}");
+    assert!(ttft["rejected"].as_array().unwrap().iter().all(|r| r["reason"]["kind"] != "kv_heads_duplicated"), "{ttft:#}");
+    let tp8 = ranked(&ttft, "TP=8 x DP=2").unwrap();
+    assert!(tp16["predicted"]["kv_bytes_per_device"].as_u64() > tp8["predicted"]["kv_bytes_per_device"].as_u64(), "its cache is copied");
+}
+
+#[test]
 fn bad_input_exits_2_naming_what_is_wrong() {
     let base = ["advise", "llama-3.1-8b", "--device", "a100-80gb", "--devices-per-node", "4", "--prompt", "128", "--new-tokens", "8"];
     let cases: [(&[&str], &str); 10] = [
