@@ -24,6 +24,8 @@ pub struct LaunchCommand {
     pub oversubscribed: bool,
     /// Open MPI's effective transport selection, in words (recorded in the manifest).
     pub transport: String,
+    /// The launcher starts a Slurm job step (srun): a stopped launch cancels it with scancel.
+    pub starts_slurm_step: bool,
 }
 
 /// What the command line depends on besides the plan.
@@ -180,7 +182,14 @@ fn mpirun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Ma
     }
     args.extend(["--output-filename".into(), path_text(&out.join(RANK_LOGS))]);
     args.extend(rank_args(exe, plan_path, out));
-    LaunchCommand { program: "mpirun".into(), args, env: Vec::new(), oversubscribed, transport: transport.description }
+    LaunchCommand {
+        program: "mpirun".into(),
+        args,
+        env: Vec::new(),
+        oversubscribed,
+        transport: transport.description,
+        starts_slurm_step: false,
+    }
 }
 
 /// Idle OpenMP threads of a rank sleep (libgomp spins otherwise, taking the core the matvec pool needs).
@@ -201,7 +210,7 @@ fn srun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Mach
     args.extend(srun_mpi(std::env::var("SLURM_MPI_TYPE").ok().as_deref()));
     args.push(format!("--error={}", path_text(&out.join(RANK_LOGS).join("rank.%t.stderr"))));
     args.extend(rank_args(exe, plan_path, out));
-    LaunchCommand { program: "srun".into(), args, env, oversubscribed: false, transport: transport.description }
+    LaunchCommand { program: "srun".into(), args, env, oversubscribed: false, transport: transport.description, starts_slurm_step: true }
 }
 
 /// Under Slurm the nodes are Slurm's choice: inside a one-node allocation (`SLURM_NNODES=1`)

@@ -171,7 +171,7 @@ pub fn explain(ended: &Ended, out: &Path, plan: &crate::spec::RunPlan, launcher:
     let parsed = parse_mpirun(&mpirun_err);
     let head = match ended {
         Ended::Exited(0) if errors.is_empty() => return None,
-        Ended::TimedOut { running } => format!(
+        Ended::TimedOut { running, .. } => format!(
             "timed out after {timeout_s} s; ranks still running: {}; sent SIGTERM to the launcher's process group and the ranks, SIGKILL after {:.1} s",
             list(running),
             super::supervise::GRACE.as_secs_f64()
@@ -182,7 +182,7 @@ pub fn explain(ended: &Ended, out: &Path, plan: &crate::spec::RunPlan, launcher:
             (None, None) => format!("{launcher} exited with status {code}"),
         },
         Ended::Signalled(sig) => format!("{launcher} was killed by signal {sig}"),
-        Ended::Interrupted { signal, running } => format!(
+        Ended::Interrupted { signal, running, .. } => format!(
             "interrupted: parlab received {}; ranks still running then: {}; sent SIGTERM to the launcher's process group and the ranks, SIGKILL after {:.1} s",
             super::signals::name(*signal),
             list(running),
@@ -190,12 +190,15 @@ pub fn explain(ended: &Ended, out: &Path, plan: &crate::spec::RunPlan, launcher:
         ),
     };
     let mut parts = vec![head];
+    if let Ended::TimedOut { cancelled: Some(c), .. } | Ended::Interrupted { cancelled: Some(c), .. } = ended {
+        parts.push(c.describe());
+    }
     let unreached = super::unreached::explain(plan.hostfile.as_deref(), out, plan.layout.world, launcher, &mpirun_err);
     let launcher_explained = unreached.is_some();
     parts.extend(unreached);
     parts.extend(errors.iter().map(|(r, m)| format!("rank {r} reported: {}", cause::without_noise(m))));
     let mut cause_ranks: Vec<u32> = parsed.iter().map(RankEnd::rank).chain(errors.iter().map(|(r, _)| *r)).collect();
-    if let Ended::TimedOut { running } | Ended::Interrupted { running, .. } = ended {
+    if let Ended::TimedOut { running, .. } | Ended::Interrupted { running, .. } = ended {
         cause_ranks.extend(running);
     }
     cause_ranks.sort_unstable();

@@ -6,6 +6,7 @@ pub mod failure;
 pub mod hosts;
 pub mod leftovers;
 pub mod signals;
+pub mod slurm;
 pub mod supervise;
 pub mod unreached;
 

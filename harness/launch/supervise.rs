@@ -2,6 +2,7 @@
 //! and kill everything the run started (group, descendants, ranks' pid files) when needed.
 
 use super::command::LaunchCommand;
+use super::slurm::Cancelled;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,6 +24,8 @@ pub enum Ended {
     TimedOut {
         /// Ranks (from their pid files) still running at the deadline.
         running: Vec<u32>,
+        /// The Slurm step of an srun launch, cancelled.
+        cancelled: Option<Cancelled>,
     },
     /// The controller received a termination signal; the launcher and its ranks were killed.
     Interrupted {
@@ -30,6 +33,8 @@ pub enum Ended {
         signal: i32,
         /// Ranks (from their pid files) still running when it arrived.
         running: Vec<u32>,
+        /// The Slurm step of an srun launch, cancelled.
+        cancelled: Option<Cancelled>,
     },
 }
 
@@ -73,24 +78,22 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
     let deadline = Instant::now() + timeout;
     let ended = loop {
         let now = Instant::now();
-        let stop = if let Some(signal) = super::signals::received() {
-            Some(Ended::Interrupted { signal, running: ranks_alive(out) })
-        } else if now >= deadline {
-            Some(Ended::TimedOut { running: ranks_alive(out) })
-        } else {
-            None
-        };
-        if let Some(stop) = stop {
-            kill_all(launcher, out, || matches!(handle.try_wait(), Ok(Some(_))));
+        let signal = super::signals::received();
+        if signal.is_some() || now >= deadline {
+            let running = ranks_alive(out);
+            let cancelled = kill_all(launcher, cmd, out, || matches!(handle.try_wait(), Ok(Some(_))));
             let _ = handle.wait();
-            break stop;
+            break match signal {
+                Some(signal) => Ended::Interrupted { signal, running, cancelled },
+                None => Ended::TimedOut { running, cancelled },
+            };
         }
         match handle.wait_deadline(deadline.min(now + POLL)) {
             Ok(Some(output)) => break status_of(&output.status),
             Ok(None) => {}
             Err(cause) => {
                 // Nothing started may outlive a launch that could not be waited for.
-                kill_all(launcher, out, || matches!(handle.try_wait(), Ok(Some(_))));
+                let _ = kill_all(launcher, cmd, out, || matches!(handle.try_wait(), Ok(Some(_))));
                 let _ = handle.wait();
                 reap_leftovers(out);
                 return Err(io(cause));
@@ -142,18 +145,22 @@ fn status_of(status: &std::process::ExitStatus) -> Ended {
     }
 }
 
-/// SIGTERM to the launcher's group, its descendants and the ranks' groups; SIGKILL after the
-/// grace period, to those of them that are still the processes signalled first.
-fn kill_all(launcher: ProcessId, out: &Path, launcher_gone: impl Fn() -> bool) {
+/// SIGTERM to the launcher's group, its descendants and the ranks' groups, and for an srun
+/// launch `scancel` of the step its ranks run in (its tasks on other nodes are out of this
+/// machine's reach); SIGKILL after the grace period, to those of them that are still the
+/// processes signalled first. Returns what became of the step.
+fn kill_all(launcher: ProcessId, cmd: &LaunchCommand, out: &Path, launcher_gone: impl Fn() -> bool) -> Option<Cancelled> {
     let group = launcher.pid;
     let mut targets: Vec<ProcessId> = descendants(group).into_iter().filter_map(ProcessId::of).collect();
     targets.extend(pid_files(out).into_iter().map(|(pid, _)| pid).filter(|p| is_ours(*p, out)).filter_map(ProcessId::of));
     launcher.signal(libc::SIGTERM);
     targets.iter().for_each(|t| t.signal(libc::SIGTERM));
+    let cancelled = if cmd.starts_slurm_step { super::slurm::cancel_launched(out) } else { None };
     within_grace(|| launcher_gone() && targets.iter().all(|t| !t.is_running()));
     targets.extend(descendants(group).into_iter().filter_map(ProcessId::of));
     launcher.signal(libc::SIGKILL);
     targets.iter().for_each(|t| t.signal(libc::SIGKILL));
+    cancelled
 }
 
 /// A process named by its pid and its start time, so that a pid the kernel has since given to
@@ -352,6 +359,7 @@ mod tests {
             env: Vec::new(),
             oversubscribed: false,
             transport: String::new(),
+            starts_slurm_step: false,
         }
     }
 

@@ -33,10 +33,11 @@ pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
 ///
 /// On success the process exits here (status 0) right after MPI_Finalize, without returning.
 /// Before MPI starts the rank writes `out/pids/<pid>` (its rank inside) so the supervisor can
-/// kill it. A workload error (e.g. a wrong collective result) is written to
+/// kill it, and under srun `out/slurm-step` so that it can cancel the step on every node. A workload error (e.g. a wrong collective result) is written to
 /// `out/error-rank<N>.txt` and printed, then the rank calls MPI_Abort so no rank waits forever.
 pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     write_pid_file(out);
+    crate::launch::slurm::write_step(out);
     watchdog::start(plan.timeout_s);
     let universe = mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI was already initialised"))?;
     let mut comm = comm::Communicator::new(universe.world());
