@@ -139,8 +139,61 @@ pub enum Verdict {
 
 crate::named!(Verdict { Regressed => "REGRESSED", Improved => "IMPROVED", NoChange => "NO_CHANGE", InsufficientEvidence => "INSUFFICIENT_EVIDENCE" });
 
-/// One figure of one run compared across the two nights.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// How a figure's verdict was reached.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Method {
+    /// Tonight has no per-launch value of the figure (no launch measured it).
+    NoValueTonight {
+        /// Baseline launches.
+        before: usize,
+    },
+    /// A night has fewer launches (or fewer above 0) than the t-test needs.
+    TooFewLaunches {
+        /// Baseline launches.
+        before: usize,
+        /// Tonight's launches.
+        after: usize,
+        /// Baseline launches above 0 (the test compares logarithms).
+        usable_before: usize,
+        /// Tonight's launches above 0.
+        usable_after: usize,
+    },
+    /// Yuen's trimmed t on the logarithms of the per-launch medians, Benjamini–Hochberg across
+    /// the night's tested figures.
+    Tested {
+        /// The test.
+        test: stats::TTest,
+        /// Its Benjamini–Hochberg adjusted p-value.
+        q: f64,
+        /// The settings it was judged by.
+        policy: Policy,
+        /// The bandwidth-normalised change (how much worse) that explained a significant change
+        /// away, turning it into NO_CHANGE.
+        explained_by_bandwidth: Option<f64>,
+    },
+}
+
+impl Method {
+    /// The test's two-sided p, when tested.
+    pub fn p(&self) -> Option<f64> {
+        match self {
+            Method::Tested { test, .. } => Some(test.p),
+            _ => None,
+        }
+    }
+
+    /// The Benjamini–Hochberg adjusted p, when tested.
+    pub fn q(&self) -> Option<f64> {
+        match self {
+            Method::Tested { q, .. } => Some(*q),
+            _ => None,
+        }
+    }
+}
+
+/// One figure of one run compared across the two nights (serialised with `p`, `q` and the
+/// method in words by `outputs`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct FigureVerdict {
     /// Short run identity and experiment.
     pub run: String,
@@ -158,10 +211,6 @@ pub struct FigureVerdict {
     pub effect: f64,
     /// How much worse, oriented by the figure's better direction (negative: better).
     pub worse_by: f64,
-    /// Two-sided p of Yuen's trimmed t on the logs of the per-launch medians, when tested.
-    pub p: Option<f64>,
-    /// Benjamini–Hochberg adjusted p-value among the night's tested figures.
-    pub q: Option<f64>,
     /// Baseline launches.
     pub n_before: usize,
     /// Tonight's launches.
@@ -169,7 +218,7 @@ pub struct FigureVerdict {
     /// The figure's night-to-night noise from the history.
     pub noise: Noise,
     /// How the verdict was reached.
-    pub method: String,
+    pub method: Method,
     /// Tonight's change after scaling by the nights' memory-bandwidth ratio (decode figures
     /// when both nights measured membw).
     pub bandwidth_normalised_worse_by: Option<f64>,
@@ -326,7 +375,7 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
         before: v.before,
         after: v.after,
         worse_by: v.worse_by,
-        p: v.p.unwrap_or(f64::NAN),
+        p: v.method.p().unwrap_or(f64::NAN),
     }));
     Comparison {
         compared: compared(&baseline.manifests, &current.manifests),
@@ -454,43 +503,23 @@ fn against_noise(noise: &Noise, worse: f64, log_ratio: f64) -> Verdict {
 }
 
 /// The verdict and how it was reached, before the bandwidth check.
-fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, worse: f64, effect: f64) -> (Verdict, String) {
-    let Some((t, q)) = tested else {
+fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, worse: f64, effect: f64) -> (Verdict, Method) {
+    let Some((test, q)) = tested else {
         if pair.after.is_empty() {
-            return (
-                Verdict::InsufficientEvidence,
-                format!("{} vs 0 launches: tonight has no per-launch value of this figure (no launch measured it)", pair.before.len()),
-            );
+            return (Verdict::InsufficientEvidence, Method::NoValueTonight { before: pair.before.len() });
         }
         let usable = |v: &[f64]| v.iter().filter(|x| x.is_finite() && **x > 0.0).count();
-        let (ub, ua) = (usable(&pair.before), usable(&pair.after));
-        let unusable = if (ub, ua) == (pair.before.len(), pair.after.len()) {
-            String::new()
-        } else {
-            format!(" ({ub} and {ua} of them above 0: the test compares logarithms)")
+        let method = Method::TooFewLaunches {
+            before: pair.before.len(),
+            after: pair.after.len(),
+            usable_before: usable(&pair.before),
+            usable_after: usable(&pair.after),
         };
-        return (
-            Verdict::InsufficientEvidence,
-            format!(
-                "{} vs {} launches{unusable}: the t-test needs at least {} launches a night (a manifest without per-launch figures counts as one)",
-                pair.before.len(),
-                pair.after.len(),
-                stats::MIN_PER_SIDE
-            ),
-        );
+        return (Verdict::InsufficientEvidence, method);
     };
     let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
     let v = if significant { against_noise(&pair.noise, worse, (1.0 + effect).ln()) } else { Verdict::NoChange };
-    let how = format!(
-        "Yuen-Welch t on log per-launch medians, {:.0}% trimmed each end (df {:.1}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%; {}",
-        stats::TRIM * 100.0,
-        t.df,
-        policy.fdr,
-        effect * 100.0,
-        policy.min_effect * 100.0,
-        pair.noise.describe()
-    );
-    (v, how)
+    (v, Method::Tested { test, q, policy: *policy, explained_by_bandwidth: None })
 }
 
 /// Tonight's change of a decode figure after scaling by the bandwidth ratio.
@@ -510,13 +539,12 @@ fn verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, ra
     let effect = after / before - 1.0;
     let normalised = normalised_worse_by(pair, before, after, ratio);
     let (mut verdict, mut method) = raw_verdict(pair, tested, policy, worse, effect);
-    if let (Verdict::Regressed | Verdict::Improved, Some(n)) = (verdict, normalised) {
+    if let (Verdict::Regressed | Verdict::Improved, Some(n), Method::Tested { explained_by_bandwidth, .. }) =
+        (verdict, normalised, &mut method)
+    {
         let still = if verdict == Verdict::Regressed { n >= policy.min_effect } else { -n >= policy.min_effect };
         if !still {
-            method.push_str(&format!(
-                "; bandwidth-normalised change {:+.1}% is within the minimum: explained by memory bandwidth",
-                n * 100.0
-            ));
+            *explained_by_bandwidth = Some(n);
             verdict = Verdict::NoChange;
         }
     }
@@ -529,8 +557,6 @@ fn verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, ra
         after,
         effect,
         worse_by: worse,
-        p: tested.map(|t| t.0.p),
-        q: tested.map(|t| t.1),
         n_before: pair.before.len(),
         n_after: pair.after.len(),
         noise: pair.noise,

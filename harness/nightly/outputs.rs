@@ -1,7 +1,9 @@
 //! A night's comparison as text lines, JUnit XML, a markdown summary and JSON.
 
-use super::{AnswerOutcome, Comparison, FigureVerdict, Finding, RunStatus, Verdict};
+use super::history::Noise;
+use super::{stats, AnswerOutcome, Comparison, FigureVerdict, Finding, Method, RunStatus, Verdict};
 use crate::xml::escape as xml_escape;
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -50,6 +52,86 @@ pub fn moved_lines(c: &Comparison) -> Vec<String> {
         .collect()
 }
 
+/// How a verdict was reached, in words: the test, its settings and the noise it was held
+/// against, or why there was no test.
+pub fn method_text(v: &FigureVerdict) -> String {
+    match v.method {
+        Method::NoValueTonight { before } => {
+            format!("{before} vs 0 launches: tonight has no per-launch value of this figure (no launch measured it)")
+        }
+        Method::TooFewLaunches { before, after, usable_before, usable_after } => {
+            let unusable = if (usable_before, usable_after) == (before, after) {
+                String::new()
+            } else {
+                format!(" ({usable_before} and {usable_after} of them above 0: the test compares logarithms)")
+            };
+            format!(
+                "{before} vs {after} launches{unusable}: the t-test needs at least {} launches a night (a manifest without per-launch figures counts as one)",
+                stats::MIN_PER_SIDE
+            )
+        }
+        Method::Tested { test, q, policy, explained_by_bandwidth } => {
+            let mut how = format!(
+                "Yuen-Welch t on log per-launch medians, {:.0}% trimmed each end (df {:.1}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%; {}",
+                stats::TRIM * 100.0,
+                test.df,
+                policy.fdr,
+                v.effect * 100.0,
+                policy.min_effect * 100.0,
+                v.noise.describe()
+            );
+            if let Some(n) = explained_by_bandwidth {
+                let _ =
+                    write!(how, "; bandwidth-normalised change {:+.1}% is within the minimum: explained by memory bandwidth", n * 100.0);
+            }
+            how
+        }
+    }
+}
+
+/// A verdict as JSON: its figures, the test's `p` and `q` (null when untested) and the method
+/// in words.
+impl Serialize for FigureVerdict {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            run: &'a str,
+            experiment: &'a str,
+            figure: &'a str,
+            verdict: Verdict,
+            before: f64,
+            after: f64,
+            effect: f64,
+            worse_by: f64,
+            p: Option<f64>,
+            q: Option<f64>,
+            n_before: usize,
+            n_after: usize,
+            noise: Noise,
+            method: String,
+            bandwidth_normalised_worse_by: Option<f64>,
+        }
+        Json {
+            run: &self.run,
+            experiment: &self.experiment,
+            figure: &self.figure,
+            verdict: self.verdict,
+            before: self.before,
+            after: self.after,
+            effect: self.effect,
+            worse_by: self.worse_by,
+            p: self.method.p(),
+            q: self.method.q(),
+            n_before: self.n_before,
+            n_after: self.n_after,
+            noise: self.noise,
+            method: method_text(self),
+            bandwidth_normalised_worse_by: self.bandwidth_normalised_worse_by,
+        }
+        .serialize(serializer)
+    }
+}
+
 /// A p or q value in three significant digits, `-` when there is none.
 fn num(x: Option<f64>) -> String {
     x.map_or("-".to_string(), |x| format!("{x:.2e}"))
@@ -67,11 +149,11 @@ pub fn verdict_line(v: &FigureVerdict) -> String {
         v.after,
         v.effect * 100.0,
         v.bandwidth_normalised_worse_by.map_or(String::new(), |n| format!(", {:+.1}% worse bandwidth-normalised", n * 100.0)),
-        num(v.p),
-        num(v.q),
+        num(v.method.p()),
+        num(v.method.q()),
         v.n_before,
         v.n_after,
-        v.method
+        method_text(v)
     )
 }
 
@@ -268,8 +350,8 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
                 v.before,
                 v.after,
                 v.effect * 100.0,
-                num(v.p),
-                num(v.q),
+                num(v.method.p()),
+                num(v.method.q()),
                 v.n_before,
                 v.n_after,
                 v.noise.describe()

@@ -7,8 +7,9 @@ use parlab::manifest::answer::StepCheck;
 use parlab::manifest::machine::Fingerprint;
 use parlab::manifest::{LaunchStatistic, LaunchStats, Manifest, Outcome, Status};
 use parlab::nightly::history::{Entry, Noise, NoiseBook, Point, SCHEMA};
+use parlab::nightly::outputs::method_text;
 use parlab::nightly::stats::{benjamini_hochberg, mann_whitney, median};
-use parlab::nightly::{compare, AnswerOutcome, Comparison, Finding, Night, Policy, Verdict};
+use parlab::nightly::{compare, AnswerOutcome, Comparison, Finding, Method, Night, Policy, Verdict};
 use parlab::spec::load_suite;
 use parlab::spec::plan::Workload;
 use parlab::spec::schema::Dtype;
@@ -87,7 +88,7 @@ fn launches_of_no_positive_value_are_said_to_be_why_nothing_was_tested() {
     let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     let v = step_verdict(&night_of(&m, &[0.0; 7]), &night_of(&m, &Draw(5).lognormal(7, 0.02, 0.05)));
     assert_eq!(v.verdict, Verdict::InsufficientEvidence);
-    assert!(v.method.starts_with("7 vs 7 launches (0 and 7 of them above 0: the test compares logarithms)"), "{}", v.method);
+    assert!(method_text(&v).starts_with("7 vs 7 launches (0 and 7 of them above 0: the test compares logarithms)"), "{}", method_text(&v));
 }
 
 #[test]
@@ -97,18 +98,19 @@ fn a_twenty_percent_shift_is_regressed_with_five_launches_and_insufficient_with_
     let (base, slow) = (draw.lognormal(5, 0.020, 0.05), draw.lognormal(5, 0.024, 0.05));
     let v = step_verdict(&night_of(&m, &base), &night_of(&m, &slow));
     assert_eq!(v.verdict, Verdict::Regressed, "{v:?}");
-    assert!(v.p.unwrap() < 1e-3 && v.q.unwrap() < 0.05 && (v.effect - 0.2).abs() < 0.08, "{v:?}");
+    assert!(v.method.p().unwrap() < 1e-3 && v.method.q().unwrap() < 0.05 && (v.effect - 0.2).abs() < 0.08, "{v:?}");
     assert_eq!((v.n_before, v.n_after), (5, 5));
     assert!(
-        v.method.starts_with("Yuen-Welch t on log per-launch medians, 20% trimmed each end") && v.method.contains("no history"),
+        method_text(&v).starts_with("Yuen-Welch t on log per-launch medians, 20% trimmed each end")
+            && method_text(&v).contains("no history"),
         "{}",
-        v.method
+        method_text(&v)
     );
     let rate = judged(&night_of(&m, &base), &night_of(&m, &slow));
     assert!(rate.findings.iter().any(|f| matches!(f, Finding::Regressed { figure, .. } if figure == "tokens per second median")));
     let v = step_verdict(&night_of(&m, &base[..2]), &night_of(&m, &slow[..2]));
     assert_eq!(v.verdict, Verdict::InsufficientEvidence, "{v:?}");
-    assert!(v.method.contains("2 vs 2 launches") && v.method.contains("at least 3"), "{}", v.method);
+    assert!(method_text(&v).contains("2 vs 2 launches") && method_text(&v).contains("at least 3"), "{}", method_text(&v));
     let old = Night::new(vec![m.clone()]);
     let v = step_verdict(&old, &night_of(&m, &slow));
     assert_eq!((v.verdict, v.n_before), (Verdict::InsufficientEvidence, 1), "a manifest before launches is one launch: {v:?}");
@@ -141,7 +143,7 @@ fn two_hundred_figures_from_one_distribution_stay_within_what_fdr_allows() {
         let changed = c.verdicts.iter().filter(|v| matches!(v.verdict, Verdict::Regressed | Verdict::Improved)).count();
         false_regressed += changed;
         flagged_nights += usize::from(changed > 0);
-        uncorrected += c.verdicts.iter().filter(|v| v.p.unwrap() < 0.05 && v.effect.abs() >= 0.10).count();
+        uncorrected += c.verdicts.iter().filter(|v| v.method.p().unwrap() < 0.05 && v.effect.abs() >= 0.10).count();
     }
     println!("{nights} nights x 200 null figures, 5 launches: {flagged_nights} nights flagged, {false_regressed} false verdicts; uncorrected p < 0.05 and >= 10%: {uncorrected}");
     // Under the global null BH at 5% flags any figure on at most 5% of nights (1 of 20 expected).
@@ -233,7 +235,7 @@ fn drifting_pairs(draw: &mut Draw, nights: usize, in_rounds: bool) -> ((usize, u
         };
         let c = judged(&night(&before), &night(&after));
         let flagged = c.verdicts.iter().filter(|v| matches!(v.verdict, Verdict::Regressed | Verdict::Improved)).count();
-        let unfloored = c.verdicts.iter().filter(|v| v.q.unwrap() <= 0.05 && v.effect.abs() >= 0.10).count();
+        let unfloored = c.verdicts.iter().filter(|v| v.method.q().unwrap() <= 0.05 && v.effect.abs() >= 0.10).count();
         judged_flags = (judged_flags.0 + usize::from(flagged > 0), judged_flags.1 + flagged);
         unfloored_flags = (unfloored_flags.0 + usize::from(unfloored > 0), unfloored_flags.1 + unfloored);
     }
@@ -273,13 +275,13 @@ fn the_floor_from_the_launches_keeps_a_real_change_and_says_what_it_used() {
     let Noise::FromLaunches { sigma, launches, from, .. } = v.noise else { panic!("{:?}", v.noise) };
     assert!(launches == k && sigma > 0.02 && sigma < 0.10, "{sigma} from {launches}");
     let said = format!("scaled MAD of {}'s {k} launches, the night that scattered less", from.words());
-    assert!(v.method.contains(&said) && v.method.contains("band ±"), "{}", v.method);
+    assert!(method_text(&v).contains(&said) && method_text(&v).contains("band ±"), "{}", method_text(&v));
     // Both nights' launches scattered by 8% (an exact pattern, so both spreads are known): a 1.3x
     // change is significant across the launches but inside the floor (3 x sqrt(2) x 8% = 34% in
     // logs), as a night-level shift of that spread could be.
     let scattered = |level: f64| (-3..=3).map(|d| level * (f64::from(d) * 0.08 / 2.9652).exp()).collect::<Vec<f64>>();
     let v = step_verdict(&night_of(&m, &scattered(0.020)), &night_of(&m, &scattered(0.026)));
-    assert!(v.q.unwrap() <= 0.05 && v.effect >= 0.10, "significant and beyond the minimum effect: {v:?}");
+    assert!(v.method.q().unwrap() <= 0.05 && v.effect >= 0.10, "significant and beyond the minimum effect: {v:?}");
     assert_eq!(v.verdict, Verdict::NoChange, "inside the floor: {v:?}");
     // One night scattered by 8% and the other by 2%: the quieter night sets the floor (12% in
     // logs), so a scattered baseline does not hide the same 1.3x change, nor a scattered tonight.
@@ -421,7 +423,7 @@ fn manifests_without_per_launch_figures_are_one_launch_and_never_a_guess() {
     assert!(c.findings.is_empty(), "{:?}", c.findings);
     assert_eq!(c.verdicts.len(), 2);
     for v in &c.verdicts {
-        assert_eq!((v.verdict, v.n_before, v.n_after, v.p), (Verdict::InsufficientEvidence, 1, 1, None), "{v:?}");
+        assert_eq!((v.verdict, v.n_before, v.n_after, v.method.p()), (Verdict::InsufficientEvidence, 1, 1, None), "{v:?}");
         assert!((v.effect - 0.5).abs() < 1e-9 || (v.effect + 1.0 / 3.0).abs() < 1e-9, "the medians are still shown: {v:?}");
     }
 }
@@ -442,7 +444,7 @@ fn a_figure_the_baseline_has_and_tonight_lacks_is_insufficient_evidence_not_drop
     assert_eq!(c.verdicts.len(), 2, "{:?}", c.verdicts);
     let v = c.verdicts.iter().find(|v| v.figure == "decode step median").expect("a decode step verdict");
     assert_eq!((v.verdict, v.n_before, v.n_after, v.after), (Verdict::InsufficientEvidence, 5, 1, 0.020), "{v:?}");
-    assert!(v.method.contains("5 vs 1 launches"), "{}", v.method);
+    assert!(method_text(v).contains("5 vs 1 launches"), "{}", method_text(v));
 }
 
 /// A history of `nights` nights of `m`'s decode figures, each night's step median drawn around
@@ -481,7 +483,7 @@ fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_
     let noisy = NoiseBook::from_entries(&history_of(&m, 12, 0.08, &mut draw), &[]);
     let v = judge(&slow20, &noisy);
     assert_eq!(v.verdict, Verdict::NoChange, "20% is within an 8%-a-night figure's band: {v:?}");
-    assert!(v.method.contains("scaled MAD of 12 nights"), "{}", v.method);
+    assert!(method_text(&v).contains("scaled MAD of 12 nights"), "{}", method_text(&v));
     let Noise::Estimated { sigma, nights: 12 } = v.noise else { panic!("{:?}", v.noise) };
     assert!(sigma > 0.03 && sigma < 0.15, "{sigma}");
     assert_eq!(judge(&slow50, &noisy).verdict, Verdict::Regressed, "50% leaves the band");
@@ -494,9 +496,9 @@ fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_
     assert_eq!(v.verdict, Verdict::Regressed, "{v:?}");
     assert!(matches!(v.noise, Noise::FromLaunches { history: Some(3), .. }), "{v:?}");
     assert!(
-        v.method.contains("history: 3 nights of this figure, too few for a noise estimate (need 5): noise floor from the launches"),
+        method_text(&v).contains("history: 3 nights of this figure, too few for a noise estimate (need 5): noise floor from the launches"),
         "{}",
-        v.method
+        method_text(&v)
     );
     assert_eq!(judge(&base, &short).verdict, Verdict::NoChange, "no change needs no noise estimate");
     // With too few launches for a floor as well, it is not a guess.
@@ -534,7 +536,9 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
     let v = c.verdicts.iter().find(|v| v.figure == "decode step median").unwrap();
     assert!((c.bandwidth_ratio.unwrap() - 1.0 / 1.2).abs() < 1e-12);
     assert_eq!(v.verdict, Verdict::NoChange, "{v:?}");
-    assert!(v.method.contains("explained by memory bandwidth") && v.bandwidth_normalised_worse_by.unwrap().abs() < 0.1, "{v:?}");
+    assert!(method_text(v).contains("explained by memory bandwidth") && v.bandwidth_normalised_worse_by.unwrap().abs() < 0.1, "{v:?}");
+    let Method::Tested { explained_by_bandwidth: Some(explained), .. } = v.method else { panic!("{v:?}") };
+    assert_eq!(Some(explained), v.bandwidth_normalised_worse_by, "the change the bandwidth explained is the one reported");
     after.manifests[1] = membw(18.0e9);
     assert_eq!(judged(&before, &after).verdicts[0].verdict, Verdict::Regressed, "same bandwidth: a regression");
 }
