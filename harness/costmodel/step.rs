@@ -5,7 +5,7 @@
 //! assumption of the model known not to hold for the run. Typed values only: the register
 //! words them (`report::predicted`).
 
-use super::cache::{CacheRates, MIN_CACHE_GAIN};
+use super::cache::{CacheRates, FootprintRate, MIN_CACHE_GAIN};
 use super::link::{allgather_time, allreduce_time, p2p_time, Link, LinkFit};
 use super::plan::{plan, single_device_step_s, streamed_block, Device, PlanInput};
 use super::predict::{all_membw, device_fits, gpu_read_bandwidth, membw_runs, single_process_bandwidth, two_rank_fits};
@@ -243,7 +243,9 @@ pub struct StepPrediction {
 pub struct Calibrated {
     /// The unsplit run's bytes per step over its measured step: its kernel's rate.
     pub kernel_bps: f64,
-    /// What each rank streams at: the lower of the hypothesis' bandwidth and the kernel's rate.
+    /// The fastest a rank can read its bytes: the memory's, or a cache's that holds them.
+    pub ceiling: Ceiling,
+    /// What each rank streams at: the lower of the ceiling and the kernel's rate.
     pub bandwidth_bps: f64,
     /// The unsplit run it was read from.
     pub unsplit_run: RunId,
@@ -253,6 +255,35 @@ pub struct Calibrated {
     pub error: f64,
     /// Within tolerance, or which assumption failed.
     pub outcome: Outcome,
+}
+
+/// The fastest a rank of a calibrated prediction reads its bytes at.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ceiling {
+    /// The matching hypothesis' bandwidth (membw's largest buffers: the memory's).
+    Memory {
+        /// Bytes per second per rank.
+        bps: f64,
+    },
+    /// membw read a buffer of the busiest rank's footprint (weights and KV cache), with as many
+    /// processes and threads each at once, faster than that: a cache holds it between steps.
+    Cache {
+        /// Bytes per second per rank (interpolated between the buffers around the footprint).
+        bps: f64,
+        /// The footprint.
+        bytes: u64,
+        /// The membw runs read.
+        runs: Vec<RunId>,
+    },
+}
+
+impl Ceiling {
+    /// Its rate, bytes per second per rank.
+    pub fn bps(&self) -> f64 {
+        match self {
+            Ceiling::Memory { bps } | Ceiling::Cache { bps, .. } => *bps,
+        }
+    }
 }
 
 impl StepPrediction {
@@ -812,11 +843,39 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
 fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted]) -> Option<Calibrated> {
     let (kernel_bps, unsplit_run) = kernel_rate_of_peer(p, &run.m.experiment, all)?;
     let r = run_shape(run.m, &run.shape)?;
-    let bandwidth_bps = p.matched_bandwidth_bps().min(kernel_bps);
+    let ceiling = ceiling(inp, &r, p);
+    let bandwidth_bps = ceiling.bps().min(kernel_bps);
     let step = round(inp, &r, &run.dec, bandwidth_bps, p.comm.as_ref())?;
     let error = (step.step_s - p.measured_step_s) / p.measured_step_s;
-    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(|| cache_explains(inp, run, p, &step)));
-    Some(Calibrated { kernel_bps, bandwidth_bps, unsplit_run, step, error, outcome })
+    // A cache's ceiling that binds is that cache's rate already: no second speed-up from it.
+    let cache_bound = matches!(ceiling, Ceiling::Cache { .. }) && kernel_bps >= ceiling.bps();
+    let cache = || cache_explains(inp, run, p, &step).filter(|_| !cache_bound);
+    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(cache));
+    Some(Calibrated { kernel_bps, ceiling, bandwidth_bps, unsplit_run, step, error, outcome })
+}
+
+/// The fastest `p`'s busiest rank reads its bytes at: the matching hypothesis' bandwidth (the
+/// memory's), unless membw read a buffer of the rank's footprint with as many processes of as
+/// many threads at once, inside its sweep, at least [`MIN_CACHE_GAIN`] times faster: then a
+/// cache holds the bytes between steps, and the memory's rate would cap a kernel that outruns it
+/// (a model that fits a large last-level cache, unsplit or split). A GPU run's is always its
+/// hypothesis' (membw reads host memory).
+fn ceiling(inp: &Inputs, r: &RunShape, p: &StepPrediction) -> Ceiling {
+    let memory = p.matched_bandwidth_bps();
+    match cached_rate(inp, r, p).filter(|(_, f)| f.bps >= MIN_CACHE_GAIN * memory) {
+        Some((bytes, f)) => Ceiling::Cache { bps: f.bps, bytes, runs: f.runs },
+        None => Ceiling::Memory { bps: memory },
+    }
+}
+
+/// The busiest rank's footprint and the rate membw read it at inside its sweep, with `p`'s
+/// processes and threads at once; None for a GPU run (membw reads host memory).
+fn cached_rate(inp: &Inputs, r: &RunShape, p: &StepPrediction) -> Option<(u64, FootprintRate)> {
+    if p.cuda {
+        return None;
+    }
+    let bytes = footprint(r, p.strategy, p.world, p.sequences, p.imbalance.unwrap_or(1.0))?;
+    Some((bytes, inp.cache.at(p.world, p.threads, bytes).filter(|f| !f.past_sweep)?))
 }
 
 /// The caches' part in a split predicted slower than measured (the ratio only speeds a
@@ -829,9 +888,8 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
 /// kernel's rate, below the memory's, scales with the read rate of where its bytes are.
 fn cache_explains(inp: &Inputs, run: &Predicted, p: &StepPrediction, step: &Step) -> Option<FailedAssumption> {
     let r = run_shape(run.m, &run.shape)?;
-    let rank_bytes = footprint(&r, p.strategy, p.world, p.sequences, p.imbalance.unwrap_or(1.0))?;
+    let (rank_bytes, rank) = cached_rate(inp, &r, p)?;
     let unsplit_bytes = footprint(&r, Strategy::Data, 1, 1, 1.0)?;
-    let rank = inp.cache.at(p.world, p.threads, rank_bytes).filter(|f| !f.past_sweep)?;
     let unsplit = inp.cache.at(1, p.threads, unsplit_bytes)?;
     let ratio = rank.bps / unsplit.bps;
     let with_cache = (step.step_s - step.comm_s) / ratio + step.comm_s;

@@ -12,7 +12,7 @@ use crate::costmodel::step::{predict_steps, Calibrated, Outcome, StepPrediction,
 pub fn finding(inp: &Inputs) -> Finding {
     let mut f = Finding::new(
         "cost-model-predicts-splits",
-        "A decode split's step is its busiest rank's bytes at the lower of the memory's bandwidth and the rate the unsplit run's kernel moves them, plus its collectives: calibrated on one unsplit run, the cost model predicts the splits measured here.",
+        "A decode split's step is its busiest rank's bytes at the lower of the memory's bandwidth (a cache's, where membw read the rank's footprint faster) and the rate the unsplit run's kernel moves them, plus its collectives: calibrated on one unsplit run, the cost model predicts the splits measured here.",
         &["decode.step_s", "membw roofline and aggregate", "collective fits and skew", "the unsplit peer's decode.step_s"],
         &format!("every split or run of several sequences with an unsplit peer of its model, dtype, device, step mode, routing and threads (the register's \"Decode: predicted from the unsplit run's kernel rate\"): within ±{:.0} % of its measured step, or past it with an assumption known not to hold (oversubscribed, no progress thread, calls as in isolation, weights in the cores' caches); HOLDS when no prediction is a model error, FAILS when one is", TOLERANCE * 100.0),
     );

@@ -6,8 +6,8 @@
 
 use crate::costmodel::cache::MIN_CACHE_GAIN;
 use crate::costmodel::step::{
-    predict_prefills, predict_steps, Calibrated, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew, StepPrediction,
-    TOLERANCE,
+    predict_prefills, predict_steps, Calibrated, Ceiling, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew,
+    StepPrediction, TOLERANCE,
 };
 use crate::identity::short;
 use crate::manifest::Manifest;
@@ -35,9 +35,9 @@ pub fn decode_tables(manifests: &[Manifest]) -> Vec<Table> {
     std::iter::once(roofline).chain(calibrated_table(&predictions)).collect()
 }
 
-const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of that hypothesis' bandwidth and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known";
+const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of its ceiling and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). The ceiling is that hypothesis' bandwidth (the memory's), or where membw read a buffer of the busiest rank's footprint (weights and KV cache) with as many processes and threads at once at least 1.1× faster, inside its sweep, that rate: a cache holds the rank's bytes between steps (a GPU run's is always the hypothesis'). A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known";
 
-const CALIBRATED_COLUMNS: [&str; 14] = [
+const CALIBRATED_COLUMNS: [&str; 15] = [
     "model",
     "strategy",
     "layout",
@@ -47,6 +47,7 @@ const CALIBRATED_COLUMNS: [&str; 14] = [
     "step measured",
     "roofline (matching)",
     "peer's kernel rate",
+    "ceiling per rank",
     "rate per rank",
     "predicted",
     "error",
@@ -106,12 +107,28 @@ fn calibrated_row(p: &StepPrediction, c: &Calibrated) -> Vec<Cell> {
         Cell::Seconds(p.measured_step_s),
         Cell::Seconds(p.matched().step_s),
         Cell::BytesPerSec(c.kernel_bps),
+        ceiling_cell(&c.ceiling),
         Cell::BytesPerSec(c.bandwidth_bps),
         Cell::Seconds(c.step.step_s),
         Cell::Change(c.error),
         Cell::text(short(&c.unsplit_run)),
         outcome_cell(&c.outcome),
     ]
+}
+
+/// A calibrated prediction's ceiling: the memory's rate, or a cache's with the footprint and
+/// membw runs it was read from.
+fn ceiling_cell(c: &Ceiling) -> Cell {
+    match c {
+        Ceiling::Memory { bps } => Cell::noted(Cell::BytesPerSec(*bps), "memory"),
+        Ceiling::Cache { bps, bytes, runs } => {
+            let runs: Vec<&str> = runs.iter().map(|r| short(r.as_str())).collect();
+            Cell::noted(
+                Cell::BytesPerSec(*bps),
+                format!("cache: membw at the rank's {}, runs {}", format_bytes(*bytes as f64), runs.join(", ")),
+            )
+        }
+    }
 }
 
 const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured with a core for every thread (shared memory; membw runs of each launch shape's largest buffer, which read from memory; an oversubscribed run's processes take turns on the cores, so the sum of their rates is no aggregate); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past ±25 % the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
