@@ -424,10 +424,10 @@ impl Asked {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::costmodel::catalogue::{Provenance, ProvenanceKind};
+    use crate::costmodel::catalogue::Provenance;
 
     fn link(name: &str, latency_us: f64) -> LinkEntry {
-        let p = Provenance { kind: ProvenanceKind::Assumed, source: None, run: None, note: Some("test".into()) };
+        let p = Provenance::Assumed { note: "test".into() };
         LinkEntry {
             name: name.into(),
             description: String::new(),
@@ -439,7 +439,7 @@ mod tests {
     }
 
     fn device() -> DeviceEntry {
-        let p = Provenance { kind: ProvenanceKind::Assumed, source: None, run: None, note: Some("test".into()) };
+        let p = Provenance::Assumed { note: "test".into() };
         DeviceEntry {
             name: "g".into(),
             description: String::new(),

@@ -34,10 +34,10 @@ pub enum CatalogueError {
     },
 }
 
-/// How a constant is known.
+/// How a constant is known: the YAML's `kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ProvenanceKind {
+enum ProvenanceKind {
     /// Measured by a parlab run (named by `run`).
     Measured,
     /// Reported by a source (named by `source`).
@@ -46,24 +46,48 @@ pub enum ProvenanceKind {
     Assumed,
 }
 
-/// Where one constant came from.
+/// Where one constant came from, as the catalogue's YAML writes it (`kind`, `source`, `run`,
+/// `note`); read into [`Provenance`] only when the keys fit the kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Provenance {
-    /// Measured, reported or assumed.
-    pub kind: ProvenanceKind,
-    /// The reporting source (required for `reported`).
+struct ProvenanceKeys {
+    kind: ProvenanceKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// The run identity whose fit gave it (required for `measured`).
+    source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<String>,
-    /// Anything a reader needs to judge it.
+    run: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
+    note: Option<String>,
 }
 
-/// What a constant's provenance lacks for its kind.
+/// Where one constant came from: measured here, reported by a named source, or assumed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "ProvenanceKeys", into = "ProvenanceKeys")]
+pub enum Provenance {
+    /// Measured by a parlab run.
+    Measured {
+        /// The run identity whose fit gave it.
+        run: String,
+        /// Anything a reader needs to judge it.
+        note: Option<String>,
+    },
+    /// Reported by a named source (a paper, a datasheet, the tool of an imported run).
+    Reported {
+        /// The source.
+        source: String,
+        /// The run that carries it, when it was imported.
+        run: Option<String>,
+        /// Anything a reader needs to judge it.
+        note: Option<String>,
+    },
+    /// Assumed, and said why.
+    Assumed {
+        /// Why, and where the figure comes from.
+        note: String,
+    },
+}
+
+/// What a constant's provenance lacks, or holds that its kind does not take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ProvenanceProblem {
     /// `reported` without a source.
@@ -75,36 +99,61 @@ pub enum ProvenanceProblem {
     /// `assumed` without a note.
     #[error("`assumed` needs a `note` saying why")]
     NoNote,
+    /// `measured` naming a source (a source that reported it makes it `reported`).
+    #[error("`measured` takes no `source` (a figure a source reported is `kind: reported`)")]
+    MeasuredWithSource,
+    /// `assumed` naming a source or a run.
+    #[error("`assumed` takes no `source` or `run` (a figure a source reported is `kind: reported`, one a run measured `kind: measured`)")]
+    AssumedWithSource,
+}
+
+impl TryFrom<ProvenanceKeys> for Provenance {
+    type Error = ProvenanceProblem;
+
+    fn try_from(k: ProvenanceKeys) -> Result<Self, ProvenanceProblem> {
+        match (k.kind, k.source, k.run, k.note) {
+            (ProvenanceKind::Measured, Some(_), _, _) => Err(ProvenanceProblem::MeasuredWithSource),
+            (ProvenanceKind::Measured, None, Some(run), note) => Ok(Provenance::Measured { run, note }),
+            (ProvenanceKind::Measured, None, None, _) => Err(ProvenanceProblem::NoRun),
+            (ProvenanceKind::Reported, Some(source), run, note) => Ok(Provenance::Reported { source, run, note }),
+            (ProvenanceKind::Reported, None, _, _) => Err(ProvenanceProblem::NoSource),
+            (ProvenanceKind::Assumed, None, None, Some(note)) => Ok(Provenance::Assumed { note }),
+            (ProvenanceKind::Assumed, None, None, None) => Err(ProvenanceProblem::NoNote),
+            (ProvenanceKind::Assumed, _, _, _) => Err(ProvenanceProblem::AssumedWithSource),
+        }
+    }
+}
+
+impl From<Provenance> for ProvenanceKeys {
+    fn from(p: Provenance) -> Self {
+        let keys = |kind, source, run, note| ProvenanceKeys { kind, source, run, note };
+        match p {
+            Provenance::Measured { run, note } => keys(ProvenanceKind::Measured, None, Some(run), note),
+            Provenance::Reported { source, run, note } => keys(ProvenanceKind::Reported, Some(source), run, note),
+            Provenance::Assumed { note } => keys(ProvenanceKind::Assumed, None, None, Some(note)),
+        }
+    }
 }
 
 impl Provenance {
-    fn check(&self) -> Result<(), ProvenanceProblem> {
-        match self.kind {
-            ProvenanceKind::Reported if self.source.is_none() => Err(ProvenanceProblem::NoSource),
-            ProvenanceKind::Measured if self.run.is_none() => Err(ProvenanceProblem::NoRun),
-            ProvenanceKind::Assumed if self.note.is_none() => Err(ProvenanceProblem::NoNote),
-            _ => Ok(()),
-        }
-    }
-
     /// One line: `reported by X (note)`, `measured: from run R`, `ASSUMED (note)`.
     pub fn describe(&self) -> String {
-        let head = match self.kind {
-            ProvenanceKind::Measured => format!("measured: from run {}", self.run.as_deref().unwrap_or("?")),
-            ProvenanceKind::Reported => format!("reported by {}", self.source.as_deref().unwrap_or("?")),
-            ProvenanceKind::Assumed => "ASSUMED".to_string(),
+        let (head, note) = match self {
+            Provenance::Measured { run, note } => (format!("measured: from run {run}"), note.as_deref()),
+            Provenance::Reported { source, note, .. } => (format!("reported by {source}"), note.as_deref()),
+            Provenance::Assumed { note } => ("ASSUMED".to_string(), Some(note.as_str())),
         };
-        match &self.note {
+        match note {
             Some(n) => format!("{head} ({n})"),
             None => head,
         }
     }
 }
 
-/// A link of the catalogue.
+/// A link of the catalogue (`P`: its constants' provenance, checked; as the YAML's keys while read).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LinkEntry {
+pub struct LinkEntry<P = Provenance> {
     /// Name used in specs.
     pub name: String,
     /// What it is.
@@ -114,9 +163,9 @@ pub struct LinkEntry {
     /// Bandwidth, decimal GB/s.
     pub bandwidth_gbps: f64,
     /// Where the latency came from.
-    pub latency_provenance: Provenance,
+    pub latency_provenance: P,
     /// Where the bandwidth came from.
-    pub bandwidth_provenance: Provenance,
+    pub bandwidth_provenance: P,
 }
 
 impl LinkEntry {
@@ -134,10 +183,10 @@ impl LinkEntry {
     }
 }
 
-/// A device of the catalogue.
+/// A device of the catalogue (`P`: its constants' provenance, checked; as the YAML's keys while read).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeviceEntry {
+#[serde(deny_unknown_fields, bound(deserialize = "P: Deserialize<'de>"))]
+pub struct DeviceEntry<P = Provenance> {
     /// Name used in specs.
     pub name: String,
     /// What it is.
@@ -147,21 +196,21 @@ pub struct DeviceEntry {
     /// Memory bandwidth, decimal GB/s.
     pub bandwidth_gbps: f64,
     /// Where the capacity came from.
-    pub memory_provenance: Provenance,
+    pub memory_provenance: P,
     /// Where the bandwidth came from.
-    pub bandwidth_provenance: Provenance,
+    pub bandwidth_provenance: P,
     /// Peak dense 16-bit arithmetic, TFLOP/s (what a prefill is bound by); absent when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_tflops: Option<f64>,
     /// Where the arithmetic peak came from (required with `compute_tflops`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute_provenance: Option<Provenance>,
+    pub compute_provenance: Option<P>,
     /// Peak dense float32 arithmetic (without 16-bit tensor cores), TFLOP/s; absent when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_float32_tflops: Option<f64>,
     /// Where the float32 peak came from (required with `compute_float32_tflops`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute_float32_provenance: Option<Provenance>,
+    pub compute_float32_provenance: Option<P>,
 }
 
 impl DeviceEntry {
@@ -221,13 +270,55 @@ impl DeviceEntry {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LinksFile {
-    links: Vec<LinkEntry>,
+    links: Vec<LinkEntry<ProvenanceKeys>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DevicesFile {
-    devices: Vec<DeviceEntry>,
+    devices: Vec<DeviceEntry<ProvenanceKeys>>,
+}
+
+/// `keys` read as the provenance of `key`, or why not (naming the key).
+fn provenance(key: &str, keys: ProvenanceKeys) -> Result<Provenance, String> {
+    Provenance::try_from(keys).map_err(|problem| format!("{key}: {problem}"))
+}
+
+/// The provenance of an optional constant, `key` naming it.
+fn optional(key: &str, keys: Option<ProvenanceKeys>) -> Result<Option<Provenance>, String> {
+    keys.map(|k| provenance(key, k)).transpose()
+}
+
+impl LinkEntry<ProvenanceKeys> {
+    /// The entry with its provenance checked against each kind's keys.
+    fn checked(self) -> Result<LinkEntry, String> {
+        Ok(LinkEntry {
+            latency_provenance: provenance("latency_provenance", self.latency_provenance)?,
+            bandwidth_provenance: provenance("bandwidth_provenance", self.bandwidth_provenance)?,
+            name: self.name,
+            description: self.description,
+            latency_us: self.latency_us,
+            bandwidth_gbps: self.bandwidth_gbps,
+        })
+    }
+}
+
+impl DeviceEntry<ProvenanceKeys> {
+    /// The entry with its provenance checked against each kind's keys.
+    fn checked(self) -> Result<DeviceEntry, String> {
+        Ok(DeviceEntry {
+            memory_provenance: provenance("memory_provenance", self.memory_provenance)?,
+            bandwidth_provenance: provenance("bandwidth_provenance", self.bandwidth_provenance)?,
+            compute_provenance: optional("compute_provenance", self.compute_provenance)?,
+            compute_float32_provenance: optional("compute_float32_provenance", self.compute_float32_provenance)?,
+            name: self.name,
+            description: self.description,
+            memory: self.memory,
+            bandwidth_gbps: self.bandwidth_gbps,
+            compute_tflops: self.compute_tflops,
+            compute_float32_tflops: self.compute_float32_tflops,
+        })
+    }
 }
 
 /// The links and devices, checked.
@@ -253,8 +344,16 @@ impl Catalogue {
     pub fn load(root: &Path) -> Result<Self, CatalogueError> {
         let lpath = root.join(LINKS_FILE);
         let dpath = root.join(DEVICES_FILE);
-        let links = read_yaml::<LinksFile>(&lpath)?.links;
-        let devices = read_yaml::<DevicesFile>(&dpath)?.devices;
+        let links = read_yaml::<LinksFile>(&lpath)?.links.into_iter().map(|l| {
+            let name = l.name.clone();
+            l.checked().map_err(|m| invalid(&lpath, format!("link `{name}`: {m}")))
+        });
+        let links = links.collect::<Result<Vec<LinkEntry>, CatalogueError>>()?;
+        let devices = read_yaml::<DevicesFile>(&dpath)?.devices.into_iter().map(|d| {
+            let name = d.name.clone();
+            d.checked().map_err(|m| invalid(&dpath, format!("device `{name}`: {m}")))
+        });
+        let devices = devices.collect::<Result<Vec<DeviceEntry>, CatalogueError>>()?;
         for (i, l) in links.iter().enumerate() {
             let bad = |m: String| invalid(&lpath, format!("link `{}`: {m}", l.name));
             if links[..i].iter().any(|earlier| earlier.name == l.name) {
@@ -263,8 +362,6 @@ impl Catalogue {
             if !(l.latency_us > 0.0 && l.bandwidth_gbps > 0.0) {
                 return Err(bad("latency_us and bandwidth_gbps must be positive".into()));
             }
-            l.latency_provenance.check().map_err(|m| bad(format!("latency_provenance: {m}")))?;
-            l.bandwidth_provenance.check().map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
         }
         for (i, d) in devices.iter().enumerate() {
             let bad = |m: String| invalid(&dpath, format!("device `{}`: {m}", d.name));
@@ -274,14 +371,12 @@ impl Catalogue {
             if d.memory_bytes() == 0 || d.bandwidth_gbps <= 0.0 {
                 return Err(bad("memory must be a size like 12GiB and bandwidth_gbps positive".into()));
             }
-            d.memory_provenance.check().map_err(|m| bad(format!("memory_provenance: {m}")))?;
-            d.bandwidth_provenance.check().map_err(|m| bad(format!("bandwidth_provenance: {m}")))?;
             for (key, peak, provenance) in [
                 ("compute", d.compute_tflops, &d.compute_provenance),
                 ("compute_float32", d.compute_float32_tflops, &d.compute_float32_provenance),
             ] {
                 match (peak, provenance) {
-                    (Some(t), Some(p)) if t > 0.0 => p.check().map_err(|m| bad(format!("{key}_provenance: {m}")))?,
+                    (Some(t), Some(_)) if t > 0.0 => {}
                     (Some(_), Some(_)) => return Err(bad(format!("{key}_tflops must be positive"))),
                     (Some(_), None) => return Err(bad(format!("{key}_tflops needs a {key}_provenance"))),
                     (None, Some(_)) => return Err(bad(format!("{key}_provenance without {key}_tflops"))),
@@ -397,12 +492,29 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_reported_constant_without_source() {
+    fn refuses_a_provenance_whose_keys_do_not_fit_its_kind() {
         let dir = tempfile::tempdir().unwrap();
         let links = "links:\n  - name: l\n    description: x\n    latency_us: 10\n    bandwidth_gbps: 300\n    latency_provenance: {kind: reported}\n    bandwidth_provenance: {kind: assumed, note: n}\n";
         write(dir.path(), links, DEVICES);
         let err = Catalogue::load(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("link `l`") && err.contains("source"), "{err}");
+        assert!(err.contains("link `l`: latency_provenance: `reported` needs a `source`"), "{err}");
+        // Keys a kind does not take are refused, not dropped.
+        for (provenance, problem) in [
+            ("{kind: assumed, note: n, source: a paper}", ProvenanceProblem::AssumedWithSource),
+            ("{kind: assumed, note: n, run: abc}", ProvenanceProblem::AssumedWithSource),
+            ("{kind: assumed}", ProvenanceProblem::NoNote),
+            ("{kind: measured, run: abc, source: a paper}", ProvenanceProblem::MeasuredWithSource),
+            ("{kind: measured, note: n}", ProvenanceProblem::NoRun),
+        ] {
+            write(dir.path(), &links.replace("{kind: reported}", provenance), DEVICES);
+            let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+            assert!(err.contains(&format!("link `l`: latency_provenance: {problem}")), "{provenance}: {err}");
+        }
+        write(dir.path(), &links.replace("{kind: reported}", "{kind: reported, source: a tool, run: abc}"), DEVICES);
+        let reported = Catalogue::load(dir.path()).unwrap().links[0].latency_provenance.clone();
+        assert_eq!(reported, Provenance::Reported { source: "a tool".into(), run: Some("abc".into()), note: None });
+        let again: Provenance = serde_yaml::from_str(&serde_yaml::to_string(&reported).unwrap()).unwrap();
+        assert_eq!(again, reported, "written back as the same keys");
     }
 
     #[test]

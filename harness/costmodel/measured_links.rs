@@ -7,7 +7,7 @@
 //! Of several runs over one link, the one with the fewest ranks (at least 2) is taken, the
 //! newest of those, then the smallest run identity: the same store always gives the same link.
 
-use super::catalogue::{LinkEntry, Provenance, ProvenanceKind};
+use super::catalogue::{LinkEntry, Provenance};
 use super::link::LinkFit;
 use crate::identity::RunId;
 use crate::manifest::provenance::Imported;
@@ -109,10 +109,9 @@ fn entry(name: String, c: &Candidate) -> LinkEntry {
     };
     let tool = m.provenance.imported().map(tool_of);
     let provenance = |what: &str| match &tool {
-        None => Provenance { kind: ProvenanceKind::Measured, source: None, run: Some(m.run_id.to_string()), note: Some(note(what)) },
-        Some(tool) => Provenance {
-            kind: ProvenanceKind::Reported,
-            source: Some(tool.clone()),
+        None => Provenance::Measured { run: m.run_id.to_string(), note: Some(note(what)) },
+        Some(tool) => Provenance::Reported {
+            source: tool.clone(),
             run: Some(m.run_id.to_string()),
             note: Some(format!("{}; imported as run {}", note(what), m.run_id.short())),
         },

@@ -858,11 +858,14 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
 /// memory's), unless membw read a buffer of the rank's footprint with as many processes of as
 /// many threads at once, inside its sweep, at least [`MIN_CACHE_GAIN`] times faster: then a
 /// cache holds the bytes between steps, and the memory's rate would cap a kernel that outruns it
-/// (a model that fits a large last-level cache, unsplit or split). A GPU run's is always its
-/// hypothesis' (membw reads host memory).
+/// (a model that fits a large last-level cache, unsplit or split). A run that matched the
+/// shared-memory hypothesis (its ranks measured contending for the memory) and a GPU run (membw
+/// reads host memory) keep their hypothesis' bandwidth.
 fn ceiling(inp: &Inputs, r: &RunShape, p: &StepPrediction) -> Ceiling {
     let memory = p.matched_bandwidth_bps();
-    match cached_rate(inp, r, p).filter(|(_, f)| f.bps >= MIN_CACHE_GAIN * memory) {
+    // Ranks measured sharing the memory's bandwidth do not hold their bytes in caches of their own.
+    let contended = p.matches == Matches::One(Hypothesis::SharedMemory);
+    match cached_rate(inp, r, p).filter(|(_, f)| !contended && f.bps >= MIN_CACHE_GAIN * memory) {
         Some((bytes, f)) => Ceiling::Cache { bps: f.bps, bytes, runs: f.runs },
         None => Ceiling::Memory { bps: memory },
     }

@@ -810,17 +810,38 @@ fn a_split_faster_than_its_calibration_is_explained_only_by_a_measured_cache_rat
 
 #[test]
 fn a_rank_whose_bytes_a_cache_holds_is_capped_at_that_caches_measured_rate_not_the_memorys() {
-    use parlab::costmodel::step::{predict_steps, Ceiling, StepPrediction};
+    use parlab::costmodel::step::{predict_steps, Ceiling, Hypothesis, Matches, StepPrediction};
     use parlab::spec::Kind;
     let mut list = crate::synth::fixtures().unwrap();
+    // Memory slower than the peer's kernel moved its bytes (10 GB/s alone, 12 GB/s however many
+    // read at once): the memory's rate bounds a rank.
     for m in list.iter_mut().filter(|m| m.kind == Kind::Membw) {
         if let Some(Summary::Membw(b)) = m.summary_mut() {
+            let aggregate = if b.processes == 1 { 10e9 } else { 12e9 };
+            let per_process = aggregate / f64::from(b.processes);
             b.buffer_bytes = 4 << 30;
+            (b.per_process, b.aggregate) = (flat(per_process, 5), flat(aggregate, 5));
+            (b.roofline.per_process_bps, b.roofline.aggregate_bps) = (per_process, aggregate);
         }
     }
     let split = |p: &StepPrediction| p.strategy == Strategy::Tensor && p.world == 2 && p.overlap.is_none() && p.calibrated.is_some();
-    let id = predict_steps(&list).into_iter().find(split).expect("a calibrated 2-rank tensor split").run_id;
-    let calibrated = |list: &[Manifest]| predict_steps(list).into_iter().find(|p| p.run_id == id).unwrap().calibrated.unwrap();
+    let first = predict_steps(&list).into_iter().find(split).expect("a calibrated 2-rank tensor split");
+    let id = first.run_id.clone();
+    // The split measured at each hypothesis' own prediction, so that it matches that one.
+    let measured_at = |step_s: f64| {
+        let mut list = list.clone();
+        for m in list.iter_mut().filter(|m| m.run_id == id) {
+            if let Some(Summary::Decode(d)) = m.summary_mut() {
+                d.step_s.median = step_s;
+            }
+        }
+        list
+    };
+    let (contended, list) = (measured_at(first.shared.step_s), measured_at(first.own.step_s));
+    let predicted = |list: &[Manifest]| predict_steps(list).into_iter().find(|p| p.run_id == id).unwrap();
+    assert_eq!(predicted(&list).matches, Matches::One(Hypothesis::OwnBandwidth));
+    assert_eq!(predicted(&contended).matches, Matches::One(Hypothesis::SharedMemory));
+    let calibrated = |list: &[Manifest]| predicted(list).calibrated.unwrap();
     let before = calibrated(&list);
     let Ceiling::Memory { bps: memory } = before.ceiling else { panic!("no sweep, no cache: {before:?}") };
     // The fixtures' peer moves its bytes faster than membw's largest buffer reads: the memory
@@ -848,6 +869,11 @@ fn a_rank_whose_bytes_a_cache_holds_is_capped_at_that_caches_measured_rate_not_t
         let c = with(sweep(bps, top));
         assert_eq!((c.ceiling, c.bandwidth_bps), (Ceiling::Memory { bps: memory }, memory), "{bps} up to {top} B");
     }
+    // Ranks measured sharing the memory's bandwidth do not hold their bytes in caches of their
+    // own, whatever membw read: the shared hypothesis' bandwidth stays the ceiling.
+    let shared = calibrated(&contended);
+    let c = calibrated(&[contended.clone(), sweep(1.4 * memory, 1 << 30)].concat());
+    assert!(matches!(shared.ceiling, Ceiling::Memory { .. }) && c.ceiling == shared.ceiling, "{c:?}");
     let table = parlab::report::predicted::decode_tables(&[list.clone(), sweep(1.4 * memory, 1 << 30)].concat());
     let rows = format!("{:?}", table.iter().find(|t| t.id == "predicted-decode-calibrated").unwrap().rows);
     assert!(rows.contains("cache: membw at the rank's") && rows.contains("\"memory\""), "{rows}");
