@@ -7,6 +7,7 @@ mod costmodel;
 mod decode;
 mod expert;
 mod findings;
+mod gpu_check;
 mod graph_step;
 mod identity;
 mod import;
