@@ -124,11 +124,14 @@ run() {
   local torchlib
   torchlib=$("$py" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
   echo "gpu-check: torch $("$py" -c 'import torch; print(torch.__version__)') from $torchlib; binary built for $(cat "$DIST/torch-version") from $(cat "$DIST/commit" 2>/dev/null || echo 'an unknown commit')"
-  local bin=/tmp/parlab-gpu/parlab
-  mkdir -p /tmp/parlab-gpu
+  # The binary and the state (gates, seeded checkpoints) outside the checkout; PARLAB_GPU_WORK
+  # moves them (a test of this script keeps them in its own folder).
+  local work=${PARLAB_GPU_WORK:-/tmp/parlab-gpu}
+  local bin=$work/parlab
+  mkdir -p "$work"
   gunzip -c "$DIST/parlab.gz" >"$bin" && chmod +x "$bin"
   export LD_LIBRARY_PATH=$torchlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export PARLAB_PYTHON=$(command -v "$py") PARLAB_MANIFESTS=$OUT/manifests PARLAB_STATE=/tmp/parlab-gpu/state
+  export PARLAB_PYTHON=$(command -v "$py") PARLAB_MANIFESTS=$OUT/manifests PARLAB_STATE=$work/state
   nvidia-smi -L || true
   ldd "$bin" | grep -E 'torch_cuda|not found' || true
   "$bin" gates

@@ -205,19 +205,21 @@ pub fn advise(request: Request) -> Advice {
             None => sound.push((layout, p)),
         }
     }
-    let (duplicated, sound): (Vec<_>, Vec<_>) = sound
-        .iter()
-        .map(|(layout, p)| (*layout, p.clone(), reject::kv_duplicated(layout, p, shape, &sound, w.objective)))
-        .partition(|(_, _, reason)| reason.is_some());
-    for (layout, p, reason) in duplicated {
-        rejected.extend(reason.map(|reason| Rejected { layout, label: layout.label(), reason, predicted: Some(p) }));
-    }
-    let fitting: Vec<Layout> = sound.iter().map(|(l, _, _)| *l).collect();
-    let mut ranked = Vec::new();
-    for (layout, p, _) in sound {
-        match reject::slow_boundary(&layout, m, &fitting) {
+    // The layout a slow boundary's refusal offers instead splits the cache (never one past the KV heads).
+    let splitting: Vec<Layout> = sound.iter().map(|(l, _)| *l).filter(|l| !reject::past_kv_heads(l, shape)).collect();
+    let mut kept = Vec::new();
+    for (layout, p) in sound {
+        match reject::slow_boundary(&layout, m, &splitting) {
             Some(reason) => rejected.push(Rejected { layout, label: layout.label(), reason, predicted: Some(p) }),
-            None => ranked.push(Ranked { layout, label: layout.label(), predicted: p, flip: None }),
+            None => kept.push((layout, p)),
+        }
+    }
+    // Past the KV heads, against the layouts that are ranked: the one it names instead is advised.
+    let mut ranked = Vec::new();
+    for (layout, p) in &kept {
+        match reject::kv_duplicated(layout, p, shape, &kept, w.objective) {
+            Some(reason) => rejected.push(Rejected { layout: *layout, label: layout.label(), reason, predicted: Some(p.clone()) }),
+            None => ranked.push(Ranked { layout: *layout, label: layout.label(), predicted: p.clone(), flip: None }),
         }
     }
     let mut ranked = rank::rank(ranked, w.objective);

@@ -146,25 +146,32 @@ pub fn fit(prediction: &Prediction, machine: &Machine) -> Option<Rejection> {
     })
 }
 
+/// True when `layout`'s tensor group is larger than the model's KV heads (each device then
+/// holds whole copies of its heads' cache).
+pub fn past_kv_heads(layout: &Layout, shape: &ModelShape) -> bool {
+    u64::from(layout.tensor) > shape.kv_heads
+}
+
 /// The rejection of a layout whose tensor group is past the KV heads (each device holds whole
-/// copies of its heads' cache), when a layout of `sound` (structurally sound and fitting) with
-/// its tensor group capped at the KV heads and the rest of the group as more stages or
-/// replicas costs no more under `objective`. Where every such layout costs more (or none
-/// fits), the duplicated cache is the price of the gain and the layout is ranked.
+/// copies of its heads' cache), when a layout of `advised` (sound, fitting, not refused for a
+/// slow boundary) with its tensor group capped at the KV heads and the rest of the group as
+/// more stages or replicas costs no more under `objective`. Where every such layout costs more
+/// (or none is advised), the duplicated cache is the price of the gain and the layout is ranked.
 pub fn kv_duplicated(
     layout: &Layout,
     predicted: &Prediction,
     shape: &ModelShape,
-    sound: &[(Layout, Prediction)],
+    advised: &[(Layout, Prediction)],
     objective: Objective,
 ) -> Option<Rejection> {
-    if u64::from(layout.tensor) <= shape.kv_heads {
+    if !past_kv_heads(layout, shape) {
         return None;
     }
     let capped = |l: &Layout| {
         u64::from(l.tensor) == shape.kv_heads && l.expert == layout.expert && l.pipeline >= layout.pipeline && l.data >= layout.data
     };
-    let (instead, p) = sound.iter().filter(|(l, _)| capped(l)).min_by(|(_, a), (_, b)| a.cost(objective).total_cmp(&b.cost(objective)))?;
+    let (instead, p) =
+        advised.iter().filter(|(l, _)| capped(l)).min_by(|(_, a), (_, b)| a.cost(objective).total_cmp(&b.cost(objective)))?;
     let costlier_by = predicted.cost(objective) / p.cost(objective);
     (costlier_by >= 1.0).then(|| Rejection::KvHeadsDuplicated {
         kv_heads: shape.kv_heads,

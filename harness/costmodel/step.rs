@@ -237,8 +237,9 @@ pub struct StepPrediction {
 }
 
 /// A run predicted from its unsplit peer: the round of the hypothesis the run matches, each
-/// rank's bytes taking the longer of their memory time and their time at the rate the unsplit
-/// run's decode kernel moved its own bytes (the roofline's compute ceiling, measured).
+/// rank's bytes taking the longer of their time at its [`Ceiling`] (the memory's, or a cache's
+/// that holds them) and their time at the rate the unsplit run's decode kernel moved its own
+/// bytes (the roofline's compute ceiling, measured).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibrated {
     /// The unsplit run's bytes per step over its measured step: its kernel's rate.

@@ -1,6 +1,7 @@
 //! The cost model against the splits parlab measures: every split (or run of several
 //! sequences) that has an unsplit peer is predicted with each rank streaming at the lower of
-//! its memory's bandwidth and the peer's kernel rate (`costmodel::step::Calibrated`); the
+//! its ceiling (the memory's bandwidth, or a cache's measured rate where one holds the rank's
+//! bytes) and the peer's kernel rate (`costmodel::step::Calibrated`); the
 //! claim holds when each lands within the tolerance or past it with an assumption known not to
 //! hold for the run (an oversubscribed launch, no progress thread, calls slower than in
 //! isolation), and fails on a model error.

@@ -50,49 +50,107 @@ impl SlurmStep {
 }
 
 /// A rank's side: writes this process's step to `out/slurm-step` when it runs in one (every
-/// rank of a step writes the same text). Best effort: without it a stop ends the local ranks only.
+/// rank of a step writes the same text, each through a file of its own renamed into place, so a
+/// reader never sees a half-written one). Best effort: without it a stop ends the local ranks
+/// only, or srun's own allocation where srun named it.
 pub fn write_step(out: &Path) {
     if let Some(step) = SlurmStep::from_env(|k| std::env::var(k).ok()) {
-        let _ = std::fs::write(out.join(STEP_FILE), format!("{step}\n"));
+        write(out, step);
     }
 }
 
-/// The step the ranks of the launch writing into `out` run in, unless it is this process's own
-/// (parlab itself started by srun inside the same step must never cancel itself).
-pub fn launched_step(out: &Path) -> Option<SlurmStep> {
-    let step = SlurmStep::parse(&std::fs::read_to_string(out.join(STEP_FILE)).ok()?)?;
-    (SlurmStep::from_env(|k| std::env::var(k).ok()) != Some(step)).then_some(step)
+/// Writes `step` to `out/slurm-step` through a file of this process's own, renamed into place.
+fn write(out: &Path, step: SlurmStep) {
+    let mine = out.join(format!("{STEP_FILE}.{}", std::process::id()));
+    if std::fs::write(&mine, format!("{step}\n")).is_err() || std::fs::rename(&mine, out.join(STEP_FILE)).is_err() {
+        let _ = std::fs::remove_file(&mine);
+    }
 }
 
-/// What a stopped launch did to its ranks' Slurm step.
+/// The step the ranks wrote to `out/slurm-step`, if a whole one is there.
+fn written_step(out: &Path) -> Option<SlurmStep> {
+    SlurmStep::parse(&std::fs::read_to_string(out.join(STEP_FILE)).ok()?)
+}
+
+/// What a stopped srun launch asks Slurm to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The ranks' job step, inside the allocation parlab itself runs in (only the step).
+    Step(SlurmStep),
+    /// The job srun allocated for this launch alone (parlab runs outside any allocation): all of
+    /// it, the allocation with its tasks, whether or not they had started.
+    Job(u64),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Step(step) => write!(f, "{step}"),
+            Target::Job(job) => write!(f, "{job}"),
+        }
+    }
+}
+
+/// The job srun's own messages name (`srun: job 12 queued and waiting for resources`, `srun: job
+/// 12 has been allocated resources`, `Pending job allocation 12`), if any.
+pub fn srun_job(launcher_stderr: &str) -> Option<u64> {
+    launcher_stderr.lines().find_map(|line| {
+        let line = line.trim().strip_prefix("srun: ")?;
+        let rest = line.strip_prefix("job ").or_else(|| line.strip_prefix("Pending job allocation "))?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// What to cancel, given the step the ranks wrote, srun's stderr, and parlab's own job and step
+/// (its environment): nothing of parlab's own step; inside parlab's allocation the ranks' step
+/// only; outside any allocation the whole job srun allocated (read from the ranks' step, or from
+/// srun's messages where no rank started).
+pub fn target(written: Option<SlurmStep>, launcher_stderr: &str, own_job: Option<u64>, own_step: Option<SlurmStep>) -> Option<Target> {
+    match written {
+        Some(step) if Some(step) == own_step => None,
+        Some(step) if own_job.is_none() => Some(Target::Job(step.job)),
+        Some(step) => Some(Target::Step(step)),
+        None => srun_job(launcher_stderr).filter(|job| own_job.is_none_or(|own| own != *job)).map(Target::Job),
+    }
+}
+
+/// What a stopped launch did to its ranks' Slurm job or step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cancelled {
-    /// The step.
-    pub step: SlurmStep,
-    /// Whether scancel accepted it (Err: why the step may still run).
+    /// What was cancelled.
+    pub target: Target,
+    /// Whether scancel accepted it (Err: why it may still run).
     pub outcome: Result<(), String>,
 }
 
 impl Cancelled {
     /// In words, for a failure reason.
     pub fn describe(&self) -> String {
+        let what = match self.target {
+            Target::Step(step) => format!("Slurm step {step}"),
+            Target::Job(job) => format!("Slurm job {job}, which srun allocated for this launch,"),
+        };
         match &self.outcome {
-            Ok(()) => format!("cancelled Slurm step {} with scancel (its tasks on every node)", self.step),
-            Err(why) => format!("could not cancel Slurm step {}, whose tasks on other nodes may still run: {why}", self.step),
+            Ok(()) => format!("cancelled {what} with scancel (its tasks on every node)"),
+            Err(why) => format!("could not cancel {what} whose tasks on other nodes may still run: {why}"),
         }
     }
 }
 
-/// Cancels the step the launch writing into `out` started, if its ranks wrote one.
+/// Cancels what the srun launch writing into `out` started ([`target`]), if anything is known.
 pub fn cancel_launched(out: &Path) -> Option<Cancelled> {
-    launched_step(out).map(|step| Cancelled { step, outcome: cancel(step) })
+    let written = written_step(out);
+    let stderr = crate::files::read_log(&out.join("launcher.stderr")).unwrap_or_default();
+    let own_job = std::env::var("SLURM_JOB_ID").ok().and_then(|j| j.trim().parse().ok());
+    let target = target(written, &stderr, own_job, SlurmStep::from_env(|k| std::env::var(k).ok()))?;
+    Some(Cancelled { target, outcome: cancel(target) })
 }
 
-/// Runs `scancel --quiet JOB.STEP`, waiting at most [`SCANCEL_LIMIT`] (then killing it);
-/// Err says why the step may still run.
-pub fn cancel(step: SlurmStep) -> Result<(), String> {
+/// Runs `scancel --quiet TARGET`, waiting at most [`SCANCEL_LIMIT`] (then killing it);
+/// Err says why the target may still run.
+pub fn cancel(target: Target) -> Result<(), String> {
     let mut child = std::process::Command::new("scancel")
-        .args(["--quiet", &step.to_string()])
+        .args(["--quiet", &target.to_string()])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -108,13 +166,16 @@ pub fn cancel(step: SlurmStep) -> Result<(), String> {
                     use std::io::Read;
                     let _ = err.by_ref().take(4096).read_to_string(&mut why);
                 }
-                return Err(format!("scancel {step} exited with {status}: {}", why.trim()));
+                return Err(format!("scancel {target} exited with {status}: {}", why.trim()));
             }
             Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) | Err(_) => {
+            waited => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("scancel {step} did not answer within {} s", SCANCEL_LIMIT.as_secs()));
+                return Err(match waited {
+                    Err(e) => format!("scancel {target} could not be waited for: {e}"),
+                    _ => format!("scancel {target} did not answer within {} s", SCANCEL_LIMIT.as_secs()),
+                });
             }
         }
     }
@@ -145,12 +206,39 @@ mod tests {
     }
 
     #[test]
-    fn a_step_file_names_the_step_to_cancel_unless_it_is_parlabs_own() {
+    fn a_stop_cancels_the_ranks_step_inside_parlabs_allocation_and_srun_s_own_job_outside_any() {
+        let step = |job, step| Some(SlurmStep { job, step });
+        // Outside any allocation srun allocated job 41 for this launch: all of it.
+        assert_eq!(target(step(41, 0), "", None, None), Some(Target::Job(41)));
+        // Inside parlab's allocation (job 41): the ranks' step only, never parlab's own step.
+        assert_eq!(target(step(41, 2), "", Some(41), step(41, 1)), Some(Target::Step(SlurmStep { job: 41, step: 2 })));
+        assert_eq!(target(step(41, 1), "", Some(41), step(41, 1)), None, "parlab's own step");
+        // No rank started (srun queued): the job srun named, unless it is parlab's own.
+        let queued = "srun: job 57 queued and waiting for resources\n";
+        assert_eq!(target(None, queued, None, None), Some(Target::Job(57)));
+        assert_eq!(target(None, queued, Some(57), None), None, "parlab's own allocation");
+        assert_eq!(target(None, "srun: error: Unable to allocate resources\n", None, None), None, "nothing named");
+        assert_eq!(srun_job("srun: job 12 has been allocated resources\n"), Some(12));
+        assert_eq!(srun_job("srun: Pending job allocation 9\nsrun: job 9 queued and waiting for resources\n"), Some(9));
+        assert_eq!(Target::Step(SlurmStep { job: 41, step: 2 }).to_string(), "41.2");
+        let cancelled = Cancelled { target: Target::Job(41), outcome: Ok(()) };
+        assert_eq!(
+            cancelled.describe(),
+            "cancelled Slurm job 41, which srun allocated for this launch, with scancel (its tasks on every node)"
+        );
+    }
+
+    #[test]
+    fn ranks_write_their_step_whole_and_a_reader_finds_it() {
         let out = tempfile::tempdir().unwrap();
-        assert_eq!(launched_step(out.path()), None, "no file: nothing to cancel");
-        std::fs::write(out.path().join(STEP_FILE), "41.2\n").unwrap();
-        let mine = SlurmStep::from_env(|k| std::env::var(k).ok());
-        let expected = Some(SlurmStep { job: 41, step: 2 }).filter(|s| Some(*s) != mine);
-        assert_eq!(launched_step(out.path()), expected);
+        assert_eq!(written_step(out.path()), None, "no file: nothing to cancel");
+        write(out.path(), SlurmStep { job: 41, step: 2 });
+        write(out.path(), SlurmStep { job: 41, step: 2 });
+        assert_eq!(written_step(out.path()), Some(SlurmStep { job: 41, step: 2 }));
+        let left: Vec<String> =
+            std::fs::read_dir(out.path()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(left, [STEP_FILE], "no rank's own file left beside it");
+        std::fs::write(out.path().join(STEP_FILE), "").unwrap();
+        assert_eq!(written_step(out.path()), None, "an empty file names nothing");
     }
 }

@@ -145,17 +145,18 @@ fn status_of(status: &std::process::ExitStatus) -> Ended {
     }
 }
 
-/// SIGTERM to the launcher's group, its descendants and the ranks' groups, and for an srun
-/// launch `scancel` of the step its ranks run in (its tasks on other nodes are out of this
-/// machine's reach); SIGKILL after the grace period, to those of them that are still the
-/// processes signalled first. Returns what became of the step.
+/// For an srun launch first `scancel` of what it started (its tasks on other nodes are out of
+/// this machine's reach: [`super::slurm::target`]), then SIGTERM to the launcher's group, its
+/// descendants and the ranks' groups; SIGKILL after the grace period, to those of them that are
+/// still the processes signalled first. Returns what became of the Slurm job or step.
 fn kill_all(launcher: ProcessId, cmd: &LaunchCommand, out: &Path, launcher_gone: impl Fn() -> bool) -> Option<Cancelled> {
     let group = launcher.pid;
     let mut targets: Vec<ProcessId> = descendants(group).into_iter().filter_map(ProcessId::of).collect();
     targets.extend(pid_files(out).into_iter().map(|(pid, _)| pid).filter(|p| is_ours(*p, out)).filter_map(ProcessId::of));
+    // Slurm first, while srun still holds the step: a step srun is already ending can refuse a cancel.
+    let cancelled = if cmd.starts_slurm_step { super::slurm::cancel_launched(out) } else { None };
     launcher.signal(libc::SIGTERM);
     targets.iter().for_each(|t| t.signal(libc::SIGTERM));
-    let cancelled = if cmd.starts_slurm_step { super::slurm::cancel_launched(out) } else { None };
     within_grace(|| launcher_gone() && targets.iter().all(|t| !t.is_running()));
     targets.extend(descendants(group).into_iter().filter_map(ProcessId::of));
     launcher.signal(libc::SIGKILL);
