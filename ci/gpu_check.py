@@ -137,7 +137,7 @@ def check_nccl(runs):
             check(m["status"] == "not_run" and "1 GPU" in (m.get("reason") or ""), f'{describe(m)} over NCCL is NOT_RUN with "1 GPU" in the probe: {m.get("reason", "")[:160]}')
     decode = [m for m in nccl if m["kind"] == "decode" and m["plan"]["layout"]["world"] == 1]
     check(len(decode) == 1 and decode[0]["status"] == "ok", "the world-1 tensor decode over NCCL ran")
-    for m in decode:
+    for m in (m for m in decode if m["status"] == "ok"):
         s = m.get("summary") or {}
         s = s.get("decode", s)
         print(f'INFO {describe(m)} over NCCL: all-reduces per step {s.get("collectives_per_step")}, step median {(s.get("step_s") or {}).get("median", 0) * 1e3:.3f} ms')
