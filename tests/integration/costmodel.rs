@@ -877,6 +877,23 @@ fn a_rank_whose_bytes_a_cache_holds_is_capped_at_that_caches_measured_rate_not_t
     let table = parlab::report::predicted::decode_tables(&[list.clone(), sweep(1.4 * memory, 1 << 30)].concat());
     let rows = format!("{:?}", table.iter().find(|t| t.id == "predicted-decode-calibrated").unwrap().rows);
     assert!(rows.contains("cache: membw at the rank's") && rows.contains("\"memory\""), "{rows}");
+    // On a GPU the split and its peer read the GPU's memory (a device read measured at the same
+    // rate here): membw's sweep of host memory never lifts a GPU rank's ceiling.
+    let mut gpu = list.clone();
+    for m in gpu.iter_mut().filter(|m| m.run_id == id || m.run_id == before.unsplit_run) {
+        m.plan.device = parlab::spec::schema::Device::Cuda;
+    }
+    let mut device_read = gpu.iter().find(|m| m.summary().and_then(Summary::collectives).is_some()).unwrap().clone();
+    device_read.run_id = format!("{:064x}", 0x6e_ad_u64).into();
+    if let Some(Summary::Collectives(c)) = device_read.summary_mut() {
+        let mut row = c.rows[0].clone();
+        let size = 1u64 << 30;
+        (row.op, row.size_bytes, row.world, row.time, row.op_time) = (Op::DeviceRead, size, 1, flat(size as f64 / memory, 5), None);
+        c.rows = vec![row];
+    }
+    gpu.push(device_read);
+    let on_gpu = calibrated(&[gpu, sweep(1.4 * memory, 1 << 30)].concat());
+    assert!(matches!(on_gpu.ceiling, Ceiling::Memory { bps } if (bps / memory - 1.0).abs() < 1e-9), "{on_gpu:?}");
 }
 
 #[test]
