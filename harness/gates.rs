@@ -43,6 +43,22 @@ impl Probe {
 /// open): at the limit, or when parlab receives a termination signal, the whole group is killed
 /// and the probe recorded as not finished; a probe that exits leaves nothing of its group behind.
 pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
+    run_bounded(name, command, limit, OnSignal::Stop)
+}
+
+/// What a command run by [`run_bounded`] does when parlab receives a termination signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnSignal {
+    /// It is killed at once (a probe: the run is being stopped).
+    Stop,
+    /// It runs on to its limit (a clean-up the stop itself needs, such as `scancel`).
+    Finish,
+}
+
+/// [`probe`]'s mechanism: `command` under `sh -c` in a process group of its own, its output in
+/// an unnamed file, the whole group killed at `limit` (and at a termination signal when
+/// `on_signal` says stop); recorded as not finished when killed.
+pub fn run_bounded(name: &str, command: &str, limit: Duration, on_signal: OnSignal) -> Probe {
     let record = |exit_code, output: String| Probe { name: name.into(), command: command.into(), exit_code, output };
     let Ok(mut log) = probe_output_file() else {
         return record(None, "could not create a file for its output".into());
@@ -59,7 +75,7 @@ pub fn probe(name: &str, command: &str, limit: Duration) -> Probe {
     let Ok(mut child) = child else {
         return record(None, "could not start sh".into());
     };
-    let exit_code = wait_for_probe(&mut child, Instant::now() + limit);
+    let exit_code = wait_for_probe(&mut child, Instant::now() + limit, on_signal);
     record(exit_code, probe_output(&mut log))
 }
 
@@ -81,14 +97,15 @@ fn limit_output(c: &mut std::process::Command) {
     }
 }
 
-/// Waits for a probe's shell until `deadline` or a termination signal; its exit code (None when
-/// it was killed). Its process group is killed before the shell is reaped, so the group id
-/// still names only the probe's processes.
-fn wait_for_probe(child: &mut std::process::Child, deadline: Instant) -> Option<i32> {
+/// Waits for a probe's shell until `deadline` (or a termination signal, with [`OnSignal::Stop`]);
+/// its exit code (None when it was killed). Its process group is killed before the shell is
+/// reaped, so the group id still names only the probe's processes.
+fn wait_for_probe(child: &mut std::process::Child, deadline: Instant, on_signal: OnSignal) -> Option<i32> {
     let group = child.id() as i32;
     loop {
         let exited = crate::launch::supervise::exited_unreaped(child.id());
-        let stop = crate::launch::signals::received().is_some() || Instant::now() >= deadline;
+        let signalled = on_signal == OnSignal::Stop && crate::launch::signals::received().is_some();
+        let stop = signalled || Instant::now() >= deadline;
         if exited || stop {
             // SAFETY: killpg only sends a signal; the shell is unreaped, so `group` is still ours.
             unsafe { libc::killpg(group, libc::SIGKILL) };

@@ -1,10 +1,10 @@
-//! The Slurm job step an `srun` launch started, so that a stopped launch can end its tasks on
-//! every node: srun killed after the grace leaves a step's tasks running on nodes this machine
-//! cannot signal, and `scancel JOB.STEP` asks Slurm itself to end them (SIGTERM, then SIGKILL
-//! after the cluster's KillWait).
+//! The Slurm job or step an `srun` launch started, so that a stopped launch can end its tasks
+//! on every node: srun killed after the grace leaves a step's tasks running on nodes this
+//! machine cannot signal, and `scancel` asks Slurm itself to end them (SIGTERM, then SIGKILL
+//! after the cluster's KillWait): the step inside parlab's allocation, srun's own job outside one.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// File (inside a run's results folder) where each rank started by srun writes its step.
 pub const STEP_FILE: &str = "slurm-step";
@@ -146,38 +146,16 @@ pub fn cancel_launched(out: &Path) -> Option<Cancelled> {
     Some(Cancelled { target, outcome: cancel(target) })
 }
 
-/// Runs `scancel --quiet TARGET`, waiting at most [`SCANCEL_LIMIT`] (then killing it);
-/// Err says why the target may still run.
+/// Runs `scancel --quiet TARGET` as [`crate::gates::run_bounded`] runs a command (its process
+/// group killed past [`SCANCEL_LIMIT`]), to its end even while parlab is being stopped by a
+/// signal: the stop is what needs it. Err says why the target may still run.
 pub fn cancel(target: Target) -> Result<(), String> {
-    let mut child = std::process::Command::new("scancel")
-        .args(["--quiet", &target.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("could not run scancel: {e}"))?;
-    let until = Instant::now() + SCANCEL_LIMIT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => return Ok(()),
-            Ok(Some(status)) => {
-                let mut why = String::new();
-                if let Some(mut err) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = err.by_ref().take(4096).read_to_string(&mut why);
-                }
-                return Err(format!("scancel {target} exited with {status}: {}", why.trim()));
-            }
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-            waited => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(match waited {
-                    Err(e) => format!("scancel {target} could not be waited for: {e}"),
-                    _ => format!("scancel {target} did not answer within {} s", SCANCEL_LIMIT.as_secs()),
-                });
-            }
-        }
+    let on_signal = crate::gates::OnSignal::Finish;
+    let ran = crate::gates::run_bounded("scancel", &format!("scancel --quiet {target}"), SCANCEL_LIMIT, on_signal);
+    match ran.exit_code {
+        Some(0) => Ok(()),
+        Some(code) => Err(format!("scancel {target} exited with status {code}: {}", ran.output)),
+        None => Err(format!("scancel {target} did not finish within {} s: {}", SCANCEL_LIMIT.as_secs(), ran.output)),
     }
 }
 
