@@ -9,7 +9,7 @@ use crate::costmodel::step::{
     predict_prefills, predict_steps, Calibrated, Ceiling, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew,
     StepPrediction, TOLERANCE,
 };
-use crate::identity::short;
+use crate::identity::{short, RunId};
 use crate::manifest::Manifest;
 use crate::spec::schema::Strategy;
 use crate::table::{Cell, Table};
@@ -116,18 +116,20 @@ fn calibrated_row(p: &StepPrediction, c: &Calibrated) -> Vec<Cell> {
     ]
 }
 
+/// Runs by their short identities, `a, b`.
+fn run_list(runs: &[RunId]) -> String {
+    runs.iter().map(|r| short(r.as_str())).collect::<Vec<_>>().join(", ")
+}
+
 /// A calibrated prediction's ceiling: the memory's rate, or a cache's with the footprint and
 /// membw runs it was read from.
 fn ceiling_cell(c: &Ceiling) -> Cell {
     match c {
         Ceiling::Memory { bps } => Cell::noted(Cell::BytesPerSec(*bps), "memory"),
-        Ceiling::Cache { bps, bytes, runs } => {
-            let runs: Vec<&str> = runs.iter().map(|r| short(r.as_str())).collect();
-            Cell::noted(
-                Cell::BytesPerSec(*bps),
-                format!("cache: membw at the rank's {}, runs {}", format_bytes(*bytes as f64), runs.join(", ")),
-            )
-        }
+        Ceiling::Cache { bps, bytes, runs } => Cell::noted(
+            Cell::BytesPerSec(*bps),
+            format!("cache: membw at the rank's {}, runs {}", format_bytes(*bytes as f64), run_list(runs)),
+        ),
     }
 }
 
@@ -248,7 +250,7 @@ pub fn assumption_text(a: &FailedAssumption) -> String {
             format_gbps(*rank_bps),
             format_bytes(*unsplit_bytes as f64),
             format_gbps(*unsplit_bps),
-            runs.iter().map(|r| short(r.as_str())).collect::<Vec<_>>().join(", "),
+            run_list(runs),
             TOLERANCE * 100.0
         ),
         FailedAssumption::NotStreamBound { achieved_bps, roofline_bps, run } => format!(
