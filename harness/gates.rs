@@ -11,6 +11,56 @@ use std::time::{Duration, Instant};
 
 pub mod cache;
 
+/// What a probe decides: the name its record carries in the gates and every manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeName {
+    /// `nproc`.
+    Cores,
+    /// MemTotal.
+    Memory,
+    /// The CPU's model name.
+    CpuModel,
+    /// The operating system's name.
+    Os,
+    /// `mpirun --version`.
+    Openmpi,
+    /// Open MPI's byte and point-to-point transports.
+    OpenmpiTransports,
+    /// The Python torch's version and threads.
+    Torch,
+    /// `nvidia-smi -L`.
+    Gpus,
+    /// `nvidia-smi topo -m`.
+    GpuTopology,
+    /// The GPUs' PCIe link.
+    HostDeviceLink,
+    /// Each GPU's name, memory, compute capability and driver.
+    GpuDetails,
+    /// CUDA devices parlab's own libtorch sees (in process).
+    Cuda,
+    /// Whether this binary captures CUDA graphs (in process).
+    CudaGraph,
+    /// NCCL loaded as a rank would (in process).
+    Nccl,
+}
+
+crate::named!(ProbeName {
+    Cores => "cores",
+    Memory => "memory",
+    CpuModel => "cpu_model",
+    Os => "os",
+    Openmpi => "openmpi",
+    OpenmpiTransports => "openmpi_transports",
+    Torch => "torch",
+    Gpus => "gpus",
+    GpuTopology => "gpu_topology",
+    HostDeviceLink => "host_device_link",
+    GpuDetails => "gpu_details",
+    Cuda => "cuda",
+    CudaGraph => "cuda_graph",
+    Nccl => "nccl",
+});
+
 /// One probe: the command, how it exited, what it printed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
@@ -252,18 +302,18 @@ impl Gates {
         let py = venv_python();
         let t = Duration::from_secs(30);
         let torch = format!("{py} -c 'import torch; print(torch.__version__, torch.get_num_threads())'");
-        let commands: [(&str, &str); 11] = [
-            ("cores", "nproc"),
-            ("memory", "grep MemTotal /proc/meminfo"),
-            ("cpu_model", "grep -m1 'model name' /proc/cpuinfo"),
-            ("os", "grep PRETTY_NAME /etc/os-release"),
-            ("openmpi", "mpirun --version"),
-            ("openmpi_transports", "ompi_info --parsable | grep -E '^mca:(btl|pml):' | cut -d: -f2,3 | sort -u"),
-            ("torch", &torch),
-            ("gpus", "nvidia-smi -L"),
-            ("gpu_topology", "nvidia-smi topo -m"),
-            ("host_device_link", HOST_DEVICE_LINK),
-            ("gpu_details", GPU_DETAILS),
+        let commands: [(ProbeName, &str); 11] = [
+            (ProbeName::Cores, "nproc"),
+            (ProbeName::Memory, "grep MemTotal /proc/meminfo"),
+            (ProbeName::CpuModel, "grep -m1 'model name' /proc/cpuinfo"),
+            (ProbeName::Os, "grep PRETTY_NAME /etc/os-release"),
+            (ProbeName::Openmpi, "mpirun --version"),
+            (ProbeName::OpenmpiTransports, "ompi_info --parsable | grep -E '^mca:(btl|pml):' | cut -d: -f2,3 | sort -u"),
+            (ProbeName::Torch, &torch),
+            (ProbeName::Gpus, "nvidia-smi -L"),
+            (ProbeName::GpuTopology, "nvidia-smi topo -m"),
+            (ProbeName::HostDeviceLink, HOST_DEVICE_LINK),
+            (ProbeName::GpuDetails, GPU_DETAILS),
         ];
         // The probes are independent; running them at once keeps `parlab run`'s start short
         // (two of them import torch). The order of the result is the order above.
@@ -271,7 +321,7 @@ impl Gates {
         let mut probes: Vec<Probe> = std::thread::scope(|scope| {
             let handles: Vec<_> = commands
                 .iter()
-                .map(|(name, cmd)| (name, cmd, std::thread::Builder::new().spawn_scoped(scope, move || probe(name, cmd, t))))
+                .map(|(name, cmd)| (name.name(), cmd, std::thread::Builder::new().spawn_scoped(scope, move || probe(name.name(), cmd, t))))
                 .collect();
             handles
                 .into_iter()
@@ -286,31 +336,31 @@ impl Gates {
                 })
                 .collect()
         });
-        probes.push(in_process(CUDA_PROBE, CUDA_PROBE_COMMAND, t, cuda_probe));
+        probes.push(in_process(ProbeName::Cuda.name(), CUDA_PROBE_COMMAND, t, cuda_probe));
         probes.push(cuda_graph_probe());
-        probes.push(in_process("nccl", crate::nccl::PROBE_COMMAND, t, crate::nccl::probe));
+        probes.push(in_process(ProbeName::Nccl.name(), crate::nccl::PROBE_COMMAND, t, crate::nccl::probe));
         Gates { probes, provenance: Provenance::Unrecorded }
     }
 
-    /// The probe named `name`.
-    pub fn get(&self, name: &str) -> Option<&Probe> {
-        self.probes.iter().find(|p| p.name == name)
+    /// The record of probe `name`, when it was taken.
+    pub fn get(&self, name: ProbeName) -> Option<&Probe> {
+        self.probes.iter().find(|p| p.name == name.name())
     }
 
     /// GPUs listed by `nvidia-smi -L` (0 when it failed).
     pub fn gpus(&self) -> u32 {
-        self.get("gpus").filter(|p| p.succeeded()).map_or(0, |p| p.output.lines().filter(|l| l.starts_with("GPU ")).count() as u32)
+        self.get(ProbeName::Gpus).filter(|p| p.succeeded()).map_or(0, |p| p.output.lines().filter(|l| l.starts_with("GPU ")).count() as u32)
     }
 
     /// CUDA devices parlab's own libtorch sees (0 when the probe failed or was not taken).
     pub fn cuda_devices(&self) -> u32 {
-        self.get(CUDA_PROBE).filter(|p| p.succeeded()).and_then(|p| cuda_count(&p.output)).unwrap_or(0)
+        self.get(ProbeName::Cuda).filter(|p| p.succeeded()).and_then(|p| cuda_count(&p.output)).unwrap_or(0)
     }
 
     /// True when a GPU answered the PCIe link query (or, for gates saved before that
     /// probe existed, when `nvidia-smi -L` listed one).
     pub fn has_host_device_link(&self) -> bool {
-        match self.get("host_device_link") {
+        match self.get(ProbeName::HostDeviceLink) {
             Some(p) => p.succeeded() && !p.output.trim().is_empty() && self.gpus() > 0,
             None => self.gpus() > 0,
         }
@@ -318,7 +368,7 @@ impl Gates {
 
     /// Cores from `nproc`.
     pub fn cores(&self) -> u32 {
-        self.get("cores").and_then(|p| p.output.trim().parse().ok()).unwrap_or_else(cpu_cores)
+        self.get(ProbeName::Cores).and_then(|p| p.output.trim().parse().ok()).unwrap_or_else(cpu_cores)
     }
 
     /// Why `requires` is unmet (one reason per unmet requirement, quoting the probe), or empty.
@@ -326,43 +376,43 @@ impl Gates {
         let mut reasons = Vec::new();
         let gpus = self.gpus();
         let label = self.provenance.label();
-        let evidence = |name: &str| self.get(name).map_or("not probed".to_string(), |p| format!("{}{label}", p.evidence()));
+        let evidence = |name: ProbeName| self.get(name).map_or("not probed".to_string(), |p| format!("{}{label}", p.evidence()));
         if let Some(want) = requires.gpus.filter(|w| *w > gpus) {
             let per_rank = if requires.nccl { " (one per NCCL rank: two ranks cannot share a GPU in one NCCL communicator)" } else { "" };
             let plural = |n: u32| if n == 1 { "GPU" } else { "GPUs" };
-            reasons.push(format!("needs {want} {}{per_rank}, found {gpus} {}: {}", plural(want), plural(gpus), evidence("gpus")));
+            reasons.push(format!("needs {want} {}{per_rank}, found {gpus} {}: {}", plural(want), plural(gpus), evidence(ProbeName::Gpus)));
         }
-        if requires.nccl && !self.get("nccl").is_some_and(Probe::succeeded) {
-            reasons.push(format!("needs NCCL: {}", evidence("nccl")));
+        if requires.nccl && !self.get(ProbeName::Nccl).is_some_and(Probe::succeeded) {
+            reasons.push(format!("needs NCCL: {}", evidence(ProbeName::Nccl)));
         }
         if requires.host_device_link && !self.has_host_device_link() {
-            let name = if self.get("host_device_link").is_some() { "host_device_link" } else { "gpus" };
+            let name = if self.get(ProbeName::HostDeviceLink).is_some() { ProbeName::HostDeviceLink } else { ProbeName::Gpus };
             reasons.push(format!("needs a host-device link (a GPU): {}", evidence(name)));
         }
         if requires.cuda && self.cuda_devices() == 0 {
-            reasons.push(format!("needs a CUDA device visible to parlab's libtorch: {}", evidence(CUDA_PROBE)));
+            reasons.push(format!("needs a CUDA device visible to parlab's libtorch: {}", evidence(ProbeName::Cuda)));
         }
-        if requires.cuda_graph && !self.get(CUDA_GRAPH_PROBE).is_some_and(Probe::succeeded) {
-            reasons.push(format!("needs CUDA graph capture in this parlab: {}", evidence(CUDA_GRAPH_PROBE)));
+        if requires.cuda_graph && !self.get(ProbeName::CudaGraph).is_some_and(Probe::succeeded) {
+            reasons.push(format!("needs CUDA graph capture in this parlab: {}", evidence(ProbeName::CudaGraph)));
         }
         if let Some(want) = requires.cores.filter(|w| *w > self.cores()) {
-            reasons.push(format!("needs {want} cores, found {}: {}", self.cores(), evidence("cores")));
+            reasons.push(format!("needs {want} cores, found {}: {}", self.cores(), evidence(ProbeName::Cores)));
         }
         reasons
     }
 
     /// The machine fingerprint recorded in every manifest.
     pub fn fingerprint(&self) -> Fingerprint {
-        let out = |name: &str| self.get(name).filter(|p| p.succeeded()).map(|p| p.output.clone()).unwrap_or_default();
+        let out = |name: ProbeName| self.get(name).filter(|p| p.succeeded()).map(|p| p.output.clone()).unwrap_or_default();
         let after_colon = |s: String| s.split_once(':').map(|(_, v)| v.trim().to_string()).unwrap_or(s);
-        let memory_kib: u64 = out("memory").split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let memory_kib: u64 = out(ProbeName::Memory).split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
         Fingerprint {
-            cpu_model: after_colon(out("cpu_model")),
+            cpu_model: after_colon(out(ProbeName::CpuModel)),
             cores: self.cores(),
             memory_bytes: memory_kib * 1024,
-            os: out("os").split_once('=').map_or(String::new(), |(_, v)| v.trim().trim_matches('"').to_string()),
-            openmpi: out("openmpi").lines().next().unwrap_or("").to_string(),
-            torch: out("torch").split_whitespace().next().unwrap_or("").to_string(),
+            os: out(ProbeName::Os).split_once('=').map_or(String::new(), |(_, v)| v.trim().trim_matches('"').to_string()),
+            openmpi: out(ProbeName::Openmpi).lines().next().unwrap_or("").to_string(),
+            torch: out(ProbeName::Torch).split_whitespace().next().unwrap_or("").to_string(),
             gpus: self.gpus(),
             topology: crate::topology::compact(&self.topology()),
         }
@@ -370,15 +420,12 @@ impl Gates {
 
     /// The GPU rows of the `gpu_topology` probe (empty where it failed or found no GPU).
     pub fn topology(&self) -> Vec<crate::topology::GpuRow> {
-        self.get("gpu_topology").filter(|p| p.succeeded()).map_or_else(Vec::new, |p| crate::topology::parse(&p.output))
+        self.get(ProbeName::GpuTopology).filter(|p| p.succeeded()).map_or_else(Vec::new, |p| crate::topology::parse(&p.output))
     }
 }
 
 /// True when the build linked libtorch_cuda (the torch it was built against has CUDA; `build.rs`).
 pub const LINKED_TORCH_CUDA: bool = option_env!("PARLAB_LINKED_TORCH_CUDA").is_some();
-
-/// The name of the in-process CUDA probe.
-pub const CUDA_PROBE: &str = "cuda";
 
 /// What the in-process CUDA probe says it ran.
 const CUDA_PROBE_COMMAND: &str = "parlab, in process: tch::Cuda::device_count(), cudnn_is_available()";
@@ -392,11 +439,13 @@ pub fn cuda_probe() -> Probe {
     let devices = tch::Cuda::device_count();
     let output =
         format!("CUDA devices: {devices}; cuDNN: {}; libtorch_cuda linked: {}", tch::Cuda::cudnn_is_available(), LINKED_TORCH_CUDA);
-    Probe { name: CUDA_PROBE.into(), command: CUDA_PROBE_COMMAND.into(), exit_code: Some(if devices > 0 { 0 } else { 1 }), output }
+    Probe {
+        name: ProbeName::Cuda.name().into(),
+        command: CUDA_PROBE_COMMAND.into(),
+        exit_code: Some(if devices > 0 { 0 } else { 1 }),
+        output,
+    }
 }
-
-/// The name of the in-process probe of CUDA graph capture.
-pub const CUDA_GRAPH_PROBE: &str = "cuda_graph";
 
 /// Whether this binary can capture CUDA graphs (`step: graph`): built with harness/cuda_graph.cpp,
 /// or why not. The device itself is the `cuda` probe's question.
@@ -406,7 +455,7 @@ pub fn cuda_graph_probe() -> Probe {
         Some(why) => (1, format!("CUDA graph capture: not built ({why})")),
     };
     Probe {
-        name: CUDA_GRAPH_PROBE.into(),
+        name: ProbeName::CudaGraph.name().into(),
         command: "parlab, in process: built with harness/cuda_graph.cpp".into(),
         exit_code: Some(exit_code),
         output,
@@ -594,7 +643,7 @@ mod tests {
         assert_eq!(reasons.len(), 1, "{reasons:?}");
         assert!(reasons[0].contains("not probed"), "{reasons:?}");
         let probe = |code, output: &str| Probe {
-            name: CUDA_PROBE.into(),
+            name: ProbeName::Cuda.name().into(),
             command: CUDA_PROBE_COMMAND.into(),
             exit_code: Some(code),
             output: output.into(),
@@ -637,7 +686,7 @@ mod tests {
         let mut gates = no_gpu();
         assert!(gates.unmet(&graph)[0].contains("needs CUDA graph capture in this parlab: not probed"));
         gates.probes.push(Probe {
-            name: CUDA_GRAPH_PROBE.into(),
+            name: ProbeName::CudaGraph.name().into(),
             command: "in process".into(),
             exit_code: Some(1),
             output: "CUDA graph capture: not built (no libtorch_cuda)".into(),

@@ -139,10 +139,10 @@ fn misaligned(layout: &Layout, machine: &Machine) -> Option<Rejection> {
 
 /// The memory rejection of a prediction that does not fit.
 pub fn fit(prediction: &Prediction, machine: &Machine) -> Option<Rejection> {
-    (!prediction.fits).then(|| Rejection::DoesNotFit {
+    (!prediction.fits).then_some(Rejection::DoesNotFit {
         weights_bytes: prediction.weights_bytes_per_device,
         kv_bytes: prediction.kv_bytes_per_device,
-        memory_bytes: machine.device.memory_bytes(),
+        memory_bytes: machine.device.memory_bytes,
     })
 }
 

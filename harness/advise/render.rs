@@ -193,7 +193,7 @@ pub fn to_json(advice: &Advice) -> Value {
             "mean_decode_context_tokens": w.mean_decode_context(), "final_context_tokens": w.final_context(),
         },
         "machine": {
-            "device": m.device.name, "memory_bytes": m.device.memory_bytes(), "bandwidth_Bps": m.device.bandwidth_bps(),
+            "device": m.device.name, "memory_bytes": m.device.memory_bytes, "bandwidth_Bps": m.device.bandwidth_bps(),
             "compute_flops": m.device.peak_flops(req.workload.dtype), "nodes": m.nodes, "devices_per_node": m.devices_per_node,
             "devices": m.devices(),
             "domains": m.domains.iter().enumerate().map(|(i, d)| json!({
@@ -269,7 +269,7 @@ fn header(advice: &Advice) -> String {
         m.nodes,
         m.devices_per_node,
         dev.name,
-        format_bytes(dev.memory_bytes() as f64),
+        format_bytes(dev.memory_bytes as f64),
         format_gbps(dev.bandwidth_bps()),
         if domains.is_empty() { String::new() } else { format!("; domains: {}", domains.join(", ")) },
     )

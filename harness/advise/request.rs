@@ -272,7 +272,7 @@ impl Machine {
 
     /// The device as the cost model takes it.
     pub fn cost_device(&self) -> Device {
-        Device { memory_bytes: self.device.memory_bytes(), bandwidth_bps: self.device.bandwidth_bps() }
+        Device { memory_bytes: self.device.memory_bytes, bandwidth_bps: self.device.bandwidth_bps() }
     }
 
     /// Index of the innermost domain holding devices `a` and `b` (None when they are one device).
@@ -444,13 +444,12 @@ mod tests {
             name: "g".into(),
             description: String::new(),
             memory: "80GiB".into(),
+            memory_bytes: 80 << 30,
             bandwidth_gbps: 1500.0,
             memory_provenance: p.clone(),
             bandwidth_provenance: p,
-            compute_tflops: None,
-            compute_provenance: None,
-            compute_float32_tflops: None,
-            compute_float32_provenance: None,
+            compute: None,
+            compute_float32: None,
         }
     }
 

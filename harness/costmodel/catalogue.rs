@@ -183,62 +183,83 @@ impl LinkEntry {
     }
 }
 
-/// A device of the catalogue (`P`: its constants' provenance, checked; as the YAML's keys while read).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, bound(deserialize = "P: Deserialize<'de>"))]
-pub struct DeviceEntry<P = Provenance> {
+/// A peak arithmetic rate of a device and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peak {
+    /// Dense arithmetic, TFLOP/s.
+    pub tflops: f64,
+    /// Where it came from.
+    pub provenance: Provenance,
+}
+
+/// A device of the catalogue, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceEntry {
     /// Name used in specs.
     pub name: String,
     /// What it is.
     pub description: String,
-    /// Memory capacity, e.g. `12GiB`.
+    /// Memory capacity as the catalogue writes it, e.g. `12GiB`.
     pub memory: String,
+    /// Memory capacity in bytes (`memory` read).
+    pub memory_bytes: u64,
     /// Memory bandwidth, decimal GB/s.
     pub bandwidth_gbps: f64,
     /// Where the capacity came from.
-    pub memory_provenance: P,
+    pub memory_provenance: Provenance,
     /// Where the bandwidth came from.
-    pub bandwidth_provenance: P,
-    /// Peak dense 16-bit arithmetic, TFLOP/s (what a prefill is bound by); absent when unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute_tflops: Option<f64>,
-    /// Where the arithmetic peak came from (required with `compute_tflops`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute_provenance: Option<P>,
-    /// Peak dense float32 arithmetic (without 16-bit tensor cores), TFLOP/s; absent when unknown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute_float32_tflops: Option<f64>,
-    /// Where the float32 peak came from (required with `compute_float32_tflops`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute_float32_provenance: Option<P>,
+    pub bandwidth_provenance: Provenance,
+    /// Peak dense 16-bit arithmetic (what a prefill is bound by); None when unknown.
+    pub compute: Option<Peak>,
+    /// Peak dense float32 arithmetic (without 16-bit tensor cores); None when unknown.
+    pub compute_float32: Option<Peak>,
+}
+
+/// A device as the YAML writes it: each peak and its provenance as two keys.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeviceKeys {
+    name: String,
+    description: String,
+    memory: String,
+    bandwidth_gbps: f64,
+    memory_provenance: ProvenanceKeys,
+    bandwidth_provenance: ProvenanceKeys,
+    #[serde(default)]
+    compute_tflops: Option<f64>,
+    #[serde(default)]
+    compute_provenance: Option<ProvenanceKeys>,
+    #[serde(default)]
+    compute_float32_tflops: Option<f64>,
+    #[serde(default)]
+    compute_float32_provenance: Option<ProvenanceKeys>,
 }
 
 impl DeviceEntry {
     /// Peak arithmetic in FLOP/s for `dtype`, when the catalogue gives one: the float32 peak for
     /// float32, the 16-bit one for float16 and bfloat16.
     pub fn peak_flops(&self, dtype: crate::spec::schema::Dtype) -> Option<f64> {
-        self.peak_tflops(dtype).map(|t| t * 1e12)
+        self.peak(dtype).as_ref().map(|p| p.tflops * 1e12)
     }
 
-    /// The catalogue's peak for `dtype`, TFLOP/s.
-    fn peak_tflops(&self, dtype: crate::spec::schema::Dtype) -> Option<f64> {
+    /// The catalogue's peak for `dtype`.
+    fn peak(&self, dtype: crate::spec::schema::Dtype) -> &Option<Peak> {
         match dtype {
-            crate::spec::schema::Dtype::Float32 => self.compute_float32_tflops,
-            _ => self.compute_tflops,
+            crate::spec::schema::Dtype::Float32 => &self.compute_float32,
+            _ => &self.compute,
         }
     }
 
-    /// Sets the peak for `dtype` to `flops` FLOP/s (a what-if of the flip search).
+    /// Sets the peak for `dtype` to `flops` FLOP/s where the catalogue gives one (a what-if of
+    /// the flip search, which varies only the constants a device has).
     pub fn set_peak_flops(&mut self, dtype: crate::spec::schema::Dtype, flops: f64) {
-        match dtype {
-            crate::spec::schema::Dtype::Float32 => self.compute_float32_tflops = Some(flops / 1e12),
-            _ => self.compute_tflops = Some(flops / 1e12),
+        let peak = match dtype {
+            crate::spec::schema::Dtype::Float32 => &mut self.compute_float32,
+            _ => &mut self.compute,
+        };
+        if let Some(p) = peak {
+            p.tflops = flops / 1e12;
         }
-    }
-
-    /// Capacity in bytes.
-    pub fn memory_bytes(&self) -> u64 {
-        crate::units::parse_bytes(&self.memory).unwrap_or(0)
     }
 
     /// Bandwidth in bytes per second.
@@ -246,23 +267,18 @@ impl DeviceEntry {
         self.bandwidth_gbps * 1e9
     }
 
-    /// Provenance lines for both constants.
+    /// Provenance lines for every constant.
     pub fn provenance_lines(&self) -> Vec<String> {
+        let peak = |what: &str, p: &Option<Peak>| {
+            p.as_ref().map(|p| format!("device {}: {what} compute {} TFLOP/s, {}", self.name, sig4(p.tflops), p.provenance.describe()))
+        };
         vec![
             format!("device {}: memory {}, {}", self.name, self.memory, self.memory_provenance.describe()),
             format!("device {}: bandwidth {} GB/s, {}", self.name, sig4(self.bandwidth_gbps), self.bandwidth_provenance.describe()),
         ]
         .into_iter()
-        .chain(
-            self.compute_tflops
-                .zip(self.compute_provenance.as_ref())
-                .map(|(t, p)| format!("device {}: 16-bit compute {} TFLOP/s, {}", self.name, sig4(t), p.describe())),
-        )
-        .chain(
-            self.compute_float32_tflops
-                .zip(self.compute_float32_provenance.as_ref())
-                .map(|(t, p)| format!("device {}: float32 compute {} TFLOP/s, {}", self.name, sig4(t), p.describe())),
-        )
+        .chain(peak("16-bit", &self.compute))
+        .chain(peak("float32", &self.compute_float32))
         .collect()
     }
 }
@@ -276,7 +292,7 @@ struct LinksFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DevicesFile {
-    devices: Vec<DeviceEntry<ProvenanceKeys>>,
+    devices: Vec<DeviceKeys>,
 }
 
 /// `keys` read as the provenance of `key`, or why not (naming the key).
@@ -284,9 +300,16 @@ fn provenance(key: &str, keys: ProvenanceKeys) -> Result<Provenance, String> {
     Provenance::try_from(keys).map_err(|problem| format!("{key}: {problem}"))
 }
 
-/// The provenance of an optional constant, `key` naming it.
-fn optional(key: &str, keys: Option<ProvenanceKeys>) -> Result<Option<Provenance>, String> {
-    keys.map(|k| provenance(key, k)).transpose()
+/// A peak arithmetic rate from its two keys (`{key}_tflops`, `{key}_provenance`): both or
+/// neither, the rate positive.
+fn peak(key: &str, tflops: Option<f64>, keys: Option<ProvenanceKeys>) -> Result<Option<Peak>, String> {
+    match (tflops, keys) {
+        (Some(t), Some(k)) if t > 0.0 => Ok(Some(Peak { tflops: t, provenance: provenance(&format!("{key}_provenance"), k)? })),
+        (Some(_), Some(_)) => Err(format!("{key}_tflops must be positive")),
+        (Some(_), None) => Err(format!("{key}_tflops needs a {key}_provenance")),
+        (None, Some(_)) => Err(format!("{key}_provenance without {key}_tflops")),
+        (None, None) => Ok(None),
+    }
 }
 
 impl LinkEntry<ProvenanceKeys> {
@@ -303,20 +326,23 @@ impl LinkEntry<ProvenanceKeys> {
     }
 }
 
-impl DeviceEntry<ProvenanceKeys> {
-    /// The entry with its provenance checked against each kind's keys.
+impl DeviceKeys {
+    /// The entry with its capacity read and each constant's provenance checked against its kind's keys.
     fn checked(self) -> Result<DeviceEntry, String> {
+        let memory_bytes = crate::units::parse_bytes(&self.memory).filter(|b| *b > 0);
+        let Some(memory_bytes) = memory_bytes.filter(|_| self.bandwidth_gbps > 0.0) else {
+            return Err("memory must be a size like 12GiB and bandwidth_gbps positive".into());
+        };
         Ok(DeviceEntry {
             memory_provenance: provenance("memory_provenance", self.memory_provenance)?,
             bandwidth_provenance: provenance("bandwidth_provenance", self.bandwidth_provenance)?,
-            compute_provenance: optional("compute_provenance", self.compute_provenance)?,
-            compute_float32_provenance: optional("compute_float32_provenance", self.compute_float32_provenance)?,
+            compute: peak("compute", self.compute_tflops, self.compute_provenance)?,
+            compute_float32: peak("compute_float32", self.compute_float32_tflops, self.compute_float32_provenance)?,
             name: self.name,
             description: self.description,
             memory: self.memory,
+            memory_bytes,
             bandwidth_gbps: self.bandwidth_gbps,
-            compute_tflops: self.compute_tflops,
-            compute_float32_tflops: self.compute_float32_tflops,
         })
     }
 }
@@ -367,21 +393,6 @@ impl Catalogue {
             let bad = |m: String| invalid(&dpath, format!("device `{}`: {m}", d.name));
             if devices[..i].iter().any(|earlier| earlier.name == d.name) {
                 return Err(bad("named twice; each device needs a name of its own".into()));
-            }
-            if d.memory_bytes() == 0 || d.bandwidth_gbps <= 0.0 {
-                return Err(bad("memory must be a size like 12GiB and bandwidth_gbps positive".into()));
-            }
-            for (key, peak, provenance) in [
-                ("compute", d.compute_tflops, &d.compute_provenance),
-                ("compute_float32", d.compute_float32_tflops, &d.compute_float32_provenance),
-            ] {
-                match (peak, provenance) {
-                    (Some(t), Some(_)) if t > 0.0 => {}
-                    (Some(_), Some(_)) => return Err(bad(format!("{key}_tflops must be positive"))),
-                    (Some(_), None) => return Err(bad(format!("{key}_tflops needs a {key}_provenance"))),
-                    (None, Some(_)) => return Err(bad(format!("{key}_provenance without {key}_tflops"))),
-                    (None, None) => {}
-                }
             }
         }
         Ok(Catalogue { links, devices })
@@ -460,7 +471,7 @@ mod tests {
         write(dir.path(), links, DEVICES);
         let c = Catalogue::load(dir.path()).unwrap();
         assert_eq!(c.link("l").unwrap().link(), Link { alpha_s: 10e-6, beta_bps: 300e9 });
-        assert_eq!(c.device("g").unwrap().memory_bytes(), 12 << 30);
+        assert_eq!(c.device("g").unwrap().memory_bytes, 12 << 30);
         let lines = c.link("l").unwrap().provenance_lines();
         assert!(lines[0].contains("ASSUMED (my guess)"), "{lines:?}");
         assert!(c.device("g").unwrap().provenance_lines()[1].contains("measured: from run abc"));
@@ -489,6 +500,27 @@ mod tests {
         assert_eq!(c.device("g").unwrap().peak_flops(crate::spec::schema::Dtype::Bfloat16), Some(312e12));
         assert_eq!(c.device("g").unwrap().peak_flops(crate::spec::schema::Dtype::Float32), None, "a 16-bit peak is not float32's");
         assert!(c.device("g").unwrap().provenance_lines()[2].contains("compute 312 TFLOP/s, reported by a datasheet"));
+        // The what-if of the flip search moves a peak the device has and never invents one.
+        let mut what_if = c.device("g").unwrap().clone();
+        what_if.set_peak_flops(crate::spec::schema::Dtype::Bfloat16, 100e12);
+        what_if.set_peak_flops(crate::spec::schema::Dtype::Float32, 50e12);
+        assert_eq!(what_if.peak_flops(crate::spec::schema::Dtype::Bfloat16), Some(100e12));
+        assert_eq!(what_if.peak_flops(crate::spec::schema::Dtype::Float32), None);
+        for (keys, problem) in [
+            ("    compute_float32_provenance: {kind: assumed, note: n}\n", "compute_float32_provenance without compute_float32_tflops"),
+            (
+                "    compute_float32_tflops: 0\n    compute_float32_provenance: {kind: assumed, note: n}\n",
+                "compute_float32_tflops must be positive",
+            ),
+            (
+                "    compute_float32_tflops: 60\n    compute_float32_provenance: {kind: assumed}\n",
+                "compute_float32_provenance: `assumed` needs a `note`",
+            ),
+        ] {
+            write(dir.path(), links, &format!("{DEVICES}{keys}"));
+            let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+            assert!(err.contains(&format!("device `g`: {problem}")), "{keys}: {err}");
+        }
     }
 
     #[test]

@@ -345,7 +345,7 @@ impl ModelRun {
         let mut rows = Vec::new();
         let mut omitted = std::collections::BTreeSet::new();
         let mut dense = std::collections::BTreeSet::new();
-        let dev = Device { memory_bytes: device.memory_bytes(), bandwidth_bps: device.bandwidth_bps() };
+        let dev = Device { memory_bytes: device.memory_bytes, bandwidth_bps: device.bandwidth_bps() };
         for m in &self.models {
             for &dt in &self.dtypes {
                 for &p in &self.worlds {

@@ -194,7 +194,7 @@ impl Family {
     pub fn of(model_type: &str) -> Option<Family> {
         match model_type {
             "gpt2" => Some(Family::Gpt2),
-            t if crate::model::llama::LLAMA_TYPES.contains(&t) => Some(Family::Llama),
+            t if crate::model::llama::LlamaVariant::from_name(t).is_some() => Some(Family::Llama),
             _ => None,
         }
     }

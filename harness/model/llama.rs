@@ -28,7 +28,7 @@ use tch::{Kind, Tensor};
 pub mod dims;
 mod rope;
 mod row;
-pub use dims::{LlamaDims, Rope, LLAMA_TYPES};
+pub use dims::{LlamaDims, LlamaVariant, Rope, LLAMA_TYPES};
 
 /// What one part holds: query heads, key/value heads, feed-forward columns, layers, vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -153,7 +153,12 @@ pub fn probe() -> crate::gates::Probe {
         Ok(l) => (0, format!("NCCL {} from {}", l.version(), l.path)),
         Err(e) => (1, e.to_string()),
     };
-    crate::gates::Probe { name: "nccl".into(), command: PROBE_COMMAND.into(), exit_code: Some(exit_code), output }
+    crate::gates::Probe {
+        name: crate::gates::ProbeName::Nccl.name().into(),
+        command: PROBE_COMMAND.into(),
+        exit_code: Some(exit_code),
+        output,
+    }
 }
 
 /// What the NCCL probe says it ran.

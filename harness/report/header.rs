@@ -124,7 +124,7 @@ fn probe_view(p: &Probe) -> ProbeView {
 
 fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {
     let mut out = vec![format!("{} cores and {} GPUs ({} visible to parlab's libtorch).", g.cores(), g.gpus(), g.cuda_devices())];
-    let nccl = g.get("nccl").is_some_and(Probe::succeeded);
+    let nccl = g.get(crate::gates::ProbeName::Nccl).is_some_and(Probe::succeeded);
     let mut missing = Vec::new();
     if g.cuda_devices() == 0 {
         missing.push("CUDA");

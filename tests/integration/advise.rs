@@ -185,7 +185,7 @@ fn parallelism_chapter_two_nodes_of_four_tp8_across_loses_to_tp4_inside() {
 fn book_gpu() -> Device {
     let c = catalogue();
     let d = c.device("book-gpu-12gib").unwrap();
-    Device { memory_bytes: d.memory_bytes(), bandwidth_bps: d.bandwidth_bps() }
+    Device { memory_bytes: d.memory_bytes, bandwidth_bps: d.bandwidth_bps() }
 }
 
 #[test]

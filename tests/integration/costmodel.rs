@@ -38,7 +38,7 @@ fn link(name: &str) -> Link {
 fn book_gpu() -> Device {
     let c = catalogue();
     let d = c.device("book-gpu-12gib").unwrap();
-    Device { memory_bytes: d.memory_bytes(), bandwidth_bps: d.bandwidth_bps() }
+    Device { memory_bytes: d.memory_bytes, bandwidth_bps: d.bandwidth_bps() }
 }
 
 #[test]

@@ -610,7 +610,7 @@ fn an_nccl_run_is_not_run_by_probe_without_a_gpu_per_rank() {
         assert!(m.launch().is_none(), "{} was launched", m.plan.label());
     }
     let gates = parlab::gates::load(&manifests).unwrap().expect("gates saved beside the manifests");
-    let probe = gates.get("nccl").expect("an nccl probe");
+    let probe = gates.get(parlab::gates::ProbeName::Nccl).expect("an nccl probe");
     assert_eq!(probe.command, parlab::nccl::PROBE_COMMAND, "NCCL is probed in process, as a rank loads it");
 }
 

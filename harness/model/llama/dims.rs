@@ -7,7 +7,22 @@ use crate::model::moe::MoeDims;
 use serde_json::Value;
 
 /// The `model_type`s parlab's Llama-family model computes.
-pub const LLAMA_TYPES: [&str; 4] = ["llama", "qwen2", "qwen3", "mixtral"];
+pub const LLAMA_TYPES: [&str; 4] = LlamaVariant::names();
+
+/// Which member of the Llama family a config is (its `model_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlamaVariant {
+    /// `llama`: optional biases from `attention_bias` and `mlp_bias`.
+    Llama,
+    /// `qwen2`: biases on the query, key and value projections, none on the output.
+    Qwen2,
+    /// `qwen3`: per-head RMSNorm of queries and keys.
+    Qwen3,
+    /// `mixtral`: a mixture of SwiGLU experts in every feed-forward block.
+    Mixtral,
+}
+
+crate::named!(LlamaVariant { Llama => "llama", Qwen2 => "qwen2", Qwen3 => "qwen3", Mixtral => "mixtral" });
 
 /// How rotary position embeddings turn a position into angles.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,8 +49,8 @@ pub struct Llama3Scaling {
 /// The dimensions and options of a Llama-family model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlamaDims {
-    /// `model_type`.
-    pub model_type: String,
+    /// Which member of the family (its `model_type`).
+    pub variant: LlamaVariant,
     /// Residual width.
     pub hidden: usize,
     /// Query heads.
@@ -153,10 +168,9 @@ impl LlamaDims {
     /// Reads and checks a Llama-family config.
     pub fn from_config(cfg: &ModelConfig) -> Result<Self, ConfigError> {
         let raw = &cfg.raw;
-        let t = cfg.model_type.as_str();
-        if !LLAMA_TYPES.contains(&t) {
-            return Err(ConfigError::NotLlama { model_type: t.into() });
-        }
+        let Some(variant) = LlamaVariant::from_name(&cfg.model_type) else {
+            return Err(ConfigError::NotLlama { model_type: cfg.model_type.clone() });
+        };
         let act = raw.get("hidden_act").and_then(Value::as_str).unwrap_or("silu");
         if act != "silu" {
             return Err(ConfigError::HiddenAct(act.into()));
@@ -165,7 +179,7 @@ impl LlamaDims {
             return Err(ConfigError::SlidingWindow);
         }
         let moe = MoeDims::from_raw(raw, cfg.intermediate as usize)?;
-        if t == "mixtral" {
+        if variant == LlamaVariant::Mixtral {
             if let Some(window) = raw.get("sliding_window").filter(|v| !v.is_null()) {
                 return Err(ConfigError::MixtralSlidingWindow(window.clone()));
             }
@@ -173,7 +187,7 @@ impl LlamaDims {
                 return Err(ConfigError::MixtralWithoutExperts);
             }
         } else if moe.is_some() {
-            return Err(ConfigError::ExpertsOfDenseType(t.to_string()));
+            return Err(ConfigError::ExpertsOfDenseType(cfg.model_type.clone()));
         }
         let head_dim = match raw.get("head_dim").and_then(Value::as_u64) {
             Some(h) if h > 0 && h % 2 == 0 => h as usize,
@@ -185,7 +199,7 @@ impl LlamaDims {
         }
         let attention_bias = flag(raw, "attention_bias", false)?;
         Ok(LlamaDims {
-            model_type: t.to_string(),
+            variant,
             hidden: cfg.hidden as usize,
             heads: cfg.heads as usize,
             kv_heads: cfg.kv_heads as usize,
@@ -195,10 +209,10 @@ impl LlamaDims {
             vocab: cfg.vocab as usize,
             eps: number(raw, "rms_norm_eps")?.unwrap_or(1e-6),
             rope: Rope::from_raw(raw)?,
-            qkv_bias: t == "qwen2" || attention_bias,
-            o_bias: t != "qwen2" && attention_bias,
+            qkv_bias: variant == LlamaVariant::Qwen2 || attention_bias,
+            o_bias: variant != LlamaVariant::Qwen2 && attention_bias,
             mlp_bias: flag(raw, "mlp_bias", false)?,
-            qk_norm: t == "qwen3",
+            qk_norm: variant == LlamaVariant::Qwen3,
             tied: flag(raw, "tie_word_embeddings", false)?,
             moe,
         })
@@ -236,6 +250,8 @@ mod tests {
         let q2 = cfg(json!({"model_type": "qwen2"})).unwrap();
         assert!(q2.qkv_bias && !q2.o_bias);
         assert!(cfg(json!({"model_type": "qwen3"})).unwrap().qk_norm);
+        assert_eq!((d.variant, q2.variant), (LlamaVariant::Llama, LlamaVariant::Qwen2));
+        assert_eq!(LLAMA_TYPES.map(|t| LlamaVariant::from_name(t).map(LlamaVariant::name)), LLAMA_TYPES.map(Some));
     }
 
     #[test]
