@@ -141,15 +141,15 @@ pub fn add_store_links(catalogue: &mut Catalogue, store: &Path) -> Result<(), Ad
     }
     let (manifests, skipped) = crate::manifest::read_all(store);
     for s in &skipped {
-        eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
+        crate::say!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
     let entries = link_entries(&manifests);
     let unusable = unusable_fits(&manifests, &entries);
     for why in &unusable {
-        eprintln!("warning: --links-from {}: {why}", store.display());
+        crate::say!("warning: --links-from {}: {why}", store.display());
     }
     if entries.is_empty() && unusable.is_empty() {
-        eprintln!(
+        crate::say!(
             "warning: --links-from {}: no ok collectives run with an all-reduce fit of 2 ranks or more; no measured link added",
             store.display()
         );

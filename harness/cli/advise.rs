@@ -82,6 +82,6 @@ pub fn run(args: &AdviseArgs) -> super::Result<i32> {
     let advice = advise(args.asked().resolve(&catalogue)?);
     let text =
         if args.json { format!("{}\n", serde_json::to_string_pretty(&render::to_json(&advice))?) } else { render::to_markdown(&advice) };
-    super::shape::print_quietly(&text);
+    super::output::print(&text)?;
     Ok(crate::exitcode::OK)
 }

@@ -8,7 +8,7 @@ pub fn run(manifests: &Path, as_json: bool) -> super::Result<i32> {
     super::existing_folder(manifests, "--manifests", "manifests folder")?;
     let (list, skipped) = crate::manifest::read_all(manifests);
     for s in &skipped {
-        eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
+        crate::say!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
     let groups = crate::audit::audit(&list);
     let precision = crate::precision::audit(&list);
@@ -23,10 +23,9 @@ pub fn run(manifests: &Path, as_json: bool) -> super::Result<i32> {
             "precision": precision,
             "skipped": unread,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        super::output::print_json(&doc)?;
     } else {
-        print!("{}", crate::audit::render_text(&groups));
-        print!("{}", crate::precision::render_text(&precision));
+        super::output::print(&(crate::audit::render_text(&groups) + &crate::precision::render_text(&precision)))?;
     }
     Ok(if groups.iter().any(|g| g.changed) { crate::exitcode::AUDIT_ANSWER_CHANGED } else { crate::exitcode::OK })
 }

@@ -6,16 +6,18 @@ use crate::gates::cache::{self, Reprobe};
 pub fn run(as_json: bool, reprobe: bool) -> super::Result<i32> {
     let gates = obtain(reprobe);
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&gates)?);
+        super::output::print_json(&gates)?;
         return Ok(crate::exitcode::OK);
     }
+    let mut text = String::new();
     for p in &gates.probes {
         let status = p.exit_code.map_or("did not finish".into(), |c| format!("exit {c}"));
-        println!("{:<20} $ {}  ({status})", p.name, p.command);
+        text.push_str(&format!("{:<20} $ {}  ({status})\n", p.name, p.command));
         for line in p.output.lines().take(8) {
-            println!("{:<20}   {line}", "");
+            text.push_str(&format!("{:<20}   {line}\n", ""));
         }
     }
+    super::output::print(&text)?;
     Ok(crate::exitcode::OK)
 }
 
@@ -23,7 +25,7 @@ pub fn run(as_json: bool, reprobe: bool) -> super::Result<i32> {
 pub fn obtain(reprobe: bool) -> crate::gates::Gates {
     let (obtained, file) = cache::obtain(if reprobe { Reprobe::Always } else { Reprobe::IfChanged });
     for note in obtained.notes(&file) {
-        eprintln!("{note}");
+        crate::say!("{note}");
     }
     obtained.gates
 }

@@ -61,7 +61,7 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;
     let replaced = Manifest::path_for(&dir, &manifest.run_id).exists();
     let path = manifest.write(&dir)?;
-    eprintln!("parlab: {}", describe(&manifest, &path, replaced));
+    crate::say!("parlab: {}", describe(&manifest, &path, replaced));
     Ok(crate::exitcode::OK)
 }
 

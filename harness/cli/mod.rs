@@ -6,6 +6,7 @@ mod gates;
 mod import;
 mod model;
 mod nightly;
+mod output;
 mod plan;
 mod rank;
 mod report;

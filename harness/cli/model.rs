@@ -71,7 +71,7 @@ fn init_checkpoint(model: &str, seed: u64, out: &Path, layers: Option<u32>) -> s
     }
     check_room(model, &cfg, out)?;
     init::replace_checkpoint(&cfg, seed, out)?;
-    eprintln!(
+    crate::say!(
         "parlab: wrote {} ({} recipe, seed {seed}, {} layers)",
         out.display(),
         crate::spec::weights::seeded_generator(family),
@@ -123,7 +123,7 @@ fn print_tables(paths: &[PathBuf]) -> super::Result<i32> {
         for t in model_run.tables() {
             text.push_str(&crate::report::markdown::table(&t, &[]));
         }
-        super::shape::print_quietly(&text);
+        super::output::print(&text)?;
     }
     Ok(crate::exitcode::OK)
 }

@@ -142,11 +142,11 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
     let (before, skipped_before) = Night::load(baseline);
     let (after, skipped_after) = Night::load(manifests);
     for s in skipped_before.iter().chain(&skipped_after) {
-        eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
+        crate::say!("warning: skipped {}: {}", s.path.display(), s.reason);
     }
     for (night, what) in [(&before, "baseline"), (&after, "tonight")] {
         if let (n @ 1.., Some(run)) = night.without_launches() {
-            eprintln!(
+            crate::say!(
                 "warning: {n} ok runs of the {what} have no per-launch figures (e.g. {run}: written before launches were recorded); each counts as one launch, too few to test (INSUFFICIENT_EVIDENCE)"
             );
         }
@@ -182,9 +182,9 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
     }
     if outs.json {
         let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts});
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        super::output::print_json(&value)?;
     } else {
-        print_text(&comparison, &layouts, baseline);
+        super::output::print(&text(&comparison, &layouts, baseline))?;
     }
     let answer_changed = !layouts.is_empty() || comparison.findings.iter().any(|f| matches!(f, Finding::AnswerChanged { .. }));
     Ok(if answer_changed {
@@ -196,18 +196,16 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
     })
 }
 
-fn print_text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) {
-    for v in c.verdicts.iter().filter(|v| v.verdict != crate::nightly::Verdict::NoChange) {
-        println!("{}", outputs::verdict_line(v));
-    }
-    print!("{}", render_text(&c.findings));
-    for l in outputs::moved_lines(c) {
-        println!("{l}");
-    }
-    for l in layouts {
-        println!("ANSWER CHANGED across layouts: {l}");
-    }
-    println!(
+/// The comparison as the text `parlab nightly` prints: flagged verdicts, findings, moved answers,
+/// answers changed across layouts and a summary line.
+fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> String {
+    let mut lines: Vec<String> =
+        c.verdicts.iter().filter(|v| v.verdict != crate::nightly::Verdict::NoChange).map(outputs::verdict_line).collect();
+    let findings = render_text(&c.findings);
+    lines.extend(findings.lines().map(str::to_string));
+    lines.extend(outputs::moved_lines(c));
+    lines.extend(layouts.iter().map(|l| format!("ANSWER CHANGED across layouts: {l}")));
+    lines.push(format!(
         "nightly: {} runs compared with {}, {} findings; figures: {} (Yuen-Welch t on per-launch medians, FDR {:.0}%, minimum effect {:.0}%)",
         c.compared,
         baseline.display(),
@@ -215,13 +213,14 @@ fn print_text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Pat
         outputs::counts_line(c),
         c.policy.fdr * 100.0,
         c.policy.min_effect * 100.0
-    );
+    ));
+    lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
 fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<()> {
     let entry = crate::nightly::history::append(dir, tonight, &crate::manifest::now())?;
     let changed = crate::nightly::history::write_trends(dir, policy)?;
-    eprintln!(
+    crate::say!(
         "nightly: history {} ({} series with change points; trends in {})",
         entry.display(),
         changed.len(),
@@ -229,7 +228,7 @@ fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<
     );
     for s in changed.iter().take(20) {
         let at: Vec<&str> = s.change_points.iter().map(|&c| s.nights[c].0.as_str()).collect();
-        eprintln!("TREND {}: {} changed level at {}", s.run, s.figure, at.join(", "));
+        crate::say!("TREND {}: {} changed level at {}", s.run, s.figure, at.join(", "));
     }
     Ok(())
 }

@@ -9,26 +9,27 @@ pub fn run(paths: &[PathBuf], as_json: bool, max_runs: usize) -> super::Result<i
     let runs = load_suite_limited(paths, max_runs)?;
     if as_json {
         let items: Vec<_> = runs.iter().map(plan_json).collect();
-        println!("{}", serde_json::to_string_pretty(&items)?);
+        super::output::print_json(&items)?;
     } else {
         // Every column as wide as its widest entry (the experiment at least 28), so rows line up
         // at any count and with any link name.
         let rows: Vec<[String; 4]> = runs.iter().enumerate().map(|(i, r)| row(i, r)).collect();
         let width = |k: usize, least: usize| rows.iter().map(|c| c[k].chars().count()).max().unwrap_or(0).max(least);
         let (n, w, s, l) = (width(0, 4), width(1, 28), width(2, 10), width(3, 8));
-        println!(
-            "{:<n$} {:<w$} {:<s$} {:>5} {:<l$} {:<12} {:<12} details",
+        let mut text = format!(
+            "{:<n$} {:<w$} {:<s$} {:>5} {:<l$} {:<12} {:<12} details\n",
             "#", "experiment", "strategy", "world", "link", "run_id", "answer_id"
         );
         for (r, [index, name, strategy, link]) in runs.iter().zip(&rows) {
             let world = if r.kind().launches_ranks() { r.layout.world.to_string() } else { "–".to_string() };
-            println!(
-                "{index:<n$} {name:<w$} {strategy:<s$} {world:>5} {link:<l$} {:<12} {:<12} {}",
+            text.push_str(&format!(
+                "{index:<n$} {name:<w$} {strategy:<s$} {world:>5} {link:<l$} {:<12} {:<12} {}\n",
                 r.short_id(),
                 r.answer_id.short(),
                 details(r)
-            );
+            ));
         }
+        super::output::print(&text)?;
     }
     Ok(crate::exitcode::OK)
 }

@@ -60,12 +60,6 @@ fn shape_text(name: &str, s: &ModelShape, dtype: Dtype, ck: Option<&CheckpointCo
     t
 }
 
-/// Writes to stdout, ignoring a closed pipe (`parlab shape gpt2 | head`).
-pub(super) fn print_quietly(text: &str) {
-    use std::io::Write;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
-}
-
 /// `parlab shape`: prints the shape of `model` (a name under models/ or a folder) as text or JSON.
 pub fn run(model: &str, as_json: bool, dtype: &str) -> super::Result<i32> {
     let dt = parse_dtype(dtype).ok_or_else(|| Error::Usage(format!("--dtype {dtype}: unknown; use float32, float16 or bfloat16")))?;
@@ -77,6 +71,6 @@ pub fn run(model: &str, as_json: bool, dtype: &str) -> super::Result<i32> {
     } else {
         shape_text(model, &named.shape, dt, ck.as_ref())
     };
-    print_quietly(&text);
+    super::output::print(&text)?;
     Ok(0)
 }

@@ -7,6 +7,6 @@ use std::path::PathBuf;
 pub fn run(paths: &[PathBuf], max_runs: usize) -> super::Result<i32> {
     let runs = load_suite_limited(paths, max_runs)?;
     let experiments: std::collections::BTreeSet<&str> = runs.iter().map(|r| r.experiment.as_str()).collect();
-    println!("ok: {} experiments, {} runs", experiments.len(), runs.len());
+    super::output::print_line(&format!("ok: {} experiments, {} runs", experiments.len(), runs.len()))?;
     Ok(crate::exitcode::OK)
 }

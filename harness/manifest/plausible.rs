@@ -4,7 +4,8 @@
 //! A number's unit is read from the nearest key naming one (a `Stats` object's `median`, `min`,
 //! `max` and `p99` take their parent's): seconds (`…_s`, `seconds`) lie in 0 to 1e15 s, bytes and
 //! rates (`…bytes…`, `…_Bps`, `…per_s`) and logit differences and margins (`drift`, `margin`,
-//! `max_logit_diff`, …) in 0 to 2^60, and any other number within ±2^60. Seeds (any u64)
+//! `max_logit_diff`, …) in 0 to 2^60, world sizes (`world`) in 1 to 2^60 (a reader divides by
+//! them), and any other number within ±2^60. Seeds (any u64)
 //! and the fitted link constants under `fits` (a fit's intercept may be negative, its bandwidth
 //! near unbounded) are exempt.
 
@@ -29,6 +30,8 @@ enum Unit {
     /// A size of a difference or a gap between logits (a drift, a top-2 margin): never
     /// negative, at most [`MAX_MAGNITUDE`].
     Magnitude,
+    /// A world size: at least one rank, at most [`MAX_MAGNITUDE`].
+    Ranks,
     /// Anything else: at most [`MAX_MAGNITUDE`] either way.
     Other,
 }
@@ -49,6 +52,8 @@ fn unit_of(key: &str) -> Unit {
         Unit::Amount
     } else if key.ends_with("_s") || key == "seconds" {
         Unit::Seconds
+    } else if key == "world" {
+        Unit::Ranks
     } else {
         Unit::Other
     }
@@ -224,7 +229,8 @@ fn number(x: f64, unit: Unit) -> Result<(), &'static str> {
         Unit::Seconds if x > MAX_SECONDS => Err("more than 1e15 s"),
         Unit::Amount if x < 0.0 => Err("a negative amount of bytes or a negative rate"),
         Unit::Magnitude if x < 0.0 => Err("a negative logit difference or margin (an absolute value)"),
-        Unit::Amount | Unit::Magnitude | Unit::Other if x.abs() > MAX_MAGNITUDE => Err("beyond 2^60 in magnitude"),
+        Unit::Ranks if x < 1.0 => Err("a world of fewer than one rank"),
+        Unit::Amount | Unit::Magnitude | Unit::Ranks | Unit::Other if x.abs() > MAX_MAGNITUDE => Err("beyond 2^60 in magnitude"),
         _ => Ok(()),
     }
 }
@@ -271,6 +277,11 @@ mod tests {
             "{:?}",
             check(&drift)
         );
+        // A world of no ranks (a reader divides by it: `report` once panicked on one).
+        for empty in [json!({"layout": {"world": 0}}), json!({"summary": {"decode": {"world": 0}}})] {
+            assert!(check(&empty).unwrap_err().to_string().contains("world: 0 (a world of fewer than one rank)"), "{:?}", check(&empty));
+        }
+        assert_eq!(check(&json!({"layout": {"world": 1}, "summary": {"fits": []}})), Ok(()));
         assert_eq!(number(f64::NAN, Unit::Other), Err("not a finite number"));
         assert_eq!(number(f64::INFINITY, Unit::Seconds), Err("not a finite number"));
     }

@@ -128,7 +128,7 @@ pub fn read_all(dir: &Path) -> (Vec<Entry>, Vec<(PathBuf, String)>) {
 pub fn read_warning(dir: &Path) -> Vec<Entry> {
     let (entries, skipped) = read_all(dir);
     for (path, why) in &skipped {
-        eprintln!("warning: skipped {}: {why}", path.display());
+        crate::say!("warning: skipped {}: {why}", path.display());
     }
     entries
 }

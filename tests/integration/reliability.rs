@@ -1202,3 +1202,68 @@ fn a_render_into_another_manifests_folder_is_refused_and_the_folder_left_as_it_w
     let after: Vec<(PathBuf, Vec<u8>)> = tree(other.path()).into_iter().filter(|(p, _)| !p.ends_with(".parlab.lock")).collect();
     assert!(after == before, "nothing written into it");
 }
+
+/// A stop of a `launcher: srun` run cancels what srun allocated and lets that scancel run to its
+/// end although parlab is being stopped by the very signal (`gates::OnSignal::Finish`): here with
+/// an srun that queues forever (it names its job as Slurm's srun does and starts no rank) and a
+/// scancel that takes a second, both stand-ins on `PATH`, outside any allocation.
+#[test]
+fn a_signal_during_an_srun_launch_runs_scancel_on_srun_s_job_to_its_end() {
+    let suite = Suite::new();
+    suite.spec("queued", &small_collectives("queued", "120s", "launcher: srun\n"));
+    let bin = suite.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let (started, cancelled) = (suite.dir.path().join("srun.started"), suite.dir.path().join("scancel.log"));
+    let script = |name: &str, body: String| {
+        let path = bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    script("srun", format!("echo 'srun: job 77 queued and waiting for resources' >&2\ntouch {}\nexec sleep 600\n", started.display()));
+    script("scancel", format!("echo \"args: $*\" >> {0}\nsleep 1\necho finished >> {0}\n", cancelled.display()));
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut child = Command::new(PARLAB)
+        .args(["run", "specs", "--no-report"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PATH", path)
+        .env_remove("PARLAB_FAULT")
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_STEP_ID")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(60), || started.exists()), "srun was never started");
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(143));
+    let log = std::fs::read_to_string(&cancelled).unwrap_or_default();
+    assert_eq!(log, "args: --quiet 77\nfinished\n", "scancel of srun's job, run to its end during the stop");
+    let m = suite.manifest("queued");
+    assert_eq!(m.status(), Status::Failed);
+    let reason = m.reason().unwrap_or("");
+    assert!(reason.starts_with("interrupted"), "{reason}");
+    assert!(reason.contains("cancelled Slurm job 77, which srun allocated for this launch, with scancel"), "{reason}");
+    assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
+}
+
+/// Output that cannot be written (a full disk behind `> plan.json`) fails the command with exit 1
+/// and says so, instead of a panic (exit 101) or an exit 0 over a cut-off file; a stderr that
+/// cannot be written does not stop a command whose output can.
+#[test]
+fn a_command_whose_output_cannot_be_written_says_so_and_exits_1() {
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    for args in [&["validate", "experiments"][..], &["plan", "experiments", "--json"], &["shape", "gpt2"], &["shape", "gpt2", "--json"]] {
+        let out = Command::new(PARLAB).args(args).stdout(full()).stderr(Stdio::piped()).output().unwrap();
+        let told = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {told}");
+        assert!(
+            told.contains("cannot write the output to stdout: No space left on device") && !told.contains("panicked"),
+            "{args:?}: {told}"
+        );
+    }
+    let out = Command::new(PARLAB).args(["validate", "experiments"]).stderr(full()).output().unwrap();
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).starts_with("ok: ")), (Some(0), true));
+}
