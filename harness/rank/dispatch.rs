@@ -85,6 +85,9 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let mut first = true;
     for repetition in 0..plan.repetitions {
         for &tokens in &params.tokens {
+            if params.elements(tokens) > DispatchParams::MAX_ELEMENTS {
+                anyhow::bail!("dispatch of {tokens} tokens: {} values a rank sends, past MPI's count of a C int", params.elements(tokens));
+            }
             let routing = Routing::new(plan, params, tokens);
             let bytes = tokens as u64 * params.top_k as u64 * params.hidden as u64 * 4;
             let (send, send_counts) = pack(&routing, comm.rank(), params.hidden);

@@ -319,7 +319,7 @@ fn memory_problem(
     buffer: u64,
     limit: Option<super::resources::Limit>,
 ) -> Option<(&'static str, String)> {
-    use super::resources::{collectives_need, decode_need, membw_need, refusal};
+    use super::resources::{collectives_need, decode_need, dispatch_need, membw_need, refusal};
     let limit = limit?;
     let need = match &e.params {
         KindParams::Decode(_) => model.as_ref().and_then(|(m, cfg)| decode_need(cfg, &m.weights, layout))?,
@@ -327,7 +327,10 @@ fn memory_problem(
         KindParams::Collectives(c) if c.has_device_ops() => return None,
         KindParams::Collectives(c) => collectives_need(c, layout.world),
         KindParams::Membw => membw_need(&MembwParams { buffer_bytes: buffer }, layout.world),
-        KindParams::Dispatch(_) | KindParams::Model(_) | KindParams::Advise(_) => return None,
+        // One past MPI's count is refused for that (`tokens`), not again for its memory.
+        KindParams::Dispatch(d) if d.largest_elements() > super::schema::DispatchParams::MAX_ELEMENTS => return None,
+        KindParams::Dispatch(d) => dispatch_need(d, layout.world),
+        KindParams::Model(_) | KindParams::Advise(_) => return None,
     };
     refusal(e.kind(), &need, &limit)
 }

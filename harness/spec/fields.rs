@@ -142,6 +142,10 @@ impl<'m> Fields<'m> {
                 );
                 String::new()
             }
+            Some(Value::String(s)) if s.is_empty() => {
+                c.report("name", "empty; give a name (letters, digits, - _ .), unique in the suite");
+                String::new()
+            }
             Some(Value::String(s)) if s.chars().all(|ch| ch == '.') => {
                 c.report("name", format!("`{s}` is a folder's name, not a name (it names files and report rows): use a letter or digit"));
                 String::new()
@@ -529,6 +533,16 @@ impl<'m> Fields<'m> {
         }
         sizes.sort_unstable();
         sizes.dedup();
+        let partial: Vec<String> = sizes.iter().filter(|s| **s > 0 && !s.is_multiple_of(4)).map(u64::to_string).collect();
+        if !partial.is_empty() {
+            c.report(
+                "sizes",
+                format!(
+                    "{} bytes: not a whole number of the 4-byte f32 values collectives move (each would be measured as another size, two sizes perhaps as one); give multiples of 4",
+                    partial.join(", ")
+                ),
+            );
+        }
         sizes
     }
 
@@ -598,12 +612,23 @@ impl<'m> Fields<'m> {
     /// The `dispatch` kind's parameters.
     pub fn dispatch_params(&self, c: &mut Checker) -> DispatchParams {
         let tokens = self.uint_axis(c, "tokens", vec![1, 8, 64, 512], COUNT32);
-        DispatchParams {
+        let params = DispatchParams {
             tokens,
             top_k: self.uint(c, "top_k", 2, COUNT32),
             hidden: self.uint(c, "hidden", 768, COUNT32),
             iterations: self.uint(c, "iterations", 20, REPEATS),
+        };
+        if params.largest_elements() > DispatchParams::MAX_ELEMENTS {
+            c.report(
+                "tokens",
+                format!(
+                    "tokens × top_k × hidden is {} values a rank sends in one all-to-all, past MPI's count of {} (a C int); use fewer tokens, a smaller top_k or hidden",
+                    params.largest_elements(),
+                    DispatchParams::MAX_ELEMENTS
+                ),
+            );
         }
+        params
     }
 
     /// The `model` kind's parameters.

@@ -98,7 +98,9 @@ pub fn load_suite_limited(paths: &[PathBuf], max_runs: usize) -> Result<Vec<RunP
         let valid = found.is_empty();
         problems.extend(found);
         let Some(experiment) = experiment else { continue };
-        if let Some(first) = names.insert(experiment.name.clone(), file.clone()) {
+        // A name refused above is read as empty: it names nothing another file could repeat.
+        let named = !experiment.name.is_empty();
+        if let Some(first) = named.then(|| names.insert(experiment.name.clone(), file.clone())).flatten() {
             let mut c = validate::Checker::new(&file, &text);
             c.report("name", format!("`{}` is also the name of {}; experiment names must be unique", experiment.name, first.display()));
             problems.extend(c.problems);

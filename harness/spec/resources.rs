@@ -7,7 +7,7 @@
 //! better (e.g. swap, or a spec planned on one machine for another).
 
 use super::plan::{Layout, Weights};
-use super::schema::{CollectiveParams, Kind, MembwParams, Strategy};
+use super::schema::{CollectiveParams, DispatchParams, Kind, MembwParams, Strategy};
 use crate::model::ModelConfig;
 
 /// The variable that overrides the machine's memory as the limit.
@@ -99,6 +99,13 @@ pub fn membw_need(params: &MembwParams, world: u32) -> Need {
     }
 }
 
+/// An expert dispatch's peak: per rank the rows it sends, those it receives, those it expects
+/// and those that come back (four buffers of tokens × top_k × hidden float32s, routing being even).
+pub fn dispatch_need(params: &DispatchParams, world: u32) -> Need {
+    let buffer = u128::from(params.largest_elements()) * 4;
+    Need { bytes: buffer * 4 * u128::from(world), what: format!("4 buffers of {} per rank × {world} ranks", size(buffer)) }
+}
+
 /// The key to blame and the message, when `need` exceeds `limit`.
 pub fn refusal(kind: Kind, need: &Need, limit: &Limit) -> Option<(&'static str, String)> {
     if need.bytes <= u128::from(limit.bytes) {
@@ -107,6 +114,7 @@ pub fn refusal(kind: Kind, need: &Need, limit: &Limit) -> Option<(&'static str, 
     let key = match kind {
         Kind::Decode => "model",
         Kind::Membw => "buffer",
+        Kind::Dispatch => "tokens",
         _ => "sizes",
     };
     Some((

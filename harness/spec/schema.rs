@@ -388,6 +388,21 @@ pub struct DispatchParams {
     pub iterations: u32,
 }
 
+impl DispatchParams {
+    /// The most f32s a rank may send in one all-to-all (MPI counts them in a C int).
+    pub const MAX_ELEMENTS: u64 = i32::MAX as u64;
+
+    /// The f32s a rank sends for `tokens` tokens: tokens × top_k rows of `hidden`.
+    pub fn elements(&self, tokens: u32) -> u64 {
+        u64::from(tokens) * u64::from(self.top_k) * u64::from(self.hidden)
+    }
+
+    /// The largest [`DispatchParams::elements`] of its token counts.
+    pub fn largest_elements(&self) -> u64 {
+        self.tokens.iter().map(|&t| self.elements(t)).max().unwrap_or(0)
+    }
+}
+
 /// Parameters of a `model` (cost model) experiment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelParams {

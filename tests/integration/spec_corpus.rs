@@ -35,10 +35,9 @@ fn corpus_has_at_least_25_real_mistakes() {
 fn every_malformed_spec_gives_its_one_line_errors_and_exit_2() {
     // One `validate` of the whole corpus (every file's problems are reported together, each
     // line naming its file), then each file's lines held to its `# expect:` lines; a file with
-    // a problem alone exits 2 as the whole does (the exit code is the same rule). Validated
-    // together, files whose names are missing or malformed also collide with each other's
-    // (names are unique across a suite: `duplicate_experiment_names_are_refused`); those lines
-    // are the suite's, not the file's, and are left out.
+    // a problem alone exits 2 as the whole does (the exit code is the same rule). Files whose
+    // names are missing or malformed do not collide with each other's (they once did, as empty
+    // names, and this test left those lines out: `duplicate_experiment_names_are_refused`).
     let files = corpus("bad");
     let out = parlab().arg("validate").args(&files).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -50,7 +49,7 @@ fn every_malformed_spec_gives_its_one_line_errors_and_exit_2() {
         let prefix = format!("error: {}:", file.display());
         let named: Vec<&str> = stderr.lines().filter(|l| l.starts_with(&prefix)).collect();
         attributed += named.len();
-        let lines: Vec<&str> = named.into_iter().filter(|l| !l.contains("experiment names must be unique")).collect();
+        let lines: Vec<&str> = named;
         let expected = expectations(file);
         if lines.len() != expected.len() {
             failures.push(format!("{}: {} error lines, want {}:\n{}", file.display(), lines.len(), expected.len(), lines.join("\n")));
@@ -75,7 +74,7 @@ fn advise_specs_name_their_keys_not_parlab_advises_flags() {
     let out = parlab().arg("validate").args(&files).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    for line in stderr.lines().filter(|l| !l.contains("experiment names must be unique")) {
+    for line in stderr.lines() {
         assert!(!line.contains("--"), "a flag's word in a spec's problem: {line}");
         assert!(line.starts_with("error: tests/specs/bad/"), "named by its file: {line}");
     }
@@ -126,6 +125,15 @@ fn duplicate_experiment_names_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr.contains("b.yaml:1:1: name: `twin` is also the name of"), "{stderr}");
+    // Names refused for themselves are not also called duplicates of one another.
+    let dir = tempfile::tempdir().unwrap();
+    for (f, name) in [("c.yaml", "\"\""), ("d.yaml", "\"a b\""), ("e.yaml", "123")] {
+        std::fs::write(dir.path().join(f), format!("name: {name}\nkind: membw\n")).unwrap();
+    }
+    let out = parlab().arg("validate").arg(dir.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), stderr.lines().count()), (Some(2), 3), "{stderr}");
+    assert!(!stderr.contains("must be unique") && stderr.contains("c.yaml:1:1: name: empty; give a name"), "{stderr}");
 }
 
 #[test]
