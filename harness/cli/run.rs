@@ -56,22 +56,33 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     }
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "{}: a file, not a folder; PARLAB_MANIFESTS names the folder manifests are written into",
+            dir.display()
+        )));
+    }
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
-    // Refused before anything runs: a register of another manifests folder, a file, a render in
-    // progress without --wait. The lock is let go again, so `parlab report` may render while
-    // the suite runs; the render at the end takes it anew (and says so if it has to wait).
     if let Some(out) = &out {
+        super::report::folder_or_nothing(out)?;
         origin::check(out, &dir)?;
+    }
+    // The store's lock first (another controller there: exit 2 before any folder is made for
+    // the register); then the output folder's, refused where a render holds it without --wait.
+    // That one is let go again, so `parlab report` may render while the suite runs; the render
+    // at the end takes it anew (and says so if it has to wait).
+    let store = StoreLock::acquire(&dir, options.wait).map_err(|e| Error::Usage(e.to_string()))?;
+    if let Some(out) = &out {
         if let Err(sig) = render_lock(out, options.wait)? {
             return Ok(interrupted_while(sig, &dir, "waiting for the output folder before its first run"));
         }
     }
     let runner = RunnerOptions { force: options.force, wait: options.wait, launches: options.launches, reprobe: options.reprobe };
-    let end = crate::runner::run_suite(&suite, selected, &dir, &runner, &Console::new()).map_err(|e| match e {
-        RunnerError::StoreLocked(message) => Error::Usage(message),
+    let end = crate::runner::run_suite(&suite, selected, &store, &runner, &Console::new()).map_err(|e| match e {
         e @ RunnerError::Gates { .. } => Error::Failed(e.into()),
         RunnerError::Failed(e) => Error::Failed(e),
     })?;
+    drop(store);
     match end {
         SuiteEnd::Interrupted { signal, finished, runs } => {
             crate::say!(

@@ -65,6 +65,11 @@ impl StoreLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The folder it locks.
+    pub fn folder(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
 }
 
 fn holder(file: &mut std::fs::File) -> String {

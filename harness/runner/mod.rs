@@ -58,9 +58,6 @@ pub enum SuiteEnd {
 /// Why the runner could not take the suite.
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
-    /// Another controller holds the store (exit 2 unless `wait`).
-    #[error("{0}")]
-    StoreLocked(String),
     /// The gates could not be saved into the store.
     #[error("cannot save the machine's gates into {path}: {source}")]
     Gates {
@@ -75,18 +72,19 @@ pub enum RunnerError {
 }
 
 /// Takes `selected` (runs of `suite`, the whole suite as loaded) into the manifests folder
-/// `dir`: the store's lock, leftover ranks ended, the gates probed, every run's first round,
+/// the store `held` locks (the caller took its lock: no suite runs into a folder another
+/// controller writes): leftover ranks ended, the gates probed, every run's first round,
 /// the later rounds, then the manifests of runs `suite` no longer expands to retired.
 pub fn run_suite(
     suite: &[RunPlan],
     selected: Vec<RunPlan>,
-    dir: &Path,
+    held: &StoreLock,
     options: &RunnerOptions,
     reporter: &dyn Reporter,
 ) -> Result<SuiteEnd, RunnerError> {
+    let dir = held.folder();
     let origins = manifest::origins_by_run(suite);
     let runs = with_launches(first_of_each_identity(selected), options.launches);
-    let _lock = StoreLock::acquire(dir, options.wait).map_err(|e| RunnerError::StoreLocked(e.to_string()))?;
     for run_id in aside::settle_all(dir)? {
         crate::say!(
             "parlab: run {}: a controller stopped during its rerun; its earlier results are back in place",

@@ -253,6 +253,14 @@ fn a_second_controller_is_refused_with_the_holders_pid_and_touches_nothing() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains(&format!("pid {}", first.id())), "names the holder: {}", stderr(&out));
     assert_eq!(rank_count(suite.dir.path()), ranks_before, "the first controller's ranks still run");
+    // Refused before a folder is made for its register (it once left `fresh/.parlab.lock`).
+    let fresh = suite.dir.path().join("fresh");
+    let out = parlab(
+        suite.dir.path(),
+        &["run", "specs", "--out", fresh.to_str().unwrap()],
+        &[("PARLAB_MANIFESTS", suite.manifests().to_str().unwrap())],
+    );
+    assert_eq!((out.status.code(), fresh.exists()), (Some(2), false), "{}", stderr(&out));
     let report = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap()], &[]);
     assert_eq!(report.status.code(), Some(0), "a render only reads the store, so it may run beside: {}", stderr(&report));
     let out = suite.dir.path().join("reports");
@@ -1266,4 +1274,17 @@ fn a_command_whose_output_cannot_be_written_says_so_and_exits_1() {
     }
     let out = Command::new(PARLAB).args(["validate", "experiments"]).stderr(full()).output().unwrap();
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).starts_with("ok: ")), (Some(0), true));
+}
+
+#[test]
+fn a_manifests_folder_that_is_a_file_is_refused_and_nothing_is_made_beside_it() {
+    let suite = Suite::new();
+    suite.spec("tiny", &small_collectives("tiny", "60s", ""));
+    let file = suite.dir.path().join("store");
+    std::fs::write(&file, "not a folder\n").unwrap();
+    let out = parlab(suite.dir.path(), &["run", "specs"], &[("PARLAB_MANIFESTS", file.to_str().unwrap())]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("store: a file, not a folder; PARLAB_MANIFESTS names the folder"), "{}", stderr(&out));
+    assert!(!suite.dir.path().join("store-reports").exists(), "no register folder beside it");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a folder\n");
 }
