@@ -692,6 +692,24 @@ fn bytes_value(c: &mut Checker, key: &str, v: &Value) -> Option<u64> {
     parsed
 }
 
+/// Why the lines of a hostfile could not give mpirun its hosts: none listed (`No nodes are
+/// available` at launch), or a `slots=`, `max_slots=` or `max-slots=` that is not a whole
+/// number from 1 (Open MPI refuses the file at launch, and the run would fail as unreached hosts).
+fn hostfile_lines_problem(text: &str) -> Option<String> {
+    let mut hosts = 0;
+    for (i, line) in text.lines().enumerate() {
+        let words: Vec<&str> = line.split('#').next().unwrap_or("").split_whitespace().collect();
+        hosts += usize::from(!words.is_empty());
+        for word in words.iter().skip(1) {
+            let Some((key, value)) = word.split_once('=') else { continue };
+            if ["slots", "max_slots", "max-slots"].contains(&key) && !value.parse::<u32>().is_ok_and(|n| n >= 1) {
+                return Some(format!("line {}: `{word}`: {key} must be a whole number from 1", i + 1));
+            }
+        }
+    }
+    (hosts == 0).then(|| "lists no host (a line per host: `node1 slots=4`); mpirun would find no node to start ranks on".to_string())
+}
+
 /// One membw buffer size: a byte size holding a whole number of f32 values, at least one.
 fn buffer_value(c: &mut Checker, key: &str, v: &Value) -> Option<u64> {
     let bytes = bytes_value(c, key, v)?;
@@ -746,11 +764,13 @@ pub(super) fn axis_values(axis: Axis, v: &Value) -> Vec<String> {
 
 /// Why mpirun could not read the hostfile at `path` as it is, if it could not: it is not a
 /// regular text file in UTF-8 (UTF-16 fails inside Open MPI's parser), starts with a UTF-8
-/// byte-order mark (which the parser does not skip) or holds NUL bytes (UTF-16 without a mark).
+/// byte-order mark (which the parser does not skip), holds NUL bytes (UTF-16 without a mark),
+/// lists no host, or gives a slot count that is not a whole number from 1.
 fn hostfile_problem(path: &Path) -> Option<String> {
-    if let Err(e) = crate::files::read_text(path, crate::files::TEXT_LIMIT) {
-        return Some(e.to_string());
-    }
+    let text = match crate::files::read_text(path, crate::files::TEXT_LIMIT) {
+        Ok(text) => text,
+        Err(e) => return Some(e.to_string()),
+    };
     let bytes = std::fs::read(path).ok()?;
     if bytes.starts_with(b"\xef\xbb\xbf") {
         return Some(format!(
@@ -758,5 +778,8 @@ fn hostfile_problem(path: &Path) -> Option<String> {
             path.display()
         ));
     }
-    bytes.contains(&0).then(|| format!("{} holds NUL bytes (UTF-16 without a byte-order mark?); convert it to UTF-8 text", path.display()))
+    if bytes.contains(&0) {
+        return Some(format!("{} holds NUL bytes (UTF-16 without a byte-order mark?); convert it to UTF-8 text", path.display()));
+    }
+    hostfile_lines_problem(&text).map(|problem| format!("{}: {problem}", path.display()))
 }

@@ -985,6 +985,10 @@ fn a_hostfile_open_mpi_cannot_parse_as_written_is_refused_by_validate() {
     std::fs::write(dir.join("bomless-hosts"), &utf16[2..]).unwrap();
     std::fs::write(dir.join("bom-hosts"), "\u{feff}localhost slots=2\n").unwrap();
     std::fs::write(dir.join("hosts"), "localhost slots=2\n").unwrap();
+    std::fs::write(dir.join("bad-slots"), "# two nodes\nlocalhost slots=2\nnode1 slots=abc\n").unwrap();
+    std::fs::write(dir.join("no-hosts"), "# nothing yet\n\n").unwrap();
+    suite.spec("bad-slots", &small_collectives("bad-slots", "60s", "hostfile: ../bad-slots\n"));
+    suite.spec("no-hosts", &small_collectives("no-hosts", "60s", "hostfile: ../no-hosts\n"));
     suite.spec("utf16", &small_collectives("utf16", "60s", "hostfile: ../utf16-hosts\n"));
     suite.spec("bom", &small_collectives("bom", "60s", "hostfile: ../bom-hosts\n"));
     suite.spec("bomless", &small_collectives("bomless", "60s", "hostfile: ../bomless-hosts\n"));
@@ -993,7 +997,11 @@ fn a_hostfile_open_mpi_cannot_parse_as_written_is_refused_by_validate() {
     assert!(stderr(&out).contains("utf16-hosts is UTF-16; convert it to UTF-8"), "{}", stderr(&out));
     assert!(stderr(&out).contains("bom-hosts starts with a UTF-8 byte-order mark"), "{}", stderr(&out));
     assert!(stderr(&out).contains("bomless-hosts holds NUL bytes"), "{}", stderr(&out));
-    for name in ["utf16", "bom", "bomless"] {
+    // A slot count mpirun would refuse at launch (the run then failed as unreached hosts), or
+    // no host at all ("No nodes are available"), is refused here too.
+    assert!(stderr(&out).contains("bad-slots: line 3: `slots=abc`: slots must be a whole number from 1"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no-hosts: lists no host"), "{}", stderr(&out));
+    for name in ["utf16", "bom", "bomless", "bad-slots", "no-hosts"] {
         std::fs::remove_file(dir.join(format!("specs/{name}.yaml"))).unwrap();
     }
     suite.spec("plain", &small_collectives("plain", "60s", "hostfile: ../hosts\n"));
