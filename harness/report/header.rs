@@ -40,18 +40,20 @@ pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
         skipped.len()
     );
     let when = list.iter().map(|m| m.finished_at.as_str()).filter(|t| !t.is_empty()).max().unwrap_or("no run finished").to_string();
-    let skipped = skipped
-        .iter()
-        .map(|s| {
-            format!(
-                "{}: {}",
-                s.path.file_name().map_or_else(|| s.path.display().to_string(), |f| f.to_string_lossy().into_owned()),
-                s.reason
-            )
-        })
-        .collect();
+    let skipped = skipped.iter().map(|s| format!("{}: {}", skipped_name(&s.path), s.reason)).collect();
     let tools: BTreeSet<String> = list.iter().map(|m| format!("{} (commit {})", m.parlab.version, m.parlab.commit)).collect();
     Header { counts, when, skipped, machines: machines(list), parlab: tools.into_iter().collect::<Vec<_>>().join(", ") }
+}
+
+/// A skipped file as the register names it: a manifest by its file name, a results file with
+/// its run's folder (`<run id>/samples.parquet`), so the reader knows whose it is.
+fn skipped_name(path: &std::path::Path) -> String {
+    let name = |p: &std::path::Path| p.file_name().map(|f| f.to_string_lossy().into_owned());
+    let Some(file) = name(path) else { return path.display().to_string() };
+    match path.extension().is_some_and(|x| x == "json") {
+        true => file,
+        false => path.parent().and_then(name).map_or(file.clone(), |run| format!("{run}/{file}")),
+    }
 }
 
 fn machines(list: &[Manifest]) -> Vec<String> {

@@ -669,11 +669,14 @@ fn a_garbage_results_file_is_warned_about_in_the_register_header() {
     let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "reports"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
-    assert!(
-        register.contains("1 files skipped") && register.contains("samples.parquet: results file is not a parquet file"),
-        "{}",
-        &register[..register.len().min(3000)]
-    );
+    let named = format!("{}/samples.parquet: results file is not a parquet file", m.run_id);
+    assert!(register.contains("1 files skipped") && register.contains(&named), "{}", &register[..register.len().min(3000)]);
+    // A missing one is named with its path, once (it read `results file cannot inspect: …`).
+    std::fs::remove_file(&samples).unwrap();
+    let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "reports"], &[]);
+    let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
+    let missing = format!("{}/samples.parquet: results file {}: cannot inspect: No such file or directory", m.run_id, samples.display());
+    assert!(register.contains(&missing), "{}\n{}", stderr(&out), &register[..register.len().min(3000)]);
 }
 
 #[test]
