@@ -62,7 +62,8 @@ fn is_folder_hash(text: &str) -> bool {
 /// Why a spec's model cannot be run: its folder, its config or its checkpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    /// The model's config.json could not be read; `known` lists the models there are.
+    /// The model's config.json could not be read; `known` lists the models there are (where
+    /// the folder is missing: a misspelt name).
     #[error("{cause}{}", if known.is_empty() { String::new() } else { format!(" ({})", known.join(", ")) })]
     Config {
         /// Why the config could not be read.
@@ -108,8 +109,13 @@ pub enum SourceError {
 /// Resolves `name`, reads its config, and picks its weights.
 pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig), SourceError> {
     let loc = resolve_model(name);
-    let config =
-        ModelConfig::read(&loc.dir).map_err(|cause| SourceError::Config { cause, known: crate::model::resolve::known_models() })?;
+    let config = ModelConfig::read(&loc.dir).map_err(|cause| {
+        let known = match cause {
+            crate::model::ModelError::Missing { .. } => crate::model::resolve::known_models(),
+            _ => Vec::new(),
+        };
+        SourceError::Config { cause, known }
+    })?;
     let family =
         config.family().ok_or_else(|| SourceError::NotRunnable { name: name.to_string(), model_type: config.model_type.clone() })?;
     if family == Family::Llama {
