@@ -56,6 +56,7 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     if dir.exists() && !dir.is_dir() {
         return Err(Error::Usage(format!("{}: not a folder; --manifests names the folder the manifests are in", dir.display())));
     }
+    super::not_a_register(&dir, "--manifests")?;
     let options = ImportOptions { world: args.world, command: args.command.clone() };
     let manifest = import(args.tool.tool(), &args.file, &options).map_err(|e| Error::Usage(e.to_string()))?;
     let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;

@@ -100,6 +100,20 @@ impl From<crate::costmodel::safetensors_header::HeaderError> for Error {
     }
 }
 
+/// Refuses a register's output folder (its stamp names the manifests it was rendered from) given
+/// as a manifests folder to write into: a manifest there would make the next render of it refuse
+/// the folder (it holds a store's manifests), and the register would not describe it.
+fn not_a_register(dir: &std::path::Path, named_by: &str) -> Result<()> {
+    match crate::report::origin::rendered_from(dir) {
+        Some(from) => Err(Error::Usage(format!(
+            "{}: a register's folder (rendered from {}), not a manifests folder; {named_by} names the folder manifests are written into",
+            dir.display(),
+            from.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// parlab: declarative benchmarks and an evidence register for distributed LLM inference.
 #[derive(Debug, Parser)]
 #[command(name = "parlab", version, about, long_about = None)]

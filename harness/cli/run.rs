@@ -62,6 +62,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
             dir.display()
         )));
     }
+    super::not_a_register(&dir, "PARLAB_MANIFESTS")?;
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
     if let Some(out) = &out {
         super::report::folder_or_nothing(out)?;

@@ -370,3 +370,26 @@ fn a_utf16_file_is_refused_with_how_to_convert_it() {
     }
     assert_refused(cases, &store);
 }
+
+#[test]
+fn a_registers_folder_is_refused_as_the_manifests_folder() {
+    // It was accepted, and the next render of the store it was rendered from refused the folder
+    // (it now held a manifest).
+    let dir = tempfile::tempdir().unwrap();
+    let (store, register) = (dir.path().join("manifests"), dir.path().join("reports"));
+    let osu = data("osu_allreduce_4rank.txt");
+    assert_eq!(import(&["osu", osu.to_str().unwrap(), "--world", "4"], &store).status.code(), Some(0));
+    let render = Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["report", "--manifests"])
+        .arg(&store)
+        .arg("--out")
+        .arg(&register)
+        .output()
+        .unwrap();
+    assert_eq!(render.status.code(), Some(0), "{}", String::from_utf8_lossy(&render.stderr));
+    let out = import(&["osu", osu.to_str().unwrap(), "--world", "4"], &register);
+    let told = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{told}");
+    assert!(told.contains("a register's folder (rendered from") && told.contains("not a manifests folder"), "{told}");
+    assert!(parlab::manifest::read_all(&register).0.is_empty(), "no manifest written into the register's folder");
+}
