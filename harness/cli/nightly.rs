@@ -199,11 +199,10 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
 /// The comparison as the text `parlab nightly` prints: flagged verdicts, findings, moved answers,
 /// answers changed across layouts and a summary line.
 fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> String {
-    let mut lines: Vec<String> =
-        c.verdicts.iter().filter(|v| v.verdict != crate::nightly::Verdict::NoChange).map(outputs::verdict_line).collect();
-    let findings = render_text(&c.findings);
-    lines.extend(findings.lines().map(str::to_string));
-    lines.extend(outputs::moved_lines(c));
+    let verdicts = c.verdicts.iter().filter(|v| v.verdict != crate::nightly::Verdict::NoChange);
+    let mut text: String = verdicts.map(|v| outputs::verdict_line(v) + "\n").collect();
+    text.push_str(&render_text(&c.findings));
+    let mut lines: Vec<String> = outputs::moved_lines(c);
     lines.extend(layouts.iter().map(|l| format!("ANSWER CHANGED across layouts: {l}")));
     lines.push(format!(
         "nightly: {} runs compared with {}, {} findings; figures: {} (Yuen-Welch t on per-launch medians, FDR {:.0}%, minimum effect {:.0}%)",
@@ -214,7 +213,7 @@ fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> 
         c.policy.fdr * 100.0,
         c.policy.min_effect * 100.0
     ));
-    lines.iter().map(|l| format!("{l}\n")).collect()
+    text + &lines.iter().map(|l| format!("{l}\n")).collect::<String>()
 }
 
 fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<()> {

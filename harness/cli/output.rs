@@ -1,7 +1,7 @@
 //! A command's output on stdout: written whole, or the command fails saying why (a full disk
 //! behind `> plan.json`); a closed pipe ends the process as it ends other Unix tools (SIGPIPE's
 //! default is restored for every command but `run`). Warnings go to stderr with `say!`, which a
-//! stderr that cannot be written does not stop.
+//! stderr that cannot be written for another reason (a full disk) does not stop.
 
 use std::io::Write;
 

@@ -72,7 +72,10 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     // the register); then the output folder's, refused where a render holds it without --wait.
     // That one is let go again, so `parlab report` may render while the suite runs; the render
     // at the end takes it anew (and says so if it has to wait).
-    let store = StoreLock::acquire(&dir, options.wait).map_err(|e| Error::Usage(e.to_string()))?;
+    let store = match folder_lock(&dir, options.wait, Locked::Store)? {
+        Ok(lock) => lock,
+        Err(sig) => return Ok(interrupted_while(sig, &dir, "waiting for the manifests folder before its first run")),
+    };
     if let Some(out) = &out {
         if let Err(sig) = render_lock(out, options.wait)? {
             return Ok(interrupted_while(sig, &dir, "waiting for the output folder before its first run"));
@@ -113,19 +116,37 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     }
 }
 
-/// The output folder's lock (the folder made if missing): at once where it is free; held by
-/// another process, exit 2 without `wait`, else polled, saying once which process holds it,
-/// until it is free or a termination signal arrives (`Err` with the signal: a blocking `flock`
-/// would outlast Ctrl-C, the handlers restarting it).
+/// The output folder's lock (the folder made if missing), as [`folder_lock`] takes it.
 fn render_lock(out: &Path, wait: bool) -> super::Result<std::result::Result<StoreLock, i32>> {
     super::report::folder_or_nothing(out)?;
+    folder_lock(out, wait, Locked::Register)
+}
+
+/// Which folder [`folder_lock`] locks, for the lines about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Locked {
+    /// The manifests folder, which another controller (or an import) writes.
+    Store,
+    /// The register's output folder, which another render writes.
+    Register,
+}
+
+/// A folder's lock (the folder made if missing): at once where it is free; held by another
+/// process, exit 2 without `wait`, else polled, saying once which process holds it, until it is
+/// free or a termination signal arrives (`Err` with the signal: a blocking `flock` would
+/// outlast Ctrl-C, the handlers restarting it).
+fn folder_lock(dir: &Path, wait: bool, which: Locked) -> super::Result<std::result::Result<StoreLock, i32>> {
     let mut said = false;
     loop {
-        match StoreLock::acquire(out, false) {
+        match StoreLock::acquire(dir, false) {
             Ok(lock) => return Ok(Ok(lock)),
             Err(LockError::Held { holder, .. }) if wait => {
                 if !said {
-                    crate::say!("parlab: waiting for parlab (pid {holder}), which is rendering into {}, to let go of it", out.display());
+                    let doing = match which {
+                        Locked::Store => "writing manifests into",
+                        Locked::Register => "rendering into",
+                    };
+                    crate::say!("parlab: waiting for parlab (pid {holder}), which is {doing} {}, to let go of it", dir.display());
                     said = true;
                 }
                 if let Some(sig) = crate::launch::signals::received() {
@@ -133,7 +154,8 @@ fn render_lock(out: &Path, wait: bool) -> super::Result<std::result::Result<Stor
                 }
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
-            Err(e) => return Err(Error::Usage(format!("--out {}: {e}", out.display()))),
+            Err(e) if which == Locked::Store => return Err(Error::Usage(e.to_string())),
+            Err(e) => return Err(Error::Usage(format!("--out {}: {e}", dir.display()))),
         }
     }
 }

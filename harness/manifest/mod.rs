@@ -491,8 +491,8 @@ pub enum ReadError {
 /// Why a results file a manifest names cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsProblem {
-    /// It is missing, not a regular file, or unreadable (the message names its path).
-    #[error("results file {0}")]
+    /// It is missing, not a regular file, or unreadable (the reader names its path).
+    #[error("results file: {}", .0.reason())]
     Unreadable(crate::files::FileError),
     /// It lacks parquet's magic bytes at either end.
     #[error("results file is not a parquet file (truncated or overwritten)")]

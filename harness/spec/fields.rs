@@ -693,8 +693,9 @@ fn bytes_value(c: &mut Checker, key: &str, v: &Value) -> Option<u64> {
 }
 
 /// Why the lines of a hostfile could not give mpirun its hosts: none listed (`No nodes are
-/// available` at launch), or a `slots=`, `max_slots=` or `max-slots=` that is not a whole
-/// number from 1 (Open MPI refuses the file at launch, and the run would fail as unreached hosts).
+/// available` at launch), or a `slots=`, `max_slots=` or `max-slots=` whose value is not a whole
+/// number (Open MPI refuses the file at launch, and the run would fail as unreached hosts; a
+/// value written apart from its `=`, which Open MPI also reads, is left to it).
 fn hostfile_lines_problem(text: &str) -> Option<String> {
     let mut hosts = 0;
     for (i, line) in text.lines().enumerate() {
@@ -702,8 +703,8 @@ fn hostfile_lines_problem(text: &str) -> Option<String> {
         hosts += usize::from(!words.is_empty());
         for word in words.iter().skip(1) {
             let Some((key, value)) = word.split_once('=') else { continue };
-            if ["slots", "max_slots", "max-slots"].contains(&key) && !value.parse::<u32>().is_ok_and(|n| n >= 1) {
-                return Some(format!("line {}: `{word}`: {key} must be a whole number from 1", i + 1));
+            if ["slots", "max_slots", "max-slots"].contains(&key) && !value.is_empty() && value.parse::<u32>().is_err() {
+                return Some(format!("line {}: `{word}`: {key} must be a whole number", i + 1));
             }
         }
     }
@@ -765,7 +766,7 @@ pub(super) fn axis_values(axis: Axis, v: &Value) -> Vec<String> {
 /// Why mpirun could not read the hostfile at `path` as it is, if it could not: it is not a
 /// regular text file in UTF-8 (UTF-16 fails inside Open MPI's parser), starts with a UTF-8
 /// byte-order mark (which the parser does not skip), holds NUL bytes (UTF-16 without a mark),
-/// lists no host, or gives a slot count that is not a whole number from 1.
+/// lists no host, or gives a slot count that is not a whole number.
 fn hostfile_problem(path: &Path) -> Option<String> {
     let text = match crate::files::read_text(path, crate::files::TEXT_LIMIT) {
         Ok(text) => text,

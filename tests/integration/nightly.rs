@@ -1345,7 +1345,10 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     }
     let Compared { verdicts, code, text } = e2e_compare(&base, &slow);
     let (regressed, improved) = (count(&verdicts, "REGRESSED"), count(&verdicts, "IMPROVED"));
-    println!("night 3 vs slow:1.5 on decode: {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}", verdicts.len());
+    println!(
+        "baseline vs slow:1.5 on decode (the last try): {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}",
+        verdicts.len()
+    );
     assert_eq!(code, 4, "{text}");
     let decode: Vec<&Judged> = verdicts.iter().filter(|v| v.run.ends_with("nightly-decode")).collect();
     let figures: Vec<&str> = decode.iter().map(|v| v.figure.as_str()).collect();

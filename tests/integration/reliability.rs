@@ -671,11 +671,11 @@ fn a_garbage_results_file_is_warned_about_in_the_register_header() {
     let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
     let named = format!("{}/samples.parquet: results file is not a parquet file", m.run_id);
     assert!(register.contains("1 files skipped") && register.contains(&named), "{}", &register[..register.len().min(3000)]);
-    // A missing one is named with its path, once (it read `results file cannot inspect: …`).
+    // A missing one says so (it read `results file cannot inspect: …`), no machine's path in the register.
     std::fs::remove_file(&samples).unwrap();
     let out = parlab(suite.dir.path(), &["report", "--manifests", suite.manifests().to_str().unwrap(), "--out", "reports"], &[]);
     let register = std::fs::read_to_string(suite.dir.path().join("reports/evidence.md")).unwrap();
-    let missing = format!("{}/samples.parquet: results file {}: cannot inspect: No such file or directory", m.run_id, samples.display());
+    let missing = format!("{}/samples.parquet: results file: cannot inspect: No such file or directory", m.run_id);
     assert!(register.contains(&missing), "{}\n{}", stderr(&out), &register[..register.len().min(3000)]);
 }
 
@@ -1002,7 +1002,7 @@ fn a_hostfile_open_mpi_cannot_parse_as_written_is_refused_by_validate() {
     assert!(stderr(&out).contains("bomless-hosts holds NUL bytes"), "{}", stderr(&out));
     // A slot count mpirun would refuse at launch (the run then failed as unreached hosts), or
     // no host at all ("No nodes are available"), is refused here too.
-    assert!(stderr(&out).contains("bad-slots: line 3: `slots=abc`: slots must be a whole number from 1"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("bad-slots: line 3: `slots=abc`: slots must be a whole number"), "{}", stderr(&out));
     assert!(stderr(&out).contains("no-hosts: lists no host"), "{}", stderr(&out));
     for name in ["utf16", "bom", "bomless", "bad-slots", "no-hosts"] {
         std::fs::remove_file(dir.join(format!("specs/{name}.yaml"))).unwrap();
@@ -1047,16 +1047,19 @@ fn an_interrupt_while_the_controller_generates_a_checkpoint_ends_it_within_a_ten
     assert!(!generating(), "no temporary folder left");
 }
 
-#[test]
-fn a_run_waiting_for_a_render_says_for_whom_and_ctrl_c_ends_the_wait() {
+/// `parlab run specs ARGS --wait` in a suite while this process holds the lock of `locked`
+/// (relative to the suite's folder): it says who it waits for (`doing` the holder), and Ctrl-C
+/// ends the wait at once (exit 130, saying `while {waiting}`) with nothing run.
+fn ctrl_c_ends_a_wait(locked: &str, args: &[&str], doing: &str, waiting: &str) {
     let suite = Suite::new();
     suite.spec("one", &small_collectives("one", "60s", ""));
     let dir = suite.dir.path();
-    let holder = parlab::manifest::lock::StoreLock::acquire(&dir.join("register"), false).unwrap();
+    let holder = parlab::manifest::lock::StoreLock::acquire(&dir.join(locked), false).unwrap();
     let child = Command::new(PARLAB)
-        .args(["run", "specs", "--out", "register", "--wait"])
+        .args(["run", "specs", "--wait"])
+        .args(args)
         .current_dir(dir)
-        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_MANIFESTS", dir.join("manifests"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -1069,14 +1072,26 @@ fn a_run_waiting_for_a_render_says_for_whom_and_ctrl_c_ends_the_wait() {
     assert!(sent.elapsed() < Duration::from_secs(5), "the wait outlasted Ctrl-C by {:?}", sent.elapsed());
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     let said = stderr(&out);
-    assert!(said.contains(&format!("waiting for parlab (pid {})", std::process::id())), "{said}");
-    assert!(said.contains("interrupted by SIGINT while waiting for the output folder before its first run"), "{said}");
+    assert!(said.contains(&format!("waiting for parlab (pid {}), which is {doing}", std::process::id())), "{said}");
+    assert!(said.contains(&format!("interrupted by SIGINT while {waiting}")), "{said}");
     assert!(
         !suite.manifests().exists()
             || std::fs::read_dir(suite.manifests()).unwrap().all(|e| e.unwrap().path().extension().is_none_or(|x| x != "json")),
         "nothing ran"
     );
     drop(holder);
+}
+
+#[test]
+fn a_run_waiting_for_a_render_says_for_whom_and_ctrl_c_ends_the_wait() {
+    ctrl_c_ends_a_wait("register", &["--out", "register"], "rendering into", "waiting for the output folder before its first run");
+}
+
+#[test]
+fn a_run_waiting_for_another_controller_says_for_whom_and_ctrl_c_ends_the_wait() {
+    // The store's lock was a blocking flock, restarted by the signal handlers: Ctrl-C did nothing
+    // until the other controller let go.
+    ctrl_c_ends_a_wait("manifests", &["--no-report"], "writing manifests into", "waiting for the manifests folder before its first run");
 }
 
 #[test]

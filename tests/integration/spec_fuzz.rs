@@ -69,9 +69,11 @@ const KEYS: &[(&str, &str, Accepts)] = &[
         "kind: decode\nmodel: gpt2\nstrategy: data\nnew_tokens: 4\nprompt: {length: 4}\nweights_seed: {v}\n",
         whole(0, u64::MAX as i128),
     ),
-    ("tokens", "kind: dispatch\ntokens: {v}\n", whole(1, U32)),
-    ("top_k", "kind: dispatch\ntop_k: {v}\n", whole(1, U32)),
-    ("hidden", "kind: dispatch\nhidden: {v}\n", whole(1, U32)),
+    // Each up to 2^32 - 1 alone, but tokens x top_k x hidden at most 2^31 - 1 (MPI's count of an
+    // all-to-all); the others at their defaults: tokens up to 512, top_k 2, hidden 768.
+    ("tokens", "kind: dispatch\ntokens: {v}\n", whole(1, (i32::MAX / (2 * 768)) as i128)),
+    ("top_k", "kind: dispatch\ntop_k: {v}\n", whole(1, (i32::MAX / (512 * 768)) as i128)),
+    ("hidden", "kind: dispatch\nhidden: {v}\n", whole(1, (i32::MAX / (512 * 2)) as i128)),
 ];
 
 /// The edge values of the issue: 0, 1, 2^31, 2^32, 2^63, 2^64, 1e300, negative, NaN, infinity.
