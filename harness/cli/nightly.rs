@@ -200,8 +200,8 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
 /// answers changed across layouts and a summary line.
 fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> String {
     let verdicts = c.verdicts.iter().filter(|v| v.verdict != crate::nightly::Verdict::NoChange);
-    let mut text: String = verdicts.map(|v| outputs::verdict_line(v) + "\n").collect();
-    text.push_str(&render_text(&c.findings));
+    let mut out: String = verdicts.map(|v| outputs::verdict_line(v) + "\n").collect();
+    out.push_str(&render_text(&c.findings));
     let mut lines: Vec<String> = outputs::moved_lines(c);
     lines.extend(layouts.iter().map(|l| format!("ANSWER CHANGED across layouts: {l}")));
     lines.push(format!(
@@ -213,7 +213,7 @@ fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> 
         c.policy.fdr * 100.0,
         c.policy.min_effect * 100.0
     ));
-    text + &lines.iter().map(|l| format!("{l}\n")).collect::<String>()
+    out + &lines.iter().map(|l| format!("{l}\n")).collect::<String>()
 }
 
 fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<()> {

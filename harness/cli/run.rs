@@ -81,7 +81,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
             return Ok(interrupted_while(sig, &dir, "waiting for the output folder before its first run"));
         }
     }
-    let runner = RunnerOptions { force: options.force, wait: options.wait, launches: options.launches, reprobe: options.reprobe };
+    let runner = RunnerOptions { force: options.force, launches: options.launches, reprobe: options.reprobe };
     let end = crate::runner::run_suite(&suite, selected, &store, &runner, &Console::new()).map_err(|e| match e {
         e @ RunnerError::Gates { .. } => Error::Failed(e.into()),
         RunnerError::Failed(e) => Error::Failed(e),

@@ -26,8 +26,6 @@ use std::path::Path;
 pub struct RunnerOptions {
     /// Rerun runs whose manifests already say ok.
     pub force: bool,
-    /// Wait for another controller's lock on the store instead of refusing.
-    pub wait: bool,
     /// Launches of every launched run, overriding the specs' `launches`.
     pub launches: Option<u32>,
     /// Probe the machine even when the gates cache holds this machine's and boot's probes.
