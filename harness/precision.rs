@@ -45,8 +45,9 @@ pub struct PrecisionRow {
     pub dtype: String,
     /// The grade.
     pub grade: PrecisionGrade,
-    /// Tokens equal to the twin's before the first difference (all of them when equal).
-    pub equal_steps: usize,
+    /// Tokens equal to the twin's before the first difference (all of them when equal); None
+    /// without a twin (nothing was compared).
+    pub equal_steps: Option<usize>,
     /// Tokens compared.
     pub steps: usize,
     /// Largest |logit difference| of the half-precision run from the float32 reference, over
@@ -146,7 +147,7 @@ fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
         layout: format!("{}{}, {}", crate::audit::layout_words(half), on_cpu(half), threads_words(half.plan.threads_per_rank)),
         dtype: dtype_of(half).map_or("float32", |d| d.name()).to_string(),
         grade,
-        equal_steps,
+        equal_steps: twin.is_some().then_some(equal_steps),
         steps: tokens.len(),
         drift,
         twin_drift: twin_exact.map(|e| e.max_logit_diff),
@@ -167,7 +168,7 @@ pub fn line(r: &PrecisionRow) -> String {
         PrecisionGrade::TokensEqual => format!("all {} tokens equal", r.steps),
         PrecisionGrade::NearTie | PrecisionGrade::Moved => format!(
             "tokens equal up to step {} of {}; the float32 top-2 margin there {}",
-            r.equal_steps,
+            r.equal_steps.unwrap_or_default(),
             r.steps,
             r.twin_margin.map_or("not recorded".into(), |m| format!("{m:.3e}"))
         ),
@@ -188,7 +189,8 @@ pub fn render_text(rows: &[PrecisionRow]) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = format!("precision audit: {} half-precision runs against their float32 twins\n", rows.len());
+    let twins = rows.iter().filter(|r| r.twin.is_some()).count();
+    let mut out = format!("precision audit: {} half-precision runs, {twins} with a float32 twin to grade against\n", rows.len());
     for r in rows {
         out.push_str(&format!("  {}\n", line(r)));
     }

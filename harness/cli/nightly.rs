@@ -216,6 +216,9 @@ fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> 
     out + &lines.iter().map(|l| format!("{l}\n")).collect::<String>()
 }
 
+/// The most `TREND` lines a night prints (trends.md holds them all).
+const TREND_LINES: usize = 20;
+
 fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<()> {
     let entry = crate::nightly::history::append(dir, tonight, &crate::manifest::now())?;
     let changed = crate::nightly::history::write_trends(dir, policy)?;
@@ -225,9 +228,12 @@ fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<
         changed.len(),
         dir.join("trends.md").display()
     );
-    for s in changed.iter().take(20) {
+    for s in changed.iter().take(TREND_LINES) {
         let at: Vec<&str> = s.change_points.iter().map(|&c| s.nights[c].0.as_str()).collect();
         crate::say!("TREND {}: {} changed level at {}", s.run, s.figure, at.join(", "));
+    }
+    if changed.len() > TREND_LINES {
+        crate::say!("TREND … and {} more series with change points (trends.md lists every one)", changed.len() - TREND_LINES);
     }
     Ok(())
 }

@@ -27,10 +27,11 @@ pub fn finding(inp: &Inputs) -> Finding {
     for r in &graded {
         let runs: Vec<&str> = std::iter::once(r.run.as_str()).chain(r.twin.as_deref()).collect();
         let at = format!("{} {}", r.dtype, r.layout);
-        f.number(&format!("{at}: tokens equal to the float32 twin's, of {}", r.steps), r.equal_steps as f64, "count", &runs);
+        let equal = r.equal_steps.unwrap_or_default();
+        f.number(&format!("{at}: tokens equal to the float32 twin's, of {}", r.steps), equal as f64, "count", &runs);
         f.number(&format!("{at}: logit drift from the float32 reference"), r.drift, "logit", &runs[..1]);
         if let Some(m) = r.twin_margin {
-            f.number(&format!("{at}: float32 top-2 margin at step {}", r.equal_steps), m, "logit", &runs);
+            f.number(&format!("{at}: float32 top-2 margin at step {equal}"), m, "logit", &runs);
         }
     }
     let moved: Vec<String> =

@@ -180,6 +180,20 @@ pub struct ModelConfig {
     pub digest: String,
 }
 
+/// The position table transformers' config class of `model_type` gives a config.json that does
+/// not name one (`n_positions`, `max_position_embeddings`); 0 (not known) for another type.
+fn default_positions(model_type: &str) -> u32 {
+    match model_type {
+        "gpt2" => 1024,
+        "llama" => 2048,
+        "phi3" => 4096,
+        "gemma2" => 8192,
+        "qwen2" | "qwen3" | "qwen3_moe" => 32768,
+        "mistral" | "mixtral" => 131_072,
+        _ => 0,
+    }
+}
+
 /// The model families parlab loads, splits and decodes, by `model_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -291,7 +305,7 @@ impl ModelConfig {
             Err(e) => return Err(e),
         };
         let vocab = need(&["vocab_size"])?;
-        let max_positions = size(&["n_positions", "max_position_embeddings"])?.unwrap_or(0);
+        let max_positions = size(&["n_positions", "max_position_embeddings"])?.unwrap_or_else(|| default_positions(&model_type));
         check_consistent(&raw, &model_type, heads, kv_heads, hidden)?;
         let digest = hex::encode(Sha256::digest(raw.to_string().as_bytes()));
         Ok(ModelConfig { model_type, layers, heads, kv_heads, hidden, intermediate, vocab, max_positions, raw, digest })
@@ -323,6 +337,21 @@ mod tests {
     fn a_consistent_config_reads() {
         let cfg = ModelConfig::from_value(gpt2(json!({"n_inner": null}))).unwrap();
         assert_eq!((cfg.heads, cfg.hidden, cfg.intermediate), (4, 64, 256));
+    }
+
+    #[test]
+    fn a_config_without_its_position_table_gets_transformers_default() {
+        // GPT2Config: n_positions 1024 (it read as 0: no table, and `model init` wrote one row).
+        let mut unnamed = gpt2(json!({}));
+        unnamed.as_object_mut().unwrap().remove("n_positions");
+        assert_eq!(ModelConfig::from_value(unnamed.clone()).unwrap().max_positions, 1024);
+        unnamed["model_type"] = json!("llama");
+        assert_eq!(ModelConfig::from_value(unnamed.clone()).unwrap().max_positions, 2048, "LlamaConfig");
+        unnamed["model_type"] = json!("mixtral");
+        assert_eq!(ModelConfig::from_value(unnamed.clone()).unwrap().max_positions, 131_072, "MixtralConfig");
+        unnamed["model_type"] = json!("something-else");
+        assert_eq!(ModelConfig::from_value(unnamed).unwrap().max_positions, 0, "not known");
+        assert_eq!(ModelConfig::from_value(gpt2(json!({}))).unwrap().max_positions, 32, "a named table is read");
     }
 
     #[test]

@@ -221,12 +221,12 @@ fn a_half_precision_answer_is_graded_against_its_float32_twin() {
     let rows = parlab::precision::audit(&with_half_twin(None, 0.3, 0.5));
     assert_eq!(rows.len(), 1, "{rows:?}");
     let r = &rows[0];
-    assert_eq!((r.grade, r.equal_steps, r.steps, r.dtype.as_str()), (PrecisionGrade::TokensEqual, 25, 25, "bfloat16"));
+    assert_eq!((r.grade, r.equal_steps, r.steps, r.dtype.as_str()), (PrecisionGrade::TokensEqual, Some(25), 25, "bfloat16"));
     assert_eq!(r.drift, 0.3);
     assert_eq!(r.twin.as_deref(), Some(&decode_at(&mut base(), 2).run_id[..12]));
     // Leaving the twin at step 7, where the float32 margin 0.5 is within 2 x 0.3: a near-tie.
     let r = &parlab::precision::audit(&with_half_twin(Some(7), 0.3, 0.5))[0];
-    assert_eq!((r.grade, r.equal_steps, r.twin_margin), (PrecisionGrade::NearTie, 7, Some(0.5)));
+    assert_eq!((r.grade, r.equal_steps, r.twin_margin), (PrecisionGrade::NearTie, Some(7), Some(0.5)));
     // The same step with a drift of 0.1: the margin was wider than bf16 could close.
     let r = &parlab::precision::audit(&with_half_twin(Some(7), 0.1, 0.5))[0];
     assert_eq!(r.grade, PrecisionGrade::Moved);
@@ -250,7 +250,12 @@ fn a_half_precision_answer_is_graded_against_its_float32_twin() {
     // Without its twin the run is listed, not graded.
     let mut list = with_half_twin(None, 0.3, 0.5);
     list.retain(|m| !(m.layout.world == 2 && m.layout.strategy == Strategy::Tensor && m.run_id.as_str() != format!("{:064x}", 0xbf16)));
-    assert_eq!(parlab::precision::audit(&list)[0].grade, PrecisionGrade::NoTwin);
+    let alone = &parlab::precision::audit(&list)[0];
+    assert_eq!(alone.grade, PrecisionGrade::NoTwin);
+    // Nothing compared is not "all tokens equal" (it read equal_steps 25 of 25).
+    assert_eq!((alone.equal_steps, alone.twin.as_deref()), (None, None));
+    let text = parlab::precision::render_text(&parlab::precision::audit(&list));
+    assert!(text.starts_with("precision audit: 1 half-precision runs, 0 with a float32 twin to grade against"), "{text}");
 }
 
 #[test]
