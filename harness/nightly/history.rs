@@ -140,7 +140,26 @@ fn read_entry(path: &Path) -> Result<Entry, String> {
         Some(schema) if schema != SCHEMA => return Err(format!("schema `{schema}` is not {SCHEMA}")),
         _ => {}
     }
-    serde_json::from_str::<Entry>(&text).map_err(|e| format!("not a nightly history entry ({e})"))
+    let entry = serde_json::from_str::<Entry>(&text).map_err(|e| format!("not a nightly history entry ({e})"))?;
+    implausible(&entry).map_or(Ok(entry), Err)
+}
+
+/// Why a history entry holds what no night records: a median that is not a time, rate or
+/// bandwidth (not finite, not above 0, past 2^60), or a night more than a day later than now
+/// (it would stand as the newest night, `last` in trends.md, however old tonight is; a day
+/// allows for another machine's clock).
+fn implausible(entry: &Entry) -> Option<String> {
+    let tomorrow = (chrono::Utc::now() + chrono::Duration::days(1)).format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    if entry.night.as_str() > tomorrow.as_str() {
+        return Some(format!("night {} is more than a day later than now", entry.night));
+    }
+    let limit = crate::manifest::plausible::MAX_MAGNITUDE;
+    entry.points.iter().find(|p| !(p.median.is_finite() && p.median > 0.0 && p.median <= limit)).map(|p| {
+        format!(
+            "{} {}: median {} is not a figure a night records (a time, rate or bandwidth above 0, at most 2^60)",
+            p.run, p.figure, p.median
+        )
+    })
 }
 
 /// The fewest past nights a figure's noise estimate rests on.
@@ -514,6 +533,29 @@ pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io
 #[cfg(test)]
 mod tests {
     use super::{trend_svg, NightSide, Noise, Series, LAUNCH_FLOOR_Z};
+
+    #[test]
+    fn a_night_with_impossible_medians_or_dated_ahead_is_skipped_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let night = |file: &str, night: &str, median: &str| {
+            let point = format!(
+                r#"{{"run_id": "{:064x}", "run": "abc decode", "figure": "decode step median", "median": {median}, "lower_is_better": true}}"#,
+                1
+            );
+            let text = format!(r#"{{"schema": "{}", "night": "{night}", "points": [{point}]}}"#, super::SCHEMA);
+            std::fs::write(dir.path().join(file), text).unwrap();
+        };
+        night("1.json", "2026-12-01T00:00:00Z", "0.05");
+        night("2.json", "2026-12-02T00:00:00Z", "-1.0");
+        night("3.json", "2026-12-03T00:00:00Z", "0");
+        night("4.json", "2099-01-01T00:00:00Z", "0.05");
+        let (entries, skipped) = super::read_all(dir.path());
+        assert_eq!(entries.iter().map(|e| e.night.as_str()).collect::<Vec<_>>(), ["2026-12-01T00:00:00Z"]);
+        let why: Vec<&str> = skipped.iter().map(|(_, w)| w.as_str()).collect();
+        assert!(why[0].contains("abc decode decode step median: median -1 is not a figure a night records"), "{why:?}");
+        assert!(why[1].contains("median 0 is not a figure"), "{why:?}");
+        assert!(why[2].contains("night 2099-01-01T00:00:00Z is more than a day later than now"), "{why:?}");
+    }
 
     #[test]
     fn a_night_named_with_characters_of_several_bytes_is_drawn_without_a_panic() {
