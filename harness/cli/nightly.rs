@@ -118,6 +118,17 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
             )));
         }
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let is_json = path.extension().is_some_and(|x| x == "json");
+        let read_back = [(outs.history.as_deref(), "the --history folder", true), (Some(manifests), "tonight's manifests folder", is_json)]
+            .into_iter()
+            .chain([(Some(baseline), "the baseline manifests folder", is_json)])
+            .find(|(dir, _, refused)| *refused && dir.is_some_and(|d| same(parent, d)));
+        if let Some((_, what, _)) = read_back {
+            return Err(Error::Usage(format!(
+                "{flag} {}: inside {what}, whose files parlab reads back (as nights or manifests); name a file elsewhere",
+                path.display()
+            )));
+        }
         if !parent.is_dir() {
             return Err(Error::Usage(format!("{flag} {}: no such folder {}", path.display(), parent.display())));
         }

@@ -699,17 +699,26 @@ fn output_paths_that_cannot_be_written_exit_2_before_anything_is_written() {
     std::fs::write(&file, "").unwrap();
     let missing = out.path().join("no-such-folder/junit.xml");
     let summary = out.path().join("summary.md");
-    let cases: [(&str, &Path, String); 4] = [
+    // Files parlab would read back: a night in the history folder, a JSON among manifests.
+    let (history, in_history, among_manifests) =
+        (out.path().join("history"), out.path().join("history/junit.xml"), now.path().join("s.json"));
+    std::fs::create_dir(&history).unwrap();
+    let cases: [(&str, &Path, String); 6] = [
         ("--junit", &folder, format!("--junit {}: a folder", folder.display())),
         ("--junit", &missing, format!("no such folder {}", out.path().join("no-such-folder").display())),
         ("--summary", &folder, format!("--summary {}: a folder", folder.display())),
         ("--history", &file, format!("--history {}: not a folder", file.display())),
+        ("--junit", &in_history, format!("--junit {}: inside the --history folder", in_history.display())),
+        ("--junit", &among_manifests, format!("--junit {}: inside tonight's manifests folder", among_manifests.display())),
     ];
     for (flag, path, says) in cases {
         let path = path.to_str().unwrap();
         let mut extra = vec![flag, path];
         if flag != "--summary" {
             extra.extend(["--summary", summary.to_str().unwrap()]);
+        }
+        if flag != "--history" {
+            extra.extend(["--history", history.to_str().unwrap()]);
         }
         let o = nightly(base.path(), now.path(), &extra);
         let stderr = String::from_utf8_lossy(&o.stderr);
