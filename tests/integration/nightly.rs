@@ -1102,6 +1102,19 @@ fn report_draws_the_history_beside_the_register() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
     assert!(!fresh.path().join("r").exists(), "nothing written");
+    // The history as the register's folder: its findings.json would be read back as a night.
+    let into_history = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["report", "--manifests"])
+        .arg(base.path())
+        .arg("--out")
+        .arg(history.path())
+        .arg("--history")
+        .arg(history.path())
+        .output()
+        .unwrap();
+    let told = String::from_utf8_lossy(&into_history.stderr);
+    assert_eq!(into_history.status.code(), Some(2), "{told}");
+    assert!(told.contains("is the --out folder") && !history.path().join("evidence.md").exists(), "{told}");
 }
 
 #[test]
