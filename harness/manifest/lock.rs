@@ -72,12 +72,47 @@ impl StoreLock {
     }
 }
 
+/// The pid the holder wrote into the lock file. A holder that has just taken the lock writes
+/// its pid a moment later: an empty file is read again, for up to 0.5 s, before it is `unknown`.
 fn holder(file: &mut std::fs::File) -> String {
-    let mut text = String::new();
-    let _ = file.read_to_string(&mut text);
-    match text.trim().parse::<u32>() {
-        // A pid whose process has ended is not the holder (another tool took the lock since).
-        Ok(pid) if crate::host::process_exists(pid) => pid.to_string(),
-        _ => "unknown".into(),
+    for _ in 0..10 {
+        let mut text = String::new();
+        let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
+        if !text.trim().is_empty() {
+            return match text.trim().parse::<u32>() {
+                // A pid whose process has ended is not the holder (another tool took the lock since).
+                Ok(pid) if crate::host::process_exists(pid) => pid.to_string(),
+                _ => "unknown".into(),
+            };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    "unknown".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_that_writes_its_pid_a_moment_after_locking_is_named_not_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        // Another holder's first moment: the file locked, its pid not yet written.
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        // SAFETY: flock on a file descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        let writer = {
+            let mut file = file.try_clone().unwrap();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(150));
+                writeln!(file, "{}", std::process::id()).unwrap();
+            })
+        };
+        match StoreLock::acquire(dir.path(), false) {
+            Err(LockError::Held { holder, .. }) => assert_eq!(holder, std::process::id().to_string()),
+            other => panic!("expected the lock held: {other:?}"),
+        }
+        writer.join().unwrap();
     }
 }
