@@ -68,8 +68,7 @@ pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Optio
         if !h.is_dir() {
             return Err(Error::Usage(format!("--history {}: no such nightly history folder", h.display())));
         }
-        let one = |a: &Path, b: &Path| std::fs::canonicalize(a).ok().is_some_and(|a| std::fs::canonicalize(b).is_ok_and(|b| a == b));
-        if one(h, out) {
+        if crate::report::origin::same_folder(h, out) {
             return Err(Error::Usage(format!(
                 "--history {}: is the --out folder; the register's findings.json would be read back as a night: render it elsewhere",
                 h.display()

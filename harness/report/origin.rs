@@ -117,6 +117,11 @@ fn identity(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).or_else(|_| std::path::absolute(path)).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// Whether `a` and `b` name one folder (by [`identity`]: links and `..` resolved).
+pub fn same_folder(a: &Path, b: &Path) -> bool {
+    identity(a) == identity(b)
+}
+
 /// The manifests folder `out`'s register was rendered from, if its stamp says.
 pub fn rendered_from(out: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(out.join(STAMP)).ok()?;
@@ -128,7 +133,7 @@ pub fn rendered_from(out: &Path) -> Option<PathBuf> {
 /// without a stamp, files a render would replace or remove that are not a register's (a folder
 /// without a stamp, from before stamps or never rendered, may be written when nothing is lost).
 pub fn check(out: &Path, store: &Path) -> Result<(), OriginError> {
-    if identity(out) == identity(store) {
+    if same_folder(out, store) {
         return Err(OriginError::IsTheStore { out: out.to_path_buf() });
     }
     if let Some(example) = a_manifest_in(out) {
