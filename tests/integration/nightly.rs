@@ -1199,9 +1199,14 @@ fn e2e_suite() -> super::launch::Suite {
 
 /// Measures the suite as night `name` with `launches` launches (and `fault`, if any) into its own folder.
 fn e2e_night(suite: &super::launch::Suite, name: &str, launches: u32, fault: Option<&str>) -> PathBuf {
+    e2e_night_of(suite, "specs", name, launches, fault)
+}
+
+/// [`e2e_night`] of the specs `specs` (a folder or a file) names.
+fn e2e_night_of(suite: &super::launch::Suite, specs: &str, name: &str, launches: u32, fault: Option<&str>) -> PathBuf {
     let dir = suite.dir.path().join("nights").join(name);
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
-    cmd.args(["run", "specs", "--no-report", "--launches", &launches.to_string()])
+    cmd.args(["run", specs, "--no-report", "--launches", &launches.to_string()])
         .current_dir(suite.dir.path())
         .env("PARLAB_MANIFESTS", &dir)
         .env("PARLAB_STATE", suite.dir.path().join("state"))
@@ -1212,6 +1217,58 @@ fn e2e_night(suite: &super::launch::Suite, name: &str, launches: u32, fault: Opt
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(0), "night {name}: {}", String::from_utf8_lossy(&out.stderr));
     dir
+}
+
+/// A baseline night and a night with `fault` of the decode spec (its runs at worlds 1 and 2),
+/// measured launch by launch in turn (asv's `--interleave-rounds` for comparing two builds on
+/// one noisy machine): round i launches each run once unchanged and once with the fault, in an
+/// order that alternates by round, each as a one-launch `parlab run` into its own folder; each
+/// night is then its first round's folder with every run's per-launch figures gathered from its
+/// k rounds in order. Both nights sample the same seconds of the machine, so a regime that
+/// lasts a few seconds falls on both alike.
+fn interleaved_nights(suite: &super::launch::Suite, name: &str, k: u32, fault: &str) -> (PathBuf, PathBuf) {
+    let (mut base, mut slowed) = (Vec::new(), Vec::new());
+    for round in 0..k {
+        let unchanged = || e2e_night_of(suite, "specs/decode.yaml", &format!("{name}-base-round{round}"), 1, None);
+        let faulty = || e2e_night_of(suite, "specs/decode.yaml", &format!("{name}-slow-round{round}"), 1, Some(fault));
+        if round % 2 == 0 {
+            base.push(unchanged());
+            slowed.push(faulty());
+        } else {
+            slowed.push(faulty());
+            base.push(unchanged());
+        }
+    }
+    let nights = suite.dir.path().join("nights");
+    (gather_rounds(&base, &nights.join(format!("{name}-base"))), gather_rounds(&slowed, &nights.join(format!("{name}-slow"))))
+}
+
+/// One night of `rounds.len()` launches made from one-launch nights of the decode spec: the first
+/// round's folder, each run's manifest given every round's per-launch figure in order (a run
+/// missing from a round fails the test: the rounds ran one spec).
+fn gather_rounds(rounds: &[PathBuf], night: &Path) -> PathBuf {
+    copy_tree(&rounds[0], night);
+    let read = |path: &Path| serde_json::from_slice::<serde_json::Value>(&std::fs::read(path).unwrap()).unwrap();
+    let mut gathered = 0;
+    for entry in std::fs::read_dir(night).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let mut manifest = read(&path);
+        let Some(figures) = manifest["launches"]["figures"].as_object().cloned() else { continue };
+        for figure in figures.keys() {
+            let values: Vec<serde_json::Value> =
+                rounds.iter().map(|r| read(&r.join(entry.file_name()))["launches"]["figures"][figure][0].clone()).collect();
+            assert!(values.iter().all(serde_json::Value::is_number), "{figure} of {} in every round: {values:?}", path.display());
+            manifest["launches"]["figures"][figure] = values.into();
+        }
+        manifest["launches"]["count"] = rounds.len().into();
+        std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+        gathered += 1;
+    }
+    assert_eq!(gathered, 2, "the decode runs at worlds 1 and 2 gathered into {}", night.display());
+    night.to_path_buf()
 }
 
 /// One verdict of `parlab nightly --json`, as the end-to-end test reads it.
@@ -1253,6 +1310,35 @@ fn e2e_compare(base: &Path, now: &Path) -> Compared {
     Compared { verdicts, code: printed.status.code().unwrap_or(-1), text: String::from_utf8_lossy(&printed.stdout).into() }
 }
 
+/// What a comparison of a baseline with a night slowed 1.5x on decode missed, as lines (none
+/// when the slowdown was found): the decode figures at worlds 1 and 2 must be the step and the
+/// rate; both steps REGRESSED; a tokens/s REGRESSED; every decode figure moved the slowed way. A
+/// rate can stay NO_CHANGE on a loaded machine: it is each repetition's tokens over its whole
+/// elapsed time, so a stalled step (a rank descheduled while its peer polls) scatters it where
+/// the step's median shrugs the stall off (measured under load 3.5-7.9: steps 100 of 100
+/// REGRESSED, rates 90 of 100; README, Nightly).
+fn slowdown_missed(verdicts: &[Judged]) -> Vec<String> {
+    let decode: Vec<&Judged> = verdicts.iter().filter(|v| v.run.ends_with("nightly-decode")).collect();
+    let figures: Vec<&str> = decode.iter().map(|v| v.figure.as_str()).collect();
+    assert_eq!(figures, ["decode step median", "tokens per second median"].repeat(2), "step and rate at worlds 1 and 2");
+    let slowed_way = |v: &Judged| if v.figure.starts_with("tokens") { v.effect < 0.0 } else { v.effect > 0.0 };
+    let mut missed: Vec<String> = decode
+        .iter()
+        .filter(|v| (v.figure == "decode step median" && v.verdict != "REGRESSED") || !slowed_way(v))
+        .map(|v| judged_line(v))
+        .collect();
+    let rates: Vec<&&Judged> = decode.iter().filter(|v| v.figure.starts_with("tokens")).collect();
+    if !rates.iter().any(|v| v.verdict == "REGRESSED") {
+        missed.push(format!("no tokens/s REGRESSED: {:#?}", rates.iter().map(|v| judged_line(v)).collect::<Vec<_>>()));
+    }
+    missed
+}
+
+/// A verdict as a line for a message.
+fn judged_line(v: &Judged) -> String {
+    format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail)
+}
+
 /// How many of `verdicts` are `verdict`.
 fn count(verdicts: &[Judged], verdict: &str) -> usize {
     verdicts.iter().filter(|v| v.verdict == verdict).count()
@@ -1260,11 +1346,7 @@ fn count(verdicts: &[Judged], verdict: &str) -> usize {
 
 /// The REGRESSED and IMPROVED verdicts of a comparison, as lines for a message.
 fn flagged(c: &Compared) -> Vec<String> {
-    c.verdicts
-        .iter()
-        .filter(|v| v.verdict == "REGRESSED" || v.verdict == "IMPROVED")
-        .map(|v| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail))
-        .collect()
+    c.verdicts.iter().filter(|v| v.verdict == "REGRESSED" || v.verdict == "IMPROVED").map(judged_line).collect()
 }
 
 /// Three unchanged nights of `suite` (attempt `attempt`) and their three pairwise comparisons.
@@ -1314,39 +1396,35 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
         );
         (nights, quiet) = unchanged_nights(&suite, k, attempt);
     }
-    let mut base = nights[2].clone();
-    let mut slow = e2e_night(&suite, "slow", k, Some("slow:1.5@nightly-decode"));
-    // The slowed night and its baseline can fall in different regimes too (a regime 1.5× slower
-    // under the baseline hides the slowdown, and a night whose launches straddle switches
-    // scatters so widely that nothing clears its floor): a missed decode step is measured again,
-    // as a fresh baseline and a slowed night back to back, up to SLOW_TRIES tries in all, every
-    // other try with the slowed night measured first, so that a machine drifting one way for a
-    // minute helps as many tries as it hinders (on 2026-12-06 this Xeon missed three tries in a
-    // row at 06:58 UTC and none alone at 07:08); a build that did not slow the step, or whose
-    // nightly cannot see a 1.5x change, misses it in every try.
-    const SLOW_TRIES: u32 = 6;
-    let missed = |base: &Path, night: &Path| {
-        let c = e2e_compare(base, night);
-        c.verdicts
-            .iter()
-            .filter(|v| v.run.ends_with("nightly-decode") && v.figure == "decode step median" && v.verdict != "REGRESSED")
-            .count()
+    // A 1.5x slowdown is seen across builds measured in turn. Two nights measured one after the
+    // other can fall in different regimes (a regime 1.5x slower under the baseline hides the
+    // slowdown): at 39f2fe8 and in CI at a34ddce, three and then six back-to-back tries in a row
+    // missed the world-2 step (+55 %, p 0.018, its baseline's launches straddling a switch). No
+    // nightly without a history can tell that from code, and the history's band is the remedy
+    // there (README, Nightly); what this test proves is that the statistic sees a real 1.5x in
+    // real launches, so the baseline and the slowed night are measured launch by launch in turn,
+    // as asv compares two builds (`--interleave-rounds`), the decode spec alone (the all-reduces
+    // the fault does not touch would only widen Benjamini-Hochberg's ranks: at a34ddce the
+    // missed step's p 0.018 became q 0.083 over 14 figures). A try that misses (see
+    // `slowdown_missed`) is measured again, up to SLOW_TRIES tries; a build that did not slow
+    // the step, or whose nightly cannot see a 1.5x change, misses in every try, and a decode
+    // figure IMPROVED by a slowdown fails at once.
+    const SLOW_TRIES: u32 = 4;
+    let mut attempt = 1;
+    let compared = loop {
+        let (base, slow) = interleaved_nights(&suite, &format!("try{attempt}"), k, "slow:1.5@nightly-decode");
+        let compared = e2e_compare(&base, &slow);
+        let improved: Vec<String> =
+            compared.verdicts.iter().filter(|v| v.verdict == "IMPROVED" && v.run.ends_with("nightly-decode")).map(judged_line).collect();
+        assert!(improved.is_empty(), "try {attempt}: a slowdown IMPROVED a decode figure: {improved:#?}");
+        let missed = slowdown_missed(&compared.verdicts);
+        if missed.is_empty() || attempt == SLOW_TRIES {
+            break compared;
+        }
+        println!("try {attempt} of the slowed night missed: {missed:#?}\nmeasuring both nights again");
+        attempt += 1;
     };
-    for attempt in 2..=SLOW_TRIES {
-        if missed(&base, &slow) == 0 {
-            break;
-        }
-        println!("try {} of the slowed night missed a decode step; measuring a baseline and a slowed night again", attempt - 1);
-        let (base_name, slow_name) = (format!("base-try{attempt}"), format!("slow-try{attempt}"));
-        if attempt % 2 == 0 {
-            slow = e2e_night(&suite, &slow_name, k, Some("slow:1.5@nightly-decode"));
-            base = e2e_night(&suite, &base_name, k, None);
-        } else {
-            base = e2e_night(&suite, &base_name, k, None);
-            slow = e2e_night(&suite, &slow_name, k, Some("slow:1.5@nightly-decode"));
-        }
-    }
-    println!("nights of 4 runs x {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
+    println!("nights of {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
     let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
     let launches = manifest.launches().expect("per-launch figures");
     assert_eq!((launches.count, launches.figures["decode step median"].len()), (k, k as usize));
@@ -1365,38 +1443,16 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
         assert!(flagged.is_empty() && c.code == 0, "night {a} vs night {b}, an unchanged build, exit {}: {flagged:#?}", c.code);
         assert!(c.verdicts.iter().all(|v| v.detail.contains("from_launches")), "every figure judged with the floor from its launches");
     }
-    let Compared { verdicts, code, text } = e2e_compare(&base, &slow);
+    let Compared { verdicts, code, text } = compared;
     let (regressed, improved) = (count(&verdicts, "REGRESSED"), count(&verdicts, "IMPROVED"));
     println!(
         "baseline vs slow:1.5 on decode (the last try): {} figures, REGRESSED {regressed}, IMPROVED {improved}, exit {code}\n{text}",
         verdicts.len()
     );
     assert_eq!(code, 4, "{text}");
-    let decode: Vec<&Judged> = verdicts.iter().filter(|v| v.run.ends_with("nightly-decode")).collect();
-    let figures: Vec<&str> = decode.iter().map(|v| v.figure.as_str()).collect();
-    assert_eq!(figures, ["decode step median", "tokens per second median"].repeat(2), "step and rate at worlds 1 and 2");
-    // The slowdown is found: both decode steps REGRESSED, a tokens/s REGRESSED, and every decode
-    // figure moved the slowed way. A rate can stay NO_CHANGE on a loaded machine: it is each
-    // repetition's tokens over its whole elapsed time, so a stalled step (a rank descheduled
-    // while its peer polls) scatters it where the step's median shrugs the stall off (measured
-    // under load 3.5-7.9: steps 100 of 100 REGRESSED, rates 90 of 100; README, Nightly).
-    let line = |v: &&Judged| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail);
-    let steps_missed: Vec<String> =
-        decode.iter().filter(|v| v.figure == "decode step median" && v.verdict != "REGRESSED").map(line).collect();
-    assert!(steps_missed.is_empty(), "every decode step REGRESSED under slow:1.5: {steps_missed:#?}");
-    let slowed_way = |v: &Judged| if v.figure.starts_with("tokens") { v.effect < 0.0 } else { v.effect > 0.0 };
-    let wrong_way: Vec<String> = decode.iter().filter(|v| v.verdict == "IMPROVED" || !slowed_way(v)).map(line).collect();
-    assert!(wrong_way.is_empty(), "every decode figure moves the slowed way: {wrong_way:#?}");
-    let rates: Vec<&Judged> = decode.iter().copied().filter(|v| v.figure.starts_with("tokens")).collect();
-    assert!(rates.iter().any(|v| v.verdict == "REGRESSED"), "a tokens/s REGRESSED: {:#?}", rates.iter().map(line).collect::<Vec<_>>());
-    // The unchanged nights above are the test of quiet; here the figures the fault did not touch
-    // are only reported (with 4 real discoveries BH lets a noisy one through at a looser rank).
-    let others: Vec<String> = verdicts
-        .iter()
-        .filter(|v| !v.run.ends_with("nightly-decode") && v.verdict != "NO_CHANGE")
-        .map(|v| format!("{} {}: {} ({})", v.run, v.figure, v.verdict, v.detail))
-        .collect();
-    println!("figures the fault did not touch, changed: {others:#?}");
-    let decode_flagged = decode.iter().filter(|v| v.verdict != "NO_CHANGE").count();
-    assert_eq!(regressed + improved, decode_flagged + others.len(), "{text}");
+    let missed = slowdown_missed(&verdicts);
+    assert!(missed.is_empty(), "the slowdown found in one of {SLOW_TRIES} tries; the last missed: {missed:#?}");
+    // The unchanged nights above are the test of quiet (every figure, the untouched all-reduces
+    // included); the interleaved nights hold the decode runs alone, all four figures compared.
+    assert_eq!(verdicts.len(), 4, "{text}");
 }
