@@ -264,7 +264,7 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
                     runs.push(run);
                 }
             }
-            Err(e) => c.report(e.key(), e.to_string()),
+            Err(problems) => problems.iter().for_each(|e| c.report(e.key(), e.to_string())),
         }
     }
     if c.problems.is_empty() {

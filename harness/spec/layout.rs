@@ -221,34 +221,44 @@ fn bare(world: u32) -> Vec<RankShare> {
         .collect()
 }
 
-/// The layout of a run, or why the split is impossible.
-pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> Result<Layout, LayoutError> {
-    let (ranks, head, sequences) = match (kind, model) {
-        (Kind::Decode, Some(cfg)) => {
+/// The layout of a run, or every reason the split is impossible: each independent key (the
+/// routing skew, the split over the world, the context-only keys, the overlap) is checked, so a
+/// spec's author sees all of a point's problems at once, not one per `validate`.
+pub fn layout_for(kind: Kind, p: &LayoutInput, model: Option<&ModelConfig>) -> Result<Layout, Vec<LayoutError>> {
+    let mut problems = Vec::new();
+    let decode_model = model.filter(|_| kind == Kind::Decode);
+    let (ranks, head, sequences) = match decode_model {
+        Some(cfg) => {
             if p.routing_skew != 0.0 {
-                mixture_of(cfg, MixtureNeed::RoutingSkew)?;
-            }
-            if p.overlap > 0 && cfg.is_mixture() {
-                return Err(LayoutError::OverlapOnMixture { pieces: p.overlap });
+                noted(mixture_of(cfg, MixtureNeed::RoutingSkew), &mut problems);
             }
             // Only a tensor split over two or more ranks places its output head: one rank, a data
             // replica, a pipeline's last stage and an expert split's ranks hold it whole, and a
             // context split's decode split names its own. A head the split ignores stays out of
             // the identity, so points that differ only there are one run.
             let head = (p.strategy == Strategy::Tensor && p.world > 1).then_some(p.head);
-            (decode_shares(p, cfg)?, head, Some(p.sequences))
+            (noted(decode_shares(p, cfg), &mut problems), head, Some(p.sequences))
         }
-        (Kind::Dispatch, _) => (expert_shares(p.world), None, None),
-        _ => (bare(p.world), None, None),
+        None if kind == Kind::Dispatch => (Some(expert_shares(p.world)), None, None),
+        None => (Some(bare(p.world)), None, None),
     };
-    let decode = match model {
-        Some(cfg) if kind == Kind::Decode => {
-            context_only(p)?;
-            decode_split(p, cfg)?
-        }
-        _ => None,
+    let decode = decode_model
+        .and_then(|cfg| noted(context_only(p), &mut problems).and_then(|()| noted(decode_split(p, cfg), &mut problems)))
+        .flatten();
+    let overlap = match decode_model {
+        Some(cfg) if p.overlap > 0 && cfg.is_mixture() => Err(LayoutError::OverlapOnMixture { pieces: p.overlap }),
+        _ => overlap_of(kind, p),
     };
-    Ok(Layout { strategy: p.strategy, world: p.world, head, sequences, overlap: overlap_of(kind, p)?, decode, ranks })
+    let overlap = noted(overlap, &mut problems).flatten();
+    match ranks {
+        Some(ranks) if problems.is_empty() => Ok(Layout { strategy: p.strategy, world: p.world, head, sequences, overlap, decode, ranks }),
+        _ => Err(problems),
+    }
+}
+
+/// The value of `checked`, or None with its error added to `problems`.
+fn noted<T>(checked: Result<T, LayoutError>, problems: &mut Vec<LayoutError>) -> Option<T> {
+    checked.map_err(|e| problems.push(e)).ok()
 }
 
 /// Refuses the context-only keys' other values (`context_blocks: zigzag`, `decode_strategy:
@@ -529,8 +539,23 @@ mod tests {
         let ffn: Vec<Option<Span>> = decode_shares(&input(Strategy::Tensor, 2), &mixtral).unwrap().iter().map(|s| s.ffn).collect();
         assert_eq!(ffn, vec![Some(Span::new(0, 7168)), Some(Span::new(7168, 14336))], "every expert's columns split as a SwiGLU's");
         let overlapped = LayoutInput { overlap: 2, ..input(Strategy::Tensor, 2) };
-        let err = layout_for(Kind::Decode, &overlapped, Some(&mixtral)).unwrap_err();
+        let err = layout_for(Kind::Decode, &overlapped, Some(&mixtral)).unwrap_err().remove(0);
         assert_eq!((err.key(), err), ("overlap", LayoutError::OverlapOnMixture { pieces: 2 }));
+    }
+
+    #[test]
+    fn every_independent_problem_of_a_point_is_reported_not_only_the_first() {
+        let gpt2 = ModelConfig::read(&crate::model::resolve_model("gpt2").dir).unwrap();
+        let point = LayoutInput { overlap: 65, context_blocks: ContextBlocks::Zigzag, routing_skew: 0.5, ..input(Strategy::Tensor, 5) };
+        let keys: Vec<&str> = layout_for(Kind::Decode, &point, Some(&gpt2)).unwrap_err().iter().map(LayoutError::key).collect();
+        assert_eq!(keys, ["routing_skew", "world", "context_blocks", "overlap"]);
+        // A key refused off its strategy is not judged again as that strategy's (no tensor decode
+        // after a context prefill checked for a tensor split).
+        let off = LayoutInput { decode_strategy: DecodeLayout::Tensor, ..input(Strategy::Pipeline, 2) };
+        assert_eq!(
+            layout_for(Kind::Decode, &off, Some(&gpt2)).unwrap_err(),
+            [LayoutError::DecodeStrategyOffContext { strategy: Strategy::Pipeline }]
+        );
     }
 
     #[test]
