@@ -239,32 +239,34 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
             continue;
         }
         let cfg = model.as_ref().map(|(_, cfg)| cfg);
-        if let Some((key, message)) = device_problem(&p, cfg).or_else(|| step_problem(&p)).or_else(|| nccl_problem(e, &p)) {
+        // Every independent problem of the point at once; the memory and the disk are judged on
+        // a layout that can run.
+        let mut problems: Vec<(String, String)> = [device_problem(&p, cfg), step_problem(&p), nccl_problem(e, &p)]
+            .into_iter()
+            .flatten()
+            .map(|(key, message)| (key.to_string(), message))
+            .chain(cfg.and_then(|cfg| sequence_problem(e, &p, cfg)))
+            .collect();
+        let layout = layout_for(e.kind(), &p_layout_input(e, &p), cfg)
+            .map_err(|refused| problems.extend(refused.iter().map(|r| (r.key().to_string(), r.to_string()))));
+        problems.iter().for_each(|(key, message)| c.report(key, message.as_str()));
+        let Ok(layout) = layout else { continue };
+        if !problems.is_empty() {
+            continue;
+        }
+        if let Some((key, message)) = memory_problem(e, &model, &layout, p.buffer, limit) {
             c.report(key, message);
             continue;
         }
-        if let Some((key, message)) = model.as_ref().and_then(|(_, cfg)| sequence_problem(e, &p, cfg)) {
-            c.report(&key, message);
+        if let Some(message) = model.as_ref().and_then(|(m, cfg)| disk_problem(cfg, &m.weights)) {
+            c.report("model", message);
             continue;
         }
-        match layout_for(e.kind(), &p_layout_input(e, &p), model.as_ref().map(|(_, cfg)| cfg)) {
-            Ok(layout) => {
-                if let Some((key, message)) = memory_problem(e, &model, &layout, p.buffer, limit) {
-                    c.report(key, message);
-                    continue;
-                }
-                if let Some(message) = model.as_ref().and_then(|(m, cfg)| disk_problem(cfg, &m.weights)) {
-                    c.report("model", message);
-                    continue;
-                }
-                let run = make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len());
-                // Points that differ only on an axis the strategy ignores (the head of a split
-                // that places none) are the same run: it is planned once.
-                if planned.insert(run.run_id.clone()) {
-                    runs.push(run);
-                }
-            }
-            Err(problems) => problems.iter().for_each(|e| c.report(e.key(), e.to_string())),
+        let run = make_run(e, &p, model.map(|(m, _)| m), layout, cores, runs.len());
+        // Points that differ only on an axis the strategy ignores (the head of a split that
+        // places none) are the same run: it is planned once.
+        if planned.insert(run.run_id.clone()) {
+            runs.push(run);
         }
     }
     if c.problems.is_empty() {

@@ -128,8 +128,29 @@ pub fn load_suite_limited(paths: &[PathBuf], max_runs: usize) -> Result<Vec<RunP
     }
 }
 
-/// Orders problems by file, then line and column, keeping each file's first-found order for ties.
+/// Orders problems by file, then line and column, keeping each file's first-found order for
+/// ties, and each problem once (many points of a matrix can share one, between others).
 fn sort_problems(problems: &mut Vec<Problem>) {
-    problems.sort_by_key(|p| (p.file.clone(), p.position.map(|pos| (pos.line, pos.column))));
-    problems.dedup();
+    let at = |p: &Problem| (p.file.clone(), p.position.map(|pos| (pos.line, pos.column)));
+    problems.sort_by_key(at);
+    let mut seen = std::collections::HashSet::new();
+    problems.retain(|p| seen.insert((at(p), p.key.clone(), p.message.clone())));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_are_ordered_by_place_and_each_kept_once_even_between_others() {
+        let at = |line: usize, message: &str| Problem {
+            file: PathBuf::from("a.yaml"),
+            position: Some(locate::Position { line, column: 1 }),
+            key: "world".into(),
+            message: message.into(),
+        };
+        let mut problems = vec![at(9, "5 ranks"), at(3, "first"), at(9, "7 ranks"), at(9, "5 ranks"), at(9, "7 ranks")];
+        sort_problems(&mut problems);
+        assert_eq!(problems, [at(3, "first"), at(9, "5 ranks"), at(9, "7 ranks")]);
+    }
 }
