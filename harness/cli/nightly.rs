@@ -44,7 +44,16 @@ fn one_file(a: &Path, b: &Path) -> bool {
         let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         std::fs::canonicalize(parent).ok().zip(p.file_name()).map(|(dir, name)| dir.join(name))
     };
-    a == b || resolved(a).is_some_and(|x| Some(x) == resolved(b))
+    a == b || resolved(a).is_some_and(|x| Some(x) == resolved(b)) || same_inode(a, b)
+}
+
+/// Whether `a` and `b` both exist and are one file on disk (a symbolic or hard link to the other).
+fn same_inode(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
 }
 
 /// Whether writing `path` loses nothing: it does not exist, is empty, or holds what `nightly`
@@ -69,10 +78,7 @@ fn replaceable(path: &Path, own: fn(&str) -> bool) -> bool {
 /// folder that is a file or one of the manifests folders compared (its nights would be read
 /// back as foreign manifests).
 fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<(), Error> {
-    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
+    let same = crate::report::origin::same_folder;
     if same(baseline, manifests) {
         return Err(Error::Usage(format!(
             "--baseline {}: is tonight's manifests folder ({}); a night compared with itself finds nothing: pass the last good night's folder",

@@ -853,7 +853,13 @@ fn nightly_never_replaces_a_file_it_did_not_write_but_replaces_an_empty_one_and_
     let fresh = dir.join("out/x.xml");
     std::fs::create_dir_all(dir.join("out")).unwrap();
     let other_spelling = dir.join("out/../out/./x.xml");
-    for (j, s) in [(&junit, &junit), (&fresh, &other_spelling)] {
+    // A link to the JUnit report under another name is that file too (it was refused as "a file
+    // nightly did not write", which sent its user looking for the wrong problem).
+    let link = dir.join("out/summary-link.md");
+    std::os::unix::fs::symlink(&junit, &link).unwrap();
+    let hard = dir.join("out/junit-hard.xml");
+    std::fs::hard_link(&junit, &hard).unwrap();
+    for (j, s) in [(&junit, &junit), (&fresh, &other_spelling), (&junit, &link), (&hard, &junit)] {
         let args = ["nightly", "--baseline", b, "--manifests", m, "--junit", j.to_str().unwrap(), "--summary", s.to_str().unwrap()];
         let out = parlab(dir, &args, &[]);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
