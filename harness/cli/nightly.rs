@@ -245,12 +245,47 @@ fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<
         changed.len(),
         dir.join("trends.md").display()
     );
-    for s in changed.iter().take(TREND_LINES) {
-        let at: Vec<&str> = s.change_points.iter().map(|&c| s.nights[c].0.as_str()).collect();
-        crate::say!("TREND {}: {} changed level at {}", s.run, s.figure, at.join(", "));
-    }
-    if changed.len() > TREND_LINES {
-        crate::say!("TREND … and {} more series with change points (trends.md lists every one)", changed.len() - TREND_LINES);
+    for line in trend_lines(&changed) {
+        crate::say!("{line}");
     }
     Ok(())
+}
+
+/// The `TREND` lines of the series with change points: the first [`TREND_LINES`], then how many
+/// more there are.
+fn trend_lines(changed: &[crate::nightly::history::Series]) -> Vec<String> {
+    let mut lines: Vec<String> = changed
+        .iter()
+        .take(TREND_LINES)
+        .map(|s| {
+            let at: Vec<&str> = s.change_points.iter().filter_map(|&c| s.nights.get(c)).map(|n| n.0.as_str()).collect();
+            format!("TREND {}: {} changed level at {}", s.run, s.figure, at.join(", "))
+        })
+        .collect();
+    if changed.len() > TREND_LINES {
+        lines.push(format!("TREND … and {} more series with change points (trends.md lists every one)", changed.len() - TREND_LINES));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_night_prints_twenty_trend_lines_and_counts_the_rest() {
+        let series = |i: usize| crate::nightly::history::Series {
+            run: format!("run{i:02}"),
+            figure: "decode step median".into(),
+            nights: vec![("2026-12-01".into(), 1.0), ("2026-12-02".into(), 1.0), ("2026-12-03".into(), 2.0)],
+            lower_is_better: true,
+            change_points: vec![2],
+        };
+        let lines = trend_lines(&(0..23).map(series).collect::<Vec<_>>());
+        assert_eq!(lines.len(), TREND_LINES + 1);
+        assert_eq!(lines[0], "TREND run00: decode step median changed level at 2026-12-03");
+        assert_eq!(lines[TREND_LINES - 1], "TREND run19: decode step median changed level at 2026-12-03");
+        assert_eq!(lines[TREND_LINES], "TREND … and 3 more series with change points (trends.md lists every one)");
+        assert_eq!(trend_lines(&(0..TREND_LINES).map(series).collect::<Vec<_>>()).len(), TREND_LINES, "no count line when all are shown");
+    }
 }
