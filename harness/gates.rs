@@ -557,7 +557,10 @@ mod tests {
         let marker = format!("600.{}", std::process::id());
         let bg = probe("bg", &format!("sleep {marker} & echo started; exit 3"), Duration::from_secs(20));
         assert_eq!((bg.exit_code, bg.output.as_str()), (Some(3), "started"));
-        std::thread::sleep(Duration::from_millis(200));
+        let until = Instant::now() + Duration::from_secs(5);
+        while crate::launch::supervise::running_with(&marker) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         assert_eq!(crate::launch::supervise::running_with(&marker), 0, "a probe's background child outlived it");
         // A probe that prints on and on is stopped at the output cap, not at its time limit.
         let start = Instant::now();
