@@ -59,6 +59,10 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     super::not_a_register(&dir, "--manifests")?;
     let options = ImportOptions { world: args.world, command: args.command.clone() };
     let manifest = import(args.tool.tool(), &args.file, &options).map_err(|e| Error::Usage(e.to_string()))?;
+    let recorded = manifest.provenance.imported().and_then(|i| i.command.as_deref());
+    if let Some((given, recorded)) = args.command.as_deref().zip(recorded).filter(|(given, recorded)| given != recorded) {
+        crate::say!("warning: --command {given:?} not recorded: {} holds the command it ran with ({recorded})", args.file.display());
+    }
     let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;
     let replaced = Manifest::path_for(&dir, &manifest.run_id).exists();
     let path = manifest.write(&dir)?;

@@ -70,9 +70,13 @@ fn imported_runs_sit_beside_measured_ones_titled_and_labelled_as_imported() {
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     }
     assert_eq!(manifests_in(&store).len(), before + 3);
-    // Importing the same file again replaces its manifest.
-    let again = import(&["nccl-tests", json.to_str().unwrap()], &store);
-    assert!(String::from_utf8_lossy(&again.stderr).contains("replaced the earlier import"), "{}", String::from_utf8_lossy(&again.stderr));
+    // Importing the same file again replaces its manifest; a --command the file contradicts is
+    // not recorded, and said so (the file's own `args` are what ran).
+    let again = import(&["nccl-tests", json.to_str().unwrap(), "--command", "all_reduce_perf -g 8"], &store);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("replaced the earlier import"), "{said}");
+    let ignored = format!("warning: --command \"all_reduce_perf -g 8\" not recorded: {} holds the command it ran with (", json.display());
+    assert!(said.contains(&ignored), "{said}");
     assert_eq!(manifests_in(&store).len(), before + 3);
 
     let out_dir = dir.path().join("reports");
