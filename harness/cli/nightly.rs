@@ -237,7 +237,18 @@ fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> 
 const TREND_LINES: usize = 20;
 
 fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<()> {
-    let entry = crate::nightly::history::append(dir, tonight, &crate::manifest::now())?;
+    let now = crate::manifest::now();
+    let ahead: Vec<String> = crate::nightly::history::read(dir).into_iter().map(|e| e.night).filter(|night| *night > now).collect();
+    if let Some(newest) = ahead.last() {
+        crate::say!(
+            "warning: --history {}: {} night{} dated after now ({now}), the newest {newest}: {} after tonight in the trends (a clock that was ahead, or nights copied from elsewhere)",
+            dir.display(),
+            ahead.len(),
+            if ahead.len() == 1 { " is" } else { "s are" },
+            if ahead.len() == 1 { "it sorts" } else { "they sort" }
+        );
+    }
+    let entry = crate::nightly::history::append(dir, tonight, &now)?;
     let changed = crate::nightly::history::write_trends(dir, policy)?;
     crate::say!(
         "nightly: history {} ({} series with change points; trends in {})",

@@ -651,6 +651,23 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
         "{stdout}"
     );
     assert_eq!(parlab::nightly::history::read(history.path()).len(), 1, "tonight appended after the comparison");
+    // A night dated after now (a clock that was ahead) would sort after every later night: said.
+    let first = std::fs::read_dir(history.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let mut entry: serde_json::Value = serde_json::from_slice(&std::fs::read(&first).unwrap()).unwrap();
+    entry["night"] = "2099-01-01T00:00:00Z".into();
+    std::fs::write(history.path().join("2099-01-01T000000Z.json"), serde_json::to_vec(&entry).unwrap()).unwrap();
+    let out = nightly(base.path(), slow.path(), &["--history", history.path().to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(": 1 night is dated after now (") && said.contains("the newest 2099-01-01T00:00:00Z: it sorts after tonight"),
+        "{said}"
+    );
+    assert_eq!(parlab::nightly::history::read(history.path()).len(), 3, "tonight appended all the same");
     let json_out = nightly(base.path(), slow.path(), &["--json"]);
     let value: serde_json::Value = serde_json::from_slice(&json_out.stdout).unwrap();
     let verdicts = value["comparison"]["verdicts"].as_array().unwrap();
