@@ -40,20 +40,26 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
 /// Whether `a` and `b` name one file, existing or not: their folders resolved (links, `..`)
 /// and their names compared.
 fn one_file(a: &Path, b: &Path) -> bool {
-    let resolved = |p: &Path| {
-        let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::canonicalize(parent).ok().zip(p.file_name()).map(|(dir, name)| dir.join(name))
-    };
-    a == b || resolved(a).is_some_and(|x| Some(x) == resolved(b)) || same_inode(a, b)
+    a == b || resolved(a).is_some_and(|x| Some(x) == resolved(b))
 }
 
-/// Whether `a` and `b` both exist and are one file on disk (a symbolic or hard link to the other).
-fn same_inode(a: &Path, b: &Path) -> bool {
+/// `p` with its folder resolved (links, `..`) and its own name kept; None where the folder is missing.
+fn resolved(p: &Path) -> Option<PathBuf> {
+    let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::canonicalize(parent).ok().zip(p.file_name()).map(|(dir, name)| dir.join(name))
+}
+
+/// Whether `a` and `b` are two names of one file: a hard link, or a symbolic link from one to the
+/// other (its target missing included).
+fn linked(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
+    let same_inode = match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
         _ => false,
-    }
+    };
+    let target = |p: &Path| std::fs::read_link(p).ok().map(|t| p.parent().unwrap_or(Path::new(".")).join(t));
+    let points_to = |from: &Path, to: &Path| target(from).is_some_and(|t| one_file(&t, to));
+    same_inode || points_to(a, b) || points_to(b, a)
 }
 
 /// Whether writing `path` loses nothing: it does not exist, is empty, or holds what `nightly`
@@ -90,6 +96,13 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         if one_file(junit, summary) {
             return Err(Error::Usage(format!(
                 "--junit {} and --summary {}: the same file; one would overwrite the other: name two files",
+                junit.display(),
+                summary.display()
+            )));
+        }
+        if linked(junit, summary) {
+            return Err(Error::Usage(format!(
+                "--junit {} and --summary {}: two names of one file (a link); each is written in place of its name, which would break the link: name two files",
                 junit.display(),
                 summary.display()
             )));

@@ -240,15 +240,19 @@ pub fn expand(e: &Experiment, text: &str, cores: u32) -> Result<Vec<RunPlan>, Ve
         }
         let cfg = model.as_ref().map(|(_, cfg)| cfg);
         // Every independent problem of the point at once; the memory and the disk are judged on
-        // a layout that can run.
-        let mut problems: Vec<(String, String)> = [device_problem(&p, cfg), step_problem(&p), nccl_problem(e, &p)]
+        // a layout that can run. An overlap the layout refuses is not also held against the
+        // device or the dtype (their advice, "overlap needs device: cpu", would fix nothing).
+        let layout = layout_for(e.kind(), &p_layout_input(e, &p), cfg);
+        let refused: Vec<(String, String)> =
+            layout.as_ref().err().into_iter().flatten().map(|r| (r.key().to_string(), r.to_string())).collect();
+        let judged = if refused.iter().any(|(key, _)| key == "overlap") { Point { overlap: 0, ..p.clone() } } else { p.clone() };
+        let problems: Vec<(String, String)> = [device_problem(&judged, cfg), step_problem(&p), nccl_problem(e, &p)]
             .into_iter()
             .flatten()
             .map(|(key, message)| (key.to_string(), message))
             .chain(cfg.and_then(|cfg| sequence_problem(e, &p, cfg)))
+            .chain(refused)
             .collect();
-        let layout = layout_for(e.kind(), &p_layout_input(e, &p), cfg)
-            .map_err(|refused| problems.extend(refused.iter().map(|r| (r.key().to_string(), r.to_string()))));
         problems.iter().for_each(|(key, message)| c.report(key, message.as_str()));
         let Ok(layout) = layout else { continue };
         if !problems.is_empty() {
