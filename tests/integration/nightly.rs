@@ -1399,8 +1399,8 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_one_and_a_half_times_s
     // that, which no method without a history can tell from a change of code. So a flagged
     // pair is measured again, as three fresh nights, up to QUIET_TRIES tries in all; the build
     // the issue was about (iterations as samples) flagged 7-18 figures in every pair and fails
-    // every try. Under a load holding one core busy 6 s of every 11, 2 of 6 runs of this test
-    // needed a second try and 1 a third (2026-12-06): four tries leave about 1 % to chance there.
+    // every try. Under a load holding one core busy 6 s of every 11, of 9 runs of this test one
+    // needed a second try and one a third (2026-12-06): four tries leave little to chance there.
     const QUIET_TRIES: u32 = 4;
     let (mut nights, mut quiet) = unchanged_nights(&suite, k, 1);
     for attempt in 2..=QUIET_TRIES {
