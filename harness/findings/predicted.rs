@@ -4,7 +4,9 @@
 //! bytes) and the peer's kernel rate (`costmodel::step::Calibrated`); the
 //! claim holds when each lands within the tolerance or past it with an assumption known not to
 //! hold for the run (an oversubscribed launch, no progress thread, calls slower than in
-//! isolation), and fails on a model error.
+//! isolation, or the machine running at another speed when the peer was measured: the same
+//! computation, unsplit, ran at other rates at other moments, and at one of them the split is
+//! predicted within the tolerance), and fails on a model error.
 
 use super::{Finding, Inconclusive, Inputs};
 use crate::costmodel::step::{predict_steps, Calibrated, Outcome, StepPrediction, TOLERANCE};
@@ -15,7 +17,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         "cost-model-predicts-splits",
         "A decode split's step is its busiest rank's bytes at the lower of the memory's bandwidth (a cache's, where membw read the rank's footprint faster) and the rate the unsplit run's kernel moves them, plus its collectives: calibrated on one unsplit run, the cost model predicts the splits measured here.",
         &["decode.step_s", "membw roofline and aggregate", "collective fits and skew", "the unsplit peer's decode.step_s"],
-        &format!("every split or run of several sequences with an unsplit peer of its model, dtype, device, step mode, routing and threads (the register's \"Decode: predicted from the unsplit run's kernel rate\"): within ±{:.0} % of its measured step, or past it with an assumption known not to hold (oversubscribed, no progress thread, calls as in isolation, weights in the cores' caches); HOLDS when no prediction is a model error, FAILS when one is", TOLERANCE * 100.0),
+        &format!("every split or run of several sequences with an unsplit peer of its model, dtype, device, step mode, routing and threads (the register's \"Decode: predicted from the unsplit run's kernel rate\"): within ±{:.0} % of its measured step, or past it with an assumption known not to hold (oversubscribed, no progress thread, calls as in isolation, weights in the cores' caches, or the machine at one speed for the split and its peer: within at the rate another unsplit run of its computation ran at); HOLDS when no prediction is a model error, FAILS when one is", TOLERANCE * 100.0),
     );
     let predictions = predict_steps(inp.list);
     let splits: Vec<(&StepPrediction, &Calibrated)> =
@@ -28,25 +30,38 @@ pub fn finding(inp: &Inputs) -> Finding {
     };
     let within = runs(&|_, c| c.outcome == Outcome::Within);
     let explained = runs(&|_, c| matches!(c.outcome, Outcome::AssumptionFailed(_)));
-    let errors: Vec<&(&StepPrediction, &Calibrated)> = splits.iter().filter(|(_, c)| c.outcome == Outcome::ModelError).collect();
+    let missed: Vec<&(&StepPrediction, &Calibrated)> = splits.iter().filter(|(_, c)| c.outcome == Outcome::ModelError).collect();
+    let (moved, errors): (Vec<_>, Vec<_>) = missed.into_iter().partition(|(p, c)| at_other_moments(p, c, &predictions).is_some());
+    let moved_runs: Vec<&str> = moved.iter().map(|(p, _)| p.run_id.short()).collect();
     let error_runs: Vec<&str> = errors.iter().map(|(p, _)| p.run_id.short()).collect();
     let all = runs(&|_, _| true);
     f.number("splits predicted from an unsplit peer", splits.len() as f64, "count", &all);
     f.number(&format!("within ±{:.0} %", TOLERANCE * 100.0), within.len() as f64, "count", &within);
     f.number("past it, an assumption known not to hold", explained.len() as f64, "count", &explained);
+    f.number("past it, within at a rate its peer's computation ran at another moment", moved.len() as f64, "count", &moved_runs);
     f.number("past it, a model error", errors.len() as f64, "count", &error_runs);
     let roofline = splits.iter().filter(|(p, _)| p.error.abs() <= TOLERANCE).count();
     let roofline_runs = runs(&|p, _| p.error.abs() <= TOLERANCE);
     f.number(&format!("the roofline alone within ±{:.0} % (the same splits)", TOLERANCE * 100.0), roofline as f64, "count", &roofline_runs);
-    f.notes = errors.iter().map(|(p, c)| error_note(p, c)).collect();
+    f.notes = moved
+        .iter()
+        .filter_map(|(p, c)| Some(moment_note(p, c, &at_other_moments(p, c, &predictions)?)))
+        .chain(errors.iter().map(|(p, c)| error_note(p, c)))
+        .collect();
     let within_errors: Vec<f64> = splits.iter().filter(|(_, c)| c.outcome == Outcome::Within).map(|(_, c)| c.error).collect();
     let lean = lean(&within_errors);
     if let Some(errors) = crate::manifest::stats::Stats::of(&within_errors) {
         f.number("median error of the splits within, (predicted − measured) / measured", errors.median, "fraction", &within);
     }
     if errors.is_empty() {
+        let moments = match moved.len() {
+            0 => String::new(),
+            n => {
+                format!(" and {n} within at a rate their peer's computation ran at another moment (the machine's speed moved between them)")
+            }
+        };
         let reason = format!(
-            "{} of {} splits within ±{:.0} %{lean}, the other {} past it where an assumption is known not to hold (the roofline alone: {roofline})",
+            "{} of {} splits within ±{:.0} %{lean}, {} past it where an assumption is known not to hold{moments} (the roofline alone: {roofline})",
             within.len(),
             splits.len(),
             TOLERANCE * 100.0,
@@ -55,12 +70,13 @@ pub fn finding(inp: &Inputs) -> Finding {
         return f.decide(true, reason);
     }
     let reason = format!(
-        "{} of {} splits missed by more than {:.0} % with no assumption known to fail ({} within, {} explained)",
+        "{} of {} splits missed by more than {:.0} % with no assumption known to fail ({} within, {} explained, {} within at another moment's rate)",
         errors.len(),
         splits.len(),
         TOLERANCE * 100.0,
         within.len(),
-        explained.len()
+        explained.len(),
+        moved.len()
     );
     f.decide(false, reason)
 }
@@ -80,6 +96,67 @@ fn lean(errors: &[f64]) -> String {
     } else {
         String::new()
     }
+}
+
+/// A split's calibration at another moment: the rates the same computation ran at unsplit (its
+/// peer's excluded), and the error nearest zero at one of them.
+struct OtherMoments {
+    /// The slowest and fastest of those rates, bytes per second.
+    range_bps: (f64, f64),
+    /// How many runs ran at them.
+    moments: usize,
+    /// The rate that predicts the split best.
+    rate_bps: f64,
+    /// (predicted − measured) / measured at that rate.
+    error: f64,
+}
+
+/// Where the unsplit runs of `p`'s computation and threads, its peer's other kin, ran at rates
+/// at one of which `p`'s memory time (its calibrated compute, read at the lower of the ceiling
+/// and that rate) puts it within the tolerance: the peer's one moment, not the model, missed.
+/// None without such a run besides the peer (no other moment to go by).
+fn at_other_moments(p: &StepPrediction, c: &Calibrated, all: &[StepPrediction]) -> Option<OtherMoments> {
+    let rates: Vec<f64> = all
+        .iter()
+        .filter(|u| u.run_id != p.run_id && u.run_id != c.unsplit_run && u.same_computation(p) && u.threads == p.threads)
+        .filter_map(StepPrediction::achieved_bps)
+        .collect();
+    if rates.is_empty() {
+        return None;
+    }
+    // Everything in the predicted round but its communication is bytes read at the rate (a
+    // pipeline's fill reads its stages' bytes several times): it scales with the rate.
+    let error_at = |rate: f64| {
+        let reading_s = (c.step.step_s - c.step.comm_s) * c.bandwidth_bps / c.ceiling.bps().min(rate);
+        (c.step.comm_s + reading_s - p.measured_step_s) / p.measured_step_s
+    };
+    let (rate_bps, error) = rates.iter().map(|&r| (r, error_at(r))).min_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))?;
+    let range_bps = rates.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+    (error.abs() <= TOLERANCE).then_some(OtherMoments { range_bps, moments: rates.len(), rate_bps, error })
+}
+
+/// A split within at another moment's rate, in words.
+fn moment_note(p: &StepPrediction, c: &Calibrated, o: &OtherMoments) -> String {
+    let gbps = crate::units::format_gbps;
+    let elsewhere = match o.moments {
+        1 => "another unsplit run of its computation ran at it".to_string(),
+        n => format!("{n} other unsplit runs of its computation ran at {} to {}", gbps(o.range_bps.0), gbps(o.range_bps.1)),
+    };
+    format!(
+        "{} {} {} world {} ({} sequence{}, run {}): {:+.1} % at its peer {}'s {}, {:+.1} % at {} ({elsewhere}): the machine's speed between the two moments, not the model, missed",
+        p.model,
+        p.dtype.name(),
+        p.strategy.name(),
+        p.world,
+        p.sequences,
+        if p.sequences == 1 { "" } else { "s" },
+        p.run_id.short(),
+        c.error * 100.0,
+        c.unsplit_run.short(),
+        gbps(c.kernel_bps),
+        o.error * 100.0,
+        gbps(o.rate_bps)
+    )
 }
 
 /// A model error in words: the run, its layout, measured and predicted step.
