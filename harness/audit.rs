@@ -371,6 +371,17 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map_or("n/a".into(), f)
 }
 
+/// Where a diverged layout left the reference, in words: the step and both tokens, or what the
+/// manifest lacks to name them (a first difference past the tokens it recorded, or only its own
+/// check's word that the tokens differ).
+fn divergence_words(l: &LayoutVerdict) -> String {
+    match (l.step, l.token, l.reference_token) {
+        (Some(k), Some(t), Some(r)) => format!("at step {k}: token {t} where the reference has {r}"),
+        (Some(k), _, _) => format!("at step {k}, its recorded first difference, past the tokens it or the reference recorded"),
+        (None, ..) => "its own check found tokens other than the reference's, at no step its recorded tokens show".to_string(),
+    }
+}
+
 /// One line for a layout's verdict.
 pub fn layout_line(l: &LayoutVerdict) -> String {
     let role = if l.is_reference { " (the reference decoded again)" } else { "" };
@@ -378,10 +389,8 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
         Grade::Bitwise => "logits bit-identical at every compared step".to_string(),
         Grade::TokensEqual => format!("same tokens, largest logit drift {:.2e}", l.max_logit_drift),
         Grade::Diverged => format!(
-            "at step {}: token {} where the reference has {}; reference top-2 margin there {}; {}",
-            l.step.map_or("?".into(), |k| k.to_string()),
-            l.token.map_or("?".into(), |t| t.to_string()),
-            l.reference_token.map_or("?".into(), |t| t.to_string()),
+            "{}; reference top-2 margin there {}; {}",
+            divergence_words(l),
             opt(l.reference_margin, |v| format!("{v:.3e}")),
             match l.cause {
                 Some(Cause::NearTie) => "explained by a near-tie (not counted as a change)",
@@ -468,6 +477,32 @@ mod tests {
     use super::*;
     use crate::manifest::Outcome;
     use std::path::Path;
+
+    #[test]
+    fn a_divergence_the_manifest_cannot_place_is_said_in_words_not_question_marks() {
+        let diverged = |step: Option<usize>, token: Option<u32>, reference_token: Option<u32>| LayoutVerdict {
+            run: "abc".into(),
+            experiment: "e".into(),
+            family: Strategy::Tensor,
+            layout: "tensor world 2".into(),
+            is_reference: false,
+            verdict: Grade::Diverged,
+            max_logit_drift: 0.1,
+            step,
+            token,
+            reference_token,
+            reference_margin: None,
+            cause: Some(Cause::RealChange),
+            real_change: true,
+        };
+        let placed = layout_line(&diverged(Some(3), Some(7), Some(9)));
+        assert!(placed.contains("at step 3: token 7 where the reference has 9"), "{placed}");
+        let past = layout_line(&diverged(Some(40), None, None));
+        assert!(past.contains("at step 40, its recorded first difference, past the tokens it or the reference recorded"), "{past}");
+        let unplaced = layout_line(&diverged(None, None, None));
+        assert!(unplaced.contains("its own check found tokens other than the reference's"), "{unplaced}");
+        assert!(![past, unplaced].iter().any(|l| l.contains('?')), "no question marks");
+    }
 
     /// The fixture store: decode runs of one answer identity (tensor and context layouts), and
     /// a cost-model run that shares it.
