@@ -30,10 +30,13 @@ pub fn finding(inp: &Inputs) -> Finding {
     };
     let within = runs(&|_, c| c.outcome == Outcome::Within);
     let explained = runs(&|_, c| matches!(c.outcome, Outcome::AssumptionFailed(_)));
-    let missed: Vec<&(&StepPrediction, &Calibrated)> = splits.iter().filter(|(_, c)| c.outcome == Outcome::ModelError).collect();
-    let (moved, errors): (Vec<_>, Vec<_>) = missed.into_iter().partition(|(p, c)| at_other_moments(p, c, &predictions).is_some());
-    let moved_runs: Vec<&str> = moved.iter().map(|(p, _)| p.run_id.short()).collect();
-    let error_runs: Vec<&str> = errors.iter().map(|(p, _)| p.run_id.short()).collect();
+    let (moved, errors): (Vec<_>, Vec<_>) = splits
+        .iter()
+        .filter(|(_, c)| c.outcome == Outcome::ModelError)
+        .map(|&(p, c)| (p, c, at_other_moments(p, c, &predictions)))
+        .partition(|(_, _, moments)| moments.is_some());
+    let moved_runs: Vec<&str> = moved.iter().map(|(p, _, _)| p.run_id.short()).collect();
+    let error_runs: Vec<&str> = errors.iter().map(|(p, _, _)| p.run_id.short()).collect();
     let all = runs(&|_, _| true);
     f.number("splits predicted from an unsplit peer", splits.len() as f64, "count", &all);
     f.number(&format!("within ±{:.0} %", TOLERANCE * 100.0), within.len() as f64, "count", &within);
@@ -45,8 +48,8 @@ pub fn finding(inp: &Inputs) -> Finding {
     f.number(&format!("the roofline alone within ±{:.0} % (the same splits)", TOLERANCE * 100.0), roofline as f64, "count", &roofline_runs);
     f.notes = moved
         .iter()
-        .filter_map(|(p, c)| Some(moment_note(p, c, &at_other_moments(p, c, &predictions)?)))
-        .chain(errors.iter().map(|(p, c)| error_note(p, c)))
+        .filter_map(|(p, c, moments)| Some(moment_note(p, c, moments.as_ref()?)))
+        .chain(errors.iter().map(|(p, c, _)| error_note(p, c)))
         .collect();
     let within_errors: Vec<f64> = splits.iter().filter(|(_, c)| c.outcome == Outcome::Within).map(|(_, c)| c.error).collect();
     let lean = lean(&within_errors);
@@ -143,14 +146,8 @@ fn moment_note(p: &StepPrediction, c: &Calibrated, o: &OtherMoments) -> String {
         n => format!("{n} other unsplit runs of its computation ran at {} to {}", gbps(o.range_bps.0), gbps(o.range_bps.1)),
     };
     format!(
-        "{} {} {} world {} ({} sequence{}, run {}): {:+.1} % at its peer {}'s {}, {:+.1} % at {} ({elsewhere}): the machine's speed between the two moments, not the model, missed",
-        p.model,
-        p.dtype.name(),
-        p.strategy.name(),
-        p.world,
-        p.sequences,
-        if p.sequences == 1 { "" } else { "s" },
-        p.run_id.short(),
+        "{}: {:+.1} % at its peer {}'s {}, {:+.1} % at {} ({elsewhere}): the machine's speed between the two moments, not the model, missed",
+        split_words(p),
         c.error * 100.0,
         c.unsplit_run.short(),
         gbps(c.kernel_bps),
@@ -159,17 +156,25 @@ fn moment_note(p: &StepPrediction, c: &Calibrated, o: &OtherMoments) -> String {
     )
 }
 
-/// A model error in words: the run, its layout, measured and predicted step.
-fn error_note(p: &StepPrediction, c: &Calibrated) -> String {
+/// A split and its run in words: `gpt2 float32 pipeline world 2 (4 sequences, run 9ebe72ce4b1a)`.
+fn split_words(p: &StepPrediction) -> String {
     format!(
-        "{} {} {} world {} ({} sequence{}, run {}): measured {}, predicted {} ({:+.1} %) at {} per rank",
+        "{} {} {} world {} ({} sequence{}, run {})",
         p.model,
         p.dtype.name(),
         p.strategy.name(),
         p.world,
         p.sequences,
         if p.sequences == 1 { "" } else { "s" },
-        p.run_id.short(),
+        p.run_id.short()
+    )
+}
+
+/// A model error in words: the run, its layout, measured and predicted step.
+fn error_note(p: &StepPrediction, c: &Calibrated) -> String {
+    format!(
+        "{}: measured {}, predicted {} ({:+.1} %) at {} per rank",
+        split_words(p),
         crate::units::format_seconds(p.measured_step_s),
         crate::units::format_seconds(c.step.step_s),
         c.error * 100.0,
