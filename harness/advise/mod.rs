@@ -14,7 +14,7 @@ pub mod render;
 pub mod request;
 
 use crate::costmodel::catalogue::Catalogue;
-use crate::costmodel::measured_links::{link_entries, unusable_fits, IMPORTED_SUFFIX, MEASURED_SUFFIX};
+use crate::costmodel::measured_links::{is_store_link_name, link_entries, unusable_fits};
 use layouts::Layout;
 use predict::{predict, Prediction};
 use rank::Ranked;
@@ -43,13 +43,15 @@ pub enum AdviseError {
         /// The catalogue's devices.
         known: Vec<String>,
     },
-    /// A link is not in the catalogue.
-    #[error("--domain link `{name}`: not in models/links.yaml (known: {}){}", known.join(", "), measured_hint(name))]
+    /// A link is neither in the catalogue nor measured by the store `--links-from` read.
+    #[error("--domain link `{name}`: {}", unknown_link_words(name, known, measured))]
     UnknownLink {
         /// The name given.
         name: String,
-        /// The catalogue's links.
+        /// The links of models/links.yaml.
         known: Vec<String>,
+        /// The links `--links-from` read from manifests (none without it).
+        measured: Vec<String>,
     },
     /// The machine's domains do not add up.
     #[error("topology: {0}")]
@@ -88,7 +90,7 @@ impl AdviseError {
             AdviseError::UnknownDevice { name, known } => {
                 ("machine.device".into(), format!("`{name}`: not in models/devices.yaml (known: {})", known.join(", ")))
             }
-            AdviseError::UnknownLink { name, known } => {
+            AdviseError::UnknownLink { name, known, .. } => {
                 ("machine.domains".into(), format!("link `{name}`: not in models/links.yaml (known: {})", known.join(", ")))
             }
             AdviseError::Topology(t) => t.in_spec(),
@@ -110,11 +112,18 @@ impl AdviseError {
 }
 
 /// What a measured link's name needs, for a name that looks like one.
-fn measured_hint(name: &str) -> &'static str {
-    if name.ends_with(MEASURED_SUFFIX) || name.ends_with(IMPORTED_SUFFIX) {
-        "; a measured link needs --links-from DIR holding a collectives run over it (an all-reduce at 2 ranks or more)"
+/// Why a `--domain` link is not known: the catalogue's links, those `--links-from` measured,
+/// and for a measured link's name what would offer it.
+fn unknown_link_words(name: &str, known: &[String], measured: &[String]) -> String {
+    let catalogue = format!("models/links.yaml (known: {})", known.join(", "));
+    let (place, store) = if measured.is_empty() {
+        (format!("not in {catalogue}"), "--links-from DIR holding")
     } else {
-        ""
+        (format!("neither in {catalogue} nor measured by --links-from ({})", measured.join(", ")), "that folder to hold")
+    };
+    match is_store_link_name(name) {
+        true => format!("{place}; a measured link needs {store} an ok collectives run over it (an all-reduce at 2 ranks or more)"),
+        false => place,
     }
 }
 

@@ -5,6 +5,7 @@
 use super::AdviseError;
 use crate::costmodel::catalogue::{Catalogue, DeviceEntry, LinkEntry};
 use crate::costmodel::link::Link;
+use crate::costmodel::measured_links::is_store_link_name;
 use crate::costmodel::plan::Device;
 use crate::costmodel::tables::{load_shape, NamedShape};
 use crate::report::fmt::plural;
@@ -361,9 +362,9 @@ fn parse_domain(index: usize, text: &str, catalogue: &Catalogue) -> Result<Domai
         .filter(|(_, name)| !name.trim().is_empty())
         .ok_or_else(|| malformed("expected SIZE:LINK, e.g. 2:nvlink-nv12".into()))?;
     let size: u32 = size.trim().parse().map_err(|_| malformed(format!("`{size}` is not a device count")))?;
-    let link = catalogue.link(name.trim()).cloned().ok_or_else(|| AdviseError::UnknownLink {
-        name: name.trim().to_string(),
-        known: catalogue.links.iter().map(|l| l.name.clone()).collect(),
+    let link = catalogue.link(name.trim()).cloned().ok_or_else(|| {
+        let (measured, known) = catalogue.links.iter().map(|l| l.name.clone()).partition(|n| is_store_link_name(n));
+        AdviseError::UnknownLink { name: name.trim().to_string(), known, measured }
     })?;
     Ok(Domain { size, link })
 }

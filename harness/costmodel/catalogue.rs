@@ -385,6 +385,11 @@ impl Catalogue {
             if links[..i].iter().any(|earlier| earlier.name == l.name) {
                 return Err(bad("named twice; each link needs a name of its own".into()));
             }
+            if super::measured_links::is_store_link_name(&l.name) {
+                return Err(bad(
+                    "names ending in -measured or -imported are kept for the links `--links-from` reads from manifests; rename it".into(),
+                ));
+            }
             if !(l.latency_us > 0.0 && l.bandwidth_gbps > 0.0) {
                 return Err(bad("latency_us and bandwidth_gbps must be positive".into()));
             }
@@ -561,5 +566,20 @@ mod tests {
         write(dir.path(), &format!("links:\n{link}"), &format!("{DEVICES}{device}"));
         let err = Catalogue::load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("devices.yaml") && err.contains("device `g`: named twice"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_link_named_as_a_store_names_its_measured_links() {
+        // `--links-from` offers `LINK-measured` and `LINK-imported` beside the catalogue; a
+        // catalogue link of such a name would be taken for one a run measured.
+        let dir = tempfile::tempdir().unwrap();
+        let link = "  - name: l\n    description: x\n    latency_us: 10\n    bandwidth_gbps: 300\n    latency_provenance: {kind: assumed, note: n}\n    bandwidth_provenance: {kind: assumed, note: n}\n";
+        for name in ["nccl-measured", "nccl-imported"] {
+            write(dir.path(), &format!("links:\n{}", link.replace("name: l", &format!("name: {name}"))), DEVICES);
+            let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+            assert!(err.contains(&format!("link `{name}`: names ending in -measured or -imported are kept")), "{err}");
+        }
+        write(dir.path(), &format!("links:\n{}", link.replace("name: l", "name: measured-nccl")), DEVICES);
+        assert!(Catalogue::load(dir.path()).is_ok(), "the words elsewhere in a name are free");
     }
 }

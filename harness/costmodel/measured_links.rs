@@ -22,6 +22,12 @@ pub const MEASURED_SUFFIX: &str = "-measured";
 /// The name suffix of a link another tool measured.
 pub const IMPORTED_SUFFIX: &str = "-imported";
 
+/// Whether `name` is the name of a link a store of manifests offers (`LINK-measured`,
+/// `LINK-imported`); the catalogue keeps such names for them.
+pub fn is_store_link_name(name: &str) -> bool {
+    name.ends_with(MEASURED_SUFFIX) || name.ends_with(IMPORTED_SUFFIX)
+}
+
 /// One candidate fit: the manifest it came from and the fit.
 struct Candidate<'a> {
     manifest: &'a Manifest,

@@ -61,23 +61,27 @@ pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
     Ok(out)
 }
 
-/// Bytes of one value of a safetensors dtype, None for one of fewer bits (F4, F6) or one this
-/// version does not know.
-fn dtype_bytes(dtype: &str) -> Option<u64> {
+/// Bits of one value of a safetensors dtype, None for a name the format does not define (the
+/// list of safetensors 0.8, whose loader refuses any other name).
+fn dtype_bits(dtype: &str) -> Option<u64> {
     Some(match dtype {
-        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" | "F8_E8M0" => 1,
-        "U16" | "I16" | "F16" | "BF16" => 2,
-        "U32" | "I32" | "F32" => 4,
-        "U64" | "I64" | "F64" | "C64" => 8,
+        "F4" => 4,
+        "F6_E2M3" | "F6_E3M2" => 6,
+        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" | "F8_E8M0" | "F8_E4M3FNUZ" | "F8_E5M2FNUZ" => 8,
+        "U16" | "I16" | "F16" | "BF16" => 16,
+        "U32" | "I32" | "F32" => 32,
+        "U64" | "I64" | "F64" | "C64" => 64,
         _ => return None,
     })
 }
 
 /// Checks a tensor's dtype and `data_offsets` against its `count` values and the `data_len`
-/// bytes after the header (a loader refuses these too; it also checks that tensors neither
-/// overlap nor leave gaps, which this count does not need).
+/// bytes after the header, as safetensors' loader does: a dtype it defines, values of fewer bits
+/// than a byte ending on a byte, exactly their bytes between the offsets (the loader also checks
+/// that tensors neither overlap nor leave gaps, which this count does not need).
 fn check_data(t: &Value, count: u64, data_len: u64) -> Result<(), String> {
     let dtype = t.get("dtype").and_then(Value::as_str).ok_or("no dtype")?;
+    let bits = dtype_bits(dtype).ok_or_else(|| format!("dtype {dtype:?} is not one safetensors defines"))?;
     let offsets = t.get("data_offsets").and_then(Value::as_array).filter(|o| o.len() == 2).ok_or("no data_offsets [begin, end]")?;
     let (Some(begin), Some(end)) = (offsets[0].as_u64(), offsets[1].as_u64()) else {
         return Err("data_offsets are not byte counts".into());
@@ -85,12 +89,12 @@ fn check_data(t: &Value, count: u64, data_len: u64) -> Result<(), String> {
     if end < begin {
         return Err(format!("data_offsets [{begin}, {end}] end before they begin"));
     }
-    // A dtype of whole bytes is checked to the byte; one of fewer bits (F4, F6) only to the file.
-    if let Some(size) = dtype_bytes(dtype) {
-        let want = count.checked_mul(size).ok_or("its bytes pass 2^64")?;
-        if end - begin != want {
-            return Err(format!("data_offsets [{begin}, {end}] hold {} bytes, its {count} {dtype} values {want}", end - begin));
-        }
+    let want_bits = count.checked_mul(bits).ok_or("its bytes pass 2^64")?;
+    if want_bits % 8 != 0 {
+        return Err(format!("its {count} {dtype} values are {want_bits} bits, which do not end on a byte"));
+    }
+    if end - begin != want_bits / 8 {
+        return Err(format!("data_offsets [{begin}, {end}] hold {} bytes, its {count} {dtype} values {}", end - begin, want_bits / 8));
     }
     if end > data_len {
         return Err(format!("data_offsets end at byte {end}, past the {data_len} bytes of data the file holds"));
@@ -259,7 +263,9 @@ mod tests {
         raw(&f, r#"{"w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}"#, 24);
         assert_eq!(read_header(&f).unwrap().get("w"), Some(&6));
         raw(&f, r#"{"w": {"dtype": "F4", "shape": [2, 3], "data_offsets": [0, 3]}}"#, 24);
-        assert_eq!(read_header(&f).unwrap().get("w"), Some(&6), "a dtype of fewer bits than a byte, checked to the file");
+        assert_eq!(read_header(&f).unwrap().get("w"), Some(&6), "six 4-bit values in 3 bytes");
+        raw(&f, r#"{"w": {"dtype": "F6_E2M3", "shape": [4], "data_offsets": [0, 3]}}"#, 24);
+        assert_eq!(read_header(&f).unwrap().get("w"), Some(&4), "four 6-bit values in 3 bytes");
         for (header, says) in [
             (
                 r#"{"w": {"dtype": "F16", "shape": [2, 3], "data_offsets": [0, 24]}}"#,
@@ -271,7 +277,16 @@ mod tests {
             ),
             (
                 r#"{"w": {"dtype": "F4", "shape": [2, 3], "data_offsets": [0, 48]}}"#,
-                "tensor w: data_offsets end at byte 48, past the 24 bytes",
+                "tensor w: data_offsets [0, 48] hold 48 bytes, its 6 F4 values 3",
+            ),
+            (
+                r#"{"w": {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]}}"#,
+                "tensor w: its 3 F4 values are 12 bits, which do not end on a byte",
+            ),
+            (r#"{"w": {"dtype": "F33", "shape": [2], "data_offsets": [0, 8]}}"#, "tensor w: dtype \"F33\" is not one safetensors defines"),
+            (
+                r#"{"w": {"dtype": "F32", "shape": [6], "data_offsets": [8, 32]}}"#,
+                "tensor w: data_offsets end at byte 32, past the 24 bytes",
             ),
             (r#"{"w": {"dtype": "F32", "shape": [2, 3]}}"#, "tensor w: no data_offsets"),
         ] {

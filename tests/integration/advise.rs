@@ -558,8 +558,15 @@ fn links_a_store_measured_are_offered_to_domains_with_their_runs_named() {
     let out = parlab(&argv.iter().map(String::as_str).collect::<Vec<_>>());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("`nccl-measured`: not in models/links.yaml") && err.contains("mpi-shm-measured, mpi-tcp-measured"), "{err}");
-    assert!(err.contains("a measured link needs --links-from DIR holding a collectives run over it"), "{err}");
+    assert!(err.contains("`nccl-measured`: neither in models/links.yaml (known: gloo-loopback,"), "{err}");
+    assert!(err.contains("nor measured by --links-from (mpi-shm-measured, mpi-tcp-measured)"), "{err}");
+    assert!(err.contains("a measured link needs that folder to hold an ok collectives run over it"), "{err}");
+    // Without --links-from, the catalogue's links alone, and what would offer a measured one.
+    let out = parlab(&["advise", "gpt2", "--device", "a100-80gb", "--prompt", "1", "--new-tokens", "1", "--domain", "2:nccl-measured"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`nccl-measured`: not in models/links.yaml (known: gloo-loopback,") && !err.contains("mpi-shm-measured"), "{err}");
+    assert!(err.contains("a measured link needs --links-from DIR holding an ok collectives run over it"), "{err}");
     // A store without a collectives run says so, and adds nothing.
     let empty = tempfile::tempdir().unwrap();
     let mut argv = args(&["--domain", "4:mpi-tcp-measured"]);
