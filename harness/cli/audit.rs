@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// Grades every layout against the unsplit reference; exit 3 on a real change, 0 otherwise.
 pub fn run(manifests: &Path, as_json: bool) -> super::Result<i32> {
-    super::existing_folder(manifests, "--manifests", "manifests folder")?;
+    super::existing_folder(manifests, "--manifests", super::MANIFESTS_HOLD, "manifests folder", "")?;
     let (list, skipped) = crate::manifest::read_all(manifests);
     for s in &skipped {
         crate::say!("warning: skipped {}: {}", s.path.display(), s.reason);

@@ -53,9 +53,7 @@ pub struct ImportArgs {
 /// file wrote) while holding the manifests folder's lock; bad input exits 2 with nothing written.
 pub fn run(args: &ImportArgs) -> super::Result<i32> {
     let dir = args.manifests.clone().unwrap_or_else(crate::manifest::manifests_dir);
-    if dir.exists() && !dir.is_dir() {
-        return Err(Error::Usage(format!("{}: not a folder; --manifests names the folder the manifests are in", dir.display())));
-    }
+    super::not_a_file(&dir, "--manifests", super::MANIFESTS_HOLD)?;
     super::not_a_register(&dir, "--manifests")?;
     let options = ImportOptions { world: args.world, command: args.command.clone() };
     let manifest = import(args.tool.tool(), &args.file, &options).map_err(|e| Error::Usage(e.to_string()))?;

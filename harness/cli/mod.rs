@@ -266,16 +266,40 @@ pub enum Command {
     },
 }
 
-/// Refuses the folder `flag` names when it is a file or missing (`what`: "baseline manifests folder").
-fn existing_folder(dir: &std::path::Path, flag: &str, what: &str) -> Result<()> {
+/// Refuses the folder `flag` names when it is a file (`holds`: "the manifests are in" for "the
+/// folder the manifests are in"), exit 2; a missing one is left to the caller. One wording for
+/// every command: `--manifests DIR: a file, not a folder (...)`, `PARLAB_MANIFESTS=DIR: ...`.
+fn not_a_file(dir: &std::path::Path, flag: &str, holds: &str) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
-        return Err(Error::Usage(format!("{}: not a folder; {flag} names the folder the manifests are in", dir.display())));
-    }
-    if !dir.is_dir() {
-        return Err(Error::Usage(format!("{}: no such {what}", dir.display())));
+        return Err(Error::Usage(format!("{}: a file, not a folder (it names the folder {holds})", named(flag, dir))));
     }
     Ok(())
 }
+
+/// [`not_a_file`], and refuses a missing folder as `no such {what}` (`what`: "baseline manifests
+/// folder"), followed by `hint` where there is one.
+fn existing_folder(dir: &std::path::Path, flag: &str, holds: &str, what: &str, hint: &str) -> Result<()> {
+    not_a_file(dir, flag, holds)?;
+    if !dir.is_dir() {
+        return Err(Error::Usage(format!("{}: no such {what}{hint}", named(flag, dir))));
+    }
+    Ok(())
+}
+
+/// A path as the flag (`--manifests DIR`) or environment variable (`PARLAB_MANIFESTS=DIR`) that
+/// gave it.
+fn named(flag: &str, path: &std::path::Path) -> String {
+    match flag.starts_with("--") {
+        true => format!("{flag} {}", path.display()),
+        false => format!("{flag}={}", path.display()),
+    }
+}
+
+/// What `--manifests` names, for [`not_a_file`].
+const MANIFESTS_HOLD: &str = "the manifests are in";
+
+/// What `--history` names, for [`not_a_file`].
+const HISTORY_HOLDS: &str = "of the nightly history";
 
 /// Parses arguments, runs the command, and returns the exit code.
 pub fn main() -> i32 {

@@ -153,10 +153,8 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         }
     }
     match &outs.history {
-        Some(dir) if dir.exists() && !dir.is_dir() => {
-            Err(Error::Usage(format!("--history {}: not a folder; --history names the nightly history folder", dir.display())))
-        }
-        _ => Ok(()),
+        Some(dir) => super::not_a_file(dir, "--history", super::HISTORY_HOLDS),
+        None => Ok(()),
     }
 }
 
@@ -167,8 +165,8 @@ const MAX_MIN_EFFECT: f64 = 10.0;
 pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> super::Result<i32> {
     check(policy)?;
     check_outputs(outs, baseline, manifests)?;
-    super::existing_folder(baseline, "--baseline", "baseline manifests folder")?;
-    super::existing_folder(manifests, "--manifests", "tonight's manifests folder")?;
+    super::existing_folder(baseline, "--baseline", super::MANIFESTS_HOLD, "baseline manifests folder", "")?;
+    super::existing_folder(manifests, "--manifests", super::MANIFESTS_HOLD, "tonight's manifests folder", "")?;
     let (before, skipped_before) = Night::load(baseline);
     let (after, skipped_after) = Night::load(manifests);
     for s in skipped_before.iter().chain(&skipped_after) {

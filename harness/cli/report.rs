@@ -9,15 +9,8 @@ use std::path::Path;
 /// manifests (each written atomically), so it may run beside a `parlab run`; two renders into
 /// one output folder are kept apart by the output folder's lock.
 pub fn run(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
-    if manifests.exists() && !manifests.is_dir() {
-        return Err(Error::Usage(format!("{}: not a folder; --manifests names the folder the manifests are in", manifests.display())));
-    }
-    if !manifests.is_dir() {
-        return Err(Error::Usage(format!(
-            "{}: no such manifests folder (run `parlab run` first, or pass --manifests DIR)",
-            manifests.display()
-        )));
-    }
+    let hint = " (run `parlab run` first, or pass --manifests DIR)";
+    super::existing_folder(manifests, "--manifests", super::MANIFESTS_HOLD, "manifests folder", hint)?;
     // Refused before the output folder's lock file is touched; `render` checks again under it.
     origin::check(out, manifests)?;
     render(manifests, out, wait)
@@ -39,13 +32,7 @@ pub fn lock_output(out: &Path, wait: bool) -> super::Result<StoreLock> {
 
 /// Refuses an output folder `out` that is a file (exit 2).
 pub fn folder_or_nothing(out: &Path) -> super::Result<()> {
-    if out.exists() && !out.is_dir() {
-        return Err(Error::Usage(format!(
-            "--out {}: a file, not a folder; --out names the folder the register is written into",
-            out.display()
-        )));
-    }
-    Ok(())
+    super::not_a_file(out, "--out", "the register is written into")
 }
 
 /// [`render`] with the output folder's lock already held.
@@ -62,12 +49,7 @@ pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Re
 /// history folder exits 2 before anything is written.
 pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Option<&Path>) -> super::Result<i32> {
     if let Some(h) = history {
-        if h.exists() && !h.is_dir() {
-            return Err(Error::Usage(format!("--history {}: not a folder; --history names the nightly history folder", h.display())));
-        }
-        if !h.is_dir() {
-            return Err(Error::Usage(format!("--history {}: no such nightly history folder", h.display())));
-        }
+        super::existing_folder(h, "--history", super::HISTORY_HOLDS, "nightly history folder", "")?;
         if crate::report::origin::same_folder(h, out) {
             return Err(Error::Usage(format!(
                 "--history {}: is the --out folder; the register's findings.json would be read back as a night: render it elsewhere",

@@ -56,12 +56,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     }
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();
-    if dir.exists() && !dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "{}: a file, not a folder; PARLAB_MANIFESTS names the folder manifests are written into",
-            dir.display()
-        )));
-    }
+    super::not_a_file(&dir, "PARLAB_MANIFESTS", "manifests are written into")?;
     super::not_a_register(&dir, "PARLAB_MANIFESTS")?;
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
     if let Some(out) = &out {

@@ -724,7 +724,7 @@ fn output_paths_that_cannot_be_written_exit_2_before_anything_is_written() {
         ("--junit", &folder, format!("--junit {}: a folder", folder.display())),
         ("--junit", &missing, format!("no such folder {}", out.path().join("no-such-folder").display())),
         ("--summary", &folder, format!("--summary {}: a folder", folder.display())),
-        ("--history", &file, format!("--history {}: not a folder", file.display())),
+        ("--history", &file, format!("--history {}: a file, not a folder (it names the folder of the nightly history)", file.display())),
         ("--junit", &in_history, format!("--junit {}: inside the --history folder", in_history.display())),
         ("--junit", &among_manifests, format!("--junit {}: inside tonight's manifests folder", among_manifests.display())),
     ];

@@ -494,12 +494,16 @@ fn report_on_a_missing_folder_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let out = parlab(dir.path(), &["report", "--manifests", "nowhere", "--out", "reports"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("nowhere: no such manifests folder"));
+    assert!(stderr(&out).contains("--manifests nowhere: no such manifests folder"));
     assert!(!dir.path().join("reports").exists(), "nothing written");
     std::fs::write(dir.path().join("a-file"), "{}").unwrap();
     let out = parlab(dir.path(), &["report", "--manifests", "a-file", "--out", "reports"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("a-file: not a folder; --manifests names the folder"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--manifests a-file: a file, not a folder (it names the folder the manifests are in)"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!dir.path().join("reports").exists(), "nothing written");
 }
 
@@ -522,11 +526,17 @@ fn audit_and_nightly_on_a_missing_folder_or_a_file_exit_2_instead_of_passing() {
     std::fs::write(dir.path().join("a-file"), "{}").unwrap();
     std::fs::create_dir(dir.path().join("empty")).unwrap();
     let cases: [(&[&str], &str); 5] = [
-        (&["audit", "--manifests", "nowhere"], "nowhere: no such manifests folder"),
-        (&["audit", "--manifests", "a-file"], "a-file: not a folder; --manifests names the folder"),
-        (&["nightly", "--baseline", "a-file", "--manifests", "empty"], "a-file: not a folder; --baseline names the folder"),
-        (&["nightly", "--baseline", "nowhere", "--manifests", "empty"], "nowhere: no such baseline manifests folder"),
-        (&["nightly", "--baseline", "empty", "--manifests", "a-file"], "a-file: not a folder; --manifests names the folder"),
+        (&["audit", "--manifests", "nowhere"], "--manifests nowhere: no such manifests folder"),
+        (&["audit", "--manifests", "a-file"], "--manifests a-file: a file, not a folder (it names the folder the manifests are in)"),
+        (
+            &["nightly", "--baseline", "a-file", "--manifests", "empty"],
+            "--baseline a-file: a file, not a folder (it names the folder the manifests are in)",
+        ),
+        (&["nightly", "--baseline", "nowhere", "--manifests", "empty"], "--baseline nowhere: no such baseline manifests folder"),
+        (
+            &["nightly", "--baseline", "empty", "--manifests", "a-file"],
+            "--manifests a-file: a file, not a folder (it names the folder the manifests are in)",
+        ),
     ];
     for (args, says) in cases {
         let out = parlab(dir.path(), args, &[]);
@@ -1343,7 +1353,8 @@ fn a_manifests_folder_that_is_a_file_is_refused_and_nothing_is_made_beside_it() 
     std::fs::write(&file, "not a folder\n").unwrap();
     let out = parlab(suite.dir.path(), &["run", "specs"], &[("PARLAB_MANIFESTS", file.to_str().unwrap())]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("store: a file, not a folder; PARLAB_MANIFESTS names the folder"), "{}", stderr(&out));
+    let says = format!("PARLAB_MANIFESTS={}: a file, not a folder (it names the folder manifests are written into)", file.display());
+    assert!(stderr(&out).contains(&says), "{}", stderr(&out));
     assert!(!suite.dir.path().join("store-reports").exists(), "no register folder beside it");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a folder\n");
 }
