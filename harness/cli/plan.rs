@@ -113,6 +113,7 @@ fn launch_line(r: &RunPlan) -> serde_json::Value {
     }
     let out = crate::manifest::Manifest::results_dir(&crate::manifest::manifests_dir(), &r.run_id);
     let machine = command::Machine::current(crate::gates::cpu_cores());
-    let cmd = command::build(r, &out.join("plan.json"), &out, &crate::launch::parlab_exe(), &machine);
+    let hostfile = command::planned_hostfile(r).ok().flatten();
+    let cmd = command::build(r, hostfile.as_deref(), &out.join("plan.json"), &out, &crate::launch::parlab_exe(), &machine);
     json!({"command": cmd.display(), "transport": cmd.transport})
 }

@@ -454,6 +454,7 @@ fn plan_of(run: &ToolRun, world: u32, sha256: &str, run_id: &str, rows: &[Collec
         step: crate::spec::schema::StepMode::Eager,
         launcher: Launcher::Mpirun,
         hostfile: None,
+        hostfile_sha256: None,
         interface: None,
         workload: Workload::Collectives(CollectiveParams {
             ops: vec![run.op],

@@ -2,7 +2,7 @@
 
 use crate::spec::link::Link;
 use crate::spec::{Launcher, RunPlan};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Folder (inside a run's results folder) where Open MPI writes each rank's stdout and stderr,
 /// as `ranklogs/1/rank.<N>/{stdout,stderr}` (`mpirun --output-filename`, Open MPI 4.1).
@@ -52,10 +52,41 @@ impl Machine {
     }
 }
 
-/// Builds the launcher command that starts `exe rank --plan plan --out out` in every rank.
-pub fn build(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
+/// A plan's hostfile that is not the one the suite was planned with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HostfileError {
+    /// It can no longer be read.
+    #[error("the hostfile {path} can no longer be read ({why}); nothing was launched")]
+    Unreadable {
+        /// The hostfile.
+        path: PathBuf,
+        /// The read's error.
+        why: String,
+    },
+    /// Its text changed since the suite was planned.
+    #[error(
+        "the hostfile {} changed since the suite was planned (its digest is part of the run identity: this run was planned on the old one); nothing was launched: run the suite again", .0.display()
+    )]
+    Changed(PathBuf),
+}
+
+/// The text of the plan's hostfile (None without one), read once for the launch and checked
+/// against the digest the run identity holds (a plan without one is not checked).
+pub fn planned_hostfile(plan: &RunPlan) -> Result<Option<String>, HostfileError> {
+    let Some(path) = &plan.hostfile else { return Ok(None) };
+    let text = crate::files::read_text(path, crate::files::TEXT_LIMIT)
+        .map_err(|e| HostfileError::Unreadable { path: path.clone(), why: e.to_string() })?;
+    match &plan.hostfile_sha256 {
+        Some(planned) if *planned != crate::identity::digest(&text) => Err(HostfileError::Changed(path.clone())),
+        _ => Ok(Some(text)),
+    }
+}
+
+/// Builds the launcher command that starts `exe rank --plan plan --out out` in every rank;
+/// `hostfile` is the text of the plan's hostfile ([`planned_hostfile`]).
+pub fn build(plan: &RunPlan, hostfile: Option<&str>, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
     match plan.launcher {
-        Launcher::Mpirun => mpirun(plan, plan_path, out, exe, machine),
+        Launcher::Mpirun => mpirun(plan, hostfile, plan_path, out, exe, machine),
         Launcher::Srun => srun(plan, plan_path, out, exe, machine),
     }
 }
@@ -147,11 +178,10 @@ pub fn hostfile_slots(text: &str) -> u32 {
     super::hosts::hostfile_hosts(text).iter().map(|(_, slots)| slots).sum()
 }
 
-fn mpirun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
+fn mpirun(plan: &RunPlan, hostfile: Option<&str>, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
     let world = plan.layout.world;
-    let hostfile = plan.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok());
-    let capacity = hostfile.as_deref().map_or(machine.cores, hostfile_slots);
-    let remote = hostfile.as_deref().map(super::hosts::remote_hosts).unwrap_or_default();
+    let capacity = hostfile.map_or(machine.cores, hostfile_slots);
+    let remote = hostfile.map(super::hosts::remote_hosts).unwrap_or_default();
     let transport = transport(&plan.link, &remote, plan.interface.as_deref(), &|k| std::env::var(k).ok());
     let oversubscribed = world > capacity;
     let mut args: Vec<String> = vec!["-np".into(), world.to_string()];

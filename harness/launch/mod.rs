@@ -76,7 +76,8 @@ impl LaunchEnd {
 pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> LaunchOutcome {
     let machine = command::Machine::current(cores);
     let exe = parlab_exe();
-    let cmd = command::build(plan, plan_path, out, &exe, &machine);
+    let hostfile = command::planned_hostfile(plan);
+    let cmd = command::build(plan, hostfile.as_ref().ok().and_then(Option::as_deref), plan_path, out, &exe, &machine);
     let mut outcome = LaunchOutcome {
         command: cmd.display(),
         oversubscribed: cmd.oversubscribed,
@@ -85,6 +86,10 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         end: LaunchEnd::Succeeded,
         foreign_ranks: Vec::new(),
     };
+    if let Err(why) = hostfile {
+        outcome.end = LaunchEnd::NotStarted(why.to_string());
+        return outcome;
+    }
     let limit = match timeout_duration(plan.timeout_s) {
         Ok(limit) => limit,
         Err(why) => {

@@ -460,10 +460,13 @@ fn workload_for(e: &Experiment, p: &Point) -> Workload {
     }
 }
 
-fn placement(e: &Experiment) -> serde_json::Value {
-    let hostfile =
-        e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::digest(&t));
-    let mut placement = serde_json::json!({ "launcher": e.launcher, "hostfile_sha256": hostfile });
+/// sha256 of the experiment's hostfile's text (validation refused one it cannot read).
+fn hostfile_digest(e: &Experiment) -> Option<String> {
+    e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::digest(&t))
+}
+
+fn placement(e: &Experiment, hostfile_sha256: Option<&str>) -> serde_json::Value {
+    let mut placement = serde_json::json!({ "launcher": e.launcher, "hostfile_sha256": hostfile_sha256 });
     if let Some(interface) = &e.interface {
         placement["interface"] = interface.clone().into();
     }
@@ -473,6 +476,7 @@ fn placement(e: &Experiment) -> serde_json::Value {
 fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layout, cores: u32, index: usize) -> RunPlan {
     let workload = workload_for(e, p);
     let threads_per_rank = threads_for(p.threads, p.world, cores);
+    let hostfile_sha256 = hostfile_digest(e);
     let input = IdentityInput {
         kind: e.kind(),
         model: model.as_ref(),
@@ -483,7 +487,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         threads_per_rank,
         repetitions: e.repetitions,
         warmup: e.warmup,
-        placement: placement(e),
+        placement: placement(e, hostfile_sha256.as_deref()),
         device: p.device,
         step: p.step,
     };
@@ -507,6 +511,7 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
         step: p.step,
         launcher: e.launcher,
         hostfile: e.hostfile.clone(),
+        hostfile_sha256,
         interface: e.interface.clone(),
         workload,
         layout,
@@ -640,6 +645,7 @@ fn arithmetic_run(e: &Experiment, workload: Workload, model_config: Option<&str>
         requires: Requires::default(),
         launcher: Launcher::Mpirun,
         hostfile: None,
+        hostfile_sha256: None,
         interface: None,
         workload,
         layout,

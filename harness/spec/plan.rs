@@ -299,6 +299,11 @@ pub struct RunPlan {
     pub launcher: Launcher,
     /// mpirun hostfile.
     pub hostfile: Option<PathBuf>,
+    /// sha256 of the hostfile's text when the suite was planned (in the run identity); a launch
+    /// refuses a hostfile that changed since (absent without a hostfile, and in plans written
+    /// before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostfile_sha256: Option<String>,
     /// The network TCP between ranks uses (`btl_tcp_if_include`), if the spec names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<String>,

@@ -157,6 +157,38 @@ fn a_local_hostfile_with_two_slots_runs() {
     assert!(!command.contains("--oversubscribe"), "two slots hold two ranks: {command}");
 }
 
+#[test]
+fn a_hostfile_changed_or_gone_since_the_suite_was_planned_is_not_launched() {
+    use parlab::launch::command::{planned_hostfile, HostfileError};
+    use parlab::launch::{launch, LaunchEnd};
+    let suite = Suite::new();
+    let hosts = suite.dir.path().join("specs/hosts");
+    std::fs::create_dir_all(hosts.parent().unwrap()).unwrap();
+    std::fs::write(&hosts, "localhost slots=2\n").unwrap();
+    suite.spec("hosted", &small_collectives("hosted", "60s", "hostfile: hosts\n"));
+    let plan = load_suite(&[suite.dir.path().join("specs/hosted.yaml")]).unwrap().remove(0);
+    assert_eq!(planned_hostfile(&plan).unwrap().as_deref(), Some("localhost slots=2\n"), "as planned: read for the launch");
+    // The run identity holds the planned file's digest; a launch on another file would be
+    // recorded under it, so none starts (a launch of a later round reads it again).
+    let out = suite.dir.path().join("out");
+    for (edit, says) in [
+        (Some("localhost slots=1\n"), HostfileError::Changed(hosts.clone())),
+        (None, HostfileError::Unreadable { path: hosts.clone(), why: String::new() }),
+    ] {
+        match edit {
+            Some(text) => std::fs::write(&hosts, text).unwrap(),
+            None => std::fs::remove_file(&hosts).unwrap(),
+        }
+        let refused = planned_hostfile(&plan).unwrap_err();
+        assert_eq!(std::mem::discriminant(&refused), std::mem::discriminant(&says), "{refused}");
+        let outcome = launch(&plan, &out.join("plan.json"), &out, 2);
+        let LaunchEnd::NotStarted(why) = &outcome.end else { panic!("launched on another hostfile: {:?}", outcome.end) };
+        assert_eq!(why, &refused.to_string());
+        assert!(why.contains(&hosts.display().to_string()) && why.contains("nothing was launched"), "{why}");
+        assert!(!out.join("launcher.stderr").exists(), "no launcher started");
+    }
+}
+
 fn plan_of(yaml: &str) -> parlab::spec::RunPlan {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.yaml");
@@ -170,7 +202,7 @@ fn mpirun_lines_carry_link_threads_root_and_oversubscription() {
     let (plan_path, out) = (Path::new("/m/r/plan.json"), Path::new("/m/r"));
     let tcp = plan_of("name: t\nkind: collectives\nworld: 8\nlink: mpi-tcp\nthreads: 1\n");
     let machine = Machine { cores: 2, root: true, fault: None, forwarded: Vec::new() };
-    let cmd = build(&tcp, plan_path, out, exe, &machine);
+    let cmd = build(&tcp, None, plan_path, out, exe, &machine);
     let line = cmd.display();
     assert!(line.starts_with("mpirun -np 8 --allow-run-as-root --oversubscribe --bind-to none"), "{line}");
     assert!(line.contains("--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo"), "{line}");
@@ -180,7 +212,7 @@ fn mpirun_lines_carry_link_threads_root_and_oversubscription() {
 
     let shm = plan_of("name: s\nkind: membw\nworld: 1\nthreads: 2\n");
     let user = Machine { cores: 2, root: false, fault: Some("hang:rank0".into()), forwarded: vec!["PARLAB_STATE".into()] };
-    let line = build(&shm, plan_path, out, exe, &user).display();
+    let line = build(&shm, None, plan_path, out, exe, &user).display();
     assert!(!line.contains("--allow-run-as-root") && !line.contains("--oversubscribe"), "{line}");
     assert!(line.contains("--bind-to none"), "threads > 1 must not be bound to one core: {line}");
     assert!(line.contains("--mca btl self,vader") && line.contains("-x OMP_NUM_THREADS=2"), "{line}");
@@ -247,7 +279,7 @@ fn srun_lines_take_ranks_and_transport_from_the_environment() {
     let plan = plan_of("name: s\nkind: collectives\nworld: 4\nlink: mpi-tcp\nthreads: 2\nlauncher: srun\n");
     assert_eq!(plan.launcher, Launcher::Srun);
     let machine = Machine { cores: 2, root: true, fault: None, forwarded: Vec::new() };
-    let cmd = build(&plan, Path::new("/m/r/plan.json"), Path::new("/m/r"), Path::new("/bin/parlab"), &machine);
+    let cmd = build(&plan, None, Path::new("/m/r/plan.json"), Path::new("/m/r"), Path::new("/bin/parlab"), &machine);
     let line = cmd.display();
     assert_eq!(cmd.program, "srun");
     if std::env::var_os("SLURM_NNODES").is_none() && std::env::var_os("OMPI_MCA_btl_tcp_if_include").is_none() {

@@ -299,7 +299,8 @@ fn leftover_ranks_of_an_earlier_controller_are_ended_and_the_next_manifest_says_
         fault: Some("hang:rank1@earlier".into()),
         forwarded: Vec::new(),
     };
-    let line = parlab::launch::command::build(&plan, &plan_path, &out, Path::new(PARLAB), &machine);
+    let hostfile = parlab::launch::command::planned_hostfile(&plan).unwrap();
+    let line = parlab::launch::command::build(&plan, hostfile.as_deref(), &plan_path, &out, Path::new(PARLAB), &machine);
     let leftover = Command::new(&line.program)
         .args(&line.args)
         .envs(line.env.iter().map(|(k, v)| (k, v)))
