@@ -88,10 +88,12 @@ pub struct MatrixSize {
 }
 
 impl MatrixSize {
-    /// The problem text for a suite that reached `counted` runs against `limit`.
-    pub fn too_many(&self, counted: u64, limit: usize) -> String {
+    /// The problem text, at the experiment whose matrix passed `limit`, for a suite whose
+    /// matrices hold `total` points: runs before `exclude:` and the layouts a matrix skips, so
+    /// `--max-runs {total}` passes whatever those leave.
+    pub fn too_many(&self, total: u64, limit: usize) -> String {
         format!(
-            "the suite reaches {counted} runs here ({} in this experiment: {}), more than the limit of {limit}; shrink the axes or pass --max-runs {counted}",
+            "the suite's matrices hold {total} runs before exclusions, more than the limit of {limit}, which this experiment's {} ({}) passes; shrink the axes or pass --max-runs {total}",
             self.runs, self.factors
         )
     }

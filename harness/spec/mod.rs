@@ -86,6 +86,8 @@ pub fn load_suite_limited(paths: &[PathBuf], max_runs: usize) -> Result<Vec<RunP
     let mut problems = Vec::new();
     let mut runs = Vec::new();
     let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
+    // The file whose matrix took the count past `max_runs`, with its text and size.
+    let mut passed = None;
     for file in files {
         let text = match crate::files::read_text(&file, crate::files::TEXT_LIMIT) {
             Ok(t) => t,
@@ -108,17 +110,24 @@ pub fn load_suite_limited(paths: &[PathBuf], max_runs: usize) -> Result<Vec<RunP
         }
         let size = expand::matrix_size(&experiment);
         counted = counted.saturating_add(size.runs);
-        if counted > max_runs as u64 {
-            let mut c = validate::Checker::new(&file, &text);
-            c.report(size.largest_axis, size.too_many(counted, max_runs));
-            problems.extend(c.problems);
-            break;
+        if passed.is_none() && counted > max_runs as u64 {
+            passed = Some((file.clone(), text.clone(), size));
+        }
+        // Past the limit the later files are still read and counted (their problems, and the
+        // whole suite's count for the message), never expanded.
+        if passed.is_some() {
+            continue;
         }
         match expand::expand(&experiment, &text, cores) {
             Ok(r) if valid => runs.extend(r),
             Ok(_) => {}
             Err(p) => problems.extend(p),
         }
+    }
+    if let Some((file, text, size)) = passed {
+        let mut c = validate::Checker::new(&file, &text);
+        c.report(size.largest_axis, size.too_many(counted, max_runs));
+        problems.extend(c.problems);
     }
     sort_problems(&mut problems);
     if problems.is_empty() {

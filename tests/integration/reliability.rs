@@ -435,6 +435,24 @@ fn a_matrix_of_ten_million_runs_is_refused_before_expanding() {
 }
 
 #[test]
+fn a_suite_past_max_runs_is_refused_once_naming_the_total_that_passes() {
+    // Three files of 6 runs each: the limit of 10 is passed by the second file, and the third
+    // (read and counted, never expanded) still counts towards the total the message offers.
+    let suite = Suite::new();
+    for name in ["a", "b", "c"] {
+        suite.spec(name, &format!("name: {name}\nkind: collectives\nworld: [2, 3, 4]\nlink: [mpi-shm, mpi-tcp]\nops: [all-reduce]\n"));
+    }
+    let out = parlab(suite.dir.path(), &["validate", "--max-runs", "10", "specs"], &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().filter(|l| l.contains("--max-runs")).count(), 1, "one problem: {err}");
+    assert!(err.contains("specs/b.yaml:") && err.contains("hold 18 runs before exclusions, more than the limit of 10"), "{err}");
+    assert!(err.contains("pass --max-runs 18"), "{err}");
+    let out = parlab(suite.dir.path(), &["validate", "--max-runs", "18", "specs"], &[]);
+    assert_eq!(out.status.code(), Some(0), "the suggestion passes: {}", stderr(&out));
+}
+
+#[test]
 fn a_name_longer_than_100_characters_is_refused() {
     let suite = Suite::new();
     let name = "n".repeat(5000);
