@@ -94,7 +94,8 @@ failed_from!(std::io::Error, serde_json::Error);
 impl From<crate::costmodel::safetensors_header::HeaderError> for Error {
     fn from(e: crate::costmodel::safetensors_header::HeaderError) -> Self {
         match e {
-            crate::costmodel::safetensors_header::HeaderError::Format { .. } => Error::Usage(format!("error: {e}")),
+            crate::costmodel::safetensors_header::HeaderError::Format { .. }
+            | crate::costmodel::safetensors_header::HeaderError::NotAFile { .. } => Error::Usage(format!("error: {e}")),
             crate::costmodel::safetensors_header::HeaderError::Io { .. } => Error::Failed(e.into()),
         }
     }

@@ -19,6 +19,14 @@ pub enum HeaderError {
         /// The OS error.
         message: String,
     },
+    /// The path is not a regular file (a folder, a FIFO, missing where an index names it).
+    #[error("{path}: {why}; a checkpoint's safetensors files must be regular files")]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
+    },
     /// The header is not valid safetensors.
     #[error("{path}: not a safetensors file ({message})")]
     Format {
@@ -36,6 +44,8 @@ const MAX_HEADER: u64 = 100 << 20;
 pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
     let io = |e: std::io::Error| HeaderError::Io { path: path.into(), message: e.to_string() };
     let bad = |m: String| HeaderError::Format { path: path.into(), message: m };
+    // Checked by type before it is opened: opening a FIFO would wait for a writer.
+    crate::files::check_regular(path, u64::MAX).map_err(|e| HeaderError::NotAFile { path: path.into(), why: e.reason() })?;
     let mut f = std::fs::File::open(path).map_err(io)?;
     let mut len = [0u8; 8];
     f.read_exact(&mut len).map_err(|e| match e.kind() {
@@ -297,6 +307,30 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_entry_that_is_not_a_regular_file_is_refused_without_opening_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("model.safetensors");
+        std::fs::create_dir(&folder).unwrap();
+        let e = count_checkpoint(dir.path(), 1, false).unwrap_err();
+        assert!(matches!(e, HeaderError::NotAFile { .. }), "{e:?}");
+        assert!(e.to_string().contains("not a regular file (a folder)"), "{e}");
+        std::fs::remove_dir(&folder).unwrap();
+        // A FIFO is refused by type: opening it would wait for a writer that never comes.
+        let fifo = std::ffi::CString::new(folder.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path and a mode; mkfifo has no other preconditions.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let e = count_checkpoint(dir.path(), 1, false).unwrap_err();
+        assert!(e.to_string().contains("not a regular file (a FIFO)"), "{e}");
+        std::fs::remove_file(&folder).unwrap();
+        // A shard the index names but the folder lacks.
+        raw(&dir.path().join("a.safetensors"), r#"{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}"#, 4);
+        let index = r#"{"weight_map": {"w": "a.safetensors", "v": "b.safetensors"}}"#;
+        std::fs::write(dir.path().join("model.safetensors.index.json"), index).unwrap();
+        let e = count_checkpoint(dir.path(), 1, false).unwrap_err();
+        assert!(matches!(e, HeaderError::NotAFile { .. }) && e.to_string().contains("b.safetensors"), "{e}");
+    }
+
+    #[test]
     fn counts_gpt2_masks_as_buffers() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("model.safetensors");
@@ -358,6 +392,6 @@ mod tests {
         assert!(err.to_string().ends_with("(tensor a: its bytes pass 2^64)"), "{err}");
         std::fs::remove_file(&f).unwrap();
         std::fs::create_dir(&f).unwrap();
-        assert!(matches!(read_header(&f).unwrap_err(), HeaderError::Io { .. }), "a folder is not read as a short file");
+        assert!(matches!(read_header(&f).unwrap_err(), HeaderError::NotAFile { .. }), "a folder is not read as a short file");
     }
 }
