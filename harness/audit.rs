@@ -60,6 +60,8 @@ pub struct LayoutVerdict {
     pub family: Strategy,
     /// The layout in words.
     pub layout: String,
+    /// Threads each rank computed with (not in the answer identity: runs of one answer may differ there).
+    pub threads_per_rank: u32,
     /// True for the world-1 run (the reference decoded again).
     pub is_reference: bool,
     /// The grade.
@@ -97,6 +99,8 @@ pub struct NotGraded {
     pub family: Strategy,
     /// The layout in words.
     pub layout: String,
+    /// Threads each rank computed with.
+    pub threads_per_rank: u32,
     /// How the run ended.
     pub status: Status,
     /// Why it failed or did not run, where the manifest records it (None for an ok run).
@@ -179,6 +183,7 @@ impl NotGraded {
             experiment: m.experiment.clone(),
             family: m.layout.strategy,
             layout: layout_words(m),
+            threads_per_rank: m.plan.threads_per_rank,
             status: m.status(),
             reason: m.reason().map(str::to_string),
         }
@@ -316,6 +321,7 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
         experiment: a.m.experiment.clone(),
         family: a.m.layout.strategy,
         layout: layout_words(a.m),
+        threads_per_rank: a.m.plan.threads_per_rank,
         is_reference: ctx.reference_run == Some(&a.m.run_id),
         verdict: if drift == 0.0 { Grade::Bitwise } else { Grade::TokensEqual },
         max_logit_drift: drift,
@@ -351,11 +357,22 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
     v
 }
 
-/// A run's layout in words: strategy, world, head placement, sequences, link, and where it is
-/// not the CPU's eager step, its device and step mode.
+/// A run's layout in words: strategy, world, head placement (of a split over 2 or more ranks),
+/// overlapped all-reduce pieces, zig-zag blocks, the split a context split decodes on,
+/// sequences, link, and where it is not the CPU's eager step, its device and step mode; what
+/// `parlab plan` shows of a layout, so two layouts of one answer are told apart.
 pub fn layout_words(m: &Manifest) -> String {
     let l = &m.layout;
-    let head = l.head.map(|h| format!(" head {}", h.name())).unwrap_or_default();
+    let mut head = l.head.filter(|_| l.world > 1).map(|h| format!(" head {}", h.name())).unwrap_or_default();
+    if let Some(pieces) = l.overlap {
+        head.push_str(&format!(" overlap {pieces}"));
+    }
+    if l.ranks.iter().any(|s| s.tokens_late.is_some()) {
+        head.push_str(" zigzag blocks");
+    }
+    if let Some(d) = &l.decode {
+        head.push_str(&format!(" decoding {} head {}", d.strategy.name(), d.head.name()));
+    }
     let seqs = l.sequences.filter(|&s| s > 1).map(|s| format!(" {s} sequences")).unwrap_or_default();
     let mut on = String::new();
     if m.plan.device != crate::spec::Device::Cpu {
@@ -382,6 +399,15 @@ fn divergence_words(l: &LayoutVerdict) -> String {
     }
 }
 
+/// `, N threads per rank` where a run computed with more than one (runs of one answer may
+/// differ only there), else nothing.
+fn threads_words(threads: u32) -> String {
+    match threads {
+        0 | 1 => String::new(),
+        n => format!(", {n} threads per rank"),
+    }
+}
+
 /// One line for a layout's verdict.
 pub fn layout_line(l: &LayoutVerdict) -> String {
     let role = if l.is_reference { " (the reference decoded again)" } else { "" };
@@ -400,7 +426,7 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
             }
         ),
     };
-    format!("{} {}{role}: {} {detail}", l.run, l.layout, l.verdict.name())
+    format!("{} {}{}{role}: {} {detail}", l.run, l.layout, threads_words(l.threads_per_rank), l.verdict.name())
 }
 
 /// One line for a decode run the audit could not grade: why it has no answer.
@@ -411,7 +437,7 @@ pub fn not_graded_line(n: &NotGraded) -> String {
         Status::NotRun => format!("NOT_RUN: {reason}"),
         Status::Ok => format!("ok but {}", n.reason.as_deref().unwrap_or("no answer recorded")),
     };
-    format!("{} {}: NOT GRADED: {why}", n.run, n.layout)
+    format!("{} {}{}: NOT GRADED: {why}", n.run, n.layout, threads_words(n.threads_per_rank))
 }
 
 /// `count` decode run(s).
@@ -485,6 +511,7 @@ mod tests {
             experiment: "e".into(),
             family: Strategy::Tensor,
             layout: "tensor world 2".into(),
+            threads_per_rank: 1,
             is_reference: false,
             verdict: Grade::Diverged,
             max_logit_drift: 0.1,
@@ -571,6 +598,23 @@ mod tests {
         let text = render_text(&audit(&list));
         assert!(text.contains("  e10e3402b841 tensor world 2 "), "{text}");
         assert!(text.contains("NOT GRADED: ok but no answer recorded"), "{text}");
+    }
+
+    #[test]
+    fn layouts_of_one_answer_that_differ_only_in_overlap_or_threads_are_told_apart() {
+        let mut list = fixtures();
+        let text = render_text(&audit(&list));
+        // fdff37995f7e and e10e3402b841: a tensor split of 2, the second with 4 overlapped pieces.
+        assert!(text.contains("  fdff37995f7e tensor world 2 head split over mpi-shm:"), "{text}");
+        assert!(text.contains("  e10e3402b841 tensor world 2 head split overlap 4 over mpi-shm:"), "{text}");
+        // An early manifest recorded a head placement at world 1, where there is nothing to place.
+        assert_eq!(run(&mut list, "49fd8bd66b03").layout.head, Some(crate::spec::HeadPlacement::Split));
+        assert!(text.contains("  49fd8bd66b03 tensor world 1 over mpi-shm (the reference"), "{text}");
+        run(&mut list, "fdff37995f7e").plan.threads_per_rank = 2;
+        let text = render_text(&audit(&list));
+        assert!(text.contains("  fdff37995f7e tensor world 2 head split over mpi-shm, 2 threads per rank: TOKENS_EQUAL"), "{text}");
+        let g = &audit(&list)[0];
+        assert_eq!(g.layouts.iter().find(|l| l.run == "fdff37995f7e").map(|l| l.threads_per_rank), Some(2), "in --json too");
     }
 
     #[test]
