@@ -71,8 +71,10 @@ pub const REPEATS: Bounds<u32> = Bounds::new(1, MAX_REPEATS);
 pub const LAUNCHES: Bounds<u32> = Bounds::new(1, super::validate::MAX_LAUNCHES);
 /// `warmup`.
 pub const WARMUP: Bounds<u32> = Bounds::new(0, MAX_REPEATS);
-/// `new_tokens` as read (1 is refused with its reason afterwards; the model's positions cap it).
-pub const NEW_TOKENS: Bounds<u32> = Bounds::new(1, u32::MAX);
+/// `new_tokens` of an advice (1 asks for the prefill alone; the model's positions cap it).
+pub const ADVICE_NEW_TOKENS: Bounds<u32> = Bounds::new(1, u32::MAX);
+/// `new_tokens` of a decode run (1 is refused with its own reason before these bounds).
+pub const NEW_TOKENS: Bounds<u32> = Bounds::new(2, u32::MAX);
 /// `overlap` as read (the layout allows at most `layout::MAX_OVERLAP`).
 pub const OVERLAP: Bounds<u32> = Bounds::new(0, u32::MAX);
 /// A positive count kept in 32 bits (`prompt.length`, dispatch `tokens`, `top_k`, `hidden`, `requires`).
@@ -187,15 +189,19 @@ impl<'m> Fields<'m> {
         let Some(v) = self.get("new_tokens") else { return vec![25] };
         let mut kept = Vec::new();
         for (k, v) in as_list(c, "new_tokens", v) {
-            let Some(n) = uint_value(c, &k, v, NEW_TOKENS) else { continue };
-            if n == 1 && kind != Kind::Advise {
+            if kind != Kind::Advise && v.as_u64() == Some(1) {
                 c.report(
                     &k,
                     "1 new token is the one the prefill produces, so there is no decode step to time \
                      (a decode run's figures are per step); give 2 or more",
                 );
+                kept.push(1);
+                continue;
             }
-            kept.push(n);
+            let bounds = if kind == Kind::Advise { ADVICE_NEW_TOKENS } else { NEW_TOKENS };
+            if let Some(n) = uint_value(c, &k, v, bounds) {
+                kept.push(n);
+            }
         }
         kept
     }
