@@ -610,6 +610,16 @@ mod tests {
             None,
         );
         assert!(e.contains("out.txt:6: out-of-place time (µs) `abc` is not a number"), "{e}");
+        let e = text_problem(
+            ImportTool::NcclTests,
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   -9.0 0.11 0.11 0 9.0 0.11 0.11 0\n"),
+            None,
+        );
+        assert!(e.contains("out.txt:6: out-of-place time (µs) `-9.0` is negative"), "a number, said so: {e}");
+        let e = text_problem(ImportTool::NcclTests, "[]\n", None);
+        assert!(e.contains("out.txt: a JSON array, where nccl-tests' JSON output (`-J`) is one object"), "{e}");
+        let e = text_problem(ImportTool::Osu, "# OSU MPI Gather Latency Test v7.3\n", Some(2));
+        assert_eq!(e.matches("osu_alltoall").count(), 1, "each binary named once: {e}");
         let e = text_problem(ImportTool::NcclTests, &NCCL_HEAD.replace("all_reduce_perf", "hypercube_perf"), None);
         assert!(e.contains("out.txt:2: unknown op: benchmark `hypercube_perf`"), "{e}");
         let e = text_problem(

@@ -34,10 +34,14 @@ pub const BENCHMARKS: [(&str, Op); 6] = [
     ("sendrecv_perf", Op::PingPong),
 ];
 
-/// Reads nccl-tests' output: JSON when it starts with `{`, else the printed table.
+/// Reads nccl-tests' output: JSON when it starts with `{`, else the printed table (a JSON
+/// array is neither: nccl-tests writes one object).
 pub fn read(text: &str) -> Result<ToolRun, Problem> {
-    if text.trim_start().starts_with('{') {
+    let start = text.trim_start();
+    if start.starts_with('{') {
         read_json(text)
+    } else if start.starts_with('[') && serde_json::from_str::<serde_json::Value>(text).is_ok() {
+        Err(Problem::file("a JSON array, where nccl-tests' JSON output (`-J`) is one object `{...}`; give that file or the printed table"))
     } else {
         read_text(text)
     }
@@ -428,11 +432,10 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
 
 /// `time algbw busbw #wrong`: µs, GB/s, GB/s, count (None for `N/A`).
 fn text_timing(w: &[&str], n: usize, which: &str) -> Result<(f64, f64, f64, Option<u64>), Problem> {
-    let num = |s: &str, what: &str| {
-        s.parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite() && *x >= 0.0)
-            .ok_or_else(|| Problem::at(n, format!("{which} {what} `{s}` is not a number")))
+    let num = |s: &str, what: &str| match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        Ok(x) if x < 0.0 => Err(Problem::at(n, format!("{which} {what} `{s}` is negative"))),
+        _ => Err(Problem::at(n, format!("{which} {what} `{s}` is not a number"))),
     };
     let time = num(w[0], "time (µs)")?;
     if time <= 0.0 {
