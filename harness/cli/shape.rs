@@ -39,11 +39,14 @@ fn shape_text(name: &str, s: &ModelShape, dtype: Dtype, ck: Option<&CheckpointCo
         s.kv_bytes_per_token(b)
     ));
     for w in [2u64, 4, 8, 16] {
+        if let Some(problem) = s.tensor_split_problem(w) {
+            t.push_str(&format!("  tensor x{w}: refused: {problem}\n"));
+            continue;
+        }
         let k = s.kv_share(w, b);
         let cap = if k.capped { format!(" (capped: {} copies of each KV head)", k.copies_of_each_head) } else { String::new() };
-        let problem = s.tensor_split_problem(w).map(|p| format!("; tensor split refused: {p}")).unwrap_or_default();
         t.push_str(&format!(
-            "  tensor x{w}: {} KV heads/device, KV {}/token/device{cap}{problem}\n",
+            "  tensor x{w}: {} KV heads/device, KV {}/token/device{cap}\n",
             k.kv_heads_per_device,
             format_bytes(k.bytes_per_token_per_device as f64)
         ));

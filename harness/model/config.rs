@@ -4,12 +4,26 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
+/// ` (here: DIR)` where `path` is a config.json in a folder, else nothing.
+fn parent_hint(path: &Path) -> String {
+    match (path.file_name(), path.parent()) {
+        (Some(name), Some(parent)) if name == "config.json" && !parent.as_os_str().is_empty() => format!(" (here: {})", parent.display()),
+        _ => String::new(),
+    }
+}
+
 /// Errors reading a model folder.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// The folder or its config.json is missing.
     #[error("{path}: no such model folder (expected a config.json there); known models are the folders under models/")]
     Missing {
+        /// The path that was looked up.
+        path: PathBuf,
+    },
+    /// The path names a file (often the config.json itself), not the folder holding it.
+    #[error("{}: a file, not a model folder; name the folder that holds config.json{}, or a model under models/", .path.display(), parent_hint(.path))]
+    NotAFolder {
         /// The path that was looked up.
         path: PathBuf,
     },
@@ -272,6 +286,9 @@ impl ModelConfig {
 
     /// Reads `dir/config.json`.
     pub fn read(dir: &Path) -> Result<Self, ModelError> {
+        if dir.is_file() {
+            return Err(ModelError::NotAFolder { path: dir.to_path_buf() });
+        }
         let path = dir.join("config.json");
         if !path.exists() {
             return Err(ModelError::Missing { path: dir.to_path_buf() });
@@ -331,6 +348,19 @@ mod tests {
         let mut v = json!({"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 64, "vocab_size": 100, "n_positions": 32});
         v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         v
+    }
+
+    #[test]
+    fn a_config_file_named_for_its_folder_is_told_to_name_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.json");
+        std::fs::write(&file, gpt2(json!({})).to_string()).unwrap();
+        let e = ModelConfig::read(&file).unwrap_err();
+        assert!(matches!(e, ModelError::NotAFolder { .. }), "{e:?}");
+        let says = format!("a file, not a model folder; name the folder that holds config.json (here: {})", dir.path().display());
+        assert!(e.to_string().contains(&says), "{e}");
+        assert!(ModelConfig::read(dir.path()).is_ok(), "its folder reads");
+        assert!(matches!(ModelConfig::read(&dir.path().join("nothing")), Err(ModelError::Missing { .. })));
     }
 
     #[test]

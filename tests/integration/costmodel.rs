@@ -272,6 +272,29 @@ fn shape_command_prints_json() {
 }
 
 #[test]
+fn shape_text_states_a_refused_tensor_split_without_figures_for_it() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab")).args(["shape", "gpt2"]).current_dir(root()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // GPT-2's 12 heads split over 2 and 4 devices, not 8 or 16: no KV share is printed for those.
+    assert!(text.contains("  tensor x4: 3 KV heads/device, KV 9.0 KiB/token/device\n"), "{text}");
+    assert!(text.contains("  tensor x16: refused: 12 query heads do not split over 16 devices\n"), "{text}");
+    assert!(!text.lines().any(|l| l.contains("tensor x8:") && l.contains("KV heads/device")), "{text}");
+    // The config.json itself named where its folder was meant.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["shape", "models/gpt2/config.json"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("models/gpt2/config.json: a file, not a model folder; name the folder that holds config.json (here: models/gpt2)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn shape_of_a_folder_whose_checkpoint_header_is_malformed_exits_2_naming_the_tensor() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(root().join("models/gpt2/config.json"), dir.path().join("config.json")).unwrap();
