@@ -105,10 +105,57 @@ pub fn validate(path: &Path, text: &str) -> Result<Experiment, Vec<Problem>> {
 /// Validates as far as possible: the experiment (defaults standing in for bad values)
 /// whenever the kind is known, and every problem found.
 pub fn validate_partial(path: &Path, text: &str) -> (Option<Experiment>, Vec<Problem>) {
-    let root: Value = match serde_yaml::from_str(text) {
-        Ok(v) => v,
-        Err(e) => return (None, vec![yaml_syntax_problem(path, text, &e)]),
+    let (root, too_large) = match parse_past_large_numbers(path, text) {
+        Ok(parsed) => parsed,
+        Err(problem) => return (None, vec![problem]),
     };
+    let (exp, mut problems) = validate_value(path, text, &root);
+    // A number too large to read stood in as 0 on its line; what was said of the 0 is not said.
+    let lines: Vec<usize> = too_large.iter().filter_map(|p| p.position.map(|at| at.line)).collect();
+    problems.retain(|p| !p.position.is_some_and(|at| lines.contains(&at.line)));
+    problems.extend(too_large);
+    (exp, problems)
+}
+
+/// The spec's YAML, with each whole number too large to read (past 64 bits, which the reader
+/// refuses for the whole file) replaced by 0 and reported, so the rest of the file is still
+/// checked; any other syntax error refuses the file.
+fn parse_past_large_numbers(path: &Path, text: &str) -> Result<(Value, Vec<Problem>), Problem> {
+    let mut text = text.to_string();
+    let mut too_large = Vec::new();
+    loop {
+        let e = match serde_yaml::from_str(&text) {
+            Ok(v) => return Ok((v, too_large)),
+            Err(e) => e,
+        };
+        let problem = yaml_syntax_problem(path, &text, &e);
+        let replaced = problem.key.is_empty() && number_too_large(&e.to_string()).is_some();
+        let Some(at) = problem.position.filter(|_| replaced && too_large.len() < MAX_LARGE_NUMBERS) else { return Err(problem) };
+        text = zero_number_at(&text, at).ok_or_else(|| problem.clone())?;
+        too_large.push(problem);
+    }
+}
+
+/// Most numbers too large to read that one file is checked past (each costs a parse).
+const MAX_LARGE_NUMBERS: usize = 64;
+
+/// `text` with the run of digits starting at `at` replaced by `0`; None where none starts there.
+fn zero_number_at(text: &str, at: super::locate::Position) -> Option<String> {
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    let line = lines.get(at.line.checked_sub(1)?)?;
+    let start = line.char_indices().nth(at.column.checked_sub(1)?).map(|(i, _)| i)?;
+    let digits = line[start..].bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let zeroed = format!("{}0{}", &line[..start], &line[start + digits..]);
+    let index = at.line - 1;
+    lines[index] = &zeroed;
+    Some(lines.join("\n"))
+}
+
+/// [`validate_partial`] of a parsed spec.
+fn validate_value(path: &Path, text: &str, root: &Value) -> (Option<Experiment>, Vec<Problem>) {
     let mut c = Checker::new(path, text);
     let Value::Mapping(map) = &root else {
         c.report("", "a spec is a YAML mapping of keys (name:, kind:, ...); see the README's spec format");
