@@ -85,6 +85,13 @@ const MEMBW: &str = "kind: membw\nworld: 1\nthreads: 1\nbuffer: 1MiB\nrepetition
 fn a_run_identity_names_every_experiment_that_produced_it_and_follows_renames() {
     let suite = super::launch::Suite::new();
     suite.spec("a", &format!("name: first\n{MEMBW}")).spec("b", &format!("name: second\n{MEMBW}"));
+    let validated = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["validate", "specs"])
+        .current_dir(suite.dir.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&validated.stdout);
+    assert_eq!(said, "ok: 2 experiments, 2 runs (1 distinct: experiments of the same content share a run identity, run once)\n");
     assert_eq!(suite.run(&[]), 0);
     let (all, _) = manifest::read_all(&suite.manifests());
     assert_eq!(all.len(), 1, "same content, one run identity, measured once");
