@@ -320,6 +320,12 @@ impl StepPrediction {
             && self.routing_skew == other.routing_skew
     }
 
+    /// Whether this is another run of `p`'s computation at `p`'s threads per rank: a run whose
+    /// kernel rate may calibrate `p` (its peer, or another moment of the peer's computation).
+    pub fn is_kin_of(&self, p: &StepPrediction) -> bool {
+        self.run_id != p.run_id && self.same_computation(p) && self.threads == p.threads
+    }
+
     /// Whether this run is the unsplit computation: one rank decoding one sequence (else a
     /// split, or sequences served in turn, which a prediction from an unsplit run tests).
     pub fn is_unsplit(&self) -> bool {
@@ -948,8 +954,7 @@ fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[Predicted]) 
     let mut peers: Vec<(&Manifest, f64, &RunId)> = all
         .iter()
         .map(|x| (x.m, &x.p))
-        .filter(|(_, u)| u.run_id != p.run_id)
-        .filter(|(_, u)| u.same_computation(p) && u.threads == p.threads)
+        .filter(|(_, u)| u.is_kin_of(p))
         .filter_map(|(m, u)| Some((m, u.achieved_bps()?, &u.run_id)))
         .collect();
     if let Some((_, rate, run)) = peers.iter().filter(|(m, _, _)| m.experiment == experiment).min_by(|a, b| a.2.cmp(b.2)) {

@@ -119,11 +119,8 @@ struct OtherMoments {
 /// and that rate) puts it within the tolerance: the peer's one moment, not the model, missed.
 /// None without such a run besides the peer (no other moment to go by).
 fn at_other_moments(p: &StepPrediction, c: &Calibrated, all: &[StepPrediction]) -> Option<OtherMoments> {
-    let rates: Vec<f64> = all
-        .iter()
-        .filter(|u| u.run_id != p.run_id && u.run_id != c.unsplit_run && u.same_computation(p) && u.threads == p.threads)
-        .filter_map(StepPrediction::achieved_bps)
-        .collect();
+    let rates: Vec<f64> =
+        all.iter().filter(|u| u.is_kin_of(p) && u.run_id != c.unsplit_run).filter_map(StepPrediction::achieved_bps).collect();
     if rates.is_empty() {
         return None;
     }
