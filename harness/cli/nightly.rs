@@ -189,8 +189,10 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
             manifests.display()
         )));
     }
-    let noise = match &outs.history {
-        Some(dir) => NoiseBook::from_entries(&crate::nightly::history::read_warning(dir), &crate::nightly::history::machines(&after)),
+    // The history is read once: its nights give the noise bands, then tonight is appended.
+    let history = outs.history.as_deref().map(|dir| (dir, crate::nightly::history::read_warning(dir)));
+    let noise = match &history {
+        Some((_, entries)) => NoiseBook::from_entries(entries, &crate::nightly::history::machines(&after)),
         None => NoiseBook::NotKept,
     };
     let comparison = compare(&before, &after, policy, &noise);
@@ -205,8 +207,8 @@ pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -
     if let Some(path) = &outs.summary {
         write(path, &outputs::markdown(&comparison, &layouts, &baseline.display().to_string()))?;
     }
-    if let Some(dir) = &outs.history {
-        keep_history(dir, &after, policy)?;
+    if let Some((dir, entries)) = history {
+        keep_history(dir, entries, &after, policy)?;
     }
     if outs.json {
         let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts});
@@ -247,9 +249,11 @@ fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> 
 /// The most `TREND` lines a night prints (trends.md holds them all).
 const TREND_LINES: usize = 20;
 
-fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<()> {
+/// Appends tonight to the history in `dir` (whose nights, `entries`, were read before it) and
+/// draws its trends, warning of nights dated after now.
+fn keep_history(dir: &Path, mut entries: Vec<crate::nightly::history::Entry>, tonight: &Night, policy: &Policy) -> anyhow::Result<()> {
     let now = crate::manifest::now();
-    let ahead: Vec<String> = crate::nightly::history::read(dir).into_iter().map(|e| e.night).filter(|night| *night > now).collect();
+    let ahead: Vec<&str> = entries.iter().map(|e| e.night.as_str()).filter(|night| *night > now.as_str()).collect();
     if let Some(newest) = ahead.last() {
         crate::say!(
             "warning: --history {}: {} night{} dated after now ({now}), the newest {newest}: {} after tonight in the trends (a clock that was ahead, or nights copied from elsewhere)",
@@ -260,7 +264,10 @@ fn keep_history(dir: &Path, tonight: &Night, policy: &Policy) -> anyhow::Result<
         );
     }
     let entry = crate::nightly::history::append(dir, tonight, &now)?;
-    let changed = crate::nightly::history::write_trends(dir, policy)?;
+    // As a read of the folder would order it: by night, the one appended last of its second.
+    entries.push(crate::nightly::history::entry_of(tonight, &now));
+    entries.sort_by(|a, b| a.night.cmp(&b.night));
+    let changed = crate::nightly::history::write_trends_of(&entries, dir, policy)?;
     crate::say!(
         "nightly: history {} ({} series with change points; trends in {})",
         entry.display(),

@@ -82,7 +82,7 @@ pub fn points(night: &Night) -> Vec<Point> {
 /// ... where a night of the same second is there already).
 pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", dir.display())))?;
-    let entry = Entry { schema: SCHEMA.into(), night: when.into(), machines: machines(night), points: points(night) };
+    let entry = entry_of(night, when);
     // A second night of the same second is `<time>_0002.json`, ... (after the first in file-name
     // order, which orders nights of one second): none replaces another.
     let stem = when.replace(':', "");
@@ -93,6 +93,11 @@ pub fn append(dir: &Path, night: &Night, when: &str) -> std::io::Result<PathBuf>
     let text = serde_json::to_string_pretty(&entry).map_err(std::io::Error::other)?;
     crate::manifest::write_atomic(&path, text.as_bytes())?;
     Ok(path)
+}
+
+/// The history entry of `night`, dated `when`: what [`append`] writes.
+pub fn entry_of(night: &Night, when: &str) -> Entry {
+    Entry { schema: SCHEMA.into(), night: when.into(), machines: machines(night), points: points(night) }
 }
 
 /// Every readable entry in `dir`, oldest night first (other files are ignored).
@@ -481,9 +486,13 @@ pub fn write_trends(dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>>
 
 /// Like [`write_trends`] for the history in `history`, writing `out/trends.md` and `out/trends/`.
 pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>> {
-    let entries = read(history);
-    let all: Vec<Series> = series(&entries, policy).into_iter().filter(|s| s.nights.len() >= 2).collect();
-    let switches = machine_switches(&entries);
+    write_trends_of(&read(history), dir, policy)
+}
+
+/// Like [`write_trends`] for `entries` (oldest night first) already read, writing into `dir`.
+pub fn write_trends_of(entries: &[Entry], dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>> {
+    let all: Vec<Series> = series(entries, policy).into_iter().filter(|s| s.nights.len() >= 2).collect();
+    let switches = machine_switches(entries);
     let trends = dir.join("trends");
     std::fs::create_dir_all(&trends).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", trends.display())))?;
     let mut md = format!("# parlab nightly trends\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {:.2} and medians {:.0}% apart.\n\n", policy.fdr, policy.min_effect * 100.0);

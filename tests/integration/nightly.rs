@@ -851,6 +851,14 @@ fn the_command_appends_to_the_history_folder() {
     }
     assert_eq!(parlab::nightly::history::read(history.path()).len(), 2);
     assert!(history.path().join("trends.md").is_file() && history.path().join("trends/0.svg").is_file());
+    // The trends drawn from the nights read before tonight's was appended, plus tonight's, are
+    // the trends of the folder as it now is.
+    let redrawn = tempfile::tempdir().unwrap();
+    parlab::nightly::history::write_trends_into(history.path(), redrawn.path(), &parlab::nightly::Policy::default()).unwrap();
+    for file in ["trends.md", "trends/0.svg"] {
+        let (kept, again) = (std::fs::read(history.path().join(file)).unwrap(), std::fs::read(redrawn.path().join(file)).unwrap());
+        assert!(kept == again, "{file} differs from the folder's own trends");
+    }
 }
 
 #[test]
