@@ -4,8 +4,9 @@ use serde_json::json;
 use std::path::Path;
 
 /// Grades every layout against the unsplit reference; exit 3 on a real change, 0 otherwise.
-pub fn run(manifests: &Path, as_json: bool) -> super::Result<i32> {
-    super::existing_folder(manifests, "--manifests", super::MANIFESTS_HOLD, "manifests folder", "")?;
+/// `named_by` is what named the folder, for messages (`--manifests`, `PARLAB_MANIFESTS`, or "").
+pub fn run(manifests: &Path, named_by: &str, as_json: bool) -> super::Result<i32> {
+    super::existing_folder(manifests, named_by, super::MANIFESTS_HOLD, "manifests folder", "")?;
     let (list, skipped) = crate::manifest::read_all(manifests);
     for s in &skipped {
         crate::say!("warning: skipped {}: {}", s.path.display(), s.reason);

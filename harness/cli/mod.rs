@@ -107,8 +107,8 @@ impl From<crate::costmodel::safetensors_header::HeaderError> for Error {
 fn not_a_register(dir: &std::path::Path, named_by: &str) -> Result<()> {
     match crate::report::origin::rendered_from(dir) {
         Some(from) => Err(Error::Usage(format!(
-            "{}: a register's folder (rendered from {}), not a manifests folder; {named_by} names the folder manifests are written into",
-            dir.display(),
+            "{}: a register's folder (rendered from {}), not a manifests folder, the folder {MANIFESTS_HOLD}",
+            named(named_by, dir),
             from.display()
         ))),
         None => Ok(()),
@@ -267,32 +267,44 @@ pub enum Command {
     },
 }
 
-/// Refuses the folder `flag` names when it is a file (`holds`: "the manifests are in" for "the
-/// folder the manifests are in"), exit 2; a missing one is left to the caller. One wording for
-/// every command: `--manifests DIR: a file, not a folder (...)`, `PARLAB_MANIFESTS=DIR: ...`.
-fn not_a_file(dir: &std::path::Path, flag: &str, holds: &str) -> Result<()> {
+/// Refuses the folder `named_by` names when it is a file (`holds`: "the manifests are in" for
+/// "the folder the manifests are in"), exit 2; a missing one is left to the caller. One wording
+/// for every command: `--manifests DIR: a file, not the folder ...`, `PARLAB_MANIFESTS=DIR: ...`,
+/// or the bare path of a default.
+fn not_a_file(dir: &std::path::Path, named_by: &str, holds: &str) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
-        return Err(Error::Usage(format!("{}: a file, not a folder (it names the folder {holds})", named(flag, dir))));
+        return Err(Error::Usage(format!("{}: a file, not the folder {holds}", named(named_by, dir))));
     }
     Ok(())
 }
 
 /// [`not_a_file`], and refuses a missing folder as `no such {what}` (`what`: "baseline manifests
 /// folder"), followed by `hint` where there is one.
-fn existing_folder(dir: &std::path::Path, flag: &str, holds: &str, what: &str, hint: &str) -> Result<()> {
-    not_a_file(dir, flag, holds)?;
+fn existing_folder(dir: &std::path::Path, named_by: &str, holds: &str, what: &str, hint: &str) -> Result<()> {
+    not_a_file(dir, named_by, holds)?;
     if !dir.is_dir() {
-        return Err(Error::Usage(format!("{}: no such {what}{hint}", named(flag, dir))));
+        return Err(Error::Usage(format!("{}: no such {what}{hint}", named(named_by, dir))));
     }
     Ok(())
 }
 
-/// A path as the flag (`--manifests DIR`) or environment variable (`PARLAB_MANIFESTS=DIR`) that
-/// gave it.
-fn named(flag: &str, path: &std::path::Path) -> String {
-    match flag.starts_with("--") {
-        true => format!("{flag} {}", path.display()),
-        false => format!("{flag}={}", path.display()),
+/// A path as the user gave it: after its flag (`--manifests DIR`), as its environment variable
+/// (`PARLAB_MANIFESTS=DIR`), or bare where neither named it (a default).
+fn named(named_by: &str, path: &std::path::Path) -> String {
+    match named_by {
+        "" => path.display().to_string(),
+        flag if flag.starts_with("--") => format!("{flag} {}", path.display()),
+        variable => format!("{variable}={}", path.display()),
+    }
+}
+
+/// What named the manifests folder: `--manifests` where the flag was given, else
+/// `PARLAB_MANIFESTS` where it is set, else nothing (the default `manifests/`), for [`named`].
+fn manifests_named_by(flag_given: bool) -> &'static str {
+    match (flag_given, std::env::var_os("PARLAB_MANIFESTS").is_some()) {
+        (true, _) => "--manifests",
+        (false, true) => "PARLAB_MANIFESTS",
+        (false, false) => "",
     }
 }
 
@@ -358,15 +370,20 @@ fn dispatch(command: Command) -> Result<i32> {
             run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, out, launches, reprobe })
         }
         Command::Report { manifests, out, wait, history } => {
+            let named_by = manifests_named_by(manifests.is_some());
             let manifests = manifests.unwrap_or_else(crate::manifest::manifests_dir);
             let out = out.unwrap_or_else(|| crate::report::origin::default_out(&manifests));
-            report::run_with_history(&manifests, &out, wait, history.as_deref())
+            report::run_with_history((&manifests, named_by), &out, wait, history.as_deref())
         }
-        Command::Audit { manifests, json } => audit::run(&manifests.unwrap_or_else(crate::manifest::manifests_dir), json),
+        Command::Audit { manifests, json } => {
+            let named_by = manifests_named_by(manifests.is_some());
+            audit::run(&manifests.unwrap_or_else(crate::manifest::manifests_dir), named_by, json)
+        }
         Command::Nightly { baseline, manifests, min_effect, fdr, junit, summary, json, history } => {
             let policy = crate::nightly::Policy { min_effect, fdr };
+            let named_by = manifests_named_by(manifests.is_some());
             let manifests = manifests.unwrap_or_else(crate::manifest::manifests_dir);
-            nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json, history })
+            nightly::run(&baseline, (&manifests, named_by), &policy, &nightly::Outputs { junit, summary, json, history })
         }
         Command::Gates { json, reprobe } => gates::run(json, reprobe),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),

@@ -162,11 +162,12 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
 const MAX_MIN_EFFECT: f64 = 10.0;
 
 /// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
-pub fn run(baseline: &Path, manifests: &Path, policy: &Policy, outs: &Outputs) -> super::Result<i32> {
+/// `manifests` comes with what named it, for messages (`--manifests`, `PARLAB_MANIFESTS`, or "").
+pub fn run(baseline: &Path, (manifests, named_by): (&Path, &str), policy: &Policy, outs: &Outputs) -> super::Result<i32> {
     check(policy)?;
     check_outputs(outs, baseline, manifests)?;
     super::existing_folder(baseline, "--baseline", super::MANIFESTS_HOLD, "baseline manifests folder", "")?;
-    super::existing_folder(manifests, "--manifests", super::MANIFESTS_HOLD, "tonight's manifests folder", "")?;
+    super::existing_folder(manifests, named_by, super::MANIFESTS_HOLD, "tonight's manifests folder", "")?;
     let (before, skipped_before) = Night::load(baseline);
     let (after, skipped_after) = Night::load(manifests);
     for s in skipped_before.iter().chain(&skipped_after) {

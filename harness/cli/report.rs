@@ -8,9 +8,11 @@ use std::path::Path;
 /// Renders `out/evidence.md` (and figures and tables) from `manifests`. It only reads the
 /// manifests (each written atomically), so it may run beside a `parlab run`; two renders into
 /// one output folder are kept apart by the output folder's lock.
-pub fn run(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
+/// `named_by` is what named the manifests folder, for messages (`--manifests`,
+/// `PARLAB_MANIFESTS`, or "" for the default).
+pub fn run(manifests: &Path, named_by: &str, out: &Path, wait: bool) -> super::Result<i32> {
     let hint = " (run `parlab run` first, or pass --manifests DIR)";
-    super::existing_folder(manifests, "--manifests", super::MANIFESTS_HOLD, "manifests folder", hint)?;
+    super::existing_folder(manifests, named_by, super::MANIFESTS_HOLD, "manifests folder", hint)?;
     // Refused before the output folder's lock file is touched; `render` checks again under it.
     origin::check(out, manifests)?;
     render(manifests, out, wait)
@@ -47,7 +49,7 @@ pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Re
 /// Renders the register, then (with `history`) the nightly history as `out/trends.md` and
 /// `out/trends/N.svg` (a trend figure per run and figure, change points marked); a missing
 /// history folder exits 2 before anything is written.
-pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Option<&Path>) -> super::Result<i32> {
+pub fn run_with_history((manifests, named_by): (&Path, &str), out: &Path, wait: bool, history: Option<&Path>) -> super::Result<i32> {
     if let Some(h) = history {
         super::existing_folder(h, "--history", super::HISTORY_HOLDS, "nightly history folder", "")?;
         if crate::report::origin::same_folder(h, out) {
@@ -64,7 +66,7 @@ pub fn run_with_history(manifests: &Path, out: &Path, wait: bool, history: Optio
             )));
         }
     }
-    let code = run(manifests, out, wait)?;
+    let code = run(manifests, named_by, out, wait)?;
     if let Some(h) = history {
         crate::nightly::history::read_warning(h);
         let changed = crate::nightly::history::write_trends_into(h, out, &crate::nightly::Policy::default())?;

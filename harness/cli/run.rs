@@ -56,8 +56,8 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     }
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();
-    super::not_a_file(&dir, "PARLAB_MANIFESTS", "manifests are written into")?;
-    super::not_a_register(&dir, "PARLAB_MANIFESTS")?;
+    super::not_a_file(&dir, super::manifests_named_by(false), super::MANIFESTS_HOLD)?;
+    super::not_a_register(&dir, super::manifests_named_by(false))?;
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
     if let Some(out) = &out {
         super::report::folder_or_nothing(out)?;

@@ -724,7 +724,7 @@ fn output_paths_that_cannot_be_written_exit_2_before_anything_is_written() {
         ("--junit", &folder, format!("--junit {}: a folder", folder.display())),
         ("--junit", &missing, format!("no such folder {}", out.path().join("no-such-folder").display())),
         ("--summary", &folder, format!("--summary {}: a folder", folder.display())),
-        ("--history", &file, format!("--history {}: a file, not a folder (it names the folder of the nightly history)", file.display())),
+        ("--history", &file, format!("--history {}: a file, not the folder of the nightly history", file.display())),
         ("--junit", &in_history, format!("--junit {}: inside the --history folder", in_history.display())),
         ("--junit", &among_manifests, format!("--junit {}: inside tonight's manifests folder", among_manifests.display())),
     ];
@@ -902,7 +902,9 @@ fn a_history_file_that_is_not_a_night_is_named_with_why_not_silently_dropped() {
     said(&String::from_utf8_lossy(&report.stderr));
     assert!(broken.is_file() && future.is_file(), "kept as they were");
     // A file or a manifests folder named as the history is refused, saying which.
-    for (history, says) in [(broken.clone(), "not a folder"), (tonight.path().to_path_buf(), "a manifests folder (it holds")] {
+    for (history, says) in
+        [(broken.clone(), "a file, not the folder of the nightly history"), (tonight.path().to_path_buf(), "a manifests folder (it holds")]
+    {
         let report = report_with(&history);
         assert_eq!(report.status.code(), Some(2), "{}", String::from_utf8_lossy(&report.stderr));
         assert!(String::from_utf8_lossy(&report.stderr).contains(says), "{}", String::from_utf8_lossy(&report.stderr));

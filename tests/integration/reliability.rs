@@ -518,12 +518,14 @@ fn report_on_a_missing_folder_exits_2() {
     std::fs::write(dir.path().join("a-file"), "{}").unwrap();
     let out = parlab(dir.path(), &["report", "--manifests", "a-file", "--out", "reports"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("--manifests a-file: a file, not a folder (it names the folder the manifests are in)"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("--manifests a-file: a file, not the folder the manifests are in"), "{}", stderr(&out));
     assert!(!dir.path().join("reports").exists(), "nothing written");
+    // A folder no flag named is named as it was: by its variable, or bare where it is the default.
+    let out = parlab(dir.path(), &["report", "--out", "reports"], &[("PARLAB_MANIFESTS", "a-file")]);
+    assert!(stderr(&out).contains("PARLAB_MANIFESTS=a-file: a file, not the folder the manifests are in"), "{}", stderr(&out));
+    let out = Command::new(PARLAB).args(["audit"]).current_dir(dir.path()).env_remove("PARLAB_MANIFESTS").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("manifests: no such manifests folder"), "no flag was given: {}", stderr(&out));
 }
 
 #[test]
@@ -546,16 +548,10 @@ fn audit_and_nightly_on_a_missing_folder_or_a_file_exit_2_instead_of_passing() {
     std::fs::create_dir(dir.path().join("empty")).unwrap();
     let cases: [(&[&str], &str); 5] = [
         (&["audit", "--manifests", "nowhere"], "--manifests nowhere: no such manifests folder"),
-        (&["audit", "--manifests", "a-file"], "--manifests a-file: a file, not a folder (it names the folder the manifests are in)"),
-        (
-            &["nightly", "--baseline", "a-file", "--manifests", "empty"],
-            "--baseline a-file: a file, not a folder (it names the folder the manifests are in)",
-        ),
+        (&["audit", "--manifests", "a-file"], "--manifests a-file: a file, not the folder the manifests are in"),
+        (&["nightly", "--baseline", "a-file", "--manifests", "empty"], "--baseline a-file: a file, not the folder the manifests are in"),
         (&["nightly", "--baseline", "nowhere", "--manifests", "empty"], "--baseline nowhere: no such baseline manifests folder"),
-        (
-            &["nightly", "--baseline", "empty", "--manifests", "a-file"],
-            "--manifests a-file: a file, not a folder (it names the folder the manifests are in)",
-        ),
+        (&["nightly", "--baseline", "empty", "--manifests", "a-file"], "--manifests a-file: a file, not the folder the manifests are in"),
     ];
     for (args, says) in cases {
         let out = parlab(dir.path(), args, &[]);
@@ -975,7 +971,8 @@ fn a_register_run_cannot_render_is_refused_before_the_first_run() {
         assert_eq!(o.status.code(), Some(2), "--out {out}: {}", stderr(&o));
         assert!(stderr(&o).contains(&format!("--out {out}:")), "{}", stderr(&o));
     }
-    assert!(stderr(&parlab(dir, &["run", "specs", "--out", "afile"], &env)).contains("a file, not a folder"));
+    assert!(stderr(&parlab(dir, &["run", "specs", "--out", "afile"], &env))
+        .contains("--out afile: a file, not the folder the register is written into"));
     let holder = parlab::manifest::lock::StoreLock::acquire(&dir.join("register"), false).unwrap();
     let o = parlab(dir, &["run", "specs", "--out", "register"], &env);
     assert_eq!(o.status.code(), Some(2), "another render holds the folder: {}", stderr(&o));
@@ -1372,7 +1369,7 @@ fn a_manifests_folder_that_is_a_file_is_refused_and_nothing_is_made_beside_it() 
     std::fs::write(&file, "not a folder\n").unwrap();
     let out = parlab(suite.dir.path(), &["run", "specs"], &[("PARLAB_MANIFESTS", file.to_str().unwrap())]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let says = format!("PARLAB_MANIFESTS={}: a file, not a folder (it names the folder manifests are written into)", file.display());
+    let says = format!("PARLAB_MANIFESTS={}: a file, not the folder the manifests are in", file.display());
     assert!(stderr(&out).contains(&says), "{}", stderr(&out));
     assert!(!suite.dir.path().join("store-reports").exists(), "no register folder beside it");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a folder\n");
