@@ -107,50 +107,62 @@ pub fn validate(path: &Path, text: &str) -> Result<Experiment, Vec<Problem>> {
 pub fn validate_partial(path: &Path, text: &str) -> (Option<Experiment>, Vec<Problem>) {
     let (root, too_large) = match parse_past_large_numbers(path, text) {
         Ok(parsed) => parsed,
-        Err(problem) => return (None, vec![problem]),
+        Err(problems) => return (None, problems),
     };
     let (exp, mut problems) = validate_value(path, text, &root);
-    // A number too large to read stood in as 0 on its line; what was said of the 0 is not said.
-    let lines: Vec<usize> = too_large.iter().filter_map(|p| p.position.map(|at| at.line)).collect();
-    problems.retain(|p| !p.position.is_some_and(|at| lines.contains(&at.line)));
-    problems.extend(too_large);
+    // A number too large to read stood in as 0; what was said of the 0 is not said.
+    problems.retain(|p| !too_large.iter().any(|(key, _)| is_at_or_under(&p.key, key)));
+    problems.extend(too_large.into_iter().map(|(_, problem)| problem));
     (exp, problems)
 }
 
+/// Whether the key path `key` is `at` or a key under it (`prompt.length` under `prompt`,
+/// `world[1]` under `world`).
+fn is_at_or_under(key: &str, at: &str) -> bool {
+    key.strip_prefix(at).is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
+}
+
 /// The spec's YAML, with each whole number too large to read (past 64 bits, which the reader
-/// refuses for the whole file) replaced by 0 and reported, so the rest of the file is still
-/// checked; any other syntax error refuses the file.
-fn parse_past_large_numbers(path: &Path, text: &str) -> Result<(Value, Vec<Problem>), Problem> {
+/// refuses for the whole file) replaced by 0 and reported with its key path, so the rest of the
+/// file is still checked; any other syntax error refuses the file (with the numbers found before).
+fn parse_past_large_numbers(path: &Path, text: &str) -> Result<(Value, Vec<(String, Problem)>), Vec<Problem>> {
     let mut text = text.to_string();
-    let mut too_large = Vec::new();
+    let mut too_large: Vec<(String, Problem)> = Vec::new();
     loop {
         let e = match serde_yaml::from_str(&text) {
             Ok(v) => return Ok((v, too_large)),
             Err(e) => e,
         };
         let problem = yaml_syntax_problem(path, &text, &e);
-        let replaced = problem.key.is_empty() && number_too_large(&e.to_string()).is_some();
-        let Some(at) = problem.position.filter(|_| replaced && too_large.len() < MAX_LARGE_NUMBERS) else { return Err(problem) };
-        text = zero_number_at(&text, at).ok_or_else(|| problem.clone())?;
-        too_large.push(problem);
+        let message = e.to_string();
+        let key = number_too_large(&message).and_then(|_| message.split_once(": invalid type: integer `")).map(|(key, _)| key.to_string());
+        let zeroed =
+            key.as_ref().filter(|_| too_large.len() < MAX_LARGE_NUMBERS).and(problem.position).and_then(|at| zero_scalar_at(&text, at));
+        match (key, zeroed) {
+            (Some(key), Some(zeroed)) => {
+                text = zeroed;
+                too_large.push((key, problem));
+            }
+            _ => return Err(too_large.into_iter().map(|(_, p)| p).chain([problem]).collect()),
+        }
     }
 }
 
 /// Most numbers too large to read that one file is checked past (each costs a parse).
 const MAX_LARGE_NUMBERS: usize = 64;
 
-/// `text` with the run of digits starting at `at` replaced by `0`; None where none starts there.
-fn zero_number_at(text: &str, at: super::locate::Position) -> Option<String> {
+/// `text` with the plain scalar starting at `at` (a number as the reader saw it: sign, base
+/// prefix, digits) replaced by `0`; None where there is none, or it is `0` already.
+fn zero_scalar_at(text: &str, at: super::locate::Position) -> Option<String> {
     let mut lines: Vec<&str> = text.split('\n').collect();
     let line = lines.get(at.line.checked_sub(1)?)?;
     let start = line.char_indices().nth(at.column.checked_sub(1)?).map(|(i, _)| i)?;
-    let digits = line[start..].bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
+    let len = line[start..].find(|ch: char| ch.is_whitespace() || ",]}#".contains(ch)).unwrap_or(line.len() - start);
+    if len == 0 || &line[start..start + len] == "0" {
         return None;
     }
-    let zeroed = format!("{}0{}", &line[..start], &line[start + digits..]);
-    let index = at.line - 1;
-    lines[index] = &zeroed;
+    let zeroed = format!("{}0{}", &line[..start], &line[start + len..]);
+    lines[at.line - 1] = &zeroed;
     Some(lines.join("\n"))
 }
 
