@@ -110,7 +110,7 @@ pub fn validate_partial(path: &Path, text: &str) -> (Option<Experiment>, Vec<Pro
         Err(problems) => return (None, problems),
     };
     let (exp, mut problems) = validate_value(path, text, &root);
-    // A number too large to read stood in as 0; what was said of the 0 is not said.
+    // A number too large to read stood in as null; what was said of the null is not said.
     problems.retain(|p| !too_large.iter().any(|(key, _)| is_at_or_under(&p.key, key)));
     problems.extend(too_large.into_iter().map(|(_, problem)| problem));
     (exp, problems)
@@ -122,12 +122,16 @@ fn is_at_or_under(key: &str, at: &str) -> bool {
     key.strip_prefix(at).is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
 }
 
+/// Numbers too large to read, each with its key path and its problem.
+type TooLarge = Vec<(String, Problem)>;
+
 /// The spec's YAML, with each whole number too large to read (past 64 bits, which the reader
-/// refuses for the whole file) replaced by 0 and reported with its key path, so the rest of the
-/// file is still checked; any other syntax error refuses the file (with the numbers found before).
-fn parse_past_large_numbers(path: &Path, text: &str) -> Result<(Value, Vec<(String, Problem)>), Vec<Problem>> {
+/// refuses for the whole file) replaced by null and reported with its key path, so the rest of
+/// the file is still checked (a null is refused at its own key, never judged as a value by the
+/// checks of a list); any other syntax error refuses the file, with the numbers found before.
+fn parse_past_large_numbers(path: &Path, text: &str) -> Result<(Value, TooLarge), Vec<Problem>> {
     let mut text = text.to_string();
-    let mut too_large: Vec<(String, Problem)> = Vec::new();
+    let mut too_large: TooLarge = Vec::new();
     loop {
         let e = match serde_yaml::from_str(&text) {
             Ok(v) => return Ok((v, too_large)),
@@ -136,11 +140,11 @@ fn parse_past_large_numbers(path: &Path, text: &str) -> Result<(Value, Vec<(Stri
         let problem = yaml_syntax_problem(path, &text, &e);
         let message = e.to_string();
         let key = number_too_large(&message).and_then(|_| message.split_once(": invalid type: integer `")).map(|(key, _)| key.to_string());
-        let zeroed =
-            key.as_ref().filter(|_| too_large.len() < MAX_LARGE_NUMBERS).and(problem.position).and_then(|at| zero_scalar_at(&text, at));
-        match (key, zeroed) {
-            (Some(key), Some(zeroed)) => {
-                text = zeroed;
+        let room = too_large.len() < MAX_LARGE_NUMBERS;
+        let nulled = key.as_ref().filter(|_| room).and(problem.position).and_then(|at| null_scalar_at(&text, at));
+        match (key, nulled) {
+            (Some(key), Some(nulled)) => {
+                text = nulled;
                 too_large.push((key, problem));
             }
             _ => return Err(too_large.into_iter().map(|(_, p)| p).chain([problem]).collect()),
@@ -152,17 +156,17 @@ fn parse_past_large_numbers(path: &Path, text: &str) -> Result<(Value, Vec<(Stri
 const MAX_LARGE_NUMBERS: usize = 64;
 
 /// `text` with the plain scalar starting at `at` (a number as the reader saw it: sign, base
-/// prefix, digits) replaced by `0`; None where there is none, or it is `0` already.
-fn zero_scalar_at(text: &str, at: super::locate::Position) -> Option<String> {
+/// prefix, digits) replaced by `null`; None where there is none, or it is `null` already.
+fn null_scalar_at(text: &str, at: super::locate::Position) -> Option<String> {
     let mut lines: Vec<&str> = text.split('\n').collect();
     let line = lines.get(at.line.checked_sub(1)?)?;
     let start = line.char_indices().nth(at.column.checked_sub(1)?).map(|(i, _)| i)?;
     let len = line[start..].find(|ch: char| ch.is_whitespace() || ",]}#".contains(ch)).unwrap_or(line.len() - start);
-    if len == 0 || &line[start..start + len] == "0" {
+    if len == 0 || &line[start..start + len] == "null" {
         return None;
     }
-    let zeroed = format!("{}0{}", &line[..start], &line[start + len..]);
-    lines[at.line - 1] = &zeroed;
+    let nulled = format!("{}null{}", &line[..start], &line[start + len..]);
+    lines[at.line - 1] = &nulled;
     Some(lines.join("\n"))
 }
 
