@@ -265,9 +265,13 @@ fn keep_history(dir: &Path, mut entries: Vec<crate::nightly::history::Entry>, to
         );
     }
     let entry = crate::nightly::history::append(dir, tonight, &now)?;
-    // As a read of the folder would order it: by night, the one appended last of its second.
-    entries.push(crate::nightly::history::entry_of(tonight, &now));
-    entries.sort_by(|a, b| a.night.cmp(&b.night));
+    // As a read of the folder would have it: by night, the one appended last of its second, and
+    // not at all where a read would skip it (a median no night records).
+    let appended = crate::nightly::history::entry_of(tonight, &now);
+    if crate::nightly::history::implausible(&appended).is_none() {
+        entries.push(appended);
+        entries.sort_by(|a, b| a.night.cmp(&b.night));
+    }
     let changed = crate::nightly::history::write_trends_of(&entries, dir, policy)?;
     crate::say!(
         "nightly: history {} ({} series with change points; trends in {})",

@@ -45,7 +45,10 @@ pub fn read_header(path: &Path) -> Result<BTreeMap<String, u64>, HeaderError> {
     let io = |e: std::io::Error| HeaderError::Io { path: path.into(), message: e.to_string() };
     let bad = |m: String| HeaderError::Format { path: path.into(), message: m };
     // Checked by type before it is opened: opening a FIFO would wait for a writer.
-    crate::files::check_regular(path, u64::MAX).map_err(|e| HeaderError::NotAFile { path: path.into(), why: e.reason() })?;
+    crate::files::check_regular(path, u64::MAX).map_err(|e| match e {
+        crate::files::FileError::Io { cause, .. } if cause.kind() != std::io::ErrorKind::NotFound => io(cause),
+        e => HeaderError::NotAFile { path: path.into(), why: e.reason() },
+    })?;
     let mut f = std::fs::File::open(path).map_err(io)?;
     let mut len = [0u8; 8];
     f.read_exact(&mut len).map_err(|e| match e.kind() {
@@ -99,12 +102,14 @@ fn check_data(t: &Value, count: u64, data_len: u64) -> Result<(), String> {
     if end < begin {
         return Err(format!("data_offsets [{begin}, {end}] end before they begin"));
     }
-    let want_bits = count.checked_mul(bits).ok_or("its bytes pass 2^64")?;
+    // In 128 bits: 2^58 float64 values are 2^61 bytes, whose 2^64 bits a u64 cannot hold.
+    let want_bits = u128::from(count) * u128::from(bits);
     if want_bits % 8 != 0 {
         return Err(format!("its {count} {dtype} values are {want_bits} bits, which do not end on a byte"));
     }
-    if end - begin != want_bits / 8 {
-        return Err(format!("data_offsets [{begin}, {end}] hold {} bytes, its {count} {dtype} values {}", end - begin, want_bits / 8));
+    let want = u64::try_from(want_bits / 8).map_err(|_| "its bytes pass 2^64")?;
+    if end - begin != want {
+        return Err(format!("data_offsets [{begin}, {end}] hold {} bytes, its {count} {dtype} values {want}", end - begin));
     }
     if end > data_len {
         return Err(format!("data_offsets end at byte {end}, past the {data_len} bytes of data the file holds"));
@@ -390,6 +395,10 @@ mod tests {
         // Each tensor's bytes are checked before the sum: 2^62 float32 values pass 2^64 bytes.
         let err = count_checkpoint(dir.path(), 1, false).unwrap_err();
         assert!(err.to_string().ends_with("(tensor a: its bytes pass 2^64)"), "{err}");
+        // 2^58 float64 values are 2^61 bytes (2^64 bits): counted as bytes, not refused as too many.
+        with_header(&f, &format!(r#"{{"a": {{"dtype": "F64", "shape": [{}], "data_offsets": [0, 4]}}}}"#, 1u64 << 58));
+        let err = count_checkpoint(dir.path(), 1, false).unwrap_err();
+        assert!(err.to_string().contains("its 288230376151711744 F64 values 2305843009213693952"), "{err}");
         std::fs::remove_file(&f).unwrap();
         std::fs::create_dir(&f).unwrap();
         assert!(matches!(read_header(&f).unwrap_err(), HeaderError::NotAFile { .. }), "a folder is not read as a short file");

@@ -98,8 +98,12 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
             ));
         }
         let known = BENCHMARKS.iter().find(|(t, ..)| *t == test).ok_or_else(|| {
-            let mut names: Vec<&str> = BENCHMARKS.iter().map(|(_, b, ..)| *b).collect();
-            names.dedup();
+            let mut names: Vec<&str> = Vec::new();
+            for (_, binary, ..) in BENCHMARKS {
+                if !names.contains(&binary) {
+                    names.push(binary);
+                }
+            }
             Problem::at(n, format!("unknown op: `{test}` is not a test parlab reads ({})", names.join(", ")))
         })?;
         h.benchmark = Some((known.1, known.2, known.3));

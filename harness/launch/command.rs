@@ -70,10 +70,11 @@ pub enum HostfileError {
     Changed(PathBuf),
 }
 
-/// The text of the plan's hostfile (None without one), read once for the launch and checked
-/// against the digest the run identity holds (a plan without one is not checked).
+/// The text of the plan's hostfile (None without one, and for srun, which places ranks by
+/// Slurm's allocation and never reads it), read once for the launch and checked against the
+/// digest the run identity holds (a plan without one is not checked).
 pub fn planned_hostfile(plan: &RunPlan) -> Result<Option<String>, HostfileError> {
-    let Some(path) = &plan.hostfile else { return Ok(None) };
+    let Some(path) = plan.hostfile.as_ref().filter(|_| plan.launcher == Launcher::Mpirun) else { return Ok(None) };
     let text = crate::files::read_text(path, crate::files::TEXT_LIMIT)
         .map_err(|e| HostfileError::Unreadable { path: path.clone(), why: e.to_string() })?;
     match &plan.hostfile_sha256 {

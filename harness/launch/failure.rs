@@ -163,8 +163,9 @@ pub fn rank_errors(out: &Path) -> Vec<(u32, String)> {
     found
 }
 
-/// The failure text of a launch, or None when it succeeded.
-pub fn explain(ended: &Ended, out: &Path, plan: &crate::spec::RunPlan, launcher: &str) -> Option<String> {
+/// The failure text of a launch, or None when it succeeded; `hostfile` is the text of the
+/// hostfile it was launched with.
+pub fn explain(ended: &Ended, out: &Path, plan: &crate::spec::RunPlan, launcher: &str, hostfile: Option<&str>) -> Option<String> {
     let timeout_s = plan.timeout_s;
     let errors = rank_errors(out);
     let mpirun_err = crate::files::read_log(&out.join("launcher.stderr")).unwrap_or_default();
@@ -193,7 +194,8 @@ pub fn explain(ended: &Ended, out: &Path, plan: &crate::spec::RunPlan, launcher:
     if let Ended::TimedOut { cancelled: Some(c), .. } | Ended::Interrupted { cancelled: Some(c), .. } = ended {
         parts.push(c.describe());
     }
-    let unreached = super::unreached::explain(plan.hostfile.as_deref(), out, plan.layout.world, launcher, &mpirun_err);
+    let listed = plan.hostfile.as_deref().zip(hostfile);
+    let unreached = super::unreached::explain(listed, out, plan.layout.world, launcher, &mpirun_err);
     let launcher_explained = unreached.is_some();
     parts.extend(unreached);
     parts.extend(errors.iter().map(|(r, m)| format!("rank {r} reported: {}", cause::without_noise(m))));

@@ -33,6 +33,20 @@ pub struct LaunchOutcome {
     pub foreign_ranks: Vec<leftovers::RankProcess>,
 }
 
+impl LaunchOutcome {
+    /// A launch refused before any command was built or run (`why`): no command, no time.
+    fn not_started(why: String) -> Self {
+        LaunchOutcome {
+            command: String::new(),
+            oversubscribed: false,
+            wall_s: 0.0,
+            transport: String::new(),
+            end: LaunchEnd::NotStarted(why),
+            foreign_ranks: Vec::new(),
+        }
+    }
+}
+
 /// How a launch ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LaunchEnd {
@@ -76,8 +90,11 @@ impl LaunchEnd {
 pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> LaunchOutcome {
     let machine = command::Machine::current(cores);
     let exe = parlab_exe();
-    let hostfile = command::planned_hostfile(plan);
-    let cmd = command::build(plan, hostfile.as_ref().ok().and_then(Option::as_deref), plan_path, out, &exe, &machine);
+    let hostfile = match command::planned_hostfile(plan) {
+        Ok(text) => text,
+        Err(why) => return LaunchOutcome::not_started(why.to_string()),
+    };
+    let cmd = command::build(plan, hostfile.as_deref(), plan_path, out, &exe, &machine);
     let mut outcome = LaunchOutcome {
         command: cmd.display(),
         oversubscribed: cmd.oversubscribed,
@@ -86,10 +103,6 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
         end: LaunchEnd::Succeeded,
         foreign_ranks: Vec::new(),
     };
-    if let Err(why) = hostfile {
-        outcome.end = LaunchEnd::NotStarted(why.to_string());
-        return outcome;
-    }
     let limit = match timeout_duration(plan.timeout_s) {
         Ok(limit) => limit,
         Err(why) => {
@@ -111,7 +124,7 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> Launc
     write_timeline(out, "launch_end_unix");
     outcome.foreign_ranks = foreign_during(before, out);
     outcome.end = match ended {
-        Ok(ended) => match failure::explain(&ended, out, plan, &cmd.program) {
+        Ok(ended) => match failure::explain(&ended, out, plan, &cmd.program, hostfile.as_deref()) {
             None => LaunchEnd::Succeeded,
             Some(why) => {
                 let exit_code = match ended {

@@ -45,11 +45,11 @@ pub fn launcher_lines(launcher_stderr: &str) -> Vec<String> {
 }
 
 /// `hosts of the hostfile H from which no rank reported: a, b; mpirun said: ssh: …`, or None when
-/// the run has no hostfile or every host reported.
-pub fn explain(hostfile: Option<&Path>, out: &Path, world: u32, launcher: &str, launcher_stderr: &str) -> Option<String> {
-    let path = hostfile?;
-    let text = crate::files::read_text(path, crate::files::TEXT_LIMIT).ok()?;
-    let missing = hosts_without_ranks(&text, &crate::manifest::placement::read_all(out), world);
+/// the run has no hostfile or every host reported; `hostfile` is its path and the text the
+/// launch read.
+pub fn explain(hostfile: Option<(&Path, &str)>, out: &Path, world: u32, launcher: &str, launcher_stderr: &str) -> Option<String> {
+    let (path, text) = hostfile?;
+    let missing = hosts_without_ranks(text, &crate::manifest::placement::read_all(out), world);
     if missing.is_empty() {
         return None;
     }

@@ -152,7 +152,7 @@ fn read_entry(path: &Path) -> Result<Entry, String> {
 /// Why a history entry holds what no night records: a median that is not a time, rate or
 /// bandwidth (not finite, not above 0, past 2^60). A night's date is its own: one dated ahead
 /// of this clock (another machine's, or a history written for a test) is read as dated.
-fn implausible(entry: &Entry) -> Option<String> {
+pub fn implausible(entry: &Entry) -> Option<String> {
     let limit = crate::manifest::plausible::MAX_MAGNITUDE;
     entry.points.iter().find(|p| !(p.median.is_finite() && p.median > 0.0 && p.median <= limit)).map(|p| {
         format!(

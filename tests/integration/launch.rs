@@ -186,7 +186,11 @@ fn a_hostfile_changed_or_gone_since_the_suite_was_planned_is_not_launched() {
         assert_eq!(why, &refused.to_string());
         assert!(why.contains(&hosts.display().to_string()) && why.contains("nothing was launched"), "{why}");
         assert!(!out.join("launcher.stderr").exists(), "no launcher started");
+        assert!(outcome.command.is_empty() && outcome.wall_s == 0.0, "no command is recorded for a launch refused: {outcome:?}");
     }
+    // srun places ranks by Slurm's allocation and never reads the file: it is not checked.
+    let srun = parlab::spec::RunPlan { launcher: Launcher::Srun, ..plan };
+    assert_eq!(planned_hostfile(&srun), Ok(None));
 }
 
 fn plan_of(yaml: &str) -> parlab::spec::RunPlan {
