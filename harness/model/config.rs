@@ -4,6 +4,24 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
+/// The models a name may give: `models under models/: gpt2, llama-3.1-8b, ...` (the folders of
+/// `models_root()` holding a config.json), or that it holds none.
+fn known_models() -> String {
+    let root = crate::model::resolve::models_root();
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("config.json").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    match names.is_empty() {
+        true => format!("{} holds no model folder", root.display()),
+        false => format!("models under {}/: {}", root.display().to_string().trim_end_matches('/'), names.join(", ")),
+    }
+}
+
 /// ` (here: DIR)` where `path` is a config.json in a folder, else nothing.
 fn parent_hint(path: &Path) -> String {
     match (path.file_name(), path.parent()) {
@@ -16,7 +34,7 @@ fn parent_hint(path: &Path) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// The folder or its config.json is missing.
-    #[error("{path}: no such model folder (expected a config.json there); known models are the folders under models/")]
+    #[error("{}: no such model folder (expected a config.json there); {}", .path.display(), known_models())]
     Missing {
         /// The path that was looked up.
         path: PathBuf,
@@ -360,7 +378,10 @@ mod tests {
         let says = format!("a file, not a model folder; name the folder that holds config.json (here: {})", dir.path().display());
         assert!(e.to_string().contains(&says), "{e}");
         assert!(ModelConfig::read(dir.path()).is_ok(), "its folder reads");
-        assert!(matches!(ModelConfig::read(&dir.path().join("nothing")), Err(ModelError::Missing { .. })));
+        let missing = ModelConfig::read(&dir.path().join("nothing")).unwrap_err();
+        assert!(matches!(missing, ModelError::Missing { .. }), "{missing:?}");
+        // Named with the models a name may give (this crate's models/, the tests' folder).
+        assert!(missing.to_string().contains("; models under models/: gemma-2-2b, gpt2, gpt2-moe,"), "{missing}");
     }
 
     #[test]
