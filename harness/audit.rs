@@ -357,23 +357,13 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
     v
 }
 
-/// A run's layout in words: strategy, world, head placement (of a split over 2 or more ranks),
-/// overlapped all-reduce pieces, zig-zag blocks, the split a context split decodes on,
-/// sequences, link, and where it is not the CPU's eager step, its device and step mode; what
-/// `parlab plan` shows of a layout, so two layouts of one answer are told apart.
+/// A run's layout in words: strategy, world, what `parlab plan` shows of its layout
+/// ([`crate::spec::plan::Layout::details`]: head placement, zig-zag blocks, decode split,
+/// overlap pieces, sequences above one), link, and where it is not the CPU's eager step, its
+/// device and step mode; so two layouts of one answer are told apart.
 pub fn layout_words(m: &Manifest) -> String {
     let l = &m.layout;
-    let mut head = l.head.filter(|_| l.world > 1).map(|h| format!(" head {}", h.name())).unwrap_or_default();
-    if let Some(pieces) = l.overlap {
-        head.push_str(&format!(" overlap {pieces}"));
-    }
-    if l.ranks.iter().any(|s| s.tokens_late.is_some()) {
-        head.push_str(" zigzag blocks");
-    }
-    if let Some(d) = &l.decode {
-        head.push_str(&format!(" decoding {} head {}", d.strategy.name(), d.head.name()));
-    }
-    let seqs = l.sequences.filter(|&s| s > 1).map(|s| format!(" {s} sequences")).unwrap_or_default();
+    let details: String = l.details().iter().filter_map(crate::spec::plan::LayoutDetail::words).map(|w| format!(" {w}")).collect();
     let mut on = String::new();
     if m.plan.device != crate::spec::Device::Cpu {
         on.push_str(&format!(" on {}", m.plan.device.name()));
@@ -381,7 +371,7 @@ pub fn layout_words(m: &Manifest) -> String {
     if m.plan.step != crate::spec::schema::StepMode::Eager {
         on.push_str(&format!(" step={}", m.plan.step.name()));
     }
-    format!("{} world {}{head}{seqs} over {}{on}", l.strategy.name(), l.world, m.plan.link)
+    format!("{} world {}{details} over {}{on}", l.strategy.name(), l.world, m.plan.link)
 }
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {

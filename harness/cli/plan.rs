@@ -52,21 +52,7 @@ fn details(r: &RunPlan) -> String {
         return "arithmetic: nothing is launched".into();
     }
     let mut parts = vec![format!("threads={}", r.threads_per_rank)];
-    if let Some(head) = r.layout.head {
-        parts.push(format!("head={}", head.name()));
-    }
-    if r.layout.ranks.iter().any(|s| s.tokens_late.is_some()) {
-        parts.push("blocks=zigzag".into());
-    }
-    if let Some(d) = &r.layout.decode {
-        parts.push(format!("decode={} head={}", d.strategy.name(), d.head.name()));
-    }
-    if let Some(pieces) = r.layout.overlap {
-        parts.push(format!("overlap={pieces}"));
-    }
-    if let Some(seqs) = r.layout.sequences {
-        parts.push(format!("seqs={seqs}"));
-    }
+    parts.extend(r.layout.details().iter().map(crate::spec::plan::LayoutDetail::key_value));
     if let crate::spec::Workload::Decode { new_tokens, dtype, .. } = &r.workload {
         parts.push(format!("new_tokens={new_tokens}"));
         if *dtype != crate::spec::schema::Dtype::Float32 {

@@ -95,7 +95,63 @@ pub struct Layout {
     pub ranks: Vec<RankShare>,
 }
 
+/// What a layout holds beyond its strategy and world, as `parlab plan` and `parlab audit` name
+/// it (each in its own words: [`LayoutDetail::key_value`], [`LayoutDetail::words`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutDetail {
+    /// The output head's placement (a tensor split of 2 ranks or more).
+    Head(HeadPlacement),
+    /// A context split's prompt cut into zig-zag blocks.
+    ZigzagBlocks,
+    /// The split a context split decodes on, and its head.
+    Decode(Strategy, HeadPlacement),
+    /// Pieces each all-reduce is cut into and overlapped.
+    Overlap(u32),
+    /// Sequences in flight or per replica.
+    Sequences(u32),
+}
+
+impl LayoutDetail {
+    /// As `parlab plan` prints it: `head=split`, `blocks=zigzag`, `overlap=4`, `seqs=2`.
+    pub fn key_value(&self) -> String {
+        match self {
+            LayoutDetail::Head(h) => format!("head={}", h.name()),
+            LayoutDetail::ZigzagBlocks => "blocks=zigzag".into(),
+            LayoutDetail::Decode(s, h) => format!("decode={} head={}", s.name(), h.name()),
+            LayoutDetail::Overlap(pieces) => format!("overlap={pieces}"),
+            LayoutDetail::Sequences(n) => format!("seqs={n}"),
+        }
+    }
+
+    /// As the audit says it, or nothing where it is one sequence: `head split`, `zigzag
+    /// blocks`, `decoding tensor head split`, `overlap 4`, `2 sequences`.
+    pub fn words(&self) -> Option<String> {
+        match self {
+            LayoutDetail::Head(h) => Some(format!("head {}", h.name())),
+            LayoutDetail::ZigzagBlocks => Some("zigzag blocks".into()),
+            LayoutDetail::Decode(s, h) => Some(format!("decoding {} head {}", s.name(), h.name())),
+            LayoutDetail::Overlap(pieces) => Some(format!("overlap {pieces}")),
+            LayoutDetail::Sequences(1) => None,
+            LayoutDetail::Sequences(n) => Some(format!("{n} sequences")),
+        }
+    }
+}
+
 impl Layout {
+    /// What the layout holds beyond its strategy and world, in that order: the head placement
+    /// (of a split over 2 ranks or more: a manifest written before may name one at world 1),
+    /// zig-zag blocks, the decode split, overlap pieces, sequences.
+    pub fn details(&self) -> Vec<LayoutDetail> {
+        let mut details: Vec<LayoutDetail> = self.head.filter(|_| self.world > 1).map(LayoutDetail::Head).into_iter().collect();
+        if self.ranks.iter().any(|s| s.tokens_late.is_some()) {
+            details.push(LayoutDetail::ZigzagBlocks);
+        }
+        details.extend(self.decode.as_ref().map(|d| LayoutDetail::Decode(d.strategy, d.head)));
+        details.extend(self.overlap.map(LayoutDetail::Overlap));
+        details.extend(self.sequences.map(LayoutDetail::Sequences));
+        details
+    }
+
     /// Why this layout cannot be run by `world` ranks, if it cannot: one share per rank, in rank
     /// order, and an expert split's experts handed out in order without a gap (a plan file edited
     /// by hand is refused at a rank's start rather than failing inside a step).
@@ -335,5 +391,39 @@ impl RunPlan {
             device.push_str(&format!(" step={}", self.step.name()));
         }
         format!("{} #{} {} world={} {}{device}", self.experiment, self.index, self.layout.strategy.name(), self.layout.world, self.link)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(world: u32, head: Option<HeadPlacement>, sequences: Option<u32>, overlap: Option<u32>) -> Layout {
+        let share = |rank| RankShare {
+            rank,
+            heads: None,
+            kv_heads: None,
+            ffn: None,
+            layers: None,
+            vocab: None,
+            experts: None,
+            tokens: None,
+            tokens_late: None,
+        };
+        let ranks = (0..world).map(share).collect();
+        Layout { strategy: Strategy::Tensor, world, head, sequences, overlap, decode: None, ranks }
+    }
+
+    #[test]
+    fn a_layouts_details_name_what_plan_and_audit_show_in_one_order() {
+        let l = layout(2, Some(HeadPlacement::Split), Some(1), Some(4));
+        assert_eq!(l.details(), [LayoutDetail::Head(HeadPlacement::Split), LayoutDetail::Overlap(4), LayoutDetail::Sequences(1)]);
+        let plan: Vec<String> = l.details().iter().map(LayoutDetail::key_value).collect();
+        assert_eq!(plan, ["head=split", "overlap=4", "seqs=1"]);
+        let words: Vec<String> = l.details().iter().filter_map(LayoutDetail::words).collect();
+        assert_eq!(words, ["head split", "overlap 4"], "one sequence goes without saying");
+        // A manifest written before the head left world 1's identity names one: nothing to place.
+        assert_eq!(layout(1, Some(HeadPlacement::Split), None, None).details(), []);
+        assert_eq!(LayoutDetail::Sequences(4).words().as_deref(), Some("4 sequences"));
     }
 }
