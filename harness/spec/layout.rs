@@ -205,7 +205,8 @@ pub fn even_spans(n: u32, parts: u32) -> Vec<Span> {
         .collect()
 }
 
-fn bare(world: u32) -> Vec<RankShare> {
+/// Every rank of `world` holding nothing in particular (a run that splits no model).
+pub(super) fn bare(world: u32) -> Vec<RankShare> {
     (0..world)
         .map(|rank| RankShare {
             rank,

@@ -399,18 +399,7 @@ mod tests {
     use super::*;
 
     fn layout(world: u32, head: Option<HeadPlacement>, sequences: Option<u32>, overlap: Option<u32>) -> Layout {
-        let share = |rank| RankShare {
-            rank,
-            heads: None,
-            kv_heads: None,
-            ffn: None,
-            layers: None,
-            vocab: None,
-            experts: None,
-            tokens: None,
-            tokens_late: None,
-        };
-        let ranks = (0..world).map(share).collect();
+        let ranks = super::super::layout::bare(world);
         Layout { strategy: Strategy::Tensor, world, head, sequences, overlap, decode: None, ranks }
     }
 
