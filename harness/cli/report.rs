@@ -68,8 +68,8 @@ pub fn run_with_history((manifests, named_by): (&Path, &str), out: &Path, wait: 
     }
     let code = run(manifests, named_by, out, wait)?;
     if let Some(h) = history {
-        crate::nightly::history::read_warning(h);
-        let changed = crate::nightly::history::write_trends_into(h, out, &crate::nightly::Policy::default())?;
+        let nights = crate::nightly::history::read_warning(h);
+        let changed = crate::nightly::history::write_trends_of(&nights, out, &crate::nightly::Policy::default())?;
         crate::say!("parlab: wrote {} ({} figures with change points)", out.join("trends.md").display(), changed.len());
     }
     Ok(code)

@@ -56,8 +56,9 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     }
     let selected = super::select::only(suite.clone(), &options.only)?;
     let dir = manifest::manifests_dir();
-    super::not_a_file(&dir, super::manifests_named_by(false), super::MANIFESTS_HOLD)?;
-    super::not_a_register(&dir, super::manifests_named_by(false))?;
+    let named_by = super::manifests_named_by(false);
+    super::not_a_file(&dir, named_by, super::MANIFESTS_HOLD)?;
+    super::not_a_register(&dir, named_by)?;
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
     if let Some(out) = &out {
         super::report::folder_or_nothing(out)?;

@@ -8,14 +8,7 @@ use std::path::{Path, PathBuf};
 /// `models_root()` holding a config.json), or that it holds none.
 fn known_models() -> String {
     let root = crate::model::resolve::models_root();
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().join("config.json").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = crate::model::resolve::known_models();
     match names.is_empty() {
         true => format!("{} holds no model folder", root.display()),
         false => format!("models under {}/: {}", root.display().to_string().trim_end_matches('/'), names.join(", ")),

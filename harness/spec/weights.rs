@@ -62,14 +62,11 @@ fn is_folder_hash(text: &str) -> bool {
 /// Why a spec's model cannot be run: its folder, its config or its checkpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    /// The model's config.json could not be read; `known` lists the models there are (where
-    /// the folder is missing: a misspelt name).
-    #[error("{cause}{}", if known.is_empty() { String::new() } else { format!(" ({})", known.join(", ")) })]
+    /// The model's config.json could not be read (a missing folder names the models there are).
+    #[error("{cause}")]
     Config {
         /// Why the config could not be read.
         cause: crate::model::ModelError,
-        /// The models under models/.
-        known: Vec<String>,
     },
     /// The model's family is not one parlab decodes.
     #[error("{name} is a {model_type} model; the decode workload runs model_type {}", Family::runnable_types())]
@@ -109,13 +106,7 @@ pub enum SourceError {
 /// Resolves `name`, reads its config, and picks its weights.
 pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig), SourceError> {
     let loc = resolve_model(name);
-    let config = ModelConfig::read(&loc.dir).map_err(|cause| {
-        let known = match cause {
-            crate::model::ModelError::Missing { .. } => crate::model::resolve::known_models(),
-            _ => Vec::new(),
-        };
-        SourceError::Config { cause, known }
-    })?;
+    let config = ModelConfig::read(&loc.dir).map_err(|cause| SourceError::Config { cause })?;
     let family =
         config.family().ok_or_else(|| SourceError::NotRunnable { name: name.to_string(), model_type: config.model_type.clone() })?;
     if family == Family::Llama {

@@ -99,6 +99,14 @@ fn one_malformed_spec_alone_exits_2() {
 }
 
 #[test]
+fn a_missing_model_names_the_models_there_are_once() {
+    let out = parlab().args(["validate", "tests/specs/bad/10-missing-model.yaml"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("; models under models/: gemma-2-2b, gpt2, gpt2-moe,"), "{stderr}");
+    assert_eq!(stderr.matches("gpt2-moe").count(), 1, "listed once: {stderr}");
+}
+
+#[test]
 fn run_refuses_a_malformed_suite_and_writes_nothing() {
     let manifests = tempfile::tempdir().unwrap();
     let good = "tests/specs/good/matrix.yaml";
