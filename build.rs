@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 /// The sources that decide how a figure is measured (not what is run: the run identity covers
 /// the plan; not how it is shown: the register, nightly and CLI are left out), and the lock
 /// file pinning the libraries they call (tch, mpi, polars).
-const MEASURING: [&str; 18] = [
+const MEASURING: [&str; 19] = [
     "harness/rank",
     "harness/nccl",
     "harness/cuda.rs",
@@ -23,6 +23,7 @@ const MEASURING: [&str; 18] = [
     "harness/manifest/stats.rs",
     "harness/manifest/answer.rs",
     "harness/manifest/fit.rs",
+    "harness/manifest/rounds.rs",
     "Cargo.lock",
 ];
 

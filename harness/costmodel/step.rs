@@ -252,10 +252,28 @@ pub struct Calibrated {
     pub unsplit_run: RunId,
     /// The predicted round.
     pub step: Step,
-    /// (predicted − measured) / measured.
+    /// (predicted − measured) / measured: of the medians, or the median of the rounds' errors
+    /// where the run and its peer were launched in rounds together.
     pub error: f64,
+    /// How the measured step was set against the peer's.
+    pub moments: Moments,
     /// Within tolerance, or which assumption failed.
     pub outcome: Outcome,
+}
+
+/// How a calibrated prediction set the run's measured step against its peer's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Moments {
+    /// Each the median over all its launches: two moments apart (one launch each, or launches
+    /// not in rounds of one `parlab run`), which a machine changing speed can decide.
+    Medians,
+    /// Round by round: launch r of the run predicted from launch r of its peer, of its
+    /// experiment, launched beside it in round r (at least
+    /// [`crate::manifest::rounds::MIN_ROUNDS`] rounds).
+    Rounds {
+        /// (predicted − measured) / measured in each round, in launch order.
+        errors: Vec<f64>,
+    },
 }
 
 /// The fastest a rank of a calibrated prediction reads its bytes at.
@@ -846,19 +864,45 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
 }
 
 /// `p` predicted again on the bandwidth of the hypothesis its roofline prediction matches,
-/// capped at the kernel rate of its unsplit peer ([`kernel_rate_of_peer`]).
+/// capped at the kernel rate of its unsplit peer ([`peer_of`]).
 fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted]) -> Option<Calibrated> {
-    let (kernel_bps, unsplit_run) = kernel_rate_of_peer(p, &run.m.experiment, all)?;
+    let peer = peer_of(p, &run.m.experiment, all)?;
+    let kernel_bps = peer.p.achieved_bps()?;
     let r = run_shape(run.m, &run.shape)?;
     let ceiling = ceiling(inp, &r, p);
     let bandwidth_bps = ceiling.bps().min(kernel_bps);
     let step = round(inp, &r, &run.dec, bandwidth_bps, p.comm.as_ref())?;
-    let error = (step.step_s - p.measured_step_s) / p.measured_step_s;
+    let predicted_at = |rate_bps: f64| round(inp, &r, &run.dec, ceiling.bps().min(rate_bps), p.comm.as_ref()).map(|s| s.step_s);
+    let medians = (step.step_s - p.measured_step_s) / p.measured_step_s;
+    let (moments, error) = match paired_rounds(run.m, peer, predicted_at) {
+        Some((errors, median)) => (Moments::Rounds { errors }, median),
+        None => (Moments::Medians, medians),
+    };
+    let unsplit_run = peer.p.run_id.clone();
     // A cache's ceiling that binds is that cache's rate already: no second speed-up from it.
     let cache_bound = matches!(ceiling, Ceiling::Cache { .. }) && kernel_bps >= ceiling.bps();
     let cache = || cache_explains(inp, run, p, &step).filter(|_| !cache_bound);
     let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(cache));
-    Some(Calibrated { kernel_bps, ceiling, bandwidth_bps, unsplit_run, step, error, outcome })
+    Some(Calibrated { kernel_bps, ceiling, bandwidth_bps, unsplit_run, step, error, moments, outcome })
+}
+
+/// The run's step against its peer's round by round where both were launched in rounds of one
+/// `parlab run` and the peer is of the run's experiment (the experiment's runs go one after
+/// another in each round; another experiment's may be minutes away): in round r the peer's
+/// kernel moved its bytes in its step of that round, and the run is predicted at that rate
+/// (`predicted_at`) against its own step of that round. The rounds' errors, and their median.
+fn paired_rounds(run: &Manifest, peer: &Predicted, predicted_at: impl Fn(f64) -> Option<f64>) -> Option<(Vec<f64>, f64)> {
+    use crate::manifest::rounds::{in_rounds, Launched};
+    if peer.m.experiment != run.experiment {
+        return None;
+    }
+    let step = crate::nightly::figures::STEP_MEDIAN;
+    let rounds = in_rounds(Launched::of(peer.m, step)?, Launched::of(run, step)?)?;
+    let bytes_per_step = peer.p.achieved_bps()? * peer.p.measured_step_s;
+    let errors: Vec<f64> =
+        rounds.iter().map(|&(peer_s, run_s)| Some((predicted_at(bytes_per_step / peer_s)? - run_s) / run_s)).collect::<Option<_>>()?;
+    let median = crate::manifest::stats::Stats::of(&errors)?.median;
+    Some((errors, median))
 }
 
 /// The fastest `p`'s busiest rank reads its bytes at: the matching hypothesis' bandwidth (the
@@ -945,24 +989,19 @@ fn plan_input<'s>(
     }
 }
 
-/// The decode kernel's rate on `p`'s unsplit peer, with its run: of the unsplit one-sequence
+/// `p`'s unsplit peer, whose decode kernel's rate calibrates it: of the unsplit one-sequence
 /// runs of the same model, dtype, device, step issue, routing and threads per rank with a positive finite rate
 /// ([`StepPrediction::achieved_bps`]), other than `p` itself, the same experiment's where
 /// there is one (launched beside it; the first by run identity), else the one of median rate
 /// (the slower of the two middle ones when their number is even).
-fn kernel_rate_of_peer(p: &StepPrediction, experiment: &str, all: &[Predicted]) -> Option<(f64, RunId)> {
-    let mut peers: Vec<(&Manifest, f64, &RunId)> = all
-        .iter()
-        .map(|x| (x.m, &x.p))
-        .filter(|(_, u)| u.is_kin_of(p))
-        .filter_map(|(m, u)| Some((m, u.achieved_bps()?, &u.run_id)))
-        .collect();
-    if let Some((_, rate, run)) = peers.iter().filter(|(m, _, _)| m.experiment == experiment).min_by(|a, b| a.2.cmp(b.2)) {
-        return Some((*rate, (*run).clone()));
+fn peer_of<'a, 'm>(p: &StepPrediction, experiment: &str, all: &'a [Predicted<'m>]) -> Option<&'a Predicted<'m>> {
+    let mut peers: Vec<(&Predicted, f64)> =
+        all.iter().filter(|x| x.p.is_kin_of(p)).filter_map(|x| Some((x, x.p.achieved_bps()?))).collect();
+    if let Some((peer, _)) = peers.iter().filter(|(x, _)| x.m.experiment == experiment).min_by(|a, b| a.0.p.run_id.cmp(&b.0.p.run_id)) {
+        return Some(peer);
     }
-    peers.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.2.cmp(b.2)));
-    let (_, rate, run) = peers.get(peers.len().checked_sub(1)? / 2)?;
-    Some((*rate, (*run).clone()))
+    peers.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.p.run_id.cmp(&b.0.p.run_id)));
+    peers.get(peers.len().checked_sub(1)? / 2).map(|(peer, _)| *peer)
 }
 
 /// A context split's prefill, predicted: the unsplit prefill's time shared evenly by the ranks,

@@ -395,5 +395,8 @@ fn oversubscribed(sel: &Measured, reference: Option<&Measured>) -> Option<String
 /// least [`rounds::MIN_ROUNDS`] launches in the same rounds.
 fn round_ratios(sel: &Measured, reference: Option<&Measured>) -> Option<Vec<f64>> {
     let ((s, s_span), (r, r_span)) = (sel.launched.as_ref()?, reference?.launched.as_ref()?);
-    rounds::paired(rounds::Launched { values: r, span: r_span }, rounds::Launched { values: s, span: s_span })
+    rounds::paired(
+        rounds::Launched { values: r, span: (&r_span.0, &r_span.1) },
+        rounds::Launched { values: s, span: (&s_span.0, &s_span.1) },
+    )
 }

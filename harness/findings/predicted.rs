@@ -6,10 +6,12 @@
 //! hold for the run (an oversubscribed launch, no progress thread, calls slower than in
 //! isolation, or the machine running at another speed when the peer was measured: the same
 //! computation, unsplit, ran at other rates at other moments, and at one of them the split is
-//! predicted within the tolerance), and fails on a model error.
+//! predicted within the tolerance), and fails on a model error. A split launched in rounds
+//! with its peer is judged round by round (`costmodel::step::Moments`): each round is one
+//! moment, so the other-moments explanation is not offered for it.
 
 use super::{Finding, Inconclusive, Inputs};
-use crate::costmodel::step::{predict_steps, Calibrated, Outcome, StepPrediction, TOLERANCE};
+use crate::costmodel::step::{predict_steps, Calibrated, Moments, Outcome, StepPrediction, TOLERANCE};
 
 /// The calibrated prediction finding.
 pub fn finding(inp: &Inputs) -> Finding {
@@ -17,7 +19,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         "cost-model-predicts-splits",
         "A decode split's step is its busiest rank's bytes at the lower of the memory's bandwidth (a cache's, where membw read the rank's footprint faster) and the rate the unsplit run's kernel moves them, plus its collectives: calibrated on one unsplit run, the cost model predicts the splits measured here.",
         &["decode.step_s", "membw roofline and aggregate", "collective fits and skew", "the unsplit peer's decode.step_s"],
-        &format!("every split or run of several sequences with an unsplit peer of its model, dtype, device, step mode, routing and threads (the register's \"Decode: predicted from the unsplit run's kernel rate\"): within ±{:.0} % of its measured step, or past it with an assumption known not to hold (oversubscribed, no progress thread, calls as in isolation, weights in the cores' caches, or the machine at one speed for the split and its peer: within at the rate another unsplit run of its computation ran at); HOLDS when no prediction is a model error, FAILS when one is", TOLERANCE * 100.0),
+        &format!("every split or run of several sequences with an unsplit peer of its model, dtype, device, step mode, routing and threads (the register's \"Decode: predicted from the unsplit run's kernel rate\"): within ±{:.0} % of its measured step (a split and peer launched in rounds of one run: the median of the rounds' errors, each round predicted from the peer's step in it), or past it with an assumption known not to hold (oversubscribed, no progress thread, calls as in isolation, weights in the cores' caches, or, not paired by round, the machine at one speed for the split and its peer: within at the rate another unsplit run of its computation ran at); HOLDS when no prediction is a model error, FAILS when one is", TOLERANCE * 100.0),
     );
     let predictions = predict_steps(inp.list);
     let splits: Vec<(&StepPrediction, &Calibrated)> =
@@ -38,7 +40,14 @@ pub fn finding(inp: &Inputs) -> Finding {
     let moved_runs: Vec<&str> = moved.iter().map(|(p, _, _)| p.run_id.short()).collect();
     let error_runs: Vec<&str> = errors.iter().map(|(p, _, _)| p.run_id.short()).collect();
     let all = runs(&|_, _| true);
+    let in_rounds = runs(&|_, c| matches!(c.moments, Moments::Rounds { .. }));
     f.number("splits predicted from an unsplit peer", splits.len() as f64, "count", &all);
+    f.number(
+        "of them compared with their peer round by round (the median of the rounds' errors)",
+        in_rounds.len() as f64,
+        "count",
+        &in_rounds,
+    );
     f.number(&format!("within ±{:.0} %", TOLERANCE * 100.0), within.len() as f64, "count", &within);
     f.number("past it, an assumption known not to hold", explained.len() as f64, "count", &explained);
     f.number("past it, within at a rate its peer's computation ran at another moment", moved.len() as f64, "count", &moved_runs);
@@ -117,8 +126,12 @@ struct OtherMoments {
 /// Where the unsplit runs of `p`'s computation and threads, its peer's other kin, ran at rates
 /// at one of which `p`'s memory time (its calibrated compute, read at the lower of the ceiling
 /// and that rate) puts it within the tolerance: the peer's one moment, not the model, missed.
-/// None without such a run besides the peer (no other moment to go by).
+/// None without such a run besides the peer (no other moment to go by), and for a split
+/// compared with its peer round by round (each round is one moment already).
 fn at_other_moments(p: &StepPrediction, c: &Calibrated, all: &[StepPrediction]) -> Option<OtherMoments> {
+    if c.moments != Moments::Medians {
+        return None;
+    }
     let rates: Vec<f64> =
         all.iter().filter(|u| u.is_kin_of(p) && u.run_id != c.unsplit_run).filter_map(StepPrediction::achieved_bps).collect();
     if rates.is_empty() {

@@ -6,31 +6,18 @@
 use super::Side;
 use crate::report::facts::{DecodeRow, Rounds};
 
-/// Fewest launches in shared rounds before two runs' per-round ratios count.
-pub const MIN_ROUNDS: usize = 3;
-
-/// One run's values of a figure launch by launch, with when its launches ran.
-#[derive(Debug, Clone, Copy)]
-pub struct Launched<'a> {
-    /// One value per launch, in launch order.
-    pub values: &'a [f64],
-    /// When its first launch started and its last one ended (RFC 3339, UTC).
-    pub span: &'a (String, String),
-}
+pub use crate::manifest::rounds::{Launched, MIN_ROUNDS};
 
 /// Per-round ratios `other / reference`, when both runs ran at least [`MIN_ROUNDS`] launches in
 /// one `parlab run` (their spans overlap).
 pub fn paired(reference: Launched, other: Launched) -> Option<Vec<f64>> {
-    let (r, o) = (reference.span, other.span);
-    let together = r.0 <= o.1 && o.0 <= r.1;
-    let (a, b) = (reference.values, other.values);
-    (together && a.len().min(b.len()) >= MIN_ROUNDS).then(|| a.iter().zip(b).map(|(x, y)| y / x).collect())
+    crate::manifest::rounds::in_rounds(reference, other).map(|rounds| rounds.iter().map(|(x, y)| y / x).collect())
 }
 
 /// [`paired`] for two decode runs' figure (`figure` picks it).
 pub fn ratios(reference: &DecodeRow, other: &DecodeRow, figure: fn(&Rounds) -> &[f64]) -> Option<Vec<f64>> {
     let (r, o) = (&reference.rounds, &other.rounds);
-    paired(Launched { values: figure(r), span: &r.span }, Launched { values: figure(o), span: &o.span })
+    paired(Launched { values: figure(r), span: (&r.span.0, &r.span.1) }, Launched { values: figure(o), span: (&o.span.0, &o.span.1) })
 }
 
 /// The prefill launch by launch.

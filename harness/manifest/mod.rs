@@ -17,6 +17,7 @@ pub mod placement;
 pub mod plausible;
 pub mod provenance;
 pub mod retire;
+pub mod rounds;
 pub mod stats;
 pub mod summary;
 

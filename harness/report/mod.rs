@@ -48,7 +48,7 @@ pub enum ReportError {
         cause: std::io::Error,
     },
     /// A table's data files could not be made.
-    #[error("cannot encode {0}")]
+    #[error("cannot encode the register's tables")]
     Table(#[from] TableError),
     /// A termination signal arrived (in `parlab run`, whose handlers record it) before the
     /// staged render replaced the earlier one: nothing was replaced.

@@ -6,7 +6,7 @@
 
 use crate::costmodel::cache::MIN_CACHE_GAIN;
 use crate::costmodel::step::{
-    predict_prefills, predict_steps, Calibrated, Ceiling, FailedAssumption, Hypothesis, Matches, Outcome, PrefillPrediction, Skew,
+    predict_prefills, predict_steps, Calibrated, Ceiling, FailedAssumption, Hypothesis, Matches, Moments, Outcome, PrefillPrediction, Skew,
     StepPrediction, TOLERANCE,
 };
 use crate::identity::{short, RunId};
@@ -37,7 +37,7 @@ pub fn decode_tables(manifests: &[Manifest]) -> Vec<Table> {
 
 const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of its ceiling and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). The ceiling is that hypothesis' bandwidth (the memory's), or where membw read a buffer of the busiest rank's footprint (weights and KV cache) with as many processes and threads at once at least 1.1× faster, inside its sweep, that rate: a cache holds the rank's bytes between steps (a run that matched the shared-memory hypothesis, its ranks measured contending for the memory, and a GPU run keep the hypothesis'). A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known";
 
-const CALIBRATED_COLUMNS: [&str; 15] = [
+const CALIBRATED_COLUMNS: [&str; 16] = [
     "model",
     "strategy",
     "layout",
@@ -51,6 +51,7 @@ const CALIBRATED_COLUMNS: [&str; 15] = [
     "rate per rank",
     "predicted",
     "error",
+    "error by round",
     "peer",
     "assumption not holding",
 ];
@@ -85,6 +86,7 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
                 predictions.len() - calibrated.len()
             ),
             "peer: the unsplit run of the same experiment (launched beside it) where there is one, else the one of median kernel rate among the unsplit runs of that model, dtype, device, step mode, routing and threads".into(),
+            format!("error by round: where a run and its peer, of its experiment, were each launched at least {} times in rounds of one `parlab run`, round r predicts the run's step of that round at the rate the peer's kernel moved its bytes in the same round (the experiment's runs go one after another in each round: one moment of a machine that changes speed, where the median over all launches sets two moments apart), and the error is the median of the rounds' (listed in \"error by round\"); else the medians over all launches, two moments apart", crate::manifest::rounds::MIN_ROUNDS),
             format!("past the tolerance the row names the first of these that holds: an oversubscribed launch, overlapped pieces measured slower, the communication's own failed assumption where the measured communication brings the step within tolerance, and for a split measured faster: the busiest rank's weights and KV cache read faster than the whole model's (membw's read rate at the two footprints, interpolated between its buffer sizes, the rank's inside the sweep; the split's ranks reading at once), at least {MIN_CACHE_GAIN}× faster and by enough that the step's memory time at that ratio is within tolerance (assuming the decode kernel's rate scales with the read rate)"),
         ],
     })
@@ -111,9 +113,19 @@ fn calibrated_row(p: &StepPrediction, c: &Calibrated) -> Vec<Cell> {
         Cell::BytesPerSec(c.bandwidth_bps),
         Cell::Seconds(c.step.step_s),
         Cell::Change(c.error),
+        rounds_cell(&c.moments),
         Cell::text(short(&c.unsplit_run)),
         outcome_cell(&c.outcome),
     ]
+}
+
+/// The rounds' errors of a prediction compared with its peer round by round (missing where it
+/// was compared by the medians).
+fn rounds_cell(m: &Moments) -> Cell {
+    match m {
+        Moments::Medians => Cell::Missing,
+        Moments::Rounds { errors } => Cell::text(errors.iter().map(|e| super::fmt::percent(*e, true)).collect::<Vec<_>>().join(", ")),
+    }
 }
 
 /// Runs by their short identities, `a, b`.

@@ -718,6 +718,76 @@ fn a_run_is_predicted_at_the_kernel_rate_of_an_unsplit_peer_of_its_threads_never
     assert!(table.provenance[1].starts_with("within ±25 %, unsplit runs"), "{:?}", table.provenance);
 }
 
+#[test]
+fn a_split_launched_in_rounds_with_its_peer_is_predicted_round_by_round() {
+    use parlab::costmodel::step::{predict_steps, Moments, Outcome as Judged, StepPrediction};
+    use parlab::spec::Kind;
+    let mut list = crate::synth::fixtures().unwrap();
+    let tensor = |m: &Manifest, world: u32| {
+        m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world == world && m.layout.overlap.is_none()
+    };
+    let split_threads = list.iter().find(|m| tensor(m, 2)).unwrap().plan.threads_per_rank;
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.world == 1) {
+        m.plan.threads_per_rank = if tensor(m, 1) { split_threads } else { split_threads + 1 };
+    }
+    let peer = list.iter().find(|m| tensor(m, 1)).unwrap().clone();
+    let split_id = list.iter().find(|m| tensor(m, 2) && m.experiment == peer.experiment).unwrap().run_id.clone();
+    let predicted = |list: &[Manifest]| predict_steps(list).into_iter().find(|p: &StepPrediction| p.run_id == split_id).unwrap();
+    // The peer's kernel, not the memory, bounds the ranks: its step is 4x its roofline's.
+    let alone = predict_steps(&list).into_iter().find(|p| p.run_id == peer.run_id).unwrap();
+    let peer_step = 4.0 * alone.own.step_s;
+    let set_step = |list: &mut Vec<Manifest>, id: &parlab::identity::RunId, step: f64| {
+        for m in list.iter_mut().filter(|m| &m.run_id == id) {
+            if let Some(Summary::Decode(d)) = m.summary_mut() {
+                d.step_s.median = step;
+            }
+        }
+    };
+    set_step(&mut list, &peer.run_id, peer_step);
+    // The split's median 1.6x its prediction (until the hypothesis it matches settles).
+    for _ in 0..3 {
+        let c = predicted(&list).calibrated.unwrap();
+        set_step(&mut list, &split_id, 1.6 * c.step.step_s);
+    }
+    let c = predicted(&list).calibrated.unwrap();
+    assert_eq!(c.moments, Moments::Medians, "no launches recorded: the medians");
+    assert!((c.error + 0.375).abs() < 1e-9 && c.outcome == Judged::ModelError, "{c:?}");
+    // Launched in three rounds: the machine ran slow in round 3 for the peer and the split alike,
+    // and in round 2 for the split alone. Each round predicts the split from the peer's step of
+    // that round; the medians (the peer's round 1 or 2, the split's round 2) miss by 37.5 %.
+    let (fast, slow) = (c.step.step_s, 2.0 * c.step.compute_s + c.step.comm_s);
+    let suite = ("2026-12-06T10:00:00Z", "2026-12-06T10:09:00Z");
+    let step = parlab::nightly::figures::STEP_MEDIAN;
+    let mut rounds = list.clone();
+    for m in rounds.iter_mut() {
+        if m.run_id == peer.run_id {
+            crate::findings::set_launch_values(m, step, &[peer_step, peer_step, 2.0 * peer_step], suite);
+        } else if m.run_id == split_id {
+            crate::findings::set_launch_values(m, step, &[fast, 1.6 * fast, slow], suite);
+        }
+    }
+    let paired = predicted(&rounds).calibrated.unwrap();
+    let Moments::Rounds { errors } = &paired.moments else { panic!("{paired:?}") };
+    let expected = [0.0, -0.375, 0.0];
+    assert!(errors.iter().zip(expected).all(|(e, x)| (e - x).abs() < 1e-9), "{errors:?}");
+    assert!(paired.error.abs() < 1e-9 && paired.outcome == Judged::Within, "{paired:?}");
+    let table = parlab::report::predicted::decode_tables(&rounds).into_iter().find(|t| t.id == "predicted-decode-calibrated").unwrap();
+    let by_round = table.columns.iter().position(|c| c == "error by round").unwrap();
+    assert!(table.rows.iter().any(|r| r[by_round] == Cell::text("+0.0%, -37.5%, +0.0%")));
+    let f = crate::findings::finding(&rounds, "cost-model-predicts-splits");
+    assert!(f.numbers.iter().any(|n| n.name.contains("round by round") && n.value == 1.0), "{:?}", f.numbers);
+    // Not in one `parlab run` (the spans apart), or the peer of another experiment: the medians.
+    let mut apart = rounds.clone();
+    for m in apart.iter_mut().filter(|m| m.run_id == split_id) {
+        (m.started_at, m.finished_at) = ("2026-12-06T11:00:00Z".into(), "2026-12-06T11:09:00Z".into());
+    }
+    assert_eq!(predicted(&apart).calibrated.unwrap().moments, Moments::Medians);
+    for m in rounds.iter_mut().filter(|m| m.run_id == peer.run_id) {
+        m.experiment = "another-experiment".into();
+    }
+    assert_eq!(predicted(&rounds).calibrated.unwrap().moments, Moments::Medians);
+}
+
 /// A membw manifest like `template` for `processes` at `buffer_bytes`, reading `bps` per process.
 fn membw_at(template: &Manifest, processes: u32, buffer_bytes: u64, bps: f64, id: u64) -> Manifest {
     let mut m = template.clone();

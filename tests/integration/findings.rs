@@ -27,7 +27,7 @@ fn compute(list: &[Manifest]) -> Vec<Finding> {
     findings::compute(list, &Facts::read(list))
 }
 
-fn finding(list: &[Manifest], id: &str) -> Finding {
+pub(crate) fn finding(list: &[Manifest], id: &str) -> Finding {
     let all = compute(list);
     all.iter()
         .find(|f| f.id == id)
@@ -688,7 +688,7 @@ fn overlap_holds_when_every_overlapped_prefill_is_shorter_and_fails_when_one_is_
 }
 
 /// Records `values` as `m`'s launches of `figure`, run between `started` and `finished`.
-fn set_launch_values(m: &mut Manifest, figure: &str, values: &[f64], (started, finished): (&str, &str)) {
+pub(crate) fn set_launch_values(m: &mut Manifest, figure: &str, values: &[f64], (started, finished): (&str, &str)) {
     (m.started_at, m.finished_at) = (started.into(), finished.into());
     let stats = parlab::manifest::LaunchStats {
         count: values.len() as u32,
