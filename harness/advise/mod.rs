@@ -44,7 +44,7 @@ pub enum AdviseError {
         known: Vec<String>,
     },
     /// A link is neither in the catalogue nor measured by the store `--links-from` read.
-    #[error("--domain link `{name}`: {}", unknown_link_words(name, known, measured))]
+    #[error("--domain link `{name}`: {}", unknown_link_words(name, known, measured, links_from))]
     UnknownLink {
         /// The name given.
         name: String,
@@ -52,6 +52,8 @@ pub enum AdviseError {
         known: Vec<String>,
         /// The links `--links-from` read from manifests (none without it).
         measured: Vec<String>,
+        /// The folders `--links-from` named (none without it).
+        links_from: Vec<std::path::PathBuf>,
     },
     /// The machine's domains do not add up.
     #[error("topology: {0}")]
@@ -108,15 +110,16 @@ impl AdviseError {
     }
 }
 
-/// What a measured link's name needs, for a name that looks like one.
-/// Why a `--domain` link is not known: the catalogue's links, those `--links-from` measured,
-/// and for a measured link's name what would offer it.
-fn unknown_link_words(name: &str, known: &[String], measured: &[String]) -> String {
+/// Why a `--domain` link is not known: the catalogue's links, those `--links-from` measured
+/// (or that the folder it named measured none), and for a measured link's name what would
+/// offer it.
+fn unknown_link_words(name: &str, known: &[String], measured: &[String], links_from: &[std::path::PathBuf]) -> String {
     let catalogue = format!("models/links.yaml (known: {})", known.join(", "));
-    let (place, store) = if measured.is_empty() {
-        (format!("not in {catalogue}"), "--links-from DIR holding")
-    } else {
-        (format!("neither in {catalogue} nor measured by --links-from ({})", measured.join(", ")), "that folder to hold")
+    let folders = || links_from.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    let (place, store) = match (measured.is_empty(), links_from.is_empty()) {
+        (true, true) => (format!("not in {catalogue}"), "--links-from DIR holding"),
+        (true, false) => (format!("not in {catalogue}, and --links-from {} measured no link", folders()), "that folder to hold"),
+        (false, _) => (format!("neither in {catalogue} nor measured by --links-from ({})", measured.join(", ")), "that folder to hold"),
     };
     match is_store_link_name(name) {
         true => format!("{place}; a measured link needs {store} an ok collectives run over it (an all-reduce at 2 ranks or more)"),
@@ -163,6 +166,7 @@ pub fn add_store_links(catalogue: &mut Catalogue, store: &Path) -> Result<(), Ad
     // The catalogue keeps the names of measured links for them (`Catalogue::load` refuses a
     // `-measured` or `-imported` link), so none is taken.
     catalogue.links.extend(entries);
+    catalogue.links_from.push(store.to_path_buf());
     Ok(())
 }
 

@@ -354,6 +354,8 @@ pub struct Catalogue {
     pub links: Vec<LinkEntry>,
     /// Devices, in file order.
     pub devices: Vec<DeviceEntry>,
+    /// The folders of manifests whose measured links were added (`parlab advise --links-from`).
+    pub links_from: Vec<PathBuf>,
 }
 
 fn read_yaml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CatalogueError> {
@@ -400,7 +402,7 @@ impl Catalogue {
                 return Err(bad("named twice; each device needs a name of its own".into()));
             }
         }
-        Ok(Catalogue { links, devices })
+        Ok(Catalogue { links, devices, links_from: Vec::new() })
     }
 
     /// Reads the catalogue under `models_root()`.

@@ -116,6 +116,34 @@ impl SizeResult {
     }
 }
 
+/// A rank's device as the output listed it, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    /// The device.
+    pub device: ImportedDevice,
+    /// Where the output lists it.
+    pub at: ListedAt,
+}
+
+/// Where an output lists a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListedAt {
+    /// A text output's 1-based line.
+    Line(usize),
+    /// A JSON output's `config.devices[i]`.
+    JsonDevice(usize),
+}
+
+impl ListedAt {
+    /// A problem of the rank listed here: at its line, or naming its JSON entry.
+    fn problem(self, message: String) -> Problem {
+        match self {
+            ListedAt::Line(n) => Problem::at(n, message),
+            ListedAt::JsonDevice(i) => Problem::file(format!("config.devices[{i}]: {message}")),
+        }
+    }
+}
+
 /// A tool's run as its output states it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolRun {
@@ -135,8 +163,8 @@ pub struct ToolRun {
     pub sizes_as: SizeConvention,
     /// The command line, where the file holds it.
     pub command: Option<String>,
-    /// The ranks it listed.
-    pub devices: Vec<ImportedDevice>,
+    /// The ranks it listed, with where.
+    pub devices: Vec<Listed>,
     /// Ranks, where the output implies them (nccl-tests: its device lines; osu_latency: 2).
     pub world: Option<u32>,
     /// Warm-up iterations, where stated.
@@ -242,8 +270,8 @@ fn world_of(run: &ToolRun, options: &ImportOptions) -> Result<u32, Problem> {
 
 /// Refuses a device listed for a rank the run did not have (ranks are 0 to world − 1).
 fn check_ranks(run: &ToolRun, world: u32) -> Result<(), Problem> {
-    match run.devices.iter().find(|d| d.rank >= world) {
-        Some(d) => Err(Problem::file(format!("rank {} is listed, but the run had {world} ranks (0 to {})", d.rank, world - 1))),
+    match run.devices.iter().find(|d| d.device.rank >= world) {
+        Some(d) => Err(d.at.problem(format!("rank {} is listed, but the run had {world} ranks (0 to {})", d.device.rank, world - 1))),
         None => Ok(()),
     }
 }
@@ -393,8 +421,8 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
     });
     let mut hosts: Vec<String> = Vec::new();
     for d in &run.devices {
-        if !hosts.contains(&d.host) {
-            hosts.push(d.host.clone());
+        if !hosts.contains(&d.device.host) {
+            hosts.push(d.device.host.clone());
         }
     }
     let imported = Imported {
@@ -403,7 +431,7 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
         library: run.library,
         benchmark: run.benchmark,
         command: run.command.or(command),
-        devices: run.devices,
+        devices: run.devices.into_iter().map(|d| d.device).collect(),
         hosts,
         warmup: run.warmup,
         iterations: run.iterations,

@@ -14,7 +14,7 @@
 //! out of place then in place (with `-I 1` four per-iteration columns after each), time in
 //! µs, bandwidths in GB/s (1e9 bytes/s), `#wrong` `N/A` without `-c`.
 
-use super::{Problem, SizeConvention, SizeResult, ToolRun};
+use super::{Listed, ListedAt, Problem, SizeConvention, SizeResult, ToolRun};
 use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
 use crate::spec::schema::Op;
@@ -150,11 +150,15 @@ fn str_of(v: &Value, key: &str) -> String {
     v.get(key).and_then(Value::as_str).unwrap_or("").trim().to_string()
 }
 
-fn json_devices(config: &Value) -> Result<Vec<ImportedDevice>, Problem> {
+fn json_devices(config: &Value) -> Result<Vec<Listed>, Problem> {
     let Some(list) = config.get("devices").and_then(Value::as_array) else { return Ok(Vec::new()) };
-    let devices = list.iter().enumerate().map(|(i, d)| json_device(i, d)).collect::<Result<Vec<_>, _>>()?;
+    let devices = list
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Ok(Listed { device: json_device(i, d)?, at: ListedAt::JsonDevice(i) }))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut first_at: BTreeMap<u32, usize> = BTreeMap::new();
-    for (i, d) in devices.iter().enumerate() {
+    for (i, d) in devices.iter().map(|l| &l.device).enumerate() {
         if let Some(first) = first_at.insert(d.rank, i) {
             return Err(Problem::file(format!(
                 "config.devices[{i}]: rank {} is listed twice (first at config.devices[{first}]): a rank is one process",
@@ -254,7 +258,7 @@ struct Header {
     iterations: Option<u32>,
     validation: Option<bool>,
     per_iteration: bool,
-    devices: Vec<ImportedDevice>,
+    devices: Vec<Listed>,
     /// The line that listed each rank.
     rank_lines: BTreeMap<u32, usize>,
     table: bool,
@@ -369,7 +373,7 @@ fn rank_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     if let Some(first) = h.rank_lines.insert(d.rank, n) {
         return Err(Problem::at(n, format!("rank {} is listed twice (first at line {first}): a rank is one process", d.rank)));
     }
-    h.devices.push(d);
+    h.devices.push(Listed { device: d, at: ListedAt::Line(n) });
     Ok(())
 }
 

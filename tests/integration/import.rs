@@ -131,8 +131,18 @@ fn bad_input_exits_2_naming_the_file_and_line_and_writes_nothing() {
     let renumbered = dir.path().join("nccl_renumbered.txt");
     let two = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
     std::fs::write(&renumbered, two.replacen("#  Rank  1 Group", "#  Rank  9 Group", 1)).unwrap();
+    let renumbered_json = dir.path().join("nccl_renumbered.json");
+    let eight = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
+    std::fs::write(&renumbered_json, eight.replacen("\"rank\": 7,", "\"rank\": 9,", 1)).unwrap();
     let cases: Vec<(Vec<String>, String)> = vec![
-        (vec!["nccl-tests".into(), renumbered.display().to_string()], "rank 9 is listed, but the run had 2 ranks (0 to 1)".into()),
+        (
+            vec!["nccl-tests".into(), renumbered.display().to_string()],
+            format!("{}:7: rank 9 is listed, but the run had 2 ranks (0 to 1)", renumbered.display()),
+        ),
+        (
+            vec!["nccl-tests".into(), renumbered_json.display().to_string()],
+            format!("{}: config.devices[7]: rank 9 is listed, but the run had 8 ranks (0 to 7)", renumbered_json.display()),
+        ),
         (vec!["nccl-tests".into(), bad.display().to_string()], format!("{}:4: not JSON", bad.display())),
         (
             vec!["osu".into(), glued.display().to_string(), "--world".into(), "4".into()],
