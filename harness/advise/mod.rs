@@ -118,7 +118,7 @@ fn unknown_link_words(name: &str, known: &[String], measured: &[String], links_f
     let folders = || links_from.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
     let (place, store) = match (measured.is_empty(), links_from.is_empty()) {
         (true, true) => (format!("not in {catalogue}"), "--links-from DIR holding"),
-        (true, false) => (format!("not in {catalogue}, and --links-from {} measured no link", folders()), "that folder to hold"),
+        (true, false) => (format!("not in {catalogue}, and --links-from {} measured no usable link", folders()), "that folder to hold"),
         (false, _) => (format!("neither in {catalogue} nor measured by --links-from ({})", measured.join(", ")), "that folder to hold"),
     };
     match is_store_link_name(name) {

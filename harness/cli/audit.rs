@@ -1,12 +1,11 @@
 //! `parlab audit`: did any layout change an answer?
 
 use serde_json::json;
-use std::path::Path;
 
 /// Grades every layout against the unsplit reference; exit 3 on a real change, 0 otherwise.
-/// `named_by` is what named the folder, for messages (`--manifests`, `PARLAB_MANIFESTS`, or "").
-pub fn run(manifests: &Path, named_by: &str, as_json: bool) -> super::Result<i32> {
-    super::existing_folder(manifests, named_by, super::MANIFESTS_HOLD, "manifests folder", "")?;
+pub fn run(folder: &super::folder::Folder, as_json: bool) -> super::Result<i32> {
+    folder.existing(super::folder::MANIFESTS_HOLD, "manifests folder", "")?;
+    let manifests = folder.path.as_path();
     let (list, skipped) = crate::manifest::read_all(manifests);
     for s in &skipped {
         crate::say!("warning: skipped {}: {}", s.path.display(), s.reason);

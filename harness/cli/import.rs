@@ -52,10 +52,10 @@ pub struct ImportArgs {
 /// Reads the file, then writes its manifest (replacing the one an earlier import of the same
 /// file wrote) while holding the manifests folder's lock; bad input exits 2 with nothing written.
 pub fn run(args: &ImportArgs) -> super::Result<i32> {
-    let named_by = super::manifests_named_by(args.manifests.is_some());
-    let dir = args.manifests.clone().unwrap_or_else(crate::manifest::manifests_dir);
-    super::not_a_file(&dir, named_by, super::MANIFESTS_HOLD)?;
-    super::not_a_register(&dir, named_by)?;
+    let store = super::folder::Folder::manifests(args.manifests.clone());
+    store.not_a_file(super::folder::MANIFESTS_HOLD)?;
+    store.not_a_register()?;
+    let dir = store.path;
     let options = ImportOptions { world: args.world, command: args.command.clone() };
     let manifest = import(args.tool.tool(), &args.file, &options).map_err(|e| Error::Usage(e.to_string()))?;
     let recorded = manifest.provenance.imported().and_then(|i| i.command.as_deref());

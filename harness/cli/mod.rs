@@ -2,6 +2,7 @@
 
 mod advise;
 mod audit;
+mod folder;
 mod gates;
 mod import;
 mod model;
@@ -98,20 +99,6 @@ impl From<crate::costmodel::safetensors_header::HeaderError> for Error {
             | crate::costmodel::safetensors_header::HeaderError::NotAFile { .. } => Error::Usage(format!("error: {e}")),
             crate::costmodel::safetensors_header::HeaderError::Io { .. } => Error::Failed(e.into()),
         }
-    }
-}
-
-/// Refuses a register's output folder (its stamp names the manifests it was rendered from) given
-/// as a manifests folder to write into: a manifest there would make the next render of it refuse
-/// the folder (it holds a store's manifests), and the register would not describe it.
-fn not_a_register(dir: &std::path::Path, named_by: &str) -> Result<()> {
-    match crate::report::origin::rendered_from(dir) {
-        Some(from) => Err(Error::Usage(format!(
-            "{}: a register's folder (rendered from {}), not a manifests folder, the folder {MANIFESTS_HOLD}",
-            named(named_by, dir),
-            from.display()
-        ))),
-        None => Ok(()),
     }
 }
 
@@ -267,53 +254,6 @@ pub enum Command {
     },
 }
 
-/// Refuses the folder `named_by` names when it is a file (`holds`: "the manifests are in" for
-/// "the folder the manifests are in"), exit 2; a missing one is left to the caller. One wording
-/// for every command: `--manifests DIR: a file, not the folder ...`, `PARLAB_MANIFESTS=DIR: ...`,
-/// or the bare path of a default.
-fn not_a_file(dir: &std::path::Path, named_by: &str, holds: &str) -> Result<()> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(Error::Usage(format!("{}: a file, not the folder {holds}", named(named_by, dir))));
-    }
-    Ok(())
-}
-
-/// [`not_a_file`], and refuses a missing folder as `no such {what}` (`what`: "baseline manifests
-/// folder"), followed by `hint` where there is one.
-fn existing_folder(dir: &std::path::Path, named_by: &str, holds: &str, what: &str, hint: &str) -> Result<()> {
-    not_a_file(dir, named_by, holds)?;
-    if !dir.is_dir() {
-        return Err(Error::Usage(format!("{}: no such {what}{hint}", named(named_by, dir))));
-    }
-    Ok(())
-}
-
-/// A path as the user gave it: after its flag (`--manifests DIR`), as its environment variable
-/// (`PARLAB_MANIFESTS=DIR`), or bare where neither named it (a default).
-fn named(named_by: &str, path: &std::path::Path) -> String {
-    match named_by {
-        "" => path.display().to_string(),
-        flag if flag.starts_with("--") => format!("{flag} {}", path.display()),
-        variable => format!("{variable}={}", path.display()),
-    }
-}
-
-/// What named the manifests folder: `--manifests` where the flag was given, else
-/// `PARLAB_MANIFESTS` where it is set, else nothing (the default `manifests/`), for [`named`].
-fn manifests_named_by(flag_given: bool) -> &'static str {
-    match (flag_given, std::env::var_os("PARLAB_MANIFESTS").is_some()) {
-        (true, _) => "--manifests",
-        (false, true) => "PARLAB_MANIFESTS",
-        (false, false) => "",
-    }
-}
-
-/// What `--manifests` names, for [`not_a_file`].
-const MANIFESTS_HOLD: &str = "the manifests are in";
-
-/// What `--history` names, for [`not_a_file`].
-const HISTORY_HOLDS: &str = "of the nightly history";
-
 /// Parses arguments, runs the command, and returns the exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -370,20 +310,15 @@ fn dispatch(command: Command) -> Result<i32> {
             run::run(&paths, &run::RunOptions { force, no_report, wait, max_runs, only, out, launches, reprobe })
         }
         Command::Report { manifests, out, wait, history } => {
-            let named_by = manifests_named_by(manifests.is_some());
-            let manifests = manifests.unwrap_or_else(crate::manifest::manifests_dir);
-            let out = out.unwrap_or_else(|| crate::report::origin::default_out(&manifests));
-            report::run_with_history((&manifests, named_by), &out, wait, history.as_deref())
+            let manifests = folder::Folder::manifests(manifests);
+            let out = out.unwrap_or_else(|| crate::report::origin::default_out(&manifests.path));
+            report::run_with_history(&manifests, &out, wait, history.as_deref())
         }
-        Command::Audit { manifests, json } => {
-            let named_by = manifests_named_by(manifests.is_some());
-            audit::run(&manifests.unwrap_or_else(crate::manifest::manifests_dir), named_by, json)
-        }
+        Command::Audit { manifests, json } => audit::run(&folder::Folder::manifests(manifests), json),
         Command::Nightly { baseline, manifests, min_effect, fdr, junit, summary, json, history } => {
             let policy = crate::nightly::Policy { min_effect, fdr };
-            let named_by = manifests_named_by(manifests.is_some());
-            let manifests = manifests.unwrap_or_else(crate::manifest::manifests_dir);
-            nightly::run(&baseline, (&manifests, named_by), &policy, &nightly::Outputs { junit, summary, json, history })
+            let manifests = folder::Folder::manifests(manifests);
+            nightly::run(&baseline, &manifests, &policy, &nightly::Outputs { junit, summary, json, history })
         }
         Command::Gates { json, reprobe } => gates::run(json, reprobe),
         Command::Shape { model, json, dtype } => shape::run(&model, json, &dtype),

@@ -1,5 +1,6 @@
 //! `parlab nightly`: tonight's manifests against a baseline, and answers across layouts.
 
+use super::folder::{Folder, HISTORY_HOLDS, MANIFESTS_HOLD};
 use super::Error;
 use crate::nightly::history::NoiseBook;
 use crate::nightly::{compare, compared, outputs, render_text, Finding, Night, Policy};
@@ -153,7 +154,7 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         }
     }
     match &outs.history {
-        Some(dir) => super::not_a_file(dir, "--history", super::HISTORY_HOLDS),
+        Some(dir) => Folder::flag(dir, "--history").not_a_file(HISTORY_HOLDS),
         None => Ok(()),
     }
 }
@@ -162,12 +163,12 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
 const MAX_MIN_EFFECT: f64 = 10.0;
 
 /// Compares `manifests` with `baseline`; exit 3 on a changed answer, 4 on any other finding.
-/// `manifests` comes with what named it, for messages (`--manifests`, `PARLAB_MANIFESTS`, or "").
-pub fn run(baseline: &Path, (manifests, named_by): (&Path, &str), policy: &Policy, outs: &Outputs) -> super::Result<i32> {
+pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -> super::Result<i32> {
+    let manifests = tonight.path.as_path();
     check(policy)?;
     check_outputs(outs, baseline, manifests)?;
-    super::existing_folder(baseline, "--baseline", super::MANIFESTS_HOLD, "baseline manifests folder", "")?;
-    super::existing_folder(manifests, named_by, super::MANIFESTS_HOLD, "tonight's manifests folder", "")?;
+    Folder::flag(baseline, "--baseline").existing(MANIFESTS_HOLD, "baseline manifests folder", "")?;
+    tonight.existing(MANIFESTS_HOLD, "tonight's manifests folder", "")?;
     let (before, skipped_before) = Night::load(baseline);
     let (after, skipped_after) = Night::load(manifests);
     for s in skipped_before.iter().chain(&skipped_after) {

@@ -1,5 +1,6 @@
 //! `parlab report`: the evidence register from manifests.
 
+use super::folder::{Folder, HISTORY_HOLDS, MANIFESTS_HOLD};
 use super::Error;
 use crate::manifest::lock::StoreLock;
 use crate::report::origin;
@@ -8,14 +9,12 @@ use std::path::Path;
 /// Renders `out/evidence.md` (and figures and tables) from `manifests`. It only reads the
 /// manifests (each written atomically), so it may run beside a `parlab run`; two renders into
 /// one output folder are kept apart by the output folder's lock.
-/// `named_by` is what named the manifests folder, for messages (`--manifests`,
-/// `PARLAB_MANIFESTS`, or "" for the default).
-pub fn run(manifests: &Path, named_by: &str, out: &Path, wait: bool) -> super::Result<i32> {
+pub fn run(manifests: &Folder, out: &Path, wait: bool) -> super::Result<i32> {
     let hint = " (run `parlab run` first, or pass --manifests DIR)";
-    super::existing_folder(manifests, named_by, super::MANIFESTS_HOLD, "manifests folder", hint)?;
+    manifests.existing(MANIFESTS_HOLD, "manifests folder", hint)?;
     // Refused before the output folder's lock file is touched; `render` checks again under it.
-    origin::check(out, manifests)?;
-    render(manifests, out, wait)
+    origin::check(out, &manifests.path)?;
+    render(&manifests.path, out, wait)
 }
 
 /// Renders the register while holding the lock of the output folder `out`; refuses (exit 2) an
@@ -34,7 +33,7 @@ pub fn lock_output(out: &Path, wait: bool) -> super::Result<StoreLock> {
 
 /// Refuses an output folder `out` that is a file (exit 2).
 pub fn folder_or_nothing(out: &Path) -> super::Result<()> {
-    super::not_a_file(out, "--out", "the register is written into")
+    Folder::flag(out, "--out").not_a_file("the register is written into")
 }
 
 /// [`render`] with the output folder's lock already held.
@@ -49,9 +48,9 @@ pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Re
 /// Renders the register, then (with `history`) the nightly history as `out/trends.md` and
 /// `out/trends/N.svg` (a trend figure per run and figure, change points marked); a missing
 /// history folder exits 2 before anything is written.
-pub fn run_with_history((manifests, named_by): (&Path, &str), out: &Path, wait: bool, history: Option<&Path>) -> super::Result<i32> {
+pub fn run_with_history(manifests: &Folder, out: &Path, wait: bool, history: Option<&Path>) -> super::Result<i32> {
     if let Some(h) = history {
-        super::existing_folder(h, "--history", super::HISTORY_HOLDS, "nightly history folder", "")?;
+        Folder::flag(h, "--history").existing(HISTORY_HOLDS, "nightly history folder", "")?;
         if crate::report::origin::same_folder(h, out) {
             return Err(Error::Usage(format!(
                 "--history {}: is the --out folder; the register's findings.json would be read back as a night: render it elsewhere",
@@ -66,7 +65,7 @@ pub fn run_with_history((manifests, named_by): (&Path, &str), out: &Path, wait: 
             )));
         }
     }
-    let code = run(manifests, named_by, out, wait)?;
+    let code = run(manifests, out, wait)?;
     if let Some(h) = history {
         let nights = crate::nightly::history::read_warning(h);
         let changed = crate::nightly::history::write_trends_of(&nights, out, &crate::nightly::Policy::default())?;

@@ -2,7 +2,6 @@
 //! ([`crate::runner::run_suite`]) with the console reporter, then renders the register.
 
 use super::Error;
-use crate::manifest;
 use crate::manifest::lock::{LockError, StoreLock};
 use crate::report::origin;
 use crate::runner::{console::Console, RunnerError, RunnerOptions, SuiteEnd};
@@ -55,10 +54,10 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
         fault_strikes(fault, &suite)?;
     }
     let selected = super::select::only(suite.clone(), &options.only)?;
-    let dir = manifest::manifests_dir();
-    let named_by = super::manifests_named_by(false);
-    super::not_a_file(&dir, named_by, super::MANIFESTS_HOLD)?;
-    super::not_a_register(&dir, named_by)?;
+    let store = super::folder::Folder::manifests(None);
+    store.not_a_file(super::folder::MANIFESTS_HOLD)?;
+    store.not_a_register()?;
+    let dir = store.path;
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
     if let Some(out) = &out {
         super::report::folder_or_nothing(out)?;

@@ -264,8 +264,9 @@ pub struct Calibrated {
 /// How a calibrated prediction set the run's measured step against its peer's.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Moments {
-    /// Each the median over all its launches: two moments apart (one launch each, or launches
-    /// not in rounds of one `parlab run`), which a machine changing speed can decide.
+    /// Each the median over all its launches: two moments apart (one launch each, launches
+    /// not in rounds of one `parlab run`, a peer of another experiment, or a round that could
+    /// not be predicted), which a machine changing speed can decide.
     Medians,
     /// Round by round: launch r of the run predicted from launch r of its peer, of its
     /// experiment, launched beside it in round r (at least
@@ -864,7 +865,11 @@ pub fn predict_steps(manifests: &[Manifest]) -> Vec<StepPrediction> {
 }
 
 /// `p` predicted again on the bandwidth of the hypothesis its roofline prediction matches,
-/// capped at the kernel rate of its unsplit peer ([`peer_of`]).
+/// capped at the kernel rate of its unsplit peer ([`peer_of`]); its error round by round where
+/// it and its peer were launched in rounds together ([`paired_rounds`]). The assumptions that
+/// explain a miss are checked on the medians (the step predicted at the peer's median rate
+/// against the measured median): whether a launch was oversubscribed, or its calls or caches
+/// account for the difference, is the run's, not one moment's.
 fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted]) -> Option<Calibrated> {
     let peer = peer_of(p, &run.m.experiment, all)?;
     let kernel_bps = peer.p.achieved_bps()?;

@@ -180,14 +180,22 @@ fn split_words(p: &StepPrediction) -> String {
     )
 }
 
-/// A model error in words: the run, its layout, measured and predicted step.
+/// A model error in words: the run, its layout, measured and predicted step (and where it was
+/// compared round by round, the rounds' errors its error is the median of).
 fn error_note(p: &StepPrediction, c: &Calibrated) -> String {
+    let medians = (c.step.step_s - p.measured_step_s) / p.measured_step_s;
+    let error = match &c.moments {
+        Moments::Medians => format!("{:+.1} %", c.error * 100.0),
+        Moments::Rounds { errors } => {
+            let each: Vec<String> = errors.iter().map(|e| format!("{:+.1} %", e * 100.0)).collect();
+            format!("{:+.1} % of the medians; round by round {}, median {:+.1} %", medians * 100.0, each.join(", "), c.error * 100.0)
+        }
+    };
     format!(
-        "{}: measured {}, predicted {} ({:+.1} %) at {} per rank",
+        "{}: measured {}, predicted {} ({error}) at {} per rank",
         split_words(p),
         crate::units::format_seconds(p.measured_step_s),
         crate::units::format_seconds(c.step.step_s),
-        c.error * 100.0,
         crate::units::format_gbps(c.bandwidth_bps)
     )
 }

@@ -26,7 +26,8 @@ impl<'a> Launched<'a> {
 }
 
 /// The two runs' values round by round, `(reference, other)`, when both ran at least
-/// [`MIN_ROUNDS`] launches in one `parlab run` (their spans overlap).
+/// [`MIN_ROUNDS`] launches in one `parlab run` (their spans overlap): as many rounds as the
+/// one of fewer launches ran (launch r of each ran in round r, so the first rounds pair).
 pub fn in_rounds(reference: Launched, other: Launched) -> Option<Vec<(f64, f64)>> {
     let (r, o) = (reference.span, other.span);
     let together = r.0 <= o.1 && o.0 <= r.1;

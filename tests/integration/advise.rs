@@ -577,7 +577,7 @@ fn links_a_store_measured_are_offered_to_domains_with_their_runs_named() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no ok collectives run with an all-reduce fit of 2 ranks or more; no measured link added"), "{err}");
     let named = "not in models/links.yaml (known: gloo-loopback,";
-    assert!(err.contains(named) && err.contains(&format!(", and --links-from {} measured no link; ", argv[at])), "{err}");
+    assert!(err.contains(named) && err.contains(&format!(", and --links-from {} measured no usable link; ", argv[at])), "{err}");
     assert!(err.contains("a measured link needs that folder to hold an ok collectives run over it") && !err.contains("DIR"), "{err}");
     // A store that is not a folder.
     let out = parlab(&["advise", "gpt2", "--device", "a100-80gb", "--prompt", "1", "--new-tokens", "1", "--links-from", "README.md"]);

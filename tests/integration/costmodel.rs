@@ -776,6 +776,20 @@ fn a_split_launched_in_rounds_with_its_peer_is_predicted_round_by_round() {
     assert!(table.rows.iter().any(|r| r[by_round] == Cell::text("+0.0%, -37.5%, +0.0%")));
     let f = crate::findings::finding(&rounds, "cost-model-predicts-splits");
     assert!(f.numbers.iter().any(|n| n.name.contains("round by round") && n.value == 1.0), "{:?}", f.numbers);
+    // Every round misses by half (the split twice its prediction in each): a model error, whose
+    // note gives the medians' error and the rounds' it is the median of.
+    let mut missed = rounds.clone();
+    for m in missed.iter_mut().filter(|m| m.run_id == split_id) {
+        crate::findings::set_launch_values(m, step, &[2.0 * fast, 2.0 * fast, 2.0 * slow], suite);
+    }
+    let c = predicted(&missed).calibrated.unwrap();
+    assert!((c.error + 0.5).abs() < 1e-9 && c.outcome == Judged::ModelError, "{c:?}");
+    let f = crate::findings::finding(&missed, "cost-model-predicts-splits");
+    assert!(
+        f.notes.iter().any(|n| n.contains("of the medians; round by round -50.0 %, -50.0 %, -50.0 %, median -50.0 %")),
+        "{:?}",
+        f.notes
+    );
     // Not in one `parlab run` (the spans apart), or the peer of another experiment: the medians.
     let mut apart = rounds.clone();
     for m in apart.iter_mut().filter(|m| m.run_id == split_id) {
