@@ -168,17 +168,17 @@ fn wait_for_probe(child: &mut std::process::Child, deadline: Instant, on_signal:
 
 /// Runs an in-process probe (a driver or library call) on a thread of its own for at most
 /// `limit`: a call that does not return (a wedged driver) is recorded as not finished and
-/// left behind, rather than holding `parlab run` for ever.
+/// left behind, rather than holding `parlab run` for ever; one that panicked (a library's
+/// assertion) is recorded as such, not as slow.
 pub fn in_process(name: &str, command: &str, limit: Duration, call: fn() -> Probe) -> Probe {
+    use std::sync::mpsc::RecvTimeoutError;
     let (answer, answered) = std::sync::mpsc::channel();
     let started = std::thread::Builder::new().spawn(move || drop(answer.send(call())));
-    match started {
-        Ok(_) => answered.recv_timeout(limit).unwrap_or_else(|_| Probe {
-            name: name.into(),
-            command: command.into(),
-            exit_code: None,
-            output: format!("did not answer within {} s", limit.as_secs_f64()),
-        }),
+    let unanswered = |output: String| Probe { name: name.into(), command: command.into(), exit_code: None, output };
+    match started.map(|_| answered.recv_timeout(limit)) {
+        Ok(Ok(probe)) => probe,
+        Ok(Err(RecvTimeoutError::Timeout)) => unanswered(format!("did not answer within {} s", limit.as_secs_f64())),
+        Ok(Err(RecvTimeoutError::Disconnected)) => unanswered("panicked before answering".into()),
         Err(_) => call(),
     }
 }
@@ -540,6 +540,13 @@ mod tests {
         assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!((hung.name.as_str(), hung.exit_code, hung.output.as_str()), ("cuda", None, "did not answer within 0.2 s"));
         assert_eq!(in_process("x", "c", Duration::from_secs(5), answers).output, "fine");
+        fn panics() -> Probe {
+            panic!("a library's assertion")
+        }
+        let start = Instant::now();
+        let panicked = in_process("nccl", "a library call", Duration::from_secs(60), panics);
+        assert!(start.elapsed() < Duration::from_secs(30), "a panic is told at once, not after the limit");
+        assert_eq!((panicked.exit_code, panicked.output.as_str()), (None, "panicked before answering"));
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub fn launches_in(out: &Path) -> u32 {
 /// one launch's repetition and every per-repetition reduction keeps the launches apart.
 pub fn records(out: &Path) -> Result<Vec<Record>, CollectError> {
     let mut all = Vec::new();
-    let mut offset = 0;
+    let mut offset: u32 = 0;
     for launch in 0..launches_in(out) {
         let dir = launch_dir(out, launch);
         let mut records = match read_records(&dir) {
@@ -42,10 +42,11 @@ pub fn records(out: &Path) -> Result<Vec<Record>, CollectError> {
             Ok(records) => records,
             Err(cause) => return Err(CollectError::ReadRecords { dir, cause }),
         };
-        let next = offset + records.iter().map(|r| r.repetition + 1).max().unwrap_or(0);
+        // Saturating: a repetition number comes from a file a rank wrote.
+        let next = offset.saturating_add(records.iter().map(|r| r.repetition.saturating_add(1)).max().unwrap_or(0));
         for r in &mut records {
             r.launch = launch;
-            r.repetition += offset;
+            r.repetition = r.repetition.saturating_add(offset);
         }
         offset = next;
         all.append(&mut records);

@@ -174,9 +174,9 @@ fn tcp_interface(
     "TCP over Open MPI's default interfaces (all but loopback)".into()
 }
 
-/// Total `slots=` of a hostfile (a host line without `slots=` counts one).
+/// Total `slots=` of a hostfile (a host line without `slots=` counts one), at most `u32::MAX`.
 pub fn hostfile_slots(text: &str) -> u32 {
-    super::hosts::hostfile_hosts(text).iter().map(|(_, slots)| slots).sum()
+    super::hosts::hostfile_hosts(text).iter().fold(0, |total: u32, (_, slots)| total.saturating_add(*slots))
 }
 
 fn mpirun(plan: &RunPlan, hostfile: Option<&str>, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {

@@ -81,7 +81,7 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
         let signal = super::signals::received();
         if signal.is_some() || now >= deadline {
             let running = ranks_alive(out);
-            let cancelled = kill_all(launcher, cmd, out, || matches!(handle.try_wait(), Ok(Some(_))));
+            let cancelled = kill_all(launcher, cmd, out, || exited_unreaped(launcher.pid));
             let _ = handle.wait();
             break match signal {
                 Some(signal) => Ended::Interrupted { signal, running, cancelled },
@@ -93,7 +93,7 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
             Ok(None) => {}
             Err(cause) => {
                 // Nothing started may outlive a launch that could not be waited for.
-                let _ = kill_all(launcher, cmd, out, || matches!(handle.try_wait(), Ok(Some(_))));
+                let _ = kill_all(launcher, cmd, out, || exited_unreaped(launcher.pid));
                 let _ = handle.wait();
                 reap_leftovers(out);
                 return Err(io(cause));
@@ -149,6 +149,8 @@ fn status_of(status: &std::process::ExitStatus) -> Ended {
 /// this machine's reach: [`super::slurm::target`]), then SIGTERM to the launcher's group, its
 /// descendants and the ranks' groups; SIGKILL after the grace period, to those of them that are
 /// still the processes signalled first. Returns what became of the Slurm job or step.
+/// `launcher_gone` must not reap the launcher ([`exited_unreaped`]): its descendants are looked
+/// up again after the grace period, by its pid, which a reaped launcher frees for another process.
 fn kill_all(launcher: ProcessId, cmd: &LaunchCommand, out: &Path, launcher_gone: impl Fn() -> bool) -> Option<Cancelled> {
     let group = launcher.pid;
     let mut targets: Vec<ProcessId> = descendants(group).into_iter().filter_map(ProcessId::of).collect();

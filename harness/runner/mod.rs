@@ -83,13 +83,15 @@ pub fn run_suite(
     let dir = held.folder();
     let origins = manifest::origins_by_run(suite);
     let runs = with_launches(first_of_each_identity(selected), options.launches);
+    // Leftover ranks first: one still writing into a rerun's partial folder would write into
+    // the earlier results put back in its place.
+    let mut notes = end_leftovers(dir, reporter);
     for run_id in aside::settle_all(dir)? {
         crate::say!(
             "parlab: run {}: a controller stopped during its rerun; its earlier results are back in place",
             crate::identity::short(&run_id)
         );
     }
-    let mut notes = end_leftovers(dir, reporter);
     let (obtained, file) = cache::obtain(if options.reprobe { Reprobe::Always } else { Reprobe::IfChanged });
     reporter.event(&Event::GatesObtained { notes: &obtained.notes(&file) });
     let gates = obtained.gates;
@@ -104,20 +106,31 @@ pub fn run_suite(
         let label = plan.label();
         reporter.event(&Event::RunStarted { index, label: &label });
         let run_origins = origins.get(&plan.run_id).map_or(&[][..], Vec::as_slice);
-        match suite_run.first_round(index, plan, run_origins, options.force, &mut notes) {
-            Ok(FirstRound::Launching(run)) if !run.has_ended() => launching.push(*run),
-            Ok(FirstRound::Launching(run)) => suite_run.ended(*run)?,
-            Ok(FirstRound::Cached) => suite_run.count(index, plan, RunEnd::Cached),
-            Ok(FirstRound::Written(status)) => suite_run.count(index, plan, status.into()),
-            Err(e) => {
-                let e = suite_run.abandon(launching, e);
-                reporter.event(&Event::SuiteEnded);
-                return Err(e.into());
+        let taken = suite_run.first_round(index, plan, run_origins, options.force, &mut notes).and_then(|first| match first {
+            FirstRound::Launching(run) if !run.has_ended() => {
+                launching.push(*run);
+                Ok(())
             }
+            FirstRound::Launching(run) => suite_run.ended(*run),
+            FirstRound::Cached => {
+                suite_run.count(index, plan, RunEnd::Cached);
+                Ok(())
+            }
+            FirstRound::Written(status) => {
+                suite_run.count(index, plan, status.into());
+                Ok(())
+            }
+        });
+        if let Err(e) = taken {
+            // The runs still launching are written failed (or put back, where cut short).
+            let e = suite_run.abandon(launching, e);
+            reporter.event(&Event::SuiteEnded);
+            return Err(e.into());
         }
     }
-    suite_run.later_rounds(launching)?;
+    let rounds = suite_run.later_rounds(launching);
     reporter.event(&Event::SuiteEnded);
+    rounds?;
     if let Some(signal) = signals::received() {
         return Ok(SuiteEnd::Interrupted { signal, finished: suite_run.finished, runs: runs.len() });
     }
@@ -168,7 +181,10 @@ impl SuiteRun<'_> {
         let previous = run.previous_folder();
         let record = run.finish();
         record.write(self.dir)?;
-        aside::discard(previous)?;
+        // The new manifest stands: a folder left aside is removed by the next run's settling.
+        if let Err(e) = aside::discard(previous) {
+            crate::say!("warning: {e:#}; the next `parlab run` removes it");
+        }
         self.count(index, plan, record.status().into());
         Ok(())
     }
@@ -198,7 +214,9 @@ impl SuiteRun<'_> {
             let mut run = Launching::begin(index, plan, origins, self.gates.fingerprint(), started_at, self.dir)?;
             if let Err(e) = self.launch(&mut run) {
                 // The launch could not start: the suite stops, and the run's earlier results go back.
-                run.restore_previous()?;
+                if let Err(back) = run.restore_previous() {
+                    return Err(anyhow::anyhow!("{e:#}; and its earlier results could not be put back: {back:#}"));
+                }
                 return Err(e);
             }
             run.note(notes);
@@ -262,10 +280,15 @@ impl SuiteRun<'_> {
             }
             let (ended, going): (Vec<_>, Vec<_>) = launching.into_iter().partition(Launching::has_ended);
             launching = going;
+            // Every ended run is written, though one of them cannot be: their measurements are done.
+            let mut first_error = None;
             for run in ended {
                 if let Err(error) = self.ended(run) {
-                    return Err(self.abandon(launching, error));
+                    first_error.get_or_insert(error);
                 }
+            }
+            if let Some(error) = first_error {
+                return Err(self.abandon(launching, error));
             }
         }
         let mut first_error = None;

@@ -308,6 +308,7 @@ fn srun_starts_ranks_with_pmix_unless_the_user_chose_a_plugin() {
 #[test]
 fn hostfile_slots_are_summed() {
     assert_eq!(hostfile_slots("localhost slots=2\n# a comment\nnode1 slots=4\nnode2\n"), 7);
+    assert_eq!(hostfile_slots("node1 slots=4294967295\nnode2 slots=2\n"), u32::MAX, "no wrap to 1 slot");
 }
 
 #[test]

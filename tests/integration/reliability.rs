@@ -185,6 +185,51 @@ fn a_controller_killed_during_a_forced_rerun_leaves_the_earlier_results_to_the_n
     assert!(!suite.manifests().join(format!(".{}.previous", before.run_id)).exists());
 }
 
+/// Two small collectives runs, `a-first` launched `first_launches` times and `b-second`
+/// `second_launches` times (in rounds), measured once; then the manifest file of `broken` is a
+/// folder, so writing it fails (root writes anywhere; a rename onto a folder does not): the
+/// suite, and both runs' manifests before the failure.
+fn measured_then_unwritable(first_launches: u32, second_launches: u32, broken: &str) -> (Suite, [parlab::manifest::Manifest; 2]) {
+    let suite = Suite::new();
+    suite.spec("a-first", &small_collectives("a-first", "60s", &format!("launches: {first_launches}\n")));
+    let second =
+        small_collectives("b-second", "60s", &format!("launches: {second_launches}\n")).replace("sizes: [4, 4096]", "sizes: [8, 64]");
+    suite.spec("b-second", &second);
+    assert_eq!(suite.run(&[]), 0);
+    let before = [suite.manifest("a-first"), suite.manifest("b-second")];
+    let path = parlab::manifest::Manifest::path_for(&suite.manifests(), &suite.manifest(broken).run_id);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    (suite, before)
+}
+
+#[test]
+fn a_manifest_that_cannot_be_written_in_a_later_round_still_writes_the_runs_that_ended_beside_it() {
+    let (suite, [first, second]) = measured_then_unwritable(2, 2, "a-first");
+    let out = suite.parlab(&["run", "specs", "--no-report", "--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("{}.json", first.run_id)), "the write that failed is named: {}", stderr(&out));
+    // b-second ended in the same round after a-first: its measurement is written, not dropped.
+    let now = suite.manifest("b-second");
+    assert!(now.status() == Status::Ok && now.started_at != second.started_at, "{:?}", now.reason());
+    assert!(!suite.manifests().join(format!(".{}.previous", now.run_id)).exists(), "nothing of b-second left aside");
+}
+
+#[test]
+fn a_manifest_that_cannot_be_written_in_the_first_round_puts_back_the_runs_still_launching() {
+    let (suite, [first, _]) = measured_then_unwritable(2, 1, "b-second");
+    let results = suite.manifests().join(first.run_id.as_str());
+    let samples = std::fs::read(results.join("samples.parquet")).unwrap();
+    let out = suite.parlab(&["run", "specs", "--no-report", "--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // a-first had launched once of twice when b-second's manifest failed: cut short, its earlier
+    // manifest and results stay (they were left set aside, a partial folder in their place).
+    assert!(stderr(&out).contains("was cut short; its earlier manifest and results are kept"), "{}", stderr(&out));
+    assert_eq!(suite.manifest("a-first").started_at, first.started_at);
+    assert_eq!(std::fs::read(results.join("samples.parquet")).unwrap(), samples);
+    assert!(!suite.manifests().join(format!(".{}.previous", first.run_id)).exists(), "nothing left aside");
+}
+
 #[test]
 fn a_fault_that_could_never_strike_is_refused_before_anything_runs() {
     let suite = Suite::new();
