@@ -563,6 +563,8 @@ mod pool {
     unsafe impl Send for State {}
 
     struct Shared {
+        /// Held by the caller whose job is in flight: the pool holds one job at a time.
+        turn: Mutex<()>,
         state: Mutex<State>,
         generation: AtomicUsize,
         done: AtomicUsize,
@@ -606,13 +608,17 @@ mod pool {
         }
     }
 
-    /// Runs `job` split for `threads` threads, on this thread and on helpers; returns when all is done.
+    /// Runs `job` split for `threads` threads, on this thread and on helpers; returns when all is
+    /// done. A caller that finds another thread's job in flight (parallel unit tests; a rank
+    /// calls from one thread) computes its own alone: replacing the job in flight left both
+    /// callers waiting for ever, each for the other's chunks.
     pub(super) fn run(threads: usize, job: &mut Job) {
         if threads <= 1 {
             return job.chunk(0);
         }
         let s = *POOL.get_or_init(|| {
             let s: &'static Shared = Box::leak(Box::new(Shared {
+                turn: Mutex::new(()),
                 state: Mutex::new(State { job: std::ptr::null(), chunks: 0, next: 0 }),
                 generation: AtomicUsize::new(0),
                 done: AtomicUsize::new(0),
@@ -624,6 +630,7 @@ mod pool {
             }
             s
         });
+        let Ok(_turn) = s.turn.try_lock() else { return job.chunk(0) };
         let chunks = job.split(threads * SPLIT);
         s.done.store(0, Release);
         *s.state.lock().expect("matvec pool lock") = State { job, chunks, next: 0 };
@@ -680,6 +687,35 @@ mod tests {
                     assert!(err <= 1e-5 * scale.max(1.0), "{} at {rows}x{width}, row {r}: {} vs {}", kernel.name(), got[r], want[r]);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn threads_of_one_process_asking_for_the_pool_at_once_each_get_their_answer() {
+        let (rows, width) = (512, 256);
+        let (w, x) = (values(rows * width, 3), values(width, 5));
+        let mut want = vec![0f32; rows];
+        rows_reference(&w, &x, &mut want);
+        let (w, x, want) = (std::sync::Arc::new(w), std::sync::Arc::new(x), std::sync::Arc::new(want));
+        let (done, finished) = std::sync::mpsc::channel();
+        for _ in 0..2 {
+            let (w, x, want, done) = (w.clone(), x.clone(), want.clone(), done.clone());
+            std::thread::spawn(move || {
+                for _ in 0..2000 {
+                    let mut got = vec![f32::NAN; rows];
+                    rows_threaded(Kernel::Portable, 2, &w, &x, &mut got);
+                    let close = got.iter().zip(want.iter()).all(|(g, r)| (g - r).abs() <= 1e-3 * r.abs().max(1.0));
+                    if !close {
+                        let _ = done.send(false);
+                        return;
+                    }
+                }
+                let _ = done.send(true);
+            });
+        }
+        for _ in 0..2 {
+            let answer = finished.recv_timeout(std::time::Duration::from_secs(60));
+            assert_eq!(answer, Ok(true), "each caller's rows, within a minute (they waited on each other for ever)");
         }
     }
 
