@@ -47,7 +47,7 @@ fn keep_earlier_copy(into: &Path, run_id: &str) -> std::io::Result<()> {
     if !manifest.exists() && !results.exists() {
         return Ok(());
     }
-    let stamp = super::read_one(&manifest).map_or_else(|_| "earlier".to_string(), |m| m.started_at.replace(':', "-"));
+    let stamp = super::read_one(&manifest).map_or_else(|_| "earlier".to_string(), |m| folder_name(&m.started_at));
     let mut folder = into.join(&stamp);
     for n in 2.. {
         if !Manifest::path_for(&folder, run_id).exists() && !Manifest::results_dir(&folder, run_id).exists() {
@@ -63,4 +63,29 @@ fn keep_earlier_copy(into: &Path, run_id: &str) -> std::io::Result<()> {
         std::fs::rename(&manifest, Manifest::path_for(&folder, run_id))?;
     }
     Ok(())
+}
+
+/// A manifest's start time as a folder name: every character but ASCII letters, digits and `-`
+/// becomes `-` (`2026-12-06T10-00-00Z`), so a hand-edited `../x` names no folder outside
+/// `superseded/`; `earlier` where nothing is left.
+fn folder_name(started_at: &str) -> String {
+    let name: String = started_at.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+    if name.trim_matches('-').is_empty() {
+        "earlier".into()
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_time_becomes_a_folder_name_inside_superseded() {
+        assert_eq!(folder_name("2026-12-06T10:00:00.5Z"), "2026-12-06T10-00-00-5Z");
+        assert_eq!(folder_name("../../x"), "------x");
+        assert_eq!(folder_name("/"), "earlier");
+        assert_eq!(folder_name(""), "earlier");
+    }
 }

@@ -649,19 +649,26 @@ fn a_rank_is_judged_against_an_unsplit_run_of_its_own_threads_where_one_ran() {
     assert!(!matches!(whole.outcome, Outcome::AssumptionFailed(FailedAssumption::NotStreamBound { .. })), "{:?}", whole.outcome);
 }
 
+/// Whether `m` is a decode tensor split (no overlap) at `world`.
+fn tensor(m: &Manifest, world: u32) -> bool {
+    m.kind == parlab::spec::Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world == world && m.layout.overlap.is_none()
+}
+
+/// The fixtures with one unsplit run of the tensor splits' threads (the other world-1 runs on
+/// more), and those threads.
+fn one_unsplit_peer_of_the_splits_threads() -> (Vec<Manifest>, u32) {
+    let mut list = crate::synth::fixtures().unwrap();
+    let split_threads = list.iter().find(|m| tensor(m, 2)).unwrap().plan.threads_per_rank;
+    for m in list.iter_mut().filter(|m| m.kind == parlab::spec::Kind::Decode && m.layout.world == 1) {
+        m.plan.threads_per_rank = if tensor(m, 1) { split_threads } else { split_threads + 1 };
+    }
+    (list, split_threads)
+}
+
 #[test]
 fn a_run_is_predicted_at_the_kernel_rate_of_an_unsplit_peer_of_its_threads_never_its_own() {
     use parlab::costmodel::step::{predict_steps, Hypothesis, Matches};
-    use parlab::spec::Kind;
-    let mut list = crate::synth::fixtures().unwrap();
-    let tensor = |m: &Manifest, world: u32| {
-        m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world == world && m.layout.overlap.is_none()
-    };
-    let split_threads = list.iter().find(|m| tensor(m, 2)).unwrap().plan.threads_per_rank;
-    // One unsplit run of the splits' threads (the other world-1 runs on more).
-    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.world == 1) {
-        m.plan.threads_per_rank = if tensor(m, 1) { split_threads } else { split_threads + 1 };
-    }
+    let (mut list, split_threads) = one_unsplit_peer_of_the_splits_threads();
     let unsplit_id = list.iter().find(|m| tensor(m, 1)).unwrap().run_id.clone();
     let prediction = |list: &[Manifest], id: &parlab::identity::RunId| predict_steps(list).into_iter().find(|p| &p.run_id == id).unwrap();
     // The unsplit run takes 4x its roofline step: its kernel moves bytes at a quarter of the read bandwidth.
@@ -721,15 +728,7 @@ fn a_run_is_predicted_at_the_kernel_rate_of_an_unsplit_peer_of_its_threads_never
 #[test]
 fn a_split_launched_in_rounds_with_its_peer_is_predicted_round_by_round() {
     use parlab::costmodel::step::{predict_steps, Moments, Outcome as Judged, StepPrediction};
-    use parlab::spec::Kind;
-    let mut list = crate::synth::fixtures().unwrap();
-    let tensor = |m: &Manifest, world: u32| {
-        m.kind == Kind::Decode && m.layout.strategy == Strategy::Tensor && m.layout.world == world && m.layout.overlap.is_none()
-    };
-    let split_threads = list.iter().find(|m| tensor(m, 2)).unwrap().plan.threads_per_rank;
-    for m in list.iter_mut().filter(|m| m.kind == Kind::Decode && m.layout.world == 1) {
-        m.plan.threads_per_rank = if tensor(m, 1) { split_threads } else { split_threads + 1 };
-    }
+    let (mut list, _) = one_unsplit_peer_of_the_splits_threads();
     let peer = list.iter().find(|m| tensor(m, 1)).unwrap().clone();
     let split_id = list.iter().find(|m| tensor(m, 2) && m.experiment == peer.experiment).unwrap().run_id.clone();
     let predicted = |list: &[Manifest]| predict_steps(list).into_iter().find(|p: &StepPrediction| p.run_id == split_id).unwrap();
