@@ -142,6 +142,25 @@ impl ListedAt {
             ListedAt::JsonDevice(i) => Problem::file(format!("config.devices[{i}]: {message}")),
         }
     }
+
+    /// Where, in words: `line 7`, `config.devices[1]`.
+    fn words(self) -> String {
+        match self {
+            ListedAt::Line(n) => format!("line {n}"),
+            ListedAt::JsonDevice(i) => format!("config.devices[{i}]"),
+        }
+    }
+}
+
+/// Refuses `listed` where `earlier` lists its rank already: a rank is one process.
+fn check_not_listed_before(earlier: &[Listed], listed: &Listed) -> Result<(), Problem> {
+    let rank = listed.device.rank;
+    match earlier.iter().find(|l| l.device.rank == rank) {
+        Some(first) => {
+            Err(listed.at.problem(format!("rank {rank} is listed twice (first at {}): a rank is one process", first.at.words())))
+        }
+        None => Ok(()),
+    }
 }
 
 /// A tool's run as its output states it.

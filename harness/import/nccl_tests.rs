@@ -14,12 +14,11 @@
 //! out of place then in place (with `-I 1` four per-iteration columns after each), time in
 //! µs, bandwidths in GB/s (1e9 bytes/s), `#wrong` `N/A` without `-c`.
 
-use super::{Listed, ListedAt, Problem, SizeConvention, SizeResult, ToolRun};
+use super::{check_not_listed_before, Listed, ListedAt, Problem, SizeConvention, SizeResult, ToolRun};
 use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
 use crate::spec::schema::Op;
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// The JSON format version this reader knows.
 pub const JSON_FORMAT: u64 = 3;
@@ -157,14 +156,8 @@ fn json_devices(config: &Value) -> Result<Vec<Listed>, Problem> {
         .enumerate()
         .map(|(i, d)| Ok(Listed { device: json_device(i, d)?, at: ListedAt::JsonDevice(i) }))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut first_at: BTreeMap<u32, usize> = BTreeMap::new();
-    for (i, d) in devices.iter().map(|l| &l.device).enumerate() {
-        if let Some(first) = first_at.insert(d.rank, i) {
-            return Err(Problem::file(format!(
-                "config.devices[{i}]: rank {} is listed twice (first at config.devices[{first}]): a rank is one process",
-                d.rank
-            )));
-        }
+    for (i, listed) in devices.iter().enumerate() {
+        check_not_listed_before(&devices[..i], listed)?;
     }
     Ok(devices)
 }
@@ -259,8 +252,6 @@ struct Header {
     validation: Option<bool>,
     per_iteration: bool,
     devices: Vec<Listed>,
-    /// The line that listed each rank.
-    rank_lines: BTreeMap<u32, usize>,
     table: bool,
     type_redop: Vec<(String, String)>,
 }
@@ -370,10 +361,9 @@ fn option_value(text: &str, qualifier: Option<&str>, key: &str) -> Result<Option
 fn rank_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     let d = device_line(rest)
         .ok_or_else(|| Problem::at(n, "a rank line not in nccl-tests' form `#  Rank R Group G Pid P on HOST device D [PCI] NAME`"))?;
-    if let Some(first) = h.rank_lines.insert(d.rank, n) {
-        return Err(Problem::at(n, format!("rank {} is listed twice (first at line {first}): a rank is one process", d.rank)));
-    }
-    h.devices.push(Listed { device: d, at: ListedAt::Line(n) });
+    let listed = Listed { device: d, at: ListedAt::Line(n) };
+    check_not_listed_before(&h.devices, &listed)?;
+    h.devices.push(listed);
     Ok(())
 }
 
