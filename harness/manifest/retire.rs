@@ -1,6 +1,7 @@
 //! Manifests an experiment no longer expands to (its spec changed) are moved out of the
 //! register's way into `superseded/`, with their results folders, so a changed spec does not
-//! leave its old runs beside the new ones in the register; nothing is deleted.
+//! leave its old runs beside the new ones in the register; nothing is deleted. An ok manifest a
+//! failed rerun replaces is kept there too.
 
 use super::{read_all, Manifest};
 use crate::spec::RunPlan;
@@ -37,6 +38,19 @@ pub fn retire_superseded(dir: &Path, suite: &[RunPlan]) -> std::io::Result<Vec<S
         moved.push(format!("{} {}", m.experiment, m.run_id.short()));
     }
     Ok(moved)
+}
+
+/// Keeps the stored manifest of `run_id` in `dir` that a failed rerun's manifest is about to
+/// replace: a copy goes into [`superseded_dir`] (a copy of that identity already there moves into
+/// `superseded/<its start time>/` first); its results folder, set aside while the rerun ran,
+/// follows once the new manifest stands. Returns where the copy went.
+pub fn keep_replaced(dir: &Path, run_id: &str) -> std::io::Result<PathBuf> {
+    let into = superseded_dir(dir);
+    std::fs::create_dir_all(&into)?;
+    keep_earlier_copy(&into, run_id)?;
+    let kept = Manifest::path_for(&into, run_id);
+    super::write_atomic(&kept, &std::fs::read(Manifest::path_for(dir, run_id))?)?;
+    Ok(kept)
 }
 
 /// Moves a copy of `run_id` superseded before (the identity was planned again, measured, and

@@ -1,10 +1,12 @@
 //! A rerun's earlier results folder, set aside as `.<run id>.previous` until the new manifest
 //! replaces the one naming it: a rerun cut short (a signal, an error that stops the suite, a
-//! controller killed outright) puts it back, so stopping a `--force` rerun loses no measurement.
+//! controller killed outright) puts it back, so stopping a `--force` rerun loses no measurement;
+//! a rerun that fails moves it into `superseded/` beside a copy of the ok manifest it replaced.
 //! The folder is marked with the start time of the manifest it belongs to, so a later
-//! controller can tell whether that manifest is still the stored one.
+//! controller can tell whether that manifest is still the stored one, or the one kept in
+//! `superseded/`.
 
-use crate::manifest::{self, Manifest};
+use crate::manifest::{self, retire, Manifest};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 
@@ -22,19 +24,22 @@ fn started_at(manifest: &Path) -> String {
     manifest::read_one(manifest).map(|m| m.started_at).unwrap_or_default()
 }
 
-/// Moves the results folder `out` of the manifest file `manifest` aside (first settling one an
-/// earlier controller left, see [`settle`]); returns where it went, or None where there was none.
-pub(super) fn set_aside(out: &Path, manifest: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let aside = aside_of(out);
+/// Moves the results folder of run `run_id` in the manifests folder `dir` aside (first settling
+/// one an earlier controller left, see [`settle`]); returns where it went, or None where there
+/// was none.
+pub(super) fn set_aside(dir: &Path, run_id: &str) -> anyhow::Result<Option<PathBuf>> {
+    let out = Manifest::results_dir(dir, run_id);
+    let aside = aside_of(&out);
     if aside.exists() {
-        settle(&aside, out, manifest)?;
+        settle(&aside, dir, run_id)?;
     }
     if !out.exists() {
         return Ok(None);
     }
     // Marked before it moves: a controller killed between the two leaves a marked folder either way.
-    std::fs::write(out.join(MARK), started_at(manifest)).with_context(|| format!("cannot mark {}", out.display()))?;
-    std::fs::rename(out, &aside).with_context(|| format!("cannot set the earlier results folder {} aside", out.display()))?;
+    std::fs::write(out.join(MARK), started_at(&Manifest::path_for(dir, run_id)))
+        .with_context(|| format!("cannot mark {}", out.display()))?;
+    std::fs::rename(&out, &aside).with_context(|| format!("cannot set the earlier results folder {} aside", out.display()))?;
     Ok(Some(aside))
 }
 
@@ -56,18 +61,48 @@ pub(super) fn discard(aside: Option<PathBuf>) -> anyhow::Result<()> {
     }
 }
 
+/// Moves the folder set aside at `aside` into `superseded/` as the results of run `run_id`,
+/// beside the copy of the manifest it belongs to ([`retire::keep_replaced`]).
+pub(super) fn supersede(aside: &Path, dir: &Path, run_id: &str) -> anyhow::Result<()> {
+    let into = Manifest::results_dir(&retire::superseded_dir(dir), run_id);
+    std::fs::rename(aside, &into).with_context(|| format!("cannot move {} to {}", aside.display(), into.display()))?;
+    let _ = std::fs::remove_file(into.join(MARK));
+    Ok(())
+}
+
+/// How a folder an earlier controller set aside was settled.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// The stored manifest is still the one it belongs to: it went back in place of the run's
+    /// partial results.
+    PutBack,
+    /// A failed rerun's manifest replaced the one it belongs to, kept in `superseded/`: it went there.
+    Superseded,
+    /// A newer manifest replaced the one it belongs to (an ok rerun): it was removed.
+    Removed,
+}
+
 /// Settles a folder an earlier controller set aside and never settled: where the stored manifest
-/// is still the one it belongs to, it goes back in place of that run's partial results; where a
-/// newer manifest was written (the controller stopped between writing it and removing the
-/// folder), it is removed. Returns whether it was put back.
-fn settle(aside: &Path, out: &Path, manifest: &Path) -> anyhow::Result<bool> {
+/// of run `run_id` in `dir` is still the one it belongs to, it goes back in place of that run's
+/// partial results; where the copy in `superseded/` is (a failed rerun replaced it, and the
+/// controller stopped before moving the folder), it goes there; otherwise (a newer manifest was
+/// written, and the controller stopped before removing the folder) it is removed.
+fn settle(aside: &Path, dir: &Path, run_id: &str) -> anyhow::Result<Settled> {
     let belongs_to = std::fs::read_to_string(aside.join(MARK)).unwrap_or_default();
-    if manifest.exists() && belongs_to == started_at(manifest) {
-        restore(aside, out)?;
-        Ok(true)
+    let stored = Manifest::path_for(dir, run_id);
+    let kept = Manifest::path_for(&retire::superseded_dir(dir), run_id);
+    if stored.exists() && belongs_to == started_at(&stored) {
+        restore(aside, &Manifest::results_dir(dir, run_id))?;
+        Ok(Settled::PutBack)
+    } else if !belongs_to.is_empty()
+        && belongs_to == started_at(&kept)
+        && !Manifest::results_dir(&retire::superseded_dir(dir), run_id).exists()
+    {
+        supersede(aside, dir, run_id)?;
+        Ok(Settled::Superseded)
     } else {
         discard(Some(aside.to_path_buf()))?;
-        Ok(false)
+        Ok(Settled::Removed)
     }
 }
 
@@ -78,7 +113,7 @@ pub(super) fn settle_all(dir: &Path) -> anyhow::Result<Vec<String>> {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(run_id) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".previous")) else { continue };
-        if settle(&entry.path(), &Manifest::results_dir(dir, run_id), &Manifest::path_for(dir, run_id))? {
+        if settle(&entry.path(), dir, run_id)? == Settled::PutBack {
             restored.push(run_id.to_string());
         }
     }
@@ -90,10 +125,15 @@ pub(super) fn settle_all(dir: &Path) -> anyhow::Result<Vec<String>> {
 mod tests {
     use super::*;
 
-    /// A manifests folder holding run `id`'s manifest started at `when` and its results.
+    /// A manifests folder holding run `abc`'s manifest, `when`, and its results.
     fn store(when: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        store_as("abc", when)
+    }
+
+    /// A manifests folder holding run `id`'s manifest, `when`, and its results.
+    fn store_as(id: &str, when: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let (out, manifest) = (dir.path().join("abc"), dir.path().join("abc.json"));
+        let (out, manifest) = (dir.path().join(id), dir.path().join(format!("{id}.json")));
         std::fs::create_dir_all(&out).unwrap();
         std::fs::write(out.join("samples.parquet"), "earlier").unwrap();
         std::fs::write(&manifest, when).unwrap();
@@ -101,8 +141,9 @@ mod tests {
     }
 
     /// A rerun of `out` begun: its earlier folder set aside, `written` in its new one.
-    fn rerun_begun(out: &Path, manifest: &Path, written: &str) -> PathBuf {
-        let aside = set_aside(out, manifest).unwrap().expect("set aside");
+    fn rerun_begun(out: &Path, written: &str) -> PathBuf {
+        let id = out.file_name().unwrap().to_str().unwrap();
+        let aside = set_aside(out.parent().unwrap(), id).unwrap().expect("set aside");
         std::fs::create_dir_all(out).unwrap();
         std::fs::write(out.join("samples.parquet"), written).unwrap();
         aside
@@ -110,8 +151,8 @@ mod tests {
 
     #[test]
     fn a_folder_left_set_aside_goes_back_while_its_manifest_is_the_stored_one() {
-        let (dir, out, manifest) = store("not a manifest");
-        let aside = rerun_begun(&out, &manifest, "partial");
+        let (dir, out, _) = store("not a manifest");
+        let aside = rerun_begun(&out, "partial");
         // The controller died here; the next one settles it.
         assert_eq!(settle_all(dir.path()).unwrap(), vec!["abc".to_string()]);
         assert_eq!(std::fs::read_to_string(out.join("samples.parquet")).unwrap(), "earlier");
@@ -120,12 +161,33 @@ mod tests {
 
     #[test]
     fn a_folder_left_set_aside_after_a_newer_manifest_was_written_is_removed() {
-        let (dir, out, manifest) = store("not a manifest");
-        let aside = rerun_begun(&out, &manifest, "new");
+        let (dir, out, _) = store("not a manifest");
+        let aside = rerun_begun(&out, "new");
         // The new manifest was written (another start time), then the controller died.
         std::fs::write(aside.join(MARK), "2026-12-05T00:00:00Z").unwrap();
         assert!(settle_all(dir.path()).unwrap().is_empty());
         assert_eq!(std::fs::read_to_string(out.join("samples.parquet")).unwrap(), "new");
         assert!(!aside.exists());
+    }
+
+    #[test]
+    fn a_folder_left_set_aside_after_a_failed_rerun_replaced_its_manifest_goes_into_superseded() {
+        let id = "88732e52bba7e6caa7be6b3260d9edda9b9796cedde2083e30d2cce3d61a26f2";
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/manifests/{id}.json"));
+        let (dir, out, _) = store_as(id, "the failed rerun's manifest");
+        let aside = rerun_begun(&out, "failed");
+        // The failed rerun's manifest was written, its predecessor kept in superseded/ (a copy
+        // with the start time the folder is marked with), then the controller died.
+        let kept = retire::superseded_dir(dir.path());
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::copy(&fixture, Manifest::path_for(&kept, id)).unwrap();
+        let when = started_at(&Manifest::path_for(&kept, id));
+        assert!(!when.is_empty(), "the fixture reads as a manifest");
+        std::fs::write(aside.join(MARK), &when).unwrap();
+        assert!(settle_all(dir.path()).unwrap().is_empty(), "not put back: the stored manifest is the failed one");
+        assert_eq!(std::fs::read_to_string(out.join("samples.parquet")).unwrap(), "failed");
+        let results = Manifest::results_dir(&kept, id);
+        assert_eq!(std::fs::read_to_string(results.join("samples.parquet")).unwrap(), "earlier");
+        assert!(!aside.exists() && !results.join(MARK).exists());
     }
 }

@@ -19,7 +19,7 @@ use crate::manifest::{self, Manifest, Outcome, Status};
 use crate::spec::{Kind, RunPlan};
 use anyhow::Context;
 use rounds::Launching;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How the runner treats a suite.
 #[derive(Debug, Clone, Default)]
@@ -149,6 +149,14 @@ enum FirstRound<'a> {
     Launching(Box<Launching<'a>>),
 }
 
+/// Where a run's earlier results folder is while its new manifest is written.
+enum Earlier {
+    /// Set aside while the run launched (None: there was none).
+    Aside(Option<PathBuf>),
+    /// In place: the run launched nothing.
+    InPlace,
+}
+
 /// A suite being taken: where manifests go, the gates, the reporter and the counts so far.
 struct SuiteRun<'s> {
     dir: &'s Path,
@@ -180,12 +188,42 @@ impl SuiteRun<'_> {
         }
         let previous = run.previous_folder();
         let record = run.finish();
-        record.write(self.dir)?;
-        // The new manifest stands: a folder left aside is removed by the next run's settling.
-        if let Err(e) = aside::discard(previous) {
-            crate::say!("warning: {e:#}; the next `parlab run` removes it");
-        }
+        self.write(plan, &record, Earlier::Aside(previous))?;
         self.count(index, plan, record.status().into());
+        Ok(())
+    }
+
+    /// Writes `record`, the new manifest of `plan`. Where it is not ok and the stored one is, the
+    /// register says so and nothing is lost: the stored manifest (a copy first, so a controller
+    /// stopped at any point leaves both; see [`aside`]'s settling) and its results folder move
+    /// into `superseded/`. Otherwise a results folder set aside is removed once the new manifest
+    /// stands.
+    fn write(&self, plan: &RunPlan, record: &Manifest, earlier: Earlier) -> anyhow::Result<()> {
+        if record.status() == Status::Ok || !self.measured_before(plan) {
+            record.write(self.dir)?;
+            if let Earlier::Aside(folder) = earlier {
+                // A folder left aside is removed by the next run's settling.
+                if let Err(e) = aside::discard(folder) {
+                    crate::say!("warning: {e:#}; the next `parlab run` removes it");
+                }
+            }
+            return Ok(());
+        }
+        let kept = manifest::retire::keep_replaced(self.dir, &plan.run_id)
+            .with_context(|| format!("keeping the earlier manifest of {} in superseded/", plan.label()))?;
+        record.write(self.dir)?;
+        let folder = match earlier {
+            Earlier::Aside(folder) => folder,
+            Earlier::InPlace => Some(Manifest::results_dir(self.dir, &plan.run_id)),
+        };
+        if let Some(p) = folder.filter(|p| p.is_dir()) {
+            if let Err(e) = aside::supersede(&p, self.dir, &plan.run_id) {
+                crate::say!("warning: {e:#}; the next `parlab run` moves it");
+            }
+        }
+        let how = if record.status() == Status::Failed { "failed" } else { "was recorded NOT_RUN" };
+        let into = kept.parent().unwrap_or(self.dir).display();
+        crate::say!("parlab: {} {how}; its earlier ok manifest and results are kept in {into}", plan.label());
         Ok(())
     }
 
@@ -227,7 +265,7 @@ impl SuiteRun<'_> {
         record.finished_at = manifest::now();
         // A NOT_RUN decided the same way before is left as written.
         if !stored.is_some_and(|s| manifest::cache::same_not_run(&s, &record)) {
-            record.write(self.dir)?;
+            self.write(plan, &record, Earlier::InPlace)?;
         }
         Ok(FirstRound::Written(record.status()))
     }

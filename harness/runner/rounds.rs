@@ -61,7 +61,7 @@ impl<'a> Launching<'a> {
         dir: &Path,
     ) -> anyhow::Result<Self> {
         let out = Manifest::results_dir(dir, &plan.run_id);
-        let previous = aside::set_aside(&out, &Manifest::path_for(dir, &plan.run_id))?;
+        let previous = aside::set_aside(dir, &plan.run_id)?;
         let plan_path = out.join("plan.json");
         let unprepared = match start(plan, &out, &plan_path) {
             Ok(unprepared) => unprepared,

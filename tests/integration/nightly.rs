@@ -1224,12 +1224,8 @@ fn e2e_suite() -> super::launch::Suite {
     suite
 }
 
-/// Measures the suite as night `name` with `launches` launches (and `fault`, if any) into its own folder.
-fn e2e_night(suite: &super::launch::Suite, name: &str, launches: u32, fault: Option<&str>) -> PathBuf {
-    e2e_night_of(suite, "specs", name, launches, fault)
-}
-
-/// [`e2e_night`] of the specs `specs` (a folder or a file) names.
+/// Measures the specs `specs` (a folder or a file) names as night `name` with `launches`
+/// launches (and `fault`, if any) into its own folder.
 fn e2e_night_of(suite: &super::launch::Suite, specs: &str, name: &str, launches: u32, fault: Option<&str>) -> PathBuf {
     let dir = suite.dir.path().join("nights").join(name);
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"));
@@ -1247,36 +1243,42 @@ fn e2e_night_of(suite: &super::launch::Suite, specs: &str, name: &str, launches:
 }
 
 /// A baseline night and a night with `fault` of the decode spec (its runs at worlds 1 and 2),
-/// measured launch by launch in turn (asv's `--interleave-rounds` for comparing two builds on
-/// one noisy machine): round i launches each run once unchanged and once with the fault, in an
-/// order that alternates by round, each as a one-launch `parlab run` into its own folder; each
-/// night is then its first round's folder with every run's per-launch figures gathered from its
-/// k rounds in order. Both nights sample the same seconds of the machine, so a regime that
-/// lasts a few seconds falls on both alike.
+/// measured launch by launch in turn (see [`interleaved`]).
 fn interleaved_nights(suite: &super::launch::Suite, name: &str, k: u32, fault: &str) -> (PathBuf, PathBuf) {
-    let (mut base, mut slowed) = (Vec::new(), Vec::new());
-    for round in 0..k {
-        let unchanged = || e2e_night_of(suite, "specs/decode.yaml", &format!("{name}-base-round{round}"), 1, None);
-        let faulty = || e2e_night_of(suite, "specs/decode.yaml", &format!("{name}-slow-round{round}"), 1, Some(fault));
-        if round % 2 == 0 {
-            base.push(unchanged());
-            slowed.push(faulty());
-        } else {
-            slowed.push(faulty());
-            base.push(unchanged());
+    let nights = interleaved(suite, "specs/decode.yaml", &format!("{name}-decode"), k, &[None, Some(fault)]);
+    let (base, slowed) = (nights[0].clone(), nights[1].clone());
+    for night in [&base, &slowed] {
+        assert_eq!(gathered_runs(night), 2, "the decode runs at worlds 1 and 2 gathered into {}", night.display());
+    }
+    (base, slowed)
+}
+
+/// Nights of `specs` (a folder or a file), one for each of `faults` (`None`: the build
+/// unchanged), measured launch by launch in turn (asv's `--interleave-rounds` for comparing
+/// builds on one noisy machine): round i launches `specs` once for each night, in an order that
+/// rotates by round, each as a one-launch `parlab run` into its own folder; each night is then
+/// its first round's folder with every run's per-launch figures gathered from its k rounds in
+/// order. The nights sample the same seconds of the machine, so a regime that lasts a few
+/// seconds falls on all of them alike.
+fn interleaved(suite: &super::launch::Suite, specs: &str, name: &str, k: u32, faults: &[Option<&str>]) -> Vec<PathBuf> {
+    let mut rounds: Vec<Vec<PathBuf>> = vec![Vec::new(); faults.len()];
+    for round in 0..k as usize {
+        for turn in 0..faults.len() {
+            let night = (round + turn) % faults.len();
+            let folder = e2e_night_of(suite, specs, &format!("{name}-night{night}-round{round}"), 1, faults[night]);
+            rounds[night].push(folder);
         }
     }
     let nights = suite.dir.path().join("nights");
-    (gather_rounds(&base, &nights.join(format!("{name}-base"))), gather_rounds(&slowed, &nights.join(format!("{name}-slow"))))
+    rounds.iter().enumerate().map(|(j, r)| gather_rounds(r, &nights.join(format!("{name}-night{j}")))).collect()
 }
 
-/// One night of `rounds.len()` launches made from one-launch nights of the decode spec: the first
-/// round's folder, each run's manifest given every round's per-launch figure in order (a run
-/// missing from a round fails the test: the rounds ran one spec).
+/// One night of `rounds.len()` launches made from one-launch nights: the first round's folder,
+/// each run's manifest given every round's per-launch figure in order (a run missing from a
+/// round fails the test: the rounds ran one spec).
 fn gather_rounds(rounds: &[PathBuf], night: &Path) -> PathBuf {
     copy_tree(&rounds[0], night);
     let read = |path: &Path| serde_json::from_slice::<serde_json::Value>(&std::fs::read(path).unwrap()).unwrap();
-    let mut gathered = 0;
     for entry in std::fs::read_dir(night).unwrap().flatten() {
         let path = entry.path();
         if path.extension().is_none_or(|e| e != "json") {
@@ -1292,10 +1294,13 @@ fn gather_rounds(rounds: &[PathBuf], night: &Path) -> PathBuf {
         }
         manifest["launches"]["count"] = rounds.len().into();
         std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
-        gathered += 1;
     }
-    assert_eq!(gathered, 2, "the decode runs at worlds 1 and 2 gathered into {}", night.display());
     night.to_path_buf()
+}
+
+/// How many runs of a night hold per-launch figures.
+fn gathered_runs(night: &Path) -> usize {
+    parlab::manifest::read_all(night).0.iter().filter(|m| m.launches().is_some()).count()
 }
 
 /// One verdict of `parlab nightly --json`, as the end-to-end test reads it.
@@ -1396,10 +1401,13 @@ fn flagged(c: &Compared) -> Vec<String> {
     c.verdicts.iter().filter(|v| v.verdict == "REGRESSED" || v.verdict == "IMPROVED").map(judged_line).collect()
 }
 
-/// Three unchanged nights of `suite` (attempt `attempt`) and their three pairwise comparisons.
-fn unchanged_nights(suite: &super::launch::Suite, k: u32, attempt: u32) -> (Vec<PathBuf>, Vec<Compared>) {
-    let nights: Vec<PathBuf> = (1..=3).map(|n| e2e_night(suite, &format!("try{attempt}-night{n}"), k, None)).collect();
-    let compared = [(0, 1), (1, 2), (0, 2)]
+/// Three unchanged nights of `suite`'s whole spec folder (attempt `attempt`), measured launch
+/// by launch in turn (see [`interleaved`]), compared pairwise: 1 with 2, 2 with 3, 1 with 3.
+fn unchanged_nights(suite: &super::launch::Suite, k: u32, attempt: u32) -> Vec<Compared> {
+    let nights = interleaved(suite, "specs", &format!("try{attempt}-unchanged"), k, &[None; 3]);
+    let runs: Vec<usize> = nights.iter().map(|n| gathered_runs(n)).collect();
+    assert!(runs.iter().all(|&r| r == runs[0] && r > 2), "every run of the suite gathered into each night: {runs:?}");
+    [(0, 1), (1, 2), (0, 2)]
         .iter()
         .map(|&(a, b)| {
             let c = e2e_compare(&nights[a], &nights[b]);
@@ -1413,26 +1421,28 @@ fn unchanged_nights(suite: &super::launch::Suite, k: u32, attempt: u32) -> (Vec<
             );
             c
         })
-        .collect();
-    (nights, compared)
+        .collect()
 }
 
 #[test]
 fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_threefold_slowdown_is_regressed() {
     let (suite, k) = (e2e_suite(), parlab::nightly::NIGHTLY_LAUNCHES);
     let started = std::time::Instant::now();
-    // Unchanged nights are quiet: launched in rounds, each night's launches sample the whole
-    // night, and without a history a change must also clear the floor from the launches. A
-    // test night lasts about 11 s, and this kind of machine (a 2-vCPU VM) switches between
-    // regimes lasting about 5 to 15 s in which the same all-reduce takes 1.4 to 2.8 times as
-    // long (README, Nightly, "A machine that changes regime"); two nights in different regimes differ by
-    // that, which no method without a history can tell from a change of code. So a flagged
-    // pair is measured again, as three fresh nights, up to QUIET_TRIES tries in all; the build
-    // the issue was about (iterations as samples) flagged 7-18 figures in every pair and fails
-    // every try. Under a load holding one core busy 6 s of every 11, of 9 runs of this test one
-    // needed a second try and one a third (2026-12-06): four tries leave little to chance there.
+    // Unchanged nights are quiet: each night's launches are independent samples, and without a
+    // history a change must also clear the floor from the launches. A real night of the default
+    // suite lasts minutes, and its rounds sample the regimes of this kind of machine (a 2-vCPU VM
+    // that switches between regimes lasting about 5 to 15 s in which the same all-reduce takes
+    // 1.4 to 2.8 times as long: README, Nightly, "A machine that changes regime"). A test night
+    // of 7 launches lasts about 11 s, so three of them back to back could each fall in one
+    // regime and differ by that, which no method without a history can tell from a change of
+    // code: that design failed `make test` at d2ba852 with all four tries flagged. So the three
+    // nights are measured launch by launch in turn, as a real night's rounds are spread over
+    // its minutes: each night samples the same stretch of the machine. The build the issue was
+    // about (iterations as samples) judges launch-to-launch differences against the iterations'
+    // tiny spread and flags them however the launches are ordered. A flagged pair is measured
+    // again, as three fresh nights, up to QUIET_TRIES tries in all.
     const QUIET_TRIES: u32 = 4;
-    let (mut nights, mut quiet) = unchanged_nights(&suite, k, 1);
+    let mut quiet = unchanged_nights(&suite, k, 1);
     for attempt in 2..=QUIET_TRIES {
         if quiet.iter().all(|c| flagged(c).is_empty()) {
             break;
@@ -1442,7 +1452,7 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_threefold_slowdown_is_
             attempt - 1,
             quiet.iter().flat_map(flagged).collect::<Vec<_>>()
         );
-        (nights, quiet) = unchanged_nights(&suite, k, attempt);
+        quiet = unchanged_nights(&suite, k, attempt);
     }
     // A real slowdown is seen across builds measured in turn. Two nights measured one after the
     // other can fall in different regimes (a regime 1.5x slower under the baseline hides the
@@ -1482,13 +1492,16 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_threefold_slowdown_is_
         attempt += 1;
     };
     println!("nights of {k} launches measured in {:.0} s", started.elapsed().as_secs_f64());
-    let manifest = parlab::manifest::read_all(&nights[0]).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
+    // A night of k launches in one `parlab run` records every launch's figures and samples (the
+    // nights above are gathered from one-launch runs).
+    let night = e2e_night_of(&suite, "specs/decode.yaml", "launches", k, None);
+    let manifest = parlab::manifest::read_all(&night).0.into_iter().find(|m| m.kind == Kind::Decode).unwrap();
     let launches = manifest.launches().expect("per-launch figures");
     assert_eq!((launches.count, launches.figures["decode step median"].len()), (k, k as usize));
     // The prefill is recorded launch by launch too, for findings that pair runs by round; the
     // nightly does not judge it (the decode verdicts below are the step and the rate only).
     assert_eq!(launches.figures[parlab::nightly::figures::PREFILL_MEDIAN].len(), k as usize);
-    let samples = nights[0].join(manifest.results().unwrap().samples.clone());
+    let samples = night.join(manifest.results().unwrap().samples.clone());
     let frame = parlab::collect::frames::read_parquet(&samples).unwrap();
     let column = |name: &str| {
         let c = frame.column(name).unwrap().u32().unwrap().clone();

@@ -185,6 +185,43 @@ fn a_controller_killed_during_a_forced_rerun_leaves_the_earlier_results_to_the_n
     assert!(!suite.manifests().join(format!(".{}.previous", before.run_id)).exists());
 }
 
+#[test]
+fn a_forced_rerun_that_fails_keeps_the_measurement_it_replaced_in_superseded() {
+    let (suite, before, results) = measured_once();
+    let samples = std::fs::read(results.join("samples.parquet")).unwrap();
+    let failing_rerun = || {
+        Command::new(PARLAB)
+            .args(["run", "specs", "--no-report", "--force"])
+            .current_dir(suite.dir.path())
+            .env("PARLAB_MANIFESTS", suite.manifests())
+            .env("PARLAB_FAULT", "exit:3:rank1@again")
+            .output()
+            .unwrap()
+    };
+    let out = failing_rerun();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("failed; its earlier ok manifest and results are kept in"), "{}", stderr(&out));
+    // The register says what happened tonight: the stored manifest is the failed rerun's.
+    let after = suite.manifest("again");
+    assert_eq!(after.status(), Status::Failed, "{:?}", after.reason());
+    // The measurement it replaced is kept in superseded/, manifest and results.
+    let kept = parlab::manifest::retire::superseded_dir(&suite.manifests());
+    let earlier = parlab::manifest::read_one(&parlab::manifest::Manifest::path_for(&kept, &before.run_id)).unwrap();
+    assert_eq!((earlier.status(), &earlier.started_at), (Status::Ok, &before.started_at));
+    assert_eq!(std::fs::read(kept.join(before.run_id.as_str()).join("samples.parquet")).unwrap(), samples);
+    assert!(!kept.join(before.run_id.as_str()).join(".set-aside-for").exists(), "the set-aside mark is not carried along");
+    assert!(!suite.manifests().join(format!(".{}.previous", before.run_id)).exists(), "nothing left aside");
+    // A second failure replaces a failed manifest: nothing to keep, the kept measurement stays.
+    assert_eq!(failing_rerun().status.code(), Some(1));
+    assert_eq!(
+        parlab::manifest::read_one(&parlab::manifest::Manifest::path_for(&kept, &before.run_id)).unwrap().started_at,
+        before.started_at
+    );
+    // A rerun that ends ok replaces the failed one as usual.
+    assert_eq!(suite.parlab(&["run", "specs", "--no-report", "--force"]).status.code(), Some(0));
+    assert_eq!(suite.manifest("again").status(), Status::Ok);
+}
+
 /// Two small collectives runs, `a-first` launched `first_launches` times and `b-second`
 /// `second_launches` times (in rounds), measured once; then the manifest file of `broken` is a
 /// folder, so writing it fails (root writes anywhere; a rename onto a folder does not): the
