@@ -97,6 +97,24 @@ pub enum FailedAssumption {
         /// The membw runs the two rates were read from.
         runs: Vec<RunId>,
     },
+    /// The calibration takes the unsplit peer's whole step to be its bytes at its kernel's rate,
+    /// so each rank of a split takes its share of it; the peer streamed well below the memory's
+    /// roofline (its roofline prediction short by more than [`TOLERANCE`]: bound by compute or
+    /// per-call time), and the split's compute took longer than its share as if a part of the
+    /// peer's step were fixed per step, paid whole by every rank: a part no larger than the
+    /// peer's step beyond its bytes at the roofline.
+    UndividedStepTime {
+        /// The peer's bytes per step over its measured step.
+        peer_bps: f64,
+        /// The memory roofline the peer was predicted with.
+        roofline_bps: f64,
+        /// The part of the peer's step that, fixed per step, accounts for the split's measured
+        /// compute: (measured compute − its share) / (the peer's step − its share), above 0 and
+        /// at most 1 − `peer_bps` / `roofline_bps`.
+        undivided: f64,
+        /// The unsplit peer.
+        run: String,
+    },
     /// The model takes a step to be its bytes over the memory roofline; the unsplit run of the
     /// same model streamed well below it, so the time per token is not the weight stream alone.
     NotStreamBound {
@@ -887,8 +905,34 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
     // A cache's ceiling that binds is that cache's rate already: no second speed-up from it.
     let cache_bound = matches!(ceiling, Ceiling::Cache { .. }) && kernel_bps >= ceiling.bps();
     let cache = || cache_explains(inp, run, p, &step).filter(|_| !cache_bound);
-    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(cache));
+    let undivided = |e| undivided_explains(p, peer, &step, e);
+    let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(cache).or_else(|| undivided(e)));
     Some(Calibrated { kernel_bps, ceiling, bandwidth_bps, unsplit_run, step, error, moments, outcome })
+}
+
+/// A part of the peer's step that the split's ranks did not divide, for a split measured slower
+/// than predicted (`error` below 0) whose peer streamed well below its roofline (the peer's
+/// roofline error below −[`TOLERANCE`]). If the peer's step is a fixed part F and a part
+/// proportional to its bytes, the split's compute is F and its share of the rest, and F over
+/// the peer's step is the split's measured compute (its step less the predicted communication)
+/// beyond its predicted share, over the peer's step beyond that share. It explains the miss
+/// where it is above 0 and at most the part of the peer's step beyond its bytes at the
+/// roofline (1 − the peer's rate over the roofline: the proportional part is never faster than
+/// the memory): [`FailedAssumption::UndividedStepTime`].
+fn undivided_explains(p: &StepPrediction, peer: &Predicted, step: &Step, error: f64) -> Option<FailedAssumption> {
+    if error >= 0.0 || peer.p.error >= -TOLERANCE {
+        return None;
+    }
+    let (peer_bps, roofline_bps) = (peer.p.achieved_bps()?, peer.p.matched_bandwidth_bps());
+    let measured_compute = p.measured_step_s - (step.step_s - step.compute_s);
+    let undivided = (measured_compute - step.compute_s) / (peer.p.measured_step_s - step.compute_s);
+    let at_most = 1.0 - peer_bps / roofline_bps;
+    (undivided > 0.0 && undivided <= at_most).then(|| FailedAssumption::UndividedStepTime {
+        peer_bps,
+        roofline_bps,
+        undivided,
+        run: peer.p.run_id.to_string(),
+    })
 }
 
 /// The run's step against its peer's round by round where both were launched in rounds of one

@@ -265,6 +265,14 @@ pub fn assumption_text(a: &FailedAssumption) -> String {
             run_list(runs),
             TOLERANCE * 100.0
         ),
+        FailedAssumption::UndividedStepTime { peer_bps, roofline_bps, undivided, run } => format!(
+            "step time the split did not divide: the unsplit peer {} moved its bytes at {} against the {} roofline (bound by compute or per-call time, not the weight stream), and the split's compute took as long as if {:.0} % of the peer's step were fixed per step, paid whole by every rank (at most {:.0} %: the peer's step beyond its bytes at the roofline; the calibration divides the whole step among the ranks)",
+            short(run),
+            format_gbps(*peer_bps),
+            format_gbps(*roofline_bps),
+            undivided * 100.0,
+            (1.0 - peer_bps / roofline_bps) * 100.0
+        ),
         FailedAssumption::NotStreamBound { achieved_bps, roofline_bps, run } => format!(
             "not bound by the weight stream: the unsplit run {} moved its bytes at {} against the {} roofline (per-token compute and framework time are not modelled)",
             short(run),
