@@ -86,13 +86,13 @@ fn invalid(path: &std::path::Path, why: String) -> Finding {
 }
 
 /// A figure's value over the runs a selection matched, with their runs.
-struct Measured {
+struct Measured<'m> {
     stat: Stats,
     runs: Vec<String>,
     tokens: Vec<Vec<Vec<u32>>>,
     /// Where the selection is one run that recorded the figure launch by launch: its values and
     /// when its launches ran (for pairing with the reference round by round).
-    launched: Option<(Vec<f64>, (String, String))>,
+    launched: Option<rounds::Launched<'m>>,
     /// The matching runs left out for more ranks × threads than cores (12 hex): a figure but
     /// `tokens` then times ranks waiting for a core. Where every matching run was, `runs` is empty.
     oversubscribed: Vec<(String, Oversubscribed)>,
@@ -112,9 +112,8 @@ fn launch_figure(figure: &str) -> Option<&'static str> {
 }
 
 /// `m`'s values of `figure` launch by launch, with its span.
-fn launched(m: &Manifest, figure: &str) -> Option<(Vec<f64>, (String, String))> {
-    let values = m.launches()?.figures.get(launch_figure(figure)?)?.clone();
-    Some((values, (m.started_at.clone(), m.finished_at.clone())))
+fn launched<'m>(m: &'m Manifest, figure: &str) -> Option<rounds::Launched<'m>> {
+    rounds::Launched::of(m, launch_figure(figure)?)
 }
 
 fn unit(figure: &str) -> &'static str {
@@ -197,7 +196,7 @@ fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Ve
     }
 }
 
-fn measure(runs: &[&Manifest], figure: &str, select: &BTreeMap<String, String>) -> Option<Measured> {
+fn measure<'m>(runs: &[&'m Manifest], figure: &str, select: &BTreeMap<String, String>) -> Option<Measured<'m>> {
     let mut stats = Vec::new();
     let mut ids = Vec::new();
     let mut tokens = Vec::new();
@@ -394,9 +393,6 @@ fn oversubscribed(sel: &Measured, reference: Option<&Measured>) -> Option<String
 /// Per-round ratios selected / reference, where both selections are one run each that ran at
 /// least [`rounds::MIN_ROUNDS`] launches in the same rounds.
 fn round_ratios(sel: &Measured, reference: Option<&Measured>) -> Option<Vec<f64>> {
-    let ((s, s_span), (r, r_span)) = (sel.launched.as_ref()?, reference?.launched.as_ref()?);
-    rounds::paired(
-        rounds::Launched { values: r, span: (&r_span.0, &r_span.1) },
-        rounds::Launched { values: s, span: (&s_span.0, &s_span.1) },
-    )
+    let (s, r) = (sel.launched.as_ref()?, reference?.launched.as_ref()?);
+    rounds::paired(rounds::Launched { values: r.values, span: r.span }, rounds::Launched { values: s.values, span: s.span })
 }
