@@ -905,34 +905,51 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
     // A cache's ceiling that binds is that cache's rate already: no second speed-up from it.
     let cache_bound = matches!(ceiling, Ceiling::Cache { .. }) && kernel_bps >= ceiling.bps();
     let cache = || cache_explains(inp, run, p, &step).filter(|_| !cache_bound);
-    let undivided = |e| undivided_explains(p, peer, &step, e);
+    let kernel = KernelStep { kernel_bps, bandwidth_bps, step };
+    let undivided = |e| undivided_explains(p, peer, &kernel, e);
     let outcome = judge(Some(error), |e| launch_assumption(run.m, p, &step, e).or_else(cache).or_else(|| undivided(e)));
     Some(Calibrated { kernel_bps, ceiling, bandwidth_bps, unsplit_run, step, error, moments, outcome })
 }
 
 /// A part of the peer's step that the split's ranks did not divide, for a split measured slower
 /// than predicted (`error` below 0) whose peer streamed well below its roofline (the peer's
-/// roofline error below −[`TOLERANCE`]). If the peer's step is a fixed part F and a part
-/// proportional to its bytes, the split's compute is F and its share of the rest, and F over
-/// the peer's step is the split's measured compute (its step less the predicted communication)
-/// beyond its predicted share, over the peer's step beyond that share. It explains the miss
-/// where it is above 0 and at most the part of the peer's step beyond its bytes at the
-/// roofline (1 − the peer's rate over the roofline: the proportional part is never faster than
-/// the memory): [`FailedAssumption::UndividedStepTime`].
-fn undivided_explains(p: &StepPrediction, peer: &Predicted, step: &Step, error: f64) -> Option<FailedAssumption> {
-    if error >= 0.0 || peer.p.error >= -TOLERANCE {
+/// roofline error below −[`TOLERANCE`]) and whose ranks were given the peer's kernel rate
+/// (`step`'s compute is then the peer's step in proportion to the bytes: its share). If the
+/// peer's step is a fixed part F and a part proportional to its bytes, the split's compute is F
+/// and its share of the rest, and F over the peer's step is the split's measured compute (its
+/// step less the predicted communication) beyond its share, over the peer's step beyond that
+/// share (both positive: a share above the peer's step, as more sequences' KV cache can give,
+/// has no such reading). It explains the miss where it is at most the part of the peer's step
+/// beyond its bytes at the roofline (1 − the peer's rate over the roofline: the proportional
+/// part is never faster than the memory): [`FailedAssumption::UndividedStepTime`].
+fn undivided_explains(p: &StepPrediction, peer: &Predicted, c: &KernelStep, error: f64) -> Option<FailedAssumption> {
+    let (step, share) = (&c.step, c.step.compute_s);
+    if error >= 0.0 || peer.p.error >= -TOLERANCE || c.bandwidth_bps < c.kernel_bps {
         return None;
     }
     let (peer_bps, roofline_bps) = (peer.p.achieved_bps()?, peer.p.matched_bandwidth_bps());
-    let measured_compute = p.measured_step_s - (step.step_s - step.compute_s);
-    let undivided = (measured_compute - step.compute_s) / (peer.p.measured_step_s - step.compute_s);
-    let at_most = 1.0 - peer_bps / roofline_bps;
-    (undivided > 0.0 && undivided <= at_most).then(|| FailedAssumption::UndividedStepTime {
+    let beyond = p.measured_step_s - (step.step_s - share) - share;
+    let whole = peer.p.measured_step_s - share;
+    if !(beyond > 0.0 && whole > 0.0) {
+        return None;
+    }
+    let undivided = beyond / whole;
+    (undivided <= 1.0 - peer_bps / roofline_bps).then(|| FailedAssumption::UndividedStepTime {
         peer_bps,
         roofline_bps,
         undivided,
         run: peer.p.run_id.to_string(),
     })
+}
+
+/// A step predicted at the lower of a ceiling and a peer's kernel rate, with both rates.
+struct KernelStep {
+    /// The peer's kernel rate.
+    kernel_bps: f64,
+    /// The rate the ranks were given.
+    bandwidth_bps: f64,
+    /// The step predicted at it.
+    step: Step,
 }
 
 /// The run's step against its peer's round by round where both were launched in rounds of one

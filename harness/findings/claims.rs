@@ -394,5 +394,5 @@ fn oversubscribed(sel: &Measured, reference: Option<&Measured>) -> Option<String
 /// least [`rounds::MIN_ROUNDS`] launches in the same rounds.
 fn round_ratios(sel: &Measured, reference: Option<&Measured>) -> Option<Vec<f64>> {
     let (s, r) = (sel.launched.as_ref()?, reference?.launched.as_ref()?);
-    rounds::paired(rounds::Launched { values: r.values, span: r.span }, rounds::Launched { values: s.values, span: s.span })
+    rounds::paired(*r, *s)
 }

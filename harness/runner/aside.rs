@@ -64,7 +64,7 @@ pub(super) fn discard(aside: Option<PathBuf>) -> anyhow::Result<()> {
 /// Moves the folder set aside at `aside` into `superseded/` as the results of run `run_id`,
 /// beside the copy of the manifest it belongs to ([`retire::keep_replaced`]).
 pub(super) fn supersede(aside: &Path, dir: &Path, run_id: &str) -> anyhow::Result<()> {
-    let into = Manifest::results_dir(&retire::superseded_dir(dir), run_id);
+    let (_, into) = kept_copy(dir, run_id);
     std::fs::rename(aside, &into).with_context(|| format!("cannot move {} to {}", aside.display(), into.display()))?;
     let _ = std::fs::remove_file(into.join(MARK));
     Ok(())
@@ -84,41 +84,59 @@ pub(super) enum Settled {
 
 /// Settles a folder an earlier controller set aside and never settled: where the stored manifest
 /// of run `run_id` in `dir` is still the one it belongs to, it goes back in place of that run's
-/// partial results; where the copy in `superseded/` is (a failed rerun replaced it, and the
-/// controller stopped before moving the folder), it goes there; otherwise (a newer manifest was
-/// written, and the controller stopped before removing the folder) it is removed.
+/// partial results (and a copy of that manifest a failed rerun had begun to keep in
+/// `superseded/`, without results, is removed); where the copy in `superseded/` is the one it
+/// belongs to (a failed rerun replaced it, and the controller stopped before moving the folder),
+/// it goes there, and an error names both where that copy has a results folder already;
+/// otherwise (a newer manifest was written, and the controller stopped before removing the
+/// folder) it is removed.
 fn settle(aside: &Path, dir: &Path, run_id: &str) -> anyhow::Result<Settled> {
     let belongs_to = std::fs::read_to_string(aside.join(MARK)).unwrap_or_default();
     let stored = Manifest::path_for(dir, run_id);
-    let kept = Manifest::path_for(&retire::superseded_dir(dir), run_id);
+    let (kept, kept_results) = kept_copy(dir, run_id);
     if stored.exists() && belongs_to == started_at(&stored) {
         restore(aside, &Manifest::results_dir(dir, run_id))?;
-        Ok(Settled::PutBack)
-    } else if !belongs_to.is_empty()
-        && belongs_to == started_at(&kept)
-        && !Manifest::results_dir(&retire::superseded_dir(dir), run_id).exists()
-    {
-        supersede(aside, dir, run_id)?;
-        Ok(Settled::Superseded)
-    } else {
-        discard(Some(aside.to_path_buf()))?;
-        Ok(Settled::Removed)
+        if kept.exists() && !kept_results.exists() && started_at(&kept) == belongs_to {
+            let _ = std::fs::remove_file(&kept);
+        }
+        return Ok(Settled::PutBack);
     }
+    if belongs_to.is_empty() || belongs_to != started_at(&kept) {
+        discard(Some(aside.to_path_buf()))?;
+        return Ok(Settled::Removed);
+    }
+    if kept_results.exists() {
+        anyhow::bail!(
+            "{} holds the results of the manifest kept in {}, whose results folder {} exists already; move one of them away",
+            aside.display(),
+            kept.display(),
+            kept_results.display()
+        );
+    }
+    supersede(aside, dir, run_id)?;
+    Ok(Settled::Superseded)
+}
+
+/// Where run `run_id`'s manifest and results are kept in `dir`'s `superseded/`.
+fn kept_copy(dir: &Path, run_id: &str) -> (PathBuf, PathBuf) {
+    let into = retire::superseded_dir(dir);
+    (Manifest::path_for(&into, run_id), Manifest::results_dir(&into, run_id))
 }
 
 /// Settles every folder set aside in the manifests folder `dir` (called with its lock held,
-/// before any run); returns the run identities whose earlier results were put back.
-pub(super) fn settle_all(dir: &Path) -> anyhow::Result<Vec<String>> {
-    let mut restored = Vec::new();
+/// before any run); returns the run identities settled other than by removal, with how.
+pub(super) fn settle_all(dir: &Path) -> anyhow::Result<Vec<(String, Settled)>> {
+    let mut settled = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(run_id) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".previous")) else { continue };
-        if settle(&entry.path(), dir, run_id)? == Settled::PutBack {
-            restored.push(run_id.to_string());
+        match settle(&entry.path(), dir, run_id)? {
+            Settled::Removed => {}
+            how => settled.push((run_id.to_string(), how)),
         }
     }
-    restored.sort();
-    Ok(restored)
+    settled.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(settled)
 }
 
 #[cfg(test)]
@@ -154,7 +172,7 @@ mod tests {
         let (dir, out, _) = store("not a manifest");
         let aside = rerun_begun(&out, "partial");
         // The controller died here; the next one settles it.
-        assert_eq!(settle_all(dir.path()).unwrap(), vec!["abc".to_string()]);
+        assert_eq!(settle_all(dir.path()).unwrap(), vec![("abc".to_string(), Settled::PutBack)]);
         assert_eq!(std::fs::read_to_string(out.join("samples.parquet")).unwrap(), "earlier");
         assert!(!aside.exists() && !out.join(MARK).exists());
     }
@@ -184,10 +202,28 @@ mod tests {
         let when = started_at(&Manifest::path_for(&kept, id));
         assert!(!when.is_empty(), "the fixture reads as a manifest");
         std::fs::write(aside.join(MARK), &when).unwrap();
-        assert!(settle_all(dir.path()).unwrap().is_empty(), "not put back: the stored manifest is the failed one");
+        assert_eq!(settle_all(dir.path()).unwrap(), vec![(id.to_string(), Settled::Superseded)], "the stored manifest is the failed one");
         assert_eq!(std::fs::read_to_string(out.join("samples.parquet")).unwrap(), "failed");
         let results = Manifest::results_dir(&kept, id);
         assert_eq!(std::fs::read_to_string(results.join("samples.parquet")).unwrap(), "earlier");
         assert!(!aside.exists() && !results.join(MARK).exists());
+    }
+
+    #[test]
+    fn a_folder_left_set_aside_before_a_failed_reruns_manifest_was_written_goes_back_and_the_copy_kept_of_its_manifest_goes() {
+        let id = "88732e52bba7e6caa7be6b3260d9edda9b9796cedde2083e30d2cce3d61a26f2";
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/manifests/{id}.json"));
+        let (dir, out, stored) = store_as(id, "");
+        std::fs::copy(&fixture, &stored).unwrap();
+        let aside = rerun_begun(&out, "partial");
+        // The rerun failed and its manifest's predecessor was copied into superseded/; the
+        // controller died before writing the new manifest.
+        let kept = retire::superseded_dir(dir.path());
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::copy(&fixture, Manifest::path_for(&kept, id)).unwrap();
+        assert_eq!(settle_all(dir.path()).unwrap(), vec![(id.to_string(), Settled::PutBack)]);
+        assert_eq!(std::fs::read_to_string(out.join("samples.parquet")).unwrap(), "earlier");
+        assert!(!Manifest::path_for(&kept, id).exists(), "the copy repeated the stored manifest");
+        assert!(!aside.exists());
     }
 }

@@ -86,9 +86,13 @@ pub fn run_suite(
     // Leftover ranks first: one still writing into a rerun's partial folder would write into
     // the earlier results put back in its place.
     let mut notes = end_leftovers(dir, reporter);
-    for run_id in aside::settle_all(dir)? {
+    for (run_id, how) in aside::settle_all(dir)? {
+        let now = match how {
+            aside::Settled::Superseded => "moved beside its manifest kept in superseded/ (the rerun failed)",
+            _ => "back in place",
+        };
         crate::say!(
-            "parlab: run {}: a controller stopped during its rerun; its earlier results are back in place",
+            "parlab: run {}: a controller stopped during its rerun; its earlier results are {now}",
             crate::identity::short(&run_id)
         );
     }
@@ -194,36 +198,62 @@ impl SuiteRun<'_> {
     }
 
     /// Writes `record`, the new manifest of `plan`. Where it is not ok and the stored one is, the
-    /// register says so and nothing is lost: the stored manifest (a copy first, so a controller
-    /// stopped at any point leaves both; see [`aside`]'s settling) and its results folder move
-    /// into `superseded/`. Otherwise a results folder set aside is removed once the new manifest
-    /// stands.
+    /// register says so and nothing is lost ([`Self::replace_kept`]). Otherwise a results folder
+    /// set aside is removed once the new manifest stands.
     fn write(&self, plan: &RunPlan, record: &Manifest, earlier: Earlier) -> anyhow::Result<()> {
-        if record.status() == Status::Ok || !self.measured_before(plan) {
-            record.write(self.dir)?;
-            if let Earlier::Aside(folder) = earlier {
-                // A folder left aside is removed by the next run's settling.
-                if let Err(e) = aside::discard(folder) {
-                    crate::say!("warning: {e:#}; the next `parlab run` removes it");
-                }
-            }
-            return Ok(());
+        if record.status() != Status::Ok && self.measured_before(plan) {
+            return self.replace_kept(plan, record, earlier);
         }
-        let kept = manifest::retire::keep_replaced(self.dir, &plan.run_id)
-            .with_context(|| format!("keeping the earlier manifest of {} in superseded/", plan.label()))?;
         record.write(self.dir)?;
+        if let Earlier::Aside(folder) = earlier {
+            // A folder left aside is removed by the next run's settling.
+            if let Err(e) = aside::discard(folder) {
+                crate::say!("warning: {e:#}; the next `parlab run` removes it");
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `record` in place of the stored ok manifest of `plan`, which moves into
+    /// `superseded/` with its results folder: the folder is set aside first (where it is still in
+    /// place), then the manifest copied, the new one written, and the folder moved; a controller
+    /// stopped at any point leaves what the next run's settling puts back or moves there.
+    fn replace_kept(&self, plan: &RunPlan, record: &Manifest, earlier: Earlier) -> anyhow::Result<()> {
         let folder = match earlier {
             Earlier::Aside(folder) => folder,
-            Earlier::InPlace => Some(Manifest::results_dir(self.dir, &plan.run_id)),
+            Earlier::InPlace => aside::set_aside(self.dir, &plan.run_id)?,
         };
-        if let Some(p) = folder.filter(|p| p.is_dir()) {
-            if let Err(e) = aside::supersede(&p, self.dir, &plan.run_id) {
-                crate::say!("warning: {e:#}; the next `parlab run` moves it");
+        let written = manifest::retire::keep_replaced(self.dir, &plan.run_id)
+            .with_context(|| format!("keeping the earlier manifest of {} in superseded/", plan.label()))
+            .and_then(|kept| match record.write(self.dir) {
+                Ok(_) => Ok(kept),
+                Err(e) => {
+                    // The stored manifest stays the earlier one: its copy would only repeat it.
+                    let _ = std::fs::remove_file(&kept);
+                    Err(e.into())
+                }
+            });
+        let kept = match (written, folder.as_ref().filter(|p| p.is_dir())) {
+            (Ok(kept), _) => kept,
+            (Err(e), None) => return Err(e),
+            (Err(e), Some(p)) => {
+                return match aside::restore(p, &Manifest::results_dir(self.dir, &plan.run_id)) {
+                    Ok(()) => Err(e),
+                    Err(back) => Err(anyhow::anyhow!("{e:#}; and its earlier results could not be put back: {back:#}")),
+                };
             }
-        }
+        };
         let how = if record.status() == Status::Failed { "failed" } else { "was recorded NOT_RUN" };
         let into = kept.parent().unwrap_or(self.dir).display();
-        crate::say!("parlab: {} {how}; its earlier ok manifest and results are kept in {into}", plan.label());
+        let moved = match folder.filter(|p| p.is_dir()).map(|p| aside::supersede(&p, self.dir, &plan.run_id)) {
+            None => "manifest is".to_string(),
+            Some(Ok(())) => "manifest and results are".to_string(),
+            Some(Err(e)) => {
+                crate::say!("warning: {e:#}; the next `parlab run` moves it");
+                "manifest is".to_string()
+            }
+        };
+        crate::say!("parlab: {} {how}; its earlier ok {moved} kept in {into}", plan.label());
         Ok(())
     }
 

@@ -222,6 +222,25 @@ fn a_forced_rerun_that_fails_keeps_the_measurement_it_replaced_in_superseded() {
     assert_eq!(suite.manifest("again").status(), Status::Ok);
 }
 
+#[test]
+fn a_forced_rerun_recorded_not_run_keeps_the_measurement_it_replaced_in_superseded() {
+    let (suite, before, results) = measured_once();
+    let samples = std::fs::read(results.join("samples.parquet")).unwrap();
+    // The same run (requirements are not in its identity) now needs more cores than any machine.
+    suite.spec("again", &small_collectives("again", "60s", "requires: {cores: 4096}\n"));
+    let out = suite.parlab(&["run", "specs", "--no-report", "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("was recorded NOT_RUN; its earlier ok manifest and results are kept in"), "{}", stderr(&out));
+    let after = suite.manifest("again");
+    assert_eq!((after.status(), &after.run_id), (Status::NotRun, &before.run_id));
+    let kept = parlab::manifest::retire::superseded_dir(&suite.manifests());
+    let earlier = parlab::manifest::read_one(&parlab::manifest::Manifest::path_for(&kept, &before.run_id)).unwrap();
+    assert_eq!((earlier.status(), &earlier.started_at), (Status::Ok, &before.started_at));
+    assert_eq!(std::fs::read(kept.join(before.run_id.as_str()).join("samples.parquet")).unwrap(), samples);
+    assert!(!results.exists(), "the results folder moved with its manifest");
+    assert!(!suite.manifests().join(format!(".{}.previous", before.run_id)).exists(), "nothing left aside");
+}
+
 /// Two small collectives runs, `a-first` launched `first_launches` times and `b-second`
 /// `second_launches` times (in rounds), measured once; then the manifest file of `broken` is a
 /// folder, so writing it fails (root writes anywhere; a rename onto a folder does not): the
