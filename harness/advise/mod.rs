@@ -15,12 +15,14 @@ pub mod request;
 
 use crate::costmodel::catalogue::Catalogue;
 use crate::costmodel::measured_links::{is_store_link_name, link_entries, unusable_fits};
+use crate::costmodel::shape::ModelShape;
 use layouts::Layout;
 use predict::{predict, Prediction};
 use rank::Ranked;
 use reject::Rejection;
-use request::Request;
+use request::{Machine, Request};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// The JSON schema name `--json` prints.
@@ -195,6 +197,26 @@ pub struct Advice {
     pub rejected: Vec<Rejected>,
 }
 
+/// The layouts of `sound` refused for a tensor group across a slower link, with the refusal:
+/// decided from the smallest tensor group up, so the layout a refusal offers instead (a smaller
+/// group, splitting the cache: never one past the KV heads) is never refused itself.
+fn slow_boundaries(sound: &[(Layout, Prediction)], shape: &ModelShape, m: &Machine) -> HashMap<Layout, Rejection> {
+    let mut by_group: Vec<Layout> = sound.iter().map(|(l, _)| *l).collect();
+    by_group.sort_by_key(|l| l.tensor);
+    let mut refused = HashMap::new();
+    let mut offered: Vec<Layout> = Vec::new();
+    for layout in by_group {
+        match reject::slow_boundary(&layout, m, &offered) {
+            Some(reason) => {
+                refused.insert(layout, reason);
+            }
+            None if !reject::past_kv_heads(&layout, shape) => offered.push(layout),
+            None => {}
+        }
+    }
+    refused
+}
+
 /// Enumerates, rejects, predicts and ranks the layouts of `request`.
 pub fn advise(request: Request) -> Advice {
     let (shape, w, m) = (&request.model.shape, &request.workload, &request.machine);
@@ -212,11 +234,10 @@ pub fn advise(request: Request) -> Advice {
             None => sound.push((layout, p)),
         }
     }
-    // The layout a slow boundary's refusal offers instead splits the cache (never one past the KV heads).
-    let splitting: Vec<Layout> = sound.iter().map(|(l, _)| *l).filter(|l| !reject::past_kv_heads(l, shape)).collect();
+    let mut boundaries = slow_boundaries(&sound, shape, m);
     let mut kept = Vec::new();
     for (layout, p) in sound {
-        match reject::slow_boundary(&layout, m, &splitting) {
+        match boundaries.remove(&layout) {
             Some(reason) => rejected.push(Rejected { layout, label: layout.label(), reason, predicted: Some(p) }),
             None => kept.push((layout, p)),
         }

@@ -93,9 +93,9 @@ pub enum Rejection {
         link: String,
         /// True when that link joins nodes.
         between_nodes: bool,
-        /// Devices of the faster domain it leaves.
+        /// Devices of the faster domain holding the tensor group of the layout it offers.
         inside: u32,
-        /// The faster domain's link.
+        /// That domain's link.
         inside_link: String,
         /// The layout that fits with its tensor group inside.
         instead: String,
@@ -185,8 +185,16 @@ pub fn kv_duplicated(
     })
 }
 
-/// The rejection of a tensor group that crosses a slower link, when one of `fitting` (layouts
-/// that fit and split soundly) keeps its tensor group inside the faster domain.
+/// Whether link `a` is slower than `b` whatever the message: no lower latency and no higher
+/// bandwidth, and worse in one. Links that trade one for the other are not ordered (which pays
+/// less depends on the message size): the predictions rank the layouts that use them.
+pub fn slower(a: Link, b: Link) -> bool {
+    a.alpha_s >= b.alpha_s && a.beta_bps <= b.beta_bps && (a.alpha_s > b.alpha_s || a.beta_bps < b.beta_bps)
+}
+
+/// The rejection of a tensor group that crosses a slower link ([`slower`]), when one of
+/// `fitting` (layouts that fit, split soundly and are not refused themselves for crossing a
+/// slower link) keeps its tensor group inside the faster domain.
 /// A group pays the slowest link of the domains its ring passes ([`Machine::group_link`]); it
 /// crosses a slower link when a group of the largest domain inside its own whose ring is faster
 /// exists, and it is named by the slowest-bandwidth link it pays (SYS inside two nodes joined by
@@ -194,8 +202,7 @@ pub fn kv_duplicated(
 pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> Option<Rejection> {
     let outer = machine.domain_of_group(layout.tensor)?;
     let paid = machine.group_link(layout.tensor);
-    let slower_than = |l: Link| paid.alpha_s > l.alpha_s || paid.beta_bps < l.beta_bps;
-    let inner = (0..outer).rev().find(|&j| slower_than(machine.group_link(machine.domains[j].size)))?;
+    let inner = (0..outer).rev().find(|&j| slower(paid, machine.group_link(machine.domains[j].size)))?;
     // Named by a link it pays that is itself slower than the faster group's ring (the smallest
     // bandwidth first, then the largest latency), never one that group pays too.
     let faster = machine.group_link(machine.domains[inner].size);
@@ -206,14 +213,16 @@ pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> 
         .filter(|(_, l)| l.alpha_s > faster.alpha_s || l.beta_bps < faster.beta_bps)
         .min_by(|(_, a), (_, b)| a.beta_bps.total_cmp(&b.beta_bps).then(b.alpha_s.total_cmp(&a.alpha_s)))?
         .0;
-    let inside = machine.domains[inner].size;
-    let instead = fitting.iter().filter(|l| l.tensor <= inside && l.expert == 1).max_by_key(|l| (l.tensor, l.data))?;
+    let instead = fitting.iter().filter(|l| l.tensor <= machine.domains[inner].size && l.expert == 1).max_by_key(|l| (l.tensor, l.data))?;
+    // Named by the domain holding the group it offers (a smaller one where the faster domain's
+    // own groups are refused too).
+    let held = machine.domain_of_group(instead.tensor).unwrap_or(inner);
     Some(Rejection::TensorAcrossSlowBoundary {
         tensor: layout.tensor,
         link: machine.domains[crossed].link.name.clone(),
         between_nodes: machine.between_nodes(crossed),
-        inside,
-        inside_link: machine.domains[inner].link.name.clone(),
+        inside: machine.domains[held].size,
+        inside_link: machine.domains[held].link.name.clone(),
         instead: instead.label(),
     })
 }

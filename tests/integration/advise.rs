@@ -150,6 +150,44 @@ fn a_tensor_group_across_nodes_still_pays_the_slow_link_inside_each_node_and_is_
 }
 
 #[test]
+fn a_refusal_for_a_slow_link_offers_a_layout_not_refused_itself_and_links_that_trade_latency_for_bandwidth_are_ranked() {
+    // Pairs on NVLink, SYS between pairs, host staging over all 8: TP=8 pays host staging,
+    // slower than SYS; TP=4 (inside SYS) is refused too, for crossing SYS where pairs on NVLink
+    // fit. TP=8's refusal offers the pairs, not TP=4.
+    let nested = Asked {
+        prompt: 6144,
+        new_tokens: 300,
+        ..asked(model("llama-3.1-8b"), "a100-80gb", 1, 8, &["2:nvlink-nv12", "4:pcie-sys", "8:host-staged"])
+    };
+    let advice = run(&nested);
+    for label in ["TP=8 x DP=1", "TP=4 x DP=2"] {
+        match rejection(&advice, label) {
+            Rejection::TensorAcrossSlowBoundary { instead, inside, inside_link, .. } => {
+                assert_eq!((instead.as_str(), *inside, inside_link.as_str()), ("TP=2 x DP=4", 2, "nvlink-nv12"), "{label}");
+            }
+            other => panic!("{label}: {other:?}"),
+        }
+    }
+    // NVSwitch over all 8 (10 µs, 300 GB/s) against NVLink pairs (5 µs, 250 GB/s): neither is
+    // slower whatever the message, so the groups over the switch are ranked by their predictions.
+    for domains in [["2:nvlink-nv12", "8:nvswitch"], ["2:nvswitch", "8:nvlink-nv12"]] {
+        let traded = run(&Asked {
+            objective: "ttft".into(),
+            prompt: 6144,
+            new_tokens: 300,
+            ..asked(model("llama-3.1-8b"), "a100-80gb", 1, 8, &domains)
+        });
+        for label in ["TP=4 x DP=2", "TP=8 x DP=1"] {
+            assert!(
+                labels(&traded).contains(&label.to_string()),
+                "{domains:?}: {label} ranked, not refused: {:?}",
+                traded.rejected.iter().map(|r| (&r.label, &r.reason)).collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
+#[test]
 fn a_float32_prefill_is_divided_by_the_float32_peak_not_the_16_bit_one() {
     let ttft = |dtype: &str, device: &str| {
         let advice = run(&Asked { dtype: dtype.into(), ..asked(model("llama-3.1-8b"), device, 1, 1, &[]) });
