@@ -191,10 +191,17 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
             manifests.display()
         )));
     }
-    // The history is read once: its nights give the noise bands, then tonight is appended.
-    let history = outs.history.as_deref().map(|dir| (dir, crate::nightly::history::read_warning(dir)));
+    // The history is read once: its nights give the noise bands, then tonight is appended. A
+    // night of tonight's very figures (a retried job judging the same folder) is tonight: it
+    // neither narrows tonight's bands nor is kept twice.
+    let tonight_points = crate::nightly::history::points(&after);
+    let history = outs.history.as_deref().map(|dir| {
+        let (earlier, again): (Vec<_>, Vec<_>) =
+            crate::nightly::history::read_warning(dir).into_iter().partition(|e| e.points.is_empty() || e.points != tonight_points);
+        (dir, earlier, again.into_iter().next())
+    });
     let noise = match &history {
-        Some((_, entries)) => NoiseBook::from_entries(entries, &crate::nightly::history::machines(&after)),
+        Some((_, entries, _)) => NoiseBook::from_entries(entries, &crate::nightly::history::machines(&after)),
         None => NoiseBook::NotKept,
     };
     let comparison = compare(&before, &after, policy, &noise);
@@ -209,9 +216,6 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
     if let Some(path) = &outs.summary {
         write(path, &outputs::markdown(&comparison, &layouts, &baseline.display().to_string()))?;
     }
-    if let Some((dir, entries)) = history {
-        keep_history(dir, entries, &after, policy)?;
-    }
     if outs.json {
         let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts});
         super::output::print_json(&value)?;
@@ -219,13 +223,25 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
         super::output::print(&text(&comparison, &layouts, baseline))?;
     }
     let answer_changed = !layouts.is_empty() || comparison.findings.iter().any(|f| matches!(f, Finding::AnswerChanged { .. }));
-    Ok(if answer_changed {
+    let code = if answer_changed {
         crate::exitcode::AUDIT_ANSWER_CHANGED
     } else if comparison.findings.is_empty() {
         crate::exitcode::OK
     } else {
         crate::exitcode::NIGHTLY_REGRESSION
-    })
+    };
+    // Kept after the verdicts are out: a history that cannot be written loses none of them,
+    // and a night that found something keeps its exit code.
+    if let Some((dir, _, Some(kept))) = &history {
+        crate::say!("nightly: tonight's figures are in the history already (night {}, {}): not kept again", kept.night, dir.display());
+    } else if let Some((dir, entries, None)) = history {
+        match keep_history(dir, entries, &after, policy) {
+            Err(e) if code == crate::exitcode::OK => return Err(e.into()),
+            Err(e) => crate::say!("error: {e:#}; the history was not kept"),
+            Ok(()) => {}
+        }
+    }
+    Ok(code)
 }
 
 /// The comparison as the text `parlab nightly` prints: flagged verdicts, findings, moved answers,

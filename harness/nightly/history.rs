@@ -58,14 +58,19 @@ impl Entry {
     }
 }
 
-/// Tonight's figures: the median of each figure's per-launch values (the summary median for a
-/// manifest written before launches were recorded).
+/// Tonight's figures: the median of each figure's usable per-launch values ([`stats::usable`];
+/// the summary median for a manifest written before launches were recorded), leaving out a
+/// median no night records ([`implausible`]) rather than the whole night at its next read.
 pub fn points(night: &Night) -> Vec<Point> {
+    let limit = crate::manifest::plausible::MAX_MAGNITUDE;
     let mut out = Vec::new();
     for m in night.manifests.iter().filter(|m| m.status() == Status::Ok) {
         let launches = super::samples::of_manifest(m);
         for f in figures(m) {
-            let median = launches.get(&f.name).and_then(|v| stats::median(v)).unwrap_or(f.value);
+            let median = launches.get(&f.name).and_then(|v| stats::usable_median(v)).unwrap_or(f.value);
+            if !(median.is_finite() && median > 0.0 && median <= limit) {
+                continue;
+            }
             out.push(Point {
                 run_id: m.run_id.clone(),
                 run: super::label(m),

@@ -139,6 +139,13 @@ pub enum Verdict {
 
 crate::named!(Verdict { Regressed => "REGRESSED", Improved => "IMPROVED", NoChange => "NO_CHANGE", InsufficientEvidence => "INSUFFICIENT_EVIDENCE" });
 
+impl Verdict {
+    /// Whether the figure changed: REGRESSED or IMPROVED.
+    pub fn is_change(self) -> bool {
+        matches!(self, Verdict::Regressed | Verdict::Improved)
+    }
+}
+
 /// How a figure's verdict was reached.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Method {
@@ -368,7 +375,11 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
         findings.push(Finding::MachineDiffers { runs: differing, differences: differences.into_iter().collect() });
     }
     let ratio = bandwidth_ratio(&baseline.manifests, &current.manifests);
-    let verdicts = judge(&pairs, policy, ratio);
+    let verdicts = judge(&pairs, policy, None);
+    // Decode figures are scaled by the bandwidth ratio only where the memory's own figure moved
+    // (REGRESSED or IMPROVED): a ratio inside its noise would explain a real change away.
+    let moved = pairs.iter().zip(&verdicts).any(|(p, v)| p.figure.kind == FigureKind::Bandwidth && v.verdict.is_change());
+    let verdicts = if moved && ratio.is_some() { judge(&pairs, policy, ratio) } else { verdicts };
     findings.extend(verdicts.iter().filter(|v| v.verdict == Verdict::Regressed).map(|v| Finding::Regressed {
         run: v.run.clone(),
         figure: v.figure.clone(),
@@ -398,9 +409,12 @@ fn successor<'n>(before: &Manifest, baseline: &Night, current: &'n Night) -> Opt
 /// What became of a baseline run tonight; pushes its hard findings (missing, now failing,
 /// changed answer).
 fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<Finding>) -> RunOutcome {
+    // Named as tonight names it, where it ran (its figures and findings are): an experiment
+    // renamed keeps its identity.
+    let named = after.unwrap_or(before);
     let outcome = |status, (answer, moved), same_machine| RunOutcome {
-        run: label(before),
-        experiment: before.experiment.clone(),
+        run: label(named),
+        experiment: named.experiment.clone(),
         status,
         answer,
         moved,
@@ -508,7 +522,7 @@ fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy
         if pair.after.is_empty() {
             return (Verdict::InsufficientEvidence, Method::NoValueTonight { before: pair.before.len() });
         }
-        let usable = |v: &[f64]| v.iter().filter(|x| x.is_finite() && **x > 0.0).count();
+        let usable = |v: &[f64]| stats::usable(v).len();
         let method = Method::TooFewLaunches {
             before: pair.before.len(),
             after: pair.after.len(),
@@ -522,32 +536,35 @@ fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy
     (v, Method::Tested { test, q, policy: *policy, explained_by_bandwidth: None })
 }
 
-/// Tonight's change of a decode figure after scaling by the bandwidth ratio.
-fn normalised_worse_by(pair: &Pair, before: f64, after: f64, ratio: Option<f64>) -> Option<f64> {
-    let decode = pair.figure.kind == FigureKind::Decode;
-    let better = pair.figure.better;
-    ratio.filter(|_| decode).map(|r| match better {
-        Better::Lower => worse_by(better, before, after * r),
-        Better::Higher => worse_by(better, before, after / r),
+/// A decode figure tonight scaled by the bandwidth ratio (a step × the ratio, a rate ÷ it):
+/// what it would have been at the baseline's memory bandwidth.
+fn normalised_after(pair: &Pair, after: f64, ratio: Option<f64>) -> Option<f64> {
+    ratio.filter(|_| pair.figure.kind == FigureKind::Decode).map(|r| match pair.figure.better {
+        Better::Lower => after * r,
+        Better::Higher => after / r,
     })
 }
 
 fn verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, ratio: Option<f64>) -> FigureVerdict {
-    let before = stats::median(&pair.before).unwrap_or(pair.figure.value);
-    let after = stats::median(&pair.after).unwrap_or(f64::NAN);
+    // Over the values the test judges (a launch that recorded 0 measured nothing).
+    let before = stats::usable_median(&pair.before).unwrap_or(pair.figure.value);
+    let after = stats::usable_median(&pair.after).unwrap_or(f64::NAN);
     let worse = worse_by(pair.figure.better, before, after);
     let effect = after / before - 1.0;
-    let normalised = normalised_worse_by(pair, before, after, ratio);
+    let normalised = normalised_after(pair, after, ratio);
     let (mut verdict, mut method) = raw_verdict(pair, tested, policy, worse, effect);
     if let (Verdict::Regressed | Verdict::Improved, Some(n), Method::Tested { explained_by_bandwidth, .. }) =
         (verdict, normalised, &mut method)
     {
-        let still = if verdict == Verdict::Regressed { n >= policy.min_effect } else { -n >= policy.min_effect };
+        // In the gate's own terms: the normalised change beyond the minimum effect, the same way.
+        let (n_effect, n_worse) = (n / before - 1.0, worse_by(pair.figure.better, before, n));
+        let still = n_effect.abs() >= policy.min_effect && (n_worse > 0.0) == (verdict == Verdict::Regressed);
         if !still {
-            *explained_by_bandwidth = Some(n);
+            *explained_by_bandwidth = Some(n_effect);
             verdict = Verdict::NoChange;
         }
     }
+    let normalised = normalised.map(|n| worse_by(pair.figure.better, before, n));
     FigureVerdict {
         run: pair.run.clone(),
         experiment: pair.experiment.clone(),

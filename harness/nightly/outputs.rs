@@ -81,8 +81,11 @@ pub fn method_text(v: &FigureVerdict) -> String {
                 v.noise.describe()
             );
             if let Some(n) = explained_by_bandwidth {
-                let _ =
-                    write!(how, "; bandwidth-normalised change {:+.1}% is within the minimum: explained by memory bandwidth", n * 100.0);
+                let _ = write!(
+                    how,
+                    "; bandwidth-normalised change {:+.1}% is not beyond the minimum the same way: explained by memory bandwidth",
+                    n * 100.0
+                );
             }
             how
         }

@@ -174,7 +174,7 @@ fn trimmed(x: &mut [f64]) -> (f64, f64, usize) {
 /// launch neither hides nor fakes a change; with 3 or 4 launches nothing is trimmed and it is
 /// Welch's t (Welch 1947). None when a side has fewer than [`MIN_PER_SIDE`] positive finite values.
 pub fn yuen_log(a: &[f64], b: &[f64]) -> Option<TTest> {
-    let logs = |v: &[f64]| v.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect::<Vec<f64>>();
+    let logs = |v: &[f64]| usable(v).iter().map(|x| x.ln()).collect::<Vec<f64>>();
     let (mut a, mut b) = (logs(a), logs(b));
     if a.len() < MIN_PER_SIDE || b.len() < MIN_PER_SIDE {
         return None;
@@ -269,6 +269,17 @@ pub fn scaled_mad(v: &[f64]) -> Option<f64> {
 /// The median of `v` (NaNs dropped); None when empty.
 pub fn median(v: &[f64]) -> Option<f64> {
     crate::manifest::stats::Stats::of(v).map(|s| s.median)
+}
+
+/// The values a night's figure can be judged on: positive and finite (a time, rate or
+/// bandwidth; a launch that recorded 0 or NaN measured nothing).
+pub fn usable(v: &[f64]) -> Vec<f64> {
+    v.iter().copied().filter(|x| x.is_finite() && *x > 0.0).collect()
+}
+
+/// The median of [`usable`] values.
+pub fn usable_median(v: &[f64]) -> Option<f64> {
+    median(&usable(v))
 }
 
 #[cfg(test)]

@@ -317,10 +317,17 @@ fn an_answer_change_is_always_a_finding() {
     assert!(matches!(findings[..], [Finding::AnswerChanged { .. }]), "{findings:?}");
     let mut failed = decode_manifest(0.020, None);
     failed.outcome = Outcome::Failed { reason: "rank 1 killed by signal 9".into(), launch: None };
-    match &judged(&Night::new(vec![before]), &Night::new(vec![failed])).findings[..] {
+    match &judged(&Night::new(vec![before.clone()]), &Night::new(vec![failed.clone()])).findings[..] {
         [Finding::NowFailing { reason, .. }] => assert_eq!(reason, "rank 1 killed by signal 9"),
         other => panic!("unexpected {other:?}"),
     }
+    // Its experiment renamed (not in the run identity) and failing tonight: the JUnit status case
+    // of the run is the failure, under tonight's name.
+    failed.experiment = "renamed".into();
+    let c = judged(&Night::new(vec![before]), &Night::new(vec![failed]));
+    let xml = parlab::nightly::outputs::junit(&c, &[], "2026-12-06T00:00:00Z");
+    let status = xml.split("<testcase").find(|case| case.contains(" renamed status\"")).unwrap_or_else(|| panic!("{xml}"));
+    assert!(status.contains("<failure") && status.contains("rank 1 killed by signal 9"), "{xml}");
 }
 
 /// `tokens` decoded with a per-step record whose float32 reference margin is `margins[k]`
@@ -521,26 +528,53 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
         [Finding::MachineDiffers { runs: 1, differences }] => assert_eq!(differences, &["cpu_model: none -> Other CPU"]),
         other => panic!("unexpected {other:?}"),
     }
-    let membw = |bw: f64| {
+    // A membw run at `bw`, its launches `launches` (each a 2 % draw around it; none: one value).
+    let membw = |bw: f64, launches: usize, draw: &mut Draw| {
         let mut b = decode_manifest(0.020, None);
         b.run_id = "b".repeat(64).into();
         b.experiment = "membw".into();
         b.kind = parlab::spec::Kind::Membw;
         b.outcome = Outcome::computed(crate::synth::membw_summary(bw));
+        if launches > 0 {
+            let values = draw.lognormal(launches, bw, 0.02);
+            let figures = [(parlab::nightly::figures::AGGREGATE_BANDWIDTH_MEDIAN.to_string(), values)];
+            set_launches(&mut b, LaunchStats { count: launches as u32, statistic: LaunchStatistic::Median, figures: figures.into() });
+        }
         b
     };
     let (mut before, mut after) = (night_of(&m, &base), night_of(&m, &slow));
-    before.manifests.push(membw(18.0e9));
-    after.manifests.push(membw(18.0e9 / 1.2));
+    before.manifests.push(membw(18.0e9, 5, &mut draw));
+    after.manifests.push(membw(18.0e9 / 1.2, 5, &mut draw));
     let c = judged(&before, &after);
+    let bandwidth = c.verdicts.iter().find(|v| v.figure == parlab::nightly::figures::AGGREGATE_BANDWIDTH_MEDIAN).unwrap();
+    assert_eq!(bandwidth.verdict, Verdict::Regressed, "the memory itself moved: {bandwidth:?}");
     let v = c.verdicts.iter().find(|v| v.figure == "decode step median").unwrap();
     assert!((c.bandwidth_ratio.unwrap() - 1.0 / 1.2).abs() < 1e-12);
     assert_eq!(v.verdict, Verdict::NoChange, "{v:?}");
     assert!(method_text(v).contains("explained by memory bandwidth") && v.bandwidth_normalised_worse_by.unwrap().abs() < 0.1, "{v:?}");
     let Method::Tested { explained_by_bandwidth: Some(explained), .. } = v.method else { panic!("{v:?}") };
     assert_eq!(Some(explained), v.bandwidth_normalised_worse_by, "the change the bandwidth explained is the one reported");
-    after.manifests[1] = membw(18.0e9);
+    after.manifests[1] = membw(18.0e9, 5, &mut draw);
     assert_eq!(judged(&before, &after).verdicts[0].verdict, Verdict::Regressed, "same bandwidth: a regression");
+    // A ratio no test found a change in (one value each night: not judged) explains nothing away.
+    let (mut before, mut after) = (night_of(&m, &base), night_of(&m, &slow));
+    before.manifests.push(membw(18.0e9, 0, &mut draw));
+    after.manifests.push(membw(18.0e9 / 1.2, 0, &mut draw));
+    let c = judged(&before, &after);
+    let v = c.verdicts.iter().find(|v| v.figure == "decode step median").unwrap();
+    assert!(c.bandwidth_ratio.is_some() && v.verdict == Verdict::Regressed, "{v:?}");
+    // The normalised change is judged the gate's way (after / before - 1): memory 12 % faster
+    // and tokens/s 1.105 x 1.12 as fast leave +10.5 % at the baseline's bandwidth, past the
+    // minimum (as before / after - 1 it read -9.5 % and was explained away).
+    let (rate_base, rate_fast) = (draw.lognormal(5, 0.020, 0.002), draw.lognormal(5, 0.020 / (1.105 * 1.12), 0.002));
+    let (mut before, mut after) = (night_of(&m, &rate_base), night_of(&m, &rate_fast));
+    before.manifests.push(membw(18.0e9, 5, &mut draw));
+    after.manifests.push(membw(18.0e9 * 1.12, 5, &mut draw));
+    let c = judged(&before, &after);
+    let bandwidth = c.verdicts.iter().find(|v| v.figure == parlab::nightly::figures::AGGREGATE_BANDWIDTH_MEDIAN).unwrap();
+    assert_eq!(bandwidth.verdict, Verdict::Improved, "the memory moved, so the rate is normalised: {bandwidth:?}");
+    let rate = c.verdicts.iter().find(|v| v.figure == "tokens per second median").unwrap();
+    assert_eq!(rate.verdict, Verdict::Improved, "ratio {:?}: {rate:?}", c.bandwidth_ratio);
 }
 
 /// Writes `m` with per-launch decode step medians `steps` into `dir`.
@@ -661,6 +695,8 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     let mut entry: serde_json::Value = serde_json::from_slice(&std::fs::read(&first).unwrap()).unwrap();
     entry["night"] = "2099-01-01T00:00:00Z".into();
     std::fs::write(history.path().join("2099-01-01T000000Z.json"), serde_json::to_vec(&entry).unwrap()).unwrap();
+    // The next night (other launches: the same figures again would be a retried job, not kept twice).
+    write_with_launches(&decode_manifest(0.024, Some(&[1, 2, 3])), &draw.lognormal(5, 0.024, 0.03), slow.path());
     let out = nightly(base.path(), slow.path(), &["--history", history.path().to_str().unwrap()]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -839,16 +875,26 @@ fn the_history_records_each_nights_machine_and_learns_noise_only_from_this_machi
 }
 
 #[test]
-fn the_command_appends_to_the_history_folder() {
+fn the_command_appends_to_the_history_folder_once_a_night() {
     let (base, tonight, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    for store in [&base, &tonight] {
-        write_with_launches(&decode_manifest(0.020, Some(&[1, 2, 3])), &Draw(1).lognormal(5, 0.02, 0.1), store.path());
-    }
-    for _ in 0..2 {
-        let out = nightly(base.path(), tonight.path(), &["--history", history.path().to_str().unwrap()]);
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    write_with_launches(&m, &Draw(1).lognormal(5, 0.02, 0.1), base.path());
+    let judge = || nightly(base.path(), tonight.path(), &["--history", history.path().to_str().unwrap()]);
+    for seed in [1, 2] {
+        write_with_launches(&m, &Draw(seed).lognormal(5, 0.02, 0.1), tonight.path());
+        let out = judge();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         std::thread::sleep(std::time::Duration::from_millis(1100));
     }
+    assert_eq!(parlab::nightly::history::read(history.path()).len(), 2);
+    // A retried job judging the same night again: its figures are not kept a second time.
+    let again = judge();
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("tonight's figures are in the history already"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     assert_eq!(parlab::nightly::history::read(history.path()).len(), 2);
     assert!(history.path().join("trends.md").is_file() && history.path().join("trends/0.svg").is_file());
     // The trends drawn from the nights read before tonight's was appended, plus tonight's, are
@@ -859,6 +905,48 @@ fn the_command_appends_to_the_history_folder() {
         let (kept, again) = (std::fs::read(history.path().join(file)).unwrap(), std::fs::read(redrawn.path().join(file)).unwrap());
         assert!(kept == again, "{file} differs from the folder's own trends");
     }
+}
+
+#[test]
+fn launches_that_measured_nothing_are_left_out_of_a_nights_medians_and_its_history_point() {
+    let (base, tonight, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    write_with_launches(&m, &Draw(1).lognormal(7, 0.02, 0.01), base.path());
+    // Four launches of seven recorded a step of 0: the other three are the night.
+    let mut zeros = m.clone();
+    let steps = vec![0.0, 0.0, 0.0, 0.0, 0.0201, 0.0199, 0.0200];
+    let figures = [("decode step median".to_string(), steps), ("tokens per second median".to_string(), vec![50.0; 7])];
+    set_launches(&mut zeros, LaunchStats { count: 7, statistic: LaunchStatistic::Median, figures: figures.into() });
+    zeros.write(tonight.path()).unwrap();
+    let out = nightly(base.path(), tonight.path(), &["--history", history.path().to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = value["comparison"]["verdicts"].as_array().unwrap().iter().find(|v| v["figure"] == "decode step median").unwrap().clone();
+    assert!((step["after"].as_f64().unwrap() - 0.0200).abs() < 1e-12, "the median of the launches the test judged: {step}");
+    let entries = parlab::nightly::history::read(history.path());
+    assert_eq!(entries.len(), 1, "the night is kept, not skipped at its next read");
+    let point = entries[0].points.iter().find(|p| p.figure == "decode step median").unwrap();
+    assert!((point.median - 0.0200).abs() < 1e-12, "{point:?}");
+}
+
+#[test]
+fn a_history_that_cannot_be_kept_loses_no_verdict_and_no_finding_exit_code() {
+    let (base, tonight, history) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    write_with_launches(&m, &Draw(1).lognormal(5, 0.02, 0.01), base.path());
+    // The trends' folder is a file: the history's trends cannot be drawn.
+    std::fs::write(history.path().join("trends"), "not a folder").unwrap();
+    let judge = || nightly(base.path(), tonight.path(), &["--history", history.path().to_str().unwrap()]);
+    write_with_launches(&m, &Draw(2).lognormal(5, 0.03, 0.01), tonight.path());
+    let slowed = judge();
+    let (out, err) = (String::from_utf8_lossy(&slowed.stdout), String::from_utf8_lossy(&slowed.stderr));
+    assert_eq!(slowed.status.code(), Some(4), "the regression's exit code stands: {err}");
+    assert!(out.contains("REGRESSED") && err.contains("the history was not kept"), "{out}\n{err}");
+    // Nothing found: the history's error is the night's, with the verdicts printed first.
+    write_with_launches(&m, &Draw(3).lognormal(5, 0.02, 0.01), tonight.path());
+    let quiet = judge();
+    assert_eq!(quiet.status.code(), Some(1), "{}", String::from_utf8_lossy(&quiet.stderr));
+    assert!(String::from_utf8_lossy(&quiet.stdout).contains("nightly: 1 runs compared"), "{}", String::from_utf8_lossy(&quiet.stdout));
 }
 
 #[test]
