@@ -246,11 +246,11 @@ impl SuiteRun<'_> {
         let how = if record.status() == Status::Failed { "failed" } else { "was recorded NOT_RUN" };
         let into = kept.parent().unwrap_or(self.dir).display();
         let moved = match folder.filter(|p| p.is_dir()).map(|p| aside::supersede(&p, self.dir, &plan.run_id)) {
-            None => "manifest is".to_string(),
-            Some(Ok(())) => "manifest and results are".to_string(),
+            None => "manifest is",
+            Some(Ok(())) => "manifest and results are",
             Some(Err(e)) => {
                 crate::say!("warning: {e:#}; the next `parlab run` moves it");
-                "manifest is".to_string()
+                "manifest is"
             }
         };
         crate::say!("parlab: {} {how}; its earlier ok {moved} kept in {into}", plan.label());
