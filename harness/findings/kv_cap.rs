@@ -145,14 +145,14 @@ pub fn finding(inp: &Inputs) -> Finding {
 }
 
 fn decide(mut f: Finding, usable: &[&Series]) -> Finding {
-    let mut wrong = Vec::new();
-    let mut held = Vec::new();
+    let (mut wrong, mut held, mut unrecorded) = (Vec::new(), Vec::new(), Vec::new());
     for s in usable {
+        // A series with a run written before the cache was recorded is left out, said in a note:
+        // the others are still decided (one old manifest must not hide a miss elsewhere).
         let Some(checks) = checks(s) else {
-            return f.inconclusive(
-                Inconclusive::MissingRuns,
-                format!("missing runs: a run of {} recorded no KV cache per rank (written before it was recorded)", s.label),
-            );
+            f.notes.push(format!("{}: a run recorded no KV cache per rank (written before it was recorded); not checked", s.label));
+            unrecorded.push(s.label.clone());
+            continue;
         };
         let two_l = s.shape.tensor_all_reduces_per_token() as f64;
         for c in &checks {
@@ -163,7 +163,12 @@ fn decide(mut f: Finding, usable: &[&Series]) -> Finding {
         }
         held.push(summary(s, &checks));
     }
-    if wrong.is_empty() {
+    if wrong.is_empty() && held.is_empty() {
+        f.inconclusive(
+            Inconclusive::MissingRuns,
+            format!("missing runs: a run of {} recorded no KV cache per rank (written before it was recorded)", unrecorded.join(", ")),
+        )
+    } else if wrong.is_empty() {
         f.decide(true, held.join("; "))
     } else {
         f.decide(false, format!("the cache or the all-reduces left the prediction at {}", wrong.join(", ")))

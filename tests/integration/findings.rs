@@ -801,6 +801,31 @@ fn kv_head_cap_holds_when_the_cache_stops_falling_at_the_kv_heads_and_fails_othe
 }
 
 #[test]
+fn kv_head_cap_is_decided_on_the_other_series_where_one_has_a_run_that_recorded_no_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut list = gqa_splits(dir.path());
+    // A second series (another experiment) whose world-2 run was written before the cache was recorded.
+    let mut old = gqa_splits(dir.path());
+    for m in &mut old {
+        m.experiment = "synth-gqa-old".into();
+        m.run_id = format!("{:0>64}", format!("{}old", m.layout.world)).into();
+    }
+    decode_mut(old.iter_mut().find(|m| m.layout.world == 2).unwrap()).unwrap().kv_cache_bytes_per_token.clear();
+    list.extend(old.iter().cloned());
+    let f = finding(&list, "kv-head-cap");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.notes.iter().any(|n| n.contains("synth-gqa-old") && n.contains("not checked")), "{:?}", f.notes);
+    // A miss in the series that recorded its caches is still a miss.
+    decode_mut(list.iter_mut().find(|m| m.layout.world == 8 && m.experiment == "synth-gqa").unwrap()).unwrap().kv_cache_bytes_per_token =
+        vec![32; 8];
+    let f = finding(&list, "kv-head-cap");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    // With only the old series, nothing can be decided.
+    let f = finding(&old, "kv-head-cap");
+    assert_eq!(f.inconclusive, Some(Inconclusive::MissingRuns), "{f:?}");
+}
+
+#[test]
 fn kv_head_cap_needs_a_world_past_the_kv_heads() {
     let dir = tempfile::tempdir().unwrap();
     let mut list = gqa_splits(dir.path());
