@@ -83,7 +83,7 @@ fn family_finding(inp: &Inputs, family: &str, fam: &Family) -> Finding {
     if let Some((d, run)) = drift {
         f.number("largest logit drift from the reference", d, "logit", &[run]);
     }
-    noise_numbers(&mut f, inp);
+    noise_numbers(&mut f, inp, &runs);
     f.notes.extend(layouts.iter().map(|(name, l)| note(name, l)));
     let real: Vec<&&LayoutVerdict> = all.iter().filter(|l| l.real_change).collect();
     let explained = all.iter().filter(|l| l.verdict == Grade::Diverged && !l.real_change).count();
@@ -115,18 +115,22 @@ fn family_finding(inp: &Inputs, family: &str, fam: &Family) -> Finding {
     )
 }
 
-fn noise_numbers(f: &mut Finding, inp: &Inputs) {
-    for g in &inp.audit {
-        if let (Some(run), Some(d)) = (&g.reference_run, g.reference_self_drift) {
-            f.number("reference's drift from itself (run-to-run noise)", d, "logit", &[run.as_str()]);
-            return;
-        }
+/// The reference's drift from itself, of the audit groups holding `runs` (this family's
+/// layouts; another family's reference is another model or prompt): the largest, with its run.
+fn noise_numbers(f: &mut Finding, inp: &Inputs, runs: &[&str]) {
+    let own = inp.audit.iter().filter(|g| g.layouts.iter().any(|l| runs.contains(&l.run.as_str())));
+    let worst = own
+        .filter_map(|g| Some((g.reference_run.as_ref()?, g.reference_self_drift?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(a.0)));
+    if let Some((run, d)) = worst {
+        f.number("reference's drift from itself (run-to-run noise)", d, "logit", &[run.as_str()]);
     }
 }
 
 fn note(name: &str, l: &Layout) -> String {
+    // The worst run: by grade, then a real change before one explained, then by drift.
     let worst = l.verdicts.iter().max_by(|a, b| {
-        a.verdict.cmp(&b.verdict).then(a.max_logit_drift.partial_cmp(&b.max_logit_drift).unwrap_or(std::cmp::Ordering::Equal))
+        a.verdict.cmp(&b.verdict).then(a.real_change.cmp(&b.real_change)).then(a.max_logit_drift.total_cmp(&b.max_logit_drift))
     });
     let Some(w) = worst else {
         return name.to_string();

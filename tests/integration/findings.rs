@@ -357,6 +357,24 @@ fn diverge_from(list: &mut [Manifest], k: usize) -> String {
 }
 
 #[test]
+fn each_familys_exactness_cites_its_own_references_drift_from_itself() {
+    let mut list = base();
+    let number = |f: &Finding| f.numbers.iter().find(|n| n.name.starts_with("reference's drift from itself")).map(|n| n.runs.clone());
+    let shared = number(&finding(&list, "exactness-tensor")).expect("the tensor family's reference");
+    assert_eq!(number(&finding(&list, "exactness-context")).as_ref(), Some(&shared), "one answer group: one reference");
+    // The context runs answer another question: their own answer group, with no unsplit run
+    // decoded again in it, has no reference's drift to cite; the tensor family's is not theirs.
+    let context: Vec<&mut Manifest> = list.iter_mut().filter(|m| m.layout.strategy == Strategy::Context && m.answer().is_some()).collect();
+    assert!(context.len() >= 2, "the context layouts");
+    for m in context {
+        m.answer_id = parlab::identity::AnswerId::new("c".repeat(64));
+    }
+    let f = finding(&list, "exactness-context");
+    assert_eq!(number(&f), None, "{:?}", f.numbers);
+    assert_eq!(number(&finding(&list, "exactness-tensor")), Some(shared));
+}
+
+#[test]
 fn exactness_holds_for_equal_tokens_and_fails_on_a_real_change() {
     let mut list = base();
     let f = finding(&list, "exactness-tensor");
