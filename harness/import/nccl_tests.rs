@@ -4,7 +4,7 @@
 //! (`22809` = 2.28.9), `start_time`, `config` (`warmup_iters`, `iterations`, `validation`,
 //! `devices[]` with `rank`, `hostname`, `device`, `device_hex`, `device_info`), `results[]`
 //! with `size`, `count`, `type`, `redop`, `root`, `out_of_place` and `in_place`, each
-//! `{time, alg_bw, bus_bw, nwrong}` (`cpu_time` with `-C`; `nwrong` null without `-c`).
+//! `{time, alg_bw, bus_bw, nwrong}` (`cpu_time` with `-C 1`, refused: the host's CPU time; `nwrong` null without `-c`).
 //!
 //! Text: `#` lines naming the version (`# nccl-tests version 2.19.6 nccl-headers=22809
 //! nccl-library=22809`), the binary (`# Collective test starting: all_reduce_perf`), the
@@ -66,9 +66,12 @@ fn op_of(path: &str) -> Result<(String, Op), UnknownBenchmark> {
 /// What is wrong with one timing object of the JSON output.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TimingProblem {
-    /// Neither `time` nor `cpu_time`.
+    /// No `time`.
     #[error("no `time`")]
     NoTime,
+    /// `cpu_time` in its place: `-C 1`'s host CPU time, not the collective's.
+    #[error("`cpu_time` in place of `time`: nccl-tests' `-C 1` reports the host's CPU time, not the collective's; run it without `-C 1`")]
+    CpuTime,
     /// The time is not a positive number.
     #[error("`time` {0} is not a positive number of µs")]
     BadTime(Value),
@@ -198,9 +201,13 @@ fn total_wrong(out: u64, in_place: u64) -> Option<u64> {
     out.checked_add(in_place).filter(|&w| w <= 1 << 60)
 }
 
-/// `{time | cpu_time, alg_bw, bus_bw, nwrong}`: µs, wrong elements (0 when null), (algbw, busbw).
+/// `{time, alg_bw, bus_bw, nwrong}`: µs, wrong elements (0 when null), (algbw, busbw); a
+/// `cpu_time` (`-C 1`) is refused.
 fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), TimingProblem> {
-    let time = t.get("time").or_else(|| t.get("cpu_time")).ok_or(TimingProblem::NoTime)?;
+    if t.get("time").is_none() && t.get("cpu_time").is_some() {
+        return Err(TimingProblem::CpuTime);
+    }
+    let time = t.get("time").ok_or(TimingProblem::NoTime)?;
     let us = time.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| TimingProblem::BadTime(time.clone()))?;
     if !super::plausible_us(us) {
         return Err(TimingProblem::TooLong(time.clone()));
@@ -333,6 +340,12 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     } else if rest.starts_with("Rank") {
         rank_line(h, rest, n)?;
     } else if rest.starts_with("size") && rest.contains("count") {
+        if rest.split_whitespace().any(|c| c == "cputime") {
+            return Err(Problem::at(
+                n,
+                "the table's times are `cputime`: nccl-tests' `-C 1` reports the host's CPU time, not the collective's; run it without `-C 1`",
+            ));
+        }
         h.table = true;
     }
     Ok(())

@@ -182,6 +182,28 @@ fn assert_refused(cases: Vec<(Vec<String>, String)>, store: &Path) {
 }
 
 #[test]
+fn nccl_tests_cpu_times_are_refused_not_read_as_the_collectives() {
+    // `-C 1`: nccl-tests reports the host's CPU time in the time column (its bandwidths still
+    // from the collective's), so the bus-factor check cannot catch it.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let json = dir.path().join("cpu_time.json");
+    let eight = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
+    std::fs::write(&json, eight.replace("\"time\":", "\"cpu_time\":")).unwrap();
+    let text = dir.path().join("cputime.txt");
+    let two = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    std::fs::write(&text, two.replacen("   root     time   algbw", "   root  cputime   algbw", 1)).unwrap();
+    let cases = vec![
+        (vec!["nccl-tests".into(), json.display().to_string()], "`cpu_time` in place of `time`: nccl-tests' `-C 1`".to_string()),
+        (
+            vec!["nccl-tests".into(), text.display().to_string()],
+            format!("{}:11: the table's times are `cputime`: nccl-tests' `-C 1`", text.display()),
+        ),
+    ];
+    assert_refused(cases, &store);
+}
+
+#[test]
 fn a_world_or_a_size_past_what_parlab_counts_exits_2_without_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("manifests");
