@@ -154,15 +154,37 @@ fn str_of(v: &Value, key: &str) -> String {
 
 fn json_devices(config: &Value) -> Result<Vec<Listed>, Problem> {
     let Some(list) = config.get("devices").and_then(Value::as_array) else { return Ok(Vec::new()) };
-    let devices = list
-        .iter()
-        .enumerate()
-        .map(|(i, d)| Ok(Listed { device: json_device(i, d)?, at: ListedAt::JsonDevice(i) }))
-        .collect::<Result<Vec<_>, _>>()?;
+    let per = ranks_per_process(config)?;
+    let mut devices = Vec::new();
+    for (i, d) in list.iter().enumerate() {
+        let first = json_device(i, d)?;
+        for j in 0..per {
+            let (Some(rank), Some(device)) = (first.rank.checked_add(j), first.device.checked_add(j)) else {
+                return Err(Problem::file(format!("config.devices[{i}]: rank {} + {per} ranks per process is past 2^32", first.rank)));
+            };
+            let name = if j == 0 {
+                first.name.clone()
+            } else {
+                format!("not listed (nccl-tests' JSON lists only the first device of each process, config.devices[{i}])")
+            };
+            devices.push(Listed { device: ImportedDevice { rank, host: first.host.clone(), device, name }, at: ListedAt::JsonDevice(i) });
+        }
+    }
     for (i, listed) in devices.iter().enumerate() {
         check_not_listed_before(&devices[..i], listed)?;
     }
     Ok(devices)
+}
+
+/// The ranks each process of the run drove: `config.nthreads` × `config.ngpus` (each 1 where
+/// absent). nccl-tests' JSON lists one `devices[]` entry per process, its first rank; the
+/// process's others follow it in rank and device order.
+fn ranks_per_process(config: &Value) -> Result<u32, Problem> {
+    let (threads, gpus) = (json_count(config, "nthreads")?.unwrap_or(1), json_count(config, "ngpus")?.unwrap_or(1));
+    if threads == 0 || gpus == 0 {
+        return Err(Problem::file(format!("config: nthreads {threads} × ngpus {gpus} drive no GPU")));
+    }
+    threads.checked_mul(gpus).ok_or_else(|| Problem::file(format!("config: nthreads {threads} × ngpus {gpus} is past 2^32 ranks")))
 }
 
 /// `config.devices[i]`: `rank`, `hostname`, `device`, `device_info` and `device_hex`.

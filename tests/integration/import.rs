@@ -182,6 +182,26 @@ fn assert_refused(cases: Vec<(Vec<String>, String)>, store: &Path) {
 }
 
 #[test]
+fn nccl_tests_json_of_processes_driving_several_gpus_counts_every_rank() {
+    // `mpirun -np 2 all_reduce_perf -g 4 -J`: nccl-tests lists one `devices[]` entry per
+    // process (its first rank: 0 and 4), with `ngpus` 4; the run had 8 ranks.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap()).unwrap();
+    let devices = v["config"]["devices"].as_array().unwrap().clone();
+    v["config"]["devices"] = serde_json::json!([devices[0], devices[4]]);
+    v["config"]["ngpus"] = 4.into();
+    let json = dir.path().join("two_processes.json");
+    std::fs::write(&json, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let out = import(&["nccl-tests", json.to_str().unwrap()], &store);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let written = manifests_in(&store);
+    assert_eq!(written.len(), 1);
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&written[0]).unwrap()).unwrap();
+    assert_eq!(m["layout"]["world"], 8, "{}", m["layout"]);
+}
+
+#[test]
 fn nccl_tests_cpu_times_are_refused_not_read_as_the_collectives() {
     // `-C 1`: nccl-tests reports the host's CPU time in the time column (its bandwidths still
     // from the collective's), so the bus-factor check cannot catch it.
