@@ -642,10 +642,13 @@ mod tests {
     fn bad_input_names_the_file_and_the_line() {
         let e = text_problem(ImportTool::NcclTests, "{\"version\": 3, \"args\": [\n", None);
         assert!(e.contains("out.txt:2: not JSON"), "{e}");
+        let e = text_problem(ImportTool::NcclTests, "{\"version\": 4, \"results\": []}", None);
+        assert!(e.contains("not nccl-tests' JSON format 1 to 3 (`version` 4)"), "{e}");
+        // Formats 1 and 2 are read as 3 is: what is missing is refused by name.
         let e = text_problem(ImportTool::NcclTests, "{\"version\": 2, \"results\": []}", None);
-        assert!(e.contains("not nccl-tests' JSON format 3 (`version` 2)"), "{e}");
+        assert!(!e.contains("JSON format") && e.contains("`args` are empty"), "{e}");
         let e = text_problem(ImportTool::NcclTests, "{\"version\": \"three\", \"results\": []}", None);
-        assert!(e.contains("not nccl-tests' JSON format 3 (`version` \"three\")"), "a key that is there is not `no version key`: {e}");
+        assert!(e.contains("not nccl-tests' JSON format 1 to 3 (`version` \"three\")"), "a key that is there is not `no version key`: {e}");
         let e = text_problem(ImportTool::NcclTests, "hello\nworld\n", None);
         assert!(e.contains("out.txt: not nccl-tests' output"), "{e}");
         let e = text_problem(ImportTool::NcclTests, NCCL_HEAD, None);

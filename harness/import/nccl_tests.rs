@@ -22,6 +22,10 @@ use serde_json::Value;
 
 /// The JSON format version this reader knows.
 pub const JSON_FORMAT: u64 = 3;
+/// The oldest JSON format it reads: formats 1 (nccl-tests 2.17.3 to 2.19.4) and 2 (2.19.5) hold
+/// every key parlab reads as format 3 does (3 added per-iteration keys it does not read); a key
+/// one lacks is refused by name as in any file.
+pub const OLDEST_JSON_FORMAT: u64 = 1;
 
 /// The nccl-tests binaries parlab reads, and the op each times.
 pub const BENCHMARKS: [(&str, Op); 6] = [
@@ -97,9 +101,9 @@ pub fn nccl_version(code: u64) -> String {
 pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
     let v: Value = serde_json::from_str(text).map_err(|e| Problem::at(e.line().max(1), format!("not JSON: {e}")))?;
     let format = v.get("version");
-    if format.and_then(Value::as_u64) != Some(JSON_FORMAT) {
+    if !format.and_then(Value::as_u64).is_some_and(|f| (OLDEST_JSON_FORMAT..=JSON_FORMAT).contains(&f)) {
         let said = format.map_or("no `version` key".to_string(), |f| format!("`version` {f}"));
-        return Err(Problem::file(format!("not nccl-tests' JSON format {JSON_FORMAT} ({said})")));
+        return Err(Problem::file(format!("not nccl-tests' JSON format {OLDEST_JSON_FORMAT} to {JSON_FORMAT} ({said})")));
     }
     let args: Vec<String> = v
         .get("args")

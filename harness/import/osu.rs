@@ -123,15 +123,21 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Checks the columns after a row's latency: up to six numbers (min, max, iterations; OSU 7's
-/// tail latencies P50, P90, P99), then `Pass` or `Fail` where the header has a validation
-/// column; anything else (a row glued to another line, a unit) is refused rather than read past.
-fn trailing_columns(h: &Header, rest: &[&str], n: usize) -> Result<(), Problem> {
-    let verdict = |c: &str| h.validation && (c.eq_ignore_ascii_case("pass") || c.eq_ignore_ascii_case("fail"));
-    let numbers = match rest.split_last() {
-        Some((last, numbers)) if verdict(last) => numbers,
-        _ => rest,
-    };
+/// The most numbers OSU prints after a row's latency: min, max and iterations (`-f`), up to five
+/// tail latencies (`-z`: P50, P90, P99 by default) and a derived datatype's transmit size.
+const MAX_TRAILING_NUMBERS: usize = 9;
+
+/// Checks the columns after a row's latency: up to [`MAX_TRAILING_NUMBERS`] numbers, and where
+/// the header has a validation column one `Pass` or `Fail` among them (OSU prints it before the
+/// `-z` tail latencies); anything else (a row glued to another line, a unit) is refused rather
+/// than read past. Returns whether the row's validation failed.
+fn trailing_columns(h: &Header, rest: &[&str], n: usize) -> Result<bool, Problem> {
+    let is_verdict = |c: &str| h.validation && (c.eq_ignore_ascii_case("pass") || c.eq_ignore_ascii_case("fail"));
+    let verdicts: Vec<&str> = rest.iter().copied().filter(|c| is_verdict(c)).collect();
+    if verdicts.len() > 1 {
+        return Err(Problem::at(n, format!("{} Pass or Fail columns in one row; OSU prints one", verdicts.len())));
+    }
+    let numbers: Vec<&str> = rest.iter().copied().filter(|c| !is_verdict(c)).collect();
     if let Some(odd) = numbers.iter().find(|c| !c.parse::<f64>().is_ok_and(f64::is_finite)) {
         let verdict = if h.validation { " and Pass or Fail" } else { "" };
         return Err(Problem::at(
@@ -139,10 +145,16 @@ fn trailing_columns(h: &Header, rest: &[&str], n: usize) -> Result<(), Problem> 
             format!("unexpected `{odd}` after the latency: expected numbers (min, max, iterations, percentiles){verdict}"),
         ));
     }
-    match numbers.len() {
-        0..=6 => Ok(()),
-        more => Err(Problem::at(n, format!("{more} columns after the latency; OSU prints at most min, max, iterations and P50, P90, P99"))),
+    if numbers.len() > MAX_TRAILING_NUMBERS {
+        return Err(Problem::at(
+            n,
+            format!(
+                "{} columns after the latency; OSU prints at most {MAX_TRAILING_NUMBERS}: min, max, iterations, five percentiles and a transmit size",
+                numbers.len()
+            ),
+        ));
     }
+    Ok(verdicts.first().is_some_and(|v| v.eq_ignore_ascii_case("fail")))
 }
 
 /// `size latency [min max iterations] [Pass|Fail]`.
@@ -160,7 +172,6 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
     if !super::plausible_us(us) {
         return Err(Problem::at(n, format!("latency `{}` µs is more than 1e15 s: not a time a benchmark measured", w[1])));
     }
-    trailing_columns(h, &w[2..], n)?;
-    let failed = h.validation && w.last().is_some_and(|v| v.eq_ignore_ascii_case("fail"));
+    let failed = trailing_columns(h, &w[2..], n)?;
     Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None, line: Some(n) })
 }

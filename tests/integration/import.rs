@@ -202,6 +202,35 @@ fn nccl_tests_json_of_processes_driving_several_gpus_counts_every_rank() {
 }
 
 #[test]
+fn osu_rows_with_a_validation_column_before_tail_latencies_import() {
+    // `osu_allreduce -c -f -z`: min, max, iterations, then Pass or Fail, then the percentiles.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let text = std::fs::read_to_string(data("osu_allreduce_4rank.txt")).unwrap();
+    let mut lines: Vec<String> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        lines.push(match i {
+            2 => format!("{line}  Validation       P50 Tail Lat(us)  P90 Tail Lat(us)  P99 Tail Lat(us)"),
+            _ if !line.starts_with('#') && !line.trim().is_empty() => format!("{line}  Pass  2.90  3.10  3.50"),
+            _ => line.to_string(),
+        });
+    }
+    let osu = dir.path().join("osu_validated.txt");
+    std::fs::write(&osu, lines.join("\n") + "\n").unwrap();
+    let out = import(&["osu", osu.to_str().unwrap(), "--world", "4"], &store);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // One Fail among them marks the row failed (a wrong result), as at the end of a row.
+    let failed = dir.path().join("osu_failed.txt");
+    std::fs::write(&failed, lines.join("\n").replacen("Pass", "Fail", 1) + "\n").unwrap();
+    let out = import(&["osu", failed.to_str().unwrap(), "--world", "4"], &dir.path().join("failed"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let written = manifests_in(&dir.path().join("failed"));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&written[0]).unwrap()).unwrap();
+    let text = serde_json::to_string_pretty(&m).unwrap();
+    assert_eq!((text.matches("\"wrong\": 1").count(), text.matches("\"wrong\": 0").count()), (1, 18), "the failed row alone: {text}");
+}
+
+#[test]
 fn nccl_tests_cpu_times_are_refused_not_read_as_the_collectives() {
     // `-C 1`: nccl-tests reports the host's CPU time in the time column (its bandwidths still
     // from the collective's), so the bus-factor check cannot catch it.
