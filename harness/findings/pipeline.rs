@@ -82,14 +82,16 @@ fn list(stages: &[u32]) -> String {
 fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats, aside: &str) -> Finding {
     let own_cores = |d: &&DecodeRow| inp.oversubscribed(&d.run).is_none();
     let filled = || pipe.iter().copied().filter(|d| d.world > 1 && d.sequences >= u64::from(d.world));
-    let model = pipe.first().map(|d| (&d.model, d.dtype));
-    let eager_replica = |d: &&DecodeRow| d.strategy == Strategy::Data && d.step_mode == crate::spec::schema::StepMode::Eager;
-    let all_replicas = || inp.facts.decode.iter().filter(eager_replica).filter(|d| Some((&d.model, d.dtype)) == model);
+    // Replicas of the pipeline's model and dtype on its device: more than one, eager.
+    let model = pipe.first().map(|d| (&d.model, d.dtype, d.device));
+    let eager_replica = |d: &&DecodeRow| d.strategy == Strategy::Data && d.world > 1 && d.step_mode == crate::spec::schema::StepMode::Eager;
+    let all_replicas = || inp.facts.decode.iter().filter(eager_replica).filter(|d| Some((&d.model, d.dtype, d.device)) == model);
     let replicas = best(all_replicas().filter(own_cores));
-    // The filled pipeline on cores of its own; an oversubscribed one only where it beat the
-    // ceiling anyway (waiting for a core can only slow it).
+    // The filled pipeline on cores of its own, or an oversubscribed one where it beat the
+    // ceiling anyway (waiting for a core can only slow it), whichever is faster.
     let over_ceiling = |(rate, _): &(f64, &DecodeRow)| replicas.is_some_and(|(rr, _)| *rate > rr * (1.0 + TOLERANCE));
-    let full = best(filled().filter(own_cores)).or_else(|| best(filled()).filter(over_ceiling));
+    let oversubscribed_over = best(filled().filter(|d| !own_cores(d))).filter(over_ceiling);
+    let full = [best(filled().filter(own_cores)), oversubscribed_over].into_iter().flatten().max_by(|a, b| a.0.total_cmp(&b.0));
     let (Some((pr, pd)), Some((rr, rd))) = (full, replicas) else {
         let why = if filled().next().is_some() && all_replicas().next().is_some() {
             Inconclusive::Oversubscribed

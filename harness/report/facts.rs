@@ -123,6 +123,8 @@ pub struct DecodeRow {
     pub overlap: Option<u32>,
     /// How each step was issued (eager, or a replayed CUDA graph).
     pub step_mode: crate::spec::schema::StepMode,
+    /// Where its ranks computed.
+    pub device: crate::spec::schema::Device,
     /// A context split's prefill figures.
     pub context: Option<crate::manifest::summary::ContextPrefill>,
     /// An expert split's prefill figures.
@@ -331,6 +333,7 @@ fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
         all_reduces: d.all_reduces.clone(),
         overlap: d.overlap,
         step_mode: m.plan.step,
+        device: m.plan.device,
         context: d.context.as_deref().cloned(),
         experts: d.experts.as_deref().cloned(),
         tokens_equal: exact.map(|e| e.tokens_equal),

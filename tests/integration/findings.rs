@@ -1047,6 +1047,34 @@ fn a_pipeline_run_oversubscribed_decides_only_where_it_was_faster_still() {
 }
 
 #[test]
+fn a_pipelines_ceiling_counts_an_oversubscribed_pipeline_above_it_beside_one_on_cores_of_its_own() {
+    // p = 2 with 4 sequences on cores of its own at 0.89x the replicas; p = 4 with 8 sequences,
+    // oversubscribed, at 3.3x: faster though it waited for cores, so the claim fails.
+    let mut list = with_pipeline(&[(1, 40.0), (2, 39.0)], 150.0, 45.0);
+    let template = list.iter().find(|m| m.kind == Kind::Decode && m.layout.world == 1).unwrap().clone();
+    list.push(decode_like(&template, Strategy::Pipeline, 2, 4, 40.0));
+    oversubscribe(&mut list, |m| m.layout.strategy == Strategy::Pipeline && m.layout.world == 4);
+    let f = finding(&list, "pipeline");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.numbers.iter().any(|n| n.name.starts_with("pipeline ceiling /") && (n.value - 150.0 / 45.0).abs() < 1e-9), "{:?}", f.numbers);
+}
+
+#[test]
+fn a_pipelines_replicas_are_of_its_device_and_more_than_one() {
+    let mut list = with_pipeline(&[(1, 40.0), (2, 39.0), (4, 38.0)], 48.0, 45.0);
+    let template = list.iter().find(|m| m.kind == Kind::Decode && m.layout.world == 1).unwrap().clone();
+    // Replicas on a GPU, and one data run of a single replica: neither is the CPU pipeline's ceiling.
+    let mut on_gpu = decode_like(&template, Strategy::Data, 2, 1, 5000.0);
+    on_gpu.plan.device = parlab::spec::schema::Device::Cuda;
+    let mut single = decode_like(&template, Strategy::Data, 1, 2, 4000.0);
+    single.run_id = format!("{:064x}", 0x51_0000_u64).into();
+    list.extend([on_gpu, single]);
+    let f = finding(&list, "pipeline");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert_eq!(f.numbers.iter().find(|n| n.name.starts_with("replicas' ceiling")).unwrap().value, 45.0, "{:?}", f.numbers);
+}
+
+#[test]
 fn an_overlapped_pair_oversubscribed_is_stated_but_not_counted() {
     let mut list = base();
     set_prefill(&mut list, false, 0.10);
