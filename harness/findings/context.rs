@@ -26,9 +26,16 @@ pub fn finding(inp: &Inputs) -> Finding {
     if runs.is_empty() {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no context split over 2 or more ranks".into());
     }
-    let mut wrong = Vec::new();
+    // Whether the audit graded a run's divergence a real change (None: it graded no such run).
+    let real_change = |run: &str| inp.audit.iter().flat_map(|g| &g.layouts).find(|l| l.run == run).map(|l| l.real_change);
+    let (mut wrong, mut explained, mut unrecorded, mut half) = (Vec::new(), Vec::new(), Vec::new(), 0);
     for r in &runs {
         let Some(c) = r.context.as_ref() else { continue };
+        // Half precision rounds differently as well: `precision-audit` grades its tokens.
+        if r.dtype.is_some_and(|d| d != crate::spec::schema::Dtype::Float32) {
+            half += 1;
+            continue;
+        }
         let label = format!("world {} {}, decoding on {}", r.world, c.cut.name(), c.decodes_on.name());
         let prompt: u32 = c.blocks.iter().sum();
         let largest = c.blocks.iter().copied().max().unwrap_or(0);
@@ -40,7 +47,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         );
         f.number(&format!("{label}: ring bytes / modelled"), c.ring_bytes as f64 / c.ring_bytes_modelled.max(1) as f64, "ratio", &[&r.run]);
         let handoff_ok = c.gather_bytes_modelled.is_none_or(|m| m == c.gather_bytes);
-        let ok = c.ring_bytes == c.ring_bytes_modelled && handoff_ok && r.tokens_equal == Some(true);
+        let bytes_ok = c.ring_bytes == c.ring_bytes_modelled && handoff_ok;
         f.notes.push(format!(
             "{label} ({}): blocks {}; ring sent {} B (modelled {} B); hand-off {} B (modelled {}); tokens equal: {}",
             r.experiment,
@@ -51,16 +58,39 @@ pub fn finding(inp: &Inputs) -> Finding {
             c.gather_bytes_modelled.map_or("not recorded".into(), |m| format!("{m} B")),
             r.tokens_equal.map_or("not recorded", |t| if t { "yes" } else { "NO" })
         ));
-        if !ok {
-            wrong.push(label);
+        match (bytes_ok, r.tokens_equal) {
+            (false, _) => wrong.push(label),
+            (true, Some(true)) => {}
+            // A divergence the audit explains (a near-tie, a noisy reference) is not a change.
+            (true, Some(false)) if real_change(&r.run) == Some(false) => explained.push(label),
+            (true, Some(false)) => wrong.push(label),
+            (true, None) => unrecorded.push(label),
         }
     }
-    if wrong.is_empty() {
-        f.decide(true, format!("all {} context splits moved exactly the modelled bytes and kept the unsplit tokens", runs.len()))
-    } else {
-        f.decide(
-            false,
-            format!("{} of {} context splits moved other bytes or changed the tokens: {}", wrong.len(), runs.len(), wrong.join(", ")),
-        )
+    if half > 0 {
+        f.notes.push(format!("{half} context splits in half precision not graded here: `precision-audit` grades their tokens"));
     }
+    let graded = runs.len() - half;
+    if graded == 0 {
+        return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no float32 context split over 2 or more ranks".into());
+    }
+    if !wrong.is_empty() {
+        return f.decide(
+            false,
+            format!("{} of {graded} context splits moved other bytes or changed the tokens: {}", wrong.len(), wrong.join(", ")),
+        );
+    }
+    if !explained.is_empty() {
+        return f.inconclusive(
+            Inconclusive::Noise,
+            format!(
+                "noise: the tokens of {} left the unsplit ones where the audit finds a near-tie or a noisy reference",
+                explained.join(", ")
+            ),
+        );
+    }
+    if !unrecorded.is_empty() {
+        return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: {} recorded no tokens to compare", unrecorded.join(", ")));
+    }
+    f.decide(true, format!("all {graded} context splits moved exactly the modelled bytes and kept the unsplit tokens"))
 }

@@ -408,6 +408,41 @@ fn context_traffic_holds_when_the_bytes_are_the_modelled_ones_and_fails_on_one_m
 }
 
 #[test]
+fn context_traffic_grades_the_tokens_as_the_audit_does() {
+    let context = |list: &mut Vec<Manifest>, world: u32| -> usize {
+        list.iter().position(|m| m.layout.strategy == Strategy::Context && m.layout.world == world).expect("a context split")
+    };
+    // A context split whose tokens changed at a robust step: the audit's real change, FAILS.
+    let mut list = base();
+    let i = context(&mut list, 2);
+    let answer = list[i].answer_mut().expect("an answer");
+    for t in answer.tokens[0].iter_mut().skip(5) {
+        *t += 1;
+    }
+    answer.exactness.tokens_equal = false;
+    let f = finding(&list, "context-ring-moves-what-it-must");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    // One that recorded no answer cannot be graded: missing, not a change.
+    let mut list = base();
+    let i = context(&mut list, 2);
+    if let parlab::manifest::Outcome::Ok { answer, .. } = &mut list[i].outcome {
+        *answer = None;
+    }
+    let f = finding(&list, "context-ring-moves-what-it-must");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::MissingRuns)), "{f:?}");
+    // A half-precision split is left to the precision audit, whatever its tokens.
+    let mut list = base();
+    let i = context(&mut list, 4);
+    if let Workload::Decode { dtype, .. } = &mut list[i].plan.workload {
+        *dtype = parlab::spec::schema::Dtype::Bfloat16;
+    }
+    list[i].answer_mut().unwrap().exactness.tokens_equal = false;
+    let f = finding(&list, "context-ring-moves-what-it-must");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.notes.iter().any(|n| n.contains("1 context splits in half precision not graded here")), "{:?}", f.notes);
+}
+
+#[test]
 fn findings_json_is_byte_identical_and_every_finding_has_a_verdict_and_numbers() {
     let list = with_device(base());
     let (a, b) = (findings::render::to_json(&compute(&list)), findings::render::to_json(&compute(&list)));
