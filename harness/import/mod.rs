@@ -212,7 +212,7 @@ pub struct ImportOptions {
 pub fn import(tool: ImportTool, file: &Path, options: &ImportOptions) -> Result<Manifest, ImportError> {
     let text = crate::files::read_text(file, crate::files::MANIFEST_LIMIT)?;
     let run = match tool {
-        ImportTool::NcclTests => nccl_tests::read(&text),
+        ImportTool::NcclTests => nccl_tests::read(&text, options.command.as_deref()),
         ImportTool::Osu => osu::read(&text),
     }
     .map_err(|p| p.in_file(file))?;

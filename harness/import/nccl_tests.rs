@@ -39,15 +39,21 @@ pub const BENCHMARKS: [(&str, Op); 6] = [
 
 /// Reads nccl-tests' output: JSON when it starts with `{`, else the printed table (a JSON
 /// array is neither: nccl-tests writes one object).
-pub fn read(text: &str) -> Result<ToolRun, Problem> {
+pub fn read(text: &str, command: Option<&str>) -> Result<ToolRun, Problem> {
     let start = text.trim_start();
     if start.starts_with('{') {
         read_json(text)
     } else if start.starts_with('[') && serde_json::from_str::<serde_json::Value>(text).is_ok() {
         Err(Problem::file("a JSON array, where nccl-tests' JSON output (`-J`) is one object `{...}`; give that file or the printed table"))
     } else {
-        read_text(text)
+        read_text_as(text, command.and_then(command_benchmark))
     }
+}
+
+/// The nccl-tests binary a command line runs (`mpirun -np 2 ./build/all_reduce_perf -b 8`):
+/// the first word that names one.
+fn command_benchmark(command: &str) -> Option<(String, Op)> {
+    command.split_whitespace().find_map(|w| op_of(w).ok())
 }
 
 /// A benchmark binary parlab does not read.
@@ -291,7 +297,14 @@ struct Header {
 
 /// Reads the table nccl-tests prints.
 pub fn read_text(text: &str) -> Result<ToolRun, Problem> {
+    read_text_as(text, None)
+}
+
+/// [`read_text`], the op taken from `named` (the `--command` line's binary) where the output
+/// has no `# Collective test starting:` line (nccl-tests before 2.16.7 printed none).
+fn read_text_as(text: &str, named: Option<(String, Op)>) -> Result<ToolRun, Problem> {
     let mut h = Header::default();
+    let mut named = named;
     let mut sizes = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
@@ -300,7 +313,10 @@ pub fn read_text(text: &str) -> Result<ToolRun, Problem> {
             header_line(&mut h, rest.trim(), n)?;
         } else if is_row(trimmed) {
             if h.benchmark.is_none() {
-                return Err(Problem::at(n, "a result row before `# Collective test starting: BINARY`, which names the op: not nccl-tests' output, or the header was cut off"));
+                h.benchmark = named.take();
+            }
+            if h.benchmark.is_none() {
+                return Err(Problem::at(n, "a result row before `# Collective test starting: BINARY`, which names the op (nccl-tests before 2.16.7 printed none: name the binary with `--command`): not nccl-tests' output, or the header was cut off"));
             }
             sizes.push(text_row(&mut h, trimmed, n)?);
         }

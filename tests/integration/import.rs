@@ -231,6 +231,31 @@ fn osu_rows_with_a_validation_column_before_tail_latencies_import() {
 }
 
 #[test]
+fn an_older_nccl_tests_table_without_its_binary_line_imports_with_the_binary_from_command() {
+    // nccl-tests before 2.16.7 printed no `# Collective test starting:` line.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let older: String = text.lines().filter(|l| !l.contains("Collective test starting")).map(|l| format!("{l}\n")).collect();
+    let file = dir.path().join("older.txt");
+    std::fs::write(&file, older).unwrap();
+    let refused = import(&["nccl-tests", file.to_str().unwrap()], &dir.path().join("a"));
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("name the binary with `--command`"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let out = import(
+        &["nccl-tests", file.to_str().unwrap(), "--command", "mpirun -np 2 ./build/all_gather_perf -b 8 -e 128M -f 2 -g 1"],
+        &dir.path().join("b"),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let written = manifests_in(&dir.path().join("b"));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&written[0]).unwrap()).unwrap();
+    assert!(m.to_string().contains("all_gather_perf") && m["layout"]["world"] == 2, "{m}");
+}
+
+#[test]
 fn nccl_tests_cpu_times_are_refused_not_read_as_the_collectives() {
     // `-C 1`: nccl-tests reports the host's CPU time in the time column (its bandwidths still
     // from the collective's), so the bus-factor check cannot catch it.
