@@ -375,11 +375,15 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
         findings.push(Finding::MachineDiffers { runs: differing, differences: differences.into_iter().collect() });
     }
     let ratio = bandwidth_ratio(&baseline.manifests, &current.manifests);
-    let verdicts = judge(&pairs, policy, None);
+    let mut verdicts = judge(&pairs, policy);
     // Decode figures are scaled by the bandwidth ratio only where the memory's own figure moved
     // (REGRESSED or IMPROVED): a ratio inside its noise would explain a real change away.
     let moved = pairs.iter().zip(&verdicts).any(|(p, v)| p.figure.kind == FigureKind::Bandwidth && v.verdict.is_change());
-    let verdicts = if moved && ratio.is_some() { judge(&pairs, policy, ratio) } else { verdicts };
+    if let Some(r) = ratio.filter(|_| moved) {
+        for (v, pair) in verdicts.iter_mut().zip(&pairs).filter(|(_, p)| p.figure.kind == FigureKind::Decode) {
+            normalise_by_bandwidth(v, pair.figure.better, policy, r);
+        }
+    }
     findings.extend(verdicts.iter().filter(|v| v.verdict == Verdict::Regressed).map(|v| Finding::Regressed {
         run: v.run.clone(),
         figure: v.figure.clone(),
@@ -482,7 +486,7 @@ fn worse_by(better: Better, before: f64, after: f64) -> f64 {
 
 /// Verdicts for every pair: Yuen's trimmed t where both nights have enough launches, then
 /// Benjamini–Hochberg over the tested.
-fn judge(pairs: &[Pair], policy: &Policy, ratio: Option<f64>) -> Vec<FigureVerdict> {
+fn judge(pairs: &[Pair], policy: &Policy) -> Vec<FigureVerdict> {
     let tests: Vec<Option<stats::TTest>> = pairs.iter().map(|p| stats::yuen_log(&p.before, &p.after)).collect();
     let tested: Vec<f64> = tests.iter().flatten().map(|t| t.p).collect();
     let mut q = stats::benjamini_hochberg(&tested).into_iter();
@@ -491,7 +495,7 @@ fn judge(pairs: &[Pair], policy: &Policy, ratio: Option<f64>) -> Vec<FigureVerdi
         .zip(&tests)
         .map(|(pair, test)| {
             let q = test.map(|_| q.next().unwrap_or(1.0));
-            verdict(pair, test.zip(q), policy, ratio)
+            verdict(pair, test.zip(q), policy)
         })
         .collect()
 }
@@ -536,35 +540,33 @@ fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy
     (v, Method::Tested { test, q, policy: *policy, explained_by_bandwidth: None })
 }
 
-/// A decode figure tonight scaled by the bandwidth ratio (a step × the ratio, a rate ÷ it):
-/// what it would have been at the baseline's memory bandwidth.
-fn normalised_after(pair: &Pair, after: f64, ratio: Option<f64>) -> Option<f64> {
-    ratio.filter(|_| pair.figure.kind == FigureKind::Decode).map(|r| match pair.figure.better {
-        Better::Lower => after * r,
-        Better::Higher => after / r,
-    })
+/// Sets a decode figure's change at the baseline's memory bandwidth (tonight's step × the
+/// bandwidth ratio, a rate ÷ it); a REGRESSED or IMPROVED whose normalised change is no longer
+/// beyond the minimum effect the same way, in the gate's own terms (after / before − 1), becomes
+/// NO_CHANGE, explained by memory bandwidth.
+fn normalise_by_bandwidth(v: &mut FigureVerdict, better: Better, policy: &Policy, ratio: f64) {
+    let n = match better {
+        Better::Lower => v.after * ratio,
+        Better::Higher => v.after / ratio,
+    };
+    let (n_effect, n_worse) = (n / v.before - 1.0, worse_by(better, v.before, n));
+    v.bandwidth_normalised_worse_by = Some(n_worse);
+    if let (Verdict::Regressed | Verdict::Improved, Method::Tested { explained_by_bandwidth, .. }) = (v.verdict, &mut v.method) {
+        let still = n_effect.abs() >= policy.min_effect && (n_worse > 0.0) == (v.verdict == Verdict::Regressed);
+        if !still {
+            *explained_by_bandwidth = Some(n_effect);
+            v.verdict = Verdict::NoChange;
+        }
+    }
 }
 
-fn verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, ratio: Option<f64>) -> FigureVerdict {
+fn verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy) -> FigureVerdict {
     // Over the values the test judges (a launch that recorded 0 measured nothing).
     let before = stats::usable_median(&pair.before).unwrap_or(pair.figure.value);
     let after = stats::usable_median(&pair.after).unwrap_or(f64::NAN);
     let worse = worse_by(pair.figure.better, before, after);
     let effect = after / before - 1.0;
-    let normalised = normalised_after(pair, after, ratio);
-    let (mut verdict, mut method) = raw_verdict(pair, tested, policy, worse, effect);
-    if let (Verdict::Regressed | Verdict::Improved, Some(n), Method::Tested { explained_by_bandwidth, .. }) =
-        (verdict, normalised, &mut method)
-    {
-        // In the gate's own terms: the normalised change beyond the minimum effect, the same way.
-        let (n_effect, n_worse) = (n / before - 1.0, worse_by(pair.figure.better, before, n));
-        let still = n_effect.abs() >= policy.min_effect && (n_worse > 0.0) == (verdict == Verdict::Regressed);
-        if !still {
-            *explained_by_bandwidth = Some(n_effect);
-            verdict = Verdict::NoChange;
-        }
-    }
-    let normalised = normalised.map(|n| worse_by(pair.figure.better, before, n));
+    let (verdict, method) = raw_verdict(pair, tested, policy, worse, effect);
     FigureVerdict {
         run: pair.run.clone(),
         experiment: pair.experiment.clone(),
@@ -578,6 +580,6 @@ fn verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, ra
         n_after: pair.after.len(),
         noise: pair.noise,
         method,
-        bandwidth_normalised_worse_by: normalised,
+        bandwidth_normalised_worse_by: None,
     }
 }

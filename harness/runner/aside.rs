@@ -158,6 +158,13 @@ mod tests {
         (dir, out, manifest)
     }
 
+    /// A real manifest (the fixture store's collectives run): its run identity and path, for a
+    /// start time that reads back.
+    fn fixture_manifest() -> (&'static str, PathBuf) {
+        let id = "88732e52bba7e6caa7be6b3260d9edda9b9796cedde2083e30d2cce3d61a26f2";
+        (id, Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/manifests/{id}.json")))
+    }
+
     /// A rerun of `out` begun: its earlier folder set aside, `written` in its new one.
     fn rerun_begun(out: &Path, written: &str) -> PathBuf {
         let id = out.file_name().unwrap().to_str().unwrap();
@@ -190,8 +197,7 @@ mod tests {
 
     #[test]
     fn a_folder_left_set_aside_after_a_failed_rerun_replaced_its_manifest_goes_into_superseded() {
-        let id = "88732e52bba7e6caa7be6b3260d9edda9b9796cedde2083e30d2cce3d61a26f2";
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/manifests/{id}.json"));
+        let (id, fixture) = fixture_manifest();
         let (dir, out, _) = store_as(id, "the failed rerun's manifest");
         let aside = rerun_begun(&out, "failed");
         // The failed rerun's manifest was written, its predecessor kept in superseded/ (a copy
@@ -211,8 +217,7 @@ mod tests {
 
     #[test]
     fn a_folder_left_set_aside_before_a_failed_reruns_manifest_was_written_goes_back_and_the_copy_kept_of_its_manifest_goes() {
-        let id = "88732e52bba7e6caa7be6b3260d9edda9b9796cedde2083e30d2cce3d61a26f2";
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/manifests/{id}.json"));
+        let (id, fixture) = fixture_manifest();
         let (dir, out, stored) = store_as(id, "");
         std::fs::copy(&fixture, &stored).unwrap();
         let aside = rerun_begun(&out, "partial");
