@@ -5,9 +5,10 @@
 //! `TOKENS_EQUAL` (with the largest drift) or `DIVERGED` at step k (the two tokens and the
 //! reference's top-2 margin there). A step whose reference margin is below
 //! [`FRAGILE_FACTOR`] times the drift observed across layouts is fragile: float32
-//! reordering alone could flip it, so a divergence there is explained by a near-tie; one at
-//! a robust step is a real change. The world-1 run is the reference decoded again: if it
-//! differs from the cached reference, run-to-run noise is reported as such. A decode run that
+//! reordering alone could flip it, so a divergence there (against the drift of the group's
+//! other runs) is explained by a near-tie; one at a robust step is a real change. The world-1
+//! run is the reference decoded again: if it left the cached reference at or before a
+//! layout's divergence, run-to-run noise is reported as such. A decode run that
 //! produced no answer (failed, NOT_RUN, or ok without one) is listed with its group as not
 //! graded, so a layout that never answered is not mistaken for one that agreed.
 
@@ -269,16 +270,18 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
     let reference_run = reference_run(answers);
     let refr = reference(answers, reference_run);
     let self_drift = reference_run.map(|a| a.exact().max_logit_diff);
-    let self_differs = reference_run.is_some_and(|a| !a.exact().tokens_equal || first_difference(a, refr.tokens.as_deref()).is_some());
-    let reproducible = reference_run.map(|_| !self_differs && self_drift == Some(0.0));
-    let drift = answers.iter().map(|a| drift_before(a.exact(), first_difference(a, refr.tokens.as_deref()))).fold(0.0, f64::max);
+    let reference_left = reference_run.and_then(|a| left_reference(a, refr.tokens.as_deref()));
+    let reproducible = reference_run.map(|_| reference_left.is_none() && self_drift == Some(0.0));
+    let drifts: Vec<f64> = answers.iter().map(|a| drift_before(a.exact(), first_difference(a, refr.tokens.as_deref()))).collect();
+    let drift = drifts.iter().copied().fold(0.0, f64::max);
     let threshold = FRAGILE_FACTOR * drift;
     let fragile_steps: Vec<usize> =
         refr.margins.iter().enumerate().filter(|(_, m)| m.is_some_and(|m| m < threshold)).map(|(k, _)| k).collect();
     let min_margin = answers.iter().filter_map(|a| a.exact().min_top2_margin).reduce(f64::min);
     let fragile = !fragile_steps.is_empty() || (refr.margins.is_empty() && min_margin.is_some_and(|m| m < threshold));
-    let ctx = Context { refr: &refr, threshold, self_differs, reference_run: reference_run.map(|a| &a.m.run_id) };
-    let layouts: Vec<LayoutVerdict> = answers.iter().map(|a| verdict(a, &ctx)).collect();
+    let ctx = Context { refr: &refr, reference_left, reference_run: reference_run.map(|a| &a.m.run_id) };
+    let layouts: Vec<LayoutVerdict> =
+        answers.iter().enumerate().map(|(i, a)| verdict(a, &ctx, FRAGILE_FACTOR * noise_for(&drifts, i))).collect();
     let mut experiments: Vec<String> =
         answers.iter().map(|a| a.m.experiment.clone()).chain(not_graded.iter().map(|n| n.experiment.clone())).collect();
     experiments.sort();
@@ -305,14 +308,32 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
     }
 }
 
+/// The step at which the reference decoded again left the reference tokens (0 where its
+/// tokens differ at a step not recorded), if it did.
+fn left_reference(reference_run: &Answered, tokens: Option<&[u32]>) -> Option<usize> {
+    first_difference(reference_run, tokens).or_else(|| (!reference_run.exact().tokens_equal).then_some(0))
+}
+
+/// The reordering noise run `i` is graded against: the largest drift of the group's other runs,
+/// so a layout cannot excuse its own divergence by drifting far before it; its own drift only
+/// where no other run drifted at all (a lone split beside a bitwise reference).
+fn noise_for(drifts: &[f64], i: usize) -> f64 {
+    let others = drifts.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| *d).fold(0.0, f64::max);
+    if others > 0.0 {
+        others
+    } else {
+        drifts.get(i).copied().unwrap_or(0.0)
+    }
+}
+
 struct Context<'a> {
     refr: &'a Reference,
-    threshold: f64,
-    self_differs: bool,
+    reference_left: Option<usize>,
     reference_run: Option<&'a crate::identity::RunId>,
 }
 
-fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
+/// `a`'s grade; a divergence at a reference margin below `threshold` is a near-tie.
+fn verdict(a: &Answered, ctx: &Context, threshold: f64) -> LayoutVerdict {
     let drift = a.exact().max_logit_diff;
     let k = first_difference(a, ctx.refr.tokens.as_deref());
     let diverged = k.is_some() || !a.exact().tokens_equal || a.tokens().len() > 1;
@@ -343,9 +364,12 @@ fn verdict(a: &Answered, ctx: &Context) -> LayoutVerdict {
         v.token = a.tokens().iter().filter_map(|t| t.get(k).copied()).find(|t| Some(*t) != reference);
         v.reference_margin = ctx.refr.margins.get(k).copied().flatten();
     }
-    let cause = if v.reference_margin.is_some_and(|m| m < ctx.threshold) {
+    // The reference decoded again explains a divergence only where it left the tokens itself at
+    // or before this run did.
+    let noisy_reference = ctx.reference_left.is_some_and(|r| k.is_none_or(|k| r <= k));
+    let cause = if v.reference_margin.is_some_and(|m| m < threshold) {
         Cause::NearTie
-    } else if ctx.self_differs {
+    } else if noisy_reference {
         Cause::NoisyReference
     } else if a.in_half_precision() {
         Cause::HalfPrecision
@@ -536,6 +560,85 @@ mod tests {
 
     fn fail(m: &mut Manifest, reason: &str) {
         m.outcome = Outcome::Failed { reason: reason.into(), launch: None };
+    }
+
+    /// Gives `m` per-step records against the fixture's reference tokens: `drift` at every step
+    /// before `diverge`'s, the reference's margin 1.0 except 0.25 at step 5, and where `diverge`
+    /// is given, its token at that step.
+    fn with_steps(m: &mut Manifest, drift: f64, diverge: Option<(usize, u32)>) {
+        let answer = m.answer_mut().unwrap();
+        let reference = answer.tokens[0].clone();
+        let steps: Vec<crate::manifest::answer::StepCheck> = reference
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| {
+                let left = diverge.is_some_and(|(at, _)| k >= at);
+                crate::manifest::answer::StepCheck {
+                    margin: 1.0,
+                    drift: (!left).then_some(drift),
+                    reference_margin: if k == 5 { 0.25 } else { 1.0 },
+                    reference_token: t,
+                    token: diverge.filter(|(at, _)| *at == k).map_or(t, |(_, token)| token),
+                }
+            })
+            .collect();
+        if let Some((at, token)) = diverge {
+            answer.tokens[0][at] = token;
+            answer.exactness.tokens_equal = false;
+            answer.exactness.first_difference = Some(at);
+        }
+        answer.exactness.max_logit_diff = drift;
+        answer.exactness.steps = steps;
+    }
+
+    /// The fixture group with per-step records, each run drifting 1e-5 and agreeing.
+    fn stepped() -> Vec<Manifest> {
+        let mut list = fixtures();
+        for m in list.iter_mut().filter(|m| m.answer().is_some()) {
+            with_steps(m, 1e-5, None);
+        }
+        list
+    }
+
+    fn graded<'g>(g: &'g AnswerGroup, short: &str) -> &'g LayoutVerdict {
+        g.layouts.iter().find(|l| l.run == short).unwrap_or_else(|| panic!("{short} graded"))
+    }
+
+    #[test]
+    fn a_layout_cannot_excuse_its_own_divergence_by_drifting_far_before_it() {
+        let mut list = stepped();
+        // Its logits moved 0.2 for five steps, then its token changed where the reference's
+        // margin was 0.25: 2 × its own drift would call that a near-tie, 2 × the others' 1e-5
+        // does not.
+        with_steps(run(&mut list, "e10e3402b841"), 0.2, Some((5, 999)));
+        let g = &audit(&list)[0];
+        let l = graded(g, "e10e3402b841");
+        assert_eq!((l.verdict, l.cause, l.step), (Grade::Diverged, Some(Cause::RealChange), Some(5)), "{l:?}");
+        assert!(g.changed);
+        // The same divergence in a layout drifting like the others is a near-tie where the
+        // others drift that far too.
+        let mut list = stepped();
+        for m in list.iter_mut().filter(|m| m.answer().is_some()) {
+            with_steps(m, 0.2, None);
+        }
+        with_steps(run(&mut list, "e10e3402b841"), 0.2, Some((5, 999)));
+        let g = &audit(&list)[0];
+        assert_eq!(graded(g, "e10e3402b841").cause, Some(Cause::NearTie));
+        assert!(!g.changed);
+    }
+
+    #[test]
+    fn a_noisy_reference_explains_only_divergences_at_or_after_its_own() {
+        // 49fd8bd66b03 is the world-1 run, the reference decoded again.
+        for (reference_left, cause) in [(7, Cause::RealChange), (3, Cause::NoisyReference), (6, Cause::NoisyReference)] {
+            let mut list = stepped();
+            with_steps(run(&mut list, "49fd8bd66b03"), 1e-5, Some((reference_left, 998)));
+            with_steps(run(&mut list, "e10e3402b841"), 1e-5, Some((6, 999)));
+            let g = &audit(&list)[0];
+            assert_eq!(g.reference_run.as_deref(), Some("49fd8bd66b03"));
+            assert_eq!(graded(g, "e10e3402b841").cause, Some(cause), "the reference left at step {reference_left}");
+            assert_eq!(g.reference_reproducible, Some(false));
+        }
     }
 
     #[test]

@@ -102,16 +102,25 @@ pub struct SizeResult {
     pub wrong: u64,
     /// The algorithm and bus bandwidths the tool printed for the out-of-place time, GB/s.
     pub bandwidths: Option<(f64, f64)>,
-    /// The 1-based line it was read from (None in JSON, where `results[i]` names it).
-    pub line: Option<usize>,
+    /// Where in the file it was read from.
+    pub from: RowSource,
+}
+
+/// Where in a tool's output one size's result was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowSource {
+    /// A text table's 1-based line.
+    Line(usize),
+    /// A JSON file's `results[i]`.
+    Entry(usize),
 }
 
 impl SizeResult {
-    /// A problem of this size: at its line where it has one, else of the file.
+    /// A problem of this size: at its line, or of the file naming its `results[i]`.
     fn problem(&self, message: String) -> Problem {
-        match self.line {
-            Some(line) => Problem::at(line, message),
-            None => Problem::file(message),
+        match self.from {
+            RowSource::Line(line) => Problem::at(line, message),
+            RowSource::Entry(i) => Problem::file(format!("results[{i}]: {message}")),
         }
     }
 }
@@ -747,6 +756,13 @@ mod tests {
         assert!(text.contains("\"nwrong\": 0.0"), "the fixture counts wrong elements, written as a float");
         let e = text_problem(ImportTool::NcclTests, &text.replacen("\"nwrong\": 0.0", "\"nwrong\": 1.5", 1), None);
         assert!(e.contains("results[0]: out_of_place: `nwrong` 1.5 is not a count of wrong elements"), "{e}");
+    }
+
+    #[test]
+    fn a_json_bus_bandwidth_that_disagrees_with_the_world_names_its_result() {
+        let text = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
+        let e = text_problem(ImportTool::NcclTests, &text.replacen("\"bus_bw\": 312.693567", "\"bus_bw\": 178.682039", 1), None);
+        assert!(e.contains("out.txt: results[13]: at 536870912 bytes") && e.contains("over 8 ranks has bus factor 1.750"), "{e}");
     }
 
     #[test]

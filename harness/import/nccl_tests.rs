@@ -14,7 +14,7 @@
 //! out of place then in place (with `-I 1` four per-iteration columns after each), time in
 //! µs, bandwidths in GB/s (1e9 bytes/s), `#wrong` `N/A` without `-c`.
 
-use super::{check_not_listed_before, Listed, ListedAt, Problem, SizeConvention, SizeResult, ToolRun};
+use super::{check_not_listed_before, Listed, ListedAt, Problem, RowSource, SizeConvention, SizeResult, ToolRun};
 use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
 use crate::spec::schema::Op;
@@ -225,7 +225,7 @@ fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
         None => (None, 0),
     };
     let wrong = total_wrong(out_wrong, in_wrong).ok_or_else(|| at(&format!("#wrong {out_wrong} + {in_wrong} is more than 2^60")))?;
-    Ok(SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: in_us, wrong, bandwidths: Some(bandwidths), line: None })
+    Ok(SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: in_us, wrong, bandwidths: Some(bandwidths), from: RowSource::Entry(i) })
 }
 
 /// Out-of-place and in-place wrong elements together, None past 2^60 (what a manifest holds).
@@ -474,7 +474,7 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
         in_place_us: Some(in_us),
         wrong,
         bandwidths: Some((alg, bus)),
-        line: Some(n),
+        from: RowSource::Line(n),
     };
     Ok((result, checked))
 }

@@ -7,7 +7,7 @@
 //! are each rank's message to one peer (nccl-tests counts world × that); its other sizes are
 //! nccl-tests' already. The output does not say how many ranks ran (osu_latency: always 2).
 
-use super::{Problem, SizeConvention, SizeResult, ToolRun};
+use super::{Problem, RowSource, SizeConvention, SizeResult, ToolRun};
 use crate::manifest::provenance::{ImportFormat, ImportTool};
 use crate::spec::schema::Op;
 
@@ -173,5 +173,5 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
         return Err(Problem::at(n, format!("latency `{}` µs is more than 1e15 s: not a time a benchmark measured", w[1])));
     }
     let failed = trailing_columns(h, &w[2..], n)?;
-    Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None, line: Some(n) })
+    Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None, from: RowSource::Line(n) })
 }

@@ -71,14 +71,13 @@ pub enum Finding {
         /// Why it failed.
         reason: String,
     },
-    /// A run that was ok in the baseline has no manifest tonight.
+    /// A run that was ok in the baseline has no manifest tonight that could be read.
     Missing {
         /// Short run identity and experiment (as in the baseline).
         run: String,
-        /// Tonight's run of the same experiment at the same position in its expansion, under an
-        /// identity the baseline lacks (its spec or parlab's identity rules changed), if any.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        now_as: Option<String>,
+        /// What tonight holds in its place.
+        #[serde(flatten)]
+        absence: Absence,
     },
     /// Runs measured on a machine whose fingerprint differs from the baseline's: their
     /// timings were not compared (answers were).
@@ -231,6 +230,25 @@ pub struct FigureVerdict {
     pub bandwidth_normalised_worse_by: Option<f64>,
 }
 
+/// What tonight holds in place of a baseline run it has no manifest of.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "absence")]
+pub enum Absence {
+    /// No file of its identity and no likely successor.
+    NoManifest,
+    /// Tonight's run of the same experiment at the same position in its expansion, under an
+    /// identity the baseline lacks (its spec or parlab's identity rules changed).
+    Renamed {
+        /// Short run identity and experiment of tonight's run.
+        now_as: String,
+    },
+    /// A file of its identity that was skipped: unreadable, corrupt or implausible.
+    Unread {
+        /// Why it was skipped.
+        reason: String,
+    },
+}
+
 /// What became of a baseline run tonight (serialised `ok`, `now_failing`, `missing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
@@ -285,18 +303,24 @@ pub struct Comparison {
 pub struct Night {
     /// The manifests.
     pub manifests: Vec<Manifest>,
+    /// Why each file named as a run's manifest was skipped, by the run identity its name gives.
+    pub unread: BTreeMap<String, String>,
 }
 
 impl Night {
     /// A night of these manifests.
     pub fn new(manifests: Vec<Manifest>) -> Self {
-        Night { manifests }
+        Night { manifests, unread: BTreeMap::new() }
     }
 
     /// Reads the manifests in `dir`.
     pub fn load(dir: &Path) -> (Night, Vec<Skipped>) {
         let (manifests, skipped) = crate::manifest::read_all(dir);
-        (Night { manifests }, skipped)
+        let unread = skipped
+            .iter()
+            .filter_map(|s| Some((s.path.file_stem()?.to_str()?.to_string(), s.reason.to_string())))
+            .collect();
+        (Night { manifests, unread }, skipped)
     }
 
     /// How many ok launched runs have no per-launch figures (manifests written before launches
@@ -358,8 +382,8 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
     for before in baseline.manifests.iter().filter(|m| m.status() == Status::Ok) {
         let after = now.get(before.run_id.as_str()).copied();
         let outcome = run_outcome(before, after, &mut findings);
-        if let Some(Finding::Missing { now_as, .. }) = findings.last_mut().filter(|_| outcome.status == RunStatus::Missing) {
-            *now_as = successor(before, baseline, current).map(label);
+        if let Some(Finding::Missing { absence, .. }) = findings.last_mut().filter(|_| outcome.status == RunStatus::Missing) {
+            *absence = absence_of(before, baseline, current);
         }
         if let (Some(after), RunStatus::Ok) = (after, outcome.status) {
             if outcome.same_machine {
@@ -402,6 +426,14 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
     }
 }
 
+/// What `current` holds in place of `before`: its skipped file, else its likely successor.
+fn absence_of(before: &Manifest, baseline: &Night, current: &Night) -> Absence {
+    if let Some(reason) = current.unread.get(before.run_id.as_str()) {
+        return Absence::Unread { reason: reason.clone() };
+    }
+    successor(before, baseline, current).map_or(Absence::NoManifest, |m| Absence::Renamed { now_as: label(m) })
+}
+
 /// Tonight's run of `before`'s experiment at its position in the expansion whose identity the
 /// baseline does not hold: what `before` most likely became under a changed spec or identity rule.
 fn successor<'n>(before: &Manifest, baseline: &Night, current: &'n Night) -> Option<&'n Manifest> {
@@ -425,7 +457,7 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
         same_machine,
     };
     let Some(after) = after else {
-        findings.push(Finding::Missing { run: label(before), now_as: None });
+        findings.push(Finding::Missing { run: label(before), absence: Absence::NoManifest });
         return outcome(RunStatus::Missing, (AnswerOutcome::None, None), true);
     };
     let same_machine = before.machine.differences(&after.machine).is_empty();

@@ -1,7 +1,7 @@
 //! A night's comparison as text lines, JUnit XML, a markdown summary and JSON.
 
 use super::history::Noise;
-use super::{stats, AnswerOutcome, Comparison, FigureVerdict, Finding, Method, RunStatus, Verdict};
+use super::{stats, Absence, AnswerOutcome, Comparison, FigureVerdict, Finding, Method, RunStatus, Verdict};
 use crate::xml::escape as xml_escape;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -29,8 +29,11 @@ fn finding_line(f: &Finding) -> String {
         ),
         Finding::NowFailing { run, reason } => format!("NOW FAILING {run}: {reason}"),
         Finding::NoAnswer { run } => format!("NO ANSWER {run}: ok tonight but recorded no answer; the baseline's run did"),
-        Finding::Missing { run, now_as: None } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
-        Finding::Missing { run, now_as: Some(successor) } => format!(
+        Finding::Missing { run, absence: Absence::NoManifest } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
+        Finding::Missing { run, absence: Absence::Unread { reason } } => {
+            format!("MISSING {run}: ok in the baseline; tonight's manifest of it was skipped: {reason}")
+        }
+        Finding::Missing { run, absence: Absence::Renamed { now_as: successor } } => format!(
             "MISSING {run}: ok in the baseline, no manifest tonight; tonight's {successor} is that experiment's run at the same position under a new identity (its spec or parlab's identity rules changed: after a deliberate change, NIGHTLY_REBASELINE=1 for one night makes tonight the baseline)"
         ),
         Finding::MachineDiffers { runs, differences } => format!(

@@ -418,8 +418,17 @@ fn a_run_missing_tonight_names_its_successor_under_a_new_identity() {
     let mut other = before.clone();
     other.run_id = "e".repeat(64).into();
     other.plan.index = 7;
-    let text = parlab::nightly::render_text(&judged(&Night::new(vec![before]), &Night::new(vec![other])).findings);
+    let text = parlab::nightly::render_text(&judged(&Night::new(vec![before.clone()]), &Night::new(vec![other.clone()])).findings);
     assert!(text.contains("no manifest tonight") && !text.contains("new identity"), "{text}");
+    // A file of its identity tonight that could not be read is named with the reason, not
+    // called absent (nor its position's successor).
+    let tonight = tempfile::tempdir().unwrap();
+    std::fs::write(tonight.path().join(format!("{}.json", before.run_id)), "{ truncated").unwrap();
+    other.write(tonight.path()).unwrap();
+    let (night, skipped) = Night::load(tonight.path());
+    assert_eq!(skipped.len(), 1);
+    let text = parlab::nightly::render_text(&judged(&Night::new(vec![before]), &night).findings);
+    assert!(text.contains("tonight's manifest of it was skipped: ") && !text.contains("no manifest tonight"), "{text}");
 }
 
 #[test]
