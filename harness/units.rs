@@ -43,12 +43,13 @@ pub fn parse_seconds(text: &str) -> Option<f64> {
 /// Formats a byte count with a binary unit, e.g. `3.0 KiB`, `16.0 MiB`, `4 B`.
 pub fn format_bytes(bytes: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024.0 {
+    // Compared as printed: 1023.7 B is `1.0 KiB`, not `1024 B`.
+    if bytes.round() < 1024.0 {
         return format!("{bytes:.0} B");
     }
-    let mut value = bytes;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
+    let mut value = bytes / 1024.0;
+    let mut unit = 1;
+    while value >= 1023.95 && unit < UNITS.len() - 1 {
         value /= 1024.0;
         unit += 1;
     }
@@ -57,7 +58,8 @@ pub fn format_bytes(bytes: f64) -> String {
 
 /// Formats seconds with a unit chosen by magnitude and three significant figures.
 pub fn format_seconds(seconds: f64) -> String {
-    let abs = seconds.abs();
+    // The unit is chosen for the value as printed: 0.9996 s is `1.00 s`, not `1000 ms`.
+    let abs = round3(seconds).abs();
     let (value, unit) = if abs >= 1.0 {
         (seconds, "s")
     } else if abs >= 1e-3 {
@@ -97,9 +99,15 @@ pub fn sig3(value: f64) -> String {
     if !(SIG3_FIXED_FROM..SIG3_FIXED_BELOW).contains(&magnitude) {
         return format!("{value:.2e}");
     }
-    let digits = magnitude.log10().floor() as i32;
+    // The decimals for the value as rounded: 99.96 is `100`, not `100.0`.
+    let digits = round3(magnitude).log10().floor() as i32;
     let decimals = (2 - digits).clamp(0, 7) as usize;
     format!("{value:.decimals$}")
+}
+
+/// `value` rounded to three significant figures (as `{:.2e}` prints it).
+fn round3(value: f64) -> f64 {
+    format!("{value:.2e}").parse().unwrap_or(value)
 }
 
 /// At most four significant figures, trailing zeros dropped: a constant as a person would
@@ -163,6 +171,19 @@ mod tests {
         assert_eq!(format_bytes(3072.0), "3.0 KiB");
         assert_eq!(format_gbps(21.5e9), "21.5 GB/s");
         assert_eq!(sig3(0.000123), "0.000123");
+    }
+
+    #[test]
+    fn values_that_round_up_to_the_next_unit_or_decade_are_printed_in_it() {
+        assert_eq!(format_seconds(0.9996), "1.00 s");
+        assert_eq!(format_seconds(0.9994), "999 ms");
+        assert_eq!(format_seconds(9.9996e-4), "1.00 ms");
+        assert_eq!(sig3(999.6), "1000");
+        assert_eq!(sig3(99.96), "100");
+        assert_eq!(sig3(9.9996e-6), "1.00e-5");
+        assert_eq!(format_bytes(1023.7), "1.0 KiB");
+        assert_eq!(format_bytes(1023.4), "1023 B");
+        assert_eq!(format_bytes(1024.0 * 1023.97), "1.0 MiB");
     }
 
     #[test]

@@ -78,6 +78,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     }
     let runner = RunnerOptions { force: options.force, launches: options.launches, reprobe: options.reprobe };
     let end = crate::runner::run_suite(&suite, selected, &store, &runner, &Console::new()).map_err(|e| match e {
+        e @ RunnerError::ForeignManifest { .. } => Error::Usage(e.to_string()),
         e @ RunnerError::Gates { .. } => Error::Failed(e.into()),
         RunnerError::Failed(e) => Error::Failed(e),
     })?;
@@ -92,21 +93,25 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
             Ok(crate::launch::signals::exit_code(signal))
         }
         SuiteEnd::Finished { runs, failed } => {
-            if let Some(out) = &out {
-                match render_lock(out, true)? {
-                    Ok(lock) => {
-                        if let Err(e) = super::report::render_held(&dir, out, &lock) {
-                            return match interrupted_render(&e) {
-                                Some(sig) => Ok(interrupted_while(sig, &dir, "rendering the register (the earlier one is kept)")),
-                                None => Err(e),
-                            };
-                        }
-                    }
-                    Err(sig) => return Ok(interrupted_while(sig, &dir, "waiting for the output folder after its last run")),
-                };
-            }
+            // The suite's account first: a render refused or failed after it loses neither the
+            // count nor the failed runs' exit code.
             crate::say!("parlab: {runs} runs, {failed} failed; manifests in {}", dir.display());
-            Ok(if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK })
+            let suite_code = if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK };
+            let Some(out) = &out else { return Ok(suite_code) };
+            match render_lock(out, true)? {
+                Ok(lock) => match super::report::render_held(&dir, out, &lock) {
+                    Ok(_) => Ok(suite_code),
+                    Err(e) => match interrupted_render(&e) {
+                        Some(sig) => Ok(interrupted_while(sig, &dir, "rendering the register (the earlier one is kept)")),
+                        None if failed > 0 => {
+                            crate::say!("{e}");
+                            Ok(suite_code)
+                        }
+                        None => Err(e),
+                    },
+                },
+                Err(sig) => Ok(interrupted_while(sig, &dir, "waiting for the output folder after its last run")),
+            }
         }
     }
 }

@@ -89,8 +89,10 @@ fn host_count(m: &Manifest) -> usize {
     crate::manifest::placement::by_host(ranks).len().max(1)
 }
 
+/// What the multi-rank runs on CPUs share: one memory system on one host, or their hosts'.
+/// Runs whose ranks computed on GPUs are not said to have split no device.
 fn shared_memory(launched: &[&Manifest]) -> Option<String> {
-    let multi: Vec<&&Manifest> = launched.iter().filter(|m| m.layout.world > 1).collect();
+    let multi: Vec<&&Manifest> = launched.iter().filter(|m| m.layout.world > 1 && m.plan.device == crate::spec::Device::Cpu).collect();
     let spread = multi.iter().filter(|m| host_count(m) > 1).count();
     let one_host = multi.len() - spread;
     let mut text = String::new();
@@ -125,8 +127,10 @@ fn links(launched: &[&Manifest]) -> Option<String> {
             (other, _) => format!("`{other}`"),
         })
         .collect();
-    let all_local = links.iter().all(|(_, spread)| !spread);
-    let tail = format!(" {} were not measured.", unmeasured_fabrics(launched).join(", "));
+    // Loopback only where every link is an MPI transport inside one host: NCCL between GPUs
+    // crosses the machine's own fabric.
+    let all_local = links.iter().all(|(link, spread)| !spread && matches!(link, Link::MpiShm | Link::MpiTcp));
+    let tail = fabrics_tail(launched);
     let kind = if all_local { ": loopback, not an interconnect" } else { "" };
     Some(format!("The links measured were {}{kind}.{tail}", words.join(" and ")))
 }
@@ -153,6 +157,24 @@ fn nccl_paths(launched: &[&Manifest]) -> Option<String> {
     (!seen.is_empty()).then(|| format!("NCCL's own log of the paths it chose: {}.", seen.into_iter().collect::<Vec<_>>().join("; ")))
 }
 
+/// The sentence on fabrics no run measured. Where an NCCL run succeeded, NVLink and
+/// InfiniBand are said to have no workload of their own rather than to be unmeasured: its
+/// log (the next caveat) names the paths NCCL took, which may be them.
+fn fabrics_tail(launched: &[&Manifest]) -> String {
+    let unmeasured = unmeasured_fabrics(launched);
+    let (own, rest): (Vec<&str>, Vec<&str>) = unmeasured.iter().partition(|f| matches!(**f, "NVLink" | "InfiniBand"));
+    if !nccl_ran(launched) {
+        return format!(" {} were not measured.", unmeasured.join(", "));
+    }
+    let rest = if rest.is_empty() { String::new() } else { format!(" {} were not measured.", rest.join(", ")) };
+    format!("{rest} {} have no workload of their own: NCCL's log below names the paths its runs took.", own.join(" and "))
+}
+
+/// Whether an NCCL run ended ok.
+fn nccl_ran(launched: &[&Manifest]) -> bool {
+    launched.iter().any(|m| m.status() == Status::Ok && m.plan.requires.nccl)
+}
+
 /// The fabrics between devices no run measured: NCCL unless an NCCL run succeeded, PCIe
 /// between host and GPU unless a host-device copy sweep did; NVLink and InfiniBand always
 /// (parlab has no workload on them yet).
@@ -163,7 +185,7 @@ fn unmeasured_fabrics(launched: &[&Manifest]) -> Vec<&'static str> {
         _ => false,
     };
     let mut out = Vec::new();
-    if !ok(&|m: &Manifest| m.plan.requires.nccl) {
+    if !nccl_ran(launched) {
         out.push("NCCL");
     }
     out.extend(["NVLink", "InfiniBand"]);
@@ -462,6 +484,27 @@ mod tests {
             "{eager}"
         );
         assert!(!eager_floor(nodes, "abc", 3e-3, None).contains("floor"));
+    }
+
+    #[test]
+    fn gpu_runs_are_not_described_as_cpu_processes_over_loopback() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests");
+        let (list, _) = crate::manifest::read_all(&dir);
+        let cpu = list.iter().find(|m| m.layout.world > 1 && m.status() == Status::Ok && m.kind.launches_ranks()).unwrap().clone();
+        let cpu_only = caveats_of(&[cpu.clone()]);
+        assert!(cpu_only.contains("No device was split. The 1 multi-rank runs"), "{cpu_only}");
+        assert!(cpu_only.contains(": loopback, not an interconnect.") && cpu_only.contains("NCCL, NVLink, InfiniBand"), "{cpu_only}");
+        let mut gpu = cpu.clone();
+        (gpu.plan.device, gpu.plan.link, gpu.plan.requires.nccl) = (crate::spec::Device::Cuda, Link::from_name("nccl"), true);
+        let both = caveats_of(&[cpu, gpu]);
+        assert!(both.contains("No device was split. The 1 multi-rank runs"), "the GPU run is not counted: {both}");
+        assert!(!both.contains("loopback"), "{both}");
+        assert!(both.contains("NVLink and InfiniBand have no workload of their own") && !both.contains("NCCL, NVLink"), "{both}");
+    }
+
+    fn caveats_of(list: &[Manifest]) -> String {
+        let launched: Vec<&Manifest> = list.iter().collect();
+        [shared_memory(&launched), links(&launched)].into_iter().flatten().collect::<Vec<_>>().join("\n")
     }
 
     #[test]

@@ -100,11 +100,18 @@ fn data_columns(t: &Table) -> Vec<DataColumn> {
     out
 }
 
-/// Six significant figures, printed without an exponent so every reader takes it as a number.
+/// Six significant figures, printed without an exponent so every reader takes it as a number;
+/// a whole number below 2^53 (a size in bytes, a count) exactly, as the parquet copy holds it.
 fn number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < EXACT_INTEGERS {
+        return format!("{x:.0}");
+    }
     let rounded: f64 = format!("{x:.5e}").parse().unwrap_or(x);
     format!("{rounded}")
 }
+
+/// Below this, every whole f64 is an exact integer.
+const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0;
 
 fn field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
@@ -200,6 +207,14 @@ mod tests {
             data_files(&table()).0,
             "size_bytes,median_s,min_s,max_s,op_quoted,on_nvswitch_s,on_nvswitch_note\n4,0.000000394,0.0000003,0.000015,\"a,b\",0.00002,pays\n1024,,,,,,\n"
         );
+    }
+
+    #[test]
+    fn whole_sizes_are_printed_exactly_and_fractions_to_six_figures() {
+        assert_eq!(number(536_870_912.0), "536870912");
+        assert_eq!(number(1_048_576.0), "1048576");
+        assert_eq!(number(123_456_789.5), "123457000");
+        assert_eq!(number(3.940_001e-7), "0.000000394");
     }
 
     #[test]

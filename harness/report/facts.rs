@@ -180,19 +180,20 @@ impl DecodeRow {
     }
 }
 
-/// Each overlapped tensor run with the blocking run of the same split (experiment, world,
-/// head, sequences, link), in a fixed order: (blocking, overlapped).
+/// Each overlapped tensor run with the blocking run of the same split (experiment, model,
+/// dtype, strategy, world, threads, head, sequences, link, device, step mode: all but the
+/// overlap), in a fixed order: (blocking, overlapped).
 pub fn overlap_pairs<'r>(rows: &'r [DecodeRow]) -> Vec<(&'r DecodeRow, &'r DecodeRow)> {
-    let split = |r: &'r DecodeRow| (r.experiment.as_str(), r.world, r.head, r.sequences, &r.link);
-    // The first blocking run of each split, looked up once per overlapped run.
-    let mut blocking = std::collections::HashMap::new();
-    for r in rows.iter().filter(|r| r.overlap.is_none()) {
-        blocking.entry(split(r)).or_insert(r);
-    }
+    let same_split = |a: &DecodeRow, b: &DecodeRow| {
+        (a.experiment.as_str(), a.model.as_str(), a.dtype, a.strategy, a.world, a.threads, a.head, a.sequences)
+            == (b.experiment.as_str(), b.model.as_str(), b.dtype, b.strategy, b.world, b.threads, b.head, b.sequences)
+            && (&a.link, a.device, a.step_mode) == (&b.link, b.device, b.step_mode)
+    };
     let mut overlapped: Vec<&DecodeRow> = rows.iter().filter(|r| r.overlap.is_some()).collect();
     let order = |r: &&'r DecodeRow| (r.experiment.as_str(), r.world, &r.link, r.overlap, r.run.as_str());
     overlapped.sort_by(|a, b| order(a).cmp(&order(b)));
-    overlapped.into_iter().filter_map(|on| Some((*blocking.get(&split(on))?, on))).collect()
+    // The first blocking run of the same split in row order.
+    overlapped.into_iter().filter_map(|on| Some((rows.iter().find(|r| r.overlap.is_none() && same_split(r, on))?, on))).collect()
 }
 
 /// One dispatch measurement.

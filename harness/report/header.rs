@@ -25,15 +25,17 @@ pub struct Header {
 /// Builds the header from the manifests and the skipped files.
 pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
     let n = |s: Status| list.iter().filter(|m| m.status() == s).count();
-    let modelled = list.iter().filter(|m| !m.kind.launches_ranks() && m.status() == Status::Ok).count();
-    let imported = list.iter().filter(|m| !m.provenance.is_measured()).count();
+    let ok = || list.iter().filter(|m| m.status() == Status::Ok);
+    let modelled = ok().filter(|m| !m.kind.launches_ranks()).count();
+    let imported = ok().filter(|m| m.kind.launches_ranks() && !m.provenance.is_measured()).count();
+    let measured = ok().filter(|m| m.kind.launches_ranks() && m.provenance.is_measured()).count();
     let experiments: BTreeSet<&str> = list.iter().map(|m| m.experiment.as_str()).collect();
     let imported_words = if imported > 0 { format!(", {imported} imported from other tools") } else { String::new() };
     let counts = format!(
         "{} manifests from {} experiments: {} measured{imported_words}, {} modelled, {} failed, {} not run; {} files skipped",
         list.len(),
         experiments.len(),
-        n(Status::Ok) - modelled - imported,
+        measured,
         modelled,
         n(Status::Failed),
         n(Status::NotRun),
@@ -154,6 +156,18 @@ fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::gates::Provenance;
+
+    #[test]
+    fn an_imported_manifest_that_is_not_ok_is_counted_by_its_status_not_taken_from_the_measured() {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import/nccl_all_reduce_8gpu.json");
+        let options = crate::import::ImportOptions::default();
+        let imported = crate::import::import(crate::manifest::provenance::ImportTool::NcclTests, &file, &options).unwrap();
+        let counts = |list: &[Manifest]| header(list, &[]).counts;
+        assert!(counts(std::slice::from_ref(&imported)).contains(": 0 measured, 1 imported from other tools, 0 modelled, 0 failed"));
+        let mut failed = imported;
+        failed.outcome = crate::manifest::Outcome::Failed { reason: "edited".into(), launch: None };
+        assert!(counts(&[failed]).contains(": 0 measured, 0 modelled, 1 failed, 0 not run"), "no underflow");
+    }
 
     #[test]
     fn the_machine_section_says_when_its_probes_ran_the_same_whether_taken_or_reused() {

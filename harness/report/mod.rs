@@ -262,6 +262,21 @@ fn attach_figures(families: &mut [Family], facts: &facts::Facts) {
             FamilyKind::Imported | FamilyKind::Membw | FamilyKind::Dispatch => {}
         }
     }
+    unique_files(families.iter_mut().flat_map(|f| f.figures.iter_mut()));
+}
+
+/// Gives each figure a file of its own: experiment names that differ only in case or in `-`,
+/// `_` and `.` share a slug, and a repeated file gets `-2`, `-3`, ... before `.svg`.
+fn unique_files<'f>(figures: impl Iterator<Item = &'f mut figures::Figure>) {
+    let mut used = BTreeSet::new();
+    for f in figures {
+        let stem = f.file.trim_end_matches(".svg").to_string();
+        let mut n = 1;
+        while !used.insert(f.file.clone()) {
+            n += 1;
+            f.file = format!("{stem}-{n}.svg");
+        }
+    }
 }
 
 fn render_markdown(register: &RegisterView, dir: &Path) -> Result<String, ReportError> {
@@ -501,6 +516,25 @@ pub struct RegisterView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn figures_whose_experiments_share_a_slug_get_files_of_their_own() {
+        let figure = |file: &str| figures::Figure { file: file.into(), alt: String::new(), svg: String::new() };
+        let mut list =
+            vec![figure("figures/decode-a-tensor-mpi-shm.svg"), figure("figures/decode-a-tensor-mpi-shm.svg"), figure("figures/x.svg")];
+        list.push(figure("figures/decode-a-tensor-mpi-shm.svg"));
+        unique_files(list.iter_mut());
+        let files: Vec<&str> = list.iter().map(|f| f.file.as_str()).collect();
+        assert_eq!(
+            files,
+            [
+                "figures/decode-a-tensor-mpi-shm.svg",
+                "figures/decode-a-tensor-mpi-shm-2.svg",
+                "figures/x.svg",
+                "figures/decode-a-tensor-mpi-shm-3.svg"
+            ]
+        );
+    }
 
     fn rendered(word: &str) -> Rendered {
         Rendered {

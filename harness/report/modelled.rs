@@ -27,7 +27,18 @@ pub fn modelled(list: &[Manifest], fits: &[Fit], imported: &[super::imported::Im
             s.model().map(|t| t.tables.clone()).or_else(|| s.advice().map(|a| crate::advise::record::named(&a.tables, &m.experiment)))
         });
         match tables {
-            Some(tables) => out.tables.extend(tables),
+            Some(tables) => match tables.iter().find(|t| !t.mixed_columns().is_empty()) {
+                // A manifest's tables are data from outside: one whose column mixes quantities
+                // is left out with the reason, as every reader skips a bad manifest.
+                Some(bad) => out.inputs.push(format!(
+                    "`{}` ({}): its tables are left out: table `{}` mixes quantities in column(s) {}",
+                    m.experiment,
+                    m.run_id.short(),
+                    bad.id,
+                    bad.mixed_columns().join(", ")
+                )),
+                None => out.tables.extend(tables),
+            },
             None => out.inputs.push(format!("`{}` ({}): it carries no model tables", m.experiment, m.run_id.short())),
         }
     }
@@ -141,4 +152,32 @@ fn predicted_vs_measured(list: &[Manifest]) -> Vec<Table> {
     tables.extend(super::predicted::decode_tables(list));
     tables.extend(super::predicted::context_prefill_table(list));
     tables
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::summary::Summary;
+
+    #[test]
+    fn a_model_manifest_whose_table_mixes_quantities_is_left_out_with_the_reason() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/manifests/e496b7e32d4b96bd9b5ca9f1f2c401d8ffd9e184085589cf871eb95cc9c77683.json");
+        let mut m = crate::manifest::read_one(&path).unwrap();
+        let whole = modelled(std::slice::from_ref(&m), &[], &[]);
+        assert!(!whole.tables.is_empty());
+        let Some(Summary::Model(tables)) = m.summary_mut() else { panic!("a model manifest") };
+        let table = &mut tables.tables[0];
+        let column = table.columns.len() - 1;
+        table.rows[0][column] = Cell::Seconds(1.0);
+        table.rows[1][column] = Cell::Bytes(1.0);
+        let bad_id = table.id.clone();
+        let left = modelled(std::slice::from_ref(&m), &[], &[]);
+        assert!(left.tables.is_empty(), "{:?}", left.tables.len());
+        assert!(
+            left.inputs.iter().any(|l| l.contains(&format!("its tables are left out: table `{bad_id}` mixes quantities"))),
+            "{:?}",
+            left.inputs
+        );
+    }
 }

@@ -26,14 +26,22 @@ pub fn requirements(r: &Requires) -> Vec<String> {
     if r.host_device_link {
         parts.push("host-device link".to_string());
     }
+    if r.cuda {
+        parts.push("cuda".to_string());
+    }
+    if r.cuda_graph {
+        parts.push("cuda graph capture".to_string());
+    }
     if let Some(c) = r.cores {
         parts.push(format!("cores ≥ {c}"));
     }
     parts
 }
 
+/// A run as the NOT_RUN table names it: its position and layout, with its device and step
+/// mode where they are not the CPU's eager step ([`crate::audit::layout_words`]).
 fn row_label(m: &Manifest) -> String {
-    format!("#{} {} world={} {}", m.plan.index, m.layout.strategy.name(), m.layout.world, m.plan.link)
+    format!("#{} {}", m.plan.index, crate::audit::layout_words(m))
 }
 
 /// The NOT_RUN table: experiment, run, requirement, and the probe and its result; `None` when empty.

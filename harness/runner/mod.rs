@@ -64,9 +64,30 @@ pub enum RunnerError {
         /// Why.
         source: std::io::Error,
     },
+    /// A run's manifest was written by a parlab whose manifest schema this one does not know:
+    /// re-measuring would overwrite it.
+    #[error("{} was written by another parlab (schema `{schema}`, this one writes {}): `parlab run` will not replace it; run the parlab that wrote it, or move the file away", path.display(), manifest::SCHEMA)]
+    ForeignManifest {
+        /// The manifest.
+        path: std::path::PathBuf,
+        /// Its schema tag.
+        schema: String,
+    },
     /// Writing a manifest or a results folder failed, or a launch could not start.
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
+}
+
+/// Refuses `runs` where one's manifest in `dir` has a schema this parlab does not know (a
+/// newer parlab's): its rerun would overwrite it, and a failed one delete its results.
+fn refuse_foreign(dir: &Path, runs: &[RunPlan]) -> Result<(), RunnerError> {
+    for plan in runs {
+        let path = Manifest::path_for(dir, &plan.run_id);
+        if let Err(manifest::ReadError::ForeignSchema(schema)) = path.is_file().then(|| manifest::read_one(&path)).transpose() {
+            return Err(RunnerError::ForeignManifest { path, schema });
+        }
+    }
+    Ok(())
 }
 
 /// Takes `selected` (runs of `suite`, the whole suite as loaded) into the manifests folder
@@ -83,6 +104,7 @@ pub fn run_suite(
     let dir = held.folder();
     let origins = manifest::origins_by_run(suite);
     let runs = with_launches(first_of_each_identity(selected), options.launches);
+    refuse_foreign(dir, &runs)?;
     // Leftover ranks first: one still writing into a rerun's partial folder would write into
     // the earlier results put back in its place.
     let mut notes = end_leftovers(dir, reporter);
@@ -185,7 +207,7 @@ impl SuiteRun<'_> {
     /// results as they were: stopping a `--force` rerun loses no measurement.
     fn ended(&mut self, run: Launching<'_>) -> anyhow::Result<()> {
         let (index, plan) = (run.index, run.plan);
-        if run.cut_short() && self.measured_before(plan) && run.restore_previous()? {
+        if run.cut_short() && self.worth_keeping(plan) && run.restore_previous()? {
             crate::say!("parlab: {} was cut short; its earlier manifest and results are kept", plan.label());
             self.count(index, plan, RunEnd::Failed);
             return Ok(());
@@ -197,14 +219,23 @@ impl SuiteRun<'_> {
         Ok(())
     }
 
-    /// Writes `record`, the new manifest of `plan`. Where it is not ok and the stored one is, the
+    /// Writes `record`, the new manifest of `plan`. Where it is not ok and the stored one is worth keeping, the
     /// register says so and nothing is lost ([`Self::replace_kept`]). Otherwise a results folder
     /// set aside is removed once the new manifest stands.
     fn write(&self, plan: &RunPlan, record: &Manifest, earlier: Earlier) -> anyhow::Result<()> {
-        if record.status() != Status::Ok && self.measured_before(plan) {
+        if record.status() != Status::Ok && self.worth_keeping(plan) {
             return self.replace_kept(plan, record, earlier);
         }
-        record.write(self.dir)?;
+        if let Err(e) = record.write(self.dir) {
+            // The stored manifest stays the earlier one: its results go back beside it.
+            if let Earlier::Aside(Some(p)) = &earlier {
+                let back = p.is_dir().then(|| aside::restore(p, &Manifest::results_dir(self.dir, &plan.run_id)));
+                if let Some(Err(back)) = back {
+                    return Err(anyhow::anyhow!("{e:#}; and its earlier results could not be put back: {back:#}"));
+                }
+            }
+            return Err(e.into());
+        }
         if let Earlier::Aside(folder) = earlier {
             // A folder left aside is removed by the next run's settling.
             if let Err(e) = aside::discard(folder) {
@@ -257,9 +288,17 @@ impl SuiteRun<'_> {
         Ok(())
     }
 
-    /// Whether the manifests folder holds an ok manifest of `plan`'s identity.
-    fn measured_before(&self, plan: &RunPlan) -> bool {
-        manifest::read_one(&Manifest::path_for(self.dir, &plan.run_id)).is_ok_and(|m| m.status() == Status::Ok)
+    /// Whether the manifests folder holds a manifest of `plan`'s identity that a failed rerun
+    /// must not replace unkept: an ok one, or one this parlab cannot read (corrupt, implausible,
+    /// missing its results), which may still hold figures. An older parlab's manifest is
+    /// re-measured, as documented, and a failed or NOT_RUN one holds nothing to lose.
+    fn worth_keeping(&self, plan: &RunPlan) -> bool {
+        let path = Manifest::path_for(self.dir, &plan.run_id);
+        match manifest::read_one(&path) {
+            Ok(m) => m.status() == Status::Ok,
+            Err(manifest::ReadError::OlderSchema { .. }) => false,
+            Err(_) => path.is_file(),
+        }
     }
 
     /// The first round of one run: cached, written when it launches nothing (NOT_RUN,

@@ -30,11 +30,13 @@ fn start_hung(suite: &Suite) -> Child {
     start_hanging(suite, "hung", &[], Stdio::null())
 }
 
-/// `parlab run specs --no-report EXTRA` of the suite in the background, rank 1 of `experiment`
-/// hanging, its stderr to `stderr`.
+/// `parlab run specs --no-report EXTRA` of the suite in the background (with `--out` in EXTRA,
+/// rendering there instead), rank 1 of `experiment` hanging, its stderr to `stderr`.
 fn start_hanging(suite: &Suite, experiment: &str, extra: &[&str], stderr: Stdio) -> Child {
+    let report = if extra.contains(&"--out") { None } else { Some("--no-report") };
     Command::new(PARLAB)
-        .args(["run", "specs", "--no-report"])
+        .args(["run", "specs"])
+        .args(report)
         .args(extra)
         .current_dir(suite.dir.path())
         .env("PARLAB_MANIFESTS", suite.manifests())
@@ -284,6 +286,68 @@ fn a_manifest_that_cannot_be_written_in_the_first_round_puts_back_the_runs_still
     assert_eq!(suite.manifest("a-first").started_at, first.started_at);
     assert_eq!(std::fs::read(results.join("samples.parquet")).unwrap(), samples);
     assert!(!suite.manifests().join(format!(".{}.previous", first.run_id)).exists(), "nothing left aside");
+}
+
+#[test]
+fn a_manifest_that_cannot_be_written_puts_its_runs_earlier_results_back() {
+    let (suite, [first, _]) = measured_then_unwritable(1, 1, "a-first");
+    let results = suite.manifests().join(first.run_id.as_str());
+    let samples = std::fs::read(results.join("samples.parquet")).unwrap();
+    let out = suite.parlab(&["run", "specs", "--no-report", "--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("{}.json", first.run_id)), "the write that failed is named: {}", stderr(&out));
+    // Its rerun ended ok but its manifest could not be written: the results beside the stored
+    // manifest are the earlier ones, not the new launch's.
+    assert_eq!(std::fs::read(results.join("samples.parquet")).unwrap(), samples);
+    assert!(!suite.manifests().join(format!(".{}.previous", first.run_id)).exists(), "nothing left aside");
+}
+
+#[test]
+fn a_manifest_another_parlab_wrote_is_never_replaced_and_an_unreadable_one_is_kept_when_its_rerun_fails() {
+    let (suite, before, _) = measured_once();
+    let path = parlab::manifest::Manifest::path_for(&suite.manifests(), &before.run_id);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let newer = text.replacen(parlab::manifest::SCHEMA, "parlab.manifest/99", 1);
+    std::fs::write(&path, &newer).unwrap();
+    let out = suite.parlab(&["run", "specs", "--no-report", "--force"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("was written by another parlab (schema `parlab.manifest/99`"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), newer, "left as it was");
+    // A manifest this parlab cannot read (cut off) may still hold figures: a rerun that fails
+    // keeps it in superseded/.
+    let cut = &text[..text.len() / 2];
+    std::fs::write(&path, cut).unwrap();
+    let out = Command::new(PARLAB)
+        .args(["run", "specs", "--no-report", "--force"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_FAULT", "exit:3:rank1@again")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let kept = parlab::manifest::Manifest::path_for(&parlab::manifest::retire::superseded_dir(&suite.manifests()), &before.run_id);
+    assert_eq!(std::fs::read_to_string(kept).unwrap(), cut);
+    assert_eq!(suite.manifest("again").status(), Status::Failed);
+}
+
+#[test]
+fn a_register_that_cannot_be_written_after_the_suite_loses_neither_its_account_nor_its_failed_runs() {
+    let suite = Suite::new();
+    suite.spec("hung", &small_collectives("hung", "3s", ""));
+    let out_dir = suite.dir.path().join("out");
+    let out_arg = out_dir.display().to_string();
+    let child = start_hanging(&suite, "hung", &["--out", &out_arg], Stdio::piped());
+    // The output folder passed its checks at the start; while the ranks hang, something puts a
+    // file where the register's tables go, so the render at the end fails.
+    wait_for_ranks_of(&suite, "hung");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::write(out_dir.join("tables"), "a file where the register's tables folder goes").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "the failed run's exit code: {said}");
+    assert!(said.contains("parlab: 1 runs, 1 failed; manifests in"), "the account is printed: {said}");
+    assert!(said.contains("tables"), "the render's error is printed: {said}");
+    assert_eq!(suite.manifest("hung").status(), Status::Failed);
 }
 
 #[test]

@@ -581,6 +581,24 @@ fn the_overlap_table_sets_each_overlapped_run_against_the_blocking_run_of_its_sp
         assert_eq!(row[col("hidden")], Cell::Change(want), "{phase} world {}", on.world);
         assert!(want > 0.0, "the synthetic overlap hides time: {want}");
     }
+    // A blocking run of the same split but for its threads (or dtype, model, device) is not
+    // its pair, even listed first.
+    let runs = |rows: &[report::facts::DecodeRow]| -> Vec<(String, String)> {
+        report::facts::overlap_pairs(rows).iter().map(|(off, on)| (off.run.clone(), on.run.clone())).collect()
+    };
+    let pairs = runs(&facts.decode);
+    let mut rows = facts.decode.clone();
+    for (change, name) in [(0, "threads"), (1, "dtype"), (2, "model")] {
+        let mut other = rows.iter().find(|r| r.run == pairs[0].0).unwrap().clone();
+        match change {
+            0 => other.threads += 1,
+            1 => other.dtype = Some(parlab::spec::schema::Dtype::Bfloat16),
+            _ => other.model = "another".into(),
+        }
+        other.run = format!("other-{name}");
+        rows.insert(0, other);
+    }
+    assert_eq!(runs(&rows), pairs);
 }
 
 #[test]
