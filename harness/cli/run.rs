@@ -45,7 +45,8 @@ fn fault_strikes(fault: &str, suite: &[crate::spec::RunPlan]) -> super::Result<(
 pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     crate::launch::signals::install();
     crate::spec::weights::allow_cache_writes();
-    let fault = std::env::var(crate::rank::fault::ENV).ok();
+    // Set but empty counts as unset, as the launcher takes it.
+    let fault = std::env::var(crate::rank::fault::ENV).ok().filter(|f| !f.is_empty());
     if let Some(fault) = &fault {
         crate::rank::fault::check(fault).map_err(|why| Error::Usage(format!("{}={fault}: {why}", crate::rank::fault::ENV)))?;
     }

@@ -69,6 +69,9 @@ impl Communicator {
     /// Sums a tensor across ranks with the link's [`TensorCollectives`] (NCCL on the GPU on an
     /// NCCL link, else staged through host memory for MPI), counted as one all-reduce.
     pub fn all_reduce_tensor(&mut self, partial: &Tensor) -> anyhow::Result<Tensor> {
+        // The GPU's queue drained first: the clock counts the collective, not the kernels
+        // that made `partial` (a collective waits for them, on either path).
+        crate::model::placement::synchronize(partial.device());
         let start = Instant::now();
         let sum = self.tensors().all_reduce(partial)?;
         let bytes = (partial.numel() * 4) as u64;
@@ -82,6 +85,7 @@ impl Communicator {
     /// Concatenates the ranks' `part`s (`counts[r]` values from rank r, in rank order) on every
     /// rank with the link's [`TensorCollectives`], counted as one all-gather.
     pub fn all_gather_tensor(&mut self, part: &Tensor, counts: &[i32]) -> anyhow::Result<Tensor> {
+        crate::model::placement::synchronize(part.device());
         let start = Instant::now();
         let all = self.tensors().all_gather(part, counts)?;
         self.stats.all_gathers += 1;

@@ -68,16 +68,22 @@ pub fn check(text: &str) -> Result<(), String> {
     let ok = match parts[..] {
         ["slow", factor] => slowdown(factor).is_some(),
         ["slow", factor, r] => slowdown(factor).is_some() && rank(r),
-        ["exit", code, r] => code.parse::<i32>().is_ok() && rank(r),
-        ["signal", sig, r] => sig.parse::<i32>().is_ok() && rank(r),
+        ["exit", code, r] => code.parse::<i32>().is_ok_and(|c| (1..=255).contains(&c)) && rank(r),
+        ["signal", sig, r] => sig.parse::<i32>().is_ok_and(strikes) && rank(r),
         ["hang", r] | ["wrong", r] => rank(r),
         _ => false,
     };
     ok.then_some(()).ok_or_else(|| {
         format!(
-            "expected ACTION[:ARG]:rankN[@experiment], ACTION one of exit:CODE, signal:NUMBER, hang, wrong, slow:FACTOR (above 1, at most {MAX_SLOWDOWN}; `:rankN` optional)"
+            "expected ACTION[:ARG]:rankN[@experiment], ACTION one of exit:CODE (1 to 255), signal:NUMBER (1 to 31, one whose default action ends or stops a process), hang, wrong, slow:FACTOR (above 1, at most {MAX_SLOWDOWN}; `:rankN` optional)"
         )
     })
+}
+
+/// Whether signal `sig` harms a rank by default: a standard signal (1 to 31) whose default
+/// action is not to ignore it (SIGCHLD, SIGCONT, SIGURG, SIGWINCH are ignored or resume).
+fn strikes(sig: i32) -> bool {
+    (1..=31).contains(&sig) && ![libc::SIGCHLD, libc::SIGCONT, libc::SIGURG, libc::SIGWINCH].contains(&sig)
 }
 
 /// A `slow` fault of `factor` (a finite number above 1, at most [`MAX_SLOWDOWN`]).
@@ -160,6 +166,14 @@ mod tests {
     fn a_malformed_fault_is_refused_whatever_it_names() {
         for good in ["exit:3:rank1", "signal:9:rank0@x", "hang:rank1", "wrong:rank0", "slow:1.5", "slow:2:rank1@decode"] {
             assert_eq!(check(good), Ok(()), "{good}");
+        }
+        for good in ["signal:1:rank0", "signal:15:rank0", "signal:19:rank0", "signal:31:rank0", "exit:255:rank0", "exit:1:rank0"] {
+            assert_eq!(check(good), Ok(()), "{good}");
+        }
+        // Faults that could never strike: a signal past 31 or one ignored by default, an exit
+        // code of 0 or past 255 (256 exits 0).
+        for never in ["signal:90:rank1", "signal:0:rank1", "signal:17:rank1", "signal:28:rank1", "exit:0:rank1", "exit:256:rank1", "exit:-1:rank1"] {
+            assert!(check(never).is_err(), "{never}");
         }
         for bad in ["slow:200", "slow:0.5", "slow:abc", "signal:FOO:rank1", "bogus", "hang", "exit:3:1", "hang:rank1:x"] {
             assert!(check(bad).is_err(), "{bad}");

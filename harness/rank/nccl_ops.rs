@@ -35,6 +35,8 @@ struct Buffers {
     recv: Tensor,
     /// The in-place buffer (the whole receive size), refilled before each checked call.
     whole: Tensor,
+    /// The expected result on the GPU, compared there ([`wrong`]).
+    want: Tensor,
 }
 
 impl Buffers {
@@ -44,7 +46,8 @@ impl Buffers {
         let recv = Tensor::full([case.len() as i64], f64::NAN, (Kind::Float, device));
         // Reduce-scatter works in place inside its input; the others inside their output.
         let whole = if case.op() == Op::ReduceScatter { send.zeros_like() } else { recv.zeros_like() };
-        Buffers { case, send, recv, whole }
+        let want = Tensor::from_slice(case.expected_values()).to_device(device);
+        Buffers { case, send, recv, whole, want }
     }
 
     /// One out-of-place call.
@@ -120,18 +123,24 @@ impl Buffers {
     }
 }
 
-/// Values of `got` (on the GPU) that differ bitwise from `want`.
-fn wrong(got: &Tensor, want: &[f32], corrupt: bool) -> usize {
-    if want.is_empty() {
+/// Values of `got` that differ bitwise from `want` (float32 tensors on one device), counted
+/// where they are: on the GPU only the count comes back, not a copy of a result up to 512 MiB
+/// per call. With `corrupt`, `got`'s first value is taken one higher (the fault that proves
+/// the check bites).
+fn wrong(got: &Tensor, want: &Tensor, corrupt: bool) -> usize {
+    let n = want.numel() as i64;
+    if n == 0 {
         return 0;
     }
-    let mut host = Vec::<f32>::try_from(&got.to_device(tch::Device::Cpu).contiguous().view([-1])).unwrap_or_default();
-    if corrupt {
-        if let Some(v) = host.first_mut() {
-            *v += 1.0;
-        }
+    let got = got.contiguous().view([-1]);
+    let shared = n.min(got.numel() as i64);
+    let got = got.narrow(0, 0, shared).copy();
+    if corrupt && shared > 0 {
+        let _ = got.narrow(0, 0, 1).g_add_scalar_(1.0);
     }
-    want.iter().zip(&host).filter(|(w, g)| w.to_bits() != g.to_bits()).count() + want.len().saturating_sub(host.len())
+    let bits = |t: &Tensor| t.view_dtype(Kind::Int);
+    let differing = bits(&got).ne_tensor(&bits(&want.narrow(0, 0, shared))).sum(Kind::Int64).int64_value(&[]);
+    usize::try_from(differing + (n - shared)).unwrap_or(usize::MAX)
 }
 
 /// What one sweep needs besides its buffers.
@@ -169,7 +178,9 @@ pub fn sweep(
     synchronize(nccl);
     let timed_here = b.case.timed_here();
     for iteration in 0..s.iterations {
+        // The fill is queued on the GPU: waited for, so the timed call does not include it.
         let _ = b.recv.fill_(f64::NAN);
+        synchronize(nccl);
         world.barrier();
         if !*marked {
             mark(out, nccl.rank(), "first_timed_start_unix");
@@ -184,6 +195,7 @@ pub fn sweep(
     let (blocks, calls) = blocks_of(s.iterations);
     for block in 0..blocks {
         let _ = b.recv.fill_(f64::NAN);
+        synchronize(nccl);
         world.barrier();
         let seconds = timed(nccl, || (0..calls).try_for_each(|_| b.call(nccl)))?;
         check(&s, &b, &b.recv, nccl, &format!("back-to-back block {block}"))?;
@@ -229,7 +241,7 @@ fn own_time(b: &Buffers, seconds: f64) -> f64 {
 }
 
 fn check(s: &Sweep, b: &Buffers, got: &Tensor, nccl: &Comm, when: &str) -> anyhow::Result<()> {
-    let n = wrong(got, b.case.expected_values(), s.wrong_fault);
+    let n = wrong(got, &b.want, s.wrong_fault);
     if n > 0 {
         anyhow::bail!(
             "wrong result: {} of {} B over NCCL ({when}): rank {}: {n} of {} values wrong",
@@ -240,4 +252,21 @@ fn check(s: &Sweep, b: &Buffers, got: &Tensor, nccl: &Comm, when: &str) -> anyho
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrong;
+    use tch::Tensor;
+
+    #[test]
+    fn wrong_counts_values_that_differ_bitwise_and_the_missing_ones() {
+        let want = Tensor::from_slice(&[1.0f32, 0.0, 3.5, -2.0]);
+        assert_eq!(wrong(&want.copy(), &want, false), 0);
+        assert_eq!(wrong(&want.copy(), &want, true), 1, "the fault's value is caught");
+        assert_eq!(wrong(&Tensor::from_slice(&[1.0f32, -0.0, 3.5, f32::NAN]), &want, false), 2, "-0 and NaN differ bitwise");
+        assert_eq!(wrong(&Tensor::from_slice(&[1.0f32, 0.0]), &want, false), 2, "values never written count");
+        assert_eq!(wrong(&Tensor::from_slice(&[1.0f32, 0.0, 3.5, -2.0]).view([2, 2]), &want, false), 0, "compared flat");
+        assert_eq!(wrong(&want, &Tensor::from_slice::<f32>(&[]), false), 0);
+    }
 }

@@ -365,6 +365,9 @@ fn a_fault_that_could_never_strike_is_refused_before_anything_runs() {
         assert!(stderr(&out).contains(said), "{fault}: {}", stderr(&out));
         assert!(parlab::manifest::read_all(&suite.manifests()).0.is_empty(), "{fault}: nothing runs");
     }
+    // Set but empty is unset, as the launcher takes it: the suite runs unharmed.
+    let out = parlab(suite.dir.path(), &["run", "specs", "--no-report"], &[("PARLAB_MANIFESTS", &manifests), ("PARLAB_FAULT", "")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 /// Waits until both ranks of experiment `name` run (rank processes naming its results folder).
