@@ -205,14 +205,11 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
         .into_iter()
         .map(|((experiment, strategy, link), mut bars)| {
             bars.sort_by(|a, b| {
-                (a.world, a.head_name(), a.sequences, a.overlap, a.step_mode, &a.run).cmp(&(
-                    b.world,
-                    b.head_name(),
-                    b.sequences,
-                    b.overlap,
-                    b.step_mode,
-                    &b.run,
-                ))
+                let key = |r: &DecodeRow| {
+                    let kind = (r.model.clone(), r.device.name(), r.dtype_name(), r.threads);
+                    (r.world, r.head_name(), r.sequences, r.overlap, r.step_mode, kind, r.run.clone())
+                };
+                key(a).cmp(&key(b))
             });
             Figure {
                 file: format!("figures/{}-{}-{}.svg", slug(&experiment), slug(strategy), slug(link.name())),
@@ -223,6 +220,24 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
             }
         })
         .collect()
+}
+
+/// What tells a bar apart beside its layout, in the label's small words: a half precision
+/// (`bf16`, `f16`), threads per rank above one (`2t`), a GPU (`cuda`).
+fn kind_words(r: &DecodeRow) -> String {
+    let mut words = String::new();
+    match r.dtype {
+        Some(crate::spec::schema::Dtype::Bfloat16) => words.push_str(" bf16"),
+        Some(crate::spec::schema::Dtype::Float16) => words.push_str(" f16"),
+        _ => {}
+    }
+    if r.threads > 1 {
+        words.push_str(&format!(" {}t", r.threads));
+    }
+    if r.device != crate::spec::schema::Device::Cpu {
+        words.push_str(&format!(" {}", r.device.name()));
+    }
+    words
 }
 
 /// Points `(x, y)` per world size.
@@ -362,6 +377,7 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
             if b.step_mode == crate::spec::schema::StepMode::Graph {
                 overlap.push_str(" graph");
             }
+            overlap.push_str(&kind_words(b));
             let _ = writeln!(
                 s,
                 r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{} ×{}{}</text>"#,

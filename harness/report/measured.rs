@@ -7,7 +7,7 @@ use crate::manifest::summary::Phase;
 use crate::spec::link::Link;
 use crate::spec::schema::StepMode;
 use crate::table::{Cell, Table};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The measured families, in a fixed order; empty families are left out.
 pub fn families(facts: &Facts) -> Vec<Family> {
@@ -258,8 +258,12 @@ fn decode(rows: &[DecodeRow]) -> Vec<Table> {
         .map(|(experiment, mut rows)| {
             rows.sort_by_key(decode_key);
             let mixed = rows.iter().any(|r| r.dtype_name() != rows[0].dtype_name());
-            let model =
-                rows.first().map(|r| if mixed { r.model.clone() } else { format!("{} {}", r.model, r.dtype_name()) }).unwrap_or_default();
+            let models: BTreeSet<&str> = rows.iter().map(|r| r.model.as_str()).collect();
+            let models = models.into_iter().collect::<Vec<_>>().join(", ");
+            let model = match rows.first() {
+                Some(r) if !mixed => format!("{models} {}", r.dtype_name()),
+                _ => models,
+            };
             let table = Table {
                 id: format!("measured-{}", fmt::slug(&experiment)),
                 title: format!("decode (experiment `{experiment}`, {})", model.trim()),
@@ -279,10 +283,21 @@ const STEP_MODE_CAPTION: &str = " step mode: eager, every operator launched by t
 
 const OVERLAP_CAPTION: &str = " Overlap: each all-reduce cut into that many pieces, each started non-blocking while the next computes (0: one blocking all-reduce, the spec's value).";
 
+const THREADS_CAPTION: &str = " threads: each rank's compute threads.";
+
+const DEVICE_CAPTION: &str = " device: where each rank computed (cpu, or cuda: a GPU per local rank, shared where fewer).";
+
+const MODEL_CAPTION: &str = " model: the checkpoint decoded (the experiment crosses several).";
+
 /// Adds the optional decode columns after the link, where an experiment's runs differ in them:
-/// dtype (more than one precision, `mixed`), overlap (pieces of overlapped all-reduces) and
-/// step mode (a replayed graph), each with its sentence of the caption.
+/// model, device, threads per rank, dtype (more than one precision, `mixed`), overlap (pieces
+/// of overlapped all-reduces) and step mode (a replayed graph), each with its sentence of the
+/// caption; so no two rows read alike.
 fn with_optional_columns(t: Table, rows: &[DecodeRow], mixed: bool) -> Table {
+    let varies = |f: &dyn Fn(&DecodeRow) -> String| rows.iter().any(|r| f(r) != f(&rows[0]));
+    let t = with_column(t, rows, varies(&|r| r.model.clone()), "model", |r| Cell::text(&r.model), MODEL_CAPTION);
+    let t = with_column(t, rows, varies(&|r| r.device.name().to_string()), "device", |r| Cell::text(r.device.name()), DEVICE_CAPTION);
+    let t = with_column(t, rows, varies(&|r| r.threads.to_string()), "threads", |r| Cell::Count(r.threads.into()), THREADS_CAPTION);
     let graph = rows.iter().any(|r| r.step_mode != StepMode::Eager);
     let t = with_column(t, rows, graph, "step mode", |r| Cell::text(r.step_mode.name()), STEP_MODE_CAPTION);
     let overlap = rows.iter().any(|r| r.overlap.is_some());
@@ -303,10 +318,12 @@ fn with_column(mut t: Table, rows: &[DecodeRow], shown: bool, name: &str, cell: 
     t
 }
 
-type DecodeKey = (&'static str, u32, &'static str, u64, Link, Option<u32>, &'static str, StepMode, String);
+type DecodeKey = (String, &'static str, &'static str, u32, &'static str, u64, Link, Option<u32>, &'static str, StepMode, u32, String);
 
 fn decode_key(r: &DecodeRow) -> DecodeKey {
-    (r.strategy.name(), r.world, r.head_name(), r.sequences, r.link.clone(), r.overlap, r.dtype_name(), r.step_mode, r.run.clone())
+    let (model, device) = (r.model.clone(), r.device.name());
+    let layout = (r.strategy.name(), r.world, r.head_name(), r.sequences, r.link.clone(), r.overlap);
+    (model, device, layout.0, layout.1, layout.2, layout.3, layout.4, layout.5, r.dtype_name(), r.step_mode, r.threads, r.run.clone())
 }
 
 fn decode_cells(r: &DecodeRow) -> Vec<Cell> {

@@ -37,7 +37,7 @@ pub fn decode_tables(manifests: &[Manifest]) -> Vec<Table> {
 
 const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of its ceiling and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). The ceiling is that hypothesis' bandwidth (the memory's), or where membw read a buffer of the busiest rank's footprint (weights and KV cache) with as many processes and threads at once at least 1.1× faster, inside its sweep, that rate: a cache holds the rank's bytes between steps (a run that matched the shared-memory hypothesis, its ranks measured contending for the memory, and a GPU run keep the hypothesis'). A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured, or for a run launched in rounds with its peer the median of the rounds' errors (\"error by round\"; the columns before it give the medians); past ±25 % the last column names the assumption that did not hold, or says that none is known";
 
-const CALIBRATED_COLUMNS: [&str; 16] = [
+const CALIBRATED_COLUMNS: [&str; 17] = [
     "model",
     "strategy",
     "layout",
@@ -54,6 +54,7 @@ const CALIBRATED_COLUMNS: [&str; 16] = [
     "error by round",
     "peer",
     "assumption not holding",
+    "run",
 ];
 
 /// The runs with a calibrated prediction (None where none has one).
@@ -116,6 +117,7 @@ fn calibrated_row(p: &StepPrediction, c: &Calibrated) -> Vec<Cell> {
         rounds_cell(&c.moments),
         Cell::text(short(&c.unsplit_run)),
         outcome_cell(&c.outcome),
+        Cell::text(p.run_id.short()),
     ]
 }
 
@@ -147,12 +149,13 @@ fn ceiling_cell(c: &Ceiling) -> Cell {
 
 const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured with a core for every thread (shared memory; membw runs of each launch shape's largest buffer, which read from memory; an oversubscribed run's processes take turns on the cores, so the sum of their rates is no aggregate); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past ±25 % the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
 
-const COLUMNS: [&str; 15] = [
+const COLUMNS: [&str; 17] = [
     "model",
     "strategy",
     "layout",
     "world",
     "seqs",
+    "threads",
     "step measured",
     "predicted, own bandwidth",
     "predicted, shared memory",
@@ -163,10 +166,13 @@ const COLUMNS: [&str; 15] = [
     "comm error",
     "assumption not holding (step)",
     "assumption not holding (comm)",
+    "run",
 ];
 
-fn order_key(p: &StepPrediction) -> (String, &'static str, u32, String, u32, crate::identity::RunId) {
-    (model_name(p), p.strategy.name(), p.world, layout(p), p.sequences, p.run_id.clone())
+type OrderKey = (String, &'static str, u32, String, u32, u32, crate::identity::RunId);
+
+fn order_key(p: &StepPrediction) -> OrderKey {
+    (model_name(p), p.strategy.name(), p.world, layout(p), p.sequences, p.threads, p.run_id.clone())
 }
 
 fn model_name(p: &StepPrediction) -> String {
@@ -206,6 +212,7 @@ fn row(p: &StepPrediction) -> Vec<Cell> {
         Cell::text(layout(p)),
         Cell::Count(p.world.into()),
         Cell::Count(p.sequences.into()),
+        Cell::Count(p.threads.into()),
         Cell::Seconds(p.measured_step_s),
         Cell::Seconds(p.own.step_s),
         Cell::Seconds(p.shared.step_s),
@@ -216,6 +223,7 @@ fn row(p: &StepPrediction) -> Vec<Cell> {
         Cell::opt(p.comm_error(), Cell::Change),
         outcome_cell(&p.outcome),
         if p.comm_error().is_some() { outcome_cell(&p.comm_outcome) } else { Cell::Missing },
+        Cell::text(p.run_id.short()),
     ]
 }
 

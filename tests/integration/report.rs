@@ -556,6 +556,23 @@ fn the_all_reduce_by_phase_table_joins_each_split_run_with_the_fit_of_its_link_a
 }
 
 #[test]
+fn a_decode_table_shows_the_threads_model_and_device_where_its_runs_differ_in_them() {
+    let (mut list, _) = manifest::read_all(&fixtures());
+    let columns = |list: &[parlab::manifest::Manifest]| -> Vec<String> {
+        let facts = report::facts::Facts::read(list);
+        let families = report::measured::families(&facts);
+        families.iter().flat_map(|f| &f.tables).find(|t| t.id == "measured-synth-decode").expect("the table").columns.clone()
+    };
+    let before = columns(&list);
+    assert!(!before.iter().any(|c| c == "threads" || c == "model" || c == "device"), "{before:?}");
+    let run = list.iter_mut().find(|m| m.experiment == "synth-decode" && m.layout.world == 2).unwrap();
+    run.plan.threads_per_rank = 2;
+    let after = columns(&list);
+    assert_eq!(after.len(), before.len() + 1, "{after:?}");
+    assert!(after.iter().any(|c| c == "threads"), "{after:?}");
+}
+
+#[test]
 fn the_overlap_table_sets_each_overlapped_run_against_the_blocking_run_of_its_split() {
     use parlab::table::Cell;
     let (list, _) = manifest::read_all(&fixtures());
@@ -841,7 +858,7 @@ fn a_graph_run_shows_its_step_its_kernels_and_the_eager_step_against_them() {
         text.contains(&format!("the captured fixed-shape step of this model and dtype (run {graph_run}) holds 212 kernels")),
         "the eager step is set against the kernels counted in the graph: {text}"
     );
-    let figure = r.figures.iter().find(|f| f.svg.contains(" graph<")).map(|f| f.file.clone());
+    let figure = r.figures.iter().find(|f| f.svg.contains(" graph cuda<") || f.svg.contains(" graph 2t cuda<")).map(|f| f.file.clone());
     assert!(figure.is_some(), "the graph bar is labelled in its figure");
 }
 
