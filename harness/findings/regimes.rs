@@ -93,7 +93,7 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
         f.number(&format!("prefill all-reduce T·d·s ({})", s.label), s.prefill_bytes, "B", &runs);
         let (d_ok, p_ok) = (s.decode_bytes < s_star, s.prefill_bytes > s_star);
         f.notes.push(format!(
-            "{}: decode {} is {} S* {} ({} regime); prefill {} is {} it ({} regime); T* = {:.0} tokens",
+            "{}: decode {} is {} S* {} ({} regime); prefill {} is {} it ({} regime); T* = {} tokens",
             s.label,
             format_bytes(s.decode_bytes),
             if d_ok { "below" } else { "not below" },
@@ -102,7 +102,9 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
             format_bytes(s.prefill_bytes),
             if p_ok { "above" } else { "not above" },
             if p_ok { "bandwidth" } else { "latency" },
-            s_star / s.decode_bytes,
+            // Three figures: a T* below one (every prompt's prefill in the bandwidth regime)
+            // is not rounded to 0.
+            crate::units::sig3(s_star / s.decode_bytes),
         ));
         let misses = [(!d_ok, "decode d·s", s.decode_bytes, ">="), (!p_ok, "prefill T·d·s", s.prefill_bytes, "<=")];
         for (_, what, bytes, side) in misses.into_iter().filter(|m| m.0) {

@@ -1,8 +1,10 @@
 //! The evidence register: MEASURED, MODELLED and NOT_RUN from manifests.
 //!
-//! `render` is a pure function of the manifests, the saved gates and the templates
-//! (no clock, stable ordering, fixed number formats), so the same inputs give a
-//! byte-identical register; `render_all` writes it with its figures and CSV tables.
+//! `render` is a pure function of the manifests, the saved gates, the templates and the
+//! rendering build's measuring digest (its one caveat that names runs measured by other
+//! measuring code: by design, the register says when its figures predate the code that
+//! renders them), with no clock, stable ordering and fixed number formats, so the same inputs
+//! give a byte-identical register; `render_all` writes it with its figures and CSV tables.
 
 pub mod cache_sharing;
 pub mod caveats;
