@@ -369,9 +369,11 @@ pub fn series(entries: &[Entry], policy: &Policy) -> Vec<Series> {
 }
 
 /// Change points of `x` by binary segmentation: the split (at least [`MIN_SEGMENT`] values
-/// each side) with the smallest Mann–Whitney p between the two sides is kept when that p is
-/// below `policy.fdr` and the sides' medians differ by at least `policy.min_effect`; each
-/// side is then searched again. Returns the first index of every new level, ascending.
+/// each side) with the smallest Mann–Whitney p between the two sides is kept when that p,
+/// times the number of splits tried (Bonferroni: the smallest of many p values is small by
+/// chance alone), is below `policy.fdr` and the sides' medians differ by at least
+/// `policy.min_effect`; each side is then searched again. Returns the first index of every
+/// new level, ascending.
 pub fn change_points(x: &[f64], policy: &Policy) -> Vec<usize> {
     let mut found = Vec::new();
     segment(x, 0, policy, &mut found);
@@ -383,12 +385,13 @@ fn segment(x: &[f64], offset: usize, policy: &Policy, found: &mut Vec<usize>) {
     if x.len() < 2 * MIN_SEGMENT {
         return;
     }
+    let splits = (x.len() - 2 * MIN_SEGMENT + 1) as f64;
     let best = (MIN_SEGMENT..=x.len() - MIN_SEGMENT)
         .filter_map(|k| {
             let (l, r) = x.split_at(k);
             let effect = stats::median(r)? / stats::median(l)? - 1.0;
             let p = stats::mann_whitney(l, r)?.p;
-            (effect.abs() >= policy.min_effect && p < policy.fdr).then_some((k, p))
+            (effect.abs() >= policy.min_effect && p * splits < policy.fdr).then_some((k, p))
         })
         .min_by(|a, b| a.1.total_cmp(&b.1));
     if let Some((k, _)) = best {

@@ -826,6 +826,19 @@ fn a_junit_or_summary_path_naming_a_manifest_is_refused_and_the_manifest_kept() 
 }
 
 #[test]
+fn a_history_of_noise_has_change_points_at_most_as_often_as_the_policy_allows() {
+    use parlab::nightly::history::change_points;
+    let policy = Policy::default();
+    // Nights whose medians scatter by 10 % (log-spread) and never moved: the smallest p over
+    // every split of 30 nights, taken as it comes, would mark a change in far more than 5 % of
+    // such histories.
+    let mut draw = Draw(91);
+    let histories = 200;
+    let marked = (0..histories).filter(|_| !change_points(&draw.lognormal(30, 1.0, 0.10), &policy).is_empty()).count();
+    assert!(marked as f64 <= 1.5 * policy.fdr * histories as f64, "{marked} of {histories} noise histories have a change point");
+}
+
+#[test]
 fn the_history_finds_a_step_and_a_slow_drift_that_no_single_night_flags_and_not_noise() {
     use parlab::nightly::history::{append, change_points, read, write_trends};
     let policy = Policy::default();
