@@ -29,6 +29,8 @@ pub fn finding(inp: &Inputs) -> Finding {
     // Whether the audit graded a run's divergence a real change (None: it graded no such run).
     let real_change = |run: &str| inp.audit.iter().flat_map(|g| &g.layouts).find(|l| l.run == run).map(|l| l.real_change);
     let (mut wrong, mut explained, mut unrecorded, mut half) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    // Runs whose manifest records no modelled hand-off (written before it was): not checked.
+    let mut handoff_unrecorded = Vec::new();
     for r in &runs {
         let Some(c) = r.context.as_ref() else { continue };
         // Half precision rounds differently as well: `precision-audit` grades its tokens.
@@ -46,8 +48,8 @@ pub fn finding(inp: &Inputs) -> Finding {
             &[&r.run],
         );
         f.number(&format!("{label}: ring bytes / modelled"), c.ring_bytes as f64 / c.ring_bytes_modelled.max(1) as f64, "ratio", &[&r.run]);
-        let handoff_ok = c.gather_bytes_modelled.is_none_or(|m| m == c.gather_bytes);
-        let bytes_ok = c.ring_bytes == c.ring_bytes_modelled && handoff_ok;
+        let handoff_ok = c.gather_bytes_modelled.map(|m| m == c.gather_bytes);
+        let bytes_ok = c.ring_bytes == c.ring_bytes_modelled && handoff_ok != Some(false);
         f.notes.push(format!(
             "{label} ({}): blocks {}; ring sent {} B (modelled {} B); hand-off {} B (modelled {}); tokens equal: {}",
             r.experiment,
@@ -60,6 +62,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         ));
         match (bytes_ok, r.tokens_equal) {
             (false, _) => wrong.push(label),
+            (true, Some(true)) if handoff_ok.is_none() => handoff_unrecorded.push(label),
             (true, Some(true)) => {}
             // A divergence the audit explains (a near-tie, a noisy reference) is not a change.
             (true, Some(false)) if real_change(&r.run) == Some(false) => explained.push(label),
@@ -89,8 +92,15 @@ pub fn finding(inp: &Inputs) -> Finding {
             ),
         );
     }
-    if !unrecorded.is_empty() {
-        return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: {} recorded no tokens to compare", unrecorded.join(", ")));
+    if !unrecorded.is_empty() || !handoff_unrecorded.is_empty() {
+        let mut missing = Vec::new();
+        if !unrecorded.is_empty() {
+            missing.push(format!("{} recorded no tokens to compare", unrecorded.join(", ")));
+        }
+        if !handoff_unrecorded.is_empty() {
+            missing.push(format!("{} recorded no modelled hand-off to check its bytes against", handoff_unrecorded.join(", ")));
+        }
+        return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: {}", missing.join("; ")));
     }
     f.decide(true, format!("all {graded} context splits moved exactly the modelled bytes and kept the unsplit tokens"))
 }

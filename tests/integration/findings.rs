@@ -440,6 +440,14 @@ fn context_traffic_grades_the_tokens_as_the_audit_does() {
     let f = finding(&list, "context-ring-moves-what-it-must");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
     assert!(f.notes.iter().any(|n| n.contains("1 context splits in half precision not graded here")), "{:?}", f.notes);
+    // A split whose manifest records no modelled hand-off had its hand-off checked by nothing.
+    let mut list = base();
+    let i = context(&mut list, 2);
+    let Some(parlab::manifest::summary::Summary::Decode(d)) = list[i].summary_mut() else { panic!("a decode summary") };
+    d.context.as_mut().expect("its context prefill").gather_bytes_modelled = None;
+    let f = finding(&list, "context-ring-moves-what-it-must");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::MissingRuns)), "{f:?}");
+    assert!(f.reason.contains("recorded no modelled hand-off to check its bytes against"), "{}", f.reason);
 }
 
 #[test]
