@@ -491,7 +491,7 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests");
         let (list, _) = crate::manifest::read_all(&dir);
         let cpu = list.iter().find(|m| m.layout.world > 1 && m.status() == Status::Ok && m.kind.launches_ranks()).unwrap().clone();
-        let cpu_only = caveats_of(&[cpu.clone()]);
+        let cpu_only = caveats_of(std::slice::from_ref(&cpu));
         assert!(cpu_only.contains("No device was split. The 1 multi-rank runs"), "{cpu_only}");
         assert!(cpu_only.contains(": loopback, not an interconnect.") && cpu_only.contains("NCCL, NVLink, InfiniBand"), "{cpu_only}");
         let mut gpu = cpu.clone();

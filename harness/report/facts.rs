@@ -166,6 +166,13 @@ impl DecodeRow {
         self.dtype.map_or("", Dtype::name)
     }
 
+    /// Whether `other` ran the same model the same way: experiment, model, dtype, threads per
+    /// rank, device, step mode and link (what two runs compared as a pair must share).
+    pub fn same_kind(&self, other: &DecodeRow) -> bool {
+        (self.experiment.as_str(), self.model.as_str(), self.dtype, self.threads, self.device, self.step_mode, &self.link)
+            == (other.experiment.as_str(), other.model.as_str(), other.dtype, other.threads, other.device, other.step_mode, &other.link)
+    }
+
     /// Seconds inside the all-reduces of `phase` in a repetition (slowest rank, median).
     pub fn all_reduce_total(&self, phase: crate::manifest::summary::Phase) -> Option<f64> {
         self.all_reduces.iter().find(|a| a.phase == phase).and_then(|a| a.total.map(|t| t.median))
@@ -184,11 +191,8 @@ impl DecodeRow {
 /// dtype, strategy, world, threads, head, sequences, link, device, step mode: all but the
 /// overlap), in a fixed order: (blocking, overlapped).
 pub fn overlap_pairs<'r>(rows: &'r [DecodeRow]) -> Vec<(&'r DecodeRow, &'r DecodeRow)> {
-    let same_split = |a: &DecodeRow, b: &DecodeRow| {
-        (a.experiment.as_str(), a.model.as_str(), a.dtype, a.strategy, a.world, a.threads, a.head, a.sequences)
-            == (b.experiment.as_str(), b.model.as_str(), b.dtype, b.strategy, b.world, b.threads, b.head, b.sequences)
-            && (&a.link, a.device, a.step_mode) == (&b.link, b.device, b.step_mode)
-    };
+    let same_split =
+        |a: &DecodeRow, b: &DecodeRow| a.same_kind(b) && (a.strategy, a.world, a.head, a.sequences) == (b.strategy, b.world, b.head, b.sequences);
     let mut overlapped: Vec<&DecodeRow> = rows.iter().filter(|r| r.overlap.is_some()).collect();
     let order = |r: &&'r DecodeRow| (r.experiment.as_str(), r.world, &r.link, r.overlap, r.run.as_str());
     overlapped.sort_by(|a, b| order(a).cmp(&order(b)));

@@ -451,6 +451,30 @@ fn context_traffic_grades_the_tokens_as_the_audit_does() {
 }
 
 #[test]
+fn a_series_is_one_dtype_even_where_an_experiment_crosses_dtypes() {
+    let list = base();
+    let id = |n: usize| format!("{n:012x}{}", "f".repeat(52));
+    // The experiment's unsplit run again in bfloat16 under another identity, listed first: a
+    // series of its own, never T_1 of the float32 splits.
+    let mut crossed = list.clone();
+    let decode = |m: &&Manifest| m.kind == parlab::spec::Kind::Decode && m.status() == parlab::manifest::Status::Ok;
+    for (n, m) in list.iter().filter(decode).filter(|m| m.layout.world == 1).enumerate() {
+        let mut half = m.clone();
+        half.run_id = id(n).into();
+        if let Workload::Decode { dtype, .. } = &mut half.plan.workload {
+            *dtype = parlab::spec::schema::Dtype::Bfloat16;
+        }
+        crossed.insert(0, half);
+    }
+    let cited: std::collections::BTreeSet<String> =
+        finding(&crossed, "shared-memory-bandwidth").numbers.iter().flat_map(|n| n.runs.clone()).collect();
+    let halves: std::collections::BTreeSet<String> = (0..list.len()).map(|n| id(n)[..12].to_string()).collect();
+    let float32: std::collections::BTreeSet<String> = list.iter().filter(decode).map(|m| m.run_id.short().to_string()).collect();
+    assert!(!cited.is_disjoint(&halves) || !cited.is_disjoint(&float32), "decode runs are cited: {cited:?}");
+    assert!(cited.is_disjoint(&halves) || cited.is_disjoint(&float32), "float32 runs set beside bfloat16 ones: {cited:?}");
+}
+
+#[test]
 fn findings_json_is_byte_identical_and_every_finding_has_a_verdict_and_numbers() {
     let list = with_device(base());
     let (a, b) = (findings::render::to_json(&compute(&list)), findings::render::to_json(&compute(&list)));
