@@ -18,8 +18,8 @@
 //! ```
 
 use super::fields::{Bounds, COUNT32};
-use super::schema::{AdviseParams, Dtype, Expectation, Experiment, Objective};
-use super::validate::{describe, unknown_choice, unknown_key, Checker, COMMON_KEYS};
+use super::schema::{AdviseParams, AskedAdvice, Dtype, Expectation, Experiment, Objective};
+use super::validate::{describe, refuse_unused_keys, unknown_choice, unknown_key, Checker};
 use crate::advise::request::Request;
 use serde_yaml::{Mapping, Value};
 
@@ -40,12 +40,9 @@ const PROMPT_TOKENS: Bounds<u64> = Bounds::new(1, u32::MAX as u64);
 /// `new_tokens`, `sequences` and `dtype` each). Also whether the question itself (everything
 /// but `expect:`) was read without a problem: then expansion still checks the layouts `expect:`
 /// names against the machine, so `validate` says every problem at once.
-pub fn params(c: &mut Checker, map: &Mapping, e: &Experiment) -> (AdviseParams, bool) {
+pub fn params(c: &mut Checker, map: &Mapping, e: &Experiment) -> (AskedAdvice, bool) {
     let before = c.problems.len();
-    let not_for_advice = COMMON_KEYS.iter().filter(|k| !COMMON_FOR_ADVICE.contains(k));
-    for key in not_for_advice.filter(|k| map.contains_key(**k)) {
-        c.report(key, "does not apply to kind: advise (it ranks every layout of the machine and launches nothing)");
-    }
+    refuse_unused_keys(c, map, COMMON_FOR_ADVICE, "kind: advise (it ranks every layout of the machine and launches nothing)");
     if e.models.len() > 1 {
         too_many(c, "model", e.models.len());
     }
@@ -67,8 +64,9 @@ pub fn params(c: &mut Checker, map: &Mapping, e: &Experiment) -> (AdviseParams, 
     };
     let question_whole = c.problems.len() == before;
     let expect = mapping(c, map, "expect", EXPECT_KEYS, false);
-    params.expect = expectation(c, expect);
-    (params, question_whole)
+    let (expect, rejected_places) = expectation(c, expect);
+    params.expect = expect;
+    (AskedAdvice { params, rejected_places }, question_whole)
 }
 
 /// The one value of an axis (`default` when it has none); more than one is a problem (an
@@ -205,8 +203,10 @@ fn objective(c: &mut Checker, map: &Mapping) -> Objective {
     }
 }
 
-fn expectation(c: &mut Checker, expect: Option<&Mapping>) -> Expectation {
-    let Some(m) = expect else { return Expectation::default() };
+/// `expect:` read, with the place in the spec's `expect.rejected` list of each layout kept (a
+/// malformed item is reported and left out).
+fn expectation(c: &mut Checker, expect: Option<&Mapping>) -> (Expectation, Vec<usize>) {
+    let Some(m) = expect else { return (Expectation::default(), Vec::new()) };
     let label = |c: &mut Checker, key: &str, v: &Value| match v.as_str() {
         Some(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
         _ => {
@@ -216,21 +216,22 @@ fn expectation(c: &mut Checker, expect: Option<&Mapping>) -> Expectation {
     };
     let before = c.problems.len();
     let leader = m.get("leader").and_then(|v| label(c, "expect.leader", v));
-    let rejected = match m.get("rejected") {
+    // Each layout with its place in the spec's list (a lone label is the list's first).
+    let rejected: Vec<(usize, String)> = match m.get("rejected") {
         None => Vec::new(),
         Some(Value::Sequence(items)) => {
-            items.iter().enumerate().filter_map(|(i, v)| label(c, &format!("expect.rejected[{i}]"), v)).collect()
+            items.iter().enumerate().filter_map(|(i, v)| Some((i, label(c, &format!("expect.rejected[{i}]"), v)?))).collect()
         }
-        Some(v) => label(c, "expect.rejected", v).into_iter().collect(),
+        Some(v) => label(c, "expect.rejected", v).map(|l| (0, l)).into_iter().collect(),
     };
-    if let Some(i) = leader.as_ref().and_then(|l| rejected.iter().position(|r| r == l)) {
+    if let Some((i, r)) = leader.as_ref().and_then(|l| rejected.iter().find(|(_, r)| r == l)) {
         c.report(
             &format!("expect.rejected[{i}]"),
-            format!("`{}` is also expect.leader; one layout cannot be both run first and never run", rejected[i]),
+            format!("`{r}` is also expect.leader; one layout cannot be both run first and never run"),
         );
     }
-    for (i, r) in rejected.iter().enumerate() {
-        if let Some(first) = rejected[..i].iter().position(|earlier| earlier == r) {
+    for (n, (i, r)) in rejected.iter().enumerate() {
+        if let Some((first, _)) = rejected[..n].iter().find(|(_, earlier)| earlier == r) {
             c.report(&format!("expect.rejected[{i}]"), format!("`{r}` is listed twice (also expect.rejected[{first}])"));
         }
     }
@@ -238,19 +239,22 @@ fn expectation(c: &mut Checker, expect: Option<&Mapping>) -> Expectation {
     if leader.is_none() && rejected.is_empty() && c.problems.len() == before {
         c.report("expect", "states nothing; give `leader:` and/or `rejected:`, or remove it");
     }
-    Expectation { leader, rejected }
+    let (places, rejected) = rejected.into_iter().unzip();
+    (Expectation { leader, rejected }, places)
 }
 
-/// Reports each layout `expect` names that the machine of `request` does not have (labels as
-/// `parlab advise` prints them): such an expectation could only fail, whatever the arithmetic.
-pub fn expected_layouts(c: &mut Checker, expect: &Expectation, request: &Request) {
+/// Reports each layout the question's `expect:` names that the machine of `request` does not
+/// have (labels as `parlab advise` prints them): such an expectation could only fail, whatever
+/// the arithmetic. Each is named at its own place in the spec's list.
+pub fn expected_layouts(c: &mut Checker, asked: &AskedAdvice, request: &Request) {
     let devices = request.machine.devices();
     let labels: Vec<String> = crate::advise::layouts::enumerate(devices, &request.model.shape).iter().map(|l| l.label()).collect();
+    let expect = &asked.params.expect;
     let named = expect
         .leader
         .iter()
         .map(|l| ("expect.leader".to_string(), l))
-        .chain(expect.rejected.iter().enumerate().map(|(i, l)| (format!("expect.rejected[{i}]"), l)));
+        .chain(expect.rejected.iter().enumerate().map(|(i, l)| (asked.rejected_key(i), l)));
     for (key, label) in named.filter(|(_, l)| !labels.contains(l)) {
         c.report(&key, format!("no layout `{label}` on this machine of {devices} devices (its layouts: {})", some_of(&labels)));
     }

@@ -143,23 +143,90 @@ fn unique_ids(c: &mut Checker, claims: &[(usize, Claim)]) {
     }
 }
 
-/// Reports a selected value the spec's own axis does not hold (`world: 3` of worlds 1, 2, 4;
-/// `strategy: pipeline` in a tensor spec): the selection would match no run.
-fn off_axis(c: &mut Checker, key: &str, axes: &BTreeMap<String, String>, spec: &Mapping) {
-    for (axis, want) in axes.iter().filter(|(k, _)| ["world", "strategy", "head", "sequences", "link", "threads"].contains(&k.as_str())) {
-        let (Some(declared), Some(named)) = (spec.get(axis.as_str()), super::schema::Axis::from_name(axis)) else { continue };
-        // A count axis's values as runs record them (`02` is 2); `threads: auto` resolves per run.
-        let values: Vec<String> = super::fields::axis_values(named, declared).into_iter().map(|v| count(&v, axis).unwrap_or(v)).collect();
-        if axis == "threads" && values.iter().any(|v| v.parse::<u32>().is_err()) {
-            continue;
-        }
-        if !values.contains(want) {
+/// Reports a selected value the experiment does not hold (`world: 3` of worlds 1, 2, 4;
+/// `strategy: pipeline` in a tensor spec; `world: 4` of a spec that sets no world, whose runs
+/// have the kind's default; an `op` or `size` the sweep does not measure): the selection would
+/// match no run.
+fn off_axis(c: &mut Checker, key: &str, axes: &BTreeMap<String, String>, spec: &Mapping, kind: Option<Kind>) {
+    for (axis, want) in axes {
+        let Some(held) = held_values(axis, spec, kind) else { continue };
+        // A size as the rows record it, in bytes however the claim writes it.
+        let wanted = if axis == "size" { crate::units::parse_bytes(want).map_or(want.clone(), |b| b.to_string()) } else { want.clone() };
+        if !held.values.contains(&wanted) {
+            let default = if held.declared { String::new() } else { format!(", the default: the spec sets no `{}:`", held.key) };
             c.report(
                 &format!("{key}.{axis}"),
-                format!("`{want}` is not among this spec's {axis} values ({}): it selects no run", values.join(", ")),
+                format!("`{want}` is not among this spec's {axis} values ({}{default}): it selects no run", held.values.join(", ")),
             );
         }
     }
+}
+
+/// The values an experiment's runs hold on a selectable axis, as they record them.
+struct Held {
+    /// The spec key that sets them (`ops` for `op`, `sizes` for `size`).
+    key: &'static str,
+    /// Whether the spec sets them (else they are the kind's default).
+    declared: bool,
+    /// The values.
+    values: Vec<String>,
+}
+
+/// The values the expanded experiment holds on `axis`: the spec's own, or the kind's default
+/// where it sets none. None where they are not judged: `threads: auto` or `all` (resolved per
+/// run), an axis whose default the kind lacks (a decode spec must set `strategy:`), a `head:`
+/// the spec does not set (a layout that places no head matches any), `op` and `size` of a kind
+/// whose rows have none, or a kind that is not known.
+fn held_values(axis: &str, spec: &Mapping, kind: Option<Kind>) -> Option<Held> {
+    match axis {
+        "op" | "size" => swept(axis, spec, kind?),
+        // A membw buffer off the axis is left to the findings (no run matches it).
+        "buffer" => None,
+        _ => on_layout_axis(super::schema::Axis::from_name(axis)?, spec, kind),
+    }
+}
+
+/// The ops or the row sizes (`size`, in bytes) a collectives sweep or a dispatch measures.
+fn swept(axis: &str, spec: &Mapping, kind: Kind) -> Option<Held> {
+    let read = super::fields::Fields { map: spec };
+    // Problems of these keys are the spec's own, reported where it is validated.
+    let mut scratch = Checker::new(std::path::Path::new(""), "");
+    let (key, values): (&'static str, Vec<String>) = match (axis, kind) {
+        ("op", Kind::Collectives) => ("ops", read.collective_params(&mut scratch).ops.iter().map(|o| o.name().to_string()).collect()),
+        ("size", Kind::Collectives) => ("sizes", read.sizes(&mut scratch).iter().map(u64::to_string).collect()),
+        ("size", Kind::Dispatch) => {
+            let d = read.dispatch_params(&mut scratch);
+            ("tokens", d.tokens.iter().map(|&t| (d.elements(t) * 4).to_string()).collect())
+        }
+        _ => return None,
+    };
+    Some(Held { key, declared: spec.contains_key(key), values })
+}
+
+/// The values of a layout axis (`world`, `strategy`, `head`, `sequences`, `link`, `threads`):
+/// as the spec sets them, else the kind's default.
+fn on_layout_axis(axis: super::schema::Axis, spec: &Mapping, kind: Option<Kind>) -> Option<Held> {
+    use super::schema::Axis;
+    let key = axis.name();
+    if let Some(declared) = spec.get(key) {
+        // A count axis's values as runs record them (`02` is 2); `threads: auto` resolves per run.
+        let values: Vec<String> = super::fields::axis_values(axis, declared).into_iter().map(|v| count(&v, key).unwrap_or(v)).collect();
+        if axis == Axis::Threads && values.iter().any(|v| v.parse::<u32>().is_err()) {
+            return None;
+        }
+        return Some(Held { key, declared: true, values });
+    }
+    let kind = kind?;
+    let values = match axis {
+        Axis::World => vec![super::validate::default_world(kind).to_string()],
+        Axis::Strategy if matches!(kind, Kind::Decode | Kind::Advise) => return None,
+        Axis::Strategy => super::validate::default_strategies(kind).iter().map(|s| s.name().to_string()).collect(),
+        Axis::Sequences => vec!["1".to_string()],
+        Axis::Link if matches!(kind, Kind::Model | Kind::Advise) => return None,
+        Axis::Link => vec![super::link::Link::MpiShm.name().to_string()],
+        _ => return None,
+    };
+    Some(Held { key, declared: false, values })
 }
 
 fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &str, i: usize, spec: &Mapping) -> Option<Claim> {
@@ -200,7 +267,7 @@ fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &s
     }
     comparable(c, key, rule, &Against { select: &select, reference: reference.as_ref(), value, tolerance });
     for (side, axes) in [("select", Some(&select)), ("reference", reference.as_ref())] {
-        axes.into_iter().for_each(|axes| off_axis(c, &format!("{key}.{side}"), axes, spec));
+        axes.into_iter().for_each(|axes| off_axis(c, &format!("{key}.{side}"), axes, spec, kind));
     }
     let id = claim_id(c, key, m.get("id"));
     if c.problems.len() > before {
@@ -415,7 +482,7 @@ mod tests {
 
     #[test]
     fn a_rule_is_read_into_its_variant_and_a_near_miss_is_suggested() {
-        let spec = "name: x\nkind: decode\nclaims:\n  - figure: tokens\n    rule: equal_tokens\n    select: {world: 2}\n    reference: {world: 1}\n";
+        let spec = "name: x\nkind: decode\nworld: [1, 2]\nclaims:\n  - figure: tokens\n    rule: equal_tokens\n    select: {world: 2}\n    reference: {world: 1}\n";
         let read = claims(spec).unwrap();
         assert_eq!(read[0].rule, Rule::EqualTokens);
         let typo = claims(&spec.replace("equal_tokens", "equal_token")).unwrap_err();
@@ -429,7 +496,7 @@ mod tests {
 
     /// The one problem a claim's body (indented under `- `) gives, as `key: message`.
     fn problem(body: &str) -> String {
-        let spec = format!("name: x\nkind: decode\nclaims:\n  - {}\n", body.replace('\n', "\n    "));
+        let spec = format!("name: x\nkind: decode\nworld: [1, 2]\nclaims:\n  - {}\n", body.replace('\n', "\n    "));
         let problems = claims(&spec).expect_err(body);
         assert_eq!(problems.len(), 1, "{problems:?}");
         format!("{}: {}", problems[0].key, problems[0].message)
@@ -438,7 +505,7 @@ mod tests {
     #[test]
     fn a_claim_that_could_not_decide_anything_is_refused() {
         let ok = "figure: step\nrule: greater\nselect: {world: 2}\nreference: {world: 1}";
-        assert!(claims(&format!("name: x\nkind: decode\nclaims:\n  - {}\n", ok.replace('\n', "\n    "))).is_ok());
+        assert!(claims(&format!("name: x\nkind: decode\nworld: [1, 2]\nclaims:\n  - {}\n", ok.replace('\n', "\n    "))).is_ok());
         let greater = problem(&format!("{ok}\ntolerance: 1"));
         assert!(greater.starts_with("claims[0].tolerance: tolerance 1 makes `greater` hold for any positive ratio"), "{greater}");
         let itself = problem("figure: step\nrule: less\nselect: {world: 2}\nreference: {world: 2}");
@@ -455,7 +522,9 @@ mod tests {
     #[test]
     fn a_selection_is_read_in_the_spelling_runs_record_or_refused() {
         let read = |select: &str| {
-            let spec = format!("name: x\nkind: decode\nclaims:\n  - figure: step\n    rule: less\n    select: {select}\n    value: 1\n");
+            let spec = format!(
+                "name: x\nkind: decode\nworld: [1, 2]\nclaims:\n  - figure: step\n    rule: less\n    select: {select}\n    value: 1\n"
+            );
             claims(&spec).map(|c| c[0].select.clone()).map_err(|p| format!("{}: {}", p[0].key, p[0].message))
         };
         assert_eq!(
@@ -487,17 +556,75 @@ mod tests {
             let refused = problem(&format!("{ok}\nid: {id}"));
             assert!(refused.starts_with(&format!("claims[0].id: `{id}` is a built-in finding's id")), "{refused}");
         }
-        let own = format!("name: x\nkind: decode\nclaims:\n  - {}\n", format!("{ok}\nid: kv-head-cap-holds").replace('\n', "\n    "));
+        let own = format!(
+            "name: x\nkind: decode\nworld: [1, 2]\nclaims:\n  - {}\n",
+            format!("{ok}\nid: kv-head-cap-holds").replace('\n', "\n    ")
+        );
         assert_eq!(claims(&own).unwrap()[0].id, "kv-head-cap-holds");
     }
 
     #[test]
     fn two_claims_of_one_id_are_refused_at_the_second() {
         let one = "- id: same\n    figure: step\n    rule: less\n    select: {world: 2}\n    value: 1\n";
-        let spec = format!("name: x\nkind: decode\nclaims:\n  {one}  {one}");
+        let spec = format!("name: x\nkind: decode\nworld: [1, 2]\nclaims:\n  {one}  {one}");
         let problems = claims(&spec).unwrap_err();
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].key, "claims[1].id");
         assert!(problems[0].message.contains("`same` is already the id of claims[0]"), "{}", problems[0].message);
+    }
+
+    #[test]
+    fn a_selection_is_judged_against_the_axis_default_where_the_spec_sets_none() {
+        let membw =
+            "name: x\nkind: membw\nclaims:\n  - figure: aggregate_bandwidth\n    rule: less\n    select: {world: 1}\n    value: 1\n";
+        assert!(claims(membw).is_ok(), "world 1 is membw's default");
+        let off = claims(&membw.replace("world: 1", "world: 4")).unwrap_err();
+        assert_eq!(off[0].key, "claims[0].select.world");
+        assert!(
+            off[0].message.contains("`4` is not among this spec's world values (1, the default: the spec sets no `world:`)"),
+            "{}",
+            off[0].message
+        );
+        // A layout that places no head matches any head (`findings::claims`): not judged unset.
+        assert!(claims(&membw.replace("world: 1", "head: replicated")).is_ok());
+        let seq = claims(&membw.replace("world: 1", "sequences: 2")).unwrap_err();
+        assert!(seq[0].message.contains("`2` is not among this spec's sequences values (1, the default"), "{}", seq[0].message);
+        let dispatch =
+            "name: x\nkind: dispatch\nclaims:\n  - figure: time\n    rule: less\n    select: {world: 2, strategy: expert}\n    value: 1\n";
+        assert!(claims(dispatch).is_ok(), "world 2 and the expert split are dispatch's defaults");
+        let strategy = claims(&dispatch.replace("strategy: expert", "strategy: data")).unwrap_err();
+        assert!(
+            strategy[0].message.contains("`data` is not among this spec's strategy values (expert, the default"),
+            "{}",
+            strategy[0].message
+        );
+    }
+
+    #[test]
+    fn an_op_or_size_is_judged_against_the_sweep_the_runs_measure() {
+        let spec = |select: &str, sweep: &str| {
+            format!("name: x\nkind: collectives\n{sweep}claims:\n  - figure: time\n    rule: less\n    select: {select}\n    value: 1\n")
+        };
+        let sweep = "ops: [all-reduce, broadcast]\nsizes: [4KiB, 1MiB]\n";
+        assert!(claims(&spec("{op: broadcast, size: 1048576}", sweep)).is_ok(), "a size matches however it is written");
+        assert!(claims(&spec("{op: all-gather, size: 4MiB}", "")).is_ok(), "the default ops and sizes");
+        let op = claims(&spec("{op: all-gather}", sweep)).unwrap_err();
+        assert_eq!(op[0].key, "claims[0].select.op");
+        assert!(
+            op[0].message.contains("`all-gather` is not among this spec's op values (all-reduce, broadcast): it selects no run"),
+            "{}",
+            op[0].message
+        );
+        let size = claims(&spec("{size: 8KiB}", sweep)).unwrap_err();
+        assert!(size[0].message.contains("`8KiB` is not among this spec's size values (4096, 1048576)"), "{}", size[0].message);
+        let default = claims(&spec("{size: 8KiB}", "")).unwrap_err();
+        assert!(default[0].message.contains("16777216, the default: the spec sets no `sizes:`"), "{}", default[0].message);
+        // A dispatch row's size is tokens × top_k × hidden × 4 bytes.
+        let dispatch = |size: &str| {
+            format!("name: x\nkind: dispatch\ntokens: [1, 8]\ntop_k: 2\nhidden: 4\nclaims:\n  - figure: time\n    rule: less\n    select: {{size: {size}}}\n    value: 1\n")
+        };
+        assert!(claims(&dispatch("256")).is_ok(), "8 tokens × 2 × 4 × 4 bytes");
+        let off = claims(&dispatch("128")).unwrap_err();
+        assert!(off[0].message.contains("`128` is not among this spec's size values (32, 256)"), "{}", off[0].message);
     }
 }

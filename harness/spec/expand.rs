@@ -383,11 +383,12 @@ fn nccl_problem(e: &Experiment, p: &Point) -> Option<(&'static str, String)> {
 /// What a decode point asks of its model that the model cannot give: a prompt token outside
 /// its vocabulary, or a prompt and generation longer than its position table.
 fn sequence_problem(e: &Experiment, p: &Point, cfg: &ModelConfig) -> Option<(String, String)> {
-    let prompt = e.prompt()?;
+    let KindParams::Decode(decode) = &e.params else { return None };
+    let prompt = &decode.prompt;
     if let Prompt::Tokens(ids) = prompt {
         if let Some((i, id)) = ids.iter().enumerate().find(|(_, id)| **id >= cfg.vocab) {
             let message = format!("token {id} is outside the model's vocabulary of {} ids (0 to {})", cfg.vocab, cfg.vocab - 1);
-            return Some((format!("prompt.tokens[{i}]"), message));
+            return Some((decode.token_key(i), message));
         }
     }
     let needed = u64::from(prompt.len()) + u64::from(p.new_tokens);
@@ -581,9 +582,10 @@ fn once<T: PartialEq + Clone>(values: &[T]) -> Vec<T> {
 /// A `kind: advise` experiment is one run: the question, answered by `advise` when it runs;
 /// a question `parlab advise` would refuse (an unknown model, a topology that does not add
 /// up) is a problem of the spec.
-fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) -> Option<RunPlan> {
+fn advise_run(e: &Experiment, asked: Option<&AskedAdvice>, c: &mut Checker) -> Option<RunPlan> {
     // No parameters: validation has said what they lack.
-    let (model, params) = (e.models.first()?.clone(), params?.clone());
+    let (model, asked) = (e.models.first()?.clone(), asked?);
+    let params = asked.params.clone();
     let catalogue = crate::costmodel::catalogue::Catalogue::load_default().map_err(|err| c.report("machine", err.to_string())).ok()?;
     let request = match crate::advise::request::Asked::of_spec(&model, &params).resolve(&catalogue) {
         Ok(request) => request,
@@ -596,7 +598,7 @@ fn advise_run(e: &Experiment, params: Option<&AdviseParams>, c: &mut Checker) ->
         }
     };
     let before = c.problems.len();
-    super::advise::expected_layouts(c, &params.expect, &request);
+    super::advise::expected_layouts(c, asked, &request);
     // The advice is the model's shape's: a config.json changed since is another question.
     let shape = Some(request.model.config_digest.as_str());
     (c.problems.len() == before).then(|| arithmetic_run(e, Workload::Advise { model, params }, shape))

@@ -439,13 +439,25 @@ impl<'m> Fields<'m> {
         }
     }
 
-    /// `hostfile`: an existing file, relative to the spec's folder or absolute.
-    pub fn hostfile(&self, c: &mut Checker, spec: &Path) -> Option<PathBuf> {
+    /// `hostfile`: an existing file, relative to the spec's folder or absolute; mpirun's only
+    /// (srun takes its hosts from the Slurm allocation, so one given with it is refused).
+    pub fn hostfile(&self, c: &mut Checker, spec: &Path, launcher: Launcher) -> Option<PathBuf> {
         let v = self.get("hostfile")?;
         let Some(s) = v.as_str() else {
             c.report("hostfile", format!("expected a path, found {}", describe(v)));
             return None;
         };
+        if launcher == Launcher::Srun {
+            c.report(
+                "hostfile",
+                "`launcher: srun` takes its hosts from the Slurm allocation and never reads a hostfile; remove `hostfile:` (or use `launcher: mpirun`)",
+            );
+            return None;
+        }
+        if s.is_empty() {
+            c.report("hostfile", "empty; give the path of an mpirun hostfile (relative to the spec's folder), or remove the key");
+            return None;
+        }
         let path = spec.parent().unwrap_or(Path::new(".")).join(s);
         if !path.exists() {
             c.report("hostfile", format!("{} does not exist", path.display()));
@@ -576,9 +588,16 @@ impl<'m> Fields<'m> {
         }
     }
 
-    /// `prompt`: `{tokens: [ids]}` or `{length: N, seed: S}`; default 32 seeded tokens.
-    pub fn prompt(&self, c: &mut Checker) -> Prompt {
-        let default = Prompt::Seeded { length: 32, seed: 0 };
+    /// The `decode` kind's parameters: its prompt, and where each token id stands in the spec.
+    pub fn decode_params(&self, c: &mut Checker) -> DecodeParams {
+        let (prompt, token_places) = self.prompt(c);
+        DecodeParams { prompt, token_places }
+    }
+
+    /// `prompt`: `{tokens: [ids]}` or `{length: N, seed: S}`; default 32 seeded tokens. With
+    /// it, the place in the spec's list of each id kept (a refused id is left out).
+    fn prompt(&self, c: &mut Checker) -> (Prompt, Vec<usize>) {
+        let default = (Prompt::Seeded { length: 32, seed: 0 }, Vec::new());
         let Some(v) = self.get("prompt") else { return default };
         let Value::Mapping(m) = v else {
             c.report("prompt", format!("expected {{tokens: [ids]}} or {{length: N, seed: S}}, found {}", describe(v)));
@@ -595,9 +614,12 @@ impl<'m> Fields<'m> {
                 default
             }
             (Some(Value::Sequence(ids)), None) if !ids.is_empty() => {
-                let ids: Vec<u32> =
-                    ids.iter().enumerate().filter_map(|(i, v)| uint_value(c, &format!("prompt.tokens[{i}]"), v, TOKEN_ID)).collect();
-                Prompt::Tokens(ids)
+                let kept: Vec<(usize, u32)> = ids
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| Some((i, uint_value(c, &format!("prompt.tokens[{i}]"), v, TOKEN_ID)?)))
+                    .collect();
+                (Prompt::Tokens(kept.iter().map(|(_, id)| *id).collect()), kept.iter().map(|(i, _)| *i).collect())
             }
             (Some(v), None) => {
                 c.report("prompt.tokens", format!("expected a non-empty list of token ids, found {}", describe(v)));
@@ -606,7 +628,7 @@ impl<'m> Fields<'m> {
             (None, Some(len)) => {
                 let length = uint_value(c, "prompt.length", len, COUNT32).unwrap_or(32);
                 let seed = m.get("seed").and_then(|v| uint_value(c, "prompt.seed", v, SEED)).unwrap_or(0);
-                Prompt::Seeded { length, seed }
+                (Prompt::Seeded { length, seed }, Vec::new())
             }
             (None, None) => {
                 c.report("prompt", "needs `tokens: [ids]` or `length: N` (with an optional `seed`)");

@@ -32,20 +32,11 @@ pub fn spec_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problems> {
     let mut problems = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                // Not only regular files: a FIFO or a dangling link named .yaml is read, and
-                // refused naming what it is, rather than skipped without a word.
-                .filter(|p| !p.is_dir() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-                .collect();
-            found.sort();
-            if found.is_empty() {
-                problems.push(file_problem(&path, "folder holds no .yaml specs"));
+            match folder_specs(std::fs::read_dir(&path)) {
+                Ok(found) if found.is_empty() => problems.push(file_problem(&path, "folder holds no .yaml specs")),
+                Ok(found) => files.extend(found),
+                Err(e) => problems.push(file_problem(&path, &format!("cannot read folder: {e}"))),
             }
-            files.extend(found);
         } else if path.exists() {
             files.push(path);
         } else {
@@ -57,6 +48,25 @@ pub fn spec_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Problems> {
     } else {
         Err(Problems(problems))
     }
+}
+
+/// The `*.yaml`/`*.yml` paths of a folder's listing (`read_dir`'s result), sorted by name; the
+/// error that stopped the listing, if one did (an unreadable folder is not an empty one).
+fn folder_specs<I>(listing: std::io::Result<I>) -> std::io::Result<Vec<PathBuf>>
+where
+    I: IntoIterator<Item = std::io::Result<std::fs::DirEntry>>,
+{
+    let mut found = Vec::new();
+    for entry in listing? {
+        let path = entry?.path();
+        // Not only regular files: a FIFO or a dangling link named .yaml is read, and refused
+        // naming what it is, rather than skipped without a word.
+        if !path.is_dir() && path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+            found.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// `files` with a file named twice (`a.yaml a.yaml`, or a folder and a file in it) kept at its
@@ -102,7 +112,9 @@ pub fn load_suite_limited(paths: &[PathBuf], max_runs: usize) -> Result<Vec<RunP
         let Some(experiment) = experiment else { continue };
         // A name refused above is read as empty: it names nothing another file could repeat.
         let named = !experiment.name.is_empty();
-        if let Some(first) = named.then(|| names.insert(experiment.name.clone(), file.clone())).flatten() {
+        let first =
+            named.then(|| names.entry(experiment.name.clone()).or_insert_with(|| file.clone()).clone()).filter(|first| *first != file);
+        if let Some(first) = first {
             let mut c = validate::Checker::new(&file, &text);
             c.report("name", format!("`{}` is also the name of {}; experiment names must be unique", experiment.name, first.display()));
             problems.extend(c.problems);
@@ -161,5 +173,30 @@ mod tests {
         let mut problems = vec![at(9, "5 ranks"), at(3, "first"), at(9, "7 ranks"), at(9, "5 ranks"), at(9, "7 ranks")];
         sort_problems(&mut problems);
         assert_eq!(problems, [at(3, "first"), at(9, "5 ranks"), at(9, "7 ranks")]);
+    }
+
+    #[test]
+    fn a_folder_that_cannot_be_listed_is_said_so_with_the_reason_not_called_empty() {
+        let denied = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "Permission denied (os error 13)");
+        let err = folder_specs(Err::<Vec<std::io::Result<std::fs::DirEntry>>, _>(denied)).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+        let failed_entry = vec![Err(std::io::Error::other("Input/output error"))];
+        assert_eq!(folder_specs(Ok(failed_entry)).unwrap_err().to_string(), "Input/output error");
+        // Through spec_files: a folder read as empty is refused as empty, an unlistable one with why.
+        let dir = tempfile::tempdir().unwrap();
+        let empty = spec_files(&[dir.path().to_path_buf()]).unwrap_err();
+        assert!(empty.0[0].message == "folder holds no .yaml specs", "{empty}");
+        let missing = folder_specs(std::fs::read_dir(dir.path().join("gone"))).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+        // A folder without read permission, where that stops reads (not as root).
+        use std::os::unix::fs::PermissionsExt;
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+        if std::fs::read_dir(&locked).is_err() {
+            let refused = spec_files(std::slice::from_ref(&locked)).unwrap_err();
+            assert!(refused.0[0].message.starts_with("cannot read folder: Permission denied"), "{refused}");
+        }
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 }

@@ -102,7 +102,7 @@ pub fn membw_need(params: &MembwParams, world: u32) -> Need {
 /// An expert dispatch's peak: per rank the rows it sends, those it receives, those it expects
 /// and those that come back (four buffers of tokens × top_k × hidden float32s, routing being even).
 pub fn dispatch_need(params: &DispatchParams, world: u32) -> Need {
-    let buffer = u128::from(params.largest_elements()) * 4;
+    let buffer = params.largest_elements() * 4;
     Need { bytes: buffer * 4 * u128::from(world), what: format!("4 buffers of {} per rank × {world} ranks", size(buffer)) }
 }
 
@@ -154,5 +154,16 @@ mod tests {
         let limit = Limit { bytes: u64::MAX, source: LimitSource::Override };
         let (_, message) = refusal(Kind::Collectives, &need, &limit).expect("six times the largest u64 is past it");
         assert!(message.contains("about 100663296.0 TiB of memory (3 buffers of 16777216.0 TiB per rank × 2 ranks)"), "{message}");
+    }
+
+    #[test]
+    fn a_dispatch_past_64_bits_is_counted_whole_not_wrapped() {
+        // 2^31 × 2^31 × 4 = 2^64: in 64 bits it wrapped to 0 and passed every check.
+        let wraps = DispatchParams { tokens: vec![1 << 31], top_k: 1 << 31, hidden: 4, iterations: 1 };
+        assert_eq!(wraps.largest_elements(), 1u128 << 64);
+        assert!(wraps.largest_elements() > DispatchParams::MAX_ELEMENTS);
+        let widest = DispatchParams { tokens: vec![u32::MAX], top_k: u32::MAX, hidden: u32::MAX, iterations: 1 };
+        assert_eq!(widest.elements(u32::MAX), u128::from(u32::MAX).pow(3));
+        assert_eq!(dispatch_need(&widest, 2).bytes, u128::from(u32::MAX).pow(3) * 4 * 4 * 2);
     }
 }

@@ -373,6 +373,17 @@ pub struct MembwParams {
 pub struct DecodeParams {
     /// The prompt.
     pub prompt: Prompt,
+    /// Where each id of a `{tokens: [...]}` prompt stands in the spec's list: an id refused
+    /// there is left out of the prompt, so the ids after it are not at their own index.
+    #[serde(skip)]
+    pub token_places: Vec<usize>,
+}
+
+impl DecodeParams {
+    /// The key path of the prompt's `i`-th id, at its own place in the spec's list.
+    pub fn token_key(&self, i: usize) -> String {
+        format!("prompt.tokens[{}]", self.token_places.get(i).copied().unwrap_or(i))
+    }
 }
 
 /// Parameters of the `dispatch` workload.
@@ -390,15 +401,16 @@ pub struct DispatchParams {
 
 impl DispatchParams {
     /// The most f32s a rank may send in one all-to-all (MPI counts them in a C int).
-    pub const MAX_ELEMENTS: u64 = i32::MAX as u64;
+    pub const MAX_ELEMENTS: u128 = i32::MAX as u128;
 
-    /// The f32s a rank sends for `tokens` tokens: tokens × top_k rows of `hidden`.
-    pub fn elements(&self, tokens: u32) -> u64 {
-        u64::from(tokens) * u64::from(self.top_k) * u64::from(self.hidden)
+    /// The f32s a rank sends for `tokens` tokens: tokens × top_k rows of `hidden`, counted in
+    /// 128 bits (three 32-bit factors never wrap there).
+    pub fn elements(&self, tokens: u32) -> u128 {
+        u128::from(tokens) * u128::from(self.top_k) * u128::from(self.hidden)
     }
 
     /// The largest [`DispatchParams::elements`] of its token counts.
-    pub fn largest_elements(&self) -> u64 {
+    pub fn largest_elements(&self) -> u128 {
         self.tokens.iter().map(|&t| self.elements(t)).max().unwrap_or(0)
     }
 }
@@ -591,6 +603,23 @@ pub struct Experiment {
     pub params: KindParams,
 }
 
+/// An advice's question as its spec asks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskedAdvice {
+    /// The question, with the answer `expect:` states.
+    pub params: AdviseParams,
+    /// Where each layout of `params.expect.rejected` stands in the spec's `expect.rejected`
+    /// list: a malformed item is refused and left out, so those after it are not at their index.
+    pub rejected_places: Vec<usize>,
+}
+
+impl AskedAdvice {
+    /// The key path of the `i`-th layout of `expect.rejected`, at its own place in the spec's list.
+    pub fn rejected_key(&self, i: usize) -> String {
+        format!("expect.rejected[{}]", self.rejected_places.get(i).copied().unwrap_or(i))
+    }
+}
+
 /// What an experiment measures or computes, with that kind's own parameters.
 #[derive(Debug, Clone)]
 pub enum KindParams {
@@ -605,7 +634,7 @@ pub enum KindParams {
     /// The cost model's tables.
     Model(ModelParams),
     /// One `parlab advise` question; None where its keys had problems (validation reported them).
-    Advise(Option<AdviseParams>),
+    Advise(Option<AskedAdvice>),
 }
 
 impl KindParams {

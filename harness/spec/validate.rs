@@ -27,6 +27,10 @@ pub const COMMON_KEYS: &[&str] = &[
     "claims",
 ];
 
+/// Keys every kind may have that `kind: model` uses; the others (`threads`, `repetitions`,
+/// `exclude`, `timeout`, …) it has no use for: its tables are arithmetic, nothing is launched.
+const COMMON_FOR_MODEL: &[&str] = &["name", "kind", "description", "strategy", "world", "link", "claims"];
+
 /// Keys that belong to one kind, with that kind.
 const KIND_KEYS: &[(&str, &[Kind])] = &[
     ("model", &[Kind::Decode, Kind::Model, Kind::Advise]),
@@ -83,15 +87,21 @@ impl<'a> Checker<'a> {
         Checker { file, index: KeyIndex::new(text), problems: Vec::new() }
     }
 
-    /// Records a problem at `key`.
+    /// Records a problem at `key`; a control character of the spec's in the key path or the
+    /// message is written escaped (`\u{7}`), so a problem stays one printable line.
     pub fn report(&mut self, key: &str, message: impl Into<String>) {
         self.problems.push(Problem {
             file: self.file.to_path_buf(),
             position: self.index.find(key),
-            key: key.to_string(),
-            message: message.into(),
+            key: escape_controls(key),
+            message: escape_controls(&message.into()),
         });
     }
+}
+
+/// `text` with each control character escaped as Rust writes it (`\t`, `\u{7}`), the rest as is.
+fn escape_controls(text: &str) -> String {
+    text.chars().map(|ch| if ch.is_control() { ch.escape_debug().to_string() } else { ch.to_string() }).collect()
 }
 
 /// Parses and validates one spec file's text.
@@ -156,7 +166,8 @@ fn parse_past_large_numbers(path: &Path, text: &str) -> Result<(Value, TooLarge)
 const MAX_LARGE_NUMBERS: usize = 64;
 
 /// `text` with the plain scalar starting at `at` (a number as the reader saw it: sign, base
-/// prefix, digits) replaced by `null`; None where there is none, or it is `null` already.
+/// prefix, digits) replaced by `null`, padded with spaces to the number's width so the columns
+/// after it stay true; None where there is none, or it is `null` already.
 fn null_scalar_at(text: &str, at: super::locate::Position) -> Option<String> {
     let mut lines: Vec<&str> = text.split('\n').collect();
     let line = lines.get(at.line.checked_sub(1)?)?;
@@ -165,7 +176,7 @@ fn null_scalar_at(text: &str, at: super::locate::Position) -> Option<String> {
     if len == 0 || &line[start..start + len] == "null" {
         return None;
     }
-    let nulled = format!("{}null{}", &line[..start], &line[start + len..]);
+    let nulled = format!("{}{:<len$}{}", &line[..start], "null", &line[start + len..]);
     lines[at.line - 1] = &nulled;
     Some(lines.join("\n"))
 }
@@ -173,15 +184,56 @@ fn null_scalar_at(text: &str, at: super::locate::Position) -> Option<String> {
 /// [`validate_partial`] of a parsed spec.
 fn validate_value(path: &Path, text: &str, root: &Value) -> (Option<Experiment>, Vec<Problem>) {
     let mut c = Checker::new(path, text);
+    let merged = refuse_merge_keys(&mut c, root);
+    let root = merged.as_ref().unwrap_or(root);
     let Value::Mapping(map) = &root else {
         c.report("", "a spec is a YAML mapping of keys (name:, kind:, ...); see the README's spec format");
         return (None, c.problems);
     };
     let kind = read_kind(&mut c, map);
     check_keys(&mut c, map, kind);
+    if kind == Some(Kind::Model) {
+        let why = "kind: model (its tables are arithmetic: nothing is launched, repeated, timed or excluded)";
+        refuse_unused_keys(&mut c, map, COMMON_FOR_MODEL, why);
+    }
     let exp = read_experiment(&mut c, path, text, map, kind.unwrap_or(Kind::Collectives));
     super::claims::read(&mut c, map, kind, &exp.name);
     (kind.map(|_| exp), c.problems)
+}
+
+/// YAML's merge key (`<<: *anchor`).
+const MERGE_KEY: &str = "<<";
+
+/// Reports every merge key of `root` (not supported: a spec says its keys where they apply);
+/// with one, `root` merged, so what it merged in is not also called missing.
+fn refuse_merge_keys(c: &mut Checker, root: &Value) -> Option<Value> {
+    let mut paths = Vec::new();
+    merge_key_paths(root, "", &mut paths);
+    for path in &paths {
+        c.report(path, "YAML merge keys (`<<: *anchor`) are not supported in specs; write the keys out where they apply");
+    }
+    let mut merged = root.clone();
+    (!paths.is_empty() && merged.apply_merge().is_ok()).then_some(merged)
+}
+
+/// The key paths of the merge keys in `v` (under `at`), outermost first.
+fn merge_key_paths(v: &Value, at: &str, out: &mut Vec<String>) {
+    let join = |key: &str| if at.is_empty() { key.to_string() } else { format!("{at}.{key}") };
+    match v {
+        Value::Mapping(m) => {
+            for (k, v) in m {
+                let Some(key) = k.as_str() else { continue };
+                if key == MERGE_KEY {
+                    out.push(join(key));
+                } else {
+                    merge_key_paths(v, &join(key), out);
+                }
+            }
+        }
+        Value::Sequence(items) => items.iter().enumerate().for_each(|(i, v)| merge_key_paths(v, &format!("{at}[{i}]"), out)),
+        Value::Tagged(t) => merge_key_paths(&t.value, at, out),
+        _ => {}
+    }
 }
 
 fn yaml_syntax_problem(path: &Path, text: &str, e: &serde_yaml::Error) -> Problem {
@@ -215,13 +267,19 @@ fn duplicate_key_position(text: &str, message: &str, at: super::locate::Position
 }
 
 /// The YAML reader's wording for a whole number beyond 64 bits, said plainly:
-/// `key: invalid type: integer `N` as u128, ...` becomes `key: N is too large ...`.
+/// `key: invalid type: integer `N` as u128, ...` becomes `key: N is too large ...`, and
+/// `... as i128, ...` (a negative one) `key: N is too small ...`.
 fn number_too_large(message: &str) -> Option<String> {
     let (key, rest) = message.split_once(": invalid type: integer `")?;
     let (number, tail) = rest.split_once('`')?;
-    tail.starts_with(" as u128").then(|| {
-        format!("{key}: the whole number {number} is too large to read (at most {}); see the key's allowed range in the README", u64::MAX)
-    })
+    let bound = if tail.starts_with(" as u128") {
+        format!("too large to read (at most {})", u64::MAX)
+    } else if tail.starts_with(" as i128") {
+        format!("too small to read (at least -2^63, {})", i64::MIN)
+    } else {
+        return None;
+    };
+    Some(format!("{key}: the whole number {number} is {bound}; see the key's allowed range in the README"))
 }
 
 fn read_kind(c: &mut Checker, map: &serde_yaml::Mapping) -> Option<Kind> {
@@ -245,6 +303,14 @@ fn read_kind(c: &mut Checker, map: &serde_yaml::Mapping) -> Option<Kind> {
     }
 }
 
+/// Reports each key every kind may have (`COMMON_KEYS`) that `map` sets and a kind of
+/// arithmetic does not use (`used` lists those it does): "does not apply to {kind_and_why}".
+pub fn refuse_unused_keys(c: &mut Checker, map: &serde_yaml::Mapping, used: &[&str], kind_and_why: &str) {
+    for key in COMMON_KEYS.iter().filter(|k| !used.contains(k) && map.contains_key(**k)) {
+        c.report(key, format!("does not apply to {kind_and_why}"));
+    }
+}
+
 fn check_keys(c: &mut Checker, map: &serde_yaml::Mapping, kind: Option<Kind>) {
     let all: Vec<&str> = COMMON_KEYS.iter().copied().chain(KIND_KEYS.iter().map(|(k, _)| *k)).collect();
     for key in map.keys() {
@@ -252,6 +318,10 @@ fn check_keys(c: &mut Checker, map: &serde_yaml::Mapping, kind: Option<Kind>) {
             c.report("", format!("keys are names, found {}", describe(key)));
             continue;
         };
+        // Reported by `refuse_merge_keys`.
+        if key == MERGE_KEY {
+            continue;
+        }
         if COMMON_KEYS.contains(&key) {
             continue;
         }
@@ -304,7 +374,7 @@ pub fn describe(v: &Value) -> String {
         Value::Null => "nothing (null)".into(),
         Value::Bool(b) => format!("a boolean ({b})"),
         Value::Number(n) => format!("a number ({n})"),
-        Value::String(s) => format!("a string (\"{s}\")"),
+        Value::String(s) => format!("a string ({})", super::fields::printable(s)),
         Value::Sequence(_) => "a list".into(),
         Value::Mapping(_) => "a mapping".into(),
         Value::Tagged(_) => "a tagged value".into(),
@@ -314,14 +384,10 @@ pub fn describe(v: &Value) -> String {
 fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::Mapping, kind: Kind) -> Experiment {
     let fields = super::fields::Fields { map };
     let name = fields.name(c);
-    let default_strategy = match kind {
-        Kind::Dispatch => vec![Strategy::Expert],
-        Kind::Model => Kind::Model.strategies().to_vec(),
-        _ => vec![Strategy::Data],
-    };
-    let strategies = if kind == Kind::Advise { Vec::new() } else { fields.strategies(c, kind, default_strategy) };
+    let strategies = if kind == Kind::Advise { Vec::new() } else { fields.strategies(c, kind, default_strategies(kind)) };
     let models = fields.models(c, kind, path);
     let links = fields.links(c, kind);
+    let launcher = fields.launcher(c);
     let mut e = Experiment {
         name,
         path: PathBuf::from(path),
@@ -363,10 +429,11 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         launches: fields.uint(c, "launches", 1, super::fields::LAUNCHES),
         timeout_s: fields.timeout(c),
         requires: fields.requires(c),
-        launcher: fields.launcher(c),
-        hostfile: fields.hostfile(c, path),
+        launcher,
+        hostfile: fields.hostfile(c, path, launcher),
         interface: fields.interface(c),
-        exclude: fields.exclude(c),
+        // A run of arithmetic has no matrix to leave points out of (`exclude:` is refused).
+        exclude: if matches!(kind, Kind::Model | Kind::Advise) { Vec::new() } else { fields.exclude(c) },
         params: kind_params(c, &fields, kind),
     };
     if kind == Kind::Advise {
@@ -383,14 +450,24 @@ fn kind_params(c: &mut Checker, fields: &super::fields::Fields, kind: Kind) -> K
     match kind {
         Kind::Collectives => KindParams::Collectives(fields.collective_params(c)),
         Kind::Membw => KindParams::Membw,
-        Kind::Decode => KindParams::Decode(DecodeParams { prompt: fields.prompt(c) }),
+        Kind::Decode => KindParams::Decode(fields.decode_params(c)),
         Kind::Dispatch => KindParams::Dispatch(fields.dispatch_params(c)),
         Kind::Model => KindParams::Model(fields.model_params(c)),
         Kind::Advise => KindParams::Advise(None),
     }
 }
 
-fn default_world(kind: Kind) -> u32 {
+/// The strategies of a spec of `kind` that sets no `strategy:` (a decode spec must set one).
+pub(super) fn default_strategies(kind: Kind) -> Vec<Strategy> {
+    match kind {
+        Kind::Dispatch => vec![Strategy::Expert],
+        Kind::Model => Kind::Model.strategies().to_vec(),
+        _ => vec![Strategy::Data],
+    }
+}
+
+/// The world of a spec of `kind` that sets no `world:`.
+pub(super) fn default_world(kind: Kind) -> u32 {
     match kind {
         Kind::Collectives | Kind::Dispatch => 2,
         _ => 1,
@@ -410,5 +487,51 @@ fn default_warmup(kind: Kind) -> u32 {
         Kind::Collectives | Kind::Dispatch => 5,
         Kind::Model | Kind::Advise => 0,
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<Problem> {
+        validate_partial(Path::new("spec.yaml"), text).1
+    }
+
+    #[test]
+    fn control_characters_of_the_spec_are_printed_escaped() {
+        let found = problems("name: x\nkind: membw\n\"a\\x07b\": 1\nworld: \"x\\ty\"\n");
+        let lines: Vec<String> = found.iter().map(Problem::to_string).collect();
+        assert!(lines.iter().all(|l| !l.chars().any(char::is_control)), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("a\\u{7}b: unknown key")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("found a string (\"x\\ty\")")), "{lines:?}");
+    }
+
+    #[test]
+    fn a_number_below_64_bits_is_said_plainly_and_the_rest_still_checked() {
+        let found: Vec<String> =
+            problems("name: x\nkind: membw\nwarmup: -99999999999999999999999\nrepetitons: 2\n").iter().map(Problem::to_string).collect();
+        assert_eq!(found.len(), 2, "{found:?}");
+        let small = "3:9: warmup: the whole number -99999999999999999999999 is too small to read (at least -2^63";
+        assert!(found.iter().any(|p| p.contains(small)), "{found:?}");
+        assert!(found.iter().any(|p| p.contains("4:1: repetitons: unknown key")), "{found:?}");
+    }
+
+    #[test]
+    fn numbers_too_large_on_one_line_keep_their_own_columns() {
+        let huge = "99999999999999999999999";
+        let found = problems(&format!("name: x\nkind: membw\nworld: [{huge}, 2, {huge}]\n"));
+        let columns: Vec<usize> = found.iter().filter_map(|p| p.position).map(|p| p.column).collect();
+        assert_eq!(columns, [9, 9 + huge.len() + 5], "{found:?}");
+    }
+
+    #[test]
+    fn a_merge_key_is_refused_as_such_and_what_it_merges_is_not_called_missing() {
+        let found = problems("base: &b\n  kind: membw\n  name: x\n<<: *b\n");
+        let lines: Vec<String> = found.iter().map(Problem::to_string).collect();
+        assert!(lines.iter().any(|l| l.contains("4:1: <<: YAML merge keys (`<<: *anchor`) are not supported")), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("missing")), "{lines:?}");
+        let nested = problems("name: x\nkind: membw\nworld: [1, 2]\nexclude:\n  - <<: {world: 2}\n");
+        assert!(nested.iter().any(|p| p.key == "exclude[0].<<"), "{nested:?}");
     }
 }

@@ -145,6 +145,23 @@ fn duplicate_experiment_names_are_refused() {
 }
 
 #[test]
+fn every_later_file_of_one_name_is_told_the_first_files_name() {
+    // The third file was told it repeated the second's name, not the first's.
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["a.yaml", "b.yaml", "c.yaml"] {
+        std::fs::write(dir.path().join(f), "name: triplet\nkind: membw\n").unwrap();
+    }
+    let out = parlab().arg("validate").arg(dir.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), stderr.lines().count()), (Some(2), 2), "{stderr}");
+    let first = dir.path().join("a.yaml");
+    for later in ["b.yaml", "c.yaml"] {
+        let want = format!("{later}:1:1: name: `triplet` is also the name of {};", first.display());
+        assert!(stderr.contains(&want), "{want}: {stderr}");
+    }
+}
+
+#[test]
 fn a_spec_saved_with_a_byte_order_mark_validates() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("bom.yaml");
