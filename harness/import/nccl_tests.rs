@@ -225,7 +225,14 @@ fn json_result(i: usize, r: &Value) -> Result<SizeResult, Problem> {
         None => (None, 0),
     };
     let wrong = total_wrong(out_wrong, in_wrong).ok_or_else(|| at(&format!("#wrong {out_wrong} + {in_wrong} is more than 2^60")))?;
-    Ok(SizeResult { size_bytes: size, out_of_place_us: out_us, in_place_us: in_us, wrong, bandwidths: Some(bandwidths), from: RowSource::Entry(i) })
+    Ok(SizeResult {
+        size_bytes: size,
+        out_of_place_us: out_us,
+        in_place_us: in_us,
+        wrong,
+        bandwidths: Some(bandwidths),
+        from: RowSource::Entry(i),
+    })
 }
 
 /// Out-of-place and in-place wrong elements together, None past 2^60 (what a manifest holds).

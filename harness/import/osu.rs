@@ -173,5 +173,12 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
         return Err(Problem::at(n, format!("latency `{}` µs is more than 1e15 s: not a time a benchmark measured", w[1])));
     }
     let failed = trailing_columns(h, &w[2..], n)?;
-    Ok(SizeResult { size_bytes: size, out_of_place_us: us, in_place_us: None, wrong: u64::from(failed), bandwidths: None, from: RowSource::Line(n) })
+    Ok(SizeResult {
+        size_bytes: size,
+        out_of_place_us: us,
+        in_place_us: None,
+        wrong: u64::from(failed),
+        bandwidths: None,
+        from: RowSource::Line(n),
+    })
 }

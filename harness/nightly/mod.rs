@@ -316,10 +316,7 @@ impl Night {
     /// Reads the manifests in `dir`.
     pub fn load(dir: &Path) -> (Night, Vec<Skipped>) {
         let (manifests, skipped) = crate::manifest::read_all(dir);
-        let unread = skipped
-            .iter()
-            .filter_map(|s| Some((s.path.file_stem()?.to_str()?.to_string(), s.reason.to_string())))
-            .collect();
+        let unread = skipped.iter().filter_map(|s| Some((s.path.file_stem()?.to_str()?.to_string(), s.reason.to_string()))).collect();
         (Night { manifests, unread }, skipped)
     }
 

@@ -172,7 +172,9 @@ mod tests {
         }
         // Faults that could never strike: a signal past 31 or one ignored by default, an exit
         // code of 0 or past 255 (256 exits 0).
-        for never in ["signal:90:rank1", "signal:0:rank1", "signal:17:rank1", "signal:28:rank1", "exit:0:rank1", "exit:256:rank1", "exit:-1:rank1"] {
+        for never in
+            ["signal:90:rank1", "signal:0:rank1", "signal:17:rank1", "signal:28:rank1", "exit:0:rank1", "exit:256:rank1", "exit:-1:rank1"]
+        {
             assert!(check(never).is_err(), "{never}");
         }
         for bad in ["slow:200", "slow:0.5", "slow:abc", "signal:FOO:rank1", "bogus", "hang", "exit:3:1", "hang:rank1:x"] {

@@ -191,8 +191,9 @@ impl DecodeRow {
 /// dtype, strategy, world, threads, head, sequences, link, device, step mode: all but the
 /// overlap), in a fixed order: (blocking, overlapped).
 pub fn overlap_pairs<'r>(rows: &'r [DecodeRow]) -> Vec<(&'r DecodeRow, &'r DecodeRow)> {
-    let same_split =
-        |a: &DecodeRow, b: &DecodeRow| a.same_kind(b) && (a.strategy, a.world, a.head, a.sequences) == (b.strategy, b.world, b.head, b.sequences);
+    let same_split = |a: &DecodeRow, b: &DecodeRow| {
+        a.same_kind(b) && (a.strategy, a.world, a.head, a.sequences) == (b.strategy, b.world, b.head, b.sequences)
+    };
     let mut overlapped: Vec<&DecodeRow> = rows.iter().filter(|r| r.overlap.is_some()).collect();
     let order = |r: &&'r DecodeRow| (r.experiment.as_str(), r.world, &r.link, r.overlap, r.run.as_str());
     overlapped.sort_by(|a, b| order(a).cmp(&order(b)));
