@@ -86,6 +86,20 @@ pub struct LayoutVerdict {
     pub cause: Option<Cause>,
     /// True when this is a divergence the layout itself caused.
     pub real_change: bool,
+    /// Whose drift its near-tie threshold stands on.
+    pub noise: NoiseBasis,
+}
+
+/// Whose logit drift a layout's near-tie threshold stands on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseBasis {
+    /// The largest drift of the group's other runs that kept the reference's tokens: float32
+    /// reordering seen apart from this layout.
+    OtherRuns,
+    /// Its own drift before it diverged: no other run kept the tokens with any drift (a lone
+    /// split beside a bitwise reference), so nothing else measures the reordering.
+    OwnDrift,
 }
 
 /// A decode run that shares an answer identity but could not be graded: it failed, was not
@@ -273,15 +287,18 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
     let reference_left = reference_run.and_then(|a| left_reference(a, refr.tokens.as_deref()));
     let reproducible = reference_run.map(|_| reference_left.is_none() && self_drift == Some(0.0));
     let drifts: Vec<f64> = answers.iter().map(|a| drift_before(a.exact(), first_difference(a, refr.tokens.as_deref()))).collect();
+    let kept: Vec<bool> = answers.iter().map(|a| kept_tokens(a, refr.tokens.as_deref())).collect();
     let drift = drifts.iter().copied().fold(0.0, f64::max);
-    let threshold = FRAGILE_FACTOR * drift;
+    // Fragile steps by the drift of the runs that kept the tokens, as each layout is graded
+    // (all runs' where none of those drifted).
+    let kept_drift = drifts.iter().zip(&kept).filter(|(_, k)| **k).map(|(d, _)| *d).fold(0.0, f64::max);
+    let threshold = FRAGILE_FACTOR * if kept_drift > 0.0 { kept_drift } else { drift };
     let fragile_steps: Vec<usize> =
         refr.margins.iter().enumerate().filter(|(_, m)| m.is_some_and(|m| m < threshold)).map(|(k, _)| k).collect();
     let min_margin = answers.iter().filter_map(|a| a.exact().min_top2_margin).reduce(f64::min);
     let fragile = !fragile_steps.is_empty() || (refr.margins.is_empty() && min_margin.is_some_and(|m| m < threshold));
     let ctx = Context { refr: &refr, reference_left, reference_run: reference_run.map(|a| &a.m.run_id) };
-    let layouts: Vec<LayoutVerdict> =
-        answers.iter().enumerate().map(|(i, a)| verdict(a, &ctx, FRAGILE_FACTOR * noise_for(&drifts, i))).collect();
+    let layouts: Vec<LayoutVerdict> = answers.iter().enumerate().map(|(i, a)| verdict(a, &ctx, noise_for(&drifts, &kept, i))).collect();
     let mut experiments: Vec<String> =
         answers.iter().map(|a| a.m.experiment.clone()).chain(not_graded.iter().map(|n| n.experiment.clone())).collect();
     experiments.sort();
@@ -314,15 +331,21 @@ fn left_reference(reference_run: &Answered, tokens: Option<&[u32]>) -> Option<us
     first_difference(reference_run, tokens).or_else(|| (!reference_run.exact().tokens_equal).then_some(0))
 }
 
-/// The reordering noise run `i` is graded against: the largest drift of the group's other runs,
-/// so a layout cannot excuse its own divergence by drifting far before it; its own drift only
-/// where no other run drifted at all (a lone split beside a bitwise reference).
-fn noise_for(drifts: &[f64], i: usize) -> f64 {
-    let others = drifts.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, d)| *d).fold(0.0, f64::max);
+/// Whether `a` kept the reference's tokens: its drift is float32 reordering alone.
+fn kept_tokens(a: &Answered, tokens: Option<&[u32]>) -> bool {
+    first_difference(a, tokens).is_none() && a.exact().tokens_equal && a.tokens().len() <= 1
+}
+
+/// The reordering noise run `i` is graded against, and whose it is: the largest drift of the
+/// group's other runs that kept the tokens, so a layout cannot excuse its own divergence by
+/// drifting far before it (nor two layouts drifting alike each other's); its own drift only
+/// where no such run drifted at all (a lone split beside a bitwise reference).
+fn noise_for(drifts: &[f64], kept: &[bool], i: usize) -> (f64, NoiseBasis) {
+    let others = drifts.iter().zip(kept).enumerate().filter(|(j, (_, k))| *j != i && **k).map(|(_, (d, _))| *d).fold(0.0, f64::max);
     if others > 0.0 {
-        others
+        (others, NoiseBasis::OtherRuns)
     } else {
-        drifts.get(i).copied().unwrap_or(0.0)
+        (drifts.get(i).copied().unwrap_or(0.0), NoiseBasis::OwnDrift)
     }
 }
 
@@ -332,8 +355,10 @@ struct Context<'a> {
     reference_run: Option<&'a crate::identity::RunId>,
 }
 
-/// `a`'s grade; a divergence at a reference margin below `threshold` is a near-tie.
-fn verdict(a: &Answered, ctx: &Context, threshold: f64) -> LayoutVerdict {
+/// `a`'s grade; a divergence at a reference margin below [`FRAGILE_FACTOR`] × `noise`'s drift
+/// is a near-tie.
+fn verdict(a: &Answered, ctx: &Context, noise: (f64, NoiseBasis)) -> LayoutVerdict {
+    let threshold = FRAGILE_FACTOR * noise.0;
     let drift = a.exact().max_logit_diff;
     let k = first_difference(a, ctx.refr.tokens.as_deref());
     let diverged = k.is_some() || !a.exact().tokens_equal || a.tokens().len() > 1;
@@ -352,6 +377,7 @@ fn verdict(a: &Answered, ctx: &Context, threshold: f64) -> LayoutVerdict {
         reference_margin: None,
         cause: None,
         real_change: false,
+        noise: noise.1,
     };
     if !diverged {
         return v;
@@ -433,6 +459,9 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
             divergence_words(l),
             opt(l.reference_margin, |v| format!("{v:.3e}")),
             match l.cause {
+                Some(Cause::NearTie) if l.noise == NoiseBasis::OwnDrift => {
+                    "explained by a near-tie against its own drift before it (no other run kept the tokens with a drift to measure the reordering by; not counted as a change)"
+                }
                 Some(Cause::NearTie) => "explained by a near-tie (not counted as a change)",
                 Some(Cause::NoisyReference) => "the reference differs from itself (run-to-run noise)",
                 Some(Cause::HalfPrecision) => "half precision's rounding (graded by the precision audit against its float32 twin)",
@@ -535,6 +564,7 @@ mod tests {
             reference_margin: None,
             cause: Some(Cause::RealChange),
             real_change: true,
+            noise: NoiseBasis::OtherRuns,
         };
         let placed = layout_line(&diverged(Some(3), Some(7), Some(9)));
         assert!(placed.contains("at step 3: token 7 where the reference has 9"), "{placed}");
@@ -625,6 +655,27 @@ mod tests {
         let g = &audit(&list)[0];
         assert_eq!(graded(g, "e10e3402b841").cause, Some(Cause::NearTie));
         assert!(!g.changed);
+        // Two layouts drifting alike before the same divergence do not excuse each other: the
+        // runs that kept the tokens measure the reordering.
+        let mut list = stepped();
+        with_steps(run(&mut list, "e10e3402b841"), 0.2, Some((5, 999)));
+        with_steps(run(&mut list, "fdff37995f7e"), 0.2, Some((5, 999)));
+        let g = &audit(&list)[0];
+        for short in ["e10e3402b841", "fdff37995f7e"] {
+            assert_eq!((graded(g, short).cause, graded(g, short).noise), (Some(Cause::RealChange), NoiseBasis::OtherRuns), "{short}");
+        }
+        assert!(g.fragile_steps.is_empty(), "the group's fragility on the same basis: {:?}", g.fragile_steps);
+        // Where every run that kept the tokens is bitwise, nothing but the layout's own drift
+        // measures the reordering: a near-tie, and the line says on whose drift.
+        let mut list = stepped();
+        for m in list.iter_mut().filter(|m| m.answer().is_some()) {
+            with_steps(m, 0.0, None);
+        }
+        with_steps(run(&mut list, "e10e3402b841"), 0.2, Some((5, 999)));
+        let g = &audit(&list)[0];
+        let l = graded(g, "e10e3402b841");
+        assert_eq!((l.cause, l.noise), (Some(Cause::NearTie), NoiseBasis::OwnDrift));
+        assert!(layout_line(l).contains("a near-tie against its own drift before it"), "{}", layout_line(l));
     }
 
     #[test]

@@ -99,19 +99,23 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
             crate::say!("parlab: {runs} runs, {failed} failed; manifests in {}", dir.display());
             let suite_code = if failed > 0 { crate::exitcode::RUN_FAILED } else { crate::exitcode::OK };
             let Some(out) = &out else { return Ok(suite_code) };
-            match render_lock(out, true)? {
-                Ok(lock) => match super::report::render_held(&dir, out, &lock) {
-                    Ok(_) => Ok(suite_code),
-                    Err(e) => match interrupted_render(&e) {
-                        Some(sig) => Ok(interrupted_while(sig, &dir, "rendering the register (the earlier one is kept)")),
-                        None if failed > 0 => {
-                            crate::say!("{e}");
-                            Ok(suite_code)
-                        }
-                        None => Err(e),
-                    },
+            let rendered = render_lock(out, true).and_then(|held| match held {
+                Ok(lock) => super::report::render_held(&dir, out, &lock).map(|_| None),
+                Err(sig) => Ok(Some(interrupted_while(sig, &dir, "waiting for the output folder after its last run"))),
+            });
+            match rendered {
+                Ok(None) => Ok(suite_code),
+                Ok(Some(interrupted)) => Ok(interrupted),
+                Err(e) => match interrupted_render(&e) {
+                    Some(sig) => Ok(interrupted_while(sig, &dir, "rendering the register (the earlier one is kept)")),
+                    // The output folder's lock or the render failed: said, and a suite with
+                    // failed runs still exits 1.
+                    None if failed > 0 => {
+                        crate::say!("{e}");
+                        Ok(suite_code)
+                    }
+                    None => Err(e),
                 },
-                Err(sig) => Ok(interrupted_while(sig, &dir, "waiting for the output folder after its last run")),
             }
         }
     }

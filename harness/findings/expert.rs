@@ -6,15 +6,16 @@ use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
 use super::{all_left_out, every, left_out, side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::DecodeRow;
 
-/// Per world ≥ 2 and kind of run ([`DecodeRow::same_kind`]: experiment, model, dtype, threads,
-/// device, step mode, link): the evenly routed run and each skewed run beside it.
+/// Per world ≥ 2, sequences and kind of run ([`DecodeRow::same_kind`]: experiment, model, dtype,
+/// generation, threads, device, step mode, link): the evenly routed run and each skewed run
+/// beside it.
 fn skew_pairs(rows: &[DecodeRow]) -> Vec<(&DecodeRow, &DecodeRow)> {
     let skew = |r: &DecodeRow| r.experts.as_ref().map(|e| e.routing_skew);
     let even: Vec<&DecodeRow> = rows.iter().filter(|r| r.world > 1 && skew(r) == Some(0.0)).collect();
     let mut pairs: Vec<(&DecodeRow, &DecodeRow)> = rows
         .iter()
         .filter(|r| skew(r).is_some_and(|s| s != 0.0))
-        .filter_map(|r| even.iter().find(|e| e.world == r.world && e.same_kind(r)).map(|e| (*e, r)))
+        .filter_map(|r| even.iter().find(|e| (e.world, e.sequences) == (r.world, r.sequences) && e.same_kind(r)).map(|e| (*e, r)))
         .collect();
     pairs.sort_by(|a, b| (&a.1.experiment, a.1.world, &a.1.run).cmp(&(&b.1.experiment, b.1.world, &b.1.run)));
     pairs

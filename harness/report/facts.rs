@@ -87,6 +87,8 @@ pub struct MembwRow {
 /// One decode layout.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecodeRow {
+    /// The prompt and the tokens generated after it (None where the workload has none).
+    pub generation: Option<(crate::spec::schema::Prompt, u32)>,
     /// Experiment.
     pub experiment: String,
     /// Model name.
@@ -166,11 +168,21 @@ impl DecodeRow {
         self.dtype.map_or("", Dtype::name)
     }
 
-    /// Whether `other` ran the same model the same way: experiment, model, dtype, threads per
-    /// rank, device, step mode and link (what two runs compared as a pair must share).
+    /// Whether `other` ran the same model the same way: experiment, model, dtype, prompt and
+    /// tokens generated, threads per rank, device, step mode and link (what two runs compared as
+    /// a pair must share; the layout and the routing skew are the pair's to differ in).
     pub fn same_kind(&self, other: &DecodeRow) -> bool {
-        (self.experiment.as_str(), self.model.as_str(), self.dtype, self.threads, self.device, self.step_mode, &self.link)
-            == (other.experiment.as_str(), other.model.as_str(), other.dtype, other.threads, other.device, other.step_mode, &other.link)
+        (self.experiment.as_str(), self.model.as_str(), self.dtype, &self.generation, self.threads, self.device, self.step_mode, &self.link)
+            == (
+                other.experiment.as_str(),
+                other.model.as_str(),
+                other.dtype,
+                &other.generation,
+                other.threads,
+                other.device,
+                other.step_mode,
+                &other.link,
+            )
     }
 
     /// Seconds inside the all-reduces of `phase` in a repetition (slowest rank, median).
@@ -316,12 +328,13 @@ fn per_launch(m: &Manifest, figure: &str) -> Vec<f64> {
 
 fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {
     let exact = m.answer().map(|a| &a.exactness);
-    let dtype = match &m.plan.workload {
-        crate::spec::plan::Workload::Decode { dtype, .. } => Some(*dtype),
-        _ => None,
+    let (dtype, generation) = match &m.plan.workload {
+        crate::spec::plan::Workload::Decode { dtype, prompt, new_tokens, .. } => (Some(*dtype), Some((prompt.clone(), *new_tokens))),
+        _ => (None, None),
     };
     DecodeRow {
         experiment: m.experiment.clone(),
+        generation,
         model: m.plan.model.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
         dtype,
         strategy: d.strategy,

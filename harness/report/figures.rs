@@ -222,10 +222,14 @@ pub fn decode(rows: &[DecodeRow]) -> Vec<Figure> {
         .collect()
 }
 
-/// What tells a bar apart beside its layout, in the label's small words: a half precision
-/// (`bf16`, `f16`), threads per rank above one (`2t`), a GPU (`cuda`).
-fn kind_words(r: &DecodeRow) -> String {
+/// What tells a bar apart beside its layout, in the label's small words: its model where the
+/// figure's bars are of several, a half precision (`bf16`, `f16`), threads per rank above one
+/// (`2t`), a GPU (`cuda`).
+fn kind_words(r: &DecodeRow, many_models: bool) -> String {
     let mut words = String::new();
+    if many_models {
+        words.push_str(&format!(" {}", r.model));
+    }
     match r.dtype {
         Some(crate::spec::schema::Dtype::Bfloat16) => words.push_str(" bf16"),
         Some(crate::spec::schema::Dtype::Float16) => words.push_str(" f16"),
@@ -345,6 +349,7 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
     let slot = pw / bars.len().max(1) as f64;
     let width = (slot * 0.6).min(60.0);
     let many_per_world = bars.windows(2).any(|w| w[0].world == w[1].world);
+    let many_models = bars.iter().any(|b| b.model != bars[0].model);
     for (i, b) in bars.iter().enumerate() {
         let x = LEFT + slot * (i as f64 + 0.5) - width / 2.0;
         let (compute, comm) = (part(b.compute), part(b.comm));
@@ -377,7 +382,7 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
             if b.step_mode == crate::spec::schema::StepMode::Graph {
                 overlap.push_str(" graph");
             }
-            overlap.push_str(&kind_words(b));
+            overlap.push_str(&kind_words(b, many_models));
             let _ = writeln!(
                 s,
                 r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{} ×{}{}</text>"#,

@@ -292,7 +292,7 @@ const MODEL_CAPTION: &str = " model: the checkpoint decoded (the experiment cros
 /// Adds the optional decode columns after the link, where an experiment's runs differ in them:
 /// model, device, threads per rank, dtype (more than one precision, `mixed`), overlap (pieces
 /// of overlapped all-reduces) and step mode (a replayed graph), each with its sentence of the
-/// caption; so no two rows read alike.
+/// caption; so rows that differ in them are told apart.
 fn with_optional_columns(t: Table, rows: &[DecodeRow], mixed: bool) -> Table {
     let varies = |f: &dyn Fn(&DecodeRow) -> String| rows.iter().any(|r| f(r) != f(&rows[0]));
     let t = with_column(t, rows, varies(&|r| r.model.clone()), "model", |r| Cell::text(&r.model), MODEL_CAPTION);

@@ -2,7 +2,8 @@
 //! replaces the one naming it: a rerun cut short (a signal, an error that stops the suite, a
 //! controller killed outright) puts it back, so stopping a `--force` rerun loses no measurement;
 //! a rerun that fails moves it into `superseded/` beside a copy of the ok manifest it replaced.
-//! The folder is marked with the start time of the manifest it belongs to, so a later
+//! The folder is marked with the start time of the manifest it belongs to (the digest of a
+//! file that does not read as one), so a later
 //! controller can tell whether that manifest is still the stored one, or the one kept in
 //! `superseded/`.
 
@@ -19,9 +20,15 @@ fn aside_of(out: &Path) -> PathBuf {
     out.with_file_name(format!(".{name}.previous"))
 }
 
-/// The stored manifest's start time (empty where there is none or it does not read).
+/// What tells the stored manifest apart: its start time, or for a file that does not read as
+/// a manifest (cut off, implausible: kept in `superseded/` when its rerun fails) the SHA-256
+/// of its bytes; empty where there is no file.
 fn started_at(manifest: &Path) -> String {
-    manifest::read_one(manifest).map(|m| m.started_at).unwrap_or_default()
+    use sha2::{Digest, Sha256};
+    match manifest::read_one(manifest) {
+        Ok(m) => m.started_at,
+        Err(_) => std::fs::read(manifest).map(|bytes| format!("sha256:{}", hex::encode(Sha256::digest(&bytes)))).unwrap_or_default(),
+    }
 }
 
 /// Moves the results folder of run `run_id` in the manifests folder `dir` aside (first settling
@@ -213,6 +220,22 @@ mod tests {
         let results = Manifest::results_dir(&kept, id);
         assert_eq!(std::fs::read_to_string(results.join("samples.parquet")).unwrap(), "earlier");
         assert!(!aside.exists() && !results.join(MARK).exists());
+    }
+
+    #[test]
+    fn the_results_of_a_manifest_that_does_not_read_follow_its_copy_into_superseded() {
+        let (dir, out, stored) = store("{ cut off");
+        let aside = rerun_begun(&out, "failed");
+        // Its failed rerun's manifest was written, the cut-off one kept in superseded/, then the
+        // controller died: the folder is marked with the cut-off file's digest, not left blank
+        // (a blank mark is removed).
+        let kept = retire::superseded_dir(dir.path());
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::copy(&stored, Manifest::path_for(&kept, "abc")).unwrap();
+        std::fs::write(&stored, "the failed rerun's manifest").unwrap();
+        assert!(std::fs::read_to_string(aside.join(MARK)).unwrap().starts_with("sha256:"));
+        assert_eq!(settle_all(dir.path()).unwrap(), vec![("abc".to_string(), Settled::Superseded)]);
+        assert_eq!(std::fs::read_to_string(Manifest::results_dir(&kept, "abc").join("samples.parquet")).unwrap(), "earlier");
     }
 
     #[test]

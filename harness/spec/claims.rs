@@ -3,7 +3,7 @@
 //! figures, rules and axes are problems with their line and the nearest valid name) and
 //! evaluated into findings by `findings::claims`.
 
-use super::schema::Kind;
+use super::schema::{Kind, Op};
 use super::validate::{describe, nearest, unknown_choice_near, unknown_key, Checker};
 use serde_yaml::{Mapping, Value};
 use std::collections::BTreeMap;
@@ -149,7 +149,7 @@ fn unique_ids(c: &mut Checker, claims: &[(usize, Claim)]) {
 /// match no run.
 fn off_axis(c: &mut Checker, key: &str, axes: &BTreeMap<String, String>, spec: &Mapping, kind: Option<Kind>) {
     for (axis, want) in axes {
-        let Some(held) = held_values(axis, spec, kind) else { continue };
+        let Some(held) = held_values(axis, axes, spec, kind) else { continue };
         // A size as the rows record it, in bytes however the claim writes it.
         let wanted = if axis == "size" { crate::units::parse_bytes(want).map_or(want.clone(), |b| b.to_string()) } else { want.clone() };
         if !held.values.contains(&wanted) {
@@ -177,23 +177,46 @@ struct Held {
 /// run), an axis whose default the kind lacks (a decode spec must set `strategy:`), a `head:`
 /// the spec does not set (a layout that places no head matches any), `op` and `size` of a kind
 /// whose rows have none, or a kind that is not known.
-fn held_values(axis: &str, spec: &Mapping, kind: Option<Kind>) -> Option<Held> {
+fn held_values(axis: &str, selected: &BTreeMap<String, String>, spec: &Mapping, kind: Option<Kind>) -> Option<Held> {
     match axis {
-        "op" | "size" => swept(axis, spec, kind?),
+        "op" | "size" => swept(axis, selected, spec, kind?),
         // A membw buffer off the axis is left to the findings (no run matches it).
         "buffer" => None,
         _ => on_layout_axis(super::schema::Axis::from_name(axis)?, spec, kind),
     }
 }
 
-/// The ops or the row sizes (`size`, in bytes) a collectives sweep or a dispatch measures.
-fn swept(axis: &str, spec: &Mapping, kind: Kind) -> Option<Held> {
+/// The ops or the row sizes (`size`, in bytes) a collectives sweep or a dispatch measures; a
+/// collectives row's size as the runs record it, for the ops and worlds the claim's side
+/// `selected` can match.
+fn swept(axis: &str, selected: &BTreeMap<String, String>, spec: &Mapping, kind: Kind) -> Option<Held> {
     let read = super::fields::Fields { map: spec };
     // Problems of these keys are the spec's own, reported where it is validated.
     let mut scratch = Checker::new(std::path::Path::new(""), "");
     let (key, values): (&'static str, Vec<String>) = match (axis, kind) {
         ("op", Kind::Collectives) => ("ops", read.collective_params(&mut scratch).ops.iter().map(|o| o.name().to_string()).collect()),
-        ("size", Kind::Collectives) => ("sizes", read.sizes(&mut scratch).iter().map(u64::to_string).collect()),
+        ("size", Kind::Collectives) => {
+            let ops = read.collective_params(&mut scratch).ops;
+            let ops: Vec<Op> = match selected.get("op").and_then(|o| Op::from_name(o)) {
+                Some(op) => vec![op],
+                None => ops,
+            };
+            let worlds: Vec<u32> = match selected.get("world").and_then(|w| w.parse().ok()) {
+                Some(w) => vec![w],
+                None => {
+                    on_layout_axis(super::schema::Axis::World, spec, Some(kind))?.values.iter().filter_map(|w| w.parse().ok()).collect()
+                }
+            };
+            let mut recorded = Vec::new();
+            for size in read.sizes(&mut scratch) {
+                for &op in &ops {
+                    recorded.extend(worlds.iter().map(|&w| recorded_bytes(op, size, w)));
+                }
+            }
+            recorded.sort_unstable();
+            recorded.dedup();
+            ("sizes", recorded.iter().map(u64::to_string).collect())
+        }
         ("size", Kind::Dispatch) => {
             let d = read.dispatch_params(&mut scratch);
             ("tokens", d.tokens.iter().map(|&t| (d.elements(t) * 4).to_string()).collect())
@@ -201,6 +224,18 @@ fn swept(axis: &str, spec: &Mapping, kind: Kind) -> Option<Held> {
         _ => return None,
     };
     Some(Held { key, declared: spec.contains_key(key), values })
+}
+
+/// A collectives row's size as the runs record it (`rank::collectives::Case::bytes`): `size`
+/// rounded down to whole f32s (at least one), and for the chunked ops (all-gather,
+/// reduce-scatter, all-to-all) each rank's chunk of it, rounded down the same way, times `world`.
+fn recorded_bytes(op: Op, size: u64, world: u32) -> u64 {
+    let count = (size / 4).max(1);
+    let floats = match op {
+        Op::AllGather | Op::ReduceScatter | Op::AllToAll => (count / u64::from(world.max(1))).max(1) * u64::from(world.max(1)),
+        _ => count,
+    };
+    floats * 4
 }
 
 /// The values of a layout axis (`world`, `strategy`, `head`, `sequences`, `link`, `threads`):
@@ -620,6 +655,19 @@ mod tests {
         let default = claims(&spec("{size: 8KiB}", "")).unwrap_err();
         assert!(default[0].message.contains("16777216, the default: the spec sets no `sizes:`"), "{}", default[0].message);
         // A dispatch row's size is tokens × top_k × hidden × 4 bytes.
+        // A chunked op's row is recorded at whole chunks per rank: all-gather of 4 B over the
+        // default 2 ranks is recorded as 8 B.
+        let chunked = "ops: [all-gather]\nsizes: [4, 4KiB]\n";
+        assert!(claims(&spec("{size: 8}", chunked)).is_ok(), "the row all-gather records");
+        assert!(claims(&spec("{size: 4}", chunked)).is_err(), "no row is recorded at 4 B");
+        let three = claims(&spec("{op: all-gather, world: 3, size: 4KiB}", &format!("world: [3]\n{chunked}"))).unwrap_err();
+        assert!(three[0].message.contains("(12, 4092)"), "{}", three[0].message);
+        for (op, size, world) in
+            [(Op::AllGather, 4, 2), (Op::AllToAll, 4096, 3), (Op::ReduceScatter, 100, 8), (Op::AllReduce, 6, 4), (Op::Broadcast, 2, 2)]
+        {
+            let case = crate::rank::collectives::Case::new(op, size, 0, world);
+            assert_eq!(recorded_bytes(op, size, world), case.bytes(), "{op:?} {size} B over {world}");
+        }
         let dispatch = |size: &str| {
             format!("name: x\nkind: dispatch\ntokens: [1, 8]\ntop_k: 2\nhidden: 4\nclaims:\n  - figure: time\n    rule: less\n    select: {{size: {size}}}\n    value: 1\n")
         };

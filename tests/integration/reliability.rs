@@ -332,22 +332,29 @@ fn a_manifest_another_parlab_wrote_is_never_replaced_and_an_unreadable_one_is_ke
 
 #[test]
 fn a_register_that_cannot_be_written_after_the_suite_loses_neither_its_account_nor_its_failed_runs() {
-    let suite = Suite::new();
-    suite.spec("hung", &small_collectives("hung", "3s", ""));
-    let out_dir = suite.dir.path().join("out");
-    let out_arg = out_dir.display().to_string();
-    let child = start_hanging(&suite, "hung", &["--out", &out_arg], Stdio::piped());
     // The output folder passed its checks at the start; while the ranks hang, something puts a
-    // file where the register's tables go, so the render at the end fails.
-    wait_for_ranks_of(&suite, "hung");
-    std::fs::create_dir_all(&out_dir).unwrap();
-    std::fs::write(out_dir.join("tables"), "a file where the register's tables folder goes").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "the failed run's exit code: {said}");
-    assert!(said.contains("parlab: 1 runs, 1 failed; manifests in"), "the account is printed: {said}");
-    assert!(said.contains("tables"), "the render's error is printed: {said}");
-    assert_eq!(suite.manifest("hung").status(), Status::Failed);
+    // file where the register's tables go (the render fails), or where the output folder goes
+    // (its lock cannot be taken).
+    for (blocked, said_of) in [("out/tables", "tables"), ("out", "out")] {
+        let suite = Suite::new();
+        suite.spec("hung", &small_collectives("hung", "3s", ""));
+        let out_dir = suite.dir.path().join("out");
+        let out_arg = out_dir.display().to_string();
+        let child = start_hanging(&suite, "hung", &["--out", &out_arg], Stdio::piped());
+        wait_for_ranks_of(&suite, "hung");
+        let blocked = suite.dir.path().join(blocked);
+        std::fs::create_dir_all(blocked.parent().unwrap()).unwrap();
+        if blocked.is_dir() {
+            std::fs::remove_dir_all(&blocked).unwrap();
+        }
+        std::fs::write(&blocked, "a file where a folder goes").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{said_of}: the failed run's exit code: {said}");
+        assert!(said.contains("parlab: 1 runs, 1 failed; manifests in"), "the account is printed: {said}");
+        assert!(said.contains(said_of), "the render's error is printed: {said}");
+        assert_eq!(suite.manifest("hung").status(), Status::Failed);
+    }
 }
 
 #[test]
