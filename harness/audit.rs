@@ -4,9 +4,9 @@
 //! step; `audit` grades each layout from those records: `BITWISE` (no logit moved),
 //! `TOKENS_EQUAL` (with the largest drift) or `DIVERGED` at step k (the two tokens and the
 //! reference's top-2 margin there). A step whose reference margin is below
-//! [`FRAGILE_FACTOR`] times the drift observed across layouts is fragile: float32
-//! reordering alone could flip it, so a divergence there (against the drift of the group's
-//! other runs) is explained by a near-tie; one at a robust step is a real change. The world-1
+//! [`FRAGILE_FACTOR`] times the drift of the runs that kept the reference's tokens is fragile:
+//! float32 reordering alone could flip it, so a divergence there (against the drift of the
+//! group's other runs that kept them) is explained by a near-tie; one at a robust step is a real change. The world-1
 //! run is the reference decoded again: if it left the cached reference at or before a
 //! layout's divergence, run-to-run noise is reported as such. A decode run that
 //! produced no answer (failed, NOT_RUN, or ok without one) is listed with its group as not
@@ -86,8 +86,9 @@ pub struct LayoutVerdict {
     pub cause: Option<Cause>,
     /// True when this is a divergence the layout itself caused.
     pub real_change: bool,
-    /// Whose drift its near-tie threshold stands on.
-    pub noise: NoiseBasis,
+    /// Whose drift its near-tie stands on (a divergence explained by a near-tie only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise: Option<NoiseBasis>,
 }
 
 /// Whose logit drift a layout's near-tie threshold stands on.
@@ -97,8 +98,9 @@ pub enum NoiseBasis {
     /// The largest drift of the group's other runs that kept the reference's tokens: float32
     /// reordering seen apart from this layout.
     OtherRuns,
-    /// Its own drift before it diverged: no other run kept the tokens with any drift (a lone
-    /// split beside a bitwise reference), so nothing else measures the reordering.
+    /// Its own drift before it diverged: no run that kept the tokens drifted at all (splits
+    /// beside bitwise runs: a lone split, or several that left the tokens), so nothing apart
+    /// from the layout measures the noise.
     OwnDrift,
 }
 
@@ -145,8 +147,11 @@ pub struct AnswerGroup {
     pub reference_reproducible: Option<bool>,
     /// The reference's drift from itself (run-to-run noise).
     pub reference_self_drift: Option<f64>,
-    /// Largest drift observed across layouts (the fragility threshold's base).
+    /// Largest drift observed across layouts (before each one's divergence).
     pub drift_across_layouts: f64,
+    /// The drift the group's fragile steps stand on: the largest of the runs that kept the
+    /// reference's tokens, or where none of them drifted, `drift_across_layouts`.
+    pub fragility_drift: f64,
     /// True when some step's top-2 margin is below FRAGILE_FACTOR × the drift.
     pub fragile: bool,
     /// The fragile steps, when the manifests record per-step margins.
@@ -292,7 +297,8 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
     // Fragile steps by the drift of the runs that kept the tokens, as each layout is graded
     // (all runs' where none of those drifted).
     let kept_drift = drifts.iter().zip(&kept).filter(|(_, k)| **k).map(|(d, _)| *d).fold(0.0, f64::max);
-    let threshold = FRAGILE_FACTOR * if kept_drift > 0.0 { kept_drift } else { drift };
+    let fragility_drift = if kept_drift > 0.0 { kept_drift } else { drift };
+    let threshold = FRAGILE_FACTOR * fragility_drift;
     let fragile_steps: Vec<usize> =
         refr.margins.iter().enumerate().filter(|(_, m)| m.is_some_and(|m| m < threshold)).map(|(k, _)| k).collect();
     let min_margin = answers.iter().filter_map(|a| a.exact().min_top2_margin).reduce(f64::min);
@@ -318,6 +324,7 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
         reference_reproducible: reproducible,
         reference_self_drift: self_drift,
         drift_across_layouts: drift,
+        fragility_drift,
         fragile,
         fragile_steps,
         layouts,
@@ -377,7 +384,7 @@ fn verdict(a: &Answered, ctx: &Context, noise: (f64, NoiseBasis)) -> LayoutVerdi
         reference_margin: None,
         cause: None,
         real_change: false,
-        noise: noise.1,
+        noise: None,
     };
     if !diverged {
         return v;
@@ -404,6 +411,7 @@ fn verdict(a: &Answered, ctx: &Context, noise: (f64, NoiseBasis)) -> LayoutVerdi
     };
     v.cause = Some(cause);
     v.real_change = cause == Cause::RealChange;
+    v.noise = (cause == Cause::NearTie).then_some(noise.1);
     v
 }
 
@@ -459,8 +467,8 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
             divergence_words(l),
             opt(l.reference_margin, |v| format!("{v:.3e}")),
             match l.cause {
-                Some(Cause::NearTie) if l.noise == NoiseBasis::OwnDrift => {
-                    "explained by a near-tie against its own drift before it (no other run kept the tokens with a drift to measure the reordering by; not counted as a change)"
+                Some(Cause::NearTie) if l.noise == Some(NoiseBasis::OwnDrift) => {
+                    "explained by a near-tie against its own drift before it (no run that kept the tokens drifted, to measure the noise by apart from this layout; not counted as a change)"
                 }
                 Some(Cause::NearTie) => "explained by a near-tie (not counted as a change)",
                 Some(Cause::NoisyReference) => "the reference differs from itself (run-to-run noise)",
@@ -564,7 +572,7 @@ mod tests {
             reference_margin: None,
             cause: Some(Cause::RealChange),
             real_change: true,
-            noise: NoiseBasis::OtherRuns,
+            noise: None,
         };
         let placed = layout_line(&diverged(Some(3), Some(7), Some(9)));
         assert!(placed.contains("at step 3: token 7 where the reference has 9"), "{placed}");
@@ -662,7 +670,7 @@ mod tests {
         with_steps(run(&mut list, "fdff37995f7e"), 0.2, Some((5, 999)));
         let g = &audit(&list)[0];
         for short in ["e10e3402b841", "fdff37995f7e"] {
-            assert_eq!((graded(g, short).cause, graded(g, short).noise), (Some(Cause::RealChange), NoiseBasis::OtherRuns), "{short}");
+            assert_eq!((graded(g, short).cause, graded(g, short).noise), (Some(Cause::RealChange), None), "{short}");
         }
         assert!(g.fragile_steps.is_empty(), "the group's fragility on the same basis: {:?}", g.fragile_steps);
         // Where every run that kept the tokens is bitwise, nothing but the layout's own drift
@@ -674,8 +682,9 @@ mod tests {
         with_steps(run(&mut list, "e10e3402b841"), 0.2, Some((5, 999)));
         let g = &audit(&list)[0];
         let l = graded(g, "e10e3402b841");
-        assert_eq!((l.cause, l.noise), (Some(Cause::NearTie), NoiseBasis::OwnDrift));
+        assert_eq!((l.cause, l.noise), (Some(Cause::NearTie), Some(NoiseBasis::OwnDrift)));
         assert!(layout_line(l).contains("a near-tie against its own drift before it"), "{}", layout_line(l));
+        assert!(g.layouts.iter().filter(|o| o.run != "e10e3402b841").all(|o| o.noise.is_none()), "said only where it decided");
     }
 
     #[test]

@@ -291,7 +291,7 @@ pub fn by_world<T>(rows: impl Iterator<Item = T>, world: impl Fn(&T) -> u32) -> 
 
 /// The rows of one experiment: figures are only comparable across world sizes of the same
 /// model, prompt and generation, in one dtype on one device. The series (experiment, model,
-/// dtype, device) with a world-1 row and the most world sizes is taken (ties: the first by name), and of each world only the rows at its most threads per
+/// dtype, device, prompt and tokens generated) with a world-1 row and the most world sizes is taken (ties: the first by name), and of each world only the rows at its most threads per
 /// rank: the machine used whole (a one-thread unsplit run launched as the cost model's peer of
 /// one-thread ranks is not T_1). Replayed CUDA graphs are left out: the splits are eager, and
 /// their unsplit baseline must be too.
@@ -307,9 +307,10 @@ pub fn one_experiment_on_cores<'a>(
 ) -> Vec<&'a DecodeRow> {
     // One series is one model decoded one way: an experiment crossing models, dtypes or
     // devices holds several.
-    let mut by_experiment: BTreeMap<(&str, &str, &str, &str), Vec<&DecodeRow>> = BTreeMap::new();
+    let mut by_experiment: BTreeMap<(&str, &str, &str, &str, String), Vec<&DecodeRow>> = BTreeMap::new();
     for d in rows.filter(|d| d.step_mode == crate::spec::schema::StepMode::Eager) {
-        by_experiment.entry((d.experiment.as_str(), d.model.as_str(), d.dtype_name(), d.device.name())).or_default().push(d);
+        let generation = format!("{:?}", d.generation);
+        by_experiment.entry((d.experiment.as_str(), d.model.as_str(), d.dtype_name(), d.device.name(), generation)).or_default().push(d);
     }
     let worlds = |v: &Vec<&DecodeRow>| (v.iter().any(|d| d.world == 1), v.iter().map(|d| d.world).collect::<BTreeSet<_>>().len());
     let mut best: Option<Vec<&DecodeRow>> = None;

@@ -127,9 +127,9 @@ fn links(launched: &[&Manifest]) -> Option<String> {
             (other, _) => format!("`{other}`"),
         })
         .collect();
-    // Loopback only where no link is NCCL (between GPUs it crosses the machine's own fabric)
-    // and every run stayed inside one host.
-    let all_local = links.iter().all(|(link, spread)| !spread && !matches!(link, Link::Nccl(_)));
+    // Loopback only where every link is an MPI transport (NCCL between GPUs crosses the
+    // machine's own fabric) and every run stayed inside one host.
+    let all_local = links.iter().all(|(link, spread)| !spread && matches!(link, Link::MpiShm | Link::MpiTcp | Link::MpiAuto));
     let tail = fabrics_tail(launched);
     let kind = if all_local { ": loopback, not an interconnect" } else { "" };
     Some(format!("The links measured were {}{kind}.{tail}", words.join(" and ")))

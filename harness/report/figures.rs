@@ -374,7 +374,7 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
             py(b.step.median)
         );
         let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, x + width / 2.0, TOP + ph + 16.0, b.world);
-        if many_per_world || b.step_mode == crate::spec::schema::StepMode::Graph {
+        if many_per_world || many_models || b.step_mode == crate::spec::schema::StepMode::Graph {
             // A second, smaller line keeps neighbouring labels apart: head placement, sequences,
             // the overlap pieces and a replayed graph.
             let head = if b.head == Some(HeadPlacement::Replicated) { "repl" } else { b.head_name() };
@@ -390,7 +390,7 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
                 TOP + ph + 28.0,
                 esc(head),
                 b.sequences,
-                overlap
+                esc(&overlap)
             );
         }
     }

@@ -156,7 +156,11 @@ fn off_axis(c: &mut Checker, key: &str, axes: &BTreeMap<String, String>, spec: &
             let default = if held.declared { String::new() } else { format!(", the default: the spec sets no `{}:`", held.key) };
             c.report(
                 &format!("{key}.{axis}"),
-                format!("`{want}` is not among this spec's {axis} values ({}{default}): it selects no run", held.values.join(", ")),
+                format!(
+                    "`{want}` is not among this spec's {axis} values ({}{default}{}): it selects no run",
+                    held.values.join(", "),
+                    held.recorded
+                ),
             );
         }
     }
@@ -170,6 +174,8 @@ struct Held {
     declared: bool,
     /// The values.
     values: Vec<String>,
+    /// How the runs record them where that is not as the spec writes them (empty otherwise).
+    recorded: String,
 }
 
 /// The values the expanded experiment holds on `axis`: the spec's own, or the kind's default
@@ -201,12 +207,17 @@ fn swept(axis: &str, selected: &BTreeMap<String, String>, spec: &Mapping, kind: 
                 Some(op) => vec![op],
                 None => ops,
             };
-            let worlds: Vec<u32> = match selected.get("world").and_then(|w| w.parse().ok()) {
+            // The selected world where the spec holds it (one it does not is refused as such),
+            // else every world of the spec.
+            let held: Vec<u32> =
+                on_layout_axis(super::schema::Axis::World, spec, Some(kind))?.values.iter().filter_map(|w| w.parse().ok()).collect();
+            let worlds: Vec<u32> = match selected.get("world").and_then(|w| w.parse().ok()).filter(|w| held.contains(w)) {
                 Some(w) => vec![w],
-                None => {
-                    on_layout_axis(super::schema::Axis::World, spec, Some(kind))?.values.iter().filter_map(|w| w.parse().ok()).collect()
-                }
+                None => held,
             };
+            if worlds.is_empty() {
+                return None;
+            }
             let mut recorded = Vec::new();
             for size in read.sizes(&mut scratch) {
                 for &op in &ops {
@@ -215,7 +226,15 @@ fn swept(axis: &str, selected: &BTreeMap<String, String>, spec: &Mapping, kind: 
             }
             recorded.sort_unstable();
             recorded.dedup();
-            ("sizes", recorded.iter().map(u64::to_string).collect())
+            let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
+            let worlds: Vec<String> = worlds.iter().map(u32::to_string).collect();
+            let recorded_as = format!(
+                ", in bytes as {} records them at world {}: whole f32s, and for all-gather, reduce-scatter and all-to-all whole chunks per rank times the world",
+                names.join(", "),
+                worlds.join(", ")
+            );
+            let values = recorded.iter().map(u64::to_string).collect();
+            return Some(Held { key: "sizes", declared: spec.contains_key("sizes"), values, recorded: recorded_as });
         }
         ("size", Kind::Dispatch) => {
             let d = read.dispatch_params(&mut scratch);
@@ -223,7 +242,7 @@ fn swept(axis: &str, selected: &BTreeMap<String, String>, spec: &Mapping, kind: 
         }
         _ => return None,
     };
-    Some(Held { key, declared: spec.contains_key(key), values })
+    Some(Held { key, declared: spec.contains_key(key), values, recorded: String::new() })
 }
 
 /// A collectives row's size as the runs record it (`rank::collectives::Case::bytes`): `size`
@@ -249,7 +268,7 @@ fn on_layout_axis(axis: super::schema::Axis, spec: &Mapping, kind: Option<Kind>)
         if axis == Axis::Threads && values.iter().any(|v| v.parse::<u32>().is_err()) {
             return None;
         }
-        return Some(Held { key, declared: true, values });
+        return Some(Held { key, declared: true, values, recorded: String::new() });
     }
     let kind = kind?;
     let values = match axis {
@@ -261,7 +280,7 @@ fn on_layout_axis(axis: super::schema::Axis, spec: &Mapping, kind: Option<Kind>)
         Axis::Link => vec![super::link::Link::MpiShm.name().to_string()],
         _ => return None,
     };
-    Some(Held { key, declared: false, values })
+    Some(Held { key, declared: false, values, recorded: String::new() })
 }
 
 fn one(c: &mut Checker, key: &str, v: &Value, kind: Option<Kind>, experiment: &str, i: usize, spec: &Mapping) -> Option<Claim> {
@@ -651,7 +670,13 @@ mod tests {
             op[0].message
         );
         let size = claims(&spec("{size: 8KiB}", sweep)).unwrap_err();
-        assert!(size[0].message.contains("`8KiB` is not among this spec's size values (4096, 1048576)"), "{}", size[0].message);
+        assert!(
+            size[0].message.contains(
+                "`8KiB` is not among this spec's size values (4096, 1048576, in bytes as all-reduce, broadcast records them at world 2: "
+            ),
+            "{}",
+            size[0].message
+        );
         let default = claims(&spec("{size: 8KiB}", "")).unwrap_err();
         assert!(default[0].message.contains("16777216, the default: the spec sets no `sizes:`"), "{}", default[0].message);
         // A dispatch row's size is tokens × top_k × hidden × 4 bytes.
@@ -661,7 +686,12 @@ mod tests {
         assert!(claims(&spec("{size: 8}", chunked)).is_ok(), "the row all-gather records");
         assert!(claims(&spec("{size: 4}", chunked)).is_err(), "no row is recorded at 4 B");
         let three = claims(&spec("{op: all-gather, world: 3, size: 4KiB}", &format!("world: [3]\n{chunked}"))).unwrap_err();
-        assert!(three[0].message.contains("(12, 4092)"), "{}", three[0].message);
+        assert!(three[0].message.contains("(12, 4092, in bytes as all-gather records them at world 3"), "{}", three[0].message);
+        // A world the spec does not hold is refused as such; the sizes are then judged at the
+        // spec's worlds, not at that world.
+        let elsewhere = claims(&spec("{world: 5, size: 12}", &format!("world: [2, 3]\n{chunked}"))).unwrap_err();
+        assert_eq!(elsewhere.len(), 1, "{elsewhere:?}");
+        assert_eq!(elsewhere[0].key, "claims[0].select.world");
         for (op, size, world) in
             [(Op::AllGather, 4, 2), (Op::AllToAll, 4096, 3), (Op::ReduceScatter, 100, 8), (Op::AllReduce, 6, 4), (Op::Broadcast, 2, 2)]
         {

@@ -335,7 +335,8 @@ fn a_register_that_cannot_be_written_after_the_suite_loses_neither_its_account_n
     // The output folder passed its checks at the start; while the ranks hang, something puts a
     // file where the register's tables go (the render fails), or where the output folder goes
     // (its lock cannot be taken).
-    for (blocked, said_of) in [("out/tables", "tables"), ("out", "out")] {
+    for (blocked, said_of) in [("out/tables", "tables: not a folder"), ("out", "out: a file, not the folder the register is written into")]
+    {
         let suite = Suite::new();
         suite.spec("hung", &small_collectives("hung", "3s", ""));
         let out_dir = suite.dir.path().join("out");
