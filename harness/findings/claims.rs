@@ -119,7 +119,7 @@ fn launched<'m>(m: &'m Manifest, figure: &str) -> Option<rounds::Launched<'m>> {
 fn unit(figure: &str) -> &'static str {
     match figure {
         "tokens_per_s" => "tokens/s",
-        "aggregate_bandwidth" | "per_process_bandwidth" | "busbw" | "algbw" => "B/s",
+        "aggregate_bandwidth" | "per_process_bandwidth" | "stream_aggregate_bandwidth" | "busbw" | "algbw" => "B/s",
         "tokens" => "count",
         _ => "s",
     }
@@ -181,6 +181,9 @@ fn stats_of(m: &Manifest, figure: &str, select: &BTreeMap<String, String>) -> Ve
         (Summary::Decode(d), "tokens_per_s") => vec![d.tokens_per_s],
         (Summary::Membw(b), "aggregate_bandwidth") => vec![b.aggregate],
         (Summary::Membw(b), "per_process_bandwidth") => vec![b.per_process],
+        // parlab's STREAM-class read, the aggregate shared-memory-bandwidth reads (none where
+        // it did not run).
+        (Summary::Membw(b), "stream_aggregate_bandwidth") => b.stream.iter().map(|s| s.aggregate).collect(),
         (Summary::Collectives(c), "time" | "busbw" | "algbw") => c
             .rows
             .iter()

@@ -67,6 +67,7 @@ pub const FIGURES: &[(&str, &[Kind])] = &[
     ("tokens", &[Kind::Decode]),
     ("aggregate_bandwidth", &[Kind::Membw]),
     ("per_process_bandwidth", &[Kind::Membw]),
+    ("stream_aggregate_bandwidth", &[Kind::Membw]),
     ("time", &[Kind::Collectives, Kind::Dispatch]),
     ("busbw", &[Kind::Collectives]),
     ("algbw", &[Kind::Collectives]),

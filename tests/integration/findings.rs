@@ -675,6 +675,36 @@ fn a_membw_claim_selects_runs_by_buffer_however_the_size_is_written() {
 }
 
 #[test]
+fn a_membw_claim_on_the_stream_read_reads_it_and_not_the_libtorch_sum() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("membw-claims.yaml");
+    let text = "name: synth-membw\nkind: membw\nworld: [1, 2, 4]\nbuffer: 64MiB\nclaims:\n  - id: plateau\n    figure: stream_aggregate_bandwidth\n    select: {world: 2}\n    reference: {world: 1}\n    rule: less\n    tolerance: 0.414\n";
+    std::fs::write(&spec, text).unwrap();
+    let mut list = base();
+    point_at(&mut list, "synth-membw", &spec);
+    // No STREAM-class read recorded: nothing to judge.
+    let none = finding(&list, "plateau");
+    assert_eq!((none.verdict, none.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::MissingRuns)), "{none:?}");
+    // Two processes' STREAM read twice one process's (whatever libtorch's sum read): FAILS.
+    for m in list.iter_mut().filter(|m| m.experiment == "synth-membw") {
+        let world = m.layout.world;
+        if let Some(parlab::manifest::summary::Summary::Membw(b)) = m.summary_mut() {
+            let bps = 10e9 * f64::from(world);
+            let stats = parlab::manifest::stats::Stats { median: bps, min: bps, max: bps, p99: bps, n: 1 };
+            b.stream = Some(parlab::manifest::summary::StreamRead {
+                aggregate: stats,
+                per_process: stats,
+                kernel: "avx512".into(),
+                method: "test".into(),
+            });
+        }
+    }
+    let f = finding(&list, "plateau");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.reason.contains("selected / reference = 2.000"), "{}", f.reason);
+}
+
+#[test]
 fn a_claim_between_two_runs_launched_in_rounds_holds_only_where_every_round_does() {
     let dir = tempfile::tempdir().unwrap();
     let mut list = with_claims(dir.path(), "greater");
