@@ -346,7 +346,7 @@ fn kept_tokens(a: &Answered, tokens: Option<&[u32]>) -> bool {
 /// The reordering noise run `i` is graded against, and whose it is: the largest drift of the
 /// group's other runs that kept the tokens, so a layout cannot excuse its own divergence by
 /// drifting far before it (nor two layouts drifting alike each other's); its own drift only
-/// where no such run drifted at all (a lone split beside a bitwise reference).
+/// where no such run drifted at all ([`NoiseBasis::OwnDrift`]).
 fn noise_for(drifts: &[f64], kept: &[bool], i: usize) -> (f64, NoiseBasis) {
     let others = drifts.iter().zip(kept).enumerate().filter(|(j, (_, k))| *j != i && **k).map(|(_, (d, _))| *d).fold(0.0, f64::max);
     if others > 0.0 {
@@ -368,7 +368,7 @@ fn verdict(a: &Answered, ctx: &Context, noise: (f64, NoiseBasis)) -> LayoutVerdi
     let threshold = FRAGILE_FACTOR * noise.0;
     let drift = a.exact().max_logit_diff;
     let k = first_difference(a, ctx.refr.tokens.as_deref());
-    let diverged = k.is_some() || !a.exact().tokens_equal || a.tokens().len() > 1;
+    let diverged = !kept_tokens(a, ctx.refr.tokens.as_deref());
     let mut v = LayoutVerdict {
         run: a.m.run_id.short().to_string(),
         experiment: a.m.experiment.clone(),

@@ -307,10 +307,10 @@ pub fn one_experiment_on_cores<'a>(
 ) -> Vec<&'a DecodeRow> {
     // One series is one model decoded one way: an experiment crossing models, dtypes or
     // devices holds several.
-    let mut by_experiment: BTreeMap<(&str, &str, &str, &str, String), Vec<&DecodeRow>> = BTreeMap::new();
+    type Series<'d> = (&'d str, &'d str, &'static str, &'static str, &'d Option<(crate::spec::schema::Prompt, u32)>);
+    let mut by_experiment: BTreeMap<Series, Vec<&DecodeRow>> = BTreeMap::new();
     for d in rows.filter(|d| d.step_mode == crate::spec::schema::StepMode::Eager) {
-        let generation = format!("{:?}", d.generation);
-        by_experiment.entry((d.experiment.as_str(), d.model.as_str(), d.dtype_name(), d.device.name(), generation)).or_default().push(d);
+        by_experiment.entry((d.experiment.as_str(), d.model.as_str(), d.dtype_name(), d.device.name(), &d.generation)).or_default().push(d);
     }
     let worlds = |v: &Vec<&DecodeRow>| (v.iter().any(|d| d.world == 1), v.iter().map(|d| d.world).collect::<BTreeSet<_>>().len());
     let mut best: Option<Vec<&DecodeRow>> = None;

@@ -555,6 +555,17 @@ pub fn file_schema(path: &Path) -> Option<String> {
 /// with a reason: the schema read first, the numbers checked as a stream, then the typed parse
 /// (no JSON tree is built).
 fn parse_checked(text: &str) -> Result<Manifest, ReadError> {
+    check_schema(text)?;
+    plausible::check_text(text).map_err(|problem| match problem {
+        plausible::TextProblem::Implausible(found) => ReadError::Implausible(found),
+        plausible::TextProblem::NotJson(e) => ReadError::NotJson(e),
+    })?;
+    serde_json::from_str(text).map_err(ReadError::Malformed)
+}
+
+/// Refuses a manifest's text whose `schema` is not this parlab's, reading that key alone (an
+/// older parlab's, a foreign one, none, or not JSON).
+pub fn check_schema(text: &str) -> Result<(), ReadError> {
     /// The one key read before the rest.
     #[derive(Deserialize)]
     struct Head<'a> {
@@ -576,11 +587,7 @@ fn parse_checked(text: &str) -> Result<Manifest, ReadError> {
         }
         None => return Err(ReadError::NoSchema),
     }
-    plausible::check_text(text).map_err(|problem| match problem {
-        plausible::TextProblem::Implausible(found) => ReadError::Implausible(found),
-        plausible::TextProblem::NotJson(e) => ReadError::NotJson(e),
-    })?;
-    serde_json::from_str(text).map_err(ReadError::Malformed)
+    Ok(())
 }
 
 /// The current time as RFC 3339 UTC with seconds.

@@ -60,6 +60,16 @@ pub(super) fn restore(aside: &Path, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `e`, after putting the results folder set aside at `aside` (where it still is one) back as
+/// `out`: a manifest that could not be written leaves the earlier one stored, and its results
+/// go back beside it; where that fails too, the error says so.
+pub(super) fn put_back(e: anyhow::Error, aside: Option<&Path>, out: &Path) -> anyhow::Error {
+    match aside.filter(|p| p.is_dir()).map(|p| restore(p, out)) {
+        Some(Err(back)) => anyhow::anyhow!("{e:#}; and its earlier results could not be put back: {back:#}"),
+        _ => e,
+    }
+}
+
 /// Removes a folder set aside once the manifest naming it has been replaced.
 pub(super) fn discard(aside: Option<PathBuf>) -> anyhow::Result<()> {
     match aside.filter(|p| p.exists()) {

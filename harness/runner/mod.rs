@@ -83,7 +83,9 @@ pub enum RunnerError {
 fn refuse_foreign(dir: &Path, runs: &[RunPlan]) -> Result<(), RunnerError> {
     for plan in runs {
         let path = Manifest::path_for(dir, &plan.run_id);
-        if let Err(manifest::ReadError::ForeignSchema(schema)) = path.is_file().then(|| manifest::read_one(&path)).transpose() {
+        // Only the schema is read here: the whole manifest is read once, at its run.
+        let Ok(text) = path.is_file().then(|| crate::files::read_text(&path, crate::files::MANIFEST_LIMIT)).transpose() else { continue };
+        if let Some(Err(manifest::ReadError::ForeignSchema(schema))) = text.as_deref().map(manifest::check_schema) {
             return Err(RunnerError::ForeignManifest { path, schema });
         }
     }
@@ -227,14 +229,11 @@ impl SuiteRun<'_> {
             return self.replace_kept(plan, record, earlier);
         }
         if let Err(e) = record.write(self.dir) {
-            // The stored manifest stays the earlier one: its results go back beside it.
-            if let Earlier::Aside(Some(p)) = &earlier {
-                let back = p.is_dir().then(|| aside::restore(p, &Manifest::results_dir(self.dir, &plan.run_id)));
-                if let Some(Err(back)) = back {
-                    return Err(anyhow::anyhow!("{e:#}; and its earlier results could not be put back: {back:#}"));
-                }
-            }
-            return Err(e.into());
+            let aside = match &earlier {
+                Earlier::Aside(folder) => folder.as_deref(),
+                Earlier::InPlace => None,
+            };
+            return Err(aside::put_back(e.into(), aside, &Manifest::results_dir(self.dir, &plan.run_id)));
         }
         if let Earlier::Aside(folder) = earlier {
             // A folder left aside is removed by the next run's settling.
@@ -264,15 +263,9 @@ impl SuiteRun<'_> {
                     Err(e.into())
                 }
             });
-        let kept = match (written, folder.as_ref().filter(|p| p.is_dir())) {
-            (Ok(kept), _) => kept,
-            (Err(e), None) => return Err(e),
-            (Err(e), Some(p)) => {
-                return match aside::restore(p, &Manifest::results_dir(self.dir, &plan.run_id)) {
-                    Ok(()) => Err(e),
-                    Err(back) => Err(anyhow::anyhow!("{e:#}; and its earlier results could not be put back: {back:#}")),
-                };
-            }
+        let kept = match written {
+            Ok(kept) => kept,
+            Err(e) => return Err(aside::put_back(e, folder.as_deref(), &Manifest::results_dir(self.dir, &plan.run_id))),
         };
         let how = if record.status() == Status::Failed { "failed" } else { "was recorded NOT_RUN" };
         let into = kept.parent().unwrap_or(self.dir).display();

@@ -287,7 +287,7 @@ impl ExcludeRule {
 }
 
 /// The prompt of a decode run: explicit token ids, or seeded ids of a length.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "kebab-case")]
 pub enum Prompt {
     /// Token ids given in the spec.
