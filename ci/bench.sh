@@ -357,11 +357,17 @@ bench_baseline() {
   local rev=${PARLAB_BASELINE_REV:-8875c2c} pairs=${BASELINE_PAIRS:-7} threads=${DECODE_THREADS:-2}
   local dir=$PWD/.parlab/baseline-$rev rounds="$WORK/baseline-rounds.txt"
   section "baseline: this build (B) against $rev (A), world-1 decode, $threads threads, $pairs interleaved pairs"
-  if [ ! -x "$dir/target/release/parlab" ]; then
-    rm -rf "$dir/src" && mkdir -p "$dir/src" "$dir/target"
+  # The stamp is written only after the baseline's build succeeded: the dependency builds are
+  # copied from this one (with its parlab, removed), so a build cut short never leaves this
+  # build's binary to be compared with itself.
+  if [ ! -f "$dir/built" ] || [ ! -x "$dir/target/release/parlab" ]; then
+    rm -rf "$dir/src" "$dir/built" && mkdir -p "$dir/src" "$dir/target"
     git archive "$rev" | tar -x -C "$dir/src"
     [ -d "$dir/target/release" ] || cp -a target/release "$dir/target/"
+    rm -f "$dir/target/release/parlab"
     (cd "$dir/src" && CARGO_TARGET_DIR="$dir/target" cargo build --release --bin parlab 2>&1 | tail -1)
+    [ -x "$dir/target/release/parlab" ] || { echo "bench: the baseline $rev did not build" >&2; return 1; }
+    touch "$dir/built"
   fi
   world1_decode_spec bench-baseline-decode "$threads" 16 3 > "$WORK/base-decode.yaml"
   : > "$rounds"

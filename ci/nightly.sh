@@ -35,6 +35,10 @@ OUT=$STATE/out
 SPECS=${NIGHTLY_SPECS:-experiments}
 export PARLAB_MANIFESTS=${PARLAB_MANIFESTS:-manifests}
 mkdir -p "$HISTORY" "$OUT"
+# A night cut off between the two renames of step 4 left its old baseline aside: put it back.
+if [ ! -e "$LAST_GOOD" ] && [ -d "$LAST_GOOD.old" ]; then
+  mv "$LAST_GOOD.old" "$LAST_GOOD" && echo "nightly: restored the last good night from $LAST_GOOD.old"
+fi
 rm -f "$OUT"/junit.xml "$OUT"/summary.md "$OUT"/nightly.json
 if [ -n "${PARLAB_BIN:-}" ]; then
   PARLAB=$PARLAB_BIN
@@ -81,8 +85,9 @@ fi
 #    (experiments added or removed: MISSING or nothing comparable; a new runner: MACHINE
 #    DIFFERS) set NIGHTLY_REBASELINE=1 for one night to take tonight as the baseline anyway.
 if [ "$run_rc" -eq 0 ] && [ "$audit_rc" -eq 0 ] && { [ "$nightly_rc" -eq 0 ] || [ "${NIGHTLY_REBASELINE:-0}" = 1 ]; }; then
-  rm -rf "$LAST_GOOD.new" && mkdir -p "$LAST_GOOD.new" && cp -a "$PARLAB_MANIFESTS"/. "$LAST_GOOD.new"/ &&
-    rm -rf "$LAST_GOOD" && mv "$LAST_GOOD.new" "$LAST_GOOD"
+  # Renames only between two complete baselines: a cut-off leaves one of them in place or aside.
+  rm -rf "$LAST_GOOD.new" "$LAST_GOOD.old" && mkdir -p "$LAST_GOOD.new" && cp -a "$PARLAB_MANIFESTS"/. "$LAST_GOOD.new"/ &&
+    { [ ! -e "$LAST_GOOD" ] || mv "$LAST_GOOD" "$LAST_GOOD.old"; } && mv "$LAST_GOOD.new" "$LAST_GOOD" && rm -rf "$LAST_GOOD.old"
   echo "nightly: tonight is the new last good night ($LAST_GOOD)"
 fi
 

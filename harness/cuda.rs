@@ -1,6 +1,7 @@
 //! The few CUDA runtime calls libtorch does not expose through tch: making a GPU current (NCCL
-//! joins the current device) and CUDA events (device-side timing, the way PyTorch's
-//! `torch.cuda.Event` times a call). The runtime is the one libtorch_cuda loaded, found by
+//! joins the current device), CUDA events (device-side timing, the way PyTorch's
+//! `torch.cuda.Event` times a call) and an asynchronous copy into a buffer made beforehand
+//! (tch's `copy_` always waits; its non-blocking `to` makes a new destination each call). The runtime is the one libtorch_cuda loaded, found by
 //! `dlsym` in the process's global scope; nothing CUDA is needed to build.
 
 use std::ffi::{c_float, c_int, c_void, CStr};
@@ -32,6 +33,7 @@ struct Runtime {
     event_synchronize: unsafe extern "C" fn(Event) -> Status,
     event_elapsed: unsafe extern "C" fn(*mut c_float, Event, Event) -> Status,
     event_destroy: unsafe extern "C" fn(Event) -> Status,
+    memcpy_async: unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int, *mut c_void) -> Status,
 }
 
 fn runtime() -> Result<&'static Runtime, CudaError> {
@@ -61,6 +63,7 @@ fn load() -> Result<Runtime, CudaError> {
             event_synchronize: global(c"cudaEventSynchronize")?,
             event_elapsed: global(c"cudaEventElapsedTime")?,
             event_destroy: global(c"cudaEventDestroy")?,
+            memcpy_async: global(c"cudaMemcpyAsync")?,
         })
     }
 }
@@ -78,6 +81,28 @@ pub fn set_device(gpu: usize) -> Result<(), CudaError> {
     let rt = runtime()?;
     // SAFETY: a plain call with an int.
     check("cudaSetDevice", unsafe { (rt.set_device)(gpu as c_int) })
+}
+
+/// Which way an asynchronous copy goes (the runtime's `cudaMemcpyKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyDirection {
+    /// From host memory to the GPU (`cudaMemcpyHostToDevice`).
+    HostToDevice = 1,
+    /// From the GPU to host memory (`cudaMemcpyDeviceToHost`).
+    DeviceToHost = 2,
+}
+
+/// Queues a copy of `source`'s bytes into `destination` on the legacy default stream (the one
+/// libtorch and [`EventTimer`] use), as `dst.copy_(src, non_blocking=True)` does in PyTorch,
+/// without allocating. Host memory should be pinned for the copy to be asynchronous.
+///
+/// # Safety
+/// Both tensors must be contiguous, hold at least `bytes` bytes on the sides `direction`
+/// names, and stay alive and unwritten until the stream has run the copy.
+pub unsafe fn copy_async(destination: &tch::Tensor, source: &tch::Tensor, bytes: usize, direction: CopyDirection) -> Result<(), CudaError> {
+    let rt = runtime()?;
+    let (to, from) = (destination.data_ptr(), source.data_ptr().cast_const());
+    check("cudaMemcpyAsync", (rt.memcpy_async)(to, from, bytes, direction as c_int, std::ptr::null_mut()))
 }
 
 /// A pair of CUDA events around work queued on the current device's default stream (the

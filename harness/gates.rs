@@ -14,7 +14,7 @@ pub mod cache;
 /// What a probe decides: the name its record carries in the gates and every manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeName {
-    /// `nproc`.
+    /// Physical cores among the CPUs parlab may run on ([`core_count`]).
     Cores,
     /// MemTotal.
     Memory,
@@ -122,10 +122,10 @@ pub fn run_bounded(name: &str, command: &str, limit: Duration, on_signal: OnSign
         limit_output(&mut c);
         c.spawn()
     });
-    let Ok(mut child) = child else {
+    let Ok(child) = child else {
         return record(None, "could not start sh".into());
     };
-    let exit_code = wait_for_probe(&mut child, Instant::now() + limit, on_signal);
+    let exit_code = wait_for_probe(child, Instant::now() + limit, on_signal);
     record(exit_code, probe_output(&mut log))
 }
 
@@ -147,20 +147,33 @@ fn limit_output(c: &mut std::process::Command) {
     }
 }
 
+/// How long a killed probe may take to die before it is left to a thread that reaps it (a
+/// process asleep in the kernel, as `nvidia-smi` in a wedged driver, ignores SIGKILL until it wakes).
+const KILLED_PROBE_GRACE: Duration = Duration::from_secs(2);
+
 /// Waits for a probe's shell until `deadline` (or a termination signal, with [`OnSignal::Stop`]);
 /// its exit code (None when it was killed). Its process group is killed before the shell is
-/// reaped, so the group id still names only the probe's processes.
-fn wait_for_probe(child: &mut std::process::Child, deadline: Instant, on_signal: OnSignal) -> Option<i32> {
+/// reaped, so the group id still names only the probe's processes; a shell that does not die
+/// within [`KILLED_PROBE_GRACE`] is reaped by a thread of its own whenever it does.
+fn wait_for_probe(mut child: std::process::Child, deadline: Instant, on_signal: OnSignal) -> Option<i32> {
     let group = child.id() as i32;
+    let exited = || crate::launch::supervise::exited_unreaped(group as u32);
     loop {
-        let exited = crate::launch::supervise::exited_unreaped(child.id());
+        let done = exited();
         let signalled = on_signal == OnSignal::Stop && crate::launch::signals::received().is_some();
-        let stop = signalled || Instant::now() >= deadline;
-        if exited || stop {
+        if done || signalled || Instant::now() >= deadline {
             // SAFETY: killpg only sends a signal; the shell is unreaped, so `group` is still ours.
             unsafe { libc::killpg(group, libc::SIGKILL) };
+            let grace = Instant::now() + KILLED_PROBE_GRACE;
+            while !exited() && Instant::now() < grace {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !exited() {
+                std::thread::spawn(move || child.wait());
+                return None;
+            }
             let status = child.wait().ok()?;
-            return if exited { status.code() } else { None };
+            return if done { status.code() } else { None };
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -299,11 +312,11 @@ pub fn venv_python() -> String {
 impl Gates {
     /// Runs every probe (a few seconds: the torch probe imports torch).
     pub fn probe_machine() -> Self {
-        let py = venv_python();
+        // Quoted for `sh -c`: a venv under a folder whose name has a space still probes.
+        let py = format!("'{}'", venv_python().replace('\'', "'\\''"));
         let t = Duration::from_secs(30);
         let torch = format!("{py} -c 'import torch; print(torch.__version__, torch.get_num_threads())'");
-        let commands: [(ProbeName, &str); 11] = [
-            (ProbeName::Cores, "nproc"),
+        let commands: [(ProbeName, &str); 10] = [
             (ProbeName::Memory, "grep MemTotal /proc/meminfo"),
             (ProbeName::CpuModel, "grep -m1 'model name' /proc/cpuinfo"),
             (ProbeName::Os, "grep PRETTY_NAME /etc/os-release"),
@@ -336,6 +349,7 @@ impl Gates {
                 })
                 .collect()
         });
+        probes.insert(0, in_process(ProbeName::Cores.name(), CORES_PROBE_COMMAND, t, cores_probe));
         probes.push(in_process(ProbeName::Cuda.name(), CUDA_PROBE_COMMAND, t, cuda_probe));
         probes.push(cuda_graph_probe());
         probes.push(in_process(ProbeName::Nccl.name(), crate::nccl::PROBE_COMMAND, t, crate::nccl::probe));
@@ -366,9 +380,11 @@ impl Gates {
         }
     }
 
-    /// Cores from `nproc`.
+    /// Physical cores from the `cores` probe (its first number: gates recorded before it counted
+    /// them hold `nproc`'s), or counted now where it has none.
     pub fn cores(&self) -> u32 {
-        self.get(ProbeName::Cores).and_then(|p| p.output.trim().parse().ok()).unwrap_or_else(cpu_cores)
+        let probed = self.get(ProbeName::Cores).and_then(|p| p.output.split_whitespace().next()?.parse().ok());
+        probed.unwrap_or_else(physical_cores)
     }
 
     /// Why `requires` is unmet (one reason per unmet requirement, quoting the probe), or empty.
@@ -377,10 +393,16 @@ impl Gates {
         let gpus = self.gpus();
         let label = self.provenance.label();
         let evidence = |name: ProbeName| self.get(name).map_or("not probed".to_string(), |p| format!("{}{label}", p.evidence()));
+        // A run on CUDA has the GPUs its libtorch sees (`CUDA_VISIBLE_DEVICES`, a container's
+        // mask), which `nvidia-smi -L` does not honour.
+        let (gpus, counted_by) = match requires.cuda && self.cuda_devices() < gpus {
+            true => (self.cuda_devices(), ProbeName::Cuda),
+            false => (gpus, ProbeName::Gpus),
+        };
         if let Some(want) = requires.gpus.filter(|w| *w > gpus) {
             let per_rank = if requires.nccl { " (one per NCCL rank: two ranks cannot share a GPU in one NCCL communicator)" } else { "" };
             let plural = |n: u32| if n == 1 { "GPU" } else { "GPUs" };
-            reasons.push(format!("needs {want} {}{per_rank}, found {gpus} {}: {}", plural(want), plural(gpus), evidence(ProbeName::Gpus)));
+            reasons.push(format!("needs {want} {}{per_rank}, found {gpus} {}: {}", plural(want), plural(gpus), evidence(counted_by)));
         }
         if requires.nccl && !self.get(ProbeName::Nccl).is_some_and(Probe::succeeded) {
             reasons.push(format!("needs NCCL: {}", evidence(ProbeName::Nccl)));
@@ -413,6 +435,7 @@ impl Gates {
             os: out(ProbeName::Os).split_once('=').map_or(String::new(), |(_, v)| v.trim().trim_matches('"').to_string()),
             openmpi: out(ProbeName::Openmpi).lines().next().unwrap_or("").to_string(),
             torch: out(ProbeName::Torch).split_whitespace().next().unwrap_or("").to_string(),
+            gpu_models: gpu_models(&out(ProbeName::GpuDetails)),
             gpus: self.gpus(),
             topology: crate::topology::compact(&self.topology()),
         }
@@ -460,6 +483,16 @@ pub fn cuda_graph_probe() -> Probe {
         exit_code: Some(exit_code),
         output,
     }
+}
+
+/// Each GPU's name and memory from the `gpu_details` probe's lines (index, name, memory,
+/// compute capability, driver), `; `-joined; empty without GPUs.
+fn gpu_models(details: &str) -> String {
+    let model = |line: &str| {
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        (fields.len() >= 3).then(|| format!("{} {}", fields[1], fields[2]))
+    };
+    details.lines().filter_map(model).collect::<Vec<_>>().join("; ")
 }
 
 /// The device count in a CUDA probe's output.
@@ -517,9 +550,78 @@ pub fn load(manifests: &Path) -> Result<Option<Gates>, SavedGatesError> {
     serde_json::from_str(&text).map(Some).map_err(|e| SavedGatesError::NotGates { path, message: e.to_string() })
 }
 
-/// Cores available to this process.
+/// Hardware threads available to this process (what parlab's own parallel work may use).
 pub fn cpu_cores() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+/// Physical cores among the CPUs this process may run on: what Open MPI counts as a host's
+/// slots (one per core, not per hardware thread), and what ranks × threads are set against.
+pub fn physical_cores() -> u32 {
+    core_count().cores
+}
+
+/// What the `cores` probe says it reads.
+const CORES_PROBE_COMMAND: &str =
+    "parlab, in process: Cpus_allowed_list of /proc/self/status; /sys/devices/system/cpu/cpuN/topology/{physical_package_id,core_id}";
+
+/// The cores this process may run on, and the hardware threads they offer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoreCount {
+    /// Distinct (package, core) pairs among the allowed CPUs.
+    pub cores: u32,
+    /// The allowed CPUs.
+    pub hardware_threads: u32,
+}
+
+/// Counts the cores of the CPUs in this process's affinity (`OMP_NUM_THREADS` and the like do
+/// not change it, as they change `nproc`); without `/proc` it is every hardware thread.
+pub fn core_count() -> CoreCount {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|l| cpu_list(l.trim()));
+    match allowed.filter(|cpus| !cpus.is_empty()) {
+        Some(cpus) => {
+            count_cores(&cpus, |cpu, file| std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{file}")).ok())
+        }
+        None => CoreCount { cores: cpu_cores(), hardware_threads: cpu_cores() },
+    }
+}
+
+/// The cores of `cpus`, `topology(cpu, file)` reading a CPU's topology file (a CPU whose
+/// topology cannot be read counts as a core of its own).
+fn count_cores(cpus: &[u32], topology: impl Fn(u32, &str) -> Option<String>) -> CoreCount {
+    let core_of = |cpu: u32| match (topology(cpu, "physical_package_id"), topology(cpu, "core_id")) {
+        (Some(package), Some(core)) => format!("{}:{}", package.trim(), core.trim()),
+        _ => format!("cpu{cpu}"),
+    };
+    let cores: std::collections::BTreeSet<String> = cpus.iter().map(|&c| core_of(c)).collect();
+    CoreCount { cores: cores.len() as u32, hardware_threads: cpus.len() as u32 }
+}
+
+/// The CPUs of a kernel CPU list (`0-3,8,10-11`); None where it does not read as one or names
+/// more than 2^16 CPUs.
+fn cpu_list(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let (first, last): (u32, u32) = (first.trim().parse().ok()?, last.trim().parse().ok()?);
+        if last < first || cpus.len() + (last - first) as usize >= 1 << 16 {
+            return None;
+        }
+        cpus.extend(first..=last);
+    }
+    Some(cpus)
+}
+
+/// The `cores` probe: physical cores first (what [`Gates::cores`] reads), then hardware threads.
+fn cores_probe() -> Probe {
+    let count = core_count();
+    Probe {
+        name: ProbeName::Cores.name().into(),
+        command: CORES_PROBE_COMMAND.into(),
+        exit_code: Some(0),
+        output: format!("{} cores, {} hardware threads", count.cores, count.hardware_threads),
+    }
 }
 
 #[cfg(test)]
@@ -594,6 +696,80 @@ mod tests {
             ],
             provenance: Provenance::Unrecorded,
         }
+    }
+
+    #[test]
+    fn cores_are_counted_as_open_mpi_counts_slots_one_per_physical_core() {
+        assert_eq!(cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(cpu_list("0"), Some(vec![0]));
+        for bad in ["3-1", "a", "0-", "0-99999999"] {
+            assert_eq!(cpu_list(bad), None, "{bad}");
+        }
+        // Four cores of two hardware threads each (CPU n and n + 4 share core n % 4), as a laptop's.
+        let smt = |cpu: u32, file: &str| Some(if file == "core_id" { format!("{}\n", cpu % 4) } else { "0\n".into() });
+        let all: Vec<u32> = (0..8).collect();
+        assert_eq!(count_cores(&all, smt), CoreCount { cores: 4, hardware_threads: 8 });
+        assert_eq!(count_cores(&[0, 4], smt), CoreCount { cores: 1, hardware_threads: 2 }, "two threads of one core");
+        let two_sockets = |cpu: u32, file: &str| Some(if file == "core_id" { "0".into() } else { cpu.to_string() });
+        assert_eq!(count_cores(&[0, 1], two_sockets).cores, 2, "core 0 of each package");
+        assert_eq!(count_cores(&[0, 1, 2], |_, _| None).cores, 3, "no topology: each CPU its own core");
+        // Here: no more cores than hardware threads, these as many as this process may use;
+        // OMP_NUM_THREADS (which `nproc` obeys) plays no part.
+        let here = core_count();
+        assert!(here.cores >= 1 && here.cores <= here.hardware_threads, "{here:?}");
+        assert_eq!(here.hardware_threads, cpu_cores());
+        let probed = cores_probe();
+        assert_eq!(Gates { probes: vec![probed], provenance: Provenance::Unrecorded }.cores(), here.cores);
+        assert_eq!(no_gpu().cores(), 2, "gates recorded with `nproc` still read");
+    }
+
+    #[test]
+    fn the_fingerprint_tells_gpu_models_apart_and_keeps_gpu_less_ids() {
+        let details =
+            |output: &str| Probe { name: "gpu_details".into(), command: GPU_DETAILS.into(), exit_code: Some(0), output: output.into() };
+        let with = |output: &str| {
+            let mut g = no_gpu();
+            g.probes.push(details(output));
+            g.fingerprint()
+        };
+        let h200 = with("0, NVIDIA H200, 143771 MiB, 9.0, 580.95.05");
+        let h100 = with("0, NVIDIA H100 80GB HBM3, 81559 MiB, 9.0, 580.95.05");
+        assert_eq!(h200.gpu_models, "NVIDIA H200 143771 MiB");
+        assert_ne!(h200.id(), h100.id());
+        assert_eq!(h200.differences(&h100), ["gpu_models: NVIDIA H200 143771 MiB -> NVIDIA H100 80GB HBM3 81559 MiB"]);
+        let two = with("0, NVIDIA H200, 143771 MiB, 9.0, 580\n1, NVIDIA H200, 143771 MiB, 9.0, 580");
+        assert_eq!(two.gpu_models, "NVIDIA H200 143771 MiB; NVIDIA H200 143771 MiB");
+        let none = no_gpu().fingerprint();
+        assert!(
+            none.gpu_models.is_empty() && !serde_json::to_string(&none).unwrap().contains("gpu_models"),
+            "ids of GPU-less machines unchanged"
+        );
+    }
+
+    #[test]
+    fn a_cuda_run_counts_the_gpus_its_libtorch_sees_not_every_gpu_installed() {
+        let mut gates = no_gpu();
+        gates.probes[1] = Probe {
+            exit_code: Some(0),
+            output: "GPU 0: NVIDIA H200 (UUID: a)\nGPU 1: NVIDIA H200 (UUID: b)".into(),
+            ..gates.probes[1].clone()
+        };
+        let cuda = |n: u32| Probe {
+            name: ProbeName::Cuda.name().into(),
+            command: CUDA_PROBE_COMMAND.into(),
+            exit_code: Some(if n > 0 { 0 } else { 1 }),
+            output: format!("CUDA devices: {n}; cuDNN: true; libtorch_cuda linked: true"),
+        };
+        gates.probes.push(cuda(1));
+        let nccl_two = Requires { gpus: Some(2), cuda: true, ..Default::default() };
+        let reasons = gates.unmet(&nccl_two);
+        assert!(
+            reasons.len() == 1 && reasons[0].starts_with("needs 2 GPUs, found 1 GPU: ") && reasons[0].contains("CUDA devices: 1"),
+            "{reasons:?}"
+        );
+        assert!(gates.unmet(&Requires { gpus: Some(2), ..Default::default() }).is_empty(), "off CUDA, nvidia-smi's count");
+        *gates.probes.last_mut().unwrap() = cuda(2);
+        assert!(gates.unmet(&nccl_two).is_empty());
     }
 
     #[test]

@@ -27,7 +27,9 @@ split), tensor 4 and 8 (replicated), pipeline 2, data 2 and context 2 (ring-atte
 over the key/value heads, decoding on rank 0 and as a tensor split); that every tensor split makes 2L
 collectives per decode step, plus the head's all-gather over two or more ranks; and that each rank's KV cache per token is
 2 · layers · (its key/value heads) · head_dim · 4 bytes: halved at tensor 2 and flat beyond.
-The same checks run on a tied-head Llama given as a checkpoint folder, as transformers saves one
+The same checks run on a seeded Llama whose config.json says `tie_word_embeddings: true` (its seeded
+checkpoint, like every seeded one, carries its own `lm_head.weight` and a config saying so, and parlab
+must read that head, as transformers does from that folder), and on a tied-head Llama given as a checkpoint folder, as transformers saves one
 (config.json `tie_word_embeddings: true`, no `lm_head.weight`; the seeded input table scaled by
 1/4 so the tokens vary): transformers' head must be the embedding table, and parlab's tokens and
 logits must match it. Each Llama-family answer must have more than half its tokens distinct.
@@ -413,8 +415,10 @@ def llama_crosscheck(label, model_dir, work, half=None):
     ref_logits = np.fromfile(stem.with_suffix(".f32"), dtype="<f4").reshape(len(ref_tokens), -1)
     model = hf_causal(str(ckpt))
     tied = model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-    check(tied == bool(cfg.get("tie_word_embeddings", False)),
-          f"transformers' head is {'tied to' if tied else 'apart from'} embed_tokens, as config.json says")
+    # A seeded checkpoint carries its own config.json (its head untied, whatever the folder's says).
+    ckpt_cfg = json.loads((ckpt / "config.json").read_text())
+    check(tied == bool(ckpt_cfg.get("tie_word_embeddings", False)),
+          f"transformers' head is {'tied to' if tied else 'apart from'} embed_tokens, as the checkpoint's config.json says")
     hf_tokens, hf_logits = hf_greedy(str(ckpt), prompt, NEW_TOKENS, model)
     with torch.no_grad():
         generated = model.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, do_sample=False)[0, len(prompt):].tolist()
@@ -494,6 +498,10 @@ def main():
             llama_crosscheck(label, folder, tmp / f"work-{cfg['model_type']}", half)
         check(max(half_steps_compared, default=0) > 0,
               f"the bfloat16 token comparisons with transformers hold some run to at least one step (steps held: {half_steps_compared})")
+        seeded_tied = tmp / "llama-seeded-tied"
+        seeded_tied.mkdir()
+        (seeded_tied / "config.json").write_text(json.dumps(dict(TINY_LLAMA, tie_word_embeddings=True)))
+        llama_crosscheck("tiny Llama seeded from a tied config (the seeded checkpoint's head is its own lm_head)", seeded_tied, tmp / "work-llama-seeded-tied")
         tied = tied_checkpoint(dict(TINY_LLAMA, tie_word_embeddings=True), tmp / "llama-tied")
         llama_crosscheck("tiny Llama with its head tied to embed_tokens (a checkpoint without lm_head)", tied, tmp / "work-llama-tied")
     print(("hf_crosscheck: PASS" if not failures else f"hf_crosscheck: FAIL ({len(failures)} checks failed)"), flush=True)

@@ -16,9 +16,13 @@ pub struct Prediction {
     pub step_s: f64,
     /// The step's communication.
     pub step_comm_s: f64,
+    /// One decode round: every sequence a replica holds advances a token (they are served in
+    /// turn, so this is how long each of them waits per token).
+    pub round_s: f64,
     /// Prefill of one prompt: the first token.
     pub ttft_s: f64,
-    /// One request alone: the prefill and every further decode step of its answer.
+    /// One request among the workload's: its prefill alone, then a decode round per further
+    /// token of its answer (a step where it is the replica's only sequence).
     pub request_s: f64,
     /// Tokens per second over every sequence in flight.
     pub tokens_per_s: f64,
@@ -67,7 +71,7 @@ fn replica_input<'a>(layout: &Layout, shape: &'a ModelShape, w: &Workload, m: &M
 
 fn finish(w: &Workload, m: &Machine, p: Prediction) -> Prediction {
     Prediction {
-        request_s: p.ttft_s + (w.new_tokens - 1) as f64 * p.step_s,
+        request_s: p.ttft_s + (w.new_tokens - 1) as f64 * p.round_s,
         tokens_per_s_per_device: p.tokens_per_s / m.devices() as f64,
         ..p
     }
@@ -100,6 +104,7 @@ pub fn predict(layout: &Layout, shape: &ModelShape, w: &Workload, m: &Machine) -
         Prediction {
             step_s: step.step_s,
             step_comm_s: step.comm_s,
+            round_s: step.round_s,
             ttft_s,
             request_s: 0.0,
             tokens_per_s: sequences / step.round_s,
@@ -114,6 +119,7 @@ pub fn predict(layout: &Layout, shape: &ModelShape, w: &Workload, m: &Machine) -
         Prediction {
             step_s: r.step_s,
             step_comm_s: r.comm_s,
+            round_s: r.round_s,
             ttft_s: r.prefill_s,
             request_s: 0.0,
             tokens_per_s: sequences / r.round_s,
@@ -131,6 +137,7 @@ fn unpredictable() -> Prediction {
     Prediction {
         step_s: f64::INFINITY,
         step_comm_s: f64::INFINITY,
+        round_s: f64::INFINITY,
         ttft_s: f64::INFINITY,
         request_s: f64::INFINITY,
         tokens_per_s: 0.0,

@@ -8,6 +8,7 @@ use crate::costmodel::link::Link;
 use crate::costmodel::measured_links::is_store_link_name;
 use crate::costmodel::plan::Device;
 use crate::costmodel::tables::{load_shape, NamedShape};
+use crate::model::config::PositionsFrom;
 use crate::report::fmt::plural;
 use crate::spec::fields::MAX_SEQUENCES;
 use crate::spec::schema::{AdviseParams, Dtype};
@@ -369,7 +370,8 @@ fn parse_domain(index: usize, text: &str, catalogue: &Catalogue) -> Result<Domai
     Ok(Domain { size, link })
 }
 
-/// Refuses a request longer than the model's position table (where its config.json says).
+/// Refuses a request longer than the model's position table (where its config.json or
+/// transformers' default for its type says).
 fn check_window(model: &NamedShape, w: &Workload) -> Result<(), AdviseError> {
     let max = u64::from(model.max_positions);
     if max == 0 || w.final_context() <= max {
@@ -379,9 +381,14 @@ fn check_window(model: &NamedShape, w: &Workload) -> Result<(), AdviseError> {
         prompt: w.prompt,
         new_tokens: w.new_tokens,
         why: format!(
-            "a request of {} tokens, but {} holds {max} positions (n_positions or max_position_embeddings in its config.json)",
+            "a request of {} tokens, but {} holds {max} positions ({})",
             w.final_context(),
-            model.name
+            model.name,
+            match model.positions_from {
+                PositionsFrom::ConfigJson => "n_positions or max_position_embeddings in its config.json".to_string(),
+                PositionsFrom::TransformersDefault =>
+                    format!("transformers' default for model_type {}: its config.json names none", model.model_type),
+            }
         ),
     })
 }

@@ -98,7 +98,7 @@ fn launch_line(r: &RunPlan) -> serde_json::Value {
         return serde_json::Value::Null;
     }
     let out = crate::manifest::Manifest::results_dir(&crate::manifest::manifests_dir(), &r.run_id);
-    let machine = command::Machine::current(crate::gates::cpu_cores());
+    let machine = command::Machine::current(crate::gates::physical_cores());
     let hostfile = command::planned_hostfile(r).ok().flatten();
     let cmd = command::build(r, hostfile.as_deref(), &out.join("plan.json"), &out, &crate::launch::parlab_exe(), &machine);
     json!({"command": cmd.display(), "transport": cmd.transport})

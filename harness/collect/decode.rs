@@ -44,12 +44,13 @@ pub fn rank_answers(out: &Path) -> Result<Vec<RankAnswer>, CollectError> {
 /// Per (repetition, round): the slowest rank's compute time (step minus communication).
 pub fn compute_times(recs: &[Record]) -> Vec<f64> {
     let mut by: BTreeMap<(u32, u32, u32), (f64, f64)> = BTreeMap::new();
-    for r in recs {
+    // Only the rounds' own records: others number their iterations otherwise (an expert run's
+    // assignments by layer), and would add rounds of 0 s.
+    for r in recs.iter().filter(|r| matches!(r.figure, Figure::DecodeStep | Figure::DecodeComm)) {
         let e = by.entry((r.repetition, r.iteration, r.rank)).or_default();
         match r.figure {
             Figure::DecodeStep => e.0 = r.seconds,
-            Figure::DecodeComm => e.1 = r.seconds,
-            _ => {}
+            _ => e.1 = r.seconds,
         }
     }
     let mut slowest: BTreeMap<(u32, u32), f64> = BTreeMap::new();
@@ -320,4 +321,28 @@ fn gpu_of(answers: &[RankAnswer]) -> Option<String> {
     let shared = answers.iter().map(|a| a.gpu_shared_by).max().unwrap_or(1);
     let sharing = if shared > 1 { format!("; {shared} ranks shared one GPU") } else { String::new() };
     Some(format!("{}{sharing}", placements.into_iter().collect::<Vec<_>>().join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compute_times;
+    use crate::rank::figure::Figure;
+    use crate::rank::records::Record;
+
+    #[test]
+    fn compute_times_count_the_rounds_alone_not_records_numbered_by_layer() {
+        let rec = |figure, rank, iteration, seconds| Record { rank, figure, size_bytes: 0, repetition: 0, iteration, seconds, launch: 0 };
+        let mut recs = Vec::new();
+        for round in 0..2 {
+            for rank in 0..2 {
+                recs.push(rec(Figure::DecodeStep, rank, round, 0.010 + 0.001 * f64::from(rank)));
+                recs.push(rec(Figure::DecodeComm, rank, round, 0.004));
+            }
+        }
+        // An expert split's assignment counts, one per layer: four layers, two rounds.
+        recs.extend((0..4).map(|layer| rec(Figure::ExpertAssigned, 0, layer, 3.0)));
+        let times = compute_times(&recs);
+        assert_eq!(times.len(), 2, "{times:?}");
+        assert!(times.iter().all(|t| (t - 0.007).abs() < 1e-12), "the slowest rank's step less its communication: {times:?}");
+    }
 }

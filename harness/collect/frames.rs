@@ -67,15 +67,18 @@ pub fn samples_frame(records: &[Record]) -> PolarsResult<DataFrame> {
     ])
 }
 
-/// Writes `frame` as parquet to `path` through a temporary file renamed into place; on failure
-/// (a full disk) the temporary file is removed and `path` is left as it was.
+/// Writes `frame` as parquet to `path` through a temporary file synced and renamed into place;
+/// on failure (a full disk) the temporary file is removed and `path` is left as it was.
 pub fn write_parquet(frame: &mut DataFrame, path: &Path) -> Result<(), CollectError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("results");
     let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
     let written = std::fs::File::create(&tmp)
         .map_err(|cause| CollectError::CreateResults { path: tmp.clone(), cause })
-        .and_then(|file| ParquetWriter::new(file).finish(frame).map_err(|cause| CollectError::WriteParquet { path: path.into(), cause }))
-        .and_then(|_| std::fs::rename(&tmp, path).map_err(|cause| CollectError::RenameResults { path: path.into(), cause }));
+        .and_then(|mut file| {
+            ParquetWriter::new(&mut file).finish(frame).map_err(|cause| CollectError::WriteParquet { path: path.into(), cause })?;
+            file.sync_all().map_err(|cause| CollectError::SyncResults { path: tmp.clone(), cause })
+        })
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|cause| CollectError::RenameResults { path: path.into(), cause }));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

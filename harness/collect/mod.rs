@@ -115,6 +115,15 @@ pub enum CollectError {
         /// polars' error.
         cause: polars::error::PolarsError,
     },
+    /// A results file's temporary could not be synced to disk (before it is renamed into
+    /// place: a manifest, synced, must never name a file a power cut left empty).
+    #[error("syncing {}: {cause}", path.display())]
+    SyncResults {
+        /// The temporary file.
+        path: PathBuf,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
     /// Renaming a results file into place failed.
     #[error("renaming into {}: {cause}", path.display())]
     RenameResults {

@@ -295,6 +295,11 @@ struct DevicesFile {
     devices: Vec<DeviceKeys>,
 }
 
+/// Whether a catalogue constant is a usable figure: above zero and finite (YAML's `.inf` is not).
+fn positive(value: f64) -> bool {
+    value > 0.0 && value.is_finite()
+}
+
 /// `keys` read as the provenance of `key`, or why not (naming the key).
 fn provenance(key: &str, keys: ProvenanceKeys) -> Result<Provenance, String> {
     Provenance::try_from(keys).map_err(|problem| format!("{key}: {problem}"))
@@ -304,8 +309,8 @@ fn provenance(key: &str, keys: ProvenanceKeys) -> Result<Provenance, String> {
 /// neither, the rate positive.
 fn peak(key: &str, tflops: Option<f64>, keys: Option<ProvenanceKeys>) -> Result<Option<Peak>, String> {
     match (tflops, keys) {
-        (Some(t), Some(k)) if t > 0.0 => Ok(Some(Peak { tflops: t, provenance: provenance(&format!("{key}_provenance"), k)? })),
-        (Some(_), Some(_)) => Err(format!("{key}_tflops must be positive")),
+        (Some(t), Some(k)) if positive(t) => Ok(Some(Peak { tflops: t, provenance: provenance(&format!("{key}_provenance"), k)? })),
+        (Some(_), Some(_)) => Err(format!("{key}_tflops must be positive and finite")),
         (Some(_), None) => Err(format!("{key}_tflops needs a {key}_provenance")),
         (None, Some(_)) => Err(format!("{key}_provenance without {key}_tflops")),
         (None, None) => Ok(None),
@@ -330,8 +335,8 @@ impl DeviceKeys {
     /// The entry with its capacity read and each constant's provenance checked against its kind's keys.
     fn checked(self) -> Result<DeviceEntry, String> {
         let memory_bytes = crate::units::parse_bytes(&self.memory).filter(|b| *b > 0);
-        let Some(memory_bytes) = memory_bytes.filter(|_| self.bandwidth_gbps > 0.0) else {
-            return Err("memory must be a size like 12GiB and bandwidth_gbps positive".into());
+        let Some(memory_bytes) = memory_bytes.filter(|_| positive(self.bandwidth_gbps)) else {
+            return Err("memory must be a size like 12GiB and bandwidth_gbps positive and finite".into());
         };
         Ok(DeviceEntry {
             memory_provenance: provenance("memory_provenance", self.memory_provenance)?,
@@ -392,8 +397,8 @@ impl Catalogue {
                     "names ending in -measured or -imported are kept for the links `--links-from` reads from manifests; rename it".into(),
                 ));
             }
-            if !(l.latency_us > 0.0 && l.bandwidth_gbps > 0.0) {
-                return Err(bad("latency_us and bandwidth_gbps must be positive".into()));
+            if !(positive(l.latency_us) && positive(l.bandwidth_gbps)) {
+                return Err(bad("latency_us and bandwidth_gbps must be positive and finite".into()));
             }
         }
         for (i, d) in devices.iter().enumerate() {
@@ -523,11 +528,35 @@ mod tests {
                 "    compute_float32_tflops: 60\n    compute_float32_provenance: {kind: assumed}\n",
                 "compute_float32_provenance: `assumed` needs a `note`",
             ),
+            (
+                "    compute_float32_tflops: .inf\n    compute_float32_provenance: {kind: assumed, note: n}\n",
+                "compute_float32_tflops must be positive and finite",
+            ),
         ] {
             write(dir.path(), links, &format!("{DEVICES}{keys}"));
             let err = Catalogue::load(dir.path()).unwrap_err().to_string();
             assert!(err.contains(&format!("device `g`: {problem}")), "{keys}: {err}");
         }
+    }
+
+    #[test]
+    fn an_infinite_constant_is_refused_as_a_zero_one_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = |latency: &str, bandwidth: &str| {
+            format!("links:\n  - name: l\n    description: x\n    latency_us: {latency}\n    bandwidth_gbps: {bandwidth}\n    latency_provenance: {{kind: assumed, note: n}}\n    bandwidth_provenance: {{kind: assumed, note: n}}\n")
+        };
+        for (latency, bandwidth) in [(".inf", "300"), ("10", ".inf"), ("0", "300")] {
+            write(dir.path(), &link(latency, bandwidth), DEVICES);
+            let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+            assert!(err.contains("link `l`: latency_us and bandwidth_gbps must be positive and finite"), "{latency} {bandwidth}: {err}");
+        }
+        write(dir.path(), &link("10", "300"), DEVICES);
+        assert!(Catalogue::load(dir.path()).is_ok());
+        let devices = DEVICES.replace("bandwidth_gbps: ", "bandwidth_gbps: .inf #");
+        assert_ne!(devices, DEVICES);
+        write(dir.path(), &link("10", "300"), &devices);
+        let err = Catalogue::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("bandwidth_gbps positive and finite"), "{err}");
     }
 
     #[test]

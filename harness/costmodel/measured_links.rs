@@ -41,10 +41,11 @@ impl<'a> Candidate<'a> {
     }
 }
 
-/// A fit a link can be built from: an all-reduce over at least 2 ranks with a latency of at
-/// least zero and a positive bandwidth (a fit whose time was flat in size has none).
+/// A fit a link can be built from: an all-reduce over at least 2 ranks with a positive latency
+/// (as the catalogue asks of its links: the flip search scales a constant, and cannot scale 0)
+/// and a positive bandwidth (a fit whose time was flat in size has none).
 fn usable(f: &LinkFit) -> bool {
-    f.op == Op::AllReduce && f.world >= 2 && f.alpha_per_step_s >= 0.0 && f.beta_bps.is_some_and(|b| b > 0.0 && b.is_finite())
+    f.op == Op::AllReduce && f.world >= 2 && f.alpha_per_step_s > 0.0 && f.is_physical()
 }
 
 /// The entry's name: the run's link with the suffix of who measured it.
@@ -80,9 +81,10 @@ fn unusable_why(f: &LinkFit) -> Option<String> {
     if f.op != Op::AllReduce || f.world < 2 || usable(f) {
         return None;
     }
-    Some(if f.alpha_per_step_s < 0.0 {
+    Some(if f.alpha_per_step_s <= 0.0 {
+        let sign = if f.alpha_per_step_s < 0.0 { "a negative" } else { "no" };
         format!(
-            "its {}-rank all-reduce fit has a negative latency (α per ring step {})",
+            "its {}-rank all-reduce fit has {sign} latency (α per ring step {})",
             f.world,
             crate::units::format_seconds(f.alpha_per_step_s)
         )

@@ -76,15 +76,23 @@ pub fn measured_collectives(manifests: &[Manifest]) -> Vec<MeasuredCollective> {
         .collect()
 }
 
-/// The 2-rank fit of each (op, link) as its run stored it (the first run of each in manifest order).
+/// The 2-rank fit of each (op, link) as its run stored it: of the runs whose fit describes a
+/// link ([`LinkFit::is_physical`]), the newest (then the smallest run identity), as
+/// `advise --links-from` chooses, so the register and the advice rest on one run.
 pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, Link), (LinkFit, RunId)> {
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<(Op, Link), (LinkFit, RunId, &str)> = BTreeMap::new();
     for (m, c) in collectives(manifests).filter(|(m, _)| m.layout.world == 2) {
-        for fit in &c.fits {
-            out.entry((fit.op, m.plan.link.clone())).or_insert_with(|| (fit.clone(), m.run_id.clone()));
+        for fit in c.fits.iter().filter(|f| f.is_physical()) {
+            let preferred = |(_, run, started): &(LinkFit, RunId, &str)| {
+                (std::cmp::Reverse(m.started_at.as_str()), &m.run_id) < (std::cmp::Reverse(*started), run)
+            };
+            let key = (fit.op, m.plan.link.clone());
+            if out.get(&key).is_none_or(preferred) {
+                out.insert(key, (fit.clone(), m.run_id.clone(), m.started_at.as_str()));
+            }
         }
     }
-    out
+    out.into_iter().map(|(k, (fit, run, _))| (k, (fit, run))).collect()
 }
 
 /// Predicted against measured collective times, joined in polars, with a relative error column.

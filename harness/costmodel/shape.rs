@@ -234,10 +234,11 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
         kv_heads: kv,
         head_dim,
         hidden: d,
-        // A mixture's expert width where the config names one apart (Qwen-MoE's key).
+        // A mixture's expert width where the config names one apart (Qwen-MoE's key; a
+        // Mixtral's experts are `intermediate_size` wide whatever it says, as transformers reads it).
         intermediate: match experts {
-            Some(_) => positive(raw, "moe_intermediate_size")?.unwrap_or(cfg.intermediate as u64),
-            None => cfg.intermediate as u64,
+            Some(_) if cfg.model_type != "mixtral" => positive(raw, "moe_intermediate_size")?.unwrap_or(cfg.intermediate as u64),
+            _ => cfg.intermediate as u64,
         },
         vocab: cfg.vocab as u64,
         tied_embeddings: tied,

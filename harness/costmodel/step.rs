@@ -376,9 +376,10 @@ impl StepPrediction {
         (self.is_unsplit() && rate.is_finite() && rate > 0.0).then_some(rate)
     }
 
-    /// (predicted − measured) / measured of the communication, where some is predicted.
+    /// (predicted − measured) / measured of the communication, where some is predicted (a
+    /// prediction below zero is an error of the model, not nothing predicted).
     pub fn comm_error(&self) -> Option<f64> {
-        let c = self.comm.as_ref().filter(|c| c.total_s() > 0.0)?;
+        let c = self.comm.as_ref().filter(|c| c.total_s() != 0.0)?;
         (self.measured_comm_s > 0.0).then(|| (c.total_s() - self.measured_comm_s) / self.measured_comm_s)
     }
 }
@@ -703,7 +704,7 @@ fn predict_run<'m>(inp: &Inputs, m: &'m Manifest) -> Option<Predicted<'m>> {
     let Workload::Decode { dtype, routing_skew, .. } = &m.plan.workload else {
         return None;
     };
-    let shape = shape_from_config(&ModelConfig::read(&source.dir).ok()?).ok()?;
+    let shape = shape_from_config(&config_as_run(source)?).ok()?;
     let r = run_shape(m, &shape)?;
     // Host staging: a GPU rank's tensors cross over MPI through host memory; over NCCL they
     // stay on the device.
@@ -1157,16 +1158,27 @@ fn prefill_peer<'m>(m: &Manifest, unsplit: Vec<&'m Manifest>) -> Option<&'m Mani
     })
 }
 
+/// The model's config.json as the run read it: None where the folder is gone or its config
+/// was edited since (its digest is not the run's), so no run is predicted from another shape.
+fn config_as_run(source: &crate::spec::plan::ModelSource) -> Option<ModelConfig> {
+    ModelConfig::read(&source.dir).ok().filter(|cfg| cfg.digest == source.config_sha256)
+}
+
 fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<PrefillPrediction> {
     let d = m.summary()?.decode()?;
     let c = d.context.as_ref()?;
     let source = m.plan.model.as_ref()?;
+    // The unsplit prefill of the same computation: model, dtype, device and step issue.
     let same_model = |u: &&&Manifest| {
-        u.layout.world == 1 && u.plan.model.as_ref().map(|s| &s.name) == Some(&source.name) && prompt_tokens(u) == Some(d.prompt_tokens)
+        u.layout.world == 1
+            && u.plan.model.as_ref().map(|s| &s.name) == Some(&source.name)
+            && prompt_tokens(u) == Some(d.prompt_tokens)
+            && crate::model::source::dtype(&u.plan) == crate::model::source::dtype(&m.plan)
+            && (u.plan.device, u.plan.step) == (m.plan.device, m.plan.step)
     };
     let unsplit = prefill_peer(m, context.iter().filter(same_model).copied().collect())?;
     let unsplit_prefill = unsplit.summary()?.decode()?.prefill_s.median;
-    let layers = ModelConfig::read(&source.dir).ok()?.layers as u64;
+    let layers = config_as_run(source)?.layers as u64;
     let link = &m.plan.link;
     let p2p = inp.link(Op::PingPong, link).or_else(|| inp.link(Op::AllReduce, link))?;
     let all_to_all = inp.link(Op::AllToAll, link).unwrap_or(p2p);
@@ -1200,6 +1212,16 @@ mod tests {
     use super::*;
     use crate::manifest::stats::Stats;
     use serde_json::json;
+
+    #[test]
+    fn a_run_is_predicted_only_from_the_config_it_ran_with() {
+        let (source, cfg) = crate::spec::weights::model_source("gpt2", 0).unwrap();
+        assert_eq!(config_as_run(&source).map(|c| c.digest), Some(cfg.digest.clone()));
+        let edited = crate::spec::plan::ModelSource { config_sha256: "0".repeat(64), ..source.clone() };
+        assert!(config_as_run(&edited).is_none(), "a config edited since the run");
+        let gone = crate::spec::plan::ModelSource { dir: std::path::PathBuf::from("/nonexistent/parlab-model"), ..source };
+        assert!(config_as_run(&gone).is_none());
+    }
 
     /// 4 layers, width 64, 8 heads (2 KV heads of 8), feed-forward 128, vocabulary 100:
     /// attention 10 240, MLP 24 576 and norms 128 values a layer; head 6 400; 152 640 in all.

@@ -55,8 +55,13 @@ pub struct NamedShape {
     pub shape: ModelShape,
     /// Where its numbers came from.
     pub provenance: String,
-    /// The longest sequence its position table holds (0: its config.json does not say).
+    /// The longest sequence its position table holds (0: neither its config.json nor
+    /// transformers' default for its type says).
     pub max_positions: u32,
+    /// Where `max_positions` came from.
+    pub positions_from: crate::model::config::PositionsFrom,
+    /// Its `model_type`.
+    pub model_type: String,
     /// sha256 of its config.json (canonical JSON), the shape's identity.
     pub config_digest: String,
 }
@@ -89,7 +94,15 @@ pub fn load_shape(name: &str) -> Result<NamedShape, TablesError> {
     let cfg = ModelConfig::read(&loc.dir)?;
     let shape = shape_from_config(&cfg).map_err(|cause| TablesError::Shape { name: name.to_string(), cause })?;
     let provenance = shape_provenance(name, &loc.dir, &cfg.digest);
-    Ok(NamedShape { name: name.to_string(), shape, provenance, max_positions: cfg.max_positions, config_digest: cfg.digest })
+    Ok(NamedShape {
+        name: name.to_string(),
+        shape,
+        provenance,
+        max_positions: cfg.max_positions,
+        positions_from: cfg.positions_from,
+        model_type: cfg.model_type,
+        config_digest: cfg.digest,
+    })
 }
 
 /// Where a model's shape came from: its config.json in `dir` and that file's digest.
@@ -502,14 +515,15 @@ impl ModelRun {
                     Cell::Count(m.into()),
                     Cell::Fraction(bubble_fraction(p, m)),
                     Cell::Number(round),
-                    Cell::Fraction(m as f64 / round / p as f64),
+                    // Each stage works m of the round's stage-times.
+                    Cell::Fraction(m as f64 / round),
                 ]);
             }
         }
         self.table(
             "model-bubbles",
             "Pipeline bubbles and decode rounds",
-            "GPipe's bubble (P-1)/(M+P-1) for P stages and M micro-batches; in decode the unit that fills the pipeline is a sequence, and a round in which m sequences each advance a token takes max(m, p) stage-times.",
+            "GPipe's bubble (P-1)/(M+P-1) for P stages and M micro-batches; in decode the unit that fills the pipeline is a sequence, and a round in which m sequences each advance a token takes max(m, p) stage-times, of which each stage works m.",
             &["stages", "micro-batches or sequences", "bubble", "decode round (stage-times)", "stages busy"],
             rows,
             Vec::new(),

@@ -282,6 +282,9 @@ pub struct Obtained {
     pub source: Source,
     /// The cache could not be written (the gates are still good): why.
     pub write_error: Option<String>,
+    /// Probes that did not finish (timed out, or their shell could not start): their gates are
+    /// used once and not cached, so a slow first start does not decide until the next boot.
+    pub unfinished: Vec<String>,
 }
 
 impl Obtained {
@@ -301,6 +304,12 @@ impl Obtained {
             Source::Probed(ProbeReason::Unusable(why)) => format!("parlab: ignoring the gates cache: {why}; probing the machine (gates)"),
         }];
         notes.extend(self.write_error.iter().map(|e| format!("parlab: warning: {e} (the probes are used; the next command probes again)")));
+        if !self.unfinished.is_empty() {
+            notes.push(format!(
+                "parlab: gates: not cached: probe(s) {} did not finish (used as they are now; the next command probes again)",
+                self.unfinished.join(", ")
+            ));
+        }
         notes
     }
 }
@@ -353,7 +362,7 @@ fn obtain_unless(
         (Reprobe::IfChanged, Ok(Some(stored))) if stored.key == *key => {
             let mut gates = stored.gates;
             gates.provenance = Provenance::Cached { probed_at: stored.probed_at, file: file.to_path_buf() };
-            return Obtained { gates, source: Source::Cached, write_error: None };
+            return Obtained { gates, source: Source::Cached, write_error: None, unfinished: Vec::new() };
         }
         (Reprobe::IfChanged, Ok(Some(stored))) => ProbeReason::Changed(stored.key.differences(key)),
     };
@@ -362,11 +371,12 @@ fn obtain_unless(
     gates.provenance = Provenance::Probed { probed_at: probed_at.clone() };
     let stored =
         Stored { format: FORMAT.into(), key: key.clone(), probed_at, gates: Gates { provenance: Provenance::Unrecorded, ..gates.clone() } };
-    let write_error = match stopped() {
-        Some(_) => None,
-        None => save(file, &stored).err().map(|e| e.to_string()),
+    let unfinished: Vec<String> = gates.probes.iter().filter(|p| p.exit_code.is_none()).map(|p| p.name.clone()).collect();
+    let write_error = match (stopped(), unfinished.is_empty()) {
+        (None, true) => save(file, &stored).err().map(|e| e.to_string()),
+        _ => None,
     };
-    Obtained { gates, source: Source::Probed(reason), write_error }
+    Obtained { gates, source: Source::Probed(reason), write_error, unfinished }
 }
 
 /// This machine's gates for a command: cached in the state folder (`PARLAB_STATE`, default
@@ -457,6 +467,28 @@ mod tests {
         assert!(!m.cache().exists(), "gates a signal cut short were cached");
         let (next, probes) = obtain_counting(&m, Reprobe::IfChanged);
         assert_eq!((probes, &next.source), (1, &Source::Probed(ProbeReason::NoCache)), "the next run probes again");
+    }
+
+    #[test]
+    fn probes_that_did_not_finish_are_used_but_not_cached_and_say_so() {
+        let m = FakeMachine::new();
+        let slow = || {
+            let mut g = gates("did not finish within 30 s");
+            g.probes[0].exit_code = None;
+            g
+        };
+        let got = obtain_with(&m.cache(), &m.key(), Reprobe::IfChanged, slow);
+        assert_eq!((got.gates.probes[0].exit_code, got.unfinished.as_slice()), (None, &["gpus".to_string()][..]));
+        assert!(!m.cache().exists(), "a timed-out probe was cached until the next boot");
+        let notes = got.notes(&m.cache()).join("\n");
+        assert!(notes.contains("not cached: probe(s) gpus did not finish"), "{notes}");
+        let (next, probes) = obtain_counting(&m, Reprobe::IfChanged);
+        assert_eq!(
+            (probes, &next.source, next.unfinished.len()),
+            (1, &Source::Probed(ProbeReason::NoCache), 0),
+            "the next run probes again"
+        );
+        assert!(m.cache().is_file(), "finished probes are cached");
     }
 
     #[test]

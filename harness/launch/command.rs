@@ -236,8 +236,15 @@ fn srun(plan: &RunPlan, plan_path: &Path, out: &Path, exe: &Path, machine: &Mach
     if let Some(fault) = &machine.fault {
         env.push((FAULT_ENV.into(), fault.clone()));
     }
-    let mut args: Vec<String> =
-        vec!["-n".into(), plan.layout.world.to_string(), format!("--cpus-per-task={threads}"), "--kill-on-bad-exit=1".into()];
+    // `--export=ALL`: under `sbatch --export=NONE` (SLURM_EXPORT_ENV=NONE, which srun inherits)
+    // the ranks would get none of the environment above, and run what the manifest does not say.
+    let mut args: Vec<String> = vec![
+        "-n".into(),
+        plan.layout.world.to_string(),
+        format!("--cpus-per-task={threads}"),
+        "--kill-on-bad-exit=1".into(),
+        "--export=ALL".into(),
+    ];
     args.extend(srun_mpi(std::env::var("SLURM_MPI_TYPE").ok().as_deref()));
     args.push(format!("--error={}", path_text(&out.join(RANK_LOGS).join("rank.%t.stderr"))));
     args.extend(rank_args(exe, plan_path, out));

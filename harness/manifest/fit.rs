@@ -63,4 +63,10 @@ impl LinkFit {
     pub fn predict(&self, bytes: f64) -> f64 {
         self.line.at(bytes)
     }
+
+    /// Whether the fit describes a link: a latency of at least zero and a positive finite
+    /// bandwidth (a negative intercept would predict negative times at small sizes).
+    pub fn is_physical(&self) -> bool {
+        self.alpha_per_step_s >= 0.0 && self.beta_bps.is_some_and(|b| b > 0.0 && b.is_finite())
+    }
 }

@@ -9,10 +9,14 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Fingerprint {
-    /// Cores (`nproc`).
+    /// Physical cores (the gates' `cores` probe; `nproc` in manifests written before it).
     pub cores: u32,
     /// CPU model name (`/proc/cpuinfo`).
     pub cpu_model: String,
+    /// Each GPU's name and memory (`nvidia-smi --query-gpu`; an H100 and an H200 box are not one
+    /// machine); empty without GPUs, and then absent from the JSON, so ids stay as they were.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub gpu_models: String,
     /// GPUs `nvidia-smi` lists.
     pub gpus: u32,
     /// Physical memory.
@@ -31,10 +35,11 @@ pub struct Fingerprint {
 
 impl Fingerprint {
     /// Each field as (name, value in words), in name order.
-    fn fields(&self) -> [(&'static str, String); 8] {
+    fn fields(&self) -> [(&'static str, String); 9] {
         [
             ("cores", self.cores.to_string()),
             ("cpu_model", self.cpu_model.clone()),
+            ("gpu_models", self.gpu_models.clone()),
             ("gpus", self.gpus.to_string()),
             ("memory_bytes", self.memory_bytes.to_string()),
             ("openmpi", self.openmpi.clone()),

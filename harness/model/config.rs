@@ -137,6 +137,9 @@ pub enum ConfigError {
     /// A rotary scaling type parlab does not compute.
     #[error("`rope_scaling` of type {0:?} is not one parlab computes (default, llama3)")]
     RopeType(String),
+    /// A rotation of part of each head only.
+    #[error("`partial_rotary_factor` {0} (rotating part of each head) is not computed by parlab (1 only)")]
+    PartialRotary(f64),
     /// Llama 3 rotary scaling lacks a key.
     #[error("`rope_scaling` of type llama3 needs `{0}`")]
     Llama3Missing(String),
@@ -199,10 +202,21 @@ pub struct ModelConfig {
     pub vocab: u32,
     /// Longest sequence the position table holds.
     pub max_positions: u32,
+    /// Where `max_positions` came from.
+    pub positions_from: PositionsFrom,
     /// The parsed file, for fields only some families have.
     pub raw: Value,
     /// sha256 of the file's canonical JSON (key order and spacing do not matter).
     pub digest: String,
+}
+
+/// Where a config's position table size comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PositionsFrom {
+    /// Its config.json names it (`n_positions` or `max_position_embeddings`).
+    ConfigJson,
+    /// Its config.json names none: transformers' default for its `model_type` (0: none known).
+    TransformersDefault,
 }
 
 /// The position table transformers' config class of `model_type` gives a config.json that does
@@ -333,10 +347,12 @@ impl ModelConfig {
             Err(e) => return Err(e),
         };
         let vocab = need(&["vocab_size"])?;
-        let max_positions = size(&["n_positions", "max_position_embeddings"])?.unwrap_or_else(|| default_positions(&model_type));
+        let named_positions = size(&["n_positions", "max_position_embeddings"])?;
+        let positions_from = if named_positions.is_some() { PositionsFrom::ConfigJson } else { PositionsFrom::TransformersDefault };
+        let max_positions = named_positions.unwrap_or_else(|| default_positions(&model_type));
         check_consistent(&raw, &model_type, heads, kv_heads, hidden)?;
         let digest = hex::encode(Sha256::digest(raw.to_string().as_bytes()));
-        Ok(ModelConfig { model_type, layers, heads, kv_heads, hidden, intermediate, vocab, max_positions, raw, digest })
+        Ok(ModelConfig { model_type, layers, heads, kv_heads, hidden, intermediate, vocab, max_positions, positions_from, raw, digest })
     }
 
     /// The family parlab runs this model as, if any.

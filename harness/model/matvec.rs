@@ -539,24 +539,28 @@ impl Job {
     }
 }
 
-/// Persistent helper threads (started once) that take chunks of the current job as the caller
-/// does; the caller claims chunks too, so a helper that lost its core only means fewer hands.
-/// Helpers spin briefly for the next job (the next matvec follows within microseconds), then sleep.
+/// Persistent helper threads that take chunks of the current job as the caller does; the
+/// caller claims chunks too, so a helper that lost its core only means fewer hands. A job split
+/// for `threads` threads seats at most `threads - 1` helpers (started as first needed), so a
+/// rank labelled N threads computes on N whatever the machine's cores. Helpers spin briefly for
+/// the next job (the next matvec follows within microseconds), then sleep.
 mod pool {
     use super::Job;
     use std::sync::atomic::{AtomicUsize, Ordering::*};
-    use std::sync::{Condvar, Mutex, OnceLock};
+    use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
     /// Spin iterations before a helper sleeps, or a waiting caller yields (a few milliseconds).
     const SPIN: u32 = 200_000;
     /// Chunks per thread: small enough that the caller can pick up a late helper's share.
     pub(super) const SPLIT: usize = 4;
 
-    /// The current job and its claimed and finished chunks.
+    /// The current job, its claimed chunks and the helpers it may still seat.
     struct State {
         job: *const Job,
+        generation: usize,
         chunks: usize,
         next: usize,
+        seats: usize,
     }
 
     // SAFETY: `job` is only dereferenced for chunks claimed before the caller sees them all done.
@@ -566,24 +570,44 @@ mod pool {
         /// Held by the caller whose job is in flight: the pool holds one job at a time.
         turn: Mutex<()>,
         state: Mutex<State>,
+        /// The state's generation, read by spinning helpers without the lock.
         generation: AtomicUsize,
         done: AtomicUsize,
+        /// Threads (the caller included) that computed a chunk of the current job.
+        hands: AtomicUsize,
+        helpers: AtomicUsize,
         wake: Condvar,
     }
 
     static POOL: OnceLock<&'static Shared> = OnceLock::new();
 
-    /// Claims and computes chunks of the current job until none is left.
-    fn work(s: &Shared) {
+    fn lock(s: &Shared) -> MutexGuard<'_, State> {
+        s.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Claims and computes chunks of job `generation` until none is left; a helper first takes
+    /// a seat, and returns at once where the job has none left (or is over).
+    fn work(s: &Shared, generation: usize, helper: bool) {
+        if helper {
+            let mut st = lock(s);
+            if st.generation != generation || st.seats == 0 {
+                return;
+            }
+            st.seats -= 1;
+        }
+        let mut first = true;
         loop {
             let (job, i) = {
-                let mut st = s.state.lock().expect("matvec pool lock");
-                if st.next >= st.chunks {
+                let mut st = lock(s);
+                if st.generation != generation || st.next >= st.chunks {
                     return;
                 }
                 st.next += 1;
                 (st.job, st.next - 1)
             };
+            if std::mem::take(&mut first) {
+                s.hands.fetch_add(1, AcqRel);
+            }
             // SAFETY: the caller keeps the job alive until every claimed chunk is done.
             unsafe { (*job).chunk(i) };
             s.done.fetch_add(1, AcqRel);
@@ -591,7 +615,7 @@ mod pool {
     }
 
     fn helper(s: &'static Shared) {
-        let mut seen = 0;
+        let mut seen = s.generation.load(Acquire);
         loop {
             let mut spins = 0;
             while s.generation.load(Acquire) == seen {
@@ -599,44 +623,66 @@ mod pool {
                     spins += 1;
                     std::hint::spin_loop();
                 } else {
-                    let g = s.state.lock().expect("matvec pool lock");
-                    drop(s.wake.wait_while(g, |_| s.generation.load(Acquire) == seen).expect("matvec pool lock"));
+                    let g = lock(s);
+                    drop(s.wake.wait_while(g, |_| s.generation.load(Acquire) == seen).unwrap_or_else(std::sync::PoisonError::into_inner));
                 }
             }
             seen = s.generation.load(Acquire);
-            work(s);
+            work(s, seen, true);
         }
     }
 
-    /// Runs `job` split for `threads` threads, on this thread and on helpers; returns when all is
-    /// done. A caller that finds another thread's job in flight (parallel unit tests; a rank
-    /// calls from one thread) computes its own alone: replacing the job in flight left both
-    /// callers waiting for ever, each for the other's chunks.
-    pub(super) fn run(threads: usize, job: &mut Job) {
-        if threads <= 1 {
-            return job.chunk(0);
-        }
-        let s = *POOL.get_or_init(|| {
-            let s: &'static Shared = Box::leak(Box::new(Shared {
+    fn shared() -> &'static Shared {
+        POOL.get_or_init(|| {
+            Box::leak(Box::new(Shared {
                 turn: Mutex::new(()),
-                state: Mutex::new(State { job: std::ptr::null(), chunks: 0, next: 0 }),
+                state: Mutex::new(State { job: std::ptr::null(), generation: 0, chunks: 0, next: 0, seats: 0 }),
                 generation: AtomicUsize::new(0),
                 done: AtomicUsize::new(0),
+                hands: AtomicUsize::new(0),
+                helpers: AtomicUsize::new(0),
                 wake: Condvar::new(),
-            }));
-            let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).max(threads) - 1;
-            for _ in 0..helpers {
-                std::thread::spawn(move || helper(s));
-            }
-            s
-        });
-        let Ok(_turn) = s.turn.try_lock() else { return job.chunk(0) };
+            }))
+        })
+    }
+
+    /// Starts helpers until there are `wanted` (called with the turn held: one caller at a time).
+    fn start_helpers(s: &'static Shared, wanted: usize) {
+        while s.helpers.load(Acquire) < wanted {
+            std::thread::spawn(move || helper(s));
+            s.helpers.fetch_add(1, AcqRel);
+        }
+    }
+
+    /// Runs `job` split for `threads` threads, on this thread and on at most `threads - 1`
+    /// helpers; returns, when all is done, how many threads computed a part of it. A caller
+    /// that finds another thread's job in flight (parallel unit tests; a rank calls from one
+    /// thread) computes its own alone: replacing the job in flight left both callers waiting
+    /// for ever, each for the other's chunks.
+    pub(super) fn run(threads: usize, job: &mut Job) -> usize {
+        if threads <= 1 {
+            job.chunk(0);
+            return 1;
+        }
+        let s = shared();
+        let Ok(_turn) = s.turn.try_lock() else {
+            job.chunk(0);
+            return 1;
+        };
+        start_helpers(s, threads - 1);
         let chunks = job.split(threads * SPLIT);
         s.done.store(0, Release);
-        *s.state.lock().expect("matvec pool lock") = State { job, chunks, next: 0 };
-        s.generation.fetch_add(1, AcqRel);
+        s.hands.store(0, Release);
+        let generation = {
+            let mut st = lock(s);
+            let generation = st.generation + 1;
+            *st = State { job, generation, chunks, next: 0, seats: threads - 1 };
+            // Published under the lock: a helper that checked it there is already waiting.
+            s.generation.store(generation, Release);
+            generation
+        };
         s.wake.notify_all();
-        work(s);
+        work(s, generation, false);
         let mut spins = 0u32;
         while s.done.load(Acquire) != chunks {
             spins += 1;
@@ -646,6 +692,7 @@ mod pool {
                 std::thread::yield_now();
             }
         }
+        s.hands.load(Acquire)
     }
 }
 
@@ -669,6 +716,20 @@ mod tests {
     /// Shapes with one row, rows not a multiple of 4, widths below, at and around 8 and 16.
     const SHAPES: [(usize, usize); 14] =
         [(1, 1), (1, 7), (1, 16), (1, 17), (2, 3), (3, 8), (4, 15), (5, 16), (6, 24), (7, 31), (9, 33), (13, 100), (64, 768), (67, 771)];
+
+    #[test]
+    fn a_job_split_for_n_threads_computes_on_at_most_n_whatever_helpers_the_pool_has() {
+        let (rows, width) = (4096, 64);
+        let (w, x) = (values(rows * width, 3), values(width, 5));
+        let mut want = vec![0f32; rows];
+        Kernel::Portable.rows(&w, &x, &mut want);
+        let mut y = vec![0f32; rows];
+        // A job split for four starts three helpers; a job split for two may seat one of them.
+        pool::run(4, &mut Job::new(Kernel::Portable, &w, &x, &mut y));
+        let most = (0..300).map(|_| pool::run(2, &mut Job::new(Kernel::Portable, &w, &x, &mut y))).max();
+        assert!(most <= Some(2), "a job split for 2 threads computed on {most:?}");
+        assert_eq!(y, want);
+    }
 
     #[test]
     fn every_supported_kernel_matches_the_plain_reference_on_odd_shapes() {

@@ -51,13 +51,29 @@ pub fn prompt_ids(prompt: &Prompt, vocab: u32) -> anyhow::Result<Vec<u32>> {
     }
 }
 
-/// Makes the seeded checkpoint of a plan if its weights are `Seeded` and it is missing.
+/// Makes the seeded checkpoint of a plan if its weights are `Seeded` and it is missing; returns
+/// the config its weights are read with ([`weights_config`]).
 pub fn ensure_weights(model: &ModelSource) -> anyhow::Result<ModelConfig> {
     let cfg = ModelConfig::read(&model.dir)?;
     if let Weights::Seeded { seed, path, .. } = &model.weights {
         super::init::ensure_checkpoint(&cfg, *seed, path)?;
     }
-    Ok(cfg)
+    for_weights(model, cfg)
+}
+
+/// The config a model's weights are read with: the folder's, or for seeded weights the one their
+/// checkpoint carries (its head untied, as it was written: a tied config's head would otherwise
+/// be the token table, not the `lm_head.weight` transformers reads from that folder).
+pub fn weights_config(model: &ModelSource) -> anyhow::Result<ModelConfig> {
+    for_weights(model, ModelConfig::read(&model.dir)?)
+}
+
+fn for_weights(model: &ModelSource, folder: ModelConfig) -> anyhow::Result<ModelConfig> {
+    match model.weights {
+        Weights::Checkpoint { .. } => Ok(folder),
+        Weights::Seeded { .. } => ModelConfig::from_value(super::init::seeded_config(&folder))
+            .map_err(|e| anyhow::anyhow!("{}: the seeded checkpoint's config: {e}", model.dir.display())),
+    }
 }
 
 /// A decode plan's element type (float32 for other plans).
@@ -145,4 +161,26 @@ pub fn reference_for(plan: &RunPlan) -> anyhow::Result<Generation> {
     let gen = reference::greedy(part.as_ref(), &ids, new_tokens)?;
     reference::save(&gen, &ids, &stem)?;
     Ok(gen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::llama::LlamaDims;
+
+    #[test]
+    fn seeded_weights_of_a_tied_config_are_read_with_the_untied_head_their_checkpoint_holds() {
+        let (seeded, folder_cfg) = crate::spec::weights::model_source("llama-3.2-1b", 0).unwrap();
+        assert!(LlamaDims::from_config(&folder_cfg).unwrap().tied, "models/llama-3.2-1b ties its head");
+        assert!(matches!(seeded.weights, Weights::Seeded { .. }));
+        let read = weights_config(&seeded).unwrap();
+        assert!(!LlamaDims::from_config(&read).unwrap().tied, "the seeded checkpoint's own lm_head.weight");
+        assert_eq!((read.layers, read.hidden, read.vocab), (folder_cfg.layers, folder_cfg.hidden, folder_cfg.vocab));
+        let own =
+            ModelSource { weights: Weights::Checkpoint { path: seeded.dir.join("model.safetensors"), sha256: String::new() }, ..seeded };
+        assert!(
+            LlamaDims::from_config(&weights_config(&own).unwrap()).unwrap().tied,
+            "a checkpoint of one's own is read as its config says"
+        );
+    }
 }

@@ -44,10 +44,12 @@ pub struct Entry {
     pub points: Vec<Point>,
 }
 
-/// The machine fingerprint ids of `night`'s ok runs, sorted and distinct.
+/// The machine fingerprint ids of `night`'s ok runs that parlab measured, sorted and distinct (a
+/// result imported from another tool records no machine: it would make every night it joins look
+/// like another machine's).
 pub fn machines(night: &Night) -> Vec<String> {
-    let ids: std::collections::BTreeSet<String> =
-        night.manifests.iter().filter(|m| m.status() == Status::Ok).map(|m| m.machine.id()).collect();
+    let measured = |m: &&crate::manifest::Manifest| m.status() == Status::Ok && m.provenance.is_measured();
+    let ids: std::collections::BTreeSet<String> = night.manifests.iter().filter(measured).map(|m| m.machine.id()).collect();
     ids.into_iter().collect()
 }
 
@@ -391,7 +393,7 @@ fn segment(x: &[f64], offset: usize, policy: &Policy, found: &mut Vec<usize>) {
             let (l, r) = x.split_at(k);
             let effect = stats::median(r)? / stats::median(l)? - 1.0;
             let p = stats::mann_whitney(l, r)?.p;
-            (effect.abs() >= policy.min_effect && p * splits < policy.fdr).then_some((k, p))
+            (super::beyond_min_effect(effect, policy.min_effect) && p * splits < policy.fdr).then_some((k, p))
         })
         .min_by(|a, b| a.1.total_cmp(&b.1));
     if let Some((k, _)) = best {
@@ -545,6 +547,20 @@ pub fn write_trends_of(entries: &[Entry], dir: &Path, policy: &Policy) -> std::i
 #[cfg(test)]
 mod tests {
     use super::{trend_svg, NightSide, Noise, Series, LAUNCH_FLOOR_Z};
+
+    #[test]
+    fn a_result_imported_beside_the_nights_runs_leaves_its_machines_as_they_were() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let fixtures = root.join("tests/fixtures/manifests");
+        let (measured, _) = crate::manifest::read_all(&fixtures);
+        assert!(!measured.is_empty(), "fixture manifests");
+        let alone = super::machines(&super::super::Night::new(measured.clone()));
+        let file = root.join("tests/data/import/nccl_all_gather_2gpu.txt");
+        let imported = crate::import::import(crate::manifest::provenance::ImportTool::NcclTests, &file, &Default::default()).unwrap();
+        assert!(!imported.provenance.is_measured());
+        let with_import = super::machines(&super::super::Night::new([measured, vec![imported]].concat()));
+        assert_eq!(with_import, alone, "an imported result records no machine of this night");
+    }
 
     #[test]
     fn a_night_with_impossible_medians_is_skipped_with_the_reason() {

@@ -549,6 +549,13 @@ fn against_noise(noise: &Noise, worse: f64, log_ratio: f64) -> Verdict {
     }
 }
 
+/// Whether a relative change `effect` (after / before − 1) is at least `min_effect` as a ratio
+/// either way: after / before ≥ 1 + m or ≤ 1 / (1 + m), so a change and its reverse (a night
+/// and its baseline swapped, a step time and its tokens/s) are judged alike.
+pub(crate) fn beyond_min_effect(effect: f64, min_effect: f64) -> bool {
+    (1.0 + effect).ln().abs() >= (1.0 + min_effect).ln()
+}
+
 /// The verdict and how it was reached, before the bandwidth check.
 fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy, worse: f64, effect: f64) -> (Verdict, Method) {
     let Some((test, q)) = tested else {
@@ -564,15 +571,15 @@ fn raw_verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy
         };
         return (Verdict::InsufficientEvidence, method);
     };
-    let significant = q <= policy.fdr && effect.abs() >= policy.min_effect;
+    let significant = q <= policy.fdr && beyond_min_effect(effect, policy.min_effect);
     let v = if significant { against_noise(&pair.noise, worse, (1.0 + effect).ln()) } else { Verdict::NoChange };
     (v, Method::Tested { test, q, policy: *policy, explained_by_bandwidth: None })
 }
 
 /// Sets a decode figure's change at the baseline's memory bandwidth (tonight's step × the
 /// bandwidth ratio, a rate ÷ it); a REGRESSED or IMPROVED whose normalised change is no longer
-/// beyond the minimum effect the same way, in the gate's own terms (after / before − 1), becomes
-/// NO_CHANGE, explained by memory bandwidth.
+/// beyond the minimum effect the same way, in the gate's own terms ([`beyond_min_effect`]),
+/// becomes NO_CHANGE, explained by memory bandwidth.
 fn normalise_by_bandwidth(v: &mut FigureVerdict, better: Better, policy: &Policy, ratio: f64) {
     let n = match better {
         Better::Lower => v.after * ratio,
@@ -581,7 +588,7 @@ fn normalise_by_bandwidth(v: &mut FigureVerdict, better: Better, policy: &Policy
     let (n_effect, n_worse) = (n / v.before - 1.0, worse_by(better, v.before, n));
     v.bandwidth_normalised_worse_by = Some(n_worse);
     if let (Verdict::Regressed | Verdict::Improved, Method::Tested { explained_by_bandwidth, .. }) = (v.verdict, &mut v.method) {
-        let still = n_effect.abs() >= policy.min_effect && (n_worse > 0.0) == (v.verdict == Verdict::Regressed);
+        let still = beyond_min_effect(n_effect, policy.min_effect) && (n_worse > 0.0) == (v.verdict == Verdict::Regressed);
         if !still {
             *explained_by_bandwidth = Some(n_effect);
             v.verdict = Verdict::NoChange;
@@ -610,5 +617,20 @@ fn verdict(pair: &Pair, tested: Option<(stats::TTest, f64)>, policy: &Policy) ->
         noise: pair.noise,
         method,
         bandwidth_normalised_worse_by: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::beyond_min_effect;
+
+    #[test]
+    fn the_minimum_effect_judges_a_change_and_its_reverse_alike() {
+        for after in [0.905, 1.105, 0.91, 1.099, 0.5, 2.0] {
+            let (forward, reverse) = (beyond_min_effect(after - 1.0, 0.10), beyond_min_effect(1.0 / after - 1.0, 0.10));
+            assert_eq!(forward, reverse, "1 -> {after} and back");
+        }
+        assert!(beyond_min_effect(0.105, 0.10) && beyond_min_effect(-0.095, 0.10), "1.105 and its reverse 0.905");
+        assert!(!beyond_min_effect(0.095, 0.10) && !beyond_min_effect(-0.087, 0.10), "1.095 and its reverse 0.913");
     }
 }

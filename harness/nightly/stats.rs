@@ -150,6 +150,10 @@ pub struct TTest {
 /// The fewest values a side needs for [`yuen_log`]: a variance from at least two degrees of freedom.
 pub const MIN_PER_SIDE: usize = 3;
 
+/// A standard error of the difference of log means below which the launches have no spread
+/// (a relative spread of 1e-9, far below any clock's; float residue of equal values lies under it).
+const DEGENERATE_SE: f64 = 1e-9;
+
 /// The fraction trimmed from each end of a night's launches: one launch of 5 to 9, two of 10 to 14;
 /// none of 3 or 4, where the test is Welch's t itself.
 pub const TRIM: f64 = 0.2;
@@ -181,9 +185,13 @@ pub fn yuen_log(a: &[f64], b: &[f64]) -> Option<TTest> {
     }
     let ((ma, da, ha), (mb, db, hb)) = (trimmed(&mut a), trimmed(&mut b));
     let se = (da + db).sqrt();
-    if se == 0.0 {
+    if se <= DEGENERATE_SE {
+        // No spread left after winsorising (launch medians that repeat, as a timer's ticks do):
+        // a t would be infinite whatever the difference. The ranks still say how surprising the
+        // two nights' launches are (a night of 4.0, 4.0, …, 4.5 against 4.5, 4.5, …, 4.0 is not).
         let df = (ha + hb - 2) as f64;
-        return Some(if ma == mb { TTest { t: 0.0, df, p: 1.0 } } else { TTest { t: (mb - ma).signum() * f64::INFINITY, df, p: 0.0 } });
+        let p = if ma == mb { 1.0 } else { mann_whitney(&a, &b).map_or(1.0, |u| u.p) };
+        return Some(TTest { t: if ma == mb { 0.0 } else { (mb - ma).signum() * f64::INFINITY }, df, p });
     }
     let df = (da + db).powi(2) / (da * da / (ha - 1) as f64 + db * db / (hb - 1) as f64);
     let t = (mb - ma) / se;
@@ -346,6 +354,15 @@ mod tests {
         assert_eq!(t, yuen_log(&e(&[-3.0, 0.1, 0.2, 0.3, 0.4]), &e(&[0.5, 0.6, 0.7, 0.8, 0.9])).unwrap(), "either end");
         assert!(yuen_log(&[1.0, 2.0], &[1.0, 2.0, 3.0]).is_none(), "two launches give no variance worth the name");
         assert_eq!(yuen_log(&[1.0; 3], &[1.0; 4]).unwrap().p, 1.0);
+        // Launch medians on a timer's ticks: the middle launches of each night are equal, so no
+        // spread survives winsorising; one tick's flip is judged by its ranks, not as p = 0.
+        let ticks = |most: f64, odd: f64| [vec![most; 6], vec![odd]].concat();
+        let flipped = yuen_log(&ticks(4.0e-6, 4.5e-6), &ticks(4.5e-6, 4.0e-6)).unwrap();
+        assert!(flipped.t.is_infinite() && flipped.p > 0.005, "{flipped:?}");
+        let exact = mann_whitney(&ticks(4.0e-6, 4.5e-6), &ticks(4.5e-6, 4.0e-6)).unwrap().p;
+        assert_eq!(flipped.p, exact);
+        let apart = yuen_log(&[4.0e-6; 7], &[4.5e-6; 7]).unwrap();
+        assert!(apart.p < 1e-3 && apart.p == mann_whitney(&[4.0e-6; 7], &[4.5e-6; 7]).unwrap().p, "{apart:?}");
         assert!((scaled_mad(&[1.0, 2.0, 3.0, 4.0, 100.0]).unwrap() - 1.4826).abs() < 1e-12, "one wild value barely moves it");
     }
 

@@ -10,7 +10,7 @@ use super::replay::ReplayedStep;
 use crate::manifest::answer::Exactness;
 use crate::manifest::summary::Phase;
 use crate::model::part::DecoderPart;
-use crate::model::{source, ModelConfig};
+use crate::model::source;
 use crate::spec::schema::StepMode;
 use crate::spec::RunPlan;
 use anyhow::Context;
@@ -89,7 +89,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     crate::model::matvec::set_threads(plan.threads_per_rank.max(1) as usize);
     let kernel = crate::model::matvec::configured()?;
     let model = source::model_of(plan)?;
-    let cfg = ModelConfig::read(&model.dir)?;
+    let cfg = source::weights_config(model)?;
     let (prompt, new_tokens) = source::decode_params(plan)?;
     let prompt = source::prompt_ids(prompt, cfg.vocab)?;
     let rank = comm.rank();

@@ -160,14 +160,21 @@ impl Reduce for Link<'_> {
     }
 }
 
-/// libtorch on one thread while it lives (the decode rounds): its operators there are a few
-/// thousand values each, where waking a second thread costs more than it saves and would
-/// compete with the matvec pool for the cores. Prefill's matmuls keep every thread.
+/// libtorch on one thread while it lives (the decode rounds where parlab's row kernels do the
+/// products): its operators there are a few thousand values each, where waking a second thread
+/// costs more than it saves and would compete with the matvec pool for the cores. Prefill's
+/// matmuls keep every thread, and so do rounds whose products are libtorch's (half precision,
+/// the GPU's code path on the host).
 struct OneTorchThread {
     before: i32,
 }
 
 impl OneTorchThread {
+    /// One libtorch thread for decode rounds on `placement`, where parlab's row kernels do them.
+    fn for_rounds(placement: &crate::model::placement::Placement) -> Option<Self> {
+        placement.rows_on_host().then(Self::new)
+    }
+
     fn new() -> Self {
         let before = tch::get_num_threads();
         tch::set_num_threads(1);
@@ -324,7 +331,7 @@ impl<'a> Engine<'a> {
         let experts_prefill = link.experts.as_mut().map(ExpertSplit::take);
         let comm1 = link.comm.stats();
         let prefill_comm_s = comm1.seconds - comm0.seconds;
-        let single = OneTorchThread::new();
+        let single = OneTorchThread::for_rounds(self.rounds_part().placement());
         let mut steps = Vec::with_capacity(self.new_tokens);
         let rounds = if link.decodes() { 1..self.new_tokens } else { 0..0 };
         for round in rounds {
@@ -489,5 +496,27 @@ impl<'a> Engine<'a> {
             e.observe(r, round, &logits);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OneTorchThread;
+    use crate::model::placement::Placement;
+
+    #[test]
+    fn rounds_whose_products_are_libtorchs_keep_every_libtorch_thread() {
+        let before = tch::get_num_threads();
+        tch::set_num_threads(2);
+        for half in [tch::Kind::BFloat16, tch::Kind::Half] {
+            let kept = OneTorchThread::for_rounds(&Placement::cpu_in(half));
+            assert!(kept.is_none() && tch::get_num_threads() == 2, "{half:?}");
+        }
+        assert!(OneTorchThread::for_rounds(&Placement::cpu_as_gpu()).is_none());
+        let single = OneTorchThread::for_rounds(&Placement::cpu());
+        assert!(single.is_some() && tch::get_num_threads() == 1, "float32 rounds on the row kernels");
+        drop(single);
+        assert_eq!(tch::get_num_threads(), 2);
+        tch::set_num_threads(before);
     }
 }

@@ -14,15 +14,18 @@
 //!   calls measure it. A pageable copy is synchronous either way (the driver stages it through
 //!   a pinned bounce buffer); pinned copies both ways are queued without waiting.
 //!
-//! Pinned host buffers come from libtorch's `pin_memory` (a pinned destination from its
-//! cached pinned allocator); the GPU is local rank mod the GPUs libtorch sees. After the calls
-//! and after each block the result is checked: a device buffer's or a read's sum (float64,
-//! exact for the small integers written) against the host's, a host buffer value by value.
+//! Every copy lands in a destination made before the clock starts, as the anchors' `dst.copy_
+//! (src, non_blocking=pinned)` does: pinned copies through [`crate::cuda::copy_async`] (tch's
+//! non-blocking `to` would allocate a destination inside the event window), pageable ones
+//! through `copy_`. Pinned host buffers come from libtorch's `pin_memory`; the GPU is local
+//! rank mod the GPUs libtorch sees. After the calls and after each block the result is
+//! checked: its sum (float64, exact for the small integers written; a read's within float32
+//! summation) against the values written, in a destination that started as zeros.
 
 use super::collectives::{blocks_of, value};
 use super::figure::Figure;
 use super::records::{mark, RecordSink};
-use crate::cuda::EventTimer;
+use crate::cuda::{CopyDirection, EventTimer};
 use crate::spec::{Op, RunPlan};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::CommunicatorCollectives as _;
@@ -51,27 +54,33 @@ impl DeviceCase {
         let host = if matches!(op, Op::HostToDevice | Op::DeviceToHost) { host.pin_memory(gpu) } else { host };
         let device = host.to_device(gpu);
         let result = match op {
-            Op::DeviceCopy => device.zeros_like(),
             Op::DeviceToHost => host.zeros_like().pin_memory(gpu),
             Op::DeviceToHostPageable => host.zeros_like(),
-            _ => device.shallow_clone(),
+            Op::DeviceRead => device.shallow_clone(),
+            _ => device.zeros_like(),
         };
         DeviceCase { op, gpu, host, device, result, bytes: (count * 4) as u64, want }
     }
 
-    /// Queues one operation; keeps its result. A copy to pageable host memory lands in a buffer
-    /// made once (a fresh destination per copy would time the allocator and the page faults,
-    /// not the link), waiting for itself (the driver stages it through a bounce buffer). A copy
-    /// to pinned memory is queued without waiting: libtorch's `to(cpu, non_blocking=True)`,
-    /// whose destination comes from its cached pinned allocator (after the warm-up, the blocks
-    /// the last results held; no page is faulted in). tch has no non-blocking in-place copy, and
-    /// `aten::_copy_from` dispatches to MPS only.
+    /// Queues one operation into its result. Pinned copies are queued without waiting, into
+    /// the buffer made once (copies queued back to back on one stream land in order, so the
+    /// last result is the last copy's); pageable copies wait for themselves (the driver stages
+    /// them through a bounce buffer), as `copy_` does.
     fn call(&mut self) -> anyhow::Result<()> {
-        match self.op {
-            Op::DeviceToHost => self.result = self.device.f_to_device_(Device::Cpu, Kind::Float, true, true)?,
-            Op::DeviceCopy | Op::DeviceToHostPageable => self.result.copy_(&self.device),
-            Op::HostToDevice => self.result = self.host.to_device_(self.gpu, Kind::Float, true, true),
-            Op::HostToDevicePageable => self.result = self.host.to_device_(self.gpu, Kind::Float, false, true),
+        let direction = match self.op {
+            Op::HostToDevice => Some((CopyDirection::HostToDevice, &self.host)),
+            Op::DeviceToHost => Some((CopyDirection::DeviceToHost, &self.device)),
+            _ => None,
+        };
+        match (self.op, direction) {
+            (_, Some((direction, source))) => {
+                // SAFETY: both buffers are contiguous float32 of `bytes` bytes, made by `new` on
+                // the sides `direction` names, and owned by this case, which waits for its
+                // copies (the end event, or a block's synchronisation) before it is read or dropped.
+                unsafe { crate::cuda::copy_async(&self.result, source, self.bytes as usize, direction)? }
+            }
+            (Op::DeviceCopy | Op::DeviceToHostPageable, None) => self.result.copy_(&self.device),
+            (Op::HostToDevicePageable, None) => self.result.copy_(&self.host),
             _ => self.result = self.device.sum(Kind::Float),
         }
         Ok(())
@@ -138,12 +147,6 @@ pub fn sweep(
         }
         case.check(rank, "per call")?;
         let (blocks, calls) = blocks_of(iterations);
-        if op == Op::DeviceToHost {
-            // Queued copies each need a pinned destination not still in flight: one untimed
-            // block fills the cached pinned allocator, so no timed block pays its allocations.
-            (0..calls).try_for_each(|_| case.call())?;
-            case.synchronize();
-        }
         for block in 0..blocks {
             world.barrier();
             let start = Instant::now();

@@ -123,6 +123,11 @@ pub fn run_suite(
     let (obtained, file) = cache::obtain(if options.reprobe { Reprobe::Always } else { Reprobe::IfChanged });
     reporter.event(&Event::GatesObtained { notes: &obtained.notes(&file) });
     let gates = obtained.gates;
+    if let Some(signal) = signals::received() {
+        // Probes a signal cut short would replace the store's record of this machine with one
+        // that found nothing.
+        return Ok(SuiteEnd::Interrupted { signal, finished: 0, runs: runs.len() });
+    }
     crate::gates::save(&gates, dir).map_err(|source| RunnerError::Gates { path: crate::gates::saved_path(dir), source })?;
     let mut suite_run = SuiteRun { dir, gates: &gates, reporter, finished: 0, failed: 0 };
     reporter.event(&Event::SuiteStarted { runs: runs.len() });

@@ -93,6 +93,16 @@ pub enum SourceError {
         /// What is wrong in its shape.
         cause: crate::costmodel::shape::ShapeError,
     },
+    /// The folder holds a checkpoint in shards (transformers' `model-0000K-of-0000N.safetensors`
+    /// beside `model.safetensors.index.json`) and no `model.safetensors`: decoding it as a
+    /// seeded model would measure another model under its name.
+    #[error("{}: a checkpoint in shards ({first}), which parlab does not read: merge them into one model.safetensors (the README's \"Two commands\" says how), or name a folder holding config.json alone for seeded weights", dir.display())]
+    Sharded {
+        /// The model's folder.
+        dir: PathBuf,
+        /// The first shard or index file found there.
+        first: String,
+    },
     /// The checkpoint could not be read for its digest.
     #[error("{}: cannot read: {cause}", path.display())]
     Checkpoint {
@@ -114,6 +124,11 @@ pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig),
     }
     crate::costmodel::shape::shape_from_config(&config).map_err(|cause| SourceError::Shape { name: name.to_string(), cause })?;
     let file = loc.dir.join("model.safetensors");
+    if !file.is_file() {
+        if let Some(first) = shard_in(&loc.dir) {
+            return Err(SourceError::Sharded { dir: loc.dir, first });
+        }
+    }
     let weights = if file.is_file() {
         let sha256 = cached_file_digest(&file).map_err(|cause| SourceError::Checkpoint { path: file.clone(), cause })?;
         Weights::Checkpoint { path: file, sha256 }
@@ -123,6 +138,13 @@ pub fn model_source(name: &str, seed: u64) -> Result<(ModelSource, ModelConfig),
     };
     let source = ModelSource { name: name.to_string(), dir: loc.dir, config_sha256: config.digest.clone(), weights };
     Ok((source, config))
+}
+
+/// The first (by name) file of a sharded checkpoint in `dir`: an index, or a `.safetensors` file
+/// other than `model.safetensors`.
+fn shard_in(dir: &Path) -> Option<String> {
+    let names = std::fs::read_dir(dir).ok()?.flatten().filter_map(|e| e.file_name().into_string().ok());
+    names.filter(|n| n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")).min()
 }
 
 /// Whether this process may write the digest cache (only `parlab run` does; `validate`, `plan`
@@ -192,6 +214,21 @@ pub fn file_digest(path: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_holding_a_checkpoint_in_shards_is_refused_not_decoded_with_seeded_weights() {
+        let dir = tempfile::tempdir().unwrap();
+        let gpt2 = resolve_model("gpt2").dir.join("config.json");
+        std::fs::copy(gpt2, dir.path().join("config.json")).unwrap();
+        let name = dir.path().to_str().unwrap();
+        assert!(matches!(model_source(name, 0), Ok((ModelSource { weights: Weights::Seeded { .. }, .. }, _))), "config alone: seeded");
+        for shard in ["model.safetensors.index.json", "model-00001-of-00002.safetensors"] {
+            std::fs::write(dir.path().join(shard), b"{}").unwrap();
+        }
+        let refused = model_source(name, 0).map(|_| ()).unwrap_err();
+        assert!(matches!(&refused, SourceError::Sharded { first, .. } if first == "model-00001-of-00002.safetensors"), "{refused}");
+        assert!(refused.to_string().contains("merge them into one model.safetensors"), "{refused}");
+    }
 
     #[test]
     fn rewritten_bytes_with_the_old_size_and_modification_time_get_a_new_digest_key() {

@@ -380,6 +380,7 @@ const RANKED: &[(&str, &str)] = &[
     ("/flip_searched", "bool"),
     ("/predicted/step_s", "number"),
     ("/predicted/step_comm_s", "number"),
+    ("/predicted/round_s", "number"),
     ("/predicted/ttft_s", "number"),
     ("/predicted/request_s", "number"),
     ("/predicted/tokens_per_s", "number"),
@@ -463,6 +464,28 @@ fn json_output_matches_the_documented_shape() {
     assert_eq!(v["ranked"][0]["label"], "TP=2 x DP=2");
     assert_eq!(v["rejected"][0]["reason"]["kind"], "tensor_across_slow_boundary");
     assert_eq!(v["ranked"][0]["flip_searched"], true);
+}
+
+#[test]
+fn a_request_waits_a_round_of_its_replicas_sequences_per_token() {
+    let mut a = asked(model("llama-3.1-8b"), "a100-80gb", 1, 8, &["8:nvswitch"]);
+    (a.prompt, a.new_tokens) = (512, 128);
+    let alone = run(&a);
+    a.sequences = 64;
+    let busy = run(&a);
+    for r in alone.ranked.iter().chain(&busy.ranked) {
+        let p = &r.predicted;
+        assert!((p.request_s - (p.ttft_s + 127.0 * p.round_s)).abs() <= 1e-12 * p.request_s, "{}: {p:?}", r.label);
+    }
+    for r in &alone.ranked {
+        assert_eq!(r.predicted.round_s, r.predicted.step_s, "{}: one sequence waits only for its own step", r.label);
+    }
+    // 64 sequences in flight: 8 per replica at DP=8, 16 at TP=2 x DP=4; served in turn, whole
+    // replicas give each request the shortest wait per token, whatever one step alone costs.
+    let tp2 = busy.ranked.iter().find(|r| r.label == "TP=2 x DP=4").expect("TP=2 x DP=4 ranked");
+    assert!(tp2.predicted.round_s > 15.9 * tp2.predicted.step_s, "{:?}", tp2.predicted);
+    assert_eq!(labels(&busy)[0], "TP=1 x DP=8", "{:?}", labels(&busy));
+    assert_ne!(labels(&alone)[0], "TP=1 x DP=8", "{:?}", labels(&alone));
 }
 
 #[test]
@@ -713,6 +736,17 @@ fn a_context_past_64_bits_or_the_models_window_is_refused() {
     let err = String::from_utf8_lossy(&past_window.stderr);
     assert_eq!(past_window.status.code(), Some(2), "{err}");
     assert!(err.contains("--prompt 1020 --new-tokens 10: a request of 1030 tokens, but gpt2 holds 1024 positions"), "{err}");
+    assert!(err.contains("(n_positions or max_position_embeddings in its config.json)"), "{err}");
+    // A config that names no position table: transformers' default for its type, said so.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(root().join("models/llama-3.1-8b/config.json")).unwrap()).unwrap();
+    cfg.as_object_mut().unwrap().remove("max_position_embeddings");
+    std::fs::write(dir.path().join("config.json"), cfg.to_string()).unwrap();
+    let folder = dir.path().to_str().unwrap();
+    let defaulted = parlab(&["advise", folder, "--device", "a100-80gb", "--prompt", "3000", "--new-tokens", "100"]);
+    let err = String::from_utf8_lossy(&defaulted.stderr);
+    assert_eq!(defaulted.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds 2048 positions (transformers' default for model_type llama: its config.json names none)"), "{err}");
 }
 
 #[test]

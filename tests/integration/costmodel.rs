@@ -349,6 +349,10 @@ fn modelled_spec_produces_tables_with_captions_and_provenance() {
     assert!(fast.caption.contains("gpt2 tensor world 8: 12 query heads do not split over 8 devices"));
     let bubbles = tables.iter().find(|t| t.id == "model-bubbles").unwrap();
     assert!(bubbles.rows.iter().any(|r| r[0] == Cell::Count(4) && r[1] == Cell::Count(1) && r[2] == Cell::Fraction(0.75)));
+    let busy = |p: u64, m: u64| bubbles.rows.iter().find(|r| r[0] == Cell::Count(p) && r[1] == Cell::Count(m)).map(|r| r[4].clone());
+    // A round of max(m, p) stage-times in which each stage works m of them.
+    assert_eq!(busy(4, 1), Some(Cell::Fraction(0.25)));
+    assert_eq!(busy(4, 4), Some(Cell::Fraction(1.0)));
 }
 
 /// An all-reduce summary at `world` over mpi-tcp with these medians, fitted as `collect` fits.

@@ -291,10 +291,10 @@ fn srun_lines_take_ranks_and_transport_from_the_environment() {
         assert!(line.starts_with("OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,tcp OMP_NUM_THREADS=2"), "{line}");
         assert!(cmd.transport.contains("Open MPI's default interfaces"), "{}", cmd.transport);
     }
-    assert!(line.contains("srun -n 4 --cpus-per-task=2 --kill-on-bad-exit=1"), "{line}");
+    assert!(line.contains("srun -n 4 --cpus-per-task=2 --kill-on-bad-exit=1 --export=ALL"), "{line}");
     assert!(!line.contains("--allow-run-as-root"), "{line}");
     if std::env::var_os("SLURM_MPI_TYPE").is_none() {
-        assert!(line.contains("--kill-on-bad-exit=1 --mpi=pmix --error="), "{line}");
+        assert!(line.contains("--kill-on-bad-exit=1 --export=ALL --mpi=pmix --error="), "{line}");
     }
 }
 

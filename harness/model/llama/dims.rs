@@ -24,6 +24,33 @@ pub enum LlamaVariant {
 
 crate::named!(LlamaVariant { Llama => "llama", Qwen2 => "qwen2", Qwen3 => "qwen3", Mixtral => "mixtral" });
 
+impl LlamaVariant {
+    /// transformers' `rope_theta` for a config that names none (its config class's `default_theta`).
+    fn default_theta(self) -> f64 {
+        match self {
+            LlamaVariant::Mixtral => 1e6,
+            _ => 10000.0,
+        }
+    }
+
+    /// transformers' `rms_norm_eps` for a config that names none.
+    fn default_eps(self) -> f64 {
+        match self {
+            LlamaVariant::Mixtral => 1e-5,
+            _ => 1e-6,
+        }
+    }
+
+    /// transformers' head width for a config that names no `head_dim` (Qwen3's class gives 128;
+    /// the others hidden / heads).
+    fn default_head_dim(self, hidden: u32, heads: u32) -> usize {
+        match self {
+            LlamaVariant::Qwen3 => 128,
+            _ => (hidden / heads) as usize,
+        }
+    }
+}
+
 /// How rotary position embeddings turn a position into angles.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rope {
@@ -99,19 +126,32 @@ fn flag(raw: &Value, key: &str, default: bool) -> Result<bool, ConfigError> {
 }
 
 impl Rope {
-    /// Reads `rope_theta` and `rope_scaling` (or transformers 5's `rope_parameters`).
-    fn from_raw(raw: &Value) -> Result<Self, ConfigError> {
+    /// Reads `rope_theta` and `rope_scaling` (or transformers 5's `rope_parameters`), `theta`
+    /// where the config names none; a rotation of part of each head (`partial_rotary_factor`
+    /// below 1) is refused.
+    fn from_raw(raw: &Value, default_theta: f64) -> Result<Self, ConfigError> {
         let params = raw.get("rope_parameters").filter(|v| !v.is_null());
         let scaling = raw.get("rope_scaling").filter(|v| !v.is_null()).or(params);
         let theta = match params.map(|p| number(p, "rope_theta")).transpose()?.flatten() {
             Some(t) => t,
-            None => number(raw, "rope_theta")?.unwrap_or(10000.0),
+            None => number(raw, "rope_theta")?.unwrap_or(default_theta),
         };
         if !(theta.is_finite() && theta > 1.0) {
             return Err(ConfigError::RopeTheta(theta));
         }
+        for holder in [Some(raw), scaling].into_iter().flatten() {
+            if let Some(f) = number(holder, "partial_rotary_factor")?.filter(|f| *f != 1.0) {
+                return Err(ConfigError::PartialRotary(f));
+            }
+        }
         let Some(s) = scaling else { return Ok(Rope { theta, llama3: None }) };
-        let kind = s.get("rope_type").or_else(|| s.get("type")).and_then(Value::as_str).unwrap_or("default");
+        if !s.is_object() {
+            return Err(ConfigError::RopeType(s.to_string()));
+        }
+        let kind = match s.get("rope_type").or_else(|| s.get("type")).filter(|v| !v.is_null()) {
+            None => "default",
+            Some(v) => v.as_str().ok_or_else(|| ConfigError::RopeType(v.to_string()))?,
+        };
         match kind {
             "default" => Ok(Rope { theta, llama3: None }),
             "llama3" => Ok(Rope { theta, llama3: Some(Llama3Scaling::from_raw(s)?) }),
@@ -178,7 +218,15 @@ impl LlamaDims {
         if flag(raw, "use_sliding_window", false)? {
             return Err(ConfigError::SlidingWindow);
         }
-        let moe = MoeDims::from_raw(raw, cfg.intermediate as usize)?;
+        // Mixtral's experts are `intermediate_size` wide: transformers reads no
+        // `moe_intermediate_size` for it (Qwen-MoE's key; parlab's GPT-2 mixture reads it).
+        let moe = MoeDims::from_raw(raw, cfg.intermediate as usize)?.map(|m| {
+            if variant == LlamaVariant::Mixtral {
+                MoeDims { width: cfg.intermediate as usize, ..m }
+            } else {
+                m
+            }
+        });
         if variant == LlamaVariant::Mixtral {
             if let Some(window) = raw.get("sliding_window").filter(|v| !v.is_null()) {
                 return Err(ConfigError::MixtralSlidingWindow(window.clone()));
@@ -192,7 +240,7 @@ impl LlamaDims {
         let head_dim = match raw.get("head_dim").and_then(Value::as_u64) {
             Some(h) if h > 0 && h % 2 == 0 => h as usize,
             Some(h) => return Err(ConfigError::HeadDim(h)),
-            None => (cfg.hidden / cfg.heads) as usize,
+            None => variant.default_head_dim(cfg.hidden, cfg.heads),
         };
         if head_dim % 2 != 0 {
             return Err(ConfigError::OddHeadWidth(head_dim));
@@ -207,8 +255,8 @@ impl LlamaDims {
             layers: cfg.layers as usize,
             ffn: cfg.intermediate as usize,
             vocab: cfg.vocab as usize,
-            eps: number(raw, "rms_norm_eps")?.unwrap_or(1e-6),
-            rope: Rope::from_raw(raw)?,
+            eps: number(raw, "rms_norm_eps")?.unwrap_or(variant.default_eps()),
+            rope: Rope::from_raw(raw, variant.default_theta())?,
             qkv_bias: variant == LlamaVariant::Qwen2 || attention_bias,
             o_bias: variant != LlamaVariant::Qwen2 && attention_bias,
             mlp_bias: flag(raw, "mlp_bias", false)?,
@@ -263,6 +311,23 @@ mod tests {
     }
 
     #[test]
+    fn keys_a_config_leaves_out_take_transformers_defaults_for_its_type() {
+        let llama = cfg(json!({})).unwrap();
+        assert_eq!((llama.rope.theta, llama.eps, llama.head_dim), (10000.0, 1e-6, 64 / 8));
+        let mixtral =
+            cfg(json!({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": null})).unwrap();
+        assert_eq!((mixtral.rope.theta, mixtral.eps), (1e6, 1e-5), "MixtralConfig's default_theta and rms_norm_eps");
+        assert_eq!(cfg(json!({"model_type": "qwen3"})).unwrap().head_dim, 128, "Qwen3Config's head_dim");
+        assert_eq!(cfg(json!({"model_type": "qwen3", "head_dim": 16})).unwrap().head_dim, 16);
+        assert_eq!(cfg(json!({"partial_rotary_factor": 1.0})).unwrap().rope.theta, 10000.0, "a factor of 1 rotates the whole head");
+        // transformers reads no moe_intermediate_size for Mixtral: its experts are intermediate_size wide.
+        let wide = cfg(
+            json!({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": null, "moe_intermediate_size": 512}),
+        );
+        assert_eq!(wide.unwrap().moe.map(|m| m.width), Some(128));
+    }
+
+    #[test]
     fn llama3_scaling_keeps_short_wavelengths_divides_long_ones_and_interpolates_between() {
         let s = Llama3Scaling { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_positions: 16.0 };
         // wavelengths 2π/f: 1 -> 6.28 (between 4 and 16), 0.1 -> 62.8 (> 16), 10 -> 0.63 (< 4).
@@ -295,6 +360,10 @@ mod tests {
                 ConfigError::TopKAboveExperts { top_k: 5, experts: 4 },
             ),
             (json!({"num_local_experts": 4}), ConfigError::ExpertsOfDenseType("llama".into())),
+            (json!({"partial_rotary_factor": 0.5}), ConfigError::PartialRotary(0.5)),
+            (json!({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}), ConfigError::PartialRotary(0.25)),
+            (json!({"rope_scaling": {"rope_type": 3}}), ConfigError::RopeType("3".into())),
+            (json!({"rope_scaling": "llama3"}), ConfigError::RopeType("\"llama3\"".into())),
         ] {
             assert_eq!(cfg(extra).unwrap_err(), want);
         }
