@@ -14,7 +14,7 @@ pub mod cache;
 /// What a probe decides: the name its record carries in the gates and every manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProbeName {
-    /// Physical cores among the CPUs parlab may run on ([`core_count`]).
+    /// The CPUs parlab may run on and their physical cores ([`core_count`]).
     Cores,
     /// MemTotal.
     Memory,
@@ -169,7 +169,8 @@ fn wait_for_probe(mut child: std::process::Child, deadline: Instant, on_signal: 
                 std::thread::sleep(Duration::from_millis(10));
             }
             if !exited() {
-                std::thread::spawn(move || child.wait());
+                // Without a thread to spare (a process limit) it stays a zombie until parlab ends.
+                let _ = std::thread::Builder::new().spawn(move || child.wait());
                 return None;
             }
             let status = child.wait().ok()?;
@@ -380,10 +381,18 @@ impl Gates {
         }
     }
 
-    /// Physical cores from the `cores` probe (its first number: gates recorded before it counted
-    /// them hold `nproc`'s), or counted now where it has none.
+    /// The hardware threads this process may run on, from the `cores` probe (its first number:
+    /// gates recorded before it counted cores hold `nproc`'s), or counted now where it has none.
     pub fn cores(&self) -> u32 {
         let probed = self.get(ProbeName::Cores).and_then(|p| p.output.split_whitespace().next()?.parse().ok());
+        probed.unwrap_or_else(cpu_cores)
+    }
+
+    /// Physical cores from the `cores` probe (Open MPI's slots on this host), or counted now
+    /// where it has none (gates recorded with `nproc`).
+    pub fn physical_cores(&self) -> u32 {
+        let output = self.get(ProbeName::Cores).map(|p| p.output.as_str()).unwrap_or_default();
+        let probed = output.strip_suffix(" physical cores").and_then(|rest| rest.rsplit(' ').next()?.parse().ok());
         probed.unwrap_or_else(physical_cores)
     }
 
@@ -394,11 +403,8 @@ impl Gates {
         let label = self.provenance.label();
         let evidence = |name: ProbeName| self.get(name).map_or("not probed".to_string(), |p| format!("{}{label}", p.evidence()));
         // A run on CUDA has the GPUs its libtorch sees (`CUDA_VISIBLE_DEVICES`, a container's
-        // mask), which `nvidia-smi -L` does not honour.
-        let (gpus, counted_by) = match requires.cuda && self.cuda_devices() < gpus {
-            true => (self.cuda_devices(), ProbeName::Cuda),
-            false => (gpus, ProbeName::Gpus),
-        };
+        // mask), which `nvidia-smi -L` does not honour (and a container may have no nvidia-smi).
+        let (gpus, counted_by) = if requires.cuda { (self.cuda_devices(), ProbeName::Cuda) } else { (gpus, ProbeName::Gpus) };
         if let Some(want) = requires.gpus.filter(|w| *w > gpus) {
             let per_rank = if requires.nccl { " (one per NCCL rank: two ranks cannot share a GPU in one NCCL communicator)" } else { "" };
             let plural = |n: u32| if n == 1 { "GPU" } else { "GPUs" };
@@ -485,12 +491,12 @@ pub fn cuda_graph_probe() -> Probe {
     }
 }
 
-/// Each GPU's name and memory from the `gpu_details` probe's lines (index, name, memory,
-/// compute capability, driver), `; `-joined; empty without GPUs.
+/// Each GPU's name from the `gpu_details` probe's lines (index, name, memory, compute
+/// capability, driver), `; `-joined; empty without GPUs.
 fn gpu_models(details: &str) -> String {
     let model = |line: &str| {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-        (fields.len() >= 3).then(|| format!("{} {}", fields[1], fields[2]))
+        (fields.len() >= 3 && !fields[1].is_empty()).then(|| fields[1].to_string())
     };
     details.lines().filter_map(model).collect::<Vec<_>>().join("; ")
 }
@@ -556,71 +562,72 @@ pub fn cpu_cores() -> u32 {
 }
 
 /// Physical cores among the CPUs this process may run on: what Open MPI counts as a host's
-/// slots (one per core, not per hardware thread), and what ranks × threads are set against.
+/// slots without a hostfile (one per core, not per hardware thread).
 pub fn physical_cores() -> u32 {
     core_count().cores
 }
 
 /// What the `cores` probe says it reads.
 const CORES_PROBE_COMMAND: &str =
-    "parlab, in process: Cpus_allowed_list of /proc/self/status; /sys/devices/system/cpu/cpuN/topology/{physical_package_id,core_id}";
+    "parlab, in process: sched_getaffinity; /sys/devices/system/cpu/cpuN/topology/core_cpus_list (thread_siblings_list)";
 
-/// The cores this process may run on, and the hardware threads they offer it.
+/// The CPUs this process may run on, and the physical cores they belong to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoreCount {
-    /// Distinct (package, core) pairs among the allowed CPUs.
+    /// Distinct cores (sets of sibling hardware threads) among the allowed CPUs.
     pub cores: u32,
-    /// The allowed CPUs.
+    /// The allowed CPUs (hardware threads).
     pub hardware_threads: u32,
 }
 
-/// Counts the cores of the CPUs in this process's affinity (`OMP_NUM_THREADS` and the like do
-/// not change it, as they change `nproc`); without `/proc` it is every hardware thread.
+/// Counts the CPUs in this process's affinity (`OMP_NUM_THREADS` and the like do not change it,
+/// as they change `nproc`) and their cores, both at most [`cpu_cores`] (a container's CPU
+/// quota); without an affinity, every hardware thread counts as a core.
 pub fn core_count() -> CoreCount {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|l| cpu_list(l.trim()));
-    match allowed.filter(|cpus| !cpus.is_empty()) {
+    let quota = cpu_cores();
+    let count = match allowed_cpus() {
         Some(cpus) => {
             count_cores(&cpus, |cpu, file| std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{file}")).ok())
         }
-        None => CoreCount { cores: cpu_cores(), hardware_threads: cpu_cores() },
+        None => CoreCount { cores: quota, hardware_threads: quota },
+    };
+    CoreCount { cores: count.cores.clamp(1, quota), hardware_threads: count.hardware_threads.clamp(1, quota) }
+}
+
+/// The CPUs `sched_getaffinity` allows this process (None where it fails or allows none).
+fn allowed_cpus() -> Option<Vec<u32>> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity writes at most its size, and
+    // CPU_ISSET reads bits below CPU_SETSIZE of a set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        let cpus: Vec<u32> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).map(|c| c as u32).collect();
+        (!cpus.is_empty()).then_some(cpus)
     }
 }
 
-/// The cores of `cpus`, `topology(cpu, file)` reading a CPU's topology file (a CPU whose
-/// topology cannot be read counts as a core of its own).
+/// The cores of `cpus`, `topology(cpu, file)` reading a CPU's topology file: CPUs that list the
+/// same sibling threads share a core (a CPU whose topology cannot be read is a core of its own).
 fn count_cores(cpus: &[u32], topology: impl Fn(u32, &str) -> Option<String>) -> CoreCount {
-    let core_of = |cpu: u32| match (topology(cpu, "physical_package_id"), topology(cpu, "core_id")) {
-        (Some(package), Some(core)) => format!("{}:{}", package.trim(), core.trim()),
-        _ => format!("cpu{cpu}"),
+    let core_of = |cpu: u32| {
+        let siblings = topology(cpu, "core_cpus_list").or_else(|| topology(cpu, "thread_siblings_list"));
+        siblings.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).unwrap_or_else(|| format!("cpu{cpu}"))
     };
     let cores: std::collections::BTreeSet<String> = cpus.iter().map(|&c| core_of(c)).collect();
     CoreCount { cores: cores.len() as u32, hardware_threads: cpus.len() as u32 }
 }
 
-/// The CPUs of a kernel CPU list (`0-3,8,10-11`); None where it does not read as one or names
-/// more than 2^16 CPUs.
-fn cpu_list(text: &str) -> Option<Vec<u32>> {
-    let mut cpus = Vec::new();
-    for part in text.split(',').filter(|p| !p.is_empty()) {
-        let (first, last) = part.split_once('-').unwrap_or((part, part));
-        let (first, last): (u32, u32) = (first.trim().parse().ok()?, last.trim().parse().ok()?);
-        if last < first || cpus.len() + (last - first) as usize >= 1 << 16 {
-            return None;
-        }
-        cpus.extend(first..=last);
-    }
-    Some(cpus)
-}
-
-/// The `cores` probe: physical cores first (what [`Gates::cores`] reads), then hardware threads.
+/// The `cores` probe: hardware threads first (what [`Gates::cores`] reads, as it read `nproc`'s
+/// one number before), then physical cores ([`Gates::physical_cores`]).
 fn cores_probe() -> Probe {
     let count = core_count();
     Probe {
         name: ProbeName::Cores.name().into(),
         command: CORES_PROBE_COMMAND.into(),
         exit_code: Some(0),
-        output: format!("{} cores, {} hardware threads", count.cores, count.hardware_threads),
+        output: format!("{} hardware threads, {} physical cores", count.hardware_threads, count.cores),
     }
 }
 
@@ -700,26 +707,21 @@ mod tests {
 
     #[test]
     fn cores_are_counted_as_open_mpi_counts_slots_one_per_physical_core() {
-        assert_eq!(cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
-        assert_eq!(cpu_list("0"), Some(vec![0]));
-        for bad in ["3-1", "a", "0-", "0-99999999"] {
-            assert_eq!(cpu_list(bad), None, "{bad}");
-        }
-        // Four cores of two hardware threads each (CPU n and n + 4 share core n % 4), as a laptop's.
-        let smt = |cpu: u32, file: &str| Some(if file == "core_id" { format!("{}\n", cpu % 4) } else { "0\n".into() });
+        // Four cores of two hardware threads each (CPU n and n + 4 share a core), as a laptop's.
+        let smt = |cpu: u32, file: &str| (file == "core_cpus_list").then(|| format!("{},{}\n", cpu % 4, cpu % 4 + 4));
         let all: Vec<u32> = (0..8).collect();
         assert_eq!(count_cores(&all, smt), CoreCount { cores: 4, hardware_threads: 8 });
         assert_eq!(count_cores(&[0, 4], smt), CoreCount { cores: 1, hardware_threads: 2 }, "two threads of one core");
-        let two_sockets = |cpu: u32, file: &str| Some(if file == "core_id" { "0".into() } else { cpu.to_string() });
-        assert_eq!(count_cores(&[0, 1], two_sockets).cores, 2, "core 0 of each package");
+        let older = |cpu: u32, file: &str| (file == "thread_siblings_list").then(|| format!("{}-{}", cpu / 2 * 2, cpu / 2 * 2 + 1));
+        assert_eq!(count_cores(&all, older).cores, 4, "kernels before core_cpus_list");
         assert_eq!(count_cores(&[0, 1, 2], |_, _| None).cores, 3, "no topology: each CPU its own core");
-        // Here: no more cores than hardware threads, these as many as this process may use;
-        // OMP_NUM_THREADS (which `nproc` obeys) plays no part.
+        // Here: the affinity's CPUs (OMP_NUM_THREADS, which `nproc` obeys, plays no part), within
+        // the quota, and no more cores than them.
         let here = core_count();
-        assert!(here.cores >= 1 && here.cores <= here.hardware_threads, "{here:?}");
-        assert_eq!(here.hardware_threads, cpu_cores());
-        let probed = cores_probe();
-        assert_eq!(Gates { probes: vec![probed], provenance: Provenance::Unrecorded }.cores(), here.cores);
+        assert!(here.cores >= 1 && here.cores <= here.hardware_threads && here.hardware_threads <= cpu_cores(), "{here:?}");
+        assert_eq!(allowed_cpus().map_or(0, |c| c.len() as u32).min(cpu_cores()), here.hardware_threads);
+        let gates = Gates { probes: vec![cores_probe()], provenance: Provenance::Unrecorded };
+        assert_eq!((gates.cores(), gates.physical_cores()), (here.hardware_threads, here.cores));
         assert_eq!(no_gpu().cores(), 2, "gates recorded with `nproc` still read");
     }
 
@@ -734,11 +736,13 @@ mod tests {
         };
         let h200 = with("0, NVIDIA H200, 143771 MiB, 9.0, 580.95.05");
         let h100 = with("0, NVIDIA H100 80GB HBM3, 81559 MiB, 9.0, 580.95.05");
-        assert_eq!(h200.gpu_models, "NVIDIA H200 143771 MiB");
+        assert_eq!(h200.gpu_models, "NVIDIA H200");
         assert_ne!(h200.id(), h100.id());
-        assert_eq!(h200.differences(&h100), ["gpu_models: NVIDIA H200 143771 MiB -> NVIDIA H100 80GB HBM3 81559 MiB"]);
+        assert_eq!(h200.differences(&h100), ["gpu_models: NVIDIA H200 -> NVIDIA H100 80GB HBM3"]);
+        assert!(h200.describe().ends_with("0 GPUs (NVIDIA H200)"), "{}", h200.describe());
         let two = with("0, NVIDIA H200, 143771 MiB, 9.0, 580\n1, NVIDIA H200, 143771 MiB, 9.0, 580");
-        assert_eq!(two.gpu_models, "NVIDIA H200 143771 MiB; NVIDIA H200 143771 MiB");
+        assert_eq!(two.gpu_models, "NVIDIA H200; NVIDIA H200");
+        assert_eq!(with("0, NVIDIA H200, 143360 MiB, 9.0, 590").id(), h200.id(), "a driver that reserves other memory is the same machine");
         let none = no_gpu().fingerprint();
         assert!(
             none.gpu_models.is_empty() && !serde_json::to_string(&none).unwrap().contains("gpu_models"),
@@ -770,6 +774,8 @@ mod tests {
         assert!(gates.unmet(&Requires { gpus: Some(2), ..Default::default() }).is_empty(), "off CUDA, nvidia-smi's count");
         *gates.probes.last_mut().unwrap() = cuda(2);
         assert!(gates.unmet(&nccl_two).is_empty());
+        gates.probes[1] = no_gpu().probes[1].clone();
+        assert!(gates.unmet(&nccl_two).is_empty(), "a container without nvidia-smi whose libtorch sees 2 GPUs");
     }
 
     #[test]

@@ -77,8 +77,8 @@ pub fn measured_collectives(manifests: &[Manifest]) -> Vec<MeasuredCollective> {
 }
 
 /// The 2-rank fit of each (op, link) as its run stored it: of the runs whose fit describes a
-/// link ([`LinkFit::is_physical`]), the newest (then the smallest run identity), as
-/// `advise --links-from` chooses, so the register and the advice rest on one run.
+/// link ([`LinkFit::is_physical`]), the newest (then the smallest run identity), the order in
+/// which `advise --links-from` prefers a link's runs.
 pub fn two_rank_fits(manifests: &[Manifest]) -> BTreeMap<(Op, Link), (LinkFit, RunId)> {
     let mut out: BTreeMap<(Op, Link), (LinkFit, RunId, &str)> = BTreeMap::new();
     for (m, c) in collectives(manifests).filter(|(m, _)| m.layout.world == 2) {

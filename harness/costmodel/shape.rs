@@ -209,7 +209,8 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
     let family = family_of(&cfg.model_type)?;
     let raw = &cfg.raw;
     let (d, heads, kv) = (cfg.hidden as u64, cfg.heads as u64, cfg.kv_heads as u64);
-    let head_dim = positive(raw, "head_dim")?.unwrap_or(d / heads);
+    let head_dim =
+        positive(raw, "head_dim")?.unwrap_or(u64::from(crate::model::config::default_head_dim(&cfg.model_type, cfg.hidden, cfg.heads)));
     if family == Family::Gpt2 && d % heads != 0 {
         return Err(ShapeError::Inconsistent(format!("hidden {d} is not a multiple of {heads} heads")));
     }
@@ -474,12 +475,13 @@ mod tests {
 
     #[test]
     fn gemma_ties_by_default_and_gemma2_has_four_norms() {
-        let g2 = shape(tiny_llama(json!({"model_type": "gemma2"})));
+        // Gemma2Config's head width is 256 where a config names none: named here as llama's.
+        let g2 = shape(tiny_llama(json!({"model_type": "gemma2", "head_dim": 2})));
         let llama = shape(tiny_llama(json!({})));
         assert!(g2.tied_embeddings);
         assert_eq!(g2.norms_per_block, 4);
         assert_eq!(llama.params - 80 + 2 * 2 * 8, g2.params);
-        let untied = shape(tiny_llama(json!({"model_type": "gemma2", "tie_word_embeddings": false})));
+        let untied = shape(tiny_llama(json!({"model_type": "gemma2", "head_dim": 2, "tie_word_embeddings": false})));
         assert!(!untied.tied_embeddings);
     }
 
@@ -512,6 +514,17 @@ mod tests {
             assert!(family_of(t).is_ok(), "{t} is listed as supported but has no family");
         }
         assert!(family_of("qwen2_moe").is_err(), "shared experts are not counted");
+    }
+
+    #[test]
+    fn a_head_width_left_out_is_the_one_transformers_and_the_decoder_use() {
+        for (model_type, want) in [("qwen3", 128), ("llama", 8 / 4), ("gemma2", 256)] {
+            let cfg = ModelConfig::from_value(tiny_llama(json!({"model_type": model_type}))).unwrap();
+            assert_eq!(shape_from_config(&cfg).unwrap().head_dim, want, "{model_type}");
+            if model_type != "gemma2" {
+                assert_eq!(crate::model::llama::LlamaDims::from_config(&cfg).unwrap().head_dim as u64, want, "{model_type}");
+            }
+        }
     }
 
     #[test]

@@ -131,6 +131,7 @@ impl CacheKey {
         facts.insert("machine.os".into(), first_value(&text(&sources.os_release).replace('=', ":"), "PRETTY_NAME"));
         facts.insert("machine.hostname".into(), text(&sources.hostname).trim().to_string());
         facts.insert("machine.cores".into(), super::cpu_cores().to_string());
+        facts.insert("machine.physical_cores".into(), super::physical_cores().to_string());
         let tool = crate::manifest::Tool::current();
         facts.insert("parlab.version".into(), format!("{} {} {}", tool.version, tool.commit, tool.measuring));
         facts.insert("parlab.binary".into(), std::env::current_exe().map_or_else(|_| "unknown".into(), |p| file_identity(&p)));
@@ -374,7 +375,12 @@ fn obtain_unless(
     let unfinished: Vec<String> = gates.probes.iter().filter(|p| p.exit_code.is_none()).map(|p| p.name.clone()).collect();
     let write_error = match (stopped(), unfinished.is_empty()) {
         (None, true) => save(file, &stored).err().map(|e| e.to_string()),
-        _ => None,
+        (None, false) => {
+            // An earlier cache would otherwise answer the next command in their place.
+            let _ = std::fs::remove_file(file);
+            None
+        }
+        (Some(_), _) => None,
     };
     Obtained { gates, source: Source::Probed(reason), write_error, unfinished }
 }

@@ -31,8 +31,9 @@ pub struct LaunchCommand {
 /// What the command line depends on besides the plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Machine {
-    /// Cores of this machine.
-    pub cores: u32,
+    /// Open MPI's slots on this host without a hostfile: its physical cores (one per core, not
+    /// per hardware thread, unless `--use-hwthread-cpus`).
+    pub slots: u32,
     /// Running as root (Open MPI then needs `--allow-run-as-root`).
     pub root: bool,
     /// The `PARLAB_FAULT` value to forward, if any.
@@ -42,13 +43,13 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// This machine, as the current process sees it.
-    pub fn current(cores: u32) -> Self {
+    /// This machine, as the current process sees it, with `slots` physical cores.
+    pub fn current(slots: u32) -> Self {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let root = unsafe { libc::geteuid() } == 0;
         let mut forwarded: Vec<String> = std::env::vars().map(|(k, _)| k).filter(|k| k.starts_with("PARLAB_") && k != FAULT_ENV).collect();
         forwarded.sort();
-        Machine { cores, root, fault: std::env::var(FAULT_ENV).ok().filter(|v| !v.is_empty()), forwarded }
+        Machine { slots, root, fault: std::env::var(FAULT_ENV).ok().filter(|v| !v.is_empty()), forwarded }
     }
 }
 
@@ -181,7 +182,7 @@ pub fn hostfile_slots(text: &str) -> u32 {
 
 fn mpirun(plan: &RunPlan, hostfile: Option<&str>, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
     let world = plan.layout.world;
-    let capacity = hostfile.map_or(machine.cores, hostfile_slots);
+    let capacity = hostfile.map_or(machine.slots, hostfile_slots);
     let remote = hostfile.map(super::hosts::remote_hosts).unwrap_or_default();
     let transport = transport(&plan.link, &remote, plan.interface.as_deref(), &|k| std::env::var(k).ok());
     let oversubscribed = world > capacity;

@@ -87,8 +87,9 @@ impl LaunchEnd {
 /// The launcher (mpirun or srun) runs in its own process group with its output in
 /// `out/launcher.{stdout,stderr}`; each rank's stderr lands in `out/ranklogs/`. On timeout the
 /// group, the launcher's descendants and every rank (from `out/pids/`) get SIGTERM, then SIGKILL.
-pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, cores: u32) -> LaunchOutcome {
-    let machine = command::Machine::current(cores);
+/// `slots`: this host's physical cores, Open MPI's slots without a hostfile.
+pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, slots: u32) -> LaunchOutcome {
+    let machine = command::Machine::current(slots);
     let exe = parlab_exe();
     let hostfile = match command::planned_hostfile(plan) {
         Ok(text) => text,

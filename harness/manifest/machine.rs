@@ -9,12 +9,14 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Fingerprint {
-    /// Physical cores (the gates' `cores` probe; `nproc` in manifests written before it).
+    /// Hardware threads parlab may run on (the gates' `cores` probe: its affinity; `nproc` in
+    /// manifests written before it).
     pub cores: u32,
     /// CPU model name (`/proc/cpuinfo`).
     pub cpu_model: String,
-    /// Each GPU's name and memory (`nvidia-smi --query-gpu`; an H100 and an H200 box are not one
-    /// machine); empty without GPUs, and then absent from the JSON, so ids stay as they were.
+    /// Each GPU's name (`nvidia-smi --query-gpu`: an H100 and an H200 box are not one machine;
+    /// not its memory, which a driver update moves); empty without GPUs, and then absent from
+    /// the JSON, so the ids of machines without GPUs stay as they were.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub gpu_models: String,
     /// GPUs `nvidia-smi` lists.
@@ -66,11 +68,12 @@ impl Fingerprint {
         crate::identity::short(&hex::encode(Sha256::digest(text.as_bytes()))).to_string()
     }
 
-    /// One line for the register: CPU, cores, memory, OS, Open MPI, torch, GPUs.
+    /// One line for the register: CPU, cores, memory, OS, Open MPI, torch, GPUs (and their names).
     pub fn describe(&self) -> String {
         let or_unknown = |s: &str| if s.is_empty() { "?".to_string() } else { s.to_string() };
+        let models = if self.gpu_models.is_empty() { String::new() } else { format!(" ({})", self.gpu_models) };
         format!(
-            "{}, {} cores, {} memory, {}, Open MPI: {}, torch {}, {} GPUs",
+            "{}, {} cores, {} memory, {}, Open MPI: {}, torch {}, {} GPUs{models}",
             or_unknown(&self.cpu_model),
             self.cores,
             crate::units::format_bytes(self.memory_bytes as f64),

@@ -263,8 +263,19 @@ pub const GPT2_ACTIVATIONS: [&str; 3] = ["gelu_new", "gelu_pytorch_tanh", "gelu"
 
 /// The shape rules `parlab shape` and transformers apply: heads divide the width (unless
 /// `head_dim` is given), KV heads divide the heads, and GPT-2 uses an activation parlab computes.
+/// transformers' head width for a config of `model_type` that names no `head_dim`: its config
+/// class's default (Qwen3 128, Gemma 256), else hidden / heads as the modelling code derives it.
+pub fn default_head_dim(model_type: &str, hidden: u32, heads: u32) -> u32 {
+    match model_type {
+        "qwen3" => 128,
+        "gemma" | "gemma2" => 256,
+        _ => hidden / heads.max(1),
+    }
+}
+
 fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hidden: u32) -> Result<(), ConfigError> {
-    if raw.get("head_dim").is_none() && !hidden.is_multiple_of(heads) {
+    let derived = !matches!(model_type, "qwen3" | "gemma" | "gemma2");
+    if raw.get("head_dim").is_none() && derived && !hidden.is_multiple_of(heads) {
         return Err(ConfigError::WidthNotDivisible { hidden, heads });
     }
     if !heads.is_multiple_of(kv_heads) {
@@ -272,6 +283,16 @@ fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hi
     }
     if model_type == "gpt2" {
         crate::model::gpt2::MoeDims::from_raw(raw, 1)?;
+        // Read with defaults where absent or null: a value of another type is refused, as the
+        // Llama family's are, rather than silently taken as the default.
+        for key in ["scale_attn_weights", "scale_attn_by_inverse_layer_idx", "tie_word_embeddings"] {
+            if let Some(v) = raw.get(key).filter(|v| !v.is_null() && !v.is_boolean()) {
+                return Err(ConfigError::NotFlag { key: key.into(), found: v.clone() });
+            }
+        }
+        if let Some(v) = raw.get("layer_norm_epsilon").filter(|v| !v.is_null() && !v.is_number()) {
+            return Err(ConfigError::NotNumber { key: "layer_norm_epsilon".into(), found: v.clone() });
+        }
         let act = raw.get("activation_function").map_or(Some("gelu_new"), Value::as_str);
         if !act.is_some_and(|a| GPT2_ACTIVATIONS.contains(&a)) {
             let found = raw.get("activation_function").map_or(String::new(), Value::to_string);
@@ -412,6 +433,19 @@ mod tests {
         unnamed["model_type"] = json!("something-else");
         assert_eq!(ModelConfig::from_value(unnamed).unwrap().max_positions, 0, "not known");
         assert_eq!(ModelConfig::from_value(gpt2(json!({}))).unwrap().max_positions, 32, "a named table is read");
+    }
+
+    #[test]
+    fn gpt2_options_of_the_wrong_type_are_refused_not_taken_as_their_defaults() {
+        for (extra, want) in [
+            (json!({"scale_attn_weights": "false"}), "`scale_attn_weights` must be true or false, found \"false\""),
+            (json!({"scale_attn_by_inverse_layer_idx": 1}), "`scale_attn_by_inverse_layer_idx` must be true or false, found 1"),
+            (json!({"layer_norm_epsilon": "1e-5"}), "`layer_norm_epsilon` must be a number, found \"1e-5\""),
+        ] {
+            assert_eq!(ModelConfig::from_value(gpt2(extra.clone())).unwrap_err().to_string(), want, "{extra}");
+        }
+        let fine = json!({"scale_attn_weights": false, "layer_norm_epsilon": 1e-6, "scale_attn_by_inverse_layer_idx": null});
+        assert!(ModelConfig::from_value(gpt2(fine)).is_ok());
     }
 
     #[test]

@@ -249,7 +249,7 @@ fn launch_once(
     gates: &Gates,
     first: bool,
 ) -> Option<String> {
-    let outcome = crate::launch::launch(plan, plan_path, folder, gates.cores());
+    let outcome = crate::launch::launch(plan, plan_path, folder, gates.physical_cores());
     let ranks = crate::manifest::placement::read_all(folder);
     let nccl = crate::nccl::read_records(folder);
     if first {

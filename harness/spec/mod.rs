@@ -92,7 +92,7 @@ pub fn load_suite(paths: &[PathBuf]) -> Result<Vec<RunPlan>, Problems> {
 pub fn load_suite_limited(paths: &[PathBuf], max_runs: usize) -> Result<Vec<RunPlan>, Problems> {
     let files = spec_files(paths)?;
     let mut counted: u64 = 0;
-    let cores = crate::gates::physical_cores();
+    let cores = crate::gates::cpu_cores();
     let mut problems = Vec::new();
     let mut runs = Vec::new();
     let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();

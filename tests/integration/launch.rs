@@ -205,7 +205,7 @@ fn mpirun_lines_carry_link_threads_root_and_oversubscription() {
     let exe = Path::new("/bin/parlab");
     let (plan_path, out) = (Path::new("/m/r/plan.json"), Path::new("/m/r"));
     let tcp = plan_of("name: t\nkind: collectives\nworld: 8\nlink: mpi-tcp\nthreads: 1\n");
-    let machine = Machine { cores: 2, root: true, fault: None, forwarded: Vec::new() };
+    let machine = Machine { slots: 2, root: true, fault: None, forwarded: Vec::new() };
     let cmd = build(&tcp, None, plan_path, out, exe, &machine);
     let line = cmd.display();
     assert!(line.starts_with("mpirun -np 8 --allow-run-as-root --oversubscribe --bind-to none"), "{line}");
@@ -215,7 +215,7 @@ fn mpirun_lines_carry_link_threads_root_and_oversubscription() {
     assert!(cmd.oversubscribed);
 
     let shm = plan_of("name: s\nkind: membw\nworld: 1\nthreads: 2\n");
-    let user = Machine { cores: 2, root: false, fault: Some("hang:rank0".into()), forwarded: vec!["PARLAB_STATE".into()] };
+    let user = Machine { slots: 2, root: false, fault: Some("hang:rank0".into()), forwarded: vec!["PARLAB_STATE".into()] };
     let line = build(&shm, None, plan_path, out, exe, &user).display();
     assert!(!line.contains("--allow-run-as-root") && !line.contains("--oversubscribe"), "{line}");
     assert!(line.contains("--bind-to none"), "threads > 1 must not be bound to one core: {line}");
@@ -282,7 +282,7 @@ fn a_hostfile_naming_only_this_machine_is_local_and_another_host_is_remote() {
 fn srun_lines_take_ranks_and_transport_from_the_environment() {
     let plan = plan_of("name: s\nkind: collectives\nworld: 4\nlink: mpi-tcp\nthreads: 2\nlauncher: srun\n");
     assert_eq!(plan.launcher, Launcher::Srun);
-    let machine = Machine { cores: 2, root: true, fault: None, forwarded: Vec::new() };
+    let machine = Machine { slots: 2, root: true, fault: None, forwarded: Vec::new() };
     let cmd = build(&plan, None, Path::new("/m/r/plan.json"), Path::new("/m/r"), Path::new("/bin/parlab"), &machine);
     let line = cmd.display();
     assert_eq!(cmd.program, "srun");

@@ -469,7 +469,7 @@ fn leftover_ranks_of_an_earlier_controller_are_ended_and_the_next_manifest_says_
     let plan_path = out.join("plan.json");
     std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
     let machine = parlab::launch::command::Machine {
-        cores: 2,
+        slots: 2,
         // SAFETY: geteuid has no preconditions and cannot fail.
         root: unsafe { libc::geteuid() } == 0,
         fault: Some("hang:rank1@earlier".into()),

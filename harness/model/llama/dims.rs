@@ -40,15 +40,6 @@ impl LlamaVariant {
             _ => 1e-6,
         }
     }
-
-    /// transformers' head width for a config that names no `head_dim` (Qwen3's class gives 128;
-    /// the others hidden / heads).
-    fn default_head_dim(self, hidden: u32, heads: u32) -> usize {
-        match self {
-            LlamaVariant::Qwen3 => 128,
-            _ => (hidden / heads) as usize,
-        }
-    }
 }
 
 /// How rotary position embeddings turn a position into angles.
@@ -240,7 +231,7 @@ impl LlamaDims {
         let head_dim = match raw.get("head_dim").and_then(Value::as_u64) {
             Some(h) if h > 0 && h % 2 == 0 => h as usize,
             Some(h) => return Err(ConfigError::HeadDim(h)),
-            None => variant.default_head_dim(cfg.hidden, cfg.heads),
+            None => crate::model::config::default_head_dim(&cfg.model_type, cfg.hidden, cfg.heads) as usize,
         };
         if head_dim % 2 != 0 {
             return Err(ConfigError::OddHeadWidth(head_dim));
