@@ -403,8 +403,10 @@ impl Gates {
         let label = self.provenance.label();
         let evidence = |name: ProbeName| self.get(name).map_or("not probed".to_string(), |p| format!("{}{label}", p.evidence()));
         // A run on CUDA has the GPUs its libtorch sees (`CUDA_VISIBLE_DEVICES`, a container's
-        // mask), which `nvidia-smi -L` does not honour (and a container may have no nvidia-smi).
-        let (gpus, counted_by) = if requires.cuda { (self.cuda_devices(), ProbeName::Cuda) } else { (gpus, ProbeName::Gpus) };
+        // mask), which `nvidia-smi -L` does not honour (and a container may have no nvidia-smi);
+        // gates recorded before parlab asked its libtorch have only nvidia-smi's count.
+        let by_cuda = requires.cuda && self.get(ProbeName::Cuda).is_some();
+        let (gpus, counted_by) = if by_cuda { (self.cuda_devices(), ProbeName::Cuda) } else { (gpus, ProbeName::Gpus) };
         if let Some(want) = requires.gpus.filter(|w| *w > gpus) {
             let per_rank = if requires.nccl { " (one per NCCL rank: two ranks cannot share a GPU in one NCCL communicator)" } else { "" };
             let plural = |n: u32| if n == 1 { "GPU" } else { "GPUs" };
@@ -776,6 +778,12 @@ mod tests {
         assert!(gates.unmet(&nccl_two).is_empty());
         gates.probes[1] = no_gpu().probes[1].clone();
         assert!(gates.unmet(&nccl_two).is_empty(), "a container without nvidia-smi whose libtorch sees 2 GPUs");
+        gates.probes.pop();
+        let reasons = gates.unmet(&nccl_two);
+        assert!(
+            reasons.iter().any(|r| r.starts_with("needs 2 GPUs, found 0 GPUs: `nvidia-smi -L`")),
+            "gates without a cuda probe: {reasons:?}"
+        );
     }
 
     #[test]
