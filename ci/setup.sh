@@ -30,12 +30,21 @@ finish_dpkg() {
   fi
 }
 
+# Debian's multiarch folder (x86_64-linux-gnu, aarch64-linux-gnu, ...): where libopenmpi-dev
+# puts mpi.h.
+multiarch=$(gcc -print-multiarch 2>/dev/null || true)
+multiarch=${multiarch:-$(uname -m)-linux-gnu}
 need_apt=()
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
-[ -e /usr/include/x86_64-linux-gnu/openmpi/mpi.h ] || [ -n "$(ls /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h 2>/dev/null)" ] || need_apt+=(libopenmpi-dev)
+[ -e "/usr/include/$multiarch/openmpi/mpi.h" ] || [ -n "$(ls "/usr/lib/$multiarch/openmpi/include/mpi.h" 2>/dev/null)" ] || need_apt+=(libopenmpi-dev)
 ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang-dev)
 command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)   # ip netns: the multi-host test
+# Debian's python3 makes no venv without python3-venv (ensurepip); a Python with its own
+# ensurepip (pyenv, a distribution that ships it) needs nothing.
+if [ ! -x "$VENV/bin/python" ] && ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+  need_apt+=(python3-venv)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -1,8 +1,9 @@
 //! The few CUDA runtime calls libtorch does not expose through tch: making a GPU current (NCCL
 //! joins the current device), CUDA events (device-side timing, the way PyTorch's
 //! `torch.cuda.Event` times a call) and an asynchronous copy into a buffer made beforehand
-//! (tch's `copy_` always waits; its non-blocking `to` makes a new destination each call). The runtime is the one libtorch_cuda loaded, found by
-//! `dlsym` in the process's global scope; nothing CUDA is needed to build.
+//! (tch's `copy_` always waits; its non-blocking `to` makes a new destination each call). The
+//! runtime is the one libtorch_cuda loaded, found by `dlsym` in the process's global scope;
+//! nothing CUDA is needed to build.
 
 use std::ffi::{c_float, c_int, c_void, CStr};
 use std::sync::OnceLock;

@@ -130,18 +130,19 @@ fn model_config(plan: &RunPlan) -> Result<ModelConfig, CollectError> {
 }
 
 /// What handing a context split's cache to its decode layout must send, all ranks together, per
-/// sequence: rank 0 alone receives every other block with all heads; a tensor decode sends each
-/// block's rows for the heads of every other rank.
+/// sequence: rank 0 alone receives every other block with all key/value heads; a tensor decode
+/// sends each block's rows for the key/value heads every other rank holds (spans that overlap
+/// where grouped-query heads are replicated across ranks: each holder gets its own copy).
 fn handoff_bytes_modelled(plan: &RunPlan, blocks: &[u32], cfg: &ModelConfig) -> u64 {
-    let per_token_head = 2 * u64::from(cfg.layers) * u64::from(cfg.hidden / cfg.heads.max(1)) * 4;
-    let heads = u64::from(cfg.heads);
+    let per_token_head = cfg.kv_bytes_per_token() / u64::from(cfg.kv_heads.max(1));
     match &plan.layout.decode {
-        None => blocks.iter().skip(1).map(|&b| u64::from(b) * heads * per_token_head).sum(),
-        Some(d) => blocks
-            .iter()
-            .zip(&d.ranks)
-            .map(|(&b, r)| u64::from(b) * (heads - u64::from(r.heads.map_or(cfg.heads, |h| h.len()))) * per_token_head)
-            .sum(),
+        None => blocks.iter().skip(1).map(|&b| u64::from(b) * u64::from(cfg.kv_heads) * per_token_head).sum(),
+        Some(d) => {
+            let held: Vec<u64> =
+                d.ranks.iter().map(|r| r.kv_heads.or(r.heads).map_or(u64::from(cfg.kv_heads), |h| u64::from(h.len()))).collect();
+            let all: u64 = held.iter().sum();
+            blocks.iter().zip(&held).map(|(&b, &own)| u64::from(b) * (all - own) * per_token_head).sum()
+        }
     }
 }
 
@@ -167,7 +168,7 @@ fn context_prefill(
     }
     let chunks: Vec<Vec<Span>> = plan.layout.ranks.iter().map(|r| r.prompt_chunks()).collect();
     let blocks: Vec<u32> = chunks.iter().map(|c| c.iter().map(Span::len).sum()).collect();
-    let per_token = 2 * cfg.layers as u64 * cfg.hidden as u64 * 4;
+    let per_token = cfg.kv_bytes_per_token();
     let prompt: u64 = blocks.iter().map(|&b| u64::from(b)).sum();
     let world = blocks.len();
     let sent = |r: usize| prompt - u64::from(blocks[(r + 1) % world]);

@@ -1,5 +1,6 @@
 //! The launcher command line of a run: `mpirun -np N ... parlab rank ...` or `srun -n N ...`.
 
+use super::hosts::HostSlots;
 use crate::spec::link::Link;
 use crate::spec::{Launcher, RunPlan};
 use std::path::{Path, PathBuf};
@@ -175,17 +176,28 @@ fn tcp_interface(
     "TCP over Open MPI's default interfaces (all but loopback)".into()
 }
 
-/// Total `slots=` of a hostfile (a host line without `slots=` counts one), at most `u32::MAX`.
-pub fn hostfile_slots(text: &str) -> u32 {
-    super::hosts::hostfile_hosts(text).iter().fold(0, |total: u32, (_, slots)| total.saturating_add(*slots))
+/// A hostfile's slots as Open MPI counts them, at most `u32::MAX`: each line's `slots=`, and for
+/// a line without one the host's cores (`local_cores` for this machine); None when such a host
+/// is another machine, whose cores only Open MPI sees at launch.
+pub fn hostfile_slots(text: &str, local_cores: u32) -> Option<u32> {
+    super::hosts::hostfile_hosts(text).iter().try_fold(0u32, |total, (host, slots)| {
+        let slots = match slots {
+            HostSlots::Given(n) => *n,
+            HostSlots::Cores if super::hosts::is_local(host) => local_cores,
+            HostSlots::Cores => return None,
+        };
+        Some(total.saturating_add(slots))
+    })
 }
 
 fn mpirun(plan: &RunPlan, hostfile: Option<&str>, plan_path: &Path, out: &Path, exe: &Path, machine: &Machine) -> LaunchCommand {
     let world = plan.layout.world;
-    let capacity = hostfile.map_or(machine.slots, hostfile_slots);
+    let capacity = hostfile.map_or(Some(machine.slots), |text| hostfile_slots(text, machine.slots));
     let remote = hostfile.map(super::hosts::remote_hosts).unwrap_or_default();
     let transport = transport(&plan.link, &remote, plan.interface.as_deref(), &|k| std::env::var(k).ok());
-    let oversubscribed = world > capacity;
+    // A remote host without `slots=` has cores only Open MPI counts: nothing is claimed, and a
+    // world past them is refused by mpirun in its own words ("not enough slots").
+    let oversubscribed = capacity.is_some_and(|slots| world > slots);
     let mut args: Vec<String> = vec!["-np".into(), world.to_string()];
     if machine.root {
         args.push("--allow-run-as-root".into());

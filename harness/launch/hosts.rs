@@ -4,16 +4,25 @@
 pub use crate::host::this_host;
 use std::net::IpAddr;
 
-/// A hostfile's hosts with their slots, in file order (a line without `slots=` has one).
-pub fn hostfile_hosts(text: &str) -> Vec<(String, u32)> {
+/// A hostfile line's slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostSlots {
+    /// `slots=N` on the line.
+    Given(u32),
+    /// No `slots=`: Open MPI gives the host its processor cores, found on that host at launch.
+    Cores,
+}
+
+/// A hostfile's hosts with their slots, in file order.
+pub fn hostfile_hosts(text: &str) -> Vec<(String, HostSlots)> {
     text.lines()
         .map(|l| l.split('#').next().unwrap_or("").trim())
         .filter(|l| !l.is_empty())
         .filter_map(|l| {
             let mut words = l.split_whitespace();
             let host = words.next()?.to_string();
-            let slots = words.find_map(|w| w.strip_prefix("slots=").and_then(|n| n.parse().ok())).unwrap_or(1);
-            Some((host, slots))
+            let given = words.find_map(|w| w.strip_prefix("slots=").and_then(|n| n.parse().ok()));
+            Some((host, given.map_or(HostSlots::Cores, HostSlots::Given)))
         })
         .collect()
 }

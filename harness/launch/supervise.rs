@@ -79,6 +79,12 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
     let ended = loop {
         let now = Instant::now();
         let signal = super::signals::received();
+        if signal.is_none() && now >= deadline {
+            // A launcher that ended as the deadline came finished in time.
+            if let Ok(Some(output)) = handle.try_wait() {
+                break status_of(&output.status);
+            }
+        }
         if signal.is_some() || now >= deadline {
             let running = ranks_alive(out);
             let cancelled = kill_all(launcher, cmd, out, || exited_unreaped(launcher.pid));

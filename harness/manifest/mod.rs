@@ -290,6 +290,15 @@ pub struct LaunchStats {
     pub figures: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
+impl LaunchStats {
+    /// `figure`'s values with one per launch, so that value r is launch r's (what pairing two
+    /// runs round by round needs); None where it has none, or where a launch gave it no value
+    /// (the values after it would pair with the wrong rounds).
+    pub fn in_launch_order(&self, figure: &str) -> Option<&[f64]> {
+        self.figures.get(figure).map(Vec::as_slice).filter(|v| v.len() == self.count as usize)
+    }
+}
+
 /// A run's results files, relative to the manifests folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResultFiles {

@@ -18,9 +18,10 @@ pub struct Launched<'a> {
 }
 
 impl<'a> Launched<'a> {
-    /// `m`'s values of `figure` launch by launch (None where it recorded none).
+    /// `m`'s values of `figure` launch by launch (None where it recorded none, or not one for
+    /// every launch: [`super::LaunchStats::in_launch_order`]).
     pub fn of(m: &'a Manifest, figure: &str) -> Option<Self> {
-        let values = m.launches()?.figures.get(figure)?;
+        let values = m.launches()?.in_launch_order(figure)?;
         Some(Launched { values, span: (&m.started_at, &m.finished_at) })
     }
 }
@@ -48,5 +49,15 @@ mod tests {
         assert_eq!(in_rounds(launched(&three, span), launched(&[4.0, 5.0, 6.0], span)), Some(vec![(1.0, 4.0), (2.0, 5.0), (3.0, 6.0)]));
         assert_eq!(in_rounds(launched(&three, span), launched(&three, later)), None, "two `parlab run`s");
         assert_eq!(in_rounds(launched(&three, span), launched(&[1.0, 2.0], span)), None, "two launches");
+    }
+
+    #[test]
+    fn a_figure_that_a_launch_gave_no_value_is_not_paired_by_round() {
+        use crate::manifest::{LaunchStatistic, LaunchStats};
+        let figures = [("step".to_string(), vec![1.0, 2.0, 3.0]), ("prefill".to_string(), vec![1.0, 3.0])].into();
+        let stats = LaunchStats { count: 3, statistic: LaunchStatistic::Median, figures };
+        assert_eq!(stats.in_launch_order("step"), Some(&[1.0, 2.0, 3.0][..]));
+        assert_eq!(stats.in_launch_order("prefill"), None, "launch 3's value would pair with round 2");
+        assert_eq!(stats.in_launch_order("compute"), None);
     }
 }

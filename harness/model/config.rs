@@ -261,21 +261,27 @@ impl Family {
 /// The GELU variants parlab's GPT-2 computes (`activation_function`).
 pub const GPT2_ACTIVATIONS: [&str; 3] = ["gelu_new", "gelu_pytorch_tanh", "gelu"];
 
-/// The shape rules `parlab shape` and transformers apply: heads divide the width (unless
-/// `head_dim` is given), KV heads divide the heads, and GPT-2 uses an activation parlab computes.
-/// transformers' head width for a config of `model_type` that names no `head_dim`: its config
-/// class's default (Qwen3 128, Gemma 256), else hidden / heads as the modelling code derives it.
-pub fn default_head_dim(model_type: &str, hidden: u32, heads: u32) -> u32 {
+/// The head width the config class of `model_type` names for a config.json without `head_dim`
+/// (Qwen3 128, Gemma 256); None where the modelling code derives it as hidden / heads.
+fn named_head_dim(model_type: &str) -> Option<u32> {
     match model_type {
-        "qwen3" => 128,
-        "gemma" | "gemma2" => 256,
-        _ => hidden / heads.max(1),
+        "qwen3" => Some(128),
+        "gemma" | "gemma2" => Some(256),
+        _ => None,
     }
 }
 
+/// transformers' head width for a config of `model_type` that names no `head_dim`: its config
+/// class's default, else hidden / heads.
+pub fn default_head_dim(model_type: &str, hidden: u32, heads: u32) -> u32 {
+    named_head_dim(model_type).unwrap_or(hidden / heads.max(1))
+}
+
+/// The shape rules `parlab shape` and transformers apply: heads divide the width (unless the
+/// head width is given or named by the type), KV heads divide the heads, and GPT-2 uses an
+/// activation parlab computes.
 fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hidden: u32) -> Result<(), ConfigError> {
-    let derived = !matches!(model_type, "qwen3" | "gemma" | "gemma2");
-    if raw.get("head_dim").is_none() && derived && !hidden.is_multiple_of(heads) {
+    if raw.get("head_dim").is_none() && named_head_dim(model_type).is_none() && !hidden.is_multiple_of(heads) {
         return Err(ConfigError::WidthNotDivisible { hidden, heads });
     }
     if !heads.is_multiple_of(kv_heads) {
@@ -379,6 +385,19 @@ impl ModelConfig {
     /// The family parlab runs this model as, if any.
     pub fn family(&self) -> Option<Family> {
         Family::of(&self.model_type)
+    }
+
+    /// Each attention head's width: config.json's `head_dim`, else the type's
+    /// ([`default_head_dim`]).
+    pub fn head_dim(&self) -> u32 {
+        let given = self.raw.get("head_dim").and_then(Value::as_u64).and_then(|d| u32::try_from(d).ok());
+        given.unwrap_or_else(|| default_head_dim(&self.model_type, self.hidden, self.heads))
+    }
+
+    /// Bytes of float32 keys and values one token leaves in every layer's cache (its key/value
+    /// heads: fewer than the query heads under grouped-query attention).
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        2 * u64::from(self.layers) * u64::from(self.kv_heads) * u64::from(self.head_dim()) * 4
     }
 
     /// The head counts world sizes must divide, as a sorted list of divisors of `heads`.

@@ -2,7 +2,7 @@
 //! night-to-night noise learnt from it, a trend figure per figure across nights, and change
 //! points found by binary segmentation (Mann–Whitney, asv's power guard, the minimum effect).
 
-use super::{figures, stats, Better, Night, Policy};
+use super::{band, figures, stats, Better, Night, Policy};
 use crate::manifest::Status;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -169,13 +169,11 @@ pub fn implausible(entry: &Entry) -> Option<String> {
     })
 }
 
-/// The fewest past nights a figure's noise estimate rests on.
-pub const MIN_NOISE_NIGHTS: usize = 5;
+/// The fewest past nights a figure's noise estimate rests on (below 8, the scaled MAD is so
+/// uncertain that a band kept to 0.27 % false flags is wider than the launches' floor).
+pub const MIN_NOISE_NIGHTS: usize = 8;
 /// The most recent nights a noise estimate uses (older nights may predate a change of level).
 pub const NOISE_WINDOW: usize = 20;
-/// How many standard deviations of a difference of two nights the noise band spans.
-pub const NOISE_Z: f64 = 3.0;
-
 /// How many standard deviations of a difference of two nights the noise floor from the launches
 /// spans (without a history, the launch-to-launch spread stands in for the night-to-night one).
 pub const LAUNCH_FLOOR_Z: f64 = 3.0;
@@ -234,16 +232,18 @@ pub enum Noise {
         sigma: f64,
         /// Past nights it rests on.
         nights: usize,
+        /// The band's multiplier of √2 × sigma for that many nights ([`band::multiplier`]).
+        multiplier: f64,
     },
 }
 
 impl Noise {
-    /// The smallest |ln(after / before)| outside the band: [`NOISE_Z`] × √2 × sigma (a
-    /// difference of two nights has √2 times one night's spread); None unless estimated.
-    /// [`LAUNCH_FLOOR_Z`] × √2 × sigma from the launches.
+    /// The smallest |ln(after / before)| outside the band: the multiplier × √2 × sigma (a
+    /// difference of two nights has √2 times one night's spread) from the history,
+    /// [`LAUNCH_FLOOR_Z`] × √2 × sigma from the launches; None without either.
     pub fn band(&self) -> Option<f64> {
         match self {
-            Noise::Estimated { sigma, .. } => Some(NOISE_Z * std::f64::consts::SQRT_2 * sigma),
+            Noise::Estimated { sigma, multiplier, .. } => Some(multiplier * std::f64::consts::SQRT_2 * sigma),
             Noise::FromLaunches { sigma, .. } => Some(LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * sigma),
             _ => None,
         }
@@ -288,10 +288,11 @@ impl Noise {
             Noise::TooFew { nights } => {
                 format!("history: {nights} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
             }
-            Noise::Estimated { sigma, nights } => format!(
-                "night-to-night noise ±{:.1}% (scaled MAD of {nights} nights), band ±{:.1}%",
+            Noise::Estimated { sigma, nights, multiplier } => format!(
+                "night-to-night noise ±{:.1}% (scaled MAD of {nights} nights), band ±{:.1}% ({multiplier:.2} × √2 σ: left by an unchanged figure on {:.2}% of nights)",
                 sigma.exp_m1() * 100.0,
-                self.band().unwrap_or(0.0).exp_m1() * 100.0
+                self.band().unwrap_or(0.0).exp_m1() * 100.0,
+                band::false_flag_rate() * 100.0
             ),
         }
     }
@@ -326,7 +327,9 @@ impl NoiseBook {
         let logs: Vec<f64> =
             all[all.len().saturating_sub(NOISE_WINDOW)..].iter().filter(|v| v.is_finite() && **v > 0.0).map(|v| v.ln()).collect();
         match stats::scaled_mad(&logs) {
-            Some(sigma) if logs.len() >= MIN_NOISE_NIGHTS => Noise::Estimated { sigma, nights: logs.len() },
+            Some(sigma) if logs.len() >= MIN_NOISE_NIGHTS => {
+                Noise::Estimated { sigma, nights: logs.len(), multiplier: band::multiplier(logs.len()) }
+            }
             _ => Noise::TooFew { nights: logs.len() },
         }
     }

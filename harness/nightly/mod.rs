@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub mod answer;
+pub mod band;
 pub mod figures;
 pub mod history;
 pub mod outputs;

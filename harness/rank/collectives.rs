@@ -73,20 +73,46 @@ pub struct Case {
     expect: Vec<f32>,
 }
 
+/// Whether `op`'s message is cut into one chunk per rank (nccl-tests' count is the whole buffer).
+fn chunked(op: Op) -> bool {
+    matches!(op, Op::AllGather | Op::ReduceScatter | Op::AllToAll)
+}
+
+/// f32s per chunk of `op` with a message of about `size` bytes over `world` ranks (at least one).
+fn chunk_of(op: Op, size: u64, world: u32) -> usize {
+    let count = ((size / 4) as usize).max(1);
+    if chunked(op) {
+        (count / world as usize).max(1)
+    } else {
+        count
+    }
+}
+
+/// Bytes a message of `op` moves as nccl-tests counts them (the whole buffer for chunked ops).
+fn moved_bytes(op: Op, chunk: usize, world: u32) -> u64 {
+    let floats = if chunked(op) { chunk * world as usize } else { chunk };
+    (floats * 4) as u64
+}
+
+/// The sizes of `sizes` that move distinct bytes for `op` over `world` ranks, in their order:
+/// below 4 bytes a rank every size of a chunked operation moves one f32 per rank, and a second
+/// sweep of the same bytes would be recorded under the first's size and merged with it.
+pub fn distinct_sizes(op: Op, sizes: &[u64], world: u32) -> Vec<u64> {
+    let mut seen = std::collections::BTreeSet::new();
+    sizes.iter().copied().filter(|&size| seen.insert(moved_bytes(op, chunk_of(op, size, world), world))).collect()
+}
+
 impl Case {
     /// Buffers for `op` with a message of about `size` bytes.
     pub fn new(op: Op, size: u64, rank: u32, world: u32) -> Self {
-        let count = ((size / 4) as usize).max(1);
         let p = world as usize;
-        let (chunk, send_len, recv_len) = match op {
-            Op::AllReduce | Op::Broadcast | Op::PingPong => (count, count, count),
+        let chunk = chunk_of(op, size, world);
+        let (send_len, recv_len) = match op {
+            Op::AllGather => (chunk, chunk * p),
+            Op::ReduceScatter => (chunk * p, chunk),
+            Op::AllToAll => (chunk * p, chunk * p),
             // Operations on a rank's GPU run in `rank::device_ops`, never through a Case.
-            Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead | Op::DeviceCopy => {
-                (count, count, count)
-            }
-            Op::AllGather => ((count / p).max(1), (count / p).max(1), (count / p).max(1) * p),
-            Op::ReduceScatter => ((count / p).max(1), (count / p).max(1) * p, (count / p).max(1)),
-            Op::AllToAll => ((count / p).max(1), (count / p).max(1) * p, (count / p).max(1) * p),
+            _ => (chunk, chunk),
         };
         let send = (0..send_len)
             .map(|i| match op {
@@ -102,14 +128,7 @@ impl Case {
 
     /// Bytes of the message as nccl-tests counts it (the whole buffer for chunked ops).
     pub fn bytes(&self) -> u64 {
-        let floats = match self.op {
-            Op::AllReduce | Op::Broadcast | Op::PingPong => self.chunk,
-            Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead | Op::DeviceCopy => {
-                self.chunk
-            }
-            _ => self.chunk * self.world as usize,
-        };
-        (floats * 4) as u64
+        moved_bytes(self.op, self.chunk, self.world)
     }
 
     /// The op.
@@ -240,7 +259,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
                 continue;
             }
             if comm.nccl().is_some() {
-                for &size in &params.sizes {
+                for size in distinct_sizes(op, &params.sizes, comm.size()) {
                     let case = Case::new(op, size, comm.rank(), comm.size());
                     super::nccl_ops::sweep(plan, params.iterations, comm, case, repetition, wrong_fault, &mut sink, out, &mut marked)?;
                 }
@@ -262,7 +281,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
                 )?;
                 continue;
             }
-            for &size in &params.sizes {
+            for size in distinct_sizes(op, &params.sizes, comm.size()) {
                 let mut case = Case::new(op, size, comm.rank(), comm.size());
                 sweep_one(plan, params, comm.raw(), &mut case, &mut sink, repetition, wrong_fault, out, &mut marked)?;
             }
@@ -385,6 +404,16 @@ mod tests {
         assert_eq!(Case::new(Op::AllGather, 4, 0, 4).bytes(), 16, "one f32 per rank at least");
         assert_eq!(Case::new(Op::AllReduce, 3000, 0, 4).bytes(), 3000);
         assert_eq!(Case::new(Op::ReduceScatter, 4096, 0, 3).bytes(), 4092);
+    }
+
+    #[test]
+    fn sizes_that_would_move_the_same_bytes_are_swept_once() {
+        let sizes = [4, 16, 64, 256];
+        // At 4 ranks, 4 B and 16 B both move one f32 per rank (16 B): one sweep, not two merged.
+        assert_eq!(distinct_sizes(Op::AllGather, &sizes, 4), vec![4, 64, 256]);
+        assert_eq!(distinct_sizes(Op::AllToAll, &sizes, 8), vec![4, 64, 256], "4 and 16 B both move 32 B");
+        assert_eq!(distinct_sizes(Op::AllReduce, &sizes, 8), sizes.to_vec(), "a whole message per rank");
+        assert_eq!(distinct_sizes(Op::ReduceScatter, &[16, 4, 64], 4), vec![16, 64], "the first of equal sizes stays");
     }
 
     #[test]

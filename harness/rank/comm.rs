@@ -264,7 +264,9 @@ impl Communicator {
 pub trait TensorCollectives {
     /// Sums `partial` across ranks; the sum has its shape, kind and device.
     fn all_reduce(&mut self, partial: &Tensor) -> anyhow::Result<Tensor>;
-    /// Concatenates the ranks' flat `part`s (`counts[r]` values from rank r) in rank order.
+    /// Concatenates the ranks' flat `part`s (`counts[r]` values from rank r) in rank order: on
+    /// the host in float32 over MPI, on `part`'s device in its kind over NCCL (callers read it
+    /// with `to_vec`; moving it back to the GPU would add a copy to every step it serves).
     fn all_gather(&mut self, part: &Tensor, counts: &[i32]) -> anyhow::Result<Tensor>;
 }
 

@@ -68,22 +68,26 @@ impl DeviceCase {
     /// last result is the last copy's); pageable copies wait for themselves (the driver stages
     /// them through a bounce buffer), as `copy_` does.
     fn call(&mut self) -> anyhow::Result<()> {
-        let direction = match self.op {
-            Op::HostToDevice => Some((CopyDirection::HostToDevice, &self.host)),
-            Op::DeviceToHost => Some((CopyDirection::DeviceToHost, &self.device)),
-            _ => None,
-        };
-        match (self.op, direction) {
-            (_, Some((direction, source))) => {
-                // SAFETY: both buffers are contiguous float32 of `bytes` bytes, made by `new` on
-                // the sides `direction` names, and owned by this case, which waits for its
-                // copies (the end event, or a block's synchronisation) before it is read or dropped.
-                unsafe { crate::cuda::copy_async(&self.result, source, self.bytes as usize, direction)? }
-            }
-            (Op::DeviceCopy | Op::DeviceToHostPageable, None) => self.result.copy_(&self.device),
-            (Op::HostToDevicePageable, None) => self.result.copy_(&self.host),
+        match self.op {
+            Op::HostToDevice => self.queue_copy(CopyDirection::HostToDevice)?,
+            Op::DeviceToHost => self.queue_copy(CopyDirection::DeviceToHost)?,
+            Op::DeviceCopy | Op::DeviceToHostPageable => self.result.copy_(&self.device),
+            Op::HostToDevicePageable => self.result.copy_(&self.host),
             _ => self.result = self.device.sum(Kind::Float),
         }
+        Ok(())
+    }
+
+    /// Queues one pinned copy into the result: the host buffer to the GPU, or the GPU's back.
+    fn queue_copy(&self, direction: CopyDirection) -> anyhow::Result<()> {
+        let source = match direction {
+            CopyDirection::HostToDevice => &self.host,
+            CopyDirection::DeviceToHost => &self.device,
+        };
+        // SAFETY: both buffers are contiguous float32 of `bytes` bytes, made by `new` on the
+        // sides `direction` names, and owned by this case, which waits for its copies (the end
+        // event, or a block's synchronisation) before it is read or dropped.
+        unsafe { crate::cuda::copy_async(&self.result, source, self.bytes as usize, direction)? };
         Ok(())
     }
 

@@ -23,6 +23,8 @@ pub enum Fault {
     Signal(i32),
     /// Sleep forever.
     Hang,
+    /// Panic in rank code, as a libtorch error raised through tch does.
+    Panic,
     /// Corrupt collective results.
     Wrong,
     /// Stretch every timed step by this factor (above 1).
@@ -53,6 +55,7 @@ pub fn parse(text: &str, rank: u32, experiment: &str) -> Option<Fault> {
         ("exit", 3) => parts[1].parse().ok().map(Fault::Exit),
         ("signal", 3) => parts[1].parse().ok().map(Fault::Signal),
         ("hang", 2) => Some(Fault::Hang),
+        ("panic", 2) => Some(Fault::Panic),
         ("wrong", 2) => Some(Fault::Wrong),
         ("slow", 3) => slowdown(parts[1]),
         _ => None,
@@ -70,12 +73,12 @@ pub fn check(text: &str) -> Result<(), String> {
         ["slow", factor, r] => slowdown(factor).is_some() && rank(r),
         ["exit", code, r] => code.parse::<i32>().is_ok_and(|c| (1..=255).contains(&c)) && rank(r),
         ["signal", sig, r] => sig.parse::<i32>().is_ok_and(strikes) && rank(r),
-        ["hang", r] | ["wrong", r] => rank(r),
+        ["hang", r] | ["panic", r] | ["wrong", r] => rank(r),
         _ => false,
     };
     ok.then_some(()).ok_or_else(|| {
         format!(
-            "expected ACTION[:ARG]:rankN[@experiment], ACTION one of exit:CODE (1 to 255), signal:NUMBER (1 to 31, one whose default action ends or stops a process), hang, wrong, slow:FACTOR (above 1, at most {MAX_SLOWDOWN}; `:rankN` optional)"
+            "expected ACTION[:ARG]:rankN[@experiment], ACTION one of exit:CODE (1 to 255), signal:NUMBER (1 to 31, one whose default action ends or stops a process), hang, panic, wrong, slow:FACTOR (above 1, at most {MAX_SLOWDOWN}; `:rankN` optional)"
         )
     })
 }
@@ -154,6 +157,7 @@ pub fn strike(fault: Option<Fault>) {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
         }
+        Some(Fault::Panic) => panic!("injected fault: a panic in rank code"),
         Some(Fault::Wrong | Fault::Slow(_)) | None => {}
     }
 }
@@ -190,6 +194,7 @@ mod tests {
         assert_eq!(parse("hang:rank1@slow", 1, "slow"), Some(Fault::Hang));
         assert_eq!(parse("hang:rank1@slow", 1, "other"), None);
         assert_eq!(parse("wrong:rank1", 1, "x"), Some(Fault::Wrong));
+        assert_eq!(parse("panic:rank1", 1, "x"), Some(Fault::Panic));
         assert_eq!(parse("explode:rank1", 1, "x"), None);
         assert_eq!(parse("slow:1.5", 3, "x"), Some(Fault::Slow(1.5)), "every rank");
         assert_eq!(parse("slow:1.5@decode", 0, "decode"), Some(Fault::Slow(1.5)));

@@ -33,30 +33,34 @@ pub fn prepare(plan: &RunPlan) -> anyhow::Result<()> {
 ///
 /// On success the process exits here (status 0) right after MPI_Finalize, without returning.
 /// Before MPI starts the rank writes `out/pids/<pid>` (its rank inside) so the supervisor can
-/// kill it, and under srun `out/slurm-step` so that it can cancel the step on every node. A workload error (e.g. a wrong collective result) is written to
+/// kill it, and under srun `out/slurm-step` so that it can cancel the step on every node. A
+/// workload error (a wrong collective result, say) or panic is written to
 /// `out/error-rank<N>.txt` and printed, then the rank calls MPI_Abort so no rank waits forever.
 pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     write_pid_file(out);
     crate::launch::slurm::write_step(out);
+    if let Some(setting) = plan.link.nccl() {
+        // Before any other thread exists (the watchdog's, MPI's): setenv beside a getenv in
+        // another thread is undefined behaviour in glibc.
+        let rank = launcher_rank().and_then(|r| r.parse().ok()).unwrap_or_default();
+        crate::nccl::prepare_environment(setting, out, rank);
+    }
     watchdog::start(plan.timeout_s);
     let universe = mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI was already initialised"))?;
     let mut comm = comm::Communicator::new(universe.world());
-    if comm.size() != plan.layout.world {
-        anyhow::bail!("plan wants {} ranks but mpirun started {}", plan.layout.world, comm.size());
-    }
-    if let Some(why) = plan.layout.unrunnable(comm.size()) {
-        anyhow::bail!("{why}");
-    }
-    crate::manifest::placement::write(out, comm.rank());
-    let fault = fault::from_env(comm.rank(), &plan.experiment);
-    fault::strike(fault);
-    fault::arm(fault);
-    let result = join_nccl(plan, &mut comm, out).and_then(|()| match plan.kind() {
-        Kind::Collectives => collectives::run(plan, &mut comm, out),
-        Kind::Membw => membw::run(plan, &mut comm, out),
-        Kind::Decode => decode::run(plan, &mut comm, out),
-        Kind::Dispatch => dispatch::run(plan, &mut comm, out),
-        Kind::Model | Kind::Advise => Err(anyhow::anyhow!("model and advise runs are arithmetic and launch no ranks")),
+    let result = caught(|| {
+        if comm.size() != plan.layout.world {
+            anyhow::bail!("plan wants {} ranks but mpirun started {}", plan.layout.world, comm.size());
+        }
+        if let Some(why) = plan.layout.unrunnable(comm.size()) {
+            anyhow::bail!("{why}");
+        }
+        crate::manifest::placement::write(out, comm.rank());
+        let fault = fault::from_env(comm.rank(), &plan.experiment);
+        fault::strike(fault);
+        fault::arm(fault);
+        join_nccl(plan, &mut comm, out)?;
+        workload(plan, &mut comm, out)
     });
     if let Err(e) = result {
         let message = format!("{e:#}");
@@ -72,11 +76,34 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     finish(comm, universe, out)
 }
 
-/// On an NCCL link: sets NCCL's environment, joins every rank into one NCCL communicator on
-/// this rank's GPU, and records what NCCL chose (`nccl-rank<N>.json`). Nothing on MPI links.
+/// The workload of `plan`'s kind.
+fn workload(plan: &RunPlan, comm: &mut comm::Communicator, out: &Path) -> anyhow::Result<()> {
+    match plan.kind() {
+        Kind::Collectives => collectives::run(plan, comm, out),
+        Kind::Membw => membw::run(plan, comm, out),
+        Kind::Decode => decode::run(plan, comm, out),
+        Kind::Dispatch => dispatch::run(plan, comm, out),
+        Kind::Model | Kind::Advise => Err(anyhow::anyhow!("model and advise runs are arithmetic and launch no ranks")),
+    }
+}
+
+/// Runs `work`, a panic (a libtorch error raised through tch, an index out of range) made an
+/// error: the rank then writes its error file and aborts the job like any error, instead of
+/// unwinding through MPI_Finalize while its peers wait in a collective until the timeout.
+fn caught(work: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|payload| {
+        let text = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned());
+        Err(anyhow::anyhow!("panicked: {}", text.as_deref().unwrap_or("(no message)")))
+    })
+}
+
+/// On an NCCL link (its environment set at the rank's start): joins every rank into one NCCL
+/// communicator on this rank's GPU, and records what NCCL chose (`nccl-rank<N>.json`). Nothing
+/// on MPI links.
 fn join_nccl(plan: &RunPlan, comm: &mut comm::Communicator, out: &Path) -> anyhow::Result<()> {
-    let Some(setting) = plan.link.nccl() else { return Ok(()) };
-    crate::nccl::prepare_environment(setting, out, comm.rank());
+    if plan.link.nccl().is_none() {
+        return Ok(());
+    }
     let gpu = device::gpu_ordinal(plan)?;
     let nccl =
         crate::nccl::comm::Comm::join(comm.raw(), gpu).map_err(|e| anyhow::anyhow!("{}: joining NCCL on GPU {gpu}: {e}", plan.label()))?;
@@ -108,5 +135,22 @@ fn write_pid_file(out: &Path) {
     let dir = out.join(crate::launch::supervise::PID_DIR);
     if std::fs::create_dir_all(&dir).is_ok() {
         let _ = std::fs::write(dir.join(std::process::id().to_string()), launcher_rank().unwrap_or_default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_in_rank_code_becomes_the_error_the_rank_reports_and_aborts_on() {
+        assert!(caught(|| Ok(())).is_ok());
+        let text = format!("{:#}", caught(|| anyhow::bail!("wrong result")).unwrap_err());
+        assert_eq!(text, "wrong result");
+        let index = 7;
+        let text = format!("{:#}", caught(|| panic!("index {index} out of range")).unwrap_err());
+        assert_eq!(text, "panicked: index 7 out of range");
+        let text = format!("{:#}", caught(|| std::panic::panic_any(3)).unwrap_err());
+        assert_eq!(text, "panicked: (no message)");
     }
 }

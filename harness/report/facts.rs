@@ -321,9 +321,10 @@ pub fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
     }
 }
 
-/// `m`'s values of `figure` launch by launch (none where it recorded none).
+/// `m`'s values of `figure` launch by launch (none where it recorded none, or not one for every
+/// launch: their rounds would misalign).
 fn per_launch(m: &Manifest, figure: &str) -> Vec<f64> {
-    m.launches().and_then(|l| l.figures.get(figure)).cloned().unwrap_or_default()
+    m.launches().and_then(|l| l.in_launch_order(figure)).map(<[f64]>::to_vec).unwrap_or_default()
 }
 
 fn decode_row(m: &Manifest, d: &crate::manifest::summary::Decode) -> DecodeRow {

@@ -522,12 +522,14 @@ fn make_run(e: &Experiment, p: &Point, model: Option<ModelSource>, layout: Layou
 }
 
 /// The spec's requirements, plus a CUDA device visible to parlab's libtorch for a `device: cuda`
-/// run or a sweep of host-device copies, NCCL with one GPU per rank on an NCCL link, and CUDA
-/// graph capture in this binary for `step: graph`.
+/// run or a sweep of operations on a rank's GPU, one GPU per rank for those over several ranks
+/// (two ranks on one GPU would split its link and memory and record half of each under its
+/// name) and for NCCL, and CUDA graph capture in this binary for `step: graph`.
 fn requires_for(e: &Experiment, p: &Point) -> Requires {
     let copies = e.collectives().is_some_and(CollectiveParams::has_device_ops);
     let nccl = p.link.nccl().is_some();
-    let gpus = if nccl { Some(e.requires.gpus.unwrap_or(0).max(p.world)) } else { e.requires.gpus };
+    let gpu_each = nccl || (copies && p.world > 1);
+    let gpus = if gpu_each { Some(e.requires.gpus.unwrap_or(0).max(p.world)) } else { e.requires.gpus };
     Requires {
         cuda: e.requires.cuda || p.device == Device::Cuda || copies || nccl,
         nccl: e.requires.nccl || nccl,

@@ -546,6 +546,43 @@ fn a_context_prefill_handed_to_a_tensor_decode_gives_the_unsplit_tokens_and_move
 }
 
 #[test]
+fn a_context_split_of_a_grouped_query_model_moves_its_key_value_heads_not_its_query_heads() {
+    let suite = Suite::new();
+    let dir = suite.dir.path().join("gqa");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "hidden_size": 64, "intermediate_size": 96, "vocab_size": 301, "max_position_embeddings": 64}"#,
+    )
+    .unwrap();
+    let spec = decode_spec("cg", "context", "[2, 4]", "1").replace("../small", "../gqa") + "decode_strategy: [rank0, tensor]\n";
+    suite.spec("cg", &spec);
+    assert_eq!(suite.run(&[]), 0);
+    let (all, _) = parlab::manifest::read_all(&suite.manifests());
+    assert_eq!(all.len(), 4);
+    // Keys and values of one token and key/value head: 2 x 2 layers x 8 wide x 4 bytes; 2 such
+    // heads (the 8 query heads' width, 64, would make it four times as much).
+    let per_token_head = 2 * 2 * 8 * 4;
+    for m in &all {
+        assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
+        assert!(m.answer().expect("an answer").exactness.tokens_equal, "{:?}", m.layout);
+        let c = m.summary().and_then(|s| s.decode()).and_then(|d| d.context.clone()).expect("context figures");
+        assert_eq!((c.ring_bytes, c.gather_bytes_modelled), (c.ring_bytes_modelled, Some(c.gather_bytes)), "{:?}", m.layout);
+        let (world, tensor) = (m.layout.world, m.layout.decode.is_some());
+        match (world, tensor) {
+            (2, false) => assert_eq!((c.ring_bytes, c.gather_bytes), (5 * 2 * per_token_head, 5 * 2 * per_token_head)),
+            // Each rank holds one of the 2 key/value heads: it sends its block's rows of the other one.
+            (2, true) => assert_eq!(c.gather_bytes, 10 * per_token_head),
+            // Blocks 3, 3, 2, 2; each key/value head on 2 ranks: a rank sends its block's rows
+            // for the 3 other ranks' heads (its twin's copy included).
+            (4, true) => assert_eq!(c.gather_bytes, 10 * 3 * per_token_head),
+            _ => assert_eq!(c.gather_bytes, 7 * 2 * per_token_head, "rank 0 receives 3 + 2 + 2 tokens' rows"),
+        }
+    }
+}
+
+#[test]
 fn a_zigzag_context_split_over_mpi_gives_the_unsplit_tokens_and_evens_the_causal_work() {
     let suite = Suite::new();
     small_config(&suite.dir.path().join("small"));

@@ -210,6 +210,16 @@ fn a_collectives_op_list_is_one_run_whatever_its_order_and_repeats() {
 }
 
 #[test]
+fn operations_on_a_ranks_gpu_over_several_ranks_need_a_gpu_for_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "name: g\nkind: collectives\nworld: [1, 2]\nops: [device-read]\nsizes: [1MiB]\n";
+    let plans = suite(&[&spec(&dir, "g", text)]);
+    let gpus: Vec<(u32, Option<u32>, bool)> = plans.iter().map(|p| (p.layout.world, p.requires.gpus, p.requires.cuda)).collect();
+    // Two ranks on one GPU would each read at about half its bandwidth, recorded as the GPU's.
+    assert_eq!(gpus, vec![(1, None, true), (2, Some(2), true)]);
+}
+
+#[test]
 fn the_device_changes_the_run_identity_and_never_the_answer_identity() {
     let dir = tempfile::tempdir().unwrap();
     let base = "kind: decode\nmodel: gpt2\nstrategy: tensor\nworld: 2\nnew_tokens: 4\n";

@@ -135,6 +135,17 @@ fn a_hanging_rank_is_killed_at_the_timeout() {
 }
 
 #[test]
+fn a_rank_that_panics_fails_its_run_at_once_with_the_panic_not_at_the_timeout() {
+    let suite = Suite::new();
+    // Rank 0 waits in the first collective: a panicking rank that unwound through MPI_Finalize
+    // instead of aborting the job would leave it there until the 60 s timeout.
+    let m = failed_with(&suite, "panic:rank1@faulty", "60s");
+    let reason = m.reason().unwrap();
+    assert!(reason.contains("panicked: injected fault: a panic in rank code"), "{reason}");
+    assert!(!reason.contains("timed out"), "{reason}");
+}
+
+#[test]
 fn a_wrong_collective_result_fails_the_run_with_the_op_size_and_rank() {
     let suite = Suite::new();
     let m = failed_with(&suite, "wrong:rank1@faulty", "60s");
@@ -306,9 +317,26 @@ fn srun_starts_ranks_with_pmix_unless_the_user_chose_a_plugin() {
 }
 
 #[test]
-fn hostfile_slots_are_summed() {
-    assert_eq!(hostfile_slots("localhost slots=2\n# a comment\nnode1 slots=4\nnode2\n"), 7);
-    assert_eq!(hostfile_slots("node1 slots=4294967295\nnode2 slots=2\n"), u32::MAX, "no wrap to 1 slot");
+fn hostfile_slots_are_counted_as_open_mpi_counts_them() {
+    assert_eq!(hostfile_slots("localhost slots=2\n# a comment\nnode1 slots=4\n", 16), Some(6));
+    assert_eq!(hostfile_slots("node1 slots=4294967295\nnode2 slots=2\n", 16), Some(u32::MAX), "no wrap to 1 slot");
+    // A line without slots= has the host's cores (Open MPI's default), not one slot.
+    assert_eq!(hostfile_slots("localhost\nnode1 slots=4\n", 16), Some(20), "this machine's cores");
+    assert_eq!(hostfile_slots("node1 slots=4\nnode2.invalid\n", 16), None, "another host's cores are unknown here");
+}
+
+#[test]
+fn hosts_without_slots_are_not_called_oversubscribed_for_having_more_ranks_than_lines() {
+    let plan = plan_of("name: h\nkind: collectives\nworld: 4\nlink: mpi-tcp\n");
+    let machine = Machine { slots: 2, root: false, fault: None, forwarded: Vec::new() };
+    let launch =
+        |hostfile: &str| build(&plan, Some(hostfile), Path::new("/m/r/plan.json"), Path::new("/m/r"), Path::new("/bin/parlab"), &machine);
+    let remote = launch("node1.invalid\nnode2.invalid\n");
+    assert!(!remote.oversubscribed && !remote.display().contains("--oversubscribe"), "{}", remote.display());
+    let counted = launch("node1.invalid slots=1\nnode2.invalid slots=1\n");
+    assert!(counted.oversubscribed && counted.display().contains("--oversubscribe"), "{}", counted.display());
+    let local = launch("localhost\n");
+    assert!(local.oversubscribed, "4 ranks on this machine's 2 cores: {}", local.display());
 }
 
 #[test]
