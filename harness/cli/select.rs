@@ -43,7 +43,7 @@ pub fn only(runs: Vec<RunPlan>, only: &[String]) -> Result<Vec<RunPlan>, Error> 
     let unmatched: Vec<&str> = only.iter().map(String::as_str).filter(|p| !runs.iter().any(|r| matches(p, r))).collect();
     if !unmatched.is_empty() {
         return Err(Error::Usage(format!(
-            "--only {}: matches none of the suite's {total} runs (by experiment name, label such as `decode-tensor #2 tensor world=3 mpi-shm`, `experiment#index` as `parlab plan` lists it, or run identity)",
+            "--only {}: matches none of the suite's {total} runs (by experiment name, label such as `decode-tensor #3 tensor world=3 mpi-shm`, `experiment#index` as `parlab plan` lists it, or run identity)",
             unmatched.join(", ")
         )));
     }

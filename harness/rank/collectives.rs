@@ -55,9 +55,13 @@ pub fn value(r: u32, i: usize) -> f32 {
     (r + 1) as f32 + (i % 251) as f32
 }
 
-/// The value rank `src` sends to rank `dst` at position `i` of its all-to-all chunk.
-pub fn a2a_value(src: u32, dst: u32, i: usize) -> f32 {
-    (src * 64 + dst) as f32 + ((i % 251) * 4096) as f32
+/// The value rank `src` sends to rank `dst` of `world` at position `i` of its all-to-all chunk:
+/// one per (src, dst) pair and, up to 256 ranks, per position modulo 251, every one an integer
+/// below 2^24 (exact in f32). Past 256 ranks the position is left out; past 4096 pairs repeat.
+pub fn a2a_value(src: u32, dst: u32, world: u32, i: usize) -> f32 {
+    let pair = u64::from(src) * u64::from(world) + u64::from(dst);
+    let value = if world <= 256 { pair + (i % 251) as u64 * 65_536 } else { pair % (1 << 24) };
+    value as f32
 }
 
 /// Buffers of one op at one size on one rank, with what the result must be.
@@ -116,7 +120,7 @@ impl Case {
         };
         let send = (0..send_len)
             .map(|i| match op {
-                Op::AllToAll => a2a_value(rank, (i / chunk) as u32, i % chunk),
+                Op::AllToAll => a2a_value(rank, (i / chunk) as u32, world, i % chunk),
                 Op::Broadcast | Op::PingPong => value(0, i),
                 _ => value(rank, i),
             })
@@ -223,7 +227,7 @@ impl Case {
             Op::AllReduce => Some(sum_at(i)),
             Op::AllGather => Some(value((i / self.chunk) as u32, i % self.chunk)),
             Op::ReduceScatter => Some(sum_at(self.rank as usize * self.chunk + i)),
-            Op::AllToAll => Some(a2a_value((i / self.chunk) as u32, self.rank, i % self.chunk)),
+            Op::AllToAll => Some(a2a_value((i / self.chunk) as u32, self.rank, self.world, i % self.chunk)),
             Op::Broadcast => Some(value(0, i)),
             Op::PingPong => (self.rank < 2).then(|| value(0, i)),
             Op::HostToDevice | Op::DeviceToHost | Op::HostToDevicePageable | Op::DeviceToHostPageable | Op::DeviceRead | Op::DeviceCopy => {
@@ -404,6 +408,26 @@ mod tests {
         assert_eq!(Case::new(Op::AllGather, 4, 0, 4).bytes(), 16, "one f32 per rank at least");
         assert_eq!(Case::new(Op::AllReduce, 3000, 0, 4).bytes(), 3000);
         assert_eq!(Case::new(Op::ReduceScatter, 4096, 0, 3).bytes(), 4092);
+    }
+
+    #[test]
+    fn all_to_all_values_tell_every_pair_apart_and_stay_exact_in_f32() {
+        for world in [2, 64, 65, 128, 256, 300, 4096] {
+            let sample: Vec<u32> = [0, 1, world / 2, world - 2, world - 1].into_iter().collect();
+            let mut seen = std::collections::BTreeMap::new();
+            for &src in &sample {
+                for &dst in &sample {
+                    for i in [0, 1, 250, 251] {
+                        let v = a2a_value(src, dst, world, i);
+                        assert!(v < 16_777_216.0 && v.fract() == 0.0, "world {world}: {v}");
+                        // A value names its pair: no other pair sends it.
+                        let owner = seen.entry(v.to_bits()).or_insert((src, dst));
+                        assert_eq!(*owner, (src, dst), "world {world}: {v} sent by two pairs");
+                    }
+                }
+            }
+        }
+        assert_ne!(a2a_value(0, 1, 128, 0), a2a_value(0, 1, 128, 1), "positions differ up to 256 ranks");
     }
 
     #[test]

@@ -44,6 +44,26 @@ fn timed(comm: &mut Communicator, read: impl FnOnce() -> f64) -> (f64, f64) {
     (unix_now() - start, sum)
 }
 
+/// Fails on every rank unless all ranks run on one host: each read is timed from the earliest
+/// rank's clock reading, and two hosts' clocks are not one clock (milliseconds apart against
+/// reads of some 100 ms, a rank's time could even come out negative).
+fn on_one_host(comm: &Communicator) -> anyhow::Result<()> {
+    use std::hash::{Hash, Hasher};
+    let host = crate::host::this_host();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    host.hash(&mut hasher);
+    let here = hasher.finish();
+    let (mut lowest, mut highest) = (0u64, 0u64);
+    comm.raw().all_reduce_into(&here, &mut lowest, SystemOperation::min());
+    comm.raw().all_reduce_into(&here, &mut highest, SystemOperation::max());
+    if lowest != highest {
+        anyhow::bail!(
+            "membw times every rank's reads against one clock, but its ranks ran on more than one host ({host} among them): run membw on one host"
+        );
+    }
+    Ok(())
+}
+
 /// The f32 values of a contiguous f32 CPU tensor.
 fn values(t: &Tensor) -> &[f32] {
     // SAFETY: `t` is a contiguous f32 CPU tensor made in `run`; it holds numel f32 values at
@@ -65,6 +85,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let Workload::Membw(params) = &plan.workload else {
         anyhow::bail!("a membw run needs membw parameters");
     };
+    on_one_host(comm)?;
     let threads = plan.threads_per_rank.max(1) as usize;
     tch::set_num_threads(threads as i32);
     // The roofline is the best read this machine delivers: the widest kernel, whatever

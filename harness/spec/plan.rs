@@ -380,7 +380,7 @@ impl RunPlan {
         self.run_id.short()
     }
 
-    /// A one-line description: `decode-tensor #2 tensor world=3 mpi-shm` (` cuda` appended
+    /// A one-line description: `decode-tensor #3 tensor world=3 mpi-shm` (` cuda` appended
     /// for a run on GPUs); a run of arithmetic names its kind: `modelled #0 model`.
     pub fn label(&self) -> String {
         if !self.kind().launches_ranks() {
