@@ -42,7 +42,9 @@ command -v clang >/dev/null 2>&1 || need_apt+=(clang)
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need_apt+=(iproute2)   # ip netns: the multi-host test
 # Debian's python3 makes no venv without python3-venv (ensurepip); a Python with its own
 # ensurepip (pyenv, a distribution that ships it) needs nothing.
-if [ ! -x "$VENV/bin/python" ] && ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+# (A venv that failed for want of it has a python but no pip, and is made again below.)
+if { [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; } \
+  && ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
   need_apt+=(python3-venv)
 fi
 

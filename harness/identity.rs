@@ -126,6 +126,18 @@ pub fn digest<T: Serialize>(value: &T) -> String {
     hex::encode(Sha256::digest(canonical_json(value).as_bytes()))
 }
 
+/// The digest of what a hostfile tells mpirun: its hosts and their options, line by line, with
+/// comments, blank lines and spacing left out (so a comment edited does not make every run of
+/// it a new run, and lose its nightly history).
+pub fn hostfile_digest(text: &str) -> String {
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect();
+    digest(&lines.join("\n"))
+}
+
 /// What identifies a model's answer: its config and weights, not its name or folder.
 fn model_material(model: Option<&ModelSource>) -> Value {
     match model {
@@ -203,6 +215,14 @@ pub fn run_id(input: &IdentityInput) -> RunId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hostfiles_digest_is_of_what_mpirun_reads_not_its_comments_or_spacing() {
+        let plain = hostfile_digest("node1 slots=4\nnode2 slots=4\n");
+        assert_eq!(hostfile_digest("# the rack by the door\nnode1   slots=4  # fast\n\n\tnode2 slots=4"), plain);
+        assert_ne!(hostfile_digest("node1 slots=4\nnode2 slots=2\n"), plain, "another slot count");
+        assert_ne!(hostfile_digest("node2 slots=4\nnode1 slots=4\n"), plain, "another order places ranks elsewhere");
+    }
 
     #[test]
     fn an_identity_serialises_as_its_bare_digest_and_shows_12_hex() {

@@ -80,7 +80,7 @@ pub fn planned_hostfile(plan: &RunPlan) -> Result<Option<String>, HostfileError>
     let text = crate::files::read_text(path, crate::files::TEXT_LIMIT)
         .map_err(|e| HostfileError::Unreadable { path: path.clone(), why: e.to_string() })?;
     match &plan.hostfile_sha256 {
-        Some(planned) if *planned != crate::identity::digest(&text) => Err(HostfileError::Changed(path.clone())),
+        Some(planned) if *planned != crate::identity::hostfile_digest(&text) => Err(HostfileError::Changed(path.clone())),
         _ => Ok(Some(text)),
     }
 }

@@ -299,7 +299,8 @@ pub struct ContextPrefill {
     /// Key/value bytes the rank that sent most sent around the ring in a repetition.
     pub ring_bytes: u64,
     /// What the ring algorithm must send, from config.json and the layout: keys and values
-    /// (2 · layers · width · 4 bytes per token) of every block but the next rank's, per sequence.
+    /// (2 · layers · key/value heads · head width · 4 bytes per token: the width only without
+    /// grouped-query attention) of every block but the next rank's, per sequence.
     pub ring_bytes_modelled: u64,
     /// Seconds inside the ring in a repetition (waiting for neighbours included), slowest rank.
     #[serde(rename = "ring_s")]
@@ -311,8 +312,8 @@ pub struct ContextPrefill {
     /// repetition: the gather to rank 0, or the all-to-all that leaves each rank its heads.
     pub gather_bytes: u64,
     /// What that hand-off must send, from config.json and the layout (2 · layers · head_dim · 4
-    /// bytes per token and head): rank 0 alone, every other block with all heads; a tensor
-    /// decode, every block with the heads of the ranks that do not prefill it.
+    /// bytes per token and key/value head): rank 0 alone, every other block with all key/value
+    /// heads; a tensor decode, every block with the key/value heads every other rank holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gather_bytes_modelled: Option<u64>,
     /// Seconds of that hand-off in a repetition, slowest rank.

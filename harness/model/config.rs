@@ -388,9 +388,11 @@ impl ModelConfig {
     }
 
     /// Each attention head's width: config.json's `head_dim`, else the type's
-    /// ([`default_head_dim`]).
+    /// ([`default_head_dim`]); GPT-2's is always hidden / heads (its config class reads no
+    /// `head_dim`).
     pub fn head_dim(&self) -> u32 {
-        let given = self.raw.get("head_dim").and_then(Value::as_u64).and_then(|d| u32::try_from(d).ok());
+        let named = self.raw.get("head_dim").filter(|_| self.model_type != "gpt2");
+        let given = named.and_then(Value::as_u64).and_then(|d| u32::try_from(d).ok());
         given.unwrap_or_else(|| default_head_dim(&self.model_type, self.hidden, self.heads))
     }
 

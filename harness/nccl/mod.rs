@@ -70,14 +70,13 @@ fn log_pattern(out: &Path, rank: u32) -> PathBuf {
 }
 
 /// Sets, in this process before NCCL starts, the link's variables and NCCL's log (INFO for
-/// INIT, GRAPH and ENV into a file in `out`) unless the user sent the log elsewhere.
-pub fn prepare_environment(setting: Setting, out: &Path, rank: u32) {
+/// INIT, GRAPH and ENV into a file in `out` named by `rank`, the launcher's) unless the user
+/// sent the log elsewhere, or no launcher said the rank (the ranks' logs would be one file).
+pub fn prepare_environment(setting: Setting, out: &Path, rank: Option<u32>) {
     for (key, value) in setting.variables() {
         std::env::set_var(key, value);
     }
-    if std::env::var_os("NCCL_DEBUG_FILE").is_some() {
-        return;
-    }
+    let Some(rank) = rank.filter(|_| std::env::var_os("NCCL_DEBUG_FILE").is_none()) else { return };
     std::env::set_var("NCCL_DEBUG_FILE", log_pattern(out, rank));
     if std::env::var("NCCL_DEBUG").map_or(true, |v| !v.eq_ignore_ascii_case("trace")) {
         std::env::set_var("NCCL_DEBUG", "INFO");

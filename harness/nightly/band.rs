@@ -95,14 +95,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_band_widens_as_the_nights_it_rests_on_get_fewer_and_tends_to_three_sigmas() {
+    fn the_band_is_wider_the_fewer_nights_it_rests_on_and_tends_to_three_sigmas() {
         let q: Vec<f64> = [5, 8, 12, 20].iter().map(|&n| multiplier(n)).collect();
         assert!(q.windows(2).all(|w| w[0] > w[1]), "{q:?}");
         // The scaled MAD of 20 normal values is within ~25 % of σ: the band is wider than
         // 3 sigmas, but not by more than half.
         assert!(q[3] > 3.3 && q[3] < 4.5, "{q:?}");
         assert!(q[0] > 10.0, "five nights' MAD is too uncertain for a narrow band: {q:?}");
-        assert_eq!(multiplier(12), q[2], "the same figure on every call");
+        assert_eq!(solve(12), solve(12), "seeded: the same figure on every machine and call");
+        assert_eq!(multiplier(12), solve(12), "the cache holds what was solved");
     }
 
     #[test]
@@ -121,7 +122,9 @@ mod tests {
             three += usize::from(difference > KNOWN_SIGMA_Z * band);
         }
         let (calibrated, three) = (calibrated as f64 / trials as f64, three as f64 / trials as f64);
-        assert!(calibrated < 2.0 * false_flag_rate(), "calibrated band left on {calibrated} of unchanged nights");
+        // About 108 of 40,000 expected: a band too wide (real regressions hidden) fails too.
+        let rate = false_flag_rate();
+        assert!(calibrated > 0.5 * rate && calibrated < 2.0 * rate, "calibrated band left on {calibrated} of unchanged nights");
         assert!(three > 10.0 * false_flag_rate(), "3 x the MAD of 8 nights is left far more often: {three}");
     }
 }

@@ -42,8 +42,7 @@ pub fn run(plan: &RunPlan, out: &Path) -> anyhow::Result<()> {
     if let Some(setting) = plan.link.nccl() {
         // Before any other thread exists (the watchdog's, MPI's): setenv beside a getenv in
         // another thread is undefined behaviour in glibc.
-        let rank = launcher_rank().and_then(|r| r.parse().ok()).unwrap_or_default();
-        crate::nccl::prepare_environment(setting, out, rank);
+        crate::nccl::prepare_environment(setting, out, launcher_rank().and_then(|r| r.parse().ok()));
     }
     watchdog::start(plan.timeout_s);
     let universe = mpi::initialize().ok_or_else(|| anyhow::anyhow!("MPI was already initialised"))?;

@@ -465,7 +465,7 @@ fn workload_for(e: &Experiment, p: &Point) -> Workload {
 
 /// sha256 of the experiment's hostfile's text (validation refused one it cannot read).
 fn hostfile_digest(e: &Experiment) -> Option<String> {
-    e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::digest(&t))
+    e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::hostfile_digest(&t))
 }
 
 fn placement(e: &Experiment, hostfile_sha256: Option<&str>) -> serde_json::Value {
