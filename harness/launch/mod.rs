@@ -119,10 +119,10 @@ pub fn launch(plan: &RunPlan, plan_path: &Path, out: &Path, slots: u32) -> Launc
     }
     let start = Instant::now();
     let before = leftovers::rank_processes();
-    write_timeline(out, "launch_start_unix");
+    write_timeline(out, Moment::LaunchStart);
     let ended = supervise::run(&cmd, out, limit);
     outcome.wall_s = start.elapsed().as_secs_f64();
-    write_timeline(out, "launch_end_unix");
+    write_timeline(out, Moment::LaunchEnd);
     outcome.foreign_ranks = foreign_during(before, out);
     outcome.end = match ended {
         Ok(ended) => match failure::explain(&ended, out, plan, &cmd.program, hostfile.as_deref()) {
@@ -185,11 +185,35 @@ pub fn unix_now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
-/// Appends `key unix_seconds` to `out/timeline.txt` (read by `ci/bench.sh` for parlab's overhead).
-pub fn write_timeline(out: &Path, key: &str) {
+/// A moment of a launch that `out/timeline.txt` records (`ci/bench.sh` reads parlab's overhead
+/// from the gaps between them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// The controller starts the launcher.
+    LaunchStart,
+    /// Rank 0 starts its first timed iteration.
+    FirstTimedStart,
+    /// Rank 0 ends its last timed iteration.
+    LastTimedEnd,
+    /// Rank 0 has finalised MPI.
+    RankFinalized,
+    /// The launcher has exited.
+    LaunchEnd,
+}
+
+crate::named!(Moment {
+    LaunchStart => "launch_start_unix",
+    FirstTimedStart => "first_timed_start_unix",
+    LastTimedEnd => "last_timed_end_unix",
+    RankFinalized => "rank_finalized_unix",
+    LaunchEnd => "launch_end_unix",
+});
+
+/// Appends `moment unix_seconds` to `out/timeline.txt`.
+pub fn write_timeline(out: &Path, moment: Moment) {
     use std::io::Write;
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(out.join("timeline.txt")) {
-        let _ = writeln!(f, "{key} {:.6}", unix_now());
+        let _ = writeln!(f, "{} {:.6}", moment.name(), unix_now());
     }
 }
 
@@ -247,6 +271,16 @@ mod tests {
             let why = timeout_duration(bad).unwrap_err();
             assert!(why.seconds.to_bits() == bad.to_bits(), "{bad}: {why:?}");
             assert!(why.to_string().contains("at most 604800 s"), "{bad}: {why}");
+        }
+    }
+
+    #[test]
+    fn every_moment_the_bench_reads_is_one_the_timeline_records() {
+        let bench = include_str!("../../ci/bench.sh");
+        let read: Vec<&str> = bench.split("t[\"").skip(1).filter_map(|rest| rest.split('"').next()).collect();
+        assert!(read.len() >= 4, "{read:?}");
+        for key in read {
+            assert!(Moment::from_name(key).is_some(), "ci/bench.sh reads {key}, which no Moment writes");
         }
     }
 }

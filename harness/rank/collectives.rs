@@ -30,6 +30,7 @@ use super::comm::Communicator;
 use super::fault::{self, Fault};
 use super::figure::Figure;
 use super::records::{mark, RecordSink};
+use crate::launch::Moment;
 use crate::spec::{CollectiveParams, Op, RunPlan, Workload};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -291,7 +292,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
             }
         }
     }
-    mark(out, comm.rank(), "last_timed_end_unix");
+    mark(out, comm.rank(), Moment::LastTimedEnd);
     sink.flush()?;
     comm.raw().barrier();
     Ok(())
@@ -355,7 +356,7 @@ fn per_iteration(s: &Sweep, case: &mut Case, sink: &mut RecordSink, marked: &mut
         case.poison();
         s.world.barrier();
         if !*marked {
-            mark(s.out, rank, "first_timed_start_unix");
+            mark(s.out, rank, Moment::FirstTimedStart);
             *marked = true;
         }
         let seconds = case.exec(s.world);

@@ -27,6 +27,7 @@ use super::collectives::{blocks_of, value};
 use super::figure::Figure;
 use super::records::{mark, RecordSink};
 use crate::cuda::{CopyDirection, EventTimer};
+use crate::launch::Moment;
 use crate::spec::{Op, RunPlan};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::CommunicatorCollectives as _;
@@ -156,7 +157,7 @@ pub fn sweep(
             }
             world.barrier();
             if !*marked {
-                mark(out, rank, "first_timed_start_unix");
+                mark(out, rank, Moment::FirstTimedStart);
                 *marked = true;
             }
             let seconds = case.timed_call(&timer)?;

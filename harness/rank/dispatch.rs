@@ -10,6 +10,7 @@
 use super::comm::Communicator;
 use super::figure::Figure;
 use super::records::{mark, RecordSink};
+use crate::launch::Moment;
 use crate::spec::{DispatchParams, RunPlan, Workload};
 use std::path::Path;
 
@@ -100,7 +101,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
                 back.fill(f32::NAN);
                 comm.barrier();
                 if first && i == plan.warmup {
-                    mark(out, comm.rank(), "first_timed_start_unix");
+                    mark(out, comm.rank(), Moment::FirstTimedStart);
                     first = false;
                 }
                 let start = mpi::time();
@@ -117,7 +118,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
             }
         }
     }
-    mark(out, comm.rank(), "last_timed_end_unix");
+    mark(out, comm.rank(), Moment::LastTimedEnd);
     sink.flush()?;
     comm.barrier();
     Ok(())

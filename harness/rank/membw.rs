@@ -22,6 +22,7 @@
 use super::comm::Communicator;
 use super::figure::Figure;
 use super::records::{mark, RecordSink};
+use crate::launch::Moment;
 use crate::model::matvec::{self, Kernel};
 use crate::spec::{RunPlan, Workload};
 use mpi::collective::SystemOperation;
@@ -103,7 +104,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     }
     for repetition in 0..plan.repetitions {
         if repetition == 0 {
-            mark(out, comm.rank(), "first_timed_start_unix");
+            mark(out, comm.rank(), Moment::FirstTimedStart);
         }
         let (t, s) = if repetition % 2 == 0 {
             let t = torch(comm);
@@ -117,7 +118,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         sink.push(Figure::Membw, (count * 4) as u64, repetition, 0, t.0)?;
         sink.push(Figure::MembwStream, (count * 4) as u64, repetition, 0, s.0)?;
     }
-    mark(out, comm.rank(), "last_timed_end_unix");
+    mark(out, comm.rank(), Moment::LastTimedEnd);
     sink.flush()?;
     comm.barrier();
     Ok(())

@@ -17,6 +17,7 @@ pub mod records;
 pub mod replay;
 pub mod watchdog;
 
+use crate::launch::Moment;
 use crate::spec::{Kind, RunPlan};
 use mpi::traits::Communicator as _;
 use std::path::Path;
@@ -118,7 +119,7 @@ fn finish(comm: comm::Communicator, universe: mpi::environment::Universe, out: &
     let rank = comm.rank();
     drop(comm);
     drop(universe);
-    records::mark(out, rank, "rank_finalized_unix");
+    records::mark(out, rank, Moment::RankFinalized);
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
     // SAFETY: every file this rank wrote is closed or flushed; _exit only ends the process.

@@ -21,6 +21,7 @@ use super::collectives::{blocks_of, Case};
 use super::comm::Communicator;
 use super::figure::Figure;
 use super::records::{mark, RecordSink};
+use crate::launch::Moment;
 use crate::nccl::comm::Comm;
 use crate::spec::{Op, RunPlan};
 use mpi::traits::CommunicatorCollectives as _;
@@ -183,7 +184,7 @@ pub fn sweep(
         synchronize(nccl);
         world.barrier();
         if !*marked {
-            mark(out, nccl.rank(), "first_timed_start_unix");
+            mark(out, nccl.rank(), Moment::FirstTimedStart);
             *marked = true;
         }
         let seconds = timed(nccl, || b.call(nccl))?;

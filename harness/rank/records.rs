@@ -1,6 +1,7 @@
 //! Records a rank writes: one JSON line per timed sample, in `records-rank<N>.jsonl`.
 
 use super::figure::Figure;
+use crate::launch::Moment;
 use serde::{Deserialize, Serialize};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -80,9 +81,9 @@ pub fn read_records(out: &Path) -> std::io::Result<Vec<Record>> {
     Ok(records)
 }
 
-/// Appends `key unix_seconds` to `out/timeline.txt` on rank 0 (parlab's own overhead, read by `ci/bench.sh`).
-pub fn mark(out: &Path, rank: u32, key: &str) {
+/// Appends `moment unix_seconds` to `out/timeline.txt` on rank 0 (parlab's own overhead, read by `ci/bench.sh`).
+pub fn mark(out: &Path, rank: u32, moment: Moment) {
     if rank == 0 {
-        crate::launch::write_timeline(out, key);
+        crate::launch::write_timeline(out, moment);
     }
 }
