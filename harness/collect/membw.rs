@@ -3,7 +3,7 @@
 //! and parlab's STREAM-class read (figure `membw_stream`; `stream`). `roofline` names the
 //! higher of the two medians: the bandwidth a decode step is judged against.
 
-use super::frames::{records, write_results};
+use super::frames::{launch_dir, launches_in, records, write_results};
 use super::{CollectError, Collected};
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{Membw, Roofline, RooflineSource, StreamRead, Summary};
@@ -66,7 +66,7 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
     let stream = stream.map(|(aggregate, per_process)| StreamRead {
         aggregate,
         per_process,
-        kernel: stream_kernel().into(),
+        kernel: stream_kernel(out),
         method: STREAM_METHOD.into(),
     });
     let summary = Summary::Membw(Membw {
@@ -94,10 +94,19 @@ fn per_rep(torch: &[(u32, f64, Vec<f64>)], stream: &[(u32, f64, Vec<f64>)]) -> V
     torch.iter().map(|t| stream.iter().find(|s| s.0 == t.0).map_or(f64::NAN, |s| s.1)).collect()
 }
 
-/// The name of the read kernel the ranks used: the best this machine supports (the collector
-/// runs on the ranks' machine).
-fn stream_kernel() -> &'static str {
-    crate::model::matvec::Kernel::best().name()
+/// The read kernel the ranks used, as rank 0 of each launch recorded it (the collector may run
+/// on another host, with other SIMD: a Slurm login node); distinct names joined by `, `, and
+/// `unrecorded` where no launch wrote one.
+fn stream_kernel(out: &Path) -> String {
+    let recorded: std::collections::BTreeSet<String> = (0..launches_in(out))
+        .filter_map(|l| std::fs::read_to_string(launch_dir(out, l).join(crate::rank::membw::KERNEL_FILE)).ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .collect();
+    if recorded.is_empty() {
+        return "unrecorded".into();
+    }
+    recorded.into_iter().collect::<Vec<_>>().join(", ")
 }
 
 /// The higher median of the two kernels (per process and aggregate), and which kernel it is.

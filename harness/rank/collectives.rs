@@ -255,10 +255,17 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     let Workload::Collectives(params) = &plan.workload else {
         anyhow::bail!("a collectives run needs collectives parameters");
     };
-    let mut sink = RecordSink::open(out, comm.rank())?;
-    let wrong_fault = fault::from_env(comm.rank(), &plan.experiment) == Some(Fault::Wrong);
-    let mut marked = false;
+    let mut s = Sweeps {
+        plan,
+        params,
+        repetition: 0,
+        wrong_fault: fault::from_env(comm.rank(), &plan.experiment) == Some(Fault::Wrong),
+        out,
+        sink: RecordSink::open(out, comm.rank())?,
+        marked: false,
+    };
     for repetition in 0..plan.repetitions {
+        s.repetition = repetition;
         for &op in &params.ops {
             if op == Op::PingPong && comm.size() < 2 {
                 continue;
@@ -266,51 +273,59 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
             if comm.nccl().is_some() {
                 for size in distinct_sizes(op, &params.sizes, comm.size()) {
                     let case = Case::new(op, size, comm.rank(), comm.size());
-                    super::nccl_ops::sweep(plan, params.iterations, comm, case, repetition, wrong_fault, &mut sink, out, &mut marked)?;
+                    super::nccl_ops::sweep(&mut s, comm, case)?;
                 }
                 continue;
             }
             if op.on_device() {
                 let rank = comm.rank();
-                super::device_ops::sweep(
-                    plan,
-                    op,
-                    &params.sizes,
-                    params.iterations,
-                    comm.raw(),
-                    rank,
-                    repetition,
-                    &mut sink,
-                    out,
-                    &mut marked,
-                )?;
+                super::device_ops::sweep(&mut s, op, comm.raw(), rank)?;
                 continue;
             }
             for size in distinct_sizes(op, &params.sizes, comm.size()) {
                 let mut case = Case::new(op, size, comm.rank(), comm.size());
-                sweep_one(plan, params, comm.raw(), &mut case, &mut sink, repetition, wrong_fault, out, &mut marked)?;
+                per_iteration(&mut s, comm.raw(), &mut case)?;
+                back_to_back(&mut s, comm.raw(), &mut case)?;
             }
         }
     }
     mark(out, comm.rank(), Moment::LastTimedEnd);
-    sink.flush()?;
+    s.sink.flush()?;
     comm.raw().barrier();
     Ok(())
 }
 
-/// What one sweep of one op at one size needs besides its buffers.
-struct Sweep<'a> {
-    plan: &'a RunPlan,
-    iterations: u32,
-    world: &'a SimpleCommunicator,
-    repetition: u32,
-    wrong_fault: bool,
-    out: &'a Path,
+/// What every sweep of a run shares (over MPI, NCCL or on a rank's GPU): its plan and
+/// parameters, the repetition under way, the injected wrong-result fault, the launch's folder,
+/// this rank's records, and whether the first timed call is on the timeline yet.
+pub struct Sweeps<'a> {
+    /// The run's plan (warm-up, device).
+    pub plan: &'a RunPlan,
+    /// Its operations, sizes and iterations.
+    pub params: &'a CollectiveParams,
+    /// The repetition under way.
+    pub repetition: u32,
+    /// Whether this rank corrupts its results (`PARLAB_FAULT=wrong:rankN`).
+    pub wrong_fault: bool,
+    /// The launch's folder.
+    pub out: &'a Path,
+    /// This rank's records.
+    pub sink: RecordSink,
+    /// Whether the run's first timed call has been marked.
+    pub marked: bool,
 }
 
-impl Sweep<'_> {
+impl Sweeps<'_> {
+    /// Marks the run's first timed call on rank 0's timeline, once.
+    pub fn mark_first_timed(&mut self, rank: u32) {
+        if !self.marked {
+            mark(self.out, rank, Moment::FirstTimedStart);
+            self.marked = true;
+        }
+    }
+
     /// Fails the run when the result of the last call is wrong (after the injected fault, if any).
-    fn check(&self, case: &mut Case, when: &str) -> anyhow::Result<()> {
+    fn check(&self, world: &SimpleCommunicator, case: &mut Case, when: &str) -> anyhow::Result<()> {
         if self.wrong_fault {
             case.corrupt();
         }
@@ -320,7 +335,7 @@ impl Sweep<'_> {
                 "wrong result: {} of {} B ({when}): rank {}: {wrong} of {} values wrong",
                 case.op.name(),
                 case.bytes(),
-                self.world.rank(),
+                world.rank(),
                 case.len()
             );
         }
@@ -328,41 +343,21 @@ impl Sweep<'_> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn sweep_one(
-    plan: &RunPlan,
-    params: &CollectiveParams,
-    world: &SimpleCommunicator,
-    case: &mut Case,
-    sink: &mut RecordSink,
-    repetition: u32,
-    wrong_fault: bool,
-    out: &Path,
-    marked: &mut bool,
-) -> anyhow::Result<()> {
-    let sweep = Sweep { plan, iterations: params.iterations, world, repetition, wrong_fault, out };
-    per_iteration(&sweep, case, sink, marked)?;
-    back_to_back(&sweep, case, sink)
-}
-
 /// Warm-up, then per iteration: poison, barrier, one timed call, check; records every rank's time.
-fn per_iteration(s: &Sweep, case: &mut Case, sink: &mut RecordSink, marked: &mut bool) -> anyhow::Result<()> {
-    let rank = s.world.rank() as u32;
+fn per_iteration(s: &mut Sweeps, world: &SimpleCommunicator, case: &mut Case) -> anyhow::Result<()> {
+    let rank = world.rank() as u32;
     for _ in 0..s.plan.warmup {
-        s.world.barrier();
-        case.exec(s.world);
+        world.barrier();
+        case.exec(world);
     }
-    for iteration in 0..s.iterations {
+    for iteration in 0..s.params.iterations {
         case.poison();
-        s.world.barrier();
-        if !*marked {
-            mark(s.out, rank, Moment::FirstTimedStart);
-            *marked = true;
-        }
-        let seconds = case.exec(s.world);
-        s.check(case, &format!("iteration {iteration}"))?;
+        world.barrier();
+        s.mark_first_timed(rank);
+        let seconds = case.exec(world);
+        s.check(world, case, &format!("iteration {iteration}"))?;
         if case.timed_here() {
-            sink.push(Figure::Op(case.op), case.bytes(), s.repetition, iteration, seconds)?;
+            s.sink.push(Figure::Op(case.op), case.bytes(), s.repetition, iteration, seconds)?;
         }
     }
     Ok(())
@@ -370,22 +365,22 @@ fn per_iteration(s: &Sweep, case: &mut Case, sink: &mut RecordSink, marked: &mut
 
 /// [`blocks_of`] times: poison, barrier, a block of calls back to back timed as one, check the
 /// last result; records block / iterations per rank (figure `<op>@block`, iteration = block).
-fn back_to_back(s: &Sweep, case: &mut Case, sink: &mut RecordSink) -> anyhow::Result<()> {
-    let (blocks, calls) = blocks_of(s.iterations);
+fn back_to_back(s: &mut Sweeps, world: &SimpleCommunicator, case: &mut Case) -> anyhow::Result<()> {
+    let (blocks, calls) = blocks_of(s.params.iterations);
     for block in 0..blocks {
         case.poison();
-        s.world.barrier();
+        world.barrier();
         let start = mpi::time();
         for _ in 0..calls {
-            case.call(s.world);
+            case.call(world);
         }
         fault::stretch(std::time::Duration::from_secs_f64((mpi::time() - start).max(0.0)));
         let elapsed = mpi::time() - start;
-        s.check(case, &format!("back-to-back block {block}"))?;
+        s.check(world, case, &format!("back-to-back block {block}"))?;
         // Ping-pong's own time is half the round trip (osu_latency's convention).
         let seconds = if case.op == Op::PingPong { elapsed / 2.0 } else { elapsed };
         if case.timed_here() {
-            sink.push(Figure::OpBlock(case.op), case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
+            s.sink.push(Figure::OpBlock(case.op), case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
         }
     }
     Ok(())

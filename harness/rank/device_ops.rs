@@ -23,15 +23,12 @@
 //! summation) against the values written, in a destination zeroed (outside the clock) before
 //! the last timed call and before each block.
 
-use super::collectives::{blocks_of, value};
+use super::collectives::{blocks_of, value, Sweeps};
 use super::figure::Figure;
-use super::records::{mark, RecordSink};
 use crate::cuda::{CopyDirection, EventTimer};
-use crate::launch::Moment;
-use crate::spec::{Op, RunPlan};
+use crate::spec::Op;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::CommunicatorCollectives as _;
-use std::path::Path;
 use std::time::Instant;
 use tch::{Device, Kind, Tensor};
 
@@ -129,26 +126,16 @@ impl DeviceCase {
     }
 }
 
-/// Times `op` at every size of a sweep on this rank's GPU, recording into `sink`.
-#[allow(clippy::too_many_arguments)]
-pub fn sweep(
-    plan: &RunPlan,
-    op: Op,
-    sizes: &[u64],
-    iterations: u32,
-    world: &SimpleCommunicator,
-    rank: u32,
-    repetition: u32,
-    sink: &mut RecordSink,
-    out: &Path,
-    marked: &mut bool,
-) -> anyhow::Result<()> {
-    let ordinal = super::device::gpu_ordinal(plan)?;
+/// Times `op` at every size of the sweep on this rank's GPU, recording into the sweeps' records.
+pub fn sweep(s: &mut Sweeps, op: Op, world: &SimpleCommunicator, rank: u32) -> anyhow::Result<()> {
+    let (iterations, repetition) = (s.params.iterations, s.repetition);
+    let ordinal = super::device::gpu_ordinal(s.plan)?;
     crate::cuda::set_device(ordinal)?;
     let (gpu, timer) = (Device::Cuda(ordinal), EventTimer::new()?);
-    for &size in sizes {
+    let params = s.params;
+    for &size in &params.sizes {
         let mut case = DeviceCase::new(op, size, rank, gpu);
-        for _ in 0..plan.warmup {
+        for _ in 0..s.plan.warmup {
             case.timed_call(&timer)?;
         }
         for iteration in 0..iterations {
@@ -156,12 +143,9 @@ pub fn sweep(
                 case.clear();
             }
             world.barrier();
-            if !*marked {
-                mark(out, rank, Moment::FirstTimedStart);
-                *marked = true;
-            }
+            s.mark_first_timed(rank);
             let seconds = case.timed_call(&timer)?;
-            sink.push(Figure::Op(op), case.bytes, repetition, iteration, seconds)?;
+            s.sink.push(Figure::Op(op), case.bytes, repetition, iteration, seconds)?;
         }
         case.check(rank, "per call")?;
         let (blocks, calls) = blocks_of(iterations);
@@ -175,7 +159,7 @@ pub fn sweep(
             case.synchronize();
             let seconds = start.elapsed().as_secs_f64();
             case.check(rank, &format!("back-to-back block {block}"))?;
-            sink.push(Figure::OpBlock(op), case.bytes, repetition, block, seconds / f64::from(calls))?;
+            s.sink.push(Figure::OpBlock(op), case.bytes, repetition, block, seconds / f64::from(calls))?;
         }
     }
     Ok(())

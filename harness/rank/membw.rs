@@ -31,6 +31,10 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tch::{Device, Kind, Tensor};
 
+/// The file in a launch's folder where rank 0 names the STREAM-class read's kernel (the
+/// collector reads it: it may run on another host, with other SIMD).
+pub const KERNEL_FILE: &str = "membw-kernel.txt";
+
 fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
@@ -92,6 +96,9 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
     // The roofline is the best read this machine delivers: the widest kernel, whatever
     // PARLAB_MATVEC_KERNEL forces on the decode step.
     let kernel = Kernel::best();
+    if comm.rank() == 0 {
+        std::fs::write(out.join(KERNEL_FILE), kernel.name())?;
+    }
     let count = (params.buffer_bytes / 4).max(1) as i64;
     let tensor = Tensor::ones([count], (Kind::Float, Device::Cpu));
     let buffer = values(&tensor);

@@ -17,15 +17,12 @@
 //! freshly filled buffer (repeated in-place reductions grow the values, so the timed block's
 //! own result is not compared). A wrong value fails the run, naming op, size and rank.
 
-use super::collectives::{blocks_of, Case};
+use super::collectives::{blocks_of, Case, Sweeps};
 use super::comm::Communicator;
 use super::figure::Figure;
-use super::records::{mark, RecordSink};
-use crate::launch::Moment;
 use crate::nccl::comm::Comm;
-use crate::spec::{Op, RunPlan};
+use crate::spec::Op;
 use mpi::traits::CommunicatorCollectives as _;
-use std::path::Path;
 use std::time::Instant;
 use tch::{Kind, Tensor};
 
@@ -144,64 +141,43 @@ fn wrong(got: &Tensor, want: &Tensor, corrupt: bool) -> usize {
     usize::try_from(differing + (n - shared)).unwrap_or(usize::MAX)
 }
 
-/// What one sweep needs besides its buffers.
-struct Sweep {
-    iterations: u32,
-    repetition: u32,
-    wrong_fault: bool,
-}
-
 /// Sweeps one op at one size over NCCL (warm-up, per call, back to back, in place), checking
 /// every result; records this rank's samples.
-#[allow(clippy::too_many_arguments)]
-pub fn sweep(
-    plan: &RunPlan,
-    iterations: u32,
-    comm: &mut Communicator,
-    case: Case,
-    repetition: u32,
-    wrong_fault: bool,
-    sink: &mut RecordSink,
-    out: &Path,
-    marked: &mut bool,
-) -> anyhow::Result<()> {
+pub fn sweep(s: &mut Sweeps, comm: &mut Communicator, case: Case) -> anyhow::Result<()> {
     if case.op() == Op::PingPong && comm.size() < 2 {
         return Ok(());
     }
-    let s = Sweep { iterations, repetition, wrong_fault };
     let nccl = comm.nccl().ok_or_else(|| anyhow::anyhow!("an NCCL sweep without an NCCL communicator"))?;
     let mut b = Buffers::new(case, nccl);
     let world = comm.raw();
-    for _ in 0..plan.warmup {
+    let iterations = s.params.iterations;
+    for _ in 0..s.plan.warmup {
         world.barrier();
         b.call(nccl)?;
     }
     synchronize(nccl);
     let timed_here = b.case.timed_here();
-    for iteration in 0..s.iterations {
+    for iteration in 0..iterations {
         // The fill is queued on the GPU: waited for, so the timed call does not include it.
         let _ = b.recv.fill_(f64::NAN);
         synchronize(nccl);
         world.barrier();
-        if !*marked {
-            mark(out, nccl.rank(), Moment::FirstTimedStart);
-            *marked = true;
-        }
+        s.mark_first_timed(nccl.rank());
         let seconds = timed(nccl, || b.call(nccl))?;
-        check(&s, &b, &b.recv, nccl, &format!("iteration {iteration}"))?;
+        check(s, &b, &b.recv, nccl, &format!("iteration {iteration}"))?;
         if timed_here {
-            sink.push(Figure::Op(b.case.op()), b.case.bytes(), s.repetition, iteration, own_time(&b, seconds))?;
+            s.sink.push(Figure::Op(b.case.op()), b.case.bytes(), s.repetition, iteration, own_time(&b, seconds))?;
         }
     }
-    let (blocks, calls) = blocks_of(s.iterations);
+    let (blocks, calls) = blocks_of(iterations);
     for block in 0..blocks {
         let _ = b.recv.fill_(f64::NAN);
         synchronize(nccl);
         world.barrier();
         let seconds = timed(nccl, || (0..calls).try_for_each(|_| b.call(nccl)))?;
-        check(&s, &b, &b.recv, nccl, &format!("back-to-back block {block}"))?;
+        check(s, &b, &b.recv, nccl, &format!("back-to-back block {block}"))?;
         if timed_here {
-            sink.push(Figure::OpBlock(b.case.op()), b.case.bytes(), s.repetition, block, own_time(&b, seconds) / f64::from(calls))?;
+            s.sink.push(Figure::OpBlock(b.case.op()), b.case.bytes(), s.repetition, block, own_time(&b, seconds) / f64::from(calls))?;
         }
     }
     if !b.has_in_place() {
@@ -211,10 +187,10 @@ pub fn sweep(
         b.refill(nccl.rank());
         world.barrier();
         b.call_in_place(nccl)?;
-        check(&s, &b, &b.in_place_result(nccl.rank()), nccl, &format!("in place, before block {block}"))?;
+        check(s, &b, &b.in_place_result(nccl.rank()), nccl, &format!("in place, before block {block}"))?;
         world.barrier();
         let seconds = timed(nccl, || (0..calls).try_for_each(|_| b.call_in_place(nccl)))?;
-        sink.push(Figure::OpInPlaceBlock(b.case.op()), b.case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
+        s.sink.push(Figure::OpInPlaceBlock(b.case.op()), b.case.bytes(), s.repetition, block, seconds / f64::from(calls))?;
     }
     Ok(())
 }
@@ -241,7 +217,7 @@ fn own_time(b: &Buffers, seconds: f64) -> f64 {
     }
 }
 
-fn check(s: &Sweep, b: &Buffers, got: &Tensor, nccl: &Comm, when: &str) -> anyhow::Result<()> {
+fn check(s: &Sweeps, b: &Buffers, got: &Tensor, nccl: &Comm, when: &str) -> anyhow::Result<()> {
     let n = wrong(got, &b.want, s.wrong_fault);
     if n > 0 {
         anyhow::bail!(
