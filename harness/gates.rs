@@ -753,6 +753,19 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_that_keeps_back_other_memory_leaves_the_machine_the_same() {
+        let machine = |memory_bytes: u64| Fingerprint { cpu_model: "CPU".into(), cores: 2, memory_bytes, ..Fingerprint::default() };
+        // A 24 GiB VM: MemTotal 23.47 GiB under one kernel, 23.30 GiB under the next.
+        let (before, after) = (machine(24_609_000 * 1024), machine(24_431_000 * 1024));
+        assert_eq!(before.id(), after.id());
+        assert!(before.differences(&after).is_empty(), "{:?}", before.differences(&after));
+        assert_eq!(before.memory_gib(), 24);
+        let bigger = machine(48 << 30);
+        assert_ne!(before.id(), bigger.id(), "twice the memory is another machine");
+        assert_eq!(before.differences(&bigger), ["memory: 24 GiB -> 48 GiB"]);
+    }
+
+    #[test]
     fn a_cuda_run_counts_the_gpus_its_libtorch_sees_not_every_gpu_installed() {
         let mut gates = no_gpu();
         gates.probes[1] = Probe {

@@ -21,7 +21,9 @@ pub struct Fingerprint {
     pub gpu_models: String,
     /// GPUs `nvidia-smi` lists.
     pub gpus: u32,
-    /// Physical memory.
+    /// Physical memory (`MemTotal`: the installed memory less what the kernel keeps back, a few
+    /// hundred MiB that move with the kernel's version; the identity reads it in whole GiB,
+    /// [`Fingerprint::memory_gib`]).
     pub memory_bytes: u64,
     /// Open MPI's version line.
     pub openmpi: String,
@@ -43,7 +45,7 @@ impl Fingerprint {
             ("cpu_model", self.cpu_model.clone()),
             ("gpu_models", self.gpu_models.clone()),
             ("gpus", self.gpus.to_string()),
-            ("memory_bytes", self.memory_bytes.to_string()),
+            ("memory", format!("{} GiB", self.memory_gib())),
             ("openmpi", self.openmpi.clone()),
             ("os", self.os.clone()),
             ("topology", self.topology.clone()),
@@ -62,9 +64,19 @@ impl Fingerprint {
             .collect()
     }
 
-    /// The sha256 (12 hex) of the fingerprint's canonical JSON.
+    /// Memory as the machine's identity reads it: `MemTotal` rounded up to a whole GiB (the
+    /// installed size, on the usual machine whose memory is whole GiB), so a kernel update that
+    /// keeps back another few MiB leaves the machine the same.
+    pub fn memory_gib(&self) -> u64 {
+        self.memory_bytes.div_ceil(1 << 30)
+    }
+
+    /// The sha256 (12 hex) of the fingerprint's canonical JSON, its memory in whole GiB
+    /// ([`Fingerprint::memory_gib`]; ids of fingerprints made before 2026-12-07 read the exact
+    /// bytes, so a machine's id changes once).
     pub fn id(&self) -> String {
-        let text = serde_json::to_string(self).unwrap_or_default();
+        let identity = Fingerprint { memory_bytes: self.memory_gib() << 30, ..self.clone() };
+        let text = serde_json::to_string(&identity).unwrap_or_default();
         crate::identity::short(&hex::encode(Sha256::digest(text.as_bytes()))).to_string()
     }
 
