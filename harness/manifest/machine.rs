@@ -21,9 +21,9 @@ pub struct Fingerprint {
     pub gpu_models: String,
     /// GPUs `nvidia-smi` lists.
     pub gpus: u32,
-    /// Physical memory (`MemTotal`: the installed memory less what the kernel keeps back, a few
-    /// hundred MiB that move with the kernel's version; the identity reads it in whole GiB,
-    /// [`Fingerprint::memory_gib`]).
+    /// Physical memory (`MemTotal`: the installed memory less what the kernel keeps back, some
+    /// 1.5 % and a few hundred MiB that move with the kernel's version; the identity reads the
+    /// installed size it implies, [`Fingerprint::installed_memory`]).
     pub memory_bytes: u64,
     /// Open MPI's version line.
     pub openmpi: String,
@@ -45,7 +45,7 @@ impl Fingerprint {
             ("cpu_model", self.cpu_model.clone()),
             ("gpu_models", self.gpu_models.clone()),
             ("gpus", self.gpus.to_string()),
-            ("memory", format!("{} GiB", self.memory_gib())),
+            ("memory", crate::units::format_bytes(self.installed_memory() as f64)),
             ("openmpi", self.openmpi.clone()),
             ("os", self.os.clone()),
             ("topology", self.topology.clone()),
@@ -64,18 +64,22 @@ impl Fingerprint {
             .collect()
     }
 
-    /// Memory as the machine's identity reads it: `MemTotal` rounded up to a whole GiB (the
-    /// installed size, on the usual machine whose memory is whole GiB), so a kernel update that
-    /// keeps back another few MiB leaves the machine the same.
-    pub fn memory_gib(&self) -> u64 {
-        self.memory_bytes.div_ceil(1 << 30)
+    /// Memory as the machine's identity reads it: the installed size `MemTotal` implies, rounded
+    /// up to the next eighth of the power of two below it (24 GiB for a 24 GiB VM's 23.4, 64 for
+    /// 62.7, 512 for 503, 8 for 7.6): a step of 6–12 % of the size, wider than what the kernel
+    /// keeps back (about 1.5 % and a few hundred MiB) moves from one kernel to the next, so a
+    /// kernel update leaves the machine the same while another memory size does not.
+    pub fn installed_memory(&self) -> u64 {
+        let Some(power) = self.memory_bytes.checked_ilog2() else { return 0 };
+        let step = (1u64 << power >> 3).max(1);
+        self.memory_bytes.div_ceil(step).saturating_mul(step)
     }
 
-    /// The sha256 (12 hex) of the fingerprint's canonical JSON, its memory in whole GiB
-    /// ([`Fingerprint::memory_gib`]; ids of fingerprints made before 2026-12-07 read the exact
-    /// bytes, so a machine's id changes once).
+    /// The sha256 (12 hex) of the fingerprint's canonical JSON, its memory the installed size
+    /// ([`Fingerprint::installed_memory`]; ids of fingerprints made before 2026-12-07 read the
+    /// exact bytes, so a machine's id changes once).
     pub fn id(&self) -> String {
-        let identity = Fingerprint { memory_bytes: self.memory_gib() << 30, ..self.clone() };
+        let identity = Fingerprint { memory_bytes: self.installed_memory(), ..self.clone() };
         let text = serde_json::to_string(&identity).unwrap_or_default();
         crate::identity::short(&hex::encode(Sha256::digest(text.as_bytes()))).to_string()
     }

@@ -186,7 +186,8 @@ pub struct StreamRead {
     /// Each rank's bytes/s.
     #[serde(rename = "per_process_Bps")]
     pub per_process: Stats,
-    /// The kernel that read (`model::matvec::Kernel::name`).
+    /// The kernel that read, as rank 0 of each launch recorded it (`model::matvec::Kernel::name`;
+    /// several launches' distinct names joined by `, `; `unrecorded` where none was written).
     pub kernel: String,
     /// How it was timed.
     pub method: String,

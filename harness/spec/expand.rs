@@ -463,7 +463,8 @@ fn workload_for(e: &Experiment, p: &Point) -> Workload {
     }
 }
 
-/// sha256 of the experiment's hostfile's text (validation refused one it cannot read).
+/// The digest of what the experiment's hostfile tells mpirun ([`identity::hostfile_digest`];
+/// validation refused one it cannot read).
 fn hostfile_digest(e: &Experiment) -> Option<String> {
     e.hostfile.as_ref().and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()).map(|t| identity::hostfile_digest(&t))
 }

@@ -303,6 +303,23 @@ fn read_kind(c: &mut Checker, map: &serde_yaml::Mapping) -> Option<Kind> {
     }
 }
 
+/// Refuses a membw hostfile that names another host: each read is timed from the earliest
+/// rank's clock reading, and two hosts' clocks are not one clock (its ranks would fail the run
+/// at launch saying so; under srun, whose hosts are known only then, they still do).
+fn membw_on_one_host(c: &mut Checker, hostfile: Option<&Path>) {
+    let Some(text) = hostfile.and_then(|h| crate::files::read_text(h, crate::files::TEXT_LIMIT).ok()) else { return };
+    let remote = crate::launch::hosts::remote_hosts(&text);
+    if !remote.is_empty() {
+        c.report(
+            "hostfile",
+            format!(
+                "membw times every process's read against one clock, so its processes must share one host; this hostfile names {}: run membw on one host",
+                remote.join(", ")
+            ),
+        );
+    }
+}
+
 /// Reports each key every kind may have (`COMMON_KEYS`) that `map` sets and a kind of
 /// arithmetic does not use (`used` lists those it does): "does not apply to {kind_and_why}".
 pub fn refuse_unused_keys(c: &mut Checker, map: &serde_yaml::Mapping, used: &[&str], kind_and_why: &str) {
@@ -436,6 +453,9 @@ fn read_experiment(c: &mut Checker, path: &Path, text: &str, map: &serde_yaml::M
         exclude: if matches!(kind, Kind::Model | Kind::Advise) { Vec::new() } else { fields.exclude(c) },
         params: kind_params(c, &fields, kind),
     };
+    if kind == Kind::Membw {
+        membw_on_one_host(c, e.hostfile.as_deref());
+    }
     if kind == Kind::Advise {
         // A question with a problem is left out, so expansion asks no half-read question (one
         // whose only problems are in `expect:` is still asked, its layouts checked).

@@ -317,6 +317,19 @@ fn srun_starts_ranks_with_pmix_unless_the_user_chose_a_plugin() {
 }
 
 #[test]
+fn a_membw_hostfile_naming_another_host_is_refused_one_naming_this_machine_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("m.yaml");
+    let text = "name: m\nkind: membw\nworld: 2\nbuffer: 4MiB\nhostfile: hosts\n";
+    std::fs::write(dir.path().join("hosts"), "localhost slots=1\nnode-elsewhere.invalid slots=1\n").unwrap();
+    let problems = parlab::spec::validate::validate(&spec, text).unwrap_err();
+    let err = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+    assert!(err.contains("membw times every process's read against one clock") && err.contains("node-elsewhere.invalid"), "{err}");
+    std::fs::write(dir.path().join("hosts"), "localhost slots=2\n").unwrap();
+    assert!(parlab::spec::validate::validate(&spec, text).is_ok(), "one host is what membw needs");
+}
+
+#[test]
 fn hostfile_slots_are_counted_as_open_mpi_counts_them() {
     assert_eq!(hostfile_slots("localhost slots=2\n# a comment\nnode1 slots=4\n", 16), Some(6));
     assert_eq!(hostfile_slots("node1 slots=4294967295\nnode2 slots=2\n", 16), Some(u32::MAX), "no wrap to 1 slot");
