@@ -5,7 +5,7 @@
 //! runtime is the one libtorch_cuda loaded, found by `dlsym` in the process's global scope;
 //! nothing CUDA is needed to build.
 
-use std::ffi::{c_float, c_int, c_void, CStr};
+use std::ffi::{c_char, c_float, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
 /// A CUDA runtime call that failed or could not be found.
@@ -82,6 +82,22 @@ pub fn set_device(gpu: usize) -> Result<(), CudaError> {
     let rt = runtime()?;
     // SAFETY: a plain call with an int.
     check("cudaSetDevice", unsafe { (rt.set_device)(gpu as c_int) })
+}
+
+/// The PCI address of visible GPU `gpu` (`0000:19:00.0`): the same physical GPU gives the same
+/// address in every process of its host, whatever `CUDA_VISIBLE_DEVICES` numbers it there.
+pub fn pci_bus_id(gpu: usize) -> Result<String, CudaError> {
+    type BusId = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> Status;
+    runtime()?;
+    // SAFETY: the runtime's documented signature; looked up apart from [`Runtime`], so that the
+    // rest works where it were missing.
+    let bus_id: BusId = unsafe { global(c"cudaDeviceGetPCIBusId")? };
+    let mut buf = [0 as c_char; 32];
+    // SAFETY: the runtime writes at most `buf.len()` bytes, NUL-terminated, into the buffer.
+    check("cudaDeviceGetPCIBusId", unsafe { bus_id(buf.as_mut_ptr(), buf.len() as c_int, gpu as c_int) })?;
+    // SAFETY: NUL-terminated by the runtime; the last byte is kept NUL whatever it wrote.
+    buf[buf.len() - 1] = 0;
+    Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
 }
 
 /// Which way an asynchronous copy goes (the runtime's `cudaMemcpyKind`).
@@ -163,8 +179,11 @@ mod tests {
             assert_eq!(set_device(0), Ok(()));
             let timer = EventTimer::new().unwrap();
             assert!(timer.time(|| {}).unwrap() >= 0.0);
+            let address = pci_bus_id(0).unwrap();
+            assert!(address.contains(':') && address.len() >= 7, "{address}");
             return;
         }
+        assert!(pci_bus_id(0).is_err(), "no GPU has a PCI address here");
         match set_device(0) {
             Err(CudaError::Call { call: "cudaSetDevice", code }) => assert_ne!(code, 0),
             Err(CudaError::Missing(name)) => {

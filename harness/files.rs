@@ -8,6 +8,12 @@ pub const TEXT_LIMIT: u64 = 16 << 20;
 /// Largest manifest parlab reads.
 pub const MANIFEST_LIMIT: u64 = 256 << 20;
 
+/// The path environment variable `name` gives, None where it is unset or empty (a shell's
+/// `NAME= parlab …` clears a setting for one command; an empty path would be the working folder).
+pub fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
 /// Why an input file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {

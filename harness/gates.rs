@@ -307,7 +307,7 @@ pub const DEFAULT_PYTHON: &str = ".venv/bin/python";
 
 /// The Python interpreter of the project's virtual environment (for torch probes).
 pub fn venv_python() -> String {
-    std::env::var("PARLAB_PYTHON").unwrap_or_else(|_| DEFAULT_PYTHON.into())
+    std::env::var("PARLAB_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| DEFAULT_PYTHON.into())
 }
 
 impl Gates {

@@ -130,11 +130,7 @@ pub fn digest<T: Serialize>(value: &T) -> String {
 /// comments, blank lines and spacing left out (so a comment edited does not make every run of
 /// it a new run, and lose its nightly history).
 pub fn hostfile_digest(text: &str) -> String {
-    let lines: Vec<String> = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or("").split_whitespace().collect::<Vec<_>>().join(" "))
-        .filter(|l| !l.is_empty())
-        .collect();
+    let lines: Vec<String> = crate::launch::hosts::hostfile_lines(text).map(|(_, words)| words.join(" ")).collect();
     digest(&lines.join("\n"))
 }
 

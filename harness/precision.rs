@@ -26,9 +26,25 @@ pub enum PrecisionGrade {
     Moved,
     /// No float32 twin among the manifests.
     NoTwin,
+    /// Its answer or its twin's holds fewer tokens than the run asked for (or none): not graded.
+    Incomplete,
 }
 
-crate::named!(PrecisionGrade { TokensEqual => "TOKENS_EQUAL", NearTie => "NEAR_TIE", Moved => "MOVED", NoTwin => "NO_TWIN" });
+crate::named!(PrecisionGrade {
+    TokensEqual => "TOKENS_EQUAL",
+    NearTie => "NEAR_TIE",
+    Moved => "MOVED",
+    NoTwin => "NO_TWIN",
+    Incomplete => "INCOMPLETE",
+});
+
+impl PrecisionGrade {
+    /// Whether the run was compared with a twin (not [`PrecisionGrade::NoTwin`] or
+    /// [`PrecisionGrade::Incomplete`]).
+    pub fn is_graded(self) -> bool {
+        !matches!(self, PrecisionGrade::NoTwin | PrecisionGrade::Incomplete)
+    }
+}
 
 /// One half-precision run beside its float32 twin.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -57,6 +73,9 @@ pub struct PrecisionRow {
     pub twin_drift: Option<f64>,
     /// The twin's top-2 margin at the first differing step.
     pub twin_margin: Option<f64>,
+    /// Why it was not graded, where its answer or its twin's is incomplete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// The runs whose dtype is not float32, each with its twin, in manifest order.
@@ -124,17 +143,39 @@ fn on_cpu(m: &Manifest) -> &'static str {
     }
 }
 
+/// The first step at which any of `half`'s token lists differs from the twin's list of the same
+/// sequence (its first list where the twin decoded one sequence).
+fn first_difference(half: &[Vec<u32>], twin: &[Vec<u32>]) -> Option<usize> {
+    half.iter()
+        .enumerate()
+        .filter_map(|(i, tokens)| {
+            let theirs = twin.get(i).or(twin.first())?;
+            tokens.iter().zip(theirs).position(|(a, b)| a != b)
+        })
+        .min()
+}
+
+/// Why `half` or its twin cannot be graded: an answer holding fewer tokens than asked (or none).
+fn incomplete(half: &Manifest, twin: Option<&Manifest>) -> Option<String> {
+    let why = |m: &Manifest| m.answer().and_then(|a| crate::audit::incomplete(m, a));
+    why(half).or_else(|| twin.and_then(|t| why(t).map(|w| format!("its float32 twin: {w}"))))
+}
+
 fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
     let answer = half.answer().map(|a| (a.tokens.first().cloned().unwrap_or_default(), &a.exactness));
     let (tokens, exact) = answer.unzip();
     let tokens = tokens.unwrap_or_default();
-    let twin_tokens = twin.and_then(|t| t.answer()).and_then(|a| a.tokens.first().cloned());
-    let k = twin_tokens.as_ref().and_then(|t| tokens.iter().zip(t).position(|(a, b)| a != b));
+    let twin_lists = twin.and_then(|t| t.answer()).map(|a| a.tokens.as_slice());
+    let twin_tokens = twin_lists.and_then(|t| t.first().cloned());
+    let half_lists = half.answer().map_or(&[][..], |a| a.tokens.as_slice());
+    let k = twin_lists.and_then(|t| first_difference(half_lists, t));
     let equal_steps = k.unwrap_or(tokens.len());
+    let incomplete = twin.and(incomplete(half, twin));
     let drift = exact.map_or(0.0, |e| e.steps.iter().take(equal_steps).filter_map(|s| s.drift).fold(e.prompt_logit_diff, f64::max));
     let twin_exact = twin.and_then(|t| t.answer()).map(|a| &a.exactness);
     let twin_margin = k.and_then(|k| twin_exact.and_then(|e| e.steps.get(k)).map(|s| s.margin));
     let grade = match (twin_tokens, k) {
+        _ if incomplete.is_some() => PrecisionGrade::Incomplete,
         (None, _) => PrecisionGrade::NoTwin,
         (Some(_), None) => PrecisionGrade::TokensEqual,
         (Some(_), Some(_)) if twin_margin.is_some_and(|m| m < FRAGILE_FACTOR * drift) => PrecisionGrade::NearTie,
@@ -152,6 +193,7 @@ fn row(half: &Manifest, twin: Option<&Manifest>) -> PrecisionRow {
         drift,
         twin_drift: twin_exact.map(|e| e.max_logit_diff),
         twin_margin,
+        incomplete,
     }
 }
 
@@ -165,6 +207,7 @@ pub fn line(r: &PrecisionRow) -> String {
     let twin = r.twin.as_deref().map_or("no float32 twin among the manifests".to_string(), |t| format!("float32 twin {t}"));
     let detail = match r.grade {
         PrecisionGrade::NoTwin => "not graded".to_string(),
+        PrecisionGrade::Incomplete => format!("not graded: {}", r.incomplete.as_deref().unwrap_or("an incomplete answer")),
         PrecisionGrade::TokensEqual => format!("all {} tokens equal", r.steps),
         PrecisionGrade::NearTie | PrecisionGrade::Moved => format!(
             "tokens equal up to step {} of {}; the float32 top-2 margin there {}",

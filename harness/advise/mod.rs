@@ -48,6 +48,8 @@ pub enum AdviseError {
     /// A link is neither in the catalogue nor measured by the store `--links-from` read.
     #[error("--domain link `{name}`: {}", unknown_link_words(name, known, measured, links_from))]
     UnknownLink {
+        /// The domain's place in the list, from 0.
+        index: usize,
         /// The name given.
         name: String,
         /// The links of models/links.yaml.
@@ -91,8 +93,8 @@ impl AdviseError {
             AdviseError::UnknownDevice { name, known } => {
                 ("machine.device".into(), format!("`{name}`: not in models/devices.yaml (known: {})", known.join(", ")))
             }
-            AdviseError::UnknownLink { name, known, .. } => {
-                ("machine.domains".into(), format!("link `{name}`: not in models/links.yaml (known: {})", known.join(", ")))
+            AdviseError::UnknownLink { index, name, known, .. } => {
+                (format!("machine.domains[{index}]"), format!("link `{name}`: not in models/links.yaml (known: {})", known.join(", ")))
             }
             AdviseError::Topology(t) => t.in_spec(),
             AdviseError::Context { prompt, new_tokens, why } => {

@@ -99,6 +99,8 @@ pub enum Rejection {
         inside_link: String,
         /// The layout that fits with its tensor group inside.
         instead: String,
+        /// That layout's tensor degree (1: it has no tensor group, and pays no all-reduce).
+        instead_tensor: u32,
     },
 }
 
@@ -224,5 +226,6 @@ pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> 
         inside: machine.domains[held].size,
         inside_link: machine.domains[held].link.name.clone(),
         instead: instead.label(),
+        instead_tensor: instead.tensor,
     })
 }

@@ -56,7 +56,7 @@ fn even_routing(e: crate::costmodel::shape::Experts) -> String {
         String::new()
     };
     format!(
-        "Expert splits assume even routing (imbalance 1: the busiest device computes the mean share of the pairs); with few tokens in flight a decode step's experts cluster on one device{pair}, so a real step is slower; the register's expert-imbalance finding measures what skew costs."
+        "Expert splits assume even routing (imbalance 1): a prefill's busiest device computes the mean share of the pairs, a decode step's streams its even share of a token's experts rounded up to whole experts (at least one); with few tokens in flight a decode step's experts cluster on one device{pair}, so a real step is slower; the register's expert-imbalance finding measures what skew costs."
     )
 }
 
@@ -117,10 +117,14 @@ pub fn rejection_message(r: &Rejection) -> String {
             format_bytes(*kv_bytes as f64),
             format_bytes(*memory_bytes as f64)
         ),
-        Rejection::TensorAcrossSlowBoundary { tensor, link, between_nodes, inside, inside_link, instead } => format!(
-            "its tensor group of {tensor} crosses {link}{} and every all-reduce pays it; {instead} fits with its tensor group inside the {inside} devices joined by {inside_link}",
-            if *between_nodes { " between nodes" } else { "" }
-        ),
+        Rejection::TensorAcrossSlowBoundary { tensor, link, between_nodes, inside, inside_link, instead, instead_tensor } => {
+            let offered = if *instead_tensor > 1 {
+                format!("{instead} fits with its tensor group inside the {inside} devices joined by {inside_link}")
+            } else {
+                format!("{instead} fits with no tensor group, and makes no all-reduce")
+            };
+            format!("its tensor group of {tensor} crosses {link}{} and every all-reduce pays it; {offered}", if *between_nodes { " between nodes" } else { "" })
+        }
     }
 }
 
@@ -304,7 +308,7 @@ pub fn to_markdown(advice: &Advice) -> String {
     for r in &advice.rejected {
         let predicted = r.predicted.as_ref().filter(|_| matches!(r.reason, Rejection::TensorAcrossSlowBoundary { .. }));
         let extra = predicted
-            .map(|p| format!(" (predicted step {}, TTFT {})", format_seconds(p.step_s), format_seconds(p.ttft_s)))
+            .map(|p| format!(" ({} itself: predicted step {}, TTFT {})", r.label, format_seconds(p.step_s), format_seconds(p.ttft_s)))
             .unwrap_or_default();
         t.push_str(&format!("| {} | {}{extra} |\n", r.label, rejection_message(&r.reason)));
     }

@@ -365,7 +365,7 @@ fn parse_domain(index: usize, text: &str, catalogue: &Catalogue) -> Result<Domai
     let size: u32 = size.trim().parse().map_err(|_| malformed(format!("`{size}` is not a device count")))?;
     let link = catalogue.link(name.trim()).cloned().ok_or_else(|| {
         let (measured, known) = catalogue.links.iter().map(|l| l.name.clone()).partition(|n| is_store_link_name(n));
-        AdviseError::UnknownLink { name: name.trim().to_string(), known, measured, links_from: catalogue.links_from.clone() }
+        AdviseError::UnknownLink { index, name: name.trim().to_string(), known, measured, links_from: catalogue.links_from.clone() }
     })?;
     Ok(Domain { size, link })
 }

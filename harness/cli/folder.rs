@@ -43,7 +43,7 @@ impl Folder {
         match given {
             Some(path) => Folder { path, named_by: NamedBy::Flag("--manifests") },
             None => {
-                let named_by = match std::env::var_os("PARLAB_MANIFESTS") {
+                let named_by = match crate::files::env_path("PARLAB_MANIFESTS") {
                     Some(_) => NamedBy::Variable("PARLAB_MANIFESTS"),
                     None => NamedBy::Default,
                 };

@@ -38,6 +38,14 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     crate::manifest::write_atomic(path, text.as_bytes()).map_err(Into::into)
 }
 
+/// Whether a file can be made in `dir` (made and removed again), so that an output it cannot
+/// hold is refused before the night is judged.
+fn can_write_in(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".parlab-nightly-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
 /// Whether `a` and `b` name one file, existing or not: their folders resolved (links, `..`)
 /// and their names compared.
 fn one_file(a: &Path, b: &Path) -> bool {
@@ -152,6 +160,9 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         if !parent.is_dir() {
             return Err(Error::Usage(format!("{flag} {}: no such folder {}", path.display(), parent.display())));
         }
+        if let Err(e) = can_write_in(parent) {
+            return Err(Error::Usage(format!("{flag} {}: cannot write in {}: {e}", path.display(), parent.display())));
+        }
     }
     match &outs.history {
         Some(dir) => Folder::flag(dir, "--history").not_a_file(HISTORY_HOLDS),
@@ -210,12 +221,6 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
         .filter(|g| g.changed)
         .map(|g| format!("answer {} ({})", g.answer_id.short(), g.experiments.join(", ")))
         .collect();
-    if let Some(path) = &outs.junit {
-        write(path, &outputs::junit(&comparison, &layouts, &crate::manifest::now()))?;
-    }
-    if let Some(path) = &outs.summary {
-        write(path, &outputs::markdown(&comparison, &layouts, &baseline.display().to_string()))?;
-    }
     if outs.json {
         let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts});
         super::output::print_json(&value)?;
@@ -230,6 +235,19 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
     } else {
         crate::exitcode::NIGHTLY_REGRESSION
     };
+    // Written after the verdicts are out: a file that cannot be written loses none of them,
+    // and a night that found something keeps its exit code.
+    let files = [
+        (&outs.junit, outputs::junit(&comparison, &layouts, &crate::manifest::now())),
+        (&outs.summary, outputs::markdown(&comparison, &layouts, &baseline.display().to_string())),
+    ];
+    for (path, text) in files.iter().filter_map(|(p, t)| p.as_ref().zip(Some(t))) {
+        match write(path, text) {
+            Err(e) if code == crate::exitcode::OK => return Err(e.context(format!("writing {}", path.display())).into()),
+            Err(e) => crate::say!("error: writing {}: {e:#}; the verdicts above stand", path.display()),
+            Ok(()) => {}
+        }
+    }
     // Kept after the verdicts are out: a history that cannot be written loses none of them,
     // and a night that found something keeps its exit code.
     if let Some((dir, _, Some(kept))) = &history {

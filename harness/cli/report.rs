@@ -6,24 +6,6 @@ use crate::manifest::lock::StoreLock;
 use crate::report::origin;
 use std::path::Path;
 
-/// Renders `out/evidence.md` (and figures and tables) from `manifests`. It only reads the
-/// manifests (each written atomically), so it may run beside a `parlab run`; two renders into
-/// one output folder are kept apart by the output folder's lock.
-pub fn run(manifests: &Folder, out: &Path, wait: bool) -> super::Result<i32> {
-    let hint = " (run `parlab run` first, or pass --manifests DIR)";
-    manifests.existing(MANIFESTS_HOLD, "manifests folder", hint)?;
-    // Refused before the output folder's lock file is touched; `render` checks again under it.
-    origin::check(out, &manifests.path)?;
-    render(&manifests.path, out, wait)
-}
-
-/// Renders the register while holding the lock of the output folder `out`; refuses (exit 2) an
-/// `out` holding the register of another manifests folder, and records `manifests` in `out`.
-pub fn render(manifests: &Path, out: &Path, wait: bool) -> super::Result<i32> {
-    let lock = lock_output(out, wait)?;
-    render_held(manifests, out, &lock)
-}
-
 /// Takes the lock of the output folder `out` (creating it): another render holding it exits 2,
 /// or is waited for with `wait`; an `out` that cannot be a folder (a file) exits 2.
 pub fn lock_output(out: &Path, wait: bool) -> super::Result<StoreLock> {
@@ -36,7 +18,8 @@ pub fn folder_or_nothing(out: &Path) -> super::Result<()> {
     Folder::flag(out, "--out").not_a_file("the register is written into")
 }
 
-/// [`render`] with the output folder's lock already held.
+/// Renders the register with the output folder's lock already held; refuses (exit 2) an `out`
+/// holding the register of another manifests folder, and records `manifests` in `out`.
 pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Result<i32> {
     origin::check(out, manifests)?;
     let written = crate::report::render_all(manifests, out)?;
@@ -45,9 +28,11 @@ pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Re
     Ok(crate::exitcode::OK)
 }
 
-/// Renders the register, then (with `history`) the nightly history as `out/trends.md` and
-/// `out/trends/N.svg` (a trend figure per run and figure, change points marked); a missing
-/// history folder exits 2 before anything is written.
+/// Renders `out/evidence.md` (and figures and tables) from `manifests`, then (with `history`)
+/// the nightly history as `out/trends.md` and `out/trends/N.svg` (a trend figure per run and
+/// figure, change points marked), all under one hold of the output folder's lock. It only reads
+/// the manifests (each written atomically), so it may run beside a `parlab run`. A missing
+/// history folder, or trends files parlab did not write, exit 2 before anything is written.
 pub fn run_with_history(manifests: &Folder, out: &Path, wait: bool, history: Option<&Path>) -> super::Result<i32> {
     if let Some(h) = history {
         Folder::flag(h, "--history").existing(HISTORY_HOLDS, "nightly history folder", "")?;
@@ -65,11 +50,32 @@ pub fn run_with_history(manifests: &Folder, out: &Path, wait: bool, history: Opt
             )));
         }
     }
-    let code = run(manifests, out, wait)?;
+    manifests.existing(MANIFESTS_HOLD, "manifests folder", " (run `parlab run` first, or pass --manifests DIR)")?;
+    origin::check(out, &manifests.path)?;
+    if history.is_some() {
+        refuse_foreign_trends(out)?;
+    }
+    // One hold of the output folder for the register and the trends beside it.
+    let lock = lock_output(out, wait)?;
+    let code = render_held(&manifests.path, out, &lock)?;
     if let Some(h) = history {
         let nights = crate::nightly::history::read_warning(h);
         let changed = crate::nightly::history::write_trends_of(&nights, out, &crate::nightly::Policy::default())?;
         crate::say!("parlab: wrote {} ({} figures with change points)", out.join("trends.md").display(), changed.len());
     }
     Ok(code)
+}
+
+/// Refuses (exit 2) an output folder whose `trends.md` or `trends/<i>.svg` the trends would
+/// replace or remove and that parlab did not draw.
+fn refuse_foreign_trends(out: &Path) -> super::Result<()> {
+    let foreign = crate::nightly::history::foreign_trends(out);
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "--out {}: holds {}, which the trends would replace or remove and which parlab's trends did not write; remove them or render elsewhere",
+        out.display(),
+        foreign.join(", ")
+    )))
 }

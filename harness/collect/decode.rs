@@ -134,7 +134,7 @@ fn model_config(plan: &RunPlan) -> Result<ModelConfig, CollectError> {
 /// sends each block's rows for the key/value heads every other rank holds (spans that overlap
 /// where grouped-query heads are replicated across ranks: each holder gets its own copy).
 fn handoff_bytes_modelled(plan: &RunPlan, blocks: &[u32], cfg: &ModelConfig) -> u64 {
-    let per_token_head = cfg.kv_bytes_per_token() / u64::from(cfg.kv_heads.max(1));
+    let per_token_head = cfg.kv_bytes_per_token_and_head();
     match &plan.layout.decode {
         None => blocks.iter().skip(1).map(|&b| u64::from(b) * u64::from(cfg.kv_heads) * per_token_head).sum(),
         Some(d) => {

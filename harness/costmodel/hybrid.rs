@@ -102,7 +102,8 @@ fn stages(s: &ModelShape, tensor: u32, count: u32, sb: u64) -> Vec<Stage> {
                 stored += b.final_norm + head_here / t;
                 streamed += b.final_norm + s.head_params() / t;
             }
-            let flops_per_prompt_token = 2 * n * streamed_block(s) / t;
+            // The key/value projections a rank computes whole past the KV heads count as its own.
+            let flops_per_prompt_token = 2 * (n * streamed_block(s) / t + excess);
             Stage { layers: n, stored, streamed, flops_per_prompt_token, kv_per_token: n * kv_layer, last: i == last }
         })
         .collect()

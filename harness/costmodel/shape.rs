@@ -209,8 +209,8 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
     let family = family_of(&cfg.model_type)?;
     let raw = &cfg.raw;
     let (d, heads, kv) = (cfg.hidden as u64, cfg.heads as u64, cfg.kv_heads as u64);
-    let head_dim =
-        positive(raw, "head_dim")?.unwrap_or(u64::from(crate::model::config::default_head_dim(&cfg.model_type, cfg.hidden, cfg.heads)));
+    positive(raw, "head_dim")?;
+    let head_dim = u64::from(cfg.head_dim());
     if family == Family::Gpt2 && d % heads != 0 {
         return Err(ShapeError::Inconsistent(format!("hidden {d} is not a multiple of {heads} heads")));
     }

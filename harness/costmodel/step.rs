@@ -802,8 +802,12 @@ fn step_assumption(m: &Manifest, p: &StepPrediction, unsplit: Option<&Unsplit>) 
 /// the communication's own where the measured communication in its place brings `step`
 /// within tolerance.
 fn launch_assumption(m: &Manifest, p: &StepPrediction, step: &Step, error: f64) -> Option<FailedAssumption> {
+    // Each explains a step measured slower than predicted (waiting for a core, for a piece's
+    // progress, for a call) and none a faster one.
+    let slower = error < 0.0;
     oversubscribed(m)
-        .or_else(|| p.overlap.filter(|_| error < 0.0).map(|pieces| FailedAssumption::NoProgressThread { pieces }))
+        .filter(|_| slower)
+        .or_else(|| p.overlap.filter(|_| slower).map(|pieces| FailedAssumption::NoProgressThread { pieces }))
         .or_else(|| communication_explains(p, step))
 }
 
@@ -818,7 +822,8 @@ fn communication_explains(p: &StepPrediction, step: &Step) -> Option<FailedAssum
     p.within_tolerance(with_measured).then(|| a.clone())
 }
 
-/// Why communication outside tolerance is not a model error: an oversubscribed launch, then
+/// Why communication outside tolerance is not a model error: an oversubscribed launch (measured
+/// slower), then
 /// the run's own all-reduces slower per call than the collectives runs (measured slower),
 /// then (a pipeline's waiting, an expert split's exchange) the compute it waits for not
 /// streaming at the roofline.
@@ -832,7 +837,10 @@ fn comm_assumption(m: &Manifest, p: &StepPrediction, error: f64, unsplit: Option
         }),
         _ => None,
     };
-    oversubscribed(m).or(calls).or_else(|| not_stream_bound(unsplit, error).filter(|_| p.strategy != Strategy::Tensor))
+    oversubscribed(m)
+        .filter(|_| error < 0.0)
+        .or(calls)
+        .or_else(|| not_stream_bound(unsplit, error).filter(|_| p.strategy != Strategy::Tensor))
 }
 
 /// The outcome of an error against the tolerance, with the assumption that explains it.
@@ -1202,7 +1210,9 @@ fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<
     p.error = (p.predicted_s() - p.measured_s) / p.measured_s;
     let uneven = c.causal_imbalance.filter(|i| *i > 1.0 + 1e-9 && p.error < 0.0);
     p.outcome = judge(Some(p.error), |_| {
-        oversubscribed(m).or_else(|| uneven.map(|causal_imbalance| FailedAssumption::EvenPrefillWork { causal_imbalance }))
+        oversubscribed(m)
+            .filter(|_| p.error < 0.0)
+            .or_else(|| uneven.map(|causal_imbalance| FailedAssumption::EvenPrefillWork { causal_imbalance }))
     });
     Some(p)
 }

@@ -340,13 +340,35 @@ pub enum Side {
     Straddles,
 }
 
-/// The side of `boundary` a measured range lies on.
+/// The fewest values a measured range decides a side with: one or two values show no spread,
+/// so a range of them lies wholly on a side by chance alone.
+pub const MIN_RANGE_VALUES: u64 = 3;
+
+/// The side of `boundary` a measured range lies on (straddling where it holds fewer than
+/// [`MIN_RANGE_VALUES`] values).
 pub fn side(s: &Stats, boundary: f64) -> Side {
-    if s.min > boundary {
+    if s.n < MIN_RANGE_VALUES {
+        Side::Straddles
+    } else if s.min > boundary {
         Side::Above
     } else if s.max < boundary {
         Side::Below
     } else {
         Side::Straddles
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{side, Side, Stats};
+
+    #[test]
+    fn a_range_of_one_or_two_values_decides_no_side() {
+        let range = |values: &[f64]| Stats::of(values).unwrap();
+        assert_eq!(side(&range(&[2.0, 3.0, 4.0]), 1.0), Side::Above);
+        assert_eq!(side(&range(&[2.0, 3.0, 4.0]), 5.0), Side::Below);
+        assert_eq!(side(&range(&[2.0, 3.0, 4.0]), 3.0), Side::Straddles);
+        assert_eq!(side(&range(&[2.0, 3.0]), 1.0), Side::Straddles, "two values show no spread");
+        assert_eq!(side(&range(&[2.0]), 1.0), Side::Straddles);
     }
 }

@@ -16,12 +16,18 @@ pub fn finding(inp: &Inputs) -> Finding {
         ),
     );
     let rows = crate::precision::audit(inp.list);
-    let graded: Vec<&PrecisionRow> = rows.iter().filter(|r| r.grade != PrecisionGrade::NoTwin).collect();
+    let graded: Vec<&PrecisionRow> = rows.iter().filter(|r| r.grade.is_graded()).collect();
     for r in &rows {
         f.notes.push(crate::precision::line(r));
     }
     if graded.is_empty() {
-        let why = if rows.is_empty() { "no half-precision run" } else { "no half-precision run has a float32 twin" };
+        let why = if rows.is_empty() {
+            "no half-precision run"
+        } else if rows.iter().any(|r| r.grade == PrecisionGrade::Incomplete) {
+            "no half-precision run has a float32 twin and complete answers on both sides"
+        } else {
+            "no half-precision run has a float32 twin"
+        };
         return f.inconclusive(Inconclusive::MissingRuns, format!("missing runs: {why}"));
     }
     for r in &graded {

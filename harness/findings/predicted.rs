@@ -65,6 +65,17 @@ pub fn finding(inp: &Inputs) -> Finding {
     if let Some(errors) = crate::manifest::stats::Stats::of(&within_errors) {
         f.number("median error of the splits within, (predicted − measured) / measured", errors.median, "fraction", &within);
     }
+    if errors.is_empty() && within.is_empty() && moved.is_empty() {
+        // Every split explained away: no prediction was tested, so the model is not shown to hold.
+        return f.inconclusive(
+            Inconclusive::NotDecisive,
+            format!(
+                "not decisive: none of {} splits within ±{:.0} %; each is past it where an assumption is known not to hold, so none tests the model",
+                splits.len(),
+                TOLERANCE * 100.0
+            ),
+        );
+    }
     if errors.is_empty() {
         let moments = match moved.len() {
             0 => String::new(),

@@ -22,6 +22,17 @@ pub struct Sizes {
     pub prefill_bytes: f64,
     /// Runs with this configuration (12 hex).
     pub runs: Vec<String>,
+    /// Bytes of one value in the run's dtype.
+    pub value_bytes: u64,
+}
+
+impl Sizes {
+    /// (d·s, T·d·s) as `link` carries them: in the dtype over NCCL, as float32 over an MPI
+    /// link (a rank stages its tensors through host memory as float32).
+    pub fn over(&self, link: &str) -> (f64, f64) {
+        let scale = if link.starts_with("nccl") { 1.0 } else { 4.0 / self.value_bytes.max(1) as f64 };
+        (self.decode_bytes * scale, self.prefill_bytes * scale)
+    }
 }
 
 /// The distinct decode configurations of the ok decode runs (model config read once per folder).
@@ -40,8 +51,13 @@ pub fn decode_sizes(list: &[Manifest]) -> Vec<Sizes> {
         };
         let ds = (h * dtype.bytes()) as f64;
         let label = format!("{} {}, {t}-token prompt", model.name, dtype.name());
-        let e =
-            out.entry(label.clone()).or_insert_with(|| Sizes { label, decode_bytes: ds, prefill_bytes: ds * t as f64, runs: Vec::new() });
+        let e = out.entry(label.clone()).or_insert_with(|| Sizes {
+            label,
+            decode_bytes: ds,
+            prefill_bytes: ds * t as f64,
+            runs: Vec::new(),
+            value_bytes: dtype.bytes(),
+        });
         e.runs.push(m.run_id.short().to_string());
     }
     out.into_values().collect()
@@ -89,24 +105,25 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
     let near_s_star = |bytes: f64| (bytes / s_star - 1.0).abs() <= TOLERANCE;
     for s in sizes {
         let runs: Vec<&str> = s.runs.iter().map(String::as_str).collect();
-        f.number(&format!("decode all-reduce d·s ({})", s.label), s.decode_bytes, "B", &runs);
-        f.number(&format!("prefill all-reduce T·d·s ({})", s.label), s.prefill_bytes, "B", &runs);
-        let (d_ok, p_ok) = (s.decode_bytes < s_star, s.prefill_bytes > s_star);
+        let (decode_bytes, prefill_bytes) = s.over(link);
+        f.number(&format!("decode all-reduce d·s ({})", s.label), decode_bytes, "B", &runs);
+        f.number(&format!("prefill all-reduce T·d·s ({})", s.label), prefill_bytes, "B", &runs);
+        let (d_ok, p_ok) = (decode_bytes < s_star, prefill_bytes > s_star);
         f.notes.push(format!(
             "{}: decode {} is {} S* {} ({} regime); prefill {} is {} it ({} regime); T* = {} tokens",
             s.label,
-            format_bytes(s.decode_bytes),
+            format_bytes(decode_bytes),
             if d_ok { "below" } else { "not below" },
             format_bytes(s_star),
             if d_ok { "latency" } else { "bandwidth" },
-            format_bytes(s.prefill_bytes),
+            format_bytes(prefill_bytes),
             if p_ok { "above" } else { "not above" },
             if p_ok { "bandwidth" } else { "latency" },
             // Three figures: a T* below one (every prompt's prefill in the bandwidth regime)
             // is not rounded to 0.
-            crate::units::sig3(s_star / s.decode_bytes),
+            crate::units::sig3(s_star / decode_bytes),
         ));
-        let misses = [(!d_ok, "decode d·s", s.decode_bytes, ">="), (!p_ok, "prefill T·d·s", s.prefill_bytes, "<=")];
+        let misses = [(!d_ok, "decode d·s", decode_bytes, ">="), (!p_ok, "prefill T·d·s", prefill_bytes, "<=")];
         for (_, what, bytes, side) in misses.into_iter().filter(|m| m.0) {
             let miss = format!("{}: {what} {} {side} S*", s.label, format_bytes(bytes));
             if near_s_star(bytes) {

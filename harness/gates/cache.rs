@@ -142,7 +142,7 @@ impl CacheKey {
         for tool in PROBED_TOOLS {
             facts.insert(format!("file.{tool}"), which(tool, path).map_or_else(|| "not found".into(), |p| file_identity(&p)));
         }
-        let python = sources.var("PARLAB_PYTHON").unwrap_or(super::DEFAULT_PYTHON);
+        let python = sources.var("PARLAB_PYTHON").filter(|p| !p.is_empty()).unwrap_or(super::DEFAULT_PYTHON);
         let python = which(python, path);
         facts.insert("file.python".into(), python.as_deref().map_or_else(|| "not found".into(), file_identity));
         let user =

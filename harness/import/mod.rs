@@ -161,14 +161,26 @@ impl ListedAt {
     }
 }
 
-/// Refuses `listed` where `earlier` lists its rank already: a rank is one process.
-fn check_not_listed_before(earlier: &[Listed], listed: &Listed) -> Result<(), Problem> {
-    let rank = listed.device.rank;
-    match earlier.iter().find(|l| l.device.rank == rank) {
-        Some(first) => {
-            Err(listed.at.problem(format!("rank {rank} is listed twice (first at {}): a rank is one process", first.at.words())))
+/// The ranks an output listed so far, each with where: refuses a rank listed twice, and a rank
+/// past the most a run has (before a huge list is built, or searched rank by rank).
+#[derive(Default)]
+pub struct ListedRanks {
+    first_at: std::collections::HashMap<u32, ListedAt>,
+}
+
+impl ListedRanks {
+    /// Takes `listed`, or refuses it where an earlier entry lists its rank (a rank is one
+    /// process) or it would be the run's rank number `MAX_WORLD + 1`.
+    pub fn take(&mut self, listed: &Listed) -> Result<(), Problem> {
+        let rank = listed.device.rank;
+        if let Some(first) = self.first_at.get(&rank) {
+            return Err(listed.at.problem(format!("rank {rank} is listed twice (first at {}): a rank is one process", first.words())));
         }
-        None => Ok(()),
+        if self.first_at.len() >= MAX_WORLD as usize {
+            return Err(listed.at.problem(format!("more than {MAX_WORLD} ranks listed: a run has at most {MAX_WORLD} ranks")));
+        }
+        self.first_at.insert(rank, listed.at);
+        Ok(())
     }
 }
 
@@ -748,6 +760,17 @@ mod tests {
         let text = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
         let e = text_problem(ImportTool::NcclTests, &text.replacen("\"rank\": 1,", "\"rank\": 0,", 1), None);
         assert!(e.contains("out.txt: config.devices[1]: rank 0 is listed twice (first at config.devices[0])"), "{e}");
+    }
+
+    #[test]
+    fn a_run_past_the_most_ranks_is_refused_before_its_ranks_are_listed() {
+        let text = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
+        let huge = text.replacen("\"nthreads\": 1,", "\"nthreads\": 4294967295,", 1);
+        let e = text_problem(ImportTool::NcclTests, &huge, None);
+        assert!(
+            e.contains("8 devices[] × 4294967295 ranks per process (nthreads × ngpus) is 34359738360 ranks: a run has at most 65536"),
+            "{e}"
+        );
     }
 
     #[test]

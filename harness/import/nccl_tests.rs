@@ -14,9 +14,10 @@
 //! out of place then in place (with `-I 1` four per-iteration columns after each), time in
 //! µs, bandwidths in GB/s (1e9 bytes/s), `#wrong` `N/A` without `-c`.
 
-use super::{check_not_listed_before, Listed, ListedAt, Problem, RowSource, SizeConvention, SizeResult, ToolRun};
+use super::{Listed, ListedAt, ListedRanks, Problem, RowSource, SizeConvention, SizeResult, ToolRun};
 use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
+use crate::spec::fields::MAX_WORLD;
 use crate::spec::schema::Op;
 use serde_json::Value;
 
@@ -165,7 +166,14 @@ fn str_of(v: &Value, key: &str) -> String {
 fn json_devices(config: &Value) -> Result<Vec<Listed>, Problem> {
     let Some(list) = config.get("devices").and_then(Value::as_array) else { return Ok(Vec::new()) };
     let per = ranks_per_process(config)?;
-    let mut devices = Vec::new();
+    let ranks = list.len() as u64 * u64::from(per);
+    if ranks > u64::from(MAX_WORLD) {
+        return Err(Problem::file(format!(
+            "config: {} devices[] × {per} ranks per process (nthreads × ngpus) is {ranks} ranks: a run has at most {MAX_WORLD}",
+            list.len()
+        )));
+    }
+    let (mut devices, mut listed) = (Vec::new(), ListedRanks::default());
     for (i, d) in list.iter().enumerate() {
         let first = json_device(i, d)?;
         for j in 0..per {
@@ -177,11 +185,10 @@ fn json_devices(config: &Value) -> Result<Vec<Listed>, Problem> {
             } else {
                 format!("not listed (nccl-tests' JSON lists only the first device of each process, config.devices[{i}])")
             };
-            devices.push(Listed { device: ImportedDevice { rank, host: first.host.clone(), device, name }, at: ListedAt::JsonDevice(i) });
+            let entry = Listed { device: ImportedDevice { rank, host: first.host.clone(), device, name }, at: ListedAt::JsonDevice(i) };
+            listed.take(&entry)?;
+            devices.push(entry);
         }
-    }
-    for (i, listed) in devices.iter().enumerate() {
-        check_not_listed_before(&devices[..i], listed)?;
     }
     Ok(devices)
 }
@@ -298,6 +305,7 @@ struct Header {
     validation: Option<bool>,
     per_iteration: bool,
     devices: Vec<Listed>,
+    listed: ListedRanks,
     table: bool,
     type_redop: Vec<(String, String)>,
 }
@@ -424,7 +432,7 @@ fn rank_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     let d = device_line(rest)
         .ok_or_else(|| Problem::at(n, "a rank line not in nccl-tests' form `#  Rank R Group G Pid P on HOST device D [PCI] NAME`"))?;
     let listed = Listed { device: d, at: ListedAt::Line(n) };
-    check_not_listed_before(&h.devices, &listed)?;
+    h.listed.take(&listed)?;
     h.devices.push(listed);
     Ok(())
 }

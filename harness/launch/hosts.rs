@@ -13,16 +13,21 @@ pub enum HostSlots {
     Cores,
 }
 
+/// The lines of a hostfile as mpirun reads them: (line number from 1, its words: the host, then
+/// its options), comments (`#` to the line's end) and blank lines left out.
+pub fn hostfile_lines(text: &str) -> impl Iterator<Item = (usize, Vec<&str>)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.split('#').next().unwrap_or("").split_whitespace().collect::<Vec<_>>()))
+        .filter(|(_, words)| !words.is_empty())
+}
+
 /// A hostfile's hosts with their slots, in file order.
 pub fn hostfile_hosts(text: &str) -> Vec<(String, HostSlots)> {
-    text.lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty())
-        .filter_map(|l| {
-            let mut words = l.split_whitespace();
-            let host = words.next()?.to_string();
-            let given = words.find_map(|w| w.strip_prefix("slots=").and_then(|n| n.parse().ok()));
-            Some((host, given.map_or(HostSlots::Cores, HostSlots::Given)))
+    hostfile_lines(text)
+        .map(|(_, words)| {
+            let given = words[1..].iter().find_map(|w| w.strip_prefix("slots=").and_then(|n| n.parse().ok()));
+            (words[0].to_string(), given.map_or(HostSlots::Cores, HostSlots::Given))
         })
         .collect()
 }

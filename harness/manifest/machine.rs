@@ -92,7 +92,7 @@ impl Fingerprint {
             "{}, {} cores, {} memory, {}, Open MPI: {}, torch {}, {} GPUs{models}",
             or_unknown(&self.cpu_model),
             self.cores,
-            crate::units::format_bytes(self.memory_bytes as f64),
+            crate::units::format_bytes(self.installed_memory() as f64),
             or_unknown(&self.os),
             or_unknown(&self.openmpi),
             or_unknown(&self.torch),

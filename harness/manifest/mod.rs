@@ -32,9 +32,9 @@ pub const OLDER_SCHEMAS: [(&str, &str); 2] = [
     ("parlab.manifest/2", "summary figures as untyped JSON, read key by key"),
 ];
 
-/// The folder manifests live in: `$PARLAB_MANIFESTS` or `manifests/`.
+/// The folder manifests live in: `$PARLAB_MANIFESTS` (set and not empty) or `manifests/`.
 pub fn manifests_dir() -> PathBuf {
-    std::env::var_os("PARLAB_MANIFESTS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("manifests"))
+    crate::files::env_path("PARLAB_MANIFESTS").unwrap_or_else(|| PathBuf::from("manifests"))
 }
 
 /// An experiment that expanded to a run identity: its name, spec file and place in the expansion.

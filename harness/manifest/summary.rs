@@ -359,7 +359,8 @@ pub struct ExpertPrefill {
 
 /// The busiest rank's (token, expert) pairs over the mean (1 when even; 0 without pairs).
 pub fn imbalance(per_rank: &[u64]) -> f64 {
-    let total: u64 = per_rank.iter().sum();
+    // Summed wide: a manifest's counts (each at most 2^60) could overflow a u64 together.
+    let total: u128 = per_rank.iter().map(|&n| u128::from(n)).sum();
     if total == 0 {
         return 0.0;
     }
@@ -370,7 +371,9 @@ pub fn imbalance(per_rank: &[u64]) -> f64 {
 impl ExpertPrefill {
     /// Per rank: the pairs its experts computed, every layer together.
     pub fn pairs_per_rank(&self) -> Vec<u64> {
-        (0..self.experts.len()).map(|rank| self.assigned.iter().map(|l| l.get(rank).copied().unwrap_or(0)).sum()).collect()
+        (0..self.experts.len())
+            .map(|rank| self.assigned.iter().map(|l| l.get(rank).copied().unwrap_or(0)).fold(0u64, u64::saturating_add))
+            .collect()
     }
 
     /// The busiest rank's pairs over the mean, every layer together.
@@ -492,5 +495,7 @@ mod tests {
         assert_eq!(imbalance(&[6, 2]), 1.5);
         assert_eq!(imbalance(&[8, 0, 0, 0]), 4.0);
         assert_eq!(imbalance(&[0, 0]), 0.0);
+        // Counts a manifest may hold (2^60 each) that a u64 sum would wrap.
+        assert_eq!(imbalance(&[1 << 60; 32]), 1.0);
     }
 }

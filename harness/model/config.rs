@@ -273,7 +273,7 @@ fn named_head_dim(model_type: &str) -> Option<u32> {
 
 /// transformers' head width for a config of `model_type` that names no `head_dim`: its config
 /// class's default, else hidden / heads.
-pub fn default_head_dim(model_type: &str, hidden: u32, heads: u32) -> u32 {
+fn default_head_dim(model_type: &str, hidden: u32, heads: u32) -> u32 {
     named_head_dim(model_type).unwrap_or(hidden / heads.max(1))
 }
 
@@ -399,7 +399,12 @@ impl ModelConfig {
     /// Bytes of float32 keys and values one token leaves in every layer's cache (its key/value
     /// heads: fewer than the query heads under grouped-query attention).
     pub fn kv_bytes_per_token(&self) -> u64 {
-        2 * u64::from(self.layers) * u64::from(self.kv_heads) * u64::from(self.head_dim()) * 4
+        u64::from(self.kv_heads) * self.kv_bytes_per_token_and_head()
+    }
+
+    /// Bytes of float32 keys and values one token leaves for one key/value head, every layer together.
+    pub fn kv_bytes_per_token_and_head(&self) -> u64 {
+        2 * u64::from(self.layers) * u64::from(self.head_dim()) * 4
     }
 
     /// The head counts world sizes must divide, as a sorted list of divisors of `heads`.

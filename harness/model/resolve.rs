@@ -13,7 +13,7 @@ pub struct ModelLocation {
 
 /// The folder of known model configurations: `$PARLAB_MODELS`, or `models/` in the working directory.
 pub fn models_root() -> PathBuf {
-    std::env::var_os("PARLAB_MODELS").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("models"))
+    crate::files::env_path("PARLAB_MODELS").unwrap_or_else(|| PathBuf::from("models"))
 }
 
 /// True when a spec's `model:` is a folder path (a slash, a leading `.`, or absolute), not a

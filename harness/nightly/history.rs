@@ -279,17 +279,17 @@ impl Noise {
                 "{}: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of {}'s {launches} launches, the night that scattered less), band ±{:.1}%",
                 history.map_or_else(
                     || "no history".to_string(),
-                    |n| format!("history: {n} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
+                    |n| format!("history: {n} nights of this figure at its present level, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
                 ),
                 sigma.exp_m1() * 100.0,
                 from.words(),
                 self.band().unwrap_or(0.0).exp_m1() * 100.0
             ),
             Noise::TooFew { nights } => {
-                format!("history: {nights} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
+                format!("history: {nights} nights of this figure at its present level, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
             }
             Noise::Estimated { sigma, nights, multiplier } => format!(
-                "night-to-night noise ±{:.1}% (scaled MAD of {nights} nights), band ±{:.1}% ({multiplier:.2} × √2 σ: left by an unchanged figure on {:.2}% of nights)",
+                "night-to-night noise ±{:.1}% (scaled MAD of {nights} nights at its present level), band ±{:.1}% ({multiplier:.2} × √2 σ: left by an unchanged figure on {:.2}% of nights)",
                 sigma.exp_m1() * 100.0,
                 self.band().unwrap_or(0.0).exp_m1() * 100.0,
                 band::false_flag_rate() * 100.0
@@ -320,12 +320,17 @@ impl NoiseBook {
     }
 
     /// The noise of `figure` of run `run_id`: the scaled MAD of the logs of its last
-    /// [`NOISE_WINDOW`] nights, once there are [`MIN_NOISE_NIGHTS`].
-    pub fn noise(&self, run_id: &str, figure: &str) -> Noise {
+    /// [`NOISE_WINDOW`] nights at their present level (after the last change point `policy`
+    /// finds among them), once there are [`MIN_NOISE_NIGHTS`]. Two levels in one window would
+    /// widen the band by their distance: a regression left unfixed, kept night after night,
+    /// would hide itself within a few nights and pass into the baseline.
+    pub fn noise(&self, run_id: &str, figure: &str, policy: &Policy) -> Noise {
         let NoiseBook::Nights(by) = self else { return Noise::NotKept };
         let all = by.get(&(run_id.to_string(), figure.to_string())).map_or(&[][..], Vec::as_slice);
-        let logs: Vec<f64> =
-            all[all.len().saturating_sub(NOISE_WINDOW)..].iter().filter(|v| v.is_finite() && **v > 0.0).map(|v| v.ln()).collect();
+        let window: Vec<f64> =
+            all[all.len().saturating_sub(NOISE_WINDOW)..].iter().copied().filter(|v| v.is_finite() && *v > 0.0).collect();
+        let present = change_points(&window, policy).last().copied().unwrap_or(0);
+        let logs: Vec<f64> = window[present..].iter().map(|v| v.ln()).collect();
         match stats::scaled_mad(&logs) {
             Some(sigma) if logs.len() >= MIN_NOISE_NIGHTS => {
                 Noise::Estimated { sigma, nights: logs.len(), multiplier: band::multiplier(logs.len()) }
@@ -502,13 +507,36 @@ pub fn write_trends_into(history: &Path, dir: &Path, policy: &Policy) -> std::io
     write_trends_of(&read(history), dir, policy)
 }
 
+/// The first line of every `trends.md` parlab writes.
+const TRENDS_HEADING: &str = "# parlab nightly trends";
+
+/// The files of `dir` that drawing trends there would replace or remove though parlab did not
+/// draw them: a `trends.md` without parlab's heading, and `trends/<i>.svg` where `trends.md`
+/// is not parlab's (relative to `dir`, sorted).
+pub fn foreign_trends(dir: &Path) -> Vec<String> {
+    let own = std::fs::read_to_string(dir.join("trends.md")).is_ok_and(|t| t.starts_with(TRENDS_HEADING));
+    if own {
+        return Vec::new();
+    }
+    let mut files: Vec<String> = dir.join("trends.md").exists().then(|| "trends.md".to_string()).into_iter().collect();
+    for entry in std::fs::read_dir(dir.join("trends")).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let drawn = name.strip_suffix(".svg").and_then(|i| i.parse::<usize>().ok()).is_some_and(|i| name == format!("{i}.svg"));
+        if drawn && entry.path().is_file() {
+            files.push(format!("trends/{name}"));
+        }
+    }
+    files.sort();
+    files
+}
+
 /// Like [`write_trends`] for `entries` (oldest night first) already read, writing into `dir`.
 pub fn write_trends_of(entries: &[Entry], dir: &Path, policy: &Policy) -> std::io::Result<Vec<Series>> {
     let all: Vec<Series> = series(entries, policy).into_iter().filter(|s| s.nights.len() >= 2).collect();
     let switches = machine_switches(entries);
     let trends = dir.join("trends");
     std::fs::create_dir_all(&trends).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", trends.display())))?;
-    let mut md = format!("# parlab nightly trends\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {:.2} and medians {:.0}% apart.\n\n", policy.fdr, policy.min_effect * 100.0);
+    let mut md = format!("{TRENDS_HEADING}\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {:.2} and medians {:.0}% apart.\n\n", policy.fdr, policy.min_effect * 100.0);
     md.push_str(&switches_text(&switches));
     md.push_str("| figure | run | nights | last | change points |\n|---|---|---|---|---|\n");
     for (i, s) in all.iter().enumerate() {

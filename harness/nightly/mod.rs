@@ -364,6 +364,9 @@ pub fn bandwidth_ratio(baseline: &[Manifest], current: &[Manifest]) -> Option<f6
 /// A figure of one run in both nights, before its verdict.
 struct Pair {
     run: String,
+    run_id: String,
+    /// The run computed on the host (its decode steps bound by host memory, not a GPU's).
+    on_host: bool,
     experiment: String,
     figure: Figure,
     before: Vec<f64>,
@@ -385,7 +388,7 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
         }
         if let (Some(after), RunStatus::Ok) = (after, outcome.status) {
             if outcome.same_machine {
-                pairs.extend(figure_pairs(before, after, noise));
+                pairs.extend(figure_pairs(before, after, noise, policy));
             } else {
                 differing += 1;
                 differences.extend(before.machine.differences(&after.machine));
@@ -398,11 +401,18 @@ pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &Noise
     }
     let ratio = bandwidth_ratio(&baseline.manifests, &current.manifests);
     let mut verdicts = judge(&pairs, policy);
-    // Decode figures are scaled by the bandwidth ratio only where the memory's own figure moved
-    // (REGRESSED or IMPROVED): a ratio inside its noise would explain a real change away.
-    let moved = pairs.iter().zip(&verdicts).any(|(p, v)| p.figure.kind == FigureKind::Bandwidth && v.verdict.is_change());
-    if let Some(r) = ratio.filter(|_| moved) {
-        for (v, pair) in verdicts.iter_mut().zip(&pairs).filter(|(_, p)| p.figure.kind == FigureKind::Decode) {
+    // Host decode figures are scaled by the bandwidth ratio only where a run the ratio rests on
+    // (a read from memory, not a cache) moved (REGRESSED or IMPROVED) and the ratio is itself
+    // beyond the minimum effect: a ratio inside its noise, or a cache's swing, would explain a
+    // real change away. A GPU's step is not bound by the host's memory.
+    let memory_runs: BTreeSet<String> =
+        crate::costmodel::predict::membw_runs(&current.manifests).iter().map(|(m, _)| m.run_id.to_string()).collect();
+    let moved = pairs
+        .iter()
+        .zip(&verdicts)
+        .any(|(p, v)| p.figure.kind == FigureKind::Bandwidth && memory_runs.contains(&p.run_id) && v.verdict.is_change());
+    if let Some(r) = ratio.filter(|r| moved && beyond_min_effect(r - 1.0, policy.min_effect)) {
+        for (v, pair) in verdicts.iter_mut().zip(&pairs).filter(|(_, p)| p.figure.kind == FigureKind::Decode && p.on_host) {
             normalise_by_bandwidth(v, pair.figure.better, policy, r);
         }
     }
@@ -474,7 +484,7 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
 }
 
 /// The figures of a run in both nights, with their per-launch values and noise.
-fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook) -> Vec<Pair> {
+fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook, policy: &Policy) -> Vec<Pair> {
     let (lb, la): (FigureSamples, FigureSamples) = (samples::of_manifest(before), samples::of_manifest(after));
     let tonight: BTreeMap<String, f64> = figures(after).into_iter().map(|f| (f.name, f.value)).collect();
     figures(before)
@@ -487,8 +497,10 @@ fn figure_pairs(before: &Manifest, after: &Manifest, noise: &NoiseBook) -> Vec<P
             let a = la.get(&f.name).cloned().unwrap_or_else(|| tonight.get(&f.name).map(|v| vec![*v]).unwrap_or_default());
             Pair {
                 run: label(after),
+                run_id: after.run_id.to_string(),
+                on_host: after.plan.device == crate::spec::schema::Device::Cpu,
                 experiment: after.experiment.clone(),
-                noise: match noise.noise(&before.run_id, &f.name) {
+                noise: match noise.noise(&before.run_id, &f.name, policy) {
                     Noise::NotKept => Noise::from_launches(&b, &a, None),
                     // Too few past nights for the figure's own band: the launches' floor stands
                     // in, as without a history (a new history must not pass what none would catch).

@@ -40,8 +40,9 @@ fn finding_line(f: &Finding) -> String {
             "MACHINE DIFFERS for {runs} runs: {}; their timings were not compared (answers were): compare with a baseline from this machine",
             differences.join(", ")
         ),
-        Finding::Regressed { run, figure, before, after, worse_by, p } => {
-            format!("REGRESSED {run}: {figure} {before:.4e} -> {after:.4e} ({:.0}% worse, p {p:.2e})", worse_by * 100.0)
+        // The effect as the verdict line gives it (after / before − 1): a rate 100 -> 80 is −20 %.
+        Finding::Regressed { run, figure, before, after, p, .. } => {
+            format!("REGRESSED {run}: {figure} {before:.4e} -> {after:.4e} (effect {:+.1}%, p {p:.2e})", (after / before - 1.0) * 100.0)
         }
     }
 }

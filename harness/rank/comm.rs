@@ -74,7 +74,7 @@ impl Communicator {
         crate::model::placement::synchronize(partial.device());
         let start = Instant::now();
         let sum = self.tensors().all_reduce(partial)?;
-        let bytes = (partial.numel() * 4) as u64;
+        let bytes = (partial.numel() * self.value_bytes(partial)) as u64;
         self.stats.all_reduces += 1;
         self.stats.all_reduce_bytes += bytes;
         self.stats.all_reduce_seconds += start.elapsed().as_secs_f64();
@@ -89,8 +89,17 @@ impl Communicator {
         let start = Instant::now();
         let all = self.tensors().all_gather(part, counts)?;
         self.stats.all_gathers += 1;
-        self.account(part.numel() * 4, start);
+        self.account(part.numel() * self.value_bytes(part), start);
         Ok(all)
+    }
+
+    /// Bytes a value of `t` takes on this rank's link: its own size over NCCL, a float32's staged
+    /// through host memory for MPI.
+    fn value_bytes(&self, t: &Tensor) -> usize {
+        match self.nccl {
+            Some(_) => t.kind().elt_size_in_bytes(),
+            None => 4,
+        }
     }
 
     /// The collectives on tensors this rank's link carries them with.

@@ -147,7 +147,7 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
             tch::Device::Cuda(ordinal) => Some(ordinal as u32),
             _ => None,
         },
-        gpu_shared_by: super::device::sharing(&placement),
+        gpu_shared_by: super::device::sharing(&placement, link.comm),
         graph_nodes: replayed
             .as_ref()
             .map(ReplayedStep::nodes)

@@ -9,57 +9,117 @@ use crate::model::gpt2::{linear, linear_rows_into, Chunk, KvCache, Mixture, Redu
 use crate::model::matvec::matvec_rows_into;
 use crate::model::part::DecoderPart;
 use crate::model::reference::{to_vec, top2, Generation};
+use crate::spec::plan::RankShare;
 use crate::spec::plan::Span;
 use crate::spec::{HeadPlacement, RunPlan, Strategy};
 use std::time::Instant;
 use tch::Tensor;
 
-/// A rank's communication: all-reduces and the logits gather (tensor), sends and receives (pipeline).
+/// A rank's communication: all-reduces and the logits gather (tensor), sends and receives
+/// (pipeline), the ring and the hand-off (context), the experts' exchange (expert).
 pub struct Link<'c> {
     /// The communicator (counts calls and seconds).
     pub comm: &'c mut Communicator,
-    tensor: bool,
-    /// Pieces per all-reduce started non-blocking (tensor splits with `overlap`).
-    overlap: Option<u32>,
-    vocab_counts: Option<Vec<i32>>,
-    /// This rank's pipeline stage (0 unless pipeline).
-    pub stage: u32,
-    /// Pipeline stages (1 unless pipeline).
-    pub stages: u32,
-    /// The prompt block of each rank, as chunks of positions (context split).
-    context: Option<Vec<Vec<Chunk>>>,
-    /// The heads of each rank in the tensor decode after a context prefill (`decode_strategy: tensor`).
-    decode_heads: Option<Vec<Span>>,
-    /// The experts of each rank and what this rank's did (expert split).
-    experts: Option<ExpertSplit>,
+    exchange: Exchange,
     /// The first failed exchange (an NCCL error inside the model's forward pass, which returns
     /// tensors): the step ends with it.
     failure: Option<anyhow::Error>,
 }
 
+/// How a split's ranks exchange during a repetition (what [`Link`] does for its strategy).
+enum Exchange {
+    /// Nothing between ranks (world 1, or data-parallel replicas).
+    Alone,
+    /// Row-parallel partial sums all-reduced, the logits gathered where the head is split.
+    Tensor(TensorExchange),
+    /// Activations passed forward between stages, token ids back to the first.
+    Pipeline {
+        /// This rank's stage.
+        stage: u32,
+        /// Stages in all.
+        stages: u32,
+    },
+    /// The prompt's blocks through ring attention, then the cache handed to the decode layout.
+    Context {
+        /// The prompt block of each rank, as chunks of positions.
+        blocks: Vec<Vec<Chunk>>,
+        /// The tensor decode that follows (`decode_strategy: tensor`); rank 0 decodes alone without one.
+        decode: Option<ContextDecode>,
+    },
+    /// The experts of each rank and what this rank's did.
+    Expert(ExpertSplit),
+}
+
+/// A tensor split's exchanges.
+struct TensorExchange {
+    /// Pieces per all-reduce started non-blocking (`overlap`).
+    overlap: Option<u32>,
+    /// Vocabulary rows of each rank, where the output head is split.
+    vocab_counts: Option<Vec<i32>>,
+}
+
+/// The tensor decode after a context prefill.
+struct ContextDecode {
+    /// The key/value heads each rank holds while decoding.
+    heads: Vec<Span>,
+    /// Its exchanges.
+    tensor: TensorExchange,
+}
+
+impl TensorExchange {
+    /// A tensor split over `ranks` with output head `head`.
+    fn new(plan: &RunPlan, head: Option<HeadPlacement>, ranks: &[RankShare]) -> Self {
+        let vocab_counts =
+            (head == Some(HeadPlacement::Split)).then(|| ranks.iter().map(|r| r.vocab.map_or(0, |s| s.len() as i32)).collect());
+        TensorExchange { overlap: plan.layout.overlap, vocab_counts }
+    }
+}
+
+impl Exchange {
+    /// The exchanges a plan's strategy needs on rank `rank` of `size`.
+    fn of(plan: &RunPlan, rank: u32, size: u32) -> Self {
+        let layout = &plan.layout;
+        match layout.strategy {
+            Strategy::Data => Exchange::Alone,
+            Strategy::Tensor => Exchange::Tensor(TensorExchange::new(plan, layout.head, &layout.ranks)),
+            Strategy::Pipeline => Exchange::Pipeline { stage: rank, stages: size },
+            Strategy::Context => Exchange::Context {
+                blocks: chunks_of(&layout.ranks.iter().map(|r| r.prompt_chunks()).collect::<Vec<_>>()),
+                // The cache a tensor decode holds: each rank's key/value heads (a query head's own for GPT-2).
+                decode: layout.decode.as_ref().map(|d| ContextDecode {
+                    heads: d.ranks.iter().map(|r| r.kv_heads.or(r.heads).unwrap_or(Span::new(0, 0))).collect(),
+                    tensor: TensorExchange::new(plan, Some(d.head), &d.ranks),
+                }),
+            },
+            Strategy::Expert => {
+                let layers = layout.ranks.first().and_then(|r| r.layers).map_or(1, |s| s.len().max(1) as usize);
+                Exchange::Expert(ExpertSplit::new(layout.ranks.iter().map(|r| r.experts.unwrap_or(Span::new(0, 0))).collect(), layers))
+            }
+        }
+    }
+
+    /// The tensor exchanges of the decode rounds, if they are a tensor split's.
+    fn tensor(&self) -> Option<&TensorExchange> {
+        match self {
+            Exchange::Tensor(t) | Exchange::Context { decode: Some(ContextDecode { tensor: t, .. }), .. } => Some(t),
+            _ => None,
+        }
+    }
+
+    /// (This rank's stage, stages): (0, 1) unless pipeline.
+    fn stages(&self) -> (u32, u32) {
+        match self {
+            Exchange::Pipeline { stage, stages } => (*stage, *stages),
+            _ => (0, 1),
+        }
+    }
+}
+
 impl<'c> Link<'c> {
     /// The link a plan's strategy needs.
     pub fn new(plan: &RunPlan, comm: &'c mut Communicator) -> Self {
-        let decode = plan.layout.decode.as_ref();
-        let tensor = plan.layout.strategy == Strategy::Tensor || decode.is_some_and(|d| d.strategy == Strategy::Tensor);
-        let (head, decode_ranks) = match decode {
-            Some(d) => (Some(d.head), &d.ranks),
-            None => (plan.layout.head, &plan.layout.ranks),
-        };
-        let split = tensor && head == Some(HeadPlacement::Split);
-        let vocab_counts = split.then(|| decode_ranks.iter().map(|r| r.vocab.map_or(0, |s| s.len() as i32)).collect());
-        // The cache a tensor decode holds: each rank's key/value heads (a query head's own for GPT-2).
-        let decode_heads = decode.map(|d| d.ranks.iter().map(|r| r.kv_heads.or(r.heads).unwrap_or(Span::new(0, 0))).collect());
-        let pipeline = plan.layout.strategy == Strategy::Pipeline;
-        let (stage, stages) = if pipeline { (comm.rank(), comm.size()) } else { (0, 1) };
-        let overlap = plan.layout.overlap.filter(|_| tensor);
-        let context = (plan.layout.strategy == Strategy::Context)
-            .then(|| chunks_of(&plan.layout.ranks.iter().map(|r| r.prompt_chunks()).collect::<Vec<_>>()));
-        let experts = (plan.layout.strategy == Strategy::Expert).then(|| {
-            let layers = plan.layout.ranks.first().and_then(|r| r.layers).map_or(1, |s| s.len().max(1) as usize);
-            ExpertSplit::new(plan.layout.ranks.iter().map(|r| r.experts.unwrap_or(Span::new(0, 0))).collect(), layers)
-        });
-        Link { comm, tensor, overlap, vocab_counts, stage, stages, context, decode_heads, experts, failure: None }
+        let exchange = Exchange::of(plan, comm.rank(), comm.size());
+        Link { comm, exchange, failure: None }
     }
 
     /// The exchange's result, or (keeping its error for [`Link::check`]) `fallback`.
@@ -78,20 +138,45 @@ impl<'c> Link<'c> {
     /// Whether this rank runs the decode rounds (a context split decodes on rank 0 alone unless
     /// it names a decode split).
     fn decodes(&self) -> bool {
-        self.context.is_none() || self.decode_heads.is_some() || self.comm.rank() == 0
+        !matches!(self.exchange, Exchange::Context { decode: None, .. }) || self.comm.rank() == 0
     }
 
     /// Collectives one decode step of one sequence must make on a part with `layers` layers
     /// whose row-parallel outputs are `width` values (each overlapped all-reduce is its pieces).
     pub fn expected_collectives(&self, layers: usize, width: usize) -> Option<u64> {
+        let tensor = self.exchange.tensor()?;
         let per_reduce = self.pieces(width).map_or(1, |p| p.len() as u64);
-        self.tensor.then(|| 2 * layers as u64 * per_reduce + u64::from(self.vocab_counts.is_some()))
+        Some(2 * layers as u64 * per_reduce + u64::from(tensor.vocab_counts.is_some()))
     }
 
     /// The lengths of the pieces an all-reduce over `rows` rows is cut into, when overlapping.
     fn pieces(&self, rows: usize) -> Option<Vec<usize>> {
-        let n = self.overlap?.min(rows as u32).max(1);
+        let n = self.exchange.tensor()?.overlap?.min(rows as u32).max(1);
         Some(crate::spec::layout::even_spans(rows as u32, n).iter().map(|s| s.len() as usize).collect())
+    }
+
+    /// A context split's prompt blocks, one per rank (a copy: the ring borrows the communicator).
+    fn context_blocks(&self) -> Option<Vec<Vec<Chunk>>> {
+        match &self.exchange {
+            Exchange::Context { blocks, .. } => Some(blocks.clone()),
+            _ => None,
+        }
+    }
+
+    /// The key/value heads of each rank in the tensor decode after a context prefill.
+    fn decode_heads(&self) -> Option<Vec<Span>> {
+        match &self.exchange {
+            Exchange::Context { decode: Some(d), .. } => Some(d.heads.clone()),
+            _ => None,
+        }
+    }
+
+    /// What this rank's experts did since the last call (expert splits).
+    fn take_experts(&mut self) -> Option<ExpertTally> {
+        match &mut self.exchange {
+            Exchange::Expert(split) => Some(split.take()),
+            _ => None,
+        }
     }
 
     fn collectives(&self) -> u64 {
@@ -102,7 +187,7 @@ impl<'c> Link<'c> {
 
 impl Reduce for Link<'_> {
     fn all_reduce(&mut self, partial: &Tensor) -> Tensor {
-        if !self.tensor {
+        if self.exchange.tensor().is_none() {
             return partial.shallow_clone();
         }
         // Over NCCL on the GPU on an NCCL link; else staged through the host for MPI.
@@ -111,20 +196,19 @@ impl Reduce for Link<'_> {
     }
 
     fn sums_partials(&self) -> bool {
-        self.tensor
+        self.exchange.tensor().is_some()
     }
 
     fn all_reduce_row(&mut self, partial: &mut [f32]) {
-        if self.tensor {
+        if self.sums_partials() {
             self.comm.all_reduce_sum(partial);
         }
     }
 
     fn gather_vocab(&mut self, part: &Tensor) -> Tensor {
-        let Some(counts) = &self.vocab_counts else {
+        let Some(counts) = self.exchange.tensor().and_then(|t| t.vocab_counts.clone()) else {
             return part.shallow_clone();
         };
-        let counts = counts.clone();
         let all = self.comm.all_gather_tensor(part, &counts);
         self.kept(all, part)
     }
@@ -142,9 +226,9 @@ impl Reduce for Link<'_> {
     }
 
     fn mixture(&mut self, m: &Mixture, x: &Tensor) -> Tensor {
-        match self.experts.as_mut() {
-            Some(split) => split.mixture(self.comm, m, x),
-            None => m.local(x),
+        match &mut self.exchange {
+            Exchange::Expert(split) => split.mixture(self.comm, m, x),
+            _ => m.local(x),
         }
     }
 
@@ -314,7 +398,7 @@ impl<'a> Engine<'a> {
         let expected = link.expected_collectives(self.part.layers_held(), self.part.hidden());
         let start = Instant::now();
         let comm0 = link.comm.stats();
-        let mut context = link.context.is_some().then(ContextTally::default);
+        let mut context = matches!(link.exchange, Exchange::Context { .. }).then(ContextTally::default);
         for s in 0..self.sequences {
             match context.as_mut() {
                 Some(tally) => {
@@ -328,7 +412,7 @@ impl<'a> Engine<'a> {
         self.part.placement().synchronize();
         super::fault::stretch_own_work(start.elapsed(), seconds(link.comm.stats().seconds - comm0.seconds));
         let prefill_s = start.elapsed().as_secs_f64();
-        let experts_prefill = link.experts.as_mut().map(ExpertSplit::take);
+        let experts_prefill = link.take_experts();
         let comm1 = link.comm.stats();
         let prefill_comm_s = comm1.seconds - comm0.seconds;
         let single = OneTorchThread::for_rounds(self.rounds_part().placement());
@@ -362,7 +446,7 @@ impl<'a> Engine<'a> {
             exactness: exact,
             collectives_per_step: expected,
             context,
-            experts: experts_prefill.zip(link.experts.as_mut().map(ExpertSplit::take)),
+            experts: experts_prefill.zip(link.take_experts()),
         })
     }
 
@@ -380,7 +464,7 @@ impl<'a> Engine<'a> {
         exact: Option<&mut Exactness>,
         tally: &mut ContextTally,
     ) -> anyhow::Result<Option<KvCache>> {
-        let blocks = link.context.clone().unwrap_or_default();
+        let blocks = link.context_blocks().unwrap_or_default();
         let rank = link.comm.rank() as usize;
         let (heads, head_dim) = (self.part.kv_heads_held(), self.part.head_dim());
         let mut ring = ContextRing::new(link.comm, &blocks, heads, head_dim);
@@ -407,7 +491,7 @@ impl<'a> Engine<'a> {
     /// a tensor decode's heads of every block to each rank (returns the decode part's cache), or
     /// every block's rows to rank 0 (into `cache` there; returns None).
     fn hand_off(&self, link: &mut Link, blocks: &[Vec<Chunk>], cache: &mut KvCache, tally: &mut ContextTally) -> Option<KvCache> {
-        match (link.decode_heads.clone(), self.decode_part) {
+        match (link.decode_heads(), self.decode_part) {
             (Some(heads), Some(decode_part)) => {
                 let mut handed = decode_part.new_cache(self.max_len());
                 tally.gather_bytes += redistribute_cache(link.comm, blocks, &heads, cache, &mut handed);
@@ -456,40 +540,41 @@ impl<'a> Engine<'a> {
         let part = self.rounds_part();
         let d = part.hidden();
         let rows = if round == 0 { self.prompt.len() } else { 1 };
-        let last_stage = link.stage + 1 == link.stages;
-        let h = if link.stage == 0 {
+        let (stage, stages) = link.exchange.stages();
+        let last_stage = stage + 1 == stages;
+        let h = if stage == 0 {
             let input = if round == 0 {
                 self.prompt.clone()
-            } else if link.stages > 1 {
+            } else if stages > 1 {
                 let mut buf = [0f32];
-                link.comm.recv(link.stages - 1, &mut buf);
+                link.comm.recv(stages - 1, &mut buf);
                 vec![buf[0] as u32]
             } else {
                 vec![*tokens.last().expect("a token from the previous round")]
             };
-            if round > 0 && link.stages > 1 {
+            if round > 0 && stages > 1 {
                 tokens.push(input[0]);
             }
             part.embed(&input, cache.len)?
         } else {
             let mut buf = vec![0f32; rows * d];
-            link.comm.recv(link.stage - 1, &mut buf);
+            link.comm.recv(stage - 1, &mut buf);
             Tensor::from_slice(&buf).view([rows as i64, d as i64])
         };
         let h = part.forward(h, cache, link);
         link.check()?;
         if !last_stage {
-            link.comm.send(link.stage + 1, &to_vec(&h));
+            link.comm.send(stage + 1, &to_vec(&h));
             return Ok(());
         }
         let logits = part.logits(&h, link);
         link.check()?;
         let logits = to_vec(&logits);
         let (tok, _) = top2(&logits);
-        if link.stages > 1 && round + 1 < self.new_tokens {
+        if stages > 1 && round + 1 < self.new_tokens {
             link.comm.send(0, &[tok as f32]);
         }
-        if link.stages == 1 || link.stage != 0 {
+        if stages == 1 || stage != 0 {
             tokens.push(tok);
         }
         if let (Some(e), Some(r)) = (exact, self.reference) {

@@ -1,10 +1,13 @@
 //! Where this rank computes: the plan's device resolved in this process (local rank r uses GPU
-//! r mod the GPUs libtorch sees), and what it resolved to, for the record.
+//! r mod the GPUs libtorch sees), and what it resolved to, for the record (which ranks shared
+//! its GPU included).
 
+use super::comm::Communicator;
 use crate::model::placement::Placement;
 use crate::model::source;
 use crate::spec::schema::Device;
 use crate::spec::RunPlan;
+use mpi::traits::CommunicatorCollectives;
 
 /// The placement of this rank's part: the host (float32 on parlab's row kernels; half precision
 /// through libtorch's operations), or its CUDA device in the plan's dtype.
@@ -28,20 +31,31 @@ pub fn gpu_ordinal(plan: &RunPlan) -> anyhow::Result<usize> {
     Ok(local_rank() % gpus)
 }
 
-/// How many ranks of this host share this rank's GPU (1 on the CPU or with a GPU to itself).
-pub fn sharing(placement: &Placement) -> u32 {
-    if !placement.is_cuda() {
+/// How many ranks share this rank's GPU (1 on the CPU or with a GPU to itself), told apart by
+/// the GPU's host and PCI address, exchanged among the ranks: a launcher that gives each rank
+/// its own `CUDA_VISIBLE_DEVICES` (Slurm's `--gpus-per-task`) shows every rank its GPU as
+/// `cuda:0`. Every rank of the run must call it (an all-gather).
+pub fn sharing(placement: &Placement, comm: &Communicator) -> u32 {
+    let tch::Device::Cuda(ordinal) = placement.device else {
         return 1;
-    }
-    let gpus = tch::Cuda::device_count().max(1) as u32;
-    sharers(local_rank() as u32, local_size(), gpus)
+    };
+    let mine = gpu_key(&crate::host::this_host(), &gpu_address(ordinal));
+    let mut keys = vec![0u64; comm.size() as usize];
+    comm.raw().all_gather_into(&mine, &mut keys[..]);
+    keys.iter().filter(|&&k| k == mine).count() as u32
 }
 
-/// The ranks of a host of `local_size` that use the GPU of local rank `local_rank` (local rank r
-/// uses GPU r mod `gpus`), this one included.
-fn sharers(local_rank: u32, local_size: u32, gpus: u32) -> u32 {
-    let gpu = local_rank % gpus.max(1);
-    (0..local_size.max(local_rank + 1)).filter(|r| r % gpus.max(1) == gpu).count() as u32
+/// The PCI address of visible GPU `ordinal`, or, where the runtime cannot say, the ordinal
+/// (local rank r uses GPU r mod the GPUs it sees, the same GPUs on every rank of its host).
+fn gpu_address(ordinal: usize) -> String {
+    crate::cuda::pci_bus_id(ordinal).unwrap_or_else(|_| format!("visible GPU {ordinal}"))
+}
+
+/// A GPU's identity among the run's ranks: its host and its address there, hashed.
+fn gpu_key(host: &str, address: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{host}\n{}", address.to_ascii_lowercase()).as_bytes());
+    u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
 }
 
 fn env_number(names: &[&str]) -> Option<u32> {
@@ -53,56 +67,18 @@ fn local_rank() -> usize {
     env_number(&["OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"]).unwrap_or(0) as usize
 }
 
-/// The number of ranks on this host (1 when the launcher does not say): Open MPI's local size,
-/// else Slurm's tasks of this step on this node.
-fn local_size() -> u32 {
-    env_number(&["OMPI_COMM_WORLD_LOCAL_SIZE"])
-        .or_else(slurm_tasks_here)
-        .or_else(|| env_number(&["SLURM_NTASKS_PER_NODE"]))
-        .unwrap_or(1)
-        .max(1)
-}
-
-/// This node's entry of `SLURM_STEP_TASKS_PER_NODE` (set by srun whether or not
-/// `--ntasks-per-node` was given), at `SLURM_NODEID`.
-fn slurm_tasks_here() -> Option<u32> {
-    let list = std::env::var("SLURM_STEP_TASKS_PER_NODE").ok()?;
-    let node = env_number(&["SLURM_NODEID"]).unwrap_or(0) as usize;
-    tasks_per_node(&list)?.get(node).copied()
-}
-
-/// Slurm's compressed tasks-per-node list expanded (`2(x3),1`: 2, 2, 2, 1); None when malformed.
-fn tasks_per_node(list: &str) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for item in list.split(',') {
-        let (tasks, repeat) = match item.trim().split_once("(x") {
-            Some((tasks, rest)) => (tasks, rest.strip_suffix(')')?.parse::<usize>().ok()?),
-            None => (item.trim(), 1),
-        };
-        out.extend(std::iter::repeat_n(tasks.parse::<u32>().ok()?, repeat.min(1 << 16)));
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_gpu_is_shared_by_the_local_ranks_mapped_to_it() {
-        // 3 ranks on 2 GPUs: ranks 0 and 2 share GPU 0, rank 1 has GPU 1 to itself.
-        assert_eq!([0, 1, 2].map(|r| sharers(r, 3, 2)), [2, 1, 2]);
-        assert_eq!(sharers(0, 1, 1), 1);
-        assert_eq!([0, 1].map(|r| sharers(r, 2, 1)), [2, 2], "two ranks on one GPU");
-        assert_eq!(sharers(3, 4, 8), 1, "more GPUs than ranks");
-    }
-
-    #[test]
-    fn slurms_tasks_per_node_list_is_expanded() {
-        assert_eq!(tasks_per_node("2(x3),1"), Some(vec![2, 2, 2, 1]));
-        assert_eq!(tasks_per_node("4"), Some(vec![4]));
-        assert_eq!(tasks_per_node("4,3"), Some(vec![4, 3]));
-        assert_eq!(tasks_per_node("2(x"), None);
-        assert_eq!(tasks_per_node(""), None);
+    fn a_gpu_is_one_physical_gpu_of_one_host_whatever_its_number_in_a_process() {
+        // Slurm's --gpus-per-task: each rank sees its own GPU as cuda:0; the addresses differ.
+        assert_ne!(gpu_key("node1", "0000:19:00.0"), gpu_key("node1", "0000:3B:00.0"));
+        assert_eq!(gpu_key("node1", "0000:3B:00.0"), gpu_key("node1", "0000:3b:00.0"), "case of the hex digits");
+        assert_ne!(gpu_key("node1", "0000:19:00.0"), gpu_key("node2", "0000:19:00.0"), "the same slot on two hosts");
+        if tch::Cuda::device_count() == 0 {
+            assert_eq!(gpu_address(0), "visible GPU 0", "no GPU here: the visible ordinal stands in");
+        }
     }
 }

@@ -128,11 +128,11 @@ impl DeviceCase {
 
 /// Times `op` at every size of the sweep on this rank's GPU, recording into the sweeps' records.
 pub fn sweep(s: &mut Sweeps, op: Op, world: &SimpleCommunicator, rank: u32) -> anyhow::Result<()> {
-    let (iterations, repetition) = (s.params.iterations, s.repetition);
+    let (params, repetition) = (s.params, s.repetition);
+    let iterations = params.iterations;
     let ordinal = super::device::gpu_ordinal(s.plan)?;
     crate::cuda::set_device(ordinal)?;
     let (gpu, timer) = (Device::Cuda(ordinal), EventTimer::new()?);
-    let params = s.params;
     for &size in &params.sizes {
         let mut case = DeviceCase::new(op, size, rank, gpu);
         for _ in 0..s.plan.warmup {

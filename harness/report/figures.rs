@@ -292,7 +292,9 @@ fn scatter_svg(title: &str, series: &PointsByWorld) -> String {
             y = py(v)
         );
     }
-    for k in 1..=xmax as i64 {
+    // Every whole imbalance up to 10; past that about five ticks (an imbalance is at most the world).
+    let xstep = if xmax <= 10.0 { 1 } else { nice_step(xmax - 1.0).round().max(1.0) as usize };
+    for k in (1..=xmax as i64).step_by(xstep) {
         let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{k}</text>"#, px(k as f64), TOP + ph + 16.0);
     }
     axes(&mut s, "imbalance: busiest rank's (token, expert) pairs / mean", "prefill (median)");
@@ -425,6 +427,17 @@ fn bars_svg(title: &str, bars: &[&DecodeRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wide_imbalance_axis_gets_a_few_ticks_and_a_narrow_one_every_whole_number() {
+        let ticks = |imbalance: f64| {
+            let series: PointsByWorld = [(4, vec![(1.0, 0.1), (imbalance, 0.2)])].into_iter().collect();
+            let svg = scatter_svg("t", &series);
+            svg.split(r#"text-anchor="middle">"#).skip(1).filter(|label| label.starts_with(|c: char| c.is_ascii_digit())).count()
+        };
+        assert_eq!(ticks(4.0), 4, "1, 2, 3, 4");
+        assert!(ticks(65_536.0) <= 8, "{}", ticks(65_536.0));
+    }
 
     #[test]
     fn decade_labels() {

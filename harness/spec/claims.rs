@@ -122,11 +122,34 @@ pub fn read(c: &mut Checker, map: &Mapping, kind: Option<Kind>, experiment: &str
                 .filter_map(|(i, v)| Some((i, one(c, &format!("claims[{i}]"), v, kind, experiment, i, map)?)))
                 .collect();
             unique_ids(c, &claims);
+            if !claims.is_empty() {
+                unselectable_axes(c, map);
+            }
             claims.into_iter().map(|(_, claim)| claim).collect()
         }
         Some(v) => {
             c.report("claims", format!("expected a list of claims (figure:, select:, rule:, ...), found {}", describe(v)));
             Vec::new()
+        }
+    }
+}
+
+/// Reports an axis a claim cannot select that the spec gives several values (`dtype: [float32,
+/// bfloat16]`, two models, `overlap: [0, 4]`): a claim's sides pool every run they match, so
+/// its median would mix the values' runs and its tokens compare one dtype's with another's.
+fn unselectable_axes(c: &mut Checker, spec: &Mapping) {
+    for axis in super::schema::Axis::ALL.iter().map(|a| a.name()).filter(|a| !SELECT_AXES.contains(a)) {
+        let Some(Value::Sequence(values)) = spec.get(axis) else { continue };
+        let distinct: std::collections::BTreeSet<String> = values.iter().map(super::expand::axis_text).collect();
+        if distinct.len() > 1 {
+            c.report(
+                axis,
+                format!(
+                    "takes {} values, and a claim cannot select by `{axis}` (it selects by {}): each claim's sides would pool the runs of every value; give `{axis}` one value here, or move the claims to an experiment of each",
+                    distinct.len(),
+                    SELECT_AXES.join(", ")
+                ),
+            );
         }
     }
 }

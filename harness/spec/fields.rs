@@ -726,13 +726,12 @@ fn bytes_value(c: &mut Checker, key: &str, v: &Value) -> Option<u64> {
 /// value written apart from its `=`, which Open MPI also reads, is left to it).
 fn hostfile_lines_problem(text: &str) -> Option<String> {
     let mut hosts = 0;
-    for (i, line) in text.lines().enumerate() {
-        let words: Vec<&str> = line.split('#').next().unwrap_or("").split_whitespace().collect();
-        hosts += usize::from(!words.is_empty());
-        for word in words.iter().skip(1) {
+    for (line, words) in crate::launch::hosts::hostfile_lines(text) {
+        hosts += 1;
+        for word in &words[1..] {
             let Some((key, value)) = word.split_once('=') else { continue };
             if ["slots", "max_slots", "max-slots"].contains(&key) && !value.is_empty() && value.parse::<u32>().is_err() {
-                return Some(format!("line {}: `{word}`: {key} must be a whole number", i + 1));
+                return Some(format!("line {line}: `{word}`: {key} must be a whole number"));
             }
         }
     }

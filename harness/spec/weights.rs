@@ -24,7 +24,7 @@ pub fn seeded_generator(family: Family) -> &'static str {
 
 /// Where parlab keeps generated checkpoints and caches (not committed).
 pub fn state_dir() -> PathBuf {
-    std::env::var_os("PARLAB_STATE").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".parlab"))
+    crate::files::env_path("PARLAB_STATE").unwrap_or_else(|| PathBuf::from(".parlab"))
 }
 
 /// The folder of the seeded checkpoint for `name` and `seed`, made by `generator` from the

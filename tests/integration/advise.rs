@@ -87,6 +87,9 @@ fn chapter_1_4_design_exercise_pairs_on_nvlink_sys_between() {
     let md = render::to_markdown(&advice);
     assert!(md.contains("**Advice:** TP=2 x DP=2.") && md.contains("**Baseline to measure:** TP=1 x DP=4"), "{md}");
     assert!(md.contains("| TP=4 x DP=1 | its tensor group of 4 crosses pcie-sys"), "{md}");
+    // The refused layout's own prediction is named as its own, not read as the layout offered.
+    let refused_row = md.lines().find(|l| l.starts_with("| TP=4 x DP=1 |")).unwrap();
+    assert!(refused_row.contains("(TP=4 x DP=1 itself: predicted step "), "{refused_row}");
 }
 
 #[test]
@@ -184,6 +187,29 @@ fn a_refusal_for_a_slow_link_offers_a_layout_not_refused_itself_and_links_that_t
                 traded.rejected.iter().map(|r| (&r.label, &r.reason)).collect::<Vec<_>>()
             );
         }
+    }
+}
+
+#[test]
+fn a_refusal_that_offers_a_layout_without_a_tensor_group_does_not_place_one_inside_a_domain() {
+    // Multi-query attention (one KV head): every tensor layout copies the KV heads, so the
+    // layout a slow-boundary refusal offers may be whole replicas, which have no tensor group.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("models/llama-3.1-8b/config.json")).unwrap()).unwrap();
+    config["num_key_value_heads"] = 1.into();
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let advice = run(&asked(dir.path().to_string_lossy().into_owned(), "a100-80gb", 1, 4, &["2:nvlink-nv12", "4:pcie-sys"]));
+    let offering_replicas: Vec<_> =
+        advice.rejected.iter().filter(|r| matches!(&r.reason, Rejection::TensorAcrossSlowBoundary { instead_tensor: 1, .. })).collect();
+    assert!(!offering_replicas.is_empty(), "{:?}", advice.rejected.iter().map(|r| (&r.label, &r.reason)).collect::<Vec<_>>());
+    let md = render::to_markdown(&advice);
+    for r in offering_replicas {
+        let row = md.lines().find(|l| l.starts_with(&format!("| {} |", r.label))).unwrap();
+        assert!(
+            row.contains("fits with no tensor group, and makes no all-reduce") && !row.contains("with its tensor group inside"),
+            "{row}"
+        );
     }
 }
 

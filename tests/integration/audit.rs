@@ -259,6 +259,33 @@ fn a_half_precision_answer_is_graded_against_its_float32_twin() {
 }
 
 #[test]
+fn a_half_precision_answer_cut_short_or_moved_in_a_later_sequence_is_not_tokens_equal() {
+    let half_of =
+        |list: &mut Vec<Manifest>| -> usize { list.iter().position(|m| m.run_id.as_str() == format!("{:064x}", 0xbf16)).unwrap() };
+    // Two tokens of the 25 asked: a prefix of the twin's, which agreed with it only for lack of tokens.
+    let mut cut = with_half_twin(None, 0.3, 0.5);
+    let i = half_of(&mut cut);
+    answer(&mut cut[i]).tokens[0].truncate(2);
+    let r = &parlab::precision::audit(&cut)[0];
+    assert_eq!(r.grade, PrecisionGrade::Incomplete, "{r:?}");
+    assert!(
+        parlab::precision::line(r).contains("not graded: its answer holds a list of 2 tokens where the run asked for 25"),
+        "{}",
+        parlab::precision::line(r)
+    );
+    answer(&mut cut[i]).tokens.clear();
+    assert_eq!(parlab::precision::audit(&cut)[0].grade, PrecisionGrade::Incomplete, "no tokens at all");
+    // A second sequence that leaves the twin at step 3 over a wide margin: moved, whatever the first did.
+    let mut second = with_half_twin(None, 0.1, 0.5);
+    let i = half_of(&mut second);
+    let mut other = answer(&mut second[i]).tokens[0].clone();
+    other[3] += 1;
+    answer(&mut second[i]).tokens.push(other);
+    let r = &parlab::precision::audit(&second)[0];
+    assert_eq!((r.grade, r.equal_steps), (PrecisionGrade::Moved, Some(3)), "{r:?}");
+}
+
+#[test]
 fn a_half_precision_run_is_twinned_with_the_float32_run_of_its_own_threads() {
     let mut list = with_half_twin(None, 0.3, 0.5);
     let twin = decode_at(&mut list, 2).clone();

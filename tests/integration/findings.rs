@@ -220,6 +220,17 @@ fn regimes_hold_when_prefill_crosses_s_star_and_fail_when_it_does_not() {
     let f = finding(&list, "regimes-mpi-shm");
     assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{f:?}");
     assert!(f.reason.contains("within ±25 % of S*"), "{}", f.reason);
+    // A bfloat16 decode over an MPI link still sends float32: its tensors are staged through
+    // host memory as float32, so d·s stays 768 × 4 B there.
+    let mut half = base();
+    for m in half.iter_mut().filter(|m| m.kind == Kind::Decode) {
+        if let parlab::spec::plan::Workload::Decode { dtype, .. } = &mut m.plan.workload {
+            *dtype = parlab::spec::schema::Dtype::Bfloat16;
+        }
+    }
+    let f = finding(&half, "regimes-mpi-shm");
+    let decode = f.numbers.iter().find(|n| n.name.starts_with("decode all-reduce")).unwrap();
+    assert!(decode.name.contains("bfloat16") && decode.value == 768.0 * 4.0, "{decode:?}");
 }
 
 /// A decode manifest like `base` under another layout, with its own run identity and tokens/s.
@@ -264,6 +275,11 @@ fn pipeline_holds_at_the_replicas_ceiling_and_fails_above_it_or_when_one_sequenc
     assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
     assert!(f.reason.contains("[2]"), "{}", f.reason);
     assert_eq!(finding(&base(), "pipeline").inconclusive, Some(Inconclusive::MissingRuns));
+    // Replicas at 4 x one stage themselves (150 against 160): a pipeline at 140 is below the
+    // replicas' ceiling and near p x one stage alike, so it tells the two apart no better.
+    let uncapped = finding(&with_pipeline(&[(1, 40.0), (2, 39.0), (4, 38.0)], 140.0, 150.0), "pipeline");
+    assert_eq!(uncapped.inconclusive, Some(Inconclusive::NotDecisive), "{uncapped:?}");
+    assert!(uncapped.reason.contains("the two ceilings coincide"), "{}", uncapped.reason);
     let replicas = finding(&holds, "shared-memory-bandwidth");
     assert!(replicas.numbers.iter().any(|n| n.name.starts_with("replicas' aggregate ratio") && (n.value - 45.0 / 40.0).abs() < 1e-9));
 }

@@ -427,7 +427,8 @@ fn an_output_listing_more_ranks_than_a_run_has_is_refused_as_world_is() {
     std::fs::write(&many, text.replacen(two, &ranks, 1)).unwrap();
     let cases: Vec<(Vec<String>, String)> = vec![(
         vec!["nccl-tests".into(), many.display().to_string()],
-        format!("{}: the output lists 65537 ranks: a run has at most 65536 ranks", many.display()),
+        // Refused at the rank line past the most a run has, before the rest is read.
+        format!("{}:65542: more than 65536 ranks listed: a run has at most 65536 ranks", many.display()),
     )];
     assert_refused(cases, &store);
 }

@@ -487,6 +487,29 @@ fn history_of(m: &Manifest, nights: usize, sigma: f64, draw: &mut Draw) -> Vec<E
 }
 
 #[test]
+fn a_regression_kept_night_after_night_in_the_history_does_not_widen_its_own_band() {
+    // Ten quiet nights (2% a night), then ten 35% slower: a regression left unfixed, each of
+    // its nights kept in the history while the baseline stays the last good night. The scaled
+    // MAD of all twenty nights spans both levels (a band of several hundred %): it would pass
+    // the regression from the tenth night on, and the night would become the baseline.
+    let m = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let mut draw = Draw(5);
+    let mut history = history_of(&m, 20, 0.02, &mut draw);
+    for entry in &mut history[10..] {
+        for point in &mut entry.points {
+            point.median = if point.lower_is_better { point.median * 1.35 } else { point.median / 1.35 };
+        }
+    }
+    let book = NoiseBook::from_entries(&history, &[]);
+    let (base, slow) = (draw.lognormal(5, 0.020, 0.02), draw.lognormal(5, 0.027, 0.02));
+    let c = compare(&night_of(&m, &base), &night_of(&m, &slow), &Policy::default(), &book);
+    let v = c.verdicts.into_iter().find(|v| v.figure == "decode step median").unwrap();
+    assert_eq!(v.verdict, Verdict::Regressed, "{}", method_text(&v));
+    assert!(matches!(v.noise, Noise::Estimated { nights: 10, .. }), "the nights at the present level: {:?}", v.noise);
+    assert!(method_text(&v).contains("scaled MAD of 10 nights at its present level"), "{}", method_text(&v));
+}
+
+#[test]
 fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_says_so() {
     let m = decode_manifest(0.020, Some(&[1, 2, 3]));
     let mut draw = Draw(41);
@@ -517,7 +540,9 @@ fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_
     assert_eq!(v.verdict, Verdict::Regressed, "{v:?}");
     assert!(matches!(v.noise, Noise::FromLaunches { history: Some(7), .. }), "{v:?}");
     assert!(
-        method_text(&v).contains("history: 7 nights of this figure, too few for a noise estimate (need 8): noise floor from the launches"),
+        method_text(&v).contains(
+            "history: 7 nights of this figure at its present level, too few for a noise estimate (need 8): noise floor from the launches"
+        ),
         "{}",
         method_text(&v)
     );
@@ -590,6 +615,17 @@ fn another_machine_is_a_finding_and_a_slower_memory_night_is_not_a_code_regressi
     assert_eq!(bandwidth.verdict, Verdict::Improved, "the memory moved, so the rate is normalised: {bandwidth:?}");
     let rate = c.verdicts.iter().find(|v| v.figure == "tokens per second median").unwrap();
     assert_eq!(rate.verdict, Verdict::Improved, "ratio {:?}: {rate:?}", c.bandwidth_ratio);
+    // A GPU's decode step is not bound by the host's memory: the host's slower memory explains
+    // none of it away.
+    let mut gpu = m.clone();
+    gpu.plan.device = parlab::spec::schema::Device::Cuda;
+    let (mut before, mut after) = (night_of(&gpu, &base), night_of(&gpu, &slow));
+    before.manifests.push(membw(18.0e9, 5, &mut draw));
+    after.manifests.push(membw(18.0e9 / 1.2, 5, &mut draw));
+    let c = judged(&before, &after);
+    let v = c.verdicts.iter().find(|v| v.figure == "decode step median").unwrap();
+    assert_eq!(v.verdict, Verdict::Regressed, "{v:?}");
+    assert_eq!(v.bandwidth_normalised_worse_by, None, "{v:?}");
 }
 
 /// Writes `m` with per-launch decode step medians `steps` into `dir`.
@@ -696,7 +732,9 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     assert_eq!(out.status.code(), Some(4), "no history yet: the launches' floor decides, as without one: {stdout}");
     assert!(
         stdout.contains("REGRESSED")
-            && stdout.contains("0 nights of this figure, too few for a noise estimate (need 8): noise floor from the launches"),
+            && stdout.contains(
+                "0 nights of this figure at its present level, too few for a noise estimate (need 8): noise floor from the launches"
+            ),
         "{stdout}"
     );
     assert_eq!(parlab::nightly::history::read(history.path()).len(), 1, "tonight appended after the comparison");
@@ -771,13 +809,16 @@ fn output_paths_that_cannot_be_written_exit_2_before_anything_is_written() {
     let (history, in_history, among_manifests) =
         (out.path().join("history"), out.path().join("history/junit.xml"), now.path().join("s.json"));
     std::fs::create_dir(&history).unwrap();
-    let cases: [(&str, &Path, String); 6] = [
+    // A folder nobody can make a file in, root included (procfs).
+    let unwritable = Path::new("/proc/parlab-summary.md");
+    let cases: [(&str, &Path, String); 7] = [
         ("--junit", &folder, format!("--junit {}: a folder", folder.display())),
         ("--junit", &missing, format!("no such folder {}", out.path().join("no-such-folder").display())),
         ("--summary", &folder, format!("--summary {}: a folder", folder.display())),
         ("--history", &file, format!("--history {}: a file, not the folder of the nightly history", file.display())),
         ("--junit", &in_history, format!("--junit {}: inside the --history folder", in_history.display())),
         ("--junit", &among_manifests, format!("--junit {}: inside tonight's manifests folder", among_manifests.display())),
+        ("--junit", unwritable, "--junit /proc/parlab-summary.md: cannot write in /proc".to_string()),
     ];
     for (flag, path, says) in cases {
         let path = path.to_str().unwrap();
@@ -897,9 +938,9 @@ fn the_history_records_each_nights_machine_and_learns_noise_only_from_this_machi
     assert!(md.contains("2026-12-09T00:00:00Z (the machine changed that night)"), "{md}");
     // Tonight on the first machine: its noise comes from its own 8 nights, not the other's.
     let book = NoiseBook::from_entries(&entries, &[m.machine.id()]);
-    assert!(matches!(book.noise(m.run_id.as_str(), "decode step median"), Noise::Estimated { nights: 8, .. }));
+    assert!(matches!(book.noise(m.run_id.as_str(), "decode step median", &policy), Noise::Estimated { nights: 8, .. }));
     let book = NoiseBook::from_entries(&entries, &["someone-else".to_string()]);
-    assert_eq!(book.noise(m.run_id.as_str(), "decode step median"), Noise::TooFew { nights: 0 });
+    assert_eq!(book.noise(m.run_id.as_str(), "decode step median", &policy), Noise::TooFew { nights: 0 });
 }
 
 #[test]
@@ -1258,6 +1299,27 @@ fn report_draws_the_history_beside_the_register() {
     let told = String::from_utf8_lossy(&into_history.stderr);
     assert_eq!(into_history.status.code(), Some(2), "{told}");
     assert!(told.contains("is the --out folder") && !history.path().join("evidence.md").exists(), "{told}");
+    // A folder holding someone else's trends.md and trends/0.svg: nothing of theirs replaced.
+    let site = tempfile::tempdir().unwrap();
+    std::fs::create_dir(site.path().join("trends")).unwrap();
+    std::fs::write(site.path().join("trends.md"), "# our own trends page\n").unwrap();
+    std::fs::write(site.path().join("trends/0.svg"), "<svg/>").unwrap();
+    let into_site = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
+        .args(["report", "--manifests"])
+        .arg(base.path())
+        .arg("--out")
+        .arg(site.path())
+        .arg("--history")
+        .arg(history.path())
+        .output()
+        .unwrap();
+    let told = String::from_utf8_lossy(&into_site.stderr);
+    assert_eq!(into_site.status.code(), Some(2), "{told}");
+    assert!(told.contains("holds trends.md, trends/0.svg, which the trends would replace or remove"), "{told}");
+    assert_eq!(std::fs::read_to_string(site.path().join("trends.md")).unwrap(), "# our own trends page\n");
+    assert!(!site.path().join("evidence.md").exists(), "refused before the register was rendered");
+    // parlab's own trends are drawn again over.
+    assert_eq!(report(history.path()).status.code(), Some(0), "parlab's own trends.md is replaced");
 }
 
 #[test]

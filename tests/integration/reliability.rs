@@ -702,6 +702,10 @@ fn report_on_a_missing_folder_exits_2() {
     let out = Command::new(PARLAB).args(["audit"]).current_dir(dir.path()).env_remove("PARLAB_MANIFESTS").output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).starts_with("manifests: no such manifests folder"), "no flag was given: {}", stderr(&out));
+    // Set but empty (`PARLAB_MANIFESTS= parlab …`) is unset: the working folder is never the store.
+    let out = parlab(dir.path(), &["audit"], &[("PARLAB_MANIFESTS", "")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("manifests: no such manifests folder"), "an empty variable: {}", stderr(&out));
 }
 
 #[test]

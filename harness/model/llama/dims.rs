@@ -228,12 +228,11 @@ impl LlamaDims {
         } else if moe.is_some() {
             return Err(ConfigError::ExpertsOfDenseType(cfg.model_type.clone()));
         }
-        let head_dim = match raw.get("head_dim").and_then(Value::as_u64) {
-            Some(h) if h > 0 && h % 2 == 0 => h as usize,
-            Some(h) => return Err(ConfigError::HeadDim(h)),
-            None => crate::model::config::default_head_dim(&cfg.model_type, cfg.hidden, cfg.heads) as usize,
-        };
-        if head_dim % 2 != 0 {
+        if let Some(h) = raw.get("head_dim").and_then(Value::as_u64).filter(|h| *h == 0 || !h.is_multiple_of(2)) {
+            return Err(ConfigError::HeadDim(h));
+        }
+        let head_dim = cfg.head_dim() as usize;
+        if !head_dim.is_multiple_of(2) {
             return Err(ConfigError::OddHeadWidth(head_dim));
         }
         let attention_bias = flag(raw, "attention_bias", false)?;
