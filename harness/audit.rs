@@ -306,7 +306,9 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
     let ctx = Context {
         refr: &refr,
         reference_left,
-        reference_drift: self_drift.unwrap_or(0.0),
+        // Its drift before it left the tokens (at the step it left, the drift has closed that
+        // step's margin, and would excuse every later margin below it).
+        reference_drift: reference_run.map_or(0.0, |a| drift_before(a.exact(), reference_left)),
         reference_run: reference_run.map(|a| &a.m.run_id),
     };
     let layouts: Vec<LayoutVerdict> = answers.iter().enumerate().map(|(i, a)| verdict(a, &ctx, noise_for(&drifts, &kept, i))).collect();
@@ -364,7 +366,8 @@ fn noise_for(drifts: &[f64], kept: &[bool], i: usize) -> (f64, NoiseBasis) {
 struct Context<'a> {
     refr: &'a Reference,
     reference_left: Option<usize>,
-    /// The reference decoded again: its largest |logit difference| from the reference.
+    /// The reference decoded again: its largest |logit difference| from the reference before
+    /// the step it left the reference's tokens.
     reference_drift: f64,
     reference_run: Option<&'a crate::identity::RunId>,
 }

@@ -84,7 +84,12 @@ pub fn audit(manifests: &[Manifest]) -> Vec<PrecisionRow> {
     answered
         .iter()
         .filter(|m| dtype_of(m).is_some_and(|d| d != Dtype::Float32))
-        .map(|half| row(half, answered.iter().copied().find(|m| is_twin(half, m))))
+        .map(|half| {
+            // A twin whose answer is complete before one that is not.
+            let twins = || answered.iter().copied().filter(|m| is_twin(half, m));
+            let complete = twins().find(|t| t.answer().is_some_and(|a| crate::audit::incomplete(t, a).is_none()));
+            row(half, complete.or_else(|| twins().next()))
+        })
         .collect()
 }
 

@@ -338,17 +338,19 @@ pub enum Side {
     Below,
     /// The range [min, max] contains it.
     Straddles,
+    /// The range holds fewer than [`MIN_RANGE_VALUES`] values: too few to show a spread.
+    TooFew,
 }
 
 /// The fewest values a measured range decides a side with: one or two values show no spread,
 /// so a range of them lies wholly on a side by chance alone.
 pub const MIN_RANGE_VALUES: u64 = 3;
 
-/// The side of `boundary` a measured range lies on (straddling where it holds fewer than
+/// The side of `boundary` a measured range lies on (none where it holds fewer than
 /// [`MIN_RANGE_VALUES`] values).
 pub fn side(s: &Stats, boundary: f64) -> Side {
     if s.n < MIN_RANGE_VALUES {
-        Side::Straddles
+        Side::TooFew
     } else if s.min > boundary {
         Side::Above
     } else if s.max < boundary {
@@ -368,7 +370,7 @@ mod tests {
         assert_eq!(side(&range(&[2.0, 3.0, 4.0]), 1.0), Side::Above);
         assert_eq!(side(&range(&[2.0, 3.0, 4.0]), 5.0), Side::Below);
         assert_eq!(side(&range(&[2.0, 3.0, 4.0]), 3.0), Side::Straddles);
-        assert_eq!(side(&range(&[2.0, 3.0]), 1.0), Side::Straddles, "two values show no spread");
-        assert_eq!(side(&range(&[2.0]), 1.0), Side::Straddles);
+        assert_eq!(side(&range(&[2.0, 3.0]), 1.0), Side::TooFew, "two values show no spread");
+        assert_eq!(side(&range(&[2.0]), 1.0), Side::TooFew);
     }
 }

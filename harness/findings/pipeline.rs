@@ -125,11 +125,12 @@ fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats, aside: 
     let stages_alone = r1.median * f64::from(pd.world);
     if ratio <= 1.0 + TOLERANCE && rr * (1.0 + TOLERANCE) >= stages_alone {
         // The replicas reached p × one stage themselves: the ceiling and the claim's alternative
-        // predict the same rate, and a pipeline at it tells them apart no better.
+        // predict the same rate, and a pipeline at or below both tells them apart no better.
         return f.inconclusive(
             Inconclusive::NotDecisive,
             format!(
-                "not decisive: the replicas' ceiling {rr:.1} tokens/s is within {:.0} % of {} stages each at one stage's rate ({stages_alone:.1}): this machine's memory did not cap the replicas, so the two ceilings coincide",
+                "not decisive: the replicas' ceiling ({} replicas, {rr:.1} tokens/s) is at or within {:.0} % of {} stages each at one stage's rate ({stages_alone:.1}), so the two ceilings coincide and a pipeline below both tells them apart no better",
+                rd.world,
                 TOLERANCE * 100.0,
                 pd.world
             ),

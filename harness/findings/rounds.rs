@@ -46,6 +46,7 @@ pub fn side_of(ratios: &[f64], threshold: f64) -> Side {
 /// way as `range`) agree; without rounds the range alone decides.
 pub fn agreed(range: Side, rounds: Option<Side>) -> Side {
     match rounds {
+        _ if range == Side::TooFew => Side::TooFew,
         Some(r) if r != range => Side::Straddles,
         _ => range,
     }
@@ -74,6 +75,10 @@ pub fn outcome(over: Option<super::Oversubscribed>, why: &str, agreed: Side, ran
         (None, Side::Above, _) => above.into(),
         (None, Side::Below, _) => below.into(),
         (None, _, Side::Straddles) => straddles.into(),
+        (None, _, Side::TooFew) => format!(
+            "fewer than {} values in the measured range, which shows no spread (noise: more repetitions or launches)",
+            super::MIN_RANGE_VALUES
+        ),
         _ => not_every_round.into(),
     }
 }
@@ -90,5 +95,7 @@ mod tests {
         assert_eq!(agreed(Side::Below, Some(side_of(&[0.6, 0.7, 0.65], 0.707))), Side::Below);
         assert_eq!(agreed(Side::Below, Some(side_of(&[1.2, 1.1, 1.3], 1.0))), Side::Straddles);
         assert_eq!(agreed(Side::Straddles, Some(Side::Above)), Side::Straddles);
+        assert_eq!(agreed(Side::TooFew, Some(Side::Above)), Side::TooFew, "the range cannot agree with the rounds");
+        assert!(outcome(None, "", Side::TooFew, Side::TooFew, ["a", "b", "c", "d"]).starts_with("fewer than 3 values"));
     }
 }

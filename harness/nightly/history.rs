@@ -232,6 +232,8 @@ pub enum Noise {
         sigma: f64,
         /// Past nights it rests on.
         nights: usize,
+        /// Levels those nights fell into (change points between them plus one).
+        levels: usize,
         /// The band's multiplier of √2 × sigma for that many nights ([`band::multiplier`]).
         multiplier: f64,
     },
@@ -279,18 +281,19 @@ impl Noise {
                 "{}: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of {}'s {launches} launches, the night that scattered less), band ±{:.1}%",
                 history.map_or_else(
                     || "no history".to_string(),
-                    |n| format!("history: {n} nights of this figure at its present level, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
+                    |n| format!("history: {n} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
                 ),
                 sigma.exp_m1() * 100.0,
                 from.words(),
                 self.band().unwrap_or(0.0).exp_m1() * 100.0
             ),
             Noise::TooFew { nights } => {
-                format!("history: {nights} nights of this figure at its present level, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
+                format!("history: {nights} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
             }
-            Noise::Estimated { sigma, nights, multiplier } => format!(
-                "night-to-night noise ±{:.1}% (scaled MAD of {nights} nights at its present level), band ±{:.1}% ({multiplier:.2} × √2 σ: left by an unchanged figure on {:.2}% of nights)",
+            Noise::Estimated { sigma, nights, levels, multiplier } => format!(
+                "night-to-night noise ±{:.1}% (scaled MAD of {nights} nights{}), band ±{:.1}% ({multiplier:.2} × √2 σ: left by an unchanged figure on {:.2}% of nights)",
                 sigma.exp_m1() * 100.0,
+                if *levels > 1 { format!(", each from the median of its level: {levels} levels") } else { String::new() },
                 self.band().unwrap_or(0.0).exp_m1() * 100.0,
                 band::false_flag_rate() * 100.0
             ),
@@ -319,25 +322,44 @@ impl NoiseBook {
         NoiseBook::Nights(by)
     }
 
-    /// The noise of `figure` of run `run_id`: the scaled MAD of the logs of its last
-    /// [`NOISE_WINDOW`] nights at their present level (after the last change point `policy`
-    /// finds among them), once there are [`MIN_NOISE_NIGHTS`]. Two levels in one window would
-    /// widen the band by their distance: a regression left unfixed, kept night after night,
-    /// would hide itself within a few nights and pass into the baseline.
+    /// The noise of `figure` of run `run_id`: the scaled MAD of its last [`NOISE_WINDOW`]
+    /// nights' logs, each about the median of its level (the window split at the change points
+    /// `policy` finds in it), once there are [`MIN_NOISE_NIGHTS`]. Deviations from one median
+    /// of two levels would widen the band by their distance: a regression left unfixed, kept
+    /// night after night, would hide itself within a few nights and pass into the baseline.
     pub fn noise(&self, run_id: &str, figure: &str, policy: &Policy) -> Noise {
         let NoiseBook::Nights(by) = self else { return Noise::NotKept };
         let all = by.get(&(run_id.to_string(), figure.to_string())).map_or(&[][..], Vec::as_slice);
         let window: Vec<f64> =
             all[all.len().saturating_sub(NOISE_WINDOW)..].iter().copied().filter(|v| v.is_finite() && *v > 0.0).collect();
-        let present = change_points(&window, policy).last().copied().unwrap_or(0);
-        let logs: Vec<f64> = window[present..].iter().map(|v| v.ln()).collect();
-        match stats::scaled_mad(&logs) {
-            Some(sigma) if logs.len() >= MIN_NOISE_NIGHTS => {
-                Noise::Estimated { sigma, nights: logs.len(), multiplier: band::multiplier(logs.len()) }
+        let (deviations, levels) = level_deviations(&window, policy);
+        match stats::scaled_mad(&deviations) {
+            // Each level's median takes one night's freedom: the band is the one of that many
+            // fewer nights.
+            Some(sigma) if window.len() >= MIN_NOISE_NIGHTS => {
+                Noise::Estimated { sigma, nights: window.len(), levels, multiplier: band::multiplier(window.len() + 1 - levels) }
             }
-            _ => Noise::TooFew { nights: logs.len() },
+            _ => Noise::TooFew { nights: window.len() },
         }
     }
+}
+
+/// Each value's log less the median log of its level (`values` split at their change points),
+/// and the number of levels.
+fn level_deviations(values: &[f64], policy: &Policy) -> (Vec<f64>, usize) {
+    let logs: Vec<f64> = values.iter().map(|v| v.ln()).collect();
+    let mut bounds = vec![0];
+    bounds.extend(change_points(values, policy));
+    bounds.push(logs.len());
+    let deviations = bounds
+        .windows(2)
+        .flat_map(|w| {
+            let level = &logs[w[0]..w[1]];
+            let median = stats::median(level).unwrap_or(0.0);
+            level.iter().map(move |x| x - median)
+        })
+        .collect();
+    (deviations, bounds.len() - 1)
 }
 
 /// One figure's medians across nights.
@@ -521,13 +543,17 @@ pub fn foreign_trends(dir: &Path) -> Vec<String> {
     let mut files: Vec<String> = dir.join("trends.md").exists().then(|| "trends.md".to_string()).into_iter().collect();
     for entry in std::fs::read_dir(dir.join("trends")).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let drawn = name.strip_suffix(".svg").and_then(|i| i.parse::<usize>().ok()).is_some_and(|i| name == format!("{i}.svg"));
-        if drawn && entry.path().is_file() {
+        if drawn_index(&name).is_some() && entry.path().is_file() {
             files.push(format!("trends/{name}"));
         }
     }
     files.sort();
     files
+}
+
+/// The series a file name of `trends/` is the drawing of (`3.svg`: 3), if it is one's.
+fn drawn_index(name: &str) -> Option<usize> {
+    name.strip_suffix(".svg").and_then(|i| i.parse::<usize>().ok()).filter(|i| name == format!("{i}.svg"))
 }
 
 /// Like [`write_trends`] for `entries` (oldest night first) already read, writing into `dir`.
@@ -540,7 +566,6 @@ pub fn write_trends_of(entries: &[Entry], dir: &Path, policy: &Policy) -> std::i
     md.push_str(&switches_text(&switches));
     md.push_str("| figure | run | nights | last | change points |\n|---|---|---|---|---|\n");
     for (i, s) in all.iter().enumerate() {
-        crate::manifest::write_atomic(&trends.join(format!("{i}.svg")), trend_svg(s).as_bytes())?;
         let cps: Vec<String> = s
             .change_points
             .iter()
@@ -560,13 +585,16 @@ pub fn write_trends_of(entries: &[Entry], dir: &Path, policy: &Policy) -> std::i
             if cps.is_empty() { "-".into() } else { cps.join(", ") }
         );
     }
+    // The page before its figures: a drawing cut short leaves parlab's page (which names the
+    // figures as its own), never figures without it.
     crate::manifest::write_atomic(&dir.join("trends.md"), md.as_bytes())?;
+    for (i, s) in all.iter().enumerate() {
+        crate::manifest::write_atomic(&trends.join(format!("{i}.svg")), trend_svg(s).as_bytes())?;
+    }
     // An earlier drawing of more series left `trends/<i>.svg` past the last drawn now: removed
     // (only the names written here: other files of the folder are kept).
     for entry in std::fs::read_dir(&trends)?.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let drawn = name.strip_suffix(".svg").and_then(|i| i.parse::<usize>().ok()).filter(|i| name == format!("{i}.svg"));
-        let stale = drawn.is_some_and(|i| i >= all.len());
+        let stale = drawn_index(&entry.file_name().to_string_lossy()).is_some_and(|i| i >= all.len());
         if stale && entry.path().is_file() {
             std::fs::remove_file(entry.path())
                 .map_err(|e| std::io::Error::new(e.kind(), format!("cannot remove {}: {e}", entry.path().display())))?;

@@ -7,6 +7,7 @@ use crate::model::placement::Placement;
 use crate::model::source;
 use crate::spec::schema::Device;
 use crate::spec::RunPlan;
+use mpi::topology::Communicator as _;
 use mpi::traits::CommunicatorCollectives;
 
 /// The placement of this rank's part: the host (float32 on parlab's row kernels; half precision
@@ -32,16 +33,18 @@ pub fn gpu_ordinal(plan: &RunPlan) -> anyhow::Result<usize> {
 }
 
 /// How many ranks share this rank's GPU (1 on the CPU or with a GPU to itself), told apart by
-/// the GPU's host and PCI address, exchanged among the ranks: a launcher that gives each rank
-/// its own `CUDA_VISIBLE_DEVICES` (Slurm's `--gpus-per-task`) shows every rank its GPU as
-/// `cuda:0`. Every rank of the run must call it (an all-gather).
+/// the GPU's PCI address, exchanged among the ranks of its host (those MPI finds sharing its
+/// memory, whatever the hosts are named): a launcher that gives each rank its own
+/// `CUDA_VISIBLE_DEVICES` (Slurm's `--gpus-per-task`) shows every rank its GPU as `cuda:0`.
+/// Every rank of the run must call it (a split and an all-gather).
 pub fn sharing(placement: &Placement, comm: &Communicator) -> u32 {
     let tch::Device::Cuda(ordinal) = placement.device else {
         return 1;
     };
-    let mine = gpu_key(&crate::host::this_host(), &gpu_address(ordinal));
-    let mut keys = vec![0u64; comm.size() as usize];
-    comm.raw().all_gather_into(&mine, &mut keys[..]);
+    let host = comm.raw().split_shared(0);
+    let mine = gpu_key(&gpu_address(ordinal));
+    let mut keys = vec![0u64; host.size().max(1) as usize];
+    host.all_gather_into(&mine, &mut keys[..]);
     keys.iter().filter(|&&k| k == mine).count() as u32
 }
 
@@ -51,10 +54,10 @@ fn gpu_address(ordinal: usize) -> String {
     crate::cuda::pci_bus_id(ordinal).unwrap_or_else(|_| format!("visible GPU {ordinal}"))
 }
 
-/// A GPU's identity among the run's ranks: its host and its address there, hashed.
-fn gpu_key(host: &str, address: &str) -> u64 {
+/// A GPU's identity among the ranks of its host: its address there, hashed.
+fn gpu_key(address: &str) -> u64 {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{host}\n{}", address.to_ascii_lowercase()).as_bytes());
+    let digest = Sha256::digest(address.to_ascii_lowercase().as_bytes());
     u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
 }
 
@@ -74,9 +77,9 @@ mod tests {
     #[test]
     fn a_gpu_is_one_physical_gpu_of_one_host_whatever_its_number_in_a_process() {
         // Slurm's --gpus-per-task: each rank sees its own GPU as cuda:0; the addresses differ.
-        assert_ne!(gpu_key("node1", "0000:19:00.0"), gpu_key("node1", "0000:3B:00.0"));
-        assert_eq!(gpu_key("node1", "0000:3B:00.0"), gpu_key("node1", "0000:3b:00.0"), "case of the hex digits");
-        assert_ne!(gpu_key("node1", "0000:19:00.0"), gpu_key("node2", "0000:19:00.0"), "the same slot on two hosts");
+        assert_ne!(gpu_key("0000:19:00.0"), gpu_key("0000:3B:00.0"));
+        assert_eq!(gpu_key("0000:3B:00.0"), gpu_key("0000:3b:00.0"), "case of the hex digits");
+        assert_ne!(gpu_key("0000:19:00.0"), gpu_key("visible GPU 0"), "an address is not an ordinal");
         if tch::Cuda::device_count() == 0 {
             assert_eq!(gpu_address(0), "visible GPU 0", "no GPU here: the visible ordinal stands in");
         }

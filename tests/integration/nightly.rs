@@ -505,8 +505,8 @@ fn a_regression_kept_night_after_night_in_the_history_does_not_widen_its_own_ban
     let c = compare(&night_of(&m, &base), &night_of(&m, &slow), &Policy::default(), &book);
     let v = c.verdicts.into_iter().find(|v| v.figure == "decode step median").unwrap();
     assert_eq!(v.verdict, Verdict::Regressed, "{}", method_text(&v));
-    assert!(matches!(v.noise, Noise::Estimated { nights: 10, .. }), "the nights at the present level: {:?}", v.noise);
-    assert!(method_text(&v).contains("scaled MAD of 10 nights at its present level"), "{}", method_text(&v));
+    assert!(matches!(v.noise, Noise::Estimated { nights: 20, levels: 2, .. }), "each night about its level's median: {:?}", v.noise);
+    assert!(method_text(&v).contains("scaled MAD of 20 nights, each from the median of its level: 2 levels"), "{}", method_text(&v));
 }
 
 #[test]
@@ -525,7 +525,7 @@ fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_
     let v = judge(&slow20, &noisy);
     assert_eq!(v.verdict, Verdict::NoChange, "20% is within an 8%-a-night figure's band: {v:?}");
     assert!(method_text(&v).contains("scaled MAD of 12 nights"), "{}", method_text(&v));
-    let Noise::Estimated { sigma, nights: 12, multiplier } = v.noise else { panic!("{:?}", v.noise) };
+    let Noise::Estimated { sigma, nights: 12, levels: 1, multiplier } = v.noise else { panic!("{:?}", v.noise) };
     assert!(sigma > 0.03 && sigma < 0.15, "{sigma}");
     assert!(multiplier > 4.0 && multiplier < 8.0, "12 nights' MAD widens the 3 sigmas: {multiplier}");
     assert_eq!(judge(&slow50, &noisy).verdict, Verdict::NoChange, "50% is inside 12 nights of an 8%-a-night figure's band");
@@ -540,9 +540,7 @@ fn a_figure_must_leave_its_own_night_to_night_noise_band_and_too_little_history_
     assert_eq!(v.verdict, Verdict::Regressed, "{v:?}");
     assert!(matches!(v.noise, Noise::FromLaunches { history: Some(7), .. }), "{v:?}");
     assert!(
-        method_text(&v).contains(
-            "history: 7 nights of this figure at its present level, too few for a noise estimate (need 8): noise floor from the launches"
-        ),
+        method_text(&v).contains("history: 7 nights of this figure, too few for a noise estimate (need 8): noise floor from the launches"),
         "{}",
         method_text(&v)
     );
@@ -732,9 +730,7 @@ fn the_command_judges_per_launch_medians_and_writes_junit_markdown_and_json() {
     assert_eq!(out.status.code(), Some(4), "no history yet: the launches' floor decides, as without one: {stdout}");
     assert!(
         stdout.contains("REGRESSED")
-            && stdout.contains(
-                "0 nights of this figure at its present level, too few for a noise estimate (need 8): noise floor from the launches"
-            ),
+            && stdout.contains("0 nights of this figure, too few for a noise estimate (need 8): noise floor from the launches"),
         "{stdout}"
     );
     assert_eq!(parlab::nightly::history::read(history.path()).len(), 1, "tonight appended after the comparison");
