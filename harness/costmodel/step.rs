@@ -802,12 +802,12 @@ fn step_assumption(m: &Manifest, p: &StepPrediction, unsplit: Option<&Unsplit>) 
 /// the communication's own where the measured communication in its place brings `step`
 /// within tolerance.
 fn launch_assumption(m: &Manifest, p: &StepPrediction, step: &Step, error: f64) -> Option<FailedAssumption> {
-    // Each explains a step measured slower than predicted (waiting for a core, for a piece's
-    // progress, for a call) and none a faster one.
-    let slower = error < 0.0;
+    // Oversubscription explains a miss either way: the prediction shares the memory among all
+    // the ranks at once, where ranks taking turns on the cores stream fewer at a time (a
+    // pipeline of 4 stages on 2 cores ran faster than predicted); overlapped pieces without a
+    // progress thread explain only a slower step.
     oversubscribed(m)
-        .filter(|_| slower)
-        .or_else(|| p.overlap.filter(|_| slower).map(|pieces| FailedAssumption::NoProgressThread { pieces }))
+        .or_else(|| p.overlap.filter(|_| error < 0.0).map(|pieces| FailedAssumption::NoProgressThread { pieces }))
         .or_else(|| communication_explains(p, step))
 }
 
@@ -822,8 +822,7 @@ fn communication_explains(p: &StepPrediction, step: &Step) -> Option<FailedAssum
     p.within_tolerance(with_measured).then(|| a.clone())
 }
 
-/// Why communication outside tolerance is not a model error: an oversubscribed launch (measured
-/// slower), then
+/// Why communication outside tolerance is not a model error: an oversubscribed launch, then
 /// the run's own all-reduces slower per call than the collectives runs (measured slower),
 /// then (a pipeline's waiting, an expert split's exchange) the compute it waits for not
 /// streaming at the roofline.
@@ -837,10 +836,7 @@ fn comm_assumption(m: &Manifest, p: &StepPrediction, error: f64, unsplit: Option
         }),
         _ => None,
     };
-    oversubscribed(m)
-        .filter(|_| error < 0.0)
-        .or(calls)
-        .or_else(|| not_stream_bound(unsplit, error).filter(|_| p.strategy != Strategy::Tensor))
+    oversubscribed(m).or(calls).or_else(|| not_stream_bound(unsplit, error).filter(|_| p.strategy != Strategy::Tensor))
 }
 
 /// The outcome of an error against the tolerance, with the assumption that explains it.
@@ -1210,9 +1206,7 @@ fn predict_prefill(inp: &Inputs, m: &Manifest, context: &[&Manifest]) -> Option<
     p.error = (p.predicted_s() - p.measured_s) / p.measured_s;
     let uneven = c.causal_imbalance.filter(|i| *i > 1.0 + 1e-9 && p.error < 0.0);
     p.outcome = judge(Some(p.error), |_| {
-        oversubscribed(m)
-            .filter(|_| p.error < 0.0)
-            .or_else(|| uneven.map(|causal_imbalance| FailedAssumption::EvenPrefillWork { causal_imbalance }))
+        oversubscribed(m).or_else(|| uneven.map(|causal_imbalance| FailedAssumption::EvenPrefillWork { causal_imbalance }))
     });
     Some(p)
 }
