@@ -33,7 +33,7 @@ pub fn finding(inp: &Inputs) -> Finding {
     if pairs.is_empty() {
         return f.inconclusive(Inconclusive::MissingRuns, "missing runs: no expert split run both with and without routing skew".into());
     }
-    let (mut slower, mut faster, mut untested) = (0, 0, 0);
+    let (mut slower, mut faster, mut untested, mut flat) = (0, 0, 0, 0);
     for (even, skewed) in &pairs {
         let (Some(ee), Some(se)) = (even.experts.as_ref(), skewed.experts.as_ref()) else { continue };
         let runs = [even.run.as_str(), skewed.run.as_str()];
@@ -69,6 +69,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         );
         let tested = over.is_none();
         untested += usize::from(!tested);
+        flat += usize::from(tested && !more);
         slower += usize::from(tested && more && against_even == Side::Below);
         faster += usize::from(tested && more && against_even == Side::Above);
         f.notes.push(format!(
@@ -95,6 +96,13 @@ pub fn finding(inp: &Inputs) -> Finding {
     }
     if slower == tested {
         return f.decide(true, format!("{} had the larger imbalance and the slower prefill{aside}", every(tested, "skewed split")));
+    }
+    if flat > 0 && flat == tested - slower {
+        // No crowding to test: the claim's second half needs its first.
+        return f.inconclusive(
+            Inconclusive::NotDecisive,
+            format!("not decisive: the skew did not raise the imbalance above even routing's in {flat} of {tested} skewed splits, so they cannot show the crowded rank setting the pace{aside}"),
+        );
     }
     f.inconclusive(Inconclusive::Noise, format!("{} of {tested} skewed splits are not clearly slower{aside}", tested - slower))
 }

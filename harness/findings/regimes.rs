@@ -5,6 +5,7 @@ use super::{Finding, Inconclusive, Inputs, TOLERANCE};
 use crate::costmodel::link::{crossover_bytes, LinkFit};
 use crate::manifest::{Manifest, Status};
 use crate::model::ModelConfig;
+use crate::spec::link::{Backend, Link};
 use crate::spec::plan::Workload;
 use crate::spec::schema::Kind;
 use crate::spec::schema::Prompt;
@@ -29,8 +30,8 @@ pub struct Sizes {
 impl Sizes {
     /// (d·s, T·d·s) as `link` carries them: in the dtype over NCCL, as float32 over an MPI
     /// link (a rank stages its tensors through host memory as float32).
-    pub fn over(&self, link: &str) -> (f64, f64) {
-        let scale = if link.starts_with("nccl") { 1.0 } else { 4.0 / self.value_bytes.max(1) as f64 };
+    pub fn over(&self, link: &Link) -> (f64, f64) {
+        let scale = if link.backend() == Backend::Nccl { 1.0 } else { 4.0 / self.value_bytes.max(1) as f64 };
         (self.decode_bytes * scale, self.prefill_bytes * scale)
     }
 }
@@ -71,7 +72,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
         return vec![claim("regimes", "any link")
             .inconclusive(Inconclusive::MissingRuns, "missing runs: no 2-rank all-reduce fit to give α and β".into())];
     }
-    fits.into_iter().map(|(link, fit, run)| link_finding(link.name(), fit, &run, &sizes)).collect()
+    fits.into_iter().map(|(link, fit, run)| link_finding(&link, fit, &run, &sizes)).collect()
 }
 
 fn claim(id: &str, link: &str) -> Finding {
@@ -83,7 +84,8 @@ fn claim(id: &str, link: &str) -> Finding {
     )
 }
 
-fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Finding {
+fn link_finding(carrier: &Link, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Finding {
+    let link = carrier.name();
     let mut f = claim(&format!("regimes-{link}"), link);
     let Some(beta) = fit.beta_bps else {
         return f.inconclusive(
@@ -105,7 +107,7 @@ fn link_finding(link: &str, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Findin
     let near_s_star = |bytes: f64| (bytes / s_star - 1.0).abs() <= TOLERANCE;
     for s in sizes {
         let runs: Vec<&str> = s.runs.iter().map(String::as_str).collect();
-        let (decode_bytes, prefill_bytes) = s.over(link);
+        let (decode_bytes, prefill_bytes) = s.over(carrier);
         f.number(&format!("decode all-reduce d·s ({})", s.label), decode_bytes, "B", &runs);
         f.number(&format!("prefill all-reduce T·d·s ({})", s.label), prefill_bytes, "B", &runs);
         let (d_ok, p_ok) = (decode_bytes < s_star, prefill_bytes > s_star);

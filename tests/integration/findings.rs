@@ -1257,6 +1257,17 @@ fn expert_imbalance_holds_when_skewed_prefills_are_slower_and_leaves_oversubscri
 }
 
 #[test]
+fn a_skew_that_crowded_no_rank_cannot_show_the_crowded_rank_setting_the_pace() {
+    let mut list = base();
+    let template = list.iter().find(|m| m.kind == Kind::Decode && m.layout.world == 1).unwrap().clone();
+    list.push(expert_like(&template, 2, 0.0, &[24, 24], 0.10));
+    list.push(expert_like(&template, 2, 1.0, &[24, 24], 0.10));
+    let f = finding(&list, "expert-imbalance-sets-the-pace");
+    assert_eq!(f.inconclusive, Some(Inconclusive::NotDecisive), "{f:?}");
+    assert!(f.reason.contains("the skew did not raise the imbalance above even routing's in 1 of 1"), "{}", f.reason);
+}
+
+#[test]
 fn every_built_in_finding_id_is_reserved_from_claims() {
     // On the fixtures and on no manifests at all (the families' bare ids: `alpha-beta`, ...).
     let full = base();
