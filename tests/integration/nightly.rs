@@ -1255,43 +1255,29 @@ fn report_draws_the_history_beside_the_register() {
         let when = format!("2026-12-0{night}T00:00:00Z");
         parlab::nightly::history::append(history.path(), &Night::new(vec![m.clone()]), &when).unwrap();
     }
-    let report = |history: &Path| {
+    // `parlab report` of the night's manifests into `into`, drawing `history`.
+    let report_into = |into: &Path, history: &Path| {
         std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
             .args(["report", "--manifests"])
             .arg(base.path())
             .arg("--out")
-            .arg(out.path())
+            .arg(into)
             .arg("--history")
             .arg(history)
             .output()
             .unwrap()
     };
-    let done = report(history.path());
+    let done = report_into(out.path(), history.path());
     assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
     let md = std::fs::read_to_string(out.path().join("trends.md")).unwrap();
     assert!(md.contains("| [decode step median](trends/0.svg) |") && md.contains("| 3 |"), "{md}");
     assert!(out.path().join("evidence.md").is_file() && out.path().join("trends/1.svg").is_file());
     let fresh = tempfile::tempdir().unwrap();
-    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .args(["report", "--manifests"])
-        .arg(base.path())
-        .arg("--out")
-        .arg(fresh.path().join("r"))
-        .args(["--history", "no-such-history"])
-        .output()
-        .unwrap();
+    let missing = report_into(&fresh.path().join("r"), Path::new("no-such-history"));
     assert_eq!(missing.status.code(), Some(2));
     assert!(!fresh.path().join("r").exists(), "nothing written");
     // The history as the register's folder: its findings.json would be read back as a night.
-    let into_history = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .args(["report", "--manifests"])
-        .arg(base.path())
-        .arg("--out")
-        .arg(history.path())
-        .arg("--history")
-        .arg(history.path())
-        .output()
-        .unwrap();
+    let into_history = report_into(history.path(), history.path());
     let told = String::from_utf8_lossy(&into_history.stderr);
     assert_eq!(into_history.status.code(), Some(2), "{told}");
     assert!(told.contains("is the --out folder") && !history.path().join("evidence.md").exists(), "{told}");
@@ -1300,22 +1286,14 @@ fn report_draws_the_history_beside_the_register() {
     std::fs::create_dir(site.path().join("trends")).unwrap();
     std::fs::write(site.path().join("trends.md"), "# our own trends page\n").unwrap();
     std::fs::write(site.path().join("trends/0.svg"), "<svg/>").unwrap();
-    let into_site = std::process::Command::new(env!("CARGO_BIN_EXE_parlab"))
-        .args(["report", "--manifests"])
-        .arg(base.path())
-        .arg("--out")
-        .arg(site.path())
-        .arg("--history")
-        .arg(history.path())
-        .output()
-        .unwrap();
+    let into_site = report_into(site.path(), history.path());
     let told = String::from_utf8_lossy(&into_site.stderr);
     assert_eq!(into_site.status.code(), Some(2), "{told}");
     assert!(told.contains("holds trends.md, trends/0.svg, which the trends would replace or remove"), "{told}");
     assert_eq!(std::fs::read_to_string(site.path().join("trends.md")).unwrap(), "# our own trends page\n");
     assert!(!site.path().join("evidence.md").exists(), "refused before the register was rendered");
     // parlab's own trends are drawn again over.
-    assert_eq!(report(history.path()).status.code(), Some(0), "parlab's own trends.md is replaced");
+    assert_eq!(report_into(out.path(), history.path()).status.code(), Some(0), "parlab's own trends.md is replaced");
 }
 
 #[test]
