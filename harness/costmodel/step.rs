@@ -313,13 +313,34 @@ pub enum Ceiling {
         /// The membw runs read.
         runs: Vec<RunId>,
     },
+    /// The unsplit peer read its own bytes from memory faster than membw's memory rate (taken
+    /// at another moment), as one process of the threads each of the run's ranks has, and the
+    /// run streams one rank at a time: the memory delivered the peer's rate to that very
+    /// configuration, so it bounds nothing below the peer's kernel.
+    Peer {
+        /// Bytes per second per rank: the peer's median rate.
+        bps: f64,
+        /// membw's memory rate for the hypothesis, which the peer outran.
+        memory_bps: f64,
+        /// The peer.
+        run: RunId,
+    },
 }
 
 impl Ceiling {
     /// Its rate, bytes per second per rank.
     pub fn bps(&self) -> f64 {
         match self {
-            Ceiling::Memory { bps } | Ceiling::Cache { bps, .. } => *bps,
+            Ceiling::Memory { bps } | Ceiling::Cache { bps, .. } | Ceiling::Peer { bps, .. } => *bps,
+        }
+    }
+
+    /// The rate a rank reads at where its kernel moves bytes at `kernel_bps`: the lower of the
+    /// two, except under the peer's own rate, which is no bound on the peer at another moment.
+    pub fn cap(&self, kernel_bps: f64) -> f64 {
+        match self {
+            Ceiling::Peer { .. } => kernel_bps,
+            Ceiling::Memory { bps } | Ceiling::Cache { bps, .. } => bps.min(kernel_bps),
         }
     }
 }
@@ -897,10 +918,10 @@ fn calibrate(inp: &Inputs, run: &Predicted, p: &StepPrediction, all: &[Predicted
     let peer = peer_of(p, &run.m.experiment, all)?;
     let kernel_bps = peer.p.achieved_bps()?;
     let r = run_shape(run.m, &run.shape)?;
-    let ceiling = ceiling(inp, &r, p);
-    let bandwidth_bps = ceiling.bps().min(kernel_bps);
+    let ceiling = ceiling(inp, &r, p, peer);
+    let bandwidth_bps = ceiling.cap(kernel_bps);
     let step = round(inp, &r, &run.dec, bandwidth_bps, p.comm.as_ref())?;
-    let predicted_at = |rate_bps: f64| round(inp, &r, &run.dec, ceiling.bps().min(rate_bps), p.comm.as_ref()).map(|s| s.step_s);
+    let predicted_at = |rate_bps: f64| round(inp, &r, &run.dec, ceiling.cap(rate_bps), p.comm.as_ref()).map(|s| s.step_s);
     let medians = (step.step_s - p.measured_step_s) / p.measured_step_s;
     let (moments, error) = match paired_rounds(run.m, peer, predicted_at) {
         Some((errors, median)) => (Moments::Rounds { errors }, median),
@@ -982,15 +1003,34 @@ fn paired_rounds(run: &Manifest, peer: &Predicted, predicted_at: impl Fn(f64) ->
 /// cache holds the bytes between steps, and the memory's rate would cap a kernel that outruns it
 /// (a model that fits a large last-level cache, unsplit or split). A run that matched the
 /// shared-memory hypothesis (its ranks measured contending for the memory) and a GPU run (membw
-/// reads host memory) keep their hypothesis' bandwidth.
-fn ceiling(inp: &Inputs, r: &RunShape, p: &StepPrediction) -> Ceiling {
+/// reads host memory) keep their hypothesis' bandwidth. A memory ceiling the unsplit peer
+/// outran in the run's own configuration is the peer's rate ([`memory_shown_by_peer`]).
+fn ceiling(inp: &Inputs, r: &RunShape, p: &StepPrediction, peer: &Predicted) -> Ceiling {
     let memory = p.matched_bandwidth_bps();
     // Ranks measured sharing the memory's bandwidth do not hold their bytes in caches of their own.
     let contended = p.matches == Matches::One(Hypothesis::SharedMemory);
-    match cached_rate(inp, r, p).filter(|(_, f)| !contended && f.bps >= MIN_CACHE_GAIN * memory) {
-        Some((bytes, f)) => Ceiling::Cache { bps: f.bps, bytes, runs: f.runs },
+    if let Some((bytes, f)) = cached_rate(inp, r, p).filter(|(_, f)| !contended && f.bps >= MIN_CACHE_GAIN * memory) {
+        return Ceiling::Cache { bps: f.bps, bytes, runs: f.runs };
+    }
+    match memory_shown_by_peer(inp, p, peer).filter(|&bps| bps > memory) {
+        Some(bps) => Ceiling::Peer { bps, memory_bps: memory, run: peer.p.run_id.clone() },
         None => Ceiling::Memory { bps: memory },
     }
+}
+
+/// The rate the unsplit peer read its own bytes at, where that is the memory's rate for `p`'s
+/// busiest rank at the peer's moment: `p` streams one rank at a time, each of the peer's
+/// threads (the peer's one process), and the peer's footprint is not one that membw read
+/// faster than the memory (a cache's rate says nothing of the memory's). membw ran at another
+/// moment; where the peer outran it, the memory was faster then than membw found it.
+fn memory_shown_by_peer(inp: &Inputs, p: &StepPrediction, peer: &Predicted) -> Option<f64> {
+    if p.active_ranks != 1 || peer.p.threads != p.threads {
+        return None;
+    }
+    let memory = p.matched_bandwidth_bps();
+    let r = run_shape(peer.m, &peer.shape)?;
+    let cached = cached_rate(inp, &r, &peer.p).is_some_and(|(_, f)| f.bps >= MIN_CACHE_GAIN * memory);
+    peer.p.achieved_bps().filter(|_| !cached)
 }
 
 /// The busiest rank's footprint and the rate membw read it at inside its sweep, with `p`'s

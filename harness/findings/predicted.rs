@@ -151,7 +151,7 @@ fn at_other_moments(p: &StepPrediction, c: &Calibrated, all: &[StepPrediction]) 
     // Everything in the predicted round but its communication is bytes read at the rate (a
     // pipeline's fill reads its stages' bytes several times): it scales with the rate.
     let error_at = |rate: f64| {
-        let reading_s = (c.step.step_s - c.step.comm_s) * c.bandwidth_bps / c.ceiling.bps().min(rate);
+        let reading_s = (c.step.step_s - c.step.comm_s) * c.bandwidth_bps / c.ceiling.cap(rate);
         (c.step.comm_s + reading_s - p.measured_step_s) / p.measured_step_s
     };
     let (rate_bps, error) = rates.iter().map(|&r| (r, error_at(r))).min_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))?;

@@ -22,22 +22,17 @@
 use super::comm::Communicator;
 use super::figure::Figure;
 use super::records::{mark, RecordSink};
-use crate::launch::Moment;
+use crate::launch::{unix_now, Moment};
 use crate::model::matvec::{self, Kernel};
 use crate::spec::{RunPlan, Workload};
 use mpi::collective::SystemOperation;
 use mpi::traits::CommunicatorCollectives;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tch::{Device, Kind, Tensor};
 
 /// The file in a launch's folder where rank 0 names the STREAM-class read's kernel (the
 /// collector reads it: it may run on another host, with other SIMD).
 pub const KERNEL_FILE: &str = "membw-kernel.txt";
-
-fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
 
 /// After a barrier, runs `read` once; returns (seconds from the common start, its sum).
 fn timed(comm: &mut Communicator, read: impl FnOnce() -> f64) -> (f64, f64) {

@@ -35,7 +35,7 @@ pub fn decode_tables(manifests: &[Manifest]) -> Vec<Table> {
     std::iter::once(roofline).chain(calibrated_table(&predictions)).collect()
 }
 
-const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of its ceiling and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). The ceiling is that hypothesis' bandwidth (the memory's), or where membw read a buffer of the busiest rank's footprint (weights and KV cache) with as many processes and threads at once at least 1.1× faster, inside its sweep, that rate: a cache holds the rank's bytes between steps (a run that matched the shared-memory hypothesis, its ranks measured contending for the memory, and a GPU run keep the hypothesis'). A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured, or for a run launched in rounds with its peer the median of the rounds' errors (\"error by round\"; the columns before it give the medians); past ±25 % the last column names the assumption that did not hold, or says that none is known";
+const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of its ceiling and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). The ceiling is that hypothesis' bandwidth (the memory's), or where membw read a buffer of the busiest rank's footprint (weights and KV cache) with as many processes and threads at once at least 1.1× faster, inside its sweep, that rate: a cache holds the rank's bytes between steps (a run that matched the shared-memory hypothesis, its ranks measured contending for the memory, and a GPU run keep the hypothesis'); for a run that streams one rank at a time, each of the peer's threads, where the peer itself read memory faster than membw did at its moment (not a footprint membw read from a cache), the peer's rate (`peer:`): the memory delivered it to that very configuration. A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured, or for a run launched in rounds with its peer the median of the rounds' errors (\"error by round\"; the columns before it give the medians); past ±25 % the last column names the assumption that did not hold, or says that none is known";
 
 const CALIBRATED_COLUMNS: [&str; 17] = [
     "model",
@@ -143,6 +143,10 @@ fn ceiling_cell(c: &Ceiling) -> Cell {
         Ceiling::Cache { bps, bytes, runs } => Cell::noted(
             Cell::BytesPerSec(*bps),
             format!("cache: membw at the rank's {}, runs {}", format_bytes(*bytes as f64), run_list(runs)),
+        ),
+        Ceiling::Peer { bps, memory_bps, run } => Cell::noted(
+            Cell::BytesPerSec(*bps),
+            format!("peer: {} read memory this fast, membw {} at another moment", short(run.as_str()), format_gbps(*memory_bps)),
         ),
     }
 }

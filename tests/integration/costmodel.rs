@@ -1079,6 +1079,70 @@ fn a_rank_whose_bytes_a_cache_holds_is_capped_at_that_caches_measured_rate_not_t
 }
 
 #[test]
+fn one_rank_serving_several_sequences_is_not_capped_below_the_rate_its_peer_read_memory_at() {
+    use parlab::costmodel::step::{predict_steps, Ceiling, Outcome as Judged, StepPrediction};
+    use parlab::spec::Kind;
+    let mut list = crate::synth::fixtures().unwrap();
+    // membw read the memory at 10 GB/s at its moment; the unsplit peer moved its bytes faster.
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Membw) {
+        if let Some(Summary::Membw(b)) = m.summary_mut() {
+            let per_process = 10e9;
+            b.buffer_bytes = 4 << 30;
+            (b.per_process, b.aggregate) = (flat(per_process, 5), flat(per_process * f64::from(b.processes), 5));
+            (b.roofline.per_process_bps, b.roofline.aggregate_bps) = (per_process, per_process * f64::from(b.processes));
+        }
+    }
+    let split = |p: &StepPrediction| p.strategy == Strategy::Tensor && p.world == 2 && p.overlap.is_none() && p.calibrated.is_some();
+    let tensor = predict_steps(&list).into_iter().find(split).expect("a calibrated 2-rank tensor split");
+    let c = tensor.calibrated.clone().unwrap();
+    // Two ranks streaming at once: the peer's one process says nothing of two, membw bounds them.
+    assert!(matches!(c.ceiling, Ceiling::Memory { .. }) && c.kernel_bps > 1.5 * c.ceiling.bps(), "{c:?}");
+    // The peer's computation served 2 sequences in turn by one rank, 2.1 times the peer's step.
+    let peer = list.iter().find(|m| m.run_id == c.unsplit_run).unwrap().clone();
+    let mut two = peer.clone();
+    two.run_id = format!("{:064x}", 0x2_5e9_u64).into();
+    two.layout.sequences = Some(2);
+    if let Some(Summary::Decode(d)) = two.summary_mut() {
+        (d.sequences, d.step_s.median) = (2, 2.1 * d.step_s.median);
+    }
+    let id = two.run_id.clone();
+    let predicted = |list: &[Manifest]| predict_steps(list).into_iter().find(|p| p.run_id == id).unwrap();
+    let with_two = [list.clone(), vec![two.clone()]].concat();
+    let p = predicted(&with_two);
+    let c = p.calibrated.clone().unwrap();
+    match &c.ceiling {
+        Ceiling::Peer { bps, memory_bps, run } => {
+            assert!((bps / c.kernel_bps - 1.0).abs() < 1e-12 && *memory_bps == 10e9 && *run == c.unsplit_run, "{c:?}")
+        }
+        other => panic!("one rank of the peer's threads is bounded by the peer's own rate: {other:?}"),
+    }
+    assert_eq!(c.bandwidth_bps, c.kernel_bps);
+    assert!(c.error.abs() <= 0.25 && c.outcome == Judged::Within, "{c:?}");
+    // At membw's rate the same run would have been a model error (the peer outran it 1.5×+).
+    assert!(c.step.step_s * c.kernel_bps / 10e9 > 1.25 * p.measured_step_s, "{c:?}");
+    let table = parlab::report::predicted::decode_tables(&with_two).into_iter().find(|t| t.id == "predicted-decode-calibrated").unwrap();
+    assert!(format!("{:?}", table.rows).contains("read memory this fast, membw 10.0 GB/s at another moment"), "{:?}", table.rows);
+    // A peer whose footprint (its weights and one sequence's cache, under 512 MiB) membw read
+    // 1.4× faster than the memory read it from a cache: its rate is no evidence of the
+    // memory's, and the memory bounds a run of 64 sequences, whose caches take its footprint
+    // past 640 MiB, where membw read at the memory's rate again.
+    if let Some(Summary::Decode(d)) = two.summary_mut() {
+        (d.sequences, d.step_s.median) = (64, 64.0 / 2.1 * d.step_s.median);
+    }
+    two.layout.sequences = Some(64);
+    let template = list.iter().find(|m| m.kind == Kind::Membw && m.summary().is_some()).unwrap().clone();
+    let many = |reads: &[(u64, f64)]| {
+        let sweep = reads.iter().enumerate().map(|(i, &(bytes, bps))| membw_at(&template, 1, bytes, bps, i as u64));
+        predicted(&[list.clone(), vec![two.clone()], sweep.collect()].concat()).calibrated.unwrap()
+    };
+    let c = many(&[(4 << 10, 14e9), (512 << 20, 14e9), (640 << 20, 10e9)]);
+    assert_eq!((c.ceiling, c.bandwidth_bps), (Ceiling::Memory { bps: 10e9 }, 10e9));
+    // Where membw read the peer's footprint from memory too, its rate is the memory's at its
+    // moment again.
+    assert!(matches!(many(&[(4 << 10, 14e9), (16 << 20, 14e9), (64 << 20, 10e9)]).ceiling, Ceiling::Peer { .. }));
+}
+
+#[test]
 fn a_peer_routes_its_tokens_as_the_run_does() {
     use parlab::costmodel::step::predict_steps;
     use parlab::spec::plan::Workload;
