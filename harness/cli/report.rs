@@ -4,7 +4,7 @@ use super::folder::{Folder, HISTORY_HOLDS, MANIFESTS_HOLD};
 use super::Error;
 use crate::manifest::lock::StoreLock;
 use crate::report::origin;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Takes the lock of the output folder `out` (creating it): another render holding it exits 2,
 /// or is waited for with `wait`; an `out` that cannot be a folder (a file) exits 2.
@@ -26,6 +26,31 @@ pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Re
     origin::record(out, manifests)?;
     crate::say!("parlab: wrote {}", written.display());
     Ok(crate::exitcode::OK)
+}
+
+/// The folder the runs were made in, where this working folder lacks files they name (their
+/// specs, model configs, relative to the folder they were made in) and the manifests folder's
+/// parent holds some of them: rendered from there, the findings that read them decide as they
+/// did when the runs were made (from here they could not). None where nothing is missing here
+/// or the parent holds none of it.
+pub fn runs_folder(manifests: &Path) -> Option<PathBuf> {
+    let missing = crate::report::missing_sources(&crate::manifest::read_all(manifests).0);
+    let root = std::fs::canonicalize(manifests).ok()?.parent()?.to_path_buf();
+    let here = std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d).ok());
+    let found_there = missing.iter().any(|p| p.is_relative() && root.join(p).is_file());
+    (found_there && here.as_ref() != Some(&root)).then_some(root)
+}
+
+/// Moves the working folder to `root` ([`runs_folder`]), saying so on stderr (where it cannot,
+/// the render goes on here, with the warning that names what it lacks).
+pub fn move_to(root: &Path) {
+    match std::env::set_current_dir(root) {
+        Ok(()) => crate::say!(
+            "parlab: reading the runs' specs, model configs and templates in {} (the manifests folder's parent; this working folder lacks them)",
+            root.display()
+        ),
+        Err(e) => crate::say!("warning: cannot work in {}, where the runs' specs and model configs are: {e}", root.display()),
+    }
 }
 
 /// Renders `out/evidence.md` (and figures and tables) from `manifests`, then (with `history`)

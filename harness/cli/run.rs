@@ -50,7 +50,13 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     if let Some(fault) = &fault {
         crate::rank::fault::check(fault).map_err(|why| Error::Usage(format!("{}={fault}: {why}", crate::rank::fault::ENV)))?;
     }
-    let suite = load_suite_limited(paths, options.max_runs)?;
+    let suite = load_suite_limited(paths, options.max_runs);
+    // Ctrl-C while the specs loaded (hashing a large checkpoint): nothing taken, nothing to record.
+    if let Some(sig) = crate::launch::signals::received() {
+        crate::say!("parlab: interrupted by {} while loading the specs; nothing was run", crate::launch::signals::name(sig));
+        return Ok(crate::launch::signals::exit_code(sig));
+    }
+    let suite = suite?;
     if let Some(fault) = &fault {
         fault_strikes(fault, &suite)?;
     }

@@ -4,7 +4,7 @@
 use super::{worlds, Finding, Inconclusive, Inputs, Oversubscribed, TOLERANCE};
 use crate::costmodel::link::{collective_time, LinkFit};
 use crate::report::facts::CollRow;
-use crate::report::fmt::percent;
+use crate::report::fmt::{percent, tolerance};
 use crate::spec::link::Link;
 use crate::spec::schema::Op;
 use crate::units::format_bytes;
@@ -23,7 +23,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
 fn claim(id: &str, link: &str) -> Finding {
     Finding::new(
         id,
-        &format!("The all-reduce's α and β fitted on 2 ranks over {link} predict its time at other world sizes and at held-out larger sizes within ±{}.", percent(TOLERANCE, false)),
+        &format!("The all-reduce's α and β fitted on 2 ranks over {link} predict its time at other world sizes and at held-out larger sizes within {}.", tolerance(TOLERANCE)),
         &["collectives.rows.op_time_s (all-reduce; time_s where op_time_s is absent)", "collectives.fits.alpha_per_step_s", "collectives.fits.beta_Bps"],
         &format!("ring model 2(p-1)α + 2(p-1)/p·S/β from the 2-rank fit; a point holds when |predicted - measured| / measured <= {TOLERANCE} or the prediction lies within the measured min..max; HOLDS when every point outside the fit holds, at worlds whose ranks × threads fit the cores (an oversubscribed world's points are stated, not counted: its ranks wait for a core, which the ring model does not count)"),
     )
@@ -81,10 +81,10 @@ fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding 
             None => "fails".into(),
         };
         f.notes.push(format!(
-            "{what}: {verdict} ({} of {} sizes within ±{}; largest error {} at {})",
+            "{what}: {verdict} ({} of {} sizes within {}; largest error {} at {})",
             t.points - t.failed,
             t.points,
-            percent(TOLERANCE, false),
+            tolerance(TOLERANCE),
             percent(t.worst, true),
             format_bytes(t.worst_size as f64)
         ));

@@ -147,7 +147,7 @@ fn note(name: &str, l: &Layout) -> String {
             "{name}: shown not to change the answer over {prompts} checked prompt{plural} (runs: {}, worst {}{})",
             l.verdicts.len(),
             g.name(),
-            Some(w.max_logit_drift).filter(|d| *d > 0.0).map(|d| format!(", drift {d:.2e}")).unwrap_or_default()
+            Some(w.max_logit_drift).filter(|d| *d > 0.0).map(|d| format!(", drift {}", crate::report::fmt::small(d))).unwrap_or_default()
         ),
     }
 }

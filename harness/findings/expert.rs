@@ -5,6 +5,8 @@
 use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
 use super::{all_left_out, every, left_out, side, Finding, Inconclusive, Inputs, Side};
 use crate::report::facts::DecodeRow;
+use crate::report::fmt::seconds_range;
+use crate::units::format_seconds;
 
 /// Per world ≥ 2, sequences and kind of run ([`DecodeRow::same_kind`]: experiment, model, dtype,
 /// generation, threads, device, step mode, link): the evenly routed run and each skewed run
@@ -73,14 +75,13 @@ pub fn finding(inp: &Inputs) -> Finding {
         slower += usize::from(tested && more && against_even == Side::Below);
         faster += usize::from(tested && more && against_even == Side::Above);
         f.notes.push(format!(
-            "{label} ({}): imbalance {:.2} against {:.2} even; prefill {:.0} ms against {:.0} ms ({:.0}–{:.0} ms): {outcome}",
+            "{label} ({}): imbalance {:.2} against {:.2} even; prefill {} against {} ({}): {outcome}",
             skewed.experiment,
             se.overall_imbalance(),
             ee.overall_imbalance(),
-            skewed.prefill.median * 1e3,
-            even.prefill.median * 1e3,
-            even.prefill.min * 1e3,
-            even.prefill.max * 1e3
+            format_seconds(skewed.prefill.median),
+            format_seconds(even.prefill.median),
+            seconds_range(even.prefill.min, even.prefill.max)
         ));
     }
     let tested = pairs.len() - untested;

@@ -187,7 +187,7 @@ fn report_world(f: &mut Finding, s: &Series, c: &WorldCheck, two_l: f64) {
     let kv = s.shape.kv_heads;
     let copies = u64::from(c.world).div_ceil(kv);
     f.notes.push(format!(
-        "{at}{}: {} B per rank{} (cost model {} B; world 1 / min(p, {kv}) = {}), each KV head on {copies} rank{}; {}: {}; communication {:.3} ms a step (reported, not judged)",
+        "{at}{}: {} B per rank{} (cost model {} B; world 1 / min(p, {kv}) = {}), each KV head on {copies} rank{}; {}: {}; communication {} a step (reported, not judged)",
         if c.oversubscribed { " (oversubscribed: more ranks than cores)" } else { "" },
         c.cache,
         if c.uneven { ", uneven across ranks" } else { "" },
@@ -200,7 +200,7 @@ fn report_world(f: &mut Finding, s: &Series, c: &WorldCheck, two_l: f64) {
             None => "all-reduces per token not recorded".into(),
         },
         if world_holds(c, two_l) { "cache and all-reduces as predicted" } else { "cache or all-reduces OFF the prediction" },
-        c.comm_s * 1e3
+        crate::units::format_seconds(c.comm_s)
     ));
 }
 

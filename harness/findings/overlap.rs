@@ -6,6 +6,8 @@ use super::rounds::{self, agreed, note, side_of, MIN_ROUNDS};
 use super::{all_left_out, every, left_out, side, Finding, Inconclusive, Inputs, Side};
 use crate::manifest::summary::Phase;
 use crate::report::facts::overlap_pairs;
+use crate::report::fmt::seconds_range;
+use crate::units::format_seconds;
 
 /// The overlap finding.
 pub fn finding(inp: &Inputs) -> Finding {
@@ -64,13 +66,12 @@ pub fn finding(inp: &Inputs) -> Finding {
         shorter += usize::from(tested && against_blocking == Side::Above);
         longer += usize::from(tested && against_blocking == Side::Below);
         f.notes.push(format!(
-            "world {} ({}): prefill {:.0} ms overlapped against {:.0} ms blocking ({:.0}–{:.0} ms): {outcome}",
+            "world {} ({}): prefill {} overlapped against {} blocking ({}): {outcome}",
             on.world,
             on.experiment,
-            overlapped.median * 1e3,
-            blocking.median * 1e3,
-            blocking.min * 1e3,
-            blocking.max * 1e3
+            format_seconds(overlapped.median),
+            format_seconds(blocking.median),
+            seconds_range(blocking.min, blocking.max)
         ));
     }
     let tested = pairs.len() - untested;

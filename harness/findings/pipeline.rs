@@ -6,6 +6,11 @@ use super::{by_world, one_experiment_on_cores, Finding, Inconclusive, Inputs, TO
 use crate::report::facts::{DecodeRow, Stats};
 use crate::spec::schema::Strategy;
 
+/// A rate in tokens per second, as the findings' numbers print it.
+fn tokens_per_s(rate: f64) -> String {
+    super::render::format_value(rate, "tokens/s")
+}
+
 /// The pipeline finding.
 pub fn finding(inp: &Inputs) -> Finding {
     let mut f = Finding::new(
@@ -48,8 +53,10 @@ pub fn finding(inp: &Inputs) -> Finding {
             (None, false) => "FASTER".into(),
         };
         f.notes.push(format!(
-            "{p} stages, one sequence: {:.1} tokens/s against one stage's {:.1} (max {:.1}): {outcome}",
-            r.median, r1.median, r1.max
+            "{p} stages, one sequence: {} against one stage's {} (max {}): {outcome}",
+            tokens_per_s(r.median),
+            tokens_per_s(r1.median),
+            tokens_per_s(r1.max)
         ));
         match (over, ok) {
             (_, false) => faster.push(p),
@@ -119,8 +126,10 @@ fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats, aside: 
     let ratio = pr / rr;
     f.number("pipeline ceiling / replicas' ceiling", ratio, "ratio", &[pd.run.as_str(), rd.run.as_str()]);
     f.notes.push(format!(
-        "with m >= p the pipeline reached {pr:.1} tokens/s, {:.2}× one stage, against the replicas' {rr:.1}",
-        pr / r1.median
+        "with m >= p the pipeline reached {}, {:.2}× one stage, against the replicas' {}",
+        tokens_per_s(pr),
+        pr / r1.median,
+        tokens_per_s(rr)
     ));
     let stages_alone = r1.median * f64::from(pd.world);
     if ratio <= 1.0 + TOLERANCE && rr * (1.0 + TOLERANCE) >= stages_alone {
@@ -129,10 +138,12 @@ fn ceiling(mut f: Finding, inp: &Inputs, pipe: &[&DecodeRow], r1: Stats, aside: 
         return f.inconclusive(
             Inconclusive::NotDecisive,
             format!(
-                "not decisive: the replicas' ceiling ({} replicas, {rr:.1} tokens/s) is at or within {:.0} % of {} stages each at one stage's rate ({stages_alone:.1}), so the two ceilings coincide and a pipeline below both tells them apart no better",
+                "not decisive: the replicas' ceiling ({} replicas, {}) is at or within {} of {} stages each at one stage's rate ({}), so the two ceilings coincide and a pipeline below both tells them apart no better",
                 rd.world,
-                TOLERANCE * 100.0,
-                pd.world
+                tokens_per_s(rr),
+                crate::report::fmt::whole_percent(TOLERANCE),
+                pd.world,
+                tokens_per_s(stages_alone)
             ),
         );
     }

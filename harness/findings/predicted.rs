@@ -12,6 +12,7 @@
 
 use super::{Finding, Inconclusive, Inputs};
 use crate::costmodel::step::{predict_steps, Calibrated, Moments, Outcome, StepPrediction, TOLERANCE};
+use crate::report::fmt::{percent, tolerance, whole_percent};
 
 /// The calibrated prediction finding.
 pub fn finding(inp: &Inputs) -> Finding {
@@ -19,7 +20,7 @@ pub fn finding(inp: &Inputs) -> Finding {
         "cost-model-predicts-splits",
         "A decode split's step is its busiest rank's bytes at the lower of the memory's bandwidth (a cache's, where membw read the rank's footprint faster) and the rate the unsplit run's kernel moves them, plus its collectives: calibrated on one unsplit run, the cost model predicts the splits measured here.",
         &["decode.step_s", "membw roofline and aggregate", "collective fits and skew", "the unsplit peer's decode.step_s"],
-        &format!("every split or run of several sequences with an unsplit peer of its model, dtype, device, step mode, routing and threads (the register's \"Decode: predicted from the unsplit run's kernel rate\"): within ±{:.0} % of its measured step (a split and peer launched in rounds of one run: the median of the rounds' errors, each round predicted from the peer's step in it), or past it with an assumption known not to hold (oversubscribed, no progress thread, calls as in isolation, weights in the cores' caches, step time the split did not divide, or, not paired by round, the machine at one speed for the split and its peer: within at the rate another unsplit run of its computation ran at); HOLDS when no prediction is a model error, FAILS when one is", TOLERANCE * 100.0),
+        &format!("every split or run of several sequences with an unsplit peer of its model, dtype, device, step mode, routing and threads (the register's \"Decode: predicted from the unsplit run's kernel rate\"): within {} of its measured step (a split and peer launched in rounds of one run: the median of the rounds' errors, each round predicted from the peer's step in it), or past it with an assumption known not to hold (oversubscribed, no progress thread, calls as in isolation, weights in the cores' caches, step time the split did not divide, or, not paired by round, the machine at one speed for the split and its peer: within at the rate another unsplit run of its computation ran at); HOLDS when no prediction is a model error, FAILS when one is", tolerance(TOLERANCE)),
     );
     let predictions = predict_steps(inp.list);
     let splits: Vec<(&StepPrediction, &Calibrated)> =
@@ -48,13 +49,13 @@ pub fn finding(inp: &Inputs) -> Finding {
         "count",
         &in_rounds,
     );
-    f.number(&format!("within ±{:.0} %", TOLERANCE * 100.0), within.len() as f64, "count", &within);
+    f.number(&format!("within {}", tolerance(TOLERANCE)), within.len() as f64, "count", &within);
     f.number("past it, an assumption known not to hold", explained.len() as f64, "count", &explained);
     f.number("past it, within at a rate its peer's computation ran at another moment", moved.len() as f64, "count", &moved_runs);
     f.number("past it, a model error", errors.len() as f64, "count", &error_runs);
     let roofline = splits.iter().filter(|(p, _)| p.error.abs() <= TOLERANCE).count();
     let roofline_runs = runs(&|p, _| p.error.abs() <= TOLERANCE);
-    f.number(&format!("the roofline alone within ±{:.0} % (the same splits)", TOLERANCE * 100.0), roofline as f64, "count", &roofline_runs);
+    f.number(&format!("the roofline alone within {} (the same splits)", tolerance(TOLERANCE)), roofline as f64, "count", &roofline_runs);
     f.notes = moved
         .iter()
         .filter_map(|(p, c, moments)| Some(moment_note(p, c, moments.as_ref()?)))
@@ -70,9 +71,9 @@ pub fn finding(inp: &Inputs) -> Finding {
         return f.inconclusive(
             Inconclusive::NotDecisive,
             format!(
-                "not decisive: none of {} splits within ±{:.0} %; each is past it where an assumption is known not to hold, so none tests the model",
+                "not decisive: none of {} splits within {}; each is past it where an assumption is known not to hold, so none tests the model",
                 splits.len(),
-                TOLERANCE * 100.0
+                tolerance(TOLERANCE)
             ),
         );
     }
@@ -84,19 +85,19 @@ pub fn finding(inp: &Inputs) -> Finding {
             }
         };
         let reason = format!(
-            "{} of {} splits within ±{:.0} %{lean}, {} past it where an assumption is known not to hold{moments} (the roofline alone: {roofline})",
+            "{} of {} splits within {}{lean}, {} past it where an assumption is known not to hold{moments} (the roofline alone: {roofline})",
             within.len(),
             splits.len(),
-            TOLERANCE * 100.0,
+            tolerance(TOLERANCE),
             explained.len()
         );
         return f.decide(true, reason);
     }
     let reason = format!(
-        "{} of {} splits missed by more than {:.0} % with no assumption known to fail ({} within, {} explained, {} within at another moment's rate)",
+        "{} of {} splits missed by more than {} with no assumption known to fail ({} within, {} explained, {} within at another moment's rate)",
         errors.len(),
         splits.len(),
-        TOLERANCE * 100.0,
+        whole_percent(TOLERANCE),
         within.len(),
         explained.len(),
         moved.len()
@@ -167,12 +168,12 @@ fn moment_note(p: &StepPrediction, c: &Calibrated, o: &OtherMoments) -> String {
         n => format!("{n} other unsplit runs of its computation ran at {} to {}", gbps(o.range_bps.0), gbps(o.range_bps.1)),
     };
     format!(
-        "{}: {:+.1} % at its peer {}'s {}, {:+.1} % at {} ({elsewhere}): the machine's speed between the two moments, not the model, missed",
+        "{}: {} at its peer {}'s {}, {} at {} ({elsewhere}): the machine's speed between the two moments, not the model, missed",
         split_words(p),
-        c.error * 100.0,
+        percent(c.error, true),
         c.unsplit_run.short(),
         gbps(c.kernel_bps),
-        o.error * 100.0,
+        percent(o.error, true),
         gbps(o.rate_bps)
     )
 }
@@ -196,10 +197,10 @@ fn split_words(p: &StepPrediction) -> String {
 fn error_note(p: &StepPrediction, c: &Calibrated) -> String {
     let medians = (c.step.step_s - p.measured_step_s) / p.measured_step_s;
     let error = match &c.moments {
-        Moments::Medians => format!("{:+.1} %", c.error * 100.0),
+        Moments::Medians => percent(c.error, true),
         Moments::Rounds { errors } => {
-            let each: Vec<String> = errors.iter().map(|e| format!("{:+.1} %", e * 100.0)).collect();
-            format!("{:+.1} % of the medians; round by round {}, median {:+.1} %", medians * 100.0, each.join(", "), c.error * 100.0)
+            let each: Vec<String> = errors.iter().map(|e| percent(*e, true)).collect();
+            format!("{} of the medians; round by round {}, median {}", percent(medians, true), each.join(", "), percent(c.error, true))
         }
     };
     format!(

@@ -80,7 +80,7 @@ fn claim(id: &str, link: &str) -> Finding {
         id,
         &format!("Over {link}, decode collectives live in the latency regime and prefill's in the bandwidth regime: d·s < S* = N·α·β < T·d·s."),
         &["collectives.fits.alpha_per_step_s", "collectives.fits.beta_Bps", "model config hidden size", "prompt length", "dtype"],
-        &format!("S* = N·α·β with N = 2 from the 2-rank all-reduce fit; HOLDS when every decode configuration's d·s is below S* and its prefill's T·d·s above; FAILS when one lies on the wrong side by more than ±{:.0} % of S* (the fit's own uncertainty), INCONCLUSIVE (noise) when the only misses are within it; each configuration's T* = S*/(d·s), the prompt length from which its prefill is in the bandwidth regime, in the notes", TOLERANCE * 100.0),
+        &format!("S* = N·α·β with N = 2 from the 2-rank all-reduce fit; HOLDS when every decode configuration's d·s is below S* and its prefill's T·d·s above; FAILS when one lies on the wrong side by more than {} of S* (the fit's own uncertainty), INCONCLUSIVE (noise) when the only misses are within it; each configuration's T* = S*/(d·s), the prompt length from which its prefill is in the bandwidth regime, in the notes", crate::report::fmt::whole_percent(TOLERANCE)),
     )
 }
 
@@ -140,7 +140,7 @@ fn link_finding(carrier: &Link, fit: &LinkFit, run: &str, sizes: &[Sizes]) -> Fi
         (false, _) => f.decide(false, format!("S* = {}: {}", format_bytes(s_star), wrong.join("; "))),
         (true, false) => f.inconclusive(
             Inconclusive::Noise,
-            format!("noise: S* = {}: {}, within ±{:.0} % of S*", format_bytes(s_star), near.join("; "), TOLERANCE * 100.0),
+            format!("noise: S* = {}: {}, within {} of S*", format_bytes(s_star), near.join("; "), crate::report::fmt::tolerance(TOLERANCE)),
         ),
     }
 }

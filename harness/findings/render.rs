@@ -103,7 +103,7 @@ pub fn format_value(v: f64, unit: &str) -> String {
         "fraction" => crate::report::fmt::percent(v, true),
         "count" => format!("{v:.0}"),
         "logit" if v == 0.0 => "0 (bit-identical)".into(),
-        "logit" => format!("{v:.2e}"),
+        "logit" => crate::report::fmt::small(v),
         _ => sig3(v),
     }
 }

@@ -38,10 +38,28 @@ fn rank_process(pid: u32) -> Option<RankProcess> {
     Some(RankProcess { pid, out })
 }
 
-/// The ranks whose results folder lies inside `store` (a manifests folder), and the others.
+/// The ranks that write into `store` (a manifests folder, or one run's results folder), and
+/// the others (see [`launched_under`]: a store nested in `store` is another controller's).
 pub fn split_by_store(ranks: Vec<RankProcess>, store: &Path) -> (Vec<RankProcess>, Vec<RankProcess>) {
     let store = std::fs::canonicalize(store).unwrap_or_else(|_| store.to_path_buf());
-    ranks.into_iter().partition(|r| r.out.starts_with(&store))
+    ranks.into_iter().partition(|r| launched_under(&r.out, &store))
+}
+
+/// Whether `out` is where a launch of `dir` writes: `dir` itself or `dir/launch-N` (a run's
+/// results folder), `dir/<run id>` or `dir/<run id>/launch-N` (a store's runs); a folder deeper
+/// or otherwise named (`dir/gpu/<run id>`, a store of its own) is not.
+pub fn launched_under(out: &Path, dir: &Path) -> bool {
+    let Ok(rest) = out.strip_prefix(dir) else {
+        return false;
+    };
+    let launch = |p: &std::ffi::OsStr| p.to_str().and_then(|s| s.strip_prefix("launch-")).is_some_and(|n| n.parse::<u32>().is_ok());
+    let run = |p: &std::ffi::OsStr| p.to_str().is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+    match rest.iter().collect::<Vec<_>>().as_slice() {
+        [] => true,
+        [one] => launch(one) || run(one),
+        [first, second] => run(first) && launch(second),
+        _ => false,
+    }
 }
 
 /// SIGTERM to each pid, SIGKILL to those still running after the grace period (never to a
@@ -55,4 +73,32 @@ pub fn end(pids: &[u32]) {
 /// The pids of `ranks`, as text for caveats: `123, 456`.
 pub fn pid_list(ranks: &[RankProcess]) -> String {
     ranks.iter().map(|r| r.pid.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::launched_under;
+    use std::path::Path;
+
+    #[test]
+    fn a_store_owns_its_runs_launches_and_not_a_store_nested_in_it() {
+        let id = "ab".repeat(32);
+        let store = Path::new("/data/manifests");
+        for mine in [format!("/data/manifests/{id}"), format!("/data/manifests/{id}/launch-2")] {
+            assert!(launched_under(Path::new(&mine), store), "{mine}");
+        }
+        for other in [
+            format!("/data/manifests/gpu/{id}"),
+            format!("/data/manifests/gpu/{id}/launch-1"),
+            format!("/data/manifests/{id}/launch-x"),
+            format!("/data/manifests/{}", &id[..12]),
+            format!("/data/manifests-2/{id}"),
+            "/data".to_string(),
+        ] {
+            assert!(!launched_under(Path::new(&other), store), "{other}");
+        }
+        // A run's own folder: the first launch writes into it, the others into launch-N.
+        let run = Path::new("/data/manifests").join(&id);
+        assert!(launched_under(&run, &run) && launched_under(&run.join("launch-1"), &run));
+    }
 }

@@ -14,9 +14,14 @@ extern "C" fn note(sig: libc::c_int) {
     let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
 }
 
-/// Catches SIGINT, SIGTERM and SIGHUP for the rest of the process's life.
+/// Catches SIGINT, SIGTERM and SIGHUP for the rest of the process's life, except a signal the
+/// process was started ignoring (`nohup` ignores SIGHUP; a shell's background job SIGINT): that
+/// stays ignored, as whoever started parlab asked.
 pub fn install() {
     for sig in CAUGHT {
+        if ignored(sig) {
+            continue;
+        }
         // SAFETY: `note` only stores into an atomic, which is async-signal-safe; SA_RESTART keeps
         // interrupted system calls (reads, waits) from failing with EINTR.
         unsafe {
@@ -25,6 +30,34 @@ pub fn install() {
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The disposition of `sig` now (async-signal-safe: sigaction only).
+fn disposition(sig: i32) -> libc::sighandler_t {
+    // SAFETY: sigaction with a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old);
+        old.sa_sigaction
+    }
+}
+
+/// Whether `sig` is ignored.
+pub fn ignored(sig: i32) -> bool {
+    disposition(sig) == libc::SIG_IGN
+}
+
+/// Between fork and exec: gives back the default action to each signal [`install`] caught, so a
+/// child that is to die of SIGTERM (its parent already gone) dies before it execs, not into
+/// `note`'s copy in its own memory. Async-signal-safe (sigaction only).
+pub fn default_in_child() {
+    let caught = note as extern "C" fn(libc::c_int) as usize;
+    for sig in CAUGHT {
+        if disposition(sig) == caught {
+            // SAFETY: signal with SIG_DFL is async-signal-safe and touches only this process.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
         }
     }
 }

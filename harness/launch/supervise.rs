@@ -88,7 +88,7 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
         if signal.is_some() || now >= deadline {
             let running = ranks_alive(out);
             let cancelled = kill_all(launcher, cmd, out, || exited_unreaped(launcher.pid));
-            let _ = handle.wait();
+            reap_within(handle, launcher.pid);
             break match signal {
                 Some(signal) => Ended::Interrupted { signal, running, cancelled },
                 None => Ended::TimedOut { running, cancelled },
@@ -100,7 +100,7 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
             Err(cause) => {
                 // Nothing started may outlive a launch that could not be waited for.
                 let _ = kill_all(launcher, cmd, out, || exited_unreaped(launcher.pid));
-                let _ = handle.wait();
+                reap_within(handle, launcher.pid);
                 reap_leftovers(out);
                 return Err(io(cause));
             }
@@ -109,6 +109,25 @@ pub fn run(cmd: &LaunchCommand, out: &Path, timeout: Duration) -> Result<Ended, 
     end_group(launcher.pid as i32);
     reap_leftovers(out);
     Ok(ended)
+}
+
+/// How long a launcher sent SIGKILL may take to die before a thread of its own is left to reap
+/// it (a process asleep in the kernel, writing to a hung network file system, ignores SIGKILL
+/// until it wakes): the run is recorded and the suite goes on rather than waiting for ever.
+const KILLED_LAUNCHER_GRACE: Duration = Duration::from_secs(5);
+
+/// Reaps the killed launcher within [`KILLED_LAUNCHER_GRACE`], else says so on stderr and leaves
+/// it to a thread that reaps it whenever it dies (a zombie until parlab ends where no thread
+/// can be spared).
+fn reap_within(handle: duct::Handle, pid: u32) {
+    if let Ok(Some(_)) = handle.wait_deadline(Instant::now() + KILLED_LAUNCHER_GRACE) {
+        return;
+    }
+    eprintln!(
+        "warning: the launcher (pid {pid}) did not die within {} s of SIGKILL (asleep in the kernel?); parlab goes on and reaps it when it dies",
+        KILLED_LAUNCHER_GRACE.as_secs()
+    );
+    let _ = std::thread::Builder::new().spawn(move || handle.wait().map(drop));
 }
 
 /// Starts the launcher as the leader of a new session (so of a new process group, `killpg`
@@ -130,9 +149,11 @@ fn new_session(c: &mut std::process::Command) {
 pub(crate) fn die_with_parent(c: &mut std::process::Command) {
     // SAFETY: getpid is async-signal-safe and called before fork.
     let parent = unsafe { libc::getpid() };
-    // SAFETY: between fork and exec only async-signal-safe calls are made: prctl, getppid, raise.
+    // SAFETY: between fork and exec only async-signal-safe calls are made: sigaction, signal,
+    // prctl, getppid, raise.
     unsafe {
         c.pre_exec(move || {
+            super::signals::default_in_child();
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
             if libc::getppid() != parent {
                 libc::raise(libc::SIGTERM);

@@ -253,14 +253,14 @@ fn fit_errors(facts: &Facts) -> Option<String> {
     let worst = facts
         .fits
         .iter()
-        .flat_map(|f| f.fit.heldout.iter().map(move |h| (h.error.abs(), f, h.size_bytes)))
-        .filter(|(e, _, _)| e.is_finite())
+        .flat_map(|f| f.fit.heldout.iter().map(move |h| (h.error.abs(), f, h.size_bytes, h.error)))
+        .filter(|(e, _, _, _)| e.is_finite())
         .max_by(|a, b| a.0.total_cmp(&b.0))?;
-    let (err, f, size) = worst;
+    let (err, f, size, signed) = worst;
     (err > 0.25).then(|| {
         format!(
-            "The α-β model is validated only where it was fitted: at held-out sizes it missed by up to {} ({} over {} ranks on {}, {}).",
-            super::fmt::percent(err, false),
+            "The α-β model is validated only where it was fitted: at held-out sizes its worst error was {} ({} over {} ranks on {}, {}).",
+            super::fmt::percent(signed, true),
             f.fit.op.name(),
             f.fit.world,
             f.link,

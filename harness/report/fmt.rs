@@ -12,7 +12,7 @@ pub fn text(c: &Cell) -> String {
         Cell::Count(n) => n.to_string(),
         Cell::Large(n) => thousands(*n),
         Cell::Number(x) => finite(*x, sig3),
-        Cell::Small(x) => finite(*x, |x| if x == 0.0 { "0".into() } else { format!("{x:.1e}") }),
+        Cell::Small(x) => finite(*x, |x| if x == 0.0 { "0".into() } else { small(x) }),
         Cell::Seconds(x) => finite(*x, format_seconds),
         Cell::Bytes(x) => finite(*x, format_bytes),
         Cell::BytesPerSec(x) => finite(*x, format_gbps),
@@ -40,6 +40,28 @@ pub fn percent(fraction: f64, signed: bool) -> String {
     } else {
         format!("{:.1}%", fraction * 100.0)
     }
+}
+
+/// A whole percentage where it is one (`25%`), else with one decimal (`41.4%`): a declared
+/// tolerance or share, not a measurement.
+pub fn whole_percent(fraction: f64) -> String {
+    let text = format!("{:.1}", fraction * 100.0);
+    format!("{}%", text.strip_suffix(".0").unwrap_or(&text))
+}
+
+/// A range of seconds as the tables print one: `611 ms – 709 ms`.
+pub fn seconds_range(min: f64, max: f64) -> String {
+    text(&Cell::Range(Box::new(Cell::Seconds(min)), Box::new(Cell::Seconds(max))))
+}
+
+/// A tolerance either way: `±25%`.
+pub fn tolerance(fraction: f64) -> String {
+    format!("±{}", whole_percent(fraction))
+}
+
+/// A small quantity (a logit drift) with three significant digits: `2.12e-4`.
+pub fn small(x: f64) -> String {
+    format!("{x:.2e}")
 }
 
 /// An oversubscribed launch's shape in words: `4 ranks × 1 thread on 2 cores`.
@@ -105,7 +127,10 @@ mod tests {
         assert_eq!(slug("Decode: GPT-2 (tensor)"), "decode-gpt-2-tensor");
         assert_eq!(text(&Cell::Change(-0.861)), "-86.1%");
         assert_eq!(text(&Cell::Fraction(0.5)), "50.0%");
-        assert_eq!(text(&Cell::Small(9.2e-5)), "9.2e-5");
+        assert_eq!(text(&Cell::Small(9.2e-5)), "9.20e-5");
+        assert_eq!(text(&Cell::Small(2.1234e-4)), small(2.1234e-4), "a drift reads alike in a table and a finding");
+        assert_eq!((whole_percent(0.25), tolerance(0.414), whole_percent(0.1)), ("25%".into(), "±41.4%".into(), "10%".into()));
+        assert_eq!(seconds_range(0.611, 0.709), "611 ms – 709 ms");
         assert_eq!(text(&Cell::Small(0.0)), "0");
         assert_eq!(text(&Cell::range(1e-3, 3e-3, Cell::Seconds)), "1.00 ms – 3.00 ms");
         assert_eq!(text(&Cell::noted(Cell::Seconds(1.09e-4), "does not pay")), "109 µs (does not pay)");

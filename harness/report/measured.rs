@@ -552,9 +552,10 @@ fn expert_prefill(rows: &[DecodeRow]) -> Option<Table> {
     }
     let skew = |r: &DecodeRow| r.experts.as_ref().map_or(0.0, |e| e.routing_skew);
     runs.sort_by(|a, b| {
-        (&a.experiment, &a.link, a.world, skew(a), &a.run)
-            .partial_cmp(&(&b.experiment, &b.link, b.world, skew(b), &b.run))
-            .unwrap_or(std::cmp::Ordering::Equal)
+        (&a.experiment, &a.link, a.world)
+            .cmp(&(&b.experiment, &b.link, b.world))
+            .then(skew(a).total_cmp(&skew(b)))
+            .then_with(|| a.run.cmp(&b.run))
     });
     let even = |r: &DecodeRow| {
         runs.iter()

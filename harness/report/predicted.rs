@@ -4,6 +4,7 @@
 //! then the same runs predicted from their unsplit run (no rank streaming faster than its
 //! decode kernel). This module only words the typed predictions.
 
+use super::fmt::{percent, tolerance};
 use crate::costmodel::cache::MIN_CACHE_GAIN;
 use crate::costmodel::step::{
     predict_prefills, predict_steps, Calibrated, Ceiling, FailedAssumption, Hypothesis, Matches, Moments, Outcome, PrefillPrediction, Skew,
@@ -72,14 +73,14 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
         rows: calibrated.iter().map(|(p, c)| calibrated_row(p, c)).collect(),
         provenance: vec![
             format!(
-                "within ±{:.0} %, splits and runs of several sequences (the test of the model): {}; the roofline alone (above): {}",
-                TOLERANCE * 100.0,
+                "within {}, splits and runs of several sequences (the test of the model): {}; the roofline alone (above): {}",
+                tolerance(TOLERANCE),
                 within(&splits, |_, c| c.error),
                 within(&splits, |p, _| p.error)
             ),
             format!(
-                "within ±{:.0} %, unsplit runs (each predicted from another unsplit run of its model, dtype and threads: a check of run-to-run agreement, not a test of the model): {}",
-                TOLERANCE * 100.0,
+                "within {}, unsplit runs (each predicted from another unsplit run of its model, dtype and threads: a check of run-to-run agreement, not a test of the model): {}",
+                tolerance(TOLERANCE),
                 within(&unsplit, |_, c| c.error)
             ),
             format!(
@@ -242,7 +243,7 @@ pub fn matches_name(m: Matches) -> &'static str {
 
 fn outcome_cell(o: &Outcome) -> Cell {
     match o {
-        Outcome::Within => Cell::text("– (within 25 %)"),
+        Outcome::Within => Cell::text(format!("– (within {})", tolerance(TOLERANCE))),
         Outcome::AssumptionFailed(a) => Cell::text(assumption_text(a)),
         Outcome::ModelError => Cell::text("none known: a model error"),
     }
@@ -269,21 +270,21 @@ pub fn assumption_text(a: &FailedAssumption) -> String {
             "even prefill work: the cut gave the busiest rank {causal_imbalance:.2}× the mean causal attention work (query-key pairs), and the ring waits for it"
         ),
         FailedAssumption::WeightsInCache { rank_bytes, rank_bps, unsplit_bytes, unsplit_bps, processes, runs } => format!(
-            "weights in the cores' caches: the busiest rank's {} (weights and KV cache) read at {} per process with {processes} processes reading at once, the whole model's {} at {} alone (membw runs {}): the split reads from cache what the unsplit run reads from memory, and its memory time at that ratio is within {:.0} %",
+            "weights in the cores' caches: the busiest rank's {} (weights and KV cache) read at {} per process with {processes} processes reading at once, the whole model's {} at {} alone (membw runs {}): the split reads from cache what the unsplit run reads from memory, and its memory time at that ratio is within {}",
             format_bytes(*rank_bytes as f64),
             format_gbps(*rank_bps),
             format_bytes(*unsplit_bytes as f64),
             format_gbps(*unsplit_bps),
             run_list(runs),
-            TOLERANCE * 100.0
+            tolerance(TOLERANCE)
         ),
         FailedAssumption::UndividedStepTime { peer_bps, roofline_bps, undivided, run } => format!(
-            "step time the split did not divide: the unsplit peer {} moved its bytes at {} against the {} roofline (bound by compute or per-call time, not the weight stream), and the split's compute took as long as if {:.0} % of the peer's step were fixed per step, paid whole by every rank (at most {:.0} %: the peer's step beyond its bytes at the roofline; the calibration divides the whole step among the ranks)",
+            "step time the split did not divide: the unsplit peer {} moved its bytes at {} against the {} roofline (bound by compute or per-call time, not the weight stream), and the split's compute took as long as if {} of the peer's step were fixed per step, paid whole by every rank (at most {}: the peer's step beyond its bytes at the roofline; the calibration divides the whole step among the ranks)",
             short(run),
             format_gbps(*peer_bps),
             format_gbps(*roofline_bps),
-            undivided * 100.0,
-            (1.0 - peer_bps / roofline_bps) * 100.0
+            percent(*undivided, false),
+            percent(1.0 - peer_bps / roofline_bps, false)
         ),
         FailedAssumption::NotStreamBound { achieved_bps, roofline_bps, run } => format!(
             "not bound by the weight stream: the unsplit run {} moved its bytes at {} against the {} roofline (per-token compute and framework time are not modelled)",
@@ -320,7 +321,7 @@ fn provenance(manifests: &[Manifest], predictions: &[StepPrediction]) -> Vec<Str
     }
     let skews: BTreeSet<String> = predictions.iter().filter_map(|p| p.comm.as_ref()?.skew.as_ref()).map(skew_line).collect();
     out.extend(skews);
-    out.push(format!("tolerance ±{:.0} %: past it the row names the first of these that holds: an oversubscribed launch (its caveat), overlapped pieces measured slower than predicted, the communication's own failed assumption where the measured communication in place of the predicted brings the step within tolerance, an unsplit run of the model itself outside the tolerance in the same direction", TOLERANCE * 100.0));
+    out.push(format!("tolerance {}: past it the row names the first of these that holds: an oversubscribed launch (its caveat), overlapped pieces measured slower than predicted, the communication's own failed assumption where the measured communication in place of the predicted brings the step within tolerance, an unsplit run of the model itself outside the tolerance in the same direction", tolerance(TOLERANCE)));
     out.push(strategy_line(predictions));
     out
 }

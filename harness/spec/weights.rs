@@ -202,6 +202,11 @@ pub fn file_digest(path: &Path) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
+        // Ctrl-C ends the hashing of a large checkpoint within one MiB, not after it.
+        if let Some(sig) = crate::launch::signals::received() {
+            let why = format!("interrupted by {} while hashing {}", crate::launch::signals::name(sig), path.display());
+            return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, why));
+        }
         let n = file.read(&mut buf)?;
         if n == 0 {
             break;

@@ -723,11 +723,11 @@ fn a_run_is_predicted_at_the_kernel_rate_of_an_unsplit_peer_of_its_threads_never
     assert!(prediction(&list, &unsplit_id).calibrated.is_none());
     let table = parlab::report::predicted::decode_tables(&list).into_iter().find(|t| t.id == "predicted-decode-calibrated").unwrap();
     assert!(
-        table.provenance[0].starts_with("within ±25 %, splits and runs of several sequences (the test of the model): "),
+        table.provenance[0].starts_with("within ±25%, splits and runs of several sequences (the test of the model): "),
         "{:?}",
         table.provenance
     );
-    assert!(table.provenance[1].starts_with("within ±25 %, unsplit runs"), "{:?}", table.provenance);
+    assert!(table.provenance[1].starts_with("within ±25%, unsplit runs"), "{:?}", table.provenance);
 }
 
 #[test]
@@ -796,7 +796,7 @@ fn a_split_launched_in_rounds_with_its_peer_is_predicted_round_by_round() {
     assert!((c.error + 0.5).abs() < 1e-9 && c.outcome == Judged::ModelError, "{c:?}");
     let f = crate::findings::finding(&missed, "cost-model-predicts-splits");
     assert!(
-        f.notes.iter().any(|n| n.contains("of the medians; round by round -50.0 %, -50.0 %, -50.0 %, median -50.0 %")),
+        f.notes.iter().any(|n| n.contains("of the medians; round by round -50.0%, -50.0%, -50.0%, median -50.0%")),
         "{:?}",
         f.notes
     );

@@ -219,7 +219,7 @@ fn regimes_hold_when_prefill_crosses_s_star_and_fail_when_it_does_not() {
     set_prompt_length(&mut list, near);
     let f = finding(&list, "regimes-mpi-shm");
     assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{f:?}");
-    assert!(f.reason.contains("within ±25 % of S*"), "{}", f.reason);
+    assert!(f.reason.contains("within ±25% of S*"), "{}", f.reason);
     // A bfloat16 decode over an MPI link still sends float32: its tensors are staged through
     // host memory as float32, so d·s stays 768 × 4 B there.
     let mut half = base();

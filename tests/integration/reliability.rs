@@ -408,6 +408,39 @@ fn sigterm_ends_the_launch_and_exits_143() {
 }
 
 #[test]
+fn a_controller_started_ignoring_sighup_as_nohup_does_keeps_ignoring_it() {
+    use std::os::unix::process::CommandExt;
+    let suite = Suite::new();
+    suite.spec("hung", &small_collectives("hung", "5s", ""));
+    suite.spec("later", &small_collectives("later", "60s", "").replace("sizes: [4, 4096]", "sizes: [8, 64]"));
+    let mut command = Command::new(PARLAB);
+    command
+        .args(["run", "specs", "--no-report"])
+        .current_dir(suite.dir.path())
+        .env("PARLAB_MANIFESTS", suite.manifests())
+        .env("PARLAB_FAULT", "hang:rank1@hung")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: signal is async-signal-safe; `nohup` does exactly this before it execs.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    wait_for_ranks(&suite);
+    // The terminal closes (a logout): the suite goes on, the hung run ends by its own timeout.
+    // SAFETY: sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    assert_eq!(child.wait().unwrap().code(), Some(1), "a run failed (timed out); not 129 (interrupted by SIGHUP)");
+    let hung = suite.manifest("hung");
+    assert!(hung.reason().unwrap_or("").contains("timed out"), "{:?}", hung.reason());
+    assert_eq!(suite.manifest("later").status(), Status::Ok, "the suite went on after the SIGHUP");
+    assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
+}
+
+#[test]
 fn a_controller_killed_by_sigkill_leaves_no_rank_and_the_next_run_completes() {
     let suite = hung_suite();
     let mut child = start_hung(&suite);
@@ -464,7 +497,8 @@ fn leftover_ranks_of_an_earlier_controller_are_ended_and_the_next_manifest_says_
     std::fs::create_dir_all(&earlier_specs).unwrap();
     std::fs::write(earlier_specs.join("earlier.yaml"), small_collectives("earlier", "60s", "")).unwrap();
     let plan = parlab::spec::load_suite(&[earlier_specs]).unwrap().remove(0);
-    let out = suite.manifests().join("earlier-run");
+    // Where that controller's launch wrote: the store's folder named by the run's identity.
+    let out = suite.manifests().join(plan.run_id.as_str());
     std::fs::create_dir_all(&out).unwrap();
     let plan_path = out.join("plan.json");
     std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
@@ -1460,6 +1494,29 @@ fn a_render_from_another_working_folder_says_which_files_the_findings_cannot_rea
     // From the project, the model configs are there (the fixtures' synthetic specs are not).
     let home = render(root);
     assert!(!home.contains("(models/"), "{home}");
+}
+
+#[test]
+fn a_render_from_another_working_folder_reads_the_runs_files_beside_their_manifests_folder() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (elsewhere, project, outs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // A project folder as `parlab run` leaves it: the manifests beside the models they name.
+    let store = project.path().join("manifests");
+    assert!(Command::new("cp").arg("-a").arg(root.join("tests/fixtures/manifests")).arg(&store).status().unwrap().success());
+    std::os::unix::fs::symlink(root.join("models"), project.path().join("models")).unwrap();
+    let render = |cwd: &Path, out: &str| {
+        let out = outs.path().join(out);
+        let args = ["report", "--manifests", store.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let o = parlab(cwd, &args, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        (stderr(&o), std::fs::read_to_string(out.join("evidence.md")).unwrap())
+    };
+    let (said, away) = render(elsewhere.path(), "away");
+    let project_path = std::fs::canonicalize(project.path()).unwrap();
+    assert!(said.contains(&format!("reading the runs' specs, model configs and templates in {}", project_path.display())), "{said}");
+    assert!(!said.contains("(models/"), "the model configs were found: {said}");
+    let (_, there) = render(project.path(), "there");
+    assert!(away == there, "the same register from anywhere");
 }
 
 #[test]
