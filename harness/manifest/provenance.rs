@@ -94,7 +94,7 @@ pub struct Imported {
     pub checked: bool,
     /// When the tool's run started, as it wrote it (nccl-tests' JSON `start_time`).
     pub ran_at: Option<String>,
-    /// The file read, as named on the command line.
+    /// The file read, made absolute (where it lay, whatever folder the import ran from).
     pub file: PathBuf,
     /// Which of the tool's formats it was.
     pub format: ImportFormat,

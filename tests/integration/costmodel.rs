@@ -795,11 +795,7 @@ fn a_split_launched_in_rounds_with_its_peer_is_predicted_round_by_round() {
     let c = predicted(&missed).calibrated.unwrap();
     assert!((c.error + 0.5).abs() < 1e-9 && c.outcome == Judged::ModelError, "{c:?}");
     let f = crate::findings::finding(&missed, "cost-model-predicts-splits");
-    assert!(
-        f.notes.iter().any(|n| n.contains("of the medians; round by round -50.0%, -50.0%, -50.0%, median -50.0%")),
-        "{:?}",
-        f.notes
-    );
+    assert!(f.notes.iter().any(|n| n.contains("of the medians; round by round -50.0%, -50.0%, -50.0%, median -50.0%")), "{:?}", f.notes);
     // Not in one `parlab run` (the spans apart), or the peer of another experiment: the medians.
     let mut apart = rounds.clone();
     for m in apart.iter_mut().filter(|m| m.run_id == split_id) {

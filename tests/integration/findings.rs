@@ -192,6 +192,31 @@ fn alpha_beta_holds_within_the_tolerance_and_fails_outside_it() {
     assert!((worst.value + 0.5).abs() < 1e-9, "predicted is half the measured: {worst:?}");
 }
 
+#[test]
+fn alpha_beta_excuses_a_miss_by_the_spread_of_its_loops_never_by_single_calls_slow_tail() {
+    let mut list = base();
+    collectives_off_the_fit(&mut list, "mpi-shm", 2.0);
+    // Each op time's loops spread from a third to 4 times its median: the prediction (half the
+    // median) lies within them, a miss the estimate cannot tell from noise.
+    let widen = |s: &mut Stats| (s.min, s.max) = (s.median / 3.0, 4.0 * s.median);
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives) {
+        for r in collectives_mut(m).into_iter().flat_map(|c| c.rows.iter_mut()) {
+            if let Some(t) = r.op_time.as_mut() {
+                widen(t);
+            }
+            widen(&mut r.time);
+        }
+    }
+    assert_eq!(finding(&list, "alpha-beta-mpi-shm").verdict, Verdict::Holds);
+    // Without the op's own time, the single calls' range (the same here) excuses nothing.
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives) {
+        for r in collectives_mut(m).into_iter().flat_map(|c| c.rows.iter_mut()).filter(|r| r.world != 2 || r.size_bytes > 1 << 20) {
+            r.op_time = None;
+        }
+    }
+    assert_eq!(finding(&list, "alpha-beta-mpi-shm").verdict, Verdict::Fails);
+}
+
 fn set_prompt_length(list: &mut [Manifest], length: u32) {
     for m in list.iter_mut().filter(|m| m.kind == Kind::Decode) {
         if let Workload::Decode { prompt, .. } = &mut m.plan.workload {
