@@ -8,6 +8,8 @@
 //! E[P(|Z| > q × MAD / σ)] = P(|Z| > 3) for q.
 
 use super::history::NOISE_WINDOW;
+#[cfg(test)]
+use super::stats::launch_spread;
 use super::stats::{erfc, scaled_mad};
 use std::sync::OnceLock;
 
@@ -129,5 +131,33 @@ mod tests {
         let rate = false_flag_rate();
         assert!(calibrated > 0.5 * rate && calibrated < 2.0 * rate, "calibrated band left on {calibrated} of unchanged nights");
         assert!(three > 10.0 * false_flag_rate(), "3 x the MAD of 8 nights is left far more often: {three}");
+    }
+
+    #[test]
+    fn three_launches_a_night_give_a_floor_from_every_launch_not_from_the_medians_neighbour() {
+        use crate::nightly::history::{Noise, LAUNCH_FLOOR_Z};
+        // Unchanged nights of independent normal launch logs (no night-to-night drift): how
+        // often the median moves past the floor of the quieter night, the floor alone (the
+        // t-test and the minimum effect gate it too).
+        let mut normal = Normal::seeded(11);
+        let trials = 20_000;
+        let left = |k: usize, spread: fn(&[f64]) -> Option<f64>, normal: &mut Normal| {
+            let mut left = 0;
+            for _ in 0..trials {
+                let nights: Vec<Vec<f64>> = (0..2).map(|_| (0..k).map(|_| normal.draw()).collect()).collect();
+                let sigma = spread(&nights[0]).unwrap().min(spread(&nights[1]).unwrap());
+                let [a, b] = [0, 1].map(|i| crate::nightly::stats::median(&nights[i]).unwrap());
+                left += usize::from((a - b).abs() > LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * sigma);
+            }
+            left as f64 / trials as f64
+        };
+        let (range, mad) = (left(3, launch_spread, &mut normal), left(3, scaled_mad, &mut normal));
+        assert!(range < 0.10 && mad > 0.25, "3 launches: the range's floor left on {range}, the MAD's on {mad}");
+        let (range, mad) = (left(4, launch_spread, &mut normal), left(4, scaled_mad, &mut normal));
+        assert!(range < 0.03 && mad > 0.06, "4 launches: {range} against {mad}");
+        // The floor the verdicts use is this one.
+        let night = [0.0_f64, 0.02, 0.3].map(f64::exp);
+        let Noise::FromLaunches { sigma, .. } = Noise::from_launches(&night, &night, None) else { panic!("a floor") };
+        assert!((sigma - launch_spread(&[0.0, 0.02, 0.3]).unwrap()).abs() < 1e-12);
     }
 }

@@ -214,8 +214,8 @@ pub enum Noise {
     /// launch-to-launch spread of the quieter night's launches (launched in rounds, a night's
     /// launches sample the whole night, so its drift is in it).
     FromLaunches {
-        /// 1.4826 × the median absolute deviation of the quieter night's per-launch log values
-        /// (a relative spread).
+        /// The quieter night's spread of per-launch log values ([`stats::launch_spread`]: the
+        /// range over d2 of 3 or 4 launches, the scaled MAD of more; a relative spread).
         sigma: f64,
         /// Launches of that night it rests on.
         launches: usize,
@@ -263,7 +263,7 @@ impl Noise {
         }
         let spread = |values: &[f64]| {
             let logs: Vec<f64> = values.iter().filter(|x| x.is_finite() && **x > 0.0).map(|x| x.ln()).collect();
-            stats::scaled_mad(&logs).map(|sigma| (sigma, logs.len()))
+            stats::launch_spread(&logs).map(|sigma| (sigma, logs.len()))
         };
         match (spread(before), spread(after)) {
             (Some((b, _)), Some((a, na))) if a < b => Noise::FromLaunches { sigma: a, launches: na, from: NightSide::Tonight, history },
@@ -278,12 +278,13 @@ impl Noise {
         match self {
             Noise::NotKept => "no history: night-to-night noise not checked".into(),
             Noise::FromLaunches { sigma, launches, from, history } => format!(
-                "{}: noise floor from the launches, launch-to-launch spread ±{:.1}% (scaled MAD of {}'s {launches} launches, the night that scattered less), band ±{:.1}%",
+                "{}: noise floor from the launches, launch-to-launch spread ±{:.1}% ({} of {}'s {launches} launches, the night that scattered less), band ±{:.1}%",
                 history.map_or_else(
                     || "no history".to_string(),
                     |n| format!("history: {n} nights of this figure, too few for a noise estimate (need {MIN_NOISE_NIGHTS})")
                 ),
                 sigma.exp_m1() * 100.0,
+                stats::spread_words(*launches),
                 from.words(),
                 self.band().unwrap_or(0.0).exp_m1() * 100.0
             ),
@@ -670,5 +671,11 @@ mod tests {
         let band = Noise::FromLaunches { sigma, launches, from, history: None }.band().unwrap();
         assert!((band - LAUNCH_FLOOR_Z * std::f64::consts::SQRT_2 * 0.14826).abs() < 1e-9, "{band}");
         assert_eq!(Noise::from_launches(&night(1.0, 0.1)[..2], &night(1.0, 0.1), None), Noise::NotKept, "too few launches for a floor");
+        // Three launches a night (the specs' default): the quieter night's range over d2(3),
+        // not the gap to the median's nearer neighbour (0.001 tonight: a floor of ±0.6 %).
+        let three = |logs: [f64; 3]| logs.map(f64::exp);
+        let (sigma, launches, from) = floor(&three([0.0, 0.05, 0.3]), &three([0.0, 0.001, 0.2]));
+        assert_eq!((launches, from), (3, NightSide::Tonight));
+        assert!((sigma - 0.2 / 1.693).abs() < 1e-9, "{sigma}");
     }
 }
