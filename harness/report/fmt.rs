@@ -42,6 +42,17 @@ pub fn percent(fraction: f64, signed: bool) -> String {
     }
 }
 
+/// `text` with the working folder's path (the folder the runs were made in, where the register
+/// is rendered) written `.`: a probe's `/home/me/parlab/.venv/bin/python` reads
+/// `./.venv/bin/python`, the same register from every checkout of the project.
+pub fn within_working_folder(text: &str) -> String {
+    let here = std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d).ok());
+    match here.as_ref().and_then(|d| d.to_str()).filter(|d| d.len() > 1) {
+        Some(dir) => text.replace(&format!("{dir}/"), "./"),
+        None => text.to_string(),
+    }
+}
+
 /// A whole percentage where it is one (`25%`), else with one decimal (`41.4%`): a declared
 /// tolerance or share, not a measurement.
 pub fn whole_percent(fraction: f64) -> String {
@@ -131,6 +142,10 @@ mod tests {
         assert_eq!(text(&Cell::Small(2.1234e-4)), small(2.1234e-4), "a drift reads alike in a table and a finding");
         assert_eq!((whole_percent(0.25), tolerance(0.414), whole_percent(0.1)), ("25%".into(), "±41.4%".into(), "10%".into()));
         assert_eq!(seconds_range(0.611, 0.709), "611 ms – 709 ms");
+        let here = std::fs::canonicalize(std::env::current_dir().unwrap()).unwrap();
+        let python = format!("'{}/.venv/bin/python' -c 1", here.display());
+        assert_eq!(within_working_folder(&python), "'./.venv/bin/python' -c 1");
+        assert_eq!(within_working_folder("/elsewhere/bin/python"), "/elsewhere/bin/python");
         assert_eq!(text(&Cell::Small(0.0)), "0");
         assert_eq!(text(&Cell::range(1e-3, 3e-3, Cell::Seconds)), "1.00 ms – 3.00 ms");
         assert_eq!(text(&Cell::noted(Cell::Seconds(1.09e-4), "does not pay")), "109 µs (does not pay)");

@@ -123,7 +123,8 @@ fn probe_view(p: &Probe) -> ProbeView {
     if lines.len() > 6 {
         output.push_str(&format!(" / … ({} more lines)", lines.len() - 6));
     }
-    ProbeView { name: p.name.clone(), command: p.command.clone(), status, output: super::fmt::escape(&output) }
+    let here = |text: &str| super::fmt::within_working_folder(text);
+    ProbeView { name: p.name.clone(), command: here(&p.command), status, output: super::fmt::escape(&here(&output)) }
 }
 
 fn verdicts(g: &Gates, list: &[Manifest]) -> Vec<String> {
