@@ -28,22 +28,35 @@ pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Re
     Ok(crate::exitcode::OK)
 }
 
-/// The folder the runs were made in, where this working folder lacks files they name (their
-/// specs, model configs, relative to the folder they were made in) and the manifests folder's
-/// parent holds some of them: rendered from there, the findings that read them decide as they
-/// did when the runs were made (from here they could not). None where nothing is missing here
-/// or the parent holds none of it.
+/// The folder the runs were made in, where the manifests folder's parent holds every file the
+/// runs name (their specs, model configs, relative to the folder they were made in) that this
+/// working folder holds, and more: rendered from there, the findings that read them decide as
+/// they did when the runs were made (from here they could not). None where this folder holds
+/// as many.
 pub fn runs_folder(manifests: &Path) -> Option<PathBuf> {
-    let missing = crate::report::missing_sources(&crate::manifest::read_all(manifests).0);
+    let wanted = crate::report::sources(&crate::manifest::read_all(manifests).0);
     let root = std::fs::canonicalize(manifests).ok()?.parent()?.to_path_buf();
-    let here = std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d).ok());
-    let found_there = missing.iter().any(|p| p.is_relative() && root.join(p).is_file());
-    (found_there && here.as_ref() != Some(&root)).then_some(root)
+    let here = std::fs::canonicalize(std::env::current_dir().ok()?).ok()?;
+    let held_in = |dir: &Path| -> std::collections::BTreeSet<&PathBuf> {
+        wanted.iter().filter(|p| p.is_relative() && dir.join(p).is_file()).collect()
+    };
+    let (here_holds, there_holds) = (held_in(&here), held_in(&root));
+    (here != root && there_holds.len() > here_holds.len() && there_holds.is_superset(&here_holds)).then_some(root)
 }
 
 /// Moves the working folder to `root` ([`runs_folder`]), saying so on stderr (where it cannot,
-/// the render goes on here, with the warning that names what it lacks).
+/// the render goes on here, with the warning that names what it lacks). The relative paths in
+/// parlab's folder variables (`PARLAB_MODELS`, `PARLAB_STATE`, `PARLAB_MANIFESTS`) are made absolute first: they name
+/// folders from where the command was given.
 pub fn move_to(root: &Path) {
+    for name in ["PARLAB_MODELS", "PARLAB_STATE", "PARLAB_MANIFESTS"] {
+        if let Some(path) = crate::files::env_path(name).filter(|p| p.is_relative()) {
+            if let Ok(absolute) = std::path::absolute(&path) {
+                // Still one thread: nothing reads the environment while it is written.
+                std::env::set_var(name, absolute);
+            }
+        }
+    }
     match std::env::set_current_dir(root) {
         Ok(()) => crate::say!(
             "parlab: reading the runs' specs, model configs and templates in {} (the manifests folder's parent; this working folder lacks them)",

@@ -1019,18 +1019,22 @@ fn ceiling(inp: &Inputs, r: &RunShape, p: &StepPrediction, peer: &Predicted) -> 
 }
 
 /// The rate the unsplit peer read its own bytes at, where that is the memory's rate for `p`'s
-/// busiest rank at the peer's moment: `p` streams one rank at a time, each of the peer's
-/// threads (the peer's one process), and the peer's footprint is not one that membw read
-/// faster than the memory (a cache's rate says nothing of the memory's). membw ran at another
-/// moment; where the peer outran it, the memory was faster then than membw found it.
+/// busiest rank at the peer's moment: a host run (a GPU's caches are not swept) that streams
+/// one rank at a time, each of the peer's threads (the peer's one process), whose peer's
+/// footprint membw shows read from memory: past its sweep, or inside it no faster than
+/// [`MIN_CACHE_GAIN`] × the memory (a cache's rate says nothing of the memory's, and a
+/// footprint membw never read, below its smallest buffer or with no read of one process of
+/// those threads, is no evidence either way). membw ran at another moment; where the peer
+/// outran it, the memory was faster then than membw found it.
 fn memory_shown_by_peer(inp: &Inputs, p: &StepPrediction, peer: &Predicted) -> Option<f64> {
-    if p.active_ranks != 1 || peer.p.threads != p.threads {
+    if p.cuda || p.active_ranks != 1 || peer.p.threads != p.threads {
         return None;
     }
     let memory = p.matched_bandwidth_bps();
-    let r = run_shape(peer.m, &peer.shape)?;
-    let cached = cached_rate(inp, &r, &peer.p).is_some_and(|(_, f)| f.bps >= MIN_CACHE_GAIN * memory);
-    peer.p.achieved_bps().filter(|_| !cached)
+    let bytes = footprint(&run_shape(peer.m, &peer.shape)?, Strategy::Data, 1, 1, 1.0)?;
+    let read = inp.cache.at(1, p.threads, bytes)?;
+    let from_memory = read.past_sweep || read.bps < MIN_CACHE_GAIN * memory;
+    peer.p.achieved_bps().filter(|_| from_memory)
 }
 
 /// The busiest rank's footprint and the rate membw read it at inside its sweep, with `p`'s

@@ -14,12 +14,13 @@ extern "C" fn note(sig: libc::c_int) {
     let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
 }
 
-/// Catches SIGINT, SIGTERM and SIGHUP for the rest of the process's life, except a signal the
-/// process was started ignoring (`nohup` ignores SIGHUP; a shell's background job SIGINT): that
-/// stays ignored, as whoever started parlab asked.
+/// Catches SIGINT, SIGTERM and SIGHUP for the rest of the process's life, except SIGHUP or
+/// SIGINT where the process was started ignoring it (`nohup` ignores SIGHUP; a shell's
+/// background job SIGINT): that stays ignored, as whoever started parlab asked. SIGTERM is
+/// always caught: parlab sends it to what it launched and must not pass on an ignored one.
 pub fn install() {
     for sig in CAUGHT {
-        if ignored(sig) {
+        if sig != libc::SIGTERM && ignored(sig) {
             continue;
         }
         // SAFETY: `note` only stores into an atomic, which is async-signal-safe; SA_RESTART keeps
@@ -49,13 +50,14 @@ pub fn ignored(sig: i32) -> bool {
     disposition(sig) == libc::SIG_IGN
 }
 
-/// Between fork and exec: gives back the default action to each signal [`install`] caught, so a
-/// child that is to die of SIGTERM (its parent already gone) dies before it execs, not into
-/// `note`'s copy in its own memory. Async-signal-safe (sigaction only).
+/// Between fork and exec: gives back the default action to each signal [`install`] caught (one
+/// neither ignored nor default), so a child that is to die of SIGTERM (its parent already
+/// gone) dies before it execs, not into `note`'s copy in its own memory; an ignored SIGHUP or
+/// SIGINT stays ignored in it. Async-signal-safe (sigaction and signal only).
 pub fn default_in_child() {
-    let caught = note as extern "C" fn(libc::c_int) as usize;
     for sig in CAUGHT {
-        if disposition(sig) == caught {
+        let d = disposition(sig);
+        if d != libc::SIG_IGN && d != libc::SIG_DFL {
             // SAFETY: signal with SIG_DFL is async-signal-safe and touches only this process.
             unsafe { libc::signal(sig, libc::SIG_DFL) };
         }

@@ -120,13 +120,14 @@ const KILLED_LAUNCHER_GRACE: Duration = Duration::from_secs(5);
 /// it to a thread that reaps it whenever it dies (a zombie until parlab ends where no thread
 /// can be spared).
 fn reap_within(handle: duct::Handle, pid: u32) {
-    if let Ok(Some(_)) = handle.wait_deadline(Instant::now() + KILLED_LAUNCHER_GRACE) {
-        return;
+    match handle.wait_deadline(Instant::now() + KILLED_LAUNCHER_GRACE) {
+        Ok(Some(_)) => return,
+        Ok(None) => crate::say!(
+            "warning: the launcher (pid {pid}) did not die within {} s of SIGKILL (asleep in the kernel?); parlab goes on and reaps it when it dies",
+            KILLED_LAUNCHER_GRACE.as_secs()
+        ),
+        Err(e) => crate::say!("warning: the launcher (pid {pid}) was sent SIGKILL and cannot be waited for ({e}); parlab goes on and reaps it when it can"),
     }
-    eprintln!(
-        "warning: the launcher (pid {pid}) did not die within {} s of SIGKILL (asleep in the kernel?); parlab goes on and reaps it when it dies",
-        KILLED_LAUNCHER_GRACE.as_secs()
-    );
     let _ = std::thread::Builder::new().spawn(move || handle.wait().map(drop));
 }
 

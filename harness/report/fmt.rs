@@ -48,9 +48,26 @@ pub fn percent(fraction: f64, signed: bool) -> String {
 pub fn within_working_folder(text: &str) -> String {
     let here = std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d).ok());
     match here.as_ref().and_then(|d| d.to_str()).filter(|d| d.len() > 1) {
-        Some(dir) => text.replace(&format!("{dir}/"), "./"),
+        Some(dir) => relative_paths(text, &format!("{dir}/")),
         None => text.to_string(),
     }
+}
+
+/// `text` with every path that starts with `prefix` (at the start of the text, or after a
+/// space, quote, `=`, `:` or parenthesis: a path's start, not the middle of a longer one)
+/// written from `./`.
+fn relative_paths(text: &str, prefix: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        let starts_a_path =
+            at == 0 && out.is_empty() || rest[..at].chars().next_back().or(out.chars().next_back()).is_some_and(|c| " '\"=:(".contains(c));
+        out.push_str(&rest[..at]);
+        out.push_str(if starts_a_path { "./" } else { prefix });
+        rest = &rest[at + prefix.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A whole percentage where it is one (`25%`), else with one decimal (`41.4%`): a declared
@@ -146,6 +163,9 @@ mod tests {
         let python = format!("'{}/.venv/bin/python' -c 1", here.display());
         assert_eq!(within_working_folder(&python), "'./.venv/bin/python' -c 1");
         assert_eq!(within_working_folder("/elsewhere/bin/python"), "/elsewhere/bin/python");
+        assert_eq!(relative_paths("/home/me/p/x and '/home/me/p/y' PATH=/home/me/p/z", "/home/me/p/"), "./x and './y' PATH=./z");
+        assert_eq!(relative_paths("/srv/home/me/p/x", "/home/me/p/"), "/srv/home/me/p/x", "not inside a longer path");
+        assert_eq!(relative_paths("a/home/me/p/x /home/me/p/", "/home/me/p/"), "a/home/me/p/x ./");
         assert_eq!(text(&Cell::Small(0.0)), "0");
         assert_eq!(text(&Cell::range(1e-3, 3e-3, Cell::Seconds)), "1.00 ms – 3.00 ms");
         assert_eq!(text(&Cell::noted(Cell::Seconds(1.09e-4), "does not pay")), "109 µs (does not pay)");

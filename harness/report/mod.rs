@@ -155,11 +155,16 @@ pub fn render_all(manifests: &Path, out: &Path) -> anyhow::Result<PathBuf> {
 /// the folder they were run from) that this working folder does not hold: model configs and
 /// spec files, distinct, sorted.
 pub fn missing_sources(list: &[crate::manifest::Manifest]) -> Vec<PathBuf> {
+    sources(list).into_iter().filter(|p| !p.is_file()).collect()
+}
+
+/// The files the findings read beside the manifests, as the runs recorded them: model configs
+/// and spec files, distinct, sorted.
+pub fn sources(list: &[crate::manifest::Manifest]) -> std::collections::BTreeSet<PathBuf> {
     let models = list.iter().filter_map(|m| m.plan.model.as_ref()).map(|s| s.dir.join("config.json"));
     let origins = list.iter().flat_map(|m| m.origins.iter().map(|o| o.spec.clone()));
     let specs = list.iter().map(|m| m.plan.spec_path.clone()).chain(origins).filter(|p| !p.as_os_str().is_empty());
-    let wanted: std::collections::BTreeSet<PathBuf> = models.chain(specs).collect();
-    wanted.into_iter().filter(|p| !p.is_file()).collect()
+    models.chain(specs).collect()
 }
 
 /// The warning for `missing` files (None when there are none): the findings that read them

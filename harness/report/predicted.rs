@@ -28,7 +28,7 @@ pub fn decode_tables(manifests: &[Manifest]) -> Vec<Table> {
     let roofline = Table {
         id: "predicted-decode".into(),
         title: "Decode: predicted from measured bandwidth and collective fits, against measurement".into(),
-        caption: CAPTION.into(),
+        caption: with_tolerance(CAPTION),
         columns: COLUMNS.iter().map(|c| c.to_string()).collect(),
         rows: predictions.iter().map(row).collect(),
         provenance: provenance(manifests, &predictions),
@@ -36,7 +36,12 @@ pub fn decode_tables(manifests: &[Manifest]) -> Vec<Table> {
     std::iter::once(roofline).chain(calibrated_table(&predictions)).collect()
 }
 
-const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of its ceiling and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). The ceiling is that hypothesis' bandwidth (the memory's), or where membw read a buffer of the busiest rank's footprint (weights and KV cache) with as many processes and threads at once at least 1.1× faster, inside its sweep, that rate: a cache holds the rank's bytes between steps (a run that matched the shared-memory hypothesis, its ranks measured contending for the memory, and a GPU run keep the hypothesis'); for a run that streams one rank at a time, each of the peer's threads, where the peer itself read memory faster than membw did at its moment (not a footprint membw read from a cache), the peer's rate (`peer:`): the memory delivered it to that very configuration. A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured, or for a run launched in rounds with its peer the median of the rounds' errors (\"error by round\"; the columns before it give the medians); past ±25 % the last column names the assumption that did not hold, or says that none is known";
+/// `caption` with its `{tolerance}` written as the tolerance the rows are judged by.
+fn with_tolerance(caption: &str) -> String {
+    caption.replace("{tolerance}", &tolerance(TOLERANCE))
+}
+
+const CALIBRATED_CAPTION: &str = "MODELLED against MEASURED: every decode run that has an unsplit peer (another one-rank, one-sequence run of its model, dtype, device, step mode, routing and threads per rank) predicted again: the round of the hypothesis it matches above, each rank streaming at the lower of its ceiling and the rate at which the peer's decode kernel moved its own bytes (its bytes per step over its measured step: the roofline's compute ceiling, measured instead of assumed). The ceiling is that hypothesis' bandwidth (the memory's), or where membw read a buffer of the busiest rank's footprint (weights and KV cache) with as many processes and threads at once at least 1.1× faster, inside its sweep, that rate: a cache holds the rank's bytes between steps (a run that matched the shared-memory hypothesis, its ranks measured contending for the memory, and a GPU run keep the hypothesis'); for a host run that streams one rank at a time, each of the peer's threads, where the peer itself read memory faster than membw did at its moment (membw read a buffer of the peer's footprint, or read past its sweep, no faster than 1.1× the memory's rate: not a cache's), the peer's rate (`peer:`): the memory delivered it to that very configuration. A split is thus predicted from its unsplit run, the membw runs and the link fits; the unsplit runs themselves are predicted from another unsplit run, never from their own. error = (predicted − measured) / measured, or for a run launched in rounds with its peer the median of the rounds' errors (\"error by round\"; the columns before it give the medians); past {tolerance} the last column names the assumption that did not hold, or says that none is known";
 
 const CALIBRATED_COLUMNS: [&str; 17] = [
     "model",
@@ -68,7 +73,7 @@ fn calibrated_table(predictions: &[StepPrediction]) -> Option<Table> {
     Some(Table {
         id: "predicted-decode-calibrated".into(),
         title: "Decode: predicted from the unsplit run's kernel rate, against measurement".into(),
-        caption: CALIBRATED_CAPTION.into(),
+        caption: with_tolerance(CALIBRATED_CAPTION),
         columns: CALIBRATED_COLUMNS.iter().map(|c| c.to_string()).collect(),
         rows: calibrated.iter().map(|(p, c)| calibrated_row(p, c)).collect(),
         provenance: vec![
@@ -136,8 +141,8 @@ fn run_list(runs: &[RunId]) -> String {
     runs.iter().map(|r| short(r.as_str())).collect::<Vec<_>>().join(", ")
 }
 
-/// A calibrated prediction's ceiling: the memory's rate, or a cache's with the footprint and
-/// membw runs it was read from.
+/// A calibrated prediction's ceiling: the memory's rate, a cache's with the footprint and membw
+/// runs it was read from, or the peer's that outran membw's memory rate.
 fn ceiling_cell(c: &Ceiling) -> Cell {
     match c {
         Ceiling::Memory { bps } => Cell::noted(Cell::BytesPerSec(*bps), "memory"),
@@ -152,7 +157,7 @@ fn ceiling_cell(c: &Ceiling) -> Cell {
     }
 }
 
-const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured with a core for every thread (shared memory; membw runs of each launch shape's largest buffer, which read from memory; an oversubscribed run's processes take turns on the cores, so the sum of their rates is no aggregate); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past ±25 % the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
+const CAPTION: &str = "MODELLED against MEASURED: every measured decode round predicted twice, with each rank streaming at the bandwidth one process measured alone (own bandwidth) and with the ranks that stream at once sharing the highest aggregate a membw run measured with a core for every thread (shared memory; membw runs of each launch shape's largest buffer, which read from memory; an oversubscribed run's processes take turns on the cores, so the sum of their rates is no aggregate); the memory time is the busiest rank's weight and KV-cache bytes at the mean context over that bandwidth, the communication the collectives' α–β time (2-rank fits, ring formulas at the run's world) plus each call's arrival skew measured by the collectives runs at that world and link. matches: the hypothesis nearer the measurement (by ratio); error = (predicted − measured) / measured of that one. Past {tolerance} the last two columns name the assumption of the model that did not hold for the run's step and for its communication, or say that none is known (a model error). A pipeline's predicted communication includes the waiting for the other stages its round implies.";
 
 const COLUMNS: [&str; 17] = [
     "model",
@@ -378,7 +383,7 @@ pub fn context_prefill_table(manifests: &[Manifest]) -> Option<Table> {
     Some(Table {
         id: "predicted-context-prefill".into(),
         title: "Context prefill: predicted from the unsplit prefill and the link fits, against measurement".into(),
-        caption: "MODELLED against MEASURED: a context split's prefill predicted as the unsplit prefill of the same model and prompt (on the split's threads per rank where such a run exists) shared evenly by the ranks, plus the ring (L(p − 1) point-to-point messages carrying the busiest sender's modelled key/value bytes) and the hand-off of the cache (to rank 0: p − 1 messages it receives all of; to a tensor split: 2L all-to-alls, each rank sending its p-th), with the 2-rank point-to-point (else all-reduce) and all-to-all fits. error = (predicted − measured) / measured; past ±25 % the last column names the assumption that did not hold, or says that none is known.".into(),
+        caption: with_tolerance("MODELLED against MEASURED: a context split's prefill predicted as the unsplit prefill of the same model and prompt (on the split's threads per rank where such a run exists) shared evenly by the ranks, plus the ring (L(p − 1) point-to-point messages carrying the busiest sender's modelled key/value bytes) and the hand-off of the cache (to rank 0: p − 1 messages it receives all of; to a tensor split: 2L all-to-alls, each rank sending its p-th), with the 2-rank point-to-point (else all-reduce) and all-to-all fits. error = (predicted − measured) / measured; past {tolerance} the last column names the assumption that did not hold, or says that none is known."),
         columns: ["model", "world", "cut", "decodes on", "prefill measured", "prefill predicted", "error", "ring measured", "ring predicted", "hand-off measured", "hand-off predicted", "assumption not holding"]
             .iter()
             .map(|c| c.to_string())

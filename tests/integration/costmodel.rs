@@ -1103,7 +1103,18 @@ fn one_rank_serving_several_sequences_is_not_capped_below_the_rate_its_peer_read
     }
     let id = two.run_id.clone();
     let predicted = |list: &[Manifest]| predict_steps(list).into_iter().find(|p| p.run_id == id).unwrap();
-    let with_two = [list.clone(), vec![two.clone()]].concat();
+    // membw never read a buffer of the peer's footprint's size or smaller (only 4 GiB): no
+    // evidence of where the peer read from, so membw's memory rate bounds the run as before.
+    let c = predicted(&[list.clone(), vec![two.clone()]].concat()).calibrated.unwrap();
+    assert_eq!((c.ceiling, c.bandwidth_bps), (Ceiling::Memory { bps: 10e9 }, 10e9));
+    // membw read buffers from 64 MiB up at the memory's rate: the peer's ~500 MB came from
+    // memory, at a rate membw's other moment did not see.
+    let template = list.iter().find(|m| m.kind == Kind::Membw && m.summary().is_some()).unwrap().clone();
+    let sweep = |reads: &[(u64, f64)]| -> Vec<Manifest> {
+        reads.iter().enumerate().map(|(i, &(bytes, bps))| membw_at(&template, 1, bytes, bps, i as u64)).collect()
+    };
+    let from_memory = sweep(&[(4 << 10, 14e9), (16 << 20, 14e9), (64 << 20, 10e9)]);
+    let with_two = [list.clone(), vec![two.clone()], from_memory.clone()].concat();
     let p = predicted(&with_two);
     let c = p.calibrated.clone().unwrap();
     match &c.ceiling {
@@ -1118,6 +1129,23 @@ fn one_rank_serving_several_sequences_is_not_capped_below_the_rate_its_peer_read
     assert!(c.step.step_s * c.kernel_bps / 10e9 > 1.25 * p.measured_step_s, "{c:?}");
     let table = parlab::report::predicted::decode_tables(&with_two).into_iter().find(|t| t.id == "predicted-decode-calibrated").unwrap();
     assert!(format!("{:?}", table.rows).contains("read memory this fast, membw 10.0 GB/s at another moment"), "{:?}", table.rows);
+    // On a GPU membw's sweep says nothing of the device's caches: no peer ceiling.
+    let mut gpu = with_two.clone();
+    for m in gpu.iter_mut().filter(|m| m.run_id == id || m.run_id == c.unsplit_run) {
+        m.plan.device = parlab::spec::schema::Device::Cuda;
+    }
+    // The GPU's memory read at membw's 10 GB/s (a device read), which the peer outran.
+    let mut device_read = gpu.iter().find(|m| m.summary().and_then(Summary::collectives).is_some()).unwrap().clone();
+    device_read.run_id = format!("{:064x}", 0x6e_ad_u64).into();
+    if let Some(Summary::Collectives(c)) = device_read.summary_mut() {
+        let mut row = c.rows[0].clone();
+        let size = 1u64 << 30;
+        (row.op, row.size_bytes, row.world, row.time, row.op_time) = (Op::DeviceRead, size, 1, flat(size as f64 / 10e9, 5), None);
+        c.rows = vec![row];
+    }
+    gpu.push(device_read);
+    let on_gpu = predict_steps(&gpu).into_iter().find(|p| p.run_id == id).and_then(|p| p.calibrated).expect("predicted on the GPU");
+    assert!(matches!(on_gpu.ceiling, Ceiling::Memory { .. }) && on_gpu.kernel_bps > on_gpu.ceiling.bps(), "{on_gpu:?}");
     // A peer whose footprint (its weights and one sequence's cache, under 512 MiB) membw read
     // 1.4× faster than the memory read it from a cache: its rate is no evidence of the
     // memory's, and the memory bounds a run of 64 sequences, whose caches take its footprint
@@ -1126,11 +1154,7 @@ fn one_rank_serving_several_sequences_is_not_capped_below_the_rate_its_peer_read
         (d.sequences, d.step_s.median) = (64, 64.0 / 2.1 * d.step_s.median);
     }
     two.layout.sequences = Some(64);
-    let template = list.iter().find(|m| m.kind == Kind::Membw && m.summary().is_some()).unwrap().clone();
-    let many = |reads: &[(u64, f64)]| {
-        let sweep = reads.iter().enumerate().map(|(i, &(bytes, bps))| membw_at(&template, 1, bytes, bps, i as u64));
-        predicted(&[list.clone(), vec![two.clone()], sweep.collect()].concat()).calibrated.unwrap()
-    };
+    let many = |reads: &[(u64, f64)]| predicted(&[list.clone(), vec![two.clone()], sweep(reads)].concat()).calibrated.unwrap();
     let c = many(&[(4 << 10, 14e9), (512 << 20, 14e9), (640 << 20, 10e9)]);
     assert_eq!((c.ceiling, c.bandwidth_bps), (Ceiling::Memory { bps: 10e9 }, 10e9));
     // Where membw read the peer's footprint from memory too, its rate is the memory's at its
