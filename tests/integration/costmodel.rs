@@ -808,6 +808,20 @@ fn a_split_launched_in_rounds_with_its_peer_is_predicted_round_by_round() {
     assert_eq!(predicted(&rounds).calibrated.unwrap().moments, Moments::Medians);
 }
 
+/// A collectives manifest like the first of `list`'s holding one device read of 1 GiB at `bps`:
+/// the GPU's memory rate a CUDA run is bounded by.
+fn device_read_at(list: &[Manifest], bps: f64) -> Manifest {
+    let mut device_read = list.iter().find(|m| m.summary().and_then(Summary::collectives).is_some()).unwrap().clone();
+    device_read.run_id = format!("{:064x}", 0x6e_ad_u64).into();
+    if let Some(Summary::Collectives(c)) = device_read.summary_mut() {
+        let mut row = c.rows[0].clone();
+        let size = 1u64 << 30;
+        (row.op, row.size_bytes, row.world, row.time, row.op_time) = (Op::DeviceRead, size, 1, flat(size as f64 / bps, 5), None);
+        c.rows = vec![row];
+    }
+    device_read
+}
+
 /// A membw manifest like `template` for `processes` at `buffer_bytes`, reading `bps` per process.
 fn membw_at(template: &Manifest, processes: u32, buffer_bytes: u64, bps: f64, id: u64) -> Manifest {
     let mut m = template.clone();
@@ -1061,15 +1075,7 @@ fn a_rank_whose_bytes_a_cache_holds_is_capped_at_that_caches_measured_rate_not_t
     for m in gpu.iter_mut().filter(|m| m.run_id == id || m.run_id == before.unsplit_run) {
         m.plan.device = parlab::spec::schema::Device::Cuda;
     }
-    let mut device_read = gpu.iter().find(|m| m.summary().and_then(Summary::collectives).is_some()).unwrap().clone();
-    device_read.run_id = format!("{:064x}", 0x6e_ad_u64).into();
-    if let Some(Summary::Collectives(c)) = device_read.summary_mut() {
-        let mut row = c.rows[0].clone();
-        let size = 1u64 << 30;
-        (row.op, row.size_bytes, row.world, row.time, row.op_time) = (Op::DeviceRead, size, 1, flat(size as f64 / memory, 5), None);
-        c.rows = vec![row];
-    }
-    gpu.push(device_read);
+    gpu.push(device_read_at(&gpu, memory));
     let on_gpu = calibrated(&[gpu, sweep(1.4 * memory, 1 << 30)].concat());
     assert!(matches!(on_gpu.ceiling, Ceiling::Memory { bps } if (bps / memory - 1.0).abs() < 1e-9), "{on_gpu:?}");
 }
@@ -1135,15 +1141,7 @@ fn one_rank_serving_several_sequences_is_not_capped_below_the_rate_its_peer_read
         m.plan.device = parlab::spec::schema::Device::Cuda;
     }
     // The GPU's memory read at membw's 10 GB/s (a device read), which the peer outran.
-    let mut device_read = gpu.iter().find(|m| m.summary().and_then(Summary::collectives).is_some()).unwrap().clone();
-    device_read.run_id = format!("{:064x}", 0x6e_ad_u64).into();
-    if let Some(Summary::Collectives(c)) = device_read.summary_mut() {
-        let mut row = c.rows[0].clone();
-        let size = 1u64 << 30;
-        (row.op, row.size_bytes, row.world, row.time, row.op_time) = (Op::DeviceRead, size, 1, flat(size as f64 / 10e9, 5), None);
-        c.rows = vec![row];
-    }
-    gpu.push(device_read);
+    gpu.push(device_read_at(&gpu, 10e9));
     let on_gpu = predict_steps(&gpu).into_iter().find(|p| p.run_id == id).and_then(|p| p.calibrated).expect("predicted on the GPU");
     assert!(matches!(on_gpu.ceiling, Ceiling::Memory { .. }) && on_gpu.kernel_bps > on_gpu.ceiling.bps(), "{on_gpu:?}");
     // A peer whose footprint (its weights and one sequence's cache, under 512 MiB) membw read
