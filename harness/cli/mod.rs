@@ -313,12 +313,7 @@ fn dispatch(command: Command) -> Result<i32> {
             let mut manifests = folder::Folder::manifests(manifests);
             let mut out = out.unwrap_or_else(|| crate::report::origin::default_out(&manifests.path));
             let mut history = history;
-            if let Some(root) = report::runs_folder(&manifests.path) {
-                for path in [Some(&mut manifests.path), Some(&mut out), history.as_mut()].into_iter().flatten() {
-                    *path = std::path::absolute(&*path).unwrap_or_else(|_| path.clone());
-                }
-                report::move_to(&root);
-            }
+            report::into_runs_folder(&mut manifests.path, [Some(&mut out), history.as_mut()]);
             report::run_with_history(&manifests, &out, wait, history.as_deref())
         }
         Command::Audit { manifests, json } => audit::run(&folder::Folder::manifests(manifests), json),

@@ -33,22 +33,38 @@ pub fn render_held(manifests: &Path, out: &Path, _lock: &StoreLock) -> super::Re
 /// working folder holds, and more: rendered from there, the findings that read them decide as
 /// they did when the runs were made (from here they could not). None where this folder holds
 /// as many.
-pub fn runs_folder(manifests: &Path) -> Option<PathBuf> {
-    let wanted = crate::report::sources(&crate::manifest::read_all(manifests).0);
+fn runs_folder(manifests: &Path) -> Option<PathBuf> {
     let root = std::fs::canonicalize(manifests).ok()?.parent()?.to_path_buf();
     let here = std::fs::canonicalize(std::env::current_dir().ok()?).ok()?;
+    if here == root {
+        // Rendered where the runs were made (the usual case): nothing to read to know it.
+        return None;
+    }
+    let wanted = crate::report::sources(&crate::manifest::read_all(manifests).0);
     let held_in = |dir: &Path| -> std::collections::BTreeSet<&PathBuf> {
         wanted.iter().filter(|p| p.is_relative() && dir.join(p).is_file()).collect()
     };
     let (here_holds, there_holds) = (held_in(&here), held_in(&root));
-    (here != root && there_holds.len() > here_holds.len() && there_holds.is_superset(&here_holds)).then_some(root)
+    (there_holds.len() > here_holds.len() && there_holds.is_superset(&here_holds)).then_some(root)
+}
+
+/// Where `manifests` lies in the folder the runs were made in ([`runs_folder`]), makes it and
+/// the other paths given (`--out`, `--history`) absolute and moves there ([`move_to`]).
+pub fn into_runs_folder(manifests: &mut PathBuf, others: [Option<&mut PathBuf>; 2]) {
+    let Some(root) = runs_folder(manifests) else {
+        return;
+    };
+    for path in std::iter::once(manifests).chain(others.into_iter().flatten()) {
+        *path = std::path::absolute(&*path).unwrap_or_else(|_| path.clone());
+    }
+    move_to(&root);
 }
 
 /// Moves the working folder to `root` ([`runs_folder`]), saying so on stderr (where it cannot,
 /// the render goes on here, with the warning that names what it lacks). The relative paths in
-/// parlab's folder variables (`PARLAB_MODELS`, `PARLAB_STATE`, `PARLAB_MANIFESTS`) are made absolute first: they name
-/// folders from where the command was given.
-pub fn move_to(root: &Path) {
+/// parlab's folder variables (`PARLAB_MODELS`, `PARLAB_STATE`, `PARLAB_MANIFESTS`) are made
+/// absolute first: they name folders from where the command was given.
+fn move_to(root: &Path) {
     for name in ["PARLAB_MODELS", "PARLAB_STATE", "PARLAB_MANIFESTS"] {
         if let Some(path) = crate::files::env_path(name).filter(|p| p.is_relative()) {
             if let Ok(absolute) = std::path::absolute(&path) {

@@ -273,9 +273,10 @@ const RANGE_D2: [(usize, f64); 2] = [(3, 1.693), (4, 2.059)];
 /// A night's launch-to-launch spread of log values, as a standard deviation. Where the t-test
 /// trims no launch (3 or 4 launches, [`TRIM`]) the range over d2(n), from every launch as the
 /// test's variance is: the scaled MAD of 3 values is the distance from the median to its
-/// nearer neighbour, under a fifth of the spread a third of the time, which made the floor of
-/// the quieter of two nights no floor at all (left by 32 % of unchanged figures against the
-/// 6 % of the range, in simulated nights of independent normal launches). From 5 launches on
+/// nearer neighbour, often near 0, which made the floor of the quieter of two nights no floor
+/// at all (in `nightly::band`'s seeded simulation of unchanged nights of 3 independent normal
+/// launches, the floor alone is left by over 25 % of them with the MAD, under 10 % with the
+/// range). From 5 launches on
 /// the scaled MAD, robust to the launch the test trims. None below 3 values.
 pub fn launch_spread(logs: &[f64]) -> Option<f64> {
     match RANGE_D2.iter().find(|(n, _)| *n == logs.len()) {

@@ -250,21 +250,20 @@ fn exactness(list: &[Manifest], facts: &Facts) -> Option<String> {
 }
 
 fn fit_errors(facts: &Facts) -> Option<String> {
-    let worst = facts
+    let (f, worst) = facts
         .fits
         .iter()
-        .flat_map(|f| f.fit.heldout.iter().map(move |h| (h.error.abs(), f, h.size_bytes, h.error)))
-        .filter(|(e, _, _, _)| e.is_finite())
-        .max_by(|a, b| a.0.total_cmp(&b.0))?;
-    let (err, f, size, signed) = worst;
-    (err > 0.25).then(|| {
+        .flat_map(|f| f.fit.heldout.iter().map(move |h| (f, h)))
+        .filter(|(_, h)| h.error.is_finite())
+        .max_by(|a, b| a.1.error.abs().total_cmp(&b.1.error.abs()))?;
+    (worst.error.abs() > crate::findings::TOLERANCE).then(|| {
         format!(
             "The α-β model is validated only where it was fitted: at held-out sizes its worst error was {} ({} over {} ranks on {}, {}).",
-            super::fmt::percent(signed, true),
+            super::fmt::percent(worst.error, true),
             f.fit.op.name(),
             f.fit.world,
             f.link,
-            crate::units::format_bytes(size as f64)
+            crate::units::format_bytes(worst.size_bytes as f64)
         )
     })
 }
