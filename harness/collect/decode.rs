@@ -9,12 +9,14 @@
 
 use super::frames::{per_iteration, records, write_results};
 use super::{CollectError, Collected};
+use crate::cuda_graph::GraphNodes;
 use crate::manifest::answer::Answer;
 use crate::manifest::answer::Exactness;
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{imbalance, ContextPrefill, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
+use crate::model::matvec::Kernel;
 use crate::model::ModelConfig;
-use crate::rank::decode::{Generated, RankAnswer};
+use crate::rank::decode::{ComputedOn, Generated, RankAnswer};
 use crate::rank::figure::{ExpertPart, Figure};
 use crate::rank::records::Record;
 use crate::spec::plan::Span;
@@ -275,11 +277,11 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         tokens_per_s: stats(&rate, "run")?,
         collectives_per_step: first.collectives_per_step,
         streamed_bytes: streamed,
-        kv_cache_bytes_per_token: answers.iter().map(|a| a.kv_cache_bytes_per_token).collect::<Option<Vec<u64>>>().unwrap_or_default(),
-        matvec_kernel: first.matvec_kernel.clone(),
+        kv_cache_bytes_per_token: answers.iter().map(|a| a.kv_cache_bytes_per_token).collect(),
+        matvec_kernel: host_kernel(first),
         gpu: gpu_of(&answers),
-        graph_nodes: first.graph_nodes,
-        cpu_features: first.cpu_features.clone(),
+        graph_nodes: graph_nodes(first),
+        cpu_features: host_features(first),
         step_definition: step_definition(plan.step).into(),
         streamed_bytes_definition:
             "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
@@ -311,17 +313,40 @@ fn step_definition(mode: crate::spec::schema::StepMode) -> &'static str {
     }
 }
 
-/// The GPUs the ranks computed on (`cuda:0 bfloat16`, each placement once), and how many ranks
-/// shared one; None when every rank computed on the CPU.
+/// The row kernel rank `a` ran on the host (None on a GPU, or where libtorch computed every step).
+fn host_kernel(a: &RankAnswer) -> Option<Kernel> {
+    match &a.computed_on {
+        ComputedOn::Host { row_kernel, .. } => *row_kernel,
+        ComputedOn::Cuda { .. } => None,
+    }
+}
+
+/// The SIMD features of rank `a`'s CPU, where it computed on the host (none on a GPU).
+fn host_features(a: &RankAnswer) -> Vec<String> {
+    match &a.computed_on {
+        ComputedOn::Host { cpu_features, .. } => cpu_features.clone(),
+        ComputedOn::Cuda { .. } => Vec::new(),
+    }
+}
+
+/// What rank `a`'s captured CUDA graph held (None for an eager step or the host).
+fn graph_nodes(a: &RankAnswer) -> Option<GraphNodes> {
+    match &a.computed_on {
+        ComputedOn::Cuda { graph_nodes, .. } => *graph_nodes,
+        ComputedOn::Host { .. } => None,
+    }
+}
+
+/// The GPUs the ranks computed on (`cuda:0 bfloat16`, each once), and how many ranks shared
+/// one; None when every rank computed on the host.
 fn gpu_of(answers: &[RankAnswer]) -> Option<String> {
-    let placements: std::collections::BTreeSet<&str> =
-        answers.iter().filter(|a| a.cuda_device.is_some()).map(|a| a.placement.as_str()).collect();
-    if placements.is_empty() {
+    let gpus: std::collections::BTreeSet<String> = answers.iter().filter_map(|a| a.computed_on.gpu()).collect();
+    if gpus.is_empty() {
         return None;
     }
-    let shared = answers.iter().map(|a| a.gpu_shared_by).max().unwrap_or(1);
+    let shared = answers.iter().map(|a| a.computed_on.shared_by()).max().unwrap_or(1);
     let sharing = if shared > 1 { format!("; {shared} ranks shared one GPU") } else { String::new() };
-    Some(format!("{}{sharing}", placements.into_iter().collect::<Vec<_>>().join(", ")))
+    Some(format!("{}{sharing}", gpus.into_iter().collect::<Vec<_>>().join(", ")))
 }
 
 #[cfg(test)]
@@ -345,5 +370,44 @@ mod tests {
         let times = compute_times(&recs);
         assert_eq!(times.len(), 2, "{times:?}");
         assert!(times.iter().all(|t| (t - 0.007).abs() < 1e-12), "the slowest rank's step less its communication: {times:?}");
+    }
+
+    #[test]
+    fn where_ranks_computed_reaches_the_summary_from_their_typed_answers() {
+        use super::{gpu_of, graph_nodes, host_features, host_kernel};
+        use crate::cuda_graph::GraphNodes;
+        use crate::model::matvec::Kernel;
+        use crate::rank::decode::{ComputedOn, RankAnswer};
+        use crate::spec::schema::Dtype;
+        let answer = |rank, computed_on| RankAnswer {
+            rank,
+            generated: None,
+            collectives_per_step: None,
+            streamed_bytes: 1,
+            kv_cache_bytes_per_token: 1,
+            sequences: 1,
+            new_tokens: 1,
+            prompt_tokens: 1,
+            computed_on,
+        };
+        let host = answer(0, ComputedOn::Host { dtype: Dtype::Float32, row_kernel: Some(Kernel::Avx2), cpu_features: vec!["avx2".into()] });
+        assert_eq!((host_kernel(&host), host_features(&host), graph_nodes(&host)), (Some(Kernel::Avx2), vec!["avx2".to_string()], None));
+        assert_eq!(gpu_of(std::slice::from_ref(&host)), None);
+        // The wire form a rank writes and the controller reads: the place named, the kernel by its name.
+        let json = serde_json::to_value(&host).unwrap();
+        assert_eq!(
+            json["computed_on"],
+            serde_json::json!({"on": "host", "dtype": "float32", "row_kernel": "avx2", "cpu_features": ["avx2"]})
+        );
+        assert_eq!(serde_json::from_value::<RankAnswer>(json).unwrap(), host);
+
+        let nodes = GraphNodes { kernels: 3, all: 5 };
+        let gpu = |rank, ordinal, shared_by| {
+            answer(rank, ComputedOn::Cuda { ordinal, dtype: Dtype::Bfloat16, shared_by, graph_nodes: Some(nodes) })
+        };
+        let shared = [gpu(0, 0, 2), gpu(1, 0, 2)];
+        assert_eq!(gpu_of(&shared).as_deref(), Some("cuda:0 bfloat16; 2 ranks shared one GPU"));
+        assert_eq!((host_kernel(&shared[0]), host_features(&shared[0]), graph_nodes(&shared[0])), (None, vec![], Some(nodes)));
+        assert_eq!(gpu_of(&[gpu(0, 0, 1), gpu(1, 1, 1)]).as_deref(), Some("cuda:0 bfloat16, cuda:1 bfloat16"));
     }
 }

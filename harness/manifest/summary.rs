@@ -256,7 +256,7 @@ pub struct Decode {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kv_cache_bytes_per_token: Vec<u64>,
     /// The matvec kernel that ran (absent where libtorch computed every step: a GPU).
-    pub matvec_kernel: Option<String>,
+    pub matvec_kernel: Option<crate::model::matvec::Kernel>,
     /// The GPU the ranks computed on and its element type (`cuda:0 bfloat16`), with how many
     /// ranks shared one GPU; absent for a run on the CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,9 +9,11 @@ use super::records::RecordSink;
 use super::replay::ReplayedStep;
 use crate::manifest::answer::Exactness;
 use crate::manifest::summary::Phase;
+use crate::model::matvec::Kernel;
 use crate::model::part::DecoderPart;
+use crate::model::placement::Placement;
 use crate::model::source;
-use crate::spec::schema::StepMode;
+use crate::spec::schema::{Dtype, StepMode};
 use crate::spec::RunPlan;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -29,34 +31,61 @@ pub struct RankAnswer {
     pub collectives_per_step: Option<u64>,
     /// Weight bytes this rank reads per decode step of one sequence.
     pub streamed_bytes: u64,
-    /// Bytes of keys and values this rank's cache stores per token of one sequence (absent in
-    /// answers written before it was recorded).
-    #[serde(default)]
-    pub kv_cache_bytes_per_token: Option<u64>,
+    /// Bytes of keys and values this rank's cache stores per token of one sequence.
+    pub kv_cache_bytes_per_token: u64,
     /// Sequences this rank decoded in flight.
     pub sequences: u32,
     /// Tokens generated per sequence.
     pub new_tokens: u32,
     /// Prompt length.
     pub prompt_tokens: u32,
-    /// The matvec kernel this rank ran (`model::matvec::Kernel::name`).
-    #[serde(default)]
-    pub matvec_kernel: Option<String>,
-    /// The SIMD features this rank's CPU reports (`model::matvec::cpu_features`).
-    #[serde(default)]
-    pub cpu_features: Vec<String>,
-    /// Where this rank computed, in words (`Placement::describe`: `cpu float32`, `cuda:0 bfloat16`).
-    #[serde(default)]
-    pub placement: String,
-    /// The CUDA device this rank computed on; None on the CPU.
-    #[serde(default)]
-    pub cuda_device: Option<u32>,
-    /// Ranks of this host that shared this rank's GPU (1: a GPU to itself, or the CPU).
-    #[serde(default = "one")]
-    pub gpu_shared_by: u32,
-    /// What the step's captured CUDA graph holds (a `step: graph` run; None otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub graph_nodes: Option<crate::cuda_graph::GraphNodes>,
+    /// Where this rank computed, and what ran there.
+    pub computed_on: ComputedOn,
+}
+
+/// Where a rank computed: the host's cores or a CUDA device, with what only that place has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "on", rename_all = "snake_case")]
+pub enum ComputedOn {
+    /// The host's cores.
+    Host {
+        /// The element type of weights, cache and activations.
+        dtype: Dtype,
+        /// parlab's row kernel, where one float32 row took it (None: libtorch's operations
+        /// computed every step).
+        row_kernel: Option<Kernel>,
+        /// The SIMD features this rank's CPU reports (`model::matvec::cpu_features`).
+        cpu_features: Vec<String>,
+    },
+    /// A CUDA device.
+    Cuda {
+        /// The device's ordinal among those this rank sees.
+        ordinal: u32,
+        /// The element type of weights, cache and activations.
+        dtype: Dtype,
+        /// Ranks of this host that shared the GPU (1: a GPU to itself).
+        shared_by: u32,
+        /// What the step's captured CUDA graph holds (a `step: graph` run; None when eager).
+        graph_nodes: Option<crate::cuda_graph::GraphNodes>,
+    },
+}
+
+impl ComputedOn {
+    /// The GPU in words (`cuda:0 bfloat16`), None on the host.
+    pub fn gpu(&self) -> Option<String> {
+        match self {
+            ComputedOn::Host { .. } => None,
+            ComputedOn::Cuda { ordinal, dtype, .. } => Some(format!("cuda:{ordinal} {}", dtype.name())),
+        }
+    }
+
+    /// Ranks that shared this rank's GPU (1 on the host).
+    pub fn shared_by(&self) -> u32 {
+        match self {
+            ComputedOn::Host { .. } => 1,
+            ComputedOn::Cuda { shared_by, .. } => *shared_by,
+        }
+    }
 }
 
 /// The tokens and exactness of a rank that produced logits.
@@ -66,10 +95,6 @@ pub struct Generated {
     pub tokens: Vec<Vec<u32>>,
     /// Exactness over every sequence and repetition.
     pub exactness: Exactness,
-}
-
-fn one() -> u32 {
-    1
 }
 
 /// The answer file of `rank` in `out`.
@@ -136,27 +161,43 @@ pub fn run(plan: &RunPlan, comm: &mut Communicator, out: &Path) -> anyhow::Resul
         generated: exact.zip(last.filter(|r| r.exactness.is_some())).map(|(exactness, r)| Generated { tokens: r.tokens, exactness }),
         collectives_per_step: collectives,
         streamed_bytes: rounds_part.streamed_bytes(),
-        kv_cache_bytes_per_token: Some(rounds_part.kv_cache_bytes_per_token()),
+        kv_cache_bytes_per_token: rounds_part.kv_cache_bytes_per_token(),
         sequences: engine.sequences as u32,
         new_tokens: new_tokens as u32,
         prompt_tokens: engine.prompt.len() as u32,
-        matvec_kernel: placement.rows_on_host().then(|| kernel.name().into()),
-        cpu_features: crate::model::matvec::cpu_features().into_iter().map(String::from).collect(),
-        placement: placement.describe(),
-        cuda_device: match placement.device {
-            tch::Device::Cuda(ordinal) => Some(ordinal as u32),
-            _ => None,
-        },
-        gpu_shared_by: super::device::sharing(&placement, link.comm),
-        graph_nodes: replayed
-            .as_ref()
-            .map(ReplayedStep::nodes)
-            .transpose()
-            .with_context(|| format!("{}: counting the captured graph's nodes", plan.label()))?
-            .flatten(),
+        computed_on: computed_on(plan, &placement, kernel, link.comm, replayed.as_ref())?,
     };
     crate::manifest::write_atomic(&answer_path(out, rank), serde_json::to_string_pretty(&answer)?.as_bytes())?;
     Ok(())
+}
+
+/// Where this rank computed, for its answer. On a GPU every rank must call it (the ranks of a
+/// host tell which of them shared a GPU).
+fn computed_on(
+    plan: &RunPlan,
+    placement: &Placement,
+    kernel: Kernel,
+    comm: &Communicator,
+    replayed: Option<&ReplayedStep>,
+) -> anyhow::Result<ComputedOn> {
+    let dtype = source::dtype(plan);
+    Ok(match placement.device {
+        tch::Device::Cuda(ordinal) => ComputedOn::Cuda {
+            ordinal: ordinal as u32,
+            dtype,
+            shared_by: super::device::sharing(placement, comm),
+            graph_nodes: replayed
+                .map(ReplayedStep::nodes)
+                .transpose()
+                .with_context(|| format!("{}: counting the captured graph's nodes", plan.label()))?
+                .flatten(),
+        },
+        _ => ComputedOn::Host {
+            dtype,
+            row_kernel: placement.rows_on_host().then_some(kernel),
+            cpu_features: crate::model::matvec::cpu_features().into_iter().map(String::from).collect(),
+        },
+    })
 }
 
 /// A `step: graph` run's step, captured on this rank's GPU (None for an eager run).

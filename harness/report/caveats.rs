@@ -449,7 +449,7 @@ fn kernels(launched: &[&Manifest]) -> Option<String> {
     for d in launched.iter().filter_map(|m| m.summary()?.decode()) {
         if let Some(k) = &d.matvec_kernel {
             let features = if d.cpu_features.is_empty() { "none reported".into() } else { d.cpu_features.join(", ") };
-            seen.insert(format!("{k} (CPU features {features})"));
+            seen.insert(format!("{} (CPU features {features})", k.name()));
         }
     }
     if seen.is_empty() {

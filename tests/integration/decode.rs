@@ -294,7 +294,7 @@ fn a_forced_matvec_kernel_is_recorded_and_an_unknown_one_is_refused() {
         let m = suite.manifest("k");
         assert_eq!(m.status(), Status::Ok, "{:?}", m.reason());
         let d = m.summary().and_then(|s| s.decode()).expect("a decode summary");
-        assert_eq!(d.matvec_kernel.as_deref(), Some(kernel.name()));
+        assert_eq!(d.matvec_kernel, Some(kernel));
         assert!(m.answer().expect("an answer").exactness.tokens_equal, "{} kernel", kernel.name());
         assert!(!d.cpu_features.is_empty() || !cfg!(target_arch = "x86_64"), "{:?}", d.cpu_features);
     }
