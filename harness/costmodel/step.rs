@@ -1012,7 +1012,7 @@ fn ceiling(inp: &Inputs, r: &RunShape, p: &StepPrediction, peer: &Predicted) -> 
     if let Some((bytes, f)) = cached_rate(inp, r, p).filter(|(_, f)| !contended && f.bps >= MIN_CACHE_GAIN * memory) {
         return Ceiling::Cache { bps: f.bps, bytes, runs: f.runs };
     }
-    match memory_shown_by_peer(inp, p, peer).filter(|&bps| bps > memory) {
+    match memory_shown_by_peer(inp, p, peer, memory).filter(|&bps| bps > memory) {
         Some(bps) => Ceiling::Peer { bps, memory_bps: memory, run: peer.p.run_id.clone() },
         None => Ceiling::Memory { bps: memory },
     }
@@ -1022,15 +1022,14 @@ fn ceiling(inp: &Inputs, r: &RunShape, p: &StepPrediction, peer: &Predicted) -> 
 /// busiest rank at the peer's moment: a host run (a GPU's caches are not swept) that streams
 /// one rank at a time, each of the peer's threads (the peer's one process), whose peer's
 /// footprint membw shows read from memory: past its sweep, or inside it no faster than
-/// [`MIN_CACHE_GAIN`] × the memory (a cache's rate says nothing of the memory's, and a
+/// [`MIN_CACHE_GAIN`] × the memory's rate `memory` (a cache's rate says nothing of the memory's, and a
 /// footprint membw never read, below its smallest buffer or with no read of one process of
 /// those threads, is no evidence either way). membw ran at another moment; where the peer
 /// outran it, the memory was faster then than membw found it.
-fn memory_shown_by_peer(inp: &Inputs, p: &StepPrediction, peer: &Predicted) -> Option<f64> {
+fn memory_shown_by_peer(inp: &Inputs, p: &StepPrediction, peer: &Predicted, memory: f64) -> Option<f64> {
     if p.cuda || p.active_ranks != 1 || peer.p.threads != p.threads {
         return None;
     }
-    let memory = p.matched_bandwidth_bps();
     let bytes = footprint(&run_shape(peer.m, &peer.shape)?, Strategy::Data, 1, 1, 1.0)?;
     let read = inp.cache.at(1, p.threads, bytes)?;
     let from_memory = read.past_sweep || read.bps < MIN_CACHE_GAIN * memory;

@@ -8,7 +8,7 @@ use crate::model::ModelConfig;
 use crate::spec::link::{Backend, Link};
 use crate::spec::plan::Workload;
 use crate::spec::schema::Kind;
-use crate::spec::schema::Prompt;
+use crate::spec::schema::{Dtype, Prompt};
 use crate::units::format_bytes;
 use std::collections::BTreeMap;
 
@@ -23,15 +23,19 @@ pub struct Sizes {
     pub prefill_bytes: f64,
     /// Runs with this configuration (12 hex).
     pub runs: Vec<String>,
-    /// Bytes of one value in the run's dtype.
-    pub value_bytes: u64,
+    /// The runs' element type.
+    pub dtype: Dtype,
 }
 
 impl Sizes {
     /// (d·s, T·d·s) as `link` carries them: in the dtype over NCCL, as float32 over an MPI
     /// link (a rank stages its tensors through host memory as float32).
     pub fn over(&self, link: &Link) -> (f64, f64) {
-        let scale = if link.backend() == Backend::Nccl { 1.0 } else { 4.0 / self.value_bytes.max(1) as f64 };
+        let staged = match link.backend() {
+            Backend::Nccl => self.dtype,
+            _ => Dtype::Float32,
+        };
+        let scale = staged.bytes() as f64 / self.dtype.bytes() as f64;
         (self.decode_bytes * scale, self.prefill_bytes * scale)
     }
 }
@@ -57,7 +61,7 @@ pub fn decode_sizes(list: &[Manifest]) -> Vec<Sizes> {
             decode_bytes: ds,
             prefill_bytes: ds * t as f64,
             runs: Vec::new(),
-            value_bytes: dtype.bytes(),
+            dtype: *dtype,
         });
         e.runs.push(m.run_id.short().to_string());
     }
