@@ -304,7 +304,12 @@ pub fn to_markdown(advice: &Advice) -> String {
     for (i, r) in advice.ranked.iter().enumerate() {
         t.push_str(&ranked_row(i, r));
     }
-    t.push_str("\n## Rejected\n\n| layout | why |\n|---|---|\n");
+    t.push_str("\n## Rejected\n\n");
+    if advice.rejected.is_empty() {
+        t.push_str("None: every layout of the machine's devices was ranked.\n");
+    } else {
+        t.push_str("| layout | why |\n|---|---|\n");
+    }
     for r in &advice.rejected {
         let predicted = r.predicted.as_ref().filter(|_| matches!(r.reason, Rejection::TensorAcrossSlowBoundary { .. }));
         let extra = predicted

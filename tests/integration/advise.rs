@@ -320,6 +320,18 @@ fn a_mixture_is_offered_expert_splits() {
 }
 
 #[test]
+fn an_advice_that_refuses_nothing_says_so_instead_of_an_empty_table() {
+    let advice = run(&asked(model("llama-3.1-8b"), "h200-pcie", 1, 4, &["4:pcie-sys"]));
+    assert!(advice.rejected.is_empty(), "{:?}", advice.rejected);
+    let md = render::to_markdown(&advice);
+    assert!(md.contains("## Rejected\n\nNone: every layout of the machine's devices was ranked.\n"), "{md}");
+    assert!(!md.contains("| layout | why |"), "{md}");
+    let refusing = run(&asked(model("llama-3.1-8b"), "a100-80gb", 1, 4, &["2:nvlink-nv12", "4:pcie-sys"]));
+    assert!(!refusing.rejected.is_empty());
+    assert!(render::to_markdown(&refusing).contains("## Rejected\n\n| layout | why |\n|---|---|\n| "));
+}
+
+#[test]
 fn the_leaders_say_what_would_flip_them() {
     let a = Asked {
         prompt: 6144,
