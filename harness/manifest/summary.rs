@@ -264,7 +264,7 @@ pub struct Decode {
     /// What the captured CUDA graph of a `step: graph` run holds (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_nodes: Option<crate::cuda_graph::GraphNodes>,
-    /// The CPU features the ranks saw.
+    /// The CPU features rank 0 saw where it computed on the host (empty on a GPU).
     pub cpu_features: Vec<String>,
     /// What a step is.
     pub step_definition: String,

@@ -64,7 +64,7 @@ impl Placement {
         self.kind.elt_size_in_bytes() as u64
     }
 
-    /// `cpu float32`, `cuda:0 bfloat16`: what the register shows as having run.
+    /// `cpu float32`, `cuda:0 bfloat16`: the placement in words, for messages.
     pub fn describe(&self) -> String {
         let device = match self.device {
             Device::Cuda(n) => format!("cuda:{n}"),

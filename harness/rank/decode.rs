@@ -19,8 +19,11 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// What one rank reports about its answer, in `answer-rank<N>.json`.
+/// What one rank reports about its answer, in `answer-rank<N>.json`. Read only by the
+/// controller of the same run; a field it does not know fails the read (a controller older
+/// than its ranks' binary), instead of being dropped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RankAnswer {
     /// The rank.
     pub rank: u32,

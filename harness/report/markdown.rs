@@ -27,8 +27,12 @@ pub fn block(t: &Table, rows: &[Vec<String>], files: &[String]) -> String {
     if n > FOLD_AFTER {
         s.push_str(&format!("<details><summary>{n} rows (collapsed; every row is also in {csv})</summary>\n\n"));
     }
-    let header: Vec<String> = t.columns.iter().map(|c| fmt::escape(c)).collect();
-    s.push_str(&format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(header.len())));
+    if n == 0 {
+        s.push_str("None.\n");
+    } else {
+        let header: Vec<String> = t.columns.iter().map(|c| fmt::escape(c)).collect();
+        s.push_str(&format!("| {} |\n|{}\n", header.join(" | "), "---|".repeat(header.len())));
+    }
     for row in rows.iter().take(MAX_ROWS) {
         s.push_str(&format!("| {} |\n", row.join(" | ")));
     }
@@ -72,5 +76,11 @@ mod tests {
             table(&t, &["tables/t.csv".into()]),
             "#### T\n\nC.\n\n| a\\|b | median |\n|---|---|\n| x\\|y | 2.00 ms |\n\nProvenance:\n\n- p\n\nTable as data: [tables/t.csv](tables/t.csv)\n"
         );
+    }
+
+    #[test]
+    fn a_table_without_rows_says_none_instead_of_a_bare_header() {
+        let t = Table { title: "T".into(), caption: "C.".into(), columns: vec!["layout".into(), "why".into()], ..Default::default() };
+        assert_eq!(table(&t, &[]), "#### T\n\nC.\n\nNone.\n\n");
     }
 }
