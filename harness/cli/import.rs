@@ -4,7 +4,7 @@
 use super::Error;
 use crate::import::{import, ImportOptions};
 use crate::manifest::lock::StoreLock;
-use crate::manifest::provenance::ImportTool;
+use crate::manifest::provenance::{ImportTool, Provenance};
 use crate::manifest::Manifest;
 use std::path::{Path, PathBuf};
 
@@ -57,25 +57,54 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     store.not_a_register()?;
     let dir = store.path;
     let options = ImportOptions { world: args.world, command: args.command.clone() };
-    let manifest = import(args.tool.tool(), &args.file, &options).map_err(|e| Error::Usage(e.to_string()))?;
+    let mut manifest = import(args.tool.tool(), &args.file, &options).map_err(|e| Error::Usage(e.to_string()))?;
     let recorded = manifest.provenance.imported().and_then(|i| i.command.as_deref());
     if let Some((given, recorded)) = args.command.as_deref().zip(recorded).filter(|(given, recorded)| given != recorded) {
         crate::say!("warning: --command {given:?} not recorded: {} holds the command it ran with ({recorded})", args.file.display());
     }
     let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;
-    let replaced = Manifest::path_for(&dir, &manifest.run_id).exists();
+    let earlier = Manifest::path_for(&dir, &manifest.run_id);
+    if let Some(schema) = crate::manifest::foreign_schema(&earlier) {
+        return Err(Error::Usage(format!(
+            "{}: written by a newer parlab (manifest schema {schema}) for this file's import; not replaced",
+            earlier.display()
+        )));
+    }
+    let replaced = earlier.exists();
+    if let Some(command) = earlier_command(&manifest, &earlier) {
+        crate::say!("parlab: kept the command the earlier import of this file recorded ({command}); --command replaces it");
+        if let Provenance::Imported(i) = &mut manifest.provenance {
+            i.command = Some(command);
+        }
+    }
     let path = manifest.write(&dir)?;
     crate::say!("parlab: {}", describe(&manifest, &path, replaced));
     Ok(crate::exitcode::OK)
 }
 
+/// The command an earlier import of the same file recorded at `earlier`, where this import
+/// has none (the same file, so the same run: its command is still the one it ran with).
+fn earlier_command(manifest: &Manifest, earlier: &Path) -> Option<String> {
+    if manifest.provenance.imported()?.command.is_some() || !earlier.is_file() {
+        return None;
+    }
+    let read = crate::manifest::read_one(earlier).ok()?;
+    read.provenance.imported()?.command.clone()
+}
+
 /// `imported all_reduce_perf (nccl-tests 2.19.6, NCCL 2.28.9): all-reduce, 27 sizes, world 8, link nccl -> PATH`.
 fn describe(m: &Manifest, path: &Path, replaced: bool) -> String {
     let Some(i) = m.provenance.imported() else { return path.display().to_string() };
-    let rows = m.summary().and_then(|s| s.collectives()).map_or(0, |c| c.rows.len());
-    let op = m.summary().and_then(|s| s.collectives()).and_then(|c| c.rows.first()).map_or("-", |r| r.op.name());
+    let collectives = m.summary().and_then(|s| s.collectives());
+    let rows = collectives.map_or(0, |c| c.rows.len());
+    let wrong = collectives.map_or(0, |c| c.rows.iter().filter(|r| r.wrong > 0).count());
+    let op = collectives.and_then(|c| c.rows.first()).map_or("-", |r| r.op.name());
+    let wrong = match wrong {
+        0 => String::new(),
+        w => format!(" ({w} of them wrong by {}'s own check: kept with their counts, not fitted)", i.tool.name()),
+    };
     format!(
-        "imported {} ({}): {op}, {rows} sizes, world {}, link {} -> {}{}; `parlab report` shows it under \"Imported collectives\"",
+        "imported {} ({}): {op}, {rows} sizes{wrong}, world {}, link {} -> {}{}; `parlab report` shows it under \"Imported collectives\"",
         i.benchmark,
         i.tool_line(),
         m.layout.world,

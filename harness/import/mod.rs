@@ -248,19 +248,40 @@ pub fn import(tool: ImportTool, file: &Path, options: &ImportOptions) -> Result<
     Ok(manifest)
 }
 
-/// Whether `us` microseconds is a time a figure may hold (at most
-/// [`MAX_SECONDS`]): a longer one makes every reader of manifests skip the manifest.
-pub fn plausible_us(us: f64) -> bool {
-    us * 1e-6 <= MAX_SECONDS
+/// The shortest time an imported row may hold, µs: no collective completes in under a
+/// nanosecond (nccl-tests and OSU print µs with two decimals), and a time near the smallest
+/// float would be written as 0 s and break the fit.
+pub const MIN_US: f64 = 1e-3;
+
+/// Why `us` microseconds is no time a row may hold (below [`MIN_US`], or past [`MAX_SECONDS`],
+/// which makes every reader of manifests skip the manifest), in words that follow the number;
+/// None where it is one.
+pub fn implausible_us(us: f64) -> Option<&'static str> {
+    if us < MIN_US {
+        Some("is below 1 ns: not a time a collective takes")
+    } else if us * 1e-6 > MAX_SECONDS {
+        Some("is more than 1e15 s: not a time a benchmark measured")
+    } else {
+        None
+    }
 }
 
 /// Refuses a manifest every reader would skip: a fit whose numbers are not finite (times so
 /// short that 1/t² overflows; JSON has no NaN, so it would be written with nulls no reader can
 /// read back), or a number the readers' plausibility check refuses (a sum of wrong counts past
-/// 2^60; the readers above refuse single numbers at their line).
+/// 2^60; the readers above refuse single numbers at their line), or a manifest larger than
+/// the readers read.
 fn check_manifest(m: &Manifest) -> Result<(), Problem> {
     check_fits(m)?;
-    let text = serde_json::to_string(m).map_err(|e| Problem::file(format!("cannot be written as a manifest: {e}")))?;
+    // As `Manifest::write` writes it.
+    let text = serde_json::to_string_pretty(m).map_err(|e| Problem::file(format!("cannot be written as a manifest: {e}")))?;
+    if text.len() as u64 + 1 > crate::files::MANIFEST_LIMIT {
+        return Err(Problem::file(format!(
+            "its manifest would be {} bytes, more than the {} bytes every reader of manifests reads: split the output into several files",
+            text.len(),
+            crate::files::MANIFEST_LIMIT
+        )));
+    }
     match crate::manifest::plausible::check_text(&text) {
         Err(crate::manifest::plausible::TextProblem::Implausible(found)) => {
             Err(Problem::file(format!("{found}: every reader of manifests would skip it, so it is not written")))
@@ -377,18 +398,16 @@ fn check_sizes(run: &ToolRun, world: u32) -> Result<(), Problem> {
 /// (seconds) and wrong count, in first-seen order.
 fn per_size(run: &ToolRun, world: u32) -> Vec<(u64, Vec<f64>, Vec<f64>, u64)> {
     let mut out: Vec<(u64, Vec<f64>, Vec<f64>, u64)> = Vec::new();
+    let mut index: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
     for s in &run.sizes {
         let size = match run.sizes_as {
             SizeConvention::NcclTests => s.size_bytes,
             SizeConvention::PerPeer => s.size_bytes * u64::from(world),
         };
-        let at = match out.iter().position(|e| e.0 == size) {
-            Some(i) => i,
-            None => {
-                out.push((size, Vec::new(), Vec::new(), 0));
-                out.len() - 1
-            }
-        };
+        let at = *index.entry(size).or_insert_with(|| {
+            out.push((size, Vec::new(), Vec::new(), 0));
+            out.len() - 1
+        });
         out[at].1.push(s.out_of_place_us * 1e-6);
         out[at].2.extend(s.in_place_us.map(|t| t * 1e-6));
         out[at].3 = out[at].3.saturating_add(s.wrong);
@@ -459,12 +478,8 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
         fit_method:
             "costmodel::link::fit_collective on the imported out-of-place time per size whose result the tool found right (wrong 0)".into(),
     });
-    let mut hosts: Vec<String> = Vec::new();
-    for d in &run.devices {
-        if !hosts.contains(&d.device.host) {
-            hosts.push(d.device.host.clone());
-        }
-    }
+    let mut seen = std::collections::HashSet::new();
+    let hosts: Vec<String> = run.devices.iter().map(|d| &d.device.host).filter(|h| seen.insert(*h)).cloned().collect();
     let imported = Imported {
         tool: run.tool,
         version: run.version,

@@ -86,15 +86,15 @@ pub enum TimingProblem {
     /// The time is not a positive number.
     #[error("`time` {0} is not a positive number of µs")]
     BadTime(Value),
-    /// The time is longer than any figure a manifest may hold.
-    #[error("`time` {0} µs is more than 1e15 s: not a time a benchmark measured")]
-    TooLong(Value),
-    /// A bandwidth is missing or not a number.
-    #[error("no numeric `{0}`")]
+    /// The time is shorter than a collective takes or longer than any figure a manifest may hold.
+    #[error("`time` {0} µs {1}")]
+    Implausible(Value, &'static str),
+    /// A bandwidth is missing, not a number, or negative.
+    #[error("no `{0}` that is a bandwidth (a number, not negative)")]
     NoBandwidth(&'static str),
-    /// `nwrong` is not a count (negative, fractional, or past 2^60).
+    /// `nwrong` is not a count (negative, fractional, past 2^60, or not a number at all).
     #[error("`nwrong` {0} is not a count of wrong elements")]
-    BadWrong(serde_json::Number),
+    BadWrong(Value),
 }
 
 /// `22809` as `NCCL 2.28.9` (codes before 2.9 were major·1000 + minor·100 + patch).
@@ -127,7 +127,10 @@ pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
     if sizes.is_empty() {
         return Err(Problem::file("no rows: `results` is empty"));
     }
-    let nwrong_known = results.iter().all(|r| r.get("out_of_place").and_then(|o| o.get("nwrong")).is_some_and(Value::is_number));
+    // Checked only where every timing of every row, out of place and in place, counted its wrong elements.
+    let counted =
+        |r: &Value, key| r.get(key).filter(|t| !t.is_null()).map_or(key == "in_place", |t| t.get("nwrong").is_some_and(Value::is_number));
+    let nwrong_known = results.iter().all(|r| counted(r, "out_of_place") && counted(r, "in_place"));
     Ok(ToolRun {
         tool: ImportTool::NcclTests,
         format: ImportFormat::Json,
@@ -255,13 +258,17 @@ fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), TimingProblem> {
     }
     let time = t.get("time").ok_or(TimingProblem::NoTime)?;
     let us = time.as_f64().filter(|x| x.is_finite() && *x > 0.0).ok_or_else(|| TimingProblem::BadTime(time.clone()))?;
-    if !super::plausible_us(us) {
-        return Err(TimingProblem::TooLong(time.clone()));
+    if let Some(why) = super::implausible_us(us) {
+        return Err(TimingProblem::Implausible(time.clone(), why));
     }
-    let bw = |k: &'static str| t.get(k).and_then(Value::as_f64).ok_or(TimingProblem::NoBandwidth(k));
+    let bw = |k: &'static str| t.get(k).and_then(Value::as_f64).filter(|b| b.is_finite() && *b >= 0.0).ok_or(TimingProblem::NoBandwidth(k));
     let wrong = match t.get("nwrong") {
-        Some(Value::Number(n)) => n.as_f64().filter(|w| is_count(*w)).ok_or_else(|| TimingProblem::BadWrong(n.clone()))? as u64,
-        _ => 0,
+        Some(Value::Number(n)) => {
+            n.as_f64().filter(|w| is_count(*w)).ok_or_else(|| TimingProblem::BadWrong(Value::Number(n.clone())))? as u64
+        }
+        // Not checked (nccl-tests without `-c 1` writes null); the run is then not `checked`.
+        None | Some(Value::Null) => 0,
+        Some(other) => return Err(TimingProblem::BadWrong(other.clone())),
     };
     Ok((us, wrong, (bw("alg_bw")?, bw("bus_bw")?)))
 }
@@ -461,12 +468,13 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
     }
     let w: Vec<&str> = row.split_whitespace().collect();
     let group = if h.per_iteration { 8 } else { 4 };
-    if w.len() < 5 + 2 * group {
+    if w.len() != 5 + 2 * group {
+        let more = if w.len() > 5 + 2 * group { " (two rows on one line, or a column nccl-tests does not print)" } else { "" };
         return Err(Problem::at(
             n,
             format!(
-                "expected `size count type redop root` and {} columns out of place and in place, found {} columns: `{row}`",
-                group,
+                "expected `size count type redop root` and {group} columns out of place and in place ({} in all), found {} columns{more}: `{row}`",
+                5 + 2 * group,
                 w.len()
             ),
         ));
@@ -505,8 +513,8 @@ fn text_timing(w: &[&str], n: usize, which: &str) -> Result<(f64, f64, f64, Opti
     if time <= 0.0 {
         return Err(Problem::at(n, format!("{which} time `{}` µs is not positive", w[0])));
     }
-    if !super::plausible_us(time) {
-        return Err(Problem::at(n, format!("{which} time `{}` µs is more than 1e15 s: not a time a benchmark measured", w[0])));
+    if let Some(why) = super::implausible_us(time) {
+        return Err(Problem::at(n, format!("{which} time `{}` µs {why}", w[0])));
     }
     let wrong = match w[3] {
         "N/A" => None,

@@ -169,8 +169,8 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
         .ok()
         .filter(|x: &f64| x.is_finite() && *x > 0.0)
         .ok_or_else(|| Problem::at(n, format!("latency `{}` is not a positive number of µs", w[1])))?;
-    if !super::plausible_us(us) {
-        return Err(Problem::at(n, format!("latency `{}` µs is more than 1e15 s: not a time a benchmark measured", w[1])));
+    if let Some(why) = super::implausible_us(us) {
+        return Err(Problem::at(n, format!("latency `{}` µs {why}", w[1])));
     }
     let failed = trailing_columns(h, &w[2..], n)?;
     Ok(SizeResult {

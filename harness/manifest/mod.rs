@@ -544,6 +544,17 @@ pub fn read_one(path: &Path) -> Result<Manifest, ReadError> {
     Ok(manifest)
 }
 
+/// The schema of the manifest at `path` where it is one this parlab does not know (a newer
+/// parlab's, never to be replaced); None where there is no file, or one this parlab reads.
+pub fn foreign_schema(path: &Path) -> Option<String> {
+    // Only the schema is read here: the whole manifest is read where it is used.
+    let text = crate::files::read_text(path, crate::files::MANIFEST_LIMIT).ok()?;
+    match check_schema(&text) {
+        Err(ReadError::ForeignSchema(schema)) => Some(schema),
+        _ => None,
+    }
+}
+
 /// The `schema` tag of a JSON document (a manifest, a nightly history entry), where it has one.
 pub fn schema_of(text: &str) -> Option<String> {
     #[derive(Deserialize)]

@@ -83,9 +83,7 @@ pub enum RunnerError {
 fn refuse_foreign(dir: &Path, runs: &[RunPlan]) -> Result<(), RunnerError> {
     for plan in runs {
         let path = Manifest::path_for(dir, &plan.run_id);
-        // Only the schema is read here: the whole manifest is read once, at its run.
-        let Ok(text) = path.is_file().then(|| crate::files::read_text(&path, crate::files::MANIFEST_LIMIT)).transpose() else { continue };
-        if let Some(Err(manifest::ReadError::ForeignSchema(schema))) = text.as_deref().map(manifest::check_schema) {
+        if let Some(schema) = manifest::foreign_schema(&path) {
             return Err(RunnerError::ForeignManifest { path, schema });
         }
     }

@@ -384,7 +384,7 @@ fn numbers_every_reader_of_manifests_would_skip_are_refused_not_written() {
     let cases: Vec<(Vec<String>, String)> = vec![
         (osu(&huge_time), format!("{huge_time}:4: latency `1e300` µs is more than 1e15 s")),
         (osu(&huge_size), format!("{huge_size}:5: size 4611686018427387904 bytes is more than 2^60 bytes")),
-        (osu(&tiny_time), format!("{tiny_time}: the α–β fit of all-reduce through these times is not a finite number")),
+        (osu(&tiny_time), format!("{tiny_time}:4: latency `1e-300` µs is below 1 ns")),
         (
             vec!["nccl-tests".into(), huge_wrong.clone()],
             format!("{huge_wrong}:13: out-of-place #wrong `99999999999999999999999` is more than 2^60"),
@@ -503,4 +503,61 @@ fn a_registers_folder_is_refused_as_the_manifests_folder() {
     assert_eq!(out.status.code(), Some(2), "{told}");
     assert!(told.contains("a register's folder (rendered from") && told.contains("not a manifests folder"), "{told}");
     assert!(parlab::manifest::read_all(&register).0.is_empty(), "no manifest written into the register's folder");
+}
+
+#[test]
+fn rows_glued_tiny_times_and_uncounted_wrong_elements_are_refused_not_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let file = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let nccl = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let first = "        1024           128     float    none      -1     9.00    0.11    0.06       0     9.30    0.11    0.06       0";
+    assert!(nccl.contains(first));
+    // Two rows on one line: the second was dropped without a word.
+    let glued = file("glued.txt", nccl.replacen(first, &format!("{first}    2048 256 float none -1 9.0 0.2 0.1 0 9.3 0.2 0.1 0"), 1));
+    // A time that would be written as 0 s.
+    let tiny = file("tiny.txt", nccl.replacen("     9.00    0.11", "   5e-324    0.11", 1));
+    let osu = std::fs::read_to_string(data("osu_allreduce_4rank.txt")).unwrap();
+    let osu_tiny = file("osu_tiny.txt", osu.replacen("4                       3.00", "4                       1e-9", 1));
+    // JSON whose wrong count is text, and whose bandwidth is negative.
+    let json = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
+    let text_wrong = file("text_wrong.json", json.replacen("\"nwrong\": 0.0", "\"nwrong\": \"12\"", 1));
+    let negative_bw = file("negative_bw.json", json.replacen("\"alg_bw\":", "\"alg_bw\": -1, \"was\":", 1));
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["nccl-tests".into(), glued.clone()], format!("{glued}:13: expected `size count type redop root` and 4 columns")),
+        (vec!["nccl-tests".into(), glued], "found 26 columns (two rows on one line".into()),
+        (vec!["nccl-tests".into(), tiny.clone()], format!("{tiny}:13: out-of-place time `5e-324` µs is below 1 ns")),
+        (vec!["osu".into(), osu_tiny.clone(), "--world".into(), "4".into()], format!("{osu_tiny}:4: latency `1e-9` µs is below 1 ns")),
+        (vec!["nccl-tests".into(), text_wrong], "`nwrong` \"12\" is not a count of wrong elements".into()),
+        (vec!["nccl-tests".into(), negative_bw], "no `alg_bw` that is a bandwidth".into()),
+    ];
+    assert_refused(cases, &store);
+}
+
+#[test]
+fn a_reimport_keeps_the_earlier_command_and_never_replaces_a_newer_parlabs_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let table = data("nccl_all_gather_2gpu.txt").display().to_string();
+    let command = "mpirun -np 2 ./build/all_gather_perf -b 1K -e 64M";
+    assert_eq!(import(&["nccl-tests", &table, "--command", command], &store).status.code(), Some(0));
+    let again = import(&["nccl-tests", &table], &store);
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("kept the command the earlier import of this file recorded"));
+    let written = manifests_in(&store);
+    assert_eq!(written.len(), 1);
+    let text = std::fs::read_to_string(&written[0]).unwrap();
+    assert!(text.contains(command), "the command recorded the first time is kept: {text}");
+    // A manifest of the same run written by a newer parlab is left as it is.
+    let newer = text.replacen("\"schema\": \"parlab.manifest/", "\"schema\": \"parlab.manifest/999", 1);
+    assert_ne!(newer, text);
+    std::fs::write(&written[0], &newer).unwrap();
+    let refused = import(&["nccl-tests", &table], &store);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("written by a newer parlab"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert_eq!(std::fs::read_to_string(&written[0]).unwrap(), newer);
 }
