@@ -41,6 +41,20 @@ pub enum FileError {
         /// The file.
         path: PathBuf,
     },
+    /// It is not UTF-8 text: the first byte that is not, by line.
+    #[error(
+        "{path}:{line}: byte {byte} of the line (0x{value:02x}) is not UTF-8; parlab reads UTF-8 text (e.g. iconv -f LATIN1 -t UTF-8)"
+    )]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// The line holding it, from 1.
+        line: usize,
+        /// Its place in the line, from 1.
+        byte: usize,
+        /// Its value.
+        value: u8,
+    },
     /// It is larger than parlab reads for its purpose.
     #[error("{path}: {size} bytes is larger than the {limit} bytes parlab reads here")]
     TooLarge {
@@ -61,6 +75,7 @@ impl FileError {
             FileError::NotRegular { what, .. } => format!("not a regular file ({what})"),
             FileError::TooLarge { size, limit, .. } => format!("{size} bytes is larger than the {limit} bytes parlab reads here"),
             FileError::Utf16 { .. } => "UTF-16 text; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)".into(),
+            FileError::NotUtf8 { line, byte, value, .. } => format!("line {line}, byte {byte} (0x{value:02x}) is not UTF-8"),
         }
     }
 }
@@ -86,15 +101,23 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
     if bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]) {
         return Err(FileError::Utf16 { path: path.into() });
     }
-    let text = String::from_utf8(bytes).map_err(|_| FileError::Io {
-        path: path.into(),
-        action: "read",
-        cause: std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"),
-    })?;
+    let text = String::from_utf8(bytes).map_err(|e| not_utf8(path, e.as_bytes(), e.utf8_error().valid_up_to()))?;
     Ok(match text.strip_prefix('\u{feff}') {
         Some(rest) => rest.to_string(),
         None => text,
     })
+}
+
+/// Where in `bytes` (of `path`) the first byte that is not UTF-8 lies: `at`, by line.
+fn not_utf8(path: &Path, bytes: &[u8], at: usize) -> FileError {
+    let before = &bytes[..at];
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    FileError::NotUtf8 {
+        path: path.into(),
+        line: before.iter().filter(|&&b| b == b'\n').count() + 1,
+        byte: at - line_start + 1,
+        value: bytes.get(at).copied().unwrap_or_default(),
+    }
 }
 
 /// The most of a log parlab reads to explain a failure: its first and its last half of this.
@@ -185,6 +208,13 @@ mod tests {
             assert_eq!(e.to_string(), format!("{} is UTF-16; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)", f.display()));
         }
         std::fs::write(&f, [0x80, 0x81]).unwrap();
-        assert!(read_text(&f, 1 << 10).unwrap_err().to_string().ends_with("cannot read: stream did not contain valid UTF-8"));
+        assert_eq!(
+            read_text(&f, 1 << 10).unwrap_err().to_string(),
+            format!("{}:1: byte 1 of the line (0x80) is not UTF-8; parlab reads UTF-8 text (e.g. iconv -f LATIN1 -t UTF-8)", f.display())
+        );
+        // A Latin-1 `é` in a comment on the third line.
+        std::fs::write(&f, b"# a\n# b\n# caf\xe9\n").unwrap();
+        let e = read_text(&f, 1 << 10).unwrap_err();
+        assert!(matches!(e, FileError::NotUtf8 { line: 3, byte: 6, value: 0xe9, .. }), "{e:?}");
     }
 }
