@@ -62,6 +62,12 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     if let Some((given, recorded)) = args.command.as_deref().zip(recorded).filter(|(given, recorded)| given != recorded) {
         crate::say!("warning: --command {given:?} not recorded: {} holds the command it ran with ({recorded})", args.file.display());
     }
+    if let Provenance::Imported(i) = &mut manifest.provenance {
+        if let Some(other) = i.command.as_deref().and_then(|c| other_benchmark(c, &i.benchmark)) {
+            crate::say!("warning: --command not recorded: it runs {other}, but {} is {}'s output", args.file.display(), i.benchmark);
+            i.command = None;
+        }
+    }
     let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;
     let earlier = Manifest::path_for(&dir, &manifest.run_id);
     if let Some(schema) = crate::manifest::foreign_schema(&earlier) {
@@ -80,6 +86,19 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     let path = manifest.write(&dir)?;
     crate::say!("parlab: {}", describe(&manifest, &path, replaced));
     Ok(crate::exitcode::OK)
+}
+
+/// The benchmark binary `command` runs where it names one (`.../all_gather_perf`,
+/// `osu_bcast`) and that is not `benchmark`.
+fn other_benchmark<'a>(command: &'a str, benchmark: &str) -> Option<&'a str> {
+    let binaries: Vec<&str> = command
+        .split_whitespace()
+        // `\`which osu_bcast\``, `"./all_gather_perf"`, `$(...)`: the name without its shell quoting.
+        .map(|w| w.trim_matches(|c: char| !(c.is_ascii_alphanumeric() || "_./-".contains(c))))
+        .map(|w| w.rsplit('/').next().unwrap_or(w))
+        .filter(|w| w.ends_with("_perf") || w.starts_with("osu_"))
+        .collect();
+    binaries.iter().all(|b| *b != benchmark).then(|| binaries.first().copied()).flatten()
 }
 
 /// The command an earlier import of the same file recorded at `earlier`, where this import

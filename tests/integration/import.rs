@@ -561,3 +561,16 @@ fn a_reimport_keeps_the_earlier_command_and_never_replaces_a_newer_parlabs_manif
     assert!(String::from_utf8_lossy(&refused.stderr).contains("written by a newer parlab"), "{}", String::from_utf8_lossy(&refused.stderr));
     assert_eq!(std::fs::read_to_string(&written[0]).unwrap(), newer);
 }
+
+#[test]
+fn a_command_that_runs_another_benchmark_than_the_table_is_not_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let table = data("nccl_all_gather_2gpu.txt").display().to_string();
+    let out = import(&["nccl-tests", &table, "--command", "mpirun -np 2 ./build/all_reduce_perf -b 8"], &store);
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("warning: --command not recorded: it runs all_reduce_perf, but"), "{stderr}");
+    let text = std::fs::read_to_string(&manifests_in(&store)[0]).unwrap();
+    assert!(!text.contains("./build/all_reduce_perf"), "{text}");
+}
