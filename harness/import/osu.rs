@@ -31,6 +31,8 @@ struct Header {
     table: bool,
     datatypes: u32,
     validation: bool,
+    /// The header has `-f`'s min, max and iterations columns: each row holds them.
+    full: bool,
 }
 
 /// Reads an OSU benchmark's printed output.
@@ -119,6 +121,7 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         }
         h.table = true;
         h.validation = rest.contains("Validation");
+        h.full = rest.contains("Min Latency") && rest.contains("Max Latency") && rest.contains("Iterations");
     }
     Ok(())
 }
@@ -173,6 +176,13 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
         return Err(Problem::at(n, format!("latency `{}` µs {why}", w[1])));
     }
     let failed = trailing_columns(h, &w[2..], n)?;
+    let verdict = usize::from(h.validation && w.iter().any(|c| c.eq_ignore_ascii_case("pass") || c.eq_ignore_ascii_case("fail")));
+    if h.full && w.len() - verdict < 5 {
+        return Err(Problem::at(
+            n,
+            format!("the header has min, max and iterations columns (`-f`), but this row holds {} numbers: `{row}`", w.len() - verdict),
+        ));
+    }
     Ok(SizeResult {
         size_bytes: size,
         out_of_place_us: us,

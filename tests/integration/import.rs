@@ -376,7 +376,7 @@ fn numbers_every_reader_of_manifests_would_skip_are_refused_not_written() {
         path.display().to_string()
     };
     let huge_time = file("huge_time.txt", format!("{osu_head}4 1e300\n8 3.0\n"));
-    let huge_size = file("huge_size.txt", format!("{osu_head}4 3.0\n4611686018427387904 3.0\n"));
+    let huge_size = file("huge_size.txt", format!("{osu_head}4 3.0 2.7 3.3 1000\n4611686018427387904 3.0 2.7 3.3 1000\n"));
     let tiny_time = file("tiny_time.txt", format!("{osu_head}4 1e-300\n8 3.0\n"));
     let nccl = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
     let huge_wrong = file("huge_wrong.txt", nccl.replacen(" 0     9.30 ", " 99999999999999999999999     9.30 ", 1));
@@ -573,4 +573,23 @@ fn a_command_that_runs_another_benchmark_than_the_table_is_not_recorded() {
     assert!(stderr.contains("warning: --command not recorded: it runs all_reduce_perf, but"), "{stderr}");
     let text = std::fs::read_to_string(&manifests_in(&store)[0]).unwrap();
     assert!(!text.contains("./build/all_reduce_perf"), "{text}");
+}
+
+#[test]
+fn an_osu_row_cut_short_of_its_full_headers_columns_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let osu = std::fs::read_to_string(data("osu_allreduce_4rank.txt")).unwrap();
+    assert!(osu.contains("Min Latency(us)") && osu.contains("Iterations"));
+    let short = dir.path().join("short.txt");
+    std::fs::write(
+        &short,
+        osu.replacen("8                       3.00              2.70              3.30        1000", "8                       3.00", 1),
+    )
+    .unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["osu".into(), short.display().to_string(), "--world".into(), "4".into()],
+        format!("{}:5: the header has min, max and iterations columns (`-f`), but this row holds 2 numbers", short.display()),
+    )];
+    assert_refused(cases, &store);
 }
