@@ -75,7 +75,9 @@ impl FileError {
             FileError::NotRegular { what, .. } => format!("not a regular file ({what})"),
             FileError::TooLarge { size, limit, .. } => format!("{size} bytes is larger than the {limit} bytes parlab reads here"),
             FileError::Utf16 { .. } => "UTF-16 text; convert it to UTF-8 (e.g. iconv -f UTF-16 -t UTF-8)".into(),
-            FileError::NotUtf8 { line, byte, value, .. } => format!("line {line}, byte {byte} (0x{value:02x}) is not UTF-8"),
+            FileError::NotUtf8 { line, byte, value, .. } => {
+                format!("line {line}, byte {byte} (0x{value:02x}) is not UTF-8; parlab reads UTF-8 text (e.g. iconv -f LATIN1 -t UTF-8)")
+            }
         }
     }
 }
@@ -108,10 +110,14 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, FileError> {
     })
 }
 
+/// UTF-8's byte-order mark.
+const BOM: &[u8] = &[0xef, 0xbb, 0xbf];
+
 /// Where in `bytes` (of `path`) the first byte that is not UTF-8 lies: `at`, by line.
 fn not_utf8(path: &Path, bytes: &[u8], at: usize) -> FileError {
     let before = &bytes[..at];
-    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    // A byte-order mark is no byte of the line the reader sees (it is skipped).
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(if bytes.starts_with(BOM) { BOM.len() } else { 0 }, |i| i + 1);
     FileError::NotUtf8 {
         path: path.into(),
         line: before.iter().filter(|&&b| b == b'\n').count() + 1,
@@ -216,5 +222,9 @@ mod tests {
         std::fs::write(&f, b"# a\n# b\n# caf\xe9\n").unwrap();
         let e = read_text(&f, 1 << 10).unwrap_err();
         assert!(matches!(e, FileError::NotUtf8 { line: 3, byte: 6, value: 0xe9, .. }), "{e:?}");
+        // Counted from the first byte the reader sees: after a byte-order mark.
+        std::fs::write(&f, b"\xef\xbb\xbf# caf\xe9\n").unwrap();
+        let e = read_text(&f, 1 << 10).unwrap_err();
+        assert!(matches!(e, FileError::NotUtf8 { line: 1, byte: 6, .. }), "{e:?}");
     }
 }

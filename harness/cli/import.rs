@@ -62,25 +62,30 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     if let Some((given, recorded)) = args.command.as_deref().zip(recorded).filter(|(given, recorded)| given != recorded) {
         crate::say!("warning: --command {given:?} not recorded: {} holds the command it ran with ({recorded})", args.file.display());
     }
-    if let Provenance::Imported(i) = &mut manifest.provenance {
-        if let Some(other) = i.command.as_deref().and_then(|c| other_benchmark(c, &i.benchmark)) {
-            crate::say!("warning: --command not recorded: it runs {other}, but {} is {}'s output", args.file.display(), i.benchmark);
-            i.command = None;
-        }
-    }
     let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;
     let earlier = Manifest::path_for(&dir, &manifest.run_id);
     if let Some(schema) = crate::manifest::foreign_schema(&earlier) {
         return Err(Error::Usage(format!(
-            "{}: written by a newer parlab (manifest schema {schema}) for this file's import; not replaced",
+            "{}: this file's import was written by another parlab (manifest schema `{schema}`); it is not replaced: import with the parlab that wrote it, or move the file away",
             earlier.display()
         )));
     }
     let replaced = earlier.exists();
-    if let Some(command) = earlier_command(&manifest, &earlier) {
+    if let Some(command) = args.command.is_none().then(|| earlier_command(&manifest, &earlier)).flatten() {
         crate::say!("parlab: kept the command the earlier import of this file recorded ({command}); --command replaces it");
         if let Provenance::Imported(i) = &mut manifest.provenance {
             i.command = Some(command);
+        }
+    }
+    if let Provenance::Imported(i) = &mut manifest.provenance {
+        if let Some(other) = i.command.as_deref().and_then(|c| other_benchmark(c, &i.benchmark)) {
+            crate::say!(
+                "warning: the command {:?} not recorded: it runs {other}, but {} is {}'s output",
+                i.command.as_deref().unwrap_or(""),
+                args.file.display(),
+                i.benchmark
+            );
+            i.command = None;
         }
     }
     let path = manifest.write(&dir)?;
@@ -96,7 +101,7 @@ fn other_benchmark<'a>(command: &'a str, benchmark: &str) -> Option<&'a str> {
         // `\`which osu_bcast\``, `"./all_gather_perf"`, `$(...)`: the name without its shell quoting.
         .map(|w| w.trim_matches(|c: char| !(c.is_ascii_alphanumeric() || "_./-".contains(c))))
         .map(|w| w.rsplit('/').next().unwrap_or(w))
-        .filter(|w| w.ends_with("_perf") || w.starts_with("osu_"))
+        .filter(|w| crate::import::is_benchmark_binary(w))
         .collect();
     binaries.iter().all(|b| *b != benchmark).then(|| binaries.first().copied()).flatten()
 }

@@ -248,8 +248,18 @@ pub fn import(tool: ImportTool, file: &Path, options: &ImportOptions) -> Result<
     Ok(manifest)
 }
 
+/// nccl-tests' binaries parlab does not read (their ops are not collectives a row holds).
+const OTHER_NCCL_TESTS: [&str; 5] = ["reduce_perf", "gather_perf", "scatter_perf", "hypercube_perf", "alltoallv_perf"];
+
+/// Whether `name` is a benchmark binary of nccl-tests or OSU (read or not by parlab).
+pub fn is_benchmark_binary(name: &str) -> bool {
+    nccl_tests::BENCHMARKS.iter().any(|(b, _)| *b == name)
+        || OTHER_NCCL_TESTS.contains(&name)
+        || osu::BENCHMARKS.iter().any(|(_, b, ..)| *b == name)
+}
+
 /// The shortest time an imported row may hold, µs: no collective completes in under a
-/// nanosecond (nccl-tests and OSU print µs with two decimals), and a time near the smallest
+/// nanosecond (their tables print µs with two decimals, nccl-tests' JSON with six), and a time near the smallest
 /// float would be written as 0 s and break the fit.
 pub const MIN_US: f64 = 1e-3;
 

@@ -89,9 +89,12 @@ pub enum TimingProblem {
     /// The time is shorter than a collective takes or longer than any figure a manifest may hold.
     #[error("`time` {0} µs {1}")]
     Implausible(Value, &'static str),
-    /// A bandwidth is missing, not a number, or negative.
-    #[error("no `{0}` that is a bandwidth (a number, not negative)")]
+    /// A bandwidth is missing.
+    #[error("no `{0}`")]
     NoBandwidth(&'static str),
+    /// A bandwidth is not a number, or negative.
+    #[error("`{0}` {1} is not a bandwidth (a number of GB/s, not negative)")]
+    BadBandwidth(&'static str, Value),
     /// `nwrong` is not a count (negative, fractional, past 2^60, or not a number at all).
     #[error("`nwrong` {0} is not a count of wrong elements")]
     BadWrong(Value),
@@ -261,7 +264,10 @@ fn json_timing(t: &Value) -> Result<(f64, u64, (f64, f64)), TimingProblem> {
     if let Some(why) = super::implausible_us(us) {
         return Err(TimingProblem::Implausible(time.clone(), why));
     }
-    let bw = |k: &'static str| t.get(k).and_then(Value::as_f64).filter(|b| b.is_finite() && *b >= 0.0).ok_or(TimingProblem::NoBandwidth(k));
+    let bw = |k: &'static str| {
+        let v = t.get(k).ok_or(TimingProblem::NoBandwidth(k))?;
+        v.as_f64().filter(|b| b.is_finite() && *b >= 0.0).ok_or_else(|| TimingProblem::BadBandwidth(k, v.clone()))
+    };
     let wrong = match t.get("nwrong") {
         Some(Value::Number(n)) => {
             n.as_f64().filter(|w| is_count(*w)).ok_or_else(|| TimingProblem::BadWrong(Value::Number(n.clone())))? as u64
@@ -311,6 +317,8 @@ struct Header {
     iterations: Option<u32>,
     validation: Option<bool>,
     per_iteration: bool,
+    /// The table's last column is `timestamp` (`-S 1`): each row ends in a date and a time.
+    timestamps: bool,
     devices: Vec<Listed>,
     listed: ListedRanks,
     table: bool,
@@ -411,6 +419,7 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
             ));
         }
         h.table = true;
+        h.timestamps = rest.split_whitespace().last() == Some("timestamp");
     }
     Ok(())
 }
@@ -468,15 +477,23 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
     }
     let w: Vec<&str> = row.split_whitespace().collect();
     let group = if h.per_iteration { 8 } else { 4 };
-    if w.len() != 5 + 2 * group {
-        let more = if w.len() > 5 + 2 * group { " (two rows on one line, or a column nccl-tests does not print)" } else { "" };
+    let stamp = if h.timestamps { 2 } else { 0 };
+    let columns = 5 + 2 * group + stamp;
+    if w.len() != columns {
+        let more = if w.len() > columns { " (two rows on one line?)" } else { "" };
+        let stamped = if h.timestamps { " and a date and time (`-S 1`)" } else { "" };
         return Err(Problem::at(
             n,
             format!(
-                "expected `size count type redop root` and {group} columns out of place and in place ({} in all), found {} columns{more}: `{row}`",
-                5 + 2 * group,
+                "expected `size count type redop root`, {group} columns out of place and in place{stamped} ({columns} in all), found {} columns{more}: `{row}`",
                 w.len()
             ),
+        ));
+    }
+    if h.timestamps && !is_timestamp(w[columns - 2], w[columns - 1]) {
+        return Err(Problem::at(
+            n,
+            format!("expected the row's date and time (`-S 1`) last, found `{} {}`", w[columns - 2], w[columns - 1]),
         ));
     }
     let size: u64 = w[0].parse().map_err(|_| Problem::at(n, format!("size `{}` is not a byte count", w[0])))?;
@@ -500,6 +517,11 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
         from: RowSource::Line(n),
     };
     Ok((result, checked))
+}
+
+/// Whether `date time` is `%Y-%m-%d %H:%M:%S`, as nccl-tests' `-S 1` prints after a row.
+fn is_timestamp(date: &str, time: &str) -> bool {
+    chrono::NaiveDateTime::parse_from_str(&format!("{date} {time}"), "%Y-%m-%d %H:%M:%S").is_ok()
 }
 
 /// `time algbw busbw #wrong`: µs, GB/s, GB/s, count (None for `N/A`).

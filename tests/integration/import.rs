@@ -528,12 +528,15 @@ fn rows_glued_tiny_times_and_uncounted_wrong_elements_are_refused_not_imported()
     let text_wrong = file("text_wrong.json", json.replacen("\"nwrong\": 0.0", "\"nwrong\": \"12\"", 1));
     let negative_bw = file("negative_bw.json", json.replacen("\"alg_bw\":", "\"alg_bw\": -1, \"was\":", 1));
     let cases: Vec<(Vec<String>, String)> = vec![
-        (vec!["nccl-tests".into(), glued.clone()], format!("{glued}:13: expected `size count type redop root` and 4 columns")),
-        (vec!["nccl-tests".into(), glued], "found 26 columns (two rows on one line".into()),
+        (
+            vec!["nccl-tests".into(), glued.clone()],
+            format!("{glued}:13: expected `size count type redop root`, 4 columns out of place and in place (13 in all)"),
+        ),
+        (vec!["nccl-tests".into(), glued], "found 26 columns (two rows on one line?)".into()),
         (vec!["nccl-tests".into(), tiny.clone()], format!("{tiny}:13: out-of-place time `5e-324` µs is below 1 ns")),
         (vec!["osu".into(), osu_tiny.clone(), "--world".into(), "4".into()], format!("{osu_tiny}:4: latency `1e-9` µs is below 1 ns")),
         (vec!["nccl-tests".into(), text_wrong], "`nwrong` \"12\" is not a count of wrong elements".into()),
-        (vec!["nccl-tests".into(), negative_bw], "no `alg_bw` that is a bandwidth".into()),
+        (vec!["nccl-tests".into(), negative_bw], "`alg_bw` -1 is not a bandwidth".into()),
     ];
     assert_refused(cases, &store);
 }
@@ -558,7 +561,11 @@ fn a_reimport_keeps_the_earlier_command_and_never_replaces_a_newer_parlabs_manif
     std::fs::write(&written[0], &newer).unwrap();
     let refused = import(&["nccl-tests", &table], &store);
     assert_eq!(refused.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("written by a newer parlab"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("was written by another parlab (manifest schema `parlab.manifest/9993`)"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     assert_eq!(std::fs::read_to_string(&written[0]).unwrap(), newer);
 }
 
@@ -570,7 +577,7 @@ fn a_command_that_runs_another_benchmark_than_the_table_is_not_recorded() {
     let out = import(&["nccl-tests", &table, "--command", "mpirun -np 2 ./build/all_reduce_perf -b 8"], &store);
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("warning: --command not recorded: it runs all_reduce_perf, but"), "{stderr}");
+    assert!(stderr.contains("not recorded: it runs all_reduce_perf, but"), "{stderr}");
     let text = std::fs::read_to_string(&manifests_in(&store)[0]).unwrap();
     assert!(!text.contains("./build/all_reduce_perf"), "{text}");
 }
@@ -592,4 +599,51 @@ fn an_osu_row_cut_short_of_its_full_headers_columns_is_refused() {
         format!("{}:5: the header has min, max and iterations columns (`-f`), but this row holds 2 numbers", short.display()),
     )];
     assert_refused(cases, &store);
+}
+
+#[test]
+fn a_table_with_row_timestamps_imports_and_a_row_without_its_timestamp_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    // nccl-tests' `-S 1`: `timestamp` ends the header, a date and time end each row.
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let stamped: String = text
+        .lines()
+        .map(|l| match l.trim_start() {
+            t if t.starts_with("# ") && t.contains("size") && t.contains("count") => format!("{l}  timestamp\n"),
+            t if t.starts_with(|c: char| c.is_ascii_digit()) => format!("{l}  2025-11-03 11:18:39\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    let good = dir.path().join("stamped.txt");
+    std::fs::write(&good, &stamped).unwrap();
+    let out = import(&["nccl-tests", good.to_str().unwrap()], &store);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let plain = std::fs::read_to_string(&manifests_in(&store)[0]).unwrap();
+    assert!(plain.contains("\"op_time_s\""));
+    let bad = dir.path().join("unstamped_row.txt");
+    std::fs::write(&bad, stamped.replacen("  2025-11-03 11:18:39", "  2025-11-03 soon", 1)).unwrap();
+    let other = dir.path().join("other");
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), bad.display().to_string()],
+        format!("{}:13: expected the row's date and time (`-S 1`) last", bad.display()),
+    )];
+    assert_refused(cases, &other);
+}
+
+#[test]
+fn a_command_through_a_wrapper_is_kept_and_a_refused_command_is_not_replaced_by_the_earlier_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let osu = data("osu_allreduce_4rank.txt").display().to_string();
+    // A wrapper or job name that merely looks like a benchmark is no other benchmark.
+    let wrapper = "srun -J osu_bench ./osu_run.sh";
+    let first = import(&["osu", &osu, "--world", "4", "--command", wrapper], &store);
+    assert_eq!(first.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&first.stderr).contains("not recorded"), "{}", String::from_utf8_lossy(&first.stderr));
+    let again = import(&["osu", &osu, "--world", "4", "--command", "mpirun -np 4 ./osu_bcast"], &store);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("not recorded: it runs osu_bcast") && !stderr.contains("kept the command"), "{stderr}");
+    let text = std::fs::read_to_string(&manifests_in(&store)[0]).unwrap();
+    assert!(!text.contains("osu_bcast") && !text.contains(wrapper), "a refused --command records none: {text}");
 }
