@@ -71,13 +71,12 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
         )));
     }
     let replaced = earlier.exists();
-    if let Some(command) = args.command.is_none().then(|| earlier_command(&manifest, &earlier)).flatten() {
-        crate::say!("parlab: kept the command the earlier import of this file recorded ({command}); --command replaces it");
-        if let Provenance::Imported(i) = &mut manifest.provenance {
+    let kept = args.command.is_none().then(|| earlier_command(&manifest, &earlier)).flatten();
+    if let Provenance::Imported(i) = &mut manifest.provenance {
+        if let Some(command) = kept {
+            crate::say!("parlab: kept the command the earlier import of this file recorded ({command}); --command replaces it");
             i.command = Some(command);
         }
-    }
-    if let Provenance::Imported(i) = &mut manifest.provenance {
         if let Some(other) = i.command.as_deref().and_then(|c| other_benchmark(c, &i.benchmark)) {
             crate::say!(
                 "warning: the command {:?} not recorded: it runs {other}, but {} is {}'s output",

@@ -133,8 +133,9 @@ const MAX_TRAILING_NUMBERS: usize = 9;
 /// Checks the columns after a row's latency: up to [`MAX_TRAILING_NUMBERS`] numbers, and where
 /// the header has a validation column one `Pass` or `Fail` among them (OSU prints it before the
 /// `-z` tail latencies); anything else (a row glued to another line, a unit) is refused rather
-/// than read past. Returns whether the row's validation failed.
-fn trailing_columns(h: &Header, rest: &[&str], n: usize) -> Result<bool, Problem> {
+/// than read past, as is a row without `-f`'s min, max and iterations under a header that has
+/// them. Returns whether the row's validation failed.
+fn trailing_columns(h: &Header, row: &str, rest: &[&str], n: usize) -> Result<bool, Problem> {
     let is_verdict = |c: &str| h.validation && (c.eq_ignore_ascii_case("pass") || c.eq_ignore_ascii_case("fail"));
     let verdicts: Vec<&str> = rest.iter().copied().filter(|c| is_verdict(c)).collect();
     if verdicts.len() > 1 {
@@ -157,6 +158,12 @@ fn trailing_columns(h: &Header, rest: &[&str], n: usize) -> Result<bool, Problem
             ),
         ));
     }
+    if h.full && numbers.len() < 3 {
+        return Err(Problem::at(
+            n,
+            format!("the header has min, max and iterations columns (`-f`), but this row holds {} numbers: `{row}`", 2 + numbers.len()),
+        ));
+    }
     Ok(verdicts.first().is_some_and(|v| v.eq_ignore_ascii_case("fail")))
 }
 
@@ -175,14 +182,7 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
     if let Some(why) = super::implausible_us(us) {
         return Err(Problem::at(n, format!("latency `{}` µs {why}", w[1])));
     }
-    let failed = trailing_columns(h, &w[2..], n)?;
-    let verdict = usize::from(h.validation && w.iter().any(|c| c.eq_ignore_ascii_case("pass") || c.eq_ignore_ascii_case("fail")));
-    if h.full && w.len() - verdict < 5 {
-        return Err(Problem::at(
-            n,
-            format!("the header has min, max and iterations columns (`-f`), but this row holds {} numbers: `{row}`", w.len() - verdict),
-        ));
-    }
+    let failed = trailing_columns(h, row, &w[2..], n)?;
     Ok(SizeResult {
         size_bytes: size,
         out_of_place_us: us,

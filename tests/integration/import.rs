@@ -314,6 +314,13 @@ fn a_file_saved_with_a_byte_order_mark_imports() {
 }
 
 /// The first `lines` lines of a fixture: its header and its first rows.
+/// Writes `text` to `dir/name` and returns that path as a string (an import's argument).
+fn written(dir: &Path, name: &str, text: String) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
 fn head_of(name: &str, lines: usize) -> String {
     std::fs::read_to_string(data(name)).unwrap().lines().take(lines).map(|l| format!("{l}\n")).collect()
 }
@@ -370,11 +377,7 @@ fn numbers_every_reader_of_manifests_would_skip_are_refused_not_written() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("manifests");
     let osu_head = head_of("osu_allreduce_4rank.txt", 3);
-    let file = |name: &str, text: String| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
+    let file = |name: &str, text: String| written(dir.path(), name, text);
     let huge_time = file("huge_time.txt", format!("{osu_head}4 1e300\n8 3.0\n"));
     let huge_size = file("huge_size.txt", format!("{osu_head}4 3.0 2.7 3.3 1000\n4611686018427387904 3.0 2.7 3.3 1000\n"));
     let tiny_time = file("tiny_time.txt", format!("{osu_head}4 1e-300\n8 3.0\n"));
@@ -509,11 +512,7 @@ fn a_registers_folder_is_refused_as_the_manifests_folder() {
 fn rows_glued_tiny_times_and_uncounted_wrong_elements_are_refused_not_imported() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("manifests");
-    let file = |name: &str, text: String| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
+    let file = |name: &str, text: String| written(dir.path(), name, text);
     let nccl = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
     let first = "        1024           128     float    none      -1     9.00    0.11    0.06       0     9.30    0.11    0.06       0";
     assert!(nccl.contains(first));
