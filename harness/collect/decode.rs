@@ -9,14 +9,12 @@
 
 use super::frames::{per_iteration, records, write_results};
 use super::{CollectError, Collected};
-use crate::cuda_graph::GraphNodes;
 use crate::manifest::answer::Answer;
 use crate::manifest::answer::Exactness;
 use crate::manifest::stats::Stats;
 use crate::manifest::summary::{imbalance, ContextPrefill, Decode, ExpertPrefill, Phase, PhaseAllReduce, Summary};
-use crate::model::matvec::Kernel;
 use crate::model::ModelConfig;
-use crate::rank::decode::{ComputedOn, Generated, RankAnswer};
+use crate::rank::decode::{Generated, RankAnswer};
 use crate::rank::figure::{ExpertPart, Figure};
 use crate::rank::records::Record;
 use crate::spec::plan::Span;
@@ -278,10 +276,10 @@ pub fn collect(plan: &RunPlan, out: &Path, manifests: &Path) -> Result<Collected
         collectives_per_step: first.collectives_per_step,
         streamed_bytes: streamed,
         kv_cache_bytes_per_token: answers.iter().map(|a| a.kv_cache_bytes_per_token).collect(),
-        matvec_kernel: host_kernel(first),
+        matvec_kernel: first.computed_on.row_kernel(),
         gpu: gpu_of(&answers),
-        graph_nodes: graph_nodes(first),
-        cpu_features: host_features(first),
+        graph_nodes: first.computed_on.graph_nodes(),
+        cpu_features: first.computed_on.cpu_features().to_vec(),
         step_definition: step_definition(plan.step).into(),
         streamed_bytes_definition:
             "weight bytes read to advance one sequence by one token (tensor, pipeline: all ranks together; data: one replica)".into(),
@@ -310,30 +308,6 @@ fn step_definition(mode: crate::spec::schema::StepMode) -> &'static str {
             "one decode round of one sequence: its token and position copied to the GPU, the captured graph of the step replayed, \
              its logits copied to the host"
         }
-    }
-}
-
-/// The row kernel rank `a` ran on the host (None on a GPU, or where libtorch computed every step).
-fn host_kernel(a: &RankAnswer) -> Option<Kernel> {
-    match &a.computed_on {
-        ComputedOn::Host { row_kernel, .. } => *row_kernel,
-        ComputedOn::Cuda { .. } => None,
-    }
-}
-
-/// The SIMD features of rank `a`'s CPU, where it computed on the host (none on a GPU).
-fn host_features(a: &RankAnswer) -> Vec<String> {
-    match &a.computed_on {
-        ComputedOn::Host { cpu_features, .. } => cpu_features.clone(),
-        ComputedOn::Cuda { .. } => Vec::new(),
-    }
-}
-
-/// What rank `a`'s captured CUDA graph held (None for an eager step or the host).
-fn graph_nodes(a: &RankAnswer) -> Option<GraphNodes> {
-    match &a.computed_on {
-        ComputedOn::Cuda { graph_nodes, .. } => *graph_nodes,
-        ComputedOn::Host { .. } => None,
     }
 }
 
@@ -374,7 +348,7 @@ mod tests {
 
     #[test]
     fn where_ranks_computed_reaches_the_summary_from_their_typed_answers() {
-        use super::{gpu_of, graph_nodes, host_features, host_kernel};
+        use super::gpu_of;
         use crate::cuda_graph::GraphNodes;
         use crate::model::matvec::Kernel;
         use crate::rank::decode::{ComputedOn, RankAnswer};
@@ -391,7 +365,8 @@ mod tests {
             computed_on,
         };
         let host = answer(0, ComputedOn::Host { dtype: Dtype::Float32, row_kernel: Some(Kernel::Avx2), cpu_features: vec!["avx2".into()] });
-        assert_eq!((host_kernel(&host), host_features(&host), graph_nodes(&host)), (Some(Kernel::Avx2), vec!["avx2".to_string()], None));
+        let on = |a: &RankAnswer| (a.computed_on.row_kernel(), a.computed_on.cpu_features().to_vec(), a.computed_on.graph_nodes());
+        assert_eq!(on(&host), (Some(Kernel::Avx2), vec!["avx2".to_string()], None));
         assert_eq!(gpu_of(std::slice::from_ref(&host)), None);
         // The wire form a rank writes and the controller reads: the place named, the kernel by its name.
         let json = serde_json::to_value(&host).unwrap();
@@ -407,7 +382,7 @@ mod tests {
         };
         let shared = [gpu(0, 0, 2), gpu(1, 0, 2)];
         assert_eq!(gpu_of(&shared).as_deref(), Some("cuda:0 bfloat16; 2 ranks shared one GPU"));
-        assert_eq!((host_kernel(&shared[0]), host_features(&shared[0]), graph_nodes(&shared[0])), (None, vec![], Some(nodes)));
+        assert_eq!(on(&shared[0]), (None, vec![], Some(nodes)));
         assert_eq!(gpu_of(&[gpu(0, 0, 1), gpu(1, 1, 1)]).as_deref(), Some("cuda:0 bfloat16, cuda:1 bfloat16"));
     }
 }

@@ -2,12 +2,14 @@
 //! better, and how its raw samples are read back from the run's records.
 
 use super::Better;
+use crate::collect::collectives::block_means;
 use crate::collect::decode::{compute_times, tokens_per_repetition, tokens_per_s};
 use crate::collect::frames::per_iteration;
 use crate::collect::membw::bandwidths;
 use crate::manifest::summary::Summary;
 use crate::rank::figure::Figure;
 use crate::rank::records::Record;
+use crate::spec::schema::Op;
 
 /// Where a figure's raw samples come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +30,13 @@ pub enum Samples {
     },
     /// A decode step's non-communication time per iteration (slowest rank).
     Compute,
+    /// A collective's own time per block of back-to-back calls (mean over ranks) at a size.
+    OpBlocks {
+        /// The op's block figure ([`Figure::OpBlock`]).
+        figure: Figure,
+        /// The records' size.
+        size_bytes: u64,
+    },
 }
 
 /// What a comparable figure measures, where the comparison treats kinds differently (decode
@@ -68,6 +77,7 @@ impl Samples {
             // As `collect` computes them; a repetition without wall time or tokens gives no sample.
             Samples::TokensPerSecond { tokens } => tokens_per_s(recs, *tokens).into_iter().filter(|v| v.is_finite() && *v > 0.0).collect(),
             Samples::Compute => compute_times(recs),
+            Samples::OpBlocks { figure, size_bytes } => block_means(recs, *figure, *size_bytes),
         }
     }
 }
@@ -132,14 +142,27 @@ pub const PREFILL_MEDIAN: &str = "prefill median";
 /// like [`PREFILL_MEDIAN`].
 pub const COMPUTE_MEDIAN: &str = "compute median";
 
+/// The name of a collective's own time (back to back) at `size_bytes`, recorded launch by launch
+/// like [`PREFILL_MEDIAN`] (the α–β finding fits each round's launch apart).
+pub fn op_time_median(op: Op, size_bytes: u64) -> String {
+    format!("{} {size_bytes} B op median", op.name())
+}
+
 /// The figures recorded launch by launch besides [`comparable`] ones, for findings that pair
-/// two runs' launches by round: a decode run's prefill and its step's non-communication time.
+/// two runs' launches by round: a decode run's prefill and its step's non-communication time,
+/// a collective's own time at each size where it was measured back to back.
 pub fn paired(summary: &Summary) -> Vec<(String, Samples)> {
     match summary {
         Summary::Decode(_) => vec![
             (PREFILL_MEDIAN.into(), Samples::PerIteration { figure: Figure::Prefill, size_bytes: 0 }),
             (COMPUTE_MEDIAN.into(), Samples::Compute),
         ],
+        Summary::Collectives(c) => c
+            .rows
+            .iter()
+            .filter(|r| r.op_time.is_some())
+            .map(|r| (op_time_median(r.op, r.size_bytes), Samples::OpBlocks { figure: Figure::OpBlock(r.op), size_bytes: r.size_bytes }))
+            .collect(),
         _ => Vec::new(),
     }
 }

@@ -30,3 +30,63 @@ pub fn of_manifest(m: &Manifest) -> FigureSamples {
         None => super::figures(m).into_iter().map(|f| (f.name, vec![f.value])).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::stats::Stats;
+    use crate::manifest::summary::{CollectiveRow, Collectives};
+    use crate::rank::figure::Figure;
+    use crate::spec::schema::Op;
+
+    #[test]
+    fn a_collectives_launch_records_its_own_op_time_per_size_for_the_rounds() {
+        let size = 4 << 20;
+        // Two ranks, two blocks a launch; launch 1 is twice as slow as launch 0.
+        let block = |launch: u32, rank: u32, iteration: u32, seconds: f64| Record {
+            rank,
+            figure: Figure::OpBlock(Op::AllReduce),
+            size_bytes: size,
+            repetition: launch,
+            iteration,
+            seconds,
+            launch,
+        };
+        let recs = vec![
+            block(0, 0, 0, 1.0),
+            block(0, 1, 0, 3.0),
+            block(0, 0, 1, 2.0),
+            block(0, 1, 1, 2.0),
+            block(1, 0, 0, 4.0),
+            block(1, 1, 0, 4.0),
+            block(1, 0, 1, 4.0),
+            block(1, 1, 1, 4.0),
+        ];
+        let stat = Stats::of(&[1.0]).unwrap();
+        let row = |op_time| CollectiveRow {
+            op: Op::AllReduce,
+            size_bytes: size,
+            world: 2,
+            link: crate::spec::link::Link::MpiShm,
+            time: stat,
+            spread: stat,
+            op_time,
+            in_place_op_time: None,
+            wrong: 0,
+        };
+        let summary = |op_time| {
+            Summary::Collectives(Collectives {
+                rows: vec![row(op_time)],
+                fits: Vec::new(),
+                timing: String::new(),
+                fit_method: String::new(),
+            })
+        };
+        let stats = per_launch(&summary(Some(stat)), &recs, 2);
+        let name = super::super::figures::op_time_median(Op::AllReduce, size);
+        assert_eq!(name, "all-reduce 4194304 B op median");
+        assert_eq!(stats.in_launch_order(&name), Some(&[2.0, 4.0][..]), "each launch's median of its blocks' mean over ranks");
+        let without = per_launch(&summary(None), &recs, 2);
+        assert!(!without.figures.contains_key(&name), "a row measured without back-to-back loops records none");
+    }
+}

@@ -89,6 +89,30 @@ impl ComputedOn {
             ComputedOn::Cuda { shared_by, .. } => *shared_by,
         }
     }
+
+    /// parlab's row kernel, where the rank computed float32 rows on the host with one.
+    pub fn row_kernel(&self) -> Option<Kernel> {
+        match self {
+            ComputedOn::Host { row_kernel, .. } => *row_kernel,
+            ComputedOn::Cuda { .. } => None,
+        }
+    }
+
+    /// The SIMD features of the rank's CPU, where it computed on the host (none on a GPU).
+    pub fn cpu_features(&self) -> &[String] {
+        match self {
+            ComputedOn::Host { cpu_features, .. } => cpu_features,
+            ComputedOn::Cuda { .. } => &[],
+        }
+    }
+
+    /// What the rank's captured CUDA graph held (None for an eager step or the host).
+    pub fn graph_nodes(&self) -> Option<crate::cuda_graph::GraphNodes> {
+        match self {
+            ComputedOn::Cuda { graph_nodes, .. } => *graph_nodes,
+            ComputedOn::Host { .. } => None,
+        }
+    }
 }
 
 /// The tokens and exactness of a rank that produced logits.

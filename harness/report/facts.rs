@@ -40,8 +40,27 @@ pub struct CollRow {
     pub factor: f64,
     /// Wrong results.
     pub wrong: u64,
+    /// The op's own time launch by launch (none where it was not measured back to back, or
+    /// the manifest predates it).
+    pub op_rounds: OpRounds,
     /// Run identity (12 hex).
     pub run: String,
+}
+
+/// A collective's own time at one size launch by launch, as the α–β finding fits each round.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OpRounds {
+    /// Each launch's median, in launch order.
+    pub values: Vec<f64>,
+    /// When its run's first launch started and its last one ended (RFC 3339, UTC).
+    pub span: (String, String),
+}
+
+impl OpRounds {
+    /// The values as [`crate::manifest::rounds::in_rounds`] pairs them.
+    pub fn launched(&self) -> crate::manifest::rounds::Launched<'_> {
+        crate::manifest::rounds::Launched { values: &self.values, span: (&self.span.0, &self.span.1) }
+    }
 }
 
 /// A collectives run's fit of one op, with the experiment, link and run it came from.
@@ -317,6 +336,10 @@ pub fn coll_row(m: &Manifest, r: &CollectiveRow) -> CollRow {
         busbw: r.busbw_bps(),
         factor: r.busbw_factor(),
         wrong: r.wrong,
+        op_rounds: OpRounds {
+            values: per_launch(m, &crate::nightly::figures::op_time_median(r.op, r.size_bytes)),
+            span: (m.started_at.clone(), m.finished_at.clone()),
+        },
         run: m.run_id.short().to_string(),
     }
 }

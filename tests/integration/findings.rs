@@ -217,6 +217,67 @@ fn alpha_beta_excuses_a_miss_by_the_spread_of_its_loops_never_by_single_calls_sl
     assert_eq!(finding(&list, "alpha-beta-mpi-shm").verdict, Verdict::Fails);
 }
 
+/// Gives every mpi-shm collectives manifest `rounds` launches in one span: each all-reduce
+/// size's own time launch by launch is its median, times `factor(round)` outside the 2-rank fit.
+fn allreduce_rounds(list: &mut [Manifest], rounds: usize, factor: impl Fn(usize) -> f64) {
+    let fits = parlab::costmodel::predict::two_rank_fits(list);
+    let (fit, _) = fits.get(&(Op::AllReduce, parlab::spec::link::Link::MpiShm)).unwrap().clone();
+    for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link.name() == "mpi-shm" && m.summary().is_some()) {
+        (m.started_at, m.finished_at) = ("2026-12-07T10:00:00Z".into(), "2026-12-07T10:30:00Z".into());
+        let rows = collectives_mut(m).map(|c| c.rows.clone()).unwrap_or_default();
+        let figures = rows.iter().filter(|r| r.op == Op::AllReduce).map(|r| {
+            let fitted = r.world == 2 && r.size_bytes <= fit.fit_max_bytes;
+            let median = r.op_time.unwrap_or(r.time).median;
+            let values = (0..rounds).map(|k| if fitted { median } else { median * factor(k) }).collect();
+            (parlab::nightly::figures::op_time_median(r.op, r.size_bytes), values)
+        });
+        let stats = parlab::manifest::LaunchStats {
+            count: rounds as u32,
+            statistic: parlab::manifest::LaunchStatistic::Median,
+            figures: figures.collect(),
+        };
+        crate::nightly::set_launches(m, stats);
+    }
+}
+
+#[test]
+fn alpha_beta_checks_each_round_apart_and_calls_rounds_on_both_sides_of_the_tolerance_noise() {
+    let mut list = base();
+    // The medians over all launches sit on the prediction: on them alone, the fit holds.
+    collectives_off_the_fit(&mut list, "mpi-shm", 1.0);
+    assert_eq!(finding(&list, "alpha-beta-mpi-shm").verdict, Verdict::Holds);
+    // Rounds 10 %, 30 % and 20 % slower than predicted: errors -9 %, -23 %, -17 %, all within.
+    allreduce_rounds(&mut list, 3, |k| [1.1, 1.3, 1.2][k]);
+    let f = finding(&list, "alpha-beta-mpi-shm");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(f.notes.iter().any(|n| n.starts_with("checked round by round: each of 3 rounds fitted")), "{:?}", f.notes);
+    assert!(f.notes.iter().any(|n| n.contains("(by round -9.1%, -23.1%, -16.7%)")), "{:?}", f.notes);
+    // One round 50 % slower (-33 %): that round misses while the others hold.
+    allreduce_rounds(&mut list, 3, |k| [1.1, 1.5, 1.2][k]);
+    let f = finding(&list, "alpha-beta-mpi-shm");
+    assert_eq!((f.verdict, f.inconclusive), (Verdict::Inconclusive, Some(Inconclusive::Noise)), "{f:?}");
+    assert!(f.reason.starts_with("noise: the fit is at the tolerance's edge at world 2, held-out sizes above"), "{}", f.reason);
+    assert!(
+        f.notes.iter().any(|n| n.contains(": at the tolerance's edge (") && n.contains("with rounds on both sides of it")),
+        "{:?}",
+        f.notes
+    );
+    // Every round misses: the medians' agreement cannot save it.
+    allreduce_rounds(&mut list, 3, |k| [1.5, 1.6, 1.7][k]);
+    let f = finding(&list, "alpha-beta-mpi-shm");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
+    assert!(f.reason.starts_with("the fit fails at world 2, held-out"), "{}", f.reason);
+    // Two launches are two moments, not rounds: back to the medians (which hold).
+    allreduce_rounds(&mut list, 2, |k| [1.5, 1.6][k]);
+    let f = finding(&list, "alpha-beta-mpi-shm");
+    assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    assert!(
+        f.notes.iter().any(|n| n.starts_with("checked on the medians over all launches, not round by round: fewer than 3 launches")),
+        "{:?}",
+        f.notes
+    );
+}
+
 fn set_prompt_length(list: &mut [Manifest], length: u32) {
     for m in list.iter_mut().filter(|m| m.kind == Kind::Decode) {
         if let Workload::Decode { prompt, .. } = &mut m.plan.workload {
