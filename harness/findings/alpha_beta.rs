@@ -5,7 +5,7 @@ use super::rounds::{Launched, MIN_ROUNDS};
 use super::{worlds, Finding, Inconclusive, Inputs, Oversubscribed, TOLERANCE};
 use crate::costmodel::link::{collective_time, fit_collective, Link as Constants, LinkFit};
 use crate::report::facts::CollRow;
-use crate::report::fmt::{percent, tolerance};
+use crate::report::fmt::{percent, plural, tolerance};
 use crate::spec::link::Link;
 use crate::spec::schema::Op;
 use crate::units::{format_bytes, format_gbps, format_seconds};
@@ -25,8 +25,13 @@ fn claim(id: &str, link: &str) -> Finding {
     Finding::new(
         id,
         &format!("The all-reduce's α and β fitted on 2 ranks over {link} predict its time at other world sizes and at held-out larger sizes within {}.", tolerance(TOLERANCE)),
-        &["collectives.rows.op_time_s (all-reduce; time_s where op_time_s is absent)", "collectives.fits.alpha_per_step_s", "collectives.fits.beta_Bps"],
-        &format!("ring model 2(p-1)α + 2(p-1)/p·S/β from the 2-rank fit; a point holds when |predicted - measured| / measured <= {TOLERANCE} or the prediction lies within the min..max of the op's own time over its separate back-to-back loops (not of single calls, whose slow tail would excuse any over-prediction); where the 2-rank run and the point's run ran at least {MIN_ROUNDS} launches in the same rounds of one `parlab run`, each round is fitted and checked apart instead (launch r's own times: one moment of a machine that changes speed, where medians over all launches mix moments) and a point holds when every round holds, fails when none does, and is at the tolerance's edge when its rounds disagree (INCONCLUSIVE: noise, unless a point fails); HOLDS when every point outside the fit holds, at worlds whose ranks × threads fit the cores (an oversubscribed world's points are stated, not counted: its ranks wait for a core, which the ring model does not count)"),
+        &[
+            "collectives.rows.op_time_s (all-reduce; time_s where op_time_s is absent)",
+            "collectives.fits.alpha_per_step_s",
+            "collectives.fits.beta_Bps",
+            "launches.figures[\"all-reduce <S> B op median\"] (where launched in rounds)",
+        ],
+        &format!("ring model 2(p-1)α + 2(p-1)/p·S/β from the 2-rank fit; a point holds when |predicted - measured| / measured <= {TOLERANCE} or the prediction lies within the min..max of the op's own time over its separate back-to-back loops (not of single calls, whose slow tail would excuse any over-prediction); where the 2-rank run and the point's run ran at least {MIN_ROUNDS} launches in the same rounds of one `parlab run`, each round is fitted and checked apart instead, without the loops' spread (launch r's own times: a fit and the points it predicts from one round of the suite, where the medians mix every round's): a point holds when every round holds, fails when none does, and is at the tolerance's edge when its rounds disagree (INCONCLUSIVE: noise, unless a point fails), its error the round's of largest magnitude; HOLDS when every point outside the fit holds, at worlds whose ranks × threads fit the cores (an oversubscribed world's points are stated, not counted: its ranks wait for a core, which the ring model does not count)"),
     )
 }
 
@@ -40,6 +45,8 @@ struct Tally {
     failed: usize,
     /// Points whose rounds disagree: some hold, some do not.
     at_edge: usize,
+    /// Points checked round by round (the others on their medians).
+    by_round: usize,
     worst: f64,
     worst_size: u64,
     /// The worst point's error round by round, where its rounds were checked apart.
@@ -98,9 +105,18 @@ fn round_fits<'a>(inp: &'a Inputs, link: &Link, fit: &LinkFit, run: &str) -> Res
         .filter(|r| r.run == run && r.op == Op::AllReduce && r.link == *link && r.world == 2 && r.size <= fit.fit_max_bytes)
         .collect();
     let launches = fitted.iter().map(|r| r.op_rounds.values.len()).min().unwrap_or(0);
-    if fitted.is_empty() || launches < MIN_ROUNDS || fitted.iter().any(|r| r.op_rounds.values.len() != launches) {
+    if launches == 0 {
+        return Err(
+            "the 2-rank run recorded no launch-by-launch times of the op (launched once, or measured before parlab recorded them)".into()
+        );
+    }
+    if fitted.iter().any(|r| r.op_rounds.values.len() != launches) {
+        return Err("the 2-rank run's launches did not each time every fitted size".into());
+    }
+    if launches < MIN_ROUNDS {
         return Err(format!(
-            "fewer than {MIN_ROUNDS} launches of the 2-rank run with the op's own time at every fitted size: one moment for the fit and its checks, which a machine changing speed can decide"
+            "the 2-rank run ran {}, fewer than {MIN_ROUNDS}: too few rounds to tell a miss from the noise between them",
+            plural(launches, "launch", "launches")
         ));
     }
     let mut constants = Vec::with_capacity(launches);
@@ -157,7 +173,7 @@ fn link_finding(inp: &Inputs, link: &Link, fit: &LinkFit, run: &str) -> Finding 
         let what = format!("world {world}{runs_of}, {sizes} {}", format_bytes(fit.fit_max_bytes as f64));
         let runs: Vec<&str> = t.runs.iter().map(String::as_str).collect();
         f.number(&format!("largest prediction error, {what}"), t.worst, "fraction", &runs);
-        f.notes.push(region_note(&what, t));
+        f.notes.push(region_note(&what, t, by_round.is_ok()));
         outcomes.add(world, what, t.outcome());
     }
     decide(f, &outcomes)
@@ -182,7 +198,7 @@ fn rounds_note(by_round: &Result<RoundFits, String>) -> String {
 
 /// One region's line: its outcome, how many sizes held, its largest error (and that point's
 /// errors round by round, where checked so).
-fn region_note(what: &str, t: &Tally) -> String {
+fn region_note(what: &str, t: &Tally, rounds_used: bool) -> String {
     let verdict = match t.outcome() {
         RegionOutcome::NotATest(o) => format!("{o}, not a test"),
         RegionOutcome::Holds => "holds".into(),
@@ -190,12 +206,15 @@ fn region_note(what: &str, t: &Tally) -> String {
         RegionOutcome::AtEdge => "at the tolerance's edge".into(),
     };
     let edge = if t.at_edge > 0 { format!(", {} with rounds on both sides of it", t.at_edge) } else { String::new() };
+    // Where the link was checked by round, a run launched outside the 2-rank run's rounds (cached
+    // from another `parlab run`) was checked on its medians: say how many were.
+    let paired = if rounds_used { format!(", {} of {} by round", t.by_round, t.points) } else { String::new() };
     let rounds = match &t.worst_rounds {
         Some(errors) => format!(" (by round {})", errors.iter().map(|e| percent(*e, true)).collect::<Vec<_>>().join(", ")),
         None => String::new(),
     };
     format!(
-        "{what}: {verdict} ({} of {} sizes within {}{edge}; largest error {} at {}{rounds})",
+        "{what}: {verdict} ({} of {} sizes within {}{edge}{paired}; largest error {} at {}{rounds})",
         t.points - t.failed - t.at_edge,
         t.points,
         tolerance(TOLERANCE),
@@ -230,7 +249,7 @@ impl Outcomes {
 /// never counted.
 fn decide(f: Finding, o: &Outcomes) -> Finding {
     let aside = if o.untested.is_empty() { String::new() } else { format!("; {} oversubscribed, not counted", worlds(&o.untested)) };
-    let edge_at = format!("at the tolerance's edge at {}: its rounds disagree", o.at_edge.join("; "));
+    let edge_at = format!("at the tolerance's edge at {} (rounds on both sides of {})", o.at_edge.join("; "), tolerance(TOLERANCE));
     let and_edge = if o.at_edge.is_empty() { String::new() } else { format!("; {edge_at}") };
     let fails_at = format!("fails at {}{and_edge}", o.fails.join("; "));
     match (o.holds.is_empty(), o.fails.is_empty(), o.at_edge.is_empty()) {
@@ -256,13 +275,16 @@ fn check(t: &mut Tally, fit: &LinkFit, by_round: Option<&RoundFits>, r: &CollRow
     let measured = r.op_time.unwrap_or(r.time);
     let error = (predicted - measured.median) / measured.median;
     let rounds = by_round.and_then(|fits| round_errors(fits, r));
-    let point = match &rounds {
-        Some(errors) => on_rounds(errors),
-        None => on_medians(error, predicted, r),
+    // Checked by round, a point's error is its round's of largest magnitude, so the largest
+    // error a region reports is one that decided it.
+    let (point, error) = match &rounds {
+        Some(errors) => (on_rounds(errors), errors.iter().copied().fold(0.0_f64, |worst, e| if e.abs() > worst.abs() { e } else { worst })),
+        None => (on_medians(error, predicted, r), error),
     };
     t.points += 1;
     t.failed += usize::from(point == Point::Fails);
     t.at_edge += usize::from(point == Point::AtEdge);
+    t.by_round += usize::from(rounds.is_some());
     if error.abs() > t.worst.abs() || t.points == 1 {
         t.worst = error;
         t.worst_size = r.size;

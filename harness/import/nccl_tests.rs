@@ -127,6 +127,10 @@ pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
     let results = v.get("results").and_then(Value::as_array).ok_or_else(|| Problem::file("no `results` list"))?;
     let sizes = results.iter().enumerate().map(|(i, r)| json_result(i, r)).collect::<Result<Vec<_>, _>>()?;
     one_type_and_redop(results.iter().map(|r| (str_of(r, "type"), str_of(r, "redop"))))?;
+    for (i, r) in results.iter().enumerate() {
+        rows_of_benchmark(&benchmark, op, &str_of(r, "redop"), &str_of(r, "root"))
+            .map_err(|m| Problem::file(format!("results[{i}]: {m}")))?;
+    }
     if sizes.is_empty() {
         return Err(Problem::file("no rows: `results` is empty"));
     }
@@ -299,6 +303,39 @@ fn one_type_and_redop(pairs: impl Iterator<Item = (String, String)>) -> Result<(
     Ok(())
 }
 
+/// Refuses a row whose reduction op or root is not what `benchmark` prints: nccl-tests writes
+/// `none` and root -1 where the op reduces nothing and has no root (all_gather, alltoall,
+/// sendrecv), its reduction (`sum` unless `-o`) for all_reduce and reduce_scatter, and the root
+/// (0 unless `-r`) for broadcast. Another benchmark's rows under this header (two logs spliced)
+/// would be read as this op's times; all-gather and reduce-scatter even share a bus factor.
+fn rows_of_benchmark(benchmark: &str, op: Op, redop: &str, root: &str) -> Result<(), String> {
+    let reduces = matches!(op, Op::AllReduce | Op::ReduceScatter);
+    let rooted = op == Op::Broadcast;
+    let spliced = "another benchmark's rows under this header (two logs joined?)";
+    // A JSON result without the field says nothing either way.
+    match (reduces, redop == "none") {
+        _ if redop.is_empty() => {}
+        (true, true) => {
+            return Err(format!("redop `none` under {benchmark}, which reduces (nccl-tests prints its op, `sum` unless `-o`): {spliced}"))
+        }
+        (false, false) => {
+            return Err(format!("redop `{redop}` under {benchmark}, which reduces nothing (nccl-tests prints `none`): {spliced}"))
+        }
+        _ => {}
+    }
+    if root.is_empty() {
+        return Ok(());
+    }
+    let root_value: i64 = root.parse().map_err(|_| format!("root `{root}` is not a rank (nccl-tests prints -1 where the op has none)"))?;
+    match (rooted, root_value) {
+        (true, r) if r < 0 => {
+            Err(format!("root {r} under {benchmark}, which sends from a root rank (nccl-tests prints it, 0 unless `-r`): {spliced}"))
+        }
+        (false, r) if r != -1 => Err(format!("root {r} under {benchmark}, which has no root (nccl-tests prints -1): {spliced}")),
+        _ => Ok(()),
+    }
+}
+
 /// The command line as one string, arguments with spaces quoted.
 fn shell_join(args: &[String]) -> String {
     args.iter()
@@ -321,7 +358,8 @@ struct Header {
     timestamps: bool,
     devices: Vec<Listed>,
     listed: ListedRanks,
-    table: bool,
+    /// The line of the table's `# size count ...` header, once read.
+    table: Option<usize>,
     type_redop: Vec<(String, String)>,
 }
 
@@ -418,7 +456,13 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
                 "the table's times are `cputime`: nccl-tests' `-C 1` reports the host's CPU time, not the collective's; run it without `-C 1`",
             ));
         }
-        h.table = true;
+        if let Some(first) = h.table {
+            return Err(Problem::at(
+                n,
+                format!("a second table header (the first is at line {first}): the output of two runs, whose rows would be merged as one op's samples; import one run's output per file"),
+            ));
+        }
+        h.table = Some(n);
         h.timestamps = rest.split_whitespace().last() == Some("timestamp");
     }
     Ok(())
@@ -472,7 +516,7 @@ fn device_line(rest: &str) -> Option<ImportedDevice> {
 
 /// One result row, and whether its `#wrong` columns were counted (not `N/A`).
 fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), Problem> {
-    if !h.table {
+    if h.table.is_none() {
         return Err(Problem::at(n, "a result row before the `# size count type redop root time algbw busbw #wrong ...` header"));
     }
     let w: Vec<&str> = row.split_whitespace().collect();
@@ -497,6 +541,9 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
         ));
     }
     let size: u64 = w[0].parse().map_err(|_| Problem::at(n, format!("size `{}` is not a byte count", w[0])))?;
+    if let Some((benchmark, op)) = &h.benchmark {
+        rows_of_benchmark(benchmark, *op, w[3], w[4]).map_err(|m| Problem::at(n, m))?;
+    }
     let pair = (w[2].to_string(), w[3].to_string());
     if !h.type_redop.contains(&pair) {
         h.type_redop.push(pair);

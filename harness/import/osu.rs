@@ -109,7 +109,7 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
             Problem::at(n, format!("unknown op: `{test}` is not a test parlab reads ({})", names.join(", ")))
         })?;
         h.benchmark = Some((known.1, known.2, known.3));
-        h.version = Some(format!("v{}", version.trim()));
+        h.version = Some(format!("v{}", osu_version(version.trim()).map_err(|m| Problem::at(n, m))?));
     } else if rest.starts_with("Datatype:") {
         h.datatypes += 1;
         if h.datatypes > 1 {
@@ -126,6 +126,24 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     Ok(())
 }
 
+/// The longest version a title may give (OSU's are `7.3`, `5.6.3`, `7.5-1`).
+const MAX_VERSION_CHARS: usize = 32;
+
+/// The title's version (`7.3`): a digit first, then digits, letters, dots and dashes, at most
+/// [`MAX_VERSION_CHARS`] (a manifest keeps it, and the register shows it in a heading).
+fn osu_version(version: &str) -> Result<&str, String> {
+    let well_formed = version.starts_with(|c: char| c.is_ascii_digit())
+        && version.len() <= MAX_VERSION_CHARS
+        && version.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    if well_formed {
+        return Ok(version);
+    }
+    let shown: String = version.chars().take(MAX_VERSION_CHARS).collect();
+    let more =
+        if version.chars().count() > MAX_VERSION_CHARS { format!("... ({} characters)", version.chars().count()) } else { String::new() };
+    Err(format!("version `{shown}{more}` is not OSU's `vX.Y`"))
+}
+
 /// The most numbers OSU prints after a row's latency: min, max and iterations (`-f`), up to five
 /// tail latencies (`-z`: P50, P90, P99 by default) and a derived datatype's transmit size.
 const MAX_TRAILING_NUMBERS: usize = 9;
@@ -135,7 +153,7 @@ const MAX_TRAILING_NUMBERS: usize = 9;
 /// `-z` tail latencies); anything else (a row glued to another line, a unit) is refused rather
 /// than read past, as is a row without `-f`'s min, max and iterations under a header that has
 /// them. Returns whether the row's validation failed.
-fn trailing_columns(h: &Header, row: &str, rest: &[&str], n: usize) -> Result<bool, Problem> {
+fn trailing_columns(h: &Header, row: &str, latency: f64, rest: &[&str], n: usize) -> Result<bool, Problem> {
     let is_verdict = |c: &str| h.validation && (c.eq_ignore_ascii_case("pass") || c.eq_ignore_ascii_case("fail"));
     let verdicts: Vec<&str> = rest.iter().copied().filter(|c| is_verdict(c)).collect();
     if verdicts.len() > 1 {
@@ -164,6 +182,21 @@ fn trailing_columns(h: &Header, row: &str, rest: &[&str], n: usize) -> Result<bo
             format!("the header has min, max and iterations columns (`-f`), but this row holds {} numbers: `{row}`", 2 + numbers.len()),
         ));
     }
+    if h.full {
+        // Checked above: finite numbers. The average over ranks lies between their min and max.
+        let (min, max) = (numbers[0].parse::<f64>().unwrap_or(f64::NAN), numbers[1].parse::<f64>().unwrap_or(f64::NAN));
+        if !(min <= latency && latency <= max) {
+            return Err(Problem::at(
+                n,
+                format!(
+                    "min {} ≤ average {} ≤ max {} does not hold: the columns are not OSU's `-f` Avg, Min, Max in that order",
+                    numbers[0],
+                    row.split_whitespace().nth(1).unwrap_or_default(),
+                    numbers[1]
+                ),
+            ));
+        }
+    }
     Ok(verdicts.first().is_some_and(|v| v.eq_ignore_ascii_case("fail")))
 }
 
@@ -182,7 +215,7 @@ fn row(h: &Header, row: &str, n: usize) -> Result<SizeResult, Problem> {
     if let Some(why) = super::implausible_us(us) {
         return Err(Problem::at(n, format!("latency `{}` µs {why}", w[1])));
     }
-    let failed = trailing_columns(h, row, &w[2..], n)?;
+    let failed = trailing_columns(h, row, us, &w[2..], n)?;
     Ok(SizeResult {
         size_bytes: size,
         out_of_place_us: us,

@@ -286,7 +286,8 @@ pub struct LaunchStats {
     /// What each launch contributes per figure.
     pub statistic: LaunchStatistic,
     /// Per comparable figure (the names `nightly::figures` gives) and per figure findings pair
-    /// by round (`nightly::figures::paired`: a decode run's prefill), one value per launch in order.
+    /// by round (`nightly::figures::paired`: a decode run's prefill, a collective's own time per
+    /// size), one value per launch in order.
     pub figures: std::collections::BTreeMap<String, Vec<f64>>,
 }
 

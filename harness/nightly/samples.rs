@@ -42,7 +42,8 @@ mod tests {
     #[test]
     fn a_collectives_launch_records_its_own_op_time_per_size_for_the_rounds() {
         let size = 4 << 20;
-        // Two ranks, two blocks a launch; launch 1 is twice as slow as launch 0.
+        // Two ranks, two blocks a launch. Launch 0's blocks average over ranks to 3 and 2 (a
+        // median of its four raw samples would be 2); launch 1's to 4 and 4.
         let block = |launch: u32, rank: u32, iteration: u32, seconds: f64| Record {
             rank,
             figure: Figure::OpBlock(Op::AllReduce),
@@ -54,7 +55,7 @@ mod tests {
         };
         let recs = vec![
             block(0, 0, 0, 1.0),
-            block(0, 1, 0, 3.0),
+            block(0, 1, 0, 5.0),
             block(0, 0, 1, 2.0),
             block(0, 1, 1, 2.0),
             block(1, 0, 0, 4.0),
@@ -85,7 +86,7 @@ mod tests {
         let stats = per_launch(&summary(Some(stat)), &recs, 2);
         let name = super::super::figures::op_time_median(Op::AllReduce, size);
         assert_eq!(name, "all-reduce 4194304 B op median");
-        assert_eq!(stats.in_launch_order(&name), Some(&[2.0, 4.0][..]), "each launch's median of its blocks' mean over ranks");
+        assert_eq!(stats.in_launch_order(&name), Some(&[2.5, 4.0][..]), "each launch's median of its blocks' mean over ranks");
         let without = per_launch(&summary(None), &recs, 2);
         assert!(!without.figures.contains_key(&name), "a row measured without back-to-back loops records none");
     }

@@ -218,17 +218,18 @@ fn alpha_beta_excuses_a_miss_by_the_spread_of_its_loops_never_by_single_calls_sl
 }
 
 /// Gives every mpi-shm collectives manifest `rounds` launches in one span: each all-reduce
-/// size's own time launch by launch is its median, times `factor(round)` outside the 2-rank fit.
-fn allreduce_rounds(list: &mut [Manifest], rounds: usize, factor: impl Fn(usize) -> f64) {
+/// size's own time launch by launch is its median, times `fitted(round)` at the 2-rank fit's
+/// sizes and `factor(round)` elsewhere.
+fn allreduce_rounds_with(list: &mut [Manifest], rounds: usize, fitted: impl Fn(usize) -> f64, factor: impl Fn(usize) -> f64) {
     let fits = parlab::costmodel::predict::two_rank_fits(list);
     let (fit, _) = fits.get(&(Op::AllReduce, parlab::spec::link::Link::MpiShm)).unwrap().clone();
     for m in list.iter_mut().filter(|m| m.kind == Kind::Collectives && m.plan.link.name() == "mpi-shm" && m.summary().is_some()) {
         (m.started_at, m.finished_at) = ("2026-12-07T10:00:00Z".into(), "2026-12-07T10:30:00Z".into());
         let rows = collectives_mut(m).map(|c| c.rows.clone()).unwrap_or_default();
         let figures = rows.iter().filter(|r| r.op == Op::AllReduce).map(|r| {
-            let fitted = r.world == 2 && r.size_bytes <= fit.fit_max_bytes;
+            let in_fit = r.world == 2 && r.size_bytes <= fit.fit_max_bytes;
             let median = r.op_time.unwrap_or(r.time).median;
-            let values = (0..rounds).map(|k| if fitted { median } else { median * factor(k) }).collect();
+            let values = (0..rounds).map(|k| median * if in_fit { fitted(k) } else { factor(k) }).collect();
             (parlab::nightly::figures::op_time_median(r.op, r.size_bytes), values)
         });
         let stats = parlab::manifest::LaunchStats {
@@ -238,6 +239,11 @@ fn allreduce_rounds(list: &mut [Manifest], rounds: usize, factor: impl Fn(usize)
         };
         crate::nightly::set_launches(m, stats);
     }
+}
+
+/// [`allreduce_rounds_with`] with the fitted sizes at their medians in every round.
+fn allreduce_rounds(list: &mut [Manifest], rounds: usize, factor: impl Fn(usize) -> f64) {
+    allreduce_rounds_with(list, rounds, |_| 1.0, factor)
 }
 
 #[test]
@@ -251,7 +257,11 @@ fn alpha_beta_checks_each_round_apart_and_calls_rounds_on_both_sides_of_the_tole
     let f = finding(&list, "alpha-beta-mpi-shm");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
     assert!(f.notes.iter().any(|n| n.starts_with("checked round by round: each of 3 rounds fitted")), "{:?}", f.notes);
-    assert!(f.notes.iter().any(|n| n.contains("(by round -9.1%, -23.1%, -16.7%)")), "{:?}", f.notes);
+    assert!(
+        f.notes.iter().any(|n| n.contains("by round; largest error -23.1% at") && n.contains("(by round -9.1%, -23.1%, -16.7%)")),
+        "{:?}",
+        f.notes
+    );
     // One round 50 % slower (-33 %): that round misses while the others hold.
     allreduce_rounds(&mut list, 3, |k| [1.1, 1.5, 1.2][k]);
     let f = finding(&list, "alpha-beta-mpi-shm");
@@ -267,12 +277,29 @@ fn alpha_beta_checks_each_round_apart_and_calls_rounds_on_both_sides_of_the_tole
     let f = finding(&list, "alpha-beta-mpi-shm");
     assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
     assert!(f.reason.starts_with("the fit fails at world 2, held-out"), "{}", f.reason);
-    // Two launches are two moments, not rounds: back to the medians (which hold).
-    allreduce_rounds(&mut list, 2, |k| [1.5, 1.6][k]);
+    let worst = f.numbers.iter().find(|n| n.name == "largest prediction error, world 2, held-out sizes above 1.0 MiB").unwrap();
+    assert!((worst.value - (1.0 / 1.7 - 1.0)).abs() < 1e-9, "the round that missed most, not the medians' 0: {worst:?}");
+    // The machine 1.5, 2 and 2.5 times slower in rounds 1 to 3, every size alike, and the medians
+    // over all launches twice the fit's prediction outside it: each round's own fit predicts its
+    // round exactly (a round fitted with another round's constants would miss by 20 % to 67 %),
+    // while the medians alone fail.
+    collectives_off_the_fit(&mut list, "mpi-shm", 2.0);
+    allreduce_rounds(&mut list, 1, |_| 1.0);
+    assert_eq!(finding(&list, "alpha-beta-mpi-shm").verdict, Verdict::Fails, "on the medians");
+    allreduce_rounds_with(&mut list, 3, |k| [1.5, 2.0, 2.5][k], |k| [1.5, 2.0, 2.5][k] / 2.0);
     let f = finding(&list, "alpha-beta-mpi-shm");
     assert_eq!(f.verdict, Verdict::Holds, "{f:?}");
+    let worst = f.numbers.iter().find(|n| n.name == "largest prediction error, world 2, held-out sizes above 1.0 MiB").unwrap();
+    assert!(worst.value.abs() < 1e-9, "{worst:?}");
+    // Two launches are too few rounds: back to the medians (which fail, as above).
+    allreduce_rounds_with(&mut list, 2, |k| [1.5, 2.0][k], |k| [1.5, 2.0][k] / 2.0);
+    let f = finding(&list, "alpha-beta-mpi-shm");
+    assert_eq!(f.verdict, Verdict::Fails, "{f:?}");
     assert!(
-        f.notes.iter().any(|n| n.starts_with("checked on the medians over all launches, not round by round: fewer than 3 launches")),
+        f.notes
+            .iter()
+            .any(|n| n
+                .starts_with("checked on the medians over all launches, not round by round: the 2-rank run ran 2 launches, fewer than 3")),
         "{:?}",
         f.notes
     );

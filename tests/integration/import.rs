@@ -335,11 +335,60 @@ fn two_nccl_tests_runs_in_one_file_are_refused_not_mixed_under_the_last_op() {
     let gather = head_of("nccl_all_gather_2gpu.txt", 15);
     let both = dir.path().join("two_runs.txt");
     std::fs::write(&both, format!("{gather}{}", gather.replace("all_gather_perf", "alltoall_perf"))).unwrap();
-    let cases: Vec<(Vec<String>, String)> = vec![(
-        vec!["nccl-tests".into(), both.display().to_string()],
-        format!("{}:17: a second `# Collective test starting:` line (alltoall_perf after all_gather_perf)", both.display()),
-    )];
+    // Without the second run's `# Collective test starting:` line (or a version that printed
+    // none), its table header, then its rows: each size would be read twice, as one op's.
+    let table: String = gather.lines().skip(8).map(|l| format!("{l}\n")).collect();
+    let headers = dir.path().join("two_tables.txt");
+    std::fs::write(&headers, format!("{gather}{table}")).unwrap();
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["nccl-tests".into(), both.display().to_string()],
+            format!("{}:17: a second `# Collective test starting:` line (alltoall_perf after all_gather_perf)", both.display()),
+        ),
+        (
+            vec!["nccl-tests".into(), headers.display().to_string()],
+            format!("{}:18: a second table header (the first is at line 11)", headers.display()),
+        ),
+    ];
     assert_refused(cases, &store);
+}
+
+#[test]
+fn rows_whose_reduction_or_root_is_not_the_benchmarks_are_refused_as_another_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let gather = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let file = |name: &str, text: String| written(dir.path(), name, text);
+    // all_gather_perf's rows under reduce_scatter_perf's header: the two share a bus factor, so
+    // only the reduction column tells the times are not a reduce-scatter's.
+    let scatter = file("scatter.txt", gather.replace("all_gather_perf", "reduce_scatter_perf"));
+    let summed = file("summed.txt", gather.replacen("float    none      -1", "float     sum      -1", 1));
+    let rooted = file("rooted.txt", gather.replacen("float    none      -1", "float    none       0", 1));
+    let broadcast = file("broadcast.txt", gather.replace("all_gather_perf", "broadcast_perf"));
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap()).unwrap();
+    for r in json["results"].as_array_mut().unwrap() {
+        r["redop"] = "none".into();
+    }
+    let unreduced = file("unreduced.json", json.to_string());
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["nccl-tests".into(), scatter.clone()], format!("{scatter}:13: redop `none` under reduce_scatter_perf, which reduces")),
+        (vec!["nccl-tests".into(), summed.clone()], format!("{summed}:13: redop `sum` under all_gather_perf, which reduces nothing")),
+        (vec!["nccl-tests".into(), rooted.clone()], format!("{rooted}:13: root 0 under all_gather_perf, which has no root")),
+        (
+            vec!["nccl-tests".into(), broadcast.clone()],
+            format!("{broadcast}:13: root -1 under broadcast_perf, which sends from a root rank"),
+        ),
+        (
+            vec!["nccl-tests".into(), unreduced.clone()],
+            format!("{unreduced}: results[0]: redop `none` under all_reduce_perf, which reduces"),
+        ),
+    ];
+    assert_refused(cases, &store);
+    // The files as nccl-tests wrote them still import.
+    for name in ["nccl_all_gather_2gpu.txt", "nccl_all_reduce_8gpu.json"] {
+        let out = import(&["nccl-tests", data(name).to_str().unwrap()], &store);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
 #[test]
@@ -593,11 +642,51 @@ fn an_osu_row_cut_short_of_its_full_headers_columns_is_refused() {
         osu.replacen("8                       3.00              2.70              3.30        1000", "8                       3.00", 1),
     )
     .unwrap();
-    let cases: Vec<(Vec<String>, String)> = vec![(
-        vec!["osu".into(), short.display().to_string(), "--world".into(), "4".into()],
-        format!("{}:5: the header has min, max and iterations columns (`-f`), but this row holds 2 numbers", short.display()),
-    )];
+    // Min and max swapped (columns of another layout): the average is not between them.
+    let swapped = written(
+        dir.path(),
+        "swapped.txt",
+        osu.replacen(
+            "8                       3.00              2.70              3.30        1000",
+            "8                       3.00              3.30              2.70        1000",
+            1,
+        ),
+    );
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["osu".into(), short.display().to_string(), "--world".into(), "4".into()],
+            format!("{}:5: the header has min, max and iterations columns (`-f`), but this row holds 2 numbers", short.display()),
+        ),
+        (
+            vec!["osu".into(), swapped.clone(), "--world".into(), "4".into()],
+            format!("{swapped}:5: min 3.30 ≤ average 3.00 ≤ max 2.70 does not hold"),
+        ),
+    ];
     assert_refused(cases, &store);
+}
+
+#[test]
+fn an_osu_title_whose_version_is_not_a_version_is_refused_not_kept_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let osu = std::fs::read_to_string(data("osu_allreduce_4rank.txt")).unwrap();
+    let long = written(dir.path(), "long.txt", osu.replacen("Test v7.3", &format!("Test v7.3{}", "x".repeat(100_000)), 1));
+    let spaced = written(dir.path(), "spaced.txt", osu.replacen("Test v7.3", "Test v7.3 built by hand", 1));
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["osu".into(), long.clone(), "--world".into(), "4".into()],
+            format!("{long}:1: version `7.3{}... (100003 characters)` is not OSU's `vX.Y`", "x".repeat(29)),
+        ),
+        (
+            vec!["osu".into(), spaced.clone(), "--world".into(), "4".into()],
+            format!("{spaced}:1: version `7.3 built by hand` is not OSU's `vX.Y`"),
+        ),
+    ];
+    assert_refused(cases, &store);
+    let dashed = written(dir.path(), "dashed.txt", osu.replacen("Test v7.3", "Test v7.5-1", 1));
+    let out = import(&["osu", &dashed, "--world", "4"], &store);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&manifests_in(&store)[0]).unwrap().contains("v7.5-1"));
 }
 
 #[test]
