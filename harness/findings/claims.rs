@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// One finding per declared claim of the specs the manifests' origins name (every experiment
-/// that planned a run, not only the first; specs that no longer exist are skipped). A claim
+/// that planned a run, not only the first; specs that no longer exist are skipped, one that
+/// cannot be read as text stands as an invalid claim). A claim
 /// whose id is `taken` (a built-in finding's, or an earlier spec's claim's) is not judged: the
 /// register would show two findings of one name.
 pub fn findings(inp: &Inputs, taken: &[&str]) -> Vec<Finding> {
@@ -41,8 +42,14 @@ fn judged(inp: &Inputs) -> Vec<(PathBuf, Finding)> {
     }
     let mut out = Vec::new();
     for ((path, experiment), runs) in specs {
-        let Ok(text) = std::fs::read_to_string(path) else {
-            continue;
+        let text = match crate::files::read_text(path, crate::files::TEXT_LIMIT) {
+            Ok(text) => text,
+            // A spec moved or deleted since its runs: nothing declares claims there any more.
+            Err(crate::files::FileError::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                out.push((path.clone(), invalid(path, format!("its claims cannot be read: {e}"))));
+                continue;
+            }
         };
         match parse(path, &text) {
             Ok(declared) if declared.name == experiment => out.extend(declared.claims.iter().map(|c| (path.clone(), evaluate(c, &runs)))),

@@ -695,6 +695,18 @@ fn a_claim_is_judged_on_the_runs_of_its_own_experiment_and_of_every_spec_that_pl
     let stale = findings.iter().find(|f| f.id.starts_with("claims-") && f.id.ends_with("claims-greater.yaml")).expect("said");
     assert_eq!(stale.inconclusive, Some(Inconclusive::InvalidClaim), "{stale:?}");
     assert!(stale.reason.contains("now names experiment `other`, not `synth-decode`"), "{}", stale.reason);
+    // A spec deleted since its runs declares nothing; one that is no longer UTF-8 text says so.
+    assert!(compute(&list).iter().all(|f| !f.id.contains("twin")), "the deleted spec's claims vanish quietly");
+    let spec = dir.path().join("claims-greater.yaml");
+    std::fs::write(&spec, b"name: synth-decode\nclaims: caf\xe9\n").unwrap();
+    let unreadable = compute(&list).into_iter().find(|f| f.id.ends_with("claims-greater.yaml")).expect("said");
+    assert_eq!(unreadable.inconclusive, Some(Inconclusive::InvalidClaim), "{unreadable:?}");
+    assert!(
+        unreadable.reason.contains("its claims cannot be read:")
+            && unreadable.reason.contains(":2: byte 12 of the line (0xe9) is not UTF-8"),
+        "{}",
+        unreadable.reason
+    );
 }
 
 #[test]
