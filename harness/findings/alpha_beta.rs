@@ -104,14 +104,14 @@ fn round_fits<'a>(inp: &'a Inputs, link: &Link, fit: &LinkFit, run: &str) -> Res
         .iter()
         .filter(|r| r.run == run && r.op == Op::AllReduce && r.link == *link && r.world == 2 && r.size <= fit.fit_max_bytes)
         .collect();
-    let launches = fitted.iter().map(|r| r.op_rounds.values.len()).min().unwrap_or(0);
+    let launches = fitted.iter().map(|r| r.op_rounds.values.len()).max().unwrap_or(0);
     if launches == 0 {
         return Err(
             "the 2-rank run recorded no launch-by-launch times of the op (launched once, or measured before parlab recorded them)".into()
         );
     }
     if fitted.iter().any(|r| r.op_rounds.values.len() != launches) {
-        return Err("the 2-rank run's launches did not each time every fitted size".into());
+        return Err("the 2-rank run recorded launch-by-launch times at some fitted sizes and not at others".into());
     }
     if launches < MIN_ROUNDS {
         return Err(format!(
@@ -275,8 +275,7 @@ fn check(t: &mut Tally, fit: &LinkFit, by_round: Option<&RoundFits>, r: &CollRow
     let measured = r.op_time.unwrap_or(r.time);
     let error = (predicted - measured.median) / measured.median;
     let rounds = by_round.and_then(|fits| round_errors(fits, r));
-    // Checked by round, a point's error is its round's of largest magnitude, so the largest
-    // error a region reports is one that decided it.
+    // Checked by round, a point's error is its round's of largest magnitude.
     let (point, error) = match &rounds {
         Some(errors) => (on_rounds(errors), errors.iter().copied().fold(0.0_f64, |worst, e| if e.abs() > worst.abs() { e } else { worst })),
         None => (on_medians(error, predicted, r), error),

@@ -41,13 +41,21 @@ fn judged(inp: &Inputs) -> Vec<(PathBuf, Finding)> {
         }
     }
     let mut out = Vec::new();
+    let mut unreadable = std::collections::BTreeSet::new();
     for ((path, experiment), runs) in specs {
         let text = match crate::files::read_text(path, crate::files::TEXT_LIMIT) {
             Ok(text) => text,
             // A spec moved or deleted since its runs: nothing declares claims there any more.
-            Err(crate::files::FileError::Io { cause, .. }) if cause.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(crate::files::FileError::Io { cause, .. })
+                if matches!(cause.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) =>
+            {
+                continue
+            }
+            // Said once per spec, however many of its experiments planned these runs.
             Err(e) => {
-                out.push((path.clone(), invalid(path, format!("its claims cannot be read: {e}"))));
+                if unreadable.insert(path) {
+                    out.push((path.clone(), invalid(path, format!("its claims cannot be read: {e}"))));
+                }
                 continue;
             }
         };

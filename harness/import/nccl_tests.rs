@@ -127,8 +127,11 @@ pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
     let results = v.get("results").and_then(Value::as_array).ok_or_else(|| Problem::file("no `results` list"))?;
     let sizes = results.iter().enumerate().map(|(i, r)| json_result(i, r)).collect::<Result<Vec<_>, _>>()?;
     one_type_and_redop(results.iter().map(|r| (str_of(r, "type"), str_of(r, "redop"))))?;
+    let first_root = results.first().map(|r| str_of(r, "root")).unwrap_or_default();
     for (i, r) in results.iter().enumerate() {
-        rows_of_benchmark(&benchmark, op, &str_of(r, "redop"), &str_of(r, "root"))
+        let root = str_of(r, "root");
+        rows_of_benchmark(&benchmark, op, &str_of(r, "redop"), &root)
+            .and_then(|()| one_root(&first_root, &root))
             .map_err(|m| Problem::file(format!("results[{i}]: {m}")))?;
     }
     if sizes.is_empty() {
@@ -304,23 +307,22 @@ fn one_type_and_redop(pairs: impl Iterator<Item = (String, String)>) -> Result<(
 }
 
 /// Refuses a row whose reduction op or root is not what `benchmark` prints: nccl-tests writes
-/// `none` and root -1 where the op reduces nothing and has no root (all_gather, alltoall,
-/// sendrecv), its reduction (`sum` unless `-o`) for all_reduce and reduce_scatter, and the root
-/// (0 unless `-r`) for broadcast. Another benchmark's rows under this header (two logs spliced)
-/// would be read as this op's times; all-gather and reduce-scatter even share a bus factor.
+/// the `-o` op (`sum` unless given) for all_reduce, reduce_scatter and sendrecv, `none` for
+/// all_gather, alltoall and broadcast, root -1 for all but broadcast, and broadcast's root
+/// (0 unless `-r`; each root in turn with `-r -1`). Another benchmark's rows under this header
+/// (two logs spliced) would be read as this op's times; all-gather and reduce-scatter even share
+/// a bus factor.
 fn rows_of_benchmark(benchmark: &str, op: Op, redop: &str, root: &str) -> Result<(), String> {
-    let reduces = matches!(op, Op::AllReduce | Op::ReduceScatter);
+    let prints_op = matches!(op, Op::AllReduce | Op::ReduceScatter | Op::PingPong);
     let rooted = op == Op::Broadcast;
     let spliced = "another benchmark's rows under this header (two logs joined?)";
     // A JSON result without the field says nothing either way.
-    match (reduces, redop == "none") {
+    match (prints_op, redop == "none") {
         _ if redop.is_empty() => {}
         (true, true) => {
-            return Err(format!("redop `none` under {benchmark}, which reduces (nccl-tests prints its op, `sum` unless `-o`): {spliced}"))
+            return Err(format!("redop `none` under {benchmark}, which prints its reduction op (`sum` unless `-o`): {spliced}"))
         }
-        (false, false) => {
-            return Err(format!("redop `{redop}` under {benchmark}, which reduces nothing (nccl-tests prints `none`): {spliced}"))
-        }
+        (false, false) => return Err(format!("redop `{redop}` under {benchmark}, which prints `none` (it reduces nothing): {spliced}")),
         _ => {}
     }
     if root.is_empty() {
@@ -334,6 +336,16 @@ fn rows_of_benchmark(benchmark: &str, op: Op, redop: &str, root: &str) -> Result
         (false, r) if r != -1 => Err(format!("root {r} under {benchmark}, which has no root (nccl-tests prints -1): {spliced}")),
         _ => Ok(()),
     }
+}
+
+/// Refuses rows of several roots (broadcast_perf `-r -1` times every root in turn, each root's
+/// sizes again): their times would be merged as samples of one curve. `first` is the first
+/// row's root.
+fn one_root(first: &str, root: &str) -> Result<(), String> {
+    if root == first {
+        return Ok(());
+    }
+    Err(format!("rows of root {first} and root {root}: the run timed several roots (`-r -1`), whose times would be merged as one curve; import a run of one root (`-r N`)"))
 }
 
 /// The command line as one string, arguments with spaces quoted.
@@ -360,6 +372,8 @@ struct Header {
     listed: ListedRanks,
     /// The line of the table's `# size count ...` header, once read.
     table: Option<usize>,
+    /// The first row's root.
+    root: Option<String>,
     type_redop: Vec<(String, String)>,
 }
 
@@ -544,6 +558,8 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
     if let Some((benchmark, op)) = &h.benchmark {
         rows_of_benchmark(benchmark, *op, w[3], w[4]).map_err(|m| Problem::at(n, m))?;
     }
+    let first_root = h.root.get_or_insert_with(|| w[4].to_string());
+    one_root(first_root, w[4]).map_err(|m| Problem::at(n, m))?;
     let pair = (w[2].to_string(), w[3].to_string());
     if !h.type_redop.contains(&pair) {
         h.type_redop.push(pair);

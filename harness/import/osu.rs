@@ -126,6 +126,12 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
     Ok(())
 }
 
+/// One unit of the last decimal `number` is printed with (0.01 for `3.00`, 1 for `3`).
+fn printed_unit(number: &str) -> f64 {
+    let decimals = number.split_once('.').map_or(0, |(_, d)| d.len().min(15));
+    10f64.powi(-(decimals as i32))
+}
+
 /// The longest version a title may give (OSU's are `7.3`, `5.6.3`, `7.5-1`).
 const MAX_VERSION_CHARS: usize = 32;
 
@@ -183,9 +189,12 @@ fn trailing_columns(h: &Header, row: &str, latency: f64, rest: &[&str], n: usize
         ));
     }
     if h.full {
-        // Checked above: finite numbers. The average over ranks lies between their min and max.
+        // Checked above: finite numbers. The average over ranks lies between their min and max,
+        // give or take one unit of the printed decimals (a sum over ranks divided by their count
+        // can round past the max).
         let (min, max) = (numbers[0].parse::<f64>().unwrap_or(f64::NAN), numbers[1].parse::<f64>().unwrap_or(f64::NAN));
-        if !(min <= latency && latency <= max) {
+        let unit = printed_unit(row.split_whitespace().nth(1).unwrap_or_default());
+        if !(min - unit <= latency && latency <= max + unit) {
             return Err(Problem::at(
                 n,
                 format!(

@@ -365,29 +365,54 @@ fn rows_whose_reduction_or_root_is_not_the_benchmarks_are_refused_as_another_run
     let summed = file("summed.txt", gather.replacen("float    none      -1", "float     sum      -1", 1));
     let rooted = file("rooted.txt", gather.replacen("float    none      -1", "float    none       0", 1));
     let broadcast = file("broadcast.txt", gather.replace("all_gather_perf", "broadcast_perf"));
+    // broadcast_perf -r -1: every root in turn, each with its sizes again.
+    let roots = gather.replace("all_gather_perf", "broadcast_perf").replacen("none      -1", "none       0", 1).replacen(
+        "none      -1",
+        "none       1",
+        1,
+    );
+    let roots = file("roots.txt", roots);
     let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap()).unwrap();
     for r in json["results"].as_array_mut().unwrap() {
         r["redop"] = "none".into();
     }
     let unreduced = file("unreduced.json", json.to_string());
     let cases: Vec<(Vec<String>, String)> = vec![
-        (vec!["nccl-tests".into(), scatter.clone()], format!("{scatter}:13: redop `none` under reduce_scatter_perf, which reduces")),
-        (vec!["nccl-tests".into(), summed.clone()], format!("{summed}:13: redop `sum` under all_gather_perf, which reduces nothing")),
+        (
+            vec!["nccl-tests".into(), scatter.clone()],
+            format!("{scatter}:13: redop `none` under reduce_scatter_perf, which prints its reduction op"),
+        ),
+        (vec!["nccl-tests".into(), summed.clone()], format!("{summed}:13: redop `sum` under all_gather_perf, which prints `none`")),
         (vec!["nccl-tests".into(), rooted.clone()], format!("{rooted}:13: root 0 under all_gather_perf, which has no root")),
         (
             vec!["nccl-tests".into(), broadcast.clone()],
             format!("{broadcast}:13: root -1 under broadcast_perf, which sends from a root rank"),
         ),
+        (vec!["nccl-tests".into(), roots.clone()], format!("{roots}:14: rows of root 0 and root 1: the run timed several roots (`-r -1`)")),
         (
             vec!["nccl-tests".into(), unreduced.clone()],
-            format!("{unreduced}: results[0]: redop `none` under all_reduce_perf, which reduces"),
+            format!("{unreduced}: results[0]: redop `none` under all_reduce_perf, which prints its reduction op"),
         ),
     ];
     assert_refused(cases, &store);
-    // The files as nccl-tests wrote them still import.
-    for name in ["nccl_all_gather_2gpu.txt", "nccl_all_reduce_8gpu.json"] {
-        let out = import(&["nccl-tests", data(name).to_str().unwrap()], &store);
-        assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    // The files as nccl-tests wrote them still import, and sendrecv_perf's rows, which print
+    // the `-o` op (`sum`) though a send reduces nothing (bus factor 1: busbw = algbw).
+    let sendrecv: String = gather
+        .replace("all_gather_perf", "sendrecv_perf")
+        .lines()
+        .map(|l| match l.split_whitespace().collect::<Vec<_>>() {
+            mut w if w.len() == 13 && w[3] == "none" => {
+                (w[3], w[7], w[11]) = ("sum", w[6], w[10]);
+                format!("{}\n", w.join("  "))
+            }
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    let sendrecv = file("sendrecv.txt", sendrecv);
+    for path in [data("nccl_all_gather_2gpu.txt").display().to_string(), data("nccl_all_reduce_8gpu.json").display().to_string(), sendrecv]
+    {
+        let out = import(&["nccl-tests", &path], &store);
+        assert_eq!(out.status.code(), Some(0), "{path}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
 

@@ -21,6 +21,38 @@ fn parlab(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().unwrap()
 }
 
+/// `parlab` started as a shell with job control starts a foreground command: SIGINT at its
+/// default action. Tests run from a background job (`make test &` in a script) inherit SIGINT
+/// ignored (POSIX), and parlab keeps an inherited ignored SIGINT ignored, as whoever started it
+/// asked: the Ctrl-C these tests send would never arrive.
+fn controller() -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(PARLAB);
+    // SAFETY: signal is async-signal-safe; a shell does this before it execs a foreground job.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    command
+}
+
+/// `child`'s exit after a signal the test sent, waited for at most a minute: past it the child
+/// is killed and the test fails, instead of waiting for ever on a signal that did not end it.
+fn exit_after_signal(child: &mut Child) -> std::process::ExitStatus {
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("parlab (pid {}) had not ended a minute after the signal", child.id());
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -34,7 +66,7 @@ fn start_hung(suite: &Suite) -> Child {
 /// rendering there instead), rank 1 of `experiment` hanging, its stderr to `stderr`.
 fn start_hanging(suite: &Suite, experiment: &str, extra: &[&str], stderr: Stdio) -> Child {
     let report = if extra.contains(&"--out") { None } else { Some("--no-report") };
-    Command::new(PARLAB)
+    controller()
         .args(["run", "specs"])
         .args(report)
         .args(extra)
@@ -87,7 +119,7 @@ fn interrupted_by(sig: i32, code: i32) {
     wait_for_ranks(&suite);
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(child.id() as i32, sig) };
-    let status = child.wait().unwrap();
+    let status = exit_after_signal(&mut child);
     assert_eq!(status.code(), Some(code), "exit status after signal {sig}");
     assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()), "left behind: {:?}", suite.leftovers());
     let hung = suite.manifest("hung");
@@ -104,7 +136,7 @@ fn an_interrupt_between_rounds_writes_the_runs_still_launching_failed_and_keeps_
     // still launching when the signal comes.
     suite.spec("a-done", &small_collectives("done", "60s", "").replace("sizes: [4, 4096]", "sizes: [8, 64]"));
     suite.spec("b-hung", &small_collectives("hung", "60s", ""));
-    let mut child = Command::new(PARLAB)
+    let mut child = controller()
         .args(["run", "specs", "--no-report", "--launches", "2"])
         .current_dir(suite.dir.path())
         .env("PARLAB_MANIFESTS", suite.manifests())
@@ -116,7 +148,7 @@ fn an_interrupt_between_rounds_writes_the_runs_still_launching_failed_and_keeps_
     wait_for_ranks_of(&suite, "hung");
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(exit_after_signal(&mut child).code(), Some(130));
     let hung = suite.manifest("hung");
     assert_eq!(hung.status(), Status::Failed);
     assert!(hung.reason().unwrap_or("").starts_with("launch 1 of 2: interrupted"), "{:?}", hung.reason());
@@ -481,7 +513,7 @@ fn a_second_controller_is_refused_with_the_holders_pid_and_touches_nothing() {
     drop(holder);
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
-    assert_eq!(first.wait().unwrap().code(), Some(130));
+    assert_eq!(exit_after_signal(&mut first).code(), Some(130));
     assert!(wait_until(Duration::from_secs(10), || suite.leftovers().is_empty()));
 }
 
@@ -1276,7 +1308,7 @@ fn an_interrupt_while_the_controller_generates_a_checkpoint_ends_it_within_a_ten
         "vocab_size": 50257, "n_positions": 64, "layer_norm_epsilon": 1e-05}"#;
     weightless_suite(dir, config);
     let state = dir.join("state");
-    let child = Command::new(PARLAB)
+    let child = controller()
         .args(["run", "specs", "--no-report"])
         .current_dir(dir)
         .env("PARLAB_MANIFESTS", suite.manifests())
@@ -1310,7 +1342,7 @@ fn ctrl_c_ends_a_wait(locked: &str, args: &[&str], doing: &str, waiting: &str) {
     suite.spec("one", &small_collectives("one", "60s", ""));
     let dir = suite.dir.path();
     let holder = parlab::manifest::lock::StoreLock::acquire(&dir.join(locked), false).unwrap();
-    let mut child = Command::new(PARLAB)
+    let mut child = controller()
         .args(["run", "specs", "--wait"])
         .args(args)
         .current_dir(dir)
@@ -1341,7 +1373,7 @@ fn ctrl_c_ends_a_wait(locked: &str, args: &[&str], doing: &str, waiting: &str) {
     // SAFETY: sends a signal to the child this test started.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let sent = Instant::now();
-    let status = child.wait().unwrap();
+    let status = exit_after_signal(&mut child);
     assert!(sent.elapsed() < Duration::from_secs(5), "the wait outlasted Ctrl-C by {:?}", sent.elapsed());
     let said = lines.join().unwrap();
     assert_eq!(status.code(), Some(130), "{said}");
