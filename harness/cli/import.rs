@@ -64,14 +64,19 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     }
     let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;
     let earlier = Manifest::path_for(&dir, &manifest.run_id);
-    if let Some(schema) = crate::manifest::foreign_schema(&earlier) {
+    // Read once: for a newer parlab's schema (never replaced) and for the command it recorded.
+    let earlier_read = earlier.is_file().then(|| crate::manifest::read_one(&earlier));
+    if let Some(Err(crate::manifest::ReadError::ForeignSchema(schema))) = &earlier_read {
         return Err(Error::Usage(format!(
             "{}: this file's import was written by another parlab (manifest schema `{schema}`); it is not replaced: import with the parlab that wrote it, or move the file away",
             earlier.display()
         )));
     }
     let replaced = earlier.exists();
-    let kept = args.command.is_none().then(|| earlier_command(&manifest, &earlier)).flatten();
+    let kept = match (&earlier_read, args.command.is_none()) {
+        (Some(Ok(read)), true) => earlier_command(&manifest, read),
+        _ => None,
+    };
     if let Provenance::Imported(i) = &mut manifest.provenance {
         if let Some(command) = kept {
             crate::say!("parlab: kept the command the earlier import of this file recorded ({command}); --command replaces it");
@@ -105,14 +110,13 @@ fn other_benchmark<'a>(command: &'a str, benchmark: &str) -> Option<&'a str> {
     binaries.iter().all(|b| *b != benchmark).then(|| binaries.first().copied()).flatten()
 }
 
-/// The command an earlier import of the same file recorded at `earlier`, where this import
-/// has none (the same file, so the same run: its command is still the one it ran with).
-fn earlier_command(manifest: &Manifest, earlier: &Path) -> Option<String> {
-    if manifest.provenance.imported()?.command.is_some() || !earlier.is_file() {
+/// The command the earlier import of the same file recorded (`earlier`), where this import has
+/// none (the same file, so the same run: its command is still the one it ran with).
+fn earlier_command(manifest: &Manifest, earlier: &Manifest) -> Option<String> {
+    if manifest.provenance.imported()?.command.is_some() {
         return None;
     }
-    let read = crate::manifest::read_one(earlier).ok()?;
-    read.provenance.imported()?.command.clone()
+    earlier.provenance.imported()?.command.clone()
 }
 
 /// `imported all_reduce_perf (nccl-tests 2.19.6, NCCL 2.28.9): all-reduce, 27 sizes, world 8, link nccl -> PATH`.

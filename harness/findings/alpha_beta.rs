@@ -4,7 +4,7 @@
 use super::rounds::{Launched, MIN_ROUNDS};
 use super::{worlds, Finding, Inconclusive, Inputs, Oversubscribed, TOLERANCE};
 use crate::costmodel::link::{collective_time, fit_collective, Link as Constants, LinkFit};
-use crate::report::facts::CollRow;
+use crate::report::facts::{CollRow, Stats};
 use crate::report::fmt::{percent, plural, tolerance};
 use crate::spec::link::Link;
 use crate::spec::schema::Op;
@@ -278,7 +278,7 @@ fn check(t: &mut Tally, fit: &LinkFit, by_round: Option<&RoundFits>, r: &CollRow
     // Checked by round, a point's error is its round's of largest magnitude.
     let (point, error) = match &rounds {
         Some(errors) => (on_rounds(errors), errors.iter().copied().fold(0.0_f64, |worst, e| if e.abs() > worst.abs() { e } else { worst })),
-        None => (on_medians(error, predicted, r), error),
+        None => (on_medians(error, predicted, r.op_time), error),
     };
     t.points += 1;
     t.failed += usize::from(point == Point::Fails);
@@ -306,11 +306,10 @@ fn on_rounds(errors: &[f64]) -> Point {
 }
 
 /// A point checked on its medians over all launches.
-fn on_medians(error: f64, predicted: f64, r: &CollRow) -> Point {
-    let measured = r.op_time.unwrap_or(r.time);
+fn on_medians(error: f64, predicted: f64, loops: Option<Stats>) -> Point {
     // The op's time is the median of separate back-to-back loops, whose spread is the
     // uncertainty of the estimate; single calls' min..max (the fallback) spans their slow tail.
-    let in_loops_spread = r.op_time.is_some() && predicted >= measured.min && predicted <= measured.max;
+    let in_loops_spread = loops.is_some_and(|t| predicted >= t.min && predicted <= t.max);
     if error.abs() <= TOLERANCE || in_loops_spread {
         Point::Holds
     } else {
