@@ -313,10 +313,11 @@ fn one_type_and_redop(pairs: impl Iterator<Item = (String, String)>) -> Result<(
 /// (two logs spliced) would be read as this op's times; all-gather and reduce-scatter even share
 /// a bus factor.
 fn rows_of_benchmark(benchmark: &str, op: Op, redop: &str, root: &str) -> Result<(), String> {
-    let prints_op = matches!(op, Op::AllReduce | Op::ReduceScatter | Op::PingPong);
+    let prints_op = prints_reduction_op(op);
     let rooted = op == Op::Broadcast;
     let spliced = "another benchmark's rows under this header (two logs joined?)";
-    // A JSON result without the field says nothing either way.
+    // A JSON result without the field, or a 2.13.0–2.13.3 row of an op that reduces nothing
+    // (printed empty), says nothing either way.
     match (prints_op, redop == "none") {
         _ if redop.is_empty() => {}
         (true, true) => {
@@ -533,10 +534,13 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
     if h.table.is_none() {
         return Err(Problem::at(n, "a result row before the `# size count type redop root time algbw busbw #wrong ...` header"));
     }
-    let w: Vec<&str> = row.split_whitespace().collect();
+    let mut w: Vec<&str> = row.split_whitespace().collect();
     let group = if h.per_iteration { 8 } else { 4 };
     let stamp = if h.timestamps { 2 } else { 0 };
     let columns = 5 + 2 * group + stamp;
+    if w.len() + 1 == columns && redop_printed_empty(h, &w) {
+        w.insert(3, "");
+    }
     if w.len() != columns {
         let more = if w.len() > columns { " (two rows on one line?)" } else { "" };
         let stamped = if h.timestamps { " and a date and time (`-S 1`)" } else { "" };
@@ -580,6 +584,20 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
         from: RowSource::Line(n),
     };
     Ok((result, checked))
+}
+
+/// Whether a row one column short is nccl-tests 2.13.0–2.13.3's for an op that reduces nothing
+/// (all_gather, alltoall, broadcast): it printed their redop as an empty string, so the row's
+/// fourth word is already its root. Not where the header named a benchmark that prints its op.
+fn redop_printed_empty(h: &Header, w: &[&str]) -> bool {
+    let reduces = h.benchmark.as_ref().is_some_and(|(_, op)| prints_reduction_op(*op));
+    !reduces && w.len() > 3 && w[3].parse::<i64>().is_ok()
+}
+
+/// Whether nccl-tests prints `op`'s reduction op (`-o`, `sum` unless given) in a row's redop
+/// column, rather than `none`.
+fn prints_reduction_op(op: Op) -> bool {
+    matches!(op, Op::AllReduce | Op::ReduceScatter | Op::PingPong)
 }
 
 /// Whether `date time` is `%Y-%m-%d %H:%M:%S`, as nccl-tests' `-S 1` prints after a row.

@@ -132,15 +132,16 @@ fn printed_unit(number: &str) -> f64 {
     10f64.powi(-(decimals as i32))
 }
 
-/// The longest version a title may give (OSU's are `7.3`, `5.6.3`, `7.5-1`).
+/// The longest version a title may give (OSU's are `7.3`, `5.6.3`, `7.5-1`; rebuilds add `+cuda`, `_1`).
 const MAX_VERSION_CHARS: usize = 32;
 
-/// The title's version (`7.3`): a digit first, then digits, letters, dots and dashes, at most
+/// The title's version (`7.3`): a digit first, then digits, letters, dots, dashes, `+` and `_`
+/// (a vendor's rebuild: `7.4+cuda`, `5.9_1`), at most
 /// [`MAX_VERSION_CHARS`] (a manifest keeps it, and the register shows it in a heading).
 fn osu_version(version: &str) -> Result<&str, String> {
     let well_formed = version.starts_with(|c: char| c.is_ascii_digit())
         && version.len() <= MAX_VERSION_CHARS
-        && version.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+        && version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
     if well_formed {
         return Ok(version);
     }

@@ -708,10 +708,13 @@ fn an_osu_title_whose_version_is_not_a_version_is_refused_not_kept_whole() {
         ),
     ];
     assert_refused(cases, &store);
-    let dashed = written(dir.path(), "dashed.txt", osu.replacen("Test v7.3", "Test v7.5-1", 1));
-    let out = import(&["osu", &dashed, "--world", "4"], &store);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(std::fs::read_to_string(&manifests_in(&store)[0]).unwrap().contains("v7.5-1"));
+    for (i, version) in ["7.5-1", "7.4+cuda", "5.9_1"].into_iter().enumerate() {
+        let rebuilt = written(dir.path(), &format!("rebuilt{i}.txt"), osu.replacen("Test v7.3", &format!("Test v{version}"), 1));
+        let store = dir.path().join(format!("rebuilt{i}"));
+        let out = import(&["osu", &rebuilt, "--world", "4"], &store);
+        assert_eq!(out.status.code(), Some(0), "{version}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(std::fs::read_to_string(&manifests_in(&store)[0]).unwrap().contains(&format!("v{version}")), "{version}");
+    }
 }
 
 #[test]
@@ -759,4 +762,36 @@ fn a_command_through_a_wrapper_is_kept_and_a_refused_command_is_not_replaced_by_
     assert!(stderr.contains("not recorded: it runs osu_bcast") && !stderr.contains("kept the command"), "{stderr}");
     let text = std::fs::read_to_string(&manifests_in(&store)[0]).unwrap();
     assert!(!text.contains("osu_bcast") && !text.contains(wrapper), "a refused --command records none: {text}");
+}
+
+#[test]
+fn a_nccl_tests_2_13_table_with_an_empty_redop_imports_as_its_header_version_does() {
+    // nccl-tests 2.13.0–2.13.3 printed the redop of an op that reduces nothing as "": its rows
+    // are a column short, their root fourth. No version or binary line before 2.16.7.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let older: String = text
+        .lines()
+        .filter(|l| !l.contains("nccl-tests version") && !l.contains("Collective test starting"))
+        .map(|l| format!("{}\n", l.replace("    none  ", "          ")))
+        .collect();
+    assert!(!older.contains(" none "), "the fixture's rows print `none`");
+    let summary = |store: &Path| {
+        let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifests_in(store)[0]).unwrap()).unwrap();
+        m["summary"].clone()
+    };
+    let command = "mpirun -np 2 ./build/all_gather_perf -b 1K -e 64M -f 4 -g 1";
+    let file = written(dir.path(), "all_gather_2.13.txt", older.clone());
+    let out = import(&["nccl-tests", &file, "--command", command], &dir.path().join("old"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let now = import(&["nccl-tests", data("nccl_all_gather_2gpu.txt").to_str().unwrap()], &dir.path().join("new"));
+    assert_eq!(now.status.code(), Some(0), "{}", String::from_utf8_lossy(&now.stderr));
+    assert_eq!(summary(&dir.path().join("old")), summary(&dir.path().join("new")));
+    // all_reduce_perf printed its op in those versions too: a row without one is cut short.
+    let reduce = written(dir.path(), "all_reduce_2.13.txt", older);
+    let cases: Vec<(Vec<String>, String)> = vec![(
+        vec!["nccl-tests".into(), reduce.clone(), "--command".into(), "mpirun -np 2 ./build/all_reduce_perf -g 1".into()],
+        format!("{reduce}:11: expected `size count type redop root`"),
+    )];
+    assert_refused(cases, &dir.path().join("refused"));
 }
