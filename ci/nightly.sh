@@ -91,6 +91,13 @@ if [ "$run_rc" -eq 0 ] && [ "$audit_rc" -eq 0 ] && { [ "$nightly_rc" -eq 0 ] || 
   echo "nightly: tonight is the new last good night ($LAST_GOOD)"
 fi
 
+# The most telling exit code wins: a changed answer (3) from either check, then a finding (4),
+# then the first other failure (2: nothing comparable, say, beside an audit's 3 would hide it).
+for want in 3 4; do
+  for rc in "$nightly_rc" "$audit_rc" "$run_rc"; do
+    [ "$rc" -eq "$want" ] && exit "$want"
+  done
+done
 for rc in "$nightly_rc" "$audit_rc"; do
   [ "$rc" -ne 0 ] && exit "$rc"
 done

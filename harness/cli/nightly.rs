@@ -46,6 +46,18 @@ fn can_write_in(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&probe)
 }
 
+/// Whether the folder `dir` exists or can be made, and parlab can write in it: checked before
+/// the verdicts, so that a history that could never be kept is a usage error, not a failure
+/// after them. Why not, where not.
+fn makeable(dir: &Path) -> Result<(), String> {
+    let nearest = dir.ancestors().map(|a| if a.as_os_str().is_empty() { Path::new(".") } else { a }).find(|a| a.exists());
+    let Some(nearest) = nearest else { return Ok(()) };
+    if !nearest.is_dir() {
+        return Err(format!("cannot be made: {} is a file", nearest.display()));
+    }
+    can_write_in(nearest).map_err(|e| format!("cannot write in {}: {e}", nearest.display()))
+}
+
 /// Whether `a` and `b` name one file, existing or not: their folders resolved (links, `..`)
 /// and their names compared.
 fn one_file(a: &Path, b: &Path) -> bool {
@@ -165,7 +177,10 @@ fn check_outputs(outs: &Outputs, baseline: &Path, manifests: &Path) -> Result<()
         }
     }
     match &outs.history {
-        Some(dir) => Folder::flag(dir, "--history").not_a_file(HISTORY_HOLDS),
+        Some(dir) => {
+            Folder::flag(dir, "--history").not_a_file(HISTORY_HOLDS)?;
+            makeable(dir).map_err(|why| Error::Usage(format!("--history {}: {why}", dir.display())))
+        }
         None => Ok(()),
     }
 }
@@ -192,15 +207,23 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
             );
         }
     }
-    let overlap = compared(&before.manifests, &after.manifests);
-    if overlap == 0 {
-        return Err(Error::Usage(format!(
-            "nothing to compare: none of the {} baseline manifests in {} shares a run identity with the {} manifests in {} (another suite, or an empty folder?)",
-            before.manifests.len(),
-            baseline.display(),
-            after.manifests.len(),
-            manifests.display()
-        )));
+    if compared(&before.manifests, &after.manifests) == 0 {
+        let ok = before.manifests.iter().filter(|m| m.status() == crate::manifest::Status::Ok).count();
+        let why = if ok == 0 && !before.manifests.is_empty() {
+            format!(
+                "none of the {} baseline manifests in {} is of a run that ended ok (failed or not run: no figure or answer to compare tonight's with)",
+                before.manifests.len(),
+                baseline.display()
+            )
+        } else {
+            format!(
+                "none of the {ok} ok runs of the baseline in {} has a manifest among the {} in {} (another suite, or an empty folder?)",
+                baseline.display(),
+                after.manifests.len(),
+                manifests.display()
+            )
+        };
+        return Err(Error::Usage(format!("nothing to compare: {why}")));
     }
     // The history is read once: its nights give the noise bands, then tonight is appended. A
     // night of tonight's very figures (a retried job judging the same folder) is tonight: it
@@ -271,13 +294,13 @@ fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> 
     let mut lines: Vec<String> = outputs::moved_lines(c);
     lines.extend(layouts.iter().map(|l| format!("ANSWER CHANGED across layouts: {l}")));
     lines.push(format!(
-        "nightly: {} runs compared with {}, {} findings; figures: {} (Yuen-Welch t on per-launch medians, FDR {:.0}%, minimum effect {:.0}%)",
+        "nightly: {} runs compared with {}, {} findings; figures: {} (Yuen-Welch t on per-launch medians, FDR {}, minimum effect {})",
         c.compared,
         baseline.display(),
         c.findings.len(),
         outputs::counts_line(c),
-        c.policy.fdr * 100.0,
-        c.policy.min_effect * 100.0
+        outputs::percent(c.policy.fdr),
+        outputs::percent(c.policy.min_effect)
     ));
     out + &lines.iter().map(|l| format!("{l}\n")).collect::<String>()
 }

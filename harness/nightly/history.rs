@@ -563,7 +563,7 @@ pub fn write_trends_of(entries: &[Entry], dir: &Path, policy: &Policy) -> std::i
     let switches = machine_switches(entries);
     let trends = dir.join("trends");
     std::fs::create_dir_all(&trends).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", trends.display())))?;
-    let mut md = format!("{TRENDS_HEADING}\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {:.2} and medians {:.0}% apart.\n\n", policy.fdr, policy.min_effect * 100.0);
+    let mut md = format!("{TRENDS_HEADING}\n\nChange points: binary segmentation, each side at least {MIN_SEGMENT} nights, Mann-Whitney p below {} and medians {} apart.\n\n", super::outputs::decimal(policy.fdr), super::outputs::percent(policy.min_effect));
     md.push_str(&switches_text(&switches));
     md.push_str("| figure | run | nights | last | change points |\n|---|---|---|---|---|\n");
     for (i, s) in all.iter().enumerate() {

@@ -60,16 +60,29 @@ pub enum Finding {
         /// Where the tokens left the baseline's, and the margin there.
         moved: AnswerMove,
     },
-    /// A run whose baseline recorded an answer ended ok tonight without one.
+    /// A run whose baseline recorded a whole answer ended ok tonight without one, or with one
+    /// cut short.
     NoAnswer {
         /// Short run identity and experiment.
         run: String,
+        /// What tonight's run holds instead (`it recorded no answer`, a list's length).
+        why: String,
     },
-    /// A run that was ok in the baseline failed now.
+    /// A run that was ok in the baseline failed, or was not run, now.
     NowFailing {
         /// Short run identity and experiment.
         run: String,
-        /// Why it failed.
+        /// How it ended tonight: failed or not run.
+        status: Status,
+        /// Why (its manifest's reason; empty where it records none).
+        reason: String,
+    },
+    /// A file of the baseline folder that could not be read as a manifest: the run it holds,
+    /// if any, was not compared.
+    BaselineUnread {
+        /// The file's name in the baseline folder.
+        file: String,
+        /// Why it was skipped.
         reason: String,
     },
     /// A run that was ok in the baseline has no manifest tonight that could be read.
@@ -284,7 +297,7 @@ pub struct RunOutcome {
 /// A night judged against its baseline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
-    /// Run identities in both nights.
+    /// Runs ok in the baseline that tonight holds a manifest of.
     pub compared: usize,
     /// The settings.
     pub policy: Policy,
@@ -304,7 +317,8 @@ pub struct Comparison {
 pub struct Night {
     /// The manifests.
     pub manifests: Vec<Manifest>,
-    /// Why each file named as a run's manifest was skipped, by the run identity its name gives.
+    /// Why each `.json` file of the folder was skipped, by its name without `.json` (a run's
+    /// manifest is named by its run identity).
     pub unread: BTreeMap<String, String>,
 }
 
@@ -344,10 +358,11 @@ fn label(m: &Manifest) -> String {
     format!("{} {}", m.run_id.short(), m.experiment)
 }
 
-/// How many run identities of `baseline` have a manifest in `current` too.
+/// How many runs ok in `baseline` have a manifest in `current` too (the runs compared: a run
+/// failed or not run in the baseline has nothing to compare tonight against).
 pub fn compared(baseline: &[Manifest], current: &[Manifest]) -> usize {
     let now: BTreeSet<&str> = current.iter().map(|m| m.run_id.as_str()).collect();
-    baseline.iter().filter(|m| now.contains(m.run_id.as_str())).count()
+    baseline.iter().filter(|m| m.status() == Status::Ok && now.contains(m.run_id.as_str())).count()
 }
 
 /// Tonight's membw aggregate over the baseline's, the median over membw runs ok in both nights
@@ -378,11 +393,14 @@ struct Pair {
 /// figure's noise band from `noise`.
 pub fn compare(baseline: &Night, current: &Night, policy: &Policy, noise: &NoiseBook) -> Comparison {
     let now: BTreeMap<&str, &Manifest> = current.manifests.iter().map(|m| (m.run_id.as_str(), m)).collect();
-    let (mut findings, mut runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    let peers = answer::Peers::of(&current.manifests);
+    let unread =
+        baseline.unread.iter().map(|(name, reason)| Finding::BaselineUnread { file: format!("{name}.json"), reason: reason.clone() });
+    let (mut findings, mut runs, mut pairs): (Vec<Finding>, _, _) = (unread.collect(), Vec::new(), Vec::new());
     let (mut differences, mut differing) = (BTreeSet::new(), 0);
     for before in baseline.manifests.iter().filter(|m| m.status() == Status::Ok) {
         let after = now.get(before.run_id.as_str()).copied();
-        let outcome = run_outcome(before, after, &mut findings);
+        let outcome = run_outcome(before, after, &peers, &mut findings);
         if let Some(Finding::Missing { absence, .. }) = findings.last_mut().filter(|_| outcome.status == RunStatus::Missing) {
             *absence = absence_of(before, baseline, current);
         }
@@ -452,7 +470,7 @@ fn successor<'n>(before: &Manifest, baseline: &Night, current: &'n Night) -> Opt
 
 /// What became of a baseline run tonight; pushes its hard findings (missing, now failing,
 /// changed answer).
-fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<Finding>) -> RunOutcome {
+fn run_outcome(before: &Manifest, after: Option<&Manifest>, peers: &answer::Peers, findings: &mut Vec<Finding>) -> RunOutcome {
     // Named as tonight names it, where it ran (its figures and findings are): an experiment
     // renamed keeps its identity.
     let named = after.unwrap_or(before);
@@ -470,14 +488,14 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, findings: &mut Vec<F
     };
     let same_machine = before.machine.differences(&after.machine).is_empty();
     if after.status() != Status::Ok {
-        let reason = after.reason().map_or_else(|| format!("{:?}", after.status()), str::to_string);
-        findings.push(Finding::NowFailing { run: label(after), reason });
+        let reason = after.reason().unwrap_or_default().to_string();
+        findings.push(Finding::NowFailing { run: label(after), status: after.status(), reason });
         return outcome(RunStatus::NowFailing, (AnswerOutcome::None, None), same_machine);
     }
-    let graded = answer::grade(before, after);
+    let graded = answer::grade(before, after, peers);
     match graded {
         (AnswerOutcome::Changed, Some(moved)) => findings.push(Finding::AnswerChanged { run: label(after), moved }),
-        (AnswerOutcome::Missing, _) => findings.push(Finding::NoAnswer { run: label(after) }),
+        (AnswerOutcome::Missing, _) => findings.push(Finding::NoAnswer { run: label(after), why: answer::missing_why(after) }),
         _ => {}
     }
     outcome(RunStatus::Ok, graded, same_machine)

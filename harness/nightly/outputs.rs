@@ -27,8 +27,17 @@ fn finding_line(f: &Finding) -> String {
                 |m| format!("a robust step: float32 top-2 margin {m:.3e}, drift {:.3e}", moved.drift)
             )
         ),
-        Finding::NowFailing { run, reason } => format!("NOW FAILING {run}: {reason}"),
-        Finding::NoAnswer { run } => format!("NO ANSWER {run}: ok tonight but recorded no answer; the baseline's run did"),
+        Finding::NowFailing { run, status, reason } => {
+            let ended = if *status == crate::manifest::Status::NotRun { "not run tonight" } else { "failed tonight" };
+            match reason.as_str() {
+                "" => format!("NOW FAILING {run}: {ended} (its manifest gives no reason)"),
+                why => format!("NOW FAILING {run}: {ended}: {why}"),
+            }
+        }
+        Finding::NoAnswer { run, why } => format!("NO ANSWER {run}: ok tonight but {why}; the baseline's run recorded a whole answer"),
+        Finding::BaselineUnread { file, reason } => {
+            format!("BASELINE UNREAD {file}: skipped ({reason}): a run it holds was not compared; mend or remove the file, or rebaseline")
+        }
         Finding::Missing { run, absence: Absence::NoManifest } => format!("MISSING {run}: ok in the baseline, no manifest tonight"),
         Finding::Missing { run, absence: Absence::Unread { reason } } => {
             format!("MISSING {run}: ok in the baseline; tonight's manifest of it was skipped: {reason}")
@@ -76,12 +85,12 @@ pub fn method_text(v: &FigureVerdict) -> String {
         }
         Method::Tested { test, q, policy, explained_by_bandwidth } => {
             let mut how = format!(
-                "Yuen-Welch t on log per-launch medians, {:.0}% trimmed each end (df {:.1}), BH q {q:.3} vs FDR {:.2}, effect {:+.1}% vs minimum {:.0}%; {}",
-                stats::TRIM * 100.0,
+                "Yuen-Welch t on log per-launch medians, {} (df {:.1}), BH q {q:.3} vs FDR {}, effect {:+.1}% vs minimum {}; {}",
+                trimmed_words(test.trimmed),
                 test.df,
-                policy.fdr,
+                decimal(policy.fdr),
                 v.effect * 100.0,
-                policy.min_effect * 100.0,
+                percent(policy.min_effect),
                 v.noise.describe()
             );
             if let Some(n) = explained_by_bandwidth {
@@ -93,6 +102,32 @@ pub fn method_text(v: &FigureVerdict) -> String {
             }
             how
         }
+    }
+}
+
+/// How many launches the test trimmed from each end of each night (none of fewer than 5).
+fn trimmed_words((before, after): (usize, usize)) -> String {
+    match (before, after) {
+        (0, 0) => "nothing trimmed (under 5 launches a night: Welch's t)".to_string(),
+        (b, a) if b == a => format!("{b} launch{} trimmed from each end of each night", if b == 1 { "" } else { "es" }),
+        (b, a) => format!("{b} and {a} launches trimmed from each end (baseline, tonight)"),
+    }
+}
+
+/// A fraction as a percentage with as many decimals as it has (up to 4 significant digits):
+/// `0.05` is `5%`, `0.001` `0.1%`, `0.999` `99.9%`, never rounded to 0% or 100%.
+pub fn percent(fraction: f64) -> String {
+    format!("{}%", decimal(fraction * 100.0))
+}
+
+/// A number in up to 4 significant digits, without trailing zeros.
+pub fn decimal(x: f64) -> String {
+    let digits = if x == 0.0 { 0 } else { (3 - x.abs().log10().floor() as i32).max(0) as usize };
+    let text = format!("{x:.digits$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
     }
 }
 
@@ -186,8 +221,8 @@ pub fn counts_line(c: &Comparison) -> String {
 /// How a JUnit test case did, when not passed: its element and message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CaseOutcome {
-    /// `<failure>`.
-    Failure,
+    /// `<failure>` of a kind (its `type`: the finding's name, as in the JSON).
+    Failure(&'static str),
     /// `<skipped>`.
     Skipped,
 }
@@ -196,9 +231,27 @@ impl CaseOutcome {
     /// The JUnit element's name.
     fn element(self) -> &'static str {
         match self {
-            CaseOutcome::Failure => "failure",
+            CaseOutcome::Failure(_) => "failure",
             CaseOutcome::Skipped => "skipped",
         }
+    }
+
+    /// Whether it is a failure.
+    fn failed(self) -> bool {
+        matches!(self, CaseOutcome::Failure(_))
+    }
+}
+
+/// A finding's name, as the JSON's `finding` tag writes it.
+fn finding_kind(f: &Finding) -> &'static str {
+    match f {
+        Finding::AnswerChanged { .. } => "answer_changed",
+        Finding::NoAnswer { .. } => "no_answer",
+        Finding::NowFailing { .. } => "now_failing",
+        Finding::BaselineUnread { .. } => "baseline_unread",
+        Finding::Missing { .. } => "missing",
+        Finding::MachineDiffers { .. } => "machine_differs",
+        Finding::Regressed { .. } => "regressed",
     }
 }
 
@@ -213,13 +266,13 @@ struct Case {
 fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
     let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
     let finding_for = |run: &str, want: fn(&Finding) -> bool| {
-        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r, .. } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r, .. } | Finding::NoAnswer { run: r } if r == run))
+        c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r, .. } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r, .. } | Finding::NoAnswer { run: r, .. } if r == run))
     };
     for r in &c.runs {
         let status = finding_for(&r.run, |f| matches!(f, Finding::Missing { .. } | Finding::NowFailing { .. }));
         let answer = finding_for(&r.run, |f| matches!(f, Finding::AnswerChanged { .. } | Finding::NoAnswer { .. }));
         let suite = suites.entry(r.experiment.clone()).or_default();
-        let fail = |f: Option<&Finding>| f.map(|f| (CaseOutcome::Failure, finding_line(f)));
+        let fail = |f: Option<&Finding>| f.map(|f| (CaseOutcome::Failure(finding_kind(f)), finding_line(f)));
         suite.push(Case { name: format!("{} status", r.run), outcome: fail(status), out: r.status.name().into() });
         if r.status == RunStatus::Ok {
             let out = r.moved.as_ref().map_or_else(|| r.answer.name().into(), |m| super::answer::moved_line(&r.run, r.answer, m));
@@ -228,7 +281,7 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
     }
     for v in &c.verdicts {
         let outcome = match v.verdict {
-            Verdict::Regressed => Some((CaseOutcome::Failure, verdict_line(v))),
+            Verdict::Regressed => Some((CaseOutcome::Failure("regressed"), verdict_line(v))),
             Verdict::InsufficientEvidence => Some((CaseOutcome::Skipped, verdict_line(v))),
             _ => None,
         };
@@ -239,13 +292,17 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
         });
     }
     let night = suites.entry("parlab nightly".into()).or_default();
-    for f in c.findings.iter().filter(|f| matches!(f, Finding::MachineDiffers { .. })) {
-        night.push(Case { name: "machine fingerprint".into(), outcome: Some((CaseOutcome::Failure, finding_line(f))), out: String::new() });
+    for f in c.findings.iter().filter(|f| matches!(f, Finding::MachineDiffers { .. } | Finding::BaselineUnread { .. })) {
+        let name = match f {
+            Finding::BaselineUnread { file, .. } => format!("baseline file {file}"),
+            _ => "machine fingerprint".into(),
+        };
+        night.push(Case { name, outcome: Some((CaseOutcome::Failure(finding_kind(f)), finding_line(f))), out: String::new() });
     }
     for l in layouts {
         night.push(Case {
             name: format!("answer across layouts: {l}"),
-            outcome: Some((CaseOutcome::Failure, format!("ANSWER CHANGED across layouts: {l}"))),
+            outcome: Some((CaseOutcome::Failure("answer_changed_across_layouts"), format!("ANSWER CHANGED across layouts: {l}"))),
             out: String::new(),
         });
     }
@@ -277,22 +334,20 @@ pub fn is_own_summary(text: &str) -> bool {
 /// machine; skipped for insufficient evidence. `layouts` are answers that changed across layouts.
 pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
     let suites = cases(c, layouts);
-    let count = |cs: &[Case], kind: CaseOutcome| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == kind)).count();
+    let count = |cs: &[&Case], failed: bool| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0.failed() == failed)).count();
     let all: Vec<&Case> = suites.values().flatten().collect();
-    let (fail, skip) = (
-        all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == CaseOutcome::Failure)).count(),
-        all.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0 == CaseOutcome::Skipped)).count(),
-    );
+    let (fail, skip) = (count(&all, true), count(&all, false));
     let mut x = String::from(XML_DECLARATION);
     let _ = writeln!(x, "{JUNIT_MARK} tests=\"{}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">", all.len());
     for (name, cs) in &suites {
+        let cs: Vec<&Case> = cs.iter().collect();
         let _ = writeln!(
             x,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"0\" timestamp=\"{}\">",
             xml_escape(name),
             cs.len(),
-            count(cs, CaseOutcome::Failure),
-            count(cs, CaseOutcome::Skipped),
+            count(&cs, true),
+            count(&cs, false),
             xml_escape(timestamp)
         );
         for k in cs {
@@ -300,10 +355,9 @@ pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
                 write!(x, "    <testcase classname=\"parlab.nightly.{}\" name=\"{}\" time=\"0\">", xml_escape(name), xml_escape(&k.name));
             if let Some((kind, msg)) = &k.outcome {
                 let _ = write!(x, "<{} message=\"{}\"", kind.element(), xml_escape(msg));
-                let _ = if *kind == CaseOutcome::Failure {
-                    write!(x, " type=\"{}\">{}</failure>", msg.split(' ').next().unwrap_or(""), xml_escape(msg))
-                } else {
-                    write!(x, "/>")
+                let _ = match kind {
+                    CaseOutcome::Failure(type_name) => write!(x, " type=\"{type_name}\">{}</failure>", xml_escape(msg)),
+                    CaseOutcome::Skipped => write!(x, "/>"),
                 };
             }
             if !k.out.is_empty() {
@@ -322,10 +376,10 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
     let mut m = format!("{SUMMARY_HEADER}\n{} runs compared with `{}`; figures: {}.\n\n", c.compared, baseline, counts_line(c));
     let _ = writeln!(
         m,
-        "Method: per figure, Yuen's trimmed (Welch) t on the logs of each launch's median (at least {} launches a night), Benjamini-Hochberg FDR {:.0}%, minimum effect {:.0}%, and outside the figure's night-to-night noise band where a history is kept.{}\n",
+        "Method: per figure, Yuen's trimmed (Welch) t on the logs of each launch's median (at least {} launches a night), Benjamini-Hochberg FDR {}, minimum effect {}, and outside the figure's night-to-night noise band where a history is kept.{}\n",
         super::stats::MIN_PER_SIDE,
-        c.policy.fdr * 100.0,
-        c.policy.min_effect * 100.0,
+        percent(c.policy.fdr),
+        percent(c.policy.min_effect),
         c.bandwidth_ratio.map_or(String::new(), |r| format!(" Memory bandwidth tonight / baseline: {r:.3}."))
     );
     if c.findings.is_empty() && layouts.is_empty() {
@@ -366,4 +420,28 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_is_printed_with_the_decimals_it_has_never_rounded_to_0_or_100_percent() {
+        let cases = [(0.05, "5%"), (0.1, "10%"), (0.001, "0.1%"), (0.004, "0.4%"), (0.999, "99.9%"), (0.0375, "3.75%"), (0.0, "0%")];
+        for (fraction, text) in cases {
+            assert_eq!(percent(fraction), text, "{fraction}");
+        }
+        assert_eq!(decimal(0.05), "0.05");
+        assert_eq!(decimal(1234.56), "1235");
+    }
+
+    #[test]
+    fn the_trimming_said_is_the_tests_own() {
+        assert_eq!(trimmed_words((0, 0)), "nothing trimmed (under 5 launches a night: Welch's t)");
+        assert_eq!(trimmed_words((1, 1)), "1 launch trimmed from each end of each night");
+        assert_eq!(trimmed_words((2, 1)), "2 and 1 launches trimmed from each end (baseline, tonight)");
+        let test = stats::yuen_log(&[1.0, 1.1, 0.9], &[2.0, 2.1, 1.9, 2.2, 2.05, 1.95, 2.0]).unwrap();
+        assert_eq!(test.trimmed, (0, 1));
+    }
 }

@@ -145,6 +145,8 @@ pub struct TTest {
     pub df: f64,
     /// Two-sided p-value from Student's t distribution with `df` degrees of freedom.
     pub p: f64,
+    /// The launches trimmed from each end of the baseline's and of tonight's values.
+    pub trimmed: (usize, usize),
 }
 
 /// The fewest values a side needs for [`yuen_log`]: a variance from at least two degrees of freedom.
@@ -158,12 +160,17 @@ const DEGENERATE_SE: f64 = 1e-9;
 /// none of 3 or 4, where the test is Welch's t itself.
 pub const TRIM: f64 = 0.2;
 
+/// How many of a night's `n` values [`TRIM`] trims from each end.
+pub fn trim_count(n: usize) -> usize {
+    (TRIM * n as f64).floor() as usize
+}
+
 /// One night's sorted logs reduced for Yuen's test: trimmed mean, the squared standard error
 /// `d` and the values kept `h`.
 fn trimmed(x: &mut [f64]) -> (f64, f64, usize) {
     x.sort_by(f64::total_cmp);
     let n = x.len();
-    let g = (TRIM * n as f64).floor() as usize;
+    let g = trim_count(n);
     let h = n - 2 * g;
     let mean = x[g..n - g].iter().sum::<f64>() / h as f64;
     let winsorised: Vec<f64> = x.iter().map(|v| v.clamp(x[g], x[n - 1 - g])).collect();
@@ -191,11 +198,12 @@ pub fn yuen_log(a: &[f64], b: &[f64]) -> Option<TTest> {
         // two nights' launches are (a night of 4.0, 4.0, …, 4.5 against 4.5, 4.5, …, 4.0 is not).
         let df = (ha + hb - 2) as f64;
         let p = if ma == mb { 1.0 } else { mann_whitney(&a, &b).map_or(1.0, |u| u.p) };
-        return Some(TTest { t: if ma == mb { 0.0 } else { (mb - ma).signum() * f64::INFINITY }, df, p });
+        let t = if ma == mb { 0.0 } else { (mb - ma).signum() * f64::INFINITY };
+        return Some(TTest { t, df, p, trimmed: (trim_count(a.len()), trim_count(b.len())) });
     }
     let df = (da + db).powi(2) / (da * da / (ha - 1) as f64 + db * db / (hb - 1) as f64);
     let t = (mb - ma) / se;
-    Some(TTest { t, df, p: student_t_two_sided(t, df) })
+    Some(TTest { t, df, p: student_t_two_sided(t, df), trimmed: (trim_count(a.len()), trim_count(b.len())) })
 }
 
 /// Two-sided p of Student's t with `df` degrees of freedom: I_{df/(df+t²)}(df/2, 1/2).

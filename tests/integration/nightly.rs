@@ -101,7 +101,7 @@ fn a_twenty_percent_shift_is_regressed_with_five_launches_and_insufficient_with_
     assert!(v.method.p().unwrap() < 1e-3 && v.method.q().unwrap() < 0.05 && (v.effect - 0.2).abs() < 0.08, "{v:?}");
     assert_eq!((v.n_before, v.n_after), (5, 5));
     assert!(
-        method_text(&v).starts_with("Yuen-Welch t on log per-launch medians, 20% trimmed each end")
+        method_text(&v).starts_with("Yuen-Welch t on log per-launch medians, 1 launch trimmed from each end of each night")
             && method_text(&v).contains("no history"),
         "{}",
         method_text(&v)
@@ -318,9 +318,24 @@ fn an_answer_change_is_always_a_finding() {
     let mut failed = decode_manifest(0.020, None);
     failed.outcome = Outcome::Failed { reason: "rank 1 killed by signal 9".into(), launch: None };
     match &judged(&Night::new(vec![before.clone()]), &Night::new(vec![failed.clone()])).findings[..] {
-        [Finding::NowFailing { reason, .. }] => assert_eq!(reason, "rank 1 killed by signal 9"),
+        [f @ Finding::NowFailing { reason, .. }] => {
+            assert_eq!(reason, "rank 1 killed by signal 9");
+            assert!(parlab::nightly::render_text(std::slice::from_ref(f)).contains(": failed tonight: rank 1 killed by signal 9"));
+        }
         other => panic!("unexpected {other:?}"),
     }
+    // Not run tonight (a probe decided it) says so, and a failure without a reason says that.
+    let mut skipped = decode_manifest(0.020, None);
+    skipped.outcome = Outcome::NotRun { reason: "needs 4 cores; this machine has 2".into() };
+    let text = parlab::nightly::render_text(&judged(&Night::new(vec![before.clone()]), &Night::new(vec![skipped])).findings);
+    assert!(text.contains(": not run tonight: needs 4 cores; this machine has 2"), "{text}");
+    let mut silent = decode_manifest(0.020, None);
+    silent.outcome = Outcome::Failed { reason: String::new(), launch: None };
+    let c = judged(&Night::new(vec![before.clone()]), &Night::new(vec![silent]));
+    let text = parlab::nightly::render_text(&c.findings);
+    assert!(text.contains(": failed tonight (its manifest gives no reason)") && !text.contains("Failed"), "{text}");
+    let xml = parlab::nightly::outputs::junit(&c, &[], "2026-12-06T00:00:00Z");
+    assert!(xml.contains("type=\"now_failing\""), "{xml}");
     // Its experiment renamed (not in the run identity) and failing tonight: the JUnit status case
     // of the run is the failure, under tonight's name.
     failed.experiment = "renamed".into();
@@ -333,7 +348,7 @@ fn an_answer_change_is_always_a_finding() {
 /// `tokens` decoded with a per-step record whose float32 reference margin is `margins[k]`
 /// and whose largest logit drift is `drift`.
 fn answered(tokens: &[u32], margins: &[f64], drift: f64) -> Manifest {
-    let mut m = decode_manifest(0.020, Some(tokens));
+    let mut m = asking(decode_manifest(0.020, Some(tokens)), tokens.len() as u32);
     let exact = &mut m.answer_mut().unwrap().exactness;
     exact.max_logit_diff = drift;
     exact.steps = tokens
@@ -373,15 +388,20 @@ fn tokens_that_move_are_graded_by_the_margin_against_the_drift_and_a_lost_answer
     }
     // A bfloat16 run is graded the same way: its drift from the float32 reference (its
     // rounding) widens the threshold, and a move past it is a change.
-    let mut half = answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 2.0);
-    if let Workload::Decode { dtype, .. } = &mut half.plan.workload {
-        *dtype = Dtype::Bfloat16;
-    }
-    let c = single(half.clone());
+    let halved = |m: Manifest| {
+        let mut m = m;
+        if let Workload::Decode { dtype, .. } = &mut m.plan.workload {
+            *dtype = Dtype::Bfloat16;
+        }
+        m
+    };
+    let half_before = Night::new(vec![halved(answered(&[1, 2, 3, 4], &[3.0, 3.0, 0.4, 3.0], 2.0))]);
+    let c = judged(&half_before, &Night::new(vec![halved(answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 2.0))]));
     assert!(c.findings.is_empty() && c.runs[0].answer == AnswerOutcome::NearTie, "margin 3 within 2 x 2.0: {c:?}");
-    let mut robust = answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25);
-    robust.plan.workload = half.plan.workload.clone();
-    assert!(matches!(single(robust).findings[..], [Finding::AnswerChanged { .. }]));
+    // Tonight's own drift does not widen it: a half-precision run whose baseline drifted 0.25.
+    let robust = halved(answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 2.0));
+    let quarter = Night::new(vec![halved(answered(&[1, 2, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25))]);
+    assert!(matches!(judged(&quarter, &Night::new(vec![robust])).findings[..], [Finding::AnswerChanged { .. }]));
     // The drift a run records at the step its token changed measures that change, not the
     // reordering noise: only the steps before it set the threshold.
     let mut jumped = answered(&[1, 9, 3, 4], &[3.0, 3.0, 0.4, 3.0], 0.25);
@@ -400,6 +420,59 @@ fn tokens_that_move_are_graded_by_the_margin_against_the_drift_and_a_lost_answer
     let c = single(emptied);
     assert_eq!(c.runs[0].answer, AnswerOutcome::Missing, "{c:?}");
     assert!(matches!(c.findings[..], [Finding::NoAnswer { .. }]), "{:?}", c.findings);
+    // One cut short (fewer tokens than the run asked for) agrees with every prefix: not graded,
+    // as `audit` does not grade it; an answer lost, not a changed one (which exit 3 would say).
+    let c = single(asking(answered(&[1, 2], &[3.0, 3.0], 0.25), 4));
+    assert_eq!(c.runs[0].answer, AnswerOutcome::Missing, "{c:?}");
+    assert_eq!(
+        parlab::nightly::render_text(&c.findings),
+        format!("NO ANSWER {}: ok tonight but its answer holds a list of 2 tokens where the run asked for 4; the baseline's run recorded a whole answer\n", c.runs[0].run)
+    );
+}
+
+/// `m` with its decode plan asking for `asked` tokens, whatever its answer holds.
+fn asking(mut m: Manifest, asked: u32) -> Manifest {
+    if let Workload::Decode { new_tokens, .. } = &mut m.plan.workload {
+        *new_tokens = asked;
+    }
+    m
+}
+
+#[test]
+fn a_run_cannot_excuse_its_own_move_by_drifting_but_the_answers_other_runs_set_the_noise_tonight() {
+    // The baseline's world-1 run matched its reference bit for bit; tonight it drifts 0.05 and
+    // its token at step 2 (margin 0.08) moves: 2 x its own drift would call that a near-tie.
+    let before = answered(&[1, 2, 3, 4], &[3.0, 3.0, 0.08, 3.0], 0.0);
+    let drifted = answered(&[1, 2, 9, 4], &[3.0, 3.0, 0.08, 3.0], 0.05);
+    let c = judged(&Night::new(vec![before.clone()]), &Night::new(vec![drifted.clone()]));
+    match &c.findings[..] {
+        [Finding::AnswerChanged { moved, .. }] => assert_eq!((moved.step, moved.drift), (2, 0.0)),
+        other => panic!("its own drift excused its move: {other:?}"),
+    }
+    // Another run of that answer tonight that kept its reference's tokens while drifting 0.05:
+    // reordering moves this answer's logits that much tonight, so the move is a near-tie.
+    let mut peer = answered(&[1, 2, 3, 4], &[3.0, 3.0, 0.08, 3.0], 0.05);
+    peer.run_id = "e".repeat(64).into();
+    let c = judged(&Night::new(vec![before.clone()]), &Night::new(vec![drifted.clone(), peer.clone()]));
+    assert!(c.findings.is_empty() && c.runs[0].answer == AnswerOutcome::NearTie, "{c:?}");
+    assert_eq!(c.runs[0].moved.map(|m| m.drift), Some(0.05));
+    // A peer that left its own reference's tokens sets no noise.
+    peer.answer_mut().unwrap().exactness.first_difference = Some(1);
+    let c = judged(&Night::new(vec![before]), &Night::new(vec![drifted, peer]));
+    assert!(matches!(c.findings[..], [Finding::AnswerChanged { .. }]), "{:?}", c.findings);
+}
+
+#[test]
+fn a_baseline_file_that_cannot_be_read_is_a_finding_not_a_run_dropped_in_silence() {
+    let before = decode_manifest(0.020, Some(&[1, 2, 3]));
+    let mut baseline = Night::new(vec![before.clone()]);
+    baseline.unread.insert("a".repeat(64), "not JSON: EOF while parsing at line 1 column 0".into());
+    let c = judged(&baseline, &Night::new(vec![before]));
+    assert_eq!(c.findings.len(), 1, "{:?}", c.findings);
+    let line = parlab::nightly::render_text(&c.findings);
+    assert!(line.starts_with(&format!("BASELINE UNREAD {}.json: skipped (not JSON: EOF", "a".repeat(64))), "{line}");
+    let xml = parlab::nightly::outputs::junit(&c, &[], "2026-12-07T00:00:00Z");
+    assert!(xml.contains("type=\"baseline_unread\"") && xml.contains(" failures=\"1\""), "{xml}");
 }
 
 #[test]
@@ -786,6 +859,19 @@ fn the_command_exits_3_on_a_changed_answer_and_2_on_a_foreign_baseline_or_bad_fl
     let out = nightly(foreign.path(), now.path(), &[]);
     assert_eq!(out.status.code(), Some(2), "a foreign baseline");
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to compare"));
+    // A baseline of runs that all failed or were not run has nothing to compare either (its
+    // manifests share the identities, but none has a figure or an answer).
+    let failed = tempfile::tempdir().unwrap();
+    let mut not_run = decode_manifest(0.020, None);
+    not_run.outcome = Outcome::NotRun { reason: "needs 4 cores".into() };
+    not_run.write(failed.path()).unwrap();
+    let out = nightly(failed.path(), now.path(), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("none of the 1 baseline manifests in"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for bad in [["--fdr", "0"], ["--fdr", "1.5"], ["--min-effect", "-0.1"], ["--min-effect", "nan"], ["--min-effect", "1e300"]] {
         assert_eq!(nightly(base.path(), now.path(), &bad).status.code(), Some(2), "{bad:?}");
     }
@@ -807,11 +893,13 @@ fn output_paths_that_cannot_be_written_exit_2_before_anything_is_written() {
     std::fs::create_dir(&history).unwrap();
     // A folder nobody can make a file in, root included (procfs).
     let unwritable = Path::new("/proc/parlab-summary.md");
-    let cases: [(&str, &Path, String); 7] = [
+    let under_a_file = file.join("history");
+    let cases: [(&str, &Path, String); 8] = [
         ("--junit", &folder, format!("--junit {}: a folder", folder.display())),
         ("--junit", &missing, format!("no such folder {}", out.path().join("no-such-folder").display())),
         ("--summary", &folder, format!("--summary {}: a folder", folder.display())),
         ("--history", &file, format!("--history {}: a file, not the folder of the nightly history", file.display())),
+        ("--history", &under_a_file, format!("--history {}: cannot be made: {} is a file", under_a_file.display(), file.display())),
         ("--junit", &in_history, format!("--junit {}: inside the --history folder", in_history.display())),
         ("--junit", &among_manifests, format!("--junit {}: inside tonight's manifests folder", among_manifests.display())),
         ("--junit", unwritable, "--junit /proc/parlab-summary.md: cannot write in /proc".to_string()),
