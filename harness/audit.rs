@@ -43,6 +43,11 @@ pub enum Cause {
     NearTie,
     /// The reference decoded again differs from itself: run-to-run noise, not the layout.
     NoisyReference,
+    /// The reference decoded again (the world-1 run) left the cached reference at a robust
+    /// step: the same computation gave another answer, beyond what reordering can flip (a race,
+    /// memory read before it was written): counted as a change, as it leaves every verdict of
+    /// the group resting on an answer that is not reproducible.
+    Unreproducible,
     /// A divergence at a robust step: the layout changed the answer.
     RealChange,
     /// A half-precision run left the float32 reference at a robust step: its rounding, not its
@@ -415,6 +420,10 @@ fn verdict(a: &Answered, ctx: &Context, noise: (f64, NoiseBasis)) -> LayoutVerdi
     let noisy_reference = ctx.reference_left.is_some_and(|r| k.is_none_or(|k| r == k || (r < k && within_reference_noise)));
     let cause = if v.reference_margin.is_some_and(|m| m < threshold) {
         Cause::NearTie
+    } else if v.is_reference && v.reference_margin.is_some() {
+        // Without a recorded margin (a manifest older than per-step records) nothing says the
+        // step was robust: run-to-run noise, as before.
+        Cause::Unreproducible
     } else if noisy_reference {
         Cause::NoisyReference
     } else if a.in_half_precision() {
@@ -423,7 +432,7 @@ fn verdict(a: &Answered, ctx: &Context, noise: (f64, NoiseBasis)) -> LayoutVerdi
         Cause::RealChange
     };
     v.cause = Some(cause);
-    v.real_change = cause == Cause::RealChange;
+    v.real_change = matches!(cause, Cause::RealChange | Cause::Unreproducible);
     v.noise = (cause == Cause::NearTie).then_some(noise.1);
     v
 }
@@ -485,6 +494,9 @@ pub fn layout_line(l: &LayoutVerdict) -> String {
                 }
                 Some(Cause::NearTie) => "explained by a near-tie (not counted as a change)",
                 Some(Cause::NoisyReference) => "the reference differs from itself (run-to-run noise)",
+                Some(Cause::Unreproducible) => {
+                    "NOT REPRODUCIBLE: the reference decoded again left the cached reference at a robust step (beyond what float reordering flips)"
+                }
                 Some(Cause::HalfPrecision) => "half precision's rounding (graded by the precision audit against its float32 twin)",
                 _ => "a REAL CHANGE at a robust step",
             }
@@ -720,6 +732,24 @@ mod tests {
         with_steps(run(&mut list, "49fd8bd66b03"), 0.6, Some((3, 998)));
         with_steps(run(&mut list, "e10e3402b841"), 1e-5, Some((6, 999)));
         assert_eq!(graded(&audit(&list)[0], "e10e3402b841").cause, Some(Cause::NoisyReference));
+    }
+
+    #[test]
+    fn the_reference_decoded_again_leaving_itself_at_a_robust_step_is_not_reproducible_and_a_change() {
+        // 49fd8bd66b03 is the world-1 run; the others kept the tokens drifting 1e-5.
+        let mut list = stepped();
+        with_steps(run(&mut list, "49fd8bd66b03"), 1e-5, Some((3, 998)));
+        let g = &audit(&list)[0];
+        let r = graded(g, "49fd8bd66b03");
+        assert!(r.is_reference);
+        assert_eq!((r.cause, r.real_change, g.changed), (Some(Cause::Unreproducible), true, true), "margin 1.0 against 2 × 1e-5");
+        assert!(layout_line(r).contains("NOT REPRODUCIBLE"), "{}", layout_line(r));
+        // At step 5 (margin 0.25) beside a run that kept the tokens drifting 0.2: a near-tie.
+        let mut list = stepped();
+        with_steps(run(&mut list, "49fd8bd66b03"), 1e-5, Some((5, 998)));
+        with_steps(run(&mut list, "e10e3402b841"), 0.2, None);
+        let g = &audit(&list)[0];
+        assert_eq!((graded(g, "49fd8bd66b03").cause, g.changed), (Some(Cause::NearTie), false));
     }
 
     #[test]

@@ -139,6 +139,9 @@ fn note(name: &str, l: &Layout) -> String {
     let plural = if prompts == 1 { "" } else { "s" };
     match (w.verdict, w.cause) {
         (Grade::Diverged, Some(Cause::RealChange)) => format!("{name}: CHANGED the answer ({})", crate::audit::layout_line(w)),
+        (Grade::Diverged, Some(Cause::Unreproducible)) => {
+            format!("{name}: the reference decoded again is NOT REPRODUCIBLE ({})", crate::audit::layout_line(w))
+        }
         (Grade::Diverged, Some(Cause::HalfPrecision)) => {
             format!("{name}: diverged in half precision, graded by the precision audit ({})", crate::audit::layout_line(w))
         }
