@@ -20,7 +20,7 @@ use layouts::Layout;
 use predict::{predict, Prediction};
 use rank::Ranked;
 use reject::Rejection;
-use request::{Machine, Request};
+use request::{Machine, Objective, Request};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -202,17 +202,17 @@ pub struct Advice {
 /// The layouts of `sound` refused for a tensor group across a slower link, with the refusal:
 /// decided from the smallest tensor group up, so the layout a refusal offers instead (a smaller
 /// group, splitting the cache: never one past the KV heads) is never refused itself.
-fn slow_boundaries(sound: &[(Layout, Prediction)], shape: &ModelShape, m: &Machine) -> HashMap<Layout, Rejection> {
-    let mut by_group: Vec<Layout> = sound.iter().map(|(l, _)| *l).collect();
-    by_group.sort_by_key(|l| l.tensor);
+fn slow_boundaries(sound: &[(Layout, Prediction)], shape: &ModelShape, m: &Machine, objective: Objective) -> HashMap<Layout, Rejection> {
+    let mut by_group: Vec<&(Layout, Prediction)> = sound.iter().collect();
+    by_group.sort_by_key(|(l, _)| l.tensor);
     let mut refused = HashMap::new();
-    let mut offered: Vec<Layout> = Vec::new();
-    for layout in by_group {
-        match reject::slow_boundary(&layout, m, &offered) {
+    let mut offered: Vec<(Layout, Prediction)> = Vec::new();
+    for (layout, p) in by_group {
+        match reject::slow_boundary(layout, p, m, &offered, objective) {
             Some(reason) => {
-                refused.insert(layout, reason);
+                refused.insert(*layout, reason);
             }
-            None if !reject::past_kv_heads(&layout, shape) => offered.push(layout),
+            None if !reject::past_kv_heads(layout, shape) => offered.push((*layout, p.clone())),
             None => {}
         }
     }
@@ -236,7 +236,7 @@ pub fn advise(request: Request) -> Advice {
             None => sound.push((layout, p)),
         }
     }
-    let mut boundaries = slow_boundaries(&sound, shape, m);
+    let mut boundaries = slow_boundaries(&sound, shape, m, w.objective);
     let mut kept = Vec::new();
     for (layout, p) in sound {
         match boundaries.remove(&layout) {

@@ -101,6 +101,9 @@ pub enum Rejection {
         instead: String,
         /// That layout's tensor degree (1: it has no tensor group, and pays no all-reduce).
         instead_tensor: u32,
+        /// This layout's cost under the objective over that layout's: below 1 where the
+        /// prediction favours the refused layout (the rule refuses it, not the prediction).
+        cost_ratio: f64,
     },
 }
 
@@ -196,12 +199,19 @@ pub fn slower(a: Link, b: Link) -> bool {
 
 /// The rejection of a tensor group that crosses a slower link ([`slower`]), when one of
 /// `fitting` (layouts that fit, split soundly and are not refused themselves for crossing a
-/// slower link) keeps its tensor group inside the faster domain.
+/// slower link, with their predictions) keeps its tensor group inside the faster domain; it
+/// says how `predicted` compares with that layout's under `objective`.
 /// A group pays the slowest link of the domains its ring passes ([`Machine::group_link`]); it
 /// crosses a slower link when a group of the largest domain inside its own whose ring is faster
 /// exists, and it is named by the slowest-bandwidth link it pays (SYS inside two nodes joined by
 /// a faster network is still SYS).
-pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> Option<Rejection> {
+pub fn slow_boundary(
+    layout: &Layout,
+    predicted: &Prediction,
+    machine: &Machine,
+    fitting: &[(Layout, Prediction)],
+    objective: Objective,
+) -> Option<Rejection> {
     let outer = machine.domain_of_group(layout.tensor)?;
     let paid = machine.group_link(layout.tensor);
     let inner = (0..outer).rev().find(|&j| slower(paid, machine.group_link(machine.domains[j].size)))?;
@@ -215,7 +225,8 @@ pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> 
         .filter(|(_, l)| l.alpha_s > faster.alpha_s || l.beta_bps < faster.beta_bps)
         .min_by(|(_, a), (_, b)| a.beta_bps.total_cmp(&b.beta_bps).then(b.alpha_s.total_cmp(&a.alpha_s)))?
         .0;
-    let instead = fitting.iter().filter(|l| l.tensor <= machine.domains[inner].size && l.expert == 1).max_by_key(|l| (l.tensor, l.data))?;
+    let (instead, instead_predicted) =
+        fitting.iter().filter(|(l, _)| l.tensor <= machine.domains[inner].size && l.expert == 1).max_by_key(|(l, _)| (l.tensor, l.data))?;
     // Named by the domain holding the group it offers (a smaller one where the faster domain's
     // own groups are refused too).
     let held = machine.domain_of_group(instead.tensor).unwrap_or(inner);
@@ -227,5 +238,6 @@ pub fn slow_boundary(layout: &Layout, machine: &Machine, fitting: &[Layout]) -> 
         inside_link: machine.domains[held].link.name.clone(),
         instead: instead.label(),
         instead_tensor: instead.tensor,
+        cost_ratio: predicted.cost(objective) / instead_predicted.cost(objective),
     })
 }

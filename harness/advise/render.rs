@@ -20,7 +20,8 @@ pub fn assumptions(advice: &Advice) -> Vec<String> {
             w.final_context()
         ),
         "Every layout uses every device. A tensor group is contiguous, its pipeline stages next, replicas outermost; a ring all-reduce pays the link of the smallest domain holding its whole group (a domain's link joins every device in it, as a switch does) and, where that domain joins nodes, the slower of it and the links inside a node (its ring passes every device of a node over the node's own links); a pipeline hop pays the link between its two stages.".into(),
-        "Sequences in flight on one replica are served in turn (no batching), so throughput favours replicas whenever they fit, and a request waits a whole round of its replica's sequences for each token after its first.".into(),
+        "Sequences in flight on one replica are served in turn (no batching), so throughput favours replicas whenever they fit, and a request waits a whole round of its replica's sequences for each token after its first. Tokens per second counts every prompt's prefill and every round of each replica's own share of the sequences (a replica holding one fewer than the busiest rounds faster).".into(),
+        "The KV cache is counted at the whole context on every layer: a sliding window (Gemma-2's 4096 tokens on every other layer) is not modelled, so past the window the cache per device and its read per step are overstated.".into(),
         "Time to first token is the prefill of one prompt alone (no queueing): per stage the larger of its arithmetic over the device's peak and its weight read over memory bandwidth, plus its collectives.".into(),
         "A tensor group past the model's KV heads (each device holding whole copies of its heads' cache) is refused where a layout that stops its tensor group at the KV heads, the rest as stages or replicas, fits and is predicted no worse (the parallelism chapter: past the KV heads the cache stops falling while the collectives grow); where every such layout is predicted worse, it is ranked.".into(),
         "A tensor group that crosses a slower link is refused while a layout keeping its tensor group inside the faster domain fits (chapter 1.4: never TP across SYS; the parallelism chapter: TP inside a node, PP between nodes).".into(),
@@ -117,13 +118,25 @@ pub fn rejection_message(r: &Rejection) -> String {
             format_bytes(*kv_bytes as f64),
             format_bytes(*memory_bytes as f64)
         ),
-        Rejection::TensorAcrossSlowBoundary { tensor, link, between_nodes, inside, inside_link, instead, instead_tensor } => {
+        Rejection::TensorAcrossSlowBoundary { tensor, link, between_nodes, inside, inside_link, instead, instead_tensor, cost_ratio } => {
             let offered = if *instead_tensor > 1 {
                 format!("{instead} fits with its tensor group inside the {inside} devices joined by {inside_link}")
             } else {
                 format!("{instead} fits with no tensor group, and makes no all-reduce")
             };
-            format!("its tensor group of {tensor} crosses {link}{} and every all-reduce pays it; {offered}", if *between_nodes { " between nodes" } else { "" })
+            // Said where the prediction disagrees: the refusal is the chapters' rule, not the model's.
+            let against = if *cost_ratio < 1.0 {
+                format!(
+                    "; the prediction favours it {}x over {instead}: the rule (never TP across a slower link) refuses it, not the prediction, so measure both",
+                    sig3(1.0 / cost_ratio)
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "its tensor group of {tensor} crosses {link}{} and every all-reduce pays it; {offered}{against}",
+                if *between_nodes { " between nodes" } else { "" }
+            )
         }
     }
 }

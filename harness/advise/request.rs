@@ -425,6 +425,13 @@ impl Asked {
             .ok_or_else(|| AdviseError::Workload(format!("--dtype {}: use float32, float16 or bfloat16", self.dtype)))?;
         let workload = Workload::new(self.prompt, self.new_tokens, self.sequences, objective, dtype)?;
         check_window(&model, &workload)?;
+        if objective == Objective::Ttft && machine.device.peak_flops(dtype).is_none() {
+            return Err(AdviseError::Workload(format!(
+                "--objective ttft: device {} has no {} compute figure in models/devices.yaml, so a prefill's arithmetic cannot be predicted and layouts would be ranked by their weight reads alone (a split that divides the arithmetic would look no faster); give the device a peak, or rank by latency or throughput",
+                machine.device.name,
+                dtype.name()
+            )));
+        }
         Ok(Request { model, workload, machine })
     }
 }

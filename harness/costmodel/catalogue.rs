@@ -17,7 +17,7 @@ pub const DEVICES_FILE: &str = "devices.yaml";
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogueError {
     /// The file is missing or unreadable.
-    #[error("{path}: cannot read ({message}); the cost model's catalogue lives in models/")]
+    #[error("{path}: cannot read ({message}); the cost model's catalogue lives in models/ of parlab's checkout: run parlab from there")]
     Read {
         /// The file.
         path: PathBuf,

@@ -85,7 +85,11 @@ pub enum ConfigError {
     #[error("`model_type` must be a string such as \"llama\", found {0}")]
     ModelType(Value),
     /// `model_type` is absent: the family cannot be told (transformers' AutoConfig refuses it too).
-    #[error("`model_type` is missing; name the model's family, one of {}", Family::runnable_types())]
+    #[error(
+        "`model_type` is missing; name the model's family: {} to run it, or for its shape and advice alone {}",
+        Family::runnable_types(),
+        crate::costmodel::shape::SUPPORTED_MODEL_TYPES.join(", ")
+    )]
     NoModelType,
     /// None of the keys a size may have is present.
     #[error("config.json has none of {names:?}")]
@@ -514,6 +518,9 @@ mod tests {
         let mut untyped = gpt2(json!({}));
         untyped.as_object_mut().unwrap().remove("model_type");
         let err = ModelConfig::from_value(untyped).unwrap_err();
-        assert_eq!(err.to_string(), format!("`model_type` is missing; name the model's family, one of {}", Family::runnable_types()));
+        assert!(err
+            .to_string()
+            .starts_with(&format!("`model_type` is missing; name the model's family: {} to run it", Family::runnable_types())));
+        assert!(err.to_string().ends_with("gemma2, phi3"), "{err}");
     }
 }

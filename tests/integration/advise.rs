@@ -527,6 +527,58 @@ fn a_request_waits_a_round_of_its_replicas_sequences_per_token() {
 }
 
 #[test]
+fn throughput_counts_each_replicas_own_share_and_every_prefill() {
+    let mut a = asked(model("llama-3.1-8b"), "a100-80gb", 1, 4, &["4:nvswitch"]);
+    (a.prompt, a.new_tokens, a.objective) = (512, 128, "throughput".into());
+    let rate = |sequences: u32| {
+        let mut a = a.clone();
+        a.sequences = sequences;
+        let advice = run(&a);
+        let r = advice.ranked.iter().find(|r| r.label == "TP=1 x DP=4").expect("TP=1 x DP=4 ranked").predicted.clone();
+        (r, labels(&advice)[0].clone())
+    };
+    // A fifth sequence puts two on one replica: that replica rounds at two steps, the other
+    // three still at one, so the workload's rate cannot fall by the busiest's slowdown.
+    let ((four, first4), (five, first5), (eight, _)) = (rate(4), rate(5), rate(8));
+    assert!(five.tokens_per_s >= 0.99 * four.tokens_per_s && eight.tokens_per_s >= 0.99 * four.tokens_per_s, "{four:?} {five:?} {eight:?}");
+    assert_eq!((first4.as_str(), first5.as_str()), ("TP=1 x DP=4", "TP=1 x DP=4"));
+    // Each replica: its sequences' prefills, then 127 rounds; the four replicas at once.
+    let one = 128.0 / (four.ttft_s + 127.0 * four.round_s);
+    assert!((four.tokens_per_s - 4.0 * one).abs() <= 1e-9 * four.tokens_per_s, "{four:?}");
+    // A prefill-only question (one new token) is ranked by its prefills, not the decode rate.
+    let mut prefill = a.clone();
+    (prefill.prompt, prefill.new_tokens, prefill.sequences) = (4096, 1, 4);
+    let advice = run(&prefill);
+    for r in &advice.ranked {
+        let p = &r.predicted;
+        let replicas = r.layout.data.min(4) as f64;
+        assert!((p.tokens_per_s - replicas / p.ttft_s).abs() <= 1e-9 * p.tokens_per_s, "{}: {p:?}", r.label);
+    }
+}
+
+#[test]
+fn a_slow_link_refusal_says_where_the_prediction_favours_the_refused_layout() {
+    let mut a = asked(model("llama-3.1-8b"), "book-gpu-12gib", 1, 4, &["2:nvlink-nv12", "4:pcie-sys"]);
+    (a.prompt, a.new_tokens) = (256, 512);
+    let advice = run(&a);
+    let Rejection::TensorAcrossSlowBoundary { cost_ratio, instead, .. } = rejection(&advice, "TP=4 x DP=1") else {
+        panic!("{:?}", rejection(&advice, "TP=4 x DP=1"))
+    };
+    let cost = |label: &str| {
+        let p = advice
+            .ranked
+            .iter()
+            .map(|r| (&r.label, &r.predicted))
+            .chain(advice.rejected.iter().filter_map(|r| Some((&r.label, r.predicted.as_ref()?))));
+        p.clone().find(|(l, _)| *l == label).unwrap().1.request_s
+    };
+    assert!((cost_ratio - cost("TP=4 x DP=1") / cost(instead)).abs() < 1e-12, "{cost_ratio} {instead}");
+    assert!(*cost_ratio < 1.0, "the α–β prediction favours TP=4 here: {cost_ratio}");
+    let message = render::rejection_message(rejection(&advice, "TP=4 x DP=1"));
+    assert!(message.contains("the prediction favours it") && message.contains("refuses it, not the prediction"), "{message}");
+}
+
+#[test]
 fn a_tensor_group_past_the_kv_heads_is_refused_only_where_one_capped_at_them_does_as_well() {
     // Llama-3.1-8B has 8 KV heads: at TP=16 each device holds whole copies of its heads' cache.
     let advise = |extra: &[&str]| {
@@ -581,6 +633,27 @@ fn bad_input_exits_2_naming_what_is_wrong() {
         assert!(err.contains(message), "{extra:?}: {err}");
         assert!(out.stdout.is_empty());
     }
+    // The H200 PCIe has no compute figure in models/devices.yaml: ranked by time to first
+    // token, layouts would be ranked by their weight reads alone.
+    let no_peak = parlab(&[
+        "advise",
+        "llama-3.1-8b",
+        "--device",
+        "h200-pcie",
+        "--devices-per-node",
+        "4",
+        "--domain",
+        "4:nvswitch",
+        "--prompt",
+        "8192",
+        "--new-tokens",
+        "64",
+        "--objective",
+        "ttft",
+    ]);
+    let err = String::from_utf8_lossy(&no_peak.stderr);
+    assert_eq!(no_peak.status.code(), Some(2), "{err}");
+    assert!(err.contains("--objective ttft: device h200-pcie has no float16 compute figure") && no_peak.stdout.is_empty(), "{err}");
     let unknown_model = parlab(&["advise", "llama-9t", "--device", "a100-80gb", "--prompt", "8", "--new-tokens", "2"]);
     assert_eq!(unknown_model.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown_model.stderr).contains("llama-9t"));
@@ -741,7 +814,7 @@ fn advise_specs_answer_in_the_register_and_their_expected_answers_are_findings()
             && md.contains("TP=2 x DP=2 is not refused (it ranks 1)"),
         "the failing finding names what differs:\n{md}"
     );
-    assert!(md.contains("| 1 | TP=2 x DP=2 | 5.93 ms | 167 ms | 1.94 s | 169 |"), "the same ranking as `parlab advise` prints");
+    assert!(md.contains("| 1 | TP=2 x DP=2 | 5.93 ms | 167 ms | 1.94 s | 155 |"), "the same ranking as `parlab advise` prints");
     assert!(md.contains("0 measured, 4 modelled, 0 failed, 0 not run"), "advice is counted as modelled");
     // The manifest keeps the question (the workload) and the answer (the summary).
     let manifest = std::fs::read_dir(&store)
