@@ -316,7 +316,9 @@ fn group(answer_id: &crate::identity::AnswerId, answers: &[Answered], not_graded
         reference_drift: reference_run.map_or(0.0, |a| drift_before(a.exact(), reference_left)),
         reference_run: reference_run.map(|a| &a.m.run_id),
     };
-    let layouts: Vec<LayoutVerdict> = answers.iter().enumerate().map(|(i, a)| verdict(a, &ctx, noise_for(&drifts, &kept, i))).collect();
+    let is_reference = |a: &Answered| ctx.reference_run == Some(&a.m.run_id);
+    let layouts: Vec<LayoutVerdict> =
+        answers.iter().enumerate().map(|(i, a)| verdict(a, &ctx, noise_for(&drifts, &kept, i, is_reference(a)))).collect();
     let mut experiments: Vec<String> =
         answers.iter().map(|a| a.m.experiment.clone()).chain(not_graded.iter().map(|n| n.experiment.clone())).collect();
     experiments.sort();
@@ -352,16 +354,24 @@ fn left_reference(reference_run: &Answered, tokens: Option<&[u32]>) -> Option<us
 
 /// Whether `a` kept the reference's tokens: its drift is float32 reordering alone.
 fn kept_tokens(a: &Answered, tokens: Option<&[u32]>) -> bool {
-    first_difference(a, tokens).is_none() && a.exact().tokens_equal && a.tokens().len() <= 1
+    first_difference(a, tokens).is_none() && kept_recorded(a.answer)
+}
+
+/// Whether an answer kept the tokens of the reference it was checked against, as its own
+/// record says: no step recorded where it left them, its tokens equal, one token list (a run
+/// of several sequences is not read as one that kept them).
+pub fn kept_recorded(answer: &Answer) -> bool {
+    answer.exactness.first_difference.is_none() && answer.exactness.tokens_equal && answer.tokens.len() <= 1
 }
 
 /// The reordering noise run `i` is graded against, and whose it is: the largest drift of the
 /// group's other runs that kept the tokens, so a layout cannot excuse its own divergence by
 /// drifting far before it (nor two layouts drifting alike each other's); its own drift only
-/// where no such run drifted at all ([`NoiseBasis::OwnDrift`]).
-fn noise_for(drifts: &[f64], kept: &[bool], i: usize) -> (f64, NoiseBasis) {
+/// where no such run drifted at all ([`NoiseBasis::OwnDrift`]), and never for the reference
+/// decoded again (`is_reference`): its own drift is what would make it unreproducible.
+fn noise_for(drifts: &[f64], kept: &[bool], i: usize, is_reference: bool) -> (f64, NoiseBasis) {
     let others = drifts.iter().zip(kept).enumerate().filter(|(j, (_, k))| *j != i && **k).map(|(_, (d, _))| *d).fold(0.0, f64::max);
-    if others > 0.0 {
+    if others > 0.0 || is_reference {
         (others, NoiseBasis::OtherRuns)
     } else {
         (drifts.get(i).copied().unwrap_or(0.0), NoiseBasis::OwnDrift)
@@ -540,6 +550,19 @@ pub fn render_text(groups: &[AnswerGroup]) -> String {
     out
 }
 
+impl AnswerGroup {
+    /// Whether a layout changed the answer at a robust step (not only the reference failing
+    /// to reproduce itself).
+    pub fn layout_changed(&self) -> bool {
+        self.layouts.iter().any(|l| l.cause == Some(Cause::RealChange))
+    }
+
+    /// Whether the reference decoded again left the cached reference at a robust step.
+    pub fn reference_unreproducible(&self) -> bool {
+        self.layouts.iter().any(|l| l.cause == Some(Cause::Unreproducible))
+    }
+}
+
 /// Whether the reference reproduced itself, in words.
 fn noise_words(g: &AnswerGroup) -> String {
     match g.reference_reproducible {
@@ -555,7 +578,13 @@ fn group_head(g: &AnswerGroup) -> String {
     if g.layouts.is_empty() {
         return format!("{name}: no run graded: {} produced no answer\n", decode_runs(g.not_graded.len()));
     }
-    let verdict = if g.changed { "ANSWER CHANGED" } else { "same answer" };
+    let verdict = if g.layout_changed() {
+        "ANSWER CHANGED"
+    } else if g.reference_unreproducible() {
+        "REFERENCE NOT REPRODUCIBLE"
+    } else {
+        "same answer"
+    };
     let fragile = if g.fragile {
         format!("; FRAGILE: top-2 margin below {FRAGILE_FACTOR}× the drift at steps {:?}", g.fragile_steps)
     } else {
@@ -750,6 +779,17 @@ mod tests {
         with_steps(run(&mut list, "e10e3402b841"), 0.2, None);
         let g = &audit(&list)[0];
         assert_eq!((graded(g, "49fd8bd66b03").cause, g.changed), (Some(Cause::NearTie), false));
+        // Beside runs that are all bitwise it cannot excuse its move by its own drift (0.2, so
+        // 2 × 0.2 past the margin 0.25): no run apart from it measures any reordering.
+        let mut list = stepped();
+        for m in list.iter_mut().filter(|m| m.answer().is_some()) {
+            with_steps(m, 0.0, None);
+        }
+        with_steps(run(&mut list, "49fd8bd66b03"), 0.2, Some((5, 998)));
+        let g = &audit(&list)[0];
+        assert_eq!((graded(g, "49fd8bd66b03").cause, g.changed), (Some(Cause::Unreproducible), true));
+        assert!(!g.layout_changed() && g.reference_unreproducible());
+        assert!(group_head(g).contains(": REFERENCE NOT REPRODUCIBLE;"), "{}", group_head(g));
     }
 
     #[test]

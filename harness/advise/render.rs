@@ -21,11 +21,16 @@ pub fn assumptions(advice: &Advice) -> Vec<String> {
         ),
         "Every layout uses every device. A tensor group is contiguous, its pipeline stages next, replicas outermost; a ring all-reduce pays the link of the smallest domain holding its whole group (a domain's link joins every device in it, as a switch does) and, where that domain joins nodes, the slower of it and the links inside a node (its ring passes every device of a node over the node's own links); a pipeline hop pays the link between its two stages.".into(),
         "Sequences in flight on one replica are served in turn (no batching), so throughput favours replicas whenever they fit, and a request waits a whole round of its replica's sequences for each token after its first. Tokens per second counts every prompt's prefill and every round of each replica's own share of the sequences (a replica holding one fewer than the busiest rounds faster).".into(),
-        "The KV cache is counted at the whole context on every layer: a sliding window (Gemma-2's 4096 tokens on every other layer) is not modelled, so past the window the cache per device and its read per step are overstated.".into(),
         "Time to first token is the prefill of one prompt alone (no queueing): per stage the larger of its arithmetic over the device's peak and its weight read over memory bandwidth, plus its collectives.".into(),
         "A tensor group past the model's KV heads (each device holding whole copies of its heads' cache) is refused where a layout that stops its tensor group at the KV heads, the rest as stages or replicas, fits and is predicted no worse (the parallelism chapter: past the KV heads the cache stops falling while the collectives grow); where every such layout is predicted worse, it is ranked.".into(),
         "A tensor group that crosses a slower link is refused while a layout keeping its tensor group inside the faster domain fits (chapter 1.4: never TP across SYS; the parallelism chapter: TP inside a node, PP between nodes).".into(),
     ];
+    if let Some(window) = advice.request.model.sliding_window {
+        out.push(format!(
+            "{} declares a sliding window of {window} tokens (config.json `sliding_window`; Gemma-2 on every other layer), which is not modelled: the KV cache is counted at the whole context on every layer, so past {window} tokens the cache per device and its read per step are overstated.",
+            advice.request.model.name
+        ));
+    }
     if let Some(e) = advice.request.model.shape.experts {
         out.push(even_routing(e));
     }

@@ -372,6 +372,16 @@ fn parse_domain(index: usize, text: &str, catalogue: &Catalogue) -> Result<Domai
 
 /// Refuses a request longer than the model's position table (where its config.json or
 /// transformers' default for its type says).
+/// The words of a question ranked by its prefill alone (time to first token, or an answer of
+/// one token whatever the objective), which a device without a compute peak cannot answer.
+fn prefill_ranked(objective: Objective, w: &Workload) -> Option<String> {
+    match objective {
+        Objective::Ttft => Some("--objective ttft".into()),
+        _ if w.new_tokens == 1 => Some(format!("--new-tokens 1 (a prefill alone) ranked by {}", objective.name())),
+        _ => None,
+    }
+}
+
 fn check_window(model: &NamedShape, w: &Workload) -> Result<(), AdviseError> {
     let max = u64::from(model.max_positions);
     if max == 0 || w.final_context() <= max {
@@ -425,11 +435,12 @@ impl Asked {
             .ok_or_else(|| AdviseError::Workload(format!("--dtype {}: use float32, float16 or bfloat16", self.dtype)))?;
         let workload = Workload::new(self.prompt, self.new_tokens, self.sequences, objective, dtype)?;
         check_window(&model, &workload)?;
-        if objective == Objective::Ttft && machine.device.peak_flops(dtype).is_none() {
+        if let Some(asked) = prefill_ranked(objective, &workload).filter(|_| machine.device.peak_flops(dtype).is_none()) {
             return Err(AdviseError::Workload(format!(
-                "--objective ttft: device {} has no {} compute figure in models/devices.yaml, so a prefill's arithmetic cannot be predicted and layouts would be ranked by their weight reads alone (a split that divides the arithmetic would look no faster); give the device a peak, or rank by latency or throughput",
+                "{asked}: device {} has no {} compute figure in models/devices.yaml, so a prefill's arithmetic cannot be predicted and layouts would be ranked by their weight reads alone (a split that divides the arithmetic would look no faster); give the device a peak{}",
                 machine.device.name,
-                dtype.name()
+                dtype.name(),
+                if objective == Objective::Ttft { ", or rank a longer answer by latency or throughput" } else { "" }
             )));
         }
         Ok(Request { model, workload, machine })

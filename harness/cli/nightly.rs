@@ -223,7 +223,15 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
                 manifests.display()
             )
         };
-        return Err(Error::Usage(format!("nothing to compare: {why}")));
+        let unread = match before.unread.iter().next() {
+            Some((name, reason)) => format!(
+                "; {} baseline file{} holding runs could not be read (the first, {name}.json: {reason})",
+                before.unread.len(),
+                if before.unread.len() == 1 { "" } else { "s" }
+            ),
+            None => String::new(),
+        };
+        return Err(Error::Usage(format!("nothing to compare: {why}{unread}")));
     }
     // The history is read once: its nights give the noise bands, then tonight is appended. A
     // night of tonight's very figures (a retried job judging the same folder) is tonight: it
@@ -242,7 +250,11 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
     let layouts: Vec<String> = crate::audit::audit(&after.manifests)
         .iter()
         .filter(|g| g.changed)
-        .map(|g| format!("answer {} ({})", g.answer_id.short(), g.experiments.join(", ")))
+        .map(|g| {
+            let only_reference = !g.layout_changed() && g.reference_unreproducible();
+            let what = if only_reference { ": no layout changed it, but the reference decoded again is NOT REPRODUCIBLE" } else { "" };
+            format!("answer {} ({}){what}", g.answer_id.short(), g.experiments.join(", "))
+        })
         .collect();
     if outs.json {
         let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts});

@@ -62,6 +62,9 @@ pub struct NamedShape {
     pub positions_from: crate::model::config::PositionsFrom,
     /// Its `model_type`.
     pub model_type: String,
+    /// The attention window its config.json declares (`sliding_window`), which the cost model
+    /// does not model; None where it declares none.
+    pub sliding_window: Option<u64>,
     /// sha256 of its config.json (canonical JSON), the shape's identity.
     pub config_digest: String,
 }
@@ -100,9 +103,17 @@ pub fn load_shape(name: &str) -> Result<NamedShape, TablesError> {
         provenance,
         max_positions: cfg.max_positions,
         positions_from: cfg.positions_from,
+        sliding_window: declared_window(&cfg.raw),
         model_type: cfg.model_type,
         config_digest: cfg.digest,
     })
+}
+
+/// The attention window a config.json declares: `sliding_window` above 0, unless
+/// `use_sliding_window` turns it off (Qwen2's configs carry a window they do not use).
+fn declared_window(raw: &serde_json::Value) -> Option<u64> {
+    let off = raw.get("use_sliding_window").and_then(serde_json::Value::as_bool) == Some(false);
+    raw.get("sliding_window").and_then(serde_json::Value::as_u64).filter(|w| *w > 0 && !off)
 }
 
 /// Where a model's shape came from: its config.json in `dir` and that file's digest.

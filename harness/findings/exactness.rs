@@ -54,7 +54,7 @@ fn claim(id: &str, family: &str) -> Finding {
         id,
         &format!("Splitting the model by {family} changes the arithmetic's order and nothing else: every {family} layout generates the unsplit model's tokens."),
         &["answer.tokens", "answer.exactness.max_logit_diff", "answer.exactness.steps"],
-        "audit: every float32 split layout is BITWISE or TOKENS_EQUAL against the unsplit reference (HOLDS); a DIVERGED layout at a robust step FAILS; one explained only by a near-tie or a noisy reference is INCONCLUSIVE",
+        "audit: every float32 split layout is BITWISE or TOKENS_EQUAL against the unsplit reference (HOLDS); a DIVERGED layout at a robust step, or a reference that the unsplit run decoded again does not reproduce at one, FAILS; one explained only by a near-tie or a noisy reference is INCONCLUSIVE",
     )
 }
 
@@ -85,6 +85,9 @@ fn family_finding(inp: &Inputs, family: &str, fam: &Family) -> Finding {
     }
     noise_numbers(&mut f, inp, &runs);
     f.notes.extend(layouts.iter().map(|(name, l)| note(name, l)));
+    if let Some(why) = unreproducible(inp, &runs) {
+        return f.decide(false, why);
+    }
     let real: Vec<&&LayoutVerdict> = all.iter().filter(|l| l.real_change).collect();
     let explained = all.iter().filter(|l| l.verdict == Grade::Diverged && !l.real_change).count();
     let bitwise = all.iter().filter(|l| l.verdict == Grade::Bitwise).count();
@@ -115,6 +118,20 @@ fn family_finding(inp: &Inputs, family: &str, fam: &Family) -> Finding {
     )
 }
 
+/// Why the tokens `runs` are graded against are not an answer: the reference decoded again in
+/// one of their audit groups left the cached reference at a robust step (the first such group).
+fn unreproducible(inp: &Inputs, runs: &[&str]) -> Option<String> {
+    let holds = |g: &&crate::audit::AnswerGroup| g.layouts.iter().any(|l| runs.contains(&l.run.as_str()));
+    let (g, r) =
+        inp.audit.iter().filter(holds).find_map(|g| Some((g, g.layouts.iter().find(|l| l.cause == Some(Cause::Unreproducible))?)))?;
+    Some(format!(
+        "the reference is NOT REPRODUCIBLE: the unsplit run {} decoded again left the cached reference of answer {} at step {} (a robust step), so no layout's tokens can be checked against it",
+        r.run,
+        g.answer_id.short(),
+        r.step.map_or("?".into(), |k| k.to_string())
+    ))
+}
+
 /// The reference's drift from itself, of the audit groups holding `runs` (this family's
 /// layouts; another family's reference is another model or prompt): the largest, with its run.
 fn noise_numbers(f: &mut Finding, inp: &Inputs, runs: &[&str]) {
@@ -139,9 +156,6 @@ fn note(name: &str, l: &Layout) -> String {
     let plural = if prompts == 1 { "" } else { "s" };
     match (w.verdict, w.cause) {
         (Grade::Diverged, Some(Cause::RealChange)) => format!("{name}: CHANGED the answer ({})", crate::audit::layout_line(w)),
-        (Grade::Diverged, Some(Cause::Unreproducible)) => {
-            format!("{name}: the reference decoded again is NOT REPRODUCIBLE ({})", crate::audit::layout_line(w))
-        }
         (Grade::Diverged, Some(Cause::HalfPrecision)) => {
             format!("{name}: diverged in half precision, graded by the precision audit ({})", crate::audit::layout_line(w))
         }

@@ -586,12 +586,17 @@ fn text_row(h: &mut Header, row: &str, n: usize) -> Result<(SizeResult, bool), P
     Ok((result, checked))
 }
 
+/// The data type names nccl-tests prints (`-d`), old builds' and new ones'.
+const DATA_TYPES: [&str; 14] =
+    ["int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2", "char", "int"];
+
 /// Whether a row one column short is nccl-tests 2.13.0–2.13.3's for an op that reduces nothing
 /// (all_gather, alltoall, broadcast): it printed their redop as an empty string, so the row's
-/// fourth word is already its root. Not where the header named a benchmark that prints its op.
+/// third word is its data type and its fourth already its root. Not under a version line (first
+/// printed by 2.18.5), nor where the header named a benchmark that prints its op.
 fn redop_printed_empty(h: &Header, w: &[&str]) -> bool {
     let reduces = h.benchmark.as_ref().is_some_and(|(_, op)| prints_reduction_op(*op));
-    !reduces && w.len() > 3 && w[3].parse::<i64>().is_ok()
+    h.version.is_none() && !reduces && w.len() > 3 && DATA_TYPES.contains(&w[2]) && w[3].parse::<i64>().is_ok()
 }
 
 /// Whether nccl-tests prints `op`'s reduction op (`-o`, `sum` unless given) in a row's redop

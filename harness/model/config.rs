@@ -86,9 +86,9 @@ pub enum ConfigError {
     ModelType(Value),
     /// `model_type` is absent: the family cannot be told (transformers' AutoConfig refuses it too).
     #[error(
-        "`model_type` is missing; name the model's family: {} to run it, or for its shape and advice alone {}",
+        "`model_type` is missing; name the model's family: {} to run it, or for its shape and advice alone also {}",
         Family::runnable_types(),
-        crate::costmodel::shape::SUPPORTED_MODEL_TYPES.join(", ")
+        Family::shape_only_types()
     )]
     NoModelType,
     /// None of the keys a size may have is present.
@@ -259,6 +259,12 @@ impl Family {
     /// The `model_type`s parlab runs, for messages.
     pub fn runnable_types() -> String {
         std::iter::once("gpt2").chain(crate::model::llama::LLAMA_TYPES).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The `model_type`s whose shape the cost model reads but parlab does not run, listed.
+    pub fn shape_only_types() -> String {
+        let runnable = |t: &&str| *t == "gpt2" || crate::model::llama::LLAMA_TYPES.contains(t);
+        crate::costmodel::shape::SUPPORTED_MODEL_TYPES.iter().filter(|t| !runnable(t)).copied().collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -521,6 +527,6 @@ mod tests {
         assert!(err
             .to_string()
             .starts_with(&format!("`model_type` is missing; name the model's family: {} to run it", Family::runnable_types())));
-        assert!(err.to_string().ends_with("gemma2, phi3"), "{err}");
+        assert!(err.to_string().ends_with("for its shape and advice alone also mistral, qwen3_moe, gemma, gemma2, phi3"), "{err}");
     }
 }

@@ -87,7 +87,7 @@ impl Peers {
     pub fn of(manifests: &[Manifest]) -> Self {
         let mut kept: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
         for m in manifests.iter().filter(|m| m.status() == crate::manifest::Status::Ok) {
-            if let Some(a) = whole(m).filter(|a| a.exactness.first_difference.is_none()) {
+            if let Some(a) = whole(m).filter(|a| crate::audit::kept_recorded(a)) {
                 kept.entry(m.answer_id.to_string()).or_default().push((m.run_id.to_string(), a.exactness.max_logit_diff));
             }
         }

@@ -74,8 +74,8 @@ pub enum Finding {
         run: String,
         /// How it ended tonight: failed or not run.
         status: Status,
-        /// Why (its manifest's reason; empty where it records none).
-        reason: String,
+        /// Why (its manifest's reason; null where it records none).
+        reason: Option<String>,
     },
     /// A file of the baseline folder that could not be read as a manifest: the run it holds,
     /// if any, was not compared.
@@ -317,8 +317,8 @@ pub struct Comparison {
 pub struct Night {
     /// The manifests.
     pub manifests: Vec<Manifest>,
-    /// Why each `.json` file of the folder was skipped, by its name without `.json` (a run's
-    /// manifest is named by its run identity).
+    /// Why each skipped `.json` file of the folder that holds a run ([`holds_a_run`]) was
+    /// skipped, by its name without `.json` (a run's manifest is named by its run identity).
     pub unread: BTreeMap<String, String>,
 }
 
@@ -331,7 +331,11 @@ impl Night {
     /// Reads the manifests in `dir`.
     pub fn load(dir: &Path) -> (Night, Vec<Skipped>) {
         let (manifests, skipped) = crate::manifest::read_all(dir);
-        let unread = skipped.iter().filter_map(|s| Some((s.path.file_stem()?.to_str()?.to_string(), s.reason.to_string()))).collect();
+        let unread = skipped
+            .iter()
+            .filter(|s| holds_a_run(s))
+            .filter_map(|s| Some((s.path.file_stem()?.to_string_lossy().into_owned(), s.reason.to_string())))
+            .collect();
         (Night { manifests, unread }, skipped)
     }
 
@@ -342,6 +346,16 @@ impl Night {
             self.manifests.iter().filter(|m| m.status() == Status::Ok && m.kind.launches_ranks() && m.launches().is_none()).collect();
         (old.len(), old.first().map(|m| label(m)))
     }
+}
+
+/// Whether a skipped file holds a run: named by a run identity, or read as a manifest of a
+/// schema or shape this parlab refuses. Another `.json` file (notes a person left, not JSON, no
+/// `schema`) holds none: it is only warned of.
+fn holds_a_run(s: &Skipped) -> bool {
+    use crate::manifest::ReadError;
+    let stem = s.path.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let named = stem.len() == 64 && stem.bytes().all(|b| b.is_ascii_hexdigit());
+    named || !matches!(s.reason, ReadError::Unreadable(_) | ReadError::NotJson(_) | ReadError::NoSchema)
 }
 
 /// The comparable figures in a manifest's summary (medians only: ranges are noise).
@@ -488,7 +502,7 @@ fn run_outcome(before: &Manifest, after: Option<&Manifest>, peers: &answer::Peer
     };
     let same_machine = before.machine.differences(&after.machine).is_empty();
     if after.status() != Status::Ok {
-        let reason = after.reason().unwrap_or_default().to_string();
+        let reason = after.reason().map(str::to_string);
         findings.push(Finding::NowFailing { run: label(after), status: after.status(), reason });
         return outcome(RunStatus::NowFailing, (AnswerOutcome::None, None), same_machine);
     }

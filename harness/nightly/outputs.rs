@@ -29,9 +29,9 @@ fn finding_line(f: &Finding) -> String {
         ),
         Finding::NowFailing { run, status, reason } => {
             let ended = if *status == crate::manifest::Status::NotRun { "not run tonight" } else { "failed tonight" };
-            match reason.as_str() {
-                "" => format!("NOW FAILING {run}: {ended} (its manifest gives no reason)"),
-                why => format!("NOW FAILING {run}: {ended}: {why}"),
+            match reason {
+                None => format!("NOW FAILING {run}: {ended} (its manifest gives no reason)"),
+                Some(why) => format!("NOW FAILING {run}: {ended}: {why}"),
             }
         }
         Finding::NoAnswer { run, why } => format!("NO ANSWER {run}: ok tonight but {why}; the baseline's run recorded a whole answer"),
@@ -117,12 +117,29 @@ fn trimmed_words((before, after): (usize, usize)) -> String {
 /// A fraction as a percentage with as many decimals as it has (up to 4 significant digits):
 /// `0.05` is `5%`, `0.001` `0.1%`, `0.999` `99.9%`, never rounded to 0% or 100%.
 pub fn percent(fraction: f64) -> String {
-    format!("{}%", decimal(fraction * 100.0))
+    let x = fraction * 100.0;
+    // More decimals where 4 digits would round a rate inside (0, 100) % onto either end.
+    let boundary = |text: &str| (text == "0" && x != 0.0) || (text == "100" && x != 100.0);
+    let text = (significant(x)..=15).map(|digits| decimal_to(x, digits)).find(|t| !boundary(t)).unwrap_or_else(|| decimal(x));
+    format!("{text}%")
 }
 
 /// A number in up to 4 significant digits, without trailing zeros.
 pub fn decimal(x: f64) -> String {
-    let digits = if x == 0.0 { 0 } else { (3 - x.abs().log10().floor() as i32).max(0) as usize };
+    decimal_to(x, significant(x))
+}
+
+/// The decimals that give `x` 4 significant digits.
+fn significant(x: f64) -> usize {
+    if x == 0.0 || !x.is_finite() {
+        0
+    } else {
+        (3 - x.abs().log10().floor() as i32).max(0) as usize
+    }
+}
+
+/// `x` with `digits` decimals, trailing zeros dropped.
+fn decimal_to(x: f64, digits: usize) -> String {
     let text = format!("{x:.digits$}");
     if text.contains('.') {
         text.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -428,12 +445,40 @@ mod tests {
 
     #[test]
     fn a_rate_is_printed_with_the_decimals_it_has_never_rounded_to_0_or_100_percent() {
-        let cases = [(0.05, "5%"), (0.1, "10%"), (0.001, "0.1%"), (0.004, "0.4%"), (0.999, "99.9%"), (0.0375, "3.75%"), (0.0, "0%")];
+        let cases = [
+            (0.05, "5%"),
+            (0.1, "10%"),
+            (0.001, "0.1%"),
+            (0.004, "0.4%"),
+            (0.999, "99.9%"),
+            (0.0375, "3.75%"),
+            (0.0, "0%"),
+            (0.99999, "99.999%"),
+            (0.9999999, "99.99999%"),
+            (1.0, "100%"),
+        ];
         for (fraction, text) in cases {
             assert_eq!(percent(fraction), text, "{fraction}");
         }
         assert_eq!(decimal(0.05), "0.05");
         assert_eq!(decimal(1234.56), "1235");
+    }
+
+    #[test]
+    fn a_junit_failure_type_is_the_findings_json_tag() {
+        use super::super::{AnswerMove, Finding};
+        let findings = [
+            Finding::AnswerChanged { run: "r".into(), moved: AnswerMove { step: 1, margin: None, drift: 0.0 } },
+            Finding::NoAnswer { run: "r".into(), why: "w".into() },
+            Finding::NowFailing { run: "r".into(), status: crate::manifest::Status::Failed, reason: None },
+            Finding::BaselineUnread { file: "f".into(), reason: "r".into() },
+            Finding::Missing { run: "r".into(), absence: Absence::NoManifest },
+            Finding::MachineDiffers { runs: 1, differences: vec![] },
+            Finding::Regressed { run: "r".into(), figure: "f".into(), before: 1.0, after: 2.0, worse_by: 1.0, p: 0.01 },
+        ];
+        for f in &findings {
+            assert_eq!(serde_json::to_value(f).unwrap()["finding"], finding_kind(f), "{f:?}");
+        }
     }
 
     #[test]

@@ -414,3 +414,20 @@ fn a_half_precision_run_at_world_one_is_never_the_reference_decoded_again() {
     assert_eq!(g.reference_run.as_deref(), Some(float32.as_str()), "the float32 world-1 run, though the bfloat16 one has more threads");
     assert!(g.reference_self_drift.is_some_and(|d| d < 1.0), "its rounding is not the reference's noise: {:?}", g.reference_self_drift);
 }
+
+#[test]
+fn a_reference_the_unsplit_run_does_not_reproduce_at_a_robust_step_exits_3_and_fails_exactness() {
+    let mut list = base();
+    with_steps(&mut list, &[]);
+    // The world-1 run (the reference decoded again) leaves the recorded reference at step 3,
+    // margin 0.5 against the others' drift of 1e-5: not reordering.
+    diverge_from(&mut list, 1, 3);
+    let (code, text) = audit_text(&list);
+    assert_eq!(code, 3, "{text}");
+    assert!(text.contains(": REFERENCE NOT REPRODUCIBLE;") && !text.contains("ANSWER CHANGED"), "{text}");
+    assert!(text.contains("NOT REPRODUCIBLE: the reference decoded again left the cached reference at a robust step"), "{text}");
+    let facts = parlab::report::facts::Facts::read(&list);
+    let f = parlab::findings::compute(&list, &facts).into_iter().find(|f| f.id == "exactness-tensor").unwrap();
+    assert_eq!(f.verdict, parlab::findings::Verdict::Fails, "{f:?}");
+    assert!(f.reason.contains("the reference is NOT REPRODUCIBLE") && f.reason.contains("at step 3"), "{}", f.reason);
+}

@@ -319,7 +319,7 @@ fn an_answer_change_is_always_a_finding() {
     failed.outcome = Outcome::Failed { reason: "rank 1 killed by signal 9".into(), launch: None };
     match &judged(&Night::new(vec![before.clone()]), &Night::new(vec![failed.clone()])).findings[..] {
         [f @ Finding::NowFailing { reason, .. }] => {
-            assert_eq!(reason, "rank 1 killed by signal 9");
+            assert_eq!(reason.as_deref(), Some("rank 1 killed by signal 9"));
             assert!(parlab::nightly::render_text(std::slice::from_ref(f)).contains(": failed tonight: rank 1 killed by signal 9"));
         }
         other => panic!("unexpected {other:?}"),
