@@ -31,7 +31,7 @@ pub fn findings(inp: &Inputs) -> Vec<Finding> {
         }
     }
     if families.is_empty() {
-        return vec![claim("exactness", "any").inconclusive(Inconclusive::MissingRuns, "missing runs: no decode run with an answer".into())];
+        return vec![claim("exactness", None).inconclusive(Inconclusive::MissingRuns, "missing runs: no decode run with an answer".into())];
     }
     families.into_iter().map(|(family, f)| family_finding(inp, family, &f)).collect()
 }
@@ -49,17 +49,19 @@ fn half_precision_runs<'a>(inp: &Inputs<'a>) -> BTreeSet<&'a str> {
     inp.facts.decode.iter().filter(|d| !float32(d)).map(|d| d.run.as_str()).collect()
 }
 
-fn claim(id: &str, family: &str) -> Finding {
+/// The claim of `family` (None: of every split, where no decode run answered).
+fn claim(id: &str, family: Option<&str>) -> Finding {
+    let (by, every) = family.map_or((String::new(), "every".to_string()), |f| (format!(" by {f}"), format!("every {f}")));
     Finding::new(
         id,
-        &format!("Splitting the model by {family} changes the arithmetic's order and nothing else: every {family} layout generates the unsplit model's tokens."),
+        &format!("Splitting the model{by} changes the arithmetic's order and nothing else: {every} layout generates the unsplit model's tokens."),
         &["answer.tokens", "answer.exactness.max_logit_diff", "answer.exactness.steps"],
         "audit: every float32 split layout is BITWISE or TOKENS_EQUAL against the unsplit reference (HOLDS); a DIVERGED layout at a robust step, or a reference that the unsplit run decoded again does not reproduce at one, FAILS; one explained only by a near-tie or a noisy reference is INCONCLUSIVE",
     )
 }
 
 fn family_finding(inp: &Inputs, family: &str, fam: &Family) -> Finding {
-    let mut f = claim(&format!("exactness-{family}"), family);
+    let mut f = claim(&format!("exactness-{family}"), Some(family));
     let layouts = &fam.layouts;
     if fam.half_precision > 0 {
         let (n, runs) = (fam.half_precision, if fam.half_precision == 1 { "run" } else { "runs" });

@@ -25,7 +25,9 @@ pub fn block(t: &Table, rows: &[Vec<String>], files: &[String]) -> String {
     let csv = files.first().cloned().unwrap_or_default();
     let mut s = format!("#### {}\n\n{}\n\n", t.title, t.caption);
     if n > FOLD_AFTER {
-        s.push_str(&format!("<details><summary>{n} rows (collapsed; every row is also in {csv})</summary>\n\n"));
+        // Where no data file holds the rows (`parlab model` prints to the terminal), none is named.
+        let also = if csv.is_empty() { String::new() } else { format!("; every row is also in {csv}") };
+        s.push_str(&format!("<details><summary>{n} rows (collapsed{also})</summary>\n\n"));
     }
     if n == 0 {
         s.push_str("None.\n");
@@ -38,7 +40,8 @@ pub fn block(t: &Table, rows: &[Vec<String>], files: &[String]) -> String {
     }
     s.push('\n');
     if n > MAX_ROWS {
-        s.push_str(&format!("The first {MAX_ROWS} of {n} rows; all of them are in [{csv}]({csv}).\n\n"));
+        let all = if csv.is_empty() { String::new() } else { format!("; all of them are in [{csv}]({csv})") };
+        s.push_str(&format!("The first {MAX_ROWS} of {n} rows{all}.\n\n"));
     }
     if n > FOLD_AFTER {
         s.push_str("</details>\n\n");
@@ -75,6 +78,25 @@ mod tests {
         assert_eq!(
             table(&t, &["tables/t.csv".into()]),
             "#### T\n\nC.\n\n| a\\|b | median |\n|---|---|\n| x\\|y | 2.00 ms |\n\nProvenance:\n\n- p\n\nTable as data: [tables/t.csv](tables/t.csv)\n"
+        );
+    }
+
+    #[test]
+    fn a_long_table_names_its_data_file_only_where_it_has_one() {
+        let t = Table {
+            title: "T".into(),
+            caption: "C.".into(),
+            columns: vec!["n".into()],
+            rows: (0..MAX_ROWS + 1).map(|i| vec![Cell::text(i.to_string())]).collect(),
+            ..Default::default()
+        };
+        let printed = table(&t, &[]);
+        assert!(printed.contains(&format!("<summary>{} rows (collapsed)</summary>", MAX_ROWS + 1)), "{}", &printed[..200]);
+        assert!(printed.contains(&format!("The first {MAX_ROWS} of {} rows.\n", MAX_ROWS + 1)) && !printed.contains("[]()"));
+        let rendered = table(&t, &["tables/t.csv".into()]);
+        assert!(
+            rendered.contains("(collapsed; every row is also in tables/t.csv)")
+                && rendered.contains("are in [tables/t.csv](tables/t.csv).")
         );
     }
 

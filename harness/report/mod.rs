@@ -395,11 +395,21 @@ fn staged(path: &Path) -> PathBuf {
     path.with_file_name(format!("{STAGED}{name}"))
 }
 
-/// Writes (and syncs) every file at its staged path, named in errors by its final path.
+/// Writes (and syncs) every file at its staged path, named in errors by its final path. What
+/// stands at a staged path (a killed render's file, a link) is removed first and the file made
+/// anew, so a link planted there never sends the register outside the output folder.
 fn stage(files: &[(PathBuf, &[u8])]) -> Result<(), ReportError> {
     use std::io::Write as _;
     for (path, bytes) in files {
-        let written = std::fs::File::create(staged(path)).and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()));
+        let at = staged(path);
+        if std::fs::symlink_metadata(&at).is_ok_and(|m| !m.is_dir()) {
+            std::fs::remove_file(&at).map_err(write_error(path))?;
+        }
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&at)
+            .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()));
         written.map_err(write_error(path))?;
     }
     Ok(())
@@ -422,7 +432,8 @@ fn commit(files: &[(PathBuf, &[u8])]) -> Result<(), ReportError> {
 /// Removes the staged files a render that was killed left in `dir`.
 fn remove_staged(dir: &Path) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if entry.file_name().to_string_lossy().starts_with(STAGED) && entry.path().is_file() {
+        let plain = entry.file_type().is_ok_and(|t| t.is_file() || t.is_symlink());
+        if entry.file_name().to_string_lossy().starts_with(STAGED) && plain {
             let _ = std::fs::remove_file(entry.path());
         }
     }

@@ -151,3 +151,24 @@ fn an_out_whose_tables_is_a_file_or_evidence_a_folder_exits_2_before_anything_is
         assert!(snapshot(&out) == before && !out.join(".parlab-store").exists(), "{name}: written before the refusal");
     }
 }
+
+#[test]
+fn a_link_at_a_staged_path_is_replaced_not_followed_out_of_the_register_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let store = dir.join("manifests");
+    std::fs::create_dir_all(&store).unwrap();
+    let out = dir.join("out");
+    let render = || parlab(dir, &["report", "--manifests", "manifests", "--out", out.to_str().unwrap()], &store);
+    assert_eq!(render().status.code(), Some(0));
+    // A link where the register is staged, to a file outside the output folder.
+    let outside = dir.join("outside.md");
+    std::fs::write(&outside, "mine\n").unwrap();
+    std::os::unix::fs::symlink(&outside, out.join(".new-evidence.md")).unwrap();
+    let o = render();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine\n", "the render wrote through the link");
+    let register = std::fs::symlink_metadata(out.join("evidence.md")).unwrap();
+    assert!(register.is_file(), "evidence.md is the register itself, not a link");
+    assert!(std::fs::symlink_metadata(out.join(".new-evidence.md")).is_err(), "no staged file is left");
+}
