@@ -105,6 +105,8 @@ pub fn run_with_history(manifests: &Folder, out: &Path, wait: bool, history: Opt
         }
     }
     manifests.existing(MANIFESTS_HOLD, "manifests folder", " (run `parlab run` first, or pass --manifests DIR)")?;
+    // A register's folder read as manifests would render an empty register of nothing.
+    manifests.not_a_register()?;
     origin::check(out, &manifests.path)?;
     if history.is_some() {
         refuse_foreign_trends(out)?;

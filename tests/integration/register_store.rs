@@ -172,3 +172,19 @@ fn a_link_at_a_staged_path_is_replaced_not_followed_out_of_the_register_folder()
     assert!(register.is_file(), "evidence.md is the register itself, not a link");
     assert!(std::fs::symlink_metadata(out.join(".new-evidence.md")).is_err(), "no staged file is left");
 }
+
+#[test]
+fn a_registers_folder_given_to_report_as_its_manifests_is_refused_not_rendered_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let store = dir.join("manifests");
+    std::fs::create_dir_all(&store).unwrap();
+    let out = dir.join("out");
+    let first = parlab(dir, &["report", "--manifests", "manifests", "--out", out.to_str().unwrap()], &store);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let other = dir.join("other");
+    let o = parlab(dir, &["report", "--manifests", out.to_str().unwrap(), "--out", other.to_str().unwrap()], &store);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("a register's folder (rendered from"), "{}", stderr(&o));
+    assert!(!other.exists(), "nothing rendered");
+}
