@@ -152,15 +152,23 @@ fn an_out_whose_tables_is_a_file_or_evidence_a_folder_exits_2_before_anything_is
     }
 }
 
+/// An empty manifests folder `manifests` in `dir` and its register rendered into `dir/out`;
+/// the folders and a render of it again.
+fn rendered_empty_store(dir: &Path) -> (PathBuf, PathBuf, impl Fn() -> Output + '_) {
+    let (store, out) = (dir.join("manifests"), dir.join("out"));
+    std::fs::create_dir_all(&store).unwrap();
+    let (s, o) = (store.clone(), out.clone());
+    let render = move || parlab(dir, &["report", "--manifests", "manifests", "--out", o.to_str().unwrap()], &s);
+    let first = render();
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    (store, out, render)
+}
+
 #[test]
 fn a_link_at_a_staged_path_is_replaced_not_followed_out_of_the_register_folder() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let store = dir.join("manifests");
-    std::fs::create_dir_all(&store).unwrap();
-    let out = dir.join("out");
-    let render = || parlab(dir, &["report", "--manifests", "manifests", "--out", out.to_str().unwrap()], &store);
-    assert_eq!(render().status.code(), Some(0));
+    let (_, out, render) = rendered_empty_store(dir);
     // A link where the register is staged, to a file outside the output folder.
     let outside = dir.join("outside.md");
     std::fs::write(&outside, "mine\n").unwrap();
@@ -177,11 +185,7 @@ fn a_link_at_a_staged_path_is_replaced_not_followed_out_of_the_register_folder()
 fn a_registers_folder_given_to_report_as_its_manifests_is_refused_not_rendered_empty() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let store = dir.join("manifests");
-    std::fs::create_dir_all(&store).unwrap();
-    let out = dir.join("out");
-    let first = parlab(dir, &["report", "--manifests", "manifests", "--out", out.to_str().unwrap()], &store);
-    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let (store, out, _) = rendered_empty_store(dir);
     let other = dir.join("other");
     let o = parlab(dir, &["report", "--manifests", out.to_str().unwrap(), "--out", other.to_str().unwrap()], &store);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
