@@ -3,7 +3,7 @@
 use super::folder::{Folder, HISTORY_HOLDS, MANIFESTS_HOLD};
 use super::Error;
 use crate::nightly::history::NoiseBook;
-use crate::nightly::{compare, compared, outputs, render_text, Finding, Night, Policy};
+use crate::nightly::{compare, compared, outputs, render_text, AcrossLayouts, Finding, Night, Policy};
 use std::path::{Path, PathBuf};
 
 /// Where `parlab nightly` writes its machine-readable results, besides stdout.
@@ -247,17 +247,9 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
         None => NoiseBook::NotKept,
     };
     let comparison = compare(&before, &after, policy, &noise);
-    let layouts: Vec<String> = crate::audit::audit(&after.manifests)
-        .iter()
-        .filter(|g| g.changed)
-        .map(|g| {
-            let only_reference = !g.layout_changed() && g.reference_unreproducible();
-            let what = if only_reference { ": no layout changed it, but the reference decoded again is NOT REPRODUCIBLE" } else { "" };
-            format!("answer {} ({}){what}", g.answer_id.short(), g.experiments.join(", "))
-        })
-        .collect();
+    let layouts: Vec<AcrossLayouts> = crate::audit::audit(&after.manifests).iter().filter_map(AcrossLayouts::of_group).collect();
     if outs.json {
-        let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts});
+        let value = serde_json::json!({"comparison": comparison, "answers_changed_across_layouts": layouts.iter().map(AcrossLayouts::json).collect::<Vec<_>>()});
         super::output::print_json(&value)?;
     } else {
         super::output::print(&text(&comparison, &layouts, baseline))?;
@@ -299,12 +291,12 @@ pub fn run(baseline: &Path, tonight: &Folder, policy: &Policy, outs: &Outputs) -
 
 /// The comparison as the text `parlab nightly` prints: flagged verdicts, findings, moved answers,
 /// answers changed across layouts and a summary line.
-fn text(c: &crate::nightly::Comparison, layouts: &[String], baseline: &Path) -> String {
+fn text(c: &crate::nightly::Comparison, layouts: &[AcrossLayouts], baseline: &Path) -> String {
     let verdicts = c.verdicts.iter().filter(|v| v.verdict != crate::nightly::Verdict::NoChange);
     let mut out: String = verdicts.map(|v| outputs::verdict_line(v) + "\n").collect();
     out.push_str(&render_text(&c.findings));
     let mut lines: Vec<String> = outputs::moved_lines(c);
-    lines.extend(layouts.iter().map(|l| format!("ANSWER CHANGED across layouts: {l}")));
+    lines.extend(layouts.iter().map(AcrossLayouts::line));
     lines.push(format!(
         "nightly: {} runs compared with {}, {} findings; figures: {} (Yuen-Welch t on per-launch medians, FDR {}, minimum effect {})",
         c.compared,

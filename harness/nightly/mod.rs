@@ -311,6 +311,49 @@ pub struct Comparison {
     pub findings: Vec<Finding>,
 }
 
+/// What tonight's audit found wrong with one answer across its layouts (exit 3 either way).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcrossLayouts {
+    /// The answer and its experiments, as `answer 1a2b3c4d (decode-split, decode-tensor)`.
+    pub answer: String,
+    /// A layout changed the answer; else only its world-1 reference did not reproduce.
+    pub layout_changed: bool,
+}
+
+impl AcrossLayouts {
+    /// The group's finding, when `audit` calls it changed.
+    pub fn of_group(g: &crate::audit::AnswerGroup) -> Option<Self> {
+        let answer = format!("answer {} ({})", g.answer_id.short(), g.experiments.join(", "));
+        g.changed.then(|| AcrossLayouts { answer, layout_changed: g.layout_changed() })
+    }
+
+    /// The line printed for it (text, JUnit message, summary).
+    pub fn line(&self) -> String {
+        if self.layout_changed {
+            format!("ANSWER CHANGED across layouts: {}", self.answer)
+        } else {
+            format!("REFERENCE NOT REPRODUCIBLE: {}: no layout changed it, but the reference decoded again left its cached record at a robust step", self.answer)
+        }
+    }
+
+    /// The JUnit failure type.
+    pub fn kind(&self) -> &'static str {
+        if self.layout_changed {
+            "answer_changed_across_layouts"
+        } else {
+            "reference_not_reproducible"
+        }
+    }
+
+    /// Its entry in `--json`'s `answers_changed_across_layouts`.
+    pub fn json(&self) -> String {
+        match self.layout_changed {
+            true => self.answer.clone(),
+            false => format!("{}: no layout changed it, but the reference decoded again is NOT REPRODUCIBLE", self.answer),
+        }
+    }
+}
+
 /// One night's manifests; each ok run's figures are its per-launch medians
 /// ([`samples::of_manifest`]).
 #[derive(Debug, Clone, Default)]

@@ -1,7 +1,7 @@
 //! A night's comparison as text lines, JUnit XML, a markdown summary and JSON.
 
 use super::history::Noise;
-use super::{stats, Absence, AnswerOutcome, Comparison, FigureVerdict, Finding, Method, RunStatus, Verdict};
+use super::{stats, Absence, AcrossLayouts, AnswerOutcome, Comparison, FigureVerdict, Finding, Method, RunStatus, Verdict};
 use crate::xml::escape as xml_escape;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -280,7 +280,7 @@ struct Case {
 }
 
 /// Test cases per suite (experiment): per run its status and answer, per figure its verdict.
-fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
+fn cases(c: &Comparison, layouts: &[AcrossLayouts]) -> BTreeMap<String, Vec<Case>> {
     let mut suites: BTreeMap<String, Vec<Case>> = BTreeMap::new();
     let finding_for = |run: &str, want: fn(&Finding) -> bool| {
         c.findings.iter().find(|f| want(f) && matches!(f, Finding::Missing { run: r, .. } | Finding::NowFailing { run: r, .. } | Finding::AnswerChanged { run: r, .. } | Finding::NoAnswer { run: r, .. } if r == run))
@@ -318,8 +318,8 @@ fn cases(c: &Comparison, layouts: &[String]) -> BTreeMap<String, Vec<Case>> {
     }
     for l in layouts {
         night.push(Case {
-            name: format!("answer across layouts: {l}"),
-            outcome: Some((CaseOutcome::Failure("answer_changed_across_layouts"), format!("ANSWER CHANGED across layouts: {l}"))),
+            name: format!("answer across layouts: {}", l.answer),
+            outcome: Some((CaseOutcome::Failure(l.kind()), l.line())),
             out: String::new(),
         });
     }
@@ -349,22 +349,22 @@ pub fn is_own_summary(text: &str) -> bool {
 /// The comparison as JUnit XML (`testsuites` > `testsuite` per experiment > `testcase`):
 /// failures for regressions, changed answers, new failures, missing runs and a changed
 /// machine; skipped for insufficient evidence. `layouts` are answers that changed across layouts.
-pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
+pub fn junit(c: &Comparison, layouts: &[AcrossLayouts], timestamp: &str) -> String {
     let suites = cases(c, layouts);
-    let count = |cs: &[&Case], failed: bool| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0.failed() == failed)).count();
-    let all: Vec<&Case> = suites.values().flatten().collect();
-    let (fail, skip) = (count(&all, true), count(&all, false));
+    let count = |cs: &[Case], failed: bool| cs.iter().filter(|k| k.outcome.as_ref().is_some_and(|o| o.0.failed() == failed)).count();
+    let total = |failed| suites.values().map(|cs| count(cs, failed)).sum::<usize>();
+    let (fail, skip) = (total(true), total(false));
+    let tests: usize = suites.values().map(Vec::len).sum();
     let mut x = String::from(XML_DECLARATION);
-    let _ = writeln!(x, "{JUNIT_MARK} tests=\"{}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">", all.len());
+    let _ = writeln!(x, "{JUNIT_MARK} tests=\"{tests}\" failures=\"{fail}\" errors=\"0\" skipped=\"{skip}\" time=\"0\">");
     for (name, cs) in &suites {
-        let cs: Vec<&Case> = cs.iter().collect();
         let _ = writeln!(
             x,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"0\" timestamp=\"{}\">",
             xml_escape(name),
             cs.len(),
-            count(&cs, true),
-            count(&cs, false),
+            count(cs, true),
+            count(cs, false),
             xml_escape(timestamp)
         );
         for k in cs {
@@ -389,7 +389,7 @@ pub fn junit(c: &Comparison, layouts: &[String], timestamp: &str) -> String {
 }
 
 /// A markdown summary for a CI job page: counts, findings, and every verdict but NO_CHANGE.
-pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
+pub fn markdown(c: &Comparison, layouts: &[AcrossLayouts], baseline: &str) -> String {
     let mut m = format!("{SUMMARY_HEADER}\n{} runs compared with `{}`; figures: {}.\n\n", c.compared, baseline, counts_line(c));
     let _ = writeln!(
         m,
@@ -404,7 +404,7 @@ pub fn markdown(c: &Comparison, layouts: &[String], baseline: &str) -> String {
     } else {
         m.push_str("### Findings\n\n");
         c.findings.iter().for_each(|f| m.push_str(&format!("- {}\n", one_line(&xml_escape(&finding_line(f))))));
-        layouts.iter().for_each(|l| m.push_str(&format!("- ANSWER CHANGED across layouts: {l}\n")));
+        layouts.iter().for_each(|l| m.push_str(&format!("- {}\n", l.line())));
         m.push('\n');
     }
     let moved = moved_lines(c);

@@ -426,6 +426,15 @@ fn a_reference_the_unsplit_run_does_not_reproduce_at_a_robust_step_exits_3_and_f
     assert_eq!(code, 3, "{text}");
     assert!(text.contains(": REFERENCE NOT REPRODUCIBLE;") && !text.contains("ANSWER CHANGED"), "{text}");
     assert!(text.contains("NOT REPRODUCIBLE: the reference decoded again left the cached reference at a robust step"), "{text}");
+    // nightly names it as what it is, not as a changed answer.
+    let found: Vec<_> = audit(&list).iter().filter_map(parlab::nightly::AcrossLayouts::of_group).collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].line().starts_with("REFERENCE NOT REPRODUCIBLE: answer ") && !found[0].line().contains("ANSWER CHANGED"),
+        "{}",
+        found[0].line()
+    );
+    assert_eq!(found[0].kind(), "reference_not_reproducible");
     let facts = parlab::report::facts::Facts::read(&list);
     let f = parlab::findings::compute(&list, &facts).into_iter().find(|f| f.id == "exactness-tensor").unwrap();
     assert_eq!(f.verdict, parlab::findings::Verdict::Fails, "{f:?}");

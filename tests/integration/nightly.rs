@@ -1767,3 +1767,20 @@ fn real_nights_of_an_unchanged_build_are_quiet_and_a_real_threefold_slowdown_is_
     // included); the interleaved nights hold the decode runs alone, all four figures compared.
     assert_eq!(verdicts.len(), 4, "{text}");
 }
+
+#[test]
+fn an_answer_whose_reference_did_not_reproduce_is_reported_as_that_in_junit_and_the_summary() {
+    let night = Night::new(vec![decode_manifest(0.020, None)]);
+    let c = judged(&night, &night);
+    let found = |layout_changed| parlab::nightly::AcrossLayouts { answer: "answer 0123456789ab (decode-tensor)".into(), layout_changed };
+    let xml = parlab::nightly::outputs::junit(&c, &[found(false)], "2026-12-07T00:00:00Z");
+    assert!(xml.contains("type=\"reference_not_reproducible\"") && !xml.contains("ANSWER CHANGED"), "{xml}");
+    let summary = parlab::nightly::outputs::markdown(&c, &[found(false)], "base");
+    assert!(summary.contains("- REFERENCE NOT REPRODUCIBLE: answer 0123456789ab (decode-tensor): no layout changed it"), "{summary}");
+    let xml = parlab::nightly::outputs::junit(&c, &[found(true)], "2026-12-07T00:00:00Z");
+    assert!(
+        xml.contains("type=\"answer_changed_across_layouts\"") && xml.contains("ANSWER CHANGED across layouts: answer 0123456789ab"),
+        "{xml}"
+    );
+    assert_eq!(found(true).json(), "answer 0123456789ab (decode-tensor)", "--json keeps its strings");
+}
