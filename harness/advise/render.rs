@@ -27,7 +27,7 @@ pub fn assumptions(advice: &Advice) -> Vec<String> {
     ];
     if let Some(window) = advice.request.model.sliding_window {
         out.push(format!(
-            "{} declares a sliding window of {window} tokens (config.json `sliding_window`; Gemma-2 on every other layer), which is not modelled: the KV cache is counted at the whole context on every layer, so past {window} tokens the cache per device and its read per step are overstated.",
+            "{} attends over a sliding window of {window} tokens (config.json's `sliding_window`, else its config class's default; Gemma-2 on every other layer), which is not modelled: the KV cache is counted at the whole context on every layer, so past {window} tokens the cache per device and its read per step are overstated.",
             advice.request.model.name
         ));
     }

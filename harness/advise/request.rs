@@ -372,16 +372,6 @@ fn parse_domain(index: usize, text: &str, catalogue: &Catalogue) -> Result<Domai
 
 /// Refuses a request longer than the model's position table (where its config.json or
 /// transformers' default for its type says).
-/// The words of a question ranked by its prefill alone (time to first token, or an answer of
-/// one token whatever the objective), which a device without a compute peak cannot answer.
-fn prefill_ranked(objective: Objective, w: &Workload) -> Option<String> {
-    match objective {
-        Objective::Ttft => Some("--objective ttft".into()),
-        _ if w.new_tokens == 1 => Some(format!("--new-tokens 1 (a prefill alone) ranked by {}", objective.name())),
-        _ => None,
-    }
-}
-
 fn check_window(model: &NamedShape, w: &Workload) -> Result<(), AdviseError> {
     let max = u64::from(model.max_positions);
     if max == 0 || w.final_context() <= max {
@@ -401,6 +391,16 @@ fn check_window(model: &NamedShape, w: &Workload) -> Result<(), AdviseError> {
             }
         ),
     })
+}
+
+/// The words of a question ranked by its prefill alone (time to first token, or an answer of
+/// one token whatever the objective), which a device without a compute peak cannot answer.
+fn prefill_ranked(objective: Objective, w: &Workload) -> Option<String> {
+    match objective {
+        Objective::Ttft => Some("--objective ttft".into()),
+        _ if w.new_tokens == 1 => Some(format!("--new-tokens 1 (a prefill alone) ranked by {}", objective.name())),
+        _ => None,
+    }
 }
 
 impl Asked {

@@ -8,7 +8,8 @@ use crate::costmodel::{parse_dtype, shape_json};
 use crate::report::fmt::thousands;
 use crate::spec::schema::Dtype;
 
-fn shape_text(name: &str, s: &ModelShape, dtype: Dtype, ck: Option<&CheckpointCount>) -> String {
+/// The shape as `parlab shape` prints it.
+fn shape_text(name: &str, s: &ModelShape, window: Option<u64>, dtype: Dtype, ck: Option<&CheckpointCount>) -> String {
     use crate::units::format_bytes;
     let b = dtype.bytes();
     let mut t = format!(
@@ -27,6 +28,9 @@ fn shape_text(name: &str, s: &ModelShape, dtype: Dtype, ck: Option<&CheckpointCo
     );
     if let Some(e) = s.experts {
         t.push_str(&format!("  experts         {} per layer, {} per token\n", e.count, e.active));
+    }
+    if let Some(w) = window {
+        t.push_str(&format!("  sliding window  {w} tokens (not modelled: the KV cache below is per token of the whole context)\n"));
     }
     t.push_str(&format!(
         "  {}: stored {} ({} B), streamed per decode step {} ({} B), KV cache per token {} ({} B)\n",
@@ -70,9 +74,11 @@ pub fn run(model: &str, as_json: bool, dtype: &str) -> super::Result<i32> {
     let dir = crate::model::resolve_model(model).dir;
     let ck = count_checkpoint(&dir, named.shape.params, named.shape.tied_embeddings)?;
     let text = if as_json {
-        format!("{}\n", serde_json::to_string_pretty(&shape_json(&named.shape, dt, ck.as_ref()))?)
+        let mut value = shape_json(&named.shape, dt, ck.as_ref());
+        value["sliding_window"] = serde_json::json!(named.sliding_window);
+        format!("{}\n", serde_json::to_string_pretty(&value)?)
     } else {
-        shape_text(model, &named.shape, dt, ck.as_ref())
+        shape_text(model, &named.shape, named.sliding_window, dt, ck.as_ref())
     };
     super::output::print(&text)?;
     Ok(0)

@@ -216,7 +216,7 @@ fn expert_prefill(
     }
     let world = plan.layout.world;
     let experts: Vec<u32> = plan.layout.ranks.iter().map(|r| r.experts.map_or(0, |s| s.len())).collect();
-    let moe = crate::model::gpt2::MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize)?.ok_or(CollectError::DenseExpertRun)?;
+    let moe = crate::model::gpt2::MoeDims::of(cfg)?.ok_or(CollectError::DenseExpertRun)?;
     let mut assigned = vec![vec![0u64; world as usize]; cfg.layers as usize];
     for r in recs.iter().filter(|r| r.figure == Figure::ExpertAssigned && r.repetition == 0) {
         if let Some(cell) = assigned.get_mut(r.iteration as usize).and_then(|l| l.get_mut(r.rank as usize)) {

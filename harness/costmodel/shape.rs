@@ -7,6 +7,8 @@
 //! Qwen3 (per-head q and k norms) and its mixture Qwen3-MoE (`qwen3_moe`: a router and
 //! `num_experts` SwiGLU experts of `moe_intermediate_size` in every block).
 
+use crate::model::defaults::AttentionBias;
+use crate::model::moe::MoeDims;
 use crate::model::ModelConfig;
 use serde::Serialize;
 use serde_json::Value;
@@ -23,6 +25,9 @@ pub enum ShapeError {
     /// The configuration's numbers are inconsistent.
     #[error("{0}")]
     Inconsistent(String),
+    /// The config reads wrong for its type (expert keys on a dense type, a bad mixture).
+    #[error(transparent)]
+    Config(#[from] crate::model::ConfigError),
     /// A size key is present but not a positive integer (null counts as absent).
     #[error("`{key}` must be a positive integer, found {found}")]
     NotPositive {
@@ -146,21 +151,13 @@ fn positive(raw: &Value, key: &'static str) -> Result<Option<u64>, ShapeError> {
     }
 }
 
-/// The mixture a config declares (`num_local_experts` or `num_experts` above 1), its experts
-/// per token at most its experts.
-fn experts_of(raw: &Value) -> Result<Option<Experts>, ShapeError> {
-    let count = match positive(raw, "num_local_experts")? {
-        Some(n) => Some(n),
-        None => positive(raw, "num_experts")?,
-    };
-    let Some(count) = count.filter(|&e| e > 1) else { return Ok(None) };
-    let active = positive(raw, "num_experts_per_tok")?.unwrap_or(2);
-    if active > count {
-        return Err(ShapeError::Inconsistent(format!("`num_experts_per_tok` {active} is more than the {count} experts")));
-    }
-    let count = u32::try_from(count)
-        .map_err(|_| ShapeError::Inconsistent(format!("{count} experts is more than parlab counts (at most {})", u32::MAX)))?;
-    Ok(Some(Experts { count, active: active as u32 }))
+/// The mixture a config describes, as transformers' config class of its type reads it
+/// ([`MoeDims::of`]: a Qwen3-MoE without `num_experts` has 128), with one expert's width.
+fn experts_of(cfg: &ModelConfig) -> Result<Option<(Experts, u64)>, ShapeError> {
+    let Some(moe) = MoeDims::of(cfg)? else { return Ok(None) };
+    let count = u32::try_from(moe.experts)
+        .map_err(|_| ShapeError::Inconsistent(format!("{} experts is more than parlab counts (at most {})", moe.experts, u32::MAX)))?;
+    Ok(Some((Experts { count, active: moe.top_k as u32 }, moe.width as u64)))
 }
 
 /// Refuses a shape whose parameters pass [`MAX_PARAMS`] by a generous estimate, made in
@@ -219,7 +216,8 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
     }
     every_layer_a_mixture(cfg)?;
     check_flags(raw)?;
-    let experts = experts_of(raw)?;
+    let mixture = experts_of(cfg)?;
+    let experts = mixture.map(|(e, _)| e);
     let tied = match family {
         // transformers ties GPT-2's and Gemma's head unless the config says otherwise (parlab's
         // seeded checkpoints say `false` and store the head apart).
@@ -235,12 +233,9 @@ pub fn shape_from_config(cfg: &ModelConfig) -> Result<ModelShape, ShapeError> {
         kv_heads: kv,
         head_dim,
         hidden: d,
-        // A mixture's expert width where the config names one apart (Qwen-MoE's key; a
-        // Mixtral's experts are `intermediate_size` wide whatever it says, as transformers reads it).
-        intermediate: match experts {
-            Some(_) if cfg.model_type != "mixtral" => positive(raw, "moe_intermediate_size")?.unwrap_or(cfg.intermediate as u64),
-            _ => cfg.intermediate as u64,
-        },
+        // A mixture's expert width (Qwen-MoE's `moe_intermediate_size`; a Mixtral's experts are
+        // `intermediate_size` wide whatever it says, as transformers reads it).
+        intermediate: mixture.map_or(cfg.intermediate as u64, |(_, width)| width),
         vocab: cfg.vocab as u64,
         tied_embeddings: tied,
         norms_per_block,
@@ -292,14 +287,16 @@ fn breakdown(s: &ModelShape, cfg: &ModelConfig) -> ParamBreakdown {
     }
     let q = s.heads * s.head_dim;
     let kv = s.kv_heads * s.head_dim;
+    // Only the biases the type's modelling code has (transformers ignores the flags elsewhere).
+    let class = crate::model::defaults::of(&cfg.model_type);
     let mut attention = d * q + 2 * d * kv + q * d;
-    if flag(raw, "attention_bias").unwrap_or(false) {
-        attention += q + 2 * kv + d;
-    } else if cfg.model_type == "qwen2" {
-        attention += q + 2 * kv;
+    match class.attention_bias {
+        AttentionBias::WhenFlagged if flag(raw, "attention_bias").unwrap_or(false) => attention += q + 2 * kv + d,
+        AttentionBias::QkvAlways => attention += q + 2 * kv,
+        _ => {}
     }
     let mut expert = 3 * d * i;
-    if flag(raw, "mlp_bias").unwrap_or(false) {
+    if class.mlp_bias && flag(raw, "mlp_bias").unwrap_or(false) {
         expert += 2 * i + d;
     }
     let mlp = match s.experts {
@@ -552,7 +549,11 @@ mod tests {
 
     #[test]
     fn a_size_key_that_is_not_a_positive_integer_is_refused_not_ignored() {
-        let err = |extra: Value| shape_from_config(&ModelConfig::from_value(tiny_llama(extra)).unwrap()).unwrap_err().to_string();
+        // Refused when the config is read (a mixture's keys) or when its shape is counted.
+        let err = |extra: Value| match ModelConfig::from_value(tiny_llama(extra)) {
+            Ok(cfg) => shape_from_config(&cfg).unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
         assert_eq!(err(json!({"head_dim": -1})), "`head_dim` must be a positive integer, found -1");
         assert_eq!(err(json!({"head_dim": 0})), "`head_dim` must be a positive integer, found 0");
         assert_eq!(
@@ -561,7 +562,7 @@ mod tests {
         );
         assert_eq!(
             err(json!({"model_type": "mixtral", "num_local_experts": 2, "num_experts_per_tok": 5})),
-            "`num_experts_per_tok` 5 is more than the 2 experts"
+            "`num_experts_per_tok` 5 is more than the 2 experts (`num_local_experts`)"
         );
         let moe = json!({"model_type": "qwen3_moe", "num_experts": 4, "moe_intermediate_size": 0});
         assert_eq!(err(moe), "`moe_intermediate_size` must be a positive integer, found 0");

@@ -62,8 +62,8 @@ pub struct NamedShape {
     pub positions_from: crate::model::config::PositionsFrom,
     /// Its `model_type`.
     pub model_type: String,
-    /// The attention window its config.json declares (`sliding_window`), which the cost model
-    /// does not model; None where it declares none.
+    /// The attention window transformers gives it ([`ModelConfig::sliding_window`]), which the
+    /// cost model does not model; None where it has none.
     pub sliding_window: Option<u64>,
     /// sha256 of its config.json (canonical JSON), the shape's identity.
     pub config_digest: String,
@@ -103,17 +103,10 @@ pub fn load_shape(name: &str) -> Result<NamedShape, TablesError> {
         provenance,
         max_positions: cfg.max_positions,
         positions_from: cfg.positions_from,
-        sliding_window: declared_window(&cfg.raw),
+        sliding_window: cfg.sliding_window(),
         model_type: cfg.model_type,
         config_digest: cfg.digest,
     })
-}
-
-/// The attention window a config.json declares: `sliding_window` above 0, unless
-/// `use_sliding_window` turns it off (Qwen2's configs carry a window they do not use).
-fn declared_window(raw: &serde_json::Value) -> Option<u64> {
-    let off = raw.get("use_sliding_window").and_then(serde_json::Value::as_bool) == Some(false);
-    raw.get("sliding_window").and_then(serde_json::Value::as_u64).filter(|w| *w > 0 && !off)
 }
 
 /// Where a model's shape came from: its config.json in `dir` and that file's digest.
@@ -185,6 +178,27 @@ impl ModelRun {
             context: params.context,
             imbalance: params.imbalance,
         })
+    }
+
+    /// The worlds (of those asked, above `from`) over which `m` splits by tensor parallelism.
+    fn tensor_worlds<'a>(&'a self, m: &'a NamedShape, from: u32) -> impl Iterator<Item = u32> + 'a {
+        self.worlds.iter().copied().filter(move |&p| p >= from && m.shape.tensor_split_problem(p.into()).is_none())
+    }
+
+    /// The captions' sentence naming the tensor splits left out (a model's heads or width do
+    /// not split over that world); empty when there are none.
+    fn refused_note(&self) -> String {
+        let refused: Vec<String> = self
+            .models
+            .iter()
+            .flat_map(|m| {
+                self.worlds.iter().filter_map(|&p| m.shape.tensor_split_problem(p.into()).map(|why| format!("{} at {p} ({why})", m.name)))
+            })
+            .collect();
+        match refused.is_empty() {
+            true => String::new(),
+            false => format!(" Tensor splits a model cannot make are left out: {}.", refused.join(", ")),
+        }
     }
 
     /// The captions' sentence naming the models taken at fewer tokens than the context (their
@@ -282,7 +296,7 @@ impl ModelRun {
     fn kv_table(&self) -> Table {
         let mut rows = Vec::new();
         for m in &self.models {
-            for &p in &self.worlds {
+            for p in self.tensor_worlds(m, 1) {
                 let dt = self.dtypes[0];
                 let share = m.shape.kv_share(p as u64, dt.bytes());
                 rows.push(vec![
@@ -301,7 +315,11 @@ impl ModelRun {
         self.table(
             "model-kv-sharing",
             "KV cache under tensor parallelism: sharing by head, capped by the KV heads",
-            &format!("Tensor parallelism divides the KV cache by heads; past the number of KV heads each device holds a copy of a head and the cache per device stops falling.{}", self.clipped_note()),
+            &format!(
+                "Tensor parallelism divides the KV cache by heads; past the number of KV heads each device holds a copy of a head and the cache per device stops falling.{}{}",
+                self.clipped_note(),
+                self.refused_note()
+            ),
             &["model", "world", "KV heads", "KV heads/device", "copies of each head", "capped", "KV/token/device", &at],
             rows,
             self.provenance(true, false, false),
@@ -313,7 +331,7 @@ impl ModelRun {
         for m in &self.models {
             let s = &m.shape;
             for &dt in &self.dtypes {
-                for &p in self.worlds.iter().filter(|&&p| p > 1) {
+                for p in self.tensor_worlds(m, 2) {
                     let b = dt.bytes();
                     let tp = plan::tp_wire_bytes_per_token(s.hidden, s.layers, p, b);
                     rows.push(vec![
@@ -331,7 +349,7 @@ impl ModelRun {
         self.table(
             "model-traffic",
             "Traffic per generated token",
-            "Tensor: two ring all-reduces of d·s per layer, wire bytes per rank 2(p-1)/p each (the logits gather is not included); pipeline: one d·s activation per stage boundary.",
+            &format!("Tensor: two ring all-reduces of d·s per layer, wire bytes per rank 2(p-1)/p each (the logits gather is not included); pipeline: one d·s activation per stage boundary.{}", self.refused_note()),
             &["model", "dtype", "world", "all-reduces/token (tensor)", "all-reduce size", "tensor wire bytes/rank/token", "pipeline bytes/token"],
             rows,
             self.provenance(true, false, false),
@@ -464,7 +482,7 @@ impl ModelRun {
             for &dt in &self.dtypes {
                 for d in &self.devices {
                     let t1 = single_device_step_s(s, dt.bytes(), m.context_at(self.context), d.bandwidth_bps());
-                    for &p in self.worlds.iter().filter(|&&p| p > 1) {
+                    for p in self.tensor_worlds(m, 2) {
                         let limit = tp_break_even_allreduce_s(t1, p, s.layers);
                         let act = (s.hidden * dt.bytes()) as f64;
                         let eq147 = if p == 2 {
@@ -509,7 +527,7 @@ impl ModelRun {
         self.table(
             "model-break-even",
             "How much latency per all-reduce a tensor split can afford",
-            &format!("Tensor parallelism over p devices beats one device that could hold the model while each all-reduce takes less than T1(1-1/p)/(2L) (the final gather ignored); at p=2 from the weight bytes alone this is eq 1.4.7, α* = M_w/(4·L·B_mem). T1 includes the KV cache at the context length.{}", self.clipped_note()),
+            &format!("Tensor parallelism over p devices beats one device that could hold the model while each all-reduce takes less than T1(1-1/p)/(2L) (the final gather ignored); at p=2 from the weight bytes alone this is eq 1.4.7, α* = M_w/(4·L·B_mem). T1 includes the KV cache at the context length.{}{}", self.clipped_note(), self.refused_note()),
             &refs,
             rows,
             self.provenance(true, true, true),

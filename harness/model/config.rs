@@ -1,5 +1,6 @@
 //! Reads a Hugging Face `config.json` into the dimensions the harness needs.
 
+use super::defaults::{self, Names};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -119,6 +120,9 @@ pub enum ConfigError {
         /// The value found, as JSON.
         found: String,
     },
+    /// GPT-2 with cross-attention blocks (an encoder-decoder's decoder), which parlab does not compute or count.
+    #[error("`add_cross_attention: true` (a GPT-2 decoder attending to an encoder) is not computed or counted by parlab")]
+    CrossAttention,
     /// A value that must be a number is not.
     #[error("`{key}` must be a number, found {found}")]
     NotNumber {
@@ -171,12 +175,14 @@ pub enum ConfigError {
     /// Mixtral's sliding-window attention.
     #[error("`sliding_window` {0} is not computed by parlab (sliding-window attention; use null)")]
     MixtralSlidingWindow(Value),
-    /// A mixtral config without experts.
-    #[error("a mixtral config needs `num_local_experts` (its experts per layer)")]
-    MixtralWithoutExperts,
-    /// Experts in a config of a dense Llama-family type.
-    #[error("`num_local_experts` is read for model_type mixtral; parlab computes {0} dense")]
-    ExpertsOfDenseType(String),
+    /// Expert keys in a config of a dense type (transformers builds it dense, ignoring them).
+    #[error("`{key}` is read for model_type mixtral, qwen3_moe and parlab's gpt2 mixture; transformers builds a {model_type} dense and ignores it: remove it, or name a mixture's model_type")]
+    ExpertsOfDenseType {
+        /// The config's `model_type`.
+        model_type: String,
+        /// The expert key found.
+        key: &'static str,
+    },
     /// More experts per token than experts.
     #[error("`num_experts_per_tok` {top_k} is more than the {experts} experts (`num_local_experts`)")]
     TopKAboveExperts {
@@ -223,20 +229,6 @@ pub enum PositionsFrom {
     TransformersDefault,
 }
 
-/// The position table transformers' config class of `model_type` gives a config.json that does
-/// not name one (`n_positions`, `max_position_embeddings`); 0 (not known) for another type.
-fn default_positions(model_type: &str) -> u32 {
-    match model_type {
-        "gpt2" => 1024,
-        "llama" => 2048,
-        "phi3" => 4096,
-        "gemma2" => 8192,
-        "qwen2" | "qwen3" | "qwen3_moe" => 32768,
-        "mistral" | "mixtral" => 131_072,
-        _ => 0,
-    }
-}
-
 /// The model families parlab loads, splits and decodes, by `model_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
@@ -271,40 +263,32 @@ impl Family {
 /// The GELU variants parlab's GPT-2 computes (`activation_function`).
 pub const GPT2_ACTIVATIONS: [&str; 3] = ["gelu_new", "gelu_pytorch_tanh", "gelu"];
 
-/// The head width the config class of `model_type` names for a config.json without `head_dim`
-/// (Qwen3 128, Gemma 256); None where the modelling code derives it as hidden / heads.
-fn named_head_dim(model_type: &str) -> Option<u32> {
-    match model_type {
-        "qwen3" => Some(128),
-        "gemma" | "gemma2" => Some(256),
-        _ => None,
-    }
-}
-
 /// transformers' head width for a config of `model_type` that names no `head_dim`: its config
-/// class's default, else hidden / heads.
+/// class's default (Qwen3 128, Gemma 256), else hidden / heads.
 fn default_head_dim(model_type: &str, hidden: u32, heads: u32) -> u32 {
-    named_head_dim(model_type).unwrap_or(hidden / heads.max(1))
+    defaults::of(model_type).head_dim.unwrap_or(hidden / heads.max(1))
 }
 
 /// The shape rules `parlab shape` and transformers apply: heads divide the width (unless the
 /// head width is given or named by the type), KV heads divide the heads, and GPT-2 uses an
 /// activation parlab computes.
 fn check_consistent(raw: &Value, model_type: &str, heads: u32, kv_heads: u32, hidden: u32) -> Result<(), ConfigError> {
-    if raw.get("head_dim").is_none() && named_head_dim(model_type).is_none() && !hidden.is_multiple_of(heads) {
+    if raw.get("head_dim").is_none() && defaults::of(model_type).head_dim.is_none() && !hidden.is_multiple_of(heads) {
         return Err(ConfigError::WidthNotDivisible { hidden, heads });
     }
     if !heads.is_multiple_of(kv_heads) {
         return Err(ConfigError::KvHeadsNotDivisible { heads, kv_heads });
     }
     if model_type == "gpt2" {
-        crate::model::gpt2::MoeDims::from_raw(raw, 1)?;
         // Read with defaults where absent or null: a value of another type is refused, as the
         // Llama family's are, rather than silently taken as the default.
         for key in ["scale_attn_weights", "scale_attn_by_inverse_layer_idx", "tie_word_embeddings"] {
             if let Some(v) = raw.get(key).filter(|v| !v.is_null() && !v.is_boolean()) {
                 return Err(ConfigError::NotFlag { key: key.into(), found: v.clone() });
             }
+        }
+        if raw.get("add_cross_attention").and_then(Value::as_bool) == Some(true) {
+            return Err(ConfigError::CrossAttention);
         }
         if let Some(v) = raw.get("layer_norm_epsilon").filter(|v| !v.is_null() && !v.is_number()) {
             return Err(ConfigError::NotNumber { key: "layer_norm_epsilon".into(), found: v.clone() });
@@ -340,10 +324,25 @@ fn model_type_of(raw: &Value) -> Result<String, ConfigError> {
 }
 
 impl ModelConfig {
-    /// True when the config declares a mixture of experts (`num_local_experts`) that reads
-    /// cleanly; a malformed mixture counts as dense here and is reported where it is read.
+    /// True when the config describes a mixture of experts (checked when it was read).
     pub fn is_mixture(&self) -> bool {
-        matches!(crate::model::moe::MoeDims::from_raw(&self.raw, self.intermediate as usize), Ok(Some(_)))
+        matches!(crate::model::moe::MoeDims::of(self), Ok(Some(_)))
+    }
+
+    /// The attention window transformers' config class of its type gives it, if any
+    /// ([`defaults::Window`]: Mistral's 4096 where `sliding_window` is absent; Qwen's only
+    /// where `use_sliding_window` is true).
+    pub fn sliding_window(&self) -> Option<u64> {
+        let named = self.raw.get("sliding_window");
+        let window = match defaults::of(&self.model_type).window {
+            defaults::Window::Never => None,
+            defaults::Window::Key(default) => named.map_or(default.map(u64::from), Value::as_u64),
+            defaults::Window::WhenUsed(default) => match self.raw.get("use_sliding_window").and_then(Value::as_bool) {
+                Some(true) => named.map_or(Some(u64::from(default)), Value::as_u64),
+                _ => None,
+            },
+        };
+        window.filter(|w| *w > 0)
     }
 
     /// Reads `dir/config.json`.
@@ -374,20 +373,38 @@ impl ModelConfig {
         };
         let need = |names: &[&'static str]| size(names)?.ok_or_else(|| ConfigError::Absent { names: names.to_vec() });
         let model_type = model_type_of(&raw)?;
-        let layers = need(&["n_layer", "num_hidden_layers"])?;
-        let heads = need(&["n_head", "num_attention_heads"])?;
-        let hidden = need(&["n_embd", "hidden_size"])?;
-        let kv_heads = size(&["num_key_value_heads"])?.unwrap_or(heads);
-        let intermediate = match size(&["n_inner", "intermediate_size"]) {
-            Ok(n) => n.unwrap_or(hidden.saturating_mul(4)),
-            Err(_) if raw.get("n_inner").is_some_and(Value::is_null) => hidden.saturating_mul(4),
+        let class = defaults::of(&model_type);
+        let names = |gpt2: &'static str, hf: &'static str| -> Vec<&'static str> {
+            match class.names {
+                Names::Gpt2 | Names::Either => vec![gpt2, hf],
+                Names::HuggingFace => vec![hf],
+            }
+        };
+        let layers = need(&names("n_layer", "num_hidden_layers"))?;
+        let heads = need(&names("n_head", "num_attention_heads"))?;
+        let hidden = need(&names("n_embd", "hidden_size"))?;
+        // A null `num_key_value_heads` is one per query head, as Llama's config class reads it.
+        let kv_heads = match raw.get("num_key_value_heads") {
+            _ if !class.reads_kv_heads => heads,
+            Some(Value::Null) => heads,
+            _ => size(&["num_key_value_heads"])?.or(class.kv_heads).unwrap_or(heads),
+        };
+        let intermediate_keys: &[&'static str] = match class.names {
+            Names::Gpt2 => &["n_inner"],
+            Names::HuggingFace => &["intermediate_size"],
+            Names::Either => &["n_inner", "intermediate_size"],
+        };
+        let intermediate = match size(intermediate_keys) {
+            Ok(n) => n.or(class.intermediate).unwrap_or(hidden.saturating_mul(4)),
+            Err(_) if raw.get("n_inner").is_some_and(Value::is_null) && class.names != Names::HuggingFace => hidden.saturating_mul(4),
             Err(e) => return Err(e),
         };
         let vocab = need(&["vocab_size"])?;
-        let named_positions = size(&["n_positions", "max_position_embeddings"])?;
+        let named_positions = size(&names("n_positions", "max_position_embeddings"))?;
         let positions_from = if named_positions.is_some() { PositionsFrom::ConfigJson } else { PositionsFrom::TransformersDefault };
-        let max_positions = named_positions.unwrap_or_else(|| default_positions(&model_type));
+        let max_positions = named_positions.unwrap_or(class.positions);
         check_consistent(&raw, &model_type, heads, kv_heads, hidden)?;
+        crate::model::moe::MoeDims::read(&raw, &model_type, intermediate as usize)?;
         let digest = hex::encode(Sha256::digest(raw.to_string().as_bytes()));
         Ok(ModelConfig { model_type, layers, heads, kv_heads, hidden, intermediate, vocab, max_positions, positions_from, raw, digest })
     }
@@ -462,13 +479,43 @@ mod tests {
         let mut unnamed = gpt2(json!({}));
         unnamed.as_object_mut().unwrap().remove("n_positions");
         assert_eq!(ModelConfig::from_value(unnamed.clone()).unwrap().max_positions, 1024);
-        unnamed["model_type"] = json!("llama");
+        let mut unnamed = json!({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 64, "vocab_size": 100});
         assert_eq!(ModelConfig::from_value(unnamed.clone()).unwrap().max_positions, 2048, "LlamaConfig");
         unnamed["model_type"] = json!("mixtral");
         assert_eq!(ModelConfig::from_value(unnamed.clone()).unwrap().max_positions, 131_072, "MixtralConfig");
+        unnamed["model_type"] = json!("gemma");
+        assert_eq!(ModelConfig::from_value(unnamed.clone()).unwrap().max_positions, 8192, "GemmaConfig");
         unnamed["model_type"] = json!("something-else");
         assert_eq!(ModelConfig::from_value(unnamed).unwrap().max_positions, 0, "not known");
         assert_eq!(ModelConfig::from_value(gpt2(json!({}))).unwrap().max_positions, 32, "a named table is read");
+    }
+
+    #[test]
+    fn keys_a_config_leaves_out_are_read_as_its_types_config_class_reads_them() {
+        let read = |t: &str, extra: Value| {
+            let mut v = json!({"model_type": t, "num_hidden_layers": 2, "num_attention_heads": 64, "hidden_size": 512, "vocab_size": 100});
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            ModelConfig::from_value(v).unwrap()
+        };
+        // Key/value heads: MistralConfig 8, Qwen2Config 32, LlamaConfig one per query head.
+        let kv = |t: &str| read(t, json!({})).kv_heads;
+        assert_eq!([kv("mistral"), kv("qwen2"), kv("qwen3_moe"), kv("gemma2"), kv("llama"), kv("phi3")], [8, 32, 4, 4, 64, 64]);
+        assert_eq!(read("mistral", json!({"num_key_value_heads": null})).kv_heads, 64, "null: one per query head");
+        // The feed-forward width: the class's, not 4 × the width.
+        assert_eq!([read("llama", json!({})).intermediate, read("mistral", json!({})).intermediate], [11008, 14336]);
+        // A Llama-style type reads no GPT-2 names; GPT-2 reads no `intermediate_size`.
+        let llama = read("llama", json!({"n_embd": 64, "n_inner": 256}));
+        assert_eq!((llama.hidden, llama.intermediate), (512, 11008));
+        assert_eq!(ModelConfig::from_value(gpt2(json!({"intermediate_size": 100}))).unwrap().intermediate, 256);
+        // The window: Mistral's default, Qwen's only where used, Gemma2's default, none for Llama.
+        let window = |t: &str, extra: Value| read(t, extra).sliding_window();
+        assert_eq!(window("mistral", json!({})), Some(4096));
+        assert_eq!(window("mistral", json!({"sliding_window": null})), None);
+        assert_eq!(window("qwen3", json!({"sliding_window": 4096})), None, "use_sliding_window defaults to false");
+        assert_eq!(window("qwen2", json!({"use_sliding_window": true})), Some(4096));
+        assert_eq!(window("gemma2", json!({})), Some(4096));
+        assert_eq!(window("phi3", json!({"sliding_window": 2047})), Some(2047));
+        assert_eq!(window("llama", json!({"sliding_window": 2047})), None, "LlamaConfig reads none");
     }
 
     #[test]
@@ -480,7 +527,9 @@ mod tests {
         ] {
             assert_eq!(ModelConfig::from_value(gpt2(extra.clone())).unwrap_err().to_string(), want, "{extra}");
         }
-        let fine = json!({"scale_attn_weights": false, "layer_norm_epsilon": 1e-6, "scale_attn_by_inverse_layer_idx": null});
+        let cross = ModelConfig::from_value(gpt2(json!({"add_cross_attention": true}))).unwrap_err();
+        assert_eq!(cross, ConfigError::CrossAttention, "transformers would build cross-attention blocks parlab does not count");
+        let fine = json!({"scale_attn_weights": false, "layer_norm_epsilon": 1e-6, "scale_attn_by_inverse_layer_idx": null, "add_cross_attention": false});
         assert!(ModelConfig::from_value(gpt2(fine)).is_ok());
     }
 
@@ -493,8 +542,11 @@ mod tests {
 
     #[test]
     fn kv_heads_must_divide_the_heads() {
-        let err = ModelConfig::from_value(gpt2(json!({"model_type": "llama", "num_key_value_heads": 3}))).unwrap_err();
+        let llama = json!({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, "vocab_size": 100, "num_key_value_heads": 3});
+        let err = ModelConfig::from_value(llama).unwrap_err();
         assert_eq!(err, ConfigError::KvHeadsNotDivisible { heads: 4, kv_heads: 3 });
+        // GPT-2's attention has a key/value head per query head: its config class reads no other.
+        assert_eq!(ModelConfig::from_value(gpt2(json!({"num_key_value_heads": 2}))).unwrap().kv_heads, 4);
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl Dims {
             gelu: if act == "gelu" { Gelu::Exact } else { Gelu::Tanh },
             scale_attn: flag("scale_attn_weights", true),
             scale_by_layer: flag("scale_attn_by_inverse_layer_idx", false),
-            moe: MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize).ok().flatten(),
+            moe: MoeDims::of(cfg).ok().flatten(),
         }
     }
 

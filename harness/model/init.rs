@@ -217,7 +217,7 @@ fn recipes(cfg: &ModelConfig) -> Vec<Recipe> {
         out.push(normal(format!("{prefix}.c_proj.weight"), vec![f, d], 0.0, inv(f)));
         out.push(normal(format!("{prefix}.c_proj.bias"), vec![d], 0.0, 0.02));
     };
-    let moe = MoeDims::from_raw(&cfg.raw, f).ok().flatten();
+    let moe = MoeDims::of(cfg).ok().flatten();
     for l in 0..cfg.layers as usize {
         let h = format!("transformer.h.{l}");
         ln(&mut out, format!("{h}.ln_1"));

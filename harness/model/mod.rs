@@ -1,6 +1,7 @@
 //! Models: where they live, their configuration, GPT-2 and the Llama family split by shares, and weights.
 
 pub mod config;
+pub mod defaults;
 pub mod fixed_step;
 pub mod gpt2;
 pub mod init;

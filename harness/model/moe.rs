@@ -16,6 +16,7 @@
 use super::gpt2::linear;
 use super::row::f32s;
 use super::weights::{Checkpoint, WeightsError};
+use crate::model::defaults::{self, ExpertWidth, MixtureRule};
 use crate::model::ConfigError;
 use crate::spec::plan::Span;
 use tch::{Kind, Tensor};
@@ -35,19 +36,51 @@ pub struct MoeDims {
 }
 
 impl MoeDims {
-    /// The mixture keys of a config.json, or None for a dense model; an error names a bad key.
-    pub fn from_raw(raw: &serde_json::Value, dense_width: usize) -> Result<Option<Self>, ConfigError> {
-        let Some(experts) = raw.get("num_local_experts") else { return Ok(None) };
-        let count = |key: &str, v: &serde_json::Value| {
+    /// The mixture a config describes, as transformers' config class of its type reads it
+    /// ([`defaults::MixtureRule`]: a Mixtral without `num_local_experts` has 8), or None for a dense
+    /// model; an error names a bad key, or expert keys on a dense type.
+    pub fn of(cfg: &crate::model::ModelConfig) -> Result<Option<Self>, ConfigError> {
+        Self::read(&cfg.raw, &cfg.model_type, cfg.intermediate as usize)
+    }
+
+    /// [`MoeDims::of`] from a config.json's keys, its type and its dense feed-forward width.
+    pub fn read(raw: &serde_json::Value, model_type: &str, dense_width: usize) -> Result<Option<Self>, ConfigError> {
+        // A null is absent, as transformers' defaults read it.
+        let given = |key: &'static str| raw.get(key).filter(|v| !v.is_null()).map(|v| (key, v));
+        let count = |key: &'static str| -> Result<Option<usize>, ConfigError> {
+            let Some((key, v)) = given(key) else { return Ok(None) };
             let not_positive = || ConfigError::NotPositive { key: key.into(), found: v.clone() };
-            v.as_u64().filter(|&n| n > 0).map(|n| n as usize).ok_or_else(not_positive)
+            v.as_u64().filter(|&n| n > 0).map(|n| Some(n as usize)).ok_or_else(not_positive)
         };
-        let experts = count("num_local_experts", experts)?;
-        let top_k = raw.get("num_experts_per_tok").map_or(Ok(1), |v| count("num_experts_per_tok", v))?;
+        let named = given("num_local_experts").or_else(|| given("num_experts")).map(|(key, _)| key);
+        let experts = match named {
+            Some(key) => count(key)?,
+            None => None,
+        };
+        let (experts, top_k, width) = match defaults::of(model_type).mixture {
+            MixtureRule::NotRead => return Ok(None),
+            MixtureRule::Dense => {
+                return match named {
+                    Some(key) => Err(ConfigError::ExpertsOfDenseType { model_type: model_type.into(), key }),
+                    None => Ok(None),
+                }
+            }
+            MixtureRule::WhenGiven { top_k } => {
+                let Some(experts) = experts else { return Ok(None) };
+                (experts, top_k, count("moe_intermediate_size")?.unwrap_or(dense_width))
+            }
+            MixtureRule::Always { count: n, top_k, width } => {
+                let width = match width {
+                    ExpertWidth::Dense => dense_width,
+                    ExpertWidth::Named(w) => count("moe_intermediate_size")?.unwrap_or(w as usize),
+                };
+                (experts.unwrap_or(n as usize), top_k, width)
+            }
+        };
+        let top_k = count("num_experts_per_tok")?.unwrap_or(top_k as usize);
         if top_k > experts {
             return Err(ConfigError::TopKAboveExperts { top_k, experts });
         }
-        let width = raw.get("moe_intermediate_size").map_or(Ok(dense_width), |v| count("moe_intermediate_size", v))?;
         Ok(Some(MoeDims { experts, top_k, width, skew: 0.0 }))
     }
 

@@ -383,7 +383,7 @@ fn decode_shares(p: &LayoutInput, cfg: &ModelConfig) -> Result<Vec<RankShare>, L
 
 /// The mixture of a config, or the message refusing what needs one.
 fn mixture_of(cfg: &ModelConfig, need: MixtureNeed) -> Result<MoeDims, LayoutError> {
-    MoeDims::from_raw(&cfg.raw, cfg.intermediate as usize)?.ok_or(LayoutError::NeedsMixture { need })
+    MoeDims::of(cfg)?.ok_or(LayoutError::NeedsMixture { need })
 }
 
 /// Expert parallelism: every rank holds the attention and the output head whole and one

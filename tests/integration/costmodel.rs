@@ -101,6 +101,66 @@ fn formula_agrees_with_transformers_on_the_meta_device() {
     }
 }
 
+/// Configs that leave keys out, or carry keys their type ignores, each as `(name, base model
+/// under models/ or None for a tiny Llama-style one, keys removed, keys set)`.
+fn partial_configs() -> Vec<(&'static str, Option<&'static str>, Vec<&'static str>, Value)> {
+    use serde_json::json;
+    vec![
+        ("qwen3-moe-bare", Some("qwen3-30b-a3b"), vec!["num_experts", "num_experts_per_tok", "moe_intermediate_size"], json!({})),
+        ("mixtral-bare", Some("mixtral-8x7b"), vec!["num_local_experts", "num_experts_per_tok"], json!({})),
+        ("mistral-no-kv-heads", Some("mistral-7b"), vec!["num_key_value_heads", "sliding_window"], json!({})),
+        ("llama-no-width", Some("llama-3.1-8b"), vec!["intermediate_size"], json!({})),
+        ("gemma2-bare", Some("gemma-2-2b"), vec!["num_key_value_heads", "sliding_window"], json!({})),
+        ("qwen2-flags", None, vec![], json!({"model_type": "qwen2", "attention_bias": true, "mlp_bias": true})),
+        ("mistral-flags", None, vec![], json!({"model_type": "mistral", "attention_bias": true, "mlp_bias": true})),
+        ("qwen3-unused-window", None, vec![], json!({"model_type": "qwen3", "head_dim": 16, "sliding_window": 4096})),
+        ("gemma-bare", None, vec!["num_key_value_heads"], json!({"model_type": "gemma", "num_attention_heads": 16})),
+        ("gpt2-foreign-keys", Some("gpt2"), vec![], json!({"intermediate_size": 100, "num_key_value_heads": 2})),
+    ]
+}
+
+#[test]
+fn configs_leaving_keys_out_are_counted_as_transformers_builds_them() {
+    // transformers fills what a config.json leaves out from its config class (8 KV heads for a
+    // Mistral, 128 experts for a Qwen3-MoE) and ignores keys its modelling code does not read;
+    // parlab's count, KV heads and window must be those of the model transformers builds.
+    let Some(python) = std::env::var_os("PARLAB_PYTHON") else {
+        eprintln!("skipped: PARLAB_PYTHON is not set");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny = serde_json::json!({"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100});
+    let mut dirs = Vec::new();
+    for (name, base, removed, set) in partial_configs() {
+        let mut config: Value = match base {
+            Some(b) => serde_json::from_str(&std::fs::read_to_string(root().join("models").join(b).join("config.json")).unwrap()).unwrap(),
+            None => tiny.clone(),
+        };
+        let keys = config.as_object_mut().unwrap();
+        removed.iter().for_each(|k| drop(keys.remove(*k)));
+        keys.extend(set.as_object().unwrap().clone());
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+        dirs.push(dir);
+    }
+    let script = "import sys, json, torch\nfrom transformers import AutoConfig, AutoModelForCausalLM\nfor d in sys.argv[1:]:\n    c = AutoConfig.from_pretrained(d)\n    with torch.device('meta'):\n        m = AutoModelForCausalLM.from_config(c)\n    kv = c.n_head if c.model_type == 'gpt2' else c.num_key_value_heads\n    w = getattr(c, 'sliding_window', None) if c.model_type != 'llama' else None\n    print(json.dumps([sum(p.numel() for p in m.parameters()), kv, w]))\n";
+    let out = std::process::Command::new(python).arg("-c").arg(script).args(&dirs).output().unwrap();
+    if !out.status.success() {
+        eprintln!("skipped: transformers unavailable: {}", String::from_utf8_lossy(&out.stderr));
+        return;
+    }
+    let rows: Vec<(u64, u64, Option<u64>)> =
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(rows.len(), dirs.len(), "{}", String::from_utf8_lossy(&out.stdout));
+    for (dir, (params, kv_heads, window)) in dirs.iter().zip(rows) {
+        let named = load_shape(dir.to_str().unwrap()).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let name = dir.file_name().unwrap().to_string_lossy();
+        assert_eq!((named.shape.params, named.shape.kv_heads, named.sliding_window), (params, kv_heads, window), "{name}");
+    }
+}
+
 #[test]
 fn mixtral_streams_only_its_two_routed_experts() {
     let s = shape("mixtral-8x7b");

@@ -28,7 +28,7 @@ fn layer0_mixture(dir: &Path, skew: f64) -> (Mixture, Tensor) {
     let cfg = small_moe(dir);
     init::write_checkpoint(&cfg, 11, dir).unwrap();
     let ckpt = Checkpoint::open(&dir.join("model.safetensors")).unwrap();
-    let mut dims = MoeDims::from_raw(&cfg.raw, 256).unwrap().expect("a mixture config");
+    let mut dims = MoeDims::of(&cfg).unwrap().expect("a mixture config");
     dims.skew = skew;
     let mixture =
         Mixture::load(&ckpt, &dims, "h.0.mlp", Span::new(0, 4), ExpertKind::Gpt2Mlp { gelu: parlab::model::gpt2::Gelu::Tanh }).unwrap();

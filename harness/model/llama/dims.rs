@@ -3,6 +3,7 @@
 //! parlab cannot compute exactly is refused with the key and the reason.
 
 use crate::model::config::{ConfigError, ModelConfig};
+use crate::model::defaults::{self, AttentionBias};
 use crate::model::moe::MoeDims;
 use serde_json::Value;
 
@@ -209,24 +210,13 @@ impl LlamaDims {
         if flag(raw, "use_sliding_window", false)? {
             return Err(ConfigError::SlidingWindow);
         }
-        // Mixtral's experts are `intermediate_size` wide: transformers reads no
-        // `moe_intermediate_size` for it (Qwen-MoE's key; parlab's GPT-2 mixture reads it).
-        let moe = MoeDims::from_raw(raw, cfg.intermediate as usize)?.map(|m| {
-            if variant == LlamaVariant::Mixtral {
-                MoeDims { width: cfg.intermediate as usize, ..m }
-            } else {
-                m
-            }
-        });
+        // The experts as transformers reads them (Mixtral's `intermediate_size` wide; a dense
+        // type's expert keys were refused when the config was read).
+        let moe = MoeDims::of(cfg)?;
         if variant == LlamaVariant::Mixtral {
             if let Some(window) = raw.get("sliding_window").filter(|v| !v.is_null()) {
                 return Err(ConfigError::MixtralSlidingWindow(window.clone()));
             }
-            if moe.is_none() {
-                return Err(ConfigError::MixtralWithoutExperts);
-            }
-        } else if moe.is_some() {
-            return Err(ConfigError::ExpertsOfDenseType(cfg.model_type.clone()));
         }
         if let Some(h) = raw.get("head_dim").and_then(Value::as_u64).filter(|h| *h == 0 || !h.is_multiple_of(2)) {
             return Err(ConfigError::HeadDim(h));
@@ -235,7 +225,9 @@ impl LlamaDims {
         if !head_dim.is_multiple_of(2) {
             return Err(ConfigError::OddHeadWidth(head_dim));
         }
-        let attention_bias = flag(raw, "attention_bias", false)?;
+        // Only the biases the type's modelling code has (Qwen2's q/k/v always; Mixtral none).
+        let class = defaults::of(&cfg.model_type);
+        let attention_bias = flag(raw, "attention_bias", false)? && class.attention_bias == AttentionBias::WhenFlagged;
         Ok(LlamaDims {
             variant,
             hidden: cfg.hidden as usize,
@@ -247,9 +239,9 @@ impl LlamaDims {
             vocab: cfg.vocab as usize,
             eps: number(raw, "rms_norm_eps")?.unwrap_or(variant.default_eps()),
             rope: Rope::from_raw(raw, variant.default_theta())?,
-            qkv_bias: variant == LlamaVariant::Qwen2 || attention_bias,
-            o_bias: variant != LlamaVariant::Qwen2 && attention_bias,
-            mlp_bias: flag(raw, "mlp_bias", false)?,
+            qkv_bias: class.attention_bias == AttentionBias::QkvAlways || attention_bias,
+            o_bias: attention_bias,
+            mlp_bias: flag(raw, "mlp_bias", false)? && class.mlp_bias,
             qk_norm: variant == LlamaVariant::Qwen3,
             tied: flag(raw, "tie_word_embeddings", false)?,
             moe,
@@ -315,6 +307,31 @@ mod tests {
             json!({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": null, "moe_intermediate_size": 512}),
         );
         assert_eq!(wide.unwrap().moe.map(|m| m.width), Some(128));
+        // MixtralConfig: 8 experts, 2 per token, where the config names none.
+        let bare = cfg(json!({"model_type": "mixtral", "sliding_window": null})).unwrap().moe.unwrap();
+        assert_eq!((bare.experts, bare.top_k), (8, 2));
+        let one = cfg(json!({"model_type": "mixtral", "num_local_experts": 1})).unwrap_err();
+        assert_eq!(one, ConfigError::TopKAboveExperts { top_k: 2, experts: 1 }, "MixtralConfig's 2 per token");
+        let top1 = cfg(json!({"model_type": "mixtral", "num_local_experts": 1, "num_experts_per_tok": 1})).unwrap().moe.unwrap();
+        assert_eq!((top1.experts, top1.top_k), (1, 1), "one expert is still a routed mixture");
+    }
+
+    #[test]
+    fn only_the_biases_a_types_modelling_code_has_are_read() {
+        let all = json!({"attention_bias": true, "mlp_bias": true});
+        let biases = |t: &str| {
+            let mut extra = all.clone();
+            extra["model_type"] = json!(t);
+            if t == "mixtral" {
+                extra["num_local_experts"] = json!(4);
+            }
+            let d = cfg(extra).unwrap();
+            (d.qkv_bias, d.o_bias, d.mlp_bias)
+        };
+        assert_eq!(biases("llama"), (true, true, true), "LlamaConfig reads both");
+        assert_eq!(biases("qwen2"), (true, false, false), "Qwen2: q/k/v always, o never, no MLP bias");
+        assert_eq!(biases("qwen3"), (true, true, false), "Qwen3: attention_bias only");
+        assert_eq!(biases("mixtral"), (false, false, false), "Mixtral: bias=False in its code");
     }
 
     #[test]
@@ -343,13 +360,16 @@ mod tests {
             (json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}), ConfigError::Llama3Missing("low_freq_factor".into())),
             (json!({"model_type": "qwen2", "use_sliding_window": true}), ConfigError::SlidingWindow),
             (json!({"model_type": "gemma2"}), ConfigError::NotLlama { model_type: "gemma2".into() }),
-            (json!({"model_type": "mixtral"}), ConfigError::MixtralWithoutExperts),
             (json!({"model_type": "mixtral", "num_local_experts": 4, "sliding_window": 32}), ConfigError::MixtralSlidingWindow(json!(32))),
             (
                 json!({"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 5}),
                 ConfigError::TopKAboveExperts { top_k: 5, experts: 4 },
             ),
-            (json!({"num_local_experts": 4}), ConfigError::ExpertsOfDenseType("llama".into())),
+            (json!({"num_local_experts": 4}), ConfigError::ExpertsOfDenseType { model_type: "llama".into(), key: "num_local_experts" }),
+            (
+                json!({"model_type": "qwen2", "num_experts": 4}),
+                ConfigError::ExpertsOfDenseType { model_type: "qwen2".into(), key: "num_experts" },
+            ),
             (json!({"partial_rotary_factor": 0.5}), ConfigError::PartialRotary(0.5)),
             (json!({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}), ConfigError::PartialRotary(0.25)),
             (json!({"rope_scaling": {"rope_type": 3}}), ConfigError::RopeType("3".into())),
