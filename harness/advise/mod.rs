@@ -206,13 +206,13 @@ fn slow_boundaries(sound: &[(Layout, Prediction)], shape: &ModelShape, m: &Machi
     let mut by_group: Vec<&(Layout, Prediction)> = sound.iter().collect();
     by_group.sort_by_key(|(l, _)| l.tensor);
     let mut refused = HashMap::new();
-    let mut offered: Vec<(Layout, Prediction)> = Vec::new();
+    let mut offered: Vec<(Layout, &Prediction)> = Vec::new();
     for (layout, p) in by_group {
         match reject::slow_boundary(layout, p, m, &offered, objective) {
             Some(reason) => {
                 refused.insert(*layout, reason);
             }
-            None if !reject::past_kv_heads(layout, shape) => offered.push((*layout, p.clone())),
+            None if !reject::past_kv_heads(layout, shape) => offered.push((*layout, p)),
             None => {}
         }
     }

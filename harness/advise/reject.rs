@@ -209,7 +209,7 @@ pub fn slow_boundary(
     layout: &Layout,
     predicted: &Prediction,
     machine: &Machine,
-    fitting: &[(Layout, Prediction)],
+    fitting: &[(Layout, &Prediction)],
     objective: Objective,
 ) -> Option<Rejection> {
     let outer = machine.domain_of_group(layout.tensor)?;
