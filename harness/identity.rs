@@ -121,6 +121,12 @@ fn sort_keys(value: Value) -> Value {
     }
 }
 
+/// Whether `text` has a run identity's form (64 hex digits), as a manifest's or a results
+/// folder's name does.
+pub fn is_run_id(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// sha256 of the canonical encoding, as 64 hex digits.
 pub fn digest<T: Serialize>(value: &T) -> String {
     hex::encode(Sha256::digest(canonical_json(value).as_bytes()))

@@ -62,11 +62,15 @@ impl Folder {
     }
 
     /// [`Folder::not_a_file`], and refuses a missing folder as `no such {what}` (`what`:
-    /// "baseline manifests folder"), followed by `hint` where there is one.
+    /// "baseline manifests folder"), followed by `hint` where there is one, and one that cannot
+    /// be listed (read as empty, it would render a register of nothing and remove its figures).
     pub fn existing(&self, holds: &str, what: &str, hint: &str) -> Result<()> {
         self.not_a_file(holds)?;
         if !self.path.is_dir() {
             return Err(Error::Usage(format!("{self}: no such {what}{hint}")));
+        }
+        if let Err(e) = std::fs::read_dir(&self.path) {
+            return Err(Error::Usage(format!("{self}: cannot list the {what}: {e}")));
         }
         Ok(())
     }
@@ -83,6 +87,24 @@ impl Folder {
             ))),
             None => Ok(()),
         }
+    }
+
+    /// Refuses a folder parlab keeps inside a manifests folder (a run's results folder
+    /// `<store>/<run_id>`, `superseded`, `_gates`) given as one to write into (manifests, a
+    /// register): no render reads a manifest there, and a rerun of that run removes its
+    /// results folder with whatever was written into it.
+    pub fn not_inside_a_store(&self) -> Result<()> {
+        let absolute = std::path::absolute(&self.path).unwrap_or_else(|_| self.path.clone());
+        let (Some(name), Some(parent)) = (absolute.file_name().and_then(|n| n.to_str()), absolute.parent()) else { return Ok(()) };
+        let run_folder = crate::identity::is_run_id(name) && parent.join(format!("{name}.json")).is_file();
+        let store_folder = matches!(name, "superseded" | "_gates") && crate::report::origin::a_manifest_in(parent).is_some();
+        if run_folder || store_folder {
+            return Err(Error::Usage(format!(
+                "{self}: a folder parlab keeps inside the manifests folder {} (a run's results, superseded runs or gates), which no render reads and a rerun may remove: name another folder",
+                parent.display()
+            )));
+        }
+        Ok(())
     }
 }
 

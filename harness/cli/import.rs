@@ -55,6 +55,7 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     let store = super::folder::Folder::manifests(args.manifests.clone());
     store.not_a_file(super::folder::MANIFESTS_HOLD)?;
     store.not_a_register()?;
+    store.not_inside_a_store()?;
     let dir = store.path;
     let options = ImportOptions { world: args.world, command: args.command.clone() };
     let mut manifest = import(args.tool.tool(), &args.file, &options).map_err(|e| Error::Usage(e.to_string()))?;
@@ -62,7 +63,7 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     if let Some((given, recorded)) = args.command.as_deref().zip(recorded).filter(|(given, recorded)| given != recorded) {
         crate::say!("warning: --command {given:?} not recorded: {} holds the command it ran with ({recorded})", args.file.display());
     }
-    let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| Error::Usage(e.to_string()))?;
+    let _lock = StoreLock::acquire(&dir, args.wait).map_err(|e| super::lock_refusal(e, ""))?;
     let earlier = Manifest::path_for(&dir, &manifest.run_id);
     // Read once: for a newer parlab's schema (never replaced) and for the command it recorded.
     let earlier_read = earlier.is_file().then(|| crate::manifest::read_one(&earlier));
@@ -94,7 +95,32 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     }
     let path = manifest.write(&dir)?;
     crate::say!("parlab: {}", describe(&manifest, &path, replaced));
+    remove_other_worlds(&dir, &manifest);
     Ok(crate::exitcode::OK)
+}
+
+/// Removes the earlier imports of the same file (same tool, same bytes) at another world: one
+/// file is one run, so an import with a corrected `--world` replaces the one it corrects
+/// instead of standing beside it as a second run (its world is in the run identity).
+fn remove_other_worlds(dir: &Path, manifest: &Manifest) {
+    let Some(ours) = manifest.provenance.imported() else { return };
+    let same_file = |m: &Manifest| m.provenance.imported().is_some_and(|i| i.tool == ours.tool && i.sha256 == ours.sha256);
+    for other in crate::manifest::read_all(dir).0.iter().filter(|m| m.run_id != manifest.run_id && same_file(m)) {
+        let path = Manifest::path_for(dir, &other.run_id);
+        match std::fs::remove_file(&path) {
+            Ok(()) => crate::say!(
+                "parlab: removed the earlier import of this file at world {} ({}): one file is one run, now at world {}",
+                other.layout.world,
+                path.display(),
+                manifest.layout.world
+            ),
+            Err(e) => crate::say!(
+                "warning: the earlier import of this file at world {} stays: cannot remove {}: {e}",
+                other.layout.world,
+                path.display()
+            ),
+        }
+    }
 }
 
 /// The benchmark binary `command` runs where it names one (`.../all_gather_perf`,

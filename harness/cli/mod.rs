@@ -79,6 +79,16 @@ impl From<crate::report::origin::OriginError> for Error {
     }
 }
 
+/// A folder's lock not taken: held by another process, exit 2 (a user's matter: wait or pass
+/// `--wait`); not made or locked (a read-only folder, a full disk), exit 1 as any file parlab
+/// could not write. `named` prefixes the message (`--out DIR: `, or nothing).
+pub fn lock_refusal(e: crate::manifest::lock::LockError, named: &str) -> Error {
+    match e {
+        crate::manifest::lock::LockError::Held { .. } => Error::Usage(format!("{named}{e}")),
+        crate::manifest::lock::LockError::Io { .. } => Error::Failed(anyhow::anyhow!("{named}{e}")),
+    }
+}
+
 /// Errors of the parts below the CLI that stop a command with exit 1.
 macro_rules! failed_from {
     ($($t:ty),*) => {$(

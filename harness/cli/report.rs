@@ -10,12 +10,15 @@ use std::path::{Path, PathBuf};
 /// or is waited for with `wait`; an `out` that cannot be a folder (a file) exits 2.
 pub fn lock_output(out: &Path, wait: bool) -> super::Result<StoreLock> {
     folder_or_nothing(out)?;
-    StoreLock::acquire(out, wait).map_err(|e| Error::Usage(format!("--out {}: {e}", out.display())))
+    StoreLock::acquire(out, wait).map_err(|e| super::lock_refusal(e, &format!("--out {}: ", out.display())))
 }
 
-/// Refuses an output folder `out` that is a file (exit 2).
+/// Refuses an output folder `out` that is a file, or a folder parlab keeps inside a manifests
+/// folder ([`Folder::not_inside_a_store`]), exit 2.
 pub fn folder_or_nothing(out: &Path) -> super::Result<()> {
-    Folder::flag(out, "--out").not_a_file("the register is written into")
+    let folder = Folder::flag(out, "--out");
+    folder.not_a_file("the register is written into")?;
+    folder.not_inside_a_store()
 }
 
 /// Renders the register with the output folder's lock already held; refuses (exit 2) an `out`
@@ -105,6 +108,7 @@ pub fn run_with_history(manifests: &Folder, out: &Path, wait: bool, history: Opt
         }
     }
     manifests.existing(MANIFESTS_HOLD, "manifests folder", " (run `parlab run` first, or pass --manifests DIR)")?;
+    folder_or_nothing(out)?;
     // A register's folder read as manifests would render an empty register of nothing.
     manifests.not_a_register()?;
     origin::check(out, &manifests.path)?;
@@ -123,8 +127,17 @@ pub fn run_with_history(manifests: &Folder, out: &Path, wait: bool, history: Opt
 }
 
 /// Refuses (exit 2) an output folder whose `trends.md` or `trends/<i>.svg` the trends would
-/// replace or remove and that parlab did not draw.
+/// replace or remove and that parlab did not draw, or where a file or folder stands in their way.
 fn refuse_foreign_trends(out: &Path) -> super::Result<()> {
+    let (figures, register) = (out.join("trends"), out.join("trends.md"));
+    let misplaced = match () {
+        _ if figures.exists() && !figures.is_dir() => Some("`trends` is a file, not the folder the trend figures are drawn into"),
+        _ if register.is_dir() => Some("`trends.md` is a folder, not the file the trends are written to"),
+        _ => None,
+    };
+    if let Some(what) = misplaced {
+        return Err(Error::Usage(format!("--out {}: its {what}; move it away or render elsewhere", out.display())));
+    }
     let foreign = crate::nightly::history::foreign_trends(out);
     if foreign.is_empty() {
         return Ok(());

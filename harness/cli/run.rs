@@ -64,6 +64,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     let store = super::folder::Folder::manifests(None);
     store.not_a_file(super::folder::MANIFESTS_HOLD)?;
     store.not_a_register()?;
+    store.not_inside_a_store()?;
     let dir = store.path;
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
     if let Some(out) = &out {
@@ -165,8 +166,8 @@ fn folder_lock(dir: &Path, wait: bool, which: Locked) -> super::Result<std::resu
                 }
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
-            Err(e) if which == Locked::Store => return Err(Error::Usage(e.to_string())),
-            Err(e) => return Err(Error::Usage(format!("--out {}: {e}", dir.display()))),
+            Err(e) if which == Locked::Store => return Err(super::lock_refusal(e, "")),
+            Err(e) => return Err(super::lock_refusal(e, &format!("--out {}: ", dir.display()))),
         }
     }
 }

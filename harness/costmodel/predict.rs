@@ -142,6 +142,7 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
     let (meas, pred, err) =
         (df.column("measured_s")?.f64()?.clone(), df.column("predicted_s")?.f64()?.clone(), df.column("error")?.f64()?.clone());
     let in_fit = df.column("in_fit")?.bool()?.clone();
+    let imported = (0..df.height()).any(|i| link.get(i).is_some_and(|l| l.contains("(imported:")));
     let rows = (0..df.height())
         .map(|i| {
             vec![
@@ -174,7 +175,7 @@ pub fn collectives_table(manifests: &[Manifest]) -> Result<Table, PredictError> 
     Ok(Table {
         id: "predicted-collectives".into(),
         title: "Collectives: the 2-rank alpha-beta fit against measurement".into(),
-        caption: "MODELLED against MEASURED: α and β are fitted (least squares, relative error) on the 2-rank medians up to the fit size; every other size and world size is predicted from them with the ring formulas and compared with its measured median. error = (predicted - measured) / measured.".into(),
+        caption: format!("MODELLED against MEASURED: α and β are fitted (least squares, relative error) on the 2-rank medians up to the fit size; every other size and world size is predicted from them with the ring formulas and compared with its measured median. error = (predicted - measured) / measured.{}", if imported { " A link marked `(imported: <tool>)` is another tool's run: its fit and its measured times are that tool's (its mean over iterations, not parlab's median)." } else { "" }),
         columns: ["op", "link", "world", "size", "measured (median)", "predicted", "error", "role"].iter().map(|c| c.to_string()).collect(),
         rows,
         provenance,

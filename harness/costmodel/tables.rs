@@ -185,6 +185,20 @@ impl ModelRun {
         self.worlds.iter().copied().filter(move |&p| p >= from && m.shape.tensor_split_problem(p.into()).is_none())
     }
 
+    /// The captions' sentence naming the models that attend over a sliding window, whose KV
+    /// cache is counted at the whole context all the same; empty when there are none.
+    fn window_note(&self) -> String {
+        let windowed: Vec<String> =
+            self.models.iter().filter_map(|m| m.sliding_window.map(|w| format!("{} ({w} tokens)", m.name))).collect();
+        match windowed.is_empty() {
+            true => String::new(),
+            false => format!(
+                " Models attending over a sliding window have their KV cache counted at the whole context all the same (not modelled; past the window it is overstated): {}.",
+                windowed.join(", ")
+            ),
+        }
+    }
+
     /// The captions' sentence naming the tensor splits left out (a model's heads or width do
     /// not split over that world); empty when there are none.
     fn refused_note(&self) -> String {
@@ -286,7 +300,11 @@ impl ModelRun {
         self.table(
             "model-shapes",
             "Model shapes: stored against streamed bytes",
-            &format!("Parameters by formula from config.json; stored bytes are what a device holds, streamed bytes what one decode step reads (one embedding row, the whole output head).{}", self.clipped_note()),
+            &format!(
+                "Parameters by formula from config.json; stored bytes are what a device holds, streamed bytes what one decode step reads (one embedding row, the whole output head).{}{}",
+                self.clipped_note(),
+                self.window_note()
+            ),
             &["model", "type", "parameters", "layers", "heads", "KV heads", "hidden", "vocab", "tied", "dtype", "stored", "streamed/step", "KV/token", &kv_at],
             rows,
             self.provenance(true, false, false),
@@ -316,8 +334,9 @@ impl ModelRun {
             "model-kv-sharing",
             "KV cache under tensor parallelism: sharing by head, capped by the KV heads",
             &format!(
-                "Tensor parallelism divides the KV cache by heads; past the number of KV heads each device holds a copy of a head and the cache per device stops falling.{}{}",
+                "Tensor parallelism divides the KV cache by heads; past the number of KV heads each device holds a copy of a head and the cache per device stops falling.{}{}{}",
                 self.clipped_note(),
+                self.window_note(),
                 self.refused_note()
             ),
             &["model", "world", "KV heads", "KV heads/device", "copies of each head", "capped", "KV/token/device", &at],

@@ -215,8 +215,27 @@ pub struct ToolRun {
     pub checked: bool,
     /// When it ran, where stated.
     pub ran_at: Option<String>,
+    /// The data type and reduction op, where stated ([`Imported::data_type`], [`Imported::reduction`]).
+    pub data: DataKind,
     /// Every size in file order (a size repeats where the tool ran several cycles).
     pub sizes: Vec<SizeResult>,
+}
+
+/// The data type and reduction op a tool's run used, where its output states them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DataKind {
+    /// The data type (`float`, `bfloat16`, `MPI_CHAR`).
+    pub data_type: Option<String>,
+    /// The reduction op (`sum`, `max`); None for a collective that reduces nothing.
+    pub reduction: Option<String>,
+}
+
+impl DataKind {
+    /// nccl-tests' `type` and `redop` columns (`none`, or an empty one, reduce nothing).
+    pub fn of_nccl_tests(data_type: &str, redop: &str) -> Self {
+        let named = |w: &str| Some(w.trim()).filter(|w| !w.is_empty() && *w != "none").map(str::to_string);
+        DataKind { data_type: named(data_type), reduction: named(redop) }
+    }
 }
 
 /// What the user adds on the command line to what the file says.
@@ -330,6 +349,10 @@ fn world_of(run: &ToolRun, options: &ImportOptions) -> Result<u32, Problem> {
             run.benchmark
         ))),
         (_, Some(0)) => Err(Problem::file("--world 0: a run has at least 1 rank")),
+        (_, Some(1)) if run.tool == ImportTool::Osu => Err(Problem::file(format!(
+            "--world 1: {} needs at least 2 processes (the OSU benchmarks refuse to run on 1); make it the -np it ran with",
+            run.benchmark
+        ))),
         (_, Some(w)) if w > MAX_WORLD => Err(Problem::file(format!("--world {w}: a run has at most {MAX_WORLD} ranks"))),
         (Some(w), _) if w > MAX_WORLD => Err(Problem::file(format!("the output lists {w} ranks: a run has at most {MAX_WORLD} ranks"))),
         (Some(w), _) | (None, Some(w)) => Ok(w),
@@ -502,6 +525,8 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
         iterations: run.iterations,
         checked: run.checked,
         ran_at: run.ran_at,
+        data_type: run.data.data_type,
+        reduction: run.data.reduction,
         // Where the file lay, whatever folder the import ran from.
         file: std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf()),
         format: run.format,
@@ -589,7 +614,7 @@ mod tests {
             .iter()
             .map(|(size, us, wrong)| format!("{size:>12} {:>12} float sum -1 {us} 0.1 0.1 {wrong} {us} 0.1 0.1 0\n", size / 4))
             .collect();
-        let text = format!("{NCCL_HEAD}{rows}");
+        let text = format!("{NCCL_HEAD}{rows}{NCCL_TAIL}");
         let run = nccl_tests::read_text(&text).unwrap();
         let m = manifest_of(run, 2, Path::new("out.txt"), &"0".repeat(64), None);
         let c = m.summary().and_then(Summary::collectives).unwrap();
@@ -682,6 +707,9 @@ mod tests {
         import(tool, &file, &ImportOptions { world, command: None }).unwrap_err().to_string()
     }
 
+    /// The closing lines nccl-tests prints after its last size.
+    const NCCL_TAIL: &str = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.11\n";
+
     const NCCL_HEAD: &str = "# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809\n# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid  1 on h device  0 [0000:19:00] NVIDIA H200\n#  Rank  1 Group  0 Pid  2 on h device  1 [0000:3b:00] NVIDIA H200\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
 
     #[test]
@@ -699,17 +727,21 @@ mod tests {
         assert!(e.contains("out.txt: not nccl-tests' output"), "{e}");
         let e = text_problem(ImportTool::NcclTests, NCCL_HEAD, None);
         assert!(e.contains("no rows"), "{e}");
-        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0   0.11\n"), None);
+        let e = text_problem(
+            ImportTool::NcclTests,
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0   0.11\n{NCCL_TAIL}"),
+            None,
+        );
         assert!(e.contains("out.txt:6: expected `size count type redop root`"), "{e}");
         let e = text_problem(
             ImportTool::NcclTests,
-            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   abc 0.11 0.11 0 9.0 0.11 0.11 0\n"),
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   abc 0.11 0.11 0 9.0 0.11 0.11 0\n{NCCL_TAIL}"),
             None,
         );
         assert!(e.contains("out.txt:6: out-of-place time (µs) `abc` is not a number"), "{e}");
         let e = text_problem(
             ImportTool::NcclTests,
-            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   -9.0 0.11 0.11 0 9.0 0.11 0.11 0\n"),
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   -9.0 0.11 0.11 0 9.0 0.11 0.11 0\n{NCCL_TAIL}"),
             None,
         );
         assert!(e.contains("out.txt:6: out-of-place time (µs) `-9.0` is negative"), "a number, said so: {e}");
@@ -721,7 +753,7 @@ mod tests {
         assert!(e.contains("out.txt:2: unknown op: benchmark `hypercube_perf`"), "{e}");
         let e = text_problem(
             ImportTool::NcclTests,
-            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n"),
+            &format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n{NCCL_TAIL}"),
             Some(4),
         );
         assert!(e.contains("the output says 2 ranks ran all_reduce_perf, but --world says 4"), "{e}");
@@ -739,13 +771,13 @@ mod tests {
     fn a_bus_bandwidth_that_disagrees_with_the_world_is_refused() {
         // busbw = algbw × 2(p−1)/p: 1.5 at 4 ranks, not 1.0 (2 ranks).
         let row = "     1048576   262144   float   sum   -1   100.0  10.49  15.73  0  100.0  10.49  15.73  0\n";
-        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}{row}"), None);
+        let e = text_problem(ImportTool::NcclTests, &format!("{NCCL_HEAD}{row}{NCCL_TAIL}"), None);
         assert!(e.contains("all-reduce over 2 ranks has bus factor 1.000"), "{e}");
         // A slow row is checked too, to the rounding of its two decimals: 0.10 and 0.2 cannot both
         // round a busbw equal to its algbw (2 ranks), where 0.10 and 0.11 can.
         for (alg, bus, refused) in [("0.10", "0.2", true), ("0.19", "0.99", true), ("0.10", "0.11", false), ("0.00", "0.00", false)] {
             let row = format!("        1024   256   float   sum   -1   10.00  {alg}  {bus}  0  10.00  {alg}  {bus}  0\n");
-            let text = format!("{NCCL_HEAD}{row}");
+            let text = format!("{NCCL_HEAD}{row}{NCCL_TAIL}");
             match refused {
                 true => assert!(text_problem(ImportTool::NcclTests, &text, None).contains("has bus factor 1.000"), "{alg} {bus}"),
                 false => {
@@ -757,7 +789,7 @@ mod tests {
             }
         }
         assert!(bus_factor_holds(10.49, 15.73, 1.5) && !bus_factor_holds(10.49, 15.73, 1.0));
-        let several = format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n        1024   512   half   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n");
+        let several = format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n        1024   512   half   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n{NCCL_TAIL}");
         let e = text_problem(ImportTool::NcclTests, &several, None);
         assert!(e.contains("out.txt:7: results of 2 data type / reduction pairs (float sum, half sum)"), "{e}");
     }
@@ -767,7 +799,8 @@ mod tests {
         let osu = |size: u64| format!("# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n{size}  3.0\n");
         let e = text_problem(ImportTool::Osu, &osu((1 << 60) + 1), Some(2));
         assert!(e.contains("out.txt:3: size 1152921504606846977 bytes is more than 2^60 bytes"), "{e}");
-        let row = |wrong: &str| format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 {wrong} 9.0 0.11 0.11 0\n");
+        let row =
+            |wrong: &str| format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 {wrong} 9.0 0.11 0.11 0\n{NCCL_TAIL}");
         let e = text_problem(ImportTool::NcclTests, &row("1152921504606846977"), None);
         assert!(e.contains("out.txt:6: out-of-place #wrong `1152921504606846977` is more than 2^60"), "{e}");
         let dir = tempfile::tempdir().unwrap();
@@ -775,7 +808,8 @@ mod tests {
         std::fs::write(&file, row("1152921504606846976")).unwrap();
         let m = import(ImportTool::NcclTests, &file, &ImportOptions::default()).unwrap();
         assert_eq!(rows(&m)[0].wrong, 1 << 60, "kept exact");
-        let both = format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 1152921504606846976 9.0 0.11 0.11 1\n");
+        let both =
+            format!("{NCCL_HEAD}        1024   256   float   sum   -1   9.0 0.11 0.11 1152921504606846976 9.0 0.11 0.11 1\n{NCCL_TAIL}");
         let e = text_problem(ImportTool::NcclTests, &both, None);
         assert!(e.contains("out.txt:6: #wrong 1152921504606846976 out of place + 1 in place is more than 2^60"), "{e}");
     }
@@ -818,7 +852,7 @@ mod tests {
         let options =
             "# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 5 iters: 20.5 agg iters: 1 validation: 1 graph: 0\n";
         let row = "        1024   256   float   sum   -1   9.0 0.11 0.11 0 9.0 0.11 0.11 0\n";
-        let e = text_problem(ImportTool::NcclTests, &format!("{options}{NCCL_HEAD}{row}"), None);
+        let e = text_problem(ImportTool::NcclTests, &format!("{options}{NCCL_HEAD}{row}{NCCL_TAIL}"), None);
         assert!(e.contains("out.txt:1: `iters:` 20.5 is not a whole number"), "{e}");
         let text = std::fs::read_to_string(data("nccl_all_reduce_8gpu.json")).unwrap();
         let e = text_problem(ImportTool::NcclTests, &text.replacen("\"warmup_iters\": 5", "\"warmup_iters\": 5.5", 1), None);

@@ -14,7 +14,7 @@
 //! out of place then in place (with `-I 1` four per-iteration columns after each), time in
 //! µs, bandwidths in GB/s (1e9 bytes/s), `#wrong` `N/A` without `-c`.
 
-use super::{Listed, ListedAt, ListedRanks, Problem, RowSource, SizeConvention, SizeResult, ToolRun};
+use super::{DataKind, Listed, ListedAt, ListedRanks, Problem, RowSource, SizeConvention, SizeResult, ToolRun};
 use crate::manifest::plausible::MAX_MAGNITUDE;
 use crate::manifest::provenance::{ImportFormat, ImportTool, ImportedDevice};
 use crate::spec::fields::MAX_WORLD;
@@ -156,6 +156,7 @@ pub fn read_json(text: &str) -> Result<ToolRun, Problem> {
         iterations: json_count(&config, "iterations")?,
         checked: config.get("validation").and_then(Value::as_u64).is_some_and(|c| c != 0) && nwrong_known,
         ran_at: v.get("start_time").and_then(Value::as_str).map(str::to_string),
+        data: results.first().map_or_else(DataKind::default, |r| DataKind::of_nccl_tests(&str_of(r, "type"), &str_of(r, "redop"))),
         sizes,
     })
 }
@@ -367,6 +368,8 @@ struct Header {
     iterations: Option<u32>,
     validation: Option<bool>,
     per_iteration: bool,
+    /// The closing `# Avg bus bandwidth` line every nccl-tests version prints after its table.
+    concluded: bool,
     /// The table's last column is `timestamp` (`-S 1`): each row ends in a date and a time.
     timestamps: bool,
     devices: Vec<Listed>,
@@ -411,6 +414,12 @@ fn read_text_as(text: &str, named: Option<(String, Op)>) -> Result<ToolRun, Prob
     if sizes.is_empty() {
         return Err(Problem::file(format!("no rows: {benchmark}'s output holds no result row")));
     }
+    if !h.concluded {
+        return Err(Problem::file(format!(
+            "{benchmark}'s output stops after {} sizes without the `# Avg bus bandwidth` line nccl-tests prints after its last size: the run was cut short (a crash, a kill, a full disk) or the file truncated; import a whole run's output",
+            sizes.len()
+        )));
+    }
     let all_checked = sizes.iter().all(|(_, checked)| *checked);
     Ok(ToolRun {
         tool: ImportTool::NcclTests,
@@ -427,6 +436,7 @@ fn read_text_as(text: &str, named: Option<(String, Op)>) -> Result<ToolRun, Prob
         iterations: h.iterations,
         checked: h.validation.unwrap_or(false) && all_checked,
         ran_at: None,
+        data: h.type_redop.first().map_or_else(DataKind::default, |(t, o)| DataKind::of_nccl_tests(t, o)),
         sizes: sizes.into_iter().map(|(s, _)| s).collect(),
     })
 }
@@ -460,6 +470,8 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         h.warmup = value(Some("warmup"), "iters:")?;
         h.iterations = value(None, "iters:")?;
         h.validation = value(None, "validation:")?.map(|v| v != 0);
+    } else if rest.starts_with("Avg bus bandwidth") {
+        h.concluded = true;
     } else if rest.starts_with("Per-Iteration Report") {
         h.per_iteration = true;
     } else if rest.starts_with("Rank") {

@@ -30,6 +30,8 @@ struct Header {
     version: Option<String>,
     table: bool,
     datatypes: u32,
+    /// The `# Datatype:` line's type (`MPI_CHAR`), where printed.
+    data_type: Option<String>,
     validation: bool,
     /// The header has `-f`'s min, max and iterations columns: each row holds them.
     full: bool,
@@ -72,6 +74,7 @@ pub fn read(text: &str) -> Result<ToolRun, Problem> {
         iterations: None,
         checked: h.validation,
         ran_at: None,
+        data: super::DataKind { data_type: h.data_type, reduction: None },
         sizes,
     })
 }
@@ -110,7 +113,8 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         })?;
         h.benchmark = Some((known.1, known.2, known.3));
         h.version = Some(format!("v{}", osu_version(version.trim()).map_err(|m| Problem::at(n, m))?));
-    } else if rest.starts_with("Datatype:") {
+    } else if let Some(named) = rest.strip_prefix("Datatype:") {
+        h.data_type = Some(named.trim().trim_end_matches('.').to_string()).filter(|t| !t.is_empty());
         h.datatypes += 1;
         if h.datatypes > 1 {
             return Err(Problem::at(n, "a second `# Datatype:` table: import a run of one data type (`-T`)"));

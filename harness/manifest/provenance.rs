@@ -94,6 +94,14 @@ pub struct Imported {
     pub checked: bool,
     /// When the tool's run started, as it wrote it (nccl-tests' JSON `start_time`).
     pub ran_at: Option<String>,
+    /// The data type of its buffers as the tool named it (nccl-tests' `float`, `bfloat16`;
+    /// OSU's `MPI_CHAR`), where stated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_type: Option<String>,
+    /// The reduction op of a reducing collective as the tool named it (`sum`, `max`), where
+    /// stated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduction: Option<String>,
     /// The file read, made absolute (where it lay, whatever folder the import ran from).
     pub file: PathBuf,
     /// Which of the tool's formats it was.
@@ -103,6 +111,15 @@ pub struct Imported {
 }
 
 impl Imported {
+    /// ` (bfloat16, max)`: the data type and reduction op where the tool stated them, else nothing.
+    pub fn data_words(&self) -> String {
+        let words: Vec<&str> = [&self.data_type, &self.reduction].into_iter().flatten().map(String::as_str).collect();
+        match words.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", words.join(", ")),
+        }
+    }
+
     /// `nccl-tests 2.19.6, NCCL 2.28.9` (versions the output did not state are said so).
     pub fn tool_line(&self) -> String {
         let version = self.version.clone().unwrap_or_else(|| "(version not stated in its output)".into());

@@ -385,8 +385,10 @@ impl Night {
     /// How many ok launched runs have no per-launch figures (manifests written before launches
     /// were recorded: each counts as one launch), and one of them.
     pub fn without_launches(&self) -> (usize, Option<String>) {
+        // An imported run was launched by its tool, never by parlab: it has no launches to record.
+        let launched = |m: &&Manifest| m.kind.launches_ranks() && m.provenance.imported().is_none();
         let old: Vec<&Manifest> =
-            self.manifests.iter().filter(|m| m.status() == Status::Ok && m.kind.launches_ranks() && m.launches().is_none()).collect();
+            self.manifests.iter().filter(launched).filter(|m| m.status() == Status::Ok && m.launches().is_none()).collect();
         (old.len(), old.first().map(|m| label(m)))
     }
 }
@@ -397,7 +399,7 @@ impl Night {
 fn holds_a_run(s: &Skipped) -> bool {
     use crate::manifest::ReadError;
     let stem = s.path.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let named = stem.len() == 64 && stem.bytes().all(|b| b.is_ascii_hexdigit());
+    let named = crate::identity::is_run_id(&stem);
     named || !matches!(s.reason, ReadError::Unreadable(_) | ReadError::NotJson(_) | ReadError::NoSchema)
 }
 

@@ -41,7 +41,9 @@ pub fn header(list: &[Manifest], skipped: &[Skipped]) -> Header {
         n(Status::NotRun),
         skipped.len()
     );
-    let when = list.iter().map(|m| m.finished_at.as_str()).filter(|t| !t.is_empty()).max().unwrap_or("no run finished").to_string();
+    // When parlab measured: an import's times are when the file was read, not when its tool ran.
+    let own = list.iter().filter(|m| m.provenance.imported().is_none());
+    let when = own.map(|m| m.finished_at.as_str()).filter(|t| !t.is_empty()).max().unwrap_or("no run finished").to_string();
     let skipped = skipped.iter().map(|s| format!("{}: {}", skipped_name(&s.path), s.reason)).collect();
     let tools: BTreeSet<String> = list.iter().map(|m| format!("{} (commit {})", m.parlab.version, m.parlab.commit)).collect();
     Header { counts, when, skipped, machines: machines(list), parlab: tools.into_iter().collect::<Vec<_>>().join(", ") }

@@ -87,12 +87,12 @@ fn table(run: &ImportedRun) -> Table {
     columns.extend(["algbw", "busbw", "busbw factor", "wrong", "source", "run"]);
     Table {
         id: format!("imported-{}-{}", fmt::slug(&run.experiment), fmt::slug(op)),
-        title: format!("{op}: imported from {} ({}), {command}", s.benchmark, s.tool_line()),
+        title: format!("{op}{}: imported from {} ({}), {command}", s.data_words(), s.benchmark, s.tool_line()),
         caption: format!(
             "{op} measured by {} on {}, read from `{}` ({} output) by `parlab import`; imported, not measured by parlab.",
             s.tool.name(),
             ranks_line(run),
-            one_line(&s.file.display().to_string()),
+            shown_file(s),
             s.format.name()
         ),
         columns: columns.into_iter().map(str::to_string).collect(),
@@ -157,6 +157,11 @@ fn provenance(run: &ImportedRun) -> Vec<String> {
     let mut out = vec![format!("tool: {} `{}`", s.tool_line(), s.benchmark)];
     out.push(format!("command: {}", s.command.as_deref().map_or("not recorded".into(), code)));
     let said = |v: Option<u32>| v.map_or("not stated".to_string(), |n| n.to_string());
+    let data = [("data type", &s.data_type), ("reduction op", &s.reduction)];
+    let stated: Vec<String> = data.iter().filter_map(|(what, v)| v.as_deref().map(|v| format!("{what}: {}", code(v)))).collect();
+    if !stated.is_empty() {
+        out.push(stated.join("; "));
+    }
     out.push(format!(
         "warm-up iterations: {}; timed iterations: {}; results checked by the tool: {}",
         said(s.warmup),
@@ -170,7 +175,7 @@ fn provenance(run: &ImportedRun) -> Vec<String> {
     if let Some(at) = &s.ran_at {
         out.push(format!("the tool's run started {}", one_line(at)));
     }
-    out.push(format!("file: {} (sha256 {})", one_line(&s.file.display().to_string()), s.sha256));
+    out.push(format!("file: {} (sha256 {})", shown_file(s), s.sha256));
     out
 }
 
@@ -218,6 +223,12 @@ pub fn labelled(list: &[Manifest]) -> Cow<'_, [Manifest]> {
     )
 }
 
+/// The file an import read, as the register shows it: on one line, and written from `./` where
+/// it lies in the working folder (the same register from every checkout; its sha256 names it).
+fn shown_file(s: &Imported) -> String {
+    fmt::within_working_folder(&one_line(&s.file.display().to_string()))
+}
+
 /// The caveat the register states when any run was imported.
 pub fn caveat(runs: &[ImportedRun]) -> Option<String> {
     if runs.is_empty() {
@@ -225,7 +236,7 @@ pub fn caveat(runs: &[ImportedRun]) -> Option<String> {
     }
     let each: Vec<String> = runs
         .iter()
-        .map(|r| format!("{} ({} `{}`, run {})", r.source.benchmark, r.source.tool_line(), r.source.file.display(), r.run))
+        .map(|r| format!("{} ({} `{}`, run {})", r.source.benchmark, r.source.tool_line(), shown_file(&r.source), r.run))
         .collect();
     Some(format!(
         "{} collectives runs were imported from other tools' output, not measured by parlab: {}. They ran on machines this register did not probe, with those tools' own timing; they are shown under \"Imported collectives\" and in MODELLED under links marked `(imported: <tool>)`, and no finding rests on them.",

@@ -347,6 +347,11 @@ pub const REPLACED: [(&str, &[&str]); 2] = [("figures", &["svg"]), ("tables", &[
 /// The prefix of a file staged beside the one it will replace.
 const STAGED: &str = ".new-";
 
+/// The file in the output folder naming, a line each, the figures and tables its render drew
+/// (relative to it): the next render removes only those of them it no longer draws, so a
+/// user's own `.svg` or `.csv` kept in `figures/` or `tables/` is never taken for one.
+pub const DRAWN: &str = ".parlab-drawn";
+
 /// Writes the register, figures and tables under `out`. Every file is first written beside
 /// the one it replaces (`figures/.new-x.svg`, on the same filesystem even where `figures` is a
 /// link), and only once all are written are they renamed into place, the register last, and
@@ -358,7 +363,11 @@ pub fn write(r: &Rendered, out: &Path) -> Result<PathBuf, ReportError> {
 
 /// [`write`], replacing nothing when `stopped` says a termination signal arrived.
 fn write_unless(r: &Rendered, out: &Path, stopped: impl Fn() -> Option<i32>) -> Result<PathBuf, ReportError> {
-    let files = render_files(r, out);
+    let mut files = render_files(r, out);
+    let earlier = earlier_drawn(out);
+    let drawn = drawn_list(&files, out);
+    // Staged and renamed with the others, before the register.
+    files.insert(files.len() - 2, (out.join(DRAWN), drawn.as_bytes()));
     for dir in REPLACED.iter().map(|(sub, _)| out.join(sub)) {
         std::fs::create_dir_all(&dir).map_err(write_error(&dir))?;
         remove_staged(&dir);
@@ -372,8 +381,29 @@ fn write_unless(r: &Rendered, out: &Path, stopped: impl Fn() -> Option<i32>) -> 
         files.iter().for_each(|(path, _)| drop(std::fs::remove_file(staged(path))));
         return Err(e);
     }
-    remove_obsolete(out, &files);
+    remove_obsolete(out, &files, earlier.as_ref());
     Ok(out.join("evidence.md"))
+}
+
+/// The figures and tables of `files` (every file of the render), relative to `out`, a line each.
+fn drawn_list(files: &[(PathBuf, &[u8])], out: &Path) -> String {
+    let in_replaced = |rel: &Path| REPLACED.iter().any(|(sub, _)| rel.starts_with(sub));
+    let rel = files.iter().filter_map(|(p, _)| p.strip_prefix(out).ok()).filter(|rel| in_replaced(rel));
+    rel.map(|r| format!("{}\n", r.display())).collect()
+}
+
+/// The figures and tables the earlier render of `out` drew ([`DRAWN`]), as paths under `out`;
+/// None where it left no list (no render yet, or a parlab that kept none).
+fn earlier_drawn(out: &Path) -> Option<std::collections::BTreeSet<PathBuf>> {
+    let text = crate::files::read_text(&out.join(DRAWN), crate::files::TEXT_LIMIT).ok()?;
+    // Only a file of a folder a render writes into, never a path leading elsewhere.
+    let safe = |rel: &Path| {
+        rel.components().all(|c| matches!(c, std::path::Component::Normal(_)))
+            && REPLACED.iter().any(|(sub, exts)| {
+                rel.parent() == Some(Path::new(sub)) && rel.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x))
+            })
+    };
+    Some(text.lines().map(Path::new).filter(|rel| safe(rel)).map(|rel| out.join(rel)).collect())
 }
 
 /// Every file of the render, at its final path: tables, figures, then the register.
@@ -439,15 +469,26 @@ fn remove_staged(dir: &Path) {
     }
 }
 
-/// Removes the figures and tables of an earlier render that this one did not draw (plain
-/// files of the kinds a render writes; best effort: a leftover is only an unlinked file).
-fn remove_obsolete(out: &Path, files: &[(PathBuf, &[u8])]) {
+/// Removes the figures and tables of an earlier render that this one did not draw: those the
+/// earlier render listed ([`DRAWN`]), or where it listed none (a parlab that kept no list) the
+/// files of the kinds a render writes. Plain files only; best effort: a leftover is only an
+/// unlinked file.
+fn remove_obsolete(out: &Path, files: &[(PathBuf, &[u8])], earlier: Option<&std::collections::BTreeSet<PathBuf>>) {
     let drawn: std::collections::BTreeSet<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
+    let plain = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    if let Some(earlier) = earlier {
+        for p in earlier.iter().filter(|p| !drawn.contains(p.as_path()) && plain(p)) {
+            let _ = std::fs::remove_file(p);
+        }
+        return;
+    }
     for (sub, exts) in REPLACED {
         for entry in std::fs::read_dir(out.join(sub)).into_iter().flatten().flatten() {
             let p = out.join(sub).join(entry.file_name());
             let ours = p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x));
-            if ours && p.is_file() && !drawn.contains(p.as_path()) {
+            // A plain file only: a link (even to a file) is the user's, never followed or removed.
+            let plain = entry.file_type().is_ok_and(|t| t.is_file());
+            if ours && plain && !drawn.contains(p.as_path()) {
                 let _ = std::fs::remove_file(&p);
             }
         }

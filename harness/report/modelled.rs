@@ -140,7 +140,10 @@ fn imported_heldout(imported: &[super::imported::ImportedRun]) -> Option<Table> 
     let mut t = heldout(&fits)?;
     t.id = "modelled-imported-fit-heldout".into();
     t.title = "Fitted α-β model against held-out sizes of imported runs".into();
-    t.provenance = vec!["α and β: least-squares fit to the imported tools' times (Fitted link constants of imported runs); measured = the tool's time, not parlab's".into()];
+    t.caption = "Predicted = intercept + slope × bytes of the imported run's fit (arithmetic); tool's time = the time the tool printed at a size the fit did not use (its mean over iterations, not parlab's median); error = (predicted − tool's time) / tool's time.".into();
+    t.columns =
+        ["experiment", "op", "world", "link", "size", "predicted", "tool's time", "error", "run"].iter().map(|s| s.to_string()).collect();
+    t.provenance = vec!["α and β: least-squares fit to the imported tools' times (Fitted link constants of imported runs); measured by the tool, not parlab".into()];
     Some(t)
 }
 

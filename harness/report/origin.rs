@@ -105,7 +105,8 @@ fn at_risk(out: &Path) -> Vec<String> {
 pub fn default_out(store: &Path) -> PathBuf {
     let named = match store.file_name() {
         Some(_) => store.to_path_buf(),
-        None => std::path::absolute(store).unwrap_or_else(|_| store.to_path_buf()),
+        // `.`, `..` or `x/..`: the folder it leads to (a path ending in `..` has no name).
+        None => std::fs::canonicalize(store).or_else(|_| std::path::absolute(store)).unwrap_or_else(|_| store.to_path_buf()),
     };
     let Some(name) = named.file_name().map(|n| n.to_string_lossy().into_owned()) else { return named.join("reports") };
     let sibling = if name == "manifests" { "reports".to_string() } else { format!("{name}-reports") };
@@ -193,6 +194,12 @@ mod tests {
         assert_eq!(default_out(Path::new("manifests")), PathBuf::from("reports"));
         assert_eq!(default_out(Path::new("/tmp/x")), PathBuf::from("/tmp/x-reports"));
         assert_eq!(default_out(Path::new("/srv/run/manifests")), PathBuf::from("/srv/run/reports"));
+        // A path ending in `..` names the folder it leads to: never a register inside the store.
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("manifests");
+        std::fs::create_dir_all(store.join("_gates")).unwrap();
+        let out = default_out(&store.join("_gates").join(".."));
+        assert_eq!(out, std::fs::canonicalize(tmp.path()).unwrap().join("reports"));
     }
 
     #[test]

@@ -92,9 +92,9 @@ fn imported_runs_sit_beside_measured_ones_titled_and_labelled_as_imported() {
     assert!(
         at("## IMPORTED from other tools' output") < at("### Imported collectives") && at("### Imported collectives") < at("## MODELLED")
     );
-    assert!(imported.contains("#### all-reduce: imported from all_reduce_perf (nccl-tests (version not stated in its output), NCCL 2.28.9), command `./build/all_reduce_perf -b 8 -e 512M -f 4 -g 1 -c 1 -J ar.json`"), "{imported}");
-    assert!(imported.contains("#### all-gather: imported from all_gather_perf (nccl-tests 2.19.6, NCCL 2.28.9), command `mpirun -np 2 all_gather_perf -b 1K -e 64M -f 4`"), "{imported}");
-    assert!(imported.contains("#### all-reduce: imported from osu_allreduce (osu v7.3), command not recorded"), "{imported}");
+    assert!(imported.contains("#### all-reduce (float, sum): imported from all_reduce_perf (nccl-tests (version not stated in its output), NCCL 2.28.9), command `./build/all_reduce_perf -b 8 -e 512M -f 4 -g 1 -c 1 -J ar.json`"), "{imported}");
+    assert!(imported.contains("#### all-gather (float): imported from all_gather_perf (nccl-tests 2.19.6, NCCL 2.28.9), command `mpirun -np 2 all_gather_perf -b 1K -e 64M -f 4`"), "{imported}");
+    assert!(imported.contains("#### all-reduce (MPI_CHAR): imported from osu_allreduce (osu v7.3), command not recorded"), "{imported}");
     assert!(imported.contains("8 ranks on 2 hosts (node-a, node-b)"), "{imported}");
     assert!(
         imported.contains("| 8 | nccl | 512.0 MiB | 3.00 ms | 3.01 ms |"),
@@ -799,4 +799,72 @@ fn a_nccl_tests_2_13_table_with_an_empty_redop_imports_as_its_header_version_doe
         (vec!["nccl-tests".into(), versioned.clone()], format!("{versioned}:13: expected `size count type redop root`")),
     ];
     assert_refused(cases, &dir.path().join("refused"));
+}
+
+#[test]
+fn a_run_cut_short_a_world_osu_cannot_run_and_a_folder_inside_a_store_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    // A crash after the 4 MiB row: no closing `# Avg bus bandwidth` line, fewer sizes than asked.
+    let whole = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let cut: String = whole.lines().take_while(|l| !l.contains("16777216")).map(|l| format!("{l}\n")).collect();
+    let crashed = written(dir.path(), "crashed.txt", cut + "gpu-01: Test NCCL failure common.cu:1050 'unhandled cuda error'\n");
+    let osu = data("osu_allreduce_4rank.txt").display().to_string();
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["nccl-tests".into(), crashed.clone()], "without the `# Avg bus bandwidth` line nccl-tests prints after its last size".into()),
+        (vec!["osu".into(), osu.clone(), "--world".into(), "1".into()], "osu_allreduce needs at least 2 processes".into()),
+    ];
+    assert_refused(cases, &store);
+    // A run's results folder inside a store: no render reads a manifest there.
+    assert_eq!(import(&["osu", &osu, "--world", "4"], &store).status.code(), Some(0));
+    let run = manifests_in(&store)[0].file_stem().unwrap().to_string_lossy().into_owned();
+    let results = store.join(&run);
+    std::fs::create_dir_all(&results).unwrap();
+    let out = import(&["osu", &osu, "--world", "4"], &results);
+    let told = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{told}");
+    assert!(told.contains("a folder parlab keeps inside the manifests folder"), "{told}");
+    assert!(manifests_in(&results).is_empty(), "nothing written there");
+    // Nor is a register rendered into one.
+    let render = parlab(&["report", "--out", results.to_str().unwrap()], &store);
+    assert_eq!(render.status.code(), Some(2), "{}", String::from_utf8_lossy(&render.stderr));
+    assert!(!results.join("evidence.md").exists());
+}
+
+#[test]
+fn the_same_file_imported_again_at_a_corrected_world_replaces_the_earlier_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let osu = data("osu_allreduce_4rank.txt");
+    assert_eq!(import(&["osu", osu.to_str().unwrap(), "--world", "3"], &store).status.code(), Some(0));
+    let out = import(&["osu", osu.to_str().unwrap(), "--world", "4"], &store);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("removed the earlier import of this file at world 3"));
+    let kept = parlab::manifest::read_all(&store).0;
+    assert_eq!(kept.iter().map(|m| m.layout.world).collect::<Vec<_>>(), [4], "one file is one run");
+    // Another file at another world stays beside it.
+    let other = data("osu_allgather_4rank.txt");
+    assert_eq!(import(&["osu", other.to_str().unwrap(), "--world", "2"], &store).status.code(), Some(0));
+    assert_eq!(parlab::manifest::read_all(&store).0.len(), 2);
+}
+
+#[test]
+fn an_imports_data_type_and_reduction_op_are_named_in_its_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("manifests");
+    let whole = std::fs::read_to_string(data("nccl_all_gather_2gpu.txt")).unwrap();
+    let bf16 = written(dir.path(), "ag_bf16.txt", whole.replace("     float    none", "  bfloat16    none"));
+    assert_eq!(import(&["nccl-tests", &bf16], &store).status.code(), Some(0));
+    let json = data("nccl_all_reduce_8gpu.json");
+    assert_eq!(import(&["nccl-tests", json.to_str().unwrap()], &store).status.code(), Some(0));
+    let out = dir.path().join("out");
+    let render = parlab(&["report", "--out", out.to_str().unwrap()], &store);
+    assert_eq!(render.status.code(), Some(0), "{}", String::from_utf8_lossy(&render.stderr));
+    let md = std::fs::read_to_string(out.join("evidence.md")).unwrap();
+    let imported = |m: &parlab::manifest::Manifest| m.provenance.imported().unwrap().data_words();
+    let words: Vec<String> = parlab::manifest::read_all(&store).0.iter().map(imported).collect();
+    assert!(words.contains(&" (bfloat16)".to_string()), "{words:?}");
+    assert!(md.contains("(bfloat16): imported from all_gather_perf"), "{md}");
+    assert!(md.contains("(float, sum): imported from all_reduce_perf"), "{md}");
+    assert!(md.contains("data type: `bfloat16`"), "{md}");
 }

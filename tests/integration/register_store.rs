@@ -192,3 +192,83 @@ fn a_registers_folder_given_to_report_as_its_manifests_is_refused_not_rendered_e
     assert!(stderr(&o).contains("a register's folder (rendered from"), "{}", stderr(&o));
     assert!(!other.exists(), "nothing rendered");
 }
+
+#[test]
+fn a_users_own_figures_tables_and_links_beside_the_registers_are_kept_by_every_render() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, out, render) = rendered_empty_store(dir);
+    let drawn = std::fs::read_to_string(out.join(".parlab-drawn")).unwrap();
+    assert!(drawn.lines().all(|l| l.starts_with("figures/") || l.starts_with("tables/")), "{drawn}");
+    // A figure the earlier render listed and this one does not draw is removed ...
+    std::fs::write(out.join("figures/gone.svg"), "<svg/>").unwrap();
+    std::fs::write(out.join(".parlab-drawn"), format!("{drawn}figures/gone.svg\n../outside.svg\n")).unwrap();
+    std::fs::write(dir.join("outside.svg"), "<svg/>").unwrap();
+    // ... but a user's own files of the same kinds, and links, are not.
+    std::fs::write(out.join("figures/my-diagram.svg"), "<svg/>").unwrap();
+    std::fs::write(out.join("tables/my-notes.csv"), "a,b\n").unwrap();
+    std::os::unix::fs::symlink(dir.join("outside.svg"), out.join("figures/link.svg")).unwrap();
+    let o = render();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!out.join("figures/gone.svg").exists(), "an earlier render's figure no longer drawn stays");
+    for kept in ["figures/my-diagram.svg", "tables/my-notes.csv"] {
+        assert!(out.join(kept).is_file(), "{kept} was removed");
+    }
+    assert!(std::fs::symlink_metadata(out.join("figures/link.svg")).is_ok_and(|m| m.is_symlink()), "the link was removed");
+    assert!(dir.join("outside.svg").is_file(), "a listed path outside the register's folders is never touched");
+}
+
+#[test]
+fn a_trends_file_in_the_way_of_report_history_exits_2_before_the_register_is_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (store, out, _) = rendered_empty_store(dir);
+    let history = dir.join("history");
+    std::fs::create_dir_all(&history).unwrap();
+    std::fs::write(out.join("trends"), "mine\n").unwrap();
+    let before = snapshot(&out);
+    let o = parlab(dir, &["report", "--manifests", "manifests", "--out", out.to_str().unwrap(), "--history", "history"], &store);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`trends` is a file, not the folder the trend figures are drawn into"), "{}", stderr(&o));
+    assert!(snapshot(&out) == before, "written before the refusal");
+}
+
+#[test]
+fn a_manifests_folder_that_cannot_be_listed_exits_2_and_keeps_the_register() {
+    // Root reads any folder: the refusal is checked as another user, where setpriv can make one.
+    let setpriv = std::path::Path::new("/usr/bin/setpriv");
+    let root = std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")));
+    if !root || !setpriv.exists() {
+        eprintln!("skipped: needs root and /usr/bin/setpriv to read as another user");
+        return;
+    }
+    let tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let dir = tmp.path();
+    let (store, out, _) = rendered_empty_store(dir);
+    let before = snapshot(&out);
+    let chown = |p: &Path| assert!(Command::new("chown").arg("-R").arg("65534").arg(p).status().unwrap().success());
+    chown(dir);
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o311)).unwrap();
+    let args = [
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        env!("CARGO_BIN_EXE_parlab"),
+        "report",
+        "--manifests",
+        "manifests",
+        "--out",
+        "out",
+    ];
+    let o = Command::new(setpriv).args(args).current_dir(dir).env_remove("PARLAB_MANIFESTS").output().unwrap();
+    if stderr(&o).contains("Permission denied") && stderr(&o).contains(env!("CARGO_BIN_EXE_parlab")) {
+        eprintln!("skipped: the binary is not readable by another user here: {}", stderr(&o));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--manifests manifests: cannot list the manifests folder"), "{}", stderr(&o));
+    assert!(snapshot(&out) == before, "the register and its figures were replaced");
+}
