@@ -211,7 +211,7 @@ impl ModelRun {
             .collect();
         match refused.is_empty() {
             true => String::new(),
-            false => format!(" Tensor splits a model cannot make are left out: {}.", refused.join(", ")),
+            false => format!(" Tensor splits a model cannot make have no tensor figures here: {}.", refused.join(", ")),
         }
     }
 
@@ -350,16 +350,18 @@ impl ModelRun {
         for m in &self.models {
             let s = &m.shape;
             for &dt in &self.dtypes {
-                for p in self.tensor_worlds(m, 2) {
+                for &p in self.worlds.iter().filter(|&&p| p > 1) {
                     let b = dt.bytes();
-                    let tp = plan::tp_wire_bytes_per_token(s.hidden, s.layers, p, b);
+                    // A tensor split the model cannot make has no tensor figures; its pipeline's stand.
+                    let splits = s.tensor_split_problem(p.into()).is_none();
+                    let tensor = |c: Cell| if splits { c } else { Cell::Missing };
                     rows.push(vec![
                         Cell::text(&m.name),
                         Cell::text(dt.name()),
                         Cell::Count(p.into()),
-                        Cell::Count(2 * s.layers),
-                        Cell::Bytes((s.hidden * b) as f64),
-                        Cell::Bytes(tp),
+                        tensor(Cell::Count(2 * s.layers)),
+                        tensor(Cell::Bytes((s.hidden * b) as f64)),
+                        tensor(Cell::Bytes(plan::tp_wire_bytes_per_token(s.hidden, s.layers, p, b))),
                         Cell::Bytes(pp_bytes_per_token(s.hidden, p, b) as f64),
                     ]);
                 }

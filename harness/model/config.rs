@@ -331,16 +331,19 @@ impl ModelConfig {
 
     /// The attention window transformers' config class of its type gives it, if any
     /// ([`defaults::Window`]: Mistral's 4096 where `sliding_window` is absent; Qwen's only
-    /// where `use_sliding_window` is true).
+    /// where `use_sliding_window` is true and a layer slides).
     pub fn sliding_window(&self) -> Option<u64> {
         let named = self.raw.get("sliding_window");
         let window = match defaults::of(&self.model_type).window {
             defaults::Window::Never => None,
             defaults::Window::Key(default) => named.map_or(default.map(u64::from), Value::as_u64),
-            defaults::Window::WhenUsed(default) => match self.raw.get("use_sliding_window").and_then(Value::as_bool) {
-                Some(true) => named.map_or(Some(u64::from(default)), Value::as_u64),
-                _ => None,
-            },
+            defaults::Window::WhenUsed { window, from_layer } => {
+                let used = self.raw.get("use_sliding_window").and_then(Value::as_bool) == Some(true);
+                // Qwen2 and Qwen3 slide only on the layers from `max_window_layers` on.
+                let first = from_layer.map(|d| self.raw.get("max_window_layers").and_then(Value::as_u64).unwrap_or(u64::from(d)));
+                let slides = first.is_none_or(|first| u64::from(self.layers) > first);
+                (used && slides).then(|| named.map_or(Some(u64::from(window)), Value::as_u64)).flatten()
+            }
         };
         window.filter(|w| *w > 0)
     }
@@ -374,19 +377,23 @@ impl ModelConfig {
         let need = |names: &[&'static str]| size(names)?.ok_or_else(|| ConfigError::Absent { names: names.to_vec() });
         let model_type = model_type_of(&raw)?;
         let class = defaults::of(&model_type);
+        // GPT-2's config class maps the Llama-style names onto its own, and one given beside
+        // its own overwrites it: the alias is read first.
         let names = |gpt2: &'static str, hf: &'static str| -> Vec<&'static str> {
             match class.names {
-                Names::Gpt2 | Names::Either => vec![gpt2, hf],
+                Names::Gpt2 => vec![hf, gpt2],
+                Names::Either => vec![gpt2, hf],
                 Names::HuggingFace => vec![hf],
             }
         };
         let layers = need(&names("n_layer", "num_hidden_layers"))?;
         let heads = need(&names("n_head", "num_attention_heads"))?;
         let hidden = need(&names("n_embd", "hidden_size"))?;
-        // A null `num_key_value_heads` is one per query head, as Llama's config class reads it.
+        // A null `num_key_value_heads` is one per query head where the config class's field
+        // may be None (Llama's); elsewhere it is refused, as transformers refuses it.
         let kv_heads = match raw.get("num_key_value_heads") {
             _ if !class.reads_kv_heads => heads,
-            Some(Value::Null) => heads,
+            Some(Value::Null) if class.null_kv_heads => heads,
             _ => size(&["num_key_value_heads"])?.or(class.kv_heads).unwrap_or(heads),
         };
         let intermediate_keys: &[&'static str] = match class.names {
@@ -500,7 +507,13 @@ mod tests {
         // Key/value heads: MistralConfig 8, Qwen2Config 32, LlamaConfig one per query head.
         let kv = |t: &str| read(t, json!({})).kv_heads;
         assert_eq!([kv("mistral"), kv("qwen2"), kv("qwen3_moe"), kv("gemma2"), kv("llama"), kv("phi3")], [8, 32, 4, 4, 64, 64]);
-        assert_eq!(read("mistral", json!({"num_key_value_heads": null})).kv_heads, 64, "null: one per query head");
+        assert_eq!(read("llama", json!({"num_key_value_heads": null})).kv_heads, 64, "LlamaConfig: null is one per query head");
+        let mut mistral =
+            json!({"model_type": "mistral", "num_hidden_layers": 2, "num_attention_heads": 64, "hidden_size": 512, "vocab_size": 100});
+        mistral["num_key_value_heads"] = Value::Null;
+        assert!(ModelConfig::from_value(mistral).is_err(), "MistralConfig's field is an int: transformers refuses null");
+        // GPT-2: a Llama-style name given beside GPT-2's own overwrites it, as in transformers.
+        assert_eq!(ModelConfig::from_value(gpt2(json!({"hidden_size": 128}))).unwrap().hidden, 128);
         // The feed-forward width: the class's, not 4 × the width.
         assert_eq!([read("llama", json!({})).intermediate, read("mistral", json!({})).intermediate], [11008, 14336]);
         // A Llama-style type reads no GPT-2 names; GPT-2 reads no `intermediate_size`.
@@ -512,7 +525,9 @@ mod tests {
         assert_eq!(window("mistral", json!({})), Some(4096));
         assert_eq!(window("mistral", json!({"sliding_window": null})), None);
         assert_eq!(window("qwen3", json!({"sliding_window": 4096})), None, "use_sliding_window defaults to false");
-        assert_eq!(window("qwen2", json!({"use_sliding_window": true})), Some(4096));
+        assert_eq!(window("qwen2", json!({"use_sliding_window": true})), None, "2 layers, below max_window_layers 28: none slides");
+        assert_eq!(window("qwen2", json!({"use_sliding_window": true, "max_window_layers": 1})), Some(4096));
+        assert_eq!(window("qwen3_moe", json!({"use_sliding_window": true})), Some(4096), "every layer of a Qwen3-MoE");
         assert_eq!(window("gemma2", json!({})), Some(4096));
         assert_eq!(window("phi3", json!({"sliding_window": 2047})), Some(2047));
         assert_eq!(window("llama", json!({"sliding_window": 2047})), None, "LlamaConfig reads none");

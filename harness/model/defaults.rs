@@ -23,8 +23,8 @@ pub enum MixtureRule {
     NotRead,
     /// A dense type: transformers reads no expert keys (parlab refuses a config that has them).
     Dense,
-    /// parlab's GPT-2 mixture: experts where `num_local_experts` is given, each
-    /// `moe_intermediate_size` wide (else the dense width).
+    /// parlab's GPT-2 mixture: experts where `num_local_experts` (or `num_experts`) is given,
+    /// each `moe_intermediate_size` wide (else the dense width); a null key is absent.
     WhenGiven {
         /// Experts per token where `num_experts_per_tok` is absent.
         top_k: u32,
@@ -67,8 +67,15 @@ pub enum Window {
     Never,
     /// `sliding_window` (null: none), this where absent (Mistral 4096, Mixtral none).
     Key(Option<u32>),
-    /// Only where `use_sliding_window` is true (Qwen2, Qwen3), then `sliding_window` or this.
-    WhenUsed(u32),
+    /// Only where `use_sliding_window` is true, then `sliding_window` or `window`, on the layers
+    /// from `max_window_layers` on (Qwen2, Qwen3: this where absent) or on every layer (None:
+    /// Qwen3-MoE).
+    WhenUsed {
+        /// The window where `sliding_window` is absent.
+        window: u32,
+        /// The first sliding layer where `max_window_layers` is absent; None: every layer slides.
+        from_layer: Option<u32>,
+    },
 }
 
 /// What transformers' config class of a `model_type` reads and assumes.
@@ -82,6 +89,9 @@ pub struct ClassDefaults {
     pub reads_kv_heads: bool,
     /// Key/value heads where `num_key_value_heads` is absent; None: one per query head.
     pub kv_heads: Option<u32>,
+    /// Whether a null `num_key_value_heads` is read as one per query head (a field typed
+    /// `int | None`: Llama, Phi-3, Qwen2, Qwen3); elsewhere transformers refuses it, as parlab does.
+    pub null_kv_heads: bool,
     /// Positions its table holds where none is named; 0: not known.
     pub positions: u32,
     /// Its head width where `head_dim` is absent; None: width / heads.
@@ -103,6 +113,7 @@ const fn dense(intermediate: u32, kv_heads: Option<u32>, positions: u32) -> Clas
         intermediate: Some(intermediate),
         reads_kv_heads: true,
         kv_heads,
+        null_kv_heads: kv_heads.is_none(),
         positions,
         head_dim: None,
         mixture: MixtureRule::Dense,
@@ -111,6 +122,9 @@ const fn dense(intermediate: u32, kv_heads: Option<u32>, positions: u32) -> Clas
         window: Window::Never,
     }
 }
+
+/// Qwen2's and Qwen3's window: 4096 tokens on the layers from the 28th on, where used.
+const QWEN_WINDOW: Window = Window::WhenUsed { window: 4096, from_layer: Some(28) };
 
 /// What transformers' config class of `model_type` reads and assumes.
 pub fn of(model_type: &str) -> ClassDefaults {
@@ -133,12 +147,15 @@ pub fn of(model_type: &str) -> ClassDefaults {
             mixture: MixtureRule::Always { count: 8, top_k: 2, width: ExpertWidth::Dense },
             ..dense(14336, Some(8), 131_072)
         },
-        "qwen2" => {
-            ClassDefaults { attention_bias: AttentionBias::QkvAlways, window: Window::WhenUsed(4096), ..dense(22016, Some(32), 32768) }
-        }
-        "qwen3" => ClassDefaults { head_dim: Some(128), window: Window::WhenUsed(4096), ..dense(22016, Some(32), 32768) },
+        "qwen2" => ClassDefaults {
+            attention_bias: AttentionBias::QkvAlways,
+            null_kv_heads: true,
+            window: QWEN_WINDOW,
+            ..dense(22016, Some(32), 32768)
+        },
+        "qwen3" => ClassDefaults { head_dim: Some(128), null_kv_heads: true, window: QWEN_WINDOW, ..dense(22016, Some(32), 32768) },
         "qwen3_moe" => ClassDefaults {
-            window: Window::WhenUsed(4096),
+            window: Window::WhenUsed { window: 4096, from_layer: None },
             mixture: MixtureRule::Always { count: 128, top_k: 8, width: ExpertWidth::Named(768) },
             ..dense(6144, Some(4), 32768)
         },

@@ -45,19 +45,25 @@ impl MoeDims {
 
     /// [`MoeDims::of`] from a config.json's keys, its type and its dense feed-forward width.
     pub fn read(raw: &serde_json::Value, model_type: &str, dense_width: usize) -> Result<Option<Self>, ConfigError> {
-        // A null is absent, as transformers' defaults read it.
-        let given = |key: &'static str| raw.get(key).filter(|v| !v.is_null()).map(|v| (key, v));
+        let rule = defaults::of(model_type).mixture;
+        // A null is absent for a dense type and parlab's GPT-2 mixture; a mixture type's config
+        // class types these keys as integers, and transformers refuses a null.
+        let null_absent = !matches!(rule, MixtureRule::Always { .. });
+        let given = |key: &'static str| raw.get(key).filter(|v| !(null_absent && v.is_null())).map(|v| (key, v));
         let count = |key: &'static str| -> Result<Option<usize>, ConfigError> {
             let Some((key, v)) = given(key) else { return Ok(None) };
             let not_positive = || ConfigError::NotPositive { key: key.into(), found: v.clone() };
             v.as_u64().filter(|&n| n > 0).map(|n| Some(n as usize)).ok_or_else(not_positive)
         };
-        let named = given("num_local_experts").or_else(|| given("num_experts")).map(|(key, _)| key);
+        // Mixtral's config class maps `num_experts` onto its `num_local_experts`, so one given
+        // beside the other overwrites it (Qwen3-MoE the other way round).
+        let order = if model_type == "mixtral" { ["num_experts", "num_local_experts"] } else { ["num_local_experts", "num_experts"] };
+        let named = given(order[0]).or_else(|| given(order[1])).map(|(key, _)| key);
         let experts = match named {
             Some(key) => count(key)?,
             None => None,
         };
-        let (experts, top_k, width) = match defaults::of(model_type).mixture {
+        let (experts, top_k, width) = match rule {
             MixtureRule::NotRead => return Ok(None),
             MixtureRule::Dense => {
                 return match named {
