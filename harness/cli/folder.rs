@@ -96,7 +96,9 @@ impl Folder {
     pub fn not_inside_a_store(&self) -> Result<()> {
         let absolute = std::path::absolute(&self.path).unwrap_or_else(|_| self.path.clone());
         let (Some(name), Some(parent)) = (absolute.file_name().and_then(|n| n.to_str()), absolute.parent()) else { return Ok(()) };
-        let run_folder = crate::identity::is_run_id(name) && parent.join(format!("{name}.json")).is_file();
+        let manifest = parent.join(format!("{name}.json"));
+        let run_folder = crate::identity::is_run_id(name)
+            && crate::manifest::file_schema(&manifest).is_some_and(|schema| schema.starts_with("parlab.manifest/"));
         let store_folder = matches!(name, "superseded" | "_gates") && crate::report::origin::a_manifest_in(parent).is_some();
         if run_folder || store_folder {
             return Err(Error::Usage(format!(

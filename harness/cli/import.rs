@@ -74,10 +74,10 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
         )));
     }
     let replaced = earlier.exists();
-    let kept = match (&earlier_read, args.command.is_none()) {
-        (Some(Ok(read)), true) => earlier_command(&manifest, read),
-        _ => None,
-    };
+    // The same file imported before at another world (a corrected `--world` replaces it below).
+    let other_worlds = same_file_elsewhere(&dir, &manifest);
+    let earlier_ones = earlier_read.iter().filter_map(|r| r.as_ref().ok()).chain(&other_worlds);
+    let kept = earlier_ones.filter(|_| args.command.is_none()).find_map(|read| earlier_command(&manifest, read));
     if let Provenance::Imported(i) = &mut manifest.provenance {
         if let Some(command) = kept {
             crate::say!("parlab: kept the command the earlier import of this file recorded ({command}); --command replaces it");
@@ -95,17 +95,23 @@ pub fn run(args: &ImportArgs) -> super::Result<i32> {
     }
     let path = manifest.write(&dir)?;
     crate::say!("parlab: {}", describe(&manifest, &path, replaced));
-    remove_other_worlds(&dir, &manifest);
+    remove_other_worlds(&dir, &manifest, &other_worlds);
     Ok(crate::exitcode::OK)
 }
 
-/// Removes the earlier imports of the same file (same tool, same bytes) at another world: one
-/// file is one run, so an import with a corrected `--world` replaces the one it corrects
-/// instead of standing beside it as a second run (its world is in the run identity).
-fn remove_other_worlds(dir: &Path, manifest: &Manifest) {
-    let Some(ours) = manifest.provenance.imported() else { return };
+/// The earlier imports in `dir` of the file `manifest` imports (same tool, same bytes) at
+/// another world.
+fn same_file_elsewhere(dir: &Path, manifest: &Manifest) -> Vec<Manifest> {
+    let Some(ours) = manifest.provenance.imported() else { return Vec::new() };
     let same_file = |m: &Manifest| m.provenance.imported().is_some_and(|i| i.tool == ours.tool && i.sha256 == ours.sha256);
-    for other in crate::manifest::read_all(dir).0.iter().filter(|m| m.run_id != manifest.run_id && same_file(m)) {
+    crate::manifest::read_all(dir).0.into_iter().filter(|m| m.run_id != manifest.run_id && same_file(m)).collect()
+}
+
+/// Removes `others`, the earlier imports of the same file at another world: one file is one
+/// run, so an import with a corrected `--world` replaces the one it corrects instead of
+/// standing beside it as a second run (its world is in the run identity).
+fn remove_other_worlds(dir: &Path, manifest: &Manifest, others: &[Manifest]) {
+    for other in others {
         let path = Manifest::path_for(dir, &other.run_id);
         match std::fs::remove_file(&path) {
             Ok(()) => crate::say!(

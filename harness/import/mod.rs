@@ -526,7 +526,8 @@ pub fn manifest_of(run: ToolRun, world: u32, file: &Path, sha256: &str, command:
         checked: run.checked,
         ran_at: run.ran_at,
         data_type: run.data.data_type,
-        reduction: run.data.reduction,
+        // nccl-tests prints its `-o` op for sendrecv too, which reduces nothing.
+        reduction: run.data.reduction.filter(|_| matches!(run.op, Op::AllReduce | Op::ReduceScatter)),
         // Where the file lay, whatever folder the import ran from.
         file: std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf()),
         format: run.format,

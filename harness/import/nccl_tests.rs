@@ -370,6 +370,8 @@ struct Header {
     per_iteration: bool,
     /// The closing `# Avg bus bandwidth` line every nccl-tests version prints after its table.
     concluded: bool,
+    /// The options line's `maxBytes`: the largest size the sweep was asked for.
+    max_bytes: Option<u64>,
     /// The table's last column is `timestamp` (`-S 1`): each row ends in a date and a time.
     timestamps: bool,
     devices: Vec<Listed>,
@@ -414,9 +416,11 @@ fn read_text_as(text: &str, named: Option<(String, Op)>) -> Result<ToolRun, Prob
     if sizes.is_empty() {
         return Err(Problem::file(format!("no rows: {benchmark}'s output holds no result row")));
     }
-    if !h.concluded {
+    // A run whose teardown failed printed every size but no closing line: its sweep is whole.
+    let reached = h.max_bytes.is_some_and(|max| sizes.iter().any(|(s, _)| s.size_bytes >= max));
+    if !h.concluded && !reached {
         return Err(Problem::file(format!(
-            "{benchmark}'s output stops after {} sizes without the `# Avg bus bandwidth` line nccl-tests prints after its last size: the run was cut short (a crash, a kill, a full disk) or the file truncated; import a whole run's output",
+            "{benchmark}'s output stops after {} sizes, short of its maxBytes, without the `# Avg bus bandwidth` line nccl-tests prints after its last size: the run was cut short (a crash, a kill, a full disk) or the file truncated; import a whole run's output",
             sizes.len()
         )));
     }
@@ -470,6 +474,7 @@ fn header_line(h: &mut Header, rest: &str, n: usize) -> Result<(), Problem> {
         h.warmup = value(Some("warmup"), "iters:")?;
         h.iterations = value(None, "iters:")?;
         h.validation = value(None, "validation:")?.map(|v| v != 0);
+        h.max_bytes = rest.split_whitespace().skip_while(|w| *w != "maxBytes").nth(1).and_then(|v| v.parse().ok());
     } else if rest.starts_with("Avg bus bandwidth") {
         h.concluded = true;
     } else if rest.starts_with("Per-Iteration Report") {

@@ -392,10 +392,14 @@ fn drawn_list(files: &[(PathBuf, &[u8])], out: &Path) -> String {
     rel.map(|r| format!("{}\n", r.display())).collect()
 }
 
-/// The figures and tables the earlier render of `out` drew ([`DRAWN`]), as paths under `out`;
-/// None where it left no list (no render yet, or a parlab that kept none).
+/// The figures and tables the earlier render of `out` drew ([`DRAWN`]), as paths under `out`
+/// (none where the list cannot be read); None where it left no list (no render yet, or a
+/// parlab that kept none).
 fn earlier_drawn(out: &Path) -> Option<std::collections::BTreeSet<PathBuf>> {
-    let text = crate::files::read_text(&out.join(DRAWN), crate::files::TEXT_LIMIT).ok()?;
+    let list = out.join(DRAWN);
+    std::fs::symlink_metadata(&list).ok()?;
+    // A list that cannot be read names nothing to remove: never a reason to remove by kind.
+    let text = crate::files::read_text(&list, crate::files::TEXT_LIMIT).unwrap_or_default();
     // Only a file of a folder a render writes into, never a path leading elsewhere.
     let safe = |rel: &Path| {
         rel.components().all(|c| matches!(c, std::path::Component::Normal(_)))

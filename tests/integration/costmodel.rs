@@ -146,11 +146,14 @@ fn configs_leaving_keys_out_are_counted_as_transformers_builds_them() {
         dirs.push(dir);
     }
     let script = "import sys, json, torch\nfrom transformers import AutoConfig, AutoModelForCausalLM\nfor d in sys.argv[1:]:\n    c = AutoConfig.from_pretrained(d)\n    with torch.device('meta'):\n        m = AutoModelForCausalLM.from_config(c)\n    kv = c.n_head if c.model_type == 'gpt2' else c.num_key_value_heads\n    w = getattr(c, 'sliding_window', None) if c.model_type != 'llama' else None\n    print(json.dumps([sum(p.numel() for p in m.parameters()), kv, w]))\n";
-    let out = std::process::Command::new(python).arg("-c").arg(script).args(&dirs).output().unwrap();
-    if !out.status.success() {
-        eprintln!("skipped: transformers unavailable: {}", String::from_utf8_lossy(&out.stderr));
+    // Skipped only where transformers cannot be imported: a config it refuses is a failure.
+    let have = std::process::Command::new(&python).args(["-c", "import torch, transformers"]).output().unwrap();
+    if !have.status.success() {
+        eprintln!("skipped: transformers unavailable: {}", String::from_utf8_lossy(&have.stderr));
         return;
     }
+    let out = std::process::Command::new(python).arg("-c").arg(script).args(&dirs).output().unwrap();
+    assert!(out.status.success(), "transformers refused a config: {}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<(u64, u64, Option<u64>)> =
         String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert_eq!(rows.len(), dirs.len(), "{}", String::from_utf8_lossy(&out.stdout));

@@ -815,6 +815,11 @@ fn a_run_cut_short_a_world_osu_cannot_run_and_a_folder_inside_a_store_are_refuse
         (vec!["osu".into(), osu.clone(), "--world".into(), "1".into()], "osu_allreduce needs at least 2 processes".into()),
     ];
     assert_refused(cases, &store);
+    // A run whose teardown failed after its last size (maxBytes reached) printed a whole sweep.
+    let teardown: String = whole.lines().take_while(|l| !l.contains("Out of bounds")).map(|l| format!("{l}\n")).collect();
+    let teardown = written(dir.path(), "teardown.txt", teardown + "gpu-01: Test NCCL failure common.cu:1833 'unhandled cuda error'\n");
+    let o = import(&["nccl-tests", &teardown], &dir.path().join("other"));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     // A run's results folder inside a store: no render reads a manifest there.
     assert_eq!(import(&["osu", &osu, "--world", "4"], &store).status.code(), Some(0));
     let run = manifests_in(&store)[0].file_stem().unwrap().to_string_lossy().into_owned();
@@ -836,12 +841,15 @@ fn the_same_file_imported_again_at_a_corrected_world_replaces_the_earlier_import
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("manifests");
     let osu = data("osu_allreduce_4rank.txt");
-    assert_eq!(import(&["osu", osu.to_str().unwrap(), "--world", "3"], &store).status.code(), Some(0));
+    let command = "mpirun -np 4 osu_allreduce";
+    assert_eq!(import(&["osu", osu.to_str().unwrap(), "--world", "3", "--command", command], &store).status.code(), Some(0));
     let out = import(&["osu", osu.to_str().unwrap(), "--world", "4"], &store);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("removed the earlier import of this file at world 3"));
     let kept = parlab::manifest::read_all(&store).0;
     assert_eq!(kept.iter().map(|m| m.layout.world).collect::<Vec<_>>(), [4], "one file is one run");
+    let recorded = kept[0].provenance.imported().unwrap().command.clone();
+    assert_eq!(recorded.as_deref(), Some(command), "the command the corrected import replaced is kept");
     // Another file at another world stays beside it.
     let other = data("osu_allgather_4rank.txt");
     assert_eq!(import(&["osu", other.to_str().unwrap(), "--world", "2"], &store).status.code(), Some(0));
