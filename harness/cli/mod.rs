@@ -79,19 +79,11 @@ impl From<crate::report::origin::OriginError> for Error {
     }
 }
 
-/// A folder's lock not taken: held by another process, or a path that cannot be a folder (one
-/// through a file), exit 2 (a user's matter); not made or locked otherwise (a read-only
-/// folder, a full disk), exit 1 as any file parlab could not write. `named` prefixes the message (`--out DIR: `, or nothing).
+/// A folder's lock not taken, exit 2 naming the folder: another process holds it (wait, or
+/// pass `--wait`), or the folder cannot be made or locked (a read-only folder, a path through
+/// a file), the user's to fix. `named` prefixes the message (`--out DIR: `, or nothing).
 pub fn lock_refusal(e: crate::manifest::lock::LockError, named: &str) -> Error {
-    use std::io::ErrorKind;
-    match &e {
-        crate::manifest::lock::LockError::Held { .. } => Error::Usage(format!("{named}{e}")),
-        // A path through a file, or under nothing: a bad path, as every command calls one.
-        crate::manifest::lock::LockError::Io { cause, .. } if matches!(cause.kind(), ErrorKind::NotADirectory | ErrorKind::NotFound) => {
-            Error::Usage(format!("{named}{e}"))
-        }
-        crate::manifest::lock::LockError::Io { .. } => Error::Failed(anyhow::anyhow!("{named}{e}")),
-    }
+    Error::Usage(format!("{named}{e}"))
 }
 
 /// Errors of the parts below the CLI that stop a command with exit 1.
