@@ -69,10 +69,16 @@ impl Folder {
         if !self.path.is_dir() {
             return Err(Error::Usage(format!("{self}: no such {what}{hint}")));
         }
-        if let Err(e) = std::fs::read_dir(&self.path) {
-            return Err(Error::Usage(format!("{self}: cannot list the {what}: {e}")));
+        self.listable(what)
+    }
+
+    /// Refuses a folder that is there but cannot be listed (`what`: "manifests folder"); a
+    /// missing one is the caller's.
+    pub fn listable(&self, what: &str) -> Result<()> {
+        match self.path.is_dir().then(|| std::fs::read_dir(&self.path)) {
+            Some(Err(e)) => Err(Error::Usage(format!("{self}: cannot list the {what}: {e}"))),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Refuses a register's output folder (its stamp names the manifests it was rendered from)

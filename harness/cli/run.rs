@@ -66,9 +66,7 @@ pub fn run(paths: &[PathBuf], options: &RunOptions) -> super::Result<i32> {
     store.not_a_register()?;
     store.not_inside_a_store()?;
     // A store that cannot be listed would render a register of nothing over the earlier one.
-    if let Some(Err(e)) = store.path.is_dir().then(|| std::fs::read_dir(&store.path)) {
-        return Err(Error::Usage(format!("{store}: cannot list the manifests folder: {e}")));
-    }
+    store.listable("manifests folder")?;
     let dir = store.path;
     let out = (!options.no_report).then(|| options.out.clone().unwrap_or_else(|| origin::default_out(&dir)));
     if let Some(out) = &out {

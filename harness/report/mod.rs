@@ -381,14 +381,22 @@ fn write_unless(r: &Rendered, out: &Path, stopped: impl Fn() -> Option<i32>) -> 
         files.iter().for_each(|(path, _)| drop(std::fs::remove_file(staged(path))));
         return Err(e);
     }
-    remove_obsolete(out, &files, earlier.as_ref());
+    remove_obsolete(out, &files, earlier);
     Ok(out.join("evidence.md"))
+}
+
+/// Whether `rel` (relative to an output folder) is a file of a kind a render writes into one
+/// of its folders (`figures/x.svg`, `tables/x.csv`): never a path leading elsewhere.
+fn of_a_replaced_kind(rel: &Path) -> bool {
+    rel.components().all(|c| matches!(c, std::path::Component::Normal(_)))
+        && REPLACED.iter().any(|(sub, exts)| {
+            rel.parent() == Some(Path::new(sub)) && rel.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x))
+        })
 }
 
 /// The figures and tables of `files` (every file of the render), relative to `out`, a line each.
 fn drawn_list(files: &[(PathBuf, &[u8])], out: &Path) -> String {
-    let in_replaced = |rel: &Path| REPLACED.iter().any(|(sub, _)| rel.starts_with(sub));
-    let rel = files.iter().filter_map(|(p, _)| p.strip_prefix(out).ok()).filter(|rel| in_replaced(rel));
+    let rel = files.iter().filter_map(|(p, _)| p.strip_prefix(out).ok()).filter(|rel| of_a_replaced_kind(rel));
     rel.map(|r| format!("{}\n", r.display())).collect()
 }
 
@@ -400,14 +408,16 @@ fn earlier_drawn(out: &Path) -> Option<std::collections::BTreeSet<PathBuf>> {
     std::fs::symlink_metadata(&list).ok()?;
     // A list that cannot be read names nothing to remove: never a reason to remove by kind.
     let text = crate::files::read_text(&list, crate::files::TEXT_LIMIT).unwrap_or_default();
-    // Only a file of a folder a render writes into, never a path leading elsewhere.
-    let safe = |rel: &Path| {
-        rel.components().all(|c| matches!(c, std::path::Component::Normal(_)))
-            && REPLACED.iter().any(|(sub, exts)| {
-                rel.parent() == Some(Path::new(sub)) && rel.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x))
-            })
+    Some(text.lines().map(Path::new).filter(|rel| of_a_replaced_kind(rel)).map(|rel| out.join(rel)).collect())
+}
+
+/// Every file in `out`'s figures and tables folders of a kind a render writes.
+fn of_replaced_kinds(out: &Path) -> std::collections::BTreeSet<PathBuf> {
+    let listed = |sub: &'static str| {
+        std::fs::read_dir(out.join(sub)).into_iter().flatten().flatten().map(move |e| Path::new(sub).join(e.file_name()))
     };
-    Some(text.lines().map(Path::new).filter(|rel| safe(rel)).map(|rel| out.join(rel)).collect())
+    let rel: Vec<PathBuf> = REPLACED.iter().flat_map(|(sub, _)| listed(sub)).collect();
+    rel.iter().filter(|rel| of_a_replaced_kind(rel)).map(|rel| out.join(rel)).collect()
 }
 
 /// Every file of the render, at its final path: tables, figures, then the register.
@@ -475,27 +485,14 @@ fn remove_staged(dir: &Path) {
 
 /// Removes the figures and tables of an earlier render that this one did not draw: those the
 /// earlier render listed ([`DRAWN`]), or where it listed none (a parlab that kept no list) the
-/// files of the kinds a render writes. Plain files only; best effort: a leftover is only an
-/// unlinked file.
-fn remove_obsolete(out: &Path, files: &[(PathBuf, &[u8])], earlier: Option<&std::collections::BTreeSet<PathBuf>>) {
+/// files of the kinds a render writes. Plain files only (a link, even to a file, is the user's,
+/// never followed or removed); best effort: a leftover is only an unlinked file.
+fn remove_obsolete(out: &Path, files: &[(PathBuf, &[u8])], earlier: Option<std::collections::BTreeSet<PathBuf>>) {
     let drawn: std::collections::BTreeSet<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
     let plain = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
-    if let Some(earlier) = earlier {
-        for p in earlier.iter().filter(|p| !drawn.contains(p.as_path()) && plain(p)) {
-            let _ = std::fs::remove_file(p);
-        }
-        return;
-    }
-    for (sub, exts) in REPLACED {
-        for entry in std::fs::read_dir(out.join(sub)).into_iter().flatten().flatten() {
-            let p = out.join(sub).join(entry.file_name());
-            let ours = p.extension().and_then(|x| x.to_str()).is_some_and(|x| exts.contains(&x));
-            // A plain file only: a link (even to a file) is the user's, never followed or removed.
-            let plain = entry.file_type().is_ok_and(|t| t.is_file());
-            if ours && plain && !drawn.contains(p.as_path()) {
-                let _ = std::fs::remove_file(&p);
-            }
-        }
+    let candidates = earlier.unwrap_or_else(|| of_replaced_kinds(out));
+    for p in candidates.iter().filter(|p| !drawn.contains(p.as_path()) && plain(p)) {
+        let _ = std::fs::remove_file(p);
     }
 }
 
